@@ -1,0 +1,1 @@
+"""Checks that a proposal must pass before anything is written."""

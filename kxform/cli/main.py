@@ -1,0 +1,63 @@
+"""Entry point of the `kxform` command.
+
+Each subcommand lives in its own module of this package and exposes
+`register(subparsers) -> None` (adds its parser and sets `func=run`) and
+`run(args) -> int` (the exit code). Exit codes follow black and ruff:
+0 success, 1 changes needed (`--check`) or a check failed, 2 usage or input error,
+123 internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from kxform import __version__
+from kxform.errors import KxformError
+
+SUBCOMMANDS: tuple[str, ...] = ("apply", "inspect", "passes", "verify", "harness", "hw")
+"""Modules of kxform.cli that define subcommands, in help order."""
+
+EXIT_OK, EXIT_CHANGES, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 123
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kxform",
+        description="Checked, verified source-to-source rewrites of CUDA/HIP kernels.",
+    )
+    parser.add_argument("--version", action="version", version=f"kxform {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMANDS:
+        try:
+            module = importlib.import_module(f"kxform.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"kxform.cli.{name}":
+                continue  # subcommand not part of this build
+            raise
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return int(args.func(args))
+    except KxformError as exc:
+        print(f"kxform: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("kxform: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""Typed exceptions raised inside a stage and turned into results in one place (the driver).
+
+Every error that reaches a user carries a location (`file:line:col`) and a cause, and
+prints as one line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Location:
+    """A 1-based line and column in a file (column counts bytes, as compilers do)."""
+
+    path: str
+    line: int = 0
+    col: int = 0
+
+    def __str__(self) -> str:
+        if self.line <= 0:
+            return self.path
+        return f"{self.path}:{self.line}:{max(self.col, 1)}"
+
+
+class KxformError(Exception):
+    """Base class. `str(err)` is one line: `location: cause`."""
+
+    def __init__(self, cause: str, location: Location | None = None) -> None:
+        self.cause = " ".join(cause.split())  # one line, whatever the cause text held
+        self.location = location
+        super().__init__(f"{location}: {self.cause}" if location else self.cause)
+
+
+class InputError(KxformError):
+    """Bad input: unreadable, binary, non-UTF-8, too large, missing, or unparsable."""
+
+
+class UsageError(KxformError):
+    """Bad command-line use: unknown pass, malformed option, conflicting flags."""
+
+
+class SpecError(KxformError):
+    """A harness spec or pass spec is invalid; the message names the offending field."""
+
+
+class EditConflict(KxformError):
+    """Two edits overlap; the message names both sources."""
+
+
+class CheckFailed(KxformError):
+    """A pass check (bijection, coverage, safety, re-parse, compile, idempotence) failed."""
+
+    def __init__(self, check: str, cause: str, location: Location | None = None) -> None:
+        self.check = check
+        super().__init__(f"{check}: {cause}", location)
+
+
+class BuildFailed(KxformError):
+    """nvcc or the host compiler failed; `log` holds the compiler's full text."""
+
+    def __init__(self, cause: str, location: Location | None = None, log: str = "") -> None:
+        self.log = log
+        super().__init__(cause, location)
+
+
+class VerifyMismatch(KxformError):
+    """Original and rewritten kernels produced different outputs."""

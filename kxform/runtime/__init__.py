@@ -1,0 +1,1 @@
+"""Runtimes that launch one kernel on prepared inputs: the GPU (pycuda) and the CPU emulation."""

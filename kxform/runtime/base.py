@@ -1,0 +1,139 @@
+"""The interface every runtime implements.
+
+A runtime takes a standalone translation unit (one kernel and what it needs, no host
+code), launches the kernel once on given inputs and returns the buffers it wrote.
+Runtimes never hold state across requests in module or class attributes: a device
+handle lives in the runtime object, so two runtimes can coexist in one process.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+Role = Literal["in", "out", "inout"]
+
+POISON_BYTE = 0xFF
+"""Output buffers are filled with this byte before every launch (NaN for floats)."""
+
+
+@dataclass(frozen=True)
+class BufferArg:
+    """A device buffer argument: `data` is copied in (for out-only buffers it is poisoned)."""
+
+    name: str
+    data: np.ndarray
+    role: Role
+
+
+@dataclass(frozen=True)
+class ScalarArg:
+    """A by-value argument; `value` is a NumPy scalar whose dtype is the C type."""
+
+    name: str
+    value: np.generic
+
+
+Arg = BufferArg | ScalarArg
+
+
+@dataclass(frozen=True)
+class KernelParam:
+    """One parameter of the kernel as declared in the source: C type text and name."""
+
+    ctype: str
+    name: str
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """Everything needed to run one kernel once.
+
+    `kernel` is the C++ spelling of the kernel to launch (`saxpy`, `gemm<float, 64>`);
+    `params` is its declared parameter list, in order, matching `args` one to one.
+    `label` names the kernel, size and version in errors ("sgemm_tiled[ragged] rewritten").
+    """
+
+    source: str
+    kernel: str
+    params: tuple[KernelParam, ...]
+    args: tuple[Arg, ...]
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int = 0
+    timeout_s: float = 60.0
+    label: str = ""
+    include_dirs: tuple[str, ...] = ()
+    defines: tuple[str, ...] = ()
+    trace_blocks: tuple[tuple[int, int, int], ...] = ()
+    """Blocks whose global-memory sectors to record (CPU runtime only; empty: none)."""
+
+
+@dataclass(frozen=True)
+class SectorTrace:
+    """The 32-byte sectors of each buffer one block read and wrote (byte offset // 32)."""
+
+    block: tuple[int, int, int]
+    reads: dict[str, frozenset[int]]
+    writes: dict[str, frozenset[int]]
+
+
+@dataclass(frozen=True)
+class LaunchResult:
+    """Buffers after the launch (every `out`/`inout` arg) and what stayed poisoned."""
+
+    outputs: dict[str, np.ndarray]
+    unwritten: dict[str, int]
+    runtime: str
+    elapsed_ms: float | None = None
+    traces: tuple[SectorTrace, ...] = field(default=())
+
+
+class RuntimeError_(Exception):
+    """A launch failed: compile error, fault, timeout or unsupported feature.
+
+    The message is one line naming the kernel, size and version (the request label).
+    """
+
+
+class Unsupported(RuntimeError_):
+    """The runtime cannot run this kernel at all (e.g. inline PTX on the CPU runtime)."""
+
+
+class LaunchTimeout(RuntimeError_):
+    """The kernel did not finish within the request's timeout (or deadlocked)."""
+
+
+class Runtime(abc.ABC):
+    """One way to run kernels. Subclasses: `GpuRuntime` (pycuda) and `CpuRuntime`."""
+
+    name: str = "abstract"
+
+    @abc.abstractmethod
+    def available(self) -> tuple[bool, str]:
+        """Whether this runtime can run here, and if not, why (one line)."""
+
+    @abc.abstractmethod
+    def run(self, request: LaunchRequest) -> LaunchResult:
+        """Launch once and return the outputs. Raises a `RuntimeError_` subclass on failure."""
+
+    def time(self, request: LaunchRequest, *, warmup: int = 3, repeat: int = 20) -> list[float]:
+        """Milliseconds per launch over `repeat` launches after `warmup`. GPU only by default."""
+        raise Unsupported(f"{self.name} runtime does not time kernels")
+
+
+def poison_like(array: np.ndarray) -> np.ndarray:
+    """A copy of `array` with every byte set to POISON_BYTE."""
+    out = np.empty_like(array)
+    out.view(np.uint8)[...] = POISON_BYTE
+    return out
+
+
+def count_unwritten(array: np.ndarray) -> int:
+    """Elements of `array` whose bytes are all still POISON_BYTE."""
+    itemsize = array.dtype.itemsize
+    raw = np.ascontiguousarray(array).view(np.uint8).reshape(-1, itemsize)
+    return int(np.all(raw == POISON_BYTE, axis=1).sum())

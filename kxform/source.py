@@ -1,0 +1,120 @@
+"""Source text as bytes plus what every stage needs to talk about positions in it.
+
+All edits and node ranges are byte offsets into `SourceText.data`; the text is
+validated once on load (UTF-8, not binary, not too large) so later stages can rely on
+it. Line endings and every other byte are kept as they are.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kxform.errors import InputError, Location
+
+MAX_SOURCE_BYTES = 8 * 1024 * 1024
+"""Larger files are refused: real kernel sources are far smaller, and a 10 MB input is
+almost always generated code or a mistaken path."""
+
+CUDA_SUFFIXES = frozenset({".cu", ".cuh", ".hip"})
+HEADER_SUFFIXES = frozenset({".h", ".hpp", ".hh", ".cuh", ".inl"})
+
+
+@dataclass(frozen=True)
+class SourceText:
+    """A validated source file: its path (as given, for messages) and its exact bytes."""
+
+    path: str
+    data: bytes
+    _line_starts: tuple[int, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        starts = [0]
+        find = self.data.find
+        pos = find(b"\n")
+        while pos != -1:
+            starts.append(pos + 1)
+            pos = find(b"\n", pos + 1)
+        object.__setattr__(self, "_line_starts", tuple(starts))
+
+    @property
+    def text(self) -> str:
+        return self.data.decode("utf-8")
+
+    @property
+    def newline(self) -> str:
+        """The file's dominant line ending, used for inserted lines ("\\r\\n" or "\\n")."""
+        crlf = self.data.count(b"\r\n")
+        return "\r\n" if crlf and crlf * 2 >= self.data.count(b"\n") else "\n"
+
+    def line_col(self, offset: int) -> tuple[int, int]:
+        """1-based line and column of a byte offset."""
+        index = bisect.bisect_right(self._line_starts, offset) - 1
+        return index + 1, offset - self._line_starts[index] + 1
+
+    def location(self, offset: int) -> Location:
+        line, col = self.line_col(offset)
+        return Location(self.path, line, col)
+
+    def line_start(self, offset: int) -> int:
+        """Byte offset where the line containing `offset` begins."""
+        return self._line_starts[bisect.bisect_right(self._line_starts, offset) - 1]
+
+    def indent_at(self, offset: int) -> str:
+        """The whitespace that starts the line containing `offset`."""
+        start = self.line_start(offset)
+        end = start
+        while end < len(self.data) and self.data[end] in b" \t":
+            end += 1
+        return self.data[start:end].decode("ascii")
+
+
+def validate_bytes(path: str, data: bytes) -> SourceText:
+    """Check that `data` is a plausible source file and wrap it; raise InputError if not."""
+    if not data.strip():
+        raise InputError("file is empty", Location(path))
+    if len(data) > MAX_SOURCE_BYTES:
+        raise InputError(
+            f"file is {len(data) / 1e6:.1f} MB, over the {MAX_SOURCE_BYTES // (1024 * 1024)} MiB limit "
+            "for a kernel source",
+            Location(path),
+        )
+    nul = data.find(b"\x00")
+    if nul != -1:
+        line = data.count(b"\n", 0, nul) + 1
+        raise InputError("binary file (NUL byte); not a source file", Location(path, line, 1))
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise InputError(
+            f"not valid UTF-8 (byte 0x{data[exc.start]:02x}); convert the file to UTF-8",
+            Location(path, line, col),
+        ) from None
+    return SourceText(path, data)
+
+
+def read_source(path: str | os.PathLike[str]) -> SourceText:
+    """Read and validate one file, turning OS errors into one-line InputErrors."""
+    name = os.fspath(path)
+    try:
+        size = os.stat(name).st_size
+        if size > MAX_SOURCE_BYTES:
+            raise InputError(
+                f"file is {size / 1e6:.1f} MB, over the {MAX_SOURCE_BYTES // (1024 * 1024)} MiB limit "
+                "for a kernel source",
+                Location(name),
+            )
+        data = Path(name).read_bytes()
+    except FileNotFoundError:
+        raise InputError("no such file", Location(name)) from None
+    except IsADirectoryError:
+        raise InputError("is a directory", Location(name)) from None
+    except PermissionError:
+        raise InputError("permission denied", Location(name)) from None
+    except OSError as exc:
+        raise InputError(exc.strerror or str(exc), Location(name)) from None
+    return validate_bytes(name, data)
