@@ -1,0 +1,231 @@
+"""The pure core: source text in, rewritten text plus per-kernel results and remarks out.
+
+No files, no nvcc, no GPU: those are layers above (kxform.runner). For each pass of the
+pipeline: parse, analyse, propose, check, collect edits for all kernels, apply them in
+one step, re-parse, and confirm that a second run proposes nothing. Stage errors are
+typed exceptions turned into frozen `KernelResult`s here, in one place; this function
+only raises for input errors that concern the whole file.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from kxform.edits import Edit, apply_edits, check_reparse, unified_diff
+from kxform.errors import CheckFailed, EditConflict, InputError, KxformError
+from kxform.frontend.cuda import parse_model
+from kxform.frontend.model import Function, SourceModel
+from kxform.hw import HwProfile
+from kxform.pass_api import (
+    CheckRecord,
+    KernelAnalysis,
+    KernelResult,
+    Outcome,
+    Pass,
+    PassContext,
+    Proposal,
+    RunOptions,
+)
+from kxform.proposer import DeterministicProposer, Proposer
+from kxform.remarks import RemarkKind, RemarkSink
+from kxform.source import SourceText, validate_bytes
+
+SemanticProvider = Callable[[SourceModel], object]
+"""Given a model, return a semantic-layer object (with `blockers_for`) or None."""
+
+
+@dataclass(frozen=True)
+class FileTransform:
+    source: SourceText
+    new_data: bytes
+    results: tuple[KernelResult, ...]
+    remarks: tuple
+    line_map: tuple[int, ...] = ()
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> bool:
+        return self.new_data != self.source.data
+
+    def diff(self) -> str:
+        return unified_diff(self.source.path, self.source.data, self.new_data)
+
+
+def _syntax_gate(model: SourceModel) -> set[str]:
+    """Kernels whose definition holds a syntax error; a file whose errors lie outside every
+    function is rejected as a whole (InputError at the first error)."""
+    broken: set[str] = set()
+    for issue in model.syntax_issues:
+        owner = next((f for f in model.functions if f.span.contains(issue.span)), None)
+        if owner is None:
+            what = "missing token" if issue.missing else "syntax error"
+            snippet = model.source.data[issue.span.start:issue.span.end][:40].decode("utf-8", "replace")
+            snippet = " ".join(snippet.split())
+            raise InputError(f"{what} near '{snippet}' (tree-sitter-cuda could not parse this)",
+                             model.source.location(issue.span.start))
+        broken.add(owner.name)
+    return broken
+
+
+def transform_source(
+    source: SourceText,
+    passes: Sequence[Pass],
+    hw: HwProfile,
+    options: RunOptions,
+    proposer: Proposer | None = None,
+    semantic: SemanticProvider | None = None,
+) -> FileTransform:
+    proposer = proposer or DeterministicProposer()
+    sink = RemarkSink()
+    results: list[KernelResult] = []
+    current = source
+    line_map: tuple[int, ...] = ()
+    timings: dict[str, float] = {}
+    for pass_ in passes:
+        start = time.perf_counter()
+        current, pass_results, pass_map = _run_pass(current, source.path, pass_, hw, options, proposer, semantic, sink)
+        timings[pass_.name] = time.perf_counter() - start
+        results.extend(pass_results)
+        if pass_map:
+            line_map = pass_map if not line_map else tuple(line_map[i - 1] for i in pass_map)
+    return FileTransform(source, current.data, tuple(results), tuple(sink), line_map, timings)
+
+
+def _run_pass(source: SourceText, path: str, pass_: Pass, hw: HwProfile, options: RunOptions,
+              proposer: Proposer, semantic: SemanticProvider | None,
+              sink: RemarkSink) -> tuple[SourceText, list[KernelResult], tuple[int, ...]]:
+    model = parse_model(source)
+    broken = _syntax_gate(model)
+    ctx = PassContext(model, hw, options, sink, semantic(model) if semantic else None)
+    analyses = pass_.analyse(ctx)
+    results: list[KernelResult] = []
+    accepted: list[tuple[Proposal, tuple[CheckRecord, ...]]] = []
+    for kernel in model.kernels:
+        line = source.line_col(kernel.span.start)[0]
+        analysis = analyses.get(kernel.name)
+        if not options.selects(kernel.name):
+            results.append(KernelResult(path, kernel.name, pass_.name, Outcome.SKIPPED, line, ("not selected",)))
+            continue
+        if kernel.name in broken:
+            results.append(_missed(ctx, pass_, kernel, "SyntaxError", "the kernel's definition does not parse "
+                                   "(macro-wrapped attribute or syntax error); left unchanged", kernel.span.start))
+            continue
+        if analysis is None:
+            continue
+        if analysis.already_applied:
+            ctx.remark(RemarkKind.ANALYSIS, pass_.name, "AlreadyApplied", kernel.span.start, kernel.name,
+                       f"{pass_.name} already applied to '{kernel.name}'; nothing to do")
+            results.append(KernelResult(path, kernel.name, pass_.name, Outcome.UNCHANGED, line, ("already applied",)))
+            continue
+        if analysis.blockers:
+            for blocker in analysis.blockers:
+                ctx.remark(RemarkKind.MISSED, pass_.name, blocker.key, blocker.offset, kernel.name,
+                           f"{pass_.name} not applied to '{kernel.name}': {blocker.message}")
+            results.append(KernelResult(path, kernel.name, pass_.name, Outcome.MISSED, line,
+                                        tuple(f"{b.key}: {b.message}" for b in analysis.blockers)))
+            continue
+        result = _propose_and_check(ctx, pass_, proposer, analysis, line)
+        if isinstance(result, KernelResult):
+            results.append(result)
+        else:
+            accepted.append(result)
+    if not accepted:
+        return source, results, ()
+    return _apply(ctx, pass_, accepted, results, source, path, hw, options, semantic)
+
+
+def _missed(ctx: PassContext, pass_: Pass, kernel: Function, key: str, message: str, offset: int) -> KernelResult:
+    ctx.remark(RemarkKind.MISSED, pass_.name, key, offset, kernel.name,
+               f"{pass_.name} not applied to '{kernel.name}': {message}")
+    line = ctx.model.source.line_col(kernel.span.start)[0]
+    return KernelResult(ctx.model.source.path, kernel.name, pass_.name, Outcome.MISSED, line, (f"{key}: {message}",))
+
+
+def _propose_and_check(ctx: PassContext, pass_: Pass, proposer: Proposer, analysis: KernelAnalysis,
+                       line: int) -> KernelResult | tuple[Proposal, tuple[CheckRecord, ...]]:
+    kernel = analysis.kernel
+    path = ctx.model.source.path
+    proposals = proposer.propose(pass_, ctx, analysis)
+    if not proposals:
+        key, message = getattr(pass_, "missed_reason")(analysis) if hasattr(pass_, "missed_reason") else \
+            ("NoProposal", "no proposal")
+        return _missed(ctx, pass_, kernel, key, message, kernel.span.start)
+    failures: list[str] = []
+    for proposal in proposals:
+        if proposal.kernel != kernel.name or proposal.pass_name != pass_.name:
+            failures.append(f"proposal for {proposal.pass_name}:{proposal.kernel} ignored")
+            continue
+        try:
+            records = tuple(pass_.check(ctx, proposal))
+        except CheckFailed as exc:
+            failures.append(str(exc))
+            ctx.remark(RemarkKind.MISSED, pass_.name, "CheckFailed", kernel.span.start, kernel.name,
+                       f"{pass_.name} proposal {proposal.label()} for '{kernel.name}' rejected: {exc.cause}",
+                       check=exc.check, proposer=proposal.proposer)
+            continue
+        return proposal, records
+    return KernelResult(path, kernel.name, pass_.name, Outcome.FAILED, line, tuple(failures), stage="check")
+
+
+def _apply(ctx: PassContext, pass_: Pass, accepted: list[tuple[Proposal, tuple[CheckRecord, ...]]],
+           results: list[KernelResult], source: SourceText, path: str, hw: HwProfile, options: RunOptions,
+           semantic: SemanticProvider | None) -> tuple[SourceText, list[KernelResult], tuple[int, ...]]:
+    model = ctx.model
+    proposals = [p for p, _ in accepted]
+    line_of = {k.name: source.line_col(k.span.start)[0] for k in model.kernels}
+    try:
+        edits: list[Edit] = pass_.edit(ctx, proposals)
+        edited = apply_edits(source, edits)
+        new_source = validate_bytes(path, edited.data)
+        new_model = parse_model(new_source)
+        check_reparse(len(model.syntax_issues), len(new_model.syntax_issues), path)
+        extra = [CheckRecord("reparse", True, f"rewritten file re-parses with {len(new_model.syntax_issues)} "
+                             "syntax error region(s), as many as the original")]
+        extra.append(_coverage(pass_, new_model, proposals))
+        extra.append(_idempotent(pass_, new_source, hw, options, semantic, proposals))
+    except (CheckFailed, EditConflict) as exc:
+        stage = exc.check if isinstance(exc, CheckFailed) else "edit"
+        for proposal in proposals:
+            ctx.remark(RemarkKind.MISSED, pass_.name, "CheckFailed", 0, proposal.kernel,
+                       f"{pass_.name} {proposal.label()} for '{proposal.kernel}' rejected: {exc}")
+            results.append(KernelResult(path, proposal.kernel, pass_.name, Outcome.FAILED, line_of[proposal.kernel],
+                                        (str(exc),), proposal, stage=stage))
+        return source, results, ()
+    for proposal, records in accepted:
+        kernel = next(k for k in model.kernels if k.name == proposal.kernel)
+        ctx.remark(RemarkKind.PASSED, pass_.name, "Applied", kernel.span.start, kernel.name,
+                   f"{pass_.name} applied to '{kernel.name}': {proposal.label()} ({proposal.rationale})",
+                   proposer=proposal.proposer, measured=proposal.measured, **dict(proposal.params))
+        results.append(KernelResult(path, proposal.kernel, pass_.name, Outcome.APPLIED, line_of[proposal.kernel],
+                                    (proposal.rationale,), proposal, records + tuple(extra)))
+    return new_source, results, edited.line_map
+
+
+def _coverage(pass_: Pass, new_model: SourceModel, proposals: list[Proposal]) -> CheckRecord:
+    """Check (b): after the rewrite, no unmapped index read is left in a rewritten kernel."""
+    leftover = getattr(pass_, "unmapped_reads", None)
+    if leftover is None:
+        return CheckRecord("coverage", True, "pass declares no index coverage check")
+    for proposal in proposals:
+        reads = leftover(new_model, proposal.kernel)
+        if reads:
+            where = new_model.source.location(reads[0].span.start)
+            raise CheckFailed("coverage", f"'{proposal.kernel}' still reads {reads[0].spelling} at {where} "
+                              "after the rewrite")
+    return CheckRecord("coverage", True, "every blockIdx.x/.y read in the kernels' call closures uses the remap")
+
+
+def _idempotent(pass_: Pass, new_source: SourceText, hw: HwProfile, options: RunOptions,
+                semantic: SemanticProvider | None, proposals: list[Proposal]) -> CheckRecord:
+    """Check (e): running the same pass again on the output changes nothing."""
+    kernels = tuple(p.kernel for p in proposals)
+    again = transform_source(new_source, [pass_], hw, replace(options, kernels=kernels), semantic=semantic)
+    if again.changed:
+        raise CheckFailed("idempotence", "a second run of the pass would change the output again")
+    return CheckRecord("idempotence", True, "a second run proposes no change")
+
+
+def is_input_error(exc: BaseException) -> bool:
+    return isinstance(exc, KxformError) and not isinstance(exc, CheckFailed)

@@ -1,0 +1,2 @@
+/* kxform stub: declarations come from kxform_cuda_prelude.h */
+#pragma once

@@ -1,0 +1,281 @@
+"""Hardware profiles: the figures of one GPU model that passes and tuners reason with.
+
+Profiles are TOML files, one per GPU, shipped in the top-level `hw/` directory (installed
+as the package data `kxform.hwdata`). Every figure carries its source in a `[sources]`
+table, because a swizzle or tile choice is only as good as the L2 size or SM count it
+assumed, and a reader must be able to check where that number came from.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from kxform.errors import KxformError, Location, SpecError, UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+_DATA_PACKAGE = "kxform.hwdata"
+_REPO_HW_DIR = Path(__file__).resolve().parent.parent / "hw"
+
+_INT_FIGURES = (
+    "sm_count", "l2_bytes", "xcds", "smem_per_sm", "smem_per_block", "regs_per_sm",
+    "regs_per_block", "max_threads_per_block", "max_threads_per_sm", "warp_size",
+)
+_OPTIONAL_INT_FIGURES = ("l2_bytes_per_xcd", "l2_slices")
+_SOURCED = tuple(f for f in _INT_FIGURES if f != "xcds") + ("mem_bandwidth_gbs",)
+"""Figures that must name a source (xcds is 1 by definition on NVIDIA parts)."""
+
+_ARCH_RE = {"nvidia": re.compile(r"^sm_\d{2,3}[af]?$"), "amd": re.compile(r"^gfx[0-9a-f]{3,4}$")}
+_WARP_SIZES = {"nvidia": (32,), "amd": (32, 64)}
+
+
+@dataclass(frozen=True)
+class HwProfile:
+    """One GPU model. On AMD parts "SM" figures are per compute unit (CU)."""
+
+    name: str
+    vendor: str
+    arch: str
+    sm_count: int
+    l2_bytes: int
+    xcds: int
+    smem_per_sm: int
+    smem_per_block: int
+    regs_per_sm: int
+    regs_per_block: int
+    max_threads_per_block: int
+    max_threads_per_sm: int
+    warp_size: int
+    mem_bandwidth_gbs: float
+    aliases: tuple[str, ...]
+    sources: dict[str, str]
+    l2_bytes_per_xcd: int | None = None
+    l2_slices: int | None = None
+
+    @property
+    def is_chiplet(self) -> bool:
+        """True when blocks are spread over dies with separate L2s (MI300X): the L2 a
+        block shares with its neighbours is `l2_bytes_per_xcd`, not `l2_bytes`."""
+        return self.xcds > 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data, field order as declared, `is_chiplet` included."""
+        data: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["aliases"] = list(self.aliases)
+        data["sources"] = dict(self.sources)
+        data["is_chiplet"] = self.is_chiplet
+        return data
+
+
+# ---------------------------------------------------------------------------- loading
+
+
+def parse_profile(data: Mapping[str, Any], path: str) -> HwProfile:
+    """Validate TOML data and build a profile; `path` only names the file in errors."""
+    known = {f.name for f in fields(HwProfile)}
+    for key in data:
+        if key not in known:
+            raise _bad(path, key, "unknown field (typo?)")
+    for key in ("name", "vendor", "arch"):
+        _require_str(data, key, path)
+    vendor = data["vendor"]
+    if vendor not in _ARCH_RE:
+        raise _bad(path, "vendor", f"must be 'nvidia' or 'amd', not {vendor!r}")
+    if not _ARCH_RE[vendor].match(data["arch"]):
+        raise _bad(path, "arch", f"{data['arch']!r} is not a {vendor} architecture name")
+    ints = {key: _require_int(data, key, path) for key in _INT_FIGURES}
+    optional = {key: _optional_int(data, key, path) for key in _OPTIONAL_INT_FIGURES}
+    bandwidth = data.get("mem_bandwidth_gbs")
+    if isinstance(bandwidth, bool) or not isinstance(bandwidth, (int, float)) or bandwidth <= 0:
+        raise _bad(path, "mem_bandwidth_gbs", "required, a positive number of GB/s")
+    _check_consistency(vendor, ints, optional, path)
+    aliases = _str_list(data.get("aliases", []), "aliases", path)
+    sources = _sources(data, optional, path)
+    return HwProfile(
+        name=data["name"], vendor=vendor, arch=data["arch"], **ints,
+        mem_bandwidth_gbs=float(bandwidth), aliases=aliases, sources=sources, **optional,
+    )
+
+
+def load_profile_file(path: str | Path) -> HwProfile:
+    """Read and validate one profile file."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(f"cannot read hardware profile: {exc.strerror}", Location(str(file))) from exc
+    return _parse_text(text, str(file))
+
+
+def list_profiles() -> list[HwProfile]:
+    """Every shipped profile, sorted by name."""
+    profiles = [_parse_text(text, origin) for origin, text in _shipped_texts()]
+    return sorted(profiles, key=lambda p: p.name)
+
+
+def load_profile(name_or_path: str) -> HwProfile:
+    """A shipped profile by name or alias (case-insensitive), or a `.toml` file by path."""
+    if name_or_path.endswith(".toml") or "/" in name_or_path or Path(name_or_path).is_file():
+        return load_profile_file(name_or_path)
+    wanted = name_or_path.strip().lower()
+    profiles = list_profiles()
+    for profile in profiles:
+        if wanted == profile.name or wanted in (a.lower() for a in profile.aliases):
+            return profile
+    known = ", ".join(p.name for p in profiles)
+    raise UsageError(f"unknown hardware profile {name_or_path!r}; known: {known}")
+
+
+# -------------------------------------------------------------------------- detection
+
+
+def match_device(
+    device_name: str, sm_count: int, l2_bytes: int, profiles: Iterable[HwProfile] | None = None
+) -> HwProfile:
+    """The NVIDIA profile whose SM count and L2 size are those of the device.
+
+    SM count and L2 size tell the shipped parts apart (H100 SXM and H200 share 132 SMs
+    but not the L2); the device name only breaks ties. A part with the same counts as
+    a profile (an A100 40GB against `a100`) maps to it: pass a profile file when the
+    bandwidth figure matters. MIG slices and unknown parts match nothing.
+    """
+    candidates = [
+        p for p in (profiles if profiles is not None else list_profiles())
+        if p.vendor == "nvidia" and p.sm_count == sm_count and _close(p.l2_bytes, l2_bytes)
+    ]
+    if not candidates:
+        raise KxformError(
+            f"no hardware profile matches {device_name!r} ({sm_count} SMs, "
+            f"{l2_bytes // (1 << 20)} MiB L2); write one (see docs/hardware.md) and pass its path"
+        )
+    tokens = set(re.findall(r"[a-z0-9]+", device_name.lower()))
+    return max(candidates, key=lambda p: len(tokens & _name_tokens(p)))
+
+
+def detect() -> HwProfile:
+    """The profile of CUDA device 0, read through pycuda.
+
+    Runs in this process: pycuda's `init` creates no context, so a later runtime child
+    process is unaffected.
+    """
+    try:
+        import pycuda.driver as cuda  # type: ignore[import-not-found]
+    except ImportError as exc:
+        raise KxformError("cannot detect the GPU: pycuda is not installed (pip install 'kxform[gpu]')") from exc
+    try:
+        cuda.init()
+        if cuda.Device.count() == 0:
+            raise KxformError("cannot detect the GPU: no CUDA device")
+        device = cuda.Device(0)
+        attr = cuda.device_attribute
+        name = str(device.name())
+        sm_count = int(device.get_attribute(attr.MULTIPROCESSOR_COUNT))
+        l2_bytes = int(device.get_attribute(attr.L2_CACHE_SIZE))
+    except KxformError:
+        raise
+    except Exception as exc:  # pycuda raises its own error types for driver failures
+        raise KxformError(f"cannot detect the GPU: {exc}") from exc
+    return match_device(name, sm_count, l2_bytes)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _shipped_texts() -> list[tuple[str, str]]:
+    """(origin, text) of each shipped profile: installed package data, else the repo's hw/."""
+    try:
+        root = resources.files(_DATA_PACKAGE)
+        found = [(f"hw/{e.name}", e.read_text(encoding="utf-8"))
+                 for e in root.iterdir() if e.name.endswith(".toml")]
+    except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError, TypeError):
+        found = []
+    if found:
+        return found
+    return [(str(p), p.read_text(encoding="utf-8")) for p in sorted(_REPO_HW_DIR.glob("*.toml"))]
+
+
+def _parse_text(text: str, origin: str) -> HwProfile:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"invalid TOML: {exc}", Location(origin)) from exc
+    return parse_profile(data, origin)
+
+
+def _bad(path: str, field: str, problem: str) -> SpecError:
+    return SpecError(f"field '{field}': {problem}", Location(path))
+
+
+def _require_str(data: Mapping[str, Any], key: str, path: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise _bad(path, key, "required, a non-empty string")
+    return value
+
+
+def _require_int(data: Mapping[str, Any], key: str, path: str) -> int:
+    value = data.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise _bad(path, key, f"required, a positive integer (got {value!r})")
+    return value
+
+
+def _optional_int(data: Mapping[str, Any], key: str, path: str) -> int | None:
+    return None if key not in data else _require_int(data, key, path)
+
+
+def _str_list(value: object, key: str, path: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise _bad(path, key, "must be a list of non-empty strings")
+    return tuple(value)
+
+
+def _check_consistency(
+    vendor: str, ints: Mapping[str, int], optional: Mapping[str, int | None], path: str
+) -> None:
+    if ints["warp_size"] not in _WARP_SIZES[vendor]:
+        raise _bad(path, "warp_size", f"{ints['warp_size']} is not a {vendor} warp size")
+    if vendor == "nvidia" and ints["xcds"] != 1:
+        raise _bad(path, "xcds", "NVIDIA GPUs have one L2 domain: xcds = 1")
+    per_xcd = optional["l2_bytes_per_xcd"]
+    if ints["xcds"] > 1 and per_xcd is None:
+        raise _bad(path, "l2_bytes_per_xcd", "required when xcds > 1")
+    if per_xcd is not None and per_xcd * ints["xcds"] != ints["l2_bytes"]:
+        raise _bad(path, "l2_bytes", "must equal l2_bytes_per_xcd * xcds")
+    if ints["smem_per_block"] > ints["smem_per_sm"]:
+        raise _bad(path, "smem_per_block", "exceeds smem_per_sm")
+    if ints["max_threads_per_block"] > ints["max_threads_per_sm"]:
+        raise _bad(path, "max_threads_per_block", "exceeds max_threads_per_sm")
+
+
+def _sources(data: Mapping[str, Any], optional: Mapping[str, int | None], path: str) -> dict[str, str]:
+    table = data.get("sources")
+    if not isinstance(table, dict):
+        raise _bad(path, "sources", "required, a table naming where each figure comes from")
+    for key, value in table.items():
+        if not isinstance(value, str) or not value.strip():
+            raise _bad(path, f"sources.{key}", "must be a non-empty string")
+    needed = list(_SOURCED) + [k for k, v in optional.items() if v is not None]
+    for key in needed:
+        if key not in table:
+            raise _bad(path, f"sources.{key}", "missing: every figure names its source")
+    return dict(table)
+
+
+def _close(expected: int, actual: int) -> bool:
+    """L2 sizes as drivers report them differ from datasheet megabytes by a few percent."""
+    return abs(expected - actual) <= 0.05 * expected
+
+
+def _name_tokens(profile: HwProfile) -> set[str]:
+    words = " ".join((profile.name, *profile.aliases)).lower()
+    return set(re.findall(r"[a-z0-9]+", words))

@@ -1,0 +1,187 @@
+"""The layer above the pure core: files, parallelism, compile checks, write-back and logs.
+
+`run_apply` transforms every file in memory first (in worker processes), compiles the
+changed ones with nvcc where asked (in parallel, cached by content), and only then
+writes. If any file had an input error, nothing is written at all.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as futures
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from kxform.driver import FileTransform, transform_source
+from kxform.errors import KxformError, UsageError
+from kxform.files import walk_sources, write_atomic
+from kxform.hw import HwProfile
+from kxform.pass_api import CheckRecord, KernelResult, Outcome, RunOptions
+from kxform.registry import default_registry
+from kxform.report import Report, WriteBack
+from kxform.source import read_source
+
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass(frozen=True)
+class ApplyConfig:
+    """Every option of one `apply` run, grouped (varied with dataclasses.replace)."""
+
+    pipeline: str
+    extra_options: tuple[tuple[str, str], ...] = ()
+    hw: HwProfile | None = None
+    kernels: tuple[str, ...] = ()
+    verify: str = "auto"  # static | compile | auto
+    jobs: int = 0
+    write_back: WriteBack = WriteBack.WRITE
+    out_dir: str | None = None
+    build_dir: str | None = None
+    semantic: bool = True
+
+
+@dataclass
+class FileOutcome:
+    path: str
+    transform: FileTransform | None = None
+    error: str | None = None
+    compile_record: CheckRecord | None = None
+    results: list[KernelResult] = field(default_factory=list)
+
+
+def _transform_one(path: str, config: ApplyConfig) -> FileOutcome:
+    """Worker: read, validate and transform one file. Never raises for bad input."""
+    try:
+        source = read_source(path)
+        passes = default_registry().pipeline(config.pipeline, dict(config.extra_options))
+        assert config.hw is not None
+        options = RunOptions(kernels=config.kernels, arch=config.hw.arch)
+        semantic = None
+        if config.semantic:
+            from kxform.frontend.semantic import semantic_provider
+
+            semantic = semantic_provider(path, config.build_dir)
+        transform = transform_source(source, passes, config.hw, options, semantic=semantic)
+        return FileOutcome(path, transform, results=list(transform.results))
+    except UsageError:
+        raise
+    except KxformError as exc:
+        return FileOutcome(path, error=str(exc))
+
+
+def collect_files(paths: list[str]) -> list[str]:
+    return [str(p) for p in walk_sources(paths)]
+
+
+def run_apply(paths: list[str], config: ApplyConfig, progress: Progress | None = None,
+              emit: Callable[[str], None] | None = None) -> tuple[Report, list[FileOutcome]]:
+    """Run the pipeline over `paths`; return the report and per-file outcomes (for logs)."""
+    default_registry().pipeline(config.pipeline, dict(config.extra_options))  # usage errors before any work
+    files = collect_files(paths)
+    outcomes = _transform_all(files, config, progress)
+    report = Report(write_back=config.write_back)
+    for outcome in outcomes:
+        if outcome.error:
+            report.input_errors.append(outcome.error)
+    _compile_check(outcomes, config)
+    for outcome in outcomes:
+        report.add_kernels(outcome.results)
+        transform = outcome.transform
+        if transform is None:
+            continue
+        if transform.changed:
+            report.files_changed += 1
+        else:
+            report.files_unchanged += 1
+    _write_back(outcomes, config, report, emit or (lambda text: sys.stdout.write(text)))
+    return report, outcomes
+
+
+def _transform_all(files: list[str], config: ApplyConfig, progress: Progress | None) -> list[FileOutcome]:
+    jobs = config.jobs or os.cpu_count() or 1
+    if jobs == 1 or len(files) < 8:
+        out = []
+        for i, path in enumerate(files):
+            out.append(_transform_one(path, config))
+            if progress:
+                progress(i + 1, len(files), path)
+        return out
+    results: list[FileOutcome | None] = [None] * len(files)
+    with futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+        pending = {pool.submit(_transform_one, path, config): i for i, path in enumerate(files)}
+        done = 0
+        for future in futures.as_completed(pending):
+            results[pending[future]] = future.result()
+            done += 1
+            if progress:
+                progress(done, len(files), files[pending[future]])
+    return [r for r in results if r is not None]
+
+
+def _compile_check(outcomes: list[FileOutcome], config: ApplyConfig) -> None:
+    """Check (d): rewritten files must compile with nvcc where it exists; a file that fails
+    is not written, and its kernels are marked failed with nvcc's first error."""
+    changed = [o for o in outcomes if o.transform is not None and o.transform.changed]
+    if config.verify == "static" or not changed:
+        return
+    from kxform.compile_check import CompileChecker
+
+    checker = CompileChecker.create(config.build_dir, config.hw.arch if config.hw else "sm_90", config.jobs)
+    if checker is None:
+        if config.verify == "compile":
+            raise UsageError("--verify compile needs nvcc (not found on PATH; set KXFORM_NVCC)")
+        for outcome in changed:
+            outcome.compile_record = CheckRecord("compile", True, "skipped: nvcc not found")
+            _attach(outcome, outcome.compile_record)
+        return
+    for outcome, record in zip(changed, checker.check_many([o.transform for o in changed if o.transform])):
+        outcome.compile_record = record
+        if record.ok:
+            _attach(outcome, record)
+            continue
+        transform = outcome.transform
+        assert transform is not None
+        outcome.results = [replace(r, outcome=Outcome.FAILED, reasons=(record.detail,), stage="compile",
+                                   checks=r.checks + (record,)) if r.outcome is Outcome.APPLIED else r
+                           for r in outcome.results]
+        outcome.transform = replace(transform, new_data=transform.source.data)
+
+
+def _attach(outcome: FileOutcome, record: CheckRecord) -> None:
+    outcome.results = [replace(r, checks=r.checks + (record,)) if r.outcome is Outcome.APPLIED else r
+                       for r in outcome.results]
+
+
+def _write_back(outcomes: list[FileOutcome], config: ApplyConfig, report: Report, emit: Callable[[str], None]) -> None:
+    mode = config.write_back
+    if mode is WriteBack.DIFF:
+        for outcome in outcomes:
+            if outcome.transform is not None and outcome.transform.changed:
+                emit(outcome.transform.diff())
+        return
+    if mode is WriteBack.CHECK or report.input_errors:
+        return  # nothing is written when any input is bad
+    for outcome in outcomes:
+        transform = outcome.transform
+        if transform is None:
+            continue
+        if mode is WriteBack.OUT_DIR:
+            assert config.out_dir is not None
+            target = Path(config.out_dir) / _relative(outcome.path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(target, transform.new_data)
+        elif transform.changed:
+            write_atomic(outcome.path, transform.new_data)
+
+
+def _relative(path: str) -> Path:
+    p = Path(path)
+    if p.is_absolute():
+        try:
+            return p.relative_to(Path.cwd())
+        except ValueError:
+            return Path(*p.parts[1:])
+    return Path(*[part for part in p.parts if part not in ("..",)])
+
