@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -57,7 +57,8 @@ class HwProfile:
     warp_size: int
     mem_bandwidth_gbs: float
     aliases: tuple[str, ...]
-    sources: dict[str, str]
+    sources: dict[str, str] = field(hash=False)
+    """Figure name -> where it comes from (datasheet, CUDA tables, or "measured: ...")."""
     l2_bytes_per_xcd: int | None = None
     l2_slices: int | None = None
 
@@ -124,7 +125,7 @@ def list_profiles() -> list[HwProfile]:
 
 def load_profile(name_or_path: str) -> HwProfile:
     """A shipped profile by name or alias (case-insensitive), or a `.toml` file by path."""
-    if name_or_path.endswith(".toml") or "/" in name_or_path or Path(name_or_path).is_file():
+    if name_or_path.endswith(".toml") or "/" in name_or_path or "\\" in name_or_path:
         return load_profile_file(name_or_path)
     wanted = name_or_path.strip().lower()
     profiles = list_profiles()
@@ -261,7 +262,10 @@ def _sources(data: Mapping[str, Any], optional: Mapping[str, int | None], path: 
     table = data.get("sources")
     if not isinstance(table, dict):
         raise _bad(path, "sources", "required, a table naming where each figure comes from")
+    known = {f.name for f in fields(HwProfile)}
     for key, value in table.items():
+        if key not in known:
+            raise _bad(path, f"sources.{key}", "names no field of a profile")
         if not isinstance(value, str) or not value.strip():
             raise _bad(path, f"sources.{key}", "must be a non-empty string")
     needed = list(_SOURCED) + [k for k, v in optional.items() if v is not None]

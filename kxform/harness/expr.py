@@ -69,10 +69,9 @@ def _div(a: Number, b: Number) -> Number:
 def _pow(a: Number, b: Number) -> Number:
     if isinstance(b, int) and not 0 <= b <= MAX_EXPONENT:
         raise _EvalFailure(f"exponent {b} out of range 0..{MAX_EXPONENT}")
-    if isinstance(a, int) and not isinstance(b, int):
-        return float(a) ** b
-    result: Number = a**b
-    if isinstance(result, complex):
+    base: Number = float(a) if isinstance(a, int) and not isinstance(b, int) else a
+    result: object = base**b
+    if not isinstance(result, (int, float)):
         raise _EvalFailure("result is not a real number")
     return result
 
@@ -107,8 +106,10 @@ class Expr:
             return _check_range(_eval_node(self.tree.body, env))
         except ZeroDivisionError:
             raise SpecError(f"expression '{self.text}': division by zero") from None
-        except (_EvalFailure, OverflowError) as err:
-            raise SpecError(f"expression '{self.text}': {err or 'overflow'}") from None
+        except OverflowError:
+            raise SpecError(f"expression '{self.text}': overflow") from None
+        except _EvalFailure as err:
+            raise SpecError(f"expression '{self.text}': {err}") from None
 
     def evaluate_int(self, env: Mapping[str, Number]) -> int:
         """Value that must be an integer (counts, dimensions): floats are refused."""

@@ -103,7 +103,6 @@ class RemapConfig:
             "{",
             *("    " + line if line else "" for line in body.split("\n")),
             "}",
-            "",
         ]
         return newline.join(lines) + newline
 

@@ -1,0 +1,148 @@
+"""Comparing a kernel's output buffer with the expected one.
+
+Three modes (docs/harness-spec.md): `exact` compares bit patterns (so `-0.0 != 0.0`
+and a NaN matches only the identical NaN); `ulp` counts representable values between
+the two numbers on their integer bit patterns (float16, bfloat16, float32, float64;
+`+0` and `-0` are 0 apart); `allclose` is `|a - e| <= atol + rtol * |e|`. Outside
+exact mode any NaN is a mismatch: the poison that marks unwritten outputs is a NaN,
+and it must never compare equal to anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kxform.harness.dtypes import FLOAT_DTYPES, UINT_OF_WIDTH, numpy_dtype, to_float64
+from kxform.harness.model import CompareSpec
+
+_NAME_OF_DTYPE = {
+    np.dtype(np.float16): "float16",
+    np.dtype(np.float32): "float32",
+    np.dtype(np.float64): "float64",
+}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Outcome of one buffer comparison.
+
+    `max_abs`/`max_rel` are taken over element pairs where neither side is NaN;
+    `first_mismatch` is a flat (C-order) index, with the two values found there.
+    """
+
+    ok: bool
+    max_abs: float
+    max_rel: float
+    first_mismatch: int | None
+    mismatches: int
+    total: int
+    first_expected: float | None = None
+    first_actual: float | None = None
+
+    def summary(self) -> str:
+        """One line for reports: how many elements differ and where the first is."""
+        if self.ok:
+            return f"match ({self.total} elements, max abs {self.max_abs:.3g}, max rel {self.max_rel:.3g})"
+        return (
+            f"{self.mismatches} of {self.total} elements differ; first at index {self.first_mismatch} "
+            f"(expected {self.first_expected!r}, got {self.first_actual!r}); "
+            f"max abs {self.max_abs:.3g}, max rel {self.max_rel:.3g}"
+        )
+
+
+def compare(
+    expected: np.ndarray, actual: np.ndarray, spec: CompareSpec, *, dtype: str | None = None
+) -> Comparison:
+    """Compare `actual` with `expected` under `spec`.
+
+    `dtype` is the spec dtype of the buffer; it is required for bfloat16 (whose
+    arrays are plain uint16) and inferred from the arrays otherwise. Both arrays must
+    have the same shape and the storage dtype of `dtype`.
+    """
+    name = dtype or _infer_dtype(actual)
+    want = numpy_dtype(name)
+    exp, act = np.asarray(expected), np.asarray(actual)
+    if exp.shape != act.shape:
+        raise ValueError(f"shape mismatch: expected {exp.shape}, actual {act.shape}")
+    if exp.dtype != want or act.dtype != want:
+        raise ValueError(f"dtype mismatch: {name} needs {want}, got {exp.dtype} and {act.dtype}")
+    exp, act = exp.reshape(-1), act.reshape(-1)
+    bad = _mismatch_mask(exp, act, spec, name)
+    return _summarise(exp, act, bad, name)
+
+
+def _infer_dtype(array: np.ndarray) -> str:
+    dt = np.asarray(array).dtype
+    if dt in _NAME_OF_DTYPE:
+        return _NAME_OF_DTYPE[dt]
+    if dt.kind in "iu":
+        return dt.name
+    raise ValueError(f"cannot compare arrays of dtype {dt}")
+
+
+def _mismatch_mask(exp: np.ndarray, act: np.ndarray, spec: CompareSpec, name: str) -> np.ndarray:
+    is_float = name in FLOAT_DTYPES
+    if spec.mode == "exact":
+        if is_float:
+            bits = UINT_OF_WIDTH[exp.dtype.itemsize]
+            return exp.view(bits) != act.view(bits)
+        return exp != act
+    if spec.mode == "ulp":
+        if is_float:
+            nan = _nan_mask(exp, name) | _nan_mask(act, name)
+            return nan | (ulp_distance(exp, act) > np.uint64(spec.ulps))
+        return int_distance(exp, act) > np.uint64(spec.ulps)
+    e64, a64 = to_float64(exp, name), to_float64(act, name)
+    with np.errstate(invalid="ignore", over="ignore"):
+        close = (a64 == e64) | (np.abs(a64 - e64) <= spec.atol + spec.rtol * np.abs(e64))
+    return ~close  # NaN on either side is never close
+
+
+def _nan_mask(array: np.ndarray, name: str) -> np.ndarray:
+    return np.isnan(to_float64(array, name)) if name == "bfloat16" else np.isnan(array)
+
+
+def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Representable values between `a` and `b` (same float storage dtype), as uint64.
+
+    Works on bit patterns: sign-magnitude is mapped to a signed line (`-0` and `+0`
+    both to 0), then the distance is taken with wrap-around so float64 never overflows.
+    A bfloat16 array is its uint16 bits, which this handles the same way.
+    """
+    return int_distance(_ordered(a), _ordered(b))
+
+
+def _ordered(array: np.ndarray) -> np.ndarray:
+    width = array.dtype.itemsize * 8
+    bits = array.view(UINT_OF_WIDTH[array.dtype.itemsize]).astype(np.uint64)
+    magnitude = (bits & np.uint64((1 << (width - 1)) - 1)).astype(np.int64)
+    negative = (bits >> np.uint64(width - 1)) != 0
+    return np.where(negative, -magnitude, magnitude)
+
+
+def int_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """`|a - b|` for integer arrays as uint64, exact for every int64/uint64 pair."""
+    common = np.uint64 if a.dtype.kind == "u" and b.dtype.kind == "u" else np.int64
+    x, y = a.astype(common), b.astype(common)
+    with np.errstate(over="ignore"):
+        diff = np.where(x >= y, x - y, y - x)
+    return diff.view(np.uint64) if diff.dtype == np.int64 else diff.astype(np.uint64)
+
+
+def _summarise(exp: np.ndarray, act: np.ndarray, bad: np.ndarray, name: str) -> Comparison:
+    e64, a64 = to_float64(exp, name), to_float64(act, name)
+    usable = ~(np.isnan(e64) | np.isnan(a64))
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        diff = np.where(a64 == e64, 0.0, np.abs(a64 - e64))
+        rel = np.where(diff == 0, 0.0, diff / np.abs(e64))
+    max_abs = float(diff[usable].max()) if usable.any() else 0.0
+    max_rel = float(rel[usable].max()) if usable.any() else 0.0
+    count = int(np.count_nonzero(bad))
+    if count == 0:
+        return Comparison(True, max_abs, max_rel, None, 0, exp.size)
+    first = int(np.argmax(bad))
+    return Comparison(
+        False, max_abs, max_rel, first, count, exp.size, float(e64[first]), float(a64[first])
+    )

@@ -1,0 +1,128 @@
+"""Loading `kxform.toml` harness specs and finding the spec of a source file.
+
+`load_spec` reads and validates a whole file (format: docs/harness-spec.md) and
+returns frozen dataclasses; any problem is a `SpecError` located at `file:line` and
+naming the offending field, because a spec is written by hand and its author needs
+to know exactly what to fix. Nothing in a spec is executed: expressions go through
+`expr`, and reference modules are only checked to exist (they run in `reference`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from kxform.errors import Location, SpecError
+from kxform.harness.fields import SpecSource, Table
+from kxform.harness.launch import CsrDims, ResolvedArg, ResolvedLaunch
+from kxform.harness.locate import LineIndex
+from kxform.harness.model import (
+    ArgSpec,
+    CompareSpec,
+    CsrGroup,
+    HarnessSpec,
+    KernelSpec,
+    SizeSpec,
+)
+from kxform.harness.parse import parse_kernel
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+SPEC_VERSION = 1
+SPEC_NAME = "kxform.toml"
+TOP_KEYS = ("version", "file", "kernel")
+
+__all__ = [
+    "ArgSpec",
+    "CompareSpec",
+    "CsrDims",
+    "CsrGroup",
+    "HarnessSpec",
+    "KernelSpec",
+    "ResolvedArg",
+    "ResolvedLaunch",
+    "SizeSpec",
+    "find_spec_for",
+    "load_spec",
+]
+
+
+def load_spec(path: str | os.PathLike[str]) -> HarnessSpec:
+    """Read and validate the spec at `path`; SpecError with file:line on any problem."""
+    spec_path = Path(path)
+    display = os.fspath(path)
+    text = _read(spec_path, display)
+    data = _parse_toml(text, display)
+    root = Table(data, (), "", SpecSource(display, LineIndex(text)))
+    root.check_keys(TOP_KEYS)
+    version = root.integer("version")
+    if version != SPEC_VERSION:
+        root.fail("version", f"unsupported version {version} (this kxform reads version {SPEC_VERSION})")
+    source_rel = root.required_string("file")
+    source = spec_path.parent / source_rel
+    if not source.is_file():
+        root.fail("file", f"source file '{source_rel}' not found (looked for {source})")
+    kernels_table = root.table("kernel", "")
+    if kernels_table is None or not kernels_table.data:
+        root.fail(None, "no [kernel.<name>] tables")
+    kernels: dict[str, KernelSpec] = {}
+    for name, body in kernels_table.data.items():
+        if not isinstance(body, dict):
+            kernels_table.fail(name, f"kernel.{name} must be a table")
+        table = Table(body, ("kernel", name), f"kernel '{name}'", root.source)
+        kernels[name] = parse_kernel(name, table, spec_path.parent)
+    return HarnessSpec(path=spec_path, source=source, kernels=kernels)
+
+
+def find_spec_for(source_path: str | os.PathLike[str]) -> Path | None:
+    """The spec describing `source_path`, or None.
+
+    Looks for a sibling `kxform.toml` whose `file` names this source, then for
+    `<stem>.kxform.toml` beside it. A sibling `kxform.toml` that cannot be parsed is
+    an error rather than "no spec", so a typo never silently disables verification.
+    """
+    source = Path(source_path)
+    shared = source.parent / SPEC_NAME
+    if shared.is_file():
+        display = os.fspath(shared)
+        named = _parse_toml(_read(shared, display), display).get("file")
+        if isinstance(named, str) and _same_file(shared.parent / named, source):
+            return shared
+    own = source.parent / f"{source.stem}.{SPEC_NAME}"
+    return own if own.is_file() else None
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+    except OSError:
+        return False
+
+
+def _read(path: Path, display: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise SpecError("spec is not UTF-8 text", Location(display)) from None
+    except OSError as err:
+        raise SpecError(f"cannot read spec: {err.strerror or err}", Location(display)) from None
+
+
+_TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
+
+
+def _parse_toml(text: str, display: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        message = str(err)
+        where = _TOML_POSITION.search(message)
+        line, col = (int(where[1]), int(where[2])) if where else (0, 0)
+        cause = _TOML_POSITION.sub("", message).strip()
+        raise SpecError(f"invalid TOML: {cause}", Location(display, line, col)) from None

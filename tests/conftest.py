@@ -1,0 +1,44 @@
+"""Shared test helpers: the installed `kxform` console script, tool availability."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPORA = ROOT / "corpora"
+
+
+def kxform_exe() -> str:
+    """The console script installed next to this interpreter (tests run the real entry point)."""
+    candidate = Path(sys.executable).parent / "kxform"
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which("kxform")
+    if found is None:
+        pytest.skip("the kxform console script is not installed (pip install -e .)")
+    return found
+
+
+def run_cli(*args: str, cwd: Path | str | None = None, env: dict[str, str] | None = None,
+            timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run([kxform_exe(), *args], cwd=cwd, capture_output=True, text=True, env=full_env,
+                          timeout=timeout)
+
+
+HAVE_NVCC = shutil.which("nvcc") is not None or Path("/usr/local/cuda/bin/nvcc").exists()
+needs_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="nvcc is not installed on this machine")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep kxform's content caches per test session, away from the user's ~/.cache."""
+    if "KXFORM_CACHE_DIR" not in os.environ:
+        monkeypatch.setenv("KXFORM_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kxform-cache"))

@@ -1,0 +1,187 @@
+"""The swizzle pass on small sources: what it rewrites, what it refuses and why."""
+
+from __future__ import annotations
+
+import pytest
+
+from kxform.errors import InputError, UsageError
+from kxform.pass_api import Outcome
+from swizzle_helpers import outcomes, remark_names, rewrite
+
+GEMM = """#define TILE 16
+__device__ int col_of(int t) { return blockIdx.x * TILE + t; }
+__global__ void gemm(float* c, int n) {
+    int row = blockIdx.y * TILE + threadIdx.y;
+    c[row * n + col_of(threadIdx.x)] = gridDim.x;
+}
+"""
+
+
+def test_applies_with_helper_prologue_and_passed_down_index() -> None:
+    result = rewrite(GEMM)
+    out = result.new_data.decode()
+    assert outcomes(result) == {"gemm": Outcome.APPLIED}
+    assert "static __device__ __forceinline__ uint2 kxform_swizzle_grouped_alongy_group8(" in out
+    assert "    const uint2 kxform_block = kxform_swizzle_grouped_alongy_group8(blockIdx.x, blockIdx.y, " \
+           "gridDim.x, gridDim.y);\n" in out
+    assert "__device__ int col_of(const uint2 kxform_block, int t) { return kxform_block.x * TILE + t; }" in out
+    assert "int row = kxform_block.y * TILE + threadIdx.y;" in out
+    assert "col_of(kxform_block, threadIdx.x)" in out
+    assert "= gridDim.x;" in out  # gridDim is never remapped
+    assert out.index("kxform_swizzle_grouped") < out.index("__device__ int col_of")
+    checks = {c.name: c.ok for c in result.results[0].checks}
+    assert checks == {"bijection": True, "reparse": True, "coverage": True, "idempotence": True}
+    (passed,) = [r for r in result.remarks if r.kind.value == "Passed"]
+    assert "unmeasured" in passed.message and passed.line == 3
+
+
+def test_second_run_changes_nothing() -> None:
+    once = rewrite(GEMM)
+    twice = rewrite(once.new_data)
+    assert not twice.changed
+    assert outcomes(twice) == {"gemm": Outcome.UNCHANGED}
+
+
+def test_every_byte_outside_the_edits_is_kept_crlf_tabs_unicode_and_if_blocks() -> None:
+    src = ("// naïve kernel — ünïcode\r\n#if defined(USE_IT)\r\n__global__ void k(float* o) {\r\n"
+           "\tint x = blockIdx.x;\r\n\tint y = blockIdx.y;  /* ÿ */\r\n\to[y * 7 + x] = 1.f;\r\n}\r\n#endif\r\n")
+    out = rewrite(src).new_data.decode()
+    assert "\r\n\tconst uint2 kxform_block = " in out
+    assert "\tint x = kxform_block.x;\r\n\tint y = kxform_block.y;  /* ÿ */\r\n" in out
+    assert out.startswith("// naïve kernel — ünïcode\r\n#if defined(USE_IT)\r\n")
+    assert out.endswith("}\r\n#endif\r\n")
+    assert "\n" not in out.replace("\r\n", "")  # no bare LF introduced
+
+
+def test_macro_holding_the_index_is_rewritten_when_only_swizzled_kernels_use_it() -> None:
+    src = "#define ROW (blockIdx.y * 16 + threadIdx.y)\n__global__ void k(float* o) { o[ROW * 3 + blockIdx.x] = 0; }\n"
+    out = rewrite(src).new_data.decode()
+    assert "#define ROW (kxform_block.y * 16 + threadIdx.y)" in out
+
+
+def test_macro_shared_with_host_code_is_refused() -> None:
+    src = ("#define ROW (blockIdx.y * 16)\n__global__ void k(float* o) { o[ROW + blockIdx.x] = 0; }\n"
+           "__global__ void other(float* o) { o[ROW] = 1; }\n")
+    result = rewrite(src, kernels=("k",))
+    assert outcomes(result)["k"] is Outcome.MISSED
+    assert "SharedMacro" in remark_names(result)
+    assert not result.changed
+
+
+def test_device_function_shared_with_an_unswizzled_kernel_is_refused() -> None:
+    src = ("__device__ int bx() { return blockIdx.x; }\n"
+           "__global__ void a(int* o) { o[bx() + blockIdx.y] = 0; }\n"
+           "__global__ void b(int* o) { o[bx()] = 0; }\n")
+    result = rewrite(src, kernels=("a",))
+    assert outcomes(result)["a"] is Outcome.MISSED
+    assert any("also called from 'b'" in r.message for r in result.remarks)
+    both = rewrite(src, pattern="xcd")  # both kernels rewritten: the helper is shared safely
+    assert outcomes(both) == {"a": Outcome.APPLIED, "b": Outcome.APPLIED}
+    assert both.new_data.decode().count("int bx(const uint2 kxform_block)") == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "key"),
+    [
+        ("if (blockIdx.x > 0) while (atomicAdd(&flags[blockIdx.x - 1], 0) == 0) {}", "SpinWait"),
+        ("if (blockIdx.x > 0) while (vflags[blockIdx.x - 1] == 0) ;", "SpinWait"),
+        ("cg::this_grid().sync(); flags[blockIdx.x] = 1;", "GridSync"),
+        ('unsigned c; asm("mov.u32 %0, %%ctaid.x;" : "=r"(c)); flags[c + blockIdx.x] = 1;', "InlinePtxCtaid"),
+        ("dim3 b = blockIdx; flags[b.x] = 1;", "WholeIndexUse"),
+        ("flags[threadIdx.x] = 1;", "NoBlockIndexRead"),
+    ],
+)
+def test_order_dependent_kernels_are_refused_with_the_reason(body: str, key: str) -> None:
+    src = f"__global__ void k(int* flags, volatile int* vflags) {{ {body} }}\n"
+    result = rewrite(src, pattern="column")
+    assert outcomes(result) == {"k": Outcome.MISSED}
+    assert key in remark_names(result)
+    assert not result.changed
+
+
+def test_cas_retry_loop_is_not_a_spin_wait() -> None:
+    src = ("__device__ float amax(float* a, float v) { int* p = (int*)a; int old = *p, assumed;\n"
+           "  do { assumed = old; old = atomicCAS(p, assumed, __float_as_int(fmaxf(v, __int_as_float(assumed)))); }\n"
+           "  while (assumed != old); return __int_as_float(old); }\n"
+           "__global__ void k(float* m, float* x) { amax(m, x[blockIdx.y * gridDim.x + blockIdx.x]); }\n")
+    assert outcomes(rewrite(src)) == {"k": Outcome.APPLIED}
+
+
+def test_z_is_left_alone_and_hip_spelling_is_kept() -> None:
+    src = ("__global__ void k(float* o) {\n  o[(hipBlockIdx_z * hipGridDim_y + hipBlockIdx_y) * hipGridDim_x"
+           " + hipBlockIdx_x] = 0;\n}\n")
+    out = rewrite(src, pattern="hilbert").new_data.decode()
+    assert "kxform_swizzle_hilbert(hipBlockIdx_x, hipBlockIdx_y, hipGridDim_x, hipGridDim_y)" in out
+    assert "o[(hipBlockIdx_z * hipGridDim_y + kxform_block.y) * hipGridDim_x + kxform_block.x]" in out
+
+
+def test_one_dimensional_kernels_get_only_one_dimensional_patterns() -> None:
+    src = "__global__ void k(float* o, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) o[i] = 0; }\n"
+    assert "NoProfitablePattern" in remark_names(rewrite(src))  # monolithic L2: nothing proposed
+    assert "PatternNeeds2DGrid" in remark_names(rewrite(src, pattern="grouped"))
+    chiplet = rewrite(src, hw="mi300x")
+    assert outcomes(chiplet) == {"k": Outcome.APPLIED}
+    assert "kxform_swizzle_xcd_xcds8(" in chiplet.new_data.decode()
+
+
+def test_default_on_chiplet_gpus_is_xcd_then_grouped() -> None:
+    out = rewrite(GEMM, hw="mi300x").new_data.decode()
+    assert "kxform_swizzle_xcd_grouped_alongy_group8_xcds8(" in out
+
+
+def test_template_kernel_helper_goes_before_the_template_line() -> None:
+    src = "template <int T>\n__global__ void k(float* o) { o[blockIdx.y * T + blockIdx.x] = 0; }\n"
+    out = rewrite(src).new_data.decode()
+    assert out.index("kxform_swizzle_") < out.index("template <int T>")
+
+
+def test_kernel_filter_and_unknown_pattern() -> None:
+    src = GEMM + "__global__ void other(float* o) { o[blockIdx.y] = 1; }\n"
+    result = rewrite(src, kernels=("other",))
+    assert outcomes(result) == {"gemm": Outcome.SKIPPED, "other": Outcome.APPLIED}
+    with pytest.raises(UsageError, match="unknown swizzle pattern"):
+        rewrite(GEMM, pattern="spiral")
+
+
+def test_syntax_error_inside_a_kernel_is_a_missed_remark_outside_is_an_input_error() -> None:
+    src = GEMM + "__global__ void broken(float* o) { o[blockIdx.y] = (1 + ; }\n"
+    result = rewrite(src)
+    assert outcomes(result) == {"gemm": Outcome.APPLIED, "broken": Outcome.MISSED}
+    with pytest.raises(InputError, match=r"k\.cu:1:\d+: syntax error"):
+        rewrite("struct { int x = ; \n" + GEMM)
+
+
+def test_macro_wrapped_attribute_defined_in_the_file_is_understood() -> None:
+    src = "#define KERNEL __global__\nKERNEL void k(float* o) { o[blockIdx.y * 4 + blockIdx.x] = 0; }\n"
+    result = rewrite(src)
+    assert outcomes(result) == {"k": Outcome.MISSED}  # its definition does not parse: left alone, said so
+    assert "SyntaxError" in remark_names(result)
+
+
+def test_index_read_in_a_macro_from_another_header_is_refused(tmp_path) -> None:
+    (tmp_path / "idx.cuh").write_text("#define TILE_ROW (blockIdx.y * 16)\n")
+    src = '#include "idx.cuh"\n__global__ void k(float* o) { o[TILE_ROW + blockIdx.x] = 0; }\n'
+    path = tmp_path / "k.cu"
+    path.write_text(src)
+    result = rewrite(src, path=str(path), semantic=True)
+    assert outcomes(result) == {"k": Outcome.MISSED}
+    assert "IndexReadInForeignMacro" in remark_names(result)
+
+
+def test_device_function_in_another_header_reading_the_index_is_refused(tmp_path) -> None:
+    (tmp_path / "util.cuh").write_text("__device__ inline int brow() { return blockIdx.y; }\n")
+    src = '#include "util.cuh"\n__global__ void k(float* o) { o[brow() * 4 + blockIdx.x] = 0; }\n'
+    path = tmp_path / "k.cu"
+    path.write_text(src)
+    result = rewrite(src, path=str(path), semantic=True)
+    assert "IndexReadInOtherFile" in remark_names(result)
+
+
+def test_unparsable_include_makes_semantics_conservative(tmp_path) -> None:
+    src = '#include "missing_header.cuh"\n__global__ void k(float* o) { o[ext_row() + blockIdx.x] = 0; }\n'
+    path = tmp_path / "k.cu"
+    path.write_text(src)
+    result = rewrite(src, path=str(path), semantic=True)
+    assert outcomes(result) == {"k": Outcome.MISSED}
+    (remark,) = [r for r in result.remarks if r.name == "SemanticUnavailable"]
+    assert "missing_header.cuh" in remark.message and "ext_row" in remark.message
