@@ -128,7 +128,8 @@ def _compile_check(outcomes: list[FileOutcome], config: ApplyConfig) -> None:
         return
     from kxform.compile_check import CompileChecker
 
-    checker = CompileChecker.create(config.build_dir, config.hw.arch if config.hw else "sm_90", config.jobs)
+    checker = CompileChecker.create(config.build_dir, config.hw.arch if config.hw else "sm_90", config.jobs,
+                                    strict=config.verify == "compile")
     if checker is None:
         if config.verify == "compile":
             raise UsageError("--verify compile needs nvcc (not found on PATH; set KXFORM_NVCC)")
