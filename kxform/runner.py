@@ -34,7 +34,8 @@ class ApplyConfig:
     extra_options: tuple[tuple[str, str], ...] = ()
     hw: HwProfile | None = None
     kernels: tuple[str, ...] = ()
-    verify: str = "auto"  # static | compile | auto
+    verify: str = "auto"  # static | compile | auto | gpu | cpu
+    measure: bool = False
     jobs: int = 0
     write_back: WriteBack = WriteBack.WRITE
     out_dir: str | None = None
@@ -86,6 +87,7 @@ def run_apply(paths: list[str], config: ApplyConfig, progress: Progress | None =
         if outcome.error:
             report.input_errors.append(outcome.error)
     _compile_check(outcomes, config)
+    _verify(outcomes, config)
     for outcome in outcomes:
         report.add_kernels(outcome.results)
         transform = outcome.transform
@@ -148,6 +150,34 @@ def _compile_check(outcomes: list[FileOutcome], config: ApplyConfig) -> None:
                                    checks=r.checks + (record,)) if r.outcome is Outcome.APPLIED else r
                            for r in outcome.results]
         outcome.transform = replace(transform, new_data=transform.source.data)
+
+
+def _verify(outcomes: list[FileOutcome], config: ApplyConfig) -> None:
+    """Differential runs of rewritten kernels that have harness specs (see verify_stage)."""
+    if config.verify in ("static", "compile"):
+        return
+    changed = [o for o in outcomes if o.transform is not None and o.transform.changed]
+    if not changed:
+        return
+    from kxform.verify import pick_runtime
+    from kxform.verify_stage import verify_file
+
+    try:
+        runtime = pick_runtime(config.verify)
+    except UsageError as exc:
+        if config.verify != "auto":
+            raise
+        for outcome in changed:
+            _attach(outcome, CheckRecord("verify", True, f"skipped: {exc.cause}"))
+        return
+    for outcome in changed:
+        transform = outcome.transform
+        assert transform is not None
+        results, keep = verify_file(transform.source.data, transform.new_data, outcome.path, outcome.results,
+                                    runtime, config.measure)
+        outcome.results = results
+        if not keep:
+            outcome.transform = replace(transform, new_data=transform.source.data)
 
 
 def _attach(outcome: FileOutcome, record: CheckRecord) -> None:

@@ -24,9 +24,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--kernel", action="append", default=[], metavar="NAME", help="only these kernels (repeatable)")
     p.add_argument("-p", dest="build_dir", metavar="BUILD_DIR", help="directory with compile_commands.json")
     p.add_argument("-j", "--jobs", type=int, default=0, metavar="N", help="parallel jobs (default: all cores)")
-    p.add_argument("--verify", choices=("auto", "compile", "static"), default="auto",
-                   help="static: parse-level checks only; compile: also nvcc -c (required); "
-                   "auto: compile when nvcc exists (default)")
+    p.add_argument("--verify", choices=("auto", "gpu", "cpu", "compile", "static"), default="auto",
+                   help="static: parse-level checks only; compile: also nvcc -c (required); gpu/cpu: also run "
+                   "original and rewritten on that runtime for kernels with a harness spec; auto (default): "
+                   "compile when nvcc exists, run on the GPU if there is one, else on the CPU runtime")
+    p.add_argument("--measure", action="store_true",
+                   help="time original and rewritten (bench size) and keep a rewrite only if it is faster "
+                   "beyond the measured spread")
     p.add_argument("--log", metavar="FILE", help="pass log path (default: .kxform/logs/RUN.jsonl)")
     p.add_argument("-q", "--quiet", action="store_true", help="print errors and the summary only")
     mode = p.add_mutually_exclusive_group()
@@ -56,7 +60,7 @@ def config_from_args(args: argparse.Namespace) -> ApplyConfig:
     write_back = WriteBack.DIFF if args.diff else WriteBack.CHECK if args.check else \
         WriteBack.OUT_DIR if args.out_dir else WriteBack.WRITE
     return ApplyConfig(pipeline=args.passes, extra_options=extra, hw=load_profile(args.hw),
-                       kernels=tuple(args.kernel), verify=args.verify, jobs=args.jobs, write_back=write_back,
+                       kernels=tuple(args.kernel), verify=args.verify, measure=args.measure, jobs=args.jobs, write_back=write_back,
                        out_dir=args.out_dir, build_dir=args.build_dir)
 
 

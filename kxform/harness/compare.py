@@ -78,30 +78,32 @@ def _infer_dtype(array: np.ndarray) -> str:
     if dt in _NAME_OF_DTYPE:
         return _NAME_OF_DTYPE[dt]
     if dt.kind in "iu":
-        return dt.name
+        return str(dt.name)
     raise ValueError(f"cannot compare arrays of dtype {dt}")
 
 
 def _mismatch_mask(exp: np.ndarray, act: np.ndarray, spec: CompareSpec, name: str) -> np.ndarray:
     is_float = name in FLOAT_DTYPES
+    bad: np.ndarray
     if spec.mode == "exact":
-        if is_float:
-            bits = UINT_OF_WIDTH[exp.dtype.itemsize]
-            return exp.view(bits) != act.view(bits)
-        return exp != act
-    if spec.mode == "ulp":
-        if is_float:
-            nan = _nan_mask(exp, name) | _nan_mask(act, name)
-            return nan | (ulp_distance(exp, act) > np.uint64(spec.ulps))
-        return int_distance(exp, act) > np.uint64(spec.ulps)
-    e64, a64 = to_float64(exp, name), to_float64(act, name)
-    with np.errstate(invalid="ignore", over="ignore"):
-        close = (a64 == e64) | (np.abs(a64 - e64) <= spec.atol + spec.rtol * np.abs(e64))
-    return ~close  # NaN on either side is never close
+        bits = UINT_OF_WIDTH[exp.dtype.itemsize] if is_float else exp.dtype
+        bad = exp.view(bits) != act.view(bits)
+    elif spec.mode == "ulp" and is_float:
+        nan = _nan_mask(exp, name) | _nan_mask(act, name)
+        bad = nan | (ulp_distance(exp, act) > np.uint64(spec.ulps))
+    elif spec.mode == "ulp":
+        bad = int_distance(exp, act) > np.uint64(spec.ulps)
+    else:
+        e64, a64 = to_float64(exp, name), to_float64(act, name)
+        with np.errstate(invalid="ignore", over="ignore"):
+            close = (a64 == e64) | (np.abs(a64 - e64) <= spec.atol + spec.rtol * np.abs(e64))
+        bad = ~close  # NaN on either side is never close
+    return bad
 
 
 def _nan_mask(array: np.ndarray, name: str) -> np.ndarray:
-    return np.isnan(to_float64(array, name)) if name == "bfloat16" else np.isnan(array)
+    mask: np.ndarray = np.isnan(to_float64(array, name) if name == "bfloat16" else array)
+    return mask
 
 
 def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -119,7 +121,8 @@ def _ordered(array: np.ndarray) -> np.ndarray:
     bits = array.view(UINT_OF_WIDTH[array.dtype.itemsize]).astype(np.uint64)
     magnitude = (bits & np.uint64((1 << (width - 1)) - 1)).astype(np.int64)
     negative = (bits >> np.uint64(width - 1)) != 0
-    return np.where(negative, -magnitude, magnitude)
+    ordered: np.ndarray = np.where(negative, -magnitude, magnitude)
+    return ordered
 
 
 def int_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -127,8 +130,8 @@ def int_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     common = np.uint64 if a.dtype.kind == "u" and b.dtype.kind == "u" else np.int64
     x, y = a.astype(common), b.astype(common)
     with np.errstate(over="ignore"):
-        diff = np.where(x >= y, x - y, y - x)
-    return diff.view(np.uint64) if diff.dtype == np.int64 else diff.astype(np.uint64)
+        diff: np.ndarray = np.where(x >= y, x - y, y - x)
+    return diff.view(np.uint64)  # int64 wrap-around viewed unsigned is the exact distance
 
 
 def _summarise(exp: np.ndarray, act: np.ndarray, bad: np.ndarray, name: str) -> Comparison:

@@ -56,7 +56,7 @@ def int_range(name: str) -> tuple[int, int]:
 
 def bf16_to_float32(bits: np.ndarray) -> np.ndarray:
     """Values of bf16 `bits` (uint16) as float32; exact."""
-    wide = np.asarray(bits, dtype=np.uint16).astype(np.uint32) << np.uint32(16)
+    wide: np.ndarray = np.asarray(bits, dtype=np.uint16).astype(np.uint32) << np.uint32(16)
     return wide.view(np.float32)
 
 
@@ -70,7 +70,7 @@ def float_to_bf16(values: np.ndarray) -> np.ndarray:
     single = np.ascontiguousarray(np.asarray(values, dtype=np.float32))
     bits = single.view(np.uint32)
     lsb = (bits >> np.uint32(16)) & np.uint32(1)
-    rounded = ((bits + np.uint32(0x7FFF) + lsb) >> np.uint32(16)).astype(np.uint16)
+    rounded: np.ndarray = ((bits + np.uint32(0x7FFF) + lsb) >> np.uint32(16)).astype(np.uint16)
     nan = np.isnan(single)
     if nan.any():
         quiet = ((bits >> np.uint32(16)) | np.uint32(0x0040)).astype(np.uint16)

@@ -44,7 +44,7 @@ def _round_up(a: Number, b: Number) -> Number:
 
 def _need_ints(name: str, *values: Number) -> None:
     if not all(isinstance(v, int) for v in values):
-        raise _EvalFailure(f"{name}() takes integer arguments")
+        raise _EvalError(f"{name}() takes integer arguments")
 
 
 FUNCTIONS: dict[str, tuple[Callable[..., Number], int, int]] = {
@@ -56,7 +56,7 @@ FUNCTIONS: dict[str, tuple[Callable[..., Number], int, int]] = {
 }
 
 
-class _EvalFailure(Exception):
+class _EvalError(Exception):
     """Internal: a reason, wrapped into a SpecError naming the expression by the caller."""
 
 
@@ -68,11 +68,11 @@ def _div(a: Number, b: Number) -> Number:
 
 def _pow(a: Number, b: Number) -> Number:
     if isinstance(b, int) and not 0 <= b <= MAX_EXPONENT:
-        raise _EvalFailure(f"exponent {b} out of range 0..{MAX_EXPONENT}")
+        raise _EvalError(f"exponent {b} out of range 0..{MAX_EXPONENT}")
     base: Number = float(a) if isinstance(a, int) and not isinstance(b, int) else a
     result: object = base**b
     if not isinstance(result, (int, float)):
-        raise _EvalFailure("result is not a real number")
+        raise _EvalError("result is not a real number")
     return result
 
 
@@ -108,7 +108,7 @@ class Expr:
             raise SpecError(f"expression '{self.text}': division by zero") from None
         except OverflowError:
             raise SpecError(f"expression '{self.text}': overflow") from None
-        except _EvalFailure as err:
+        except _EvalError as err:
             raise SpecError(f"expression '{self.text}': {err}") from None
 
     def evaluate_int(self, env: Mapping[str, Number]) -> int:
@@ -173,7 +173,8 @@ _ALLOWED_NODES = (
 def _disallowed(node: ast.AST) -> str | None:
     """Why `node` may not appear in an expression, or None when it may."""
     if not isinstance(node, _ALLOWED_NODES):
-        return f"'{type(node).__name__}' is not allowed (only + - * / // % **, numbers, names and {', '.join(FUNCTIONS)})"
+        allowed = f"+ - * / // % **, numbers, names and {', '.join(FUNCTIONS)}"
+        return f"'{type(node).__name__}' is not allowed (only {allowed})"
     if isinstance(node, ast.Constant) and (
         isinstance(node.value, bool) or not isinstance(node.value, (int, float))
     ):
@@ -197,12 +198,12 @@ def _bad_call(node: ast.Call) -> str | None:
 
 
 def _eval_node(node: ast.AST, env: Mapping[str, Number]) -> Number:
-    if isinstance(node, ast.Constant):
-        return node.value  # type: ignore[no-any-return]  # numbers only, checked at parse
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+        return node.value  # parse_expr admitted only number literals
     if isinstance(node, ast.Name):
         if node.id not in env:
             known = ", ".join(sorted(env)) or "none"
-            raise _EvalFailure(f"unknown variable '{node.id}' (defined: {known})")
+            raise _EvalError(f"unknown variable '{node.id}' (defined: {known})")
         return env[node.id]
     if isinstance(node, ast.BinOp):
         left = _check_range(_eval_node(node.left, env))
@@ -213,12 +214,12 @@ def _eval_node(node: ast.AST, env: Mapping[str, Number]) -> Number:
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
         impl = FUNCTIONS[node.func.id][0]
         return impl(*(_check_range(_eval_node(a, env)) for a in node.args))
-    raise _EvalFailure(f"cannot evaluate '{type(node).__name__}'")  # unreachable after parse
+    raise _EvalError(f"cannot evaluate '{type(node).__name__}'")  # unreachable after parse
 
 
 def _check_range(value: Number) -> Number:
     if isinstance(value, int) and abs(value) > MAX_INT:
-        raise _EvalFailure("integer value too large")
+        raise _EvalError("integer value too large")
     if isinstance(value, float) and not math.isfinite(value):
-        raise _EvalFailure("result is not finite")
+        raise _EvalError("result is not finite")
     return value

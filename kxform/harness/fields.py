@@ -93,7 +93,7 @@ class Table:
             self.fail(None, f"missing '{key}'")
         return default
 
-    def string(self, key: str, default: str | None | _Missing = MISSING) -> str | None:
+    def string(self, key: str, default: str | _Missing | None = MISSING) -> str | None:
         """A string value (or `default` when absent)."""
         value = self._get(key, default)
         if value is not None and not isinstance(value, str):

@@ -48,7 +48,7 @@ def make_inputs(kernel: KernelSpec, resolved: ResolvedLaunch, seed: int | None =
         raise SpecError(f"kernel '{kernel.name}': seed must be >= 0, got {base}")
     csr_cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     inputs: Inputs = {}
-    for spec_arg, arg in zip(kernel.args, resolved.args):
+    for spec_arg, arg in zip(kernel.args, resolved.args, strict=True):
         if arg.kind == "scalar":
             assert arg.value is not None
             inputs[arg.name] = arg.value
@@ -133,7 +133,8 @@ def _npy(fill: FillSpec, arg: ResolvedArg, _: np.random.Generator) -> np.ndarray
         raise SpecError(f"arg '{arg.name}': {fill.path.name} holds {data.dtype}, buffer is {arg.dtype} ({want})")
     if data.size != arg.count:
         raise SpecError(f"arg '{arg.name}': {fill.path.name} has {data.size} elements, buffer needs {arg.count}")
-    return data.reshape(-1).copy()
+    flat: np.ndarray = data.reshape(-1).copy()
+    return flat
 
 
 _GENERATORS: dict[type, Callable[[FillSpec, ResolvedArg, np.random.Generator], np.ndarray]] = {

@@ -133,10 +133,10 @@ def _dims(exprs: tuple[Expr, ...], env: Mapping[str, int], what: str) -> tuple[i
 
 
 def _check_limits(grid: tuple[int, int, int], block: tuple[int, int, int]) -> None:
-    for axis, value, limit in zip(AXES, grid, MAX_GRID_DIMS):
+    for axis, value, limit in zip(AXES, grid, MAX_GRID_DIMS, strict=True):
         if not 1 <= value <= limit:
             raise SpecError(f"grid.{axis} = {value} outside 1..{limit} (grid {grid})")
-    for axis, value, limit in zip(AXES, block, MAX_BLOCK_DIMS):
+    for axis, value, limit in zip(AXES, block, MAX_BLOCK_DIMS, strict=True):
         if not 1 <= value <= limit:
             raise SpecError(f"block.{axis} = {value} outside 1..{limit} (block {block})")
     threads = math.prod(block)
@@ -210,12 +210,12 @@ def _scalar(arg: ArgSpec, value: int | float) -> np.generic:
             )
         if not np.isfinite(stored).all():
             raise SpecError(f"{what}: value {value!r} overflows {arg.dtype}")
-        if arg.dtype == "bfloat16":
-            return np.uint16(float_to_bf16(stored)[0])
-        return stored[0]  # type: ignore[no-any-return]
+        element: np.generic = float_to_bf16(stored)[0] if arg.dtype == "bfloat16" else stored[0]
+        return element
     if not isinstance(value, int):
         raise SpecError(f"{what}: value {value!r} is not an integer but dtype is {arg.dtype}")
     low, high = int_range(arg.dtype)
     if not low <= value <= high:
         raise SpecError(f"{what}: value {value} does not fit {arg.dtype} ({low}..{high})")
-    return numpy_dtype(arg.dtype).type(value)
+    typed: np.generic = numpy_dtype(arg.dtype).type(value)
+    return typed

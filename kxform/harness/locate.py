@@ -90,7 +90,12 @@ class LineIndex:
         self._where.setdefault(path, Position(line, col))
 
     def find(self, path: KeyPath) -> Position | None:
-        """Position of `path`, else of its longest known prefix, else None."""
+        """Position of `path`, else of its longest known prefix, else None.
+
+        The empty path (the top-level table) is the start of the file.
+        """
+        if not path:
+            return Position(1, 1)
         for end in range(len(path), 0, -1):
             found = self._where.get(path[:end])
             if found is not None:

@@ -26,6 +26,7 @@ from kxform.harness.model import (
     CompareSpec,
     CsrGroup,
     KernelSpec,
+    Role,
     SizeSpec,
 )
 
@@ -117,7 +118,7 @@ def _parse_arg(entry: Table, spec_dir: Path) -> ArgSpec:
         entry.check_keys(SCALAR_KEYS)
         return ArgSpec(name, "scalar", dtype, value=entry.expr("value"), location=entry.location())
     entry.check_keys(BUFFER_KEYS)
-    role = entry.choice("role", ROLES)
+    role: Role = entry.choice("role", ROLES)  # type: ignore[assignment]  # checked against ROLES
     fill = _parse_buffer_fill(entry, role, dtype, spec_dir)
     count = entry.expr("count") if entry.has("count") else None
     shape = entry.expr_list("shape", 1, 8) if entry.has("shape") else None
@@ -139,7 +140,7 @@ def _parse_buffer_fill(entry: Table, role: str, dtype: str, spec_dir: Path) -> F
                        "(use role = \"inout\" to give it initial data)")
         return None
     if fill_table is None:
-        entry.fail(None, f"missing 'fill' (a {role} buffer needs initial data)")
+        entry.fail(None, f"missing 'fill' (role '{role}' needs initial data)")
     return parse_fill(fill_table, dtype, spec_dir)
 
 

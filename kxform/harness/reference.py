@@ -30,8 +30,8 @@ __all__ = [
     "Comparison",
     "ReferenceFn",
     "check_outputs",
-    "compare_outputs",
     "compare",
+    "compare_outputs",
     "load_reference",
     "run_reference",
 ]

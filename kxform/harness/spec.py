@@ -32,7 +32,7 @@ from kxform.harness.parse import parse_kernel
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
 
 SPEC_VERSION = 1
 SPEC_NAME = "kxform.toml"
@@ -119,7 +119,8 @@ _TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
 
 def _parse_toml(text: str, display: str) -> dict[str, Any]:
     try:
-        return tomllib.loads(text)
+        data: dict[str, Any] = tomllib.loads(text)
+        return data
     except tomllib.TOMLDecodeError as err:
         message = str(err)
         where = _TOML_POSITION.search(message)

@@ -66,8 +66,8 @@ extern "C" {
 // Exported by the kernel TU (see launch.h).
 void kxcpu_tu_run_thread(void* const* args);
 extern const int kxcpu_tu_param_count;
-extern const unsigned char kxcpu_tu_param_is_ptr[];
-extern const unsigned kxcpu_tu_param_size[];
+extern const unsigned char* const kxcpu_tu_param_is_ptr;
+extern const unsigned* const kxcpu_tu_param_size;
 extern const int kxcpu_tu_warp_size;
 extern const int kxcpu_tu_traced;
 }

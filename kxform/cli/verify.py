@@ -1,0 +1,76 @@
+"""`kxform verify`: run an original and a rewritten kernel on the same inputs and compare,
+or (`--program`) build and run two self-checking programs and compare what they print."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from kxform.errors import UsageError
+from kxform.harness.spec import find_spec_for, load_spec
+from kxform.source import read_source
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("verify", help="differentially verify a rewritten kernel against the original")
+    p.add_argument("original")
+    p.add_argument("rewritten", nargs="?", help="omit with --reference to check the original against its spec's "
+                   "NumPy reference")
+    p.add_argument("--kernel", help="kernel (templated: an instantiation, e.g. 'gemm<float, 64>')")
+    p.add_argument("--spec", help="harness spec (default: kxform.toml beside the original)")
+    p.add_argument("--runtime", choices=("auto", "gpu", "cpu"), default="auto")
+    p.add_argument("--size", action="append", default=[], help="only these spec sizes (repeatable)")
+    p.add_argument("--seed", type=int, help="input seed (default: the spec's)")
+    p.add_argument("--reference", action="store_true", help="compare with the spec's NumPy reference")
+    p.add_argument("--sanitize", action="store_true", help="run under compute-sanitizer (GPU runtime)")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per launch (default 120)")
+    p.add_argument("--program", action="store_true", help="whole-program mode: files with their own main()")
+    p.add_argument("--mask", action="append", default=[], metavar="REGEX",
+                   help="--program: lines matching REGEX are not compared (e.g. timings)")
+    p.add_argument("--rtol", type=float, default=1e-5, help="--program: relative tolerance for numbers")
+    p.add_argument("--arch", default=None, help="--program: nvcc arch (default: detected or sm_90)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.program:
+        from kxform.program import verify_programs
+
+        if not args.rewritten:
+            raise UsageError("--program needs ORIGINAL and REWRITTEN")
+        report = verify_programs(args.original, args.rewritten, masks=tuple(args.mask), rtol=args.rtol,
+                                 arch=args.arch, timeout_s=args.timeout)
+        print(report.summary())
+        return 0 if report.ok else 1
+    from kxform.verify import pick_runtime, verify_pair, verify_reference
+
+    if not args.kernel:
+        raise UsageError("--kernel is required (kernel mode)")
+    if not args.rewritten and not args.reference:
+        raise UsageError("give REWRITTEN, or --reference to check ORIGINAL against its spec")
+    spec_path = Path(args.spec) if args.spec else find_spec_for(args.original)
+    if spec_path is None:
+        raise UsageError(f"{args.original}: no harness spec found (kxform.toml beside it); write one or run "
+                         f"'kxform harness infer {args.original} --kernel {args.kernel}'")
+    spec = load_spec(spec_path)
+    kernel_spec = spec.kernels.get(args.kernel) or next(
+        (k for k in spec.kernels.values() if k.base_name == args.kernel), None)
+    if kernel_spec is None:
+        raise UsageError(f"{spec_path}: no kernel '{args.kernel}' (kernels: {', '.join(spec.kernels)})")
+    runtime = pick_runtime(args.runtime)
+    if args.sanitize:
+        if runtime.name != "gpu":
+            raise UsageError("--sanitize needs the GPU runtime (compute-sanitizer)")
+        runtime.sanitize = True  # type: ignore[attr-defined]
+    original = read_source(args.original)
+    sizes = tuple(args.size)
+    if args.reference and not args.rewritten:
+        report = verify_reference(original, kernel_spec, runtime, sizes, args.seed, args.timeout)
+    else:
+        report = verify_pair(original, read_source(args.rewritten), kernel_spec, runtime, sizes, args.seed,
+                             args.timeout)
+    for verdict in report.sizes:
+        print(f"  {verdict.summary()}", file=sys.stderr if not verdict.ok else sys.stdout)
+    print(report.summary())
+    return 0 if report.ok else 1

@@ -1,0 +1,136 @@
+// Exact 32-byte-sector traces of global-memory accesses, per traced block.
+//
+// Trace builds compile the kernel TU with GCC's -fsanitize=thread instrumentation but
+// link no sanitizer runtime: the compiler then calls __tsan_readN/__tsan_writeN (and
+// atomic and range variants) for every memory access of the kernel, and this file
+// provides those entry points. They record an access only while a traced block runs
+// on the calling worker and only when it falls inside an argument buffer, so untraced
+// blocks pay one thread-local load and a branch per access.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace kxcpu {
+namespace host {
+
+constexpr std::size_t kSectorBytes = 32;
+
+/// Sector bitsets of one buffer for one block.
+struct BufferTrace {
+  std::uintptr_t base = 0;
+  std::size_t size = 0;
+  std::vector<std::uint64_t> reads, writes;
+};
+
+/// Everything one traced block touched, buffer by buffer (argument order).
+struct BlockTrace {
+  unsigned x = 0, y = 0, z = 0;
+  std::vector<BufferTrace> buffers;
+};
+
+/// The trace being recorded on this worker (null while an untraced block runs).
+extern __thread BlockTrace* t_trace;
+
+inline void mark(std::vector<std::uint64_t>& bits, std::size_t first, std::size_t last) {
+  for (std::size_t s = first; s <= last; ++s) bits[s >> 6] |= 1ull << (s & 63);
+}
+
+/// Records the byte range [addr, addr + n) as read or written by the traced block.
+inline void record(const volatile void* addr, std::size_t n, bool write) {
+  BlockTrace* t = t_trace;
+  if (t == nullptr || n == 0) return;
+  auto a = reinterpret_cast<std::uintptr_t>(addr);
+  for (BufferTrace& b : t->buffers) {
+    if (a - b.base < b.size || (a < b.base && a + n > b.base)) {
+      std::size_t lo = a < b.base ? 0 : a - b.base;
+      std::size_t hi = a + n - b.base;  // one past the last byte
+      if (hi > b.size) hi = b.size;
+      mark(write ? b.writes : b.reads, lo / kSectorBytes, (hi - 1) / kSectorBytes);
+    }
+  }
+}
+
+}  // namespace host
+}  // namespace kxcpu
+
+// ------------------------------------------------------------- instrumentation hooks
+// Signatures follow the sanitizer interface (tsan_interface.h / tsan_interface_atomic.h).
+// Atomics must really happen here: the instrumented code calls these instead of
+// issuing the atomic instruction itself.
+extern "C" {
+#define KXCPU_RW(N)                                                                               \
+  void __tsan_read##N(void* p) { kxcpu::host::record(p, N, false); }                            \
+  void __tsan_write##N(void* p) { kxcpu::host::record(p, N, true); }                            \
+  void __tsan_unaligned_read##N(void* p) { kxcpu::host::record(p, N, false); }                  \
+  void __tsan_unaligned_write##N(void* p) { kxcpu::host::record(p, N, true); }                  \
+  void __tsan_volatile_read##N(void* p) { kxcpu::host::record(p, N, false); }                   \
+  void __tsan_volatile_write##N(void* p) { kxcpu::host::record(p, N, true); }                   \
+  void __tsan_unaligned_volatile_read##N(void* p) { kxcpu::host::record(p, N, false); }         \
+  void __tsan_unaligned_volatile_write##N(void* p) { kxcpu::host::record(p, N, true); }         \
+  void __tsan_read##N##_pc(void* p, void*) { kxcpu::host::record(p, N, false); }                \
+  void __tsan_write##N##_pc(void* p, void*) { kxcpu::host::record(p, N, true); }
+KXCPU_RW(1)
+KXCPU_RW(2)
+KXCPU_RW(4)
+KXCPU_RW(8)
+KXCPU_RW(16)
+#undef KXCPU_RW
+void __tsan_read_range(void* p, unsigned long n) { kxcpu::host::record(p, n, false); }
+void __tsan_write_range(void* p, unsigned long n) { kxcpu::host::record(p, n, true); }
+void __tsan_init() {}
+void __tsan_func_entry(void*) {}
+void __tsan_func_exit() {}
+void __tsan_ignore_thread_begin() {}
+void __tsan_ignore_thread_end() {}
+void __tsan_vptr_update(void**, void*) {}
+void __tsan_vptr_read(void**) {}
+void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
+
+#define KXCPU_ATOMICS(BITS, T)                                                                        \
+  T __tsan_atomic##BITS##_load(const volatile T* a, int) {                                         \
+    kxcpu::host::record(a, sizeof(T), false);                                                       \
+    return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                                    \
+  }                                                                                                 \
+  void __tsan_atomic##BITS##_store(volatile T* a, T v, int) {                                       \
+    kxcpu::host::record(a, sizeof(T), true);                                                        \
+    __atomic_store_n(a, v, __ATOMIC_SEQ_CST);                                                       \
+  }                                                                                                 \
+  T __tsan_atomic##BITS##_exchange(volatile T* a, T v, int) {                                       \
+    kxcpu::host::record(a, sizeof(T), false);                                                       \
+    kxcpu::host::record(a, sizeof(T), true);                                                        \
+    return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST);                                             \
+  }                                                                                                 \
+  KXCPU_ATOMIC_RMW(BITS, T, fetch_add, __atomic_fetch_add)                                          \
+  KXCPU_ATOMIC_RMW(BITS, T, fetch_sub, __atomic_fetch_sub)                                          \
+  KXCPU_ATOMIC_RMW(BITS, T, fetch_and, __atomic_fetch_and)                                          \
+  KXCPU_ATOMIC_RMW(BITS, T, fetch_or, __atomic_fetch_or)                                            \
+  KXCPU_ATOMIC_RMW(BITS, T, fetch_xor, __atomic_fetch_xor)                                          \
+  KXCPU_ATOMIC_RMW(BITS, T, fetch_nand, __atomic_fetch_nand)                                        \
+  int __tsan_atomic##BITS##_compare_exchange_strong(volatile T* a, T* c, T v, int, int) {          \
+    kxcpu::host::record(a, sizeof(T), false);                                                       \
+    kxcpu::host::record(a, sizeof(T), true);                                                        \
+    return __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);         \
+  }                                                                                                 \
+  int __tsan_atomic##BITS##_compare_exchange_weak(volatile T* a, T* c, T v, int, int) {            \
+    return __tsan_atomic##BITS##_compare_exchange_strong(a, c, v, 0, 0);                            \
+  }                                                                                                 \
+  T __tsan_atomic##BITS##_compare_exchange_val(volatile T* a, T c, T v, int, int) {                \
+    __tsan_atomic##BITS##_compare_exchange_strong(a, &c, v, 0, 0);                                  \
+    return c;                                                                                       \
+  }
+#define KXCPU_ATOMIC_RMW(BITS, T, NAME, BUILTIN)                                                      \
+  T __tsan_atomic##BITS##_##NAME(volatile T* a, T v, int) {                                         \
+    kxcpu::host::record(a, sizeof(T), false);                                                       \
+    kxcpu::host::record(a, sizeof(T), true);                                                        \
+    return BUILTIN(a, v, __ATOMIC_SEQ_CST);                                                         \
+  }
+KXCPU_ATOMICS(8, char)
+KXCPU_ATOMICS(16, short)
+KXCPU_ATOMICS(32, int)
+KXCPU_ATOMICS(64, long long)
+#undef KXCPU_ATOMICS
+#undef KXCPU_ATOMIC_RMW
+}

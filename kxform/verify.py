@@ -1,0 +1,179 @@
+"""Differential verification: the original and the rewritten kernel on the same inputs.
+
+For every size of the harness spec: fresh seeded inputs, both versions launched by the
+same runtime (GPU or CPU), every output compared. A remap-only rewrite must be
+bit-identical, unless the kernel accumulates floats with atomics (then block order
+changes rounding and the spec's tolerance applies). The same machinery checks a kernel
+against its NumPy reference (the corpus tests and the GPU suite).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kxform.errors import SpecError, UsageError
+from kxform.extract import ExtractedKernel, extract_kernel
+from kxform.harness.compare import Comparison, compare
+from kxform.harness.inputs import make_inputs
+from kxform.harness.launch import ResolvedLaunch
+from kxform.harness.model import CompareSpec, KernelSpec, SizeSpec
+from kxform.harness.reference import compare_outputs, run_reference
+from kxform.runtime.base import (
+    BufferArg,
+    LaunchRequest,
+    Runtime,
+    RuntimeError_,
+    ScalarArg,
+)
+from kxform.source import SourceText
+
+EXACT = CompareSpec("exact")
+FLOAT_ATOMIC_RE = re.compile(r"\batomic(Add|Sub)\s*\(\s*[^,]*,\s*[^)]*\)")
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    name: str
+    comparison: Comparison
+    unwritten: int
+
+
+@dataclass(frozen=True)
+class SizeVerdict:
+    size: str
+    ok: bool
+    outputs: tuple[OutputCheck, ...] = ()
+    error: str | None = None
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        if self.error:
+            return f"{self.size}: error: {self.error}"
+        bad = [o for o in self.outputs if not o.comparison.ok or o.unwritten]
+        if not bad:
+            return f"{self.size}: ok ({', '.join(o.name for o in self.outputs)} identical)"
+        first = bad[0]
+        note = f", {first.unwritten} elements never written" if first.unwritten else ""
+        return f"{self.size}: {first.name}: {first.comparison.summary()}{note}"
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    kernel: str
+    runtime: str
+    against: str  # "rewritten" or "reference"
+    sizes: tuple[SizeVerdict, ...] = field(default=())
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.sizes) and all(s.ok for s in self.sizes)
+
+    def summary(self) -> str:
+        status = "verified" if self.ok else "MISMATCH"
+        what = "original vs rewritten" if self.against == "rewritten" else "kernel vs NumPy reference"
+        return f"{self.kernel}: {status} on the {self.runtime} runtime ({what}, {len(self.sizes)} sizes)"
+
+
+def launch_request(extracted: ExtractedKernel, resolved: ResolvedLaunch, inputs: dict, label: str,
+                   timeout_s: float) -> LaunchRequest:
+    """Turn harness inputs into a runtime request for the extracted kernel's entry."""
+    args: list[BufferArg | ScalarArg] = []
+    for arg in resolved.args:
+        value = inputs[arg.name]
+        if arg.kind == "scalar":
+            args.append(ScalarArg(arg.name, value))
+        else:
+            args.append(BufferArg(arg.name, np.ascontiguousarray(value), arg.role))
+    return LaunchRequest(source=extracted.source, kernel=extracted.entry, params=extracted.params,
+                         args=tuple(args), grid=resolved.grid, block=resolved.block,
+                         shared_bytes=resolved.shared_bytes, timeout_s=timeout_s, label=label)
+
+
+def _sizes(spec: KernelSpec, names: tuple[str, ...]) -> tuple[SizeSpec, ...]:
+    if names:
+        return tuple(spec.size(n) for n in names)
+    return spec.check_sizes
+
+
+def uses_float_atomics(source: SourceText) -> bool:
+    return bool(FLOAT_ATOMIC_RE.search(source.text)) and "float" in source.text
+
+
+def verify_pair(original: SourceText, rewritten: SourceText, spec: KernelSpec, runtime: Runtime,
+                sizes: tuple[str, ...] = (), seed: int | None = None, timeout_s: float = 120.0) -> VerifyReport:
+    """Run both versions on identical inputs at every size; compare every output."""
+    extracted = (extract_kernel(original, spec.name), extract_kernel(rewritten, spec.name))
+    exact = not uses_float_atomics(original)
+    verdicts = []
+    for size in _sizes(spec, sizes):
+        start = time.perf_counter()
+        resolved = spec.launch(size)
+        inputs = make_inputs(spec, resolved, seed)
+        try:
+            results = [runtime.run(launch_request(ext, resolved, inputs, f"{spec.name}[{size.name}] {version}",
+                                                  timeout_s))
+                       for ext, version in zip(extracted, ("original", "rewritten"))]
+        except RuntimeError_ as exc:
+            verdicts.append(SizeVerdict(size.name, False, error=str(exc)))
+            continue
+        checks = []
+        for name, expected in results[0].outputs.items():
+            mode = EXACT if exact else spec.compare_for(name)
+            arg = resolved.arg(name)
+            comparison = compare(expected, results[1].outputs[name], mode, dtype=arg.dtype)
+            unwritten = max(0, results[1].unwritten.get(name, 0) - results[0].unwritten.get(name, 0))
+            checks.append(OutputCheck(name, comparison, unwritten))
+        ok = all(c.comparison.ok and not c.unwritten for c in checks)
+        verdicts.append(SizeVerdict(size.name, ok, tuple(checks), seconds=time.perf_counter() - start))
+    return VerifyReport(spec.name, runtime.name, "rewritten", tuple(verdicts))
+
+
+def verify_reference(source: SourceText, spec: KernelSpec, runtime: Runtime, sizes: tuple[str, ...] = (),
+                     seed: int | None = None, timeout_s: float = 120.0) -> VerifyReport:
+    """Run the kernel and compare every output with the spec's NumPy reference."""
+    if spec.reference is None:
+        raise SpecError(f"kernel '{spec.name}' has no reference function in its spec", spec.location)
+    extracted = extract_kernel(source, spec.name)
+    verdicts = []
+    for size in _sizes(spec, sizes):
+        start = time.perf_counter()
+        resolved = spec.launch(size)
+        inputs = make_inputs(spec, resolved, seed)
+        try:
+            result = runtime.run(launch_request(extracted, resolved, inputs, f"{spec.name}[{size.name}]", timeout_s))
+        except RuntimeError_ as exc:
+            verdicts.append(SizeVerdict(size.name, False, error=str(exc)))
+            continue
+        expected = run_reference(spec, resolved, inputs)
+        comparisons = compare_outputs(spec, resolved, expected, result.outputs)
+        checks = tuple(OutputCheck(n, c, result.unwritten.get(n, 0) if resolved.arg(n).role == "out" else 0)
+                       for n, c in comparisons.items())
+        ok = all(c.comparison.ok and not c.unwritten for c in checks)
+        verdicts.append(SizeVerdict(size.name, ok, checks, seconds=time.perf_counter() - start))
+    return VerifyReport(spec.name, runtime.name, "reference", tuple(verdicts))
+
+
+def pick_runtime(name: str) -> Runtime:
+    """`gpu`, `cpu`, or `auto` (the GPU when pycuda and a device exist, else the CPU)."""
+    from kxform.runtime.cpu import CpuRuntime
+    from kxform.runtime.gpu import GpuRuntime
+
+    if name not in ("auto", "gpu", "cpu"):
+        raise UsageError(f"unknown runtime {name!r} (auto, gpu, cpu)")
+    if name in ("auto", "gpu"):
+        gpu = GpuRuntime()
+        ok, why = gpu.available()
+        if ok:
+            return gpu
+        if name == "gpu":
+            raise UsageError(f"GPU runtime unavailable: {why}")
+    cpu = CpuRuntime()
+    ok, why = cpu.available()
+    if not ok:
+        raise UsageError(f"CPU runtime unavailable: {why}")
+    return cpu
+

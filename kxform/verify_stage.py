@@ -1,0 +1,114 @@
+"""The verification stage of `apply`: differential runs (and optional timing) of every
+rewritten kernel that has a harness spec, before anything is written.
+
+A kernel whose verification fails blocks the write of its file; the evidence (size,
+output, first mismatching index, max errors) goes to the log. With `measure`, a
+verified rewrite is kept only when it is faster than the original beyond the measured
+spread; both times are logged.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, replace
+
+from kxform.errors import KxformError
+from kxform.harness.model import KernelSpec
+from kxform.harness.spec import find_spec_for, load_spec
+from kxform.pass_api import CheckRecord, KernelResult, Outcome
+from kxform.runtime.base import Runtime, RuntimeError_
+from kxform.source import validate_bytes
+from kxform.verify import launch_request, verify_pair
+
+
+@dataclass(frozen=True)
+class Timing:
+    median_ms: float
+    spread_ms: float  # half the interquartile range
+
+
+def _timing(samples: list[float]) -> Timing:
+    q = statistics.quantiles(samples, n=4) if len(samples) >= 4 else [min(samples), 0, max(samples)]
+    return Timing(statistics.median(samples), (q[2] - q[0]) / 2)
+
+
+def kernel_spec_for(path: str, kernel: str) -> KernelSpec | None:
+    spec_path = find_spec_for(path)
+    if spec_path is None:
+        return None
+    spec = load_spec(spec_path)
+    for name, kspec in spec.kernels.items():
+        if name == kernel or kspec.base_name == kernel:
+            return kspec
+    return None
+
+
+def verify_file(original: bytes, rewritten: bytes, path: str, results: list[KernelResult], runtime: Runtime,
+                measure: bool) -> tuple[list[KernelResult], bool]:
+    """Verify every applied kernel of one file; returns updated results and whether the
+    rewritten file may be written."""
+    source = validate_bytes(path, original)
+    new = validate_bytes(path, rewritten)
+    updated, keep = [], True
+    for result in results:
+        if result.outcome is not Outcome.APPLIED:
+            updated.append(result)
+            continue
+        try:
+            spec = kernel_spec_for(path, result.kernel)
+        except KxformError as exc:
+            updated.append(replace(result, checks=result.checks + (CheckRecord("verify", True,
+                                   f"skipped: harness spec unusable: {exc}"),)))
+            continue
+        if spec is None:
+            updated.append(replace(result, checks=result.checks + (CheckRecord(
+                "verify", True, "skipped: no harness spec for this kernel (compile-checked only)"),)))
+            continue
+        report = verify_pair(source, new, spec, runtime)
+        detail = "; ".join(v.summary() for v in report.sizes)
+        record = CheckRecord("verify", report.ok, f"{report.summary()}: {detail}")
+        if not report.ok:
+            keep = False
+            updated.append(replace(result, outcome=Outcome.FAILED, stage="verify", reasons=(record.detail,),
+                                   checks=result.checks + (record,)))
+            continue
+        checks = result.checks + (record,)
+        if measure:
+            timing_record, faster = _measure(source, new, spec, runtime)
+            checks += (timing_record,)
+            if not faster:
+                keep = False
+                updated.append(replace(result, outcome=Outcome.MISSED, stage="measure",
+                                       reasons=(f"NotFaster: {timing_record.detail}",), checks=checks))
+                continue
+        updated.append(replace(result, checks=checks))
+    if not keep:  # the file is not written: kernels that passed go back to unchanged
+        updated = [replace(r, outcome=Outcome.MISSED, stage="verify",
+                           reasons=r.reasons + ("RevertedWithFile: another kernel of this file failed "
+                                                "verification or was not faster",))
+                   if r.outcome is Outcome.APPLIED else r for r in updated]
+    return updated, keep
+
+
+def _measure(source, new, spec: KernelSpec, runtime: Runtime) -> tuple[CheckRecord, bool]:  # type: ignore[no-untyped-def]
+    from kxform.extract import extract_kernel
+    from kxform.harness.inputs import make_inputs
+
+    sizes = spec.bench_sizes or spec.check_sizes[-1:]
+    size = sizes[0]
+    resolved = spec.launch(size)
+    inputs = make_inputs(spec, resolved)
+    timings = []
+    try:
+        for version, src in (("original", source), ("rewritten", new)):
+            request = launch_request(extract_kernel(src, spec.name), resolved, inputs,
+                                     f"{spec.name}[{size.name}] {version}", 600.0)
+            timings.append(_timing(runtime.time(request, warmup=5, repeat=50)))
+    except RuntimeError_ as exc:
+        return CheckRecord("measure", False, f"timing failed: {exc}"), False
+    before, after = timings
+    faster = after.median_ms + after.spread_ms < before.median_ms - before.spread_ms
+    detail = (f"size {size.name} on {runtime.name}: original {before.median_ms:.4f} ms (+-{before.spread_ms:.4f}), "
+              f"rewritten {after.median_ms:.4f} ms (+-{after.spread_ms:.4f}); speedup "
+              f"{before.median_ms / after.median_ms:.3f}x")
+    return CheckRecord("measure", True, detail), faster
