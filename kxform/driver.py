@@ -94,9 +94,9 @@ def transform_source(
 
 
 def _run_pass(source: SourceText, path: str, pass_: Pass, hw: HwProfile, options: RunOptions,
-              proposer: Proposer, semantic: SemanticProvider | None,
-              sink: RemarkSink) -> tuple[SourceText, list[KernelResult], tuple[int, ...]]:
-    model = parse_model(source)
+              proposer: Proposer, semantic: SemanticProvider | None, sink: RemarkSink,
+              model: SourceModel | None = None) -> tuple[SourceText, list[KernelResult], tuple[int, ...]]:
+    model = model or parse_model(source)
     broken = _syntax_gate(model)
     ctx = PassContext(model, hw, options, sink, semantic(model) if semantic else None)
     analyses = pass_.analyse(ctx)
@@ -184,7 +184,7 @@ def _apply(ctx: PassContext, pass_: Pass, accepted: list[tuple[Proposal, tuple[C
         extra = [CheckRecord("reparse", True, f"rewritten file re-parses with {len(new_model.syntax_issues)} "
                              "syntax error region(s), as many as the original")]
         extra.append(_coverage(pass_, new_model, proposals))
-        extra.append(_idempotent(pass_, new_source, hw, options, semantic, proposals))
+        extra.append(_idempotent(pass_, new_model, hw, options, proposals))
     except (CheckFailed, EditConflict) as exc:
         stage = exc.check if isinstance(exc, CheckFailed) else "edit"
         for proposal in proposals:
@@ -217,12 +217,15 @@ def _coverage(pass_: Pass, new_model: SourceModel, proposals: list[Proposal]) ->
     return CheckRecord("coverage", True, "every blockIdx.x/.y read in the kernels' call closures uses the remap")
 
 
-def _idempotent(pass_: Pass, new_source: SourceText, hw: HwProfile, options: RunOptions,
-                semantic: SemanticProvider | None, proposals: list[Proposal]) -> CheckRecord:
-    """Check (e): running the same pass again on the output changes nothing."""
+def _idempotent(pass_: Pass, new_model: SourceModel, hw: HwProfile, options: RunOptions,
+                proposals: list[Proposal]) -> CheckRecord:
+    """Check (e): running the same pass again on the output changes nothing. Semantics are
+    not consulted again: the question is only whether the pass would propose."""
     kernels = tuple(p.kernel for p in proposals)
-    again = transform_source(new_source, [pass_], hw, replace(options, kernels=kernels), semantic=semantic)
-    if again.changed:
+    source = new_model.source
+    again, _, _ = _run_pass(source, source.path, pass_, hw, replace(options, kernels=kernels),
+                            DeterministicProposer(), None, RemarkSink(), new_model)
+    if again.data != source.data:
         raise CheckFailed("idempotence", "a second run of the pass would change the output again")
     return CheckRecord("idempotence", True, "a second run proposes no change")
 

@@ -8,6 +8,7 @@ writes. If any file had an input error, nothing is written at all.
 from __future__ import annotations
 
 import concurrent.futures as futures
+import functools
 import os
 import sys
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from kxform.driver import FileTransform, transform_source
 from kxform.errors import KxformError, UsageError
 from kxform.files import walk_sources, write_atomic
 from kxform.hw import HwProfile
-from kxform.pass_api import CheckRecord, KernelResult, Outcome, RunOptions
+from kxform.pass_api import CheckRecord, KernelResult, Outcome, Pass, RunOptions
 from kxform.registry import default_registry
 from kxform.report import Report, WriteBack
 from kxform.source import read_source
@@ -52,11 +53,17 @@ class FileOutcome:
     results: list[KernelResult] = field(default_factory=list)
 
 
+@functools.lru_cache(maxsize=8)
+def _pipeline(pipeline: str, extra_options: tuple[tuple[str, str], ...]) -> tuple[Pass, ...]:
+    """Passes are frozen values: build them once per worker process, not once per file."""
+    return tuple(default_registry().pipeline(pipeline, dict(extra_options)))
+
+
 def _transform_one(path: str, config: ApplyConfig) -> FileOutcome:
     """Worker: read, validate and transform one file. Never raises for bad input."""
     try:
         source = read_source(path)
-        passes = default_registry().pipeline(config.pipeline, dict(config.extra_options))
+        passes = _pipeline(config.pipeline, config.extra_options)
         assert config.hw is not None
         options = RunOptions(kernels=config.kernels, arch=config.hw.arch)
         semantic = None

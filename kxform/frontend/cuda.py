@@ -148,6 +148,9 @@ def _short_name(node: tree_sitter.Node) -> str:
     if node.type == "template_function":
         name = node.child_by_field_name("name")
         return _text(name) if name is not None else _text(node)
+    if node.type == "field_expression":  # obj.method(): the method's name
+        field = node.child_by_field_name("field")
+        return _short_name(field) if field is not None else _text(node)
     return _text(node)
 
 
@@ -243,6 +246,9 @@ def _macro_defs(root: tree_sitter.Node) -> tuple[list[MacroDef], list[IndexRead]
 def _launch(call: tree_sitter.Node, callee: tree_sitter.Node, args: tree_sitter.Node,
             function: str | None) -> LaunchSite | None:
     config_node = next((c for c in call.named_children if c.type == "kernel_call_syntax"), None)
+    style = None if config_node is not None else LAUNCH_FUNCTIONS.get(_text(callee))
+    if config_node is None and style is None:
+        return None  # a plain call: the common case, decided without reading its arguments
     arg_texts = tuple(_text(a) for a in args.named_children if a.type != "comment")
     if config_node is not None:
         template_args = None
@@ -251,7 +257,6 @@ def _launch(call: tree_sitter.Node, callee: tree_sitter.Node, args: tree_sitter.
             template_args = _text(targs) if targs is not None else None
         config = tuple(_text(c) for c in config_node.named_children if c.type != "comment")
         return LaunchSite(_short_name(callee), template_args, config, arg_texts, _span(call), "chevron", function)
-    style = LAUNCH_FUNCTIONS.get(_text(callee))
     if style is None or not arg_texts:
         return None
     kernel_text = arg_texts[0]
@@ -283,9 +288,12 @@ def parse_model(source: SourceText, tree: tree_sitter.Tree | None = None) -> Sou
     index = _FunctionIndex([(f.body, f.name) for f in functions])
 
     macro_names = {m.name for m in macros}
+    interesting = {n.encode() for n in (*INDEX_BUILTINS, *HIP_INDEX, *macro_names)}
     reads: list[IndexRead] = list(macro_reads)
     macro_uses: list[MacroUse] = []
     for ident in _captures("identifier", root).get("id", []):
+        if ident.text not in interesting:
+            continue  # most identifiers: skip without decoding
         name = _text(ident)
         parent = ident.parent
         if name in INDEX_BUILTINS:

@@ -71,14 +71,22 @@ class SemanticInfo:
 
 
 def needs_semantics(model: SourceModel) -> bool:
-    """The syntax leaves a question open: local headers or calls to functions not in the file."""
+    """The syntax leaves a question open for device code: the file includes local headers,
+    or a kernel or device function calls something that is neither defined in the file
+    nor a known built-in. Host code never needs it (the index cannot be read there)."""
     if any(not inc.system for inc in model.includes):
         return True
-    defined = {f.name for f in model.functions}
+    return bool(external_device_calls(model))
+
+
+def external_device_calls(model: SourceModel) -> list[str]:
+    from kxform.frontend.model import FunctionKind
     from kxform.index_usage import BUILTIN_CALL_RE
 
-    return any(c.callee not in defined and not BUILTIN_CALL_RE.match(c.callee) and model.macro(c.callee) is None
-               for c in model.calls if c.caller in defined)
+    defined = {f.name for f in model.functions}
+    device = {f.name for f in model.functions if f.kind is not FunctionKind.HOST}
+    return sorted({c.callee for c in model.calls if c.caller in device and c.callee not in defined
+                   and not BUILTIN_CALL_RE.match(c.callee) and model.macro(c.callee) is None})
 
 
 @functools.cache
