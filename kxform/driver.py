@@ -54,12 +54,13 @@ class FileTransform:
 
 
 def _syntax_gate(model: SourceModel) -> set[str]:
-    """Kernels whose definition holds a syntax error; a file whose errors lie outside every
-    function is rejected as a whole (InputError at the first error)."""
+    """Kernels whose definition holds a syntax error. The file is rejected as a whole
+    (InputError at the first error) when an error lies outside every function, or when a
+    token is missing (an unbalanced brace swallows what follows: nothing can be trusted)."""
     broken: set[str] = set()
     for issue in model.syntax_issues:
         owner = next((f for f in model.functions if f.span.contains(issue.span)), None)
-        if owner is None:
+        if owner is None or any(i.missing for i in model.syntax_issues):
             what = "missing token" if issue.missing else "syntax error"
             snippet = model.source.data[issue.span.start:issue.span.end][:40].decode("utf-8", "replace")
             snippet = " ".join(snippet.split())

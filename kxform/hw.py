@@ -102,8 +102,13 @@ def parse_profile(data: Mapping[str, Any], path: str) -> HwProfile:
     aliases = _str_list(data.get("aliases", []), "aliases", path)
     sources = _sources(data, optional, path)
     return HwProfile(
-        name=data["name"], vendor=vendor, arch=data["arch"], **ints,
-        mem_bandwidth_gbs=float(bandwidth), aliases=aliases, sources=sources, **optional,
+        name=data["name"], vendor=vendor, arch=data["arch"], sm_count=ints["sm_count"],
+        l2_bytes=ints["l2_bytes"], xcds=ints["xcds"], smem_per_sm=ints["smem_per_sm"],
+        smem_per_block=ints["smem_per_block"], regs_per_sm=ints["regs_per_sm"],
+        regs_per_block=ints["regs_per_block"], max_threads_per_block=ints["max_threads_per_block"],
+        max_threads_per_sm=ints["max_threads_per_sm"], warp_size=ints["warp_size"],
+        mem_bandwidth_gbs=float(bandwidth), aliases=aliases, sources=sources,
+        l2_bytes_per_xcd=optional["l2_bytes_per_xcd"], l2_slices=optional["l2_slices"],
     )
 
 
@@ -169,9 +174,12 @@ def detect() -> HwProfile:
     process is unaffected.
     """
     try:
-        import pycuda.driver as cuda  # type: ignore[import-not-found]
+        import pycuda.driver as cuda
     except ImportError as exc:
-        raise KxformError("cannot detect the GPU: pycuda is not installed (pip install 'kxform[gpu]')") from exc
+        missing = isinstance(exc, ModuleNotFoundError) and (exc.name or "").startswith("pycuda")
+        cause = ("pycuda is not installed (pip install 'kxform[gpu]')" if missing
+                 else f"pycuda cannot be imported: {exc}")
+        raise KxformError(f"cannot detect the GPU: {cause}") from exc
     try:
         cuda.init()
         if cuda.Device.count() == 0:

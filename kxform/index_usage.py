@@ -82,9 +82,10 @@ def index_usage(model: SourceModel, kernel: Function) -> IndexUsage:
         reach = model.closure(function.name)
         if reach & reads_xy:
             carriers.append(function)
+    type_names = frozenset().union(*(f.template_names for f in functions))
     external = sorted({c.callee for c in model.calls if c.caller in {f.name for f in functions}
-                       and c.callee not in by_name and not BUILTIN_CALL_RE.match(c.callee)
-                       and model.macro(c.callee) is None})
+                       and c.callee not in by_name and c.callee not in type_names
+                       and not BUILTIN_CALL_RE.match(c.callee) and model.macro(c.callee) is None})
     for name in {c.name for c in carriers}:
         defs = by_name[name]
         if len(defs) > 1:

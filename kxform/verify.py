@@ -55,7 +55,7 @@ class SizeVerdict:
             return f"{self.size}: error: {self.error}"
         bad = [o for o in self.outputs if not o.comparison.ok or o.unwritten]
         if not bad:
-            return f"{self.size}: ok ({', '.join(o.name for o in self.outputs)} identical)"
+            return f"{self.size}: ok ({', '.join(o.name for o in self.outputs)} match)"
         first = bad[0]
         note = f", {first.unwritten} elements never written" if first.unwritten else ""
         return f"{self.size}: {first.name}: {first.comparison.summary()}{note}"

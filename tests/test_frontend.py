@@ -95,3 +95,12 @@ def test_syntax_errors_are_located() -> None:
     m = parse_model(validate_bytes("bad.cu", b"__global__ void k(int* o) {\n  o[0] = (1 + ;\n}\n"))
     assert m.syntax_issues
     assert m.source.line_col(m.syntax_issues[0].span.start)[0] == 2
+
+
+def test_pragma_between_loop_header_and_body_parses() -> None:
+    src = ("__global__ void k(float* o) {\n  float s = 0;\n#pragma unroll\n  for (int i = 0; i < 3; ++i)\n"
+           "#pragma unroll\n    for (int j = 0; j < 3; ++j) s += i * j;\n  o[blockIdx.x] = s;\n}\n")
+    m = parse_model(validate_bytes("k.cu", src.encode()))
+    assert not m.syntax_issues
+    (read,) = m.index_reads
+    assert m.source.data[read.span.start:read.span.end] == b"blockIdx.x"

@@ -136,7 +136,9 @@ def test_error_inside_templated_kernel_is_located(tmp_path: Path) -> None:
 
 
 def test_per_arg_compare_overrides_kernel_compare(tmp_path: Path) -> None:
-    text = edited('count = "N"\nrole = "out"', 'count = "N"\nrole = "out"\ncompare = { mode = "allclose", rtol = 1e-3 }')
+    text = edited(
+        'count = "N"\nrole = "out"', 'count = "N"\nrole = "out"\ncompare = { mode = "allclose", rtol = 1e-3 }'
+    )
     kernel = load_spec(write(tmp_path, text)).kernel("scale")
     assert kernel.compare_for("y").mode == "allclose"
     assert kernel.compare_for("y").rtol == 1e-3 and kernel.compare_for("y").atol == 1e-8
@@ -316,17 +318,20 @@ def test_csr_counts_are_derived(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("old", "new", "message"),
     [
-        ('part = "col_idx", group = "A"', 'part = "col_idx", group = "B"', "arg 'row_ptr': csr group 'A' has no col_idx part"),
+        ('part = "col_idx", group = "A"', 'part = "col_idx", group = "B"',
+         "arg 'row_ptr': csr group 'A' has no col_idx part"),
         ('part = "col_idx", group = "A"', 'part = "row_ptr", group = "A"', "csr group 'A' has two row_ptr parts"),
         ('part = "col_idx", group = "A"', 'part = "col_idx", group = "A", rows = "2 * N"',
          "csr group 'A' rows '2 * N' disagrees with 'N'"),
         ("nnz_per_row = 4", "nnz_per_row = 2000", "csr group 'A': nnz_per_row = 2000 outside 0..cols (1000)"),
-        ('role = "in"\nfill = { dist = "csr", part = "col_idx"', 'role = "in"\ncount = 7\nfill = { dist = "csr", part = "col_idx"',
+        ('role = "in"\nfill = { dist = "csr", part = "col_idx"',
+         'role = "in"\ncount = 7\nfill = { dist = "csr", part = "col_idx"',
          "arg 'col_idx': count 7 does not match csr group 'A' (col_idx of 1000 rows x 4 per row needs 4000)"),
         ('dtype = "int32"\nrole = "in"\nfill = { dist = "csr", part = "col_idx"',
          'dtype = "float32"\nrole = "in"\nfill = { dist = "csr", part = "col_idx"',
          "csr col_idx must be int32 or int64, not float32"),
-        (', rows = "N", cols = "N", nnz_per_row = 4', ', rows = "N", nnz_per_row = 4', "csr group 'A' gives no 'cols' on any part"),
+        (', rows = "N", cols = "N", nnz_per_row = 4', ', rows = "N", nnz_per_row = 4',
+         "csr group 'A' gives no 'cols' on any part"),
     ],
 )
 def test_csr_errors(tmp_path: Path, old: str, new: str, message: str) -> None:

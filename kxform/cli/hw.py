@@ -60,7 +60,7 @@ def format_table(profiles: list[HwProfile]) -> str:
             f"{p.mem_bandwidth_gbs:g} GB/s", ", ".join(p.aliases) or "-",
         ))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
 
 def format_profile(profile: HwProfile) -> str:
@@ -81,7 +81,8 @@ def format_profile(profile: HwProfile) -> str:
 def _show(key: str, value: object) -> str:
     if isinstance(value, list):
         return ", ".join(str(v) for v in value) or "-"
-    if isinstance(value, int) and not isinstance(value, bool) and key.endswith(("bytes", "_xcd", "smem_per_sm", "smem_per_block")):
+    sized = key.endswith(("bytes", "_xcd", "smem_per_sm", "smem_per_block"))
+    if sized and isinstance(value, int) and not isinstance(value, bool):
         return f"{value} ({_bytes(value)})"
     return str(value)
 

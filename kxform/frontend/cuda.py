@@ -72,9 +72,28 @@ def _captures(name: str, node: tree_sitter.Node) -> dict[str, list[tree_sitter.N
     return tree_sitter.QueryCursor(_query(name)).captures(node)
 
 
+_PARSE_MASK_RE = re.compile(
+    rb"^[ \t]*#[ \t]*pragma\b(?:[^\n]*\\\r?\n)*[^\n]*"  # a #pragma line (with continuations)
+    rb"|\b__(?:builtin_)?align__\s*\(\s*\w+\s*\)",  # __align__(16): an attribute the grammar lacks
+    re.M,
+)
+
+
+def mask_for_parse(data: bytes) -> bytes:
+    """Blank what the grammar cannot place (same length, newlines kept), for parsing only.
+
+    Real kernels put `#pragma unroll` between a `for` header and its body, where the
+    grammar accepts no directive, and write `__shared__ __align__(16) T buf[]`. Blanking
+    keeps every byte offset the same, and kxform never edits inside these.
+    """
+    if b"pragma" not in data and b"align__" not in data:
+        return data
+    return _PARSE_MASK_RE.sub(lambda m: re.sub(rb"[^\r\n]", b" ", m.group(0)), data)
+
+
 def parse_tree(data: bytes) -> tree_sitter.Tree:
     """Parse bytes with the CUDA grammar (a new parser per call: parsers are not thread-safe)."""
-    return tree_sitter.Parser(_language()).parse(data)
+    return tree_sitter.Parser(_language()).parse(mask_for_parse(data))
 
 
 def _text(node: tree_sitter.Node) -> str:

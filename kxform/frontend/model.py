@@ -7,6 +7,7 @@ structure and hand exact ranges to the edit engine. Built by `kxform.frontend.cu
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -57,6 +58,15 @@ class Function:
     host_too: bool = False
     attribute_macro: str | None = None
     """Set when the kernel/device attribute came through a macro (`KERNEL void f()`)."""
+
+    @property
+    def template_names(self) -> frozenset[str]:
+        """Names of the template parameters (`T`, `TILE`): `T(0)` is a conversion, not a call."""
+        if not self.template_params:
+            return frozenset()
+        parts = self.template_params.strip()[1:-1].split(",")
+        names = (re.findall(r"[A-Za-z_]\w*", part.split("=")[0]) for part in parts)
+        return frozenset(found[-1] for found in names if found)
 
 
 @dataclass(frozen=True)

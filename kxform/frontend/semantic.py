@@ -20,6 +20,25 @@ from kxform.frontend.model import SourceModel
 from kxform.pass_api import Blocker
 
 PRELUDE_DIR = Path(__file__).parent / "prelude"
+
+
+@functools.cache
+def _compiler_include_dirs() -> list[str]:
+    """The host compiler's own header directory (stddef.h, stdarg.h): the libclang wheel
+    ships no resource headers, and the C++ standard library needs them."""
+    import shutil
+    import subprocess
+
+    for compiler in ("gcc", "cc", "clang"):
+        if shutil.which(compiler):
+            try:
+                out = subprocess.run([compiler, "-print-file-name=include"], capture_output=True, text=True,
+                                     timeout=10).stdout.strip()
+            except (OSError, subprocess.SubprocessError):
+                continue
+            if out and os.path.isdir(out):
+                return ["-isystem", out]
+    return []
 BASE_ARGS = ["-x", "cuda", "--cuda-host-only", "-nocudainc", "-nocudalib", "-Wno-unknown-cuda-version",
              "-std=c++17", "-ferror-limit=0", "-include", str(PRELUDE_DIR / "kxform_cuda_prelude.h"),
              "-I", str(PRELUDE_DIR / "stubs")]
@@ -85,6 +104,7 @@ def external_device_calls(model: SourceModel) -> list[str]:
 
     defined = {f.name for f in model.functions}
     device = {f.name for f in model.functions if f.kind is not FunctionKind.HOST}
+    defined |= frozenset().union(*(f.template_names for f in model.functions if f.name in device))
     return sorted({c.callee for c in model.calls if c.caller in device and c.callee not in defined
                    and not BUILTIN_CALL_RE.match(c.callee) and model.macro(c.callee) is None})
 
@@ -102,7 +122,7 @@ def analyse_file(path: str, data: bytes, extra_args: list[str]) -> SemanticInfo:
         import clang.cindex as ci
     except ImportError as exc:  # pragma: no cover - libclang is a dependency
         return SemanticInfo(path, False, f"libclang not importable: {exc}")
-    args = BASE_ARGS + ["-I", os.path.dirname(os.path.abspath(path)) or "."] + extra_args
+    args = BASE_ARGS + _compiler_include_dirs() + ["-I", os.path.dirname(os.path.abspath(path)) or "."] + extra_args
     try:
         tu = _index().parse(path, args=args, unsaved_files=[(path, data.decode("utf-8"))],
                             options=ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD

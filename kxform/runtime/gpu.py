@@ -18,17 +18,33 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from kxform.build import Builder, BuildJob, KernelResources, find_nvcc, instantiation_text, match_entry
+from kxform.build import (
+    Builder,
+    BuildJob,
+    KernelResources,
+    demangle,
+    find_nvcc,
+    instantiation_text,
+    match_entry,
+    ptx_entries,
+)
 from kxform.errors import BuildFailed, KxformError
 from kxform.runtime.base import (
-    BufferArg, LaunchRequest, LaunchResult, LaunchTimeout, Runtime, RuntimeError_, ScalarArg,
-    Unsupported, count_unwritten,
+    BufferArg,
+    LaunchRequest,
+    LaunchResult,
+    LaunchTimeout,
+    Runtime,
+    RuntimeError_,
+    ScalarArg,
+    Unsupported,
+    count_unwritten,
 )
 
 CHILD = Path(__file__).with_name("gpu_child.py")
@@ -64,7 +80,9 @@ class CompiledKernel:
     cached: bool
 
 
-def compile_kernel(builder: Builder, request: LaunchRequest, arch: str, extra_flags: tuple[str, ...] = ()) -> CompiledKernel:
+def compile_kernel(
+    builder: Builder, request: LaunchRequest, arch: str, extra_flags: tuple[str, ...] = ()
+) -> CompiledKernel:
     """Build `request.source` to a cubin for `arch` and find `request.kernel` in it.
 
     A templated spelling gets an instantiation appended (see
@@ -75,7 +93,12 @@ def compile_kernel(builder: Builder, request: LaunchRequest, arch: str, extra_fl
                    defines=request.defines, extra_flags=extra_flags)
     result = builder.build_or_raise(job)
     assert result.output is not None
-    entry = match_entry(request.kernel, {r.mangled: r.demangled for r in result.resources})
+    entries = {r.mangled: r.demangled for r in result.resources}
+    if not entries:  # no ptxas report (flags that silence it): read the PTX's .entry lines
+        ptx = builder.build_or_raise(replace(job, output="ptx")).output or b""
+        names = ptx_entries(ptx.decode("utf-8", "replace"))
+        entries = dict(zip(names, demangle(names, builder.demangler), strict=True))
+    entry = match_entry(request.kernel, entries)
     return CompiledKernel(result.output, entry, result.entry(entry), result.cached)
 
 
@@ -83,8 +106,9 @@ class GpuRuntime(Runtime):
     """Launches kernels on CUDA device `device` through pycuda, one child process per call.
 
     `arch` overrides the device's (`sm_90a` for wgmma kernels); `sanitize=True` runs the
-    child under compute-sanitizer and fails on its first error; `startup_timeout_s`
-    bounds what comes before the launch (interpreter, context, module load, copies).
+    child under compute-sanitizer (found beside nvcc or on PATH, or given as `sanitizer`)
+    and fails on its first error; `startup_timeout_s` bounds what comes before the launch
+    (interpreter, context, module load, copies).
     """
 
     name = "gpu"
@@ -96,6 +120,7 @@ class GpuRuntime(Runtime):
         device: int = 0,
         arch: str | None = None,
         sanitize: bool = False,
+        sanitizer: str | None = None,
         extra_flags: tuple[str, ...] = (),
         python: str | None = None,
         startup_timeout_s: float = 120.0,
@@ -103,6 +128,7 @@ class GpuRuntime(Runtime):
         self.device = device
         self.arch_override = arch
         self.sanitize = sanitize
+        self.sanitizer_path = sanitizer
         self.extra_flags = extra_flags
         self.python = python or sys.executable
         self.startup_timeout_s = startup_timeout_s
@@ -155,6 +181,8 @@ class GpuRuntime(Runtime):
         return ""
 
     def _sanitizer(self) -> str | None:
+        if self.sanitizer_path:
+            return self.sanitizer_path if os.access(self.sanitizer_path, os.X_OK) else None
         nvcc = find_nvcc()
         beside = Path(os.path.realpath(nvcc)).parent / "compute-sanitizer" if nvcc else None
         if beside is not None and os.access(beside, os.X_OK):
@@ -194,7 +222,9 @@ class GpuRuntime(Runtime):
             outputs, unwritten = _read_outputs(folder, request)
         return LaunchResult(outputs, unwritten, self.name, elapsed_ms=float(result.get("elapsed_ms", 0.0)))
 
-    def time(self, request: LaunchRequest, *, warmup: int = 3, repeat: int = 20, flush_l2: bool = False) -> list[float]:
+    def time(
+        self, request: LaunchRequest, *, warmup: int = 3, repeat: int = 20, flush_l2: bool = False
+    ) -> list[float]:
         """Milliseconds of each of `repeat` launches (CUDA events), after `warmup` launches.
 
         Buffers are rotated over several copies when they fit in the L2, and
@@ -211,14 +241,22 @@ class GpuRuntime(Runtime):
             result = self._run_child(folder, "time", request, request.timeout_s * (warmup + repeat))
         return [float(t) for t in result["times_ms"]]
 
-    def _write_job(self, folder: Path, request: LaunchRequest, compiled: CompiledKernel, extra: dict[str, Any]) -> None:
+    def _write_job(
+        self, folder: Path, request: LaunchRequest, compiled: CompiledKernel, extra: dict[str, Any]
+    ) -> None:
+        label, info = _label(request), self.device_info()
         if request.params and len(request.params) != len(request.args):
-            raise RuntimeError_(f"{_label(request)}: {len(request.args)} arguments for {len(request.params)} parameters")
+            counts = f"{len(request.args)} arguments for {len(request.params)} parameters"
+            raise RuntimeError_(f"{label}: {counts}")
+        if request.shared_bytes > info.max_shared_optin:
+            limit = f"the device's maximum of {info.max_shared_optin} bytes per block"
+            raise RuntimeError_(f"{label}: {request.shared_bytes} bytes of dynamic shared memory exceed {limit}")
         (folder / "module.cubin").write_bytes(compiled.cubin)
-        args = [_arg_spec(folder, index, arg) for index, arg in enumerate(request.args)]
-        job = {"device": self.device, "cubin": "module.cubin", "entry": compiled.entry, "grid": list(request.grid),
-               "block": list(request.block), "shared_bytes": request.shared_bytes, "args": args,
-               "l2_bytes": self.device_info().l2_bytes, **extra}
+        args = [_arg_spec(folder, index, arg, label) for index, arg in enumerate(request.args)]
+        job = {"device": self.device, "cubin": "module.cubin", "entry": compiled.entry,
+               "grid": [int(v) for v in request.grid], "block": [int(v) for v in request.block],
+               "shared_bytes": int(request.shared_bytes), "args": args,
+               "l2_bytes": info.l2_bytes, **extra}
         (folder / "job.json").write_text(json.dumps(job), encoding="utf-8")
 
     def _run_child(self, folder: Path, mode: str, request: LaunchRequest, launch_timeout_s: float) -> dict[str, Any]:
@@ -246,7 +284,8 @@ class GpuRuntime(Runtime):
         if result is not None and result.get("ok"):
             return result
         if result is not None:
-            raise RuntimeError_(f"{label}: {result.get('stage', 'child')} failed: {result.get('error', 'unknown error')}")
+            stage, error = result.get("stage", "child"), result.get("error", "unknown error")
+            raise RuntimeError_(f"{label}: {stage} failed: {error}")
         raise RuntimeError_(f"{label}: {_death(proc.returncode, text)}")
 
 
@@ -257,12 +296,16 @@ def _label(request: LaunchRequest) -> str:
     return request.label or request.kernel
 
 
-def _arg_spec(folder: Path, index: int, arg: BufferArg | ScalarArg) -> dict[str, Any]:
+def _arg_spec(folder: Path, index: int, arg: BufferArg | ScalarArg, label: str) -> dict[str, Any]:
+    """One argument for the child; buffer contents go to `in_<index>.npy` as raw bytes."""
     if isinstance(arg, ScalarArg):
+        if not isinstance(arg.value, np.generic):
+            raise RuntimeError_(f"{label}: argument {arg.name}: pass a NumPy scalar (np.int32(...)) "
+                                "so that its C type is known")
         value = np.asarray(arg.value)
         return {"kind": "scalar", "name": arg.name, "hex": value.tobytes().hex(), "align": value.dtype.alignment}
     if arg.data.dtype.hasobject:
-        raise RuntimeError_(f"argument {arg.name}: object arrays cannot be copied to the device")
+        raise RuntimeError_(f"{label}: argument {arg.name}: object arrays cannot be copied to the device")
     if arg.role != "out":
         raw = np.ascontiguousarray(arg.data).reshape(-1).view(np.uint8)
         np.save(folder / f"in_{index}.npy", raw)
@@ -333,12 +376,20 @@ def _last_line(text: str) -> str:
 
 
 def sanitizer_error(log: str) -> str:
-    """The first error compute-sanitizer reported, with its `at <function>` line, or ""."""
+    """The first error compute-sanitizer reported, with its `at <function>` line, or "".
+
+    A hazard record (`Invalid __global__ write ...`) is the cause; the `Program hit
+    CUDA_ERROR_...` API records that follow it are consequences, used only when no
+    hazard was recorded.
+    """
     lines = [ln[len("========="):] for ln in log.splitlines() if ln.startswith("=========")]
+    found: list[str] = []
     for index, line in enumerate(lines):
         text = line.strip()
-        if not text or line.startswith("  ") or text.startswith(("COMPUTE-SANITIZER", "ERROR SUMMARY", "LEAK SUMMARY")):
+        banner = text.startswith(("COMPUTE-SANITIZER", "ERROR SUMMARY", "LEAK SUMMARY"))
+        if not text or line.startswith("  ") or banner:
             continue
         where = next((ln.strip() for ln in lines[index + 1:index + 3] if ln.strip().startswith("at ")), "")
-        return f"{text} {where}".strip()
-    return ""
+        found.append(f"{text} {where}".strip())
+    hazards = [f for f in found if not f.startswith("Program hit")]
+    return (hazards or found or [""])[0]

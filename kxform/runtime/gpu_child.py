@@ -14,6 +14,7 @@ the standard library, NumPy and pycuda, so it starts fast and without kxform ins
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -110,10 +111,8 @@ def _execute(folder: Path, job: dict[str, Any]) -> dict[str, Any]:
             return _time(cuda, folder, job, function)
         return _run(cuda, folder, job, function)
     finally:
-        try:
+        with contextlib.suppress(Exception):  # a faulted context may refuse; the process ends next
             context.pop()
-        except Exception:  # a faulted context may refuse; the process ends right after
-            pass
 
 
 def _load(cuda: Any, folder: Path, job: dict[str, Any]) -> Any:
@@ -158,7 +157,8 @@ def _time(cuda: Any, folder: Path, job: dict[str, Any], function: Any) -> dict[s
     copies = 1 if not job.get("rotate", True) or total >= 2 * l2 or total == 0 else \
         min(_MAX_ROTATION_COPIES, math.ceil(2 * l2 / total))
     sets = [_allocate(cuda, folder, args) for _ in range(copies)]
-    pristine = _allocate(cuda, folder, args)  # inout originals, restored before each launch
+    has_inout = any(a["kind"] == "buffer" and a["role"] == "inout" for a in args)
+    pristine = _allocate(cuda, folder, args) if has_inout else []  # restored before each launch
     packed = [_pack(args, s) for s in sets]
     _prepare(function, len(packed[0]))
     flush = _stage("alloc", lambda: cuda.mem_alloc(2 * l2)) if job.get("flush_l2") else None
@@ -190,11 +190,11 @@ def _allocate(cuda: Any, folder: Path, args: list[dict[str, Any]]) -> list[Any]:
         if arg["kind"] != "buffer":
             buffers.append(None)
             continue
-        nbytes = int(arg["nbytes"])
-        device = _stage("alloc", lambda n=nbytes: cuda.mem_alloc(max(n, 256)))
+        size = max(int(arg["nbytes"]), 256)  # mem_alloc(0) fails; empty buffers get a stub
+        device = _stage("alloc", lambda n=size: cuda.mem_alloc(n))
         if arg["role"] == "out":
-            _stage("alloc", lambda d=device: cuda.memset_d8(d, 0xFF, max(nbytes, 256)))
-        elif nbytes:
+            _stage("alloc", lambda d=device, n=size: cuda.memset_d8(d, 0xFF, n))
+        elif int(arg["nbytes"]):
             host = np.load(folder / f"in_{index}.npy")
             _stage("copy", lambda d=device, h=host: cuda.memcpy_htod(d, h))
         buffers.append(device)
@@ -204,7 +204,7 @@ def _allocate(cuda: Any, folder: Path, args: list[dict[str, Any]]) -> list[Any]:
 def _pack(args: list[dict[str, Any]], buffers: list[Any]) -> bytes:
     """The kernel's parameter buffer, laid out with C alignment (as nvcc lays out params)."""
     out = bytearray()
-    for arg, device in zip(args, buffers):
+    for arg, device in zip(args, buffers, strict=True):
         if arg["kind"] == "buffer":
             raw, align = int(device).to_bytes(8, "little"), 8
         else:

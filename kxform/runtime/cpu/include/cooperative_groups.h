@@ -15,7 +15,7 @@ static inline unsigned block_threads() { return blockDim.x * blockDim.y * blockD
 
 class thread_block {
  public:
-  void sync(KXCPU_SITE) const { kxcpu::block_barrier(kxcpu::kBarPlain, 0, kx_file, kx_line); }
+  void sync(KXCPU_SITE) const { kxcpu::block_barrier(kxcpu::kBarPlain, 0, kx_file, kx_line, -1); }
   unsigned thread_rank() const { return details::linear_tid(); }
   unsigned size() const { return details::block_threads(); }
   unsigned num_threads() const { return details::block_threads(); }

@@ -41,8 +41,9 @@ struct WarpCall {
 /// `pred_out` (may be null) receives the predicate of `__match_all_sync`.
 u64 warp_collective(const WarpCall& call, int* pred_out);
 
-/// `__syncthreads` and its reducing variants; returns the reduced predicate.
-int block_barrier(int kind, int pred, const char* file, int line);
+/// `__syncthreads` and its reducing variants; returns the reduced predicate. `site`
+/// identifies the textual call (a `__COUNTER__` value, or -1 when only the line is known).
+int block_barrier(int kind, int pred, const char* file, int line, int site);
 
 /// Lets the other threads of the block run (spin loops: `__nanosleep`, failed CAS).
 void fiber_yield();

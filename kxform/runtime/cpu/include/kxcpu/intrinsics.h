@@ -54,16 +54,20 @@ static inline unsigned long long ullmax(unsigned long long a, unsigned long long
 
 // ----------------------------------------------------------------------------------
 // Single- and double-precision math beyond libm.
-static inline float __expf(float x) { return expf(x); }
-static inline float __exp10f(float x) { return exp10f(x); }
-static inline float __logf(float x) { return logf(x); }
-static inline float __log2f(float x) { return log2f(x); }
-static inline float __log10f(float x) { return log10f(x); }
-static inline float __sinf(float x) { return sinf(x); }
-static inline float __cosf(float x) { return cosf(x); }
-static inline float __tanf(float x) { return tanf(x); }
-static inline float __powf(float x, float y) { return powf(x, y); }
-static inline void __sincosf(float x, float* s, float* c) { *s = sinf(x); *c = cosf(x); }
+// glibc already declares these fast-math names as C functions (without exporting
+// them), so they are defined here as C-linkage inline functions.
+extern "C" {
+inline float __expf(float x) noexcept { return expf(x); }
+inline float __exp10f(float x) noexcept { return exp10f(x); }
+inline float __logf(float x) noexcept { return logf(x); }
+inline float __log2f(float x) noexcept { return log2f(x); }
+inline float __log10f(float x) noexcept { return log10f(x); }
+inline float __sinf(float x) noexcept { return sinf(x); }
+inline float __cosf(float x) noexcept { return cosf(x); }
+inline float __tanf(float x) noexcept { return tanf(x); }
+inline float __powf(float x, float y) noexcept { return powf(x, y); }
+inline void __sincosf(float x, float* s, float* c) noexcept { *s = sinf(x); *c = cosf(x); }
+}
 static inline float __fdividef(float a, float b) { return a / b; }
 static inline float fdividef(float a, float b) { return a / b; }
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
@@ -142,6 +146,18 @@ template <class T> static inline T sqrt_dir(T x, RoundDir d) {
   T s = std::sqrt(x);
   return round_dir(s, std::fma(-s, s, x), d);
 }
+// Float products, quotients and roots computed in double are exact (products) or never
+// land on a float exactly unless the true value does, and double does not underflow
+// where float does: the residual's sign survives subnormal float results, where the
+// float FMA residual above would round to zero.
+static inline float f_from_d(double v, RoundDir d) {
+  const float r = static_cast<float>(v);
+  const double rd = static_cast<double>(r);
+  return round_dir(r, v > rd ? 1.0f : (v < rd ? -1.0f : 0.0f), d);  // only the sign matters
+}
+template <> inline float mul_dir<float>(float a, float b, RoundDir d) { return f_from_d(static_cast<double>(a) * b, d); }
+template <> inline float div_dir<float>(float a, float b, RoundDir d) { return f_from_d(static_cast<double>(a) / b, d); }
+template <> inline float sqrt_dir<float>(float x, RoundDir d) { return f_from_d(std::sqrt(static_cast<double>(x)), d); }
 }  // namespace kxcpu
 #define KXCPU_DIRECTED(T, SUF, M)                                                                   \
   static inline T __##M##add_##SUF(T a, T b) { return kxcpu::add_dir<T>(a, b, kxcpu::k##SUF##_); } \

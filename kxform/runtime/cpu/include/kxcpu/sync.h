@@ -15,16 +15,15 @@ typedef unsigned int kxcpu_lanemask_t;
 #define KXCPU_SITE const char *kx_file = __builtin_FILE(), int kx_line = __builtin_LINE()
 
 // ---------------------------------------------------------------- block barriers
-static inline void __syncthreads(KXCPU_SITE) { kxcpu::block_barrier(kxcpu::kBarPlain, 0, kx_file, kx_line); }
-static inline int __syncthreads_count(int pred, KXCPU_SITE) {
-  return kxcpu::block_barrier(kxcpu::kBarCount, pred, kx_file, kx_line);
-}
-static inline int __syncthreads_and(int pred, KXCPU_SITE) {
-  return kxcpu::block_barrier(kxcpu::kBarAnd, pred, kx_file, kx_line);
-}
-static inline int __syncthreads_or(int pred, KXCPU_SITE) {
-  return kxcpu::block_barrier(kxcpu::kBarOr, pred, kx_file, kx_line);
-}
+// Macros, so that each textual barrier gets its own __COUNTER__ id: two different
+// barriers reached by different threads are divergence even on the same source line.
+namespace kxcpu {
+static inline void syncthreads_at(const char* f, int l, int site) { block_barrier(kBarPlain, 0, f, l, site); }
+}  // namespace kxcpu
+#define __syncthreads() ::kxcpu::syncthreads_at(__FILE__, __LINE__, __COUNTER__)
+#define __syncthreads_count(pred) ::kxcpu::block_barrier(::kxcpu::kBarCount, (pred), __FILE__, __LINE__, __COUNTER__)
+#define __syncthreads_and(pred) ::kxcpu::block_barrier(::kxcpu::kBarAnd, (pred), __FILE__, __LINE__, __COUNTER__)
+#define __syncthreads_or(pred) ::kxcpu::block_barrier(::kxcpu::kBarOr, (pred), __FILE__, __LINE__, __COUNTER__)
 
 // ---------------------------------------------------------------- warp collectives
 namespace kxcpu {

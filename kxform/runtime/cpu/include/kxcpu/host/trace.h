@@ -37,11 +37,9 @@ inline void mark(std::vector<std::uint64_t>& bits, std::size_t first, std::size_
   for (std::size_t s = first; s <= last; ++s) bits[s >> 6] |= 1ull << (s & 63);
 }
 
-/// Records the byte range [addr, addr + n) as read or written by the traced block.
-inline void record(const volatile void* addr, std::size_t n, bool write) {
-  BlockTrace* t = t_trace;
-  if (t == nullptr || n == 0) return;
-  auto a = reinterpret_cast<std::uintptr_t>(addr);
+/// Marks the sectors of [addr, addr + n) in every buffer the range overlaps. Kept out
+/// of line: the hundred-odd hooks below then compile to a load, a test and a call.
+__attribute__((noinline)) inline void record_slow(BlockTrace* t, std::uintptr_t a, std::size_t n, bool write) {
   for (BufferTrace& b : t->buffers) {
     if (a - b.base < b.size || (a < b.base && a + n > b.base)) {
       std::size_t lo = a < b.base ? 0 : a - b.base;
@@ -50,6 +48,12 @@ inline void record(const volatile void* addr, std::size_t n, bool write) {
       mark(write ? b.writes : b.reads, lo / kSectorBytes, (hi - 1) / kSectorBytes);
     }
   }
+}
+
+/// Records the byte range [addr, addr + n) as read or written by the traced block.
+inline void record(const volatile void* addr, std::size_t n, bool write) {
+  BlockTrace* t = t_trace;
+  if (__builtin_expect(t != nullptr && n != 0, 0)) record_slow(t, reinterpret_cast<std::uintptr_t>(addr), n, write);
 }
 
 }  // namespace host

@@ -1,0 +1,201 @@
+"""Running an emulation binary once: argument files, the manifest, the child process.
+
+The binary runs in a child process so that a crash, a hang or a runaway allocation in
+the kernel cannot take the caller down; the child's exit code says what went wrong
+(see include/kxcpu/host/report.h) and its last stderr line says where.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..base import (
+    BufferArg,
+    LaunchRequest,
+    LaunchResult,
+    LaunchTimeout,
+    RuntimeError_,
+    ScalarArg,
+    SectorTrace,
+    count_unwritten,
+    poison_like,
+)
+from .source import KERNEL_FILE
+
+EXIT_USAGE, EXIT_DEADLOCK, EXIT_FAULT, EXIT_TRAP = 2, 3, 4, 5
+_TOKEN = re.compile(r"[^A-Za-z0-9_.\-]")
+
+
+@dataclass(frozen=True)
+class ChildSettings:
+    """How the child runs: worker threads and the stack size of every fiber."""
+
+    workers: int
+    stack_bytes: int
+
+
+def run_binary(exe: Path, request: LaunchRequest, settings: ChildSettings, name: str) -> LaunchResult:
+    """Runs `exe` once on the request's arguments and collects outputs and traces."""
+    with tempfile.TemporaryDirectory(prefix="kxcpu-run-") as tmp:
+        work = Path(tmp)
+        blocks = tuple(dict.fromkeys(request.trace_blocks))
+        manifest = work / "manifest.txt"
+        manifest.write_text(_manifest(request, settings, blocks, work))
+        _execute(exe, manifest, request.timeout_s, name)
+        outputs: dict[str, np.ndarray] = {}
+        unwritten: dict[str, int] = {}
+        for i, arg in enumerate(request.args):
+            if isinstance(arg, BufferArg) and arg.role != "in":
+                data = np.fromfile(work / f"arg{i}.bin", dtype=arg.data.dtype).reshape(arg.data.shape)
+                outputs[arg.name] = data
+                if arg.role == "out":
+                    unwritten[arg.name] = count_unwritten(data)
+        traces = _read_traces(work / "traces.txt", request, blocks)
+        elapsed = _read_elapsed(work / "result.txt")
+    return LaunchResult(outputs=outputs, unwritten=unwritten, runtime="cpu", elapsed_ms=elapsed, traces=traces)
+
+
+def _manifest(request: LaunchRequest, settings: ChildSettings, blocks: tuple[tuple[int, int, int], ...],
+              work: Path) -> str:
+    lines = [
+        "kxcpu-manifest 1",
+        "grid {} {} {}".format(*request.grid),
+        "block {} {} {}".format(*request.block),
+        f"shared {request.shared_bytes}",
+        f"workers {settings.workers}",
+        f"stack {settings.stack_bytes}",
+    ]
+    lines += ["trace {} {} {}".format(*b) for b in blocks]
+    for i, arg in enumerate(request.args):
+        token = _TOKEN.sub("_", arg.name) or f"arg{i}"
+        if isinstance(arg, BufferArg):
+            data = np.ascontiguousarray(arg.data)
+            (poison_like(data) if arg.role == "out" else data).tofile(work / f"arg{i}.bin")
+            lines.append(f"buffer {token} {arg.role} {data.nbytes} arg{i}.bin")
+        else:
+            raw = scalar_bytes(arg)
+            lines.append(f"scalar {token} {len(raw)} {raw.hex()}")
+    return "\n".join(lines) + "\n"
+
+
+def _execute(exe: Path, manifest: Path, timeout_s: float, name: str) -> None:
+    try:
+        proc = subprocess.Popen(
+            [str(exe), str(manifest)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+        )
+    except OSError as exc:
+        raise RuntimeError_(f"{name}: cannot start the emulation binary: {exc}") from exc
+    try:
+        _, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise LaunchTimeout(
+            f"{name}: did not finish within {timeout_s:g} s on the CPU runtime "
+            "(an endless loop, or a spin-wait on another block or thread that cannot progress)"
+        ) from None
+    if proc.returncode == 0:
+        return
+    text = err.decode(errors="replace")
+    message = _child_message(text)
+    if proc.returncode == EXIT_DEADLOCK:
+        raise LaunchTimeout(f"{name}: {message}")
+    if proc.returncode == EXIT_TRAP:
+        raise RuntimeError_(f"{name}: {_assertion(text, name) or message}")
+    if proc.returncode in (EXIT_USAGE, EXIT_FAULT):
+        raise RuntimeError_(f"{name}: {message}")
+    if proc.returncode < 0:
+        raise RuntimeError_(f"{name}: the emulation crashed ({_signal_name(-proc.returncode)})")
+    raise RuntimeError_(f"{name}: the emulation failed with exit code {proc.returncode}: {message}")
+
+
+_ASSERT = re.compile(r"(?P<file>[^\s:]+):(?P<line>\d+): [^\n]*?Assertion `(?P<cond>.*)' failed")
+_SOURCE_LINE = re.compile(r"(?<![\w/.])" + re.escape(KERNEL_FILE) + r":(\d+)")
+_THREAD = re.compile(r" in thread \(.*")
+
+
+def _assertion(stderr: str, name: str) -> str | None:
+    """A failed device `assert` as one line, located like other messages."""
+    m = _ASSERT.search(stderr)
+    if m is None:
+        return None
+    where = name if m.group("file").endswith(KERNEL_FILE) else m.group("file")
+    thread = _THREAD.search(_child_message(stderr))
+    suffix = thread.group(0) if thread else ""
+    return f"device assertion `{m.group('cond')}` failed at {where}:{m.group('line')}{suffix}"
+
+
+def _child_message(stderr: str) -> str:
+    lines = [ln for ln in stderr.splitlines() if ln.startswith("kxcpu: ")]
+    if lines:
+        return _one_line(lines[-1][len("kxcpu: "):])
+    rest = [ln for ln in stderr.splitlines() if ln.strip()]
+    return _one_line(rest[-1]) if rest else "no message"
+
+
+def _one_line(text: str) -> str:
+    """One line, with the generated source name replaced ("kernel.cu:12" -> "line 12")."""
+    return _SOURCE_LINE.sub(r"line \1", " ".join(text.split()))
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _read_elapsed(path: Path) -> float | None:
+    if not path.exists():
+        return None
+    for line in path.read_text().splitlines():
+        key, _, value = line.partition(" ")
+        if key == "elapsed_ms":
+            return float(value)
+    return None
+
+
+def _parse_ranges(tokens: list[str]) -> frozenset[int]:
+    sectors: set[int] = set()
+    for token in tokens:
+        first, _, last = token.partition("-")
+        sectors.update(range(int(first), int(last or first) + 1))
+    return frozenset(sectors)
+
+
+def _read_traces(
+    path: Path, request: LaunchRequest, blocks: tuple[tuple[int, int, int], ...]
+) -> tuple[SectorTrace, ...]:
+    """Traces in the order of `request.trace_blocks` (the child writes each block once)."""
+    if not blocks:
+        return ()
+    buffers = [arg.name for arg in request.args if isinstance(arg, BufferArg)]
+    parsed: dict[tuple[int, int, int], SectorTrace] = {}
+    lines = path.read_text().splitlines() if path.exists() else []
+    i = 0
+    while i < len(lines):
+        head = lines[i].split()
+        block = (int(head[1]), int(head[2]), int(head[3]))
+        reads: dict[str, frozenset[int]] = {}
+        writes: dict[str, frozenset[int]] = {}
+        for k, name in enumerate(buffers):
+            reads[name] = _parse_ranges(lines[i + 1 + 2 * k].split()[2:])
+            writes[name] = _parse_ranges(lines[i + 2 + 2 * k].split()[2:])
+        parsed[block] = SectorTrace(block=block, reads=reads, writes=writes)
+        i += 1 + 2 * len(buffers)
+    missing = [b for b in blocks if b not in parsed]
+    if missing:
+        raise RuntimeError_(f"the emulation wrote no trace for block {missing[0]}")
+    return tuple(parsed[b] for b in request.trace_blocks)
+
+
+def scalar_bytes(arg: ScalarArg) -> bytes:
+    """The raw bytes of a by-value argument (its NumPy dtype is the C type)."""
+    return np.asarray(arg.value).tobytes()
