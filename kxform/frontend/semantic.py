@@ -109,13 +109,6 @@ def external_device_calls(model: SourceModel) -> list[str]:
                    and not BUILTIN_CALL_RE.match(c.callee) and model.macro(c.callee) is None})
 
 
-@functools.cache
-def _index():  # type: ignore[no-untyped-def]
-    import clang.cindex as ci
-
-    return ci.Index.create()
-
-
 def analyse_file(path: str, data: bytes, extra_args: list[str]) -> SemanticInfo:
     """Parse with libclang and collect hidden reads and foreign index readers. Never raises."""
     try:
@@ -124,7 +117,7 @@ def analyse_file(path: str, data: bytes, extra_args: list[str]) -> SemanticInfo:
         return SemanticInfo(path, False, f"libclang not importable: {exc}")
     args = BASE_ARGS + _compiler_include_dirs() + ["-I", os.path.dirname(os.path.abspath(path)) or "."] + extra_args
     try:
-        tu = _index().parse(path, args=args, unsaved_files=[(path, data.decode("utf-8"))],
+        tu = ci.Index.create().parse(path, args=args, unsaved_files=[(path, data.decode("utf-8"))],
                             options=ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD
                             | ci.TranslationUnit.PARSE_INCOMPLETE)
     except ci.TranslationUnitLoadError as exc:
