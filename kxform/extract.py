@@ -37,6 +37,8 @@ class ExtractedKernel:
     params: tuple[KernelParam, ...]
     """Concrete parameter types (template parameters substituted), in order."""
     launch_bounds: str | None
+    path: str = ""
+    """The file it was extracted from: the unit keeps that file's line numbers."""
 
 
 def split_spelling(spelling: str) -> tuple[str, list[str]]:
@@ -149,4 +151,4 @@ def extract_kernel(source: SourceText, spelling: str) -> ExtractedKernel:
     text = apply_edits(source, edits).data.decode("utf-8")
     if not text.endswith("\n"):
         text += "\n"
-    return ExtractedKernel(text + wrapper, entry, spelling, params, kernel.launch_bounds)
+    return ExtractedKernel(text + wrapper, entry, spelling, params, kernel.launch_bounds, source.path)

@@ -28,6 +28,7 @@ from kxform.runtime.base import (
     Runtime,
     RuntimeError_,
     ScalarArg,
+    count_unwritten_against,
 )
 from kxform.source import SourceText
 
@@ -90,7 +91,8 @@ def launch_request(extracted: ExtractedKernel, resolved: ResolvedLaunch, inputs:
             args.append(BufferArg(arg.name, np.ascontiguousarray(value), arg.role))
     return LaunchRequest(source=extracted.source, kernel=extracted.entry, params=extracted.params,
                          args=tuple(args), grid=resolved.grid, block=resolved.block,
-                         shared_bytes=resolved.shared_bytes, timeout_s=timeout_s, label=label)
+                         shared_bytes=resolved.shared_bytes, timeout_s=timeout_s, label=label,
+                         filename=extracted.path)
 
 
 def _sizes(spec: KernelSpec, names: tuple[str, ...]) -> tuple[SizeSpec, ...]:
@@ -125,7 +127,7 @@ def verify_pair(original: SourceText, rewritten: SourceText, spec: KernelSpec, r
             mode = EXACT if exact else spec.compare_for(name)
             arg = resolved.arg(name)
             comparison = compare(expected, results[1].outputs[name], mode, dtype=arg.dtype)
-            unwritten = max(0, results[1].unwritten.get(name, 0) - results[0].unwritten.get(name, 0))
+            unwritten = count_unwritten_against(expected, results[1].outputs[name])
             checks.append(OutputCheck(name, comparison, unwritten))
         ok = all(c.comparison.ok and not c.unwritten for c in checks)
         verdicts.append(SizeVerdict(size.name, ok, tuple(checks), seconds=time.perf_counter() - start))
@@ -150,7 +152,8 @@ def verify_reference(source: SourceText, spec: KernelSpec, runtime: Runtime, siz
             continue
         expected = run_reference(spec, resolved, inputs)
         comparisons = compare_outputs(spec, resolved, expected, result.outputs)
-        checks = tuple(OutputCheck(n, c, result.unwritten.get(n, 0) if resolved.arg(n).role == "out" else 0)
+        checks = tuple(OutputCheck(n, c, count_unwritten_against(expected[n], result.outputs[n])
+                                   if resolved.arg(n).role == "out" else 0)
                        for n, c in comparisons.items())
         ok = all(c.comparison.ok and not c.unwritten for c in checks)
         verdicts.append(SizeVerdict(size.name, ok, checks, seconds=time.perf_counter() - start))

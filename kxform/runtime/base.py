@@ -66,6 +66,8 @@ class LaunchRequest:
     shared_bytes: int = 0
     timeout_s: float = 60.0
     label: str = ""
+    filename: str = ""
+    """The user's source file the unit was extracted from (line numbers match it), for messages."""
     include_dirs: tuple[str, ...] = ()
     defines: tuple[str, ...] = ()
     trace_blocks: tuple[tuple[int, int, int], ...] = ()
@@ -132,8 +134,19 @@ def poison_like(array: np.ndarray) -> np.ndarray:
     return out
 
 
-def count_unwritten(array: np.ndarray) -> int:
-    """Elements of `array` whose bytes are all still POISON_BYTE."""
+def poison_mask(array: np.ndarray) -> np.ndarray:
+    """Flat boolean mask of the elements whose bytes are all POISON_BYTE."""
     itemsize = array.dtype.itemsize
     raw = np.ascontiguousarray(array).view(np.uint8).reshape(-1, itemsize)
-    return int(np.all(raw == POISON_BYTE, axis=1).sum())
+    return np.all(raw == POISON_BYTE, axis=1)
+
+
+def count_unwritten(array: np.ndarray) -> int:
+    """Elements of `array` whose bytes are all still POISON_BYTE."""
+    return int(poison_mask(array).sum())
+
+
+def count_unwritten_against(expected: np.ndarray, actual: np.ndarray) -> int:
+    """Elements still poisoned in `actual` whose expected value is not the poison pattern
+    itself (an int32 output may legitimately be -1, which is all 0xFF bytes)."""
+    return int((poison_mask(actual) & ~poison_mask(expected)).sum())

@@ -30,7 +30,7 @@ static inline unsigned short f2h_rz(float f) {
 }
 static inline float h2f(unsigned short h) {
   unsigned sign = static_cast<unsigned>(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  if (e == 0x1f) return bit_cast<float>(sign | 0x7f800000u | (m << 13));
+  if (e == 0x1f) return bit_cast<float>(m != 0 ? 0x7fffffffu : sign | 0x7f800000u);  // GPU: canonical NaN
   if (e == 0) {
     float v = static_cast<float>(m) * 5.9604644775390625e-08f;  // m * 2^-24, exact
     return sign ? -v : v;

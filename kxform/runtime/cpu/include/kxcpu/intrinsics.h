@@ -130,16 +130,29 @@ static inline T round_dir(T r, T err, RoundDir d) {
   if (d == kRd) return err < 0 ? std::nextafter(r, -inf) : r;
   return ((r > 0 && err < 0) || (r < 0 && err > 0)) ? std::nextafter(r, T(0)) : r;
 }
+/// IEEE result of a finite value too large for T: directed modes stop at the largest
+/// finite value on the side they round away from.
+template <class T>
+static inline T overflow_dir(bool positive, RoundDir d) {
+  const T inf = std::numeric_limits<T>::infinity(), big = std::numeric_limits<T>::max();
+  if (d == kRz) return positive ? big : -big;
+  if (d == kRu) return positive ? inf : -big;
+  if (d == kRd) return positive ? big : -inf;
+  return positive ? inf : -inf;
+}
 template <class T> static inline T add_dir(T a, T b, RoundDir d) {
   T s = a + b, bb = s - a;
+  if (std::isinf(s) && std::isfinite(a) && std::isfinite(b)) return overflow_dir<T>(s > 0, d);
   return round_dir(s, (a - (s - bb)) + (b - bb), d);
 }
 template <class T> static inline T mul_dir(T a, T b, RoundDir d) {
   T p = a * b;
+  if (std::isinf(p) && std::isfinite(a) && std::isfinite(b)) return overflow_dir<T>(p > 0, d);
   return round_dir(p, std::fma(a, b, -p), d);
 }
 template <class T> static inline T div_dir(T a, T b, RoundDir d) {
   T q = a / b, r = std::fma(-q, b, a);
+  if (std::isinf(q) && std::isfinite(a) && b != 0) return overflow_dir<T>(q > 0, d);
   return round_dir(q, b > 0 ? r : -r, d);
 }
 template <class T> static inline T sqrt_dir(T x, RoundDir d) {
@@ -152,6 +165,7 @@ template <class T> static inline T sqrt_dir(T x, RoundDir d) {
 // float FMA residual above would round to zero.
 static inline float f_from_d(double v, RoundDir d) {
   const float r = static_cast<float>(v);
+  if (std::isinf(r) && std::isfinite(v)) return overflow_dir<float>(v > 0, d);
   const double rd = static_cast<double>(r);
   return round_dir(r, v > rd ? 1.0f : (v < rd ? -1.0f : 0.0f), d);  // only the sign matters
 }

@@ -5,7 +5,12 @@
 // portable ucontext fallback is used (slower: swapcontext makes a sigprocmask system
 // call per switch). MXCSR and the x87 control word are not switched: device code never
 // changes them, so every fiber shares the worker's floating-point environment.
+// Defining KXCPU_PORTABLE_FIBERS selects the ucontext path on x86-64 as well.
 #pragma once
+
+#if defined(__x86_64__) && !defined(KXCPU_PORTABLE_FIBERS)
+#define KXCPU_ASM_FIBERS 1
+#endif
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -14,7 +19,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#if !defined(__x86_64__)
+#if !defined(KXCPU_ASM_FIBERS)
 #include <ucontext.h>
 #endif
 
@@ -59,7 +64,7 @@ inline bool in_guard(const Stack& s, const void* addr) {
   return a >= g && a < g + page_size();
 }
 
-#if defined(__x86_64__)
+#if defined(KXCPU_ASM_FIBERS)
 
 extern "C" void kxcpu_ctx_switch(void** save_sp, void* next_sp);
 extern "C" void kxcpu_ctx_start();
@@ -112,7 +117,7 @@ inline void switch_context(Context& from, Context& to) { swapcontext(&from.uc, &
 }  // namespace host
 }  // namespace kxcpu
 
-#if defined(__x86_64__)
+#if defined(KXCPU_ASM_FIBERS)
 // kxcpu_ctx_switch(save_sp, next_sp): pushes the callee-saved registers, stores rsp in
 // *save_sp, loads next_sp and pops the next context's registers; `ret` resumes it.
 // kxcpu_ctx_start: first entry of a fresh fiber; its argument arrives in r12.
