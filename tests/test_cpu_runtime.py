@@ -347,3 +347,69 @@ def test_cached_binary_is_reused(cpu: CpuRuntime) -> None:
     np.testing.assert_array_equal(cpu.run(req).outputs["y"], np.full(4, 2, np.float32))
     assert exe.stat().st_mtime_ns == mtime
     assert Path(exe).parent.parent == cpu.builder().cache_dir
+
+
+ISOLATION = r"""
+template <typename T>
+__device__ T stash_and_reload(T v) {
+  __shared__ T slot[64];
+  slot[threadIdx.x] = v;
+  __syncthreads();
+  __nanosleep(10);  // let sibling threads run between the write and the read
+  T r = slot[(threadIdx.x + 1) % blockDim.x];
+  __syncthreads();
+  return r;
+}
+__global__ void isolation(int* out) {
+  int v = stash_and_reload<int>(blockIdx.x * 1000 + threadIdx.x);
+  long long w = stash_and_reload<long long>(-(long long)blockIdx.x);
+  out[blockIdx.x * blockDim.x + threadIdx.x] = v + (int)w;
+}
+"""
+
+
+def test_static_shared_memory_is_per_block_across_workers(cpu: CpuRuntime) -> None:
+    blocks = 96
+    r = launch(cpu, ISOLATION, "isolation", [BufferArg("out", np.zeros(blocks * 64, np.int32), "out")],
+               (blocks, 1, 1), (64, 1, 1))
+    b, t = np.divmod(np.arange(blocks * 64), 64)
+    np.testing.assert_array_equal(r.outputs["out"], b * 1000 + (t + 1) % 64 - b)
+
+
+SCANS_AND_HALF_ATOMICS = r"""
+#include <cooperative_groups.h>
+#include <cooperative_groups/scan.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+namespace cg = cooperative_groups;
+__global__ void scans(int* out, __half* h, __half2* h2, __nv_bfloat16* b) {
+  auto tile = cg::tiled_partition<8>(cg::this_thread_block());
+  int inclusive = cg::inclusive_scan(tile, 1);
+  int exclusive = cg::exclusive_scan(tile, (int)tile.thread_rank(), cg::plus<int>());
+  cg::sync(tile);
+  out[threadIdx.x] = inclusive * 100 + exclusive;
+  atomicAdd(h, __float2half(1.0f));
+  atomicAdd(h2, __floats2half2_rn(1.0f, 2.0f));
+  atomicAdd(b, __float2bfloat16(1.0f));
+}
+"""
+
+
+def test_tile_scans_and_half_atomics(cpu: CpuRuntime) -> None:
+    args = [BufferArg("out", np.zeros(64, np.int32), "out"), BufferArg("h", np.zeros(1, np.float16), "inout"),
+            BufferArg("h2", np.zeros(2, np.float16), "inout"), BufferArg("b", np.zeros(1, np.uint16), "inout")]
+    r = launch(cpu, SCANS_AND_HALF_ATOMICS, "scans", args, (1, 1, 1), (64, 1, 1))
+    lane = np.arange(64) % 8
+    np.testing.assert_array_equal(r.outputs["out"], (lane + 1) * 100 + lane * (lane - 1) // 2)
+    np.testing.assert_array_equal(r.outputs["h"], [64])
+    np.testing.assert_array_equal(r.outputs["h2"], [64, 128])
+    assert (r.outputs["b"].astype(np.uint32) << 16).view(np.float32)[0] == 64
+
+
+def test_hip_warp_size_can_be_overridden(cpu: CpuRuntime) -> None:
+    src = ("#include <hip/hip_runtime.h>\n"
+           "__global__ void k(int* o) { o[threadIdx.x] = warpSize * 1000 + __popcll(__ballot(1)); }")
+    for defines, expected in (((), 64064), (("KXFORM_CPU_WARP_SIZE=32",), 32032)):
+        r = launch(cpu, src, "k", [BufferArg("o", np.zeros(64, np.int32), "out")], (1, 1, 1), (64, 1, 1),
+                   defines=defines)
+        assert set(r.outputs["o"].tolist()) == {expected}

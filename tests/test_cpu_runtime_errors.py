@@ -152,6 +152,18 @@ def test_failed_device_assert_names_the_condition(cpu: CpuRuntime) -> None:
         launch(cpu, src)
 
 
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("volatile int zero = 0; out[threadIdx.x] = 5 / zero;", r"arithmetic exception .* in thread \(0,0,0\)"),
+        ("if (threadIdx.x == 3) __trap();", r"__trap\(\) at line 1 in thread \(3,0,0\) of block \(0,0,0\)"),
+    ],
+)
+def test_traps_name_the_thread(cpu: CpuRuntime, body: str, message: str) -> None:
+    with pytest.raises(RuntimeError_, match=message):
+        launch(cpu, f"__global__ void k(int* out) {{ {body} }}")
+
+
 def test_compile_error_reports_the_first_error_line(cpu: CpuRuntime) -> None:
     src = "__global__ void k(int* out) {\n  out[0] = not_declared_anywhere;\n}\n"
     expected = r"^probe\[64\]: compile error: probe\[64\]:2:\d+: error: .*not_declared_anywhere"

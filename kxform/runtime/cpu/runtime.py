@@ -26,7 +26,7 @@ from ..base import (
 )
 from .build import Builder, KernelUnit, Toolchain
 from .launch import ChildSettings, run_binary
-from .source import is_hip, rewrite_dynamic_shared
+from .source import drop_static_on_shared, is_hip, rewrite_dynamic_shared
 
 MAX_BLOCK_THREADS = 1024
 """Threads per block allowed by CUDA and HIP."""
@@ -76,13 +76,18 @@ class CpuRuntime(Runtime):
         """Compiles (or reuses) the emulation binary of `request` and launches it once."""
         name = request.label or request.kernel
         _validate(request, name)
-        exe = self.builder().binary(self.unit_for(request), name)
+        try:  # messages name the user's file (the unit keeps its line numbers) when it is known
+            exe = self.builder().binary(self.unit_for(request), request.filename or name)
+        except RuntimeError_ as exc:
+            if request.filename and request.label:
+                raise type(exc)(f"{request.label}: {exc}") from exc
+            raise
         return run_binary(exe, request, self.settings(), name)
 
     def unit_for(self, request: LaunchRequest) -> KernelUnit:
         """The compile unit a request maps to (its cache key is the binary's identity)."""
         return KernelUnit(
-            source=rewrite_dynamic_shared(request.source),
+            source=rewrite_dynamic_shared(drop_static_on_shared(request.source)),
             kernel=request.kernel,
             defines=request.defines,
             include_dirs=request.include_dirs,

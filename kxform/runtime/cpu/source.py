@@ -62,6 +62,15 @@ _DYN_SHARED = (
 )
 
 
+_STATIC_SHARED = re.compile(r"\bstatic(\s+)__shared__\b|\b__shared__(\s+)static\b")
+
+
+def drop_static_on_shared(source: str) -> str:
+    """`static __shared__ T x[N];` is legal CUDA (a block-wide variable either way); the
+    emulation spells `__shared__` as `static thread_local`, so the extra `static` goes."""
+    return _STATIC_SHARED.sub(lambda m: "__shared__" + (m.group(1) or m.group(2)), source)
+
+
 def rewrite_dynamic_shared(source: str) -> str:
     """Rewrites `extern __shared__ T name[];` into a pointer to the block's dynamic buffer.
 
