@@ -10,6 +10,7 @@ from __future__ import annotations
 import concurrent.futures as futures
 import functools
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -22,7 +23,7 @@ from kxform.hw import HwProfile
 from kxform.pass_api import CheckRecord, KernelResult, Outcome, Pass, RunOptions
 from kxform.registry import default_registry
 from kxform.report import Report, WriteBack
-from kxform.source import read_source
+from kxform.source import HEADER_SUFFIXES, read_source
 
 Progress = Callable[[int, int, str], None]
 
@@ -79,8 +80,26 @@ def _transform_one(path: str, config: ApplyConfig) -> FileOutcome:
         return FileOutcome(path, error=str(exc))
 
 
+_LOCAL_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
+
+
 def collect_files(paths: list[str]) -> list[str]:
-    return [str(p) for p in walk_sources(paths)]
+    """CUDA/HIP files under `paths`, plus the `.h`/`.hpp` headers they include with quotes
+    (headers hold kernels and device functions too; other headers are not CUDA)."""
+    files = [str(p) for p in walk_sources(paths)]
+    seen = {os.path.realpath(f) for f in files}
+    extra: list[str] = []
+    for path in files:
+        try:
+            data = Path(path).read_bytes()
+        except OSError:
+            continue  # reported when the file itself is read
+        for match in _LOCAL_INCLUDE.finditer(data):
+            header = Path(path).parent / match.group(1).decode("utf-8", "replace")
+            if header.suffix in HEADER_SUFFIXES and header.is_file() and os.path.realpath(header) not in seen:
+                seen.add(os.path.realpath(header))
+                extra.append(os.path.normpath(header))
+    return files + sorted(extra)
 
 
 def run_apply(paths: list[str], config: ApplyConfig, progress: Progress | None = None,

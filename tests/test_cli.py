@@ -151,3 +151,12 @@ def test_inspect_reports_kernels_launches_and_safety(tree: Path) -> None:
     assert scan["launches"][0]["config"] == ["8", "32"]
     table = run_cli("inspect", "src", cwd=tree).stdout
     assert "kernel scan" in table and "swizzle: refused" in table
+
+
+def test_headers_included_from_cuda_files_are_processed(tree: Path) -> None:
+    (tree / "src" / "kernels.h").write_text(KERNEL.replace("tile(", "tile_in_header("))
+    (tree / "src" / "unused.h").write_text(KERNEL)
+    (tree / "src" / "main.cu").write_text('#include "kernels.h"\nint main() { return 0; }\n')
+    proc = run_cli("apply", "--pass", "swizzle", "--diff", "--verify", "static", "src", cwd=tree)
+    assert proc.returncode == 0, proc.stderr
+    assert "+++ b/src/kernels.h" in proc.stdout and "unused.h" not in proc.stdout
