@@ -185,3 +185,34 @@ def test_unparsable_include_makes_semantics_conservative(tmp_path) -> None:
     assert outcomes(result) == {"k": Outcome.MISSED}
     (remark,) = [r for r in result.remarks if r.name == "SemanticUnavailable"]
     assert "missing_header.cuh" in remark.message and "ext_row" in remark.message
+
+
+def test_compile_commands_give_libclang_the_include_paths(tmp_path) -> None:
+    import json
+
+    from kxform.driver import transform_source
+    from kxform.frontend.semantic import semantic_provider
+    from kxform.hw import load_profile
+    from kxform.pass_api import RunOptions
+    from kxform.registry import default_registry
+    from kxform.source import read_source
+
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "idx.cuh").write_text("#define TILE_ROW (blockIdx.y * 16)\n")
+    (tmp_path / "src").mkdir()
+    kernel = tmp_path / "src" / "k.cu"
+    kernel.write_text('#include "idx.cuh"\n__global__ void k(float* o) { o[TILE_ROW + blockIdx.x] = 0; }\n')
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "compile_commands.json").write_text(json.dumps([{
+        "directory": str(tmp_path / "build"), "file": str(kernel),
+        "arguments": ["nvcc", "-I../include", "-DUSE_IT=1", "-c", str(kernel), "-o", "k.o"]}]))
+    passes = default_registry().pipeline("swizzle")
+
+    def run(build_dir: str | None) -> set[str]:
+        result = transform_source(read_source(kernel), passes, load_profile("h100"), RunOptions(),
+                                  semantic=semantic_provider(str(kernel), build_dir))
+        assert not result.changed
+        return remark_names(result)
+
+    assert "SemanticUnavailable" in run(None)  # header not found: refused, conservatively
+    assert "IndexReadInForeignMacro" in run(str(tmp_path / "build"))  # found: the real reason

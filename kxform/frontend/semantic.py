@@ -71,12 +71,12 @@ class SemanticInfo:
 
         assert isinstance(usage, IndexUsage)
         names = {f.name for f in usage.functions}
-        if not self.ok:
-            if usage.external_calls:
-                return [Blocker("SemanticUnavailable", f"libclang could not analyse the file ({self.diagnostic}); "
-                                f"'{usage.external_calls[0]}' is defined elsewhere and may read the block index",
-                                usage.kernel.span.start)]
-            return []
+        if not self.ok:  # the question the syntax left open stays open: refuse
+            what = f"'{usage.external_calls[0]}' is defined elsewhere and" if usage.external_calls else \
+                "an included header"
+            return [Blocker("SemanticUnavailable", f"libclang could not analyse the file ({self.diagnostic}); "
+                            f"{what} may read the block index (pass -p BUILD_DIR with compile_commands.json)",
+                            usage.kernel.span.start)]
         out = []
         for read in self.hidden_reads:
             if read.function in names and read.axis in ("x", "y") and read.macro not in self.local_macros:
