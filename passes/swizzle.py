@@ -75,8 +75,8 @@ class Swizzle(Pass):
         usage: IndexUsage = analysis.facts["usage"]
         out = []
         for pattern in PATTERNS.values():
-            if pattern.name == "row" or usage.dims not in pattern.dims and not (usage.dims == 3 and 2 in pattern.dims):
-                continue
+            if pattern.name == "row" or min(usage.dims, 2) not in pattern.dims:
+                continue  # row is the identity; z is never remapped, so 3-D grids take 2-D patterns
             config = pattern.resolve({"xcds": ctx.hw.xcds} if "xcds" in {p.name for p in pattern.params} else {})
             out.append(_proposal(analysis.kernel, config, "candidate", measured=False))
         return out
