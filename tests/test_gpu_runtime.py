@@ -2,8 +2,9 @@
 
 Three layers of tests:
 - entry lookup and instantiation text with the real nvcc and demangler (no GPU);
-- the parent/child plumbing (job files, parameter packing, poison, timeouts, crashes,
-  sanitizer reports) against a stand-in `pycuda` written to a temp folder (no GPU);
+- the parent/worker plumbing (requests over pipes, arrays inline and through files,
+  parameter packing, poison, timeouts, crashes, worker reuse and replacement, sanitizer
+  reports) against a stand-in `pycuda` written to a temp folder (no GPU);
 - `@pytest.mark.gpu` tests on a real device, run by tools/gpu-check.sh.
 """
 
@@ -15,7 +16,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -66,6 +67,15 @@ __global__ void half_fill(float* out, int n) {
 __global__ void fault(int* p) {
   int* bad = reinterpret_cast<int*>(0x10);
   bad[threadIdx.x] = p[0];
+}
+
+__global__ void expect_poison(float* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = 1.0f;
+}
+
+__global__ void live_allocs(int* out) {
+  out[0] = 0;
 }
 
 __global__ void spin(volatile int* flag) {
@@ -203,6 +213,9 @@ class _Alloc:
     def __int__(self):
         return self.ptr
 
+    def free(self):
+        del _mem[self.ptr]
+
 
 def _view(ptr, dtype):
     return _mem[ptr].view(dtype)
@@ -256,6 +269,9 @@ class Device:
         return 1 << 30
 
     def make_context(self):
+        if os.environ.get("FAKE_CONTEXT_FAILS"):
+            raise RuntimeError("cuCtxCreate failed: out of memory")
+        time.sleep(float(os.environ.get("FAKE_CONTEXT_SLEEP", "0")))
         return Context()
 
 
@@ -326,6 +342,14 @@ class _Function:
         elif "half_fill" in self.name:
             out, n = struct.unpack_from("<Qi", params, 0)
             _view(out, np.float32)[: n // 2] = 1.0
+        elif "expect_poison" in self.name:
+            out, n = struct.unpack_from("<Qi", params, 0)
+            if not np.all(_view(out, np.uint8)[: 4 * n] == 0xFF):
+                _pending.append("out buffer not poisoned before the launch")
+            _view(out, np.float32)[:n] = 1.0
+        elif "live_allocs" in self.name:
+            (out,) = struct.unpack_from("<Q", params, 0)
+            _view(out, np.int32)[0] = len(_mem)
         elif "fault" in self.name:
             _pending.append("cuCtxSynchronize failed: an illegal memory access was encountered")
         elif "spin" in self.name:
@@ -348,7 +372,7 @@ exit 99
 
 
 @pytest.fixture()
-def fake_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GpuRuntime:
+def fake_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[GpuRuntime]:
     """A runtime whose child imports the stand-in pycuda; real nvcc builds the cubins."""
     if NVCC is None:
         pytest.skip("nvcc not found")
@@ -359,7 +383,8 @@ def fake_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GpuRuntime:
     monkeypatch.syspath_prepend(str(tmp_path / "fake"))
     path = os.pathsep.join(filter(None, [str(tmp_path / "fake"), os.environ.get("PYTHONPATH")]))
     monkeypatch.setenv("PYTHONPATH", path)
-    return GpuRuntime(Builder(cache_dir=tmp_path / "cache", nvcc=NVCC), startup_timeout_s=60)
+    with GpuRuntime(Builder(cache_dir=tmp_path / "cache", nvcc=NVCC), startup_timeout_s=60) as runtime:
+        yield runtime
 
 
 @needs_nvcc
@@ -472,6 +497,158 @@ def test_fake_no_device(fake_gpu: GpuRuntime, monkeypatch: pytest.MonkeyPatch) -
         runtime.run(saxpy_request())
 
 
+def _gone(pid: int) -> bool:
+    """Whether process `pid` has exited and been reaped."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def live_allocs_request() -> LaunchRequest:
+    return one_arg_request("live_allocs", BufferArg("out", np.zeros(1, np.int32), "out"), "live")
+
+
+@needs_nvcc
+def test_fake_worker_is_reused(fake_gpu: GpuRuntime) -> None:
+    assert fake_gpu.worker_pid is None  # started lazily
+    fake_gpu.run(saxpy_request(10))
+    pid = fake_gpu.worker_pid
+    assert pid is not None and not _gone(pid)
+    fake_gpu.run(saxpy_request(20, seed=1))
+    fake_gpu.time(saxpy_request(30), warmup=1, repeat=2)
+    assert fake_gpu.worker_pid == pid
+
+
+@needs_nvcc
+def test_fake_worker_frees_device_memory_between_requests(fake_gpu: GpuRuntime) -> None:
+    assert fake_gpu.run(live_allocs_request()).outputs["out"][0] == 1  # its own buffer only
+    fake_gpu.run(saxpy_request(100_000))
+    fake_gpu.time(saxpy_request(1000), warmup=1, repeat=3, flush_l2=True)
+    assert fake_gpu.run(live_allocs_request()).outputs["out"][0] == 1
+
+
+@pytest.mark.parametrize("n", [100, 200_000])  # inline, and through memory-mapped files
+@needs_nvcc
+def test_fake_arrays_cross_inline_and_through_files(fake_gpu: GpuRuntime, n: int) -> None:
+    request = saxpy_request(n, seed=n)
+    x, y = request.args[2].data, request.args[3].data  # type: ignore[union-attr]
+    result = fake_gpu.run(request)
+    np.testing.assert_array_equal(result.outputs["y"], np.float32(2.5) * x + y)
+    assert result.outputs["y"].flags.writeable and result.outputs["y"].flags.aligned
+    out = BufferArg("out", np.zeros(n, np.float32), "out")
+    half = LaunchRequest(KERNELS, "half_fill", (KernelParam("float*", "out"), KernelParam("int", "n")),
+                         (out, ScalarArg("n", np.int32(n))), (1, 1, 1), (128, 1, 1), label="half")
+    assert fake_gpu.run(half).unwritten == {"out": n - n // 2}
+    scratch = fake_gpu._scratch_dir()
+    assert sorted(p.name for p in scratch.iterdir()) == ["worker.log"]  # no staged array left behind
+    fake_gpu.close()
+    assert not scratch.exists()
+
+
+@needs_nvcc
+def test_fake_every_launch_sees_poisoned_outputs(fake_gpu: GpuRuntime) -> None:
+    for n in (64, 100_000):
+        out = BufferArg("out", np.zeros(n, np.float32), "out")
+        request = LaunchRequest(KERNELS, "expect_poison", (KernelParam("float*", "out"), KernelParam("int", "n")),
+                                (out, ScalarArg("n", np.int32(n))), (1, 1, 1), (64, 1, 1), label="poison")
+        assert fake_gpu.run(request).unwritten == {"out": 0}
+        # more launches than rotated copies (at most 8): the stand-in fails an unpoisoned launch
+        assert len(fake_gpu.time(request, warmup=2, repeat=10)) == 10
+
+
+@needs_nvcc
+def test_fake_worker_replaced_after_crash(fake_gpu: GpuRuntime) -> None:
+    fake_gpu.run(saxpy_request(10))
+    first = fake_gpu.worker_pid
+    assert first is not None
+    source = "__global__ void crash(int* p) { p[0] = 1; }\n"
+    args = (BufferArg("p", np.zeros(1, np.int32), "out"),)
+    crash = LaunchRequest(source, "crash", (KernelParam("int*", "p"),), args, (1, 1, 1), (1, 1, 1), label="crash[y]")
+    with pytest.raises(RuntimeError_, match=r"^crash\[y\]: child process died \(SIGABRT\)"):
+        fake_gpu.run(crash)
+    assert fake_gpu.worker_pid is None and _gone(first)
+    assert fake_gpu.run(saxpy_request(10)).unwritten == {"y": 0}
+    second = fake_gpu.worker_pid
+    assert second is not None and second != first
+
+
+@needs_nvcc
+def test_fake_worker_replaced_after_cuda_error(fake_gpu: GpuRuntime) -> None:
+    fake_gpu.run(saxpy_request(10))
+    first = fake_gpu.worker_pid
+    request = one_arg_request("fault", BufferArg("p", np.zeros(4, np.int32), "in"), "fault[w]")
+    with pytest.raises(RuntimeError_, match=r"^fault\[w\]: sync failed: .*illegal memory access"):
+        fake_gpu.run(request)
+    assert first is not None and fake_gpu.worker_pid is None and _gone(first)
+    fake_gpu.run(saxpy_request(10))
+    assert fake_gpu.worker_pid not in (None, first)
+
+
+@needs_nvcc
+def test_fake_worker_replaced_after_timeout(fake_gpu: GpuRuntime) -> None:
+    fake_gpu.run(saxpy_request(10))
+    first = fake_gpu.worker_pid
+    spin = one_arg_request("spin", BufferArg("flag", np.zeros(1, np.int32), "in"), "spin[w]", timeout_s=0.5)
+    with pytest.raises(LaunchTimeout, match=r"^spin\[w\]: timed out after 0.5 s \(kernel hung or too slow\); killed$"):
+        fake_gpu.run(spin)
+    assert first is not None and fake_gpu.worker_pid is None and _gone(first)
+    with pytest.raises(LaunchTimeout, match=r"^spin\[w\]: timed out after 1 s"):  # 2 launches x 0.5 s
+        fake_gpu.time(spin, warmup=1, repeat=1)
+    assert fake_gpu.run(saxpy_request(10)).unwritten == {"y": 0}
+    assert fake_gpu.worker_pid not in (None, first)
+
+
+@needs_nvcc
+def test_fake_worker_start_failures(fake_gpu: GpuRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert fake_gpu.available() == (True, "ok")
+    monkeypatch.setenv("FAKE_CONTEXT_FAILS", "1")
+    with pytest.raises(RuntimeError_, match=r"^saxpy\[small\]: init failed: cuCtxCreate failed: out of memory$"):
+        fake_gpu.run(saxpy_request())
+    assert fake_gpu.worker_pid is None
+    monkeypatch.delenv("FAKE_CONTEXT_FAILS")
+    monkeypatch.setenv("FAKE_CONTEXT_SLEEP", "30")
+    slow = GpuRuntime(fake_gpu.builder, startup_timeout_s=2)
+    expected = r"^saxpy\[small\]: timed out after 2 s before the launch \(context creation or module load hung\)"
+    with pytest.raises(LaunchTimeout, match=expected):
+        slow.run(saxpy_request())
+    assert slow.worker_pid is None
+    monkeypatch.delenv("FAKE_CONTEXT_SLEEP")
+    assert slow.run(saxpy_request()).unwritten == {"y": 0}
+    slow.close()
+
+
+@needs_nvcc
+def test_fake_close_and_context_manager(fake_gpu: GpuRuntime) -> None:
+    with GpuRuntime(fake_gpu.builder) as runtime:
+        runtime.run(saxpy_request(10))
+        pid = runtime.worker_pid
+        assert pid is not None
+    assert runtime.worker_pid is None and _gone(pid)
+    runtime.close()  # twice is fine
+    runtime.run(saxpy_request(10))  # and the runtime stays usable
+    again = runtime.worker_pid
+    assert again is not None and again != pid
+    del runtime  # dropping the runtime stops its worker
+    import gc
+
+    gc.collect()
+    assert _gone(again)
+
+
+@needs_nvcc
+def test_fake_worker_launch_overhead(fake_gpu: GpuRuntime) -> None:
+    """A launch through a warm worker is a pipe round trip, not a process start."""
+    request = saxpy_request(1000)
+    fake_gpu.run(request)
+    started = time.perf_counter()
+    for _ in range(20):
+        fake_gpu.run(request)
+    per_launch = (time.perf_counter() - started) / 20
+    assert per_launch < 0.05, f"{per_launch * 1e3:.1f} ms per launch"
+
+
 def test_without_pycuda(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.util
 
@@ -484,14 +661,15 @@ def test_without_pycuda(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="module")
-def gpu(tmp_path_factory: pytest.TempPathFactory) -> GpuRuntime:
+def gpu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GpuRuntime]:
     if NVCC is None:
         pytest.skip("nvcc not found")
     runtime = GpuRuntime(Builder(cache_dir=tmp_path_factory.mktemp("nvcc-cache"), nvcc=NVCC))
     ok, reason = runtime.available()
     if not ok:
         pytest.skip(reason)
-    return runtime
+    with runtime:
+        yield runtime
 
 
 @pytest.mark.gpu

@@ -5,14 +5,16 @@
 #   - the pycuda source distribution (pycuda ships no Linux wheels; gpu-check.sh builds it
 #     against the GPU machine's own CUDA, which is the point: no CUDA version mismatch),
 #   - wheels for CPython 3.12 / manylinux x86_64 (the GPU machines' Python) of pycuda's
-#     dependencies, kxform's runtime and test dependencies, and setuptools + wheel so the
-#     offline builds of pycuda and kxform need no network.
+#     dependencies, kxform's runtime and test dependencies (pytest-xdist and execnet
+#     included, for `pytest -n`), and setuptools + wheel so the offline builds of pycuda
+#     and kxform need no network.
 # The folder is git-ignored; it is replaced as a whole so old versions never pile up
 # (two versions of one package make an offline install ambiguous).
 #
 # Environment: PYTHON (default python3) runs pip; KXFORM_WHEELS overrides the folder;
 # PYCUDA_VERSION pins pycuda (default below, known to build with CUDA 13);
-# TARGET_PY (default 3.12) is the GPU machine's Python version.
+# TARGET_PY (default 3.12) is the GPU machine's Python version; MAX_MB (default 50) caps the
+# folder's size.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -20,7 +22,7 @@ DEST="${KXFORM_WHEELS:-$ROOT/.device-cache/wheels}"
 PYTHON="${PYTHON:-python3}"
 PYCUDA_VERSION="${PYCUDA_VERSION:-2026.1}"
 TARGET_PY="${TARGET_PY:-3.12}"
-MAX_MB="${MAX_MB:-60}"
+MAX_MB="${MAX_MB:-50}"
 
 # pycuda's own runtime dependencies (pytools pulls platformdirs, siphash24 and
 # typing-extensions; mako pulls markupsafe). siphash24 has a compiled core: it must be
@@ -28,8 +30,9 @@ MAX_MB="${MAX_MB:-60}"
 PYCUDA_DEPS=(pytools platformdirs mako markupsafe siphash24 typing-extensions)
 # kxform's runtime dependencies (pyproject.toml; tomli is not needed on 3.11+).
 RUNTIME_DEPS=("tree-sitter>=0.25" "tree-sitter-cuda>=0.21" "libclang>=18.1" "networkx>=3.0" "numpy>=1.24")
-# Test runner and the build backend for offline builds.
-TEST_DEPS=(pytest hypothesis iniconfig pluggy packaging sortedcontainers attrs)
+# Test runner (pytest-xdist and its execnet: parallel GPU suite) and the build backend
+# for offline builds.
+TEST_DEPS=(pytest pytest-xdist execnet hypothesis iniconfig pluggy packaging sortedcontainers attrs)
 BUILD_DEPS=("setuptools>=68" wheel)
 
 die() { echo "fetch-gpu-deps: error: $*" >&2; exit 1; }

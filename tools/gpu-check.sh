@@ -6,13 +6,19 @@
 #   1. makes a venv with --system-site-packages (reusing the machine's numpy/torch stack),
 #   2. installs setuptools, wheel, pycuda's and kxform's dependencies offline from the wheels,
 #   3. builds pycuda from its sdist against this machine's CUDA (cached: about 70 s once),
-#   4. installs kxform (editable, offline) and runs `python -m pytest -m gpu -v "$@"`.
-# Writes junit.xml, pytest.log and summary.txt to $OUT when it is set, and always ends
-# with one line `gpu-check: PASSED|FAILED: N passed, N failed, ...`.
+#   4. installs kxform (editable, offline) and runs `python -m pytest -m gpu -v "$@"`,
+#      in parallel (`-n $KXFORM_GPU_JOBS`) when pytest-xdist is among the wheels,
+#   5. runs `python tools/bench_verify.py --runtime gpu` (verification overhead figures);
+#      its result is printed but does not change the test verdict.
+# Writes junit.xml, pytest.log, bench_verify.txt and summary.txt to $OUT when it is set,
+# and always ends with one line `gpu-check: PASSED|FAILED: N passed, N failed, ...`.
 #
 # Environment: PYTHON (default python3), CUDA_ROOT (default /usr/local/cuda),
 # KXFORM_WHEELS (default .device-cache/wheels), KXFORM_GPU_CACHE (venv and built wheels,
-# default build/gpu-check: git-ignored, kept between runs on the same machine).
+# default build/gpu-check: git-ignored, kept between runs on the same machine),
+# KXFORM_GPU_JOBS (pytest-xdist workers, default 8; 0 runs the tests in one process;
+# ignored when the arguments already contain -n), KXFORM_GPU_BENCH (0 skips the
+# benchmark), KXFORM_BENCH_TIMEOUT (seconds, default 300).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,6 +30,7 @@ export CUDA_ROOT="${CUDA_ROOT:-/usr/local/cuda}"
 REPORT_DIR="${OUT:-$WORK/report}"
 DEPS=(pytest hypothesis "tree-sitter>=0.25" "tree-sitter-cuda>=0.21" "libclang>=18.1" "networkx>=3.0" "numpy>=1.24"
       pytools platformdirs mako siphash24)
+XDIST=(pytest-xdist execnet)  # optional: older wheel folders lack them
 
 mkdir -p "$WORK" "$REPORT_DIR"
 SUMMARY="$REPORT_DIR/summary.txt"
@@ -80,6 +87,8 @@ say "installing build tools and dependencies offline"
     || { tail -20 "$WORK/pip.log"; die "offline install of setuptools/wheel failed (see $WORK/pip.log)"; }
 "${PIP[@]}" install --quiet "${OFFLINE[@]}" "${DEPS[@]}" >>"$WORK/pip.log" 2>&1 \
     || { tail -20 "$WORK/pip.log"; die "offline install of dependencies failed (see $WORK/pip.log)"; }
+"${PIP[@]}" install --quiet "${OFFLINE[@]}" "${XDIST[@]}" >>"$WORK/pip.log" 2>&1 \
+    || say "pytest-xdist is not among the wheels (re-run tools/fetch-gpu-deps.sh): tests run in one process"
 
 # ----------------------------------------------------------------------- pycuda
 BUILT="$WORK/wheels"
@@ -123,11 +132,38 @@ else
 fi
 
 # ------------------------------------------------------------------------ tests
-say "running: python -m pytest -m gpu -v $*"
+PARALLEL=()
+if "$PY" -c 'import xdist' >/dev/null 2>&1; then
+    PARALLEL=(-n "${KXFORM_GPU_JOBS:-8}")
+    for arg in "$@"; do
+        case "$arg" in -n|-n[0-9]*|--numprocesses|--numprocesses=*) PARALLEL=() ;; esac
+    done
+fi
+say "running: python -m pytest -m gpu -v ${PARALLEL[*]+${PARALLEL[*]} }$*"
 set +e
-PYTHONUNBUFFERED=1 "$PY" -m pytest -m gpu -v -rs --junitxml="$REPORT_DIR/junit.xml" "$@" 2>&1 | tee "$REPORT_DIR/pytest.log"
+PYTHONUNBUFFERED=1 "$PY" -m pytest -m gpu -v -rs --junitxml="$REPORT_DIR/junit.xml" ${PARALLEL[@]+"${PARALLEL[@]}"} "$@" 2>&1 \
+    | tee "$REPORT_DIR/pytest.log"
 status=${PIPESTATUS[0]}
 set -e
+
+# -------------------------------------------------------------------- benchmark
+bench_line=""
+if [[ "${KXFORM_GPU_BENCH:-1}" != 0 ]]; then
+    say "running: python tools/bench_verify.py --runtime gpu"
+    limit=()
+    command -v timeout >/dev/null 2>&1 && limit=(timeout "${KXFORM_BENCH_TIMEOUT:-300}")
+    set +e
+    PYTHONUNBUFFERED=1 ${limit[@]+"${limit[@]}"} "$PY" tools/bench_verify.py --runtime gpu 2>&1 | tee "$REPORT_DIR/bench_verify.txt"
+    bench_status=${PIPESTATUS[0]}
+    set -e
+    last="$(grep -v '^[[:space:]]*$' "$REPORT_DIR/bench_verify.txt" | tail -1 || true)"
+    if (( bench_status == 0 )); then
+        bench_line="bench_verify: ok: $last"
+    else
+        bench_line="bench_verify: FAILED (exit $bench_status): $last"
+    fi
+    say "$bench_line"
+fi
 
 counts="$("$PY" - "$REPORT_DIR/junit.xml" <<'PYEOF'
 import sys
