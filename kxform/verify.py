@@ -18,6 +18,7 @@ import numpy as np
 from kxform.errors import SpecError, UsageError
 from kxform.extract import ExtractedKernel, extract_kernel
 from kxform.harness.compare import Comparison, compare
+from kxform.harness.dtypes import CTYPE_DTYPES, base_ctype
 from kxform.harness.inputs import make_inputs
 from kxform.harness.launch import ResolvedLaunch
 from kxform.harness.model import CompareSpec, KernelSpec, SizeSpec
@@ -79,6 +80,35 @@ class VerifyReport:
         return f"{self.kernel}: {status} on the {self.runtime} runtime ({what}, {len(self.sizes)} sizes)"
 
 
+def check_signature(spec: KernelSpec, extracted: ExtractedKernel) -> None:
+    """The spec must describe the kernel's parameters, in order, with matching kinds and
+    element types; say which one is off and how to fix it (before anything runs)."""
+    where = spec.location
+    params, args = extracted.params, spec.args
+    for i, param in enumerate(params):
+        if i >= len(args):
+            raise SpecError(f"kernel '{spec.name}': the spec has no argument for parameter '{param.ctype} "
+                            f"{param.name}' (#{i + 1}); add an [[kernel.\"{spec.name}\".args]] entry for it", where)
+        arg = args[i]
+        is_buffer = "*" in param.ctype or "[" in param.ctype
+        if is_buffer != (arg.kind == "buffer"):
+            raise SpecError(f"kernel '{spec.name}' arg '{arg.name}' (#{i + 1}): kind '{arg.kind}' but the kernel "
+                            f"parameter is '{param.ctype} {param.name}'; use kind = "
+                            f"\"{'buffer' if is_buffer else 'scalar'}\"", arg.location if arg.location.path else where)
+        expected = CTYPE_DTYPES.get(base_ctype(param.ctype))
+        if expected is not None and expected != arg.dtype and not _compatible(expected, arg.dtype):
+            raise SpecError(f"kernel '{spec.name}' arg '{arg.name}': dtype '{arg.dtype}' but the kernel parameter "
+                            f"is '{param.ctype} {param.name}'; use dtype = \"{expected}\"", arg.location if arg.location.path else where)
+    if len(args) > len(params):
+        raise SpecError(f"kernel '{spec.name}': the spec lists {len(args)} arguments, the kernel takes "
+                        f"{len(params)}; remove '{args[len(params)].name}'", where)
+
+
+def _compatible(expected: str, given: str) -> bool:
+    """Same-width integers of either signedness are interchangeable (bit patterns)."""
+    return expected.lstrip("u").startswith("int") and given.lstrip("u") == expected.lstrip("u")
+
+
 def launch_request(extracted: ExtractedKernel, resolved: ResolvedLaunch, inputs: dict, label: str,
                    timeout_s: float) -> LaunchRequest:
     """Turn harness inputs into a runtime request for the extracted kernel's entry."""
@@ -109,6 +139,7 @@ def verify_pair(original: SourceText, rewritten: SourceText, spec: KernelSpec, r
                 sizes: tuple[str, ...] = (), seed: int | None = None, timeout_s: float = 120.0) -> VerifyReport:
     """Run both versions on identical inputs at every size; compare every output."""
     extracted = (extract_kernel(original, spec.name), extract_kernel(rewritten, spec.name))
+    check_signature(spec, extracted[0])
     exact = not uses_float_atomics(original)
     verdicts = []
     for size in _sizes(spec, sizes):
@@ -140,6 +171,7 @@ def verify_reference(source: SourceText, spec: KernelSpec, runtime: Runtime, siz
     if spec.reference is None:
         raise SpecError(f"kernel '{spec.name}' has no reference function in its spec", spec.location)
     extracted = extract_kernel(source, spec.name)
+    check_signature(spec, extracted)
     verdicts = []
     for size in _sizes(spec, sizes):
         start = time.perf_counter()

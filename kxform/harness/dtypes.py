@@ -8,6 +8,8 @@ to bf16 is round-to-nearest-even, as `__float2bfloat16` does on the device.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 NUMPY_DTYPES: dict[str, np.dtype] = {
@@ -90,3 +92,22 @@ def to_float64(array: np.ndarray, name: str) -> np.ndarray:
     if name == "bfloat16":
         return bf16_to_float32(array).astype(np.float64)
     return np.asarray(array).astype(np.float64)
+
+
+# C spellings of the element types a harness dtype can stand for (pointee of a buffer
+# parameter, or a scalar parameter's type), used to check a spec against the kernel.
+CTYPE_DTYPES: dict[str, str] = {
+    "float": "float32", "double": "float64", "__half": "float16", "half": "float16",
+    "__nv_bfloat16": "bfloat16", "nv_bfloat16": "bfloat16", "int": "int32", "unsigned": "uint32",
+    "unsigned int": "uint32", "int64_t": "int64", "long long": "int64", "uint64_t": "uint64",
+    "unsigned long long": "uint64", "int8_t": "int8", "char": "int8", "uint8_t": "uint8",
+    "unsigned char": "uint8", "int32_t": "int32", "uint32_t": "uint32", "short": "int16", "int16_t": "int16",
+    "size_t": "uint64",
+}
+
+
+def base_ctype(ctype: str) -> str:
+    """`const float* __restrict__` -> `float`: the element type without qualifiers."""
+    words = [w for w in re.sub(r"[*&]", " ", ctype).split()
+             if w not in ("const", "volatile", "__restrict__", "__restrict", "restrict")]
+    return " ".join(words)

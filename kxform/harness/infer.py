@@ -14,22 +14,9 @@ import re
 from kxform.extract import find_kernel, split_spelling
 from kxform.frontend.cuda import parse_model
 from kxform.frontend.model import LaunchSite, SourceModel
+from kxform.harness.dtypes import CTYPE_DTYPES, base_ctype as _base_type
 from kxform.source import SourceText
 
-CTYPE_DTYPES = {
-    "float": "float32", "double": "float64", "__half": "float16", "half": "float16",
-    "__nv_bfloat16": "bfloat16", "nv_bfloat16": "bfloat16", "int": "int32", "unsigned": "uint32",
-    "unsigned int": "uint32", "int64_t": "int64", "long long": "int64", "uint64_t": "uint64",
-    "unsigned long long": "uint64", "int8_t": "int8", "char": "int8", "uint8_t": "uint8",
-    "unsigned char": "uint8", "int32_t": "int32", "uint32_t": "uint32", "short": "int16", "int16_t": "int16",
-    "size_t": "uint64",
-}
-
-
-def _base_type(ctype: str) -> str:
-    words = [w for w in re.sub(r"[*&]", " ", ctype).split()
-             if w not in ("const", "volatile", "__restrict__", "__restrict", "restrict")]
-    return " ".join(words)
 
 
 def _numeric_macros(model: SourceModel) -> dict[str, str]:
