@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from kxform.edits import Edit, apply_edits, check_reparse, unified_diff
-from kxform.errors import CheckFailed, EditConflict, InputError, KxformError
+from kxform.errors import CheckFailed, EditConflict, InputError
 from kxform.frontend.cuda import parse_model
 from kxform.frontend.model import Function, SourceModel
 from kxform.hw import HwProfile
@@ -29,7 +29,7 @@ from kxform.pass_api import (
     RunOptions,
 )
 from kxform.proposer import DeterministicProposer, Proposer
-from kxform.remarks import RemarkKind, RemarkSink
+from kxform.remarks import Remark, RemarkKind, RemarkSink
 from kxform.source import SourceText, validate_bytes
 
 SemanticProvider = Callable[[SourceModel], object]
@@ -41,7 +41,7 @@ class FileTransform:
     source: SourceText
     new_data: bytes
     results: tuple[KernelResult, ...]
-    remarks: tuple
+    remarks: tuple[Remark, ...]
     line_map: tuple[int, ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -150,8 +150,7 @@ def _propose_and_check(ctx: PassContext, pass_: Pass, proposer: Proposer, analys
     path = ctx.model.source.path
     proposals = proposer.propose(pass_, ctx, analysis)
     if not proposals:
-        key, message = getattr(pass_, "missed_reason")(analysis) if hasattr(pass_, "missed_reason") else \
-            ("NoProposal", "no proposal")
+        key, message = pass_.missed_reason(analysis)
         return _missed(ctx, pass_, kernel, key, message, kernel.span.start)
     failures: list[str] = []
     for proposal in proposals:
@@ -229,7 +228,3 @@ def _idempotent(pass_: Pass, new_model: SourceModel, hw: HwProfile, options: Run
     if again.data != source.data:
         raise CheckFailed("idempotence", "a second run of the pass would change the output again")
     return CheckRecord("idempotence", True, "a second run proposes no change")
-
-
-def is_input_error(exc: BaseException) -> bool:
-    return isinstance(exc, KxformError) and not isinstance(exc, CheckFailed)

@@ -148,6 +148,10 @@ class Pass(abc.ABC):
     def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
         """The deterministic choice (documented rule); None when the pass has nothing to offer."""
 
+    def missed_reason(self, analysis: KernelAnalysis) -> tuple[str, str]:
+        """Remark key and sentence when no proposal was made for an applicable kernel."""
+        return ("NoProposal", "the proposer offered nothing for this kernel")
+
     @abc.abstractmethod
     def check(self, ctx: PassContext, proposal: Proposal) -> list[CheckRecord]:
         """Pre-edit checks of a proposal; raise CheckFailed on the first failure."""

@@ -42,13 +42,12 @@ class Swizzle(Pass):
     xcds: str | None = None
 
     def config(self, pattern: str, defaults: dict[str, int | str]) -> RemapConfig:
-        raw: dict[str, str | int] = dict(defaults)
-        for key in ("group", "along", "xcds"):
-            value = getattr(self, key)
-            if value is not None:
-                raw[key] = value
-        known = {p.name for p in get_pattern(pattern).params}
-        return get_pattern(pattern).resolve({k: v for k, v in raw.items() if k in known or getattr(self, k, None)})
+        """The remap for `pattern`: the rule's defaults that the pattern takes, overridden by
+        this pass's options (an option the pattern does not take is a user error)."""
+        takes = {p.name for p in get_pattern(pattern).params}
+        raw: dict[str, str | int] = {k: v for k, v in defaults.items() if k in takes}
+        raw.update({k: getattr(self, k) for k in ("group", "along", "xcds") if getattr(self, k) is not None})
+        return get_pattern(pattern).resolve(raw)
 
     # -- analyse ----------------------------------------------------------------------
 
