@@ -183,7 +183,7 @@ def _apply(ctx: PassContext, pass_: Pass, accepted: list[tuple[Proposal, tuple[C
         check_reparse(len(model.syntax_issues), len(new_model.syntax_issues), path)
         extra = [CheckRecord("reparse", True, f"rewritten file re-parses with {len(new_model.syntax_issues)} "
                              "syntax error region(s), as many as the original")]
-        extra.append(_coverage(pass_, new_model, proposals))
+        extra.extend(pass_.check_result(new_model, proposals))
         extra.append(_idempotent(pass_, new_model, hw, options, proposals))
     except (CheckFailed, EditConflict) as exc:
         stage = exc.check if isinstance(exc, CheckFailed) else "edit"
@@ -201,20 +201,6 @@ def _apply(ctx: PassContext, pass_: Pass, accepted: list[tuple[Proposal, tuple[C
         results.append(KernelResult(path, proposal.kernel, pass_.name, Outcome.APPLIED, line_of[proposal.kernel],
                                     (proposal.rationale,), proposal, records + tuple(extra)))
     return new_source, results, edited.line_map
-
-
-def _coverage(pass_: Pass, new_model: SourceModel, proposals: list[Proposal]) -> CheckRecord:
-    """Check (b): after the rewrite, no unmapped index read is left in a rewritten kernel."""
-    leftover = getattr(pass_, "unmapped_reads", None)
-    if leftover is None:
-        return CheckRecord("coverage", True, "pass declares no index coverage check")
-    for proposal in proposals:
-        reads = leftover(new_model, proposal.kernel)
-        if reads:
-            where = new_model.source.location(reads[0].span.start)
-            raise CheckFailed("coverage", f"'{proposal.kernel}' still reads {reads[0].spelling} at {where} "
-                              "after the rewrite")
-    return CheckRecord("coverage", True, "every blockIdx.x/.y read in the kernels' call closures uses the remap")
 
 
 def _idempotent(pass_: Pass, new_model: SourceModel, hw: HwProfile, options: RunOptions,

@@ -160,6 +160,13 @@ class Pass(abc.ABC):
     def edit(self, ctx: PassContext, proposals: Sequence[Proposal]) -> list[Edit]:
         """The byte edits that apply all accepted proposals of one file."""
 
+    def check_result(self, new_model: SourceModel, proposals: Sequence[Proposal]) -> list[CheckRecord]:
+        """Checks of the rewritten file itself (after re-parsing it); raise CheckFailed.
+
+        The driver adds the generic ones (re-parse, idempotence); a pass adds what only
+        it can know, such as swizzle's coverage of every index read."""
+        return []
+
 
 _SPEC_RE = re.compile(r"^\s*([A-Za-z][\w-]*)\s*(?:\{(.*)\})?\s*$", re.S)
 

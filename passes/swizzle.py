@@ -119,15 +119,15 @@ class Swizzle(Pass):
         return [CheckRecord("bijection", True, f"emitted helper is a bijection on {report.detail}"
                             + (" (cached)" if report.cached else ""))]
 
-    def unmapped_reads(self, model: SourceModel, kernel_name: str) -> list[IndexRead]:
-        """blockIdx.x/.y reads left in the kernel's closure outside its prologue (check b)."""
-        kernel = next(k for k in model.kernels if k.name == kernel_name)
-        usage = index_usage(model, kernel)
-        body = model.source.data[kernel.body.start:kernel.body.end]
-        start = body.find(f"{BLOCK_VAR} = kxform_swizzle_".encode())
-        end = body.find(b";", start) if start >= 0 else -1
-        prologue = Span(kernel.body.start + start, kernel.body.start + end) if start >= 0 else None
-        return [r for r in usage.remapped_reads if prologue is None or not prologue.contains(r.span)]
+    def check_result(self, new_model: SourceModel, proposals: Sequence[Proposal]) -> list[CheckRecord]:
+        """Check (b): no blockIdx.x/.y read is left unmapped in a rewritten kernel's closure."""
+        for proposal in proposals:
+            reads = unmapped_reads(new_model, proposal.kernel)
+            if reads:
+                where = new_model.source.location(reads[0].span.start)
+                raise CheckFailed("coverage", f"'{proposal.kernel}' still reads {reads[0].spelling} at {where} "
+                                  "after the rewrite")
+        return [CheckRecord("coverage", True, "every blockIdx.x/.y read in the kernels' call closures uses the remap")]
 
     # -- edit -------------------------------------------------------------------------
 
@@ -162,6 +162,16 @@ class Swizzle(Pass):
 def _proposal(kernel: Function, config: RemapConfig, why: str, measured: bool = False) -> Proposal:
     params = (("pattern", config.pattern.name),) + tuple((k, str(v)) for k, v in config.values)
     return Proposal("swizzle", kernel.name, params, why, measured=measured)
+
+
+def unmapped_reads(model: SourceModel, kernel_name: str) -> list[IndexRead]:
+    """blockIdx.x/.y reads left in the kernel's closure outside its prologue."""
+    kernel = next(k for k in model.kernels if k.name == kernel_name)
+    body = model.source.data[kernel.body.start:kernel.body.end]
+    start = body.find(f"{BLOCK_VAR} = kxform_swizzle_".encode())
+    end = body.find(b";", start) if start >= 0 else -1
+    prologue = Span(kernel.body.start + start, kernel.body.start + end) if start >= 0 else None
+    return [r for r in index_usage(model, kernel).remapped_reads if prologue is None or not prologue.contains(r.span)]
 
 
 def _already_swizzled(ctx: PassContext, kernel: Function) -> bool:

@@ -216,3 +216,19 @@ def test_compile_commands_give_libclang_the_include_paths(tmp_path) -> None:
 
     assert "SemanticUnavailable" in run(None)  # header not found: refused, conservatively
     assert "IndexReadInForeignMacro" in run(str(tmp_path / "build"))  # found: the real reason
+
+
+def test_coverage_check_catches_a_read_left_unmapped() -> None:
+    from kxform.errors import CheckFailed
+    from kxform.frontend.cuda import parse_model
+    from kxform.pass_api import Proposal
+    from kxform.passes.swizzle import Swizzle
+    from kxform.source import validate_bytes
+
+    out = rewrite(GEMM).new_data.decode()
+    proposal = Proposal("swizzle", "gemm", (("pattern", "grouped"),), "test")
+    ok = Swizzle().check_result(parse_model(validate_bytes("k.cu", out.encode())), [proposal])
+    assert [r.name for r in ok] == ["coverage"]
+    leaky = out.replace("int row = kxform_block.y", "int row = blockIdx.y")
+    with pytest.raises(CheckFailed, match=r"coverage: 'gemm' still reads blockIdx.y at k.cu:\d+:\d+"):
+        Swizzle().check_result(parse_model(validate_bytes("k.cu", leaky.encode())), [proposal])
