@@ -17,7 +17,7 @@ from kxform.harness.model import KernelSpec
 from kxform.harness.spec import find_spec_for, load_spec
 from kxform.pass_api import CheckRecord, KernelResult, Outcome
 from kxform.runtime.base import Runtime, RuntimeError_
-from kxform.source import validate_bytes
+from kxform.source import SourceText, validate_bytes
 from kxform.verify import launch_request, verify_pair
 
 
@@ -90,25 +90,32 @@ def verify_file(original: bytes, rewritten: bytes, path: str, results: list[Kern
     return updated, keep
 
 
-def _measure(source, new, spec: KernelSpec, runtime: Runtime) -> tuple[CheckRecord, bool]:  # type: ignore[no-untyped-def]
+def measure_pair(source: SourceText, new: SourceText, spec: KernelSpec, runtime: Runtime,
+                 repeat: int = 50) -> tuple[Timing, Timing, str]:
+    """Median and spread of the original and the rewritten kernel at the spec's first bench
+    size (else its largest check size), same inputs, same runtime; and the size's name."""
     from kxform.extract import extract_kernel
     from kxform.harness.inputs import make_inputs
 
-    sizes = spec.bench_sizes or spec.check_sizes[-1:]
-    size = sizes[0]
+    size = (spec.bench_sizes or spec.check_sizes[-1:])[0]
     resolved = spec.launch(size)
     inputs = make_inputs(spec, resolved)
     timings = []
+    for version, src in (("original", source), ("rewritten", new)):
+        request = launch_request(extract_kernel(src, spec.name), resolved, inputs,
+                                 f"{spec.name}[{size.name}] {version}", 600.0)
+        timings.append(_timing(runtime.time(request, warmup=5, repeat=repeat)))
+    return timings[0], timings[1], size.name
+
+
+def _measure(source: SourceText, new: SourceText, spec: KernelSpec,
+             runtime: Runtime) -> tuple[CheckRecord, bool]:
     try:
-        for version, src in (("original", source), ("rewritten", new)):
-            request = launch_request(extract_kernel(src, spec.name), resolved, inputs,
-                                     f"{spec.name}[{size.name}] {version}", 600.0)
-            timings.append(_timing(runtime.time(request, warmup=5, repeat=50)))
+        before, after, size = measure_pair(source, new, spec, runtime)
     except RuntimeError_ as exc:
         return CheckRecord("measure", False, f"timing failed: {exc}"), False
-    before, after = timings
     faster = after.median_ms + after.spread_ms < before.median_ms - before.spread_ms
-    detail = (f"size {size.name} on {runtime.name}: original {before.median_ms:.4f} ms (+-{before.spread_ms:.4f}), "
+    detail = (f"size {size} on {runtime.name}: original {before.median_ms:.4f} ms (+-{before.spread_ms:.4f}), "
               f"rewritten {after.median_ms:.4f} ms (+-{after.spread_ms:.4f}); speedup "
               f"{before.median_ms / after.median_ms:.3f}x")
     return CheckRecord("measure", True, detail), faster

@@ -1,22 +1,15 @@
-"""Helpers for swizzle tests: run the pure core on source text."""
+"""Helpers for swizzle tests: the pure core on source text (kxform.api) and result views."""
 
 from __future__ import annotations
 
-from kxform.driver import FileTransform, transform_source
-from kxform.frontend.semantic import semantic_provider
-from kxform.hw import load_profile
-from kxform.pass_api import Outcome, RunOptions
-from kxform.registry import default_registry
-from kxform.source import validate_bytes
+from kxform.api import rewrite as _rewrite
+from kxform.driver import FileTransform
+from kxform.pass_api import Outcome
 
 
 def rewrite(text: str | bytes, spec: str = "swizzle", hw: str = "h100", kernels: tuple[str, ...] = (),
             path: str = "k.cu", semantic: bool = False, **options: str) -> FileTransform:
-    data = text.encode() if isinstance(text, str) else text
-    passes = default_registry().pipeline(spec, options)
-    provider = semantic_provider(path, None) if semantic else None
-    return transform_source(validate_bytes(path, data), passes, load_profile(hw), RunOptions(kernels=kernels),
-                            semantic=provider)
+    return _rewrite(text, spec, path=path, hw=hw, kernels=kernels, semantic=semantic, **options)
 
 
 def outcomes(result: FileTransform) -> dict[str, Outcome]:

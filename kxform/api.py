@@ -1,0 +1,33 @@
+"""The Python entry point to the pure core: rewrite source text with a pass pipeline.
+
+    from kxform.api import rewrite
+    result = rewrite(open("gemm.cu", "rb").read(), "swizzle", path="gemm.cu", pattern="hilbert")
+    result.new_data, result.results, result.remarks
+
+No files are written and nvcc is not run: that is what `kxform apply` layers on top.
+"""
+
+from __future__ import annotations
+
+from kxform.driver import FileTransform, transform_source
+from kxform.frontend.semantic import semantic_provider
+from kxform.hw import load_profile
+from kxform.pass_api import RunOptions
+from kxform.registry import default_registry
+from kxform.source import validate_bytes
+
+
+def rewrite(data: str | bytes, spec: str = "swizzle", *, path: str = "<memory>.cu", hw: str = "h100",
+            kernels: tuple[str, ...] = (), semantic: bool = False, build_dir: str | None = None,
+            **options: str) -> FileTransform:
+    """Run the pipeline `spec` (e.g. "swizzle" or "swizzle{pattern=grouped}") over `data`.
+
+    `options` go to every pass that takes them (like --pattern/--param); `semantic`
+    consults libclang (with `build_dir`'s compile_commands.json) where the syntax
+    leaves a question open, as `kxform apply` does.
+    """
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    passes = default_registry().pipeline(spec, options)
+    provider = semantic_provider(path, build_dir) if semantic else None
+    return transform_source(validate_bytes(path, raw), passes, load_profile(hw), RunOptions(kernels=kernels),
+                            semantic=provider)
