@@ -61,6 +61,7 @@ def test_in_place_write_is_compiled_logged_and_idempotent(tree: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     text = (tree / "src" / "tile.cu").read_text()
     assert "kxform_block.y * 16" in text
+    assert "src/tile.cu:2:1: note: 'tile' passed: bijection, reparse, coverage, idempotence, compile" in proc.stderr
     records = [json.loads(line) for line in (tree / "run.jsonl").read_text().splitlines()]
     assert [r["type"] for r in records][0] == "run" and records[-1]["type"] == "summary"
     (kernel,) = [r for r in records if r["type"] == "kernel"]

@@ -7,6 +7,7 @@ import sys
 
 from kxform.errors import UsageError
 from kxform.hw import load_profile
+from kxform.pass_api import KernelResult, Outcome
 from kxform.passlog import PassLog
 from kxform.report import WriteBack
 from kxform.runner import ApplyConfig, FileOutcome, run_apply
@@ -100,8 +101,27 @@ def _print(outcomes: list[FileOutcome], quiet: bool) -> None:
             continue
         for remark in outcome.transform.remarks:
             print(remark.format(), file=sys.stderr)
+        for result in outcome.results:
+            if result.outcome is Outcome.APPLIED and result.checks:
+                print(f"{result.path}:{result.line}:1: note: '{result.kernel}' passed: {_checks_line(result)}",
+                      file=sys.stderr)
         if outcome.compile_record is not None and not outcome.compile_record.ok:
             print(f"{outcome.path}: error: rewritten file rejected: {outcome.compile_record.detail}", file=sys.stderr)
+
+
+def _checks_line(result: KernelResult) -> str:
+    """`bijection, reparse, ..., verify (cpu runtime, 4 sizes)`; skipped checks say so."""
+    parts = []
+    for check in result.checks:
+        if check.detail.startswith("skipped"):
+            parts.append(f"{check.name} skipped")
+        elif check.name == "verify":
+            runtime = "gpu" if "on the gpu runtime" in check.detail else "cpu"
+            sizes = check.detail.split(", ")[-1].split(")")[0] if "sizes)" in check.detail else ""
+            parts.append(f"verify ({runtime} runtime, {sizes})" if sizes else "verify")
+        else:
+            parts.append(check.name)
+    return ", ".join(parts)
 
 
 def _log_file(log: PassLog, outcome: FileOutcome) -> None:
