@@ -200,7 +200,7 @@ def _verify(outcomes: list[FileOutcome], config: ApplyConfig) -> None:
         transform = outcome.transform
         assert transform is not None
         results, keep = verify_file(transform.source.data, transform.new_data, outcome.path, outcome.results,
-                                    runtime, config.measure)
+                                    runtime, config.measure, config.build_dir)
         outcome.results = results
         if not keep:
             outcome.transform = replace(transform, new_data=transform.source.data)

@@ -9,6 +9,7 @@ against its NumPy reference (the corpus tests and the GPU suite).
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -109,9 +110,31 @@ def _compatible(expected: str, given: str) -> bool:
     return expected.lstrip("u").startswith("int") and given.lstrip("u") == expected.lstrip("u")
 
 
+@dataclass(frozen=True)
+class UnitFlags:
+    """Include directories and defines for building extracted units (from -p BUILD_DIR)."""
+
+    include_dirs: tuple[str, ...] = ()
+    defines: tuple[str, ...] = ()
+
+    @classmethod
+    def from_build_dir(cls, build_dir: str | None, path: str) -> UnitFlags:
+        if not build_dir:
+            return cls()
+        from kxform.build.compile_db import load_compile_commands
+
+        flags = load_compile_commands(build_dir).flags_for(path)
+        return cls(tuple(flags.include_dirs), tuple(flags.defines))
+
+
+NO_FLAGS = UnitFlags()
+
+
 def launch_request(extracted: ExtractedKernel, resolved: ResolvedLaunch, inputs: dict, label: str,
-                   timeout_s: float) -> LaunchRequest:
-    """Turn harness inputs into a runtime request for the extracted kernel's entry."""
+                   timeout_s: float, flags: UnitFlags = NO_FLAGS) -> LaunchRequest:
+    """Turn harness inputs into a runtime request for the extracted kernel's entry. The
+    unit is built away from the user's tree, so the file's own directory is an include
+    directory (quoted includes resolve as they did in place)."""
     args: list[BufferArg | ScalarArg] = []
     for arg in resolved.args:
         value = inputs[arg.name]
@@ -122,7 +145,8 @@ def launch_request(extracted: ExtractedKernel, resolved: ResolvedLaunch, inputs:
     return LaunchRequest(source=extracted.source, kernel=extracted.entry, params=extracted.params,
                          args=tuple(args), grid=resolved.grid, block=resolved.block,
                          shared_bytes=resolved.shared_bytes, timeout_s=timeout_s, label=label,
-                         filename=extracted.path)
+                         filename=extracted.path, defines=flags.defines,
+                         include_dirs=(os.path.dirname(os.path.abspath(extracted.path)), *flags.include_dirs))
 
 
 def _sizes(spec: KernelSpec, names: tuple[str, ...]) -> tuple[SizeSpec, ...]:
@@ -136,7 +160,8 @@ def uses_float_atomics(source: SourceText) -> bool:
 
 
 def verify_pair(original: SourceText, rewritten: SourceText, spec: KernelSpec, runtime: Runtime,
-                sizes: tuple[str, ...] = (), seed: int | None = None, timeout_s: float = 120.0) -> VerifyReport:
+                sizes: tuple[str, ...] = (), seed: int | None = None, timeout_s: float = 120.0,
+                flags: UnitFlags = NO_FLAGS) -> VerifyReport:
     """Run both versions on identical inputs at every size; compare every output."""
     extracted = (extract_kernel(original, spec.name), extract_kernel(rewritten, spec.name))
     check_signature(spec, extracted[0])
@@ -148,7 +173,7 @@ def verify_pair(original: SourceText, rewritten: SourceText, spec: KernelSpec, r
         inputs = make_inputs(spec, resolved, seed)
         try:
             results = [runtime.run(launch_request(ext, resolved, inputs, f"{spec.name}[{size.name}] {version}",
-                                                  timeout_s))
+                                                  timeout_s, flags))
                        for ext, version in zip(extracted, ("original", "rewritten"))]
         except RuntimeError_ as exc:
             verdicts.append(SizeVerdict(size.name, False, error=str(exc)))
@@ -166,7 +191,8 @@ def verify_pair(original: SourceText, rewritten: SourceText, spec: KernelSpec, r
 
 
 def verify_reference(source: SourceText, spec: KernelSpec, runtime: Runtime, sizes: tuple[str, ...] = (),
-                     seed: int | None = None, timeout_s: float = 120.0) -> VerifyReport:
+                     seed: int | None = None, timeout_s: float = 120.0,
+                     flags: UnitFlags = NO_FLAGS) -> VerifyReport:
     """Run the kernel and compare every output with the spec's NumPy reference."""
     if spec.reference is None:
         raise SpecError(f"kernel '{spec.name}' has no reference function in its spec", spec.location)
@@ -178,7 +204,8 @@ def verify_reference(source: SourceText, spec: KernelSpec, runtime: Runtime, siz
         resolved = spec.launch(size)
         inputs = make_inputs(spec, resolved, seed)
         try:
-            result = runtime.run(launch_request(extracted, resolved, inputs, f"{spec.name}[{size.name}]", timeout_s))
+            result = runtime.run(launch_request(extracted, resolved, inputs, f"{spec.name}[{size.name}]", timeout_s,
+                                                flags))
         except RuntimeError_ as exc:
             verdicts.append(SizeVerdict(size.name, False, error=str(exc)))
             continue

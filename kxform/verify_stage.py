@@ -18,7 +18,7 @@ from kxform.harness.spec import find_spec_for, load_spec
 from kxform.pass_api import CheckRecord, KernelResult, Outcome
 from kxform.runtime.base import Runtime, RuntimeError_
 from kxform.source import SourceText, validate_bytes
-from kxform.verify import launch_request, verify_pair
+from kxform.verify import UnitFlags, launch_request, verify_pair
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ def kernel_spec_for(path: str, kernel: str) -> KernelSpec | None:
 
 
 def verify_file(original: bytes, rewritten: bytes, path: str, results: list[KernelResult], runtime: Runtime,
-                measure: bool) -> tuple[list[KernelResult], bool]:
+                measure: bool, build_dir: str | None = None) -> tuple[list[KernelResult], bool]:
     """Verify every applied kernel of one file; returns updated results and whether the
     rewritten file may be written."""
     source = validate_bytes(path, original)
@@ -64,7 +64,7 @@ def verify_file(original: bytes, rewritten: bytes, path: str, results: list[Kern
             updated.append(replace(result, checks=result.checks + (CheckRecord(
                 "verify", True, "skipped: no harness spec for this kernel (compile-checked only)"),)))
             continue
-        report = verify_pair(source, new, spec, runtime)
+        report = verify_pair(source, new, spec, runtime, flags=UnitFlags.from_build_dir(build_dir, path))
         detail = "; ".join(v.summary() for v in report.sizes)
         record = CheckRecord("verify", report.ok, f"{report.summary()}: {detail}")
         if not report.ok:

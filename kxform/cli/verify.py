@@ -24,6 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, help="input seed (default: the spec's)")
     p.add_argument("--reference", action="store_true", help="compare with the spec's NumPy reference")
     p.add_argument("--sanitize", action="store_true", help="run under compute-sanitizer (GPU runtime)")
+    p.add_argument("-p", dest="build_dir", metavar="BUILD_DIR", help="compile_commands.json for include paths/defines")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per launch (default 120)")
     p.add_argument("--program", action="store_true", help="whole-program mode: files with their own main()")
     p.add_argument("--mask", action="append", default=[], metavar="REGEX",
@@ -43,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
                                  arch=args.arch, timeout_s=args.timeout)
         print(report.summary())
         return 0 if report.ok else 1
-    from kxform.verify import pick_runtime, verify_pair, verify_reference
+    from kxform.verify import UnitFlags, pick_runtime, verify_pair, verify_reference
 
     if not args.kernel:
         raise UsageError("--kernel is required (kernel mode)")
@@ -65,11 +66,12 @@ def run(args: argparse.Namespace) -> int:
         runtime.sanitize = True  # type: ignore[attr-defined]
     original = read_source(args.original)
     sizes = tuple(args.size)
+    flags = UnitFlags.from_build_dir(args.build_dir, args.original)
     if args.reference and not args.rewritten:
-        report = verify_reference(original, kernel_spec, runtime, sizes, args.seed, args.timeout)
+        report = verify_reference(original, kernel_spec, runtime, sizes, args.seed, args.timeout, flags)
     else:
         report = verify_pair(original, read_source(args.rewritten), kernel_spec, runtime, sizes, args.seed,
-                             args.timeout)
+                             args.timeout, flags)
     for verdict in report.sizes:
         print(f"  {verdict.summary()}", file=sys.stderr if not verdict.ok else sys.stdout)
     print(report.summary())
