@@ -55,7 +55,7 @@ def compare_output(a: str, b: str, masks: tuple[str, ...], rtol: float) -> str |
             if math.isnan(fu) and math.isnan(fv):
                 continue
             if fu != fv and not math.isclose(fu, fv, rel_tol=rtol, abs_tol=0.0):
-                return f"line {number}: {u} vs {v} (beyond rtol {rtol:g})"
+                return f"line {number} ({x.strip()!r} vs {y.strip()!r}): {u} vs {v} beyond rtol {rtol:g}"
     return None
 
 
