@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -99,7 +100,8 @@ def check_signature(spec: KernelSpec, extracted: ExtractedKernel) -> None:
         expected = CTYPE_DTYPES.get(base_ctype(param.ctype))
         if expected is not None and expected != arg.dtype and not _compatible(expected, arg.dtype):
             raise SpecError(f"kernel '{spec.name}' arg '{arg.name}': dtype '{arg.dtype}' but the kernel parameter "
-                            f"is '{param.ctype} {param.name}'; use dtype = \"{expected}\"", arg.location if arg.location.path else where)
+                            f"is '{param.ctype} {param.name}'; use dtype = \"{expected}\"",
+                            arg.location if arg.location.path else where)
     if len(args) > len(params):
         raise SpecError(f"kernel '{spec.name}': the spec lists {len(args)} arguments, the kernel takes "
                         f"{len(params)}; remove '{args[len(params)].name}'", where)
@@ -159,6 +161,27 @@ def uses_float_atomics(source: SourceText) -> bool:
     return bool(FLOAT_ATOMIC_RE.search(source.text)) and "float" in source.text
 
 
+SizeCheck = Callable[[SizeSpec, ResolvedLaunch, dict], tuple[OutputCheck, ...]]
+
+
+def _over_sizes(spec: KernelSpec, sizes: tuple[str, ...], seed: int | None,
+                check: SizeCheck) -> tuple[SizeVerdict, ...]:
+    """Fresh seeded inputs per size, `check` them, and turn launch failures into verdicts."""
+    verdicts = []
+    for size in _sizes(spec, sizes):
+        start = time.perf_counter()
+        resolved = spec.launch(size)
+        inputs = make_inputs(spec, resolved, seed)
+        try:
+            checks = check(size, resolved, inputs)
+        except RuntimeError_ as exc:
+            verdicts.append(SizeVerdict(size.name, False, error=str(exc)))
+            continue
+        ok = all(c.comparison.ok and not c.unwritten for c in checks)
+        verdicts.append(SizeVerdict(size.name, ok, checks, seconds=time.perf_counter() - start))
+    return tuple(verdicts)
+
+
 def verify_pair(original: SourceText, rewritten: SourceText, spec: KernelSpec, runtime: Runtime,
                 sizes: tuple[str, ...] = (), seed: int | None = None, timeout_s: float = 120.0,
                 flags: UnitFlags = NO_FLAGS) -> VerifyReport:
@@ -166,28 +189,19 @@ def verify_pair(original: SourceText, rewritten: SourceText, spec: KernelSpec, r
     extracted = (extract_kernel(original, spec.name), extract_kernel(rewritten, spec.name))
     check_signature(spec, extracted[0])
     exact = not uses_float_atomics(original)
-    verdicts = []
-    for size in _sizes(spec, sizes):
-        start = time.perf_counter()
-        resolved = spec.launch(size)
-        inputs = make_inputs(spec, resolved, seed)
-        try:
-            results = [runtime.run(launch_request(ext, resolved, inputs, f"{spec.name}[{size.name}] {version}",
-                                                  timeout_s, flags))
-                       for ext, version in zip(extracted, ("original", "rewritten"))]
-        except RuntimeError_ as exc:
-            verdicts.append(SizeVerdict(size.name, False, error=str(exc)))
-            continue
+
+    def check(size: SizeSpec, resolved: ResolvedLaunch, inputs: dict) -> tuple[OutputCheck, ...]:
+        before, after = (runtime.run(launch_request(ext, resolved, inputs, f"{spec.name}[{size.name}] {version}",
+                                                    timeout_s, flags))
+                         for ext, version in zip(extracted, ("original", "rewritten")))
         checks = []
-        for name, expected in results[0].outputs.items():
+        for name, expected in before.outputs.items():
             mode = EXACT if exact else spec.compare_for(name)
-            arg = resolved.arg(name)
-            comparison = compare(expected, results[1].outputs[name], mode, dtype=arg.dtype)
-            unwritten = count_unwritten_against(expected, results[1].outputs[name])
-            checks.append(OutputCheck(name, comparison, unwritten))
-        ok = all(c.comparison.ok and not c.unwritten for c in checks)
-        verdicts.append(SizeVerdict(size.name, ok, tuple(checks), seconds=time.perf_counter() - start))
-    return VerifyReport(spec.name, runtime.name, "rewritten", tuple(verdicts))
+            comparison = compare(expected, after.outputs[name], mode, dtype=resolved.arg(name).dtype)
+            checks.append(OutputCheck(name, comparison, count_unwritten_against(expected, after.outputs[name])))
+        return tuple(checks)
+
+    return VerifyReport(spec.name, runtime.name, "rewritten", _over_sizes(spec, sizes, seed, check))
 
 
 def verify_reference(source: SourceText, spec: KernelSpec, runtime: Runtime, sizes: tuple[str, ...] = (),
@@ -198,25 +212,17 @@ def verify_reference(source: SourceText, spec: KernelSpec, runtime: Runtime, siz
         raise SpecError(f"kernel '{spec.name}' has no reference function in its spec", spec.location)
     extracted = extract_kernel(source, spec.name)
     check_signature(spec, extracted)
-    verdicts = []
-    for size in _sizes(spec, sizes):
-        start = time.perf_counter()
-        resolved = spec.launch(size)
-        inputs = make_inputs(spec, resolved, seed)
-        try:
-            result = runtime.run(launch_request(extracted, resolved, inputs, f"{spec.name}[{size.name}]", timeout_s,
-                                                flags))
-        except RuntimeError_ as exc:
-            verdicts.append(SizeVerdict(size.name, False, error=str(exc)))
-            continue
+
+    def check(size: SizeSpec, resolved: ResolvedLaunch, inputs: dict) -> tuple[OutputCheck, ...]:
+        result = runtime.run(launch_request(extracted, resolved, inputs, f"{spec.name}[{size.name}]", timeout_s,
+                                            flags))
         expected = run_reference(spec, resolved, inputs)
         comparisons = compare_outputs(spec, resolved, expected, result.outputs)
-        checks = tuple(OutputCheck(n, c, count_unwritten_against(expected[n], result.outputs[n])
-                                   if resolved.arg(n).role == "out" else 0)
-                       for n, c in comparisons.items())
-        ok = all(c.comparison.ok and not c.unwritten for c in checks)
-        verdicts.append(SizeVerdict(size.name, ok, checks, seconds=time.perf_counter() - start))
-    return VerifyReport(spec.name, runtime.name, "reference", tuple(verdicts))
+        return tuple(OutputCheck(n, c, count_unwritten_against(expected[n], result.outputs[n])
+                                 if resolved.arg(n).role == "out" else 0)
+                     for n, c in comparisons.items())
+
+    return VerifyReport(spec.name, runtime.name, "reference", _over_sizes(spec, sizes, seed, check))
 
 
 def pick_runtime(name: str) -> Runtime:
