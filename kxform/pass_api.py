@@ -191,7 +191,9 @@ def parse_pass_spec(text: str) -> tuple[str, dict[str, str]]:
 
 def split_pipeline(text: str) -> list[str]:
     """Split `a,b{x=1,y=2},c` at top-level commas (commas inside braces stay)."""
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in text:
         if char == "{":
             depth += 1

@@ -103,7 +103,7 @@ def collect_files(paths: list[str]) -> list[str]:
 
 
 def run_apply(paths: list[str], config: ApplyConfig, progress: Progress | None = None,
-              emit: Callable[[str], None] | None = None) -> tuple[Report, list[FileOutcome]]:
+              emit: Callable[[str], object] | None = None) -> tuple[Report, list[FileOutcome]]:
     """Run the pipeline over `paths`; return the report and per-file outcomes (for logs)."""
     default_registry().pipeline(config.pipeline, dict(config.extra_options))  # usage errors before any work
     files = collect_files(paths)
@@ -211,7 +211,8 @@ def _attach(outcome: FileOutcome, record: CheckRecord) -> None:
                        for r in outcome.results]
 
 
-def _write_back(outcomes: list[FileOutcome], config: ApplyConfig, report: Report, emit: Callable[[str], None]) -> None:
+def _write_back(outcomes: list[FileOutcome], config: ApplyConfig, report: Report,
+                emit: Callable[[str], object]) -> None:
     mode = config.write_back
     if mode is WriteBack.DIFF:
         for outcome in outcomes:

@@ -14,7 +14,7 @@ already the order that streams best, so no 1-D pattern is proposed there.)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kxform.checks.bijection import check_helper
@@ -41,7 +41,7 @@ class Swizzle(Pass):
     along: str | None = None
     xcds: str | None = None
 
-    def config(self, pattern: str, defaults: dict[str, int | str]) -> RemapConfig:
+    def config(self, pattern: str, defaults: Mapping[str, int | str]) -> RemapConfig:
         """The remap for `pattern`: the rule's defaults that the pattern takes, overridden by
         this pass's options (an option the pattern does not take is a user error)."""
         takes = {p.name for p in get_pattern(pattern).params}
@@ -88,6 +88,7 @@ class Swizzle(Pass):
             if not two_d and 1 not in config.pattern.dims:
                 return None
             return _proposal(analysis.kernel, config, f"pattern {config.label()} requested by the user")
+        defaults: dict[str, int | str]
         if ctx.hw.xcds > 1:
             name, defaults = ("xcd-grouped", {"xcds": ctx.hw.xcds, "group": GROUP_DEFAULT}) if two_d else \
                 ("xcd", {"xcds": ctx.hw.xcds})

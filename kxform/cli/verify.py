@@ -34,16 +34,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _run_programs(args: argparse.Namespace) -> int:
+    from kxform.program import verify_programs
+
+    if not args.rewritten:
+        raise UsageError("--program needs ORIGINAL and REWRITTEN")
+    report = verify_programs(args.original, args.rewritten, masks=tuple(args.mask), rtol=args.rtol,
+                             arch=args.arch, timeout_s=args.timeout)
+    print(report.summary())
+    return 0 if report.ok else 1
+
+
 def run(args: argparse.Namespace) -> int:
     if args.program:
-        from kxform.program import verify_programs
-
-        if not args.rewritten:
-            raise UsageError("--program needs ORIGINAL and REWRITTEN")
-        report = verify_programs(args.original, args.rewritten, masks=tuple(args.mask), rtol=args.rtol,
-                                 arch=args.arch, timeout_s=args.timeout)
-        print(report.summary())
-        return 0 if report.ok else 1
+        return _run_programs(args)
     from kxform.verify import UnitFlags, pick_runtime, verify_pair, verify_reference
 
     if not args.kernel:

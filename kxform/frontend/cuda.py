@@ -330,9 +330,9 @@ def parse_model(source: SourceText, tree: tree_sitter.Tree | None = None) -> Sou
             reads.append(IndexRead(builtin, axis, _span(ident), index.enclosing(ident.start_byte), name))
         elif name in macro_names and (parent is None or parent.type not in ("preproc_def", "preproc_function_def",
                                                                             "preproc_ifdef", "preproc_defined")):
-            function = index.enclosing(ident.start_byte)
-            if function is not None:
-                macro_uses.append(MacroUse(name, _span(ident), function))
+            user = index.enclosing(ident.start_byte)
+            if user is not None:
+                macro_uses.append(MacroUse(name, _span(ident), user))
     reads.sort(key=lambda r: r.span)
 
     calls: list[CallSite] = []
