@@ -13,11 +13,20 @@ from dataclasses import dataclass
 
 from kxform.build.builder import Builder
 from kxform.build.diagnostics import first_error
-from kxform.build.nvcc import BuildJob, find_nvcc
+from kxform.build.nvcc import BuildJob, KernelResources, find_nvcc
 from kxform.driver import FileTransform
 from kxform.pass_api import CheckRecord
 
 NVCC_SUFFIXES = (".cu", ".cuh")
+
+
+def _resources(resources: tuple[KernelResources, ...]) -> str:
+    """`; sgemm 40 regs 2048 B smem 0 B spilled, ...` from ptxas -v: what the rewrite costs."""
+    if not resources:
+        return ""
+    parts = [f"{r.demangled.split('(')[0]} {r.registers} regs {r.shared_bytes} B smem "
+             f"{r.spill_stores + r.spill_loads} B spilled" for r in resources]
+    return "; " + ", ".join(parts)
 
 
 @dataclass
@@ -61,7 +70,8 @@ class CompileChecker:
         for i, result in zip(index, self.builder.build_many(jobs)):
             if result.ok:
                 cached = " (cached)" if result.cached else ""
-                records[i] = CheckRecord("compile", True, f"nvcc -c -arch={self.arch} succeeded{cached}")
+                records[i] = CheckRecord("compile", True, f"nvcc -c -arch={self.arch} succeeded{cached}"
+                                         f"{_resources(result.resources)}")
             else:
                 failed.append((i, result))
         originals = self.builder.build_many([self._job(transforms[i], transforms[i].source.data, None)

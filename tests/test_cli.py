@@ -68,6 +68,8 @@ def test_in_place_write_is_compiled_logged_and_idempotent(tree: Path) -> None:
     assert kernel["outcome"] == "applied" and kernel["proposal"]["params"]["pattern"] == "grouped"
     assert {c["name"] for c in kernel["checks"]} == {"bijection", "reparse", "coverage", "idempotence", "compile"}
     assert all(c["ok"] for c in kernel["checks"])
+    (compile_check,) = [c for c in kernel["checks"] if c["name"] == "compile"]
+    assert "tile " in compile_check["detail"] and " regs " in compile_check["detail"]
     (file_record,) = [r for r in records if r["type"] == "file"]
     assert file_record["diff"].startswith("--- a/src/tile.cu")
     again = run_cli("apply", "--pass", "swizzle", "--check", "src", cwd=tree)
