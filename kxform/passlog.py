@@ -82,7 +82,7 @@ class PassLog:
     def close(self, report: Report) -> None:
         self.write({"type": "summary", "schema": SCHEMA, "run": self.run_id,
                     "files_changed": report.files_changed, "files_unchanged": report.files_unchanged,
-                    "input_errors": report.input_errors,
+                    "input_errors": report.input_errors, "internal_errors": report.internal_errors,
                     "kernels": {o.value: n for o, n in report.kernel_outcomes.items()},
                     "failures": report.failures, "exit_code": report.exit_code,
                     "finished": dt.datetime.now(dt.timezone.utc).isoformat()})

@@ -26,6 +26,7 @@ class Report:
     files_changed: int = 0
     files_unchanged: int = 0
     input_errors: list[str] = field(default_factory=list)
+    internal_errors: list[str] = field(default_factory=list)
     kernel_outcomes: Counter[Outcome] = field(default_factory=Counter)
     failures: list[str] = field(default_factory=list)
 
@@ -37,6 +38,8 @@ class Report:
 
     @property
     def exit_code(self) -> int:
+        if self.internal_errors:
+            return EXIT_INTERNAL
         if self.input_errors:
             return EXIT_INPUT
         if self.failures:
@@ -48,8 +51,8 @@ class Report:
     def summary(self) -> str:
         verb = {WriteBack.WRITE: "rewritten", WriteBack.OUT_DIR: "rewritten", WriteBack.DIFF: "would be rewritten",
                 WriteBack.CHECK: "would be rewritten"}[self.write_back]
-        if self.input_errors and self.write_back in (WriteBack.WRITE, WriteBack.OUT_DIR):
-            verb = "left untouched (input errors)"
+        if (self.input_errors or self.internal_errors) and self.write_back in (WriteBack.WRITE, WriteBack.OUT_DIR):
+            verb = "left untouched (errors)"
         parts = [f"{self.files_changed} file{'s' if self.files_changed != 1 else ''} {verb}",
                  f"{self.files_unchanged} unchanged"]
         kernels = ", ".join(f"{self.kernel_outcomes[o]} {o.value}" for o in Outcome if self.kernel_outcomes[o])
@@ -57,4 +60,6 @@ class Report:
             parts.append(f"kernels: {kernels}")
         if self.input_errors:
             parts.append(f"{len(self.input_errors)} input error{'s' if len(self.input_errors) != 1 else ''}")
+        if self.internal_errors:
+            parts.append(f"{len(self.internal_errors)} internal error{'s' if len(self.internal_errors) != 1 else ''}")
         return ", ".join(parts) + "."

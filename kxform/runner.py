@@ -50,6 +50,8 @@ class FileOutcome:
     path: str
     transform: FileTransform | None = None
     error: str | None = None
+    internal: bool = False
+    """The error is a defect in kxform, not in the input (exit 123, traceback saved)."""
     compile_record: CheckRecord | None = None
     results: list[KernelResult] = field(default_factory=list)
 
@@ -78,9 +80,23 @@ def _transform_one(path: str, config: ApplyConfig) -> FileOutcome:
         raise
     except KxformError as exc:
         return FileOutcome(path, error=str(exc))
+    except Exception as exc:  # a defect: report it for this file, keep going, write nothing
+        saved = save_traceback(exc)
+        return FileOutcome(path, error=f"{path}: internal error: {type(exc).__name__}: {exc} "
+                                       f"(traceback saved to {saved})", internal=True)
 
 
 _LOCAL_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
+
+
+def save_traceback(exc: BaseException) -> str:
+    """Write the traceback to a temporary file (black's way) and return its path."""
+    import tempfile
+    import traceback
+
+    with tempfile.NamedTemporaryFile("w", prefix="kxform-error-", suffix=".log", delete=False) as handle:
+        handle.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    return handle.name
 
 
 def collect_files(paths: list[str]) -> list[str]:
@@ -111,7 +127,7 @@ def run_apply(paths: list[str], config: ApplyConfig, progress: Progress | None =
     report = Report(write_back=config.write_back)
     for outcome in outcomes:
         if outcome.error:
-            report.input_errors.append(outcome.error)
+            (report.internal_errors if outcome.internal else report.input_errors).append(outcome.error)
     _compile_check(outcomes, config)
     _verify(outcomes, config)
     for outcome in outcomes:
@@ -219,8 +235,8 @@ def _write_back(outcomes: list[FileOutcome], config: ApplyConfig, report: Report
             if outcome.transform is not None and outcome.transform.changed:
                 emit(outcome.transform.diff())
         return
-    if mode is WriteBack.CHECK or report.input_errors:
-        return  # nothing is written when any input is bad
+    if mode is WriteBack.CHECK or report.input_errors or report.internal_errors:
+        return  # nothing is written when any file could not be processed
     for outcome in outcomes:
         transform = outcome.transform
         if transform is None:

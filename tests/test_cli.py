@@ -163,3 +163,18 @@ def test_headers_included_from_cuda_files_are_processed(tree: Path) -> None:
     proc = run_cli("apply", "--pass", "swizzle", "--diff", "--verify", "static", "src", cwd=tree)
     assert proc.returncode == 0, proc.stderr
     assert "+++ b/src/kernels.h" in proc.stdout and "unused.h" not in proc.stdout
+
+
+def test_a_defect_is_exit_123_with_the_traceback_saved(monkeypatch, capsys) -> None:
+    import kxform.cli.passes
+    from kxform.cli.main import main
+
+    def broken(args) -> int:  # stands in for a bug anywhere below the CLI
+        raise ValueError("boom")
+
+    monkeypatch.setattr(kxform.cli.passes, "run", broken)
+    assert main(["passes"]) == 123
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("kxform: internal error: ValueError: boom (traceback saved to ")
+    saved = err.rsplit("saved to ", 1)[1].rstrip(")")
+    assert "ValueError: boom" in Path(saved).read_text()

@@ -57,6 +57,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except Exception as exc:  # a defect in kxform: one line, the traceback in a file, exit 123
+        from kxform.runner import save_traceback
+
+        saved = save_traceback(exc)
+        print(f"kxform: internal error: {type(exc).__name__}: {exc} (traceback saved to {saved})", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":
