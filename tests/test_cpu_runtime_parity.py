@@ -193,3 +193,23 @@ def test_intrinsics_match_the_gpu_bit_for_bit(cpu: CpuRuntime) -> None:
     assert set(got) == set(GPU_DIGESTS)
     differing = [name for name, digest in GPU_DIGESTS.items() if got[name] != digest]
     assert not differing, f"columns that differ from the GPU: {differing}"
+
+
+@pytest.mark.gpu
+def test_recorded_digests_are_what_the_gpu_produces_now() -> None:
+    """Keeps the recording honest: the same probe on the GPU runtime gives the same digests."""
+    from kxform.runtime.gpu import GpuRuntime
+
+    with GpuRuntime() as gpu:
+        ok, why = gpu.available()
+        if not ok:
+            pytest.skip(f"gpu runtime unavailable: {why}")
+        floats, uints = probe_inputs()
+        args = (BufferArg("fin", floats, "in"), BufferArg("uin", uints, "in"),
+                BufferArg("uo", np.zeros(THREADS * NU, np.uint32), "out"),
+                BufferArg("fo", np.zeros(THREADS * NF, np.float32), "out"),
+                BufferArg("ho", np.zeros(THREADS * NH, np.uint16), "out"))
+        result = gpu.run(LaunchRequest(source=PROBE, kernel="probe", params=(), args=args, grid=(1, 1, 1),
+                                       block=(THREADS, 1, 1), label="parity-probe"))
+    got = column_digests(result.outputs["uo"], result.outputs["fo"], result.outputs["ho"])
+    assert {k: v for k, v in got.items() if GPU_DIGESTS[k] != v} == {}
