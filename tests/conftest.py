@@ -6,9 +6,12 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from kxform.build.nvcc import find_nvcc
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPORA = ROOT / "corpora"
@@ -33,8 +36,14 @@ def run_cli(*args: str, cwd: Path | str | None = None, env: dict[str, str] | Non
                           timeout=timeout)
 
 
-HAVE_NVCC = shutil.which("nvcc") is not None or Path("/usr/local/cuda/bin/nvcc").exists()
-needs_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="nvcc is not installed on this machine")
+NVCC = find_nvcc()
+"""The nvcc kxform itself would use ($KXFORM_NVCC, PATH, /usr/local/cuda), or None."""
+
+
+def needs_nvcc(test: Callable[..., None]) -> Callable[..., None]:
+    """Mark a test `nvcc` and skip it, with the reason, where nvcc is missing."""
+    reason = "nvcc not found (set KXFORM_NVCC or put it on PATH)"
+    return pytest.mark.nvcc(pytest.mark.skipif(NVCC is None, reason=reason)(test))
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,13 +22,7 @@ from kxform.build.diagnostics import map_line, rewrite_log
 from kxform.build.ptxas import parse_ptxas_info
 from kxform.errors import BuildFailed, InputError
 
-NVCC = find_nvcc()
-_NO_NVCC = "nvcc not found (set KXFORM_NVCC or put it on PATH)"
-
-
-def needs_nvcc(test: Callable[..., None]) -> Callable[..., None]:
-    """Mark a test `nvcc` and skip it where nvcc is missing."""
-    return pytest.mark.nvcc(pytest.mark.skipif(NVCC is None, reason=_NO_NVCC)(test))
+from conftest import NVCC, needs_nvcc
 
 SAXPY = """\
 __global__ void saxpy(int n, float a, const float* x, float* y) {

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from conftest import NVCC, needs_nvcc
 from kxform.harness.inputs import make_inputs
 from kxform.harness.model import HarnessSpec, KernelSpec
 from kxform.harness.reference import run_reference
@@ -44,7 +44,6 @@ BENCH_MIN_BYTES = 3 * L2_BYTES
 """A bench size must move several times the 60 MB L2 of an H200."""
 
 NVCC_FLAGS = ("-c", "-arch=sm_90", "-o", os.devnull)
-needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 
 
 def entry_id(entry: dict[str, Any]) -> str:
@@ -193,7 +192,7 @@ def test_reference_runs_on_every_check_size(rel: str, kernel_name: str, size_nam
 
 def _compile(source: Path) -> tuple[int, str]:
     proc = subprocess.run(
-        ["nvcc", *NVCC_FLAGS, str(source)], capture_output=True, text=True, timeout=300, check=False
+        [str(NVCC), *NVCC_FLAGS, str(source)], capture_output=True, text=True, timeout=300, check=False
     )
     return proc.returncode, proc.stderr
 
@@ -201,15 +200,14 @@ def _compile(source: Path) -> tuple[int, str]:
 @pytest.fixture(scope="session")
 def nvcc_results() -> dict[str, tuple[int, str]]:
     """Compile every .cu source of the corpus once, in parallel."""
-    if shutil.which("nvcc") is None:
-        pytest.skip("nvcc is not on PATH")
+    if NVCC is None:
+        pytest.skip("nvcc not found (set KXFORM_NVCC or put it on PATH)")
     sources = sorted({e["path"] for e in ENTRIES if e["path"].endswith(".cu")})
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
         results = pool.map(lambda rel: _compile(CORPORA / rel), sources)
         return dict(zip(sources, results, strict=True))
 
 
-@pytest.mark.nvcc
 @needs_nvcc
 @pytest.mark.parametrize("entry", [e for e in ENTRIES if e["nvcc"]], ids=entry_id)
 def test_compiles_with_nvcc(entry: dict[str, Any], nvcc_results: dict[str, tuple[int, str]]) -> None:
@@ -217,7 +215,6 @@ def test_compiles_with_nvcc(entry: dict[str, Any], nvcc_results: dict[str, tuple
     assert code == 0, log
 
 
-@pytest.mark.nvcc
 @needs_nvcc
 @pytest.mark.parametrize(
     "entry", [e for e in ENTRIES if e["swizzle"] == "input-error" and e["path"].endswith(".cu")], ids=entry_id

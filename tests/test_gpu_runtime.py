@@ -16,13 +16,13 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from kxform.build import Builder, BuildJob, find_demangler, find_nvcc, instantiation_text, match_entry, ptx_entries
+from kxform.build import Builder, BuildJob, find_demangler, instantiation_text, match_entry, ptx_entries
 from kxform.build.entry import demangle, split_template
 from kxform.runtime.base import (
     BufferArg,
@@ -35,13 +35,7 @@ from kxform.runtime.base import (
 )
 from kxform.runtime.gpu import GpuRuntime, compile_kernel, sanitizer_error
 
-NVCC = find_nvcc()
-_NO_NVCC = "nvcc not found (set KXFORM_NVCC or put it on PATH)"
-
-
-def needs_nvcc(test: Callable[..., None]) -> Callable[..., None]:
-    """Mark a test `nvcc` and skip it where nvcc is missing."""
-    return pytest.mark.nvcc(pytest.mark.skipif(NVCC is None, reason=_NO_NVCC)(test))
+from conftest import NVCC, needs_nvcc
 
 SAXPY = """\
 __global__ void saxpy(int n, float a, const float* x, float* y) {
