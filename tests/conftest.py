@@ -51,3 +51,15 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     """Keep kxform's content caches per test session, away from the user's ~/.cache."""
     if "KXFORM_CACHE_DIR" not in os.environ:
         monkeypatch.setenv("KXFORM_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kxform-cache"))
+
+
+@pytest.fixture(scope="module")
+def cpu(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """A CPU runtime with a cache shared by the session's tests (skips without a compiler)."""
+    from kxform.runtime.cpu import CpuOptions, CpuRuntime
+
+    runtime = CpuRuntime(CpuOptions(cache_dir=tmp_path_factory.getbasetemp() / "kxcpu-cache", workers=2))
+    ok, why = runtime.available()
+    if not ok:
+        pytest.skip(f"CPU runtime unavailable: {why}")
+    return runtime

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from kxform.runtime.base import (
     Arg,
@@ -16,18 +15,11 @@ from kxform.runtime.base import (
     LaunchResult,
     ScalarArg,
 )
-from kxform.runtime.cpu import CpuOptions, CpuRuntime
+from kxform.runtime.cpu import CpuRuntime
 
 RNG = np.random.default_rng(1234)
 
 
-@pytest.fixture(scope="module")
-def cpu(tmp_path_factory: pytest.TempPathFactory) -> CpuRuntime:
-    runtime = CpuRuntime(CpuOptions(cache_dir=tmp_path_factory.getbasetemp() / "kxcpu-cache", workers=2))
-    ok, why = runtime.available()
-    if not ok:
-        pytest.skip(f"CPU runtime unavailable: {why}")
-    return runtime
 
 
 def launch(cpu: CpuRuntime, source: str, kernel: str, args: Sequence[Arg], grid: tuple[int, int, int],

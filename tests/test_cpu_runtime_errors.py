@@ -22,13 +22,6 @@ from kxform.runtime.base import (
 from kxform.runtime.cpu import CpuOptions, CpuRuntime
 
 
-@pytest.fixture(scope="module")
-def cpu(tmp_path_factory: pytest.TempPathFactory) -> CpuRuntime:
-    runtime = CpuRuntime(CpuOptions(cache_dir=tmp_path_factory.getbasetemp() / "kxcpu-cache", workers=2))
-    ok, why = runtime.available()
-    if not ok:
-        pytest.skip(f"CPU runtime unavailable: {why}")
-    return runtime
 
 
 def out_buffer(n: int = 64) -> list[Arg]:

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from kxform.runtime.base import BufferArg, LaunchRequest
-from kxform.runtime.cpu import CpuOptions, CpuRuntime
+from kxform.runtime.cpu import CpuRuntime
 
 NU, NF, NH, THREADS = 48, 24, 16, 64
 
@@ -172,13 +172,6 @@ GPU_DIGESTS: dict[str, str] = {
 
 
 
-@pytest.fixture(scope="module")
-def cpu(tmp_path_factory: pytest.TempPathFactory) -> CpuRuntime:
-    runtime = CpuRuntime(CpuOptions(cache_dir=tmp_path_factory.getbasetemp() / "kxcpu-cache", workers=2))
-    ok, why = runtime.available()
-    if not ok:
-        pytest.skip(f"CPU runtime unavailable: {why}")
-    return runtime
 
 
 def test_intrinsics_match_the_gpu_bit_for_bit(cpu: CpuRuntime) -> None:
