@@ -121,7 +121,7 @@ def collect_files(paths: list[str]) -> list[str]:
 def run_apply(paths: list[str], config: ApplyConfig, progress: Progress | None = None,
               emit: Callable[[str], object] | None = None) -> tuple[Report, list[FileOutcome]]:
     """Run the pipeline over `paths`; return the report and per-file outcomes (for logs)."""
-    default_registry().pipeline(config.pipeline, dict(config.extra_options))  # usage errors before any work
+    _pipeline(config.pipeline, config.extra_options)  # usage errors before any work (and warms the cache)
     files = collect_files(paths)
     outcomes = _transform_all(files, config, progress)
     report = Report(write_back=config.write_back)

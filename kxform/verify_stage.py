@@ -13,7 +13,7 @@ import statistics
 from dataclasses import dataclass, replace
 
 from kxform.errors import KxformError
-from kxform.harness.model import KernelSpec
+from kxform.harness.model import HarnessSpec, KernelSpec
 from kxform.harness.spec import find_spec_for, load_spec
 from kxform.pass_api import CheckRecord, KernelResult, Outcome
 from kxform.runtime.base import Runtime, RuntimeError_
@@ -32,15 +32,10 @@ def _timing(samples: list[float]) -> Timing:
     return Timing(statistics.median(samples), (q[2] - q[0]) / 2)
 
 
-def kernel_spec_for(path: str, kernel: str) -> KernelSpec | None:
+def spec_for_file(path: str) -> HarnessSpec | None:
+    """The harness spec beside `path` (kxform.toml naming it), or None."""
     spec_path = find_spec_for(path)
-    if spec_path is None:
-        return None
-    spec = load_spec(spec_path)
-    for name, kspec in spec.kernels.items():
-        if name == kernel or kspec.base_name == kernel:
-            return kspec
-    return None
+    return None if spec_path is None else load_spec(spec_path)
 
 
 def verify_file(original: bytes, rewritten: bytes, path: str, results: list[KernelResult], runtime: Runtime,
@@ -50,16 +45,19 @@ def verify_file(original: bytes, rewritten: bytes, path: str, results: list[Kern
     source = validate_bytes(path, original)
     new = validate_bytes(path, rewritten)
     updated, keep = [], True
+    try:
+        file_spec, spec_error = spec_for_file(path), None
+    except KxformError as exc:
+        file_spec, spec_error = None, exc
     for result in results:
         if result.outcome is not Outcome.APPLIED:
             updated.append(result)
             continue
-        try:
-            spec = kernel_spec_for(path, result.kernel)
-        except KxformError as exc:
+        if spec_error is not None:
             updated.append(replace(result, checks=result.checks + (CheckRecord("verify", True,
-                                   f"skipped: harness spec unusable: {exc}"),)))
+                                   f"skipped: harness spec unusable: {spec_error}"),)))
             continue
+        spec = file_spec.find(result.kernel) if file_spec is not None else None
         if spec is None:
             updated.append(replace(result, checks=result.checks + (CheckRecord(
                 "verify", True, "skipped: no harness spec for this kernel (compile-checked only)"),)))

@@ -59,10 +59,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.original}: no harness spec found (kxform.toml beside it); write one or run "
                          f"'kxform harness infer {args.original} --kernel {args.kernel}'")
     spec = load_spec(spec_path)
-    kernel_spec = spec.kernels.get(args.kernel) or next(
-        (k for k in spec.kernels.values() if k.base_name == args.kernel), None)
-    if kernel_spec is None:
-        raise UsageError(f"{spec_path}: no kernel '{args.kernel}' (kernels: {', '.join(spec.kernels)})")
+    kernel_spec = spec.kernel(args.kernel)
     runtime = pick_runtime(args.runtime)
     if args.sanitize:
         if runtime.name != "gpu":

@@ -164,9 +164,16 @@ class HarnessSpec:
     source: Path
     kernels: dict[str, KernelSpec]
 
-    def kernel(self, name: str) -> KernelSpec:
-        """The kernel called `name`; SpecError naming the known kernels otherwise."""
+    def find(self, name: str) -> KernelSpec | None:
+        """The kernel called `name`, or whose base name it is (`gemm` for `gemm<float, 64>`)."""
         if name in self.kernels:
             return self.kernels[name]
+        return next((k for k in self.kernels.values() if k.base_name == name), None)
+
+    def kernel(self, name: str) -> KernelSpec:
+        """The kernel called `name` (see `find`); SpecError naming the known kernels otherwise."""
+        found = self.find(name)
+        if found is not None:
+            return found
         known = ", ".join(self.kernels)
         raise SpecError(f"no kernel '{name}' in spec (kernels: {known})", Location(str(self.path)))
