@@ -29,6 +29,8 @@ from kxform.remap.patterns import PATTERNS, RemapConfig, get_pattern
 BLOCK_VAR = "kxform_block"
 """The logical block index: a local in kernels, the first parameter of device functions."""
 GROUP_DEFAULT = 8
+PROLOGUE_MARK = f"{BLOCK_VAR} = kxform_swizzle_".encode()
+"""How a rewritten kernel's prologue starts: marks it as done (idempotence) and bounds it (coverage)."""
 
 
 @dataclass(frozen=True)
@@ -169,7 +171,7 @@ def unmapped_reads(model: SourceModel, kernel_name: str) -> list[IndexRead]:
     """blockIdx.x/.y reads left in the kernel's closure outside its prologue."""
     kernel = next(k for k in model.kernels if k.name == kernel_name)
     body = model.source.data[kernel.body.start:kernel.body.end]
-    start = body.find(f"{BLOCK_VAR} = kxform_swizzle_".encode())
+    start = body.find(PROLOGUE_MARK)
     end = body.find(b";", start) if start >= 0 else -1
     prologue = Span(kernel.body.start + start, kernel.body.start + end) if start >= 0 else None
     return [r for r in index_usage(model, kernel).remapped_reads if prologue is None or not prologue.contains(r.span)]
@@ -177,7 +179,7 @@ def unmapped_reads(model: SourceModel, kernel_name: str) -> list[IndexRead]:
 
 def _already_swizzled(ctx: PassContext, kernel: Function) -> bool:
     body = ctx.model.source.data[kernel.body.start:kernel.body.end]
-    return f"{BLOCK_VAR} = kxform_swizzle_".encode() in body
+    return PROLOGUE_MARK in body
 
 
 def _name_collisions(ctx: PassContext, usage: IndexUsage) -> list[Blocker]:
