@@ -135,6 +135,11 @@ def sample_valid(space: ParamSpace, rng: np.random.Generator, count: int, hw: ob
     return list(found)
 
 
+def encode(values: Sequence[ParamValue]) -> np.ndarray:
+    """Each value's position in [0, 1] (see `SearchSpace.features`)."""
+    return np.arange(len(values), dtype=np.float64) / max(len(values) - 1, 1)
+
+
 @dataclass(frozen=True)
 class SearchSpace:
     """The valid configurations of a ParamSpace as an integer matrix, with lookups.
@@ -153,13 +158,13 @@ class SearchSpace:
 
     @classmethod
     def build(cls, space: ParamSpace, hw: object | None = None, *, max_valid: int = MAX_VALID,
-              rng: np.random.Generator | None = None) -> SearchSpace:
+              sample_size: int = SAMPLE_SIZE, rng: np.random.Generator | None = None) -> SearchSpace:
         """Enumerate (or, beyond `max_valid`, sample) the valid configurations.
         A space with no valid configuration is a UsageError naming the constraints."""
         rows = list(itertools.islice(iter_valid(space, hw), max_valid + 1))
         complete = len(rows) <= max_valid
         if not complete:
-            rows = sample_valid(space, rng or np.random.default_rng(0), SAMPLE_SIZE, hw)
+            rows = sample_valid(space, rng or np.random.default_rng(0), sample_size, hw)
         if not rows:
             shown = "; ".join(c.text for c in space.constraints) or "none"
             raise UsageError(f"the space has no valid configuration (constraints: {shown})")
@@ -199,10 +204,15 @@ class SearchSpace:
         return ",".join(str(v) for v in self.config(row).values())
 
     def features(self) -> np.ndarray:
-        """Each varying parameter's value index scaled to [0, 1] (the model inputs)."""
-        sizes = np.array([len(p.values) for p in self.params.params])
-        varying = sizes > 1
-        return self.codes[:, varying].astype(np.float64) / (sizes[varying] - 1)
+        """The model inputs: one column per parameter with more than one value, its
+        value's position in the parameter's (ordered) list scaled to [0, 1]. Ordinal
+        rather than numeric: the list is the granularity the kernel's author chose
+        (powers of two, multiples of 16), and a log or linear scale measured worse on
+        the recorded spaces (tools/bench_search.py)."""
+        columns = [encode(p.values)[self.codes[:, i]] for i, p in enumerate(self.params.params) if len(p.values) > 1]
+        if not columns:
+            return np.zeros((len(self), 0))
+        return np.column_stack(columns)
 
     def default_row(self) -> int | None:
         """The row of the parameters' defaults, if that configuration is valid."""
