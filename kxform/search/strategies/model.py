@@ -34,15 +34,15 @@ from scipy.special import ndtr
 from kxform.search.gp import GaussianProcess, Hyper, fit_hyper
 from kxform.search.strategy import History, Prior, Strategy
 
-POOL_RANDOM = 192
+POOL_RANDOM = 128
 """Random unvisited configurations scored per proposal."""
 MAX_TRAIN = 256
 """Observations the model is fitted on (the best ones and a random share of the rest)."""
 POOL_KEEP = 128
 """Best-scoring candidates of the last full scoring kept in the pool."""
-FULL_SCORE_MAX = 8192
+FULL_SCORE_MAX = 2048
 """Configurations scored at each hyperparameter refit (all of them up to this size)."""
-TOP_K = 5
+TOP_K = 3
 """Neighbourhoods of this many best configurations join the pool."""
 REFIT_GROWTH = 1.25
 """Refit hyperparameters when the observations have grown by this factor."""
@@ -146,18 +146,23 @@ class ModelGuided(Strategy):
 
     def _rescore(self, gp: GaussianProcess, best: float, left: np.ndarray, history: History) -> None:
         """Score all unvisited configurations (or a large sample) and keep the best."""
-        sample = left if left.size <= FULL_SCORE_MAX else self.rng.choice(left, FULL_SCORE_MAX, replace=False)
+        sample = left if left.size <= FULL_SCORE_MAX else self._sample(left, FULL_SCORE_MAX)
         mu, sigma = gp.predict(self.features[sample])
         ei = _expected_improvement(mu, sigma, best)
         top = min(POOL_KEEP // 2, sample.size)
         self._keep = np.concatenate([sample[np.argpartition(-ei, top - 1)[:top]],
                                      sample[np.argpartition(mu, top - 1)[:top]]])
 
+    def _sample(self, left: np.ndarray, count: int) -> np.ndarray:
+        """About `count` distinct entries of `left`, in O(count) (a permutation of
+        `left`, as `choice(replace=False)` draws, would cost O(len(left)))."""
+        return np.unique(left[self.rng.integers(0, left.size, count)])
+
     def _pool(self, history: History, left: np.ndarray, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
         parts = [self._keep]
         for row in rows[np.argsort(values)[:TOP_K]]:
             parts.append(self._neighbours.of(int(row)))
-        parts.append(left if left.size <= POOL_RANDOM else self.rng.choice(left, POOL_RANDOM, replace=False))
+        parts.append(left if left.size <= POOL_RANDOM else self._sample(left, POOL_RANDOM))
         pool = np.unique(np.concatenate(parts))
         pool = pool[~history.visited[pool]]
         return pool if pool.size else left
@@ -170,25 +175,32 @@ def _expected_improvement(mu: np.ndarray, sigma: np.ndarray, best: float) -> np.
 
 
 class _NeighbourIndex:
-    """Rows that differ from a row in exactly one parameter, found by hashing the
-    other parameters' values (one dictionary per parameter, built once)."""
+    """Rows that differ from a row in exactly one parameter. Per parameter, every row
+    gets a mixed-radix key of its other parameters' values; rows sorted by key put
+    each row's neighbours along that parameter next to it (built vectorised, once)."""
 
     def __init__(self, codes: np.ndarray) -> None:
-        self.codes = codes
-        self._maps: list[dict[bytes, list[int]]] = []
+        self.codes = codes.astype(np.int64)
+        radix = self.codes.max(0) + 1 if len(codes) else np.ones(codes.shape[1], dtype=np.int64)
+        self._keys: list[np.ndarray] = []
+        self._order: list[np.ndarray] = []
+        self._sorted: list[np.ndarray] = []
         for column in range(codes.shape[1]):
-            rest = np.delete(codes, column, axis=1).astype(np.int32)
-            index: dict[bytes, list[int]] = {}
-            for row, key in enumerate(rest):
-                index.setdefault(key.tobytes(), []).append(row)
-            self._maps.append(index)
+            weights = np.cumprod(np.where(np.arange(codes.shape[1]) == column, 1, radix))
+            weights = np.where(np.arange(codes.shape[1]) == column, 0, weights)
+            keys = self.codes @ weights
+            order = np.argsort(keys, kind="stable")
+            self._keys.append(keys)
+            self._order.append(order)
+            self._sorted.append(keys[order])
 
     def of(self, row: int) -> np.ndarray:
-        found: list[int] = []
-        for column, index in enumerate(self._maps):
-            key = np.delete(self.codes[row], column).astype(np.int32).tobytes()
-            found.extend(index.get(key, ()))
-        return np.asarray(found, dtype=np.int64)
+        found = []
+        for keys, order, ordered in zip(self._keys, self._order, self._sorted):
+            low, high = np.searchsorted(ordered, keys[row], "left"), np.searchsorted(ordered, keys[row], "right")
+            found.append(order[low:high])
+        out = np.concatenate(found) if found else np.empty(0, dtype=np.int64)
+        return out[out != row]
 
 
 STRATEGY = ModelGuided
