@@ -14,7 +14,7 @@ from kxform.search.objective import Evaluation, Failure, Objective, Prepared
 from kxform.search.pipeline import PipelineOptions
 from kxform.search.recorded import load_recording
 from kxform.search.tuner import TuneOptions, tune
-from tests.search_helpers import write_recording
+from search_helpers import write_recording
 
 KEY = TuneKey("hash0", "synth_kernel", "Test GPU A", ("bx", "by", "unroll", "tile"))
 

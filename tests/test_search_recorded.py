@@ -12,7 +12,7 @@ import pytest
 from kxform.errors import InputError
 from kxform.search.objective import Failure
 from kxform.search.recorded import load_recording
-from tests.search_helpers import PARAMS, records, synthetic_time, valid, write_definition, write_recording
+from search_helpers import PARAMS, records, synthetic_time, valid, write_definition, write_recording
 
 
 def test_recording_with_definition(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from kxform.search.prior import PriorSource, build_prior
 from kxform.search.recorded import load_recording
 from kxform.search.replay import replay
 from kxform.search.strategy import STRATEGIES, History, load_strategy, make_strategy
-from tests.search_helpers import FAILING, write_recording
+from search_helpers import FAILING, write_recording
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
-from tests.search_helpers import KERNEL_SOURCE, write_recording
+from conftest import run_cli
+from search_helpers import KERNEL_SOURCE, write_recording
 
 
 @pytest.fixture()

@@ -155,7 +155,9 @@ def score(label: str, results: list[dict[str, Any]], optimum: float) -> Row:
 def _cell(values: list[float], budget_note: str, fmt: str) -> str:
     if not values:
         return "-"
-    low, mid, high = np.percentile(np.asarray(values, dtype=float), [25, 50, 75], method="lower")
+    array = np.asarray(values, dtype=float)
+    low, high = np.percentile(array, [25, 75], method="lower")
+    mid = np.median(array)
     show = lambda v: format(v, fmt) if np.isfinite(v) else budget_note  # noqa: E731
     return f"{show(mid)} [{show(low)}-{show(high)}]"
 
@@ -166,7 +168,7 @@ def print_table(name: str, optimum: float, size: int, rows: list[Row], budget: i
           f"{'GPU s to 1%':>24}{'reach 1%':>9}")
     for row in rows:
         if not row.runs:
-            print(f"{row.label:<48}{0:>5}  not run: {row.errors[0] if row.errors else 'no result'}")
+            print(f"{row.label:<48}{0:>5}  not run: {row.errors[0] if row.errors else 'no cached run'}")
             continue
         over = f">{budget}"
         print(f"{row.label:<48}{row.runs:>5}  {_cell(row.evals[0.05], over, '.0f'):>20}"
@@ -218,7 +220,7 @@ def run_kernel_tuner(spaces: list[Path], recordings: dict[Path, Recording], args
             todo = []
         for (key, _), result in zip(todo, pool.imap(kt_replay.run_kt, [j for _, j in todo])):
             cache.put(key, result)
-        results: dict[str, list[dict[str, Any]]] = {}
+        results: dict[str, list[dict[str, Any]]] = {label: [] for label, _ in labels}
         for key, job in zip(keys, jobs):
             found = cache.get(key)
             if found is not None:
