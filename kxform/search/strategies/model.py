@@ -48,6 +48,9 @@ POOL_RANDOM = 128
 """Random unvisited configurations scored per proposal."""
 MAX_TRAIN = 256
 """Observations the model is fitted on (the best ones and a random share of the rest)."""
+FIT_MAX = 128
+"""Observations the hyperparameters are fitted on (length scales need fewer points than
+the posterior, and the fit costs cubically)."""
 POOL_KEEP = 128
 """Best-scoring candidates of the last full scoring kept in the pool."""
 FULL_SCORE_MAX = 2048
@@ -118,7 +121,8 @@ class ModelGuided(Strategy):
         if refit:
             self._refits += 1
             fresh = len(rows) < 64 or self._refits % 3 == 0
-            self._hyper = fit_hyper(x, y, self._hyper, fresh=fresh)
+            fit = slice(None) if len(y) <= FIT_MAX else np.sort(self.rng.choice(len(y), FIT_MAX, replace=False))
+            self._hyper = fit_hyper(x[fit], y[fit], self._hyper, fresh=fresh)
             self._fitted_at = len(rows)
         gp = self._posterior(rows[train], x, y)
         best = float((values[~failed].min() - mean) / std)
