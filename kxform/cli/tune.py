@@ -43,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--spec", metavar="S", help="harness spec (kxform.toml) for building, verifying and timing")
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--budget", type=int, metavar="N", help="evaluations, at most (default: 200)")
-    budget.add_argument("--time", type=float, metavar="T", help="seconds of evaluation cost, at most")
+    budget.add_argument("--time", type=float, metavar="T", help="stop once evaluations have cost T seconds")
     p.add_argument("--strategy", default=DEFAULT, choices=sorted(STRATEGIES),
                    help=f"search strategy (default: {DEFAULT})")
     p.add_argument("--seed", type=int, default=0, help="random seed of the strategy (default: 0)")

@@ -32,7 +32,7 @@ class TuneOptions:
     budget: int | None = None
     """Evaluations, at most (resumed ones included)."""
     time_s: float | None = None
-    """Seconds of evaluation cost, at most."""
+    """Seconds of evaluation cost after which no new evaluation starts."""
     seed: int = 0
     resume: bool = False
     pipeline: PipelineOptions = field(default_factory=PipelineOptions)
