@@ -110,7 +110,7 @@ class ReplayObjective(Objective):
         self.source = source
 
     def key(self, config: Config) -> str:
-        return ",".join(str(_kt_value(config[name])) for name in self.order)
+        return ",".join(str(config[name]) for name in self.order)
 
     def prepare(self, config: Config) -> Prepared:
         key = self.key(config)
@@ -122,7 +122,3 @@ class ReplayObjective(Objective):
         except KeyError:
             raise InputError(f"{self.source}: configuration {prepared.code_key} is not recorded") from None
 
-
-def _kt_value(value: ParamValue) -> ParamValue:
-    """Kernel Tuner writes booleans as Python does (`True`); keys use str() of values."""
-    return value

@@ -70,13 +70,12 @@ class ModelGuided(Strategy):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         features = self.space.features()
+        self._prior_order: np.ndarray | None = None
         if self.prior is not None and self.prior.known.any():
             column = np.where(self.prior.known, self.prior.score, np.nanmean(self.prior.score))
             span = float(column.max() - column.min()) or 1.0
             features = np.column_stack([features, (column - column.min()) / span])
             self._prior_order = np.argsort(column, kind="stable")
-        else:
-            self._prior_order = None
         self.features = np.ascontiguousarray(features)
         self.dims = self.features.shape[1]
         self.initial = max(2 * self.dims, 10) if self._prior_order is None else PRIOR_INIT
