@@ -9,12 +9,12 @@ No files are written and nvcc is not run: that is what `kxform apply` layers on 
 
 from __future__ import annotations
 
-from kxform.driver import FileTransform, transform_source
+from kxform.engine.driver import FileTransform, transform_source
 from kxform.frontend.semantic import semantic_provider
 from kxform.hw import load_profile
-from kxform.pass_api import RunOptions
-from kxform.registry import default_registry
-from kxform.source import validate_bytes
+from kxform.engine.pass_api import RunOptions
+from kxform.engine.registry import default_registry
+from kxform.frontend.source import validate_bytes
 
 
 def rewrite(data: str | bytes, spec: str = "swizzle", *, path: str = "<memory>.cu", hw: str = "h100",

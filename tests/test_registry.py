@@ -5,9 +5,9 @@ from dataclasses import dataclass
 import pytest
 
 from kxform.errors import UsageError
-from kxform.pass_api import parse_pass_spec, split_pipeline
+from kxform.engine.pass_api import parse_pass_spec, split_pipeline
 from kxform.passes.swizzle import Swizzle
-from kxform.registry import Registry, default_registry, order_passes
+from kxform.engine.registry import Registry, default_registry, order_passes
 
 
 def test_swizzle_is_discovered_and_spec_round_trips() -> None:

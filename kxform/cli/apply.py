@@ -7,10 +7,10 @@ import sys
 
 from kxform.errors import UsageError
 from kxform.hw import load_profile
-from kxform.pass_api import KernelResult, Outcome
-from kxform.passlog import PassLog
-from kxform.report import WriteBack
-from kxform.runner import ApplyConfig, FileOutcome, run_apply
+from kxform.engine.pass_api import KernelResult, Outcome
+from kxform.log.passlog import PassLog
+from kxform.log.report import WriteBack
+from kxform.engine.runner import ApplyConfig, FileOutcome, run_apply
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

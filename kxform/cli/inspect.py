@@ -8,12 +8,12 @@ import sys
 from typing import Any
 
 from kxform.errors import KxformError
-from kxform.files import walk_sources
+from kxform.workspace.files import walk_sources
 from kxform.frontend.cuda import parse_model
 from kxform.hw import load_profile
-from kxform.pass_api import PassContext, RunOptions
-from kxform.remarks import RemarkSink
-from kxform.source import read_source
+from kxform.engine.pass_api import PassContext, RunOptions
+from kxform.log.remarks import RemarkSink
+from kxform.frontend.source import read_source
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from kxform.registry import default_registry
+from kxform.engine.registry import default_registry
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -22,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
         if options:
             print(f"{'':<12} options: {options}")
         if name == "swizzle":
-            from kxform.remap.patterns import PATTERNS
+            from kxform.passes.swizzle.patterns import PATTERNS
 
             for pattern in PATTERNS.values():
                 params = ", ".join(f"{p.name}={p.default}" for p in pattern.params)

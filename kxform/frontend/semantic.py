@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kxform.frontend.model import SourceModel
-from kxform.pass_api import Blocker
+from kxform.engine.pass_api import Blocker
 
 PRELUDE_DIR = Path(__file__).parent / "prelude"
 
@@ -67,7 +67,7 @@ class SemanticInfo:
     """Macros defined in the file itself: their reads are rewritten syntactically."""
 
     def blockers_for(self, usage: object) -> list[Blocker]:
-        from kxform.index_usage import IndexUsage
+        from kxform.passes.swizzle.index_usage import IndexUsage
 
         assert isinstance(usage, IndexUsage)
         names = {f.name for f in usage.functions}
@@ -100,7 +100,7 @@ def needs_semantics(model: SourceModel) -> bool:
 
 def external_device_calls(model: SourceModel) -> list[str]:
     from kxform.frontend.model import FunctionKind
-    from kxform.index_usage import BUILTIN_CALL_RE
+    from kxform.passes.swizzle.index_usage import BUILTIN_CALL_RE
 
     defined = {f.name for f in model.functions}
     device = {f.name for f in model.functions if f.kind is not FunctionKind.HOST}

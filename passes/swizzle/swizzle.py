@@ -17,14 +17,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kxform.checks.bijection import check_helper
-from kxform.checks.order_safety import order_blockers
-from kxform.edits import Edit
+from kxform.passes.swizzle.bijection import check_helper
+from kxform.passes.swizzle.order_safety import order_blockers
+from kxform.engine.edits import Edit
 from kxform.errors import CheckFailed, UsageError
 from kxform.frontend.model import Function, IndexRead, SourceModel, Span
-from kxform.index_usage import IndexUsage, index_usage
-from kxform.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal
-from kxform.remap.patterns import PATTERNS, RemapConfig, get_pattern
+from kxform.passes.swizzle.index_usage import IndexUsage, index_usage
+from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal
+from kxform.passes.swizzle.patterns import PATTERNS, RemapConfig, get_pattern
 
 BLOCK_VAR = "kxform_block"
 """The logical block index: a local in kernels, the first parameter of device functions."""

@@ -16,11 +16,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from kxform.edits import Edit
+from kxform.engine.edits import Edit
 from kxform.errors import UsageError
 from kxform.frontend.model import Function, SourceModel
 from kxform.hw import HwProfile
-from kxform.remarks import Remark, RemarkKind, RemarkSink
+from kxform.log.remarks import Remark, RemarkKind, RemarkSink
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import tree_sitter
 
 from kxform.frontend.cuda import _language
 from kxform.frontend.model import Function, SourceModel
-from kxform.pass_api import Blocker
+from kxform.engine.pass_api import Blocker
 
 POLL_CALL_RE = re.compile(
     r"\b(atomicAdd|atomicOr|atomicCAS|atomicExch|atomicMax|atomicMin|atomicAnd|atomicXor|atomicInc|atomicDec|"

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kxform.errors import SpecError, UsageError
-from kxform.extract import ExtractedKernel, extract_kernel
+from kxform.build.extract import ExtractedKernel, extract_kernel
 from kxform.harness.compare import Comparison, compare
 from kxform.harness.dtypes import CTYPE_DTYPES, base_ctype
 from kxform.harness.inputs import make_inputs
@@ -33,7 +33,7 @@ from kxform.runtime.base import (
     ScalarArg,
     count_unwritten_against,
 )
-from kxform.source import SourceText
+from kxform.frontend.source import SourceText
 
 EXACT = CompareSpec("exact")
 FLOAT_ATOMIC_RE = re.compile(r"\batomic(Add|Sub)\s*\(\s*[^,]*,\s*[^)]*\)")

@@ -18,7 +18,7 @@ from pathlib import Path
 from kxform.build.nvcc import find_nvcc
 from kxform.build.diagnostics import build_failure
 from kxform.errors import UsageError
-from kxform.source import read_source
+from kxform.frontend.source import read_source
 
 NUMBER_RE = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)", re.IGNORECASE)
 

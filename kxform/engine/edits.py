@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kxform.errors import CheckFailed, EditConflict
-from kxform.source import SourceText
+from kxform.frontend.source import SourceText
 
 
 @dataclass(frozen=True, order=True)

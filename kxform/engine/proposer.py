@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from kxform.pass_api import KernelAnalysis, Pass, PassContext, Proposal
+from kxform.engine.pass_api import KernelAnalysis, Pass, PassContext, Proposal
 
 
 class Proposer(Protocol):

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from kxform.errors import InputError, Location
-from kxform.source import CUDA_SUFFIXES
+from kxform.frontend.source import CUDA_SUFFIXES
 
 SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", ".kxform", "__pycache__", "node_modules", ".venv", "build"})
 

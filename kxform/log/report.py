@@ -6,7 +6,7 @@ import enum
 from collections import Counter
 from dataclasses import dataclass, field
 
-from kxform.pass_api import KernelResult, Outcome
+from kxform.engine.pass_api import KernelResult, Outcome
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 123
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from kxform.build.builder import Builder
 from kxform.build.diagnostics import first_error
 from kxform.build.nvcc import BuildJob, KernelResources, find_nvcc
-from kxform.driver import FileTransform
-from kxform.pass_api import CheckRecord
+from kxform.engine.driver import FileTransform
+from kxform.engine.pass_api import CheckRecord
 
 NVCC_SUFFIXES = (".cu", ".cuh")
 

@@ -1,6 +1,6 @@
 """The pure core: source text in, rewritten text plus per-kernel results and remarks out.
 
-No files, no nvcc, no GPU: those are layers above (kxform.runner). For each pass of the
+No files, no nvcc, no GPU: those are layers above (kxform.engine.runner). For each pass of the
 pipeline: parse, analyse, propose, check, collect edits for all kernels, apply them in
 one step, re-parse, and confirm that a second run proposes nothing. Stage errors are
 typed exceptions turned into frozen `KernelResult`s here, in one place; this function
@@ -13,12 +13,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from kxform.edits import Edit, apply_edits, check_reparse, unified_diff
+from kxform.engine.edits import Edit, apply_edits, check_reparse, unified_diff
 from kxform.errors import CheckFailed, EditConflict, InputError
 from kxform.frontend.cuda import parse_model
 from kxform.frontend.model import Function, SourceModel
 from kxform.hw import HwProfile
-from kxform.pass_api import (
+from kxform.engine.pass_api import (
     CheckRecord,
     KernelAnalysis,
     KernelResult,
@@ -28,9 +28,9 @@ from kxform.pass_api import (
     Proposal,
     RunOptions,
 )
-from kxform.proposer import DeterministicProposer, Proposer
-from kxform.remarks import Remark, RemarkKind, RemarkSink
-from kxform.source import SourceText, validate_bytes
+from kxform.engine.proposer import DeterministicProposer, Proposer
+from kxform.log.remarks import Remark, RemarkKind, RemarkSink
+from kxform.frontend.source import SourceText, validate_bytes
 
 SemanticProvider = Callable[[SourceModel], object]
 """Given a model, return a semantic-layer object (with `blockers_for`) or None."""

@@ -11,7 +11,7 @@ from importlib import metadata
 import networkx as nx
 
 from kxform.errors import UsageError
-from kxform.pass_api import Pass, parse_pass_spec, split_pipeline
+from kxform.engine.pass_api import Pass, parse_pass_spec, split_pipeline
 
 PassFactory = Callable[[], type[Pass]]
 

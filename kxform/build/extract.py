@@ -16,12 +16,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kxform.edits import Edit, apply_edits
+from kxform.engine.edits import Edit, apply_edits
 from kxform.errors import InputError, UsageError
 from kxform.frontend.cuda import parse_model
 from kxform.frontend.model import Function, FunctionKind, SourceModel
 from kxform.runtime.base import KernelParam
-from kxform.source import SourceText
+from kxform.frontend.source import SourceText
 
 ENTRY_PREFIX = "kxform_entry_"
 _TEMPLATE_PARAM = re.compile(r"(?:typename|class|[\w:<>\s]+?)\s+(\w+)\s*(?:=\s*([^,]+))?$")

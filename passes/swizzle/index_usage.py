@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from kxform.frontend.cuda import macro_node
 from kxform.frontend.model import Function, FunctionKind, IndexRead, SourceModel
-from kxform.pass_api import Blocker
+from kxform.engine.pass_api import Blocker
 
 BUILTIN_CALL_RE = re.compile(
     r"^(__\w+|atomic\w*|make_\w+|min|max|abs|f?abs\w*|\w+f|sqrt|rsqrt|exp\w*|log\w*|pow|sin\w*|cos\w*|tan\w*|"

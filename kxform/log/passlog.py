@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from kxform import __version__
-from kxform.pass_api import KernelResult
-from kxform.report import Report
+from kxform.engine.pass_api import KernelResult
+from kxform.log.report import Report
 
 SCHEMA = 1
 

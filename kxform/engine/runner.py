@@ -16,14 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from kxform.driver import FileTransform, transform_source
+from kxform.engine.driver import FileTransform, transform_source
 from kxform.errors import KxformError, UsageError
-from kxform.files import walk_sources, write_atomic
+from kxform.workspace.files import walk_sources, write_atomic
 from kxform.hw import HwProfile
-from kxform.pass_api import CheckRecord, KernelResult, Outcome, Pass, RunOptions
-from kxform.registry import default_registry
-from kxform.report import Report, WriteBack
-from kxform.source import HEADER_SUFFIXES, read_source
+from kxform.engine.pass_api import CheckRecord, KernelResult, Outcome, Pass, RunOptions
+from kxform.engine.registry import default_registry
+from kxform.log.report import Report, WriteBack
+from kxform.frontend.source import HEADER_SUFFIXES, read_source
 
 Progress = Callable[[int, int, str], None]
 
@@ -170,7 +170,7 @@ def _compile_check(outcomes: list[FileOutcome], config: ApplyConfig) -> None:
     changed = [o for o in outcomes if o.transform is not None and o.transform.changed]
     if config.verify == "static" or not changed:
         return
-    from kxform.compile_check import CompileChecker
+    from kxform.build.compile_check import CompileChecker
 
     checker = CompileChecker.create(config.build_dir, config.hw.arch if config.hw else "sm_90", config.jobs,
                                     strict=config.verify == "compile")
@@ -201,8 +201,8 @@ def _verify(outcomes: list[FileOutcome], config: ApplyConfig) -> None:
     changed = [o for o in outcomes if o.transform is not None and o.transform.changed]
     if not changed:
         return
-    from kxform.verify import pick_runtime
-    from kxform.verify_stage import verify_file
+    from kxform.verify.differential import pick_runtime
+    from kxform.verify.stage import verify_file
 
     try:
         runtime = pick_runtime(config.verify)

@@ -15,10 +15,10 @@ from dataclasses import dataclass, replace
 from kxform.errors import KxformError
 from kxform.harness.model import HarnessSpec, KernelSpec
 from kxform.harness.spec import find_spec_for, load_spec
-from kxform.pass_api import CheckRecord, KernelResult, Outcome
+from kxform.engine.pass_api import CheckRecord, KernelResult, Outcome
 from kxform.runtime.base import Runtime, RuntimeError_
-from kxform.source import SourceText, validate_bytes
-from kxform.verify import UnitFlags, launch_request, verify_pair
+from kxform.frontend.source import SourceText, validate_bytes
+from kxform.verify.differential import UnitFlags, launch_request, verify_pair
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ def measure_pair(source: SourceText, new: SourceText, spec: KernelSpec, runtime:
                  repeat: int = 50) -> tuple[Timing, Timing, str]:
     """Median and spread of the original and the rewritten kernel at the spec's first bench
     size (else its largest check size), same inputs, same runtime; and the size's name."""
-    from kxform.extract import extract_kernel
+    from kxform.build.extract import extract_kernel
     from kxform.harness.inputs import make_inputs
 
     size = (spec.bench_sizes or spec.check_sizes[-1:])[0]
