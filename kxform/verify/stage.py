@@ -9,8 +9,7 @@ spread; both times are logged.
 
 from __future__ import annotations
 
-import statistics
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from kxform.errors import KxformError
 from kxform.harness.model import HarnessSpec, KernelSpec
@@ -18,18 +17,8 @@ from kxform.harness.spec import find_spec_for, load_spec
 from kxform.engine.pass_api import CheckRecord, KernelResult, Outcome
 from kxform.runtime.base import Runtime, RuntimeError_
 from kxform.frontend.source import SourceText, validate_bytes
-from kxform.verify.differential import UnitFlags, launch_request, verify_pair
-
-
-@dataclass(frozen=True)
-class Timing:
-    median_ms: float
-    spread_ms: float  # half the interquartile range
-
-
-def _timing(samples: list[float]) -> Timing:
-    q = statistics.quantiles(samples, n=4) if len(samples) >= 4 else [min(samples), 0, max(samples)]
-    return Timing(statistics.median(samples), (q[2] - q[0]) / 2)
+from kxform.verify.differential import UnitFlags, verify_pair
+from kxform.verify.measure import measure_pair
 
 
 def spec_for_file(path: str) -> HarnessSpec | None:
@@ -88,24 +77,6 @@ def verify_file(original: bytes, rewritten: bytes, path: str, results: list[Kern
     return updated, keep
 
 
-def measure_pair(source: SourceText, new: SourceText, spec: KernelSpec, runtime: Runtime,
-                 repeat: int = 50) -> tuple[Timing, Timing, str]:
-    """Median and spread of the original and the rewritten kernel at the spec's first bench
-    size (else its largest check size), same inputs, same runtime; and the size's name."""
-    from kxform.build.extract import extract_kernel
-    from kxform.harness.inputs import make_inputs
-
-    size = (spec.bench_sizes or spec.check_sizes[-1:])[0]
-    resolved = spec.launch(size)
-    inputs = make_inputs(spec, resolved)
-    timings = []
-    for version, src in (("original", source), ("rewritten", new)):
-        request = launch_request(extract_kernel(src, spec.name), resolved, inputs,
-                                 f"{spec.name}[{size.name}] {version}", 600.0)
-        timings.append(_timing(runtime.time(request, warmup=5, repeat=repeat)))
-    return timings[0], timings[1], size.name
-
-
 def _measure(source: SourceText, new: SourceText, spec: KernelSpec,
              runtime: Runtime) -> tuple[CheckRecord, bool]:
     try:
@@ -115,5 +86,6 @@ def _measure(source: SourceText, new: SourceText, spec: KernelSpec,
     faster = after.median_ms + after.spread_ms < before.median_ms - before.spread_ms
     detail = (f"size {size} on {runtime.name}: original {before.median_ms:.4f} ms (+-{before.spread_ms:.4f}), "
               f"rewritten {after.median_ms:.4f} ms (+-{after.spread_ms:.4f}); speedup "
-              f"{before.median_ms / after.median_ms:.3f}x")
+              f"{before.median_ms / after.median_ms:.3f}x (median of {after.samples} launches, "
+              f"{after.copies} input set(s) rotated, persisting L2 capped, outputs re-checked after timing)")
     return CheckRecord("measure", True, detail), faster
