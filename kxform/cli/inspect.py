@@ -113,6 +113,8 @@ def _print_pass(name: str, info: dict[str, Any]) -> None:
         values = param.get("values", param.get("range"))
         origin = f"  [{param['origin']}]" if param.get("origin") else ""
         print(f"      param {param['name']} = {param['default']} ({param['type']}: {values}){origin}")
+    for refused in info.get("not_lifted", []):
+        print(f"      not lifted: {refused}")
     for constraint in info.get("constraints", []):
         origin = f"  [{constraint['origin']}]" if constraint.get("origin") else ""
         why = f"  -- {constraint['reason']}" if constraint.get("reason") else ""
