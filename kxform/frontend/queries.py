@@ -5,9 +5,9 @@ queries answer narrower questions on demand, from the same tree-sitter tree, wit
 spans the edit engine can use: shared-memory declarations and their extents, uses of
 threadIdx/blockDim, integer literals, uses of given names with the operator they sit
 under, `for` loops with their bound and step, named integer constants (object-like
-macros and `constexpr` variables), `#pragma unroll` factors, template parameters, and
-launch sites with their grid/block/shared-memory expressions and the `dim3` variables
-behind them. Values of constants come from kxform.frontend.constants (libclang).
+macros and `constexpr` variables), `#pragma unroll` factors and template parameters. Launch configurations are in
+kxform.frontend.launches; values of constants come from kxform.frontend.constants
+(libclang).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import tree_sitter
 
-from kxform.frontend.cuda import _language, mask_for_parse
-from kxform.frontend.model import Function, LaunchSite, SourceModel, Span
+from kxform.frontend.cuda import _language
+from kxform.frontend.model import Function, SourceModel, Span
 
 _QUERIES = {
     "shared": "(declaration (type_qualifier) @q) @decl",
@@ -88,17 +88,17 @@ def shared_decls(model: SourceModel) -> tuple[SharedDecl, ...]:
         if not any(_text(c) == "__shared__" for c in decl.children if c.type == "type_qualifier"):
             continue
         ctype = _text(decl.child_by_field_name("type"))
-        declarator = decl.child_by_field_name("declarator")
-        extents: list[tree_sitter.Node | None] = []
-        while declarator is not None and declarator.type == "array_declarator":
-            extents.insert(0, declarator.child_by_field_name("size"))
-            declarator = declarator.child_by_field_name("declarator")
-        if declarator is None or declarator.type != "identifier":
-            continue
-        present = [e for e in extents if e is not None]
-        dynamic = any(_text(c) == "extern" for c in decl.children) or len(present) != len(extents)
-        out.append(SharedDecl(_text(declarator), ctype, tuple(_text(e) for e in present),
-                              tuple(_span(e) for e in present), _span(decl), _owner(model, decl), dynamic))
+        for declarator in decl.children_by_field_name("declarator"):
+            extents: list[tree_sitter.Node | None] = []
+            while declarator is not None and declarator.type == "array_declarator":
+                extents.insert(0, declarator.child_by_field_name("size"))
+                declarator = declarator.child_by_field_name("declarator")
+            if declarator is None or declarator.type != "identifier":
+                continue
+            present = [e for e in extents if e is not None]
+            dynamic = any(_text(c) == "extern" for c in decl.children) or len(present) != len(extents)
+            out.append(SharedDecl(_text(declarator), ctype, tuple(_text(e) for e in present),
+                                  tuple(_span(e) for e in present), _span(decl), _owner(model, decl), dynamic))
     return tuple(out)
 
 
@@ -341,119 +341,3 @@ def split_args(text: str) -> list[str]:
     if current.strip():
         parts.append(current.strip())
     return parts
-
-
-@dataclass(frozen=True)
-class Dim3Var:
-    """`dim3 block(TILE, TILE);` (or `= dim3(...)`, `{...}`) in a host function."""
-
-    name: str
-    args: tuple[str, ...]
-    span: Span
-    args_span: Span
-    function: str | None
-
-
-@dataclass(frozen=True)
-class HostVar:
-    """`const int blocks = (n + 255) / 256;`: a constant scalar host variable and its initializer."""
-
-    name: str
-    text: str
-    span: Span
-    function: str | None
-
-
-@dataclass(frozen=True)
-class LaunchConfig:
-    """A launch with its configuration resolved through the dim3 variables it names and the
-    scalar host variables those read (`blocks` -> `(n + BLOCK - 1) / BLOCK`)."""
-
-    site: LaunchSite
-    grid: tuple[str, ...]
-    block: tuple[str, ...]
-    shared: str | None
-    grid_var: Dim3Var | None
-    block_var: Dim3Var | None
-    variables: tuple[HostVar, ...] = ()
-
-
-def dim3_vars(model: SourceModel, function: Function) -> tuple[Dim3Var, ...]:
-    data = mask_for_parse(model.source.data)
-    body = function.body
-    out = []
-    for match in re.finditer(rb"\bdim3\s+([A-Za-z_]\w*)\s*(=\s*dim3\s*)?([({])", data[body.start:body.end]):
-        open_at = body.start + match.start(3)
-        close = _matching(data, open_at)
-        if close is None:
-            continue
-        end = data.find(b";", close)
-        inner = data[open_at + 1:close].decode("utf-8")
-        out.append(Dim3Var(match.group(1).decode(), tuple(split_args(inner)), Span(body.start + match.start(), end + 1),
-                           Span(open_at + 1, close), function.name))
-    return tuple(out)
-
-
-def _matching(data: bytes, open_at: int) -> int | None:
-    pairs = {ord("("): ord(")"), ord("{"): ord("}")}
-    close, depth = pairs[data[open_at]], 0
-    for i in range(open_at, min(len(data), open_at + 2000)):
-        if data[i] == data[open_at]:
-            depth += 1
-        elif data[i] == close:
-            depth -= 1
-            if depth == 0:
-                return i
-    return None
-
-
-_HOST_VAR_RE = re.compile(rb"\b(?:const|constexpr)\s+(?:unsigned\s+int|unsigned|int|size_t|long\s+long|long|uint|int64_t|"
-                          rb"auto)\s+([A-Za-z_]\w*)\s*=\s*([^;{},]+);")
-
-
-def host_vars(model: SourceModel, function: Function) -> tuple[HostVar, ...]:
-    data = mask_for_parse(model.source.data)
-    body = function.body
-    return tuple(HostVar(m.group(1).decode(), m.group(2).decode("utf-8").strip(),
-                         Span(body.start + m.start(), body.start + m.end()), function.name)
-                 for m in _HOST_VAR_RE.finditer(data[body.start:body.end]))
-
-
-def launch_configs(model: SourceModel, kernel: str) -> tuple[LaunchConfig, ...]:
-    out = []
-    for site in model.launches:
-        if site.kernel != kernel or len(site.config) < 2:
-            continue
-        host = next((f for f in model.functions if f.name == site.function and f.body.contains(site.span)), None)
-        variables = {v.name: v for v in dim3_vars(model, host) if v.span.end <= site.span.start} if host else {}
-        scalars = {v.name: v for v in host_vars(model, host) if v.span.end <= site.span.start
-                   and v.name not in site.args} if host else {}
-        used: dict[str, HostVar] = {}
-        grid, grid_var = _dims(site.config[0], variables)
-        block, block_var = _dims(site.config[1], variables)
-        grid, block = (tuple(_expand(t, scalars, used) for t in dims) for dims in (grid, block))
-        shared = _expand(site.config[2], scalars, used) if len(site.config) > 2 else None
-        out.append(LaunchConfig(site, grid, block, shared, grid_var, block_var, tuple(used.values())))
-    return tuple(out)
-
-
-def _expand(text: str, scalars: dict[str, HostVar], used: dict[str, HostVar], depth: int = 0) -> str:
-    """`text` with the scalar host variables it reads replaced by their initializers."""
-    if depth > 4:
-        return text
-
-    def one(match: re.Match[str]) -> str:
-        var = scalars.get(match.group(0))
-        if var is None:
-            return match.group(0)
-        used[var.name] = var
-        return f"({_expand(var.text, scalars, used, depth + 1)})"
-    return re.sub(r"(?<![.\w])[A-Za-z_]\w*(?!\s*\()", one, text)
-
-
-def _dims(text: str, variables: dict[str, Dim3Var]) -> tuple[tuple[str, ...], Dim3Var | None]:
-    text = text.strip()
-    if text in variables:
-        return variables[text].args, variables[text]
-    call = re.fullmatch(r"dim3\s*\((.*)\)", text, re.S)
-    return (tuple(split_args(call.group(1))) if call else (text,)), None

@@ -63,7 +63,10 @@ class SizeVerdict:
             return f"{self.size}: error: {self.error}"
         bad = [o for o in self.outputs if not o.comparison.ok or o.unwritten]
         if not bad:
-            return f"{self.size}: ok ({', '.join(o.name for o in self.outputs)} match)"
+            off = [o for o in self.outputs if o.comparison.max_abs > 0]
+            within = "; ".join(f"{o.name} within tolerance, max abs {o.comparison.max_abs:.3g}" for o in off)
+            same = [o.name for o in self.outputs if o not in off]
+            return f"{self.size}: ok ({', '.join(same) + ' match' if same else ''}{'; ' if same and off else ''}{within})"
         first = bad[0]
         note = f", {first.unwritten} elements never written" if first.unwritten else ""
         return f"{self.size}: {first.name}: {first.comparison.summary()}{note}"

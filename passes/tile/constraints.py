@@ -5,7 +5,7 @@ line it was derived from.
 Derived here (from the launch, the shared declarations, the loops and the operators):
 threads per block within the profile's limit, and a multiple of the warp size where the
 code assumes whole warps; powers of two where a reduction halves the block or the code
-shifts or masks with a parameter; static shared memory within the 48 KiB static limit
+masks with a parameter minus one; static shared memory within the 48 KiB static limit
 and static plus dynamic within the profile's per-block limit; divisibility where a loop
 strides over a tile with no remainder; and couplings the indexing assumes (one thread per
 tile column: blockDim.x == TILE). Register pressure needs the compiler: it is checked per
@@ -32,7 +32,7 @@ SIZEOF = {"char": 1, "int8_t": 1, "uint8_t": 1, "short": 2, "half": 2, "__half":
           "int32_t": 4, "uint32_t": 4, "double": 8, "long long": 8, "int64_t": 8, "uint64_t": 8, "size_t": 8,
           "float2": 8, "int2": 8, "float4": 16, "int4": 16, "double2": 16}
 WARP_RE = re.compile(r"\bwarpSize\b|>>\s*5\b|/\s*32\b|%\s*32\b|&\s*31\b|__shfl\w*|\blane\w*\b|__ballot\w*")
-_CAST_RE = re.compile(r"\(\s*(?:const\s+)?(?:unsigned\s+|signed\s+)?(?:int|long long|long|size_t|unsigned|short|"
+_CAST_RE = re.compile(r"\(\s*(?:const\s+)?(?:unsigned\s+|signed\s+)?(?:int|long long|long|size_t|unsigned|short|uint|"
                       r"int64_t|int32_t|uint32_t|uint64_t)\s*\)")
 
 
@@ -56,15 +56,19 @@ def c_to_expr(text: str, names: Iterable[str], fixed: Mapping[str, int] | None =
     return out if expr.variables <= set(names) else None
 
 
-def domain(quantity: Quantity) -> tuple[int, ...]:
+def preferred(quantity: Quantity) -> tuple[int, ...]:
+    """The values candidates are drawn from: powers of two (unroll factors up to 16) and the original."""
     base = UNROLL if quantity.roles == ("unroll",) else POW2
     return tuple(sorted(set(base) | {quantity.value}))
 
 
 def derive_space(model: SourceModel, tiling: Tiling) -> ParamSpace:
+    """Every integer from 1 to 1024 (64 for unroll factors) is in a parameter's domain; the
+    constraints decide which configurations are valid."""
     names = tiling.names
-    params = tuple(Param.ints(q.name, domain(q), q.value, doc=", ".join(q.roles),
-                              origin=f"{model.source.path}:{q.line}") for q in tiling.quantities)
+    params = tuple(Param.int_range(q.name, 1, 64 if q.roles == ("unroll",) else 1024, q.value,
+                                   doc=", ".join(q.roles), origin=f"{model.source.path}:{q.line}")
+                   for q in tiling.quantities)
     constraints: list[Constraint] = []
     constraints += _threads(model, tiling)
     constraints += _shared(model, tiling)
@@ -171,10 +175,9 @@ def _powers_of_two(model: SourceModel, tiling: Tiling) -> list[Constraint]:
         if use.function not in tiling.closure:
             continue
         statement = model.source.data[use.statement.start:use.statement.end].decode("utf-8", "replace")
-        if use.operator in (">>", "<<") and use.other.strip() != use.name or \
-                re.search(rf"&\s*\(\s*{use.name}\s*-\s*1\s*\)", statement):
-            out.append(Constraint.parse(f"is_pow2({use.name})", f"the code shifts or masks with {use.name}",
-                                        _origin(model, use.span.start)))
+        if re.search(rf"&\s*\(\s*{use.name}\s*-\s*1\s*\)|\(\s*{use.name}\s*-\s*1\s*\)\s*&", statement):
+            out.append(Constraint.parse(f"is_pow2({use.name})", f"the code masks with {use.name} - 1 (a modulo "
+                                        "only for powers of two)", _origin(model, use.span.start)))
     return out
 
 

@@ -16,13 +16,12 @@ import re
 from dataclasses import dataclass
 
 from kxform.frontend.model import Function, FunctionKind, SourceModel, Span
+from kxform.frontend.launches import LaunchConfig, launch_configs
 from kxform.frontend.queries import (
     ConstantDef,
-    LaunchConfig,
     NameUse,
     constant_defs,
     int_literals,
-    launch_configs,
     loops,
     name_uses,
     shared_decls,

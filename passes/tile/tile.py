@@ -31,7 +31,7 @@ from kxform.frontend.model import SourceModel
 from kxform.frontend.queries import constant_defs
 from kxform.log.remarks import RemarkKind
 from kxform.passes.tile import policy, resources
-from kxform.passes.tile.constraints import block_exprs, derive_space
+from kxform.passes.tile.constraints import block_exprs, derive_space, preferred
 from kxform.passes.tile.lift import lift_edits
 from kxform.passes.tile.quantities import Tiling, find_tiling
 
@@ -99,11 +99,12 @@ class Tile(Pass):
         return Proposal.of(self.name, analysis.kernel.name, changed, why)
 
     def candidates(self, ctx: PassContext, analysis: KernelAnalysis) -> list[Proposal]:
-        """Valid configurations other than the original, nearest first (factor-of-two steps)."""
+        """Valid configurations other than the original over powers of two, nearest first."""
         tiling: Tiling = analysis.facts["tiling"]
         space: ParamSpace = analysis.facts["space"]
         defaults = space.defaults()
-        points = (dict(zip(space.names, values)) for values in itertools.product(*(p.values for p in space)))
+        points = (dict(zip(space.names, values))
+                  for values in itertools.product(*(preferred(q) for q in tiling.quantities)))
         valid = [p for p in points if p != defaults and space.is_valid(p, ctx.hw)]
         valid.sort(key=lambda p: (sum(abs(math.log2(p[n] / defaults[n])) for n in space.names), sorted(p.items())))
         return [self.proposal_for(ctx, analysis, p, Provenance(evidence="rule")) for p in valid[:MAX_CANDIDATES]
