@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kxform.build.toolchain import Toolchain
-from kxform.engine.driver import FileTransform, transform_source
+from kxform.engine.driver import FileTransform, syntax_gate, transform_source
 from kxform.engine.params import ParamSpace, ParamValue
 from kxform.engine.pass_api import KernelAnalysis, Pass, PassContext, RunOptions
 from kxform.engine.registry import default_registry
@@ -79,6 +79,7 @@ def _analysed(data: str | bytes, kernel: str, pass_name: str, path: str, hw: str
     raw = data.encode("utf-8") if isinstance(data, str) else data
     source = validate_bytes(path, raw)
     model = parse_model(source)
+    syntax_gate(model)  # InputError for a file that does not parse, as `apply` reports it
     pass_ = default_registry().get(pass_name)()
     ctx = PassContext(model, load_profile(hw), RunOptions(kernels=(kernel,)), RemarkSink(),
                       semantic_provider(path, build_dir)(model), Toolchain.create(build_dir))

@@ -168,7 +168,7 @@ void go(float* o, const float* i, int w) { dim3 b(BX, ROWS); t<<<dim3(w / TILE, 
      "void go(float* o) { l<<<1, TILE>>>(o); l<<<2, TILE / 2>>>(o); }\n", "LaunchesDisagree", "different"),
     ("template <typename T, int TILE>\n__global__ void m(T* o) { __shared__ T s[TILE]; o[threadIdx.x] = s[0]; }\n"
      "template <int TILE> void go(float* o) { m<float, TILE><<<1, TILE>>>(o); }\n", "TemplateParameter",
-     "already template parameters"),
+     "already a template parameter"),
     ("__global__ void e(float* o, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) o[i] = 0; }\n"
      "void go(float* o, int n) { const int threads = 256; e<<<(n + threads - 1) / threads, threads>>>(o, n); }\n",
      "NoTileSize", "no file-scope integer constant"),

@@ -23,8 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kxform.api import explain, space_of  # noqa: E402
+from kxform.api import explain  # noqa: E402
 from kxform.engine.pass_api import Outcome  # noqa: E402
+from kxform.errors import InputError  # noqa: E402
 from kxform.engine.runner import ApplyConfig, run_apply  # noqa: E402
 from kxform.hw import load_profile  # noqa: E402
 from kxform.log.report import WriteBack  # noqa: E402
@@ -59,6 +60,14 @@ def _apply(path: Path, pipeline: str, kernel: str, hw: str) -> tuple[str, str]:
     return "verified", f"{policy}; {'bit-identical' if exact else 'within tolerance'}"
 
 
+def candidates(path: Path, kernel: str, hw: str) -> list[str]:
+    """The tile pass's own candidates (valid configurations nearest the original), as specs."""
+    from kxform.api import _analysed
+
+    pass_, ctx, analysis = _analysed(path.read_bytes(), kernel, "tile", str(path), hw, None)
+    return [p.label() for p in pass_.candidates(ctx, analysis)]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", type=int, default=3, help="non-default configurations per kernel (default 3)")
@@ -75,8 +84,8 @@ def main() -> int:
         kernel = entry["kernel"].split("<")[0]
         try:
             info = explain(path.read_bytes(), kernel, path=str(path), hw=args.hw)
-        except Exception as exc:  # an input error (the syntax-error file): report it as a refusal
-            print(f"{entry['name']:<22} refused   {type(exc).__name__}: {exc}")
+        except InputError as exc:  # the file does not parse: nothing is touched
+            print(f"{entry['name']:<22} input error: {exc}")
             refused += 1
             continue
         if info["status"] == "refused":
@@ -97,15 +106,10 @@ def main() -> int:
         else:
             failures += outcome != "verified" or "bit-exact" not in detail
         print(f"{'':<32}defaults: {outcome}: {detail}")
-        space = space_of(path.read_bytes(), kernel, path=str(path), hw=args.hw)
-        from kxform.api import _analysed
-
-        pass_, ctx, analysis = _analysed(path.read_bytes(), kernel, "tile", str(path), args.hw, None)
-        for proposal in pass_.candidates(ctx, analysis)[:args.points]:
-            outcome, detail = _apply(path, proposal.label(), kernel, args.hw)
+        for label in candidates(path, kernel, args.hw)[:args.points]:
+            outcome, detail = _apply(path, label, kernel, args.hw)
             failures += outcome != "verified"
-            print(f"{'':<32}{proposal.label():<34} {outcome}: {detail}")
-        del space
+            print(f"{'':<32}{label:<34} {outcome}: {detail}")
     for name in GEMMS:
         entry = next(e for e in manifest if e["name"] == name)
         if args.only and name not in args.only:

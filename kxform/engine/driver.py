@@ -84,7 +84,7 @@ class _Run:
     pending: list[Remark]
 
 
-def _syntax_gate(model: SourceModel) -> set[str]:
+def syntax_gate(model: SourceModel) -> set[str]:
     """Kernels whose definition holds a syntax error. The file is rejected as a whole
     (InputError at the first error) when an error lies outside every function, or when a
     token is missing (an unbalanced brace swallows what follows: nothing can be trusted)."""
@@ -162,7 +162,7 @@ def _applied(remark: Remark, proposal: Proposal) -> Remark:
 def _run_pass(source: SourceText, pass_: Pass, run: _Run,
               model: SourceModel | None = None) -> tuple[SourceText, list[KernelResult], tuple[int, ...]]:
     model = model or parse_model(source)
-    broken = _syntax_gate(model)
+    broken = syntax_gate(model)
     ctx = PassContext(model, run.hw, run.options, run.sink, run.semantic(model) if run.semantic else None,
                       run.toolchain)
     analyses = pass_.analyse(ctx)

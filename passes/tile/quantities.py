@@ -200,7 +200,26 @@ def _refusal(model: SourceModel, kernel: Function, definition: ConstantDef, mine
             if var is not None and any(var.name in other.site.config for other in model_launch_configs(model, kernel)):
                 return Refusal("SharedWithOtherKernels", f"the launch configuration '{var.name}' that holds {name} "
                                "is also used to launch another kernel", var.span.start, name)
+    leak = _leaking_launch_variable(model, launches, launch_spans, name)
+    if leak is not None:
+        return Refusal("HostUse", f"{name} sets the launch variable '{leak[0]}', which host code also uses (line "
+                       f"{leak[1]}: an allocation or a loop sized by it would change with it)", definition.span.start,
+                       name)
     return _hand_unrolled(model, functions, name, value)
+
+
+def _leaking_launch_variable(model: SourceModel, launches: tuple[LaunchConfig, ...], launch_spans: list[Span],
+                             name: str) -> tuple[str, int] | None:
+    """A launch variable computed from `name` (`const int blocks = (n + BLOCK - 1) / BLOCK;`)
+    that host code reads outside the launch: the first such variable and the line of the read."""
+    holders = {v.name for lc in launches for v in lc.variables if name in _words(v.text)}
+    holders |= {v.name for lc in launches for v in (lc.grid_var, lc.block_var)
+                if v is not None and any(name in _words(a) for a in v.args)}
+    hosts = {lc.site.function for lc in launches}
+    for use in name_uses(model, holders):
+        if use.function in hosts and not _inside(use.span, launch_spans):
+            return model.source.data[use.span.start:use.span.end].decode(), model.source.line_col(use.span.start)[0]
+    return None
 
 
 def model_launch_configs(model: SourceModel, kernel: Function) -> list[LaunchConfig]:
@@ -295,9 +314,10 @@ def _kernel_refusals(model: SourceModel, kernel: Function, lifted: list[Quantity
     if values and not lifted:
         sites = ", ".join(f"{s.kernel}{s.template_args or ''} (line {model.source.line_col(s.span.start)[0]})"
                           for s in model.launches if s.kernel == kernel.name) or "no launch in this file"
-        out.append(Refusal("TemplateParameter", f"{', '.join(p.name for p in values)} already template parameters of "
-                           f"'{kernel.name}', instantiated at {sites}; tune them where they are instantiated",
-                           kernel.span.start))
+        names = ", ".join(p.name for p in values)
+        what = "is already a template parameter" if len(values) == 1 else "are already template parameters"
+        out.append(Refusal("TemplateParameter", f"{names} {what} of '{kernel.name}', instantiated at {sites}; tune "
+                           "it where it is instantiated", kernel.span.start))
     if not lifted:
         return out
     if not launches:

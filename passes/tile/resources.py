@@ -42,6 +42,8 @@ def check_resources(text: str, path: str, kernel: str, block: tuple[str | None, 
     nvcc = getattr(toolchain, "nvcc", None) if toolchain is not None else None
     if nvcc is None or not hw.arch.startswith("sm_"):
         return CheckRecord("resources", True, f"skipped: no nvcc for {hw.arch} ({RULE})")
+    if not path.endswith((".cu", ".cuh")):
+        return CheckRecord("resources", True, f"skipped: not a CUDA source nvcc can compile ({RULE})")
     include_dirs, defines, flags = toolchain.project_flags(path)  # type: ignore[attr-defined]
     job = BuildJob(source=text, filename=path, output="check", arch=hw.arch, include_dirs=include_dirs,
                    defines=defines, extra_flags=flags, source_dir=os.path.dirname(os.path.abspath(path)))
