@@ -133,7 +133,7 @@ def run_apply(paths: list[str], config: ApplyConfig, progress: Progress | None =
     for outcome in outcomes:
         if outcome.error:
             (report.internal_errors if outcome.internal else report.input_errors).append(outcome.error)
-    outcomes = run_later_stages(  # type: ignore[assignment]
+    outcomes = run_later_stages(
         outcomes, (lambda batch: _compile_check(batch, config), lambda batch: _verify(batch, config)),
         lambda path, feedback: _transform_one(path, config, feedback))
     for outcome in outcomes:

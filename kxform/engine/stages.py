@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from kxform.engine.driver import FileTransform, final_remarks
 from kxform.engine.pass_api import KernelResult, Outcome, Rejection
@@ -34,8 +34,7 @@ class StagedFile(Protocol):
     results: list[KernelResult]
 
 
-Stage = Callable[[list], None]
-Retransform = Callable[[str, dict[tuple[str, str], tuple[Rejection, ...]]], StagedFile]
+F = TypeVar("F", bound=StagedFile)
 
 
 def refused(result: KernelResult) -> bool:
@@ -47,12 +46,13 @@ def refused(result: KernelResult) -> bool:
     return result.outcome is Outcome.MISSED and any(r.startswith("NotFaster") for r in result.reasons)
 
 
-def run_later_stages(files: list[StagedFile], stages: Sequence[Stage], retransform: Retransform) -> list[StagedFile]:
+def run_later_stages(files: list[F], stages: Sequence[Callable[[list[F]], None]],
+                     retransform: Callable[[str, dict[tuple[str, str], tuple[Rejection, ...]]], F]) -> list[F]:
     """Run `stages` over the changed files, retrying refused candidates; returns the files
     in their final state (same order), with final remarks."""
     current = list(files)
     feedback: dict[str, dict[tuple[str, str], tuple[Rejection, ...]]] = {}
-    todo = [i for i, f in enumerate(current) if f.transform is not None and f.transform.changed]
+    todo = [i for i, f in enumerate(current) if _changed(f)]
     for round_ in range(MAX_ROUNDS):
         batch = [current[i] for i in todo]
         for stage in stages:
@@ -76,7 +76,7 @@ def run_later_stages(files: list[StagedFile], stages: Sequence[Stage], retransfo
             break
         for i in retry:
             current[i] = retransform(current[i].path, feedback[current[i].path])
-        todo = [i for i in retry if current[i].transform is not None and current[i].transform.changed]
+        todo = [i for i in retry if _changed(current[i])]
         if not todo:
             break
     for item in current:
@@ -85,6 +85,10 @@ def run_later_stages(files: list[StagedFile], stages: Sequence[Stage], retransfo
             item.transform = replace(item.transform, pending=(),
                                      remarks=item.transform.remarks + final_remarks(item.transform, item.results))
     return current
+
+
+def _changed(item: StagedFile) -> bool:
+    return item.transform is not None and item.transform.changed
 
 
 def require_verification(item: StagedFile) -> None:

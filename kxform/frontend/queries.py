@@ -88,8 +88,9 @@ def shared_decls(model: SourceModel) -> tuple[SharedDecl, ...]:
         if not any(_text(c) == "__shared__" for c in decl.children if c.type == "type_qualifier"):
             continue
         ctype = _text(decl.child_by_field_name("type"))
-        for declarator in decl.children_by_field_name("declarator"):
+        for top in decl.children_by_field_name("declarator"):
             extents: list[tree_sitter.Node | None] = []
+            declarator: tree_sitter.Node | None = top
             while declarator is not None and declarator.type == "array_declarator":
                 extents.insert(0, declarator.child_by_field_name("size"))
                 declarator = declarator.child_by_field_name("declarator")

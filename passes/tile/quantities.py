@@ -113,7 +113,8 @@ def find_tiling(model: SourceModel, kernel: Function, values: dict[str, int | No
     defs = {d.name: d for d in constant_defs(model) if d.function is None}
     uses = name_uses(model, set(defs))
     relevant = {u.name for u in uses if u.function in functions or _inside(u.span, launch_spans)}
-    relevant |= {n for m in macros for n in _words(model.macro(m).body if model.macro(m) else "") if n in defs}
+    bodies = [macro.body for macro in model.macros if macro.name in macros]
+    relevant |= {n for body in bodies for n in _words(body) if n in defs}
     relevant |= {p.factor for p in unroll_pragmas(model) if p.function in functions and p.factor in defs}
     refusals: list[Refusal] = _local_constants(model, functions)
     lifted: list[Quantity] = []

@@ -15,6 +15,7 @@ import os
 
 from kxform.build.builder import Builder
 from kxform.build.nvcc import BuildJob, KernelResources
+from kxform.build.toolchain import Toolchain
 from kxform.engine.pass_api import CheckRecord
 from kxform.errors import CheckFailed
 from kxform.expr import parse_expr
@@ -37,14 +38,15 @@ def _kernel_entry(resources: tuple[KernelResources, ...], kernel: str) -> Kernel
 
 
 def check_resources(text: str, path: str, kernel: str, block: tuple[str | None, ...], config: dict[str, int],
-                    hw: HwProfile, toolchain: object | None) -> CheckRecord:
+                    hw: HwProfile, toolchain: Toolchain | None) -> CheckRecord:
     """ptxas's registers and spills for `kernel` in the rewritten file `text`."""
-    nvcc = getattr(toolchain, "nvcc", None) if toolchain is not None else None
+    nvcc = toolchain.nvcc if toolchain is not None else None
     if nvcc is None or not hw.arch.startswith("sm_"):
         return CheckRecord("resources", True, f"skipped: no nvcc for {hw.arch} ({RULE})")
     if not path.endswith((".cu", ".cuh")):
         return CheckRecord("resources", True, f"skipped: not a CUDA source nvcc can compile ({RULE})")
-    include_dirs, defines, flags = toolchain.project_flags(path)  # type: ignore[attr-defined]
+    assert toolchain is not None
+    include_dirs, defines, flags = toolchain.project_flags(path)
     job = BuildJob(source=text, filename=path, output="check", arch=hw.arch, include_dirs=include_dirs,
                    defines=defines, extra_flags=flags, source_dir=os.path.dirname(os.path.abspath(path)))
     result = _builder().build(job)
