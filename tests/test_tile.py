@@ -8,6 +8,7 @@ import pytest
 from kxform.api import explain, rewrite_with, space_of
 from kxform.engine.pass_api import Outcome
 from kxform.errors import UsageError
+from conftest import needs_nvcc
 from swizzle_helpers import outcomes, remark_names, rewrite
 
 GEMM = """#include <cstdio>
@@ -214,3 +215,53 @@ def test_constexpr_is_a_parameter_already_and_changes_only_at_a_configuration() 
     assert result.new_data.decode().startswith("constexpr int THREADS = 256;\n")
     policy = result.results[0].policy
     assert policy.launch.grid == ("((n + THREADS - 1) / THREADS)",) and policy.compare.mode == "exact"
+
+
+@pytest.mark.parametrize(("source", "key", "words"), [
+    ("#define TILE 16\n__global__ void c(float* o) { constexpr int step = 4; __shared__ float s[TILE];"
+     " for (int i = 0; i < TILE; i += step) o[i] = s[i]; }\nvoid go(float* o) { c<<<1, TILE>>>(o); }\n",
+     "LocalConstant", "defined inside 'c'"),
+    ("#define BM 64\n__global__ void p(float* o) { __shared__ float s[BM]; unsigned r;"
+     " asm(\"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0}, {%0}, {%0}, {%0};\" : \"+r\"(r));"
+     " o[threadIdx.x] = s[threadIdx.x % BM]; }\nvoid go(float* o) { p<<<1, BM>>>(o); }\n",
+     "HardwareFixedShape", "mma instructions"),
+    ("#define TILE 16\n__global__ void y(float* o) { extern __shared__ float d[]; __shared__ float s[TILE];"
+     " o[threadIdx.x] = s[threadIdx.x] + d[threadIdx.x]; }\nvoid go(float* o) { y<<<1, TILE, 4096>>>(o); }\n",
+     "DynamicSharedFixed", "fixed amount of dynamic shared memory"),
+    ("#define BLOCK 128\n__global__ void z(float* o, int n) { __shared__ float s[BLOCK]; o[blockIdx.x * BLOCK +"
+     " threadIdx.x] = s[threadIdx.x]; }\nvoid go(float* o, int n) { const int blocks = (n + BLOCK - 1) / BLOCK;"
+     " float* flags = new float[blocks]; z<<<blocks, BLOCK>>>(o, n); }\n", "HostUse",
+     "sets the launch variable 'blocks'"),
+])
+def test_more_refusals_name_their_reason(source: str, key: str, words: str) -> None:
+    test_refusals_name_their_reason(source, key, words)
+
+
+HEAVY = """#define THREADS 128
+__global__ void heavy(const float* x, float* o, int n, int rows) {
+    float acc[96];
+#pragma unroll
+    for (int r = 0; r < 96; ++r) acc[r] = x[(blockIdx.x * THREADS + threadIdx.x) * 96 + r];
+    for (int it = 0; it < n; ++it) {
+#pragma unroll
+        for (int r = 0; r < 96; ++r) acc[r] = acc[r] * acc[(r + 1) % 96] + 1.0f;
+    }
+    float s = 0.0f;
+#pragma unroll
+    for (int r = 0; r < 96; ++r) s += acc[r];
+    o[blockIdx.x * THREADS + threadIdx.x] = s;
+}
+void go(const float* x, float* o, int n, int rows) { heavy<<<rows / THREADS, THREADS>>>(x, o, n, rows); }
+"""
+
+
+@needs_nvcc
+def test_ptxas_registers_times_threads_reject_a_configuration() -> None:
+    result = rewrite_with(HEAVY, "heavy", {"THREADS": 1024}, path="heavy.cu")
+    assert outcomes(result) == {"heavy": Outcome.FAILED} and not result.changed
+    (remark,) = [r for r in result.remarks if r.name == "CheckFailed"]
+    assert "registers x 1024 threads" in remark.message and "> 65536 registers per block" in remark.message
+    fine = rewrite_with(HEAVY, "heavy", {"THREADS": 256}, path="heavy.cu")
+    (kernel,) = fine.results
+    (resources,) = [c for c in kernel.checks if c.name == "resources"]
+    assert resources.ok and "no spills" in resources.detail and "x 256 threads" in resources.detail
