@@ -19,8 +19,8 @@ from typing import Any
 from kxform.cache import content_key
 from kxform.errors import InputError, UsageError
 from kxform.frontend.cuda import parse_model
-from kxform.passlog import PassLog
-from kxform.report import Report
+from kxform.log.passlog import PassLog
+from kxform.log.report import Report
 from kxform.search.db import TuneKey, TuningDB
 from kxform.search.objective import Objective
 from kxform.search.pipeline import PipelineOptions
@@ -28,7 +28,7 @@ from kxform.search.progress import Progress
 from kxform.search.space import SearchSpace
 from kxform.search.strategy import DEFAULT, STRATEGIES, Prior
 from kxform.search.tuner import TuneOptions, TuneResult, tune
-from kxform.source import SourceText, read_source
+from kxform.frontend.source import SourceText, read_source
 
 NO_OBJECTIVE = "tuning needs a GPU or a recorded space (--objective replay:FILE)"
 

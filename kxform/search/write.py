@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kxform.edits import Edit, apply_edits
+from kxform.engine.edits import Edit, apply_edits
 from kxform.engine.params import ParamValue
-from kxform.files import write_atomic
+from kxform.workspace.files import write_atomic
 from kxform.frontend.cuda import parse_model
-from kxform.source import SourceText
+from kxform.frontend.source import SourceText
 
 
 def _text(value: ParamValue) -> str:
