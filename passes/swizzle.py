@@ -5,7 +5,10 @@ For each kernel the logical block index is computed once at entry by a small
 the device functions it reaches (which get the index as a new first parameter) and in
 the macros it expands is rewritten to use it. blockIdx.z and gridDim are left alone.
 
-Default choice (no --pattern), unmeasured and reported as such:
+Default choice (no --pattern): when the kernel has a harness spec the CPU runtime can
+run, the locality model (kxform.locality, docs/locality-model.md) ranks every pattern and
+proposes one only when it beats row-major by the model's margins. Otherwise, unmeasured
+and reported as such (with why the model was not asked):
   chiplet GPU (hw profile xcds > 1): 2-D grid -> xcd-grouped(xcds=X, group=8), 1-D -> xcd(xcds=X)
   monolithic L2:                     2-D grid -> grouped(group=8, along=y), 1-D -> nothing
 (group 8 is the Triton matmul tutorial's GROUP_M; on a monolithic L2 a 1-D raster is
@@ -90,6 +93,12 @@ class Swizzle(Pass):
             if not two_d and 1 not in config.pattern.dims:
                 return None
             return _proposal(analysis.kernel, config, f"pattern {config.label()} requested by the user")
+        from kxform.locality.propose import judge  # the locality model (docs/locality-model.md)
+
+        verdict, not_modelled = judge(ctx.model.source, analysis.kernel.name, ctx.hw, two_d)
+        if verdict is not None:
+            analysis.facts["locality"] = verdict.rationale  # type: ignore[index]
+            return _proposal(analysis.kernel, verdict.config, verdict.rationale) if verdict.config else None
         defaults: dict[str, int | str]
         if ctx.hw.xcds > 1:
             name, defaults = ("xcd-grouped", {"xcds": ctx.hw.xcds, "group": GROUP_DEFAULT}) if two_d else \
@@ -101,10 +110,12 @@ class Swizzle(Pass):
         else:
             return None
         config = self.config(name, defaults)
-        return _proposal(analysis.kernel, config, f"default rule (unmeasured): {why}")
+        return _proposal(analysis.kernel, config, f"default rule (unmeasured; not modelled: {not_modelled}): {why}")
 
     def missed_reason(self, analysis: KernelAnalysis) -> tuple[str, str]:
         usage: IndexUsage = analysis.facts["usage"]
+        if "locality" in analysis.facts:
+            return ("NoPredictedGain", str(analysis.facts["locality"]))
         if self.pattern is not None and usage.dims < 2:
             return ("PatternNeeds2DGrid", f"pattern {self.pattern} needs a 2-D grid; the kernel reads only "
                     "blockIdx.x (1-D patterns: row, xcd)")

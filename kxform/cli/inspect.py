@@ -20,6 +20,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("inspect", help="show kernels, launch sites, index reads and swizzle safety")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--hw", default="h100", help="hardware profile for the swizzle preview (default: h100)")
+    p.add_argument("--l2", action="store_true",
+                   help="predict L2 hit rate and DRAM traffic of every block order (one FILE, --kernel; "
+                        "needs a harness spec and a host compiler; docs/locality-model.md)")
+    p.add_argument("--kernel", help="with --l2: the kernel to model")
+    p.add_argument("--spec", help="with --l2: harness spec (default: the kxform.toml beside FILE)")
+    p.add_argument("--size", help="with --l2: spec size to model (default: its first bench size)")
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.set_defaults(func=run)
 
@@ -61,6 +67,13 @@ def inspect_file(path: str, hw_name: str) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.l2:
+        from kxform.cli.inspect_l2 import run_l2
+
+        return run_l2(args)
+    if args.kernel or args.spec or args.size:
+        print("kxform: error: --kernel, --spec and --size go with --l2", file=sys.stderr)
+        return 2
     reports, status = [], 0
     for path in walk_sources(args.paths):
         try:

@@ -133,12 +133,11 @@ def logical_tiles(config: RemapConfig | None, pid: np.ndarray, gx: int, gy: int)
     return out[:, 0], out[:, 1]
 
 
-def dispatched_blocks(config: RemapConfig | None, grid: tuple[int, int, int], first: int,
-                      count: int) -> np.ndarray:
-    """Logical (x, y, z) of the blocks dispatched `first` .. `first + count - 1`, as an
-    (count, 3) int64 array. z is never remapped: the pattern applies within each z slice."""
+def blocks_for(config: RemapConfig | None, grid: tuple[int, int, int], linear: np.ndarray) -> np.ndarray:
+    """Logical (x, y, z) of the blocks with linear indices `linear` (dispatch positions), as
+    an (n, 3) int64 array. z is never remapped: the pattern applies within each z slice."""
     gx, gy, _ = grid
-    linear = np.arange(first, first + count, dtype=np.int64)
+    linear = np.asarray(linear, dtype=np.int64)
     plane = gx * gy
     lx, ly = logical_tiles(config, linear % plane, gx, gy)
     return np.stack([lx, ly, linear // plane], axis=1)

@@ -1,0 +1,229 @@
+"""Predictions per block order, from one kernel's traces: the model's public entry point.
+
+    ranking = rank_orders(source, spec, load_profile("h200"))
+    ranking.identity.stats.dram_read_bytes.value, ranking.chosen, ranking.decision
+
+Steps: the launch at the chosen size with the spec's real inputs (trace.prepare), traces
+of a few blocks on the CPU runtime and the affine fit (footprint.fit), occupancy from
+ptxas and the profile (occupancy), one simulation per distinct block order (simulate),
+then time and gain per order (cost) and the proposer's decision (decide).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from kxform.harness.model import KernelSpec, SizeSpec
+from kxform.hw import HwProfile
+from kxform.locality import cost
+from kxform.locality.dispatch import blocks_for
+from kxform.locality.footprint import trace_footprints
+from kxform.locality.machine import Machine
+from kxform.locality.occupancy import kernel_registers, occupancy
+from kxform.locality.simulate import OrderSimulator, OrderStats
+from kxform.locality.trace import BlockTracer, default_runtime, prepare, source_dir
+from kxform.locality.units import Layout
+from kxform.remap.patterns import PATTERNS, RemapConfig
+from kxform.runtime.cpu import CpuRuntime
+from kxform.source import SourceText
+
+DRAM_MARGIN = 0.10
+"""A proposed order must cut predicted DRAM bytes (read + write) by at least 10% ..."""
+GAIN_MARGIN = 0.02
+"""... and predict at least a 2% shorter time than row-major, both beyond 3 standard errors."""
+SHARE_OF_BEST = 0.5
+"""Among orders that pass, the first in PREFERENCE with at least half the best gain wins."""
+PREFERENCE = ("grouped", "xcd-grouped", "column", "hilbert", "morton", "xcd", "diagonal")
+"""Simplest remaps first: the gain is a memory-side upper bound, so an order that gets most
+of the best predicted saving with a cheaper, easier to read helper is preferred."""
+
+
+@dataclass(frozen=True)
+class OrderPrediction:
+    """One block order: simulated traffic, predicted time and its comparison with row-major."""
+
+    config: RemapConfig | None
+    stats: OrderStats
+    same_as: str | None
+    remap_s: float
+    dram_s: float
+    penalty_s: float
+    time_s: float
+    gain: float
+    """Predicted speed-up over row-major, minus one (0.05: 5% faster)."""
+    dram_change: float
+    """Relative change of DRAM read + write bytes against row-major (-0.5: half)."""
+    rank: int = 0
+
+    @property
+    def label(self) -> str:
+        return self.config.label() if self.config is not None else "row"
+
+    @property
+    def dram_bytes(self) -> float:
+        return self.stats.dram_read_bytes.value + self.stats.dram_write_bytes.value
+
+    def to_json(self) -> dict[str, object]:
+        s = self.stats
+        return {
+            "order": self.label, "rank": self.rank, "same_as": self.same_as,
+            "l2_hit_rate": round(s.hit_rate.value, 4), "l2_hit_rate_se": round(s.hit_rate.se, 4),
+            "dram_read_bytes": round(s.dram_read_bytes.value), "dram_read_bytes_se": round(s.dram_read_bytes.se),
+            "dram_write_bytes": round(s.dram_write_bytes.value),
+            "read_page_locality": round(s.read_locality, 3), "write_page_locality": round(s.write_locality, 3),
+            "dram_change": round(self.dram_change, 4), "margin_to_identity": round(self.gain, 4),
+            "predicted_ms": round(self.time_s * 1e3, 4), "dram_ms": round(self.dram_s * 1e3, 4),
+            "write_scatter_ms": round(self.penalty_s * 1e3, 4), "remap_ms": round(self.remap_s * 1e3, 4),
+            "sampling_rate": round(s.rate, 5), "steps_simulated": s.steps_simulated, "steps_total": s.steps_total,
+            "seconds": round(s.seconds, 3),
+        }
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """Every candidate order of one kernel at one size on one machine, best first."""
+
+    kernel: str
+    size: str
+    hw: str
+    grid: tuple[int, int, int]
+    occupancy: str
+    predictions: tuple[OrderPrediction, ...]
+    chosen: OrderPrediction | None
+    decision: str
+    notes: tuple[str, ...]
+    seconds: dict[str, float]
+
+    @property
+    def identity(self) -> OrderPrediction:
+        return next(p for p in self.predictions if p.config is None)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "kernel": self.kernel, "size": self.size, "hw": self.hw, "grid": list(self.grid),
+            "occupancy": self.occupancy, "chosen": self.chosen.label if self.chosen else None,
+            "decision": self.decision, "notes": list(self.notes),
+            "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
+            "orders": [p.to_json() for p in self.predictions],
+        }
+
+
+def candidate_configs(hw: HwProfile, dims: int = 2) -> list[RemapConfig]:
+    """Every library pattern that applies to a grid of `dims` dimensions, with the
+    profile's XCD count and the patterns' defaults (what the swizzle pass offers)."""
+    out = []
+    for pattern in PATTERNS.values():
+        if pattern.name == "row" or min(dims, 2) not in pattern.dims:
+            continue
+        takes = {p.name for p in pattern.params}
+        out.append(pattern.resolve({"xcds": hw.xcds} if "xcds" in takes else {}))
+    return out
+
+
+def rank_orders(source: SourceText, spec: KernelSpec, hw: HwProfile, size: str | SizeSpec | None = None,
+                configs: list[RemapConfig] | None = None, runtime: CpuRuntime | None = None) -> Ranking:
+    """Trace, simulate and rank `configs` (default: every applicable library pattern)
+    against row-major. Raises ModelRefused when the kernel cannot be judged."""
+    started = time.perf_counter()
+    shape, request, extracted = prepare(source, spec, size)
+    prepared = time.perf_counter()
+    tracer = BlockTracer(request, runtime or default_runtime())
+    footprints = trace_footprints(tracer, shape.grid)
+    traced = time.perf_counter()
+    regs, static_smem, ptxas_note = kernel_registers(extracted.source, extracted.entry, hw.arch,
+                                                     source_dir(extracted), request.include_dirs[1:],
+                                                     request.defines)
+    occ = occupancy(hw, shape.threads, regs, static_smem + shape.shared_bytes)
+    machine = Machine.of(hw, occ)
+    layout = Layout.of(tuple(b.nbytes for b in shape.buffers), machine.sector_bytes, machine.line_bytes,
+                       machine.dram_page_bytes)
+    simulator = OrderSimulator(footprints, machine, layout)
+    dims = 2 if len(spec.grid) >= 2 else 1
+    wanted: list[RemapConfig | None] = [None, *(configs if configs is not None else candidate_configs(hw, dims))]
+    results = _simulate_distinct(simulator, wanted, shape.grid)
+    simulated = time.perf_counter()
+    predictions = _predict(results, shape.grid, shape.threads, machine)
+    chosen, decision = decide(predictions)
+    notes = (ptxas_note, f"traced {footprints.traced} blocks ({'every block' if footprints.exact else 'affine fit'}"
+             f", {footprints.verified} held out)", *machine.notes)
+    seconds = {"prepare": prepared - started, "trace": traced - prepared, "simulate": simulated - traced,
+               "total": time.perf_counter() - started}
+    return Ranking(spec.name, shape.size, hw.name, shape.grid, occ.describe(), predictions, chosen, decision,
+                   notes, seconds)
+
+
+def _simulate_distinct(simulator: OrderSimulator, wanted: list[RemapConfig | None],
+                       grid: tuple[int, int, int]) -> list[tuple[RemapConfig | None, OrderStats, str | None]]:
+    """Simulate each distinct dispatch order once (xcd with one XCD is row-major, ...)."""
+    total = grid[0] * grid[1] * grid[2]
+    seen: dict[str, tuple[OrderStats, str]] = {}
+    out = []
+    for config in wanted:
+        key = _order_key(config, grid) if total <= 1 << 22 else (config.label() if config else "row")
+        label = config.label() if config is not None else "row"
+        if key in seen:
+            stats, first = seen[key]
+            out.append((config, replace(stats, order=label), first))
+            continue
+        stats = simulator.run(config)
+        seen[key] = (stats, label)
+        out.append((config, stats, None))
+    return out
+
+
+def _order_key(config: RemapConfig | None, grid: tuple[int, int, int]) -> str:
+    total = grid[0] * grid[1] * grid[2]
+    mapping = blocks_for(config, grid, np.arange(total, dtype=np.int64))
+    return hashlib.sha256(np.ascontiguousarray(mapping).tobytes()).hexdigest()
+
+
+def _predict(results: list[tuple[RemapConfig | None, OrderStats, str | None]], grid: tuple[int, int, int],
+             threads: int, machine: Machine) -> tuple[OrderPrediction, ...]:
+    raw = []
+    for config, stats, same in results:
+        dram, penalty = cost.dram_seconds(stats.dram_read_bytes.value, stats.dram_write_bytes.value,
+                                          stats.write_locality, machine)
+        remap = cost.remap_seconds(config, grid, threads, machine)
+        raw.append((config, stats, same, remap, dram, penalty, dram + penalty + remap))
+    base = raw[0]
+    base_dram = base[1].dram_read_bytes.value + base[1].dram_write_bytes.value
+    preds = []
+    for config, stats, same, remap, dram, penalty, total in raw:
+        moved = stats.dram_read_bytes.value + stats.dram_write_bytes.value
+        gain = base[6] / total - 1.0 if total > 0 else 0.0
+        change = moved / base_dram - 1.0 if base_dram else 0.0
+        preds.append(OrderPrediction(config, stats, same, remap, dram, penalty, total, gain, change))
+    order = sorted(range(len(preds)), key=lambda i: (-preds[i].gain, preds[i].dram_bytes))
+    ranked = [replace(preds[i], rank=r + 1) for r, i in enumerate(order)]
+    return tuple(ranked)
+
+
+def decide(predictions: tuple[OrderPrediction, ...]) -> tuple[OrderPrediction | None, str]:
+    """The order to propose (or None) and why, by the documented margins."""
+    identity = next(p for p in predictions if p.config is None)
+    base = identity.dram_bytes
+    passing = []
+    for p in predictions:
+        if p.config is None or p.same_as == "row":
+            continue
+        se = float(np.hypot(p.stats.dram_read_bytes.se, identity.stats.dram_read_bytes.se))
+        saved = base - p.dram_bytes
+        if saved >= DRAM_MARGIN * base and saved > 3 * se and p.gain >= GAIN_MARGIN:
+            passing.append(p)
+    best_other = next((p for p in predictions if p.config is not None), None)
+    if not passing:
+        if best_other is None:
+            return None, "no candidate order"
+        return None, (f"no order beats row-major by the margins (DRAM -{DRAM_MARGIN:.0%}, time +{GAIN_MARGIN:.0%}); "
+                      f"best: {best_other.label} DRAM {best_other.dram_change:+.1%}, time {best_other.gain:+.1%}")
+    best = max(p.gain for p in passing)
+    good = [p for p in passing if p.gain >= SHARE_OF_BEST * best]
+    chosen = min(good, key=lambda p: (PREFERENCE.index(p.config.pattern.name)
+                                      if p.config is not None and p.config.pattern.name in PREFERENCE
+                                      else len(PREFERENCE), -p.gain))
+    return chosen, (f"{chosen.label}: DRAM {chosen.dram_change:+.1%}, predicted time {chosen.gain:+.1%} "
+                    f"(best {best:+.1%}; margins DRAM -{DRAM_MARGIN:.0%}, time +{GAIN_MARGIN:.0%})")
