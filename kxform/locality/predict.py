@@ -3,7 +3,7 @@
     ranking = rank_orders(source, spec, load_profile("h200"))
     ranking.identity.stats.dram_read_bytes.value, ranking.chosen, ranking.decision
 
-Steps: the launch at the chosen size with the spec's real inputs (trace.prepare), traces
+Steps: the launch at the chosen size with the spec's real inputs (trace.trace_request), traces
 of a few blocks on the CPU runtime and the affine fit (footprint.fit), occupancy from
 ptxas and the profile (occupancy), one simulation per distinct block order (simulate),
 then time and gain per order (cost) and the proposer's decision (decide).
@@ -12,7 +12,11 @@ then time and gain per order (cost) and the proposer's decision (decide).
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
+import os
 import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -25,7 +29,16 @@ from kxform.locality.footprint import trace_footprints
 from kxform.locality.machine import Machine
 from kxform.locality.occupancy import kernel_registers, occupancy
 from kxform.locality.simulate import OrderSimulator, OrderStats
-from kxform.locality.trace import BlockTracer, default_runtime, prepare, source_dir
+from kxform.locality import store
+from kxform.locality.trace import (
+    BlockTracer,
+    default_runtime,
+    extract,
+    launch_shape,
+    resolve_size,
+    source_dir,
+    trace_request,
+)
 from kxform.locality.units import Layout
 from kxform.remap.patterns import PATTERNS, RemapConfig
 from kxform.runtime.cpu import CpuRuntime
@@ -37,6 +50,8 @@ GAIN_MARGIN = 0.02
 """... and predict at least a 2% shorter time than row-major, both beyond 3 standard errors."""
 SHARE_OF_BEST = 0.5
 """Among orders that pass, the first in PREFERENCE with at least half the best gain wins."""
+PARALLEL_ORDERS = 8
+"""At most this many worker processes simulate orders at once (bounded by the CPU count)."""
 PREFERENCE = ("grouped", "xcd-grouped", "column", "hilbert", "morton", "xcd", "diagonal")
 """Simplest remaps first: the gain is a memory-side upper bound, so an order that gets most
 of the best predicted saving with a cheaper, easier to read helper is preferred."""
@@ -54,7 +69,8 @@ class OrderPrediction:
     penalty_s: float
     time_s: float
     gain: float
-    """Predicted speed-up over row-major, minus one (0.05: 5% faster)."""
+    """Share of row-major's predicted memory-side time this order saves (0.05: 5% less;
+    negative: slower). The margin to identity."""
     dram_change: float
     """Relative change of DRAM read + write bytes against row-major (-0.5: half)."""
     rank: int = 0
@@ -127,16 +143,23 @@ def candidate_configs(hw: HwProfile, dims: int = 2) -> list[RemapConfig]:
 def rank_orders(source: SourceText, spec: KernelSpec, hw: HwProfile, size: str | SizeSpec | None = None,
                 configs: list[RemapConfig] | None = None, runtime: CpuRuntime | None = None) -> Ranking:
     """Trace, simulate and rank `configs` (default: every applicable library pattern)
-    against row-major. Raises ModelRefused when the kernel cannot be judged."""
+    against row-major. Raises ModelRefused when the kernel cannot be judged. Footprints
+    and per-order statistics are cached on disk (store.py)."""
     started = time.perf_counter()
-    shape, request, extracted = prepare(source, spec, size)
-    prepared = time.perf_counter()
-    tracer = BlockTracer(request, runtime or default_runtime())
-    footprints = trace_footprints(tracer, shape.grid)
+    chosen_size = resolve_size(spec, size)
+    shape = launch_shape(spec, chosen_size)
+    extracted = extract(source, spec)
+    trace_key = store.key(source.text, _spec_text(spec), spec.name, chosen_size.name,
+                          repr(sorted(chosen_size.values.items())))
+    footprints = store.load_footprints(trace_key)
+    cached = footprints is not None
+    if footprints is None:
+        request = trace_request(extracted, spec, chosen_size)
+        footprints = trace_footprints(BlockTracer(request, runtime or default_runtime()), shape.grid)
+        store.save_footprints(trace_key, footprints)
     traced = time.perf_counter()
     regs, static_smem, ptxas_note = kernel_registers(extracted.source, extracted.entry, hw.arch,
-                                                     source_dir(extracted), request.include_dirs[1:],
-                                                     request.defines)
+                                                     source_dir(extracted))
     occ = occupancy(hw, shape.threads, regs, static_smem + shape.shared_bytes)
     machine = Machine.of(hw, occ)
     layout = Layout.of(tuple(b.nbytes for b in shape.buffers), machine.sector_bytes, machine.line_bytes,
@@ -144,35 +167,87 @@ def rank_orders(source: SourceText, spec: KernelSpec, hw: HwProfile, size: str |
     simulator = OrderSimulator(footprints, machine, layout)
     dims = 2 if len(spec.grid) >= 2 else 1
     wanted: list[RemapConfig | None] = [None, *(configs if configs is not None else candidate_configs(hw, dims))]
-    results = _simulate_distinct(simulator, wanted, shape.grid)
+    sim_key = store.key(trace_key, repr(machine), repr(layout), repr(cost_constants()))
+    results = _simulate_distinct(simulator, wanted, shape.grid, sim_key)
     simulated = time.perf_counter()
     predictions = _predict(results, shape.grid, shape.threads, machine)
     chosen, decision = decide(predictions)
-    notes = (ptxas_note, f"traced {footprints.traced} blocks ({'every block' if footprints.exact else 'affine fit'}"
-             f", {footprints.verified} held out)", *machine.notes)
-    seconds = {"prepare": prepared - started, "trace": traced - prepared, "simulate": simulated - traced,
-               "total": time.perf_counter() - started}
+    how = "every block" if footprints.exact else "affine fit"
+    notes = (ptxas_note, f"traced {footprints.traced} blocks ({how}, {footprints.verified} held out"
+             f"{'; cached' if cached else ''})", *machine.notes)
+    seconds = {"trace": traced - started, "simulate": simulated - traced, "total": time.perf_counter() - started}
     return Ranking(spec.name, shape.size, hw.name, shape.grid, occ.describe(), predictions, chosen, decision,
                    notes, seconds)
 
 
+def cost_constants() -> tuple[object, ...]:
+    """What the simulation's results depend on besides its inputs (part of the cache key)."""
+    from kxform.locality import simulate
+
+    return (simulate.ELEMENT_BUDGET, simulate.UNIT_BUDGET, simulate.MIDDLE_WINDOWS, simulate.MAX_BINS,
+            simulate.MIN_SAMPLED_LINES)
+
+
+def _spec_text(spec: KernelSpec) -> str:
+    path = spec.location.path
+    try:
+        return open(path, encoding="utf-8").read() if path else repr(spec)
+    except OSError:
+        return repr(spec)
+
+
 def _simulate_distinct(simulator: OrderSimulator, wanted: list[RemapConfig | None],
-                       grid: tuple[int, int, int]) -> list[tuple[RemapConfig | None, OrderStats, str | None]]:
-    """Simulate each distinct dispatch order once (xcd with one XCD is row-major, ...)."""
+                       grid: tuple[int, int, int], sim_key: str) -> list[tuple[RemapConfig | None, OrderStats, str | None]]:
+    """Simulate each distinct dispatch order once (xcd with one XCD is row-major, ...),
+    reusing cached statistics, the rest in parallel."""
     total = grid[0] * grid[1] * grid[2]
-    seen: dict[str, tuple[OrderStats, str]] = {}
-    out = []
-    for config in wanted:
-        key = _order_key(config, grid) if total <= 1 << 22 else (config.label() if config else "row")
-        label = config.label() if config is not None else "row"
-        if key in seen:
-            stats, first = seen[key]
-            out.append((config, replace(stats, order=label), first))
+    keys = [_order_key(c, grid) if total <= 1 << 22 else (c.label() if c else "row") for c in wanted]
+    todo: dict[str, RemapConfig | None] = {}
+    done: dict[str, OrderStats] = {}
+    for key, config in zip(keys, wanted):
+        if key in done or key in todo:
             continue
-        stats = simulator.run(config)
-        seen[key] = (stats, label)
-        out.append((config, stats, None))
+        stats = store.load_stats(store.key(sim_key, key))
+        if stats is None:
+            todo[key] = config
+        else:
+            done[key] = stats
+    for key, stats in zip(todo, _run_all(simulator, list(todo.values()))):
+        store.save_stats(store.key(sim_key, key), stats)
+        done[key] = stats
+    out, first_label = [], {}
+    for key, config in zip(keys, wanted):
+        label = config.label() if config is not None else "row"
+        same = first_label.setdefault(key, label)
+        out.append((config, replace(done[key], order=label), None if same == label else same))
     return out
+
+
+_WORK: tuple[OrderSimulator, list[RemapConfig | None]] | None = None
+"""What forked workers simulate (set just before the pool forks; configs do not pickle)."""
+
+
+def _run_one(index: int) -> OrderStats:
+    assert _WORK is not None
+    simulator, configs = _WORK
+    return simulator.run(configs[index])
+
+
+def _run_all(simulator: OrderSimulator, configs: list[RemapConfig | None]) -> list[OrderStats]:
+    """Orders are independent: run them in forked worker processes (one per CPU), or here
+    when forking is not possible (a daemonic worker, a platform without fork)."""
+    global _WORK
+    workers = min(len(configs), os.cpu_count() or 1, PARALLEL_ORDERS)
+    if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return [simulator.run(c) for c in configs]
+    _WORK = (simulator, configs)
+    try:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            return list(pool.map(_run_one, range(len(configs))))
+    except (OSError, AssertionError, BrokenProcessPool):
+        return [simulator.run(c) for c in configs]
+    finally:
+        _WORK = None
 
 
 def _order_key(config: RemapConfig | None, grid: tuple[int, int, int]) -> str:
@@ -194,7 +269,7 @@ def _predict(results: list[tuple[RemapConfig | None, OrderStats, str | None]], g
     preds = []
     for config, stats, same, remap, dram, penalty, total in raw:
         moved = stats.dram_read_bytes.value + stats.dram_write_bytes.value
-        gain = base[6] / total - 1.0 if total > 0 else 0.0
+        gain = 1.0 - total / base[6] if base[6] > 0 else 0.0
         change = moved / base_dram - 1.0 if base_dram else 0.0
         preds.append(OrderPrediction(config, stats, same, remap, dram, penalty, total, gain, change))
     order = sorted(range(len(preds)), key=lambda i: (-preds[i].gain, preds[i].dram_bytes))

@@ -32,11 +32,11 @@ from kxform.locality.machine import Machine
 from kxform.locality.units import PRIME, REPLICATES, Layout, Unit, UnitBuilder, Wave, line_hash, popcount
 from kxform.remap.patterns import RemapConfig
 
-ELEMENT_BUDGET = 6_000_000
+ELEMENT_BUDGET = 2_000_000
 """Sampled line-accesses generated per order (sets the spatial sampling rate)."""
 UNIT_BUDGET = 600
 """Units simulated per order before waves are sampled."""
-MIDDLE_WINDOWS = 6
+MIDDLE_WINDOWS = 4
 MIN_SAMPLED_LINES = 4096
 """The sampled L2 partition keeps at least this many lines (bounds the lowest rate)."""
 MAX_BINS = 16

@@ -118,22 +118,35 @@ class BlockTracer:
         return len(self._known)
 
 
-def prepare(source: SourceText, spec: KernelSpec, size: str | SizeSpec | None,
-            seed: int | None = None) -> tuple[LaunchShape, LaunchRequest, ExtractedKernel]:
-    """The launch of `spec` at `size` (a name or a SizeSpec; default: its first bench size,
-    else its largest check size) with the spec's real inputs, ready to trace."""
-    from kxform.verify import check_signature, launch_request
+def launch_shape(spec: KernelSpec, size: SizeSpec) -> LaunchShape:
+    """Grid, block and buffers of `spec` at `size` (no inputs are made)."""
+    resolved: ResolvedLaunch = spec.launch(size)
+    buffers = tuple(Buffer(a.name, a.nbytes, a.role) for a in resolved.args if a.kind == "buffer")
+    return LaunchShape(spec.name, size.name, resolved.grid, resolved.block, resolved.shared_bytes, buffers)
 
-    chosen = default_size(spec) if size is None else spec.size(size) if isinstance(size, str) else size
-    resolved: ResolvedLaunch = spec.launch(chosen)
+
+def resolve_size(spec: KernelSpec, size: str | SizeSpec | None) -> SizeSpec:
+    """A size name or SizeSpec; None: the default size (see `default_size`)."""
+    return default_size(spec) if size is None else spec.size(size) if isinstance(size, str) else size
+
+
+def extract(source: SourceText, spec: KernelSpec) -> ExtractedKernel:
+    """The kernel's standalone unit, its parameters checked against the spec."""
+    from kxform.verify import check_signature
+
     extracted = extract_kernel(source, spec.name)
     check_signature(spec, extracted)
+    return extracted
+
+
+def trace_request(extracted: ExtractedKernel, spec: KernelSpec, size: SizeSpec,
+                  seed: int | None = None) -> LaunchRequest:
+    """The launch of the kernel at `size` on the spec's real inputs, ready to trace."""
+    from kxform.verify import launch_request
+
+    resolved = spec.launch(size)
     inputs = make_inputs(spec, resolved, seed)
-    label = f"{spec.name}[{chosen.name}] traced"
-    request = launch_request(extracted, resolved, inputs, label, timeout_s=600.0)
-    buffers = tuple(Buffer(a.name, a.nbytes, a.role) for a in resolved.args if a.kind == "buffer")
-    shape = LaunchShape(spec.name, chosen.name, resolved.grid, resolved.block, resolved.shared_bytes, buffers)
-    return shape, request, extracted
+    return launch_request(extracted, resolved, inputs, f"{spec.name}[{size.name}] traced", timeout_s=600.0)
 
 
 def default_size(spec: KernelSpec) -> SizeSpec:

@@ -238,6 +238,13 @@ inline int run_main(int argc, char** argv) {
       bt.writes.assign(bt.reads.size(), 0);
       traces[i].buffers.push_back(std::move(bt));
     }
+    std::uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (const BufferTrace& bt : traces[i].buffers) {
+      if (bt.base < lo) lo = bt.base;
+      if (bt.base + bt.size > hi) hi = bt.base + bt.size;
+    }
+    traces[i].lo = lo;
+    traces[i].span = hi > lo ? hi - lo : 0;
   }
   struct TraceIndex {
     std::vector<BlockTrace>* traces;
