@@ -178,7 +178,8 @@ def fit(tracer: BlockTracer, grid: tuple[int, int, int], seed: int = 12) -> Foot
         for s, (a, b) in enumerate(zip(base.streams(), traces[partner].streams())):
             delta = _shift(a, b)
             if delta is None:
-                problem = problem or f"stream {s} of block {partner} is not a shift of block {middle}"
+                problem = problem or f"{_stream_name(tracer, s)} in block {partner} are not those of block " \
+                    f"{middle} moved by a constant"
                 continue
             shifts[s, axis] = delta
     footprints = Footprints(grid, reps, shifts, traced=tracer.traced, verified=len(checks))
@@ -197,10 +198,13 @@ def _first_mismatch(footprints: Footprints, checks: list[BlockSectors], tracer: 
         predicted = footprints.block_streams(trace.block)
         for s, (want, got) in enumerate(zip(predicted, trace.streams())):
             if len(want) != len(got) or not np.array_equal(want, got):
-                kind = "reads" if s < len(tracer.buffers) else "writes"
-                name = tracer.buffers[s % len(tracer.buffers)]
-                return f"block {trace.block}: {kind} of '{name}' differ from the extrapolation"
+                return f"block {trace.block}: {_stream_name(tracer, s)} differ from the extrapolation"
     return None
+
+
+def _stream_name(tracer: BlockTracer, stream: int) -> str:
+    kind = "reads" if stream < len(tracer.buffers) else "writes"
+    return f"{kind} of '{tracer.buffers[stream % len(tracer.buffers)]}'"
 
 
 def _trace_all(tracer: BlockTracer, grid: tuple[int, int, int]) -> Footprints:

@@ -42,7 +42,7 @@ class LineCache:
         self.sets = max(self.capacity / self.ways, 1.0)
         self.table, self.step = _hit_table(self.ways, 4.0 * self.ways)
         self.rng = rng
-        self.last = np.full(total_lines, -1, dtype=np.int64)
+        self.last = np.full(total_lines, -1, dtype=np.int32)
         self.valid = np.zeros(total_lines, dtype=np.uint8)
         self.dirty = np.zeros(total_lines, dtype=np.uint8)
         self.counts = np.zeros(1024, dtype=np.int64)

@@ -34,12 +34,14 @@ from kxform.remap.patterns import RemapConfig
 
 ELEMENT_BUDGET = 2_000_000
 """Sampled line-accesses generated per order (sets the spatial sampling rate)."""
-UNIT_BUDGET = 600
+UNIT_BUDGET = 300
 """Units simulated per order before waves are sampled."""
 MIDDLE_WINDOWS = 4
 MIN_SAMPLED_LINES = 4096
 """The sampled L2 partition keeps at least this many lines (bounds the lowest rate)."""
 MAX_BINS = 16
+MAX_WARMUP = 4
+"""Block lifetimes simulated before a sampled window (enough to fill the L2, at most this)."""
 
 
 @dataclass(frozen=True)
@@ -166,7 +168,7 @@ class OrderSimulator:
     def _warmup(self) -> int:
         """Block lifetimes of history that fill one partition (footprint sum: a lower bound)."""
         volume = self.lines_per_block * self.machine.wave / max(self.machine.partitions, 1)
-        return int(min(8, max(1, math.ceil(1.5 * self.machine.partition_lines / max(volume, 1.0)))))
+        return int(min(MAX_WARMUP, max(1, math.ceil(1.5 * self.machine.partition_lines / max(volume, 1.0)))))
 
     def _rate(self) -> float:
         steps = sum(stop - start for _, start, stop, _, _ in self.plan)
