@@ -289,7 +289,7 @@ def decide(predictions: tuple[OrderPrediction, ...]) -> tuple[OrderPrediction | 
         saved = base - p.dram_bytes
         if saved >= DRAM_MARGIN * base and saved > 3 * se and p.gain >= GAIN_MARGIN:
             passing.append(p)
-    best_other = next((p for p in predictions if p.config is not None), None)
+    best_other = next((p for p in predictions if p.config is not None and p.same_as != "row"), None)
     if not passing:
         if best_other is None:
             return None, "no candidate order"

@@ -25,7 +25,7 @@ from kxform.locality.trace import ModelRefused, default_size
 from kxform.remap.patterns import RemapConfig, get_pattern
 from kxform.source import SourceText
 
-MODEL_VERSION = "locality-1"
+MODEL_VERSION = "locality-2"
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from kxform.locality.dispatch import blocks_for
 from kxform.locality.footprint import Footprints
 from kxform.locality.l2sim import LineCache
 from kxform.locality.machine import Machine
-from kxform.locality.units import PRIME, REPLICATES, Layout, Unit, UnitBuilder, Wave, line_hash, popcount
+from kxform.locality.units import REPLICATES, Layout, Unit, UnitBuilder, Wave, line_hash, popcount
 from kxform.remap.patterns import RemapConfig
 
 ELEMENT_BUDGET = 2_000_000
