@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from kxform.api import rewrite as _rewrite
-from kxform.driver import FileTransform
-from kxform.pass_api import Outcome
+from kxform.engine.driver import FileTransform
+from kxform.engine.pass_api import Outcome
 
 
 def rewrite(text: str | bytes, spec: str = "swizzle", hw: str = "h100", kernels: tuple[str, ...] = (),

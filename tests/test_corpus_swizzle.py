@@ -10,7 +10,7 @@ import pytest
 
 from conftest import CORPORA, needs_nvcc
 from kxform.errors import InputError
-from kxform.pass_api import Outcome
+from kxform.engine.pass_api import Outcome
 from swizzle_helpers import outcomes, remark_names, rewrite
 
 if sys.version_info >= (3, 11):

@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kxform.edits import Edit, apply_edits, unified_diff
+from kxform.engine.edits import Edit, apply_edits, unified_diff
 from kxform.errors import EditConflict
-from kxform.files import walk_sources, write_atomic
+from kxform.workspace.files import walk_sources, write_atomic
 from kxform.errors import InputError
-from kxform.source import validate_bytes
+from kxform.frontend.source import validate_bytes
 
 
 def test_overlapping_edits_name_both_origins() -> None:

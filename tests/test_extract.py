@@ -9,8 +9,8 @@ import pytest
 
 from conftest import CORPORA, needs_nvcc
 from kxform.errors import UsageError
-from kxform.extract import extract_kernel, split_spelling
-from kxform.source import validate_bytes
+from kxform.build.extract import extract_kernel, split_spelling
+from kxform.frontend.source import validate_bytes
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from kxform.frontend import FunctionKind, parse_model
-from kxform.source import validate_bytes
+from kxform.frontend.source import validate_bytes
 
 SRC = r"""#include "common.cuh"
 #define ROW (blockIdx.y * 16 + threadIdx.y)

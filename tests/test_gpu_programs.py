@@ -12,9 +12,9 @@ import pytest
 from conftest import CORPORA
 from kxform.api import rewrite
 from kxform.harness.spec import load_spec
-from kxform.program import verify_programs
-from kxform.source import validate_bytes
-from kxform.verify import verify_reference
+from kxform.verify.program import verify_programs
+from kxform.frontend.source import validate_bytes
+from kxform.verify.differential import verify_reference
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kxform.errors import SpecError
-from kxform.harness.expr import evaluate, parse_expr
+from kxform.expr import evaluate, parse_expr
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import pytest
 from kxform.hw import list_profiles
 from kxform.locality.dispatch import blocks_for, logical_tiles
 from kxform.locality.occupancy import occupancy
-from kxform.remap.patterns import PATTERNS, RemapConfig
+from kxform.passes.swizzle.patterns import PATTERNS, RemapConfig
 
 GRIDS = [(1, 1), (1, 7), (7, 1), (5, 3), (16, 16), (17, 9), (8, 33), (64, 64), (100, 37), (256, 1024)]
 

@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 
 from conftest import CORPORA, ROOT, run_cli
+from kxform.engine.pass_api import Outcome
+from kxform.frontend.source import read_source
 from kxform.harness.spec import load_spec
 from kxform.hw import load_profile
 from kxform.locality.predict import candidate_configs, rank_orders
-from kxform.pass_api import Outcome
 from kxform.runtime.cpu import CpuRuntime
-from kxform.source import read_source
 from swizzle_helpers import outcomes, rewrite
 
 needs_cpu = pytest.mark.skipif(not CpuRuntime().available()[0], reason="the model traces on the CPU runtime, "
@@ -49,6 +49,7 @@ def measured_speedups() -> dict[tuple[str, str], float]:
     (["--kernel", "nope"], "no kernel 'nope' in spec"),
     (["--kernel", "transposeNoBankConflicts", "--size", "huge"], "no size 'huge'"),
     ([], "--l2 needs --kernel"),
+    (["--kernel", "transposeNoBankConflicts", "--pass", "tile"], "--pass and -p do not go with --l2"),
 ])
 def test_inspect_l2_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
     proc = run_cli("inspect", "--l2", str(TRANSPOSE), *args)
@@ -144,6 +145,12 @@ def test_the_default_proposer_groups_the_gemms(folder: str) -> None:
     assert kernel.outcome is Outcome.APPLIED, [r.format() for r in result.remarks]
     assert kernel.proposal is not None and kernel.proposal.options["pattern"] in GROUPED_LIKE
     assert "predicted by the model" in kernel.proposal.rationale and "DRAM read" in kernel.proposal.rationale
+    assert kernel.proposal.provenance.evidence == "predicted" and kernel.proposal.provenance.model
+    # the fallbacks the later stages may try come in the model's order, each with its figures
+    ranks = [int(re.search(r"candidate ranked (\d+) by the model", p.rationale).group(1))  # type: ignore[union-attr]
+             for p in kernel.alternates]
+    assert kernel.alternates and ranks == sorted(ranks)
+    assert all(p.provenance.evidence == "predicted" for p in kernel.alternates)
 
 
 def test_without_a_spec_the_documented_rule_applies_and_says_why() -> None:
@@ -153,3 +160,78 @@ def test_without_a_spec_the_documented_rule_applies_and_says_why() -> None:
     (kernel,) = result.results
     assert kernel.proposal is not None
     assert "default rule (unmeasured; not modelled: no harness spec" in kernel.proposal.rationale
+    assert kernel.proposal.provenance.evidence == "rule"
+
+
+class CpuTimedRuntime(CpuRuntime):
+    """The CPU runtime with a timer (wall time of whole runs): `--measure` without a GPU.
+    Four samples stand for the GPU timer's fifty (CPU runs take far longer)."""
+
+    name = "cpu-timed"
+
+    def time(self, request, *, warmup=3, repeat=20, keep_outputs=False):  # type: ignore[no-untyped-def]
+        import time as clock
+
+        from kxform.runtime.base import TimedRun
+
+        samples, last = [], None
+        for _ in range(4):
+            start = clock.perf_counter()
+            last = self.run(request)
+            samples.append((clock.perf_counter() - start) * 1e3)
+        return TimedRun(tuple(samples), outputs=dict(last.outputs) if keep_outputs and last else {})
+
+
+@needs_cpu
+def test_a_measurement_decides_and_is_logged_beside_the_prediction(tmp_path: Path) -> None:
+    import dataclasses
+    import shutil
+
+    from kxform.engine.pass_api import Provenance
+    from kxform.verify.stage import verify_file
+
+    folder = tmp_path / "sgemm_128"
+    shutil.copytree(CORPORA / "sgemm_128", folder)
+    spec = folder / "kxform.toml"  # time at a size the CPU runs in a moment
+    spec.write_text(spec.read_text().replace("M = 8192\nN = 8192\nK = 8192", "M = 256\nN = 256\nK = 32"))
+    path = folder / "sgemm_128.cu"
+    original = path.read_bytes()
+    result = rewrite(original, path=str(path), pattern="grouped", group="2")
+    (applied,) = result.results
+    assert applied.proposal is not None
+    prediction = "predicted by the model (h200, size bench): grouped(along=y,group=2) saves 9.9%"
+    predicted = dataclasses.replace(applied, proposal=dataclasses.replace(
+        applied.proposal, rationale=prediction, provenance=Provenance(model="kxform.locality", evidence="predicted")))
+    # the rewrite also spins (same outputs, far slower): the measurement must overrule the prediction
+    slower = result.new_data.replace(b"const int tid = threadIdx.x;", b"for (volatile int spin = 0; spin < 20000; "
+                                     b"spin = spin + 1) {}\n    const int tid = threadIdx.x;", 1)
+    assert slower != result.new_data
+    results, keep = verify_file(original, slower, str(path), [predicted], CpuTimedRuntime(), measure=True)
+    (kernel,) = results
+    (timing,) = [c for c in kernel.checks if c.name == "measure"]
+    assert "original" in timing.detail and "rewritten" in timing.detail and timing.detail.endswith(prediction)
+    assert not keep and kernel.outcome is Outcome.MISSED
+    assert kernel.reasons[0].startswith("NotFaster") and prediction in kernel.reasons[0]
+    # a rule's proposal is logged with its measurement alone
+    results, _ = verify_file(original, result.new_data, str(path), [applied], CpuTimedRuntime(), measure=True)
+    (timing,) = [c for c in results[0].checks if c.name == "measure"]
+    assert "predicted by the model" not in timing.detail
+
+
+@needs_cpu
+def test_block_orders_under_a_tile_configuration() -> None:
+    from kxform.locality.tile import rank_tile_orders
+    from kxform.locality.trace import ModelRefused
+
+    harness = load_spec(CORPORA / "sgemm_tiled" / "kxform.toml")
+    spec = harness.kernel("sgemm_tiled")
+    source = read_source(str(harness.source))
+    hw = load_profile("h200")
+    as_is = rank_orders(source, spec, hw, "tiles")
+    tiled = rank_tile_orders(source, spec, hw, {"TILE": 32}, "tiles")
+    assert as_is.grid == (4, 4, 1) and tiled.grid == (2, 2, 1)  # 64 x 64 outputs in 16- and 32-wide tiles
+    assert {p.label for p in tiled.predictions} == {p.label for p in as_is.predictions}
+    # 3 x 64 x 64 floats fit in L2: DRAM sees each byte of A, B and C once under either tile
+    assert as_is.identity.stats.dram_read_bytes.value == tiled.identity.stats.dram_read_bytes.value == 3 * 64 * 64 * 4
+    with pytest.raises(ModelRefused, match="tile pass does not rewrite"):
+        rank_tile_orders(source, spec, hw, {"TILE": 64}, "tiles")  # 4096 threads per block

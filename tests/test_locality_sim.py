@@ -14,7 +14,7 @@ from kxform.locality.machine import Machine
 from kxform.locality.simulate import OrderSimulator
 from kxform.locality.trace import BlockSectors
 from kxform.locality.units import Layout
-from kxform.remap.patterns import get_pattern
+from kxform.passes.swizzle.patterns import get_pattern
 
 SECTOR, LINE, PAGE = 32, 128, 1024
 EMPTY = np.zeros(0, dtype=np.int64)

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kxform.checks.bijection import check_helper
+from kxform.passes.swizzle.bijection import check_helper
 from kxform.errors import CheckFailed, UsageError
-from kxform.remap.patterns import PATTERNS, get_pattern
+from kxform.passes.swizzle.patterns import PATTERNS, get_pattern
 
 
 def configs():

@@ -5,9 +5,9 @@ from dataclasses import dataclass
 import pytest
 
 from kxform.errors import UsageError
-from kxform.pass_api import parse_pass_spec, split_pipeline
+from kxform.engine.pass_api import parse_pass_spec, split_pipeline
 from kxform.passes.swizzle import Swizzle
-from kxform.registry import Registry, default_registry, order_passes
+from kxform.engine.registry import Registry, default_registry, order_passes
 
 
 def test_swizzle_is_discovered_and_spec_round_trips() -> None:
@@ -15,7 +15,7 @@ def test_swizzle_is_discovered_and_spec_round_trips() -> None:
     assert "swizzle" in registry.names()
     spec = "swizzle{pattern=grouped,group=4}"
     parsed = registry.parse(spec)
-    assert parsed == Swizzle(pattern="grouped", group="4")
+    assert parsed == Swizzle(pattern="grouped", group=4)
     assert parsed.spec() == spec
     assert registry.parse(parsed.spec()) == parsed
     assert registry.parse("swizzle").spec() == "swizzle"

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from kxform.errors import InputError
-from kxform.source import MAX_SOURCE_BYTES, read_source, validate_bytes
+from kxform.frontend.source import MAX_SOURCE_BYTES, read_source, validate_bytes
 
 
 def test_line_col_counts_bytes_and_crlf() -> None:

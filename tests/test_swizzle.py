@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kxform.errors import InputError, UsageError
-from kxform.pass_api import Outcome
+from kxform.engine.pass_api import Outcome
 from swizzle_helpers import outcomes, remark_names, rewrite
 
 GEMM = """#define TILE 16
@@ -190,12 +190,12 @@ def test_unparsable_include_makes_semantics_conservative(tmp_path) -> None:
 def test_compile_commands_give_libclang_the_include_paths(tmp_path) -> None:
     import json
 
-    from kxform.driver import transform_source
+    from kxform.engine.driver import transform_source
     from kxform.frontend.semantic import semantic_provider
     from kxform.hw import load_profile
-    from kxform.pass_api import RunOptions
-    from kxform.registry import default_registry
-    from kxform.source import read_source
+    from kxform.engine.pass_api import RunOptions
+    from kxform.engine.registry import default_registry
+    from kxform.frontend.source import read_source
 
     (tmp_path / "include").mkdir()
     (tmp_path / "include" / "idx.cuh").write_text("#define TILE_ROW (blockIdx.y * 16)\n")
@@ -221,9 +221,9 @@ def test_compile_commands_give_libclang_the_include_paths(tmp_path) -> None:
 def test_coverage_check_catches_a_read_left_unmapped() -> None:
     from kxform.errors import CheckFailed
     from kxform.frontend.cuda import parse_model
-    from kxform.pass_api import Proposal
+    from kxform.engine.pass_api import Proposal
     from kxform.passes.swizzle import Swizzle
-    from kxform.source import validate_bytes
+    from kxform.frontend.source import validate_bytes
 
     out = rewrite(GEMM).new_data.decode()
     proposal = Proposal("swizzle", "gemm", (("pattern", "grouped"),), "test")

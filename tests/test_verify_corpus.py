@@ -16,11 +16,11 @@ import pytest
 
 from conftest import CORPORA
 from kxform.harness.spec import load_spec
-from kxform.pass_api import Outcome
-from kxform.remap.patterns import PATTERNS
+from kxform.engine.pass_api import Outcome
+from kxform.passes.swizzle.patterns import PATTERNS
 from kxform.runtime.base import Runtime, Unsupported
-from kxform.source import validate_bytes
-from kxform.verify import verify_pair, verify_reference
+from kxform.frontend.source import validate_bytes
+from kxform.verify.differential import verify_pair, verify_reference
 from swizzle_helpers import outcomes, rewrite
 
 if sys.version_info >= (3, 11):

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from conftest import CORPORA, run_cli
-from kxform.pass_api import Outcome
-from kxform.program import compare_output
+from kxform.engine.pass_api import Outcome
+from kxform.verify.program import compare_output
 from kxform.runtime.cpu import CpuRuntime
-from kxform.verify_stage import verify_file
+from kxform.verify.stage import verify_file
 from swizzle_helpers import rewrite
 
 requires_cpu_runtime = pytest.mark.skipif(not CpuRuntime().available()[0], reason="no host C++ compiler")

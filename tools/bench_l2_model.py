@@ -32,11 +32,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from kxform.frontend.source import read_source  # noqa: E402
 from kxform.harness.model import SizeSpec  # noqa: E402
 from kxform.harness.spec import load_spec  # noqa: E402
 from kxform.hw import load_profile  # noqa: E402
 from kxform.locality.predict import Ranking, candidate_configs, rank_orders  # noqa: E402
-from kxform.source import read_source  # noqa: E402
 
 CORPUS = {
     "sgemm_tiled": ("sgemm_tiled", "sgemm_tiled"),

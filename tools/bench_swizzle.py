@@ -25,10 +25,10 @@ else:  # pragma: no cover
 
 from kxform.api import rewrite
 from kxform.harness.spec import load_spec
-from kxform.remap.patterns import PATTERNS
-from kxform.source import read_source, validate_bytes
-from kxform.verify import pick_runtime, verify_pair
-from kxform.verify_stage import measure_pair
+from kxform.passes.swizzle.patterns import PATTERNS
+from kxform.frontend.source import read_source, validate_bytes
+from kxform.verify.differential import pick_runtime, verify_pair
+from kxform.verify.measure import measure_pair
 
 DEFAULT_KERNELS = ("sgemm_tiled", "transpose", "stencil5")
 

@@ -41,18 +41,18 @@ else:  # pragma: no cover
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kxform.driver import transform_source
+from kxform.engine.driver import transform_source
 from kxform.errors import UsageError
-from kxform.extract import extract_kernel
+from kxform.build.extract import extract_kernel
 from kxform.harness.inputs import make_inputs
 from kxform.harness.model import KernelSpec
 from kxform.harness.spec import load_spec
 from kxform.hw import load_profile
-from kxform.pass_api import Outcome, RunOptions
-from kxform.registry import default_registry
+from kxform.engine.pass_api import Outcome, RunOptions
+from kxform.engine.registry import default_registry
 from kxform.runtime.base import LaunchRequest, LaunchResult, Runtime
-from kxform.source import SourceText, validate_bytes
-from kxform.verify import VerifyReport, launch_request, pick_runtime, verify_pair
+from kxform.frontend.source import SourceText, validate_bytes
+from kxform.verify.differential import VerifyReport, launch_request, pick_runtime, verify_pair
 
 CORPORA = ROOT / "corpora"
 DEFAULT_KERNELS = ("sgemm_tiled", "fused_bias_gelu", "layernorm", "softmax", "transpose", "stencil5")

@@ -20,7 +20,7 @@ from pathlib import Path
 from kxform.build.nvcc import BuildJob, BuildResult
 from kxform.build.ptxas import KernelResources
 from kxform.cache import cache_root, content_key
-from kxform.files import write_atomic
+from kxform.workspace.files import write_atomic
 
 FORMAT = 1
 """Bumped when the entry layout changes; part of every key, so old entries are ignored."""

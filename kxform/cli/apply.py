@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 from kxform.errors import UsageError
 from kxform.hw import load_profile
-from kxform.pass_api import KernelResult, Outcome
-from kxform.passlog import PassLog
-from kxform.report import WriteBack
-from kxform.runner import ApplyConfig, FileOutcome, run_apply
+from kxform.engine.pass_api import KernelResult, Outcome
+from kxform.log.passlog import PassLog
+from kxform.log.report import WriteBack
+from kxform.engine.runner import ApplyConfig, FileOutcome, run_apply
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -117,7 +118,8 @@ def _checks_line(result: KernelResult) -> str:
             parts.append(f"{check.name} skipped")
         elif check.name == "verify":
             runtime = "gpu" if "on the gpu runtime" in check.detail else "cpu"
-            sizes = check.detail.split(", ")[-1].split(")")[0] if "sizes)" in check.detail else ""
+            found = re.search(r"(\d+ sizes)\)", check.detail)
+            sizes = found.group(1) if found else ""
             parts.append(f"verify ({runtime} runtime, {sizes})" if sizes else "verify")
         else:
             parts.append(check.name)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kxform.files import write_atomic
-from kxform.source import read_source
+from kxform.workspace.files import write_atomic
+from kxform.frontend.source import read_source
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

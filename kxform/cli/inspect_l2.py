@@ -37,7 +37,7 @@ def _ranking(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from kxform.hw import load_profile
     from kxform.locality.predict import rank_orders
     from kxform.locality.trace import ModelRefused
-    from kxform.source import read_source
+    from kxform.frontend.source import read_source
 
     if len(args.paths) != 1:
         raise UsageError("--l2 takes exactly one FILE")

@@ -58,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:  # a defect in kxform: one line, the traceback in a file, exit 123
-        from kxform.runner import save_traceback
+        from kxform.engine.runner import save_traceback
 
         saved = save_traceback(exc)
         print(f"kxform: internal error: {type(exc).__name__}: {exc} (traceback saved to {saved})", file=sys.stderr)

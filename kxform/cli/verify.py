@@ -9,7 +9,7 @@ from pathlib import Path
 
 from kxform.errors import UsageError
 from kxform.harness.spec import find_spec_for, load_spec
-from kxform.source import read_source
+from kxform.frontend.source import read_source
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -35,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_programs(args: argparse.Namespace) -> int:
-    from kxform.program import verify_programs
+    from kxform.verify.program import verify_programs
 
     if not args.rewritten:
         raise UsageError("--program needs ORIGINAL and REWRITTEN")
@@ -48,7 +48,7 @@ def _run_programs(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.program:
         return _run_programs(args)
-    from kxform.verify import UnitFlags, pick_runtime, verify_pair, verify_reference
+    from kxform.verify.differential import UnitFlags, pick_runtime, verify_pair, verify_reference
 
     if not args.kernel:
         raise UsageError("--kernel is required (kernel mode)")

@@ -30,7 +30,7 @@ from kxform.frontend.model import (
     Span,
     SyntaxIssue,
 )
-from kxform.source import SourceText
+from kxform.frontend.source import SourceText
 
 INDEX_BUILTINS = ("blockIdx", "gridDim")
 HIP_INDEX = {

@@ -16,7 +16,7 @@ import networkx as nx
 if TYPE_CHECKING:
     import tree_sitter
 
-    from kxform.source import SourceText
+    from kxform.frontend.source import SourceText
 
 
 @dataclass(frozen=True, order=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from kxform.errors import Location, SpecError
-from kxform.harness.expr import Expr, parse_expr
+from kxform.expr import Expr, parse_expr
 from kxform.harness.locate import KeyPath, LineIndex
 
 

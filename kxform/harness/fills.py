@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from kxform.harness.dtypes import INT_DTYPES, int_range, is_float
-from kxform.harness.expr import Expr
+from kxform.expr import Expr
 from kxform.harness.fields import Table
 
 CsrPart = Literal["row_ptr", "col_idx", "values"]

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import re
 
-from kxform.extract import find_kernel, split_spelling
+from kxform.build.extract import find_kernel, split_spelling
 from kxform.frontend.cuda import parse_model
 from kxform.frontend.model import LaunchSite, SourceModel
 from kxform.harness.dtypes import CTYPE_DTYPES, base_ctype as _base_type
-from kxform.source import SourceText
+from kxform.frontend.source import SourceText
 
 
 

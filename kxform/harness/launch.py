@@ -15,7 +15,7 @@ import numpy as np
 
 from kxform.errors import SpecError
 from kxform.harness.dtypes import float_to_bf16, int_range, is_float, numpy_dtype
-from kxform.harness.expr import Expr
+from kxform.expr import Expr
 from kxform.harness.fills import CsrFill
 from kxform.harness.model import ArgKind, ArgSpec, KernelSpec, Role, SizeSpec
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from kxform.errors import Location, SpecError
-from kxform.harness.expr import Expr
+from kxform.expr import Expr
 from kxform.harness.fills import FillSpec
 
 if TYPE_CHECKING:

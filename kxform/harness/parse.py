@@ -14,7 +14,7 @@ from typing import NoReturn
 
 from kxform.errors import SpecError
 from kxform.harness.dtypes import DTYPE_NAMES
-from kxform.harness.expr import FUNCTIONS, Expr
+from kxform.expr import FUNCTIONS, Expr
 from kxform.harness.fields import Table
 from kxform.harness.fills import CsrFill, FillSpec, parse_fill
 from kxform.harness.locate import KeyPath

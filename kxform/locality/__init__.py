@@ -4,5 +4,6 @@ Predictions come from the CPU runtime's exact sector traces of a few blocks, ext
 to the whole grid and fed through a simulated L2 built from the hardware profile
 (docs/locality-model.md). Entry points: `predict.rank_orders` (every candidate order of
 one kernel, ranked, with the proposer's decision), `propose.judge` (what the swizzle
-pass's default proposer asks) and `kxform inspect --l2`.
+pass's default proposer asks), `kxform inspect --l2`, and `tile.rank_tile_orders` (the
+orders of a kernel rewritten at a tile configuration).
 """

@@ -3,7 +3,7 @@
 The GPU dispatches blocks in linear index order (pid = by*gx + bx, z slowest) and the
 swizzle helper maps each physical block to the logical tile it computes. The model needs
 that map for up to millions of blocks per candidate, so every library pattern of
-kxform.remap.patterns has a NumPy twin here; tests/test_locality_dispatch.py checks each
+kxform.passes.swizzle.patterns has a NumPy twin here; tests/test_locality_dispatch.py checks each
 twin against the pattern's Python reference on many grids. A pattern without a twin
 falls back to its reference, one block at a time (correct, slower).
 """
@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from kxform.remap.patterns import RemapConfig
+from kxform.passes.swizzle.patterns import RemapConfig
 
 Arrays = tuple[np.ndarray, np.ndarray]
 

@@ -21,15 +21,16 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from kxform.frontend.source import SourceText
+from kxform.harness.launch import ResolvedLaunch
 from kxform.harness.model import KernelSpec, SizeSpec
 from kxform.hw import HwProfile
-from kxform.locality import cost
+from kxform.locality import cost, store
 from kxform.locality.dispatch import blocks_for
 from kxform.locality.footprint import trace_footprints
 from kxform.locality.machine import Machine
 from kxform.locality.occupancy import kernel_registers, occupancy
 from kxform.locality.simulate import OrderSimulator, OrderStats
-from kxform.locality import store
 from kxform.locality.trace import (
     BlockTracer,
     default_runtime,
@@ -40,9 +41,8 @@ from kxform.locality.trace import (
     trace_request,
 )
 from kxform.locality.units import Layout
-from kxform.remap.patterns import PATTERNS, RemapConfig
+from kxform.passes.swizzle.patterns import PATTERNS, RemapConfig
 from kxform.runtime.cpu import CpuRuntime
-from kxform.source import SourceText
 
 DRAM_MARGIN = 0.10
 """A proposed order must cut predicted DRAM bytes (read + write) by at least 10% ..."""
@@ -141,20 +141,23 @@ def candidate_configs(hw: HwProfile, dims: int = 2) -> list[RemapConfig]:
 
 
 def rank_orders(source: SourceText, spec: KernelSpec, hw: HwProfile, size: str | SizeSpec | None = None,
-                configs: list[RemapConfig] | None = None, runtime: CpuRuntime | None = None) -> Ranking:
+                configs: list[RemapConfig] | None = None, runtime: CpuRuntime | None = None,
+                launch: ResolvedLaunch | None = None) -> Ranking:
     """Trace, simulate and rank `configs` (default: every applicable library pattern)
     against row-major. Raises ModelRefused when the kernel cannot be judged. Footprints
-    and per-order statistics are cached on disk (store.py)."""
+    and per-order statistics are cached on disk (store.py). `launch`: the launch to model
+    instead of the spec's at `size` (a rewrite that changes it: kxform.locality.tile)."""
     started = time.perf_counter()
     chosen_size = resolve_size(spec, size)
-    shape = launch_shape(spec, chosen_size)
+    shape = launch_shape(spec, chosen_size, launch)
     extracted = extract(source, spec)
     trace_key = store.key(source.text, _spec_text(spec), spec.name, chosen_size.name,
-                          repr(sorted(chosen_size.values.items())))
+                          repr(sorted(chosen_size.values.items())),
+                          *(() if launch is None else (repr((launch.grid, launch.block, launch.shared_bytes)),)))
     footprints = store.load_footprints(trace_key)
     cached = footprints is not None
     if footprints is None:
-        request = trace_request(extracted, spec, chosen_size)
+        request = trace_request(extracted, spec, chosen_size, launch=launch)
         footprints = trace_footprints(BlockTracer(request, runtime or default_runtime()), shape.grid)
         store.save_footprints(trace_key, footprints)
     traced = time.perf_counter()

@@ -13,17 +13,18 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kxform.cache import cache_root, content_key
+from kxform.engine.proposal import Proposal, Provenance
 from kxform.errors import KxformError
+from kxform.frontend.source import SourceText
 from kxform.harness.model import KernelSpec
 from kxform.hw import HwProfile
 from kxform.locality.predict import Ranking, candidate_configs, rank_orders
 from kxform.locality.trace import ModelRefused, default_size
-from kxform.remap.patterns import RemapConfig, get_pattern
-from kxform.source import SourceText
+from kxform.passes.swizzle.patterns import RemapConfig, get_pattern
 
 MODEL_VERSION = "locality-2"
 
@@ -35,6 +36,30 @@ class Verdict:
     config: RemapConfig | None
     rationale: str
     ranking: dict[str, object]
+
+    @property
+    def provenance(self) -> Provenance:
+        """What a proposal made on this verdict's word records: a prediction of this model."""
+        return Provenance(model=f"kxform.locality {MODEL_VERSION}", evidence="predicted")
+
+    def rank_candidates(self, proposals: list[Proposal]) -> list[Proposal]:
+        """`proposals` (remaps) best first by the model's rank, each marked as predicted and
+        carrying its figures; orders the model did not rank keep their place after them."""
+        ranked: dict[tuple[object, ...], dict[str, object]] = {}
+        for order in self.ranking["orders"]:  # type: ignore[attr-defined]
+            if order["order"] != "row":
+                config = _config_of(str(order["order"]))
+                ranked[(config.pattern.name, *config.values)] = order
+        known, unknown = [], []
+        for proposal in proposals:
+            order = ranked.get(proposal.values[0][1:] + proposal.values[1:])
+            if order is None:
+                unknown.append(proposal)
+                continue
+            why = (f"candidate ranked {order['rank']} by the model: {_figures(order)}, "
+                   f"{float(order['margin_to_identity']):+.1%} vs row-major")  # type: ignore[arg-type]
+            known.append((int(order["rank"]), replace(proposal, rationale=why, provenance=self.provenance)))  # type: ignore[call-overload]
+        return [p for _, p in sorted(known, key=lambda item: item[0])] + unknown
 
 
 def judge(source: SourceText, kernel: str, hw: HwProfile, two_d: bool) -> tuple[Verdict | None, str]:

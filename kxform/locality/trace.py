@@ -14,14 +14,14 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from kxform.build.extract import ExtractedKernel, extract_kernel
 from kxform.errors import KxformError
-from kxform.extract import ExtractedKernel, extract_kernel
+from kxform.frontend.source import SourceText
 from kxform.harness.inputs import make_inputs
 from kxform.harness.launch import ResolvedLaunch
 from kxform.harness.model import KernelSpec, SizeSpec
 from kxform.runtime.base import BufferArg, LaunchRequest, RuntimeError_, SectorTrace
 from kxform.runtime.cpu import CpuRuntime
-from kxform.source import SourceText
 
 Block = tuple[int, int, int]
 
@@ -118,9 +118,10 @@ class BlockTracer:
         return len(self._known)
 
 
-def launch_shape(spec: KernelSpec, size: SizeSpec) -> LaunchShape:
-    """Grid, block and buffers of `spec` at `size` (no inputs are made)."""
-    resolved: ResolvedLaunch = spec.launch(size)
+def launch_shape(spec: KernelSpec, size: SizeSpec, launch: ResolvedLaunch | None = None) -> LaunchShape:
+    """Grid, block and buffers of `spec` at `size` (no inputs are made); `launch`: another
+    launch of the same buffers (a rewrite's, such as a tile configuration's)."""
+    resolved: ResolvedLaunch = launch or spec.launch(size)
     buffers = tuple(Buffer(a.name, a.nbytes, a.role) for a in resolved.args if a.kind == "buffer")
     return LaunchShape(spec.name, size.name, resolved.grid, resolved.block, resolved.shared_bytes, buffers)
 
@@ -132,7 +133,7 @@ def resolve_size(spec: KernelSpec, size: str | SizeSpec | None) -> SizeSpec:
 
 def extract(source: SourceText, spec: KernelSpec) -> ExtractedKernel:
     """The kernel's standalone unit, its parameters checked against the spec."""
-    from kxform.verify import check_signature
+    from kxform.verify.differential import check_signature
 
     extracted = extract_kernel(source, spec.name)
     check_signature(spec, extracted)
@@ -140,11 +141,11 @@ def extract(source: SourceText, spec: KernelSpec) -> ExtractedKernel:
 
 
 def trace_request(extracted: ExtractedKernel, spec: KernelSpec, size: SizeSpec,
-                  seed: int | None = None) -> LaunchRequest:
-    """The launch of the kernel at `size` on the spec's real inputs, ready to trace."""
-    from kxform.verify import launch_request
+                  seed: int | None = None, launch: ResolvedLaunch | None = None) -> LaunchRequest:
+    """The launch of the kernel at `size` (or `launch`) on the spec's real inputs, ready to trace."""
+    from kxform.verify.differential import launch_request
 
-    resolved = spec.launch(size)
+    resolved = launch or spec.launch(size)
     inputs = make_inputs(spec, resolved, seed)
     return launch_request(extracted, resolved, inputs, f"{spec.name}[{size.name}] traced", timeout_s=600.0)
 

@@ -1,1 +1,0 @@
-"""Checks that a proposal must pass before anything is written."""

@@ -1,0 +1,244 @@
+"""The pass interface: what every pass in `passes/` implements, and the records it returns.
+
+A pass is a frozen dataclass: a class-level `name`, typed option fields declared as a
+`ParamSpace` (`option_space`), and the methods analyse -> candidates/propose -> check
+-> edit. Passes never touch files or print: they read the `PassContext`, return
+proposals, check records and edits, and emit remarks into the context's sink. Only the
+edit engine changes bytes. A pass also says how its rewrite must be verified
+(`verify_policy`), describes itself for `kxform passes` and `kxform inspect`, and can
+expose a kernel's parameter space and a rewrite at one configuration (`space`,
+`proposal_for`) for tuners.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from kxform.engine.edits import Edit
+from kxform.engine.params import Config, ParamSpace, ParamValue
+from kxform.engine.pass_spec import parse_pass_spec, split_pipeline
+from kxform.engine.policy import DEFAULT_POLICY, VerifyPolicy
+from kxform.engine.proposal import Proposal, Provenance, Rejection, format_value
+from kxform.errors import UsageError
+from kxform.frontend.model import Function, SourceModel
+from kxform.hw import HwProfile
+from kxform.log.remarks import Remark, RemarkKind, RemarkSink
+
+__all__ = [
+    "Blocker", "CheckRecord", "KernelAnalysis", "KernelResult", "Outcome", "Pass", "PassContext", "Proposal",
+    "Provenance", "Rejection", "RunOptions", "parse_pass_spec", "split_pipeline",
+]
+
+
+@dataclass(frozen=True)
+class CheckRecord:
+    """The result of one check, as logged: name, passed or not, and what it established."""
+
+    name: str
+    ok: bool
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "ok": self.ok, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class Blocker:
+    """Why a pass must not touch a kernel: a stable key, a sentence, and where."""
+
+    key: str
+    message: str
+    offset: int
+
+
+@dataclass(frozen=True)
+class KernelAnalysis:
+    """What a pass learned about one kernel before proposing anything."""
+
+    kernel: Function
+    blockers: tuple[Blocker, ...] = ()
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    already_applied: bool = False
+
+    @property
+    def applicable(self) -> bool:
+        return not self.blockers and not self.already_applied
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Options of one run that passes may read (kernel filter, hardware, candidate count)."""
+
+    kernels: tuple[str, ...] = ()
+    arch: str = "sm_90"
+    max_candidates: int = 3
+    """Checked candidates per kernel handed to the later stages (the first is applied first)."""
+
+    def selects(self, kernel: str) -> bool:
+        return not self.kernels or kernel in self.kernels
+
+
+@dataclass(frozen=True)
+class PassContext:
+    """Everything a pass may read, passed explicitly (no globals)."""
+
+    model: SourceModel
+    hw: HwProfile
+    options: RunOptions
+    remarks: RemarkSink
+    semantic: Any = None  # kxform.frontend.semantic.SemanticInfo | None
+    toolchain: Any = None  # kxform.build.toolchain.Toolchain | None (compilers, cache, project flags)
+
+    def remark(self, kind: RemarkKind, pass_name: str, name: str, offset: int, function: str | None,
+               message: str, **args: Any) -> None:
+        line, col = self.model.source.line_col(offset)
+        self.remarks.emit(Remark(kind, pass_name, name, self.model.source.path, line, col, function, message, args))
+
+
+class Pass(abc.ABC):
+    """Base class of every pass. Subclasses are frozen dataclasses whose fields are options;
+    an option left at None means "the pass chooses"."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    requires: ClassVar[tuple[str, ...]] = ()
+    """Passes that must run before this one when both are in a pipeline."""
+    falls_back: ClassVar[bool] = True
+    """Whether the deterministic proposer may offer `candidates` after the default choice
+    (a pass whose default is "change nothing but the form" has no fallback)."""
+
+    # -- options ---------------------------------------------------------------------
+
+    @classmethod
+    def option_space(cls) -> ParamSpace:
+        """The typed options of the pass (names match the dataclass fields)."""
+        return ParamSpace()
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str | ParamValue]) -> Pass:
+        """Build the pass from spec or --param strings, typed through `option_space`."""
+        space = cls.option_space()
+        names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+        unknown = sorted(set(options) - set(names))
+        if unknown:
+            raise UsageError(f"pass {cls.name}: unknown option {unknown[0]!r} (options: {', '.join(names) or 'none'})")
+        typed: dict[str, ParamValue] = {}
+        for key, text in options.items():
+            try:
+                typed[key] = space.param(key).parse(text)
+            except UsageError as exc:
+                raise UsageError(f"pass {cls.name}: {exc.cause}") from None
+        return cls(**typed)  # type: ignore[call-arg]
+
+    def spec(self) -> str:
+        """The `name{k=v,...}` spec that parses back to this pass."""
+        items = self.spec_items()
+        return f"{self.name}{{{','.join(f'{k}={v}' for k, v in items)}}}" if items else self.name
+
+    def spec_items(self) -> list[tuple[str, str]]:
+        return [(f.name, format_value(getattr(self, f.name))) for f in dataclasses.fields(self)  # type: ignore[arg-type]
+                if getattr(self, f.name) is not None and getattr(self, f.name) != f.default]
+
+    @property
+    def explicit(self) -> bool:
+        """Whether the user fixed the options (then only that instance is proposed)."""
+        return bool(self.spec_items())
+
+    @classmethod
+    def describe_options(cls) -> list[str]:
+        """Lines for `kxform passes`: each option with its type and domain."""
+        return [f"{p.name} ({p.kind}): {p.describe_values()}" + (f" - {p.doc}" if p.doc else "")
+                for p in cls.option_space()]
+
+    # -- analyse and propose ---------------------------------------------------------------
+
+    @abc.abstractmethod
+    def analyse(self, ctx: PassContext) -> dict[str, KernelAnalysis]:
+        """Per kernel: can this pass apply, and what it needs to know to propose."""
+
+    @abc.abstractmethod
+    def candidates(self, ctx: PassContext, analysis: KernelAnalysis) -> list[Proposal]:
+        """Every parameterised instance of this pass that would change the kernel, best first."""
+
+    @abc.abstractmethod
+    def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
+        """The deterministic choice (documented rule); None when the pass has nothing to offer."""
+
+    def missed_reason(self, analysis: KernelAnalysis) -> tuple[str, str]:
+        """Remark key and sentence when no proposal was made for an applicable kernel."""
+        return ("NoProposal", "the proposer offered nothing for this kernel")
+
+    def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
+        """The parameter space of one kernel (default: the pass's options)."""
+        return self.option_space()
+
+    def proposal_for(self, ctx: PassContext, analysis: KernelAnalysis, config: Config,
+                     provenance: Provenance | None = None) -> Proposal:
+        """The proposal that rewrites the kernel at `config` (a point of `space`)."""
+        values = {k: v for k, v in config.items()}
+        return Proposal.of(self.name, analysis.kernel.name, values, "configuration given by the caller",
+                           provenance)
+
+    # -- check, edit, verify -------------------------------------------------------------
+
+    @abc.abstractmethod
+    def check(self, ctx: PassContext, proposal: Proposal) -> list[CheckRecord]:
+        """Pre-edit checks of a proposal; raise CheckFailed on the first failure."""
+
+    @abc.abstractmethod
+    def edit(self, ctx: PassContext, proposals: Sequence[Proposal]) -> list[Edit]:
+        """The byte edits that apply all accepted proposals of one file."""
+
+    def check_result(self, new_model: SourceModel, proposals: Sequence[Proposal]) -> list[CheckRecord]:
+        """Checks of the rewritten file itself (after re-parsing it); raise CheckFailed.
+
+        The driver adds the generic ones (re-parse, idempotence); a pass adds what only
+        it can know, such as swizzle's coverage of every index read."""
+        return []
+
+    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+        """How the differential verification of `proposal` launches and compares (see
+        kxform.engine.policy). Default: the spec's launch, bit-exact outputs."""
+        return DEFAULT_POLICY
+
+    # -- describe ---------------------------------------------------------------------
+
+    def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
+        """What `kxform inspect` shows for this pass and kernel (JSON-ready)."""
+        status = "already applied" if analysis.already_applied else "applicable" if analysis.applicable \
+            else "refused"
+        return {"status": status, "reasons": [f"{b.key}: {b.message}" for b in analysis.blockers]}
+
+
+class Outcome(enum.Enum):
+    APPLIED = "applied"
+    MISSED = "missed"  # not applicable or refused, with reasons
+    UNCHANGED = "unchanged"  # already transformed
+    FAILED = "failed"  # a check failed after proposing
+    SKIPPED = "skipped"  # filtered out (--kernel)
+
+
+@dataclass(frozen=True)
+class KernelResult:
+    """What happened to one kernel in one pass: frozen and picklable, for logs and reports."""
+
+    path: str
+    kernel: str
+    pass_name: str
+    outcome: Outcome
+    line: int
+    reasons: tuple[str, ...] = ()
+    proposal: Proposal | None = None
+    checks: tuple[CheckRecord, ...] = ()
+    stage: str = ""
+    policy: VerifyPolicy = DEFAULT_POLICY
+    """How the later stages must verify the applied proposal (from the pass)."""
+    alternates: tuple[Proposal, ...] = ()
+    """Checked candidates not applied (yet): what the later stages may fall back to."""
+    rejected: tuple[Rejection, ...] = ()
+    """Candidates refused on the way here, by a check or a later stage."""

@@ -1,0 +1,89 @@
+"""The pass log: one JSON Lines file per run, documented in docs/pass-log.md.
+
+Records (each a JSON object on one line, `"schema": 1`):
+  run     - once, first: run id, versions, hardware profile, pipeline, argv, start time
+  kernel  - per kernel and pass: outcome, reasons, proposal, every check with its result
+  file    - per file: changed or not, the unified diff, timings, input error if any
+  remark  - every remark, LLVM style (Passed / Missed / Analysis)
+  summary - once, last: counters and the exit code
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, TextIO
+
+from kxform import __version__
+from kxform.engine.pass_api import KernelResult
+from kxform.log.report import Report
+
+SCHEMA = 1
+
+
+def _versions() -> dict[str, str]:
+    from importlib import metadata
+
+    versions = {"kxform": __version__, "python": platform.python_version()}
+    for dist in ("tree-sitter", "tree-sitter-cuda", "libclang", "networkx", "numpy"):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return versions
+
+
+def kernel_record(run_id: str, result: KernelResult) -> dict[str, Any]:
+    proposal = result.proposal
+    return {
+        "type": "kernel", "schema": SCHEMA, "run": run_id, "file": result.path, "kernel": result.kernel,
+        "line": result.line, "pass": result.pass_name, "outcome": result.outcome.value,
+        "stage": result.stage or None, "reasons": list(result.reasons),
+        "proposal": None if proposal is None else proposal.to_json(),
+        "checks": [c.to_json() for c in result.checks],
+        "verify_policy": result.policy.to_json() if proposal is not None else None,
+        "alternates": [p.label() for p in result.alternates],
+        "rejected": [r.to_json() for r in result.rejected],
+    }
+
+
+class PassLog:
+    """Appends records to a JSONL file; created on open, closed with the summary."""
+
+    def __init__(self, path: Path, handle: TextIO, run_id: str) -> None:
+        self.path = path
+        self._handle = handle
+        self.run_id = run_id
+
+    @classmethod
+    def open(cls, path: str | None, *, hw: str, pipeline: str, argv: list[str]) -> PassLog:
+        run_id = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
+        target = Path(path) if path else Path(".kxform") / "logs" / f"{run_id}.jsonl"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(target, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        log = cls(target, handle, run_id)
+        log.write({"type": "run", "schema": SCHEMA, "run": run_id, "versions": _versions(), "hw": hw,
+                   "pipeline": pipeline, "argv": argv, "cwd": os.getcwd(),
+                   "started": dt.datetime.now(dt.timezone.utc).isoformat()})
+        return log
+
+    def write(self, record: dict[str, Any]) -> None:
+        self._handle.write(json.dumps(record, sort_keys=False, default=str) + "\n")
+
+    def kernels(self, results: Iterable[KernelResult]) -> None:
+        for result in results:
+            self.write(kernel_record(self.run_id, result))
+
+    def close(self, report: Report) -> None:
+        self.write({"type": "summary", "schema": SCHEMA, "run": self.run_id,
+                    "files_changed": report.files_changed, "files_unchanged": report.files_unchanged,
+                    "input_errors": report.input_errors, "internal_errors": report.internal_errors,
+                    "kernels": {o.value: n for o, n in report.kernel_outcomes.items()},
+                    "failures": report.failures, "exit_code": report.exit_code,
+                    "finished": dt.datetime.now(dt.timezone.utc).isoformat()})
+        self._handle.close()

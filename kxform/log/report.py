@@ -1,0 +1,65 @@
+"""Counters, the summary line and the exit code of a run (black's `Report`, for kernels)."""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from dataclasses import dataclass, field
+
+from kxform.engine.pass_api import KernelResult, Outcome
+
+EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 123
+
+
+class WriteBack(enum.Enum):
+    """What `apply` does with a rewritten file."""
+
+    WRITE = "write"  # in place (atomic)
+    DIFF = "diff"  # print a unified diff, write nothing
+    CHECK = "check"  # write nothing; exit 1 if anything would change
+    OUT_DIR = "out-dir"  # write rewritten copies under another directory
+
+
+@dataclass
+class Report:
+    write_back: WriteBack = WriteBack.WRITE
+    files_changed: int = 0
+    files_unchanged: int = 0
+    input_errors: list[str] = field(default_factory=list)
+    internal_errors: list[str] = field(default_factory=list)
+    kernel_outcomes: Counter[Outcome] = field(default_factory=Counter)
+    failures: list[str] = field(default_factory=list)
+
+    def add_kernels(self, results: tuple[KernelResult, ...] | list[KernelResult]) -> None:
+        for result in results:
+            self.kernel_outcomes[result.outcome] += 1
+            if result.outcome is Outcome.FAILED:
+                self.failures.append(f"{result.path}:{result.line}: {result.kernel}: {'; '.join(result.reasons)}")
+
+    @property
+    def exit_code(self) -> int:
+        if self.internal_errors:
+            return EXIT_INTERNAL
+        if self.input_errors:
+            return EXIT_INPUT
+        if self.failures:
+            return EXIT_FAILED
+        if self.write_back is WriteBack.CHECK and self.files_changed:
+            return EXIT_FAILED
+        return EXIT_OK
+
+    def summary(self) -> str:
+        verb = {WriteBack.WRITE: "rewritten", WriteBack.OUT_DIR: "rewritten", WriteBack.DIFF: "would be rewritten",
+                WriteBack.CHECK: "would be rewritten"}[self.write_back]
+        if (self.input_errors or self.internal_errors) and self.write_back in (WriteBack.WRITE, WriteBack.OUT_DIR):
+            verb = "left untouched (errors)"
+        parts = [f"{self.files_changed} file{'s' if self.files_changed != 1 else ''} {verb}",
+                 f"{self.files_unchanged} unchanged"]
+        kernels = ", ".join(f"{self.kernel_outcomes[o]} {o.value}" for o in Outcome if self.kernel_outcomes[o])
+        if kernels:
+            parts.append(f"kernels: {kernels}")
+        if self.input_errors:
+            parts.append(f"{len(self.input_errors)} input error{'s' if len(self.input_errors) != 1 else ''}")
+        if self.internal_errors:
+            parts.append(f"{len(self.internal_errors)} internal error{'s' if len(self.internal_errors) != 1 else ''}")
+        return ", ".join(parts) + "."

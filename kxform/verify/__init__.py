@@ -1,0 +1,1 @@
+"""Differential verification (original vs rewritten, kernel vs reference), the verification stage of `apply`, and whole-program mode."""

@@ -1,0 +1,1 @@
+"""The user's tree: finding source files and writing them back atomically."""

@@ -1,0 +1,86 @@
+"""Typed parameter spaces and constraints (kxform.engine.params, kxform.expr logic grammar)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kxform.engine.params import Constraint, Param, ParamSpace, hw_env
+from kxform.errors import SpecError, UsageError
+from kxform.expr import parse_logic
+from kxform.hw import load_profile
+
+
+def test_logic_grammar_chains_and_dotted_names() -> None:
+    expr = parse_logic("32 <= bx * by <= hw.max_threads_per_block and not (TILE % 4)")
+    assert expr.variables == frozenset({"bx", "by", "hw.max_threads_per_block", "TILE"})
+    env = {"bx": 16, "by": 16, "TILE": 8, "hw.max_threads_per_block": 1024}
+    assert expr.holds(env)
+    assert not expr.holds({**env, "bx": 1, "by": 16})  # 16 < 32
+    assert not expr.holds({**env, "bx": 128})  # 128*16 > 1024
+    assert not expr.holds({**env, "TILE": 6})
+
+
+@pytest.mark.parametrize("text", ["__import__('os')", "x.__class__", "f(x)", "[x]", "x if y else z",
+                                  "lambda: 1", "'a' == x", "x[0]", "(x).y.z()"])
+def test_logic_grammar_refuses_code(text: str) -> None:
+    with pytest.raises(SpecError):
+        parse_logic(text)
+
+
+def test_arithmetic_grammar_stays_arithmetic() -> None:
+    from kxform.expr import parse_expr
+
+    for text in ("a < b", "a and b", "hw.x", "True"):
+        with pytest.raises(SpecError):
+            parse_expr(text)
+
+
+def test_is_pow2_and_division_by_zero() -> None:
+    assert parse_logic("is_pow2(T)").holds({"T": 64})
+    assert not parse_logic("is_pow2(T)").holds({"T": 48})
+    with pytest.raises(SpecError, match="division by zero"):
+        parse_logic("N % T == 0").holds({"N": 4, "T": 0})
+
+
+def test_param_parse_and_domain() -> None:
+    tile = Param.ints("TILE", [32, 8, 16, 16], 16, origin="k.cu:3")
+    assert tile.values == (8, 16, 32)
+    assert tile.parse("32") == 32 and tile.parse("0x10") == 16
+    with pytest.raises(UsageError, match=r"TILE=12: not one of \{8, 16, 32\}"):
+        tile.parse("12")
+    with pytest.raises(UsageError, match="expected an integer"):
+        tile.parse("big")
+    flag = Param.boolean("vec", False)
+    assert flag.parse("true") is True and flag.parse("off") is False
+    wide = Param.int_range("unroll", 1, 1 << 20, 1)
+    assert wide.describe_values() == "1..1048576" and wide.parse("4096") == 4096
+    with pytest.raises(SpecError, match="default"):
+        Param.ints("X", [1, 2], 3)
+    with pytest.raises(SpecError, match="wrong type"):
+        Param("X", "int", (1, "two"), 1)
+
+
+def test_space_resolve_violations_and_hw() -> None:
+    hw = load_profile("h100-sxm")
+    space = ParamSpace(
+        (Param.ints("bx", [8, 16, 32, 64], 16), Param.ints("by", [8, 16, 32, 64], 16)),
+        (Constraint.parse("bx * by <= hw.max_threads_per_block", "threads per block", ""),
+         Constraint.parse("bx == by", "the tile load assumes a square block", "k.cu:12")),
+    )
+    assert space.cardinality() == 16
+    config = space.resolve({"bx": "32", "by": "32"})
+    assert space.is_valid(config, hw)
+    bad = space.resolve({"bx": "64", "by": "32"})
+    assert [c.text for c in space.violations(bad, hw)] == ["bx * by <= hw.max_threads_per_block", "bx == by"]
+    assert not space.is_valid(space.resolve({"bx": "64", "by": "64"}), hw)
+    assert space.label(config) == "bx=32,by=32"
+    assert hw_env(hw)["hw.max_threads_per_block"] == 1024
+    with pytest.raises(UsageError, match="unknown parameter 'bz'"):
+        space.resolve({"bz": "1"})
+
+
+def test_space_refuses_unknown_names_and_duplicates() -> None:
+    with pytest.raises(SpecError, match="unknown name 'TILE'"):
+        ParamSpace((Param.ints("bx", [1], 1),), (Constraint.parse("TILE > 0"),))
+    with pytest.raises(SpecError, match="defined twice"):
+        ParamSpace((Param.ints("bx", [1], 1), Param.ints("bx", [2], 2)))
