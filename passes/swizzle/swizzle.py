@@ -25,6 +25,8 @@ from kxform.frontend.model import Function, IndexRead, SourceModel, Span
 from kxform.passes.swizzle.index_usage import IndexUsage, index_usage
 from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal
 from kxform.passes.swizzle.patterns import PATTERNS, RemapConfig, get_pattern
+from kxform.passes.swizzle.formula import FormulaError, FormulaRemap, formula_remap
+from kxform.propose.payload import payload_of
 
 BLOCK_VAR = "kxform_block"
 """The logical block index: a local in kernels, the first parameter of device functions."""
@@ -118,9 +120,10 @@ class Swizzle(Pass):
             config = config_of(proposal)
         except UsageError as exc:
             raise CheckFailed("proposal", exc.cause) from None
+        records = [_formula_record(config)] if isinstance(config, FormulaRemap) else []
         report = check_helper(config.helper_source(), config.helper_name())
-        return [CheckRecord("bijection", True, f"emitted helper is a bijection on {report.detail}"
-                            + (" (cached)" if report.cached else ""))]
+        return records + [CheckRecord("bijection", True, f"emitted helper is a bijection on {report.detail}"
+                                      + (" (cached)" if report.cached else ""))]
 
     def check_result(self, new_model: SourceModel, proposals: Sequence[Proposal]) -> list[CheckRecord]:
         """Check (b): no blockIdx.x/.y read is left unmapped in a rewritten kernel's closure."""
@@ -139,7 +142,7 @@ class Swizzle(Pass):
         source = model.source
         newline = source.newline
         edits: list[Edit] = []
-        helper_first_use: dict[str, tuple[int, RemapConfig]] = {}
+        helper_first_use: dict[str, tuple[int, RemapConfig | FormulaRemap]] = {}
         for proposal in proposals:
             kernel = next(k for k in model.kernels if k.name == proposal.kernel)
             usage = index_usage(model, kernel)
@@ -193,12 +196,45 @@ def _name_collisions(ctx: PassContext, usage: IndexUsage) -> list[Blocker]:
     return []
 
 
-def config_of(proposal: Proposal) -> RemapConfig:
-    """The remap a proposal asks for; its parameters are validated like user input."""
+def config_of(proposal: Proposal) -> RemapConfig | FormulaRemap:
+    """The remap a proposal asks for; its parameters are validated like user input.
+    `pattern=custom` takes its remap from the proposal's payload (formula.py)."""
     options = proposal.options
     if "pattern" not in options:
         raise UsageError("swizzle proposal names no pattern")
+    if options["pattern"] == CUSTOM:
+        return _custom_remap(proposal)
     return get_pattern(options["pattern"]).resolve({k: v for k, v in options.items() if k != "pattern"})
+
+
+CUSTOM = "custom"
+"""The pattern name of a remap written in kxform's formula language (payload: the text)."""
+
+
+def _custom_remap(proposal: Proposal) -> FormulaRemap:
+    text = payload_of(proposal)
+    if text is None:
+        raise UsageError("swizzle pattern custom needs a formula (the proposal carries none)")
+    try:
+        remap = formula_remap(text)
+    except FormulaError as exc:
+        raise UsageError(f"custom formula rejected: {exc}") from None
+    extra = sorted(set(proposal.options) - {"pattern", "formula"})
+    if extra or proposal.options.get("formula", remap.formula.digest) != remap.formula.digest:
+        raise UsageError(f"custom formula: unexpected parameters {extra or ['formula']} (a custom remap takes only "
+                         "its formula)")
+    return remap
+
+
+def _formula_record(remap: FormulaRemap) -> CheckRecord:
+    """Arithmetic safety of a custom formula: no wrap-around or division by zero anywhere."""
+    from kxform.passes.swizzle.formula_eval import check_arithmetic
+
+    try:
+        report = check_arithmetic(remap.formula)
+    except FormulaError as exc:
+        raise CheckFailed("formula", str(exc)) from None
+    return CheckRecord("formula", True, report.detail)
 
 
 def _semantic_blockers(ctx: PassContext, usage: IndexUsage) -> list[Blocker]:
@@ -246,7 +282,7 @@ def _refuse_shared(ctx: PassContext, results: dict[str, KernelAnalysis]) -> None
                 changed = True
 
 
-def _prologue(ctx: PassContext, kernel: Function, usage: IndexUsage, config: RemapConfig, origin: str) -> Edit:
+def _prologue(ctx: PassContext, kernel: Function, usage: IndexUsage, config: RemapConfig | FormulaRemap, origin: str) -> Edit:
     source = ctx.model.source
     body = source.data[kernel.body.start:kernel.body.end]
     rest = body[1:]
