@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from kxform.engine.driver import FileTransform, transform_source
 from kxform.errors import KxformError, UsageError
@@ -43,6 +44,8 @@ class ApplyConfig:
     out_dir: str | None = None
     build_dir: str | None = None
     semantic: bool = True
+    proposer: Any = None
+    """A `kxform.propose.registry.ProposerSpec` (built in each worker); None: the default."""
 
 
 @dataclass
@@ -74,7 +77,8 @@ def _transform_one(path: str, config: ApplyConfig) -> FileOutcome:
             from kxform.frontend.semantic import semantic_provider
 
             semantic = semantic_provider(path, config.build_dir)
-        transform = transform_source(source, passes, config.hw, options, semantic=semantic)
+        proposer = config.proposer.build() if config.proposer is not None else None
+        transform = transform_source(source, passes, config.hw, options, proposer=proposer, semantic=semantic)
         return FileOutcome(path, transform, results=list(transform.results))
     except UsageError:
         raise

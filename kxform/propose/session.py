@@ -1,0 +1,209 @@
+"""The attempt loop of `--proposer claude`: propose -> check -> apply -> verify -> measure
+(or predict) -> reflect, per kernel, keeping the best verified result.
+
+Each turn sends the conversation so far (the kernel's context first, then every
+attempt and its result) and forces the pass's tool. The answer is read like hostile
+input (answer.py); what passes goes through the same pipeline as any proposal
+(evaluate.py); the outcome, with the stage and reason of a rejection and the figures of
+a verified attempt, goes back as the tool's result. The best verified attempt (by
+measured time with a GPU and `--measure`, else by prediction, and the records say
+which) becomes the kernel's decision. The loop stops after `attempts` turns, after
+`patience` turns in a row that did not improve on the best, or when the API fails
+after the SDK's retries. Tokens and cost are recorded per attempt.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kxform.engine.pass_api import KernelAnalysis, Pass, PassContext
+from kxform.errors import KxformError, UsageError
+from kxform.propose.answer import Answer, Rejection, read_response
+from kxform.propose.client import ApiFailure, ClaudeClient
+from kxform.propose.context import KernelContext
+from kxform.propose.cost import Usage
+from kxform.propose.evaluate import Evaluation, Evaluator
+from kxform.propose.lock import Decision
+from kxform.propose.payload import payload_of
+from kxform.propose.prompt import SYSTEM, AttemptNote, first_message, result_message
+from kxform.propose.tools import Tool
+
+Record = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    attempts: int = 4
+    patience: int = 2
+    """Stop after this many attempts in a row that do not improve a verified best."""
+    measure: bool = False
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One turn: the answer, what became of it, and what it cost."""
+
+    index: int
+    label: str
+    status: str
+    """`rejected` (the answer itself), `failed` (a later stage), `verified`, or `api-error`."""
+    stage: str
+    reason: str
+    usage: Usage
+    score: float | None = None
+    improved: bool = False
+    formula: str | None = None
+    tool_input: Any = None
+    stop_reason: str | None = None
+    feedback: str = ""
+    evaluation: Evaluation | None = field(default=None, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        ev = self.evaluation
+        return {"attempt": self.index, "proposal": self.label, "status": self.status, "stage": self.stage,
+                "reason": self.reason, "formula": self.formula, "tool_input": self.tool_input,
+                "stop_reason": self.stop_reason, "score": self.score, "improved": self.improved,
+                "time_ms": ev.time_ms if ev else None, "baseline_ms": ev.baseline_ms if ev else None,
+                "prediction": ev.prediction.describe() if ev and ev.prediction else None,
+                "checks": [c.to_json() for c in ev.checks] if ev else [], "feedback": self.feedback,
+                "usage": self.usage.to_json()}
+
+
+@dataclass(frozen=True)
+class KernelSession:
+    file: str
+    kernel: str
+    pass_name: str
+    model: str
+    attempts: tuple[Attempt, ...]
+    best: Attempt | None
+    decision: Decision | None
+    stop: str
+    ranking: str
+
+    @property
+    def usage(self) -> Usage:
+        total = Usage(cost_usd=0.0, cached=True)
+        for attempt in self.attempts:
+            total = total + attempt.usage
+        return total
+
+
+@dataclass
+class _Conversation:
+    messages: list[dict[str, Any]]
+
+    def add_turn(self, content: list[Any], results: list[dict[str, Any]]) -> None:
+        self.messages.append({"role": "assistant", "content": content})
+        self.messages.append({"role": "user", "content": results})
+
+    def add_note(self, text: str) -> None:
+        """After an answer with no call to answer: text joins the last user turn."""
+        self.messages[-1]["content"].append({"type": "text", "text": text})
+
+
+def run_kernel(ctx: PassContext, analysis: KernelAnalysis, pass_: Pass, tool: Tool, context: KernelContext,
+               evaluator: Evaluator, client: ClaudeClient, options: SessionOptions, record: Record) -> KernelSession:
+    """The loop for one kernel; `record` receives the prompt and every attempt as log records."""
+    model = client.options.model
+    proposer = f"claude:{model}"
+    opening = first_message(context, tool, options.attempts)
+    chat = _Conversation([{"role": "user", "content": [{"type": "text", "text": opening,
+                                                         "cache_control": {"type": "ephemeral"}}]}])
+    where = {"file": context.path, "kernel": context.kernel, "pass": pass_.name, "model": model}
+    record({"type": "llm_prompt", **where, "system": SYSTEM, "context": opening, "tool": tool.to_param(),
+            "ranking": context.ranking})
+    attempts: list[Attempt] = []
+    best: tuple[Attempt, Answer] | None = None
+    stale, stop = 0, f"all {options.attempts} attempts used"
+    for index in range(1, options.attempts + 1):
+        request = {"model": model, "max_tokens": client.options.max_tokens, "system": SYSTEM,
+                   "messages": chat.messages, "tools": [tool.to_param()], "tool_choice": tool.choice()}
+        started = time.perf_counter()
+        try:
+            response = client.send(request)
+        except ApiFailure as failure:
+            attempt = Attempt(index, "-", "api-error", "api", str(failure), Usage(cost_usd=0.0))
+            attempts.append(attempt)
+            record({"type": "llm_attempt", **where, **attempt.to_json(), "elapsed_s": time.perf_counter() - started})
+            if failure.fatal:
+                raise UsageError(f"--proposer claude: {failure}") from None
+            stop = f"API failure: {failure.kind}"
+            break
+        outcome = read_response(response.body, tool, pass_, context.kernel, ctx.hw, proposer)
+        attempt = _judge(index, outcome, evaluator, analysis, response.usage, response.body.get("stop_reason"),
+                         best[0] if best else None)
+        left = options.attempts - index
+        if attempt.improved and isinstance(outcome, Answer):
+            best, stale = (attempt, outcome), 0
+        else:
+            stale += 1
+        note = AttemptNote(index, attempt.label, attempt.status, attempt.reason, attempt.score)
+        best_note = None if best is None else AttemptNote(best[0].index, best[0].label, "verified", "", best[0].score)
+        feedback = result_message(note, best_note, left, context.ranking, tool)
+        attempt = _with_feedback(attempt, feedback)
+        attempts.append(attempt)
+        record({"type": "llm_attempt", **where, "prompt_key": response.key, **attempt.to_json(),
+                "elapsed_s": round(time.perf_counter() - started, 3)})
+        _reply(chat, response.body, outcome, feedback, attempt.status == "verified")
+        if best is not None and stale >= options.patience and left > 0:
+            stop = f"stopped early: {stale} attempts in a row did not improve on attempt {best[0].index}"
+            break
+    decision = None if best is None else _decision(context, pass_.name, best[1], best[0], proposer)
+    session = KernelSession(context.path, context.kernel, pass_.name, model, tuple(attempts),
+                            best[0] if best else None, decision, stop, context.ranking)
+    record({"type": "llm_session", **where, "attempts": len(attempts), "best_attempt": best[0].index if best else None,
+            "best_proposal": best[0].label if best else None, "ranked_by": context.ranking, "stop": stop,
+            "usage": session.usage.to_json()})
+    return session
+
+
+def _judge(index: int, outcome: Answer | Rejection, evaluator: Evaluator, analysis: KernelAnalysis, usage: Usage,
+           stop_reason: Any, best: Attempt | None) -> Attempt:
+    stop = str(stop_reason) if stop_reason is not None else None
+    if isinstance(outcome, Rejection):
+        return Attempt(index, "-", "rejected", "answer", f"{outcome.kind}: {outcome.reason}", usage,
+                       tool_input=outcome.tool_input, stop_reason=stop)
+    label = outcome.proposal.label()
+    try:
+        evaluation = evaluator.evaluate(analysis, outcome.proposal)
+    except KxformError as exc:
+        evaluation = Evaluation(False, "pipeline", str(exc))
+    if not evaluation.verified:
+        return Attempt(index, label, "failed", evaluation.stage, evaluation.reason, usage, formula=outcome.formula,
+                       tool_input=outcome.tool_input, stop_reason=stop, evaluation=evaluation)
+    score = evaluation.score
+    improved = best is None or (score is not None and (best.score is None or score < best.score))
+    return Attempt(index, label, "verified", "done", evaluation.summary(), usage, score, improved, outcome.formula,
+                   outcome.tool_input, stop, evaluation=evaluation)
+
+
+def _with_feedback(attempt: Attempt, feedback: str) -> Attempt:
+    from dataclasses import replace
+
+    return replace(attempt, feedback=feedback)
+
+
+def _reply(chat: _Conversation, body: Any, outcome: Answer | Rejection, feedback: str, ok: bool) -> None:
+    """Answer every tool call of the response (the first gets the result), or, when the
+    response held no call to answer, add the result as text to the last user turn."""
+    content = body.get("content") if isinstance(body, dict) else None
+    calls = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"] if isinstance(content, list) \
+        else []
+    usable = calls and body.get("stop_reason") in ("tool_use", "end_turn")
+    if not usable:
+        chat.add_note(f"Your last answer was not usable. {feedback}")
+        return
+    results = [{"type": "tool_result", "tool_use_id": str(call.get("id", "")), "is_error": not ok,
+                "content": feedback if i == 0 else "ignored: call the tool once per turn"}
+               for i, call in enumerate(calls)]
+    chat.add_turn(content, results)
+
+
+def _decision(context: KernelContext, pass_name: str, answer: Answer, attempt: Attempt, proposer: str) -> Decision:
+    return Decision(context.kernel, pass_name, answer.proposal.params, context.path,
+                    payload_of(answer.proposal) or "", "claude", proposer.split(":", 1)[1],
+                    f"attempt {attempt.index}: {attempt.reason}"[:400])
