@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from kxform.errors import KxformError
+from kxform.errors import KxformError, UsageError
 from kxform.workspace.files import walk_sources
 from kxform.frontend.cuda import parse_model
 from kxform.hw import load_profile
@@ -20,7 +20,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("inspect", help="show kernels, launch sites, index reads and swizzle safety")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--hw", default="h100", help="hardware profile for the swizzle preview (default: h100)")
-    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--prompt", metavar="FILE", help="print the context a model would get for --kernel K of FILE "
+                   "(what --proposer claude sends), and nothing else")
+    p.add_argument("--kernel", metavar="NAME", help="the kernel for --prompt")
+    p.add_argument("--pass", dest="pass_spec", default="swizzle", metavar="NAME", help="the pass for --prompt "
+                   "(default: swizzle)")
+    p.add_argument("paths", nargs="*", metavar="PATH")
     p.set_defaults(func=run)
 
 
@@ -61,6 +66,15 @@ def inspect_file(path: str, hw_name: str) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.prompt or args.kernel:
+        if not (args.prompt and args.kernel) or args.paths:
+            raise UsageError("usage: kxform inspect --prompt FILE --kernel NAME [--hw H] [--pass P]")
+        from kxform.propose.show import prompt_for
+
+        sys.stdout.write(prompt_for(args.prompt, args.kernel, load_profile(args.hw), args.pass_spec))
+        return 0
+    if not args.paths:
+        raise UsageError("kxform inspect: give at least one PATH (or --prompt FILE --kernel NAME)")
     reports, status = [], 0
     for path in walk_sources(args.paths):
         try:

@@ -27,7 +27,7 @@ def register_proposer_args(p: argparse.ArgumentParser) -> None:
     group.add_argument("--patience", type=int, default=2, metavar="N",
                        help="claude: stop after N attempts in a row that do not improve the best (default 2)")
     group.add_argument("--model", metavar="MODEL", help="claude: model (default: $KXFORM_LLM_MODEL or "
-                       "claude-sonnet-4-5)")
+                       "claude-sonnet-4-6)")
     group.add_argument("--record", metavar="FILE", help="claude: also write the decisions kept to FILE (replay them "
                        "with --proposer lock --lock FILE)")
 

@@ -15,6 +15,7 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kxform.cache import cache_root, content_key
@@ -24,7 +25,7 @@ from kxform.propose.cost import PriceTable, Usage
 KEY_ENV = "ANTHROPIC_API_KEY"
 MODEL_ENV = "KXFORM_LLM_MODEL"
 REPLAY_ENV = "KXFORM_LLM_REPLAY"
-DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_MODEL = "claude-sonnet-4-6"
 CACHE_VERSION = "1"
 
 
@@ -38,6 +39,8 @@ class ClientOptions:
     connect_timeout_s: float = 10.0
     max_retries: int = 3
     use_cache: bool = True
+    cache_dir: str | None = None
+    """Where responses are cached (default: `cache_root()/llm`)."""
 
 
 class ApiFailure(Exception):
@@ -116,7 +119,7 @@ class ClaudeClient:
         """The response to `request` (a `messages.create` argument dict), from the cache
         when it was asked before; ApiFailure when the API fails after retries."""
         key = request_key(request)
-        path = cache_root() / "llm" / f"{key}.json"
+        path = (Path(self.options.cache_dir) if self.options.cache_dir else cache_root() / "llm") / f"{key}.json"
         if self.options.use_cache and path.exists():
             try:
                 stored = json.loads(path.read_text(encoding="utf-8"))
