@@ -162,3 +162,13 @@ def test_attempts_stop_early_when_they_stop_improving(kernel, monkeypatch: pytes
     assert [a.improved for a in session.attempts] == [True, False, False]
     assert session.stop.startswith("stopped early") and len(transport.exchanges) == 3
     assert session.best is not None and session.best.index == 1
+
+
+def test_a_repeated_proposal_is_not_evaluated_again(kernel, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", PLANTED_KEY)
+    ctx, analysis, pass_, tool, context, evaluator = kernel
+    claude, transport = client([raw_answer(GOOD), raw_answer(GOOD)], use_cache=False)
+    session = run_kernel(ctx, analysis, pass_, tool, context, evaluator, claude, SessionOptions(2, 5), lambda r: None)
+    first, second = session.attempts
+    assert first.status == "verified" and second.status == "failed" and "repeats attempt 1" in second.reason
+    assert not second.improved and session.best is first

@@ -104,6 +104,14 @@ def test_claude_without_a_key_is_a_clear_error_and_touches_nothing(sgemm: Path, 
     assert sgemm.read_bytes() == before and not (tmp_path / ".kxform").exists()
 
 
+def test_claude_refuses_measure_without_a_gpu_before_asking(sgemm: Path, tmp_path: Path) -> None:
+    replay = tmp_path / "empty.json"
+    replay.write_text('{"version": 1, "exchanges": []}')
+    done = run_cli("apply", "--pass", "swizzle", "--proposer", "claude", "--measure", "--verify", "cpu", str(sgemm),
+                   cwd=tmp_path, env={"KXFORM_LLM_REPLAY": str(replay)})
+    assert done.returncode == 2 and "--measure needs the GPU runtime" in done.stderr
+
+
 def test_claude_without_the_sdk_names_the_extra(sgemm: Path, monkeypatch: pytest.MonkeyPatch,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setitem(__import__("sys").modules, "anthropic", None)  # `import anthropic` fails as if absent

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from kxform.frontend.model import Function, SourceModel
 
@@ -137,11 +138,11 @@ def static_accesses(model: SourceModel, functions: tuple[Function, ...]) -> tupl
     return tuple(out)
 
 
-def _text(model: SourceModel, node: object) -> str:
-    return model.source.data[node.start_byte:node.end_byte].decode("utf-8", "replace")  # type: ignore[attr-defined]
+def _text(model: SourceModel, node: Any) -> str:
+    return model.source.data[node.start_byte:node.end_byte].decode("utf-8", "replace")
 
 
-def _nodes(model: SourceModel, function: Function, kind: str) -> Iterator[object]:
+def _nodes(model: SourceModel, function: Function, kind: str) -> Iterator[Any]:
     stack = [model.tree.root_node]
     while stack:
         node = stack.pop()
@@ -156,11 +157,11 @@ def _definitions(model: SourceModel, function: Function) -> dict[str, set[str]]:
     """Local name -> names and builtins its definitions and assignments read."""
     defs: dict[str, set[str]] = {}
     for node in _nodes(model, function, "init_declarator"):
-        name, value = node.child_by_field_name("declarator"), node.child_by_field_name("value")  # type: ignore[attr-defined]
+        name, value = node.child_by_field_name("declarator"), node.child_by_field_name("value")
         if name is not None and value is not None and name.type == "identifier":
             defs.setdefault(_text(model, name), set()).update(_refs(_text(model, value)))
     for node in _nodes(model, function, "assignment_expression"):
-        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")  # type: ignore[attr-defined]
+        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
         if left is not None and right is not None and left.type == "identifier":
             defs.setdefault(_text(model, left), set()).update(_refs(_text(model, right)))
     return defs
@@ -197,9 +198,9 @@ def _resolve(text: str, defs: dict[str, set[str]]) -> tuple[tuple[str, ...], tup
     return tuple(sorted(found)), tuple(sorted(via))
 
 
-def _mode(model: SourceModel, node: object) -> tuple[bool, bool]:
+def _mode(model: SourceModel, node: Any) -> tuple[bool, bool]:
     """(read, write): the left side of `=` is written; of `+=` read and written."""
-    parent = node.parent  # type: ignore[attr-defined]
+    parent = node.parent
     if parent is not None and parent.type == "assignment_expression" and parent.child_by_field_name("left") == node:
         operator = parent.child_by_field_name("operator")
         op = _text(model, operator) if operator is not None else "="

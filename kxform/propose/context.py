@@ -18,7 +18,7 @@ from kxform.engine.pass_api import KernelAnalysis, PassContext
 from kxform.frontend.model import SourceModel
 from kxform.harness.model import KernelSpec
 from kxform.hw import HwProfile
-from kxform.propose.access import AccessReport, static_accesses
+from kxform.propose.access import AccessReport, Sharing, static_accesses
 from kxform.propose.predict import WaveFootprint
 
 MAX_SOURCE_CHARS = 24_000
@@ -121,13 +121,15 @@ def build_context(ctx: PassContext, analysis: KernelAnalysis, spec: KernelSpec |
     usage = analysis.facts.get("usage")
     functions = usage.functions if usage is not None else (analysis.kernel,)
     accesses = static_accesses(model, functions)
-    sharing, note = (), "Sector traces: not taken (no harness spec for this kernel)."
+    sharing: tuple[Sharing, ...] = ()
+    note = "Sector traces: not taken (no harness spec for this kernel)."
     if spec is not None:
         from kxform.propose.traces import measured_sharing
+        from kxform.runtime.base import Runtime
         from kxform.runtime.cpu import CpuRuntime
 
-        tracer = runtime if getattr(runtime, "name", "") == "cpu" else CpuRuntime()
-        ok, why = tracer.available()  # type: ignore[attr-defined]
+        tracer = runtime if isinstance(runtime, Runtime) and runtime.name == "cpu" else CpuRuntime()
+        ok, why = tracer.available()
         sharing, note = measured_sharing(model.source, spec, tracer) if ok else ((), f"Sector traces: {why}")
     access = AccessReport(kernel, accesses, sharing, note)
     footprint = _footprint(accesses, spec, ctx.hw)
@@ -138,6 +140,8 @@ def build_context(ctx: PassContext, analysis: KernelAnalysis, spec: KernelSpec |
                ("kxform's wave-footprint prediction (bytes the blocks of one wave touch at the bench size; lower "
                 "is better; unmeasured)" if footprint else "nothing: without a harness spec no attempt can be "
                 "verified, so none is kept"))
+    measured = _baseline_text(model.source, spec, runtime) if timed else \
+        "No GPU timing in this run (no GPU, or --measure not given): nothing is timed."
     sections = (
         Section("Source (the kernel, the device functions it calls, the macros it uses)", kernel_text(model, analysis)),
         Section("Launches", launch_text(model, kernel, spec)),
@@ -145,6 +149,7 @@ def build_context(ctx: PassContext, analysis: KernelAnalysis, spec: KernelSpec |
         Section("Hardware", hardware_text(ctx.hw)),
         Section("ptxas resources of the original", ptxas_text(model.source.path, model.source.data, ctx.hw.arch)),
         Section("L2 model", _l2_text(footprint)),
+        Section("Measured", measured),
         Section("How attempts are ranked", ranking),
         Section("What you may propose", space_text),
     )
@@ -161,6 +166,28 @@ def _footprint(accesses: tuple, spec: KernelSpec | None, hw: HwProfile) -> WaveF
     buffer_bytes = {a.name: a.count * numpy_dtype(a.dtype).itemsize for a in resolved.args if a.kind == "buffer"}
     threads = resolved.block[0] * resolved.block[1] * resolved.block[2]
     return WaveFootprint.build(accesses, (resolved.grid[0], resolved.grid[1]), threads, hw, buffer_bytes)
+
+
+def _baseline_text(source: object, spec: KernelSpec | None, runtime: object) -> str:
+    """The original's time at the bench size on the GPU (what attempts are compared with)."""
+    from kxform.build.extract import extract_kernel
+    from kxform.harness.inputs import make_inputs
+    from kxform.runtime.base import RuntimeError_
+    from kxform.verify.differential import EXACT, launch_request
+    from kxform.verify.measure import timed_and_checked
+
+    if spec is None:
+        return "Not timed: no harness spec for this kernel."
+    size = (spec.bench_sizes or spec.check_sizes[-1:])[0]
+    resolved = spec.launch(size)
+    try:
+        request = launch_request(extract_kernel(source, spec.name), resolved, make_inputs(spec, resolved),  # type: ignore[arg-type]
+                                 f"{spec.name}[{size.name}] original", 600.0)
+        timing = timed_and_checked(runtime, request, {a.name: a.dtype for a in resolved.args}, EXACT)  # type: ignore[arg-type]
+    except RuntimeError_ as exc:
+        return f"The original could not be timed: {exc}"
+    return (f"Original at size '{size.name}' on the GPU: {timing.median_ms:.4f} ms median (+-{timing.spread_ms:.4f}) "
+            f"over {timing.samples} launches.")
 
 
 def _l2_text(footprint: WaveFootprint | None) -> str:

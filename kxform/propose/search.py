@@ -59,6 +59,9 @@ def search(paths: Sequence[str], config: ApplyConfig, options: SessionOptions, c
     pass_ = passes[0]
     assert config.hw is not None
     runtime = pick_verify_runtime(config.verify)
+    if options.measure and getattr(runtime, "name", "") != "gpu":
+        raise UsageError("--measure needs the GPU runtime, and there is none here; leave --measure out and attempts "
+                         "are ranked by prediction (and say so)")
     sessions: list[KernelSession] = []
     for path in collect_files(list(paths)):
         try:

@@ -119,6 +119,7 @@ def run_kernel(ctx: PassContext, analysis: KernelAnalysis, pass_: Pass, tool: To
     attempts: list[Attempt] = []
     best: tuple[Attempt, Answer] | None = None
     stale, stop = 0, f"all {options.attempts} attempts used"
+    seen: dict[str, tuple[int, Evaluation]] = {}
     for index in range(1, options.attempts + 1):
         request = {"model": model, "max_tokens": client.options.max_tokens, "system": SYSTEM,
                    "messages": chat.messages, "tools": [tool.to_param()], "tool_choice": tool.choice()}
@@ -135,16 +136,19 @@ def run_kernel(ctx: PassContext, analysis: KernelAnalysis, pass_: Pass, tool: To
             break
         outcome = read_response(response.body, tool, pass_, context.kernel, ctx.hw, proposer)
         attempt = _judge(index, outcome, evaluator, analysis, response.usage, response.body.get("stop_reason"),
-                         best[0] if best else None)
+                         best[0] if best else None, seen)
         left = options.attempts - index
         if attempt.improved and isinstance(outcome, Answer):
             best, stale = (attempt, outcome), 0
         else:
             stale += 1
-        note = AttemptNote(index, attempt.label, attempt.status, attempt.reason, attempt.score)
+        note = AttemptNote(index, attempt.label, _status_words(attempt, best[0] if best else None), attempt.reason,
+                           attempt.score)
         best_note = None if best is None else AttemptNote(best[0].index, best[0].label, "verified", "", best[0].score)
         feedback = result_message(note, best_note, left, context.ranking, tool)
         attempt = _with_feedback(attempt, feedback)
+        if best is not None and best[0].index == index:
+            best = (attempt, best[1])
         attempts.append(attempt)
         record({"type": "llm_attempt", **where, "prompt_key": response.key, **attempt.to_json(),
                 "elapsed_s": round(time.perf_counter() - started, 3)})
@@ -162,16 +166,22 @@ def run_kernel(ctx: PassContext, analysis: KernelAnalysis, pass_: Pass, tool: To
 
 
 def _judge(index: int, outcome: Answer | Rejection, evaluator: Evaluator, analysis: KernelAnalysis, usage: Usage,
-           stop_reason: Any, best: Attempt | None) -> Attempt:
+           stop_reason: Any, best: Attempt | None, seen: dict[str, tuple[int, Evaluation]]) -> Attempt:
     stop = str(stop_reason) if stop_reason is not None else None
     if isinstance(outcome, Rejection):
         return Attempt(index, "-", "rejected", "answer", f"{outcome.kind}: {outcome.reason}", usage,
                        tool_input=outcome.tool_input, stop_reason=stop)
     label = outcome.proposal.label()
+    if label in seen:  # the same proposal again: its result is known (and nothing improves)
+        earlier, evaluation = seen[label]
+        return Attempt(index, label, "failed", "answer", f"repeats attempt {earlier} ({evaluation.summary()})",
+                       usage, formula=outcome.formula, tool_input=outcome.tool_input, stop_reason=stop,
+                       evaluation=evaluation)
     try:
         evaluation = evaluator.evaluate(analysis, outcome.proposal)
     except KxformError as exc:
         evaluation = Evaluation(False, "pipeline", str(exc))
+    seen[label] = (index, evaluation)
     if not evaluation.verified:
         return Attempt(index, label, "failed", evaluation.stage, evaluation.reason, usage, formula=outcome.formula,
                        tool_input=outcome.tool_input, stop_reason=stop, evaluation=evaluation)
@@ -179,6 +189,16 @@ def _judge(index: int, outcome: Answer | Rejection, evaluator: Evaluator, analys
     improved = best is None or (score is not None and (best.score is None or score < best.score))
     return Attempt(index, label, "verified", "done", evaluation.summary(), usage, score, improved, outcome.formula,
                    outcome.tool_input, stop, evaluation=evaluation)
+
+
+def _status_words(attempt: Attempt, best: Attempt | None) -> str:
+    """`verified, kept as the best so far` / `verified, not kept (attempt 2 is as good or better)` / ..."""
+    if attempt.status != "verified":
+        return {"rejected": "rejected (the answer itself)", "failed": f"rejected at {attempt.stage}"}.get(
+            attempt.status, attempt.status)
+    if attempt.improved or best is None or best.index == attempt.index:
+        return "verified, kept as the best so far"
+    return f"verified, not kept (attempt {best.index} is as good or better)"
 
 
 def _with_feedback(attempt: Attempt, feedback: str) -> Attempt:
@@ -194,7 +214,7 @@ def _reply(chat: _Conversation, body: Any, outcome: Answer | Rejection, feedback
     calls = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"] if isinstance(content, list) \
         else []
     usable = calls and body.get("stop_reason") in ("tool_use", "end_turn")
-    if not usable:
+    if not usable or not isinstance(content, list):
         chat.add_note(f"Your last answer was not usable. {feedback}")
         return
     results = [{"type": "tool_result", "tool_use_id": str(call.get("id", "")), "is_error": not ok,

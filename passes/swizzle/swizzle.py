@@ -220,9 +220,12 @@ def _custom_remap(proposal: Proposal) -> FormulaRemap:
     except FormulaError as exc:
         raise UsageError(f"custom formula rejected: {exc}") from None
     extra = sorted(set(proposal.options) - {"pattern", "formula"})
-    if extra or proposal.options.get("formula", remap.formula.digest) != remap.formula.digest:
-        raise UsageError(f"custom formula: unexpected parameters {extra or ['formula']} (a custom remap takes only "
-                         "its formula)")
+    if extra:
+        raise UsageError(f"custom formula: unexpected parameter {extra[0]!r} (a custom remap takes only its formula)")
+    named = proposal.options.get("formula", remap.formula.digest)
+    if named != remap.formula.digest:
+        raise UsageError(f"custom formula: the proposal names formula {named} but carries formula "
+                         f"{remap.formula.digest}")
     return remap
 
 
