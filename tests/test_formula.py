@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kxform.engine.driver import transform_source
-from kxform.engine.pass_api import Outcome, Proposal, RunOptions
+from kxform.engine.pass_api import Outcome, Proposal, Provenance, RunOptions
 from kxform.errors import CheckFailed
 from kxform.frontend.source import read_source
 from kxform.hw import load_profile
@@ -17,7 +17,6 @@ from kxform.passes.swizzle.bijection import _HOST_PRELUDE, check_helper, host_co
 from kxform.passes.swizzle.formula import FormulaError, formula_remap, parse_formula
 from kxform.passes.swizzle.formula_eval import check_arithmetic, evaluate_point
 from kxform.passes.swizzle.patterns import get_pattern
-from kxform.propose.payload import with_payload
 
 from conftest import CORPORA
 
@@ -60,7 +59,9 @@ def test_python_evaluation_agrees_with_the_emitted_c(tmp_path: Path) -> None:
     src = tmp_path / "parity.cpp"
     src.write_text(f"{_HOST_PRELUDE}\n{remap.helper_source()}\nint main() {{\n{calls}\nreturn 0; }}\n")
     exe = tmp_path / "parity"
-    subprocess.run([host_compiler() or "c++", "-O1", "-o", str(exe), str(src)], check=True, capture_output=True)
+    compiler = host_compiler()
+    assert compiler is not None
+    subprocess.run([*compiler.command, "-O1", "-o", str(exe), str(src)], check=True, capture_output=True)
     out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split("\n")
     assert [tuple(map(int, line.split())) for line in out if line] == [evaluate_point(remap.formula, *p) for p in points]
 
@@ -137,9 +138,9 @@ class _Fixed:
     def __init__(self, formula: str) -> None:
         self.formula = formula
 
-    def propose(self, pass_, ctx, analysis):  # type: ignore[no-untyped-def]
-        proposal = Proposal("swizzle", analysis.kernel.name, (("pattern", "custom"),), "test formula", "fixed")
-        return [with_payload(proposal, self.formula)]
+    def propose(self, pass_, ctx, analysis, rejected=()):  # type: ignore[no-untyped-def]
+        return [Proposal.of("swizzle", analysis.kernel.name, {"pattern": "custom"}, "test formula",
+                            Provenance("fixed"), payload=self.formula)]
 
 
 @needs_cxx
@@ -149,6 +150,8 @@ def test_the_pass_applies_a_formula_with_its_checks() -> None:
     (kernel,) = result.results
     assert kernel.outcome is Outcome.APPLIED
     assert [c.name for c in kernel.checks][:2] == ["formula", "bijection"]
+    assert kernel.policy.compare.mode == "exact" and kernel.policy.launch.is_spec  # swizzle's: bit-exact, same launch
+    assert kernel.proposal is not None and kernel.proposal.payload == GROUPED
     text = result.new_data.decode()
     assert "kxform_swizzle_custom_" in text and "kxform_block.y * TILE" in text and "#" not in text.split("kxform swizzle")[1].split("__global__")[0]
 

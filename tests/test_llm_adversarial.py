@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kxform.engine.pass_api import PassContext, RunOptions
+from kxform.engine.runner import ApplyConfig
 from kxform.errors import UsageError
 from kxform.frontend.cuda import parse_model
 from kxform.frontend.source import read_source
@@ -16,7 +17,6 @@ from kxform.passes.swizzle import Swizzle
 from kxform.propose.context import build_context
 from kxform.propose.evaluate import Evaluator
 from kxform.propose.prompt import space_text
-from kxform.propose.seams import space_of
 from kxform.propose.session import SessionOptions, run_kernel
 from kxform.propose.tools import tool_for
 from kxform.runtime.cpu import CpuRuntime
@@ -91,13 +91,14 @@ def kernel(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped
     ctx = PassContext(model, hw, RunOptions(arch=hw.arch), RemarkSink())
     pass_ = Swizzle()
     analysis = pass_.analyse(ctx)["sgemm_tiled"]
-    space = space_of(pass_, ctx, analysis)
-    assert space is not None
+    space = pass_.space(ctx, analysis)
+    assert len(space)
     tool = tool_for("swizzle", space)
     spec = spec_for_file(path).find("sgemm_tiled")  # type: ignore[union-attr]
     runtime = CpuRuntime()
     context = build_context(ctx, analysis, spec, runtime, False, space_text(tool, space))
-    evaluator = Evaluator(model.source, pass_, hw, spec, runtime, False, footprint=context.footprint)
+    config = ApplyConfig("swizzle", hw=hw, verify="cpu", semantic=False)
+    evaluator = Evaluator(model.source, pass_, config, runtime, spec, context.footprint)
     return ctx, analysis, pass_, tool, context, evaluator
 
 
@@ -138,7 +139,10 @@ def test_a_rejection_reason_goes_back_and_the_next_answer_is_used(kernel, monkey
     first, second = session.attempts
     assert first.status == "rejected" and "refusal" in first.reason
     assert second.status == "verified" and session.decision is not None
-    assert session.decision.params == (("pattern", "grouped"), ("group", "8"), ("along", "y"))
+    assert session.decision.params == (("pattern", "grouped"), ("group", 8), ("along", "y"))
+    assert (session.decision.proposer, session.decision.model, session.decision.evidence) == \
+        ("claude", "claude-sonnet-4-6", "predicted")  # ranked by prediction: no GPU timing here
+    assert session.decision.cost_usd == pytest.approx(session.usage.cost_usd) and session.decision.tokens == 12800
     # no tool call to answer after a refusal: the reason joins the next user turn as text
     last_user = transport.exchanges[-1].request_body["messages"][-1]
     assert last_user["role"] == "user" and "not usable" in last_user["content"][-1]["text"]

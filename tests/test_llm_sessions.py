@@ -21,7 +21,7 @@ from kxform.propose.search import search
 from kxform.propose.session import SessionOptions
 
 from conftest import CORPORA, needs_nvcc
-from llm_replies import PLANTED_KEY, answer, client
+from llm_replies import PLANTED_KEY, answer, client, raw_answer
 
 SESSIONS = [
     # (corpus dir, file, kernel, a formula kxform must reject, the reason, the formula it proves)
@@ -116,3 +116,44 @@ def test_a_rerun_is_answered_from_the_cache_for_free(tmp_path: Path, keyed: None
                for e in transport.exchanges)
     log_text = json.dumps(first) + json.dumps(again)
     assert PLANTED_KEY not in log_text
+
+
+@pytest.mark.slow
+def test_a_tile_answer_is_asked_in_the_pass_space_and_verified_under_its_policy(tmp_path: Path, keyed: None) -> None:
+    """The tile tool is generated from the tile pass's space for the kernel (the space
+    `kxform.api.space_of` gives a tuner); an answer that breaks a derived constraint is
+    refused by kxform, the next one is verified on the CPU runtime at its own launch (the
+    pass's policy) and then applied by the ordinary pipeline, carrying claude's provenance."""
+    from kxform.api import space_of
+
+    path = str(_copy(tmp_path, "sgemm_tiled") / "sgemm_tiled.cu")
+    space = space_of(Path(path).read_bytes(), "sgemm_tiled", path=path)
+    assert space.names == ("TILE",)
+
+    def tile(value: int) -> object:
+        return raw_answer({"last_attempt": "-", "expectation": "smaller tiles, more blocks per SM", "TILE": value},
+                          name="propose_tile")
+
+    claude, transport = client([tile(64), tile(8)], cache_dir=str(tmp_path / "llm"))
+    config = ApplyConfig("tile", hw=load_profile("h100"), verify="cpu", semantic=False)
+    records: list[dict] = []
+    result = search([path], config, SessionOptions(attempts=2, patience=2), claude, records.append)
+    prompt = next(r for r in records if r["type"] == "llm_prompt")
+    schema = prompt["tool"]["input_schema"]["properties"]
+    assert prompt["tool"]["name"] == "propose_tile" and set(schema) == {"last_attempt", "expectation", "TILE"}
+    assert "1..1024" in schema["TILE"]["description"] and "TILE * TILE <= hw.max_threads_per_block" in \
+        prompt["tool"]["description"]
+    first, second = [r for r in records if r["type"] == "llm_attempt"]
+    assert first["status"] == "rejected" and first["stage"] == "answer" and "constraint" in first["reason"]
+    assert second["status"] == "verified" and second["proposal"] == "tile{TILE=8}"
+    verify = next(c["detail"] for c in second["checks"] if c["name"] == "verify")
+    assert "verified on the cpu runtime" in verify and "launch from" in verify  # the tile pass's launch policy
+    (decision,) = result.decisions
+    assert decision.params == (("TILE", 8),) and decision.evidence == "predicted"
+    report, outcomes = run_apply([path], replace(config, proposer=ProposerSpec("claude", result.decisions, "session"),
+                                                 write_back=WriteBack.WRITE, jobs=1))
+    (applied,) = [r for r in outcomes[0].results if r.outcome is Outcome.APPLIED]
+    assert report.exit_code == 0 and applied.proposal is not None
+    assert applied.proposal.provenance.proposer == "claude" and applied.proposal.provenance.model == decision.model
+    assert applied.policy.required and any(c.name == "verify" and c.ok for c in applied.checks)
+    assert "#define TILE 8" in Path(path).read_text()

@@ -8,13 +8,17 @@ import jsonschema
 import pytest
 
 from kxform.engine.params import Constraint, Param, ParamSpace
+from kxform.engine.pass_api import PassContext, Provenance, RunOptions
+from kxform.frontend.cuda import parse_model
+from kxform.frontend.source import read_source
 from kxform.hw import load_profile
+from kxform.log.remarks import RemarkSink
 from kxform.passes.swizzle import Swizzle
-from kxform.propose.answer import Answer, Rejection, read_tool_input
+from kxform.propose.answer import Answer, BadAnswer, read_tool_input
 from kxform.propose.cost import PriceTable, Usage
-from kxform.propose.payload import payload_of
-from kxform.propose.seams import space_of
 from kxform.propose.tools import tool_for
+
+from conftest import CORPORA
 
 TILE = ParamSpace((Param.int_range("tile", 1, 1000, 16), Param.enum("order", ("row", "col"), "row"),
                    Param.boolean("vectorize", False)),
@@ -22,8 +26,14 @@ TILE = ParamSpace((Param.int_range("tile", 1, 1000, 16), Param.enum("order", ("r
                    Constraint.parse("tile * tile <= hw.max_threads_per_block", "one thread per element")))
 
 
-class _TilePass:
-    name = "tile"
+CLAUDE = Provenance("claude", model="test", cost_usd=0.01, tokens=900, evidence="predicted")
+
+
+def space_of(pass_: Swizzle, hw: str = "h100") -> ParamSpace:
+    """Swizzle's space for a 2-D kernel (sgemm_tiled), as a proposer is given it."""
+    model = parse_model(read_source(str(CORPORA / "sgemm_tiled" / "sgemm_tiled.cu")))
+    ctx = PassContext(model, load_profile(hw), RunOptions(), RemarkSink())
+    return pass_.space(ctx, pass_.analyse(ctx)["sgemm_tiled"])
 
 
 def _input(**values: object) -> dict[str, object]:
@@ -61,27 +71,29 @@ def test_ranges_divisibility_and_limits_are_checked_by_kxform(values: dict, kind
     """The schema lets `tile` be any integer; kxform holds the range, the divisibility
     and the hardware limit."""
     tool = tool_for("tile", TILE)
-    got = read_tool_input(_input(**values), tool, _TilePass(), "k", load_profile("h100"), "claude:test")  # type: ignore[arg-type]
-    assert isinstance(got, Rejection) and got.kind == kind and words in got.reason, got
+    got = read_tool_input(_input(**values), tool, "k", load_profile("h100"), CLAUDE)
+    assert isinstance(got, BadAnswer) and got.kind == kind and words in got.reason, got
 
 
 def test_an_accepted_answer_becomes_a_typed_proposal() -> None:
     tool = tool_for("tile", TILE)
-    got = read_tool_input(_input(tile=32, order="col", vectorize=True), tool, _TilePass(), "k",  # type: ignore[arg-type]
-                          load_profile("h100"), "claude:test")
+    got = read_tool_input(_input(tile=32, order="col", vectorize=True), tool, "k", load_profile("h100"), CLAUDE)
     assert isinstance(got, Answer) and got.config == {"tile": 32, "order": "col", "vectorize": True}
-    assert got.proposal.params == (("tile", "32"), ("order", "col"), ("vectorize", "true"))
-    assert got.proposal.proposer == "claude:test"
+    assert got.proposal.values == (("tile", 32), ("order", "col"), ("vectorize", True))
+    assert got.proposal.label() == "tile{tile=32,order=col,vectorize=true}"
+    assert got.proposal.proposer == "claude" and got.proposal.provenance == CLAUDE
+    assert got.proposal.to_json()["provenance"] == {"proposer": "claude", "evidence": "predicted", "model": "test",
+                                                    "cost_usd": 0.01, "tokens": 900}
 
 
 def test_a_formula_answer_carries_its_text_and_digest() -> None:
-    tool = tool_for("swizzle", space_of(Swizzle()))  # type: ignore[arg-type]
+    tool = tool_for("swizzle", space_of(Swizzle()))
     data = _input(pattern="custom", group=None, along=None, xcds=None, formula="lx = bx; ly = by")
-    got = read_tool_input(data, tool, Swizzle(), "k", load_profile("h100"), "claude:test")
-    assert isinstance(got, Answer) and payload_of(got.proposal) == "lx = bx; ly = by"
+    got = read_tool_input(data, tool, "k", load_profile("h100"), CLAUDE)
+    assert isinstance(got, Answer) and got.proposal.payload == "lx = bx; ly = by"
     assert got.proposal.label().startswith("swizzle{pattern=custom,formula=")
-    xcd = read_tool_input(_input(pattern="xcd", group=None, along=None, xcds=None, formula=None), tool, Swizzle(),
-                          "k", load_profile("mi300x"), "claude:test")
+    xcd = read_tool_input(_input(pattern="xcd", group=None, along=None, xcds=None, formula=None), tool,
+                          "k", load_profile("mi300x"), CLAUDE)
     assert isinstance(xcd, Answer) and xcd.config == {"pattern": "xcd", "xcds": 8}  # null: the profile's value
 
 

@@ -41,7 +41,8 @@ def test_lock_replays_a_recorded_formula(sgemm: Path, tmp_path: Path, suffix: st
     if suffix == ".json":
         record.write_text(json.dumps({"version": 1, "decisions": [
             {"file": "sg/sgemm_tiled.cu", "kernel": "sgemm_tiled", "pass": "swizzle", "params": {"pattern": "custom"},
-             "payload": GROUPED4, "proposer": "claude", "model": "m"}]}))
+             "payload": GROUPED4, "proposer": "claude", "model": "m", "evidence": "measured", "cost_usd": 0.5,
+             "tokens": 1234}]}))
     else:
         body = GROUPED4.replace("\n", "\\n")
         record.write_text(f'version = 1\n[[decision]]\nkernel = "sgemm_tiled"\npass = "swizzle"\n'
@@ -54,6 +55,13 @@ def test_lock_replays_a_recorded_formula(sgemm: Path, tmp_path: Path, suffix: st
     (kernel,) = [r for r in _records(log) if r["type"] == "kernel"]
     assert kernel["outcome"] == "applied" and kernel["proposal"]["proposer"] == "lock"
     assert [c["name"] for c in kernel["checks"]][:2] == ["formula", "bijection"]
+    assert kernel["proposal"]["payload"] == GROUPED4 and kernel["verify_policy"]["compare"]["mode"] == "exact"
+    if suffix == ".json":  # what the record says of where the decision came from travels with the proposal
+        assert kernel["proposal"]["provenance"] == {"proposer": "lock", "model": "m", "evidence": "measured",
+                                                    "cost_usd": 0.5, "tokens": 1234}
+        assert "recorded decision (claude, m)" in kernel["proposal"]["rationale"]
+    else:
+        assert kernel["proposal"]["provenance"] == {"proposer": "lock", "evidence": "rule"}
 
 
 def test_lock_leaves_kernels_without_a_decision_alone(sgemm: Path, tmp_path: Path) -> None:
@@ -73,6 +81,8 @@ def test_lock_leaves_kernels_without_a_decision_alone(sgemm: Path, tmp_path: Pat
     ('{"version": 1, "decisions": [{"kernel": 3, "pass": "swizzle"}]}', "`kernel` must be a non-empty string"),
     ('{"version": 1, "decisions": [{"kernel": "k", "pass": "swizzle", "params": {"g": [1]}}]}', "`params` must"),
     ("{not json", "not a valid JSON decision record"),
+    ('{"version": 1, "decisions": [{"kernel": "k", "pass": "swizzle", "evidence": "vibes"}]}', "`evidence` must be"),
+    ('{"version": 1, "decisions": [{"kernel": "k", "pass": "swizzle", "cost_usd": "free"}]}', "`cost_usd` must be"),
 ])
 def test_a_bad_record_is_a_one_line_usage_error(sgemm: Path, tmp_path: Path, content: str, words: str) -> None:
     record = tmp_path / "bad.json"
@@ -159,6 +169,10 @@ def test_a_recorded_claude_session_from_the_command_line(sgemm: Path, tmp_path: 
     assert "## Memory accesses" in prompt["context"] and prompt["tool"]["strict"] is True
     (kernel,) = [r for r in records if r["type"] == "kernel"]
     assert kernel["outcome"] == "applied" and "verify" in [c["name"] for c in kernel["checks"]]
+    provenance = kernel["proposal"]["provenance"]
+    assert (provenance["proposer"], provenance["model"], provenance["evidence"]) == \
+        ("claude", "claude-sonnet-4-6", "predicted")  # no GPU here: ranked by prediction, and it says so
+    assert provenance["cost_usd"] == pytest.approx(0.048) and provenance["tokens"] == 12800
     assert "per = 4 * gx" in sgemm.read_text()
     assert json.loads(decisions.read_text())["decisions"][0]["payload"] == GROUPED4
     stored = log.read_text() + "".join(p.read_text(errors="replace") for p in cache.rglob("*.json"))

@@ -55,7 +55,8 @@ def proposer_spec(args: argparse.Namespace) -> ProposerSpec:
 
 
 def search_with_claude(args: argparse.Namespace, config: ApplyConfig, log: PassLog) -> ApplyConfig:
-    """Run the attempt loop over the paths; the returned config replays its decisions."""
+    """Run the attempt loop over the paths; the returned config's proposer (`claude`)
+    proposes what the loop kept, through the ordinary apply pipeline."""
     from kxform.propose.client import DEFAULT_MODEL, MODEL_ENV, ClaudeClient, ClientOptions
     from kxform.propose.search import search
     from kxform.propose.session import SessionOptions
@@ -84,8 +85,7 @@ def search_with_claude(args: argparse.Namespace, config: ApplyConfig, log: PassL
         from kxform.propose.lock import write_decisions
 
         write_decisions(args.record, result.decisions)
-    spec = ProposerSpec("lock", result.decisions, "claude session",
-                        "the claude session found no verified proposal")
+    spec = ProposerSpec("claude", result.decisions, "claude session", "the claude session found no verified proposal")
     return replace(config, proposer=spec)
 
 

@@ -17,7 +17,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kxform.engine.driver import FileTransform, transform_source
+from kxform.build.toolchain import Toolchain
+from kxform.engine.driver import Feedback, FileTransform, transform_source
+from kxform.engine.stages import run_later_stages
 from kxform.errors import KxformError, UsageError
 from kxform.workspace.files import walk_sources, write_atomic
 from kxform.hw import HwProfile
@@ -65,20 +67,23 @@ def _pipeline(pipeline: str, extra_options: tuple[tuple[str, str], ...]) -> tupl
     return tuple(default_registry().pipeline(pipeline, dict(extra_options)))
 
 
-def _transform_one(path: str, config: ApplyConfig) -> FileOutcome:
-    """Worker: read, validate and transform one file. Never raises for bad input."""
+def _transform_one(path: str, config: ApplyConfig, feedback: Feedback | None = None) -> FileOutcome:
+    """Worker: read, validate and transform one file. Never raises for bad input.
+    `feedback`: candidates the later stages refused in an earlier round."""
     try:
         source = read_source(path)
         passes = _pipeline(config.pipeline, config.extra_options)
         assert config.hw is not None
         options = RunOptions(kernels=config.kernels, arch=config.hw.arch)
+        toolchain = Toolchain.create(config.build_dir)
         semantic = None
         if config.semantic:
             from kxform.frontend.semantic import semantic_provider
 
             semantic = semantic_provider(path, config.build_dir)
         proposer = config.proposer.build() if config.proposer is not None else None
-        transform = transform_source(source, passes, config.hw, options, proposer=proposer, semantic=semantic)
+        transform = transform_source(source, passes, config.hw, options, proposer=proposer, semantic=semantic,
+                                     feedback=feedback, toolchain=toolchain, finalize=False)
         return FileOutcome(path, transform, results=list(transform.results))
     except UsageError:
         raise
@@ -132,8 +137,9 @@ def run_apply(paths: list[str], config: ApplyConfig, progress: Progress | None =
     for outcome in outcomes:
         if outcome.error:
             (report.internal_errors if outcome.internal else report.input_errors).append(outcome.error)
-    _compile_check(outcomes, config)
-    _verify(outcomes, config)
+    outcomes = run_later_stages(
+        outcomes, (lambda batch: compile_stage(batch, config), lambda batch: verify_stage(batch, config)),
+        lambda path, feedback: _transform_one(path, config, feedback))
     for outcome in outcomes:
         report.add_kernels(outcome.results)
         transform = outcome.transform
@@ -168,7 +174,7 @@ def _transform_all(files: list[str], config: ApplyConfig, progress: Progress | N
     return [r for r in results if r is not None]
 
 
-def _compile_check(outcomes: list[FileOutcome], config: ApplyConfig) -> None:
+def compile_stage(outcomes: list[FileOutcome], config: ApplyConfig) -> None:
     """Check (d): rewritten files must compile with nvcc where it exists; a file that fails
     is not written, and its kernels are marked failed with nvcc's first error."""
     changed = [o for o in outcomes if o.transform is not None and o.transform.changed]
@@ -198,8 +204,9 @@ def _compile_check(outcomes: list[FileOutcome], config: ApplyConfig) -> None:
         outcome.transform = replace(transform, new_data=transform.source.data)
 
 
-def _verify(outcomes: list[FileOutcome], config: ApplyConfig) -> None:
-    """Differential runs of rewritten kernels that have harness specs (see verify_stage)."""
+def verify_stage(outcomes: list[FileOutcome], config: ApplyConfig, runtime: Any = None) -> None:
+    """Differential runs of rewritten kernels that have harness specs (kxform.verify.stage),
+    on `runtime` (a `kxform.runtime.base.Runtime`) or the one `config.verify` picks."""
     if config.verify in ("static", "compile"):
         return
     changed = [o for o in outcomes if o.transform is not None and o.transform.changed]
@@ -209,7 +216,7 @@ def _verify(outcomes: list[FileOutcome], config: ApplyConfig) -> None:
     from kxform.verify.stage import verify_file
 
     try:
-        runtime = pick_runtime(config.verify)
+        runtime = runtime or pick_runtime(config.verify)
     except UsageError as exc:
         if config.verify != "auto":
             raise

@@ -6,10 +6,11 @@ rejections); the call's input must be small, match the tool's JSON schema and ke
 reasoning fields short; then every parameter is parsed by its typed `Param` (domain,
 type), parameters the chosen pattern does not take must be null, a formula must parse
 in kxform's formula language, and the configuration must meet the space's constraints
-under the hardware profile. A rejection carries a stable `kind` and a one-line reason
-that goes back to the model. What passes becomes a `Proposal`, still untrusted: the
-pass's checks (arithmetic safety, bijection), the compile, verification and measurement
-come after.
+under the hardware profile. A refused answer is a `BadAnswer`: a stable `kind` and a
+one-line reason that goes back to the model. What passes becomes the engine's
+`Proposal` (a custom formula as its payload, who asked whom at what cost as its
+provenance), still untrusted: the pass's checks (arithmetic safety, bijection), the
+compile, verification and measurement come after.
 """
 
 from __future__ import annotations
@@ -20,9 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kxform.engine.params import ParamValue
-from kxform.engine.pass_api import Pass, Proposal
+from kxform.engine.pass_api import Proposal, Provenance, Rejection
 from kxform.errors import UsageError
-from kxform.propose.seams import CUSTOM, make_proposal, pattern_params
 from kxform.propose.tools import REASONING_FIELDS, REASONING_LIMIT, Tool
 
 MAX_INPUT_CHARS = 16_000
@@ -31,13 +31,17 @@ ACCEPTED_STOPS = ("tool_use", "end_turn")
 
 
 @dataclass(frozen=True)
-class Rejection:
+class BadAnswer:
     """Why an answer was not accepted: a stable key and one line for the log and the model."""
 
     kind: str
     reason: str
     tool_use_id: str | None = None
     tool_input: Any = None
+
+    def rejection(self) -> Rejection:
+        """As the engine records a refusal: no proposal (`-`), refused at the `answer` stage."""
+        return Rejection("-", "answer", f"{self.kind}: {self.reason}")
 
 
 @dataclass(frozen=True)
@@ -53,42 +57,43 @@ class Answer:
     tool_input: Mapping[str, Any]
 
 
-def read_response(body: Mapping[str, Any], tool: Tool, pass_: Pass, kernel: str, hw: object,
-                  proposer: str) -> Answer | Rejection:
+def read_response(body: Mapping[str, Any], tool: Tool, kernel: str, hw: object,
+                  provenance: Provenance) -> Answer | BadAnswer:
     """The answer in `body` (a Messages response in wire format), or why it is rejected."""
     if not isinstance(body, Mapping) or body.get("type") != "message":
-        return Rejection("not-a-message", "the response is not a Messages API message")
+        return BadAnswer("not-a-message", "the response is not a Messages API message")
     stop = body.get("stop_reason")
     if stop == "refusal":
         details = body.get("stop_details") if isinstance(body.get("stop_details"), Mapping) else {}
         why = " ".join(str(v) for v in details.values() if isinstance(v, str))[:200] if details else ""
-        return Rejection("refusal", "the model declined to answer" + (f" ({why})" if why else ""))
+        return BadAnswer("refusal", "the model declined to answer" + (f" ({why})" if why else ""))
     if stop == "max_tokens":
-        return Rejection("truncated", "the answer was cut off at max_tokens before the tool call was complete; "
+        return BadAnswer("truncated", "the answer was cut off at max_tokens before the tool call was complete; "
                          "keep the reasoning fields short")
     if stop not in ACCEPTED_STOPS:
-        return Rejection("stop-reason", f"the answer stopped with {str(stop)[:40]!r}, not a tool call")
+        return BadAnswer("stop-reason", f"the answer stopped with {str(stop)[:40]!r}, not a tool call")
     content = body.get("content")
     if not isinstance(content, list):
-        return Rejection("not-a-message", "the response has no content list")
+        return BadAnswer("not-a-message", "the response has no content list")
     calls = [b for b in content if isinstance(b, Mapping) and b.get("type") == "tool_use"]
     if not calls:
-        return Rejection("no-tool-call", f"the answer holds no call of {tool.name}; answer only by calling it")
+        return BadAnswer("no-tool-call", f"the answer holds no call of {tool.name}; answer only by calling it")
     if len(calls) > 1:
-        return Rejection("several-calls", f"the answer calls tools {len(calls)} times; call {tool.name} exactly once",
+        return BadAnswer("several-calls", f"the answer calls tools {len(calls)} times; call {tool.name} exactly once",
                          str(calls[0].get("id", "")))
     call = calls[0]
     use_id = str(call.get("id", ""))
     if call.get("name") != tool.name:
-        return Rejection("wrong-tool", f"the answer calls {str(call.get('name'))[:40]!r}, not {tool.name}", use_id)
-    return read_tool_input(call.get("input"), tool, pass_, kernel, hw, proposer, use_id)
+        return BadAnswer("wrong-tool", f"the answer calls {str(call.get('name'))[:40]!r}, not {tool.name}", use_id)
+    return read_tool_input(call.get("input"), tool, kernel, hw, provenance, use_id)
 
 
-def read_tool_input(data: Any, tool: Tool, pass_: Pass, kernel: str, hw: object, proposer: str,
-                    use_id: str = "") -> Answer | Rejection:
-    """Validate one tool input against the schema, then kxform's own checks."""
-    def reject(kind: str, reason: str) -> Rejection:
-        return Rejection(kind, reason, use_id, data)
+def read_tool_input(data: Any, tool: Tool, kernel: str, hw: object, provenance: Provenance,
+                    use_id: str = "") -> Answer | BadAnswer:
+    """Validate one tool input against the schema, then kxform's own checks; an accepted
+    one becomes a proposal of `tool.pass_name` for `kernel` carrying `provenance`."""
+    def reject(kind: str, reason: str) -> BadAnswer:
+        return BadAnswer(kind, reason, use_id, data)
 
     try:
         size = len(json.dumps(data))
@@ -109,13 +114,14 @@ def read_tool_input(data: Any, tool: Tool, pass_: Pass, kernel: str, hw: object,
     broken = tool.space.violations(config, hw)
     if broken:
         return reject("constraint", f"the configuration breaks {broken[0].describe()}")
-    digest = None
+    values: dict[str, ParamValue] = dict(config)
     if formula is not None:
-        from kxform.passes.swizzle.formula import parse_formula
+        from kxform.passes.swizzle.swizzle import custom_values
 
-        digest = parse_formula(formula).digest
-    rationale = f"proposed by {proposer}: " + " ".join(data["expectation"].split())[:300]
-    proposal = make_proposal(pass_, kernel, config, rationale, proposer, formula, tool.space, digest)
+        values = custom_values(formula)  # the pattern and the formula's digest; the text is the payload
+    who = provenance.proposer + (f" ({provenance.model})" if provenance.model else "")
+    rationale = f"proposed by {who}: " + " ".join(data["expectation"].split())[:300]
+    proposal = Proposal.of(tool.pass_name, kernel, values, rationale, provenance, formula)
     return Answer(proposal, use_id, config, formula, data["last_attempt"], data["expectation"], data)
 
 
@@ -151,6 +157,7 @@ def _config(data: Mapping[str, Any], tool: Tool) -> tuple[dict[str, ParamValue],
 
 def _swizzle_config(data: Mapping[str, Any], tool: Tool, hw: object) -> tuple[dict[str, ParamValue], str | None]:
     from kxform.passes.swizzle.formula import FormulaError, parse_formula
+    from kxform.passes.swizzle.swizzle import CUSTOM, pattern_params
 
     pattern = str(_parse(tool, "pattern", data["pattern"]))
     formula = data.get("formula")

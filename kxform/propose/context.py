@@ -14,7 +14,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from kxform.build.toolchain import Toolchain
 from kxform.engine.pass_api import KernelAnalysis, PassContext
+from kxform.errors import KxformError
 from kxform.frontend.model import SourceModel
 from kxform.harness.model import KernelSpec
 from kxform.hw import HwProfile
@@ -91,19 +93,26 @@ def launch_text(model: SourceModel, kernel: str, spec: KernelSpec | None) -> str
     return "\n".join(lines) or "- no launch site in this file and no harness spec"
 
 
-def ptxas_text(path: str, source: bytes, arch: str) -> str:
-    """Registers, shared memory and spills of the original, from `nvcc -Xptxas -v`."""
+def ptxas_text(path: str, source: bytes, arch: str, toolchain: Toolchain | None = None) -> str:
+    """Registers, shared memory and spills of the original, from `nvcc -Xptxas -v` (with
+    the project's flags from the toolchain service)."""
     import os
 
     from kxform.build.builder import Builder
-    from kxform.build.nvcc import BuildJob, find_nvcc
+    from kxform.build.nvcc import BuildJob
 
-    if find_nvcc() is None:
+    tools = toolchain or Toolchain.create()
+    if tools.nvcc is None:
         return "not available (nvcc not found)"
     if not path.endswith((".cu", ".cuh")):
         return "not available (not a CUDA source)"
+    try:
+        include_dirs, defines, flags = tools.project_flags(path)
+    except KxformError as exc:
+        return f"not available ({exc})"
     job = BuildJob(source=source.decode("utf-8"), filename=path, output="check",
-                   arch=arch if arch.startswith("sm_") else "sm_90", source_dir=os.path.dirname(os.path.abspath(path)))
+                   arch=arch if arch.startswith("sm_") else "sm_90", include_dirs=include_dirs, defines=defines,
+                   extra_flags=flags, source_dir=os.path.dirname(os.path.abspath(path)))
     result = Builder(jobs=1).build(job)
     if not result.ok:
         return "not available (the original does not compile standalone; pass -p BUILD_DIR to apply)"
@@ -147,7 +156,8 @@ def build_context(ctx: PassContext, analysis: KernelAnalysis, spec: KernelSpec |
         Section("Launches", launch_text(model, kernel, spec)),
         Section("Memory accesses", access.render()),
         Section("Hardware", hardware_text(ctx.hw)),
-        Section("ptxas resources of the original", ptxas_text(model.source.path, model.source.data, ctx.hw.arch)),
+        Section("ptxas resources of the original", ptxas_text(model.source.path, model.source.data, ctx.hw.arch,
+                                                              ctx.toolchain)),
         Section("L2 model", _l2_text(footprint)),
         Section("Measured", measured),
         Section("How attempts are ranked", ranking),

@@ -67,6 +67,11 @@ class Usage:
                      self.cache_read_tokens + other.cache_read_tokens, cost, self.cached and other.cached,
                      self.requests + other.requests)
 
+    @property
+    def tokens(self) -> int:
+        """Every token of the request(s): input, prompt-cache writes and reads, output."""
+        return self.input_tokens + self.output_tokens + self.cache_write_tokens + self.cache_read_tokens
+
     def to_json(self) -> dict[str, Any]:
         return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
                 "cache_creation_input_tokens": self.cache_write_tokens,

@@ -1,6 +1,8 @@
 """Proposer names -> lazy factories, and the picklable spec that builds one.
 
-`kxform apply --proposer NAME` picks one. A `ProposerSpec` is plain data, so it crosses
+`kxform apply --proposer NAME` picks one: `heuristic` (the engine's deterministic
+proposer: each pass's documented rule; `deterministic` is another name for it), `lock`
+or `claude`. A `ProposerSpec` is plain data, so it crosses
 into the worker processes that transform files; each worker builds its own proposer.
 Optional dependencies load only when their proposer is built, with a one-line error
 naming the extra to install.
@@ -21,7 +23,8 @@ ALIASES = {"deterministic": "heuristic"}
 
 @dataclass(frozen=True)
 class ProposerSpec:
-    """Which proposer, and what it needs: decisions to replay (lock) or nothing."""
+    """Which proposer, and what it needs: decisions to replay (lock, or what a claude
+    session kept) or nothing."""
 
     name: str = DEFAULT
     decisions: tuple[Decision, ...] = ()
@@ -35,9 +38,9 @@ class ProposerSpec:
 
 
 def _heuristic(spec: ProposerSpec) -> Proposer:
-    from kxform.propose.heuristic import HeuristicProposer
+    from kxform.engine.proposer import DeterministicProposer
 
-    return HeuristicProposer()
+    return DeterministicProposer()
 
 
 def _lock(spec: ProposerSpec) -> Proposer:
@@ -47,7 +50,14 @@ def _lock(spec: ProposerSpec) -> Proposer:
 
 
 def _claude(spec: ProposerSpec) -> Proposer:
-    raise UsageError("the claude proposer runs in the attempt loop (kxform apply --proposer claude), not per file")
+    """Per file, claude proposes what its attempt loop kept (the loop runs first, over
+    every file: kxform.propose.search); without a loop behind it there is nothing to say."""
+    from kxform.propose.lock import LockProposer
+
+    if not spec.record:
+        raise UsageError("the claude proposer runs in the attempt loop (kxform apply --proposer claude), not per "
+                         "file")
+    return LockProposer(spec.decisions, spec.missing, name="claude")
 
 
 _FACTORIES: dict[str, Callable[[ProposerSpec], Proposer]] = {"heuristic": _heuristic, "lock": _lock,

@@ -9,9 +9,10 @@ verification once more, exactly like any other rewrite.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from kxform.engine.pass_api import PassContext, RunOptions
+from kxform.build.toolchain import Toolchain
+from kxform.engine.pass_api import Pass, PassContext, RunOptions
 from kxform.engine.registry import default_registry
 from kxform.engine.runner import ApplyConfig, collect_files
 from kxform.errors import KxformError, UsageError
@@ -23,7 +24,6 @@ from kxform.propose.context import build_context
 from kxform.propose.evaluate import Evaluator
 from kxform.propose.lock import Decision
 from kxform.propose.prompt import space_text
-from kxform.propose.seams import space_of
 from kxform.propose.session import KernelSession, Record, SessionOptions, run_kernel
 from kxform.propose.tools import tool_for
 
@@ -73,7 +73,7 @@ def search(paths: Sequence[str], config: ApplyConfig, options: SessionOptions, c
     return SearchResult(tuple(sessions))
 
 
-def _search_file(path: str, pass_: object, config: ApplyConfig, options: SessionOptions, client: ClaudeClient,
+def _search_file(path: str, pass_: Pass, config: ApplyConfig, options: SessionOptions, client: ClaudeClient,
                  runtime: object | None, record: Record) -> list[KernelSession]:
     from kxform.frontend.semantic import semantic_provider
     from kxform.verify.stage import spec_for_file
@@ -83,8 +83,9 @@ def _search_file(path: str, pass_: object, config: ApplyConfig, options: Session
     model = parse_model(source)
     semantic = semantic_provider(path, config.build_dir) if config.semantic else None
     run_options = RunOptions(kernels=config.kernels, arch=config.hw.arch)
-    ctx = PassContext(model, config.hw, run_options, RemarkSink(), semantic(model) if semantic else None)
-    analyses = pass_.analyse(ctx)  # type: ignore[attr-defined]
+    ctx = PassContext(model, config.hw, run_options, RemarkSink(), semantic(model) if semantic else None,
+                      Toolchain.create(config.build_dir))
+    analyses = pass_.analyse(ctx)
     try:
         file_spec = spec_for_file(path)
     except KxformError:
@@ -94,15 +95,15 @@ def _search_file(path: str, pass_: object, config: ApplyConfig, options: Session
         analysis = analyses.get(kernel.name)
         if analysis is None or not analysis.applicable or not run_options.selects(kernel.name):
             continue  # the apply run reports why (blockers, already applied, not selected)
-        space = space_of(pass_, ctx, analysis)  # type: ignore[arg-type]
-        if space is None:
+        space = pass_.space(ctx, analysis)
+        if not len(space):
             record({"type": "llm_skipped", "file": path, "kernel": kernel.name,
-                    "reason": f"pass {pass_.name} has no typed parameter space to propose from"})  # type: ignore[attr-defined]
+                    "reason": f"pass {pass_.name} has no parameters to propose for this kernel"})
             continue
-        tool = tool_for(pass_.name, space)  # type: ignore[attr-defined]
+        tool = tool_for(pass_.name, space)
         spec = file_spec.find(kernel.name) if file_spec is not None else None
         context = build_context(ctx, analysis, spec, runtime, options.measure, space_text(tool, space))
-        evaluator = Evaluator(source, pass_, config.hw, spec, runtime, options.measure,  # type: ignore[arg-type]
-                              config.build_dir, semantic, context.footprint)
-        out.append(run_kernel(ctx, analysis, pass_, tool, context, evaluator, client, options, record))  # type: ignore[arg-type]
+        evaluator = Evaluator(source, pass_, replace(config, measure=options.measure), runtime, spec,
+                              context.footprint)
+        out.append(run_kernel(ctx, analysis, pass_, tool, context, evaluator, client, options, record))
     return out

@@ -16,18 +16,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kxform.engine.pass_api import KernelAnalysis, Pass, PassContext
+from kxform.engine.pass_api import KernelAnalysis, Pass, PassContext, Provenance, Rejection
+from kxform.engine.proposal import Evidence
 from kxform.errors import KxformError, UsageError
-from kxform.propose.answer import Answer, Rejection, read_response
+from kxform.propose.answer import Answer, BadAnswer, read_response
 from kxform.propose.client import ApiFailure, ClaudeClient
 from kxform.propose.context import KernelContext
 from kxform.propose.cost import Usage
 from kxform.propose.evaluate import Evaluation, Evaluator
 from kxform.propose.lock import Decision
-from kxform.propose.payload import payload_of
 from kxform.propose.prompt import SYSTEM, AttemptNote, first_message, result_message
 from kxform.propose.tools import Tool
 
@@ -109,7 +109,7 @@ def run_kernel(ctx: PassContext, analysis: KernelAnalysis, pass_: Pass, tool: To
                evaluator: Evaluator, client: ClaudeClient, options: SessionOptions, record: Record) -> KernelSession:
     """The loop for one kernel; `record` receives the prompt and every attempt as log records."""
     model = client.options.model
-    proposer = f"claude:{model}"
+    evidence: Evidence = "measured" if context.ranking == "time" else "predicted"
     opening = first_message(context, tool, options.attempts)
     chat = _Conversation([{"role": "user", "content": [{"type": "text", "text": opening,
                                                          "cache_control": {"type": "ephemeral"}}]}])
@@ -134,7 +134,8 @@ def run_kernel(ctx: PassContext, analysis: KernelAnalysis, pass_: Pass, tool: To
                 raise UsageError(f"--proposer claude: {failure}") from None
             stop = f"API failure: {failure.kind}"
             break
-        outcome = read_response(response.body, tool, pass_, context.kernel, ctx.hw, proposer)
+        provenance = Provenance("claude", model, response.usage.cost_usd, response.usage.tokens, evidence)
+        outcome = read_response(response.body, tool, context.kernel, ctx.hw, provenance)
         attempt = _judge(index, outcome, evaluator, analysis, response.usage, response.body.get("stop_reason"),
                          best[0] if best else None, seen)
         left = options.attempts - index
@@ -156,20 +157,22 @@ def run_kernel(ctx: PassContext, analysis: KernelAnalysis, pass_: Pass, tool: To
         if best is not None and stale >= options.patience and left > 0:
             stop = f"stopped early: {stale} attempts in a row did not improve on attempt {best[0].index}"
             break
-    decision = None if best is None else _decision(context, pass_.name, best[1], best[0], proposer)
     session = KernelSession(context.path, context.kernel, pass_.name, model, tuple(attempts),
-                            best[0] if best else None, decision, stop, context.ranking)
+                            best[0] if best else None, None, stop, context.ranking)
+    if best is not None:
+        session = replace(session, decision=_decision(session, best[1], best[0]))
     record({"type": "llm_session", **where, "attempts": len(attempts), "best_attempt": best[0].index if best else None,
             "best_proposal": best[0].label if best else None, "ranked_by": context.ranking, "stop": stop,
             "usage": session.usage.to_json()})
     return session
 
 
-def _judge(index: int, outcome: Answer | Rejection, evaluator: Evaluator, analysis: KernelAnalysis, usage: Usage,
+def _judge(index: int, outcome: Answer | BadAnswer, evaluator: Evaluator, analysis: KernelAnalysis, usage: Usage,
            stop_reason: Any, best: Attempt | None, seen: dict[str, tuple[int, Evaluation]]) -> Attempt:
     stop = str(stop_reason) if stop_reason is not None else None
-    if isinstance(outcome, Rejection):
-        return Attempt(index, "-", "rejected", "answer", f"{outcome.kind}: {outcome.reason}", usage,
+    if isinstance(outcome, BadAnswer):
+        refused = outcome.rejection()
+        return Attempt(index, refused.label, "rejected", refused.stage, refused.reason, usage,
                        tool_input=outcome.tool_input, stop_reason=stop)
     label = outcome.proposal.label()
     if label in seen:  # the same proposal again: its result is known (and nothing improves)
@@ -180,7 +183,7 @@ def _judge(index: int, outcome: Answer | Rejection, evaluator: Evaluator, analys
     try:
         evaluation = evaluator.evaluate(analysis, outcome.proposal)
     except KxformError as exc:
-        evaluation = Evaluation(False, "pipeline", str(exc))
+        evaluation = Evaluation(Rejection(label, "pipeline", str(exc)))
     seen[label] = (index, evaluation)
     if not evaluation.verified:
         return Attempt(index, label, "failed", evaluation.stage, evaluation.reason, usage, formula=outcome.formula,
@@ -202,12 +205,10 @@ def _status_words(attempt: Attempt, best: Attempt | None) -> str:
 
 
 def _with_feedback(attempt: Attempt, feedback: str) -> Attempt:
-    from dataclasses import replace
-
     return replace(attempt, feedback=feedback)
 
 
-def _reply(chat: _Conversation, body: Any, outcome: Answer | Rejection, feedback: str, ok: bool) -> None:
+def _reply(chat: _Conversation, body: Any, outcome: Answer | BadAnswer, feedback: str, ok: bool) -> None:
     """Answer every tool call of the response (the first gets the result), or, when the
     response held no call to answer, add the result as text to the last user turn."""
     content = body.get("content") if isinstance(body, dict) else None
@@ -223,7 +224,11 @@ def _reply(chat: _Conversation, body: Any, outcome: Answer | Rejection, feedback
     chat.add_turn(content, results)
 
 
-def _decision(context: KernelContext, pass_name: str, answer: Answer, attempt: Attempt, proposer: str) -> Decision:
-    return Decision(context.kernel, pass_name, answer.proposal.params, context.path,
-                    payload_of(answer.proposal) or "", "claude", proposer.split(":", 1)[1],
-                    f"attempt {attempt.index}: {attempt.reason}"[:400])
+def _decision(session: KernelSession, answer: Answer, attempt: Attempt) -> Decision:
+    """The kept attempt as a decision record: its values and formula, and as provenance the
+    model, what the kernel's whole session cost, and whether it was ranked by time."""
+    usage = session.usage
+    proposal = answer.proposal
+    return Decision(session.kernel, session.pass_name, proposal.values, session.file, proposal.payload or "",
+                    "claude", session.model, f"attempt {attempt.index}: {attempt.reason}"[:400],
+                    proposal.provenance.evidence, usage.cost_usd, usage.tokens)

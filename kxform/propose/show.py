@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+from kxform.build.toolchain import Toolchain
 from kxform.engine.pass_api import PassContext, RunOptions
 from kxform.engine.registry import default_registry
 from kxform.errors import KxformError, UsageError
@@ -18,19 +19,22 @@ from kxform.hw import HwProfile
 from kxform.log.remarks import RemarkSink
 from kxform.propose.context import build_context
 from kxform.propose.prompt import SYSTEM, first_message, space_text
-from kxform.propose.seams import space_of
 from kxform.propose.tools import tool_for
 
 
 def prompt_for(path: str, kernel: str, hw: HwProfile, pass_spec: str = "swizzle", attempts: int = 4,
-               verify: str = "auto", measure: bool = False) -> str:
+               verify: str = "auto", measure: bool = False, build_dir: str | None = None) -> str:
     """The whole prompt for `kernel` of `path` as text (system, first message, tool)."""
     from kxform.propose.search import pick_verify_runtime
     from kxform.verify.stage import spec_for_file
 
-    (pass_,) = default_registry().pipeline(pass_spec)
+    passes = default_registry().pipeline(pass_spec)
+    if len(passes) != 1:
+        raise UsageError("--prompt shows what one pass asks (--pass NAME)")
+    pass_ = passes[0]
     model = parse_model(read_source(path))
-    ctx = PassContext(model, hw, RunOptions(kernels=(kernel,), arch=hw.arch), RemarkSink())
+    ctx = PassContext(model, hw, RunOptions(kernels=(kernel,), arch=hw.arch), RemarkSink(),
+                      toolchain=Toolchain.create(build_dir))
     analyses = pass_.analyse(ctx)
     analysis = analyses.get(kernel)
     if analysis is None:
@@ -39,9 +43,9 @@ def prompt_for(path: str, kernel: str, hw: HwProfile, pass_spec: str = "swizzle"
     if not analysis.applicable:
         why = "; ".join(b.message for b in analysis.blockers) or "already applied"
         raise UsageError(f"{path}: {pass_.name} does not apply to {kernel!r} ({why}); nothing would be asked")
-    space = space_of(pass_, ctx, analysis)
-    if space is None:
-        raise UsageError(f"pass {pass_.name} has no typed parameter space; no model is asked for it")
+    space = pass_.space(ctx, analysis)
+    if not len(space):
+        raise UsageError(f"pass {pass_.name} has no parameters to propose for {kernel!r}; no model is asked")
     tool = tool_for(pass_.name, space)
     try:
         file_spec = spec_for_file(path)

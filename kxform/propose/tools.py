@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kxform.engine.params import Param, ParamSpace
-from kxform.propose.seams import CUSTOM
+from kxform.passes.swizzle.swizzle import CUSTOM
 
 REASONING_LIMIT = 2000
 """Characters per reasoning field (longer answers are rejected, and told so)."""

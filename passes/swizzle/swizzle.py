@@ -10,12 +10,19 @@ Default choice (no --pattern), unmeasured and reported as such:
   monolithic L2:                     2-D grid -> grouped(group=8, along=y), 1-D -> nothing
 (group 8 is the Triton matmul tutorial's GROUP_M; on a monolithic L2 a 1-D raster is
 already the order that streams best, so no 1-D pattern is proposed there.)
+
+A proposer may also propose `pattern=custom` with a remap written in kxform's formula
+language as the proposal's payload (formula.py): it is parsed, checked for wrap-around
+and division by zero at every grid shape, emitted as the helper and proven bijective like
+the library patterns, and verified bit-exact like them.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kxform.passes.swizzle.bijection import check_helper
 from kxform.passes.swizzle.order_safety import order_blockers
@@ -23,14 +30,24 @@ from kxform.engine.edits import Edit
 from kxform.errors import CheckFailed, UsageError
 from kxform.frontend.model import Function, IndexRead, SourceModel, Span
 from kxform.passes.swizzle.index_usage import IndexUsage, index_usage
+from kxform.engine.params import Param, ParamSpace, ParamValue
 from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal
+from kxform.engine.policy import EXACT, OutputCompare, VerifyPolicy
 from kxform.passes.swizzle.patterns import PATTERNS, RemapConfig, get_pattern
 from kxform.passes.swizzle.formula import FormulaError, FormulaRemap, formula_remap
-from kxform.propose.payload import payload_of
+from kxform.passes.swizzle.semantic_checks import semantic_blockers
 
 BLOCK_VAR = "kxform_block"
 """The logical block index: a local in kernels, the first parameter of device functions."""
 GROUP_DEFAULT = 8
+OPTIONS = ParamSpace((
+    Param.enum("pattern", tuple(PATTERNS), "grouped", doc="default: chosen from the hardware profile"),
+    Param.int_range("group", 1, 64, GROUP_DEFAULT, doc="rows (or columns) per group"),
+    Param.enum("along", ("y", "x"), "y", doc="group rows (y) or columns (x)"),
+    Param.int_range("xcds", 1, 64, 8, doc="chiplets blocks are dispatched over (default: the hardware profile's)"),
+))
+CUSTOM = "custom"
+"""The pattern of a remap written in kxform's formula language (the proposal's payload is its text)."""
 PROLOGUE_MARK = f"{BLOCK_VAR} = kxform_swizzle_".encode()
 """How a rewritten kernel's prologue starts: marks it as done (idempotence) and bounds it (coverage)."""
 
@@ -41,9 +58,19 @@ class Swizzle(Pass):
     description = "remap blockIdx.x/.y through a checked bijection (grouped, Hilbert, XCD-aware, ...)"
 
     pattern: str | None = None
-    group: str | None = None
+    group: int | None = None
     along: str | None = None
-    xcds: str | None = None
+    xcds: int | None = None
+
+    @classmethod
+    def option_space(cls) -> ParamSpace:
+        return OPTIONS
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str | ParamValue]) -> Pass:
+        if "pattern" in options:
+            get_pattern(str(options["pattern"]))  # names the known patterns when it is not one
+        return super().from_options(options)
 
     def config(self, pattern: str, defaults: Mapping[str, int | str]) -> RemapConfig:
         """The remap for `pattern`: the rule's defaults that the pattern takes, overridden by
@@ -52,6 +79,16 @@ class Swizzle(Pass):
         raw: dict[str, str | int] = {k: v for k, v in defaults.items() if k in takes}
         raw.update({k: getattr(self, k) for k in ("group", "along", "xcds") if getattr(self, k) is not None})
         return get_pattern(pattern).resolve(raw)
+
+    @classmethod
+    def describe_options(cls) -> list[str]:
+        """The options, then every pattern with the grids it applies to and its parameters."""
+        lines = super().describe_options()
+        for pattern in PATTERNS.values():
+            params = ", ".join(f"{p.name}={p.default}" for p in pattern.params)
+            dims = "1-D/2-D" if 1 in pattern.dims else "2-D"
+            lines.append(f"  {pattern.name:<12} {dims:<8} {pattern.summary}" + (f" [{params}]" if params else ""))
+        return lines
 
     # -- analyse ----------------------------------------------------------------------
 
@@ -81,7 +118,7 @@ class Swizzle(Pass):
             if pattern.name == "row" or min(usage.dims, 2) not in pattern.dims:
                 continue  # row is the identity; z is never remapped, so 3-D grids take 2-D patterns
             config = pattern.resolve({"xcds": ctx.hw.xcds} if "xcds" in {p.name for p in pattern.params} else {})
-            out.append(_proposal(analysis.kernel, config, "candidate", measured=False))
+            out.append(_proposal(analysis.kernel, config, "candidate"))
         return out
 
     def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
@@ -113,6 +150,34 @@ class Swizzle(Pass):
         return ("NoProfitablePattern", "1-D grid on a monolithic L2: the hardware raster order is already the "
                 "best known; no pattern proposed (use --pattern xcd to force one)")
 
+    def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
+        """What a proposer may choose for this kernel: a pattern that changes a grid of its
+        dimensionality, or `custom` (a remap in kxform's formula language, carried as the
+        proposal's payload); `xcds` defaults to the hardware profile's."""
+        usage: IndexUsage = analysis.facts["usage"]
+        dims = min(usage.dims, 2)
+        names = [p.name for p in PATTERNS.values() if p.name != "row" and dims in p.dims] + [CUSTOM]
+        default = "grouped" if "grouped" in names else names[0]
+        return ParamSpace((
+            Param.enum("pattern", names, default, doc="a library pattern, or `custom` for a remap written as a formula"),
+            OPTIONS.param("group"), OPTIONS.param("along"),
+            Param.int_range("xcds", 1, 64, max(1, min(ctx.hw.xcds, 64)),
+                            doc="chiplets blocks are dispatched round-robin to"),
+        ))
+
+    def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
+        """For `kxform inspect`: the grid dimensionality, the index reads and the verdict."""
+        usage: IndexUsage = analysis.facts["usage"]
+        source = ctx.model.source
+        return {
+            **super().describe(ctx, analysis),
+            "status": "already applied" if analysis.already_applied else "safe" if analysis.applicable else "refused",
+            "grid_dims": usage.dims,
+            "device_functions": [f.name for f in usage.functions[1:]],
+            "index_reads": [{"read": r.spelling, "line": source.line_col(r.span.start)[0], "function": r.function,
+                             "macro": r.macro} for r in usage.reads],
+        }
+
     # -- check ------------------------------------------------------------------------
 
     def check(self, ctx: PassContext, proposal: Proposal) -> list[CheckRecord]:
@@ -134,6 +199,13 @@ class Swizzle(Pass):
                 raise CheckFailed("coverage", f"'{proposal.kernel}' still reads {reads[0].spelling} at {where} "
                                   "after the rewrite")
         return [CheckRecord("coverage", True, "every blockIdx.x/.y read in the kernels' call closures uses the remap")]
+
+    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+        """A remap changes which block computes which tile, never the arithmetic: bit-exact,
+        unless the kernel accumulates floats with atomics (then block order changes rounding)."""
+        if uses_float_atomics(ctx.model.source.text):
+            return VerifyPolicy(compare=OutputCompare("spec", reason="float atomics: block order changes rounding"))
+        return VerifyPolicy(compare=EXACT)
 
     # -- edit -------------------------------------------------------------------------
 
@@ -165,9 +237,17 @@ class Swizzle(Pass):
         return _dedupe(edits)
 
 
-def _proposal(kernel: Function, config: RemapConfig, why: str, measured: bool = False) -> Proposal:
-    params = (("pattern", config.pattern.name),) + tuple((k, str(v)) for k, v in config.values)
-    return Proposal("swizzle", kernel.name, params, why, measured=measured)
+def _proposal(kernel: Function, config: RemapConfig, why: str) -> Proposal:
+    values = (("pattern", config.pattern.name),) + config.values
+    return Proposal("swizzle", kernel.name, values, why)
+
+
+FLOAT_ATOMIC_RE = re.compile(r"\batomic(Add|Sub)\s*\(\s*[^,]*,\s*[^)]*\)")
+
+
+def uses_float_atomics(text: str) -> bool:
+    """Whether the file accumulates with atomicAdd/atomicSub and mentions float."""
+    return bool(FLOAT_ATOMIC_RE.search(text)) and "float" in text
 
 
 def unmapped_reads(model: SourceModel, kernel_name: str) -> list[IndexRead]:
@@ -207,13 +287,23 @@ def config_of(proposal: Proposal) -> RemapConfig | FormulaRemap:
     return get_pattern(options["pattern"]).resolve({k: v for k, v in options.items() if k != "pattern"})
 
 
-CUSTOM = "custom"
-"""The pattern name of a remap written in kxform's formula language (payload: the text)."""
+def custom_values(formula: str) -> dict[str, ParamValue]:
+    """The values of a proposal for the custom remap `formula` (which rides as its payload):
+    the pattern and the formula's digest, so two formulas give two specs. FormulaError when
+    the text does not parse."""
+    from kxform.passes.swizzle.formula import parse_formula
+
+    return {"pattern": CUSTOM, "formula": parse_formula(formula).digest}
+
+
+def pattern_params(pattern: str) -> tuple[str, ...]:
+    """The options a pattern takes (`custom` takes none: its remap is the payload)."""
+    return () if pattern == CUSTOM else tuple(p.name for p in get_pattern(pattern).params)
 
 
 def _custom_remap(proposal: Proposal) -> FormulaRemap:
-    text = payload_of(proposal)
-    if text is None:
+    text = proposal.payload
+    if not text:
         raise UsageError("swizzle pattern custom needs a formula (the proposal carries none)")
     try:
         remap = formula_remap(text)
@@ -242,7 +332,7 @@ def _formula_record(remap: FormulaRemap) -> CheckRecord:
 
 def _semantic_blockers(ctx: PassContext, usage: IndexUsage) -> list[Blocker]:
     """Index reads libclang found that the syntax cannot see (foreign macros, other files)."""
-    return [] if ctx.semantic is None else ctx.semantic.blockers_for(usage)
+    return [] if ctx.semantic is None else semantic_blockers(ctx.semantic, usage)
 
 
 def _refuse_shared(ctx: PassContext, results: dict[str, KernelAnalysis]) -> None:
