@@ -2,10 +2,9 @@
 
 `kxform apply --proposer NAME` picks one: `heuristic` (the engine's deterministic
 proposer: each pass's documented rule; `deterministic` is another name for it), `lock`
-or `claude`. A `ProposerSpec` is plain data, so it crosses
-into the worker processes that transform files; each worker builds its own proposer.
-Optional dependencies load only when their proposer is built, with a one-line error
-naming the extra to install.
+or `claude`. A `ProposerSpec` is plain data, so it crosses into the worker processes
+that transform files; each worker builds its own proposer. Optional dependencies load
+only when their proposer is built, with a one-line error naming the extra to install.
 """
 
 from __future__ import annotations

@@ -3,13 +3,16 @@
 
 Each turn sends the conversation so far (the kernel's context first, then every
 attempt and its result) and forces the pass's tool. The answer is read like hostile
-input (answer.py); what passes goes through the same pipeline as any proposal
-(evaluate.py); the outcome, with the stage and reason of a rejection and the figures of
-a verified attempt, goes back as the tool's result. The best verified attempt (by
-measured time with a GPU and `--measure`, else by prediction, and the records say
-which) becomes the kernel's decision. The loop stops after `attempts` turns, after
-`patience` turns in a row that did not improve on the best, or when the API fails
-after the SDK's retries. Tokens and cost are recorded per attempt.
+input (answer.py) and becomes a `Proposal` whose provenance names the model, the
+attempt's tokens and cost, and the evidence it will be ranked on; it then runs through
+the engine's own stages (evaluate.py); the outcome, with the stage and reason of the
+engine's `Rejection` or the figures of a verified attempt, goes back as the tool's
+result. The best verified attempt (by measured time with a GPU and `--measure`, else by
+prediction, and the records say which) becomes the kernel's decision. The loop stops
+after `attempts` turns, after `patience` turns in a row that did not improve on the
+best, or when the API fails after the SDK's retries. Tokens and cost are recorded per
+attempt. This is the one driver of its own the loop keeps: attempt by attempt, with the
+model's reflection between them.
 """
 
 from __future__ import annotations
