@@ -12,7 +12,7 @@ from typing import Any
 from kxform.build.toolchain import Toolchain
 from kxform.engine.pass_api import PassContext, RunOptions
 from kxform.engine.registry import default_registry
-from kxform.errors import KxformError
+from kxform.errors import KxformError, UsageError
 from kxform.frontend.cuda import parse_model
 from kxform.frontend.semantic import semantic_provider
 from kxform.frontend.source import read_source
@@ -25,9 +25,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("inspect", help="show kernels, launch sites and what each pass makes of them")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--hw", default="h100", help="hardware profile for constraints and previews (default: h100)")
-    p.add_argument("--pass", dest="passes", metavar="NAME[,NAME]", help="only these passes (default: all)")
+    p.add_argument("--pass", dest="passes", metavar="NAME[,NAME]", help="only these passes (default: all; with "
+                   "--prompt: the one pass asked about, default swizzle)")
     p.add_argument("-p", dest="build_dir", metavar="BUILD_DIR", help="directory with compile_commands.json")
-    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--prompt", metavar="FILE", help="print the context a model would get for --kernel K of FILE "
+                   "(what --proposer claude sends), and nothing else")
+    p.add_argument("--kernel", metavar="NAME", help="the kernel for --prompt")
+    p.add_argument("paths", nargs="*", metavar="PATH")
     p.set_defaults(func=run)
 
 
@@ -70,6 +74,16 @@ def inspect_file(path: str, hw: HwProfile | str, passes: str | None = None,
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.prompt or args.kernel:
+        if not (args.prompt and args.kernel) or args.paths:
+            raise UsageError("usage: kxform inspect --prompt FILE --kernel NAME [--hw H] [--pass P] [-p BUILD_DIR]")
+        from kxform.propose.show import prompt_for
+
+        sys.stdout.write(prompt_for(args.prompt, args.kernel, load_profile(args.hw), args.passes or "swizzle",
+                                    build_dir=args.build_dir))
+        return 0
+    if not args.paths:
+        raise UsageError("kxform inspect: give at least one PATH (or --prompt FILE --kernel NAME)")
     reports, status = [], 0
     hw = load_profile(args.hw)
     for path in walk_sources(args.paths):
