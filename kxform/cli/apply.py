@@ -34,6 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="time original and rewritten (bench size) and keep a rewrite only if it is faster "
                    "beyond the measured spread")
     p.add_argument("--log", metavar="FILE", help="pass log path (default: .kxform/logs/RUN.jsonl)")
+    from kxform.cli.propose_args import register_proposer_args
+
+    register_proposer_args(p)
     p.add_argument("-q", "--quiet", action="store_true", help="print errors and the summary only")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--diff", action="store_true", help="print a unified diff; write nothing")
@@ -61,9 +64,11 @@ def config_from_args(args: argparse.Namespace) -> ApplyConfig:
         raise UsageError("-j must be at least 1")
     write_back = WriteBack.DIFF if args.diff else WriteBack.CHECK if args.check else \
         WriteBack.OUT_DIR if args.out_dir else WriteBack.WRITE
+    from kxform.cli.propose_args import proposer_spec
+
     return ApplyConfig(pipeline=args.passes, extra_options=extra, hw=load_profile(args.hw),
                        kernels=tuple(args.kernel), verify=args.verify, measure=args.measure, jobs=args.jobs, write_back=write_back,
-                       out_dir=args.out_dir, build_dir=args.build_dir)
+                       out_dir=args.out_dir, build_dir=args.build_dir, proposer=proposer_spec(args))
 
 
 class _Progress:
@@ -84,6 +89,10 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     assert config.hw is not None
     log = PassLog.open(args.log, hw=config.hw.name, pipeline=config.pipeline, argv=sys.argv[1:])
+    if config.proposer.name == "claude":  # the attempt loop: search first, then apply its decisions
+        from kxform.cli.propose_args import search_with_claude
+
+        config = search_with_claude(args, config, log)
     report, outcomes = run_apply(args.paths, config, progress=_Progress(not args.quiet))
     _print(outcomes, args.quiet)
     for outcome in outcomes:

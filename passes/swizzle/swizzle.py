@@ -13,6 +13,11 @@ and reported as such (with why the model was not asked):
   monolithic L2:                     2-D grid -> grouped(group=8, along=y), 1-D -> nothing
 (group 8 is the Triton matmul tutorial's GROUP_M; on a monolithic L2 a 1-D raster is
 already the order that streams best, so no 1-D pattern is proposed there.)
+
+A proposer may also propose `pattern=custom` with a remap written in kxform's formula
+language as the proposal's payload (formula.py): it is parsed, checked for wrap-around
+and division by zero at every grid shape, emitted as the helper and proven bijective like
+the library patterns, and verified bit-exact like them.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from kxform.engine.params import Param, ParamSpace, ParamValue
 from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance
 from kxform.engine.policy import EXACT, OutputCompare, VerifyPolicy
 from kxform.passes.swizzle.patterns import PATTERNS, RemapConfig, get_pattern
+from kxform.passes.swizzle.formula import FormulaError, FormulaRemap, formula_remap
 from kxform.passes.swizzle.semantic_checks import semantic_blockers
 
 BLOCK_VAR = "kxform_block"
@@ -43,6 +49,8 @@ OPTIONS = ParamSpace((
     Param.enum("along", ("y", "x"), "y", doc="group rows (y) or columns (x)"),
     Param.int_range("xcds", 1, 64, 8, doc="chiplets blocks are dispatched over (default: the hardware profile's)"),
 ))
+CUSTOM = "custom"
+"""The pattern of a remap written in kxform's formula language (the proposal's payload is its text)."""
 PROLOGUE_MARK = f"{BLOCK_VAR} = kxform_swizzle_".encode()
 """How a rewritten kernel's prologue starts: marks it as done (idempotence) and bounds it (coverage)."""
 
@@ -158,6 +166,21 @@ class Swizzle(Pass):
         return ("NoProfitablePattern", "1-D grid on a monolithic L2: the hardware raster order is already the "
                 "best known; no pattern proposed (use --pattern xcd to force one)")
 
+    def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
+        """What a proposer may choose for this kernel: a pattern that changes a grid of its
+        dimensionality, or `custom` (a remap in kxform's formula language, carried as the
+        proposal's payload); `xcds` defaults to the hardware profile's."""
+        usage: IndexUsage = analysis.facts["usage"]
+        dims = min(usage.dims, 2)
+        names = [p.name for p in PATTERNS.values() if p.name != "row" and dims in p.dims] + [CUSTOM]
+        default = "grouped" if "grouped" in names else names[0]
+        return ParamSpace((
+            Param.enum("pattern", names, default, doc="a library pattern, or `custom` for a remap written as a formula"),
+            OPTIONS.param("group"), OPTIONS.param("along"),
+            Param.int_range("xcds", 1, 64, max(1, min(ctx.hw.xcds, 64)),
+                            doc="chiplets blocks are dispatched round-robin to"),
+        ))
+
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
         """For `kxform inspect`: the grid dimensionality, the index reads and the verdict."""
         usage: IndexUsage = analysis.facts["usage"]
@@ -178,9 +201,10 @@ class Swizzle(Pass):
             config = config_of(proposal)
         except UsageError as exc:
             raise CheckFailed("proposal", exc.cause) from None
+        records = [_formula_record(config)] if isinstance(config, FormulaRemap) else []
         report = check_helper(config.helper_source(), config.helper_name())
-        return [CheckRecord("bijection", True, f"emitted helper is a bijection on {report.detail}"
-                            + (" (cached)" if report.cached else ""))]
+        return records + [CheckRecord("bijection", True, f"emitted helper is a bijection on {report.detail}"
+                                      + (" (cached)" if report.cached else ""))]
 
     def check_result(self, new_model: SourceModel, proposals: Sequence[Proposal]) -> list[CheckRecord]:
         """Check (b): no blockIdx.x/.y read is left unmapped in a rewritten kernel's closure."""
@@ -206,7 +230,7 @@ class Swizzle(Pass):
         source = model.source
         newline = source.newline
         edits: list[Edit] = []
-        helper_first_use: dict[str, tuple[int, RemapConfig]] = {}
+        helper_first_use: dict[str, tuple[int, RemapConfig | FormulaRemap]] = {}
         for proposal in proposals:
             kernel = next(k for k in model.kernels if k.name == proposal.kernel)
             usage = index_usage(model, kernel)
@@ -268,12 +292,58 @@ def _name_collisions(ctx: PassContext, usage: IndexUsage) -> list[Blocker]:
     return []
 
 
-def config_of(proposal: Proposal) -> RemapConfig:
-    """The remap a proposal asks for; its parameters are validated like user input."""
+def config_of(proposal: Proposal) -> RemapConfig | FormulaRemap:
+    """The remap a proposal asks for; its parameters are validated like user input.
+    `pattern=custom` takes its remap from the proposal's payload (formula.py)."""
     options = proposal.options
     if "pattern" not in options:
         raise UsageError("swizzle proposal names no pattern")
+    if options["pattern"] == CUSTOM:
+        return _custom_remap(proposal)
     return get_pattern(options["pattern"]).resolve({k: v for k, v in options.items() if k != "pattern"})
+
+
+def custom_values(formula: str) -> dict[str, ParamValue]:
+    """The values of a proposal for the custom remap `formula` (which rides as its payload):
+    the pattern and the formula's digest, so two formulas give two specs. FormulaError when
+    the text does not parse."""
+    from kxform.passes.swizzle.formula import parse_formula
+
+    return {"pattern": CUSTOM, "formula": parse_formula(formula).digest}
+
+
+def pattern_params(pattern: str) -> tuple[str, ...]:
+    """The options a pattern takes (`custom` takes none: its remap is the payload)."""
+    return () if pattern == CUSTOM else tuple(p.name for p in get_pattern(pattern).params)
+
+
+def _custom_remap(proposal: Proposal) -> FormulaRemap:
+    text = proposal.payload
+    if not text:
+        raise UsageError("swizzle pattern custom needs a formula (the proposal carries none)")
+    try:
+        remap = formula_remap(text)
+    except FormulaError as exc:
+        raise UsageError(f"custom formula rejected: {exc}") from None
+    extra = sorted(set(proposal.options) - {"pattern", "formula"})
+    if extra:
+        raise UsageError(f"custom formula: unexpected parameter {extra[0]!r} (a custom remap takes only its formula)")
+    named = proposal.options.get("formula", remap.formula.digest)
+    if named != remap.formula.digest:
+        raise UsageError(f"custom formula: the proposal names formula {named} but carries formula "
+                         f"{remap.formula.digest}")
+    return remap
+
+
+def _formula_record(remap: FormulaRemap) -> CheckRecord:
+    """Arithmetic safety of a custom formula: no wrap-around or division by zero anywhere."""
+    from kxform.passes.swizzle.formula_eval import check_arithmetic
+
+    try:
+        report = check_arithmetic(remap.formula)
+    except FormulaError as exc:
+        raise CheckFailed("formula", str(exc)) from None
+    return CheckRecord("formula", True, report.detail)
 
 
 def _semantic_blockers(ctx: PassContext, usage: IndexUsage) -> list[Blocker]:
@@ -321,7 +391,7 @@ def _refuse_shared(ctx: PassContext, results: dict[str, KernelAnalysis]) -> None
                 changed = True
 
 
-def _prologue(ctx: PassContext, kernel: Function, usage: IndexUsage, config: RemapConfig, origin: str) -> Edit:
+def _prologue(ctx: PassContext, kernel: Function, usage: IndexUsage, config: RemapConfig | FormulaRemap, origin: str) -> Edit:
     source = ctx.model.source
     body = source.data[kernel.body.start:kernel.body.end]
     rest = body[1:]
