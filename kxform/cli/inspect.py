@@ -7,7 +7,9 @@ import json
 import sys
 from typing import Any
 
+from kxform.cli.options import add_config_options, pick, project_config
 from kxform.errors import KxformError
+from kxform.workspace.exclude import Exclude
 from kxform.workspace.files import walk_sources
 from kxform.frontend.cuda import parse_model
 from kxform.hw import load_profile
@@ -19,7 +21,8 @@ from kxform.frontend.source import read_source
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("inspect", help="show kernels, launch sites, index reads and swizzle safety")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--hw", default="h100", help="hardware profile for the swizzle preview (default: h100)")
+    p.add_argument("--hw", help="hardware profile for the swizzle preview (default: configured, else h100)")
+    add_config_options(p)
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.set_defaults(func=run)
 
@@ -62,9 +65,14 @@ def inspect_file(path: str, hw_name: str) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     reports, status = [], 0
+    project = project_config(args, args.paths)
+    hw = pick(args.hw, project and project.hw, "h100")
+    exclude = Exclude(str(project.root), project.exclude) if project else None
     for path in walk_sources(args.paths):
+        if exclude is not None and exclude.matches(path):
+            continue
         try:
-            reports.append(inspect_file(str(path), args.hw))
+            reports.append(inspect_file(str(path), hw))
         except KxformError as exc:
             print(f"kxform: error: {exc}", file=sys.stderr)
             status = 2

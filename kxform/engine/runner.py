@@ -15,9 +15,11 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Protocol
 
 from kxform.engine.driver import FileTransform, transform_source
 from kxform.errors import KxformError, UsageError
+from kxform.workspace.exclude import Exclude
 from kxform.workspace.files import walk_sources, write_atomic
 from kxform.hw import HwProfile
 from kxform.engine.pass_api import CheckRecord, KernelResult, Outcome, Pass, RunOptions
@@ -25,7 +27,12 @@ from kxform.engine.registry import default_registry
 from kxform.log.report import Report, WriteBack
 from kxform.frontend.source import HEADER_SUFFIXES, read_source
 
-Progress = Callable[[int, int, str], None]
+
+
+class Progress(Protocol):
+    """Told after each file of a stage (`transform`, `verify`): the CLI draws a bar."""
+
+    def __call__(self, done: int, total: int, path: str, stage: str = "transform") -> None: ...
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,10 @@ class ApplyConfig:
     out_dir: str | None = None
     build_dir: str | None = None
     semantic: bool = True
+    exclude: Exclude | None = None
+    """Files it matches are left out (project configuration's `exclude`)."""
+    spec_dirs: tuple[str, ...] = ()
+    """Directories searched for harness specs after the sources' own directories."""
 
 
 @dataclass
@@ -122,14 +133,14 @@ def run_apply(paths: list[str], config: ApplyConfig, progress: Progress | None =
               emit: Callable[[str], object] | None = None) -> tuple[Report, list[FileOutcome]]:
     """Run the pipeline over `paths`; return the report and per-file outcomes (for logs)."""
     _pipeline(config.pipeline, config.extra_options)  # usage errors before any work (and warms the cache)
-    files = collect_files(paths)
+    files = [f for f in collect_files(paths) if config.exclude is None or not config.exclude.matches(f)]
     outcomes = _transform_all(files, config, progress)
     report = Report(write_back=config.write_back)
     for outcome in outcomes:
         if outcome.error:
             (report.internal_errors if outcome.internal else report.input_errors).append(outcome.error)
     _compile_check(outcomes, config)
-    _verify(outcomes, config)
+    _verify(outcomes, config, progress)
     for outcome in outcomes:
         report.add_kernels(outcome.results)
         transform = outcome.transform
@@ -194,7 +205,7 @@ def _compile_check(outcomes: list[FileOutcome], config: ApplyConfig) -> None:
         outcome.transform = replace(transform, new_data=transform.source.data)
 
 
-def _verify(outcomes: list[FileOutcome], config: ApplyConfig) -> None:
+def _verify(outcomes: list[FileOutcome], config: ApplyConfig, progress: Progress | None = None) -> None:
     """Differential runs of rewritten kernels that have harness specs (see verify_stage)."""
     if config.verify in ("static", "compile"):
         return
@@ -212,11 +223,13 @@ def _verify(outcomes: list[FileOutcome], config: ApplyConfig) -> None:
         for outcome in changed:
             _attach(outcome, CheckRecord("verify", True, f"skipped: {exc.cause}"))
         return
-    for outcome in changed:
+    for done, outcome in enumerate(changed, start=1):
         transform = outcome.transform
         assert transform is not None
         results, keep = verify_file(transform.source.data, transform.new_data, outcome.path, outcome.results,
-                                    runtime, config.measure, config.build_dir)
+                                    runtime, config.measure, config.build_dir, config.spec_dirs)
+        if progress:
+            progress(done, len(changed), outcome.path, stage="verify")
         outcome.results = results
         if not keep:
             outcome.transform = replace(transform, new_data=transform.source.data)
@@ -248,6 +261,11 @@ def _write_back(outcomes: list[FileOutcome], config: ApplyConfig, report: Report
             write_atomic(target, transform.new_data)
         elif transform.changed:
             write_atomic(outcome.path, transform.new_data)
+
+
+def output_path(path: str, out_dir: str) -> Path:
+    """Where `-o OUT_DIR` writes the copy of `path`."""
+    return Path(out_dir) / _relative(path)
 
 
 def _relative(path: str) -> Path:
