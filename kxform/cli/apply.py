@@ -31,6 +31,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--hw", help="hardware profile name or .toml path (default: configured, else h100)")
     p.add_argument("--kernel", action="append", default=[], metavar="NAME", help="only these kernels (repeatable)")
     p.add_argument("-p", dest="build_dir", metavar="BUILD_DIR", help="directory with compile_commands.json")
+    p.add_argument("-I", dest="include", action="append", default=[], metavar="DIR",
+                   help="include directory (repeatable; before the configuration's)")
+    p.add_argument("-D", dest="define", action="append", default=[], metavar="NAME[=VALUE]",
+                   help="preprocessor define (repeatable; before the configuration's)")
     p.add_argument("-j", "--jobs", type=int, metavar="N", help="parallel jobs (default: all cores)")
     p.add_argument("--verify", choices=("auto", "gpu", "cpu", "compile", "static"),
                    help="static: parse-level checks only; compile: also nvcc -c (required); gpu/cpu: also run "
@@ -98,9 +102,11 @@ def run(args: argparse.Namespace) -> int:
     if project is not None and project.lock and not args.quiet:
         print(f"kxform: note: {project.path}: 'lock' is set, but this kxform has no lockfile support yet; "
               "ignored", file=sys.stderr)
-    files = collect_files(args.paths) if project and (project.include or project.defines) else []
-    with merged_build_dir(files, project.include if project else (), project.defines if project else (),
-                          config.build_dir) as build_dir, ProgressBar(not args.quiet) as progress:
+    include = tuple(os.path.abspath(d) for d in args.include) + (project.include if project else ())
+    defines = tuple(args.define) + (project.defines if project else ())
+    files = collect_files(args.paths) if include or defines else []
+    with merged_build_dir(files, include, defines, config.build_dir) as build_dir, \
+            ProgressBar(not args.quiet) as progress:
         log = PassLog.open(args.log, hw=config.hw.name, pipeline=config.pipeline, argv=sys.argv[1:])
         if project is not None:
             log.write({"type": "config", "schema": 1, "run": log.run_id, **project.to_json()})
