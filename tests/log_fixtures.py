@@ -1,0 +1,85 @@
+"""Pass logs for the log viewer and report tests.
+
+`real_run` runs `kxform apply` for real. `gpu_style_run` writes, through the real
+writer (PassLog, kernel_record), the records a GPU run with `--measure` writes (this
+machine has no GPU to time on) plus `tune` and `l2` records in the documented format
+(docs/pass-log.md; the branches that write them land later). The measure detail
+follows verify/stage.py's text.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from kxform.engine.pass_api import CheckRecord, KernelResult, Outcome, Proposal
+from kxform.log.passlog import PassLog
+from kxform.log.report import Report
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def kxform(*args: str, cwd: Path, check: bool = False) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kxform.cli.main", *args], cwd=cwd, capture_output=True,
+                          text=True, check=check)
+
+
+def real_run(tmp: Path, *args: str) -> Path:
+    """Copy two corpus kernels into `tmp` (once) and run `kxform apply ARGS --check` there; the log's path."""
+    for name in ("sgemm_tiled", "transpose"):
+        if not (tmp / name).exists():
+            shutil.copytree(ROOT / "corpora" / name, tmp / name)
+    before = set((tmp / ".kxform" / "logs").glob("*.jsonl")) if (tmp / ".kxform").exists() else set()
+    kxform("apply", *args, "--check", "sgemm_tiled", "transpose", cwd=tmp)
+    (log,) = set((tmp / ".kxform" / "logs").glob("*.jsonl")) - before
+    return log
+
+
+def _measure(before: float, after: float) -> CheckRecord:
+    return CheckRecord("measure", True, f"size bench on gpu: original {before:.4f} ms (+-0.0031), rewritten "
+                       f"{after:.4f} ms (+-0.0029); speedup {before / after:.3f}x (median of 200 launches, 4 input "
+                       "set(s) rotated, persisting L2 capped, outputs re-checked after timing)")
+
+
+def gpu_style_run(path: Path, gemm_ms: float = 66.1, stencil_ms: float = 0.166) -> Path:
+    """A two-kernel `--measure` run with a tuning run and L2 predictions, at `path`."""
+    log = PassLog.open(str(path), hw="h200", pipeline="swizzle", argv=["apply", "--pass", "swizzle", "--measure"])
+    checks = (CheckRecord("bijection", True, "emitted helper is a bijection"), CheckRecord("compile", True, "nvcc ok"),
+              CheckRecord("verify", True, "verified on the gpu runtime (original vs rewritten, 4 sizes)"))
+    gemm = KernelResult("src/gemm.cu", "sgemm_128", "swizzle", Outcome.APPLIED, 41,
+                        proposal=Proposal("swizzle", "sgemm_128", (("pattern", "grouped"), ("group", "8")),
+                                          "predicted by the model: 2.5x less DRAM traffic", measured=True),
+                        checks=checks + (_measure(gemm_ms, 65.1),))
+    stencil = KernelResult("src/stencil.cu", "stencil5", "swizzle", Outcome.MISSED, 12,
+                           reasons=("NotFaster: the rewrite was not faster",), stage="measure",
+                           proposal=Proposal("swizzle", "stencil5", (("pattern", "column"),), "default rule"),
+                           checks=checks + (_measure(stencil_ms, 0.207),))
+    report = Report()
+    report.add_kernels([gemm, stencil])
+    log.kernels([gemm, stencil])
+    log.write({"type": "file", "schema": 1, "run": log.run_id, "file": "src/gemm.cu", "changed": True, "error": None,
+               "diff": "--- a/src/gemm.cu\n+++ b/src/gemm.cu\n@@ -41 +41 @@\n-    int row = blockIdx.y;\n"
+                       "+    int row = kxform_block.y;\n", "compile": None, "timings_s": {"swizzle": 0.4}})
+    log.write({"type": "file", "schema": 1, "run": log.run_id, "file": "src/stencil.cu", "changed": False,
+               "error": None, "diff": "", "compile": None, "timings_s": {"swizzle": 0.2}})
+    for i, (group, ms) in enumerate([(1, 70.2), (2, None), (4, 66.0), (8, 65.1), (16, 65.4)], start=1):
+        log.write({"type": "tune", "schema": 1, "run": log.run_id, "file": "src/gemm.cu", "kernel": "sgemm_128",
+                   "strategy": "bayes", "eval": i, "params": {"group": group}, "time_ms": ms,
+                   "status": "ok" if ms is not None else "compile_failed"})
+    log.write({"type": "l2", "schema": 1, "run": log.run_id, "file": "src/gemm.cu", "kernel": "sgemm_128",
+               "hw": "h200", "size": "bench", "predictions": [
+                   {"pattern": "row", "l2_hit_rate": 0.58, "dram_read_bytes": 8.74e9, "dram_write_bytes": 2.7e8,
+                    "rank": 3, "margin": 0.0},
+                   {"pattern": "grouped", "l2_hit_rate": 0.80, "dram_read_bytes": 3.51e9,
+                    "dram_write_bytes": 2.7e8, "rank": 1, "margin": 0.6}]})
+    log.write({"type": "future_kind", "schema": 1, "run": log.run_id, "note": "a record type no viewer knows"})
+    report.files_changed, report.files_unchanged = 1, 1
+    log.close(report)
+    return path
+
+
+def records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
