@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
+
+from conftest import run_cli
 
 from kxform.engine.pass_api import CheckRecord, KernelResult, Outcome, Proposal
 from kxform.log.passlog import PassLog
@@ -22,18 +22,13 @@ from kxform.log.report import Report
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def kxform(*args: str, cwd: Path, check: bool = False) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kxform.cli.main", *args], cwd=cwd, capture_output=True,
-                          text=True, check=check)
-
-
 def real_run(tmp: Path, *args: str) -> Path:
     """Copy two corpus kernels into `tmp` (once) and run `kxform apply ARGS --check` there; the log's path."""
     for name in ("sgemm_tiled", "transpose"):
         if not (tmp / name).exists():
             shutil.copytree(ROOT / "corpora" / name, tmp / name)
     before = set((tmp / ".kxform" / "logs").glob("*.jsonl")) if (tmp / ".kxform").exists() else set()
-    kxform("apply", *args, "--check", "sgemm_tiled", "transpose", cwd=tmp)
+    run_cli("apply", *args, "--check", "sgemm_tiled", "transpose", cwd=tmp)
     (log,) = set((tmp / ".kxform" / "logs").glob("*.jsonl")) - before
     return log
 

@@ -61,7 +61,7 @@ def load_spec(path: str | os.PathLike[str]) -> HarnessSpec:
     data = _parse_toml(text, display)
     root = Table(data, (), "", SpecSource(display, LineIndex(text)))
     if "tool" in data:  # docs/configuration.md: the two kinds of kxform.toml never stand in for each other
-        root.fail("tool", "this is a project configuration ([tool.kxform]), not a harness spec")
+        raise root.source.error(("tool", "kxform"), "this is a project configuration ([tool.kxform]), not a harness spec")
     root.check_keys(TOP_KEYS)
     version = root.integer("version")
     if version != SPEC_VERSION:
