@@ -24,10 +24,12 @@ def interactive(stream: TextIO | None = None) -> bool:
 class ProgressBar:
     """Callable as the runner's `Progress`: `(done, total, path, stage)`; `close()` when done."""
 
-    def __init__(self, enabled: bool = True, unit: str = "file", stream: TextIO | None = None) -> None:
+    def __init__(self, enabled: bool = True, unit: str = "file", stream: TextIO | None = None,
+                 delay: float = 0.5) -> None:
         self.stream = stream or sys.stderr
         self.enabled = enabled and interactive(self.stream)
         self.unit = unit
+        self.delay = delay
         self._bar: tqdm | None = None
         self._stage = ""
 
@@ -37,7 +39,7 @@ class ProgressBar:
         if self._bar is None or stage != self._stage:
             self.close()
             self._bar = tqdm(total=total, desc=stage, unit=self.unit, file=self.stream, leave=False,
-                             dynamic_ncols=True, delay=0.5)
+                             dynamic_ncols=True, delay=self.delay)
             self._stage = stage
         self._bar.set_postfix_str(path[-48:], refresh=False)
         self._bar.update(max(done - self._bar.n, 0))

@@ -4,20 +4,18 @@ Without matplotlib every function returns None and the report shows tables only 
 says why). The SVG is self-contained: text stays text (`svg.fonttype = none`, so it is
 small and searchable), no date metadata (reports of the same log are identical), no
 DOCTYPE (it would name a remote DTD), and ids are salted per plot so several plots
-in one page never share an id.
+in one page never share an id (the salt is the plot's name, not a counter).
 """
 
 from __future__ import annotations
 
 import io
-import itertools
 import re
 from collections.abc import Sequence
 from typing import Any
 
 from kxform.log.figures import PredictionSet, Timing, TuneSeries
 
-_counter = itertools.count()
 _PROLOGUE = re.compile(r"^.*?(?=<svg)", re.S)
 
 
@@ -30,13 +28,23 @@ def available() -> tuple[bool, str]:
     return True, ""
 
 
-def _svg(figure: Any) -> str:
+def _svg(figure: Any, key: str) -> str:
+    """`key` names the plot within its page: it salts the SVG ids (distinct per plot, and
+    the same on every render, so a report of one log is the same bytes each time)."""
     import matplotlib
 
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": f"kxform-plot-{next(_counter)}"}):
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": f"kxform-{key}"}):
         buffer = io.StringIO()
         figure.savefig(buffer, format="svg", metadata={"Date": None}, bbox_inches="tight")
-    return _PROLOGUE.sub("", buffer.getvalue(), count=1)
+    return _scope_ids(_PROLOGUE.sub("", buffer.getvalue(), count=1), re.sub(r"[^A-Za-z0-9_-]", "-", key))
+
+
+def _scope_ids(svg: str, prefix: str) -> str:
+    """Prefix every id and reference to one (matplotlib names groups `figure_1`,
+    `patch_1`, ... in every SVG), so ids stay unique in a page holding several plots."""
+    svg = re.sub(r'\bid="([^"]+)"', rf'id="{prefix}-\1"', svg)
+    svg = re.sub(r"url\(#([^)]+)\)", rf"url(#{prefix}-\1)", svg)
+    return re.sub(r'((?:xlink:)?href)="#([^"]+)"', rf'\1="#{prefix}-\2"', svg)
 
 
 def _figure(width: float = 6.4, height: float = 3.0) -> Any:
@@ -64,7 +72,7 @@ def timings_plot(rows: Sequence[tuple[str, Timing]]) -> str | None:
     axes.invert_yaxis()
     axes.set_xlabel("speedup of the rewrite (original time / rewritten time)")
     axes.margins(x=0.6)
-    return _svg(figure)
+    return _svg(figure, "timings")
 
 
 def convergence_plot(series: TuneSeries) -> str | None:
@@ -88,7 +96,7 @@ def convergence_plot(series: TuneSeries) -> str | None:
     axes.set_ylabel("time (ms)")
     axes.set_title(f"{series.kernel} ({series.strategy or 'tune'})", fontsize="medium")
     axes.legend(fontsize="small")
-    return _svg(figure)
+    return _svg(figure, f"tune-{series.file}-{series.kernel}-{series.strategy}")
 
 
 def l2_plot(pset: PredictionSet, chosen: str | None = None) -> str | None:
@@ -107,4 +115,4 @@ def l2_plot(pset: PredictionSet, chosen: str | None = None) -> str | None:
     axes.set_xlabel("predicted DRAM reads (MB)")
     axes.set_title(f"{pset.kernel}: L2 model ({pset.hw or 'hw ?'}, size {pset.size or '?'})", fontsize="medium")
     axes.margins(x=0.25)
-    return _svg(figure)
+    return _svg(figure, f"l2-{pset.file}-{pset.kernel}-{pset.size}")
