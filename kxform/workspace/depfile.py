@@ -19,8 +19,11 @@ def escape(path: str) -> str:
 
 
 def render(targets: Iterable[str], deps: Iterable[str]) -> str:
-    """One rule; absolute paths, each dependency on its own continued line, no duplicates."""
-    names = " ".join(escape(os.path.abspath(t)) for t in targets)
+    """One rule, each dependency on its own continued line, no duplicates. Targets are
+    spelled as kxform wrote them (relative with a relative `-o`, so they match the
+    Makefile's own target names; absolute with an absolute one, as CMake passes it);
+    dependencies are absolute (a build may run kxform from another directory)."""
+    names = " ".join(escape(str(t)) for t in targets)
     unique = list(dict.fromkeys(os.path.abspath(d) for d in deps))
     lines = [f"{names}:"] + [f" {escape(d)}" for d in unique]
     return " \\\n".join(lines) + "\n"
