@@ -1,10 +1,11 @@
 """Pass logs for the log viewer and report tests.
 
-`real_run` runs `kxform apply` for real. `gpu_style_run` writes, through the real
-writer (PassLog, kernel_record), the records a GPU run with `--measure` writes (this
-machine has no GPU to time on) plus `tune` and `l2` records in the documented format
-(docs/pass-log.md; the branches that write them land later). The measure detail
-follows verify/stage.py's text.
+`real_run` runs `kxform apply` for real. `gpu_style_run` writes the records a GPU run
+with `--measure` writes (this machine has no GPU to time on), in the documented format
+(docs/pass-log.md: kernel records with provenance, alternates and rejected candidates),
+plus `tune` and `l2` records (the branches that write them land later), through
+PassLog for the run and summary records. The measure detail follows
+verify/stage.py's text.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 from conftest import run_cli
-
-from kxform.engine.pass_api import CheckRecord, KernelResult, Outcome, Proposal
+from kxform.engine.pass_api import Outcome
 from kxform.log.passlog import PassLog
 from kxform.log.report import Report
 
@@ -33,28 +34,38 @@ def real_run(tmp: Path, *args: str) -> Path:
     return log
 
 
-def _measure(before: float, after: float) -> CheckRecord:
-    return CheckRecord("measure", True, f"size bench on gpu: original {before:.4f} ms (+-0.0031), rewritten "
-                       f"{after:.4f} ms (+-0.0029); speedup {before / after:.3f}x (median of 200 launches, 4 input "
-                       "set(s) rotated, persisting L2 capped, outputs re-checked after timing)")
+def _measure(before: float, after: float) -> dict[str, Any]:
+    return {"name": "measure", "ok": True,
+            "detail": f"size bench on gpu: original {before:.4f} ms (+-0.0031), rewritten {after:.4f} ms (+-0.0029); "
+                      f"speedup {before / after:.3f}x (median of 200 launches, 4 input set(s) rotated, persisting L2 "
+                      "capped, outputs re-checked after timing)"}
+
+
+def _kernel(run_id: str, file: str, name: str, line: int, outcome: str, params: dict[str, Any], rationale: str,
+            evidence: str, checks: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    spec = "swizzle{" + ",".join(f"{k}={v}" for k, v in params.items()) + "}"
+    return {"type": "kernel", "schema": 1, "run": run_id, "file": file, "kernel": name, "line": line,
+            "pass": "swizzle", "outcome": outcome, "stage": extra.pop("stage", None),
+            "reasons": extra.pop("reasons", [rationale] if outcome == "applied" else []),
+            "proposal": {"spec": spec, "params": params, "rationale": rationale, "proposer": "deterministic",
+                         "measured": evidence == "measured",
+                         "provenance": {"proposer": "deterministic", "evidence": evidence}},
+            "checks": checks, **extra}
 
 
 def gpu_style_run(path: Path, gemm_ms: float = 66.1, stencil_ms: float = 0.166) -> Path:
     """A two-kernel `--measure` run with a tuning run and L2 predictions, at `path`."""
     log = PassLog.open(str(path), hw="h200", pipeline="swizzle", argv=["apply", "--pass", "swizzle", "--measure"])
-    checks = (CheckRecord("bijection", True, "emitted helper is a bijection"), CheckRecord("compile", True, "nvcc ok"),
-              CheckRecord("verify", True, "verified on the gpu runtime (original vs rewritten, 4 sizes)"))
-    gemm = KernelResult("src/gemm.cu", "sgemm_128", "swizzle", Outcome.APPLIED, 41,
-                        proposal=Proposal("swizzle", "sgemm_128", (("pattern", "grouped"), ("group", "8")),
-                                          "predicted by the model: 2.5x less DRAM traffic", measured=True),
-                        checks=checks + (_measure(gemm_ms, 65.1),))
-    stencil = KernelResult("src/stencil.cu", "stencil5", "swizzle", Outcome.MISSED, 12,
-                           reasons=("NotFaster: the rewrite was not faster",), stage="measure",
-                           proposal=Proposal("swizzle", "stencil5", (("pattern", "column"),), "default rule"),
-                           checks=checks + (_measure(stencil_ms, 0.207),))
-    report = Report()
-    report.add_kernels([gemm, stencil])
-    log.kernels([gemm, stencil])
+    checks = [{"name": "bijection", "ok": True, "detail": "emitted helper is a bijection"},
+              {"name": "compile", "ok": True, "detail": "nvcc ok"},
+              {"name": "verify", "ok": True, "detail": "verified on the gpu runtime (original vs rewritten, 4 sizes)"}]
+    log.write(_kernel(log.run_id, "src/gemm.cu", "sgemm_128", 41, "applied", {"pattern": "grouped", "group": 8},
+                      "predicted by the model: 2.5x less DRAM traffic", "predicted",
+                      checks + [_measure(gemm_ms, 65.1)], alternates=["swizzle{pattern=column}"],
+                      rejected=[{"spec": "swizzle{pattern=hilbert}", "stage": "measure", "reason": "NotFaster"}]))
+    log.write(_kernel(log.run_id, "src/stencil.cu", "stencil5", 12, "missed", {"pattern": "column"}, "default rule",
+                      "rule", checks + [_measure(stencil_ms, 0.207)], stage="measure",
+                      reasons=["NotFaster: the rewrite was not faster"]))
     log.write({"type": "file", "schema": 1, "run": log.run_id, "file": "src/gemm.cu", "changed": True, "error": None,
                "diff": "--- a/src/gemm.cu\n+++ b/src/gemm.cu\n@@ -41 +41 @@\n-    int row = blockIdx.y;\n"
                        "+    int row = kxform_block.y;\n", "compile": None, "timings_s": {"swizzle": 0.4}})
@@ -71,7 +82,9 @@ def gpu_style_run(path: Path, gemm_ms: float = 66.1, stencil_ms: float = 0.166) 
                    {"pattern": "grouped", "l2_hit_rate": 0.80, "dram_read_bytes": 3.51e9,
                     "dram_write_bytes": 2.7e8, "rank": 1, "margin": 0.6}]})
     log.write({"type": "future_kind", "schema": 1, "run": log.run_id, "note": "a record type no viewer knows"})
+    report = Report()
     report.files_changed, report.files_unchanged = 1, 1
+    report.kernel_outcomes.update({Outcome.APPLIED: 1, Outcome.MISSED: 1})
     log.close(report)
     return path
 

@@ -75,6 +75,8 @@ def test_gpu_and_tuning_figures_are_shown(tmp_path: Path) -> None:
     out = run_cli("log", "show", str(first), cwd=tmp_path).stdout
     assert "times: original 66.1000 ms, rewritten 65.1000 ms, speedup 1.015x (size bench, gpu)" in out
     assert "stencil5 (line 12) swizzle: missed at measure" in out and "reason: NotFaster" in out
+    assert "why: predicted by the model: 2.5x less DRAM traffic [deterministic, predicted]" in out
+    assert "alternates: swizzle{pattern=column}" in out and "rejected: swizzle{pattern=hilbert} at measure" in out
     assert "tune src/gemm.cu sgemm_128 (bayes): 5 evaluations, best 65.1000 ms at eval 4 {'group': 8}" in out
     assert "grouped        L2 hit  80.0%" in out and "other records: 1 future_kind" in out
     second = gpu_style_run(tmp_path / "b.jsonl", gemm_ms=60.0)

@@ -84,7 +84,8 @@ def test_report_of_a_measured_and_tuned_run(tmp_path: Path) -> None:
     assert "sgemm_128" in kernels and "stencil5" in kernels and "applied" in kernels and "missed" in kernels
     assert "66.1000" in kernels and "1.015x" in kernels and "0.802x" in kernels
     gemm = page.section("src/gemm.cu")
-    assert "decision swizzle{pattern=grouped,group=8}" in gemm.replace("\n", "") or "swizzle{pattern=grouped" in gemm
+    assert "decision swizzle{pattern=grouped,group=8} (deterministic, predicted): predicted by the model" in gemm
+    assert "swizzle{pattern=hilbert} at measure: NotFaster" in gemm and "alternates: swizzle{pattern=column}" in gemm
     assert "int row = kxform_block.y;" in gemm and page.count("span", "add") == 1 and page.count("span", "del") == 1
     assert "NotFaster: the rewrite was not faster" in page.section("src/stencil.cu")
     tuning = page.section("Tuning")

@@ -12,7 +12,7 @@ import os
 import sys
 
 from kxform.errors import UsageError
-from kxform.log.reader import LogError, Run, default_log_dir, load_runs, resolve_run, sort_runs
+from kxform.log.reader import LogError, Run, find_log_dir, load_runs, resolve_run, sort_runs
 from kxform.log.view import OUTCOMES, ShowFilter, Style, diff_lines, list_lines, show_lines
 
 
@@ -44,25 +44,16 @@ def _style(choice: str) -> Style:
     return Style(choice == "always")
 
 
-def _log_dir(args: argparse.Namespace) -> str | None:
-    if args.dir:
-        if not os.path.isdir(args.dir):
-            raise LogError(f"log directory not found: {args.dir}")
-        return str(args.dir)
-    found = default_log_dir()
-    return str(found) if found else None
-
-
 def run(args: argparse.Namespace) -> int:
     style = _style(args.color)
     if args.log_action == "list":
         return _list(args)
     if args.log_action == "show":
-        chosen = resolve_run(args.run, _log_dir(args))
+        chosen = resolve_run(args.run, find_log_dir(args.dir))
         _emit(show_lines(chosen, ShowFilter(args.kernel, args.outcome, not args.no_diff), style))
         return 0
     if args.log_action == "diff":
-        directory = _log_dir(args)
+        directory = find_log_dir(args.dir)
         lines, changed = diff_lines(resolve_run(args.run1, directory), resolve_run(args.run2, directory), style)
         _emit(lines)
         return 1 if changed else 0
@@ -70,13 +61,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    locations = args.paths or ([d] if (d := _log_dir(args)) else [])
+    directory = None if args.paths else find_log_dir(args.dir)
+    locations = args.paths or ([directory] if directory else [])
     if not locations:
         raise LogError("no .kxform/logs here or above (run kxform apply first, or give --dir or log files)")
-    runs: list[Run] = []
-    errors: list[LogError] = []
-    for item in load_runs(locations):
-        (runs if isinstance(item, Run) else errors).append(item)  # type: ignore[arg-type]
+    loaded = list(load_runs(locations))
+    runs = [item for item in loaded if isinstance(item, Run)]
+    errors = [item for item in loaded if isinstance(item, LogError)]
     _emit(list_lines(sort_runs(runs)))
     for error in errors:
         print(f"kxform: error: {error}", file=sys.stderr)

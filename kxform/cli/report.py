@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kxform.cli.log import _log_dir
 from kxform.log.html_report import render
-from kxform.log.reader import resolve_run
+from kxform.log.reader import find_log_dir, resolve_run
 from kxform.workspace.files import write_atomic
 
 
@@ -22,7 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    chosen = resolve_run(args.run, _log_dir(args))
+    chosen = resolve_run(args.run, find_log_dir(args.dir))
     page = render(chosen).encode("utf-8")
     target = args.output or f"kxform-report-{chosen.run_id}.html"
     write_atomic(target, page)

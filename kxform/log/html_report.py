@@ -22,7 +22,7 @@ from collections.abc import Callable
 from kxform.log import plots
 from kxform.log.figures import l2_predictions, timing, tune_series
 from kxform.log.reader import Record, Run
-from kxform.log.view import OUTCOMES
+from kxform.log.view import OUTCOMES, provenance
 
 Section = Callable[[Run], str]
 
@@ -149,13 +149,21 @@ def _kernel_block(file: str, k: Record) -> str:
              f'<span class="meta">line {esc(k.get("line", "?"))}, pass {esc(k.get("pass", ""))}'
              f'{", stage " + esc(k["stage"]) if k.get("stage") else ""}</span></h3>']
     if proposal:
-        made = "measured" if proposal.get("measured") else "unmeasured"
-        parts.append(f"<p>decision <code>{esc(proposal.get('spec', ''))}</code> by {esc(proposal.get('proposer', '?'))}"
-                     f" ({made}): {esc(proposal.get('rationale', ''))}</p>")
-        evidence = {key: value for key, value in proposal.items()
-                    if key not in ("spec", "params", "rationale", "proposer", "measured")}
-        if evidence:  # fields added by newer writers (provenance, predictions): shown as they are
-            parts.append(f"<pre>{esc(json.dumps(evidence, indent=1, default=str))}</pre>")
+        parts.append(f"<p>decision <code>{esc(proposal.get('spec', ''))}</code> ({esc(provenance(proposal))}): "
+                     f"{esc(proposal.get('rationale', ''))}</p>")
+        if proposal.get("payload"):
+            parts.append(f"<details><summary>payload</summary><pre>{esc(proposal['payload'])}</pre></details>")
+        extra = {key: value for key, value in proposal.items()
+                 if key not in ("spec", "params", "rationale", "proposer", "measured", "provenance", "payload")}
+        if extra:  # fields added by newer writers: shown as they are
+            parts.append(f"<pre>{esc(json.dumps(extra, indent=1, default=str))}</pre>")
+    if k.get("alternates"):
+        parts.append(f"<p>alternates: {esc(', '.join(map(str, k['alternates'])))}</p>")
+    rejected = [r for r in k.get("rejected") or [] if isinstance(r, dict)]
+    if rejected:
+        parts.append("<p>candidates refused on the way:</p><ul class=\"rejected\">" + "".join(
+            f"<li><code>{esc(r.get('spec', '?'))}</code> at {esc(r.get('stage', '?'))}: {esc(r.get('reason', ''))}</li>"
+            for r in rejected) + "</ul>")
     rationale = proposal.get("rationale") if proposal else None
     reasons = [r for r in k.get("reasons") or [] if r != rationale]
     if reasons:

@@ -175,6 +175,16 @@ def default_log_dir(start: str | os.PathLike[str] = ".") -> Path | None:
     return None
 
 
+def find_log_dir(explicit: str | None) -> str | None:
+    """`explicit` (it must exist), else the nearest `.kxform/logs`, else None."""
+    if explicit:
+        if not os.path.isdir(explicit):
+            raise LogError("log directory not found", Location(explicit))
+        return explicit
+    found = default_log_dir()
+    return str(found) if found else None
+
+
 def load_runs(locations: Iterable[str | os.PathLike[str]]) -> Iterator[Run | LogError]:
     """Runs from every file, oldest first within a file; a corrupt file yields its error
     in its place, so a listing can show the rest and still fail."""

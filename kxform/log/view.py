@@ -141,10 +141,14 @@ def _kernel_lines(kernel: Record, style: Style) -> list[str]:
     lines = [f"  {kernel.get('kernel', '?')} (line {kernel.get('line', '?')}) {kernel.get('pass', '')}: "
              f"{style(outcome + stage, outcome)}{spec}"]
     if proposal and proposal.get("rationale"):
-        made = "measured" if proposal.get("measured") else "unmeasured"
-        lines.append(f"    why: {proposal['rationale']} [{proposal.get('proposer', '?')}, {made}]")
+        lines.append(f"    why: {proposal['rationale']} [{provenance(proposal)}]")
     rationale = proposal.get("rationale") if proposal else None
     lines += [f"    reason: {reason}" for reason in kernel.get("reasons") or [] if reason != rationale]
+    if kernel.get("alternates"):
+        lines.append(f"    alternates: {', '.join(map(str, kernel['alternates']))}")
+    for item in kernel.get("rejected") or []:
+        if isinstance(item, dict):
+            lines.append(f"    rejected: {item.get('spec', '?')} at {item.get('stage', '?')}: {item.get('reason', '')}")
     for check in kernel.get("checks") or []:
         if isinstance(check, dict):
             detail = str(check.get("detail", ""))
@@ -155,6 +159,20 @@ def _kernel_lines(kernel: Record, style: Style) -> list[str]:
         lines.append(f"    times: original {times.original_ms:.4f} ms, rewritten {times.rewritten_ms:.4f} ms, "
                      f"speedup {times.speedup:.3f}x (size {times.size}, {times.runtime})")
     return lines
+
+
+def provenance(proposal: Record) -> str:
+    """`deterministic, predicted` / `llm, measured, model M, $0.012, 1200 tokens` (older logs: measured or not)."""
+    origin = proposal.get("provenance") if isinstance(proposal.get("provenance"), dict) else {}
+    parts = [str(origin.get("proposer") or proposal.get("proposer") or "?"),
+             str(origin.get("evidence") or ("measured" if proposal.get("measured") else "unmeasured"))]
+    if origin.get("model"):
+        parts.append(f"model {origin['model']}")
+    if isinstance(origin.get("cost_usd"), (int, float)):
+        parts.append(f"${origin['cost_usd']:.3f}")
+    if origin.get("tokens"):
+        parts.append(f"{origin['tokens']} tokens")
+    return ", ".join(parts)
 
 
 def _diff_line(line: str, style: Style) -> str:
