@@ -37,7 +37,7 @@ th{background:#f5f5f5}td.num{text-align:right;font-variant-numeric:tabular-nums}
 pre.diff{background:#fafafa;border:1px solid #ddd;padding:.5rem;overflow-x:auto;font-size:12px}
 .add{background:#e6ffec}.del{background:#ffebe9}.hunk{color:#0550ae}
 .kernel{border-left:3px solid #ddd;padding-left:.8rem;margin:1rem 0}.meta{color:#555}
-figure{margin:.5rem 0}svg{max-width:100%;height:auto}.kernels code{white-space:normal;word-break:break-all}
+figure{margin:.5rem 0}svg{max-width:100%;height:auto}.kernels code{white-space:normal;overflow-wrap:anywhere}
 """
 
 
@@ -88,23 +88,23 @@ def _kernel_table(run: Run) -> str:
     kernels = run.kernels()
     if not kernels:
         return "<h2>Kernels</h2><p>This run logged no kernels.</p>"
-    rows, timed = [], []
+    rows = []
+    timed = [(str(k.get("kernel", "")), t) for k in kernels if (t := timing(k))]
     for k in kernels:
         file, name = run.file_of(k), str(k.get("kernel", ""))
         proposal = k.get("proposal") if isinstance(k.get("proposal"), dict) else {}
         t = timing(k)
-        if t:
-            timed.append((name, t))
         failing = [c.get("name") for c in k.get("checks") or [] if isinstance(c, dict) and not c.get("ok")]
-        times = (f'<td class="num">{t.original_ms:.4f}</td><td class="num">{t.rewritten_ms:.4f}</td>'
-                 f'<td class="num">{t.speedup:.3f}x</td>') if t else "<td></td><td></td><td></td>"
+        times = "" if not timed else (f'<td class="num">{t.original_ms:.4f}</td><td class="num">'
+                                      f'{t.rewritten_ms:.4f}</td><td class="num">{t.speedup:.3f}x</td>'
+                                      if t else "<td></td><td></td><td></td>")
         rows.append(f'<tr><td>{esc(file)}</td><td><a href="#{_anchor(file, name)}">{esc(name)}</a></td>'
                     f"<td>{esc(k.get('pass', ''))}</td><td>{_badge(str(k.get('outcome', '?')))}</td>"
                     f"<td><code>{esc(proposal.get('spec', ''))}</code></td>{times}"
                     f"<td>{esc(', '.join(map(str, failing)))}</td></tr>")
+    time_heads = "<th>original ms</th><th>rewritten ms</th><th>speedup</th>" if timed else ""
     table = ("<table class=\"kernels\"><tr><th>file</th><th>kernel</th><th>pass</th><th>outcome</th><th>decision</th>"
-             "<th>original ms</th><th>rewritten ms</th><th>speedup</th><th>failed checks</th></tr>"
-             + "".join(rows) + "</table>")
+             f"{time_heads}<th>failed checks</th></tr>" + "".join(rows) + "</table>")
     plot = _plot_or_note(plots.timings_plot(timed), "speedup of each measured rewrite") if timed else ""
     return f"<h2>Kernels</h2>{table}{plot}{_files(run)}"
 
