@@ -152,7 +152,8 @@ def test_include_paths_and_defines_reach_the_compile_check(tmp_path: Path) -> No
     assert proc.returncode == 0 and "'params.h' file not found" in proc.stderr, proc.stderr  # libclang's view
     (tmp_path / "kxform.toml").write_text(config + 'include = ["inc"]\n')
     proc = run_cli("apply", "--check", "src", cwd=tmp_path)  # planted: the define is missing
-    assert proc.returncode == 1 and "rewritten file rejected" in proc.stderr and "TILE_W" in proc.stderr
+    assert proc.returncode == 1 and "swizzle not applied to 'tile': compile stage:" in proc.stderr, proc.stderr
+    assert '#error "TILE_W must be defined"' in proc.stderr and "kernels: 1 failed" in proc.stderr
     (tmp_path / "kxform.toml").write_text(config + 'include = ["inc"]\ndefines = ["TILE_W=16"]\n')
     proc = run_cli("apply", "--check", "src", cwd=tmp_path)
     assert proc.returncode == 1 and "1 file would be rewritten" in proc.stderr and "error" not in proc.stderr
@@ -194,3 +195,30 @@ def test_lock_key_is_accepted_and_reported_as_not_yet_supported(tmp_path: Path) 
     assert load_config(tree / "kxform.toml").lock == str((tree / "kxform.lock").resolve())
     proc = run_cli("apply", "--check", "src", cwd=tree)
     assert "'lock' is set, but this kxform has no lockfile support yet" in proc.stderr
+
+
+def test_inspect_reads_the_configuration(tmp_path: Path) -> None:
+    """hw, exclude, include and defines (libclang's view), and the passes it asks."""
+    (tmp_path / "src" / "gen").mkdir(parents=True)
+    (tmp_path / "src" / "k.cu").write_text(GUARDED)
+    (tmp_path / "src" / "gen" / "g.cu").write_text(GUARDED.replace("tile", "made"))
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "params.h").write_text("#define SCALE 2.0f\n")
+    config = '[tool.kxform]\nhw = "mi300x"\nexclude = ["gen/"]\n'
+    (tmp_path / "kxform.toml").write_text(config)  # planted: no include directory
+    proc = run_cli("inspect", "--json", "src", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    (report,) = json.loads(proc.stdout)  # gen/ excluded
+    assert report["file"] == "src/k.cu" and report["hw"] == "mi300x"
+    (kernel,) = report["kernels"]
+    assert set(kernel["passes"]) >= {"swizzle", "tile"}  # no configured passes: every pass
+    assert kernel["swizzle"] == "refused" and "'params.h' file not found" in kernel["passes"]["swizzle"]["reasons"][0]
+    (tmp_path / "kxform.toml").write_text(config + 'passes = ["swizzle"]\ninclude = ["inc"]\ndefines = ["TILE_W=16"]\n')
+    (report,) = json.loads(run_cli("inspect", "--json", "src", cwd=tmp_path).stdout)
+    (kernel,) = report["kernels"]
+    assert list(kernel["passes"]) == ["swizzle"] and kernel["swizzle"] == "safe", kernel
+    (report,) = json.loads(run_cli("inspect", "--json", "--pass", "tile", "--hw", "h100", "src", cwd=tmp_path).stdout)
+    assert list(report["kernels"][0]["passes"]) == ["tile"] and report["hw"] == "h100-sxm"  # the command line wins
+    (tmp_path / "kxform.toml").write_text(config + 'passes = ["swizzle"]\n[tool.kxform.params]\npattern = "spiral"\n')
+    proc = run_cli("inspect", "src", cwd=tmp_path)  # planted: a configured option the pass rejects
+    assert proc.returncode == 2 and "spiral" in proc.stderr, proc.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from dataclasses import replace
 
@@ -160,7 +161,8 @@ def _checks_line(result: KernelResult) -> str:
             parts.append(f"{check.name} skipped")
         elif check.name == "verify":
             runtime = "gpu" if "on the gpu runtime" in check.detail else "cpu"
-            sizes = check.detail.split(", ")[-1].split(")")[0] if "sizes)" in check.detail else ""
+            found = re.search(r"(\d+ sizes)\)", check.detail)
+            sizes = found.group(1) if found else ""
             parts.append(f"verify ({runtime} runtime, {sizes})" if sizes else "verify")
         else:
             parts.append(check.name)

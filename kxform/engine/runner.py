@@ -17,7 +17,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-from kxform.engine.driver import FileTransform, transform_source
+from kxform.build.toolchain import Toolchain
+from kxform.engine.driver import Feedback, FileTransform, transform_source
+from kxform.engine.stages import run_later_stages
 from kxform.errors import KxformError, UsageError
 from kxform.workspace.exclude import Exclude
 from kxform.workspace.files import walk_sources, write_atomic
@@ -73,19 +75,22 @@ def _pipeline(pipeline: str, extra_options: tuple[tuple[str, str], ...]) -> tupl
     return tuple(default_registry().pipeline(pipeline, dict(extra_options)))
 
 
-def _transform_one(path: str, config: ApplyConfig) -> FileOutcome:
-    """Worker: read, validate and transform one file. Never raises for bad input."""
+def _transform_one(path: str, config: ApplyConfig, feedback: Feedback | None = None) -> FileOutcome:
+    """Worker: read, validate and transform one file. Never raises for bad input.
+    `feedback`: candidates the later stages refused in an earlier round."""
     try:
         source = read_source(path)
         passes = _pipeline(config.pipeline, config.extra_options)
         assert config.hw is not None
         options = RunOptions(kernels=config.kernels, arch=config.hw.arch)
+        toolchain = Toolchain.create(config.build_dir)
         semantic = None
         if config.semantic:
             from kxform.frontend.semantic import semantic_provider
 
             semantic = semantic_provider(path, config.build_dir)
-        transform = transform_source(source, passes, config.hw, options, semantic=semantic)
+        transform = transform_source(source, passes, config.hw, options, semantic=semantic, feedback=feedback,
+                                     toolchain=toolchain, finalize=False)
         return FileOutcome(path, transform, results=list(transform.results))
     except UsageError:
         raise
@@ -139,8 +144,9 @@ def run_apply(paths: list[str], config: ApplyConfig, progress: Progress | None =
     for outcome in outcomes:
         if outcome.error:
             (report.internal_errors if outcome.internal else report.input_errors).append(outcome.error)
-    _compile_check(outcomes, config)
-    _verify(outcomes, config, progress)
+    outcomes = run_later_stages(
+        outcomes, (lambda batch: _compile_check(batch, config), lambda batch: _verify(batch, config, progress)),
+        lambda path, feedback: _transform_one(path, config, feedback))
     for outcome in outcomes:
         report.add_kernels(outcome.results)
         transform = outcome.transform

@@ -16,11 +16,13 @@ import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from kxform.engine.policy import VerifyPolicy
 from kxform.frontend.source import SourceText
 from kxform.harness.compare import compare
 from kxform.harness.model import CompareSpec, KernelSpec
 from kxform.runtime.base import LaunchRequest, Runtime, RuntimeError_, count_unwritten_against
 from kxform.verify.differential import EXACT, launch_request, uses_float_atomics
+from kxform.verify.versions import rewritten_launch
 
 WARMUP = 5
 REPEAT = 50
@@ -69,20 +71,23 @@ def timed_and_checked(runtime: Runtime, request: LaunchRequest, dtypes: Mapping[
 
 
 def measure_pair(source: SourceText, new: SourceText, spec: KernelSpec, runtime: Runtime,
-                 repeat: int = REPEAT) -> tuple[Timing, Timing, str]:
+                 repeat: int = REPEAT, policy: VerifyPolicy | None = None) -> tuple[Timing, Timing, str]:
     """Median and spread of the original and the rewritten kernel at the spec's first bench
-    size (else its largest check size), same inputs, same runtime; and the size's name."""
+    size (else its largest check size), same inputs, same runtime; and the size's name.
+    The rewritten version is launched as its pass's policy says (a new tile, a new grid)."""
     from kxform.build.extract import extract_kernel
     from kxform.harness.inputs import make_inputs
 
     size = (spec.bench_sizes or spec.check_sizes[-1:])[0]
     resolved = spec.launch(size)
     inputs = make_inputs(spec, resolved)
+    original = extract_kernel(source, spec.name)
+    rewritten = rewritten_launch(resolved, original.params, (policy or VerifyPolicy()).launch)
+    dtypes = {arg.name: arg.dtype for arg in resolved.args}
     timings = []
-    for version, src in (("original", source), ("rewritten", new)):
-        request = launch_request(extract_kernel(src, spec.name), resolved, inputs,
+    for version, src, launch in (("original", source, resolved), ("rewritten", new, rewritten)):
+        request = launch_request(extract_kernel(src, spec.name), launch, inputs,
                                  f"{spec.name}[{size.name}] {version}", 600.0)
         mode = EXACT if not uses_float_atomics(src) else spec.compare
-        dtypes = {arg.name: arg.dtype for arg in resolved.args}
         timings.append(timed_and_checked(runtime, request, dtypes, mode, repeat))
     return timings[0], timings[1], size.name

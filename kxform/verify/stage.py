@@ -18,6 +18,7 @@ from kxform.harness.spec import find_spec_for, load_spec
 from kxform.engine.pass_api import CheckRecord, KernelResult, Outcome
 from kxform.runtime.base import Runtime, RuntimeError_
 from kxform.frontend.source import SourceText, validate_bytes
+from kxform.engine.policy import VerifyPolicy
 from kxform.verify.differential import UnitFlags, verify_pair
 from kxform.verify.measure import measure_pair
 
@@ -31,46 +32,41 @@ def spec_for_file(path: str, spec_dirs: tuple[str, ...] = ()) -> HarnessSpec | N
 def verify_file(original: bytes, rewritten: bytes, path: str, results: list[KernelResult], runtime: Runtime,
                 measure: bool, build_dir: str | None = None,
                 spec_dirs: tuple[str, ...] = ()) -> tuple[list[KernelResult], bool]:
-    """Verify every applied kernel of one file; returns updated results and whether the
-    rewritten file may be written."""
+    """Verify every applied kernel of one file once, under the policy its passes compose
+    (a kernel rewritten by `tile` then `swizzle` runs at tile's launch, compared as loosely
+    as the looser pass allows); returns updated results and whether the rewritten file
+    may be written."""
     source = validate_bytes(path, original)
     new = validate_bytes(path, rewritten)
-    updated, keep = [], True
     try:
         file_spec, spec_error = spec_for_file(path, spec_dirs), None
     except KxformError as exc:
         file_spec, spec_error = None, exc
-    for result in results:
-        if result.outcome is not Outcome.APPLIED:
-            updated.append(result)
-            continue
+    records: dict[str, tuple[CheckRecord, ...]] = {}
+    failed: dict[str, str] = {}
+    for kernel, policy in _policies(results).items():
         if spec_error is not None:
-            updated.append(replace(result, checks=result.checks + (CheckRecord("verify", True,
-                                   f"skipped: harness spec unusable: {spec_error}"),)))
+            records[kernel] = (CheckRecord("verify", True, f"skipped: harness spec unusable: {spec_error}"),)
             continue
-        spec = file_spec.find(result.kernel) if file_spec is not None else None
+        spec = file_spec.find(kernel) if file_spec is not None else None
         if spec is None:
-            updated.append(replace(result, checks=result.checks + (CheckRecord(
-                "verify", True, "skipped: no harness spec for this kernel (compile-checked only)"),)))
+            records[kernel] = (CheckRecord("verify", True, "skipped: no harness spec for this kernel "
+                                           "(compile-checked only)"),)
             continue
-        report = verify_pair(source, new, spec, runtime, flags=UnitFlags.from_build_dir(build_dir, path))
+        report = verify_pair(source, new, spec, runtime, flags=UnitFlags.from_build_dir(build_dir, path), policy=policy)
         detail = "; ".join(v.summary() for v in report.sizes)
-        record = CheckRecord("verify", report.ok, f"{report.summary()}: {detail}")
+        record = CheckRecord("verify", report.ok, f"{report.summary()}: {detail}; policy: {policy.describe()}")
+        records[kernel] = (record,)
         if not report.ok:
-            keep = False
-            updated.append(replace(result, outcome=Outcome.FAILED, stage="verify", reasons=(record.detail,),
-                                   checks=result.checks + (record,)))
+            failed[kernel] = "verify"
             continue
-        checks = result.checks + (record,)
         if measure:
-            timing_record, faster = _measure(source, new, spec, runtime)
-            checks += (timing_record,)
+            timing_record, faster = _measure(source, new, spec, runtime, policy)
+            records[kernel] += (timing_record,)
             if not faster:
-                keep = False
-                updated.append(replace(result, outcome=Outcome.MISSED, stage="measure",
-                                       reasons=(f"NotFaster: {timing_record.detail}",), checks=checks))
-                continue
-        updated.append(replace(result, checks=checks))
+                failed[kernel] = "measure"
+    updated = [_updated(r, records, failed) for r in results]
+    keep = not failed
     if not keep:  # the file is not written: kernels that passed go back to unchanged
         updated = [replace(r, outcome=Outcome.MISSED, stage="verify",
                            reasons=r.reasons + ("RevertedWithFile: another kernel of this file failed "
@@ -79,10 +75,34 @@ def verify_file(original: bytes, rewritten: bytes, path: str, results: list[Kern
     return updated, keep
 
 
+def _policies(results: list[KernelResult]) -> dict[str, VerifyPolicy]:
+    """Per applied kernel, the policies of its passes composed in pipeline order."""
+    policies: dict[str, VerifyPolicy] = {}
+    for result in results:
+        if result.outcome is Outcome.APPLIED:
+            known = policies.get(result.kernel)
+            policies[result.kernel] = result.policy if known is None else known.then(result.policy)
+    return policies
+
+
+def _updated(result: KernelResult, records: dict[str, tuple[CheckRecord, ...]], failed: dict[str, str]) -> KernelResult:
+    if result.outcome is not Outcome.APPLIED or result.kernel not in records:
+        return result
+    checks = result.checks + records[result.kernel]
+    stage = failed.get(result.kernel)
+    if stage == "verify":
+        return replace(result, outcome=Outcome.FAILED, stage="verify", reasons=(records[result.kernel][0].detail,),
+                       checks=checks)
+    if stage == "measure":
+        return replace(result, outcome=Outcome.MISSED, stage="measure",
+                       reasons=(f"NotFaster: {records[result.kernel][-1].detail}",), checks=checks)
+    return replace(result, checks=checks)
+
+
 def _measure(source: SourceText, new: SourceText, spec: KernelSpec,
-             runtime: Runtime) -> tuple[CheckRecord, bool]:
+             runtime: Runtime, policy: VerifyPolicy) -> tuple[CheckRecord, bool]:
     try:
-        before, after, size = measure_pair(source, new, spec, runtime)
+        before, after, size = measure_pair(source, new, spec, runtime, policy=policy)
     except RuntimeError_ as exc:
         return CheckRecord("measure", False, f"timing failed: {exc}"), False
     faster = after.median_ms + after.spread_ms < before.median_ms - before.spread_ms
