@@ -2,10 +2,10 @@
 
 `real_run` runs `kxform apply` for real. `gpu_style_run` writes the records a GPU run
 with `--measure` writes (this machine has no GPU to time on), in the documented format
-(docs/pass-log.md: kernel records with provenance, alternates and rejected candidates),
-plus `tune` and `l2` records (the branches that write them land later), through
-PassLog for the run and summary records. The measure detail follows
-verify/stage.py's text.
+(docs/pass-log.md: kernel records with provenance, a payload, the verification policy,
+alternates and rejected candidates), plus `tune` and `l2` records (the branches that
+write them land later), through PassLog for the run and summary records. The measure
+detail follows verify/stage.py's text.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from kxform.log.report import Report
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def real_run(tmp: Path, *args: str) -> Path:
-    """Copy two corpus kernels into `tmp` (once) and run `kxform apply ARGS --check` there; the log's path."""
-    for name in ("sgemm_tiled", "transpose"):
+def real_run(tmp: Path, *args: str, corpora: tuple[str, ...] = ("sgemm_tiled", "transpose")) -> Path:
+    """Copy corpus kernels into `tmp` (once) and run `kxform apply ARGS --check` there; the log's path."""
+    for name in corpora:
         if not (tmp / name).exists():
             shutil.copytree(ROOT / "corpora" / name, tmp / name)
     before = set((tmp / ".kxform" / "logs").glob("*.jsonl")) if (tmp / ".kxform").exists() else set()
-    run_cli("apply", *args, "--check", "sgemm_tiled", "transpose", cwd=tmp)
+    run_cli("apply", *args, "--check", *corpora, cwd=tmp)
     (log,) = set((tmp / ".kxform" / "logs").glob("*.jsonl")) - before
     return log
 
@@ -49,8 +49,12 @@ def _kernel(run_id: str, file: str, name: str, line: int, outcome: str, params: 
             "reasons": extra.pop("reasons", [rationale] if outcome == "applied" else []),
             "proposal": {"spec": spec, "params": params, "rationale": rationale, "proposer": "deterministic",
                          "measured": evidence == "measured",
-                         "provenance": {"proposer": "deterministic", "evidence": evidence}},
-            "checks": checks, **extra}
+                         "provenance": {"proposer": "deterministic", "evidence": evidence},
+                         **({"payload": extra.pop("payload")} if "payload" in extra else {})},
+            "checks": checks,
+            "verify_policy": {"launch": {"launch": "spec"}, "required": False,
+                              "compare": {"mode": "exact", "scale": 1.0, "reason": "the rewrite changes no arithmetic"}},
+            **extra}
 
 
 def gpu_style_run(path: Path, gemm_ms: float = 66.1, stencil_ms: float = 0.166) -> Path:
@@ -62,6 +66,7 @@ def gpu_style_run(path: Path, gemm_ms: float = 66.1, stencil_ms: float = 0.166) 
     log.write(_kernel(log.run_id, "src/gemm.cu", "sgemm_128", 41, "applied", {"pattern": "grouped", "group": 8},
                       "predicted by the model: 2.5x less DRAM traffic", "predicted",
                       checks + [_measure(gemm_ms, 65.1)], alternates=["swizzle{pattern=column}"],
+                      payload={"remap": "grouped", "rows": 8},
                       rejected=[{"spec": "swizzle{pattern=hilbert}", "stage": "measure", "reason": "NotFaster"}]))
     log.write(_kernel(log.run_id, "src/stencil.cu", "stencil5", 12, "missed", {"pattern": "column"}, "default rule",
                       "rule", checks + [_measure(stencil_ms, 0.207)], stage="measure",

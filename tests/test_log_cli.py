@@ -70,6 +70,27 @@ def test_diff_reports_changed_decisions_and_exit_codes(runs: tuple[Path, list[Pa
     assert "time: " in changed.stdout and "per pass: swizzle" in changed.stdout
 
 
+def test_show_and_diff_of_a_tile_then_swizzle_pipeline(tmp_path: Path) -> None:
+    """The kernel record's engine fields from real runs: a tile candidate the verify stage
+    refused (no differential run under --verify static), then the lift alone applied."""
+    refused = real_run(tmp_path, "--pass", "tile{TILE=32},swizzle", "--verify", "static", corpora=("sgemm_tiled",))
+    out = run_cli("log", "show", str(refused), "--no-diff", cwd=tmp_path).stdout
+    assert "sgemm_tiled (line 29) tile: failed at verify" in out
+    assert "rejected: tile{TILE=32} at verify: could not verify: this rewrite changes the computation's shape" in out
+    assert ("policy: the spec's launch; outputs bit-exact (the rewrite changes no arithmetic)\n"
+            "    alternates: swizzle{pattern=column}, swizzle{pattern=diagonal}") in out  # swizzle's record
+    assert "[deterministic, rule]" in out
+    lifted = real_run(tmp_path, "--pass", "tile,swizzle", "--verify", "static", corpora=("sgemm_tiled",))
+    out = run_cli("log", "show", str(lifted), "--no-diff", "--kernel", "sgemm_tiled", cwd=tmp_path).stdout
+    assert "sgemm_tiled (line 29) tile: applied  tile\n" in out
+    assert "policy: the spec's launch; outputs bit-exact (at the original values only names change)" in out
+    assert "rejected:" not in out and "required" not in out
+    proc = run_cli("log", "diff", str(refused), str(lifted), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "~ sgemm_tiled/sgemm_tiled.cu sgemm_tiled [tile]: outcome failed -> applied" in proc.stdout
+    assert "decision none -> tile" in proc.stdout
+
+
 def test_gpu_and_tuning_figures_are_shown(tmp_path: Path) -> None:
     first = gpu_style_run(tmp_path / "a.jsonl")
     out = run_cli("log", "show", str(first), cwd=tmp_path).stdout
@@ -77,6 +98,7 @@ def test_gpu_and_tuning_figures_are_shown(tmp_path: Path) -> None:
     assert "stencil5 (line 12) swizzle: missed at measure" in out and "reason: NotFaster" in out
     assert "why: predicted by the model: 2.5x less DRAM traffic [deterministic, predicted]" in out
     assert "alternates: swizzle{pattern=column}" in out and "rejected: swizzle{pattern=hilbert} at measure" in out
+    assert 'payload: {"remap": "grouped", "rows": 8}' in out
     assert "tune src/gemm.cu sgemm_128 (bayes): 5 evaluations, best 65.1000 ms at eval 4 {'group': 8}" in out
     assert "grouped        L2 hit  80.0%" in out and "other records: 1 future_kind" in out
     second = gpu_style_run(tmp_path / "b.jsonl", gemm_ms=60.0)

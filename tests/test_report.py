@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import needs_nvcc, run_cli
 from log_fixtures import gpu_style_run, real_run
 
 HAS_MATPLOTLIB = subprocess.run([sys.executable, "-c", "import matplotlib"], capture_output=True).returncode == 0
@@ -86,6 +86,7 @@ def test_report_of_a_measured_and_tuned_run(tmp_path: Path) -> None:
     gemm = page.section("src/gemm.cu")
     assert "decision swizzle{pattern=grouped,group=8} (deterministic, predicted): predicted by the model" in gemm
     assert "swizzle{pattern=hilbert} at measure: NotFaster" in gemm and "alternates: swizzle{pattern=column}" in gemm
+    assert '"remap": "grouped"' in gemm and "payload" in gemm
     assert "int row = kxform_block.y;" in gemm and page.count("span", "add") == 1 and page.count("span", "del") == 1
     assert "NotFaster: the rewrite was not faster" in page.section("src/stencil.cu")
     tuning = page.section("Tuning")
@@ -109,6 +110,30 @@ def test_report_of_a_real_run_and_determinism(tmp_path: Path) -> None:
     first = out.read_bytes()
     _report(tmp_path, log)
     assert out.read_bytes() == first
+
+
+@needs_nvcc
+def test_report_and_log_of_a_verified_tile_then_swizzle_run(tmp_path: Path) -> None:
+    """A real `tile{TILE=32},swizzle` run verified on the CPU runtime: two records for one
+    kernel (one anchor each), and tile's policy: the launch read from the source, the
+    tolerance it derived, a differential run required."""
+    log = real_run(tmp_path, "--pass", "tile{TILE=32},swizzle", "--verify", "cpu", corpora=("sgemm_tiled",))
+    out, page = _report(tmp_path, log)
+    _assert_self_contained(page, out.read_text(encoding="utf-8"))
+    kernels = page.section("Kernels")
+    assert kernels.count("sgemm_tiled") >= 2 and "tile{TILE=32}" in kernels
+    assert "swizzle{pattern=grouped,along=y,group=8}" in kernels
+    assert page.count("a") >= 2 and len({a["href"] for t, a in page.tags if t == "a" and a.get("href")}) == 2
+    detail = page.section("sgemm_tiled/sgemm_tiled.cu")
+    assert ("verification policy: launch from sgemm_tiled/sgemm_tiled.cu:95 at TILE=32: grid ((N + TILE - 1) / TILE, "
+            "(M + TILE - 1) / TILE), block (TILE, TILE); outputs the spec's tolerance x2") in detail
+    assert "a differential run is required before writing" in detail
+    assert "verification policy: the spec's launch; outputs bit-exact (the rewrite changes no arithmetic)" in detail
+    assert "alternates: swizzle{pattern=column}, swizzle{pattern=diagonal}" in detail
+    assert "#ifndef TILE" in detail and "kxform_block" in detail
+    shown = run_cli("log", "show", str(log), "--no-diff", cwd=tmp_path).stdout
+    assert "sgemm_tiled (line 29) tile: applied  tile{TILE=32}" in shown
+    assert "policy: launch from sgemm_tiled/sgemm_tiled.cu:95 at TILE=32: grid (" in shown
 
 
 def test_without_matplotlib_the_report_says_why(tmp_path: Path) -> None:

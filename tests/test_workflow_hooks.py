@@ -40,6 +40,7 @@ def _run_hook(hook: dict, files: list[str], cwd: Path) -> subprocess.CompletedPr
     return subprocess.run([kxform_exe(), *argv[1:], *chosen], cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # runs kxform four times, as pre-commit would (no network: the hooks run here directly)
 def test_pre_commit_hooks_check_then_rewrite(tmp_path: Path) -> None:
     hooks = _hooks()
     assert hooks["kxform-check"]["require_serial"] and hooks["kxform-check"]["language"] == "python"

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from kxform.log import plots
 from kxform.log.figures import l2_predictions, timing, tune_series
 from kxform.log.reader import Record, Run
-from kxform.log.view import OUTCOMES, provenance
+from kxform.log.view import OUTCOMES, policy, provenance
 
 Section = Callable[[Run], str]
 
@@ -49,8 +49,9 @@ def _badge(outcome: str) -> str:
     return f'<span class="badge {esc(outcome)}">{esc(outcome)}</span>'
 
 
-def _anchor(file: str, kernel: str) -> str:
-    return "k-" + "".join(c if c.isalnum() else "-" for c in f"{file}-{kernel}")
+def _anchor(file: str, kernel: str, pass_name: str) -> str:
+    """One id per kernel record: a kernel rewritten by two passes has two records."""
+    return "k-" + "".join(c if c.isalnum() else "-" for c in f"{file}-{kernel}-{pass_name}")
 
 
 def render(run: Run) -> str:
@@ -98,7 +99,8 @@ def _kernel_table(run: Run) -> str:
         times = "" if not timed else (f'<td class="num">{t.original_ms:.4f}</td><td class="num">'
                                       f'{t.rewritten_ms:.4f}</td><td class="num">{t.speedup:.3f}x</td>'
                                       if t else "<td></td><td></td><td></td>")
-        rows.append(f'<tr><td>{esc(file)}</td><td><a href="#{_anchor(file, name)}">{esc(name)}</a></td>'
+        anchor = _anchor(file, name, str(k.get("pass", "")))
+        rows.append(f'<tr><td>{esc(file)}</td><td><a href="#{anchor}">{esc(name)}</a></td>'
                     f"<td>{esc(k.get('pass', ''))}</td><td>{_badge(str(k.get('outcome', '?')))}</td>"
                     f"<td><code>{esc(proposal.get('spec', ''))}</code></td>{times}"
                     f"<td>{esc(', '.join(map(str, failing)))}</td></tr>")
@@ -145,18 +147,22 @@ def _kernel_block(file: str, k: Record) -> str:
     name = str(k.get("kernel", ""))
     outcome = str(k.get("outcome", "?"))
     proposal = k.get("proposal") if isinstance(k.get("proposal"), dict) else None
-    parts = [f'<div class="kernel" id="{_anchor(file, name)}"><h3>{esc(name)} {_badge(outcome)} '
+    anchor = _anchor(file, name, str(k.get("pass", "")))
+    parts = [f'<div class="kernel" id="{anchor}"><h3>{esc(name)} {_badge(outcome)} '
              f'<span class="meta">line {esc(k.get("line", "?"))}, pass {esc(k.get("pass", ""))}'
              f'{", stage " + esc(k["stage"]) if k.get("stage") else ""}</span></h3>']
     if proposal:
         parts.append(f"<p>decision <code>{esc(proposal.get('spec', ''))}</code> ({esc(provenance(proposal))}): "
                      f"{esc(proposal.get('rationale', ''))}</p>")
-        if proposal.get("payload"):
-            parts.append(f"<details><summary>payload</summary><pre>{esc(proposal['payload'])}</pre></details>")
+        if proposal.get("payload") is not None:
+            payload = json.dumps(proposal["payload"], indent=1, default=str)
+            parts.append(f"<details><summary>payload</summary><pre>{esc(payload)}</pre></details>")
         extra = {key: value for key, value in proposal.items()
                  if key not in ("spec", "params", "rationale", "proposer", "measured", "provenance", "payload")}
         if extra:  # fields added by newer writers: shown as they are
             parts.append(f"<pre>{esc(json.dumps(extra, indent=1, default=str))}</pre>")
+    if policy(k):
+        parts.append(f"<p>verification policy: {esc(policy(k))}</p>")
     if k.get("alternates"):
         parts.append(f"<p>alternates: {esc(', '.join(map(str, k['alternates'])))}</p>")
     rejected = [r for r in k.get("rejected") or [] if isinstance(r, dict)]

@@ -8,6 +8,7 @@ plain text that greps and diffs well.
 from __future__ import annotations
 
 import fnmatch
+import json
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -142,6 +143,11 @@ def _kernel_lines(kernel: Record, style: Style) -> list[str]:
              f"{style(outcome + stage, outcome)}{spec}"]
     if proposal and proposal.get("rationale"):
         lines.append(f"    why: {proposal['rationale']} [{provenance(proposal)}]")
+    if proposal and proposal.get("payload") is not None:
+        text = json.dumps(proposal["payload"], default=str)
+        lines.append(f"    payload: {text if len(text) <= 200 else text[:197] + '...'}")
+    if policy(kernel):
+        lines.append(f"    policy: {policy(kernel)}")
     rationale = proposal.get("rationale") if proposal else None
     lines += [f"    reason: {reason}" for reason in kernel.get("reasons") or [] if reason != rationale]
     if kernel.get("alternates"):
@@ -173,6 +179,34 @@ def provenance(proposal: Record) -> str:
     if origin.get("tokens"):
         parts.append(f"{origin['tokens']} tokens")
     return ", ".join(parts)
+
+
+def policy(kernel: Record) -> str:
+    """The kernel record's `verify_policy` in one line (as the pass asked the verifier to
+    launch and compare; '' when the record has none): `the spec's launch; outputs bit-exact
+    (reason)`, or the launch read from the source with its expressions and values."""
+    data = kernel.get("verify_policy")
+    if not isinstance(data, dict):
+        return ""
+    launch = data.get("launch") if isinstance(data.get("launch"), dict) else {}
+    if not launch or launch.get("launch") == "spec":
+        where = "the spec's launch"
+    else:
+        values = launch.get("values") if isinstance(launch.get("values"), dict) else {}
+        dims = [f"{key} ({', '.join('spec' if d is None else str(d) for d in launch[key])})"
+                for key in ("grid", "block") if isinstance(launch.get(key), list) and launch[key]]
+        if launch.get("shared_bytes"):
+            dims.append(f"shared {launch['shared_bytes']} B")
+        where = (f"launch from {launch.get('origin') or 'the source'}"
+                 + (f" at {','.join(f'{k}={v}' for k, v in values.items())}" if values else "")
+                 + (f": {', '.join(dims)}" if dims else ""))
+    compare = data.get("compare") if isinstance(data.get("compare"), dict) else {}
+    mode, scale = compare.get("mode"), compare.get("scale")
+    what = "bit-exact" if mode == "exact" else "the spec's tolerance" + (
+        f" x{scale:g}" if isinstance(scale, (int, float)) and scale != 1 else "") if mode == "spec" else str(mode or "?")
+    reason = f" ({compare['reason']})" if compare.get("reason") else ""
+    required = "; a differential run is required before writing" if data.get("required") else ""
+    return f"{where}; outputs {what}{reason}{required}"
 
 
 def _diff_line(line: str, style: Style) -> str:
@@ -269,6 +303,8 @@ def _kernel_changes(old: Record, new: Record) -> tuple[list[str], bool]:
     if _failed_checks(old) != _failed_checks(new):
         notes.append(f"failing checks {sorted(_failed_checks(old))} -> {sorted(_failed_checks(new))}")
     decided = bool(notes)
+    if policy(old) != policy(new) and policy(old) and policy(new):
+        notes.append(f"verification policy {policy(old)} -> {policy(new)}")
     t_old, t_new = timing(old), timing(new)
     if t_old and t_new:
         notes.append(f"rewritten {t_old.rewritten_ms:.4f} -> {t_new.rewritten_ms:.4f} ms, "
