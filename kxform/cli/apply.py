@@ -45,6 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="time original and rewritten (bench size) and keep a rewrite only if it is faster "
                    "beyond the measured spread")
     p.add_argument("--log", metavar="FILE", help="pass log path (default: .kxform/logs/RUN.jsonl)")
+    from kxform.cli.propose_args import register_proposer_args
+
+    register_proposer_args(p)
     p.add_argument("-q", "--quiet", action="store_true", help="print errors and the summary only")
     p.add_argument("--depfile", metavar="FILE", help="with -o: write a Make-style dependency file (the copies "
                    "depend on the sources, the headers read and the configuration) for build systems")
@@ -84,6 +87,8 @@ def config_from_args(args: argparse.Namespace, project: ProjectConfig | None = N
         raise UsageError("--depfile needs -o OUT_DIR (it names the copies written there)")
     write_back = WriteBack.DIFF if args.diff else WriteBack.CHECK if args.check else \
         WriteBack.OUT_DIR if args.out_dir else WriteBack.WRITE
+    from kxform.cli.propose_args import proposer_spec
+
     return ApplyConfig(pipeline=pipeline, extra_options=extra, hw=load_profile(pick(args.hw, project and project.hw,
                                                                                     "h100")),
                        kernels=tuple(args.kernel), verify=pick(args.verify, project and project.verify, "auto"),
@@ -91,7 +96,7 @@ def config_from_args(args: argparse.Namespace, project: ProjectConfig | None = N
                        write_back=write_back, out_dir=args.out_dir,
                        build_dir=pick(args.build_dir, project and project.build_dir, None),
                        exclude=Exclude(str(project.root), project.exclude) if project and project.exclude else None,
-                       spec_dirs=project.specs if project else ())
+                       spec_dirs=project.specs if project else (), proposer=proposer_spec(args))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -111,7 +116,12 @@ def run(args: argparse.Namespace) -> int:
         log = PassLog.open(args.log, hw=config.hw.name, pipeline=config.pipeline, argv=sys.argv[1:])
         if project is not None:
             log.write({"type": "config", "schema": 1, "run": log.run_id, **project.to_json()})
-        report, outcomes = run_apply(args.paths, replace(config, build_dir=build_dir), progress=progress)
+        config = replace(config, build_dir=build_dir)
+        if config.proposer.name == "claude":  # the attempt loop: search first, then apply its decisions
+            from kxform.cli.propose_args import search_with_claude
+
+            config = search_with_claude(args, config, log)
+        report, outcomes = run_apply(args.paths, config, progress=progress)
     _print(outcomes, args.quiet)
     for outcome in outcomes:
         _log_file(log, outcome)

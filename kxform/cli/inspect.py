@@ -14,7 +14,7 @@ from kxform.build.toolchain import Toolchain
 from kxform.cli.options import add_config_options, pick, project_config
 from kxform.engine.pass_api import PassContext, RunOptions
 from kxform.engine.registry import default_registry
-from kxform.errors import KxformError
+from kxform.errors import KxformError, UsageError
 from kxform.frontend.cuda import parse_model
 from kxform.frontend.semantic import semantic_provider
 from kxform.frontend.source import read_source
@@ -29,10 +29,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--hw", help="hardware profile for constraints and previews (default: configured, else h100)")
     p.add_argument("--pass", dest="passes", metavar="NAME[,NAME]",
-                   help="only these passes (default: the configured 'passes', else all)")
+                   help="only these passes (default: the configured 'passes', else all; with --prompt: the one "
+                   "pass asked about, default swizzle)")
     p.add_argument("-p", dest="build_dir", metavar="BUILD_DIR", help="directory with compile_commands.json")
     add_config_options(p)
-    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--prompt", metavar="FILE", help="print the context a model would get for --kernel K of FILE "
+                   "(what --proposer claude sends), and nothing else")
+    p.add_argument("--l2", action="store_true",
+                   help="predict L2 hit rate and DRAM traffic of every block order (one FILE, --kernel; "
+                        "needs a harness spec and a host compiler; docs/locality-model.md)")
+    p.add_argument("--kernel", metavar="NAME", help="the kernel for --prompt or --l2")
+    p.add_argument("--spec", help="with --l2: harness spec (default: the kxform.toml beside FILE)")
+    p.add_argument("--size", help="with --l2: spec size to model (default: its first bench size)")
+    p.add_argument("paths", nargs="*", metavar="PATH")
     p.set_defaults(func=run)
 
 
@@ -78,6 +87,27 @@ def inspect_file(path: str, hw: HwProfile | str, passes: str | None = None,
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.l2:
+        if args.prompt or args.passes or args.build_dir:
+            print("kxform: error: --prompt, --pass and -p do not go with --l2 (it models the swizzle pass's orders)",
+                  file=sys.stderr)
+            return 2
+        from kxform.cli.inspect_l2 import run_l2
+
+        return run_l2(args)
+    if args.spec or args.size or (args.kernel and not args.prompt):
+        print("kxform: error: --kernel, --spec and --size go with --l2 (--kernel also with --prompt)", file=sys.stderr)
+        return 2
+    if args.prompt or args.kernel:
+        if not (args.prompt and args.kernel) or args.paths:
+            raise UsageError("usage: kxform inspect --prompt FILE --kernel NAME [--hw H] [--pass P] [-p BUILD_DIR]")
+        from kxform.propose.show import prompt_for
+
+        sys.stdout.write(prompt_for(args.prompt, args.kernel, load_profile(args.hw or "h100"),
+                                    args.passes or "swizzle", build_dir=args.build_dir))
+        return 0
+    if not args.paths:
+        raise UsageError("kxform inspect: give at least one PATH (or --prompt FILE --kernel NAME)")
     from kxform.workspace.flags import merged_build_dir
 
     reports, status = [], 0

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from kxform.build.toolchain import Toolchain
 from kxform.engine.driver import Feedback, FileTransform, transform_source
@@ -56,7 +56,8 @@ class ApplyConfig:
     """Files it matches are left out (project configuration's `exclude`)."""
     spec_dirs: tuple[str, ...] = ()
     """Directories searched for harness specs after the sources' own directories."""
-
+    proposer: Any = None
+    """A `kxform.propose.registry.ProposerSpec` (built in each worker); None: the default."""
 
 @dataclass
 class FileOutcome:
@@ -89,8 +90,9 @@ def _transform_one(path: str, config: ApplyConfig, feedback: Feedback | None = N
             from kxform.frontend.semantic import semantic_provider
 
             semantic = semantic_provider(path, config.build_dir)
-        transform = transform_source(source, passes, config.hw, options, semantic=semantic, feedback=feedback,
-                                     toolchain=toolchain, finalize=False)
+        proposer = config.proposer.build() if config.proposer is not None else None
+        transform = transform_source(source, passes, config.hw, options, proposer=proposer, semantic=semantic,
+                                     feedback=feedback, toolchain=toolchain, finalize=False)
         return FileOutcome(path, transform, results=list(transform.results))
     except UsageError:
         raise
@@ -145,7 +147,8 @@ def run_apply(paths: list[str], config: ApplyConfig, progress: Progress | None =
         if outcome.error:
             (report.internal_errors if outcome.internal else report.input_errors).append(outcome.error)
     outcomes = run_later_stages(
-        outcomes, (lambda batch: _compile_check(batch, config), lambda batch: _verify(batch, config, progress)),
+        outcomes, (lambda batch: compile_stage(batch, config),
+                   lambda batch: verify_stage(batch, config, progress=progress)),
         lambda path, feedback: _transform_one(path, config, feedback))
     for outcome in outcomes:
         report.add_kernels(outcome.results)
@@ -181,7 +184,7 @@ def _transform_all(files: list[str], config: ApplyConfig, progress: Progress | N
     return [r for r in results if r is not None]
 
 
-def _compile_check(outcomes: list[FileOutcome], config: ApplyConfig) -> None:
+def compile_stage(outcomes: list[FileOutcome], config: ApplyConfig) -> None:
     """Check (d): rewritten files must compile with nvcc where it exists; a file that fails
     is not written, and its kernels are marked failed with nvcc's first error."""
     changed = [o for o in outcomes if o.transform is not None and o.transform.changed]
@@ -211,8 +214,10 @@ def _compile_check(outcomes: list[FileOutcome], config: ApplyConfig) -> None:
         outcome.transform = replace(transform, new_data=transform.source.data)
 
 
-def _verify(outcomes: list[FileOutcome], config: ApplyConfig, progress: Progress | None = None) -> None:
-    """Differential runs of rewritten kernels that have harness specs (see verify_stage)."""
+def verify_stage(outcomes: list[FileOutcome], config: ApplyConfig, runtime: Any = None,
+                 progress: Progress | None = None) -> None:
+    """Differential runs of rewritten kernels that have harness specs (kxform.verify.stage),
+    on `runtime` (a `kxform.runtime.base.Runtime`) or the one `config.verify` picks."""
     if config.verify in ("static", "compile"):
         return
     changed = [o for o in outcomes if o.transform is not None and o.transform.changed]
@@ -222,7 +227,7 @@ def _verify(outcomes: list[FileOutcome], config: ApplyConfig, progress: Progress
     from kxform.verify.stage import verify_file
 
     try:
-        runtime = pick_runtime(config.verify)
+        runtime = runtime or pick_runtime(config.verify)
     except UsageError as exc:
         if config.verify != "auto":
             raise

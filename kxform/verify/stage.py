@@ -4,7 +4,7 @@ rewritten kernel that has a harness spec, before anything is written.
 A kernel whose verification fails blocks the write of its file; the evidence (size,
 output, first mismatching index, max errors) goes to the log. With `measure`, a
 verified rewrite is kept only when it is faster than the original beyond the measured
-spread; both times are logged.
+spread; both times are logged, beside the prediction when a model chose the rewrite.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ def verify_file(original: bytes, rewritten: bytes, path: str, results: list[Kern
         file_spec, spec_error = None, exc
     records: dict[str, tuple[CheckRecord, ...]] = {}
     failed: dict[str, str] = {}
+    predictions = _predictions(results)
     for kernel, policy in _policies(results).items():
         if spec_error is not None:
             records[kernel] = (CheckRecord("verify", True, f"skipped: harness spec unusable: {spec_error}"),)
@@ -62,6 +63,8 @@ def verify_file(original: bytes, rewritten: bytes, path: str, results: list[Kern
             continue
         if measure:
             timing_record, faster = _measure(source, new, spec, runtime, policy)
+            if kernel in predictions:  # the measurement decides; the log keeps what was predicted beside it
+                timing_record = replace(timing_record, detail=f"{timing_record.detail}; {predictions[kernel]}")
             records[kernel] += (timing_record,)
             if not faster:
                 failed[kernel] = "measure"
@@ -73,6 +76,15 @@ def verify_file(original: bytes, rewritten: bytes, path: str, results: list[Kern
                                                 "verification or was not faster",))
                    if r.outcome is Outcome.APPLIED else r for r in updated]
     return updated, keep
+
+
+def _predictions(results: list[KernelResult]) -> dict[str, str]:
+    """Per applied kernel, the rationale of proposals a model predicted (evidence "predicted")."""
+    out: dict[str, str] = {}
+    for r in results:
+        if r.outcome is Outcome.APPLIED and r.proposal is not None and r.proposal.provenance.evidence == "predicted":
+            out[r.kernel] = "; ".join(filter(None, (out.get(r.kernel), r.proposal.rationale)))
+    return out
 
 
 def _policies(results: list[KernelResult]) -> dict[str, VerifyPolicy]:

@@ -143,6 +143,8 @@ def _validate(request: LaunchRequest, name: str) -> None:
                 f"{name}: argument '{arg.name}' is a {kind} but parameter "
                 f"'{request.params[i].ctype} {request.params[i].name}' is not"
             )
+    if request.only_traced_blocks and not request.trace_blocks:
+        raise RuntimeError_(f"{name}: only_traced_blocks needs trace_blocks (there is nothing else to run)")
     for block in request.trace_blocks:
         if any(not 0 <= b < g for b, g in zip(block, request.grid, strict=True)):
             raise RuntimeError_(f"{name}: traced block {block} is outside the grid {request.grid}")
