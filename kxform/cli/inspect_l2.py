@@ -44,7 +44,7 @@ def _ranking(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     path = args.paths[0]
     if not args.kernel:
         raise UsageError(f"{path}: --l2 needs --kernel NAME")
-    hw = load_profile(args.hw)
+    hw = load_profile(args.hw or "h100")
     source = read_source(path)
     spec_path = args.spec or find_spec_for(path)
     if spec_path is None:

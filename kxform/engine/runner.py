@@ -15,12 +15,13 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from kxform.build.toolchain import Toolchain
 from kxform.engine.driver import Feedback, FileTransform, transform_source
 from kxform.engine.stages import run_later_stages
 from kxform.errors import KxformError, UsageError
+from kxform.workspace.exclude import Exclude
 from kxform.workspace.files import walk_sources, write_atomic
 from kxform.hw import HwProfile
 from kxform.engine.pass_api import CheckRecord, KernelResult, Outcome, Pass, RunOptions
@@ -28,7 +29,12 @@ from kxform.engine.registry import default_registry
 from kxform.log.report import Report, WriteBack
 from kxform.frontend.source import HEADER_SUFFIXES, read_source
 
-Progress = Callable[[int, int, str], None]
+
+
+class Progress(Protocol):
+    """Told after each file of a stage (`transform`, `verify`): the CLI draws a bar."""
+
+    def __call__(self, done: int, total: int, path: str, stage: str = "transform") -> None: ...
 
 
 @dataclass(frozen=True)
@@ -46,9 +52,12 @@ class ApplyConfig:
     out_dir: str | None = None
     build_dir: str | None = None
     semantic: bool = True
+    exclude: Exclude | None = None
+    """Files it matches are left out (project configuration's `exclude`)."""
+    spec_dirs: tuple[str, ...] = ()
+    """Directories searched for harness specs after the sources' own directories."""
     proposer: Any = None
     """A `kxform.propose.registry.ProposerSpec` (built in each worker); None: the default."""
-
 
 @dataclass
 class FileOutcome:
@@ -131,14 +140,15 @@ def run_apply(paths: list[str], config: ApplyConfig, progress: Progress | None =
               emit: Callable[[str], object] | None = None) -> tuple[Report, list[FileOutcome]]:
     """Run the pipeline over `paths`; return the report and per-file outcomes (for logs)."""
     _pipeline(config.pipeline, config.extra_options)  # usage errors before any work (and warms the cache)
-    files = collect_files(paths)
+    files = [f for f in collect_files(paths) if config.exclude is None or not config.exclude.matches(f)]
     outcomes = _transform_all(files, config, progress)
     report = Report(write_back=config.write_back)
     for outcome in outcomes:
         if outcome.error:
             (report.internal_errors if outcome.internal else report.input_errors).append(outcome.error)
     outcomes = run_later_stages(
-        outcomes, (lambda batch: compile_stage(batch, config), lambda batch: verify_stage(batch, config)),
+        outcomes, (lambda batch: compile_stage(batch, config),
+                   lambda batch: verify_stage(batch, config, progress=progress)),
         lambda path, feedback: _transform_one(path, config, feedback))
     for outcome in outcomes:
         report.add_kernels(outcome.results)
@@ -204,7 +214,8 @@ def compile_stage(outcomes: list[FileOutcome], config: ApplyConfig) -> None:
         outcome.transform = replace(transform, new_data=transform.source.data)
 
 
-def verify_stage(outcomes: list[FileOutcome], config: ApplyConfig, runtime: Any = None) -> None:
+def verify_stage(outcomes: list[FileOutcome], config: ApplyConfig, runtime: Any = None,
+                 progress: Progress | None = None) -> None:
     """Differential runs of rewritten kernels that have harness specs (kxform.verify.stage),
     on `runtime` (a `kxform.runtime.base.Runtime`) or the one `config.verify` picks."""
     if config.verify in ("static", "compile"):
@@ -223,11 +234,13 @@ def verify_stage(outcomes: list[FileOutcome], config: ApplyConfig, runtime: Any 
         for outcome in changed:
             _attach(outcome, CheckRecord("verify", True, f"skipped: {exc.cause}"))
         return
-    for outcome in changed:
+    for done, outcome in enumerate(changed, start=1):
         transform = outcome.transform
         assert transform is not None
         results, keep = verify_file(transform.source.data, transform.new_data, outcome.path, outcome.results,
-                                    runtime, config.measure, config.build_dir)
+                                    runtime, config.measure, config.build_dir, config.spec_dirs)
+        if progress:
+            progress(done, len(changed), outcome.path, stage="verify")
         outcome.results = results
         if not keep:
             outcome.transform = replace(transform, new_data=transform.source.data)
@@ -259,6 +272,11 @@ def _write_back(outcomes: list[FileOutcome], config: ApplyConfig, report: Report
             write_atomic(target, transform.new_data)
         elif transform.changed:
             write_atomic(outcome.path, transform.new_data)
+
+
+def output_path(path: str, out_dir: str) -> Path:
+    """Where `-o OUT_DIR` writes the copy of `path`."""
+    return Path(out_dir) / _relative(path)
 
 
 def _relative(path: str) -> Path:

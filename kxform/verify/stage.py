@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from kxform.errors import KxformError
 from kxform.harness.model import HarnessSpec, KernelSpec
+from kxform.harness.dirs import spec_in_dirs
 from kxform.harness.spec import find_spec_for, load_spec
 from kxform.engine.pass_api import CheckRecord, KernelResult, Outcome
 from kxform.runtime.base import Runtime, RuntimeError_
@@ -22,14 +23,15 @@ from kxform.verify.differential import UnitFlags, verify_pair
 from kxform.verify.measure import measure_pair
 
 
-def spec_for_file(path: str) -> HarnessSpec | None:
-    """The harness spec beside `path` (kxform.toml naming it), or None."""
-    spec_path = find_spec_for(path)
+def spec_for_file(path: str, spec_dirs: tuple[str, ...] = ()) -> HarnessSpec | None:
+    """The harness spec beside `path` (kxform.toml naming it), else one in `spec_dirs`, or None."""
+    spec_path = find_spec_for(path) or (spec_in_dirs(path, spec_dirs) if spec_dirs else None)
     return None if spec_path is None else load_spec(spec_path)
 
 
 def verify_file(original: bytes, rewritten: bytes, path: str, results: list[KernelResult], runtime: Runtime,
-                measure: bool, build_dir: str | None = None) -> tuple[list[KernelResult], bool]:
+                measure: bool, build_dir: str | None = None,
+                spec_dirs: tuple[str, ...] = ()) -> tuple[list[KernelResult], bool]:
     """Verify every applied kernel of one file once, under the policy its passes compose
     (a kernel rewritten by `tile` then `swizzle` runs at tile's launch, compared as loosely
     as the looser pass allows); returns updated results and whether the rewritten file
@@ -37,7 +39,7 @@ def verify_file(original: bytes, rewritten: bytes, path: str, results: list[Kern
     source = validate_bytes(path, original)
     new = validate_bytes(path, rewritten)
     try:
-        file_spec, spec_error = spec_for_file(path), None
+        file_spec, spec_error = spec_for_file(path, spec_dirs), None
     except KxformError as exc:
         file_spec, spec_error = None, exc
     records: dict[str, tuple[CheckRecord, ...]] = {}
