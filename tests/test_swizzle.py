@@ -48,7 +48,9 @@ def test_every_byte_outside_the_edits_is_kept_crlf_tabs_unicode_and_if_blocks() 
     out = rewrite(src).new_data.decode()
     assert "\r\n\tconst uint2 kxform_block = " in out
     assert "\tint x = kxform_block.x;\r\n\tint y = kxform_block.y;  /* ÿ */\r\n" in out
-    assert out.startswith("// naïve kernel — ünïcode\r\n#if defined(USE_IT)\r\n")
+    # The helper goes before the user's #if block (never inside it), in its own guard.
+    assert out.startswith("// naïve kernel — ünïcode\r\n#if !defined(KXFORM_SWIZZLE_GROUPED_ALONGY_GROUP8_DEFINED)")
+    assert "}\r\n#endif\r\n\r\n#if defined(USE_IT)\r\n__global__ void k(float* o) {\r\n" in out
     assert out.endswith("}\r\n#endif\r\n")
     assert "\n" not in out.replace("\r\n", "")  # no bare LF introduced
 
@@ -143,12 +145,22 @@ def test_kernel_filter_and_unknown_pattern() -> None:
         rewrite(GEMM, pattern="spiral")
 
 
-def test_syntax_error_inside_a_kernel_is_a_missed_remark_outside_is_an_input_error() -> None:
+def test_syntax_error_inside_a_kernel_is_a_missed_remark_outside_blocks_nothing() -> None:
     src = GEMM + "__global__ void broken(float* o) { o[blockIdx.y] = (1 + ; }\n"
     result = rewrite(src)
     assert outcomes(result) == {"gemm": Outcome.APPLIED, "broken": Outcome.MISSED}
-    with pytest.raises(InputError, match=r"k\.cu:1:\d+: syntax error"):
-        rewrite("struct { int x = ; \n" + GEMM)
+    # Host code that does not parse (Windows-only declarations, say) blocks no kernel.
+    host = "__declspec(dllexport) int __stdcall host_entry(HWND h) { return h ? 1 : ; }\n" + GEMM
+    result = rewrite(host)
+    assert outcomes(result) == {"gemm": Outcome.APPLIED}
+    assert "HostSyntaxError" in remark_names(result)
+    again = rewrite(result.new_data)
+    assert not again.changed
+    # A kernel that calls a device function that does not parse is refused.
+    src = "__device__ int row() { return blockIdx.y * ; }\n__global__ void k(float* o) { o[row() + blockIdx.x] = 1; }\n"
+    result = rewrite(src)
+    assert outcomes(result) == {"k": Outcome.MISSED}
+    assert any("'row', which it calls, does not parse" in r.message for r in result.remarks)
 
 
 def test_macro_wrapped_attribute_defined_in_the_file_is_understood() -> None:

@@ -83,11 +83,22 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     assert config.hw is not None
     log = PassLog.open(args.log, hw=config.hw.name, pipeline=config.pipeline, argv=sys.argv[1:])
-    report, outcomes = run_apply(args.paths, config, progress=_Progress(not args.quiet))
+    try:
+        report, outcomes = run_apply(args.paths, config, progress=_Progress(not args.quiet))
+    except BaseException:
+        log.abandon()
+        raise
+    for note in report.notes:
+        print(f"kxform: note: {note}", file=sys.stderr)
     _print(outcomes, args.quiet)
-    for outcome in outcomes:
-        _log_file(log, outcome)
-    log.close(report)
+    try:
+        for outcome in outcomes:
+            _log_file(log, outcome)
+        log.close(report)
+    except OSError as exc:  # the sources are written already; say the log is incomplete
+        print(f"kxform: error: {log.path}: the pass log is incomplete: {exc.strerror or exc}", file=sys.stderr)
+        print(f"kxform: {report.summary()}", file=sys.stderr)
+        return max(report.exit_code, 2) if report.exit_code != 123 else 123
     print(f"kxform: {report.summary()} Log: {log.path}", file=sys.stderr)
     return report.exit_code
 
@@ -115,6 +126,8 @@ def _checks_line(result: KernelResult) -> str:
     for check in result.checks:
         if check.detail.startswith("skipped"):
             parts.append(f"{check.name} skipped")
+        elif check.detail.startswith("unconfirmed"):
+            parts.append(f"{check.name} unconfirmed")
         elif check.name == "verify":
             runtime = "gpu" if "on the gpu runtime" in check.detail else "cpu"
             sizes = check.detail.split(", ")[-1].split(")")[0] if "sizes)" in check.detail else ""

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from kxform.engine.edits import Edit, apply_edits, check_reparse, unified_diff
 from kxform.errors import CheckFailed, EditConflict, InputError
 from kxform.frontend.cuda import parse_model
-from kxform.frontend.model import Function, SourceModel
+from kxform.frontend.model import Function, FunctionKind, SourceModel
 from kxform.hw import HwProfile
 from kxform.engine.pass_api import (
     CheckRecord,
@@ -54,20 +54,41 @@ class FileTransform:
 
 
 def _syntax_gate(model: SourceModel) -> set[str]:
-    """Kernels whose definition holds a syntax error. The file is rejected as a whole
-    (InputError at the first error) when an error lies outside every function, or when a
-    token is missing (an unbalanced brace swallows what follows: nothing can be trusted)."""
+    """Functions that cannot be trusted: their definition overlaps a syntax error, or lies
+    inside an error region (an unbalanced brace before it swallowed it). Errors in host
+    code outside every function block nothing: a kernel is analysed when its own
+    definition and the functions it reaches parse (the driver checks the closure)."""
     broken: set[str] = set()
-    for issue in model.syntax_issues:
-        owner = next((f for f in model.functions if f.span.contains(issue.span)), None)
-        if owner is None or any(i.missing for i in model.syntax_issues):
-            what = "missing token" if issue.missing else "syntax error"
-            snippet = model.source.data[issue.span.start:issue.span.end][:40].decode("utf-8", "replace")
-            snippet = " ".join(snippet.split())
-            raise InputError(f"{what} near '{snippet}' (tree-sitter-cuda could not parse this)",
-                             model.source.location(issue.span.start))
-        broken.add(owner.name)
+    for function in model.functions:
+        if any(issue.span.start < function.span.end and function.span.start < issue.span.end
+               for issue in model.syntax_issues):
+            broken.add(function.name)
+            continue
+        node = model.tree.root_node.descendant_for_byte_range(function.span.start, function.span.end)
+        while node is not None:
+            if node.is_error:
+                broken.add(function.name)
+                break
+            node = node.parent
     return broken
+
+
+def _host_syntax_issue(model: SourceModel) -> int | None:
+    """Offset of the first syntax error in host code (outside every kernel and device
+    function: those are reported with the kernels they block), if any."""
+    device = [f for f in model.functions if f.kind is not FunctionKind.HOST]
+    for issue in model.syntax_issues:
+        if not any(f.span.start <= issue.span.start < f.span.end for f in device):
+            return issue.span.start
+    return None
+
+
+def _duplicates(model: SourceModel) -> dict[str, list[int]]:
+    """Kernels defined more than once (`#if` variants): name -> line of each definition."""
+    lines: dict[str, list[int]] = {}
+    for kernel in model.kernels:
+        lines.setdefault(kernel.name, []).append(model.source.line_col(kernel.span.start)[0])
+    return {name: found for name, found in lines.items() if len(found) > 1}
 
 
 def transform_source(
@@ -96,22 +117,44 @@ def transform_source(
 
 def _run_pass(source: SourceText, path: str, pass_: Pass, hw: HwProfile, options: RunOptions,
               proposer: Proposer, semantic: SemanticProvider | None, sink: RemarkSink,
-              model: SourceModel | None = None) -> tuple[SourceText, list[KernelResult], tuple[int, ...]]:
+              model: SourceModel | None = None,
+              dry_run: bool = False) -> tuple[SourceText, list[KernelResult], tuple[int, ...]]:
+    """One pass over one file. `dry_run` (the idempotence check) stops before editing:
+    the result then tells only whether some proposal would be accepted (the source comes
+    back unchanged, the accepted kernels are APPLIED results without edits)."""
     model = model or parse_model(source)
     broken = _syntax_gate(model)
+    duplicates = _duplicates(model)
     ctx = PassContext(model, hw, options, sink, semantic(model) if semantic else None)
+    host_issue = _host_syntax_issue(model)
+    if host_issue is not None and not dry_run:
+        where = source.line_col(host_issue)
+        ctx.remark(RemarkKind.ANALYSIS, pass_.name, "HostSyntaxError", host_issue, None,
+                   f"host code does not parse at line {where[0]} (tree-sitter-cuda); kernels whose own "
+                   "definitions and callees parse are analysed as usual")
     analyses = pass_.analyse(ctx)
     results: list[KernelResult] = []
     accepted: list[tuple[Proposal, tuple[CheckRecord, ...]]] = []
+    reported: set[str] = set()
     for kernel in model.kernels:
         line = source.line_col(kernel.span.start)[0]
         analysis = analyses.get(kernel.name)
         if not options.selects(kernel.name):
             results.append(KernelResult(path, kernel.name, pass_.name, Outcome.SKIPPED, line, ("not selected",)))
             continue
-        if kernel.name in broken:
-            results.append(_missed(ctx, pass_, kernel, "SyntaxError", "the kernel's definition does not parse "
-                                   "(macro-wrapped attribute or syntax error); left unchanged", kernel.span.start))
+        if kernel.name in duplicates:
+            if kernel.name not in reported:
+                reported.add(kernel.name)
+                at = ", ".join(map(str, duplicates[kernel.name]))
+                results.append(_missed(ctx, pass_, kernel, "DuplicateDefinition", f"'{kernel.name}' is defined "
+                                       f"{len(duplicates[kernel.name])} times (lines {at}: #if variants?); kxform "
+                                       "rewrites a kernel only when it has one definition", kernel.span.start))
+            continue
+        broken_reach = sorted((model.closure(kernel.name) & broken) - {kernel.name})
+        if kernel.name in broken or broken_reach:
+            what = "the kernel's definition does not parse (macro-wrapped attribute or syntax error)" \
+                if kernel.name in broken else f"'{broken_reach[0]}', which it calls, does not parse"
+            results.append(_missed(ctx, pass_, kernel, "SyntaxError", f"{what}; left unchanged", kernel.span.start))
             continue
         if analysis is None:
             continue
@@ -132,7 +175,9 @@ def _run_pass(source: SourceText, path: str, pass_: Pass, hw: HwProfile, options
             results.append(result)
         else:
             accepted.append(result)
-    if not accepted:
+    if not accepted or dry_run:
+        results += [KernelResult(path, p.kernel, pass_.name, Outcome.APPLIED, 0, (p.rationale,), p)
+                    for p, _ in accepted]
         return source, results, ()
     return _apply(ctx, pass_, accepted, results, source, path, hw, options, semantic)
 
@@ -178,7 +223,10 @@ def _apply(ctx: PassContext, pass_: Pass, accepted: list[tuple[Proposal, tuple[C
     try:
         edits: list[Edit] = pass_.edit(ctx, proposals)
         edited = apply_edits(source, edits)
-        new_source = validate_bytes(path, edited.data)
+        try:
+            new_source = validate_bytes(path, edited.data, rewritten=True)
+        except InputError as exc:
+            raise CheckFailed("size", exc.cause) from None
         new_model = parse_model(new_source)
         check_reparse(len(model.syntax_issues), len(new_model.syntax_issues), path)
         extra = [CheckRecord("reparse", True, f"rewritten file re-parses with {len(new_model.syntax_issues)} "
@@ -209,8 +257,8 @@ def _idempotent(pass_: Pass, new_model: SourceModel, hw: HwProfile, options: Run
     not consulted again: the question is only whether the pass would propose."""
     kernels = tuple(p.kernel for p in proposals)
     source = new_model.source
-    again, _, _ = _run_pass(source, source.path, pass_, hw, replace(options, kernels=kernels),
-                            DeterministicProposer(), None, RemarkSink(), new_model)
-    if again.data != source.data:
+    _, again, _ = _run_pass(source, source.path, pass_, hw, replace(options, kernels=kernels),
+                            DeterministicProposer(), None, RemarkSink(), new_model, dry_run=True)
+    if any(r.outcome is Outcome.APPLIED for r in again):
         raise CheckFailed("idempotence", "a second run of the pass would change the output again")
     return CheckRecord("idempotence", True, "a second run proposes no change")

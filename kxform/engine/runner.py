@@ -2,7 +2,11 @@
 
 `run_apply` transforms every file in memory first (in worker processes), compiles the
 changed ones with nvcc where asked (in parallel, cached by content), and only then
-writes. If any file had an input error, nothing is written at all.
+writes. Files are isolated from each other: a file that cannot be read, parsed,
+analysed or written is reported on one line and left untouched, and every other file
+is processed and written as usual (README, "Exit codes"). Environment problems found
+before any work (an unwritable cache, `-o` naming a file) stop the run before anything
+is written.
 """
 
 from __future__ import annotations
@@ -10,20 +14,22 @@ from __future__ import annotations
 import concurrent.futures as futures
 import functools
 import os
-import re
+import contextlib
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kxform.engine.driver import FileTransform, transform_source
-from kxform.errors import KxformError, UsageError
-from kxform.workspace.files import walk_sources, write_atomic
+from kxform.errors import InputError, KxformError, UsageError, display_path
+from kxform.workspace.files import write_atomic
+from kxform.workspace.lock import TreeLock
+from kxform.workspace.tree import SourceSet, collect_files
 from kxform.hw import HwProfile
 from kxform.engine.pass_api import CheckRecord, KernelResult, Outcome, Pass, RunOptions
 from kxform.engine.registry import default_registry
 from kxform.log.report import Report, WriteBack
-from kxform.frontend.source import HEADER_SUFFIXES, read_source
+from kxform.frontend.source import read_source
 
 Progress = Callable[[int, int, str], None]
 
@@ -62,7 +68,7 @@ def _pipeline(pipeline: str, extra_options: tuple[tuple[str, str], ...]) -> tupl
     return tuple(default_registry().pipeline(pipeline, dict(extra_options)))
 
 
-def _transform_one(path: str, config: ApplyConfig) -> FileOutcome:
+def _transform_one(path: str, config: ApplyConfig, includer: str | None = None) -> FileOutcome:
     """Worker: read, validate and transform one file. Never raises for bad input."""
     try:
         source = read_source(path)
@@ -73,7 +79,7 @@ def _transform_one(path: str, config: ApplyConfig) -> FileOutcome:
         if config.semantic:
             from kxform.frontend.semantic import semantic_provider
 
-            semantic = semantic_provider(path, config.build_dir)
+            semantic = semantic_provider(path, config.build_dir, includer)
         transform = transform_source(source, passes, config.hw, options, semantic=semantic)
         return FileOutcome(path, transform, results=list(transform.results))
     except UsageError:
@@ -82,79 +88,116 @@ def _transform_one(path: str, config: ApplyConfig) -> FileOutcome:
         return FileOutcome(path, error=str(exc))
     except Exception as exc:  # a defect: report it for this file, keep going, write nothing
         saved = save_traceback(exc)
-        return FileOutcome(path, error=f"{path}: internal error: {type(exc).__name__}: {exc} "
-                                       f"(traceback saved to {saved})", internal=True)
+        return FileOutcome(path, error=f"{display_path(path)}: internal error: {type(exc).__name__}: "
+                                       f"{' '.join(str(exc).split())} (traceback saved to {saved})", internal=True)
 
 
-_LOCAL_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
+KEEP_ERROR_LOGS = 10
+"""Tracebacks of internal errors kept in the error-log directory; older ones are removed."""
 
 
 def save_traceback(exc: BaseException) -> str:
-    """Write the traceback to a temporary file (black's way) and return its path."""
+    """Write the traceback to `<tmp>/kxform-errors-<uid>/` and return its path, keeping
+    only the newest `KEEP_ERROR_LOGS` logs there (they must not pile up in /tmp)."""
     import tempfile
     import traceback
 
-    with tempfile.NamedTemporaryFile("w", prefix="kxform-error-", suffix=".log", delete=False) as handle:
+    folder = Path(tempfile.gettempdir()) / f"kxform-errors-{os.getuid() if hasattr(os, 'getuid') else 0}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        logs = sorted(folder.glob("kxform-error-*.log"), key=lambda p: p.stat().st_mtime_ns)
+        for old in logs[:max(0, len(logs) - KEEP_ERROR_LOGS + 1)]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        folder = Path(tempfile.gettempdir())
+    with tempfile.NamedTemporaryFile("w", prefix="kxform-error-", suffix=".log", dir=folder,
+                                     delete=False) as handle:
         handle.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
     return handle.name
 
 
-def collect_files(paths: list[str]) -> list[str]:
-    """CUDA/HIP files under `paths`, plus the `.h`/`.hpp` headers they include with quotes
-    (headers hold kernels and device functions too; other headers are not CUDA)."""
-    files = [str(p) for p in walk_sources(paths)]
-    seen = {os.path.realpath(f) for f in files}
-    extra: list[str] = []
-    for path in files:
-        try:
-            data = Path(path).read_bytes()
-        except OSError:
-            continue  # reported when the file itself is read
-        for match in _LOCAL_INCLUDE.finditer(data):
-            header = Path(path).parent / match.group(1).decode("utf-8", "replace")
-            if header.suffix in HEADER_SUFFIXES and header.is_file() and os.path.realpath(header) not in seen:
-                seen.add(os.path.realpath(header))
-                extra.append(os.path.normpath(header))
-    return files + sorted(extra)
+def check_environment(config: ApplyConfig) -> None:
+    """Problems of the environment, found before any work so that nothing is written
+    first: `-o` naming something that is not a directory, a cache that cannot be written."""
+    from kxform.cache import cache_root
+
+    if config.write_back is WriteBack.OUT_DIR and config.out_dir is not None:
+        out = Path(config.out_dir)
+        if out.exists() and not out.is_dir():
+            raise UsageError(f"-o {display_path(out)}: exists and is not a directory")
+    root = cache_root()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        import tempfile
+
+        with tempfile.TemporaryFile(dir=root):
+            pass
+    except OSError as exc:
+        raise UsageError(f"the cache directory {display_path(root)} is not writable ({exc.strerror or exc}); "
+                         "set KXFORM_CACHE_DIR to a writable directory") from None
 
 
 def run_apply(paths: list[str], config: ApplyConfig, progress: Progress | None = None,
               emit: Callable[[str], object] | None = None) -> tuple[Report, list[FileOutcome]]:
     """Run the pipeline over `paths`; return the report and per-file outcomes (for logs)."""
     _pipeline(config.pipeline, config.extra_options)  # usage errors before any work (and warms the cache)
-    files = collect_files(paths)
-    outcomes = _transform_all(files, config, progress)
-    report = Report(write_back=config.write_back)
-    for outcome in outcomes:
-        if outcome.error:
-            (report.internal_errors if outcome.internal else report.input_errors).append(outcome.error)
-    _compile_check(outcomes, config)
-    _verify(outcomes, config)
-    for outcome in outcomes:
-        report.add_kernels(outcome.results)
-        transform = outcome.transform
-        if transform is None:
-            continue
-        if transform.changed:
-            report.files_changed += 1
-        else:
-            report.files_unchanged += 1
-    _write_back(outcomes, config, report, emit or (lambda text: sys.stdout.write(text)))
+    check_environment(config)
+    writes = config.write_back in (WriteBack.WRITE, WriteBack.OUT_DIR)
+    with TreeLock.acquire(paths) if writes else contextlib.nullcontext():
+        sources = collect_files(paths)
+        outcomes = [FileOutcome(str(err.location.path) if err.location else "", error=str(err))
+                    for err in sources.refused]
+        outcomes += _transform_all(sources, config, progress)
+        report = Report(write_back=config.write_back)
+        _compile_check(outcomes, config, sources, report)
+        _verify(outcomes, config)
+        for outcome in outcomes:
+            report.add_kernels(outcome.results)
+            transform = outcome.transform
+            if transform is None:
+                continue
+            if transform.changed:
+                report.files_changed += 1
+            else:
+                report.files_unchanged += 1
+        _write_back(outcomes, config, report, emit or (lambda text: sys.stdout.write(text)))
+        for outcome in outcomes:
+            if outcome.error:
+                (report.internal_errors if outcome.internal else report.input_errors).append(outcome.error)
     return report, outcomes
 
 
-def _transform_all(files: list[str], config: ApplyConfig, progress: Progress | None) -> list[FileOutcome]:
+def _worker_init(parent: int) -> None:
+    """Pool workers die with the run that started them (Linux: PR_SET_PDEATHSIG), so a
+    `kill -9` of `apply` leaves no orphan holding memory."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(1)
+
+
+def _transform_all(sources: SourceSet, config: ApplyConfig, progress: Progress | None) -> list[FileOutcome]:
+    files = sources.files
+    includer = {path: (sources.includers.get(os.path.realpath(path)) or [None])[0] for path in files}
     jobs = config.jobs or os.cpu_count() or 1
     if jobs == 1 or len(files) < 8:
         out = []
         for i, path in enumerate(files):
-            out.append(_transform_one(path, config))
+            out.append(_transform_one(path, config, includer[path]))
             if progress:
                 progress(i + 1, len(files), path)
         return out
     results: list[FileOutcome | None] = [None] * len(files)
-    with futures.ProcessPoolExecutor(max_workers=jobs) as pool:
-        pending = {pool.submit(_transform_one, path, config): i for i, path in enumerate(files)}
+    with futures.ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init,
+                                     initargs=(os.getpid(),)) as pool:
+        pending = {pool.submit(_transform_one, path, config, includer[path]): i for i, path in enumerate(files)}
         done = 0
         for future in futures.as_completed(pending):
             results[pending[future]] = future.result()
@@ -164,9 +207,11 @@ def _transform_all(files: list[str], config: ApplyConfig, progress: Progress | N
     return [r for r in results if r is not None]
 
 
-def _compile_check(outcomes: list[FileOutcome], config: ApplyConfig) -> None:
-    """Check (d): rewritten files must compile with nvcc where it exists; a file that fails
-    is not written, and its kernels are marked failed with nvcc's first error."""
+def _compile_check(outcomes: list[FileOutcome], config: ApplyConfig, sources: SourceSet, report: Report) -> None:
+    """Check (d): rewritten files must compile with nvcc where it exists, each through
+    every translation unit of the run that includes it (with all rewritten files in
+    place); a file that fails is not written, and its kernels are marked failed with
+    nvcc's first new error (see kxform.build.compile_check)."""
     changed = [o for o in outcomes if o.transform is not None and o.transform.changed]
     if config.verify == "static" or not changed:
         return
@@ -181,7 +226,11 @@ def _compile_check(outcomes: list[FileOutcome], config: ApplyConfig) -> None:
             outcome.compile_record = CheckRecord("compile", True, "skipped: nvcc not found")
             _attach(outcome, outcome.compile_record)
         return
-    for outcome, record in zip(changed, checker.check_many([o.transform for o in changed if o.transform])):
+    transforms = [o.transform for o in changed if o.transform is not None]
+    originals = {os.path.realpath(o.path): o.transform.source.data for o in outcomes if o.transform is not None}
+    records = checker.check_tree(transforms, sources.includers, originals)
+    report.notes.extend(checker.notes)
+    for outcome, record in zip(changed, records):
         outcome.compile_record = record
         if record.ok:
             _attach(outcome, record)
@@ -229,25 +278,49 @@ def _attach(outcome: FileOutcome, record: CheckRecord) -> None:
 
 def _write_back(outcomes: list[FileOutcome], config: ApplyConfig, report: Report,
                 emit: Callable[[str], object]) -> None:
+    """Per file: a file with an error is never written; a file that cannot be written
+    gets an error naming it (and its kernels are marked failed); the others are written,
+    each atomically."""
     mode = config.write_back
     if mode is WriteBack.DIFF:
         for outcome in outcomes:
             if outcome.transform is not None and outcome.transform.changed:
                 emit(outcome.transform.diff())
         return
-    if mode is WriteBack.CHECK or report.input_errors or report.internal_errors:
-        return  # nothing is written when any file could not be processed
+    if mode is WriteBack.CHECK:
+        return
     for outcome in outcomes:
         transform = outcome.transform
-        if transform is None:
+        if transform is None or outcome.error:
             continue
-        if mode is WriteBack.OUT_DIR:
-            assert config.out_dir is not None
-            target = Path(config.out_dir) / _relative(outcome.path)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(target, transform.new_data)
-        elif transform.changed:
-            write_atomic(outcome.path, transform.new_data)
+        try:
+            if mode is WriteBack.OUT_DIR:
+                assert config.out_dir is not None
+                target = Path(config.out_dir) / _relative(outcome.path)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                write_atomic(target, transform.new_data)
+            elif transform.changed:
+                write_atomic(outcome.path, transform.new_data, expected=transform.source.data)
+        except InputError as exc:
+            _not_written(outcome, report, str(exc))
+        except OSError as exc:
+            where = f" to {display_path(exc.filename)}" if mode is WriteBack.OUT_DIR and exc.filename else ""
+            _not_written(outcome, report, f"{display_path(outcome.path)}: not written{where}: "
+                                          f"{exc.strerror or exc}")
+
+
+def _not_written(outcome: FileOutcome, report: Report, message: str) -> None:
+    outcome.error = message
+    transform = outcome.transform
+    if transform is not None and transform.changed:
+        report.files_changed -= 1
+        failed = [r for r in outcome.results if r.outcome is Outcome.APPLIED]
+        report.kernel_outcomes[Outcome.APPLIED] -= len(failed)
+        report.kernel_outcomes[Outcome.FAILED] += len(failed)
+        outcome.results = [replace(r, outcome=Outcome.FAILED, stage="write", reasons=(message,))
+                           if r.outcome is Outcome.APPLIED else r for r in outcome.results]
+    else:
+        report.files_unchanged -= 1
 
 
 def _relative(path: str) -> Path:

@@ -157,9 +157,52 @@ class Swizzle(Pass):
         for name, (offset, config) in helper_first_use.items():
             if f" {name}(".encode() in source.data:
                 continue  # helper already present from an earlier run
-            at = source.line_start(offset)
-            edits.append(Edit(at, at, config.helper_source(newline) + newline, f"swizzle: helper {name}"))
+            at = helper_offset(model, offset)
+            edits.append(Edit(at, at, guarded_helper(config, newline) + newline, f"swizzle: helper {name}"))
         return _dedupe(edits)
+
+
+def guarded_helper(config: RemapConfig, newline: str = "\n") -> str:
+    """The helper inside its own include guard, so a translation unit that includes two
+    rewritten files (or one twice) defines it once; compiled only by CUDA/HIP compilers,
+    so a header whose kernels sit behind `#ifdef __CUDACC__` stays valid host C++."""
+    guard = config.helper_name().upper() + "_DEFINED"
+    return (f"#if !defined({guard}) && (defined(__CUDACC__) || defined(__HIPCC__)){newline}"
+            f"#define {guard}{newline}{config.helper_source(newline)}#endif{newline}")
+
+
+def helper_offset(model: SourceModel, offset: int) -> int:
+    """Where the helper for a function starting at `offset` goes: at the start of the line
+    of its outermost enclosing top-level item, so never inside a namespace, a class, an
+    `extern "C"` block or a conditional block (a file-wide include guard is not one: the
+    helper goes inside it, after the file's includes), and after a UTF-8 byte order mark."""
+    root = model.tree.root_node
+    node = root.descendant_for_byte_range(offset, offset)
+    top = node
+    while node is not None and node.parent is not None:
+        if node.parent.type == "translation_unit" or _is_file_guard(node.parent):
+            top = node
+            break
+        node = node.parent
+    at = model.source.line_start(top.start_byte if top is not None else offset)
+    if at == 0 and model.source.data.startswith(b"\xef\xbb\xbf"):
+        at = 3
+    return at
+
+
+def _is_file_guard(node) -> bool:  # type: ignore[no-untyped-def]
+    """`#ifndef X` / `#define X` ... `#endif` around everything else of the file."""
+    if node.type != "preproc_ifdef" or node.parent is None or node.parent.type != "translation_unit":
+        return False
+    if node.children[0].type != "#ifndef":
+        return False
+    name = node.child_by_field_name("name")
+    define = next((c for c in node.named_children if c.type == "preproc_def"), None)
+    if name is None or define is None or define.child_by_field_name("name") is None or \
+            define.child_by_field_name("name").text != name.text:
+        return False
+    siblings = [c for c in node.parent.named_children if c.type != "comment"]
+    return siblings == [node]
 
 
 def _proposal(kernel: Function, config: RemapConfig, why: str, measured: bool = False) -> Proposal:
