@@ -257,17 +257,19 @@ def test_read_only_files_are_refused(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- compile database flags
 def test_compile_database_flags_that_run_programs_are_ignored(tmp_path: Path) -> None:
-    from kxform.build.compile_db import flags_from_argv
+    from kxform.build.compile_db import flags_from_argv, load_compile_commands
 
     argv = ["nvcc", "-ccbin", "/tmp/evil", "--compiler-bindir=/tmp/evil2", "-Xcompiler", "-fplugin=/tmp/p.so",
             "-Xcompiler=-fplugin=/tmp/q.so", "-I", "inc", "-DFOO=1", "-std=c++17", "--expt-relaxed-constexpr",
             "-c", "k.cu"]
-    ignored: list[str] = []
-    flags = flags_from_argv(argv, tmp_path, str(tmp_path / "k.cu"), ignored)
+    flags = flags_from_argv(argv, tmp_path, str(tmp_path / "k.cu"))
     text = " ".join(flags.extra_flags)
     assert "evil" not in text and "plugin" not in text and "Xcompiler" not in text and "ccbin" not in text
     assert flags.defines == ("FOO=1",) and "-std=c++17" in flags.extra_flags
     assert "--expt-relaxed-constexpr" in flags.extra_flags
+    (tmp_path / "compile_commands.json").write_text(json.dumps([{"directory": str(tmp_path), "file": "k.cu",
+                                                                 "arguments": argv}]))
+    ignored = load_compile_commands(tmp_path).ignored  # what the run's note lists
     assert "-ccbin /tmp/evil" in ignored and "-Xcompiler -fplugin=/tmp/p.so" in ignored
 
 

@@ -149,9 +149,10 @@ class CompileChecker:
         if new:
             return CheckRecord("compile", False, f"the rewrite adds an error the original does not have: {new[0]}")
         base = first_error(original.log)
+        hint = "" if self.build_dir else " (pass -p BUILD_DIR for the project's include paths and defines)"
         return CheckRecord("compile", not self.strict,
                            f"unconfirmed: the original does not compile either ({base or 'nvcc failed'}); the "
-                           "rewrite adds no error, but nvcc cannot confirm it (pass -p BUILD_DIR)")
+                           f"rewrite adds no error, but nvcc cannot confirm it{hint}")
 
     @staticmethod
     def _combine(records: list[CheckRecord], units: list[str], path: str) -> CheckRecord:

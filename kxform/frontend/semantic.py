@@ -97,6 +97,8 @@ class SemanticInfo:
     """Functions of the file that use a declaration holding an error: name -> that error."""
     missing_headers: list[str] = field(default_factory=list)
     """Headers that could not be found (parsed as empty files), as spelled in #include."""
+    build_dir_given: bool = False
+    """The run has compile_commands.json (no point suggesting -p BUILD_DIR)."""
 
     def unknown(self, usage: object) -> str | None:
         """Why libclang cannot answer for the kernel of `usage` (None: it can)."""
@@ -123,8 +125,9 @@ class SemanticInfo:
                 "an included header"
             missing = f"; header{'s' if len(self.missing_headers) > 1 else ''} not found: " \
                 f"{', '.join(self.missing_headers)}" if self.missing_headers else ""
-            return [Blocker("SemanticUnavailable", f"{why}{missing}; {what} may read the block index "
-                            "(pass -p BUILD_DIR with compile_commands.json)", usage.kernel.span.start)]
+            hint = "" if self.build_dir_given else " (pass -p BUILD_DIR with compile_commands.json)"
+            return [Blocker("SemanticUnavailable", f"{why}{missing}; {what} may read the block index{hint}",
+                            usage.kernel.span.start)]
         out = []
         for read in self.hidden_reads:
             if read.function in names and read.axis in ("x", "y") and read.macro not in self.local_macros:
@@ -390,6 +393,7 @@ def semantic_provider(path: str, build_dir: str | None,
             return None
         info = analyse_file(path, model.source.data, extra)
         info.local_macros = frozenset(m.name for m in model.macros)
+        info.build_dir_given = bool(build_dir)
         return info
 
     return provide

@@ -201,8 +201,8 @@ def _is_file_guard(node) -> bool:  # type: ignore[no-untyped-def]
     if name is None or define is None or define.child_by_field_name("name") is None or \
             define.child_by_field_name("name").text != name.text:
         return False
-    siblings = [c for c in node.parent.named_children if c.type != "comment"]
-    return siblings == [node]
+    siblings = [c for c in node.parent.named_children if c.type not in ("comment", "preproc_call")]
+    return siblings == [node]  # `#pragma once` beside the guard is fine
 
 
 def _proposal(kernel: Function, config: RemapConfig, why: str, measured: bool = False) -> Proposal:
