@@ -4,8 +4,10 @@ Two `apply` runs on one tree with different options would each read the same fil
 and the last writer would silently win while both report success. A run that writes
 (in place or to `-o`) therefore takes an exclusive `flock` on
 `<tree>/.kxform/apply.lock`, where `<tree>` is the nearest enclosing Git work tree of
-the given paths, else their common directory. A second run refuses at once, naming the
-holder. The kernel drops the lock when the process ends, however it ends.
+the paths it writes (the given paths, or the `-o` directory), else their common
+directory (the current directory when that is the filesystem root). A second run
+refuses at once, naming the holder. The kernel drops the lock when the process ends,
+however it ends.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ def tree_root(paths: Sequence[str]) -> Path:
     for candidate in (common, *common.parents):
         if (candidate / ".git").exists():
             return candidate
-    return common
+    return common if common != Path(common.anchor) else Path.cwd()
 
 
 class TreeLock:
