@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kxform.errors import InputError, UsageError
+from kxform.errors import UsageError
 from kxform.engine.pass_api import Outcome
 from swizzle_helpers import outcomes, remark_names, rewrite
 

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kxform.frontend.clang_diagnostics import errors_by_file, missing_header
 from kxform.frontend.model import SourceModel
 from kxform.engine.pass_api import Blocker
 
@@ -53,22 +53,6 @@ BASE_ARGS = ["-x", "cuda", "--cuda-host-only", "-nocudainc", "-nocudalib", "-Wno
              "-I", str(PRELUDE_DIR / "stubs")]
 INDEX_NAMES = frozenset({"blockIdx", "gridDim"})
 MAX_STUBBED_HEADERS = 12
-_NOT_FOUND = re.compile(r"^'(?P<name>[^']+)' file not found")
-_QUOTED = re.compile(r"'([^']*)'")
-CUDA_NAMES = frozenset({
-    "cg", "cooperative_groups", "nvcuda", "wmma", "cuda", "std", "cub", "thrust", "cute", "cutlass", "half",
-    "thread_block", "thread_block_tile", "this_thread_block", "tiled_partition", "reduce", "inclusive_scan",
-    "exclusive_scan", "plus", "less", "greater", "bit_and", "bit_or", "bit_xor", "warpSize", "nv_bfloat16",
-    "nv_bfloat162", "bfloat16", "fragment", "matrix_a", "matrix_b", "accumulator", "row_major", "col_major",
-    "mem_row_major", "mem_col_major", "precision", "tf32", "uint", "ushort", "uchar", "ulong", "longlong",
-    "ulonglong", "char1", "char2", "char3", "char4", "uchar1", "uchar2", "uchar3", "uchar4", "short2", "short4",
-    "ushort2", "ushort4", "long2", "ulong2", "longlong2", "ulonglong2", "dim3", "texture", "surface",
-    "cudaTextureObject_t", "cudaSurfaceObject_t", "curandState", "curandState_t", "curand_init", "curand",
-    "curand_uniform", "curand_normal", "hip", "hipcub", "rocprim",
-})
-"""CUDA/HIP names kxform's host-only libclang view does not declare (only a prelude is
-parsed, not the toolkit's runtime headers): an error that names one of these says
-nothing about the user's code. Built-in calls are matched by BUILTIN_CALL_RE too."""
 
 
 @dataclass(frozen=True)
@@ -183,7 +167,7 @@ def analyse_file(path: str, data: bytes, extra_args: list[str]) -> SemanticInfo:
                                              | ci.TranslationUnit.PARSE_INCOMPLETE)
             except ci.TranslationUnitLoadError as exc:
                 return SemanticInfo(path, False, f"libclang failed to load the file: {exc}")
-            name = _missing_header(tu)
+            name = missing_header(tu)
             if name is None or name in missing or len(missing) >= MAX_STUBBED_HEADERS:
                 break
             missing.append(name)
@@ -193,11 +177,11 @@ def analyse_file(path: str, data: bytes, extra_args: list[str]) -> SemanticInfo:
         info = SemanticInfo(path, True, missing_headers=missing)
         main = os.path.abspath(path)
         fatal = [d for d in tu.diagnostics if d.severity >= ci.Diagnostic.Fatal]
-        if fatal and _missing_header(tu) is None:
+        if fatal and missing_header(tu) is None:
             d = fatal[0]
             where = f"{d.location.file}:{d.location.line}" if d.location.file else path
             return SemanticInfo(path, False, f"{where}: {d.spelling}", missing_headers=missing)
-        errors = _errors_by_file(tu, main)
+        errors = errors_by_file(tu, main, _system_prefixes())
         info.errors = [(offset, message) for offset, message in errors.get(main, [])]
         for cursor in tu.cursor.get_children():
             _visit_top(cursor, main, data, info, errors)
@@ -206,58 +190,12 @@ def analyse_file(path: str, data: bytes, extra_args: list[str]) -> SemanticInfo:
         shutil.rmtree(stubs, ignore_errors=True)
 
 
-def _missing_header(tu) -> str | None:  # type: ignore[no-untyped-def]
-    import clang.cindex as ci
-
-    for d in tu.diagnostics:
-        if d.severity >= ci.Diagnostic.Fatal:
-            match = _NOT_FOUND.match(d.spelling)
-            if match and not os.path.isabs(match.group("name")) and ".." not in match.group("name"):
-                return match.group("name")
-    return None
-
-
 def _system_prefixes() -> tuple[str, ...]:
     from kxform.build.toolkit import cuda_include_dirs
 
     dirs = [str(PRELUDE_DIR), "/usr/include", "/usr/lib", "/usr/local/include", *cuda_include_dirs()]
     dirs += [d for d in _compiler_include_dirs() if d != "-isystem"]
     return tuple(os.path.realpath(d) for d in dirs)
-
-
-def _about_user_code(message: str) -> bool:
-    """Whether an error can hide something of the user's (a function or macro that might
-    read the block index): not when it only names a CUDA built-in kxform's prelude lacks."""
-    from kxform.passes.swizzle.index_usage import BUILTIN_CALL_RE
-
-    quoted = _QUOTED.findall(message)
-    if not quoted:
-        return True
-    name = re.split(r"[<(\s]", quoted[0].strip())[0].split("::")[-1]
-    return not (name in CUDA_NAMES or BUILTIN_CALL_RE.match(name) or name in ("int", "float", "double", "bool",
-                                                                            "unsigned", "char", "void"))
-
-
-def _errors_by_file(tu, main: str) -> dict[str, list[tuple[int, str]]]:  # type: ignore[no-untyped-def]
-    """Errors in the project's own files (the main file and its local headers), by file:
-    errors inside toolkit and system headers come from kxform's host-only view of CUDA
-    and say nothing about the user's code."""
-    import clang.cindex as ci
-
-    system = _system_prefixes()
-    out: dict[str, list[tuple[int, str]]] = {}
-    for d in tu.diagnostics:
-        if d.severity < ci.Diagnostic.Error or d.location.file is None:
-            continue
-        name = os.path.abspath(d.location.file.name)
-        if name != main and os.path.realpath(name).startswith(system):
-            continue
-        shown = os.path.basename(name) if name != main else os.path.basename(main)
-        if not _about_user_code(d.spelling):
-            continue
-        out.setdefault(name, []).append((d.location.offset, f"{shown}:{d.location.line}:{d.location.column}: "
-                                                            f"{d.spelling}"))
-    return out
 
 
 def _in_main(cursor, main: str) -> bool:  # type: ignore[no-untyped-def]
