@@ -24,7 +24,10 @@ CUDA_NAMES = frozenset({
     "ulonglong", "char1", "char2", "char3", "char4", "uchar1", "uchar2", "uchar3", "uchar4", "short2", "short4",
     "ushort2", "ushort4", "long2", "ulong2", "longlong2", "ulonglong2", "dim3", "texture", "surface",
     "cudaTextureObject_t", "cudaSurfaceObject_t", "curandState", "curandState_t", "curand_init", "curand",
-    "curand_uniform", "curand_normal", "hip", "hipcub", "rocprim",
+    "curand_uniform", "curand_normal", "hip", "hipcub", "rocprim", "grid_group", "thread_group",
+    "coalesced_group", "multi_grid_group", "cluster_group", "grid", "block_tile_memory", "this_grid",
+    "this_multi_grid", "this_cluster", "coalesced_threads", "memcpy_async", "wait", "wait_prior",
+    "pipeline", "barrier", "aligned_size_t",
 })
 """CUDA/HIP names kxform's host-only libclang view does not declare (only a prelude is
 parsed, not the toolkit's runtime headers): an error that names one of these says
@@ -76,3 +79,14 @@ def errors_by_file(tu, main: str,  # type: ignore[no-untyped-def]
         out.setdefault(name, []).append((d.location.offset, f"{shown}:{d.location.line}:{d.location.column}: "
                                                             f"{d.spelling}"))
     return out
+
+
+_UNDECLARED = re.compile(r"use of undeclared identifier '(\w+)'")
+
+
+def is_cascade(message: str, text_before: bytes) -> bool:
+    """An "undeclared identifier" error for a name the function already mentioned before
+    the error (`wmma::fragment<...> acc;` failed, so every later `acc` is "undeclared"):
+    the first error explains it, and is counted on its own."""
+    match = _UNDECLARED.search(message)
+    return match is not None and re.search(rb"\b" + match.group(1).encode() + rb"\b", text_before) is not None

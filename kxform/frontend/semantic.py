@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kxform.frontend.clang_diagnostics import errors_by_file, missing_header
+from kxform.frontend.clang_diagnostics import errors_by_file, is_cascade, missing_header
 from kxform.frontend.model import SourceModel
 from kxform.engine.pass_api import Blocker
 
@@ -83,6 +83,8 @@ class SemanticInfo:
     """Headers that could not be found (parsed as empty files), as spelled in #include."""
     build_dir_given: bool = False
     """The run has compile_commands.json (no point suggesting -p BUILD_DIR)."""
+    source: bytes = b""
+    """The file's bytes as analysed (offsets in `errors` point into them)."""
 
     def unknown(self, usage: object) -> str | None:
         """Why libclang cannot answer for the kernel of `usage` (None: it can)."""
@@ -92,7 +94,8 @@ class SemanticInfo:
         if not self.ok:
             return f"libclang could not analyse the file ({self.diagnostic})"
         for function in usage.functions:
-            inside = next((m for offset, m in self.errors if function.span.start <= offset < function.span.end), None)
+            inside = next((m for offset, m in self.errors if function.span.start <= offset < function.span.end
+                           and not is_cascade(m, self.source[function.span.start:offset])), None)
             reason = inside or self.broken.get(function.name)
             if reason is not None:
                 return f"libclang could not analyse '{function.name}' ({reason})"
@@ -174,7 +177,7 @@ def analyse_file(path: str, data: bytes, extra_args: list[str]) -> SemanticInfo:
             stub = Path(stubs) / name
             stub.parent.mkdir(parents=True, exist_ok=True)
             stub.write_text("/* kxform: not found; parsed as empty */\n")
-        info = SemanticInfo(path, True, missing_headers=missing)
+        info = SemanticInfo(path, True, missing_headers=missing, source=data)
         main = os.path.abspath(path)
         fatal = [d for d in tu.diagnostics if d.severity >= ci.Diagnostic.Fatal]
         if fatal and missing_header(tu) is None:
