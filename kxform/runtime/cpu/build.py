@@ -182,11 +182,12 @@ class Builder:
     def _build(self, unit: KernelUnit, exe: Path, where: str) -> Path:
         work = self._workdir()
         try:
-            with ThreadPoolExecutor(max_workers=1) as pool:
+            with ThreadPoolExecutor(max_workers=2) as pool:  # host object and nvcc's check beside the compile
                 host = pool.submit(self.host_object)
+                device = pool.submit(check_device_code, unit, where)
                 kernel_obj = self._compile_kernel(unit, work, where)
                 host_obj = host.result()
-            check_device_code(unit, where)
+                device.result()
             tmp_exe = work / "kernel.exe"
             self._run([*self.toolchain.command, "-pthread", str(host_obj), str(kernel_obj), "-o", str(tmp_exe)],
                       work, where, "link error")
