@@ -26,6 +26,7 @@ MISSED = {"rows": "IndexReadInForeignMacro", "chained": "SpinWait", "configured"
 def make_tree(tmp_path: Path) -> Path:
     root = tmp_path / "tree"
     shutil.copytree(FIXTURE, root)
+    (root / "build").mkdir(exist_ok=True)  # the compilation database is written for the copy's paths
     entries = [{"directory": str(root / "build"), "file": str(f),
                 "arguments": ["nvcc", "-I../include", "-DKX_TILE=16", "-ccbin", "/usr/bin/g++", "-O3",
                               "-c", str(f), "-o", f.stem + ".o"]}
