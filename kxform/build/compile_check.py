@@ -23,16 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kxform.build.builder import Builder
-from kxform.build.compile_db import CompileDatabase, CompileFlags, load_compile_commands
+from kxform.build.compile_db import CompileFlags
 from kxform.build.diagnostics import Diagnostic, first_error, located_errors
-from kxform.build.nvcc import BuildJob, BuildResult, KernelResources, find_nvcc
+from kxform.build.nvcc import BuildJob, BuildResult, KernelResources
 from kxform.build.overlay import OverlayFile, walk_includes
+from kxform.build.toolchain import Toolchain
 from kxform.engine.driver import FileTransform
-from kxform.engine.pass_api import CheckRecord
+from kxform.engine.pass_api import UNCONFIRMED, CheckRecord
 
 NVCC_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".hh", ".inl")
 UNIT_SUFFIX = ".cu"
-NO_FLAGS = CompileFlags((), (), ())
 
 
 def _resources(resources: tuple[KernelResources, ...]) -> str:
@@ -48,27 +48,29 @@ def _resources(resources: tuple[KernelResources, ...]) -> str:
 class CompileChecker:
     builder: Builder
     arch: str
-    build_dir: str | None
+    toolchain: Toolchain
     strict: bool
-    database: CompileDatabase | None = None
     notes: list[str] = field(default_factory=list)
 
     @classmethod
-    def create(cls, build_dir: str | None, arch: str, jobs: int, strict: bool = False) -> CompileChecker | None:
-        if find_nvcc() is None:
+    def create(cls, build_dir: str | None, arch: str, jobs: int, strict: bool = False,
+               toolchain: Toolchain | None = None) -> CompileChecker | None:
+        toolchain = toolchain or Toolchain.create(build_dir)
+        if toolchain.nvcc is None:
             return None
         nv_arch = arch if arch.startswith(("sm_", "compute_")) else "sm_90"  # AMD profiles: check CUDA syntax only
-        database = load_compile_commands(build_dir) if build_dir else None
-        checker = cls(Builder(jobs=jobs or None), nv_arch, build_dir, strict, database)
-        if database is not None and database.ignored:
-            shown = ", ".join(database.ignored[:6]) + (", ..." if len(database.ignored) > 6 else "")
-            checker.notes.append(f"{database.path}: ignored flags that could run other programs or that kxform "
-                                 f"does not need (only include paths, defines and the language standard are "
-                                 f"taken): {shown}")
+        checker = cls(Builder(jobs=jobs or None), nv_arch, toolchain, strict)
+        note = toolchain.ignored_flags_note()
+        if note is not None:
+            checker.notes.append(note)
         return checker
 
+    @property
+    def build_dir(self) -> str | None:
+        return self.toolchain.build_dir
+
     def _flags(self, path: str, includer: str | None) -> CompileFlags:
-        return self.database.flags_for(path, includer) if self.database is not None else NO_FLAGS
+        return self.toolchain.project_flags(path, includer)
 
     def _job(self, path: str, text: str, line_map: tuple[int, ...] | None, flags: CompileFlags,
              overlay: tuple[OverlayFile, ...] = ()) -> BuildJob:
@@ -83,12 +85,16 @@ class CompileChecker:
         return self.check_tree(transforms, {}, {})
 
     def check_tree(self, transforms: Sequence[FileTransform], includers: Mapping[str, Sequence[str]],
-                   originals: Mapping[str, bytes] | None = None) -> list[CheckRecord]:
+                   originals: Mapping[str, bytes] | None = None,
+                   in_place: Sequence[FileTransform] = ()) -> list[CheckRecord]:
         """One record per rewritten file. `includers`: real path of a header -> the units of
         the run that include it; `originals`: real path -> current bytes of every file of
-        the run (units that include a rewritten header without being rewritten)."""
+        the run (units that include a rewritten header without being rewritten);
+        `in_place`: rewrites already checked (an earlier round of the candidate stage),
+        in place in every unit compiled but not checked again."""
         originals = dict(originals or {})
-        changed = {os.path.realpath(t.source.path): t for t in transforms}
+        changed = {os.path.realpath(t.source.path): t for t in in_place if t.changed}
+        changed.update({os.path.realpath(t.source.path): t for t in transforms})
         for real, t in changed.items():
             originals.setdefault(real, t.source.data)
         overlay = {real: OverlayFile(real, t.source.path, t.new_data.decode("utf-8"), t.line_map or None)
@@ -151,13 +157,13 @@ class CompileChecker:
         base = first_error(original.log)
         hint = "" if self.build_dir else " (pass -p BUILD_DIR for the project's include paths and defines)"
         return CheckRecord("compile", not self.strict,
-                           f"unconfirmed: the original does not compile either ({base or 'nvcc failed'}); the "
+                           f"{UNCONFIRMED}: the original does not compile either ({base or 'nvcc failed'}); the "
                            f"rewrite adds no error, but nvcc cannot confirm it{hint}")
 
     @staticmethod
     def _combine(records: list[CheckRecord], units: list[str], path: str) -> CheckRecord:
         worst = next((r for r in records if not r.ok), None) or \
-            next((r for r in records if r.detail.startswith("unconfirmed")), None) or records[0]
+            next((r for r in records if r.unconfirmed), None) or records[0]
         if len(units) == 1 and units[0] == path:
             return worst
         where = f"through {units[0]}" if len(units) == 1 else f"through {len(units)} units including it"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 from kxform.errors import UsageError
@@ -126,11 +127,12 @@ def _checks_line(result: KernelResult) -> str:
     for check in result.checks:
         if check.detail.startswith("skipped"):
             parts.append(f"{check.name} skipped")
-        elif check.detail.startswith("unconfirmed"):
+        elif check.unconfirmed:
             parts.append(f"{check.name} unconfirmed")
         elif check.name == "verify":
             runtime = "gpu" if "on the gpu runtime" in check.detail else "cpu"
-            sizes = check.detail.split(", ")[-1].split(")")[0] if "sizes)" in check.detail else ""
+            found = re.search(r"(\d+ sizes)\)", check.detail)
+            sizes = found.group(1) if found else ""
             parts.append(f"verify ({runtime} runtime, {sizes})" if sizes else "verify")
         else:
             parts.append(check.name)

@@ -1,4 +1,6 @@
-"""`kxform inspect`: what kxform sees in a file: kernels, launches, index reads, swizzle safety."""
+"""`kxform inspect`: what kxform sees in a file: kernels, launch sites, and what each pass
+makes of each kernel (every registered pass describes itself: swizzle its index reads and
+safety, tile the parameter space and the constraints it derived)."""
 
 from __future__ import annotations
 
@@ -7,64 +9,72 @@ import json
 import sys
 from typing import Any
 
-from kxform.errors import KxformError
-from kxform.workspace.files import walk_sources
-from kxform.frontend.cuda import parse_model
-from kxform.hw import load_profile
+from kxform.build.toolchain import Toolchain
 from kxform.engine.pass_api import PassContext, RunOptions
-from kxform.log.remarks import RemarkSink
+from kxform.engine.registry import default_registry
+from kxform.errors import KxformError
+from kxform.frontend.cuda import parse_model
+from kxform.frontend.semantic import semantic_provider
 from kxform.frontend.source import read_source
+from kxform.hw import HwProfile, load_profile
+from kxform.log.remarks import RemarkSink
+from kxform.workspace.files import walk_sources
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("inspect", help="show kernels, launch sites, index reads and swizzle safety")
+    p = subparsers.add_parser("inspect", help="show kernels, launch sites and what each pass makes of them")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--hw", default="h100", help="hardware profile for the swizzle preview (default: h100)")
+    p.add_argument("--hw", default="h100", help="hardware profile for constraints and previews (default: h100)")
+    p.add_argument("--pass", dest="passes", metavar="NAME[,NAME]", help="only these passes (default: all)")
+    p.add_argument("-p", dest="build_dir", metavar="BUILD_DIR", help="directory with compile_commands.json")
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.set_defaults(func=run)
 
 
-def inspect_file(path: str, hw_name: str) -> dict[str, Any]:
-    from kxform.passes.swizzle import Swizzle
-
+def inspect_file(path: str, hw: HwProfile | str, passes: str | None = None,
+                 build_dir: str | None = None) -> dict[str, Any]:
+    profile = load_profile(hw) if isinstance(hw, str) else hw
+    registry = default_registry()
+    pipeline = registry.pipeline(passes) if passes else [registry.get(n)() for n in registry.names()]
     source = read_source(path)
     model = parse_model(source)
-    ctx = PassContext(model, load_profile(hw_name), RunOptions(), RemarkSink())
-    analyses = Swizzle().analyse(ctx)
+    semantic = semantic_provider(path, build_dir)(model)
+    ctx = PassContext(model, profile, RunOptions(), RemarkSink(), semantic, Toolchain.create(build_dir))
+    described: dict[str, dict[str, dict[str, Any]]] = {}
+    for pass_ in pipeline:
+        analyses = pass_.analyse(ctx)
+        described[pass_.name] = {name: pass_.describe(ctx, analysis) for name, analysis in analyses.items()}
     kernels = []
     for kernel in model.kernels:
-        analysis = analyses[kernel.name]
-        usage = analysis.facts["usage"]
-        kernels.append({
+        entry: dict[str, Any] = {
             "name": kernel.name,
             "line": source.line_col(kernel.span.start)[0],
             "template": kernel.template_params,
             "params": [f"{p.ctype} {p.name}".strip() for p in kernel.params],
             "launch_bounds": kernel.launch_bounds,
-            "grid_dims": usage.dims,
-            "device_functions": [f.name for f in usage.functions[1:]],
-            "index_reads": [{"read": r.spelling, "line": source.line_col(r.span.start)[0],
-                             "function": r.function, "macro": r.macro} for r in usage.reads],
-            "swizzle": "already applied" if analysis.already_applied else
-                       "safe" if analysis.applicable else "refused",
-            "reasons": [f"{b.key}: {b.message}" for b in analysis.blockers],
-        })
+            "passes": {name: per_kernel[kernel.name] for name, per_kernel in described.items()
+                       if kernel.name in per_kernel},
+        }
+        entry.update({name: d["status"] for name, d in entry["passes"].items()})
+        kernels.append(entry)
     return {
         "file": path,
+        "hw": profile.name,
         "kernels": kernels,
         "device_functions": [f.name for f in model.functions if f.kind.value == "device"],
-        "launches": [{"kernel": l.kernel, "template_args": l.template_args, "config": list(l.config),
-                      "style": l.style, "line": source.line_col(l.span.start)[0], "in": l.function}
-                     for l in model.launches],
+        "launches": [{"kernel": launch.kernel, "template_args": launch.template_args, "config": list(launch.config),
+                      "style": launch.style, "line": source.line_col(launch.span.start)[0], "in": launch.function}
+                     for launch in model.launches],
         "syntax_errors": [str(source.location(i.span.start)) for i in model.syntax_issues],
     }
 
 
 def run(args: argparse.Namespace) -> int:
     reports, status = [], 0
+    hw = load_profile(args.hw)
     for path in walk_sources(args.paths):
         try:
-            reports.append(inspect_file(str(path), args.hw))
+            reports.append(inspect_file(str(path), hw, args.passes, args.build_dir))
         except KxformError as exc:
             print(f"kxform: error: {exc}", file=sys.stderr)
             status = 2
@@ -80,15 +90,32 @@ def run(args: argparse.Namespace) -> int:
 def _print_table(report: dict[str, Any]) -> None:
     print(report["file"])
     for k in report["kernels"]:
-        print(f"  kernel {k['name']} (line {k['line']}, {k['grid_dims']}-D grid)  swizzle: {k['swizzle']}")
-        for reason in k["reasons"]:
-            print(f"      - {reason}")
-        for read in k["index_reads"]:
-            where = f"macro {read['macro']}" if read["macro"] else read["function"]
-            print(f"      {read['read']:<16} line {read['line']:<5} in {where}")
+        print(f"  kernel {k['name']} (line {k['line']})")
+        for name, info in k["passes"].items():
+            _print_pass(name, info)
     for launch in report["launches"]:
         targs = launch["template_args"] or ""
         print(f"  launch {launch['kernel']}{targs} <<<{', '.join(launch['config'])}>>> line {launch['line']} "
               f"({launch['style']})")
     for error in report["syntax_errors"]:
         print(f"  syntax error at {error}")
+
+
+def _print_pass(name: str, info: dict[str, Any]) -> None:
+    extra = f", {info['grid_dims']}-D grid" if "grid_dims" in info else ""
+    print(f"    {name}: {info['status']}{extra}")
+    for reason in info.get("reasons", []):
+        print(f"      - {reason}")
+    for read in info.get("index_reads", []):
+        where = f"macro {read['macro']}" if read["macro"] else read["function"]
+        print(f"      {read['read']:<16} line {read['line']:<5} in {where}")
+    for param in info.get("params", []):
+        values = param.get("values", param.get("range"))
+        origin = f"  [{param['origin']}]" if param.get("origin") else ""
+        print(f"      param {param['name']} = {param['default']} ({param['type']}: {values}){origin}")
+    for refused in info.get("not_lifted", []):
+        print(f"      not lifted: {refused}")
+    for constraint in info.get("constraints", []):
+        origin = f"  [{constraint['origin']}]" if constraint.get("origin") else ""
+        why = f"  -- {constraint['reason']}" if constraint.get("reason") else ""
+        print(f"      require {constraint['expr']}{origin}{why}")

@@ -1,7 +1,9 @@
 """The layer above the pure core: files, parallelism, compile checks, write-back and logs.
 
-`run_apply` transforms every file in memory first (in worker processes), compiles the
-changed ones with nvcc where asked (in parallel, cached by content), and only then
+`run_apply` transforms every file in memory first (in worker processes), runs the later
+stages over the changed ones (compile with nvcc where asked, in parallel and cached by
+content; differential verification; measurement: kxform.engine.stages, whose refusals
+send a kernel back to the proposer and its file through the core again), and only then
 writes. Files are isolated from each other: a file that cannot be read, parsed,
 analysed or written is reported on one line and left untouched, and every other file
 is processed and written as usual (README, "Exit codes"). Environment problems found
@@ -20,7 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from kxform.engine.driver import FileTransform, transform_source
+from kxform.build.toolchain import Toolchain
+from kxform.engine.driver import Feedback, FileTransform, transform_source
+from kxform.engine.stages import run_later_stages
 from kxform.errors import InputError, KxformError, UsageError, display_path
 from kxform.workspace.files import write_atomic
 from kxform.workspace.lock import TreeLock
@@ -68,19 +72,24 @@ def _pipeline(pipeline: str, extra_options: tuple[tuple[str, str], ...]) -> tupl
     return tuple(default_registry().pipeline(pipeline, dict(extra_options)))
 
 
-def _transform_one(path: str, config: ApplyConfig, includer: str | None = None) -> FileOutcome:
-    """Worker: read, validate and transform one file. Never raises for bad input."""
+def _transform_one(path: str, config: ApplyConfig, includer: str | None = None,
+                   feedback: Feedback | None = None) -> FileOutcome:
+    """Worker: read, validate and transform one file. Never raises for bad input.
+    `includer`: the unit of the run that includes this header (its flags and directory);
+    `feedback`: candidates the later stages refused in an earlier round."""
     try:
         source = read_source(path)
         passes = _pipeline(config.pipeline, config.extra_options)
         assert config.hw is not None
         options = RunOptions(kernels=config.kernels, arch=config.hw.arch)
+        toolchain = Toolchain.create(config.build_dir)
         semantic = None
         if config.semantic:
             from kxform.frontend.semantic import semantic_provider
 
-            semantic = semantic_provider(path, config.build_dir, includer)
-        transform = transform_source(source, passes, config.hw, options, semantic=semantic)
+            semantic = semantic_provider(path, config.build_dir, includer, toolchain)
+        transform = transform_source(source, passes, config.hw, options, semantic=semantic, feedback=feedback,
+                                     toolchain=toolchain, finalize=False)
         return FileOutcome(path, transform, results=list(transform.results))
     except UsageError:
         raise
@@ -156,8 +165,15 @@ def run_apply(paths: list[str], config: ApplyConfig, progress: Progress | None =
                     for err in sources.refused]
         outcomes += _transform_all(sources, config, progress)
         report = Report(write_back=config.write_back)
-        _compile_check(outcomes, config, sources, report)
-        _verify(outcomes, config)
+        latest = {o.path: o for o in outcomes if o.transform is not None}  # each file as it stands
+
+        def retransform(path: str, feedback: Feedback) -> FileOutcome:
+            latest[path] = _transform_one(path, config, _includer(sources, path), feedback)
+            return latest[path]
+
+        outcomes = run_later_stages(
+            outcomes, (lambda batch: _compile_check(batch, config, sources, report, list(latest.values())),
+                       lambda batch: _verify(batch, config)), retransform)
         for outcome in outcomes:
             report.add_kernels(outcome.results)
             transform = outcome.transform
@@ -190,9 +206,14 @@ def _worker_init(parent: int) -> None:
         os._exit(1)
 
 
+def _includer(sources: SourceSet, path: str) -> str | None:
+    """The first unit of the run that includes `path` (None for a unit, or a lone header)."""
+    return (sources.includers.get(os.path.realpath(path)) or [None])[0]
+
+
 def _transform_all(sources: SourceSet, config: ApplyConfig, progress: Progress | None) -> list[FileOutcome]:
     files = sources.files
-    includer = {path: (sources.includers.get(os.path.realpath(path)) or [None])[0] for path in files}
+    includer = {path: _includer(sources, path) for path in files}
     jobs = config.jobs or os.cpu_count() or 1
     if jobs == 1 or len(files) < 8:
         out = []
@@ -214,18 +235,20 @@ def _transform_all(sources: SourceSet, config: ApplyConfig, progress: Progress |
     return [r for r in results if r is not None]
 
 
-def _compile_check(outcomes: list[FileOutcome], config: ApplyConfig, sources: SourceSet, report: Report) -> None:
+def _compile_check(outcomes: list[FileOutcome], config: ApplyConfig, sources: SourceSet, report: Report,
+                   run: list[FileOutcome]) -> None:
     """Check (d): rewritten files must compile with nvcc where it exists, each through
-    every translation unit of the run that includes it (with all rewritten files in
-    place); a file that fails is not written, and its kernels are marked failed with
-    nvcc's first new error (see kxform.build.compile_check)."""
+    every translation unit of the run that includes it (with all rewritten files of the
+    run in place: `run`, in its current round); a file that fails is not written, and its
+    kernels are marked failed with nvcc's first new error (see kxform.build.compile_check).
+    `outcomes`: the files of this round of the candidate stage."""
     changed = [o for o in outcomes if o.transform is not None and o.transform.changed]
     if config.verify == "static" or not changed:
         return
     from kxform.build.compile_check import CompileChecker
 
     checker = CompileChecker.create(config.build_dir, config.hw.arch if config.hw else "sm_90", config.jobs,
-                                    strict=config.verify == "compile")
+                                    strict=config.verify == "compile", toolchain=Toolchain.create(config.build_dir))
     if checker is None:
         if config.verify == "compile":
             raise UsageError("--verify compile needs nvcc (not found on PATH; set KXFORM_NVCC)")
@@ -234,9 +257,11 @@ def _compile_check(outcomes: list[FileOutcome], config: ApplyConfig, sources: So
             _attach(outcome, outcome.compile_record)
         return
     transforms = [o.transform for o in changed if o.transform is not None]
-    originals = {os.path.realpath(o.path): o.transform.source.data for o in outcomes if o.transform is not None}
-    records = checker.check_tree(transforms, sources.includers, originals)
-    report.notes.extend(checker.notes)
+    checked = {id(o) for o in changed}
+    originals = {os.path.realpath(o.path): o.transform.source.data for o in run if o.transform is not None}
+    in_place = [o.transform for o in run if o.transform is not None and id(o) not in checked]
+    records = checker.check_tree(transforms, sources.includers, originals, in_place)
+    report.notes.extend(n for n in checker.notes if n not in report.notes)
     for outcome, record in zip(changed, records):
         outcome.compile_record = record
         if record.ok:

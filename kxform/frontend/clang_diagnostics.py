@@ -49,7 +49,7 @@ def missing_header(tu) -> str | None:  # type: ignore[no-untyped-def]
 def _about_user_code(message: str) -> bool:
     """Whether an error can hide something of the user's (a function or macro that might
     read the block index): not when it only names a CUDA built-in kxform's prelude lacks."""
-    from kxform.passes.swizzle.index_usage import BUILTIN_CALL_RE
+    from kxform.frontend.semantic import BUILTIN_CALL_RE
 
     quoted = _QUOTED.findall(message)
     if not quoted:

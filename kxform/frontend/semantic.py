@@ -1,66 +1,71 @@
 """Semantic layer (libclang): what the syntax alone cannot see.
 
 tree-sitter sees one file as written. libclang preprocesses and resolves it, so it finds
-block-index reads hidden behind macros defined in other headers and device functions
-reached in other files. It runs only when the syntax leaves a question open (the file
-has local includes, or a kernel calls something not defined in the file).
+reads of the CUDA built-ins (blockIdx, gridDim, threadIdx, blockDim) hidden behind macros
+defined in other headers, and functions reached in other files together with the
+built-ins they read. It runs only when the syntax leaves a question open (the file has
+local includes, or device code calls something not defined in the file).
 
 libclang searches the file's directory (and, for a header, the directory of the unit
 that includes it), the compile database's paths and the CUDA toolkit's include
-directories (kxform.build.toolkit). A header that still cannot be found is replaced by
-an empty one and the file parsed again, so one missing header costs only the kernels
-that use what it declares: a function whose body (or a declaration it uses) holds an
-error is "unknown" and passes stay conservative for the kernels that reach it, with
-the error and the missing header's name in the remark. Analysis never raises.
+directories (all from kxform.build.toolchain). A header that still cannot be found is
+replaced by an empty one and the file parsed again, so one missing header costs only
+the kernels that use what it declares: a function whose body (or a declaration it uses)
+holds an error is "unknown" (`SemanticInfo.unknown`), with the error and the missing
+header's name. If libclang cannot parse a file at all, the answer is "unknown"
+(`ok=False`) and passes stay conservative; it never raises. What a pass concludes from
+these facts lives with the pass.
 """
 
 from __future__ import annotations
 
-import functools
 import os
+import re
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kxform.frontend.clang_diagnostics import errors_by_file, is_cascade, missing_header
-from kxform.frontend.model import SourceModel
-from kxform.engine.pass_api import Blocker
+from kxform.frontend.model import Function, FunctionKind, SourceModel
 
 PRELUDE_DIR = Path(__file__).parent / "prelude"
-
-
-@functools.cache
-def _compiler_include_dirs() -> list[str]:
-    """The host compiler's own header directory (stddef.h, stdarg.h): the libclang wheel
-    ships no resource headers, and the C++ standard library needs them."""
-    import shutil
-    import subprocess
-
-    for compiler in ("gcc", "cc", "clang"):
-        if shutil.which(compiler):
-            try:
-                out = subprocess.run([compiler, "-print-file-name=include"], capture_output=True, text=True,
-                                     timeout=10).stdout.strip()
-            except (OSError, subprocess.SubprocessError):
-                continue
-            if out and os.path.isdir(out):
-                return ["-isystem", out]
-    return []
 BASE_ARGS = ["-x", "cuda", "--cuda-host-only", "-nocudainc", "-nocudalib", "-Wno-unknown-cuda-version",
              "-std=c++17", "-ferror-limit=0", "-include", str(PRELUDE_DIR / "kxform_cuda_prelude.h"),
              "-I", str(PRELUDE_DIR / "stubs")]
-INDEX_NAMES = frozenset({"blockIdx", "gridDim"})
+BUILTIN_NAMES = frozenset({"blockIdx", "gridDim", "threadIdx", "blockDim"})
 MAX_STUBBED_HEADERS = 12
+
+BUILTIN_CALL_RE = re.compile(
+    r"^(__\w+|atomic\w*|make_\w+|min|max|abs|f?abs\w*|\w+f|sqrt|rsqrt|exp\w*|log\w*|pow|sin\w*|cos\w*|tan\w*|"
+    r"erf\w*|floor|ceil|round|trunc|fma|fmin|fmax|isnan|isinf|printf|assert|static_cast|reinterpret_cast|"
+    r"const_cast|dynamic_cast|sizeof|alignof|decltype|dim3|float[1-4]|int[1-4]|uint[1-4]|double[1-4]|"
+    r"half\w*|bfloat\w*|std::\w+|cuda\w*|hip\w*|cg::\w+|load_matrix_sync|store_matrix_sync|mma_sync|"
+    r"fill_fragment|this_thread_block|this_grid|tiled_partition|sync|thread_rank|size|shfl\w*|ballot\w*)$"
+)
+"""Callees that are CUDA/C++ built-ins, not user functions that could read a built-in."""
 
 
 @dataclass(frozen=True)
 class HiddenRead:
+    """A read of a CUDA built-in (`blockIdx.y`) that is not spelled where it happens: it
+    comes from the expansion of `macro` inside `function`."""
+
     function: str
     offset: int
     macro: str
     axis: str
+    builtin: str = "blockIdx"
+
+
+@dataclass(frozen=True)
+class ForeignFunction:
+    """A function defined in another file and called from this one."""
+
+    file: str
+    builtins: frozenset[str]
+    """The CUDA built-ins it reads, itself or through what it calls."""
 
 
 @dataclass
@@ -71,10 +76,9 @@ class SemanticInfo:
     ok: bool
     diagnostic: str = ""
     hidden_reads: list[HiddenRead] = field(default_factory=list)
-    foreign_readers: dict[str, str] = field(default_factory=dict)
-    """Functions defined in other files, called from this file, that read blockIdx: name -> file."""
+    foreign_calls: dict[str, ForeignFunction] = field(default_factory=dict)
     local_macros: frozenset[str] = frozenset()
-    """Macros defined in the file itself: their reads are rewritten syntactically."""
+    """Macros defined in the file itself: passes rewrite their bodies syntactically."""
     errors: list[tuple[int, str]] = field(default_factory=list)
     """Errors libclang reported in the file itself: (byte offset, `line:col: message`)."""
     broken: dict[str, str] = field(default_factory=dict)
@@ -86,14 +90,13 @@ class SemanticInfo:
     source: bytes = b""
     """The file's bytes as analysed (offsets in `errors` point into them)."""
 
-    def unknown(self, usage: object) -> str | None:
-        """Why libclang cannot answer for the kernel of `usage` (None: it can)."""
-        from kxform.passes.swizzle.index_usage import IndexUsage
-
-        assert isinstance(usage, IndexUsage)
+    def unknown(self, functions: Sequence[Function]) -> str | None:
+        """Why libclang cannot answer for code made of `functions` (a kernel and the
+        functions it reaches): the file did not parse, or one of them holds an error or
+        uses a declaration that does. None: it can."""
         if not self.ok:
             return f"libclang could not analyse the file ({self.diagnostic})"
-        for function in usage.functions:
+        for function in functions:
             inside = next((m for offset, m in self.errors if function.span.start <= offset < function.span.end
                            and not is_cascade(m, self.source[function.span.start:offset])), None)
             reason = inside or self.broken.get(function.name)
@@ -101,45 +104,27 @@ class SemanticInfo:
                 return f"libclang could not analyse '{function.name}' ({reason})"
         return None
 
-    def blockers_for(self, usage: object) -> list[Blocker]:
-        from kxform.passes.swizzle.index_usage import IndexUsage
+    def missing_note(self) -> str:
+        """`; header(s) not found: a.h, b.h` for a message, or nothing."""
+        if not self.missing_headers:
+            return ""
+        return f"; header{'s' if len(self.missing_headers) > 1 else ''} not found: {', '.join(self.missing_headers)}"
 
-        assert isinstance(usage, IndexUsage)
-        names = {f.name for f in usage.functions}
-        why = self.unknown(usage)
-        if why is not None:  # the question the syntax left open stays open: refuse
-            what = f"'{usage.external_calls[0]}' is defined elsewhere and" if usage.external_calls else \
-                "an included header"
-            missing = f"; header{'s' if len(self.missing_headers) > 1 else ''} not found: " \
-                f"{', '.join(self.missing_headers)}" if self.missing_headers else ""
-            hint = "" if self.build_dir_given else " (pass -p BUILD_DIR with compile_commands.json)"
-            return [Blocker("SemanticUnavailable", f"{why}{missing}; {what} may read the block index{hint}",
-                            usage.kernel.span.start)]
-        out = []
-        for read in self.hidden_reads:
-            if read.function in names and read.axis in ("x", "y") and read.macro not in self.local_macros:
-                out.append(Blocker("IndexReadInForeignMacro", f"macro '{read.macro}' (defined in another file) "
-                                   f"reads blockIdx.{read.axis}; kxform does not rewrite other files", read.offset))
-        for callee, where in sorted(self.foreign_readers.items()):
-            if callee in usage.external_calls:
-                out.append(Blocker("IndexReadInOtherFile", f"'{callee}' (defined in {where}) reads the block index; "
-                                   "kxform does not rewrite other files", usage.kernel.span.start))
-        return out
+    def foreign_readers(self, builtin: str) -> dict[str, str]:
+        """Functions of other files, called from this file, that read `builtin`: name -> file."""
+        return {name: f.file for name, f in self.foreign_calls.items() if builtin in f.builtins}
 
 
 def needs_semantics(model: SourceModel) -> bool:
     """The syntax leaves a question open for device code: the file includes local headers,
     or a kernel or device function calls something that is neither defined in the file
-    nor a known built-in. Host code never needs it (the index cannot be read there)."""
+    nor a known built-in. Host code never needs it (the built-ins cannot be read there)."""
     if any(not inc.system for inc in model.includes):
         return True
     return bool(external_device_calls(model))
 
 
 def external_device_calls(model: SourceModel) -> list[str]:
-    from kxform.frontend.model import FunctionKind
-    from kxform.passes.swizzle.index_usage import BUILTIN_CALL_RE
-
     defined = {f.name for f in model.functions}
     device = {f.name for f in model.functions if f.kind is not FunctionKind.HOST}
     defined |= frozenset().union(*(f.template_names for f in model.functions if f.name in device))
@@ -147,29 +132,28 @@ def external_device_calls(model: SourceModel) -> list[str]:
                    and not BUILTIN_CALL_RE.match(c.callee) and model.macro(c.callee) is None})
 
 
-def analyse_file(path: str, data: bytes, extra_args: list[str]) -> SemanticInfo:
-    """Parse with libclang and collect hidden reads, foreign index readers and the errors
-    that make a function unknown (see the module doc). Never raises."""
+def parse_translation_unit(path: str, data: bytes, extra_args: list[str],  # type: ignore[no-untyped-def]
+                           missing: list[str] | None = None):
+    """libclang's translation unit of `data` as `path`, or the reason it could not parse it.
+
+    A header that cannot be found is parsed as an empty file (its name, as spelled in
+    `#include`, is appended to `missing`), up to MAX_STUBBED_HEADERS of them: the rest of
+    the file is still analysed. Any other fatal error makes the file unparseable."""
     try:
         import clang.cindex as ci
     except ImportError as exc:  # pragma: no cover - libclang is a dependency
-        return SemanticInfo(path, False, f"libclang not importable: {exc}")
-    from kxform.build.toolkit import cuda_include_dirs
-
-    toolkit = [arg for d in cuda_include_dirs() for arg in ("-isystem", d)]
-    args = BASE_ARGS + _compiler_include_dirs() + ["-I", os.path.dirname(os.path.abspath(path)) or "."] + \
-        extra_args + toolkit
+        return None, f"libclang not importable: {exc}"
+    missing = [] if missing is None else missing
     stubs = tempfile.mkdtemp(prefix="kxform-missing-headers-")
-    missing: list[str] = []
     try:
         for _ in range(MAX_STUBBED_HEADERS + 1):
             try:
-                tu = ci.Index.create().parse(path, args=args + ["-idirafter", stubs],
+                tu = ci.Index.create().parse(path, args=BASE_ARGS + extra_args + ["-idirafter", stubs],
                                              unsaved_files=[(path, data.decode("utf-8"))],
                                              options=ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD
                                              | ci.TranslationUnit.PARSE_INCOMPLETE)
             except ci.TranslationUnitLoadError as exc:
-                return SemanticInfo(path, False, f"libclang failed to load the file: {exc}")
+                return None, f"libclang failed to load the file: {exc}"
             name = missing_header(tu)
             if name is None or name in missing or len(missing) >= MAX_STUBBED_HEADERS:
                 break
@@ -177,28 +161,36 @@ def analyse_file(path: str, data: bytes, extra_args: list[str]) -> SemanticInfo:
             stub = Path(stubs) / name
             stub.parent.mkdir(parents=True, exist_ok=True)
             stub.write_text("/* kxform: not found; parsed as empty */\n")
-        info = SemanticInfo(path, True, missing_headers=missing, source=data)
-        main = os.path.abspath(path)
-        fatal = [d for d in tu.diagnostics if d.severity >= ci.Diagnostic.Fatal]
-        if fatal and missing_header(tu) is None:
-            d = fatal[0]
-            where = f"{d.location.file}:{d.location.line}" if d.location.file else path
-            return SemanticInfo(path, False, f"{where}: {d.spelling}", missing_headers=missing)
-        errors = errors_by_file(tu, main, _system_prefixes())
-        info.errors = [(offset, message) for offset, message in errors.get(main, [])]
-        for cursor in tu.cursor.get_children():
-            _visit_top(cursor, main, data, info, errors)
-        return info
     finally:
         shutil.rmtree(stubs, ignore_errors=True)
+    fatal = [d for d in tu.diagnostics if d.severity >= ci.Diagnostic.Fatal]
+    if fatal and missing_header(tu) is None:
+        d = fatal[0]
+        where = f"{d.location.file}:{d.location.line}" if d.location.file else path
+        return None, f"{where}: {d.spelling}"
+    return tu, ""
 
 
-def _system_prefixes() -> tuple[str, ...]:
-    from kxform.build.toolkit import cuda_include_dirs
+def analyse_file(path: str, data: bytes, extra_args: list[str],
+                 system_dirs: Sequence[str] | None = None) -> SemanticInfo:
+    """Parse with libclang and collect hidden built-in reads, foreign functions and the
+    errors that make a function unknown (see the module doc). `system_dirs`: directories
+    whose errors say nothing about the user's code (default: the toolchain's). Never raises."""
+    missing: list[str] = []
+    tu, why = parse_translation_unit(path, data, extra_args, missing)
+    if tu is None:
+        return SemanticInfo(path, False, why, missing_headers=missing)
+    if system_dirs is None:
+        from kxform.build.toolchain import Toolchain
 
-    dirs = [str(PRELUDE_DIR), "/usr/include", "/usr/lib", "/usr/local/include", *cuda_include_dirs()]
-    dirs += [d for d in _compiler_include_dirs() if d != "-isystem"]
-    return tuple(os.path.realpath(d) for d in dirs)
+        system_dirs = Toolchain().system_include_dirs()
+    info = SemanticInfo(path, True, missing_headers=missing, source=data)
+    main = os.path.abspath(path)
+    errors = errors_by_file(tu, main, tuple(os.path.realpath(d) for d in (str(PRELUDE_DIR), *system_dirs)))
+    info.errors = list(errors.get(main, []))
+    for cursor in tu.cursor.get_children():
+        _visit_top(cursor, main, data, info, errors)
+    return info
 
 
 def _in_main(cursor, main: str) -> bool:  # type: ignore[no-untyped-def]
@@ -220,30 +212,36 @@ def _visit_top(cursor, main: str, data: bytes, info: SemanticInfo,  # type: igno
         return
     for node in cursor.walk_preorder():
         if node.kind == ci.CursorKind.MEMBER_REF_EXPR:
-            base = next(iter(node.get_children()), None)
-            while base is not None and base.kind == ci.CursorKind.UNEXPOSED_EXPR:
-                base = next(iter(base.get_children()), None)
-            if base is not None and base.kind == ci.CursorKind.DECL_REF_EXPR and base.spelling in INDEX_NAMES:
-                if base.location.file is None or os.path.abspath(base.location.file.name) != main:
-                    continue
-                if _spelled_in_main(base.location, main, data, base.spelling):
-                    continue  # written in this file (also as a macro argument): the syntax sees it
-                offset = base.location.offset
-                if data[offset:offset + 3] == b"hip":
-                    continue
-                macro = _identifier_at(data, offset)
-                info.hidden_reads.append(HiddenRead(cursor.spelling, offset, macro, node.spelling))
+            _member_read(cursor, node, main, data, info)
         elif node.kind == ci.CursorKind.CALL_EXPR and node.referenced is not None:
             target = node.referenced.get_definition() or node.referenced
             loc = target.location
-            if loc.file is not None and os.path.abspath(loc.file.name) != main and _reads_index(target):
-                info.foreign_readers[target.spelling] = loc.file.name
+            if loc.file is not None and os.path.abspath(loc.file.name) != main:
+                info.foreign_calls[target.spelling] = ForeignFunction(loc.file.name, _builtins_read(target))
         if node.kind in (ci.CursorKind.CALL_EXPR, ci.CursorKind.DECL_REF_EXPR, ci.CursorKind.TYPE_REF,
                          ci.CursorKind.MEMBER_REF_EXPR, ci.CursorKind.TEMPLATE_REF) and \
                 cursor.spelling not in info.broken and node.referenced is not None:
             reason = _broken_declaration(node.referenced, cursor, errors)
             if reason is not None:
                 info.broken[cursor.spelling] = reason
+
+
+def _member_read(function, node, main: str, data: bytes, info: SemanticInfo) -> None:  # type: ignore[no-untyped-def]
+    import clang.cindex as ci
+
+    base = next(iter(node.get_children()), None)
+    while base is not None and base.kind == ci.CursorKind.UNEXPOSED_EXPR:
+        base = next(iter(base.get_children()), None)
+    if base is None or base.kind != ci.CursorKind.DECL_REF_EXPR or base.spelling not in BUILTIN_NAMES:
+        return
+    if base.location.file is None or os.path.abspath(base.location.file.name) != main:
+        return
+    if _spelled_in_main(base.location, main, data, base.spelling):
+        return  # written in this file (also as a macro argument): the syntax sees it
+    offset = base.location.offset
+    if data[offset:offset + 3] != b"hip":
+        info.hidden_reads.append(HiddenRead(function.spelling, offset, _identifier_at(data, offset), node.spelling,
+                                            base.spelling))
 
 
 def _broken_declaration(decl, user, errors: dict[str, list[tuple[int, str]]]) -> str | None:  # type: ignore[no-untyped-def]
@@ -286,19 +284,20 @@ def _spelled_in_main(location, main: str, data: bytes, spelling: str) -> bool:  
     return data[offset.value:offset.value + len(spelling)] == spelling.encode()
 
 
-def _reads_index(cursor, depth: int = 0) -> bool:  # type: ignore[no-untyped-def]
+def _builtins_read(cursor, depth: int = 0) -> frozenset[str]:  # type: ignore[no-untyped-def]
     import clang.cindex as ci
 
     if depth > 4:
-        return False
+        return frozenset()
+    found: set[str] = set()
     for node in cursor.walk_preorder():
-        if node.kind == ci.CursorKind.DECL_REF_EXPR and node.spelling == "blockIdx":
-            return True
-        if node.kind == ci.CursorKind.CALL_EXPR and node.referenced is not None and node.referenced != cursor:
+        if node.kind == ci.CursorKind.DECL_REF_EXPR and node.spelling in BUILTIN_NAMES:
+            found.add(node.spelling)
+        elif node.kind == ci.CursorKind.CALL_EXPR and node.referenced is not None and node.referenced != cursor:
             definition = node.referenced.get_definition()
-            if definition is not None and _reads_index(definition, depth + 1):
-                return True
-    return False
+            if definition is not None:
+                found |= _builtins_read(definition, depth + 1)
+    return frozenset(found)
 
 
 def _identifier_at(data: bytes, offset: int) -> str:
@@ -308,33 +307,25 @@ def _identifier_at(data: bytes, offset: int) -> str:
     return data[offset:end].decode("utf-8", "replace") or "?"
 
 
-def semantic_provider(path: str, build_dir: str | None,
-                      includer: str | None = None) -> Callable[[SourceModel], SemanticInfo | None]:
+def semantic_provider(path: str, build_dir: str | None, includer: str | None = None,
+                      toolchain: object | None = None) -> Callable[[SourceModel], SemanticInfo | None]:
     """A provider for the driver: runs libclang only when `needs_semantics` says so.
 
     A header takes the compile database flags of `includer` (the unit of the run that
     includes it) when it has no entry of its own, and that unit's directory is searched
-    too (its sibling headers are what the header's own includes usually name)."""
-    extra: list[str] = []
-    if build_dir:
-        from kxform.build.compile_db import load_compile_commands
+    too (kxform.build.toolchain.Toolchain.libclang_args)."""
+    from kxform.build.toolchain import Toolchain
 
-        include_dirs, defines, flags = load_compile_commands(build_dir).flags_for(path, includer)
-        extra = [f"-I{d}" for d in include_dirs] + [f"-D{d}" for d in defines] + \
-            [f for f in flags if f.startswith(("-std=", "-U"))]
-        pairs = iter(flags)
-        for flag in pairs:
-            if flag in ("-isystem", "-iquote", "-idirafter", "-include"):
-                extra += [flag, next(pairs, "")]
-    if includer and os.path.dirname(os.path.abspath(includer)) != os.path.dirname(os.path.abspath(path)):
-        extra += ["-I", os.path.dirname(os.path.abspath(includer))]
+    service = toolchain if isinstance(toolchain, Toolchain) else Toolchain.create(build_dir)
+    extra = service.libclang_args(path, includer)
+    system = service.system_include_dirs()
 
     def provide(model: SourceModel) -> SemanticInfo | None:
         if not needs_semantics(model):
             return None
-        info = analyse_file(path, model.source.data, extra)
+        info = analyse_file(path, model.source.data, extra, system)
         info.local_macros = frozenset(m.name for m in model.macros)
-        info.build_dir_given = bool(build_dir)
+        info.build_dir_given = bool(service.build_dir)
         return info
 
     return provide

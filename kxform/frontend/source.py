@@ -18,6 +18,8 @@ MAX_SOURCE_BYTES = 8 * 1024 * 1024
 """Larger files are refused: real kernel sources are far smaller, and a 10 MB input is
 almost always generated code or a mistaken path."""
 
+BOM = b"\xef\xbb\xbf"
+"""The UTF-8 byte order mark some editors put before a file's first line."""
 CUDA_SUFFIXES = frozenset({".cu", ".cuh", ".hip"})
 HEADER_SUFFIXES = frozenset({".h", ".hpp", ".hh", ".cuh", ".inl"})
 
@@ -61,6 +63,12 @@ class SourceText:
     def line_start(self, offset: int) -> int:
         """Byte offset where the line containing `offset` begins."""
         return self._line_starts[bisect.bisect_right(self._line_starts, offset) - 1]
+
+    def insertion_point(self, offset: int) -> int:
+        """Where lines inserted before the line containing `offset` go: that line's start,
+        but after a UTF-8 byte order mark (it must stay the file's first bytes)."""
+        at = self.line_start(offset)
+        return len(BOM) if at == 0 and self.data.startswith(BOM) else at
 
     def indent_at(self, offset: int) -> str:
         """The whitespace that starts the line containing `offset`."""

@@ -39,7 +39,7 @@ class Report:
         for result in results:
             self.kernel_outcomes[result.outcome] += 1
             if result.outcome is Outcome.APPLIED and any(
-                    c.name == "compile" and c.detail.startswith("unconfirmed") for c in result.checks):
+                    c.name == "compile" and c.unconfirmed for c in result.checks):
                 self.unconfirmed += 1
             if result.outcome is Outcome.FAILED:
                 self.failures.append(f"{result.path}:{result.line}: {result.kernel}: {'; '.join(result.reasons)}")

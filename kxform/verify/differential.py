@@ -1,10 +1,12 @@
 """Differential verification: the original and the rewritten kernel on the same inputs.
 
 For every size of the harness spec: fresh seeded inputs, both versions launched by the
-same runtime (GPU or CPU), every output compared. A remap-only rewrite must be
-bit-identical, unless the kernel accumulates floats with atomics (then block order
-changes rounding and the spec's tolerance applies). The same machinery checks a kernel
-against its NumPy reference (the corpus tests and the GPU suite).
+same runtime (GPU or CPU), every output compared. How the rewritten version is launched
+and how outputs compare is the rewriting pass's verification policy
+(kxform.engine.policy, applied by kxform.verify.versions): bit-exact for a remap (the
+spec's tolerance when the kernel accumulates floats with atomics), a derived launch and
+a stated tolerance for a new tile. The same machinery checks a kernel against its NumPy
+reference (the corpus tests and the GPU suite).
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ from kxform.runtime.base import (
     ScalarArg,
     count_unwritten_against,
 )
+from kxform.engine.policy import OutputCompare, VerifyPolicy
 from kxform.frontend.source import SourceText
+from kxform.verify.versions import comparison, rewritten_launch
 
 EXACT = CompareSpec("exact")
 FLOAT_ATOMIC_RE = re.compile(r"\batomic(Add|Sub)\s*\(\s*[^,]*,\s*[^)]*\)")
@@ -59,7 +63,10 @@ class SizeVerdict:
             return f"{self.size}: error: {self.error}"
         bad = [o for o in self.outputs if not o.comparison.ok or o.unwritten]
         if not bad:
-            return f"{self.size}: ok ({', '.join(o.name for o in self.outputs)} match)"
+            off = [o for o in self.outputs if o.comparison.max_abs > 0]
+            within = "; ".join(f"{o.name} within tolerance, max abs {o.comparison.max_abs:.3g}" for o in off)
+            same = [o.name for o in self.outputs if o not in off]
+            return f"{self.size}: ok ({', '.join(same) + ' match' if same else ''}{'; ' if same and off else ''}{within})"
         first = bad[0]
         note = f", {first.unwritten} elements never written" if first.unwritten else ""
         return f"{self.size}: {first.name}: {first.comparison.summary()}{note}"
@@ -121,11 +128,9 @@ class UnitFlags:
 
     @classmethod
     def from_build_dir(cls, build_dir: str | None, path: str) -> UnitFlags:
-        if not build_dir:
-            return cls()
-        from kxform.build.compile_db import load_compile_commands
+        from kxform.build.toolchain import Toolchain
 
-        flags = load_compile_commands(build_dir).flags_for(path)
+        flags = Toolchain.create(build_dir).project_flags(path)
         return cls(tuple(flags.include_dirs), tuple(flags.defines))
 
 
@@ -182,23 +187,33 @@ def _over_sizes(spec: KernelSpec, sizes: tuple[str, ...], seed: int | None,
     return tuple(verdicts)
 
 
+def default_policy(original: SourceText) -> VerifyPolicy:
+    """Without a pass to ask (`kxform verify A B`): the spec's launch for both, bit-exact
+    unless the kernel accumulates floats with atomics (then the spec's tolerance)."""
+    if uses_float_atomics(original):
+        return VerifyPolicy(compare=OutputCompare("spec", reason="float atomics: block order changes rounding"))
+    return VerifyPolicy()
+
+
 def verify_pair(original: SourceText, rewritten: SourceText, spec: KernelSpec, runtime: Runtime,
                 sizes: tuple[str, ...] = (), seed: int | None = None, timeout_s: float = 120.0,
-                flags: UnitFlags = NO_FLAGS) -> VerifyReport:
-    """Run both versions on identical inputs at every size; compare every output."""
+                flags: UnitFlags = NO_FLAGS, policy: VerifyPolicy | None = None) -> VerifyReport:
+    """Run both versions on identical inputs at every size; compare every output. The
+    pass's `policy` says how the rewritten version is launched and how outputs compare."""
     extracted = (extract_kernel(original, spec.name), extract_kernel(rewritten, spec.name))
     check_signature(spec, extracted[0])
-    exact = not uses_float_atomics(original)
+    policy = policy or default_policy(original)
 
     def check(size: SizeSpec, resolved: ResolvedLaunch, inputs: dict) -> tuple[OutputCheck, ...]:
-        before, after = (runtime.run(launch_request(ext, resolved, inputs, f"{spec.name}[{size.name}] {version}",
+        launches = (resolved, rewritten_launch(resolved, extracted[0].params, policy.launch))
+        before, after = (runtime.run(launch_request(ext, launch, inputs, f"{spec.name}[{size.name}] {version}",
                                                     timeout_s, flags))
-                         for ext, version in zip(extracted, ("original", "rewritten")))
+                         for ext, launch, version in zip(extracted, launches, ("original", "rewritten")))
         checks = []
         for name, expected in before.outputs.items():
-            mode = EXACT if exact else spec.compare_for(name)
-            comparison = compare(expected, after.outputs[name], mode, dtype=resolved.arg(name).dtype)
-            checks.append(OutputCheck(name, comparison, count_unwritten_against(expected, after.outputs[name])))
+            mode = comparison(spec.compare_for(name), policy.compare)
+            comparison_ = compare(expected, after.outputs[name], mode, dtype=resolved.arg(name).dtype)
+            checks.append(OutputCheck(name, comparison_, count_unwritten_against(expected, after.outputs[name])))
         return tuple(checks)
 
     return VerifyReport(spec.name, runtime.name, "rewritten", _over_sizes(spec, sizes, seed, check))

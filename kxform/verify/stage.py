@@ -9,8 +9,7 @@ spread; both times are logged.
 
 from __future__ import annotations
 
-import statistics
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from kxform.errors import KxformError
 from kxform.harness.model import HarnessSpec, KernelSpec
@@ -18,18 +17,9 @@ from kxform.harness.spec import find_spec_for, load_spec
 from kxform.engine.pass_api import CheckRecord, KernelResult, Outcome
 from kxform.runtime.base import Runtime, RuntimeError_
 from kxform.frontend.source import SourceText, validate_bytes
-from kxform.verify.differential import UnitFlags, launch_request, verify_pair
-
-
-@dataclass(frozen=True)
-class Timing:
-    median_ms: float
-    spread_ms: float  # half the interquartile range
-
-
-def _timing(samples: list[float]) -> Timing:
-    q = statistics.quantiles(samples, n=4) if len(samples) >= 4 else [min(samples), 0, max(samples)]
-    return Timing(statistics.median(samples), (q[2] - q[0]) / 2)
+from kxform.engine.policy import VerifyPolicy
+from kxform.verify.differential import UnitFlags, verify_pair
+from kxform.verify.measure import measure_pair
 
 
 def spec_for_file(path: str) -> HarnessSpec | None:
@@ -40,46 +30,41 @@ def spec_for_file(path: str) -> HarnessSpec | None:
 
 def verify_file(original: bytes, rewritten: bytes, path: str, results: list[KernelResult], runtime: Runtime,
                 measure: bool, build_dir: str | None = None) -> tuple[list[KernelResult], bool]:
-    """Verify every applied kernel of one file; returns updated results and whether the
-    rewritten file may be written."""
+    """Verify every applied kernel of one file once, under the policy its passes compose
+    (a kernel rewritten by `tile` then `swizzle` runs at tile's launch, compared as loosely
+    as the looser pass allows); returns updated results and whether the rewritten file
+    may be written."""
     source = validate_bytes(path, original)
     new = validate_bytes(path, rewritten)
-    updated, keep = [], True
     try:
         file_spec, spec_error = spec_for_file(path), None
     except KxformError as exc:
         file_spec, spec_error = None, exc
-    for result in results:
-        if result.outcome is not Outcome.APPLIED:
-            updated.append(result)
-            continue
+    records: dict[str, tuple[CheckRecord, ...]] = {}
+    failed: dict[str, str] = {}
+    for kernel, policy in _policies(results).items():
         if spec_error is not None:
-            updated.append(replace(result, checks=result.checks + (CheckRecord("verify", True,
-                                   f"skipped: harness spec unusable: {spec_error}"),)))
+            records[kernel] = (CheckRecord("verify", True, f"skipped: harness spec unusable: {spec_error}"),)
             continue
-        spec = file_spec.find(result.kernel) if file_spec is not None else None
+        spec = file_spec.find(kernel) if file_spec is not None else None
         if spec is None:
-            updated.append(replace(result, checks=result.checks + (CheckRecord(
-                "verify", True, "skipped: no harness spec for this kernel (compile-checked only)"),)))
+            records[kernel] = (CheckRecord("verify", True, "skipped: no harness spec for this kernel "
+                                           "(compile-checked only)"),)
             continue
-        report = verify_pair(source, new, spec, runtime, flags=UnitFlags.from_build_dir(build_dir, path))
+        report = verify_pair(source, new, spec, runtime, flags=UnitFlags.from_build_dir(build_dir, path), policy=policy)
         detail = "; ".join(v.summary() for v in report.sizes)
-        record = CheckRecord("verify", report.ok, f"{report.summary()}: {detail}")
+        record = CheckRecord("verify", report.ok, f"{report.summary()}: {detail}; policy: {policy.describe()}")
+        records[kernel] = (record,)
         if not report.ok:
-            keep = False
-            updated.append(replace(result, outcome=Outcome.FAILED, stage="verify", reasons=(record.detail,),
-                                   checks=result.checks + (record,)))
+            failed[kernel] = "verify"
             continue
-        checks = result.checks + (record,)
         if measure:
-            timing_record, faster = _measure(source, new, spec, runtime)
-            checks += (timing_record,)
+            timing_record, faster = _measure(source, new, spec, runtime, policy)
+            records[kernel] += (timing_record,)
             if not faster:
-                keep = False
-                updated.append(replace(result, outcome=Outcome.MISSED, stage="measure",
-                                       reasons=(f"NotFaster: {timing_record.detail}",), checks=checks))
-                continue
-        updated.append(replace(result, checks=checks))
+                failed[kernel] = "measure"
+    updated = [_updated(r, records, failed) for r in results]
+    keep = not failed
     if not keep:  # the file is not written: kernels that passed go back to unchanged
         updated = [replace(r, outcome=Outcome.MISSED, stage="verify",
                            reasons=r.reasons + ("RevertedWithFile: another kernel of this file failed "
@@ -88,32 +73,39 @@ def verify_file(original: bytes, rewritten: bytes, path: str, results: list[Kern
     return updated, keep
 
 
-def measure_pair(source: SourceText, new: SourceText, spec: KernelSpec, runtime: Runtime,
-                 repeat: int = 50) -> tuple[Timing, Timing, str]:
-    """Median and spread of the original and the rewritten kernel at the spec's first bench
-    size (else its largest check size), same inputs, same runtime; and the size's name."""
-    from kxform.build.extract import extract_kernel
-    from kxform.harness.inputs import make_inputs
+def _policies(results: list[KernelResult]) -> dict[str, VerifyPolicy]:
+    """Per applied kernel, the policies of its passes composed in pipeline order."""
+    policies: dict[str, VerifyPolicy] = {}
+    for result in results:
+        if result.outcome is Outcome.APPLIED:
+            known = policies.get(result.kernel)
+            policies[result.kernel] = result.policy if known is None else known.then(result.policy)
+    return policies
 
-    size = (spec.bench_sizes or spec.check_sizes[-1:])[0]
-    resolved = spec.launch(size)
-    inputs = make_inputs(spec, resolved)
-    timings = []
-    for version, src in (("original", source), ("rewritten", new)):
-        request = launch_request(extract_kernel(src, spec.name), resolved, inputs,
-                                 f"{spec.name}[{size.name}] {version}", 600.0)
-        timings.append(_timing(runtime.time(request, warmup=5, repeat=repeat)))
-    return timings[0], timings[1], size.name
+
+def _updated(result: KernelResult, records: dict[str, tuple[CheckRecord, ...]], failed: dict[str, str]) -> KernelResult:
+    if result.outcome is not Outcome.APPLIED or result.kernel not in records:
+        return result
+    checks = result.checks + records[result.kernel]
+    stage = failed.get(result.kernel)
+    if stage == "verify":
+        return replace(result, outcome=Outcome.FAILED, stage="verify", reasons=(records[result.kernel][0].detail,),
+                       checks=checks)
+    if stage == "measure":
+        return replace(result, outcome=Outcome.MISSED, stage="measure",
+                       reasons=(f"NotFaster: {records[result.kernel][-1].detail}",), checks=checks)
+    return replace(result, checks=checks)
 
 
 def _measure(source: SourceText, new: SourceText, spec: KernelSpec,
-             runtime: Runtime) -> tuple[CheckRecord, bool]:
+             runtime: Runtime, policy: VerifyPolicy) -> tuple[CheckRecord, bool]:
     try:
-        before, after, size = measure_pair(source, new, spec, runtime)
+        before, after, size = measure_pair(source, new, spec, runtime, policy=policy)
     except RuntimeError_ as exc:
         return CheckRecord("measure", False, f"timing failed: {exc}"), False
     faster = after.median_ms + after.spread_ms < before.median_ms - before.spread_ms
     detail = (f"size {size} on {runtime.name}: original {before.median_ms:.4f} ms (+-{before.spread_ms:.4f}), "
               f"rewritten {after.median_ms:.4f} ms (+-{after.spread_ms:.4f}); speedup "
-              f"{before.median_ms / after.median_ms:.3f}x")
+              f"{before.median_ms / after.median_ms:.3f}x (median of {after.samples} launches, "
+              f"{after.copies} input set(s) rotated, persisting L2 capped, outputs re-checked after timing)")
     return CheckRecord("measure", True, detail), faster

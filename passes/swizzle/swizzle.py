@@ -14,8 +14,10 @@ already the order that streams best, so no 1-D pattern is proposed there.)
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kxform.passes.swizzle.bijection import check_helper
 from kxform.passes.swizzle.order_safety import order_blockers
@@ -23,12 +25,22 @@ from kxform.engine.edits import Edit
 from kxform.errors import CheckFailed, UsageError
 from kxform.frontend.model import Function, IndexRead, SourceModel, Span
 from kxform.passes.swizzle.index_usage import IndexUsage, index_usage
+from kxform.engine.params import Param, ParamSpace, ParamValue
 from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal
+from kxform.engine.policy import EXACT, OutputCompare, VerifyPolicy
+from kxform.passes.swizzle.helper_placement import guarded_helper, helper_offset
 from kxform.passes.swizzle.patterns import PATTERNS, RemapConfig, get_pattern
+from kxform.passes.swizzle.semantic_checks import semantic_blockers
 
 BLOCK_VAR = "kxform_block"
 """The logical block index: a local in kernels, the first parameter of device functions."""
 GROUP_DEFAULT = 8
+OPTIONS = ParamSpace((
+    Param.enum("pattern", tuple(PATTERNS), "grouped", doc="default: chosen from the hardware profile"),
+    Param.int_range("group", 1, 64, GROUP_DEFAULT, doc="rows (or columns) per group"),
+    Param.enum("along", ("y", "x"), "y", doc="group rows (y) or columns (x)"),
+    Param.int_range("xcds", 1, 64, 8, doc="chiplets blocks are dispatched over (default: the hardware profile's)"),
+))
 PROLOGUE_MARK = f"{BLOCK_VAR} = kxform_swizzle_".encode()
 """How a rewritten kernel's prologue starts: marks it as done (idempotence) and bounds it (coverage)."""
 
@@ -39,9 +51,19 @@ class Swizzle(Pass):
     description = "remap blockIdx.x/.y through a checked bijection (grouped, Hilbert, XCD-aware, ...)"
 
     pattern: str | None = None
-    group: str | None = None
+    group: int | None = None
     along: str | None = None
-    xcds: str | None = None
+    xcds: int | None = None
+
+    @classmethod
+    def option_space(cls) -> ParamSpace:
+        return OPTIONS
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str | ParamValue]) -> Pass:
+        if "pattern" in options:
+            get_pattern(str(options["pattern"]))  # names the known patterns when it is not one
+        return super().from_options(options)
 
     def config(self, pattern: str, defaults: Mapping[str, int | str]) -> RemapConfig:
         """The remap for `pattern`: the rule's defaults that the pattern takes, overridden by
@@ -50,6 +72,16 @@ class Swizzle(Pass):
         raw: dict[str, str | int] = {k: v for k, v in defaults.items() if k in takes}
         raw.update({k: getattr(self, k) for k in ("group", "along", "xcds") if getattr(self, k) is not None})
         return get_pattern(pattern).resolve(raw)
+
+    @classmethod
+    def describe_options(cls) -> list[str]:
+        """The options, then every pattern with the grids it applies to and its parameters."""
+        lines = super().describe_options()
+        for pattern in PATTERNS.values():
+            params = ", ".join(f"{p.name}={p.default}" for p in pattern.params)
+            dims = "1-D/2-D" if 1 in pattern.dims else "2-D"
+            lines.append(f"  {pattern.name:<12} {dims:<8} {pattern.summary}" + (f" [{params}]" if params else ""))
+        return lines
 
     # -- analyse ----------------------------------------------------------------------
 
@@ -79,7 +111,7 @@ class Swizzle(Pass):
             if pattern.name == "row" or min(usage.dims, 2) not in pattern.dims:
                 continue  # row is the identity; z is never remapped, so 3-D grids take 2-D patterns
             config = pattern.resolve({"xcds": ctx.hw.xcds} if "xcds" in {p.name for p in pattern.params} else {})
-            out.append(_proposal(analysis.kernel, config, "candidate", measured=False))
+            out.append(_proposal(analysis.kernel, config, "candidate"))
         return out
 
     def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
@@ -111,6 +143,19 @@ class Swizzle(Pass):
         return ("NoProfitablePattern", "1-D grid on a monolithic L2: the hardware raster order is already the "
                 "best known; no pattern proposed (use --pattern xcd to force one)")
 
+    def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
+        """For `kxform inspect`: the grid dimensionality, the index reads and the verdict."""
+        usage: IndexUsage = analysis.facts["usage"]
+        source = ctx.model.source
+        return {
+            **super().describe(ctx, analysis),
+            "status": "already applied" if analysis.already_applied else "safe" if analysis.applicable else "refused",
+            "grid_dims": usage.dims,
+            "device_functions": [f.name for f in usage.functions[1:]],
+            "index_reads": [{"read": r.spelling, "line": source.line_col(r.span.start)[0], "function": r.function,
+                             "macro": r.macro} for r in usage.reads],
+        }
+
     # -- check ------------------------------------------------------------------------
 
     def check(self, ctx: PassContext, proposal: Proposal) -> list[CheckRecord]:
@@ -131,6 +176,13 @@ class Swizzle(Pass):
                 raise CheckFailed("coverage", f"'{proposal.kernel}' still reads {reads[0].spelling} at {where} "
                                   "after the rewrite")
         return [CheckRecord("coverage", True, "every blockIdx.x/.y read in the kernels' call closures uses the remap")]
+
+    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+        """A remap changes which block computes which tile, never the arithmetic: bit-exact,
+        unless the kernel accumulates floats with atomics (then block order changes rounding)."""
+        if uses_float_atomics(ctx.model.source.text):
+            return VerifyPolicy(compare=OutputCompare("spec", reason="float atomics: block order changes rounding"))
+        return VerifyPolicy(compare=EXACT)
 
     # -- edit -------------------------------------------------------------------------
 
@@ -162,52 +214,17 @@ class Swizzle(Pass):
         return _dedupe(edits)
 
 
-def guarded_helper(config: RemapConfig, newline: str = "\n") -> str:
-    """The helper inside its own include guard, so a translation unit that includes two
-    rewritten files (or one twice) defines it once; compiled only by CUDA/HIP compilers,
-    so a header whose kernels sit behind `#ifdef __CUDACC__` stays valid host C++."""
-    guard = config.helper_name().upper() + "_DEFINED"
-    return (f"#if !defined({guard}) && (defined(__CUDACC__) || defined(__HIPCC__)){newline}"
-            f"#define {guard}{newline}{config.helper_source(newline)}#endif{newline}")
+def _proposal(kernel: Function, config: RemapConfig, why: str) -> Proposal:
+    values = (("pattern", config.pattern.name),) + config.values
+    return Proposal("swizzle", kernel.name, values, why)
 
 
-def helper_offset(model: SourceModel, offset: int) -> int:
-    """Where the helper for a function starting at `offset` goes: at the start of the line
-    of its outermost enclosing top-level item, so never inside a namespace, a class, an
-    `extern "C"` block or a conditional block (a file-wide include guard is not one: the
-    helper goes inside it, after the file's includes), and after a UTF-8 byte order mark."""
-    root = model.tree.root_node
-    node = root.descendant_for_byte_range(offset, offset)
-    top = node
-    while node is not None and node.parent is not None:
-        if node.parent.type == "translation_unit" or _is_file_guard(node.parent):
-            top = node
-            break
-        node = node.parent
-    at = model.source.line_start(top.start_byte if top is not None else offset)
-    if at == 0 and model.source.data.startswith(b"\xef\xbb\xbf"):
-        at = 3
-    return at
+FLOAT_ATOMIC_RE = re.compile(r"\batomic(Add|Sub)\s*\(\s*[^,]*,\s*[^)]*\)")
 
 
-def _is_file_guard(node) -> bool:  # type: ignore[no-untyped-def]
-    """`#ifndef X` / `#define X` ... `#endif` around everything else of the file."""
-    if node.type != "preproc_ifdef" or node.parent is None or node.parent.type != "translation_unit":
-        return False
-    if node.children[0].type != "#ifndef":
-        return False
-    name = node.child_by_field_name("name")
-    define = next((c for c in node.named_children if c.type == "preproc_def"), None)
-    if name is None or define is None or define.child_by_field_name("name") is None or \
-            define.child_by_field_name("name").text != name.text:
-        return False
-    siblings = [c for c in node.parent.named_children if c.type not in ("comment", "preproc_call")]
-    return siblings == [node]  # `#pragma once` beside the guard is fine
-
-
-def _proposal(kernel: Function, config: RemapConfig, why: str, measured: bool = False) -> Proposal:
-    params = (("pattern", config.pattern.name),) + tuple((k, str(v)) for k, v in config.values)
-    return Proposal("swizzle", kernel.name, params, why, measured=measured)
+def uses_float_atomics(text: str) -> bool:
+    """Whether the file accumulates with atomicAdd/atomicSub and mentions float."""
+    return bool(FLOAT_ATOMIC_RE.search(text)) and "float" in text
 
 
 def unmapped_reads(model: SourceModel, kernel_name: str) -> list[IndexRead]:
@@ -246,7 +263,7 @@ def config_of(proposal: Proposal) -> RemapConfig:
 
 def _semantic_blockers(ctx: PassContext, usage: IndexUsage) -> list[Blocker]:
     """Index reads libclang found that the syntax cannot see (foreign macros, other files)."""
-    return [] if ctx.semantic is None else ctx.semantic.blockers_for(usage)
+    return [] if ctx.semantic is None else semantic_blockers(ctx.semantic, usage)
 
 
 def _refuse_shared(ctx: PassContext, results: dict[str, KernelAnalysis]) -> None:

@@ -22,9 +22,10 @@ _ARCH_DEFINE = re.compile(r"^(?:-D)?__CUDA_ARCH__=(\d+)$")
 
 @functools.cache
 def _builder():  # type: ignore[no-untyped-def]
-    from kxform.build import Builder, find_nvcc
+    from kxform.build import Builder
+    from kxform.build.toolchain import Toolchain
 
-    if find_nvcc() is None:
+    if Toolchain().nvcc is None:
         return None
     try:
         return Builder()

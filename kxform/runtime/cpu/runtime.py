@@ -33,10 +33,10 @@ MAX_BLOCK_THREADS = 1024
 
 
 def default_cache_dir() -> Path:
-    """`$KXFORM_CACHE_DIR/cpu`, else `~/.cache/kxform/cpu`."""
-    root = os.environ.get("KXFORM_CACHE_DIR")
-    base = Path(root) if root else Path.home() / ".cache" / "kxform"
-    return base / "cpu"
+    """`<cache root>/cpu` (kxform.cache.cache_root: `$KXFORM_CACHE_DIR`, XDG, `~/.cache/kxform`)."""
+    from kxform.cache import cache_root
+
+    return cache_root() / "cpu"
 
 
 @dataclass(frozen=True)
