@@ -93,6 +93,8 @@ class CpuRuntime(Runtime):
             include_dirs=request.include_dirs,
             hip=is_hip(request.source),
             traced=bool(request.trace_blocks),
+            clang="clang" in self.builder().toolchain.version.lower(),
+            device_source=request.source,
         )
 
     def builder(self) -> Builder:
