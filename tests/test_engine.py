@@ -18,7 +18,7 @@ from kxform.engine.edits import Edit
 from kxform.engine.pass_api import Outcome, PassContext, Proposal, Provenance, Rejection, RunOptions
 from kxform.engine.policy import EXACT, LaunchBinding, OutputCompare, VerifyPolicy
 from kxform.engine.registry import default_registry
-from kxform.engine.runner import ApplyConfig, FileOutcome, _verify
+from kxform.engine.runner import ApplyConfig, FileOutcome, verify_stage
 from kxform.engine.stages import run_later_stages
 from kxform.errors import UsageError
 from kxform.frontend.source import read_source
@@ -116,7 +116,7 @@ def _run(tmp_path: Path, max_candidates: int, cpu, monkeypatch) -> FileOutcome: 
     import kxform.verify.differential as differential
 
     monkeypatch.setattr(differential, "pick_runtime", lambda name: cpu)  # the session's CPU runtime and its cache
-    (done,) = run_later_stages([transform(path, {})], [lambda batch: _verify(batch, config)], transform)
+    (done,) = run_later_stages([transform(path, {})], [lambda batch: verify_stage(batch, config)], transform)
     done.heard = heard  # type: ignore[attr-defined]
     return done
 

@@ -8,6 +8,7 @@ import pytest
 from kxform.api import explain, rewrite_with, space_of
 from kxform.engine.pass_api import Outcome
 from kxform.errors import UsageError
+from kxform.hw import load_profile
 from conftest import needs_nvcc
 from swizzle_helpers import outcomes, remark_names, rewrite
 
@@ -140,6 +141,22 @@ void go(float* o, const float* i, int w) { dim3 b(BX, ROWS); t<<<dim3(w / TILE, 
     coupling = described["BX == TILE"]
     assert coupling.origin == "t.cu:6" and "blockDim.x must equal TILE" in coupling.reason
     assert not space.is_valid({"TILE": 64, "ROWS": 8, "BX": 32})
+
+
+def test_threads_covering_several_elements_are_no_coupling() -> None:
+    src = """#define BN 128
+#define TN 8
+#define THREADS 16
+__global__ void rb(float* o) {
+    int col0 = blockIdx.x * BN;
+    int tc = threadIdx.x * TN;
+    for (int j = 0; j < TN; ++j) o[col0 + tc + j] = 0.0f;
+}
+void go(float* o, int n) { rb<<<n / BN, THREADS>>>(o); }
+"""
+    space = space_of(src, "rb", path="rb.cu")
+    assert "THREADS == BN" not in {c.text for c in space.constraints}
+    assert space.is_valid({"BN": 128, "TN": 8, "THREADS": 16}, load_profile("h100"))
 
 
 @pytest.mark.parametrize(("source", "key", "words"), [

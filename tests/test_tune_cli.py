@@ -28,7 +28,7 @@ def test_json_summary_log_and_resume(workdir: Path) -> None:
     first = tune(workdir, "--objective", "replay:synth_A.json.gz", "--budget", "15", "--json", "--log", "tune.jsonl")
     assert first.returncode == 0, first.stderr
     summary = json.loads(first.stdout)
-    assert summary["evaluations"] == 15 and summary["measured"] == 15 and summary["stopped"] == "budget"
+    assert summary["evaluated"] == 15 and summary["measured"] == 15 and summary["stopped"] == "budget"
     assert summary["hardware"] == "Test GPU A" and summary["space_size"] > 40
     assert summary["best"]["time_ms"] > 0 and set(summary["best"]["config"]) == {"bx", "by", "unroll", "tile"}
     assert summary["cost_s"] == pytest.approx(15.0)  # 1 s of recorded compile + benchmark per evaluation
@@ -83,3 +83,24 @@ def test_bad_recording_and_kernel(workdir: Path) -> None:
     other = run_cli("tune", "k.cu", "--kernel", "other", "--objective", "replay:synth_A.json.gz", cwd=workdir,
                     env={"KXFORM_CACHE_DIR": str(workdir / "cache")})
     assert other.returncode == 2 and "no kernel 'other' (kernels: synth_kernel)" in other.stderr
+
+
+def test_log_viewer_and_report_show_the_convergence(workdir: Path) -> None:
+    """The `tune` record carries each evaluation in order: `log show` and `report` read them."""
+    result = tune(workdir, "--objective", "replay:synth_A.json.gz", "--budget", "12", "--json", "--log", "t.jsonl")
+    summary = json.loads(result.stdout)
+    evaluations = summary["evaluations"]
+    assert [e["eval"] for e in evaluations] == list(range(1, 13))
+    best = min((e for e in evaluations if e["time_ms"] is not None), key=lambda e: e["time_ms"])
+    assert best["params"] == summary["best"]["config"] and best["eval"] == summary["best"]["found_at"]
+    failed = sum(1 for e in evaluations if e["status"] != "ok")
+    assert failed == summary["failed"] and all((e["time_ms"] is None) == (e["status"] != "ok") for e in evaluations)
+    shown = run_cli("log", "show", "t.jsonl", cwd=workdir)
+    assert shown.returncode == 0, shown.stderr
+    assert (f"tune k.cu synth_kernel (model): 12 evaluations, best {best['time_ms']:.4f} ms at eval {best['eval']}"
+            in shown.stdout)
+    page = run_cli("report", "t.jsonl", "-o", "r.html", cwd=workdir)
+    assert page.returncode == 0, page.stderr
+    html = (workdir / "r.html").read_text(encoding="utf-8")
+    assert f"12 evaluations ({failed} failed), best {best['time_ms']:.4f} ms at evaluation {best['eval']}" in html
+    assert "best so far" in html  # the convergence plot (matplotlib is in the test extra)

@@ -7,35 +7,52 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from kxform.build.toolchain import Toolchain
+from kxform.cli.options import add_config_options, pick, project_config
 from kxform.engine.pass_api import PassContext, RunOptions
 from kxform.engine.registry import default_registry
-from kxform.errors import KxformError
+from kxform.errors import KxformError, UsageError
 from kxform.frontend.cuda import parse_model
 from kxform.frontend.semantic import semantic_provider
 from kxform.frontend.source import read_source
 from kxform.hw import HwProfile, load_profile
 from kxform.log.remarks import RemarkSink
+from kxform.workspace.exclude import Exclude
 from kxform.workspace.files import walk_sources
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("inspect", help="show kernels, launch sites and what each pass makes of them")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--hw", default="h100", help="hardware profile for constraints and previews (default: h100)")
-    p.add_argument("--pass", dest="passes", metavar="NAME[,NAME]", help="only these passes (default: all)")
+    p.add_argument("--hw", help="hardware profile for constraints and previews (default: configured, else h100)")
+    p.add_argument("--pass", dest="passes", metavar="NAME[,NAME]",
+                   help="only these passes (default: the configured 'passes', else all; with --prompt: the one "
+                   "pass asked about, default swizzle)")
     p.add_argument("-p", dest="build_dir", metavar="BUILD_DIR", help="directory with compile_commands.json")
-    p.add_argument("paths", nargs="+", metavar="PATH")
+    add_config_options(p)
+    p.add_argument("--prompt", metavar="FILE", help="print the context a model would get for --kernel K of FILE "
+                   "(what --proposer claude sends), and nothing else")
+    p.add_argument("--l2", action="store_true",
+                   help="predict L2 hit rate and DRAM traffic of every block order (one FILE, --kernel; "
+                        "needs a harness spec and a host compiler; docs/locality-model.md)")
+    p.add_argument("--kernel", metavar="NAME", help="the kernel for --prompt or --l2")
+    p.add_argument("--spec", help="with --l2: harness spec (default: the kxform.toml beside FILE)")
+    p.add_argument("--size", help="with --l2: spec size to model (default: its first bench size)")
+    p.add_argument("paths", nargs="*", metavar="PATH")
     p.set_defaults(func=run)
 
 
 def inspect_file(path: str, hw: HwProfile | str, passes: str | None = None,
-                 build_dir: str | None = None) -> dict[str, Any]:
+                 build_dir: str | None = None, options: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """What kxform sees in `path`; `options` (the configured `params`) go to the passes
+    named in `passes`, as `apply` hands them."""
     profile = load_profile(hw) if isinstance(hw, str) else hw
     registry = default_registry()
-    pipeline = registry.pipeline(passes) if passes else [registry.get(n)() for n in registry.names()]
+    pipeline = registry.pipeline(passes, dict(options or {})) if passes else \
+        [registry.get(n)() for n in registry.names()]
     source = read_source(path)
     model = parse_model(source)
     semantic = semantic_provider(path, build_dir)(model)
@@ -70,14 +87,45 @@ def inspect_file(path: str, hw: HwProfile | str, passes: str | None = None,
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.l2:
+        if args.prompt or args.passes or args.build_dir:
+            print("kxform: error: --prompt, --pass and -p do not go with --l2 (it models the swizzle pass's orders)",
+                  file=sys.stderr)
+            return 2
+        from kxform.cli.inspect_l2 import run_l2
+
+        return run_l2(args)
+    if args.spec or args.size or (args.kernel and not args.prompt):
+        print("kxform: error: --kernel, --spec and --size go with --l2 (--kernel also with --prompt)", file=sys.stderr)
+        return 2
+    if args.prompt or args.kernel:
+        if not (args.prompt and args.kernel) or args.paths:
+            raise UsageError("usage: kxform inspect --prompt FILE --kernel NAME [--hw H] [--pass P] [-p BUILD_DIR]")
+        from kxform.propose.show import prompt_for
+
+        sys.stdout.write(prompt_for(args.prompt, args.kernel, load_profile(args.hw or "h100"),
+                                    args.passes or "swizzle", build_dir=args.build_dir))
+        return 0
+    if not args.paths:
+        raise UsageError("kxform inspect: give at least one PATH (or --prompt FILE --kernel NAME)")
+    from kxform.workspace.flags import merged_build_dir
+
     reports, status = [], 0
-    hw = load_profile(args.hw)
-    for path in walk_sources(args.paths):
-        try:
-            reports.append(inspect_file(str(path), hw, args.passes, args.build_dir))
-        except KxformError as exc:
-            print(f"kxform: error: {exc}", file=sys.stderr)
-            status = 2
+    project = project_config(args, args.paths)
+    hw = load_profile(pick(args.hw, project and project.hw, "h100"))
+    passes = pick(args.passes, project and project.passes, None)
+    options = dict(project.params) if project is not None and passes else {}
+    exclude = Exclude(str(project.root), project.exclude) if project and project.exclude else None
+    files = [str(p) for p in walk_sources(args.paths) if exclude is None or not exclude.matches(p)]
+    include, defines = (project.include, project.defines) if project is not None else ((), ())
+    with merged_build_dir(files, include, defines, pick(args.build_dir, project and project.build_dir, None)) \
+            as build_dir:
+        for path in files:
+            try:
+                reports.append(inspect_file(path, hw, passes, build_dir, options))
+            except KxformError as exc:
+                print(f"kxform: error: {exc}", file=sys.stderr)
+                status = 2
     if args.json:
         json.dump(reports, sys.stdout, indent=2)
         print()

@@ -27,7 +27,7 @@ from kxform.search.pipeline import PipelineOptions
 from kxform.search.progress import Progress
 from kxform.search.space import SearchSpace
 from kxform.search.strategy import DEFAULT, STRATEGIES, Prior
-from kxform.search.tuner import TuneOptions, TuneResult, tune
+from kxform.search.tuner import Step, TuneOptions, TuneResult, tune
 from kxform.frontend.source import SourceText, read_source
 
 NO_OBJECTIVE = "tuning needs a GPU or a recorded space (--objective replay:FILE)"
@@ -145,14 +145,23 @@ def tune_summary(result: TuneResult, args: argparse.Namespace, objective: Object
     return {
         "file": args.file, "kernel": args.kernel, "objective": objective.name, "recording": replay or None,
         "hardware": objective.hardware, "strategy": result.strategy, "seed": args.seed,
-        "space_size": result.space_size, "evaluations": len(result.steps), "measured": result.measured,
+        "space_size": result.space_size, "evaluated": len(result.steps), "measured": result.measured,
         "from_database": sum(1 for s in result.steps if s.source != "measured"),
         "failed": sum(1 for s in result.steps if not s.evaluation.ok), "stopped": result.stopped,
         "cost_s": round(result.cost_s, 6), "strategy_s": round(result.strategy_s, 6),
         "prior": list(result.prior_sources), "database": db_path,
         "best": None if best is None else {"config": best.config, "time_ms": best.evaluation.time_ms,
                                            "spread_ms": best.evaluation.spread_ms, "found_at": best.index + 1},
+        "evaluations": [_evaluation(step) for step in result.steps],
     }
+
+
+def _evaluation(step: Step) -> dict[str, Any]:
+    """One evaluation in the shape the log viewers read (docs/pass-log.md, `tune`)."""
+    e = step.evaluation
+    return {"eval": step.index + 1, "params": step.config, "time_ms": e.time_ms,
+            "status": e.failure.value if e.failure else "ok", "source": step.source,
+            "spread_ms": e.spread_ms, "cost_s": e.cost_s, "detail": e.detail}
 
 
 def _print(result: TuneResult, summary: dict[str, Any], log_path: Path) -> None:
@@ -162,7 +171,7 @@ def _print(result: TuneResult, summary: dict[str, Any], log_path: Path) -> None:
     else:
         values = ", ".join(f"{k}={v}" for k, v in best["config"].items())
         print(f"best: {best['time_ms']:.4g} ms ({values}), found at evaluation {best['found_at']}")
-    print(f"kxform: {summary['evaluations']} evaluations ({summary['measured']} measured, "
+    print(f"kxform: {summary['evaluated']} evaluations ({summary['measured']} measured, "
           f"{summary['from_database']} from the database, {summary['failed']} failed) of {summary['space_size']} "
           f"configurations, stopped: {summary['stopped']}, cost {summary['cost_s']:.1f} s. Log: {log_path}",
           file=sys.stderr)

@@ -5,11 +5,20 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from kxform.cli.options import add_config_options, pick, project_config
+from kxform.cli.progress import ProgressBar
 from kxform.errors import UsageError
+from kxform.harness.dirs import spec_in_dirs
 from kxform.harness.spec import find_spec_for, load_spec
 from kxform.frontend.source import read_source
+
+if TYPE_CHECKING:
+    from kxform.verify.differential import VerifyReport
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,6 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="--program: lines matching REGEX are not compared (e.g. timings)")
     p.add_argument("--rtol", type=float, default=1e-5, help="--program: relative tolerance for numbers")
     p.add_argument("--arch", default=None, help="--program: nvcc arch (default: detected or sm_90)")
+    add_config_options(p)
     p.set_defaults(func=run)
 
 
@@ -54,7 +64,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--kernel is required (kernel mode)")
     if not args.rewritten and not args.reference:
         raise UsageError("give REWRITTEN, or --reference to check ORIGINAL against its spec")
-    spec_path = Path(args.spec) if args.spec else find_spec_for(args.original)
+    project = project_config(args, [args.original])
+    spec_path = Path(args.spec) if args.spec else find_spec_for(args.original) or \
+        (spec_in_dirs(args.original, project.specs) if project else None)
     if spec_path is None:
         raise UsageError(f"{args.original}: no harness spec found (kxform.toml beside it); write one or run "
                          f"'kxform harness infer {args.original} --kernel {args.kernel}'")
@@ -67,13 +79,28 @@ def run(args: argparse.Namespace) -> int:
         runtime.sanitize = True  # type: ignore[attr-defined]
     original = read_source(args.original)
     sizes = tuple(args.size)
-    flags = UnitFlags.from_build_dir(args.build_dir, args.original)
-    if args.reference and not args.rewritten:
-        report = verify_reference(original, kernel_spec, runtime, sizes, args.seed, args.timeout, flags)
-    else:
-        report = verify_pair(original, read_source(args.rewritten), kernel_spec, runtime, sizes, args.seed,
-                             args.timeout, flags)
+    flags = UnitFlags.from_build_dir(pick(args.build_dir, project and project.build_dir, None), args.original)
+    if project is not None:
+        flags = UnitFlags(flags.include_dirs + project.include, flags.defines + project.defines)
+    rewritten = read_source(args.rewritten) if args.rewritten else None
+
+    def one_size(name: str) -> VerifyReport:
+        if rewritten is None:
+            return verify_reference(original, kernel_spec, runtime, (name,), args.seed, args.timeout, flags)
+        return verify_pair(original, rewritten, kernel_spec, runtime, (name,), args.seed, args.timeout, flags)
+
+    report = _over_sizes(sizes or tuple(s.name for s in kernel_spec.check_sizes), one_size)
     for verdict in report.sizes:
         print(f"  {verdict.summary()}", file=sys.stderr if not verdict.ok else sys.stdout)
     print(report.summary())
     return 0 if report.ok else 1
+
+
+def _over_sizes(names: tuple[str, ...], one_size: Callable[[str], VerifyReport]) -> VerifyReport:
+    """Verify one size at a time, so a progress bar (on a terminal) moves per size."""
+    parts = []
+    with ProgressBar(unit="size") as progress:
+        for done, name in enumerate(names, start=1):
+            parts.append(one_size(name))
+            progress(done, len(names), name, stage="verify")
+    return replace(parts[0], sizes=tuple(v for part in parts for v in part.sizes))

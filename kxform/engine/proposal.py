@@ -24,7 +24,8 @@ Evidence = Literal["rule", "predicted", "measured"]
 class Provenance:
     """Who proposed, with what, at what cost, on what evidence (logged with every proposal)."""
 
-    proposer: str = "deterministic"
+    proposer: str = "heuristic"
+    """`heuristic` (a pass's documented rule, the default), `lock`, `claude`, a tuner, ..."""
     model: str | None = None
     """The model behind a predicting proposer (an LLM's name), if any."""
     cost_usd: float | None = None

@@ -1,6 +1,6 @@
 """Proposers: who suggests which instance of a pass to try on a kernel.
 
-The deterministic proposer uses the user's explicit options or the pass's documented
+The deterministic proposer (`heuristic`) uses the user's explicit options or the pass's documented
 default rule, followed by the pass's other candidates (`Pass.candidates`) as fallbacks
 for the later stages. Other proposers (an LLM, a tuner) return the same `Proposal` type
 and are equally untrusted: the driver checks every proposal the same way. Every
@@ -27,9 +27,11 @@ class Proposer(Protocol):
 
 class DeterministicProposer:
     """The pass's own default choice, then its other candidates (unless the user fixed the
-    options, or the pass has no fallback): reproducible, explained in the remark."""
+    options, or the pass has no fallback): reproducible, explained in the remark. This is
+    the `heuristic` proposer of `kxform apply --proposer` (the default; `deterministic` is
+    accepted as another name for it)."""
 
-    name = "deterministic"
+    name = "heuristic"
 
     def propose(self, pass_: Pass, ctx: PassContext, analysis: KernelAnalysis,
                 rejected: Sequence[Rejection] = ()) -> list[Proposal]:

@@ -72,6 +72,10 @@ class LaunchRequest:
     defines: tuple[str, ...] = ()
     trace_blocks: tuple[tuple[int, int, int], ...] = ()
     """Blocks whose global-memory sectors to record (CPU runtime only; empty: none)."""
+    only_traced_blocks: bool = False
+    """Run only the blocks in `trace_blocks` (CPU runtime only): for trace collection at
+    sizes too large to emulate whole. The outputs are then unspecified and not returned
+    (`LaunchResult.outputs` and `unwritten` are empty); `out` buffers start zeroed."""
 
 
 @dataclass(frozen=True)

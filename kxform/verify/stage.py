@@ -4,7 +4,7 @@ rewritten kernel that has a harness spec, before anything is written.
 A kernel whose verification fails blocks the write of its file; the evidence (size,
 output, first mismatching index, max errors) goes to the log. With `measure`, a
 verified rewrite is kept only when it is faster than the original beyond the measured
-spread; both times are logged.
+spread; both times are logged, beside the prediction when a model chose the rewrite.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from kxform.errors import KxformError
 from kxform.harness.model import HarnessSpec, KernelSpec
+from kxform.harness.dirs import spec_in_dirs
 from kxform.harness.spec import find_spec_for, load_spec
 from kxform.engine.pass_api import CheckRecord, KernelResult, Outcome
 from kxform.runtime.base import Runtime, RuntimeError_
@@ -22,14 +23,15 @@ from kxform.verify.differential import UnitFlags, verify_pair
 from kxform.verify.measure import measure_pair
 
 
-def spec_for_file(path: str) -> HarnessSpec | None:
-    """The harness spec beside `path` (kxform.toml naming it), or None."""
-    spec_path = find_spec_for(path)
+def spec_for_file(path: str, spec_dirs: tuple[str, ...] = ()) -> HarnessSpec | None:
+    """The harness spec beside `path` (kxform.toml naming it), else one in `spec_dirs`, or None."""
+    spec_path = find_spec_for(path) or (spec_in_dirs(path, spec_dirs) if spec_dirs else None)
     return None if spec_path is None else load_spec(spec_path)
 
 
 def verify_file(original: bytes, rewritten: bytes, path: str, results: list[KernelResult], runtime: Runtime,
-                measure: bool, build_dir: str | None = None) -> tuple[list[KernelResult], bool]:
+                measure: bool, build_dir: str | None = None,
+                spec_dirs: tuple[str, ...] = ()) -> tuple[list[KernelResult], bool]:
     """Verify every applied kernel of one file once, under the policy its passes compose
     (a kernel rewritten by `tile` then `swizzle` runs at tile's launch, compared as loosely
     as the looser pass allows); returns updated results and whether the rewritten file
@@ -37,11 +39,12 @@ def verify_file(original: bytes, rewritten: bytes, path: str, results: list[Kern
     source = validate_bytes(path, original)
     new = validate_bytes(path, rewritten)
     try:
-        file_spec, spec_error = spec_for_file(path), None
+        file_spec, spec_error = spec_for_file(path, spec_dirs), None
     except KxformError as exc:
         file_spec, spec_error = None, exc
     records: dict[str, tuple[CheckRecord, ...]] = {}
     failed: dict[str, str] = {}
+    predictions = _predictions(results)
     for kernel, policy in _policies(results).items():
         if spec_error is not None:
             records[kernel] = (CheckRecord("verify", True, f"skipped: harness spec unusable: {spec_error}"),)
@@ -60,6 +63,8 @@ def verify_file(original: bytes, rewritten: bytes, path: str, results: list[Kern
             continue
         if measure:
             timing_record, faster = _measure(source, new, spec, runtime, policy)
+            if kernel in predictions:  # the measurement decides; the log keeps what was predicted beside it
+                timing_record = replace(timing_record, detail=f"{timing_record.detail}; {predictions[kernel]}")
             records[kernel] += (timing_record,)
             if not faster:
                 failed[kernel] = "measure"
@@ -71,6 +76,15 @@ def verify_file(original: bytes, rewritten: bytes, path: str, results: list[Kern
                                                 "verification or was not faster",))
                    if r.outcome is Outcome.APPLIED else r for r in updated]
     return updated, keep
+
+
+def _predictions(results: list[KernelResult]) -> dict[str, str]:
+    """Per applied kernel, the rationale of proposals a model predicted (evidence "predicted")."""
+    out: dict[str, str] = {}
+    for r in results:
+        if r.outcome is Outcome.APPLIED and r.proposal is not None and r.proposal.provenance.evidence == "predicted":
+            out[r.kernel] = "; ".join(filter(None, (out.get(r.kernel), r.proposal.rationale)))
+    return out
 
 
 def _policies(results: list[KernelResult]) -> dict[str, VerifyPolicy]:

@@ -5,11 +5,19 @@ For each kernel the logical block index is computed once at entry by a small
 the device functions it reaches (which get the index as a new first parameter) and in
 the macros it expands is rewritten to use it. blockIdx.z and gridDim are left alone.
 
-Default choice (no --pattern), unmeasured and reported as such:
+Default choice (no --pattern): when the kernel has a harness spec the CPU runtime can
+run, the locality model (kxform.locality, docs/locality-model.md) ranks every pattern and
+proposes one only when it beats row-major by the model's margins. Otherwise, unmeasured
+and reported as such (with why the model was not asked):
   chiplet GPU (hw profile xcds > 1): 2-D grid -> xcd-grouped(xcds=X, group=8), 1-D -> xcd(xcds=X)
   monolithic L2:                     2-D grid -> grouped(group=8, along=y), 1-D -> nothing
 (group 8 is the Triton matmul tutorial's GROUP_M; on a monolithic L2 a 1-D raster is
 already the order that streams best, so no 1-D pattern is proposed there.)
+
+A proposer may also propose `pattern=custom` with a remap written in kxform's formula
+language as the proposal's payload (formula.py): it is parsed, checked for wrap-around
+and division by zero at every grid shape, emitted as the helper and proven bijective like
+the library patterns, and verified bit-exact like them.
 """
 
 from __future__ import annotations
@@ -26,9 +34,11 @@ from kxform.errors import CheckFailed, UsageError
 from kxform.frontend.model import Function, IndexRead, SourceModel, Span
 from kxform.passes.swizzle.index_usage import IndexUsage, index_usage
 from kxform.engine.params import Param, ParamSpace, ParamValue
-from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal
+from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance
 from kxform.engine.policy import EXACT, OutputCompare, VerifyPolicy
+from kxform.passes.swizzle.helper_placement import guarded_helper, helper_offset
 from kxform.passes.swizzle.patterns import PATTERNS, RemapConfig, get_pattern
+from kxform.passes.swizzle.formula import FormulaError, FormulaRemap, formula_remap
 from kxform.passes.swizzle.semantic_checks import semantic_blockers
 
 BLOCK_VAR = "kxform_block"
@@ -40,6 +50,8 @@ OPTIONS = ParamSpace((
     Param.enum("along", ("y", "x"), "y", doc="group rows (y) or columns (x)"),
     Param.int_range("xcds", 1, 64, 8, doc="chiplets blocks are dispatched over (default: the hardware profile's)"),
 ))
+CUSTOM = "custom"
+"""The pattern of a remap written in kxform's formula language (the proposal's payload is its text)."""
 PROLOGUE_MARK = f"{BLOCK_VAR} = kxform_swizzle_".encode()
 """How a rewritten kernel's prologue starts: marks it as done (idempotence) and bounds it (coverage)."""
 
@@ -111,6 +123,8 @@ class Swizzle(Pass):
                 continue  # row is the identity; z is never remapped, so 3-D grids take 2-D patterns
             config = pattern.resolve({"xcds": ctx.hw.xcds} if "xcds" in {p.name for p in pattern.params} else {})
             out.append(_proposal(analysis.kernel, config, "candidate"))
+        if "locality" in analysis.facts:  # the model judged the kernel: its ranking orders the fallbacks
+            return analysis.facts["locality"].rank_candidates(out)
         return out
 
     def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
@@ -121,6 +135,14 @@ class Swizzle(Pass):
             if not two_d and 1 not in config.pattern.dims:
                 return None
             return _proposal(analysis.kernel, config, f"pattern {config.label()} requested by the user")
+        from kxform.locality.propose import judge  # the locality model (docs/locality-model.md)
+
+        verdict, not_modelled = judge(ctx.model.source, analysis.kernel.name, ctx.hw, two_d)
+        if verdict is not None:
+            analysis.facts["locality"] = verdict  # type: ignore[index]  # for missed_reason and candidates
+            if verdict.config is None:
+                return None
+            return _proposal(analysis.kernel, verdict.config, verdict.rationale, verdict.provenance)
         defaults: dict[str, int | str]
         if ctx.hw.xcds > 1:
             name, defaults = ("xcd-grouped", {"xcds": ctx.hw.xcds, "group": GROUP_DEFAULT}) if two_d else \
@@ -132,15 +154,33 @@ class Swizzle(Pass):
         else:
             return None
         config = self.config(name, defaults)
-        return _proposal(analysis.kernel, config, f"default rule (unmeasured): {why}")
+        return _proposal(analysis.kernel, config, f"default rule (unmeasured; not modelled: {not_modelled}): {why}",
+                         Provenance(evidence="rule"))
 
     def missed_reason(self, analysis: KernelAnalysis) -> tuple[str, str]:
         usage: IndexUsage = analysis.facts["usage"]
+        if "locality" in analysis.facts:
+            return ("NoPredictedGain", analysis.facts["locality"].rationale)
         if self.pattern is not None and usage.dims < 2:
             return ("PatternNeeds2DGrid", f"pattern {self.pattern} needs a 2-D grid; the kernel reads only "
                     "blockIdx.x (1-D patterns: row, xcd)")
         return ("NoProfitablePattern", "1-D grid on a monolithic L2: the hardware raster order is already the "
                 "best known; no pattern proposed (use --pattern xcd to force one)")
+
+    def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
+        """What a proposer may choose for this kernel: a pattern that changes a grid of its
+        dimensionality, or `custom` (a remap in kxform's formula language, carried as the
+        proposal's payload); `xcds` defaults to the hardware profile's."""
+        usage: IndexUsage = analysis.facts["usage"]
+        dims = min(usage.dims, 2)
+        names = [p.name for p in PATTERNS.values() if p.name != "row" and dims in p.dims] + [CUSTOM]
+        default = "grouped" if "grouped" in names else names[0]
+        return ParamSpace((
+            Param.enum("pattern", names, default, doc="a library pattern, or `custom` for a remap written as a formula"),
+            OPTIONS.param("group"), OPTIONS.param("along"),
+            Param.int_range("xcds", 1, 64, max(1, min(ctx.hw.xcds, 64)),
+                            doc="chiplets blocks are dispatched round-robin to"),
+        ))
 
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
         """For `kxform inspect`: the grid dimensionality, the index reads and the verdict."""
@@ -162,9 +202,10 @@ class Swizzle(Pass):
             config = config_of(proposal)
         except UsageError as exc:
             raise CheckFailed("proposal", exc.cause) from None
+        records = [_formula_record(config)] if isinstance(config, FormulaRemap) else []
         report = check_helper(config.helper_source(), config.helper_name())
-        return [CheckRecord("bijection", True, f"emitted helper is a bijection on {report.detail}"
-                            + (" (cached)" if report.cached else ""))]
+        return records + [CheckRecord("bijection", True, f"emitted helper is a bijection on {report.detail}"
+                                      + (" (cached)" if report.cached else ""))]
 
     def check_result(self, new_model: SourceModel, proposals: Sequence[Proposal]) -> list[CheckRecord]:
         """Check (b): no blockIdx.x/.y read is left unmapped in a rewritten kernel's closure."""
@@ -190,7 +231,7 @@ class Swizzle(Pass):
         source = model.source
         newline = source.newline
         edits: list[Edit] = []
-        helper_first_use: dict[str, tuple[int, RemapConfig]] = {}
+        helper_first_use: dict[str, tuple[int, RemapConfig | FormulaRemap]] = {}
         for proposal in proposals:
             kernel = next(k for k in model.kernels if k.name == proposal.kernel)
             usage = index_usage(model, kernel)
@@ -208,14 +249,14 @@ class Swizzle(Pass):
         for name, (offset, config) in helper_first_use.items():
             if f" {name}(".encode() in source.data:
                 continue  # helper already present from an earlier run
-            at = source.line_start(offset)
-            edits.append(Edit(at, at, config.helper_source(newline) + newline, f"swizzle: helper {name}"))
+            at = helper_offset(model, offset)
+            edits.append(Edit(at, at, guarded_helper(config, newline) + newline, f"swizzle: helper {name}"))
         return _dedupe(edits)
 
 
-def _proposal(kernel: Function, config: RemapConfig, why: str) -> Proposal:
+def _proposal(kernel: Function, config: RemapConfig, why: str, provenance: Provenance | None = None) -> Proposal:
     values = (("pattern", config.pattern.name),) + config.values
-    return Proposal("swizzle", kernel.name, values, why)
+    return Proposal("swizzle", kernel.name, values, why, provenance or Provenance())
 
 
 FLOAT_ATOMIC_RE = re.compile(r"\batomic(Add|Sub)\s*\(\s*[^,]*,\s*[^)]*\)")
@@ -252,12 +293,58 @@ def _name_collisions(ctx: PassContext, usage: IndexUsage) -> list[Blocker]:
     return []
 
 
-def config_of(proposal: Proposal) -> RemapConfig:
-    """The remap a proposal asks for; its parameters are validated like user input."""
+def config_of(proposal: Proposal) -> RemapConfig | FormulaRemap:
+    """The remap a proposal asks for; its parameters are validated like user input.
+    `pattern=custom` takes its remap from the proposal's payload (formula.py)."""
     options = proposal.options
     if "pattern" not in options:
         raise UsageError("swizzle proposal names no pattern")
+    if options["pattern"] == CUSTOM:
+        return _custom_remap(proposal)
     return get_pattern(options["pattern"]).resolve({k: v for k, v in options.items() if k != "pattern"})
+
+
+def custom_values(formula: str) -> dict[str, ParamValue]:
+    """The values of a proposal for the custom remap `formula` (which rides as its payload):
+    the pattern and the formula's digest, so two formulas give two specs. FormulaError when
+    the text does not parse."""
+    from kxform.passes.swizzle.formula import parse_formula
+
+    return {"pattern": CUSTOM, "formula": parse_formula(formula).digest}
+
+
+def pattern_params(pattern: str) -> tuple[str, ...]:
+    """The options a pattern takes (`custom` takes none: its remap is the payload)."""
+    return () if pattern == CUSTOM else tuple(p.name for p in get_pattern(pattern).params)
+
+
+def _custom_remap(proposal: Proposal) -> FormulaRemap:
+    text = proposal.payload
+    if not text:
+        raise UsageError("swizzle pattern custom needs a formula (the proposal carries none)")
+    try:
+        remap = formula_remap(text)
+    except FormulaError as exc:
+        raise UsageError(f"custom formula rejected: {exc}") from None
+    extra = sorted(set(proposal.options) - {"pattern", "formula"})
+    if extra:
+        raise UsageError(f"custom formula: unexpected parameter {extra[0]!r} (a custom remap takes only its formula)")
+    named = proposal.options.get("formula", remap.formula.digest)
+    if named != remap.formula.digest:
+        raise UsageError(f"custom formula: the proposal names formula {named} but carries formula "
+                         f"{remap.formula.digest}")
+    return remap
+
+
+def _formula_record(remap: FormulaRemap) -> CheckRecord:
+    """Arithmetic safety of a custom formula: no wrap-around or division by zero anywhere."""
+    from kxform.passes.swizzle.formula_eval import check_arithmetic
+
+    try:
+        report = check_arithmetic(remap.formula)
+    except FormulaError as exc:
+        raise CheckFailed("formula", str(exc)) from None
+    return CheckRecord("formula", True, report.detail)
 
 
 def _semantic_blockers(ctx: PassContext, usage: IndexUsage) -> list[Blocker]:
@@ -305,7 +392,7 @@ def _refuse_shared(ctx: PassContext, results: dict[str, KernelAnalysis]) -> None
                 changed = True
 
 
-def _prologue(ctx: PassContext, kernel: Function, usage: IndexUsage, config: RemapConfig, origin: str) -> Edit:
+def _prologue(ctx: PassContext, kernel: Function, usage: IndexUsage, config: RemapConfig | FormulaRemap, origin: str) -> Edit:
     source = ctx.model.source
     body = source.data[kernel.body.start:kernel.body.end]
     rest = body[1:]

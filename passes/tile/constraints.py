@@ -183,9 +183,12 @@ def _powers_of_two(model: SourceModel, tiling: Tiling) -> list[Constraint]:
 
 def _couplings(model: SourceModel, tiling: Tiling) -> list[Constraint]:
     """`blockIdx.x * TILE + threadIdx.x` with no blockDim.x read: one thread per tile column,
-    so the launch's block.x must equal TILE (stated only when the launch does not say so)."""
+    so the launch's block.x must equal TILE (stated only when the launch does not say so,
+    and only when the original values meet it: a kernel whose threads each compute several
+    elements, such as a register-blocked GEMM, is not read as one thread per element)."""
     dims = block_exprs(tiling)
     reads = {(u.builtin, u.axis) for u in builtin_uses(model) if u.function in tiling.closure}
+    original = {q.name: q.value for q in tiling.quantities}
     out = []
     for use in tiling.uses:
         match = re.search(r"\bblockIdx\.([xyz])\b", use.other) if use.operator == "*" else None
@@ -199,6 +202,8 @@ def _couplings(model: SourceModel, tiling: Tiling) -> list[Constraint]:
         covered = any(lp.step.replace(" ", "") in (f"blockDim.{axis}", (dim or "?").replace(" ", ""))
                       for lp in _closure_loops(model, tiling))
         if dim is not None and dim.replace(" ", "") != use.name and not covered:
-            out.append(Constraint.parse(f"{dim} == {use.name}", f"one thread per tile element along {axis}: "
-                                        f"blockDim.{axis} must equal {use.name}", _origin(model, use.span.start)))
+            coupling = Constraint.parse(f"{dim} == {use.name}", f"one thread per tile element along {axis}: "
+                                        f"blockDim.{axis} must equal {use.name}", _origin(model, use.span.start))
+            if coupling.holds(original):  # else a misreading: threads cover several elements (register blocking)
+                out.append(coupling)
     return out

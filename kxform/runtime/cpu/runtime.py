@@ -93,6 +93,8 @@ class CpuRuntime(Runtime):
             include_dirs=request.include_dirs,
             hip=is_hip(request.source),
             traced=bool(request.trace_blocks),
+            clang="clang" in self.builder().toolchain.version.lower(),
+            device_source=request.source,
         )
 
     def builder(self) -> Builder:
@@ -143,6 +145,8 @@ def _validate(request: LaunchRequest, name: str) -> None:
                 f"{name}: argument '{arg.name}' is a {kind} but parameter "
                 f"'{request.params[i].ctype} {request.params[i].name}' is not"
             )
+    if request.only_traced_blocks and not request.trace_blocks:
+        raise RuntimeError_(f"{name}: only_traced_blocks needs trace_blocks (there is nothing else to run)")
     for block in request.trace_blocks:
         if any(not 0 <= b < g for b, g in zip(block, request.grid, strict=True)):
             raise RuntimeError_(f"{name}: traced block {block} is outside the grid {request.grid}")

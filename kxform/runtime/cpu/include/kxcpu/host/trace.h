@@ -24,10 +24,12 @@ struct BufferTrace {
   std::vector<std::uint64_t> reads, writes;
 };
 
-/// Everything one traced block touched, buffer by buffer (argument order).
+/// Everything one traced block touched, buffer by buffer (argument order). [lo, lo + span)
+/// covers every buffer: accesses outside it (locals, shared memory) are rejected at once.
 struct BlockTrace {
   unsigned x = 0, y = 0, z = 0;
   std::vector<BufferTrace> buffers;
+  std::uintptr_t lo = 0, span = 0;
 };
 
 /// The trace being recorded on this worker (null while an untraced block runs).
@@ -53,7 +55,10 @@ __attribute__((noinline)) inline void record_slow(BlockTrace* t, std::uintptr_t 
 /// Records the byte range [addr, addr + n) as read or written by the traced block.
 inline void record(const volatile void* addr, std::size_t n, bool write) {
   BlockTrace* t = t_trace;
-  if (__builtin_expect(t != nullptr && n != 0, 0)) record_slow(t, reinterpret_cast<std::uintptr_t>(addr), n, write);
+  if (__builtin_expect(t != nullptr && n != 0, 0)) {
+    const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(addr);
+    if (a - t->lo < t->span || (a < t->lo && a + n > t->lo)) record_slow(t, a, n, write);
+  }
 }
 
 }  // namespace host
