@@ -51,7 +51,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="continue from every stored evaluation of this kernel and hardware")
     p.add_argument("--write", action="store_true", help="write the best values into FILE's #defines")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
-    p.add_argument("--objective", metavar="replay:FILE", help="tune against a recorded space instead of a GPU")
+    p.add_argument("--objective", metavar="gpu|replay:FILE",
+                   help="gpu (default): rewrite, compile, verify and time on this machine's GPU; "
+                   "replay:FILE: a recorded space instead")
+    p.add_argument("--size", metavar="NAME|VAR=V,...",
+                   help="timing size: a size of the spec, or values overriding its bench size (default: the bench size)")
+    p.add_argument("--repeat", type=int, default=50, metavar="N", help="timed launches per configuration (default: 50)")
+    p.add_argument("--require", action="append", default=[], metavar="EXPR",
+                   help="an extra constraint on the parameters (kxform's expression language), repeatable")
+    p.add_argument("--hw", default="h100", metavar="NAME", help="hardware profile for the constraints (default: h100)")
+    p.add_argument("-p", "--build-dir", metavar="DIR", help="directory holding compile_commands.json")
     p.add_argument("--prior", nargs="+", default=[], metavar="FILE",
                    help="recordings of this kernel elsewhere to warm-start from (the database is also used)")
     p.add_argument("--db", metavar="PATH", help="tuning database (default: the user cache's tuning.sqlite)")
@@ -60,24 +69,50 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _objective(args: argparse.Namespace) -> tuple[Objective, SearchSpace, str]:
-    """The objective and its space; a recording's kernel must be the one asked for."""
-    if args.objective is None:
-        from kxform.runtime.gpu import GpuRuntime
-
-        ok, _ = GpuRuntime().available()
-        if not ok:
-            raise UsageError(NO_OBJECTIVE)
-        raise UsageError("tuning on the GPU is not connected to the tile pass yet; use --objective replay:FILE")
+def _objective(args: argparse.Namespace, source: SourceText) -> tuple[Objective, SearchSpace, str]:
+    """The objective and its space: the GPU (the default, `gpu`) or a recording, whose
+    kernel must be the one asked for."""
+    if args.objective in (None, "gpu"):
+        return _gpu_objective(args, source)
     kind, sep, path = args.objective.partition(":")
     if kind != "replay" or not sep or not path:
-        raise UsageError(f"--objective {args.objective!r}: expected replay:FILE")
+        raise UsageError(f"--objective {args.objective!r}: expected gpu or replay:FILE")
     from kxform.search.recorded import load_recording
 
     recording = load_recording(path)
     if recording.kernel and recording.kernel != args.kernel:
         raise UsageError(f"{path}: a recording of kernel '{recording.kernel}', not '{args.kernel}'")
     return recording.objective, recording.search, path
+
+
+def _gpu_objective(args: argparse.Namespace, source: SourceText) -> tuple[Objective, SearchSpace, str]:
+    """Rewrite, compile, verify and time on this machine's GPU (one line and exit 2 without one)."""
+    from kxform.hw import load_profile
+    from kxform.search.kernel_objective import KernelObjective, MeasureOptions, TuneTarget, gpu_runtime, timing_size
+    from kxform.search.kernel_space import kernel_space, parse_passes
+
+    passes = parse_passes(args.passes)
+    if args.repeat < 1:
+        raise UsageError(f"--repeat {args.repeat}: must be at least 1")
+    runtime = gpu_runtime()
+    spec = _spec(args, source)
+    size = timing_size(spec, args.size)
+    space = kernel_space(source.data, args.kernel, passes, path=source.path, hw=args.hw, build_dir=args.build_dir,
+                         require=tuple(args.require))
+    target = TuneTarget(source.path, source.data, args.kernel, spec, args.hw, args.build_dir)
+    objective = KernelObjective(target, space, runtime, MeasureOptions(size=size, repeat=args.repeat))
+    return objective, SearchSpace.build(space.space, load_profile(args.hw)), ""
+
+
+def _spec(args: argparse.Namespace, source: SourceText):  # type: ignore[no-untyped-def]
+    """The kernel's harness spec: `--spec`, else the kxform.toml that names the file."""
+    from kxform.harness.spec import find_spec_for, load_spec
+
+    path = args.spec or find_spec_for(source.path)
+    if path is None:
+        raise UsageError(f"{source.path}: no harness spec names this file; tuning verifies and times "
+                         f"'{args.kernel}' from one (--spec S, docs/harness-spec.md)")
+    return load_spec(path).kernel(args.kernel)
 
 
 def _check_kernel(source: SourceText, kernel: str) -> None:
@@ -118,18 +153,21 @@ def run(args: argparse.Namespace) -> int:
     options = _options(args)
     source = read_source(args.file)
     _check_kernel(source, args.kernel)
-    objective, space, replay_path = _objective(args)
-    with TuningDB(args.db) as db:
-        key = TuneKey(content_key(source.data, args.kernel), args.kernel, objective.hardware, space.names)
-        prior = _prior(args, space, db, key)
-        log = PassLog.open(args.log, hw=objective.hardware, pipeline=args.passes, argv=sys.argv[1:])
-        with Progress(enabled=not args.json, total=options.budget, time_s=options.time_s) as progress:
-            result = tune(space, objective, options, db=db, key=key, prior=prior, on_step=progress.step)
-    summary = tune_summary(result, args, objective, replay_path, str(db.path))
-    if args.write and result.best is not None:
-        from kxform.search.write import write_defaults
-
-        summary["written"] = write_defaults(source, result.best.config)
+    objective, space, replay_path = _objective(args, source)
+    try:
+        with TuningDB(args.db) as db:
+            kernel_hash = content_key(source.data, args.kernel, *([objective.measures] if objective.measures else []))
+            key = TuneKey(kernel_hash, args.kernel, objective.hardware, space.names)
+            prior = _prior(args, space, db, key)
+            log = PassLog.open(args.log, hw=objective.hardware, pipeline=args.passes, argv=sys.argv[1:])
+            with Progress(enabled=not args.json, total=options.budget, time_s=options.time_s) as progress:
+                result = tune(space, objective, options, db=db, key=key, prior=prior, on_step=progress.step)
+        summary = tune_summary(result, args, objective, replay_path, str(db.path))
+        summary.update(_measured(objective))
+        if args.write and result.best is not None:
+            summary["written"] = _write(objective, source, result.best.config)
+    finally:
+        objective.close()
     log.write({"type": "tune", "schema": 1, "run": log.run_id, **summary})
     log.close(Report())
     if args.json:
@@ -137,6 +175,30 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print(result, summary, log.path)
     return 0
+
+
+def _measured(objective: Objective) -> dict[str, Any]:
+    """For a measuring objective: the timing size and the unmodified kernel's time there."""
+    from kxform.runtime.base import RuntimeError_
+    from kxform.search.kernel_objective import KernelObjective
+
+    if not isinstance(objective, KernelObjective):
+        return {}
+    try:
+        original: float | None = objective.baseline().median_ms
+    except RuntimeError_:
+        original = None
+    return {"size": objective.size.name, "original_ms": original}
+
+
+def _write(objective: Objective, source: SourceText, config: dict[str, Any]) -> dict[str, list[str]]:
+    """`--write`: a measured configuration as its verified rewrite; a replayed one into the `#define`s."""
+    from kxform.search.kernel_objective import KernelObjective
+    from kxform.search.write import write_defaults
+
+    if isinstance(objective, KernelObjective):
+        return objective.write(config)
+    return write_defaults(source, config)
 
 
 def tune_summary(result: TuneResult, args: argparse.Namespace, objective: Objective, replay: str,
@@ -171,6 +233,9 @@ def _print(result: TuneResult, summary: dict[str, Any], log_path: Path) -> None:
     else:
         values = ", ".join(f"{k}={v}" for k, v in best["config"].items())
         print(f"best: {best['time_ms']:.4g} ms ({values}), found at evaluation {best['found_at']}")
+        if summary.get("original_ms"):
+            print(f"original: {summary['original_ms']:.4g} ms at size {summary['size']}: speedup "
+                  f"{summary['original_ms'] / best['time_ms']:.3f}x")
     print(f"kxform: {summary['evaluated']} evaluations ({summary['measured']} measured, "
           f"{summary['from_database']} from the database, {summary['failed']} failed) of {summary['space_size']} "
           f"configurations, stopped: {summary['stopped']}, cost {summary['cost_s']:.1f} s. Log: {log_path}",

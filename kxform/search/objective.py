@@ -84,6 +84,9 @@ class Objective(ABC):
     name: str = "objective"
     hardware: str = ""
     """Identity of the hardware measured on (database key)."""
+    measures: str = ""
+    """What a time means beyond the kernel and the hardware (the timing size, the passes):
+    part of the database key, so results of different measurements never mix."""
 
     def prepare(self, config: Config) -> Prepared:
         """CPU-side work for `config` (thread-safe; may run ahead of `evaluate`)."""
