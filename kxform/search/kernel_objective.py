@@ -39,6 +39,8 @@ from kxform.search.kernel_space import KernelSpace, label
 from kxform.search.objective import Evaluation, Failure, Objective, Prepared
 from kxform.verify.measure import REPEAT, MeasurementError, Timing, timed_and_checked
 
+MIN_REPEAT = 5
+
 
 @dataclass(frozen=True)
 class TuneTarget:
@@ -61,6 +63,10 @@ class MeasureOptions:
     check_sizes: tuple[str, ...] = ()
     """Sizes verified before timing (empty: every check size of the spec)."""
     repeat: int = REPEAT
+    launch_budget_s: float | None = None
+    """Seconds of timed launches per configuration, about: a probe launch sets the count
+    (at least MIN_REPEAT, at most `repeat`), so a slow configuration costs what a fast
+    one does. None: always `repeat`."""
     verify_timeout_s: float = 120.0
     time_timeout_s: float = 600.0
 
@@ -277,7 +283,15 @@ class KernelObjective(Objective):
                                  self.options.time_timeout_s, self._flags)
         dtypes = {arg.name: arg.dtype for arg in launch.args}
         mode = spec.compare if uses_float_atomics(source) else EXACT
-        return timed_and_checked(self.runtime, request, dtypes, mode, self.options.repeat)
+        return timed_and_checked(self.runtime, request, dtypes, mode, self._repeat(request))
+
+    def _repeat(self, request: LaunchRequest) -> int:
+        budget = self.options.launch_budget_s
+        if budget is None:
+            return self.options.repeat
+        probe = self.runtime.run(request).elapsed_ms or 0.0
+        fits = int(budget * 1000.0 / probe) if probe > 0 else self.options.repeat
+        return max(MIN_REPEAT, min(self.options.repeat, fits))
 
     def baseline(self) -> Timing:
         """The unmodified kernel's time at the timing size, on the same inputs (once)."""
