@@ -167,6 +167,18 @@ def test_tune_without_a_gpu_says_so_in_one_line(tmp_path: Path) -> None:
     assert path.read_bytes() == before and not (tmp_path / "cache").exists()
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    (("--pass", "tile,unroll"), "--pass 'tile,unroll': unknown pass 'unroll'"),
+    (("--repeat", "0"), "--repeat 0: must be at least 1"),
+    (("--launch-budget", "0"), "--launch-budget 0: must be a positive number of seconds"),
+])
+def test_bad_gpu_options_are_one_line_errors(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+    path = _copy(tmp_path, planted=False)
+    proc = run_cli("tune", str(path), "--kernel", "sgemm_tiled", *args, env={"KXFORM_CACHE_DIR": str(tmp_path / "c")})
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"kxform: error: {message}")
+
+
 def _profile(name: str):  # type: ignore[no-untyped-def]
     from kxform.hw import load_profile
 

@@ -56,7 +56,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "replay:FILE: a recorded space instead")
     p.add_argument("--size", metavar="NAME|VAR=V,...",
                    help="timing size: a size of the spec, or values overriding its bench size (default: the bench size)")
-    p.add_argument("--repeat", type=int, default=50, metavar="N", help="timed launches per configuration (default: 50)")
+    p.add_argument("--repeat", type=int, default=50, metavar="N", help="timed launches per configuration, at most "
+                   "(default: 50)")
+    p.add_argument("--launch-budget", type=float, default=2.0, metavar="S",
+                   help="seconds of timed launches per configuration, about: a probe launch sets the count, "
+                   "at least 5 (default: 2)")
     p.add_argument("--require", action="append", default=[], metavar="EXPR",
                    help="an extra constraint on the parameters (kxform's expression language), repeatable")
     p.add_argument("--hw", default="h100", metavar="NAME", help="hardware profile for the constraints (default: h100)")
@@ -94,14 +98,18 @@ def _gpu_objective(args: argparse.Namespace, source: SourceText) -> tuple[Object
     passes = parse_passes(args.passes)
     if args.repeat < 1:
         raise UsageError(f"--repeat {args.repeat}: must be at least 1")
-    runtime = gpu_runtime()
+    if not (math.isfinite(args.launch_budget) and args.launch_budget > 0):
+        raise UsageError(f"--launch-budget {args.launch_budget:g}: must be a positive number of seconds")
+    runtime = gpu_runtime()  # first: without a GPU nothing else can be measured
     spec = _spec(args, source)
     size = timing_size(spec, args.size)
     space = kernel_space(source.data, args.kernel, passes, path=source.path, hw=args.hw, build_dir=args.build_dir,
                          require=tuple(args.require))
     target = TuneTarget(source.path, source.data, args.kernel, spec, args.hw, args.build_dir)
-    objective = KernelObjective(target, space, runtime, MeasureOptions(size=size, repeat=args.repeat))
-    return objective, SearchSpace.build(space.space, load_profile(args.hw)), ""
+    search = SearchSpace.build(space.space, load_profile(args.hw))
+    objective = KernelObjective(target, space, runtime, MeasureOptions(size=size, repeat=args.repeat,
+                                                                          launch_budget_s=args.launch_budget))
+    return objective, search, ""
 
 
 def _spec(args: argparse.Namespace, source: SourceText):  # type: ignore[no-untyped-def]
