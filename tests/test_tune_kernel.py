@@ -31,14 +31,21 @@ PLANTED_LOAD = b"Bs[ty][tx] = (t + (ty & 15) < K && col < N) ? B[(t + (ty & 15))
 """A latent bug the tile pass cannot see: a mask that is right only while TILE <= 16."""
 
 
-def _copy(tmp_path: Path, planted: bool) -> Path:
-    folder = tmp_path / ("planted" if planted else "sound")
+SOUND_INIT = b"    float acc = 0.0f;\n"
+BROKEN_INIT = b"#if TILE == 32\n    float acc = no_such_name;\n#else\n    float acc = 0.0f;\n#endif\n"
+"""Code that builds at every tile size but one."""
+
+
+def _copy(tmp_path: Path, planted: bool, broken: bool = False) -> Path:
+    folder = tmp_path / ("planted" if planted else "broken" if broken else "sound")
     shutil.copytree(CORPORA / "sgemm_tiled", folder)
     path = folder / "sgemm_tiled.cu"
-    if planted:
-        data = path.read_bytes()
-        assert SOUND_LOAD in data
-        path.write_bytes(data.replace(SOUND_LOAD, PLANTED_LOAD))
+    data = path.read_bytes()
+    for wanted, sound, bad in ((planted, SOUND_LOAD, PLANTED_LOAD), (broken, SOUND_INIT, BROKEN_INIT)):
+        if wanted:
+            assert data.count(sound) == 1
+            data = data.replace(sound, bad)
+    path.write_bytes(data)
     return path
 
 
@@ -150,6 +157,15 @@ def test_failures_go_to_the_database_with_their_reasons_never_as_times(tmp_path:
     with TuningDB(tmp_path / "tuning.sqlite") as db:  # a second run repeats nothing
         again = tune(space, objective, TuneOptions(strategy="exhaustive", budget=20), db=db, key=key)
     assert {s.source for s in again.steps} == {"database"}
+
+
+@needs_nvcc
+def test_a_configuration_that_does_not_compile_is_a_compile_failure(tmp_path: Path, cpu) -> None:  # type: ignore[no-untyped-def]
+    objective = _objective(_copy(tmp_path, planted=False, broken=True), cpu)
+    broken = _evaluate(objective, {"TILE": 32})
+    assert broken.failure is Failure.COMPILE and broken.time_ms is None
+    assert "does not compile" in broken.detail and objective.phases["TILE=32"].verify_s == 0
+    assert _evaluate(objective, {"TILE": 16}).failure is Failure.RUNTIME  # the others build and verify
 
 
 def test_tune_without_a_gpu_says_so_in_one_line(tmp_path: Path) -> None:

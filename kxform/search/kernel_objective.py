@@ -190,8 +190,9 @@ class KernelObjective(Objective):
             if r.kernel != target.kernel:
                 continue
             if r.outcome in (Outcome.FAILED, Outcome.MISSED, Outcome.SKIPPED):
-                failure = Failure.COMPILE if r.stage == "compile" else Failure.INVALID
                 why = r.reasons[0] if r.reasons else r.outcome.value
+                # the tile pass compiles every candidate for ptxas's resources: a build error there is a compile failure
+                failure = Failure.COMPILE if r.stage == "compile" or "does not compile" in why else Failure.INVALID
                 raise _Refused(failure, f"{r.pass_name}: {r.stage or r.outcome.value}: {why}")
             if r.outcome is Outcome.APPLIED:
                 policy = r.policy if policy is None else policy.then(r.policy)
