@@ -15,7 +15,9 @@ reach within 2% of the best known, the best against the default configuration an
 original code (speedup), and the seconds per evaluation in each step (rewrite with the
 passes' checks, compile, verify, time) and in the search itself.
 
-Needs a CUDA GPU with pycuda (exit 2 with the reason otherwise). `--quick` keeps the
+A full run is about 250 evaluations (1-3 s each, builds in parallel with -j): split it
+with --case where a command's time is limited. Needs a CUDA GPU with pycuda (exit 2
+with the reason otherwise). `--quick` keeps the
 whole run under about three minutes: smaller timing sizes, small budgets, three cases.
 """
 
@@ -97,7 +99,7 @@ def run_case(loaded: Loaded, runtime: Any, strategy: str, budget: int, limit: in
     from kxform.search.tuner import TuneOptions, tune
 
     started = time.perf_counter()
-    options = MeasureOptions(size=loaded.size, launch_budget_s=0.3 if args.quick else 1.0)
+    options = MeasureOptions(size=loaded.size, launch_budget_s=0.3 if args.quick else 0.5)
     objective = KernelObjective(loaded.target, loaded.space, runtime, options)
     original = objective.baseline()
     default = loaded.space.defaults()

@@ -24,6 +24,9 @@ either found: evaluations and GPU seconds (compile + verify + benchmark) until a
 configuration within 2% of it. Kernel Tuner's own times are the mean of 7 launches, so
 its improvements are re-timed with kxform's timer before they are compared.
 
+A full run is about 4 x 30 evaluations per kernel (each a compile, a verification and
+a timing, 1-3 s): split it with --case where a command's time is limited.
+
 Needs a CUDA GPU, pycuda, and Kernel Tuner importable (`pip install kernel_tuner`, or
 on PYTHONPATH); exit 2 with the reason otherwise.
 """
@@ -46,8 +49,9 @@ from tune_cases import Loaded, fail, load, pick, profile_for, require_gpu, write
 
 QUICK_CASES = ("sgemm_tiled/tile", "jacobi5/tile")
 FULL_CASES = ("sgemm_tiled/tile", "jacobi5/tile", "sgemm_128/tile")
-KT_STRATEGIES = ("genetic_algorithm", "dual_annealing", "adaptive_tabu_greywolf", "random_sample")
-QUICK_KT_STRATEGIES = ("genetic_algorithm", "random_sample")
+KT_STRATEGIES = ("genetic_algorithm", "adaptive_tabu_greywolf", "dual_annealing")
+"""Kernel Tuner's best strategies on the recorded spaces (docs/search.md)."""
+QUICK_KT_STRATEGIES = ("genetic_algorithm", "adaptive_tabu_greywolf")
 NEAR = 0.02
 
 
@@ -55,7 +59,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="a short run (under about 3 minutes)")
     p.add_argument("--out", metavar="PATH", help="write the results as JSON here")
-    p.add_argument("--budget", type=int, help="evaluations per tool and strategy (default 40; quick 10)")
+    p.add_argument("--budget", type=int, help="evaluations per tool and strategy (default 30; quick 10)")
     p.add_argument("--case", action="append", dest="cases", metavar="NAME",
                    help=f"a case, repeatable (default: {', '.join(FULL_CASES)}; quick: {', '.join(QUICK_CASES)})")
     p.add_argument("--kt-strategy", action="append", dest="kt_strategies", metavar="NAME",
@@ -89,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     runtime = require_gpu("bench_tune_kt_live")
     from kxform.search.strategy import DEFAULT
 
-    budget = args.budget or (10 if args.quick else 40)
+    budget = args.budget or (10 if args.quick else 30)
     hw = profile_for(runtime, args.hw)
     cases = pick(args.cases, QUICK_CASES if args.quick else FULL_CASES, only_tile=True)
     strategies = args.kt_strategies or list(QUICK_KT_STRATEGIES if args.quick else KT_STRATEGIES)
@@ -121,7 +125,7 @@ def compare_case(loaded: Loaded, runtime: Any, budget: int, strategies: list[str
     from kxform.search.kernel_objective import KernelObjective, MeasureOptions
 
     objective = KernelObjective(loaded.target, loaded.space, runtime,
-                                MeasureOptions(size=loaded.size, launch_budget_s=0.3 if args.quick else 1.0))
+                                MeasureOptions(size=loaded.size, launch_budget_s=0.3 if args.quick else 0.5))
     runs = [run_kxform(loaded, objective, budget, args, scratch)]
     setup = kt_setup(loaded, objective)
     for strategy in strategies:
