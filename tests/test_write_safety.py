@@ -346,6 +346,32 @@ def test_a_second_run_on_one_tree_waits_for_or_refuses_the_first(tmp_path: Path)
     assert proc.returncode == 0 and "kxform_block" in (tmp_path / "tile.cu").read_text()
 
 
+def test_runs_into_one_output_directory_lock_only_their_copies(tmp_path: Path) -> None:
+    """A parallel build runs one kxform per file into one -o directory: runs writing
+    other copies proceed; a run that would write a copy being written waits for it
+    (and refuses once its wait is over)."""
+    import subprocess
+    import time
+
+    from kxform.engine.runner import output_path
+    from kxform.workspace.lock import TreeLock
+
+    (tmp_path / "a.cu").write_text(KERNEL)
+    (tmp_path / "b.cu").write_text(KERNEL)
+    out = tmp_path / "out"
+    with TreeLock.acquire_copies(str(out), [output_path("a.cu", str(out))]):
+        other = _apply("-o", "out", "b.cu", cwd=tmp_path)
+        same = _apply("-o", "out", "a.cu", cwd=tmp_path, env={"KXFORM_LOCK_WAIT": "0.5"})
+        waiting = subprocess.Popen([kxform_exe(), "apply", "--pass", "swizzle", "--verify", "static", "-o", "out",
+                                    "a.cu"], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)
+        assert waiting.poll() is None and not (out / "a.cu").exists()  # still waiting for the holder
+    assert other.returncode == 0 and "kxform_block" in (out / "b.cu").read_text(), other.stderr
+    assert same.returncode == 2 and "another kxform run" in _errors(same.stderr)[0], same.stderr
+    _, err = waiting.communicate(timeout=300)
+    assert waiting.returncode == 0 and "kxform_block" in (out / "a.cu").read_text(), err
+
+
 # ---------------------------------------------------------------- harness specs
 SPEC_HEAD = """version = 1
 file = "k.cu"

@@ -154,7 +154,8 @@ def _write_depfile(args: argparse.Namespace, outcomes: list[FileOutcome], projec
         full = os.path.abspath(path)
         return any(full == p or full.startswith(p.rstrip(os.sep) + os.sep) for p in named)
     targets = [str(output_path(o.path, args.out_dir)) for o in outcomes if wanted(o.path)]
-    deps = [o.path for o in outcomes] + ([str(project.path)] if project is not None else [])
+    headers = list(collect_files(args.paths).includers)  # quoted includes read, inside the paths or not
+    deps = [o.path for o in outcomes] + headers + ([str(project.path)] if project is not None else [])
     write_depfile(args.depfile, targets, deps)
 
 

@@ -164,18 +164,19 @@ def run_apply(paths: list[str], config: ApplyConfig, progress: Progress | None =
     """Run the pipeline over `paths`; return the report and per-file outcomes (for logs)."""
     _pipeline(config.pipeline, config.extra_options)  # usage errors before any work (and warms the cache)
     check_environment(config)
-    locked: list[str] = list(paths)
+    sources = collect_files(paths, copies=config.write_back is WriteBack.OUT_DIR)
+    if config.exclude is not None:
+        sources.files = [f for f in sources.files if not config.exclude.matches(f)]
+    lock: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
     if config.write_back is WriteBack.OUT_DIR and config.out_dir is not None:
         try:
             Path(config.out_dir).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UsageError(f"-o {display_path(config.out_dir)}: cannot create it ({exc.strerror or exc})") from None
-        locked = [config.out_dir]
-    writes = config.write_back in (WriteBack.WRITE, WriteBack.OUT_DIR)
-    with TreeLock.acquire(locked) if writes else contextlib.nullcontext():
-        sources = collect_files(paths)
-        if config.exclude is not None:
-            sources.files = [f for f in sources.files if not config.exclude.matches(f)]
+        lock = TreeLock.acquire_copies(config.out_dir, [output_path(f, config.out_dir) for f in sources.files])
+    elif config.write_back is WriteBack.WRITE:
+        lock = TreeLock.acquire(list(paths))
+    with lock:
         outcomes = [FileOutcome(str(err.location.path) if err.location else "", error=str(err))
                     for err in sources.refused]
         outcomes += _transform_all(sources, config, progress)

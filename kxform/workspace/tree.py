@@ -32,11 +32,16 @@ class Scope:
     files: frozenset[str]
 
     @classmethod
-    def of(cls, paths: Sequence[str]) -> Scope:
+    def of(cls, paths: Sequence[str], headers_beside_files: bool = False) -> Scope:
         roots, files = [], set()
         for raw in paths:
             real = os.path.realpath(raw)
-            (roots.append(real) if os.path.isdir(real) else files.add(real))
+            if os.path.isdir(real):
+                roots.append(real)
+            else:
+                files.add(real)
+                if headers_beside_files:
+                    roots.append(os.path.dirname(real))
         return cls(tuple(roots), frozenset(files))
 
     def contains(self, path: str) -> bool:
@@ -58,11 +63,14 @@ class SourceSet:
     refused: list[InputError] = field(default_factory=list)
 
 
-def collect_files(paths: Sequence[str]) -> SourceSet:
+def collect_files(paths: Sequence[str], copies: bool = False) -> SourceSet:
     """CUDA/HIP files under `paths`, plus the `.h`/`.hpp` headers they include with quotes
     (headers hold kernels and device functions too; other headers are not CUDA) when
-    those headers are inside the given paths."""
-    scope = Scope.of(paths)
+    those headers are inside the given paths. With `copies` (a run that writes copies
+    to `-o OUT_DIR`, never the sources) a header beside or below a named file also
+    counts: its copy must sit beside the includer's copy for `#include "..."` to find
+    it there."""
+    scope = Scope.of(paths, headers_beside_files=copies)
     given = {os.path.realpath(p) for p in paths}
     out = SourceSet()
     seen: set[str] = set()
