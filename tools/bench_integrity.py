@@ -31,6 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpubench_common import (  # noqa: E402
+    OneLineParser,
     EXIT_FINDINGS,
     EXIT_OK,
     ROOT,
@@ -55,7 +56,7 @@ DTYPES = {"out": "float32"}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="bench_integrity.py", description=(__doc__ or "").split("\n\n")[0])
+    parser = OneLineParser(prog=TOOL, description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--out", metavar="FILE", help="write the results as JSON")
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_REPEAT} timed launches instead of {REPEAT}")
     parser.add_argument("--dry-run", action="store_true", help="no GPU: input checks, nvcc builds of the cheating "
@@ -197,7 +198,7 @@ def _uncapped(runtime: Any, request: LaunchRequest, l2: int, repeat: int) -> dic
     runtime of its own (its worker never serves a capped measurement)."""
     from kxform.runtime.gpu import GpuRuntime
 
-    with GpuRuntime(runtime.builder) as other:
+    with GpuRuntime(getattr(runtime, "builder", None)) as other:
         try:
             timed = other.time(request, warmup=WARMUP, repeat=repeat, persisting_l2_limit=l2)
         except RuntimeError_ as exc:

@@ -38,6 +38,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpubench_common import (  # noqa: E402
+    OneLineParser,
     EXIT_FINDINGS,
     EXIT_OK,
     EXIT_USAGE,
@@ -70,7 +71,7 @@ PROFILER_BROKEN = ("ERR_NVGPUCTRPERM", "Failed to initialize the profiler", "Lib
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="bench_l2_ncu.py", description=(__doc__ or "").split("\n\n")[0])
+    parser = OneLineParser(prog=TOOL, description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--out", metavar="FILE", help="write the results as JSON (atomically, after every kernel)")
     parser.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK_KERNELS)} (the model's default "
                         "sizes, so the first script's rankings are reused)")

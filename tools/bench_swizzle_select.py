@@ -32,6 +32,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpubench_common import (  # noqa: E402
+    OneLineParser,
     EXIT_FINDINGS,
     EXIT_OK,
     Budget,
@@ -64,7 +65,7 @@ QUICK_REPEAT = 10
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="bench_swizzle_select.py", description=(__doc__ or "").split("\n\n")[0])
+    parser = OneLineParser(prog=TOOL, description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--out", metavar="FILE", help="write the results as JSON (atomically, after every kernel)")
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_REPEAT} timed launches per version "
                         f"instead of {REPEAT}")
@@ -142,11 +143,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_kernel(kernel: CorpusKernel, hw: HwProfile, runtime: Runtime, patterns: tuple[str, ...], repeat: int,
-               timed: bool, jobs: int) -> dict[str, Any]:
-    """Sweep, verify and time one kernel; judge the default order. Never raises for a
-    version that fails: its status says why."""
-    grid = kernel.bench_grid
-    size = (kernel.spec.bench_sizes or kernel.spec.check_sizes[-1:])[0]
+               timed: bool, jobs: int, size_name: str | None = None) -> dict[str, Any]:
+    """Sweep, verify and time one kernel (at its first bench size, or the spec's size
+    `size_name`); judge the default order. Never raises for a version that fails: its
+    status says why."""
+    size = kernel.spec.size(size_name) if size_name else (kernel.spec.bench_sizes or kernel.spec.check_sizes[-1:])[0]
+    grid = kernel.spec.launch(size).grid
     default = default_order(kernel.source.path, kernel.function, hw)
     configs = _with_proposals(sweep_configs(hw, patterns), default.proposals + default.fallback, patterns)
     original = order_key(None, grid)
@@ -178,6 +180,8 @@ def run_kernel(kernel: CorpusKernel, hw: HwProfile, runtime: Runtime, patterns: 
     fallback = [keys.get(c.label()) or order_key(c, grid) for c in default.fallback]
     judgement = judge_default(order, fallback, timings, original) if original in timings else None
     result = _result(kernel, hw, size.name, grid, default, versions, timings, order, fallback, judgement)
+    if judgement is None and timed:
+        result["verdict"] = "original not measured"
     _print_kernel(result)
     return result
 
@@ -287,7 +291,7 @@ def _result(kernel: CorpusKernel, hw: HwProfile, size: str, grid: tuple[int, int
                    regression=judgement.regression, evaluations_to_best=judgement.evaluations_to_best,
                    model_ranking_to_best=judgement.fallback_to_best)
     else:
-        out.update(verdict="not timed" if not timings else "original not measured")
+        out.update(verdict="not timed")
     return out
 
 

@@ -9,6 +9,7 @@ own probe.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -18,7 +19,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -57,12 +58,6 @@ class CorpusKernel:
     """The kernel's function name as the swizzle pass sees it (`matmul_tiled`)."""
     source: SourceText
     spec: KernelSpec
-
-    @property
-    def bench_grid(self) -> tuple[int, int, int]:
-        """The grid at the size the model judges and the sweep times (first bench size)."""
-        size = (self.spec.bench_sizes or self.spec.check_sizes[-1:])[0]
-        return self.spec.launch(size).grid
 
 
 def corpus_2d(names: Sequence[str] = ()) -> list[CorpusKernel]:
@@ -201,6 +196,13 @@ def write_json(path: str | None, data: dict[str, Any]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, with a usage error printed as one line (`tool: error: cause`), exit 2."""
+
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
 def usage_exit(tool: str, message: str) -> int:
