@@ -82,6 +82,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--ncu", help="the ncu executable (default: $NCU, PATH, /usr/local/cuda/bin/ncu)")
     parser.add_argument("--budget-s", type=float, help="start no new kernel after this many seconds")
     parser.add_argument("--timeout-s", type=float, default=300.0, help="limit of one kernel's ncu run")
+    parser.add_argument("--raw", metavar="DIR", help="keep ncu's own output, one KERNEL.csv per kernel, in DIR")
     parser.add_argument("--child", metavar="JOB", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.budget_s is not None and args.budget_s <= 0:
@@ -90,6 +91,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--timeout-s must be positive")
     if args.out and Path(args.out).is_dir():
         parser.error(f"--out {args.out} is a directory")
+    if args.raw and Path(args.raw).exists() and not Path(args.raw).is_dir():
+        parser.error(f"--raw {args.raw} is not a directory")
     return args
 
 
@@ -120,7 +123,10 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return EXIT_USAGE
         runtime = gpu_runtime(TOOL)
-    hw = hw_given or (hardware(runtime, None) if runtime is not None else load_profile("h100-sxm"))
+    try:
+        hw = hw_given or (hardware(runtime, None) if runtime is not None else load_profile("h100-sxm"))
+    except KxformError as exc:
+        return usage_exit(TOOL, f"{exc} (or pass --hw NAME)")
     report: dict[str, Any] = {"tool": TOOL, "device": device_line(runtime), "hw": hw.name, "ncu": ncu,
                               "metrics": list(METRICS), "dry_run": args.dry_run, "kernels": []}
     print(f"{TOOL}: device {report['device']}, profile {hw.name}, ncu {ncu or 'not found'}", flush=True)
@@ -135,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"\n== {kernel.name}: not run ({why})")
                 continue
             try:
-                result = run_kernel(kernel, hw, runtime, ncu, Path(scratch), args.timeout_s, args.dry_run)
+                result = run_kernel(kernel, hw, runtime, ncu, Path(scratch), args.timeout_s, args.dry_run,
+                                    logs=Path(args.raw) if args.raw else None)
             except Exception as exc:  # noqa: BLE001 - one kernel's failure must not lose the others' figures
                 result = {"kernel": kernel.name, "status": f"failed: {type(exc).__name__}: {exc}", "orders": []}
             failures += result["status"] != "ok"
@@ -158,9 +165,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_kernel(kernel: CorpusKernel, hw: HwProfile, runtime: Runtime | None, ncu: str | None, scratch: Path,
-               timeout_s: float, dry_run: bool, size_name: str | None = None) -> dict[str, Any]:
+               timeout_s: float, dry_run: bool, size_name: str | None = None,
+               logs: Path | None = None) -> dict[str, Any]:
     """Rank, rewrite, build and profile the distinct orders of one kernel (at the model's
-    default size, or the spec's size `size_name`)."""
+    default size, or the spec's size `size_name`); ncu's output goes to `logs` (default:
+    `scratch`)."""
     from kxform.locality.trace import ModelRefused, default_size
 
     size = kernel.spec.size(size_name) if size_name else default_size(kernel.spec)
@@ -182,12 +191,13 @@ def run_kernel(kernel: CorpusKernel, hw: HwProfile, runtime: Runtime | None, ncu
     out["orders"] = [_predicted(p) for p in ranking.predictions]
     job = scratch / f"{kernel.name}.job"
     job.write_bytes(pickle.dumps({"kernel": kernel.name, "size": size, "variants": variants}))
-    command = ncu_command(ncu or "ncu", sorted(set(entries)), len(variants), scratch / f"{kernel.name}.csv", job)
+    log = (logs or scratch) / f"{kernel.name}.csv"
+    command = ncu_command(ncu or "ncu", sorted(set(entries)), len(variants), log, job)
     out["command"] = " ".join(command)
     if dry_run:
-        out["status"] = "ok"
         return out
-    measured = profile(command, scratch / f"{kernel.name}.csv", timeout_s)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    measured = profile(command, log, timeout_s)
     if isinstance(measured, str):
         out["status"] = measured
         return out
@@ -204,7 +214,7 @@ def attach(orders: list[dict[str, Any]], labels: list[str], measured: NcuOutput)
     an order the model found identical to another takes that one's figures)."""
     if len(measured.launches) != len(labels):
         raise ValueError(f"{len(measured.launches)} launches for {len(labels)} orders")
-    by_label = {label: launch.metrics for label, launch in zip(labels, measured.launches)}
+    by_label = {label: launch.metrics for label, launch in zip(labels, measured.launches, strict=True)}
     for order in orders:
         metrics = by_label.get(order["same_as"] or order["order"])
         if metrics is not None:
@@ -359,12 +369,12 @@ def correlations(kernels: list[dict[str, Any]]) -> dict[str, Any]:
 
     everything = [o for k in kernels for o in k.get("orders", [])]
     out: dict[str, Any] = {"all": {}, "per_kernel": {}}
-    for title, key in FIGURES:
+    for _, key in FIGURES:
         a, b = pairs(everything, key)
         out["all"][key] = {"pairs": len(a), "spearman": spearman(a, b)}
     for k in kernels:
         per = {}
-        for title, key in FIGURES:
+        for _, key in FIGURES:
             a, b = pairs(k.get("orders", []), key)
             per[key] = {"pairs": len(a), "spearman": spearman(a, b)}
         if any(v["pairs"] for v in per.values()):

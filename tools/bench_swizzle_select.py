@@ -106,7 +106,10 @@ def main(argv: list[str] | None = None) -> int:
         hw = hw_given or load_profile("h100-sxm")
     else:
         runtime = gpu_runtime(TOOL)
-        hw = hardware(runtime, args.hw)
+        try:
+            hw = hardware(runtime, args.hw)
+        except KxformError as exc:
+            return usage_exit(TOOL, f"{exc} (or pass --hw NAME)")
     repeat = args.repeat or (QUICK_REPEAT if args.quick else REPEAT)
     report: dict[str, Any] = {"tool": TOOL, "device": device_line(runtime), "hw": hw.name, "repeat": repeat,
                               "quick": args.quick, "dry_run": args.dry_run, "tolerance": TOLERANCE, "kernels": []}
