@@ -175,7 +175,8 @@ def run_kernel(kernel: CorpusKernel, hw: HwProfile, runtime: Runtime, patterns: 
     for key, source in sources.items():
         report = verify_pair(kernel.source, source, kernel.spec, runtime)
         if not report.ok:
-            versions[key]["status"] = f"not verified: {report.summary()}"
+            first = next((v.summary() for v in report.sizes if not v.ok), report.summary())
+            versions[key]["status"] = f"not verified on the {runtime.name} runtime: {first}"
     timings: dict[str, Timing] = {}
     if timed:
         timings = _time_all(runtime, kernel, size.name, sources, versions, repeat)
