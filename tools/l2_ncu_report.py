@@ -7,7 +7,10 @@ from typing import Any
 
 
 def print_kernel(r: dict[str, Any]) -> None:
+    """One kernel's status line, then predicted and measured figures per order."""
     print(f"\n== {r['kernel']} ({r.get('function', '')}, size {r.get('size', '?')}): {r['status']}")
+    if r.get("note"):
+        print(f"  note: {r['note']}")
     if r.get("command") and r["status"] == "ok" and not any("measured_l2_hit_rate" in o for o in r["orders"]):
         print(f"  command: {r['command']}")
     if not r["orders"]:
