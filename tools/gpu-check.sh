@@ -18,7 +18,8 @@
 # default build/gpu-check: git-ignored, kept between runs on the same machine),
 # KXFORM_GPU_JOBS (pytest-xdist workers, default 8; 0 runs the tests in one process;
 # ignored when the arguments already contain -n), KXFORM_GPU_BENCH (0 skips the
-# benchmark), KXFORM_BENCH_TIMEOUT (seconds, default 300).
+# benchmark), KXFORM_BENCH_TIMEOUT (seconds, default 300), KXFORM_GPU_SETUP_ONLY (1: stop once
+# pycuda and kxform are installed in the venv, run no test; tools/gpu-bench.sh uses it).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -129,6 +130,11 @@ if "${PIP[@]}" install --quiet --no-index --no-deps --no-build-isolation -e . >>
 else
     say "warning: editable install failed (see $WORK/pip.log); testing the tree through PYTHONPATH"
     export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+fi
+
+if [[ "${KXFORM_GPU_SETUP_ONLY:-0}" == 1 ]]; then
+    say "setup only: $PY is ready (pycuda and kxform installed)"
+    exit 0
 fi
 
 # ------------------------------------------------------------------------ tests
