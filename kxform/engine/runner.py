@@ -251,6 +251,13 @@ def _attach(outcome: FileOutcome, record: CheckRecord) -> None:
                        for r in outcome.results]
 
 
+def write_back(outcomes: list[FileOutcome], config: ApplyConfig, report: Report,
+               emit: Callable[[str], object] | None = None) -> None:
+    """What `run_apply` does last, for callers that run with `WriteBack.CHECK` and write
+    after a step of their own (`apply --lock` records the lockfile before the sources)."""
+    _write_back(outcomes, config, report, emit or (lambda text: sys.stdout.write(text)))
+
+
 def _write_back(outcomes: list[FileOutcome], config: ApplyConfig, report: Report,
                 emit: Callable[[str], object]) -> None:
     mode = config.write_back
