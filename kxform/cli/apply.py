@@ -115,24 +115,17 @@ def run(args: argparse.Namespace) -> int:
     project = project_config(args, args.paths)
     lock = lock_args.lock_mode(args, project)
     config = config_from_args(args, project, locked=lock is not None)
-    assert config.hw is not None
+    hw = config.hw
+    assert hw is not None
     plan, need = None, None
     if lock is not None:  # the lockfile is read and checked before anything is written
-        config, plan = lock_args.prepare(lock, config, args.paths)
-        if config.proposer.name == "claude" and not lock.strict:
-            need = lock_args.unlocked(plan, config, config.kernels)
-            if need:
-                from kxform.propose.client import require_claude
-
-                require_claude()
-            else:  # every kernel is in the lock: claude is never asked, no key needed
-                config = replace(config, proposer=replace(config.proposer, record="no session (all locked)"))
+        config, plan, need = lock_args.prepare(lock, config, args.paths)
     include = tuple(os.path.abspath(d) for d in args.include) + (project.include if project else ())
     defines = tuple(args.define) + (project.defines if project else ())
     files = collect_files(args.paths) if include or defines else []
     with merged_build_dir(files, include, defines, config.build_dir) as build_dir, \
             ProgressBar(not args.quiet) as progress:
-        log = PassLog.open(args.log, hw=config.hw.name, pipeline=config.pipeline, argv=sys.argv[1:])
+        log = PassLog.open(args.log, hw=hw.name, pipeline=config.pipeline, argv=sys.argv[1:])
         if project is not None:
             log.write({"type": "config", "schema": 1, "run": log.run_id, **project.to_json()})
         config = replace(config, build_dir=build_dir)

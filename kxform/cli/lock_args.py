@@ -24,7 +24,7 @@ from kxform.frontend.source import CUDA_SUFFIXES, validate_bytes
 from kxform.log.figures import timing
 from kxform.propose.lock import Decision
 from kxform.propose.registry import canonical
-from kxform.propose.replay import LockPlan, State, make_plan
+from kxform.propose.replay import FilePlan, LockPlan, State, make_plan
 from kxform.workspace.config import ProjectConfig
 from kxform.workspace.lockfile import Key, default_lock_path, kernel_digests, read_lock, update_lock
 
@@ -87,13 +87,27 @@ def lock_mode(args: argparse.Namespace, project: ProjectConfig | None) -> LockMo
     return LockMode(path, write, args.check or replay_only, args.relock, args.check)
 
 
-def prepare(mode: LockMode, config: ApplyConfig, paths: Sequence[str]) -> tuple[ApplyConfig, LockPlan]:
-    """Read the lockfile and plan the run; the returned config's proposer replays it."""
+def prepare(mode: LockMode, config: ApplyConfig,
+            paths: Sequence[str]) -> tuple[ApplyConfig, LockPlan, dict[str, tuple[str, ...]] | None]:
+    """Read the lockfile and plan the run; the returned config's proposer replays it.
+    With `--proposer claude`, also which kernels claude must be asked about (None: not
+    claude): when none, its key is not needed at all; when some, it is required now,
+    before anything is written."""
     decisions = read_lock(mode.path)
     files = [f for f in collect_files(list(paths)) if config.exclude is None or not config.exclude.matches(f)]
     missing = "no recorded decision in the lock record" if not mode.check and mode.strict else ""
     plan = make_plan(mode.path, decisions, files, mode.relock, mode.strict, missing)
-    return replace(config, proposer=replace(config.proposer, lock_plan=plan)), plan
+    spec = replace(config.proposer, lock_plan=plan)
+    need = None
+    if spec.name == "claude" and not mode.strict:
+        need = unlocked(plan, config, config.kernels)
+        if need:
+            from kxform.propose.client import require_claude
+
+            require_claude()
+        else:  # every kernel is in the lock: claude is never asked
+            spec = replace(spec, record="no session (every kernel is locked)")
+    return replace(config, proposer=spec), plan, need
 
 
 def unlocked(plan: LockPlan, config: ApplyConfig, kernels: Sequence[str]) -> dict[str, tuple[str, ...]]:
@@ -143,42 +157,44 @@ def reconcile(plan: LockPlan, outcomes: Sequence[FileOutcome], config: ApplyConf
         file = plan.file(outcome.path)
         if outcome.transform is None or file is None:
             continue  # an input error: reported by the run, nothing recorded
-        new = dict(file.digests)
+        after = dict(file.digests)
         if outcome.transform.changed:
-            new = kernel_digests(validate_bytes(outcome.path, outcome.transform.new_data))
+            after = kernel_digests(validate_bytes(outcome.path, outcome.transform.new_data))
         for result in outcome.results:
-            if result.outcome is Outcome.SKIPPED:
-                continue
-            state, entry = plan.state(outcome.path, result.kernel, result.pass_name)
-            where = f"{outcome.path}:{result.line}: '{result.kernel}' ({result.pass_name})"
-            if state is State.REPLAY:
-                out.replayed += 1
-                if entry is not None and entry.source and result.outcome is Outcome.APPLIED and \
-                        new.get(result.kernel, "") != (entry.result or entry.source):
-                    out.changes[entry.key] = replace(entry, result=new.get(result.kernel, ""))  # the rewrite's text changed
-            elif state is State.AS_LOCKED:
-                out.as_locked += 1
-            elif state is State.CHANGED:
-                out.changed.append(f"{where} changed since it was locked in {plan.path}; left as it is (re-decide: "
-                                   f"kxform apply --lock --relock --kernel {result.kernel} {outcome.path}, or delete "
-                                   "its entry)")
-            elif plan.strict:
-                out.unlocked.append(f"{where} is not in {plan.path} (record it: kxform apply --lock "
-                                    f"{outcome.path})")
-            else:
-                decision = _decision(result, file.key, file.digest(result.kernel) or "", new.get(result.kernel, ""),
-                                     proposer, hw)
-                if decision is not None:
-                    out.changes[decision.key] = decision
-                    out.decided += 1
-        if config.kernels:
-            continue  # a partial run says nothing of the kernels it did not look at
-        for entry in file.entries:
-            if entry.source and file.digest(entry.kernel) is None:
-                out.stale.append(f"{plan.path}: '{entry.kernel}' ({entry.pass_name}) of {entry.file} is locked but no "
-                                 "longer in the file")
-                out.changes[entry.key] = None
+            if result.outcome is not Outcome.SKIPPED:
+                _reconcile_one(out, plan, file, outcome.path, result, after.get(result.kernel, ""), proposer, hw)
+        if not config.kernels:  # a partial run says nothing of the kernels it did not look at
+            for entry in file.entries:
+                if entry.source and file.digest(entry.kernel) is None:
+                    out.stale.append(f"{plan.path}: '{entry.kernel}' ({entry.pass_name}) of {entry.file} is locked "
+                                     "but no longer in the file")
+                    out.changes[entry.key] = None
     return out
+
+
+def _reconcile_one(out: Reconciled, plan: LockPlan, file: FilePlan, path: str, result: KernelResult, after: str,
+                   proposer: str, hw: str) -> None:
+    """One kernel and pass: count it, report it, or record it (`after`: the digest of
+    the kernel's text after the run)."""
+    state, entry = plan.state(path, result.kernel, result.pass_name)
+    where = f"{path}:{result.line}: '{result.kernel}' ({result.pass_name})"
+    if state is State.REPLAY:
+        out.replayed += 1
+        if entry is not None and entry.source and result.outcome is Outcome.APPLIED and \
+                after != (entry.result or entry.source):
+            out.changes[entry.key] = replace(entry, result=after)  # same decision, the rewrite's text changed
+    elif state is State.AS_LOCKED:
+        out.as_locked += 1
+    elif state is State.CHANGED:
+        out.changed.append(f"{where} changed since it was locked in {plan.path}; left as it is (re-decide: kxform "
+                           f"apply --lock --relock --kernel {result.kernel} {path}, or delete its entry)")
+    elif plan.strict:
+        out.unlocked.append(f"{where} is not in {plan.path} (record it: kxform apply --lock {path})")
+    else:
+        decision = _decision(result, file.key, file.digest(result.kernel) or "", after, proposer, hw)
+        if decision is not None:
+            out.changes[decision.key] = decision
+            out.decided += 1
 
 
 def _decision(result: KernelResult, key: str, source: str, after: str, proposer: str, hw: str) -> Decision | None:

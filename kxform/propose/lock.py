@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
@@ -38,11 +37,6 @@ from kxform.engine.pass_api import KernelAnalysis, Pass, PassContext, Proposal, 
 from kxform.engine.proposal import Evidence
 from kxform.errors import Location, SpecError, UsageError
 from kxform.log.remarks import RemarkKind
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
 
 MAX_RECORD_BYTES = 4 * 1024 * 1024
 FORMAT_VERSION = 1
@@ -147,25 +141,8 @@ def load_decisions(path: str) -> tuple[Decision, ...]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise SpecError("decision record is not UTF-8 text", where) from None
-    locate: Callable[[tuple[str | int, ...]], Location] = lambda key: where  # noqa: E731
-    if is_json:
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise SpecError(f"not a valid JSON decision record: {exc}", where) from None
-    else:
-        from kxform.harness.locate import LineIndex
-        from kxform.harness.spec import _parse_toml
-
-        try:
-            data = _parse_toml(text, path)
-        except SpecError as exc:
-            raise SpecError(f"not a valid TOML decision record: {exc.cause}", exc.location) from None
-        index = LineIndex(text)
-
-        def locate(key: tuple[str | int, ...]) -> Location:
-            found = index.find(key)
-            return Location(path, found.line, found.col) if found else where
+    data = _parse(text, path, is_json)
+    locate = _locator(path, None if is_json else text)
     if not isinstance(data, dict):
         raise SpecError("decision record needs `version = 1`", where)
     version = data.get("version")
@@ -178,8 +155,40 @@ def load_decisions(path: str) -> tuple[Decision, ...]:
     entries = data.get(name, [])
     if not isinstance(entries, list):
         raise SpecError(f"`{name}` must be a list of tables", locate((name,)))
-    return tuple(decision_from(entry, f"decision #{i + 1}", lambda key, i=i: locate((name, i, *key)))
+    return tuple(decision_from(entry, f"decision #{i + 1}", _within(locate, (name, i)))
                  for i, entry in enumerate(entries))
+
+
+def _within(locate: Callable[[tuple[str | int, ...]], Location],
+            prefix: tuple[str | int, ...]) -> Callable[[tuple[str, ...]], Location]:
+    """`locate` for the keys of one entry (`prefix`: where the entry is)."""
+    return lambda key: locate((*prefix, *key))
+
+
+def _parse(text: str, path: str, is_json: bool) -> object:
+    if is_json:
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise SpecError(f"not a valid JSON decision record: {exc}", Location(path)) from None
+    from kxform.harness.spec import _parse_toml
+
+    try:
+        return _parse_toml(text, path)
+    except SpecError as exc:
+        raise SpecError(f"not a valid TOML decision record: {exc.cause}", exc.location) from None
+
+
+def _locator(path: str, toml_text: str | None) -> Callable[[tuple[str | int, ...]], Location]:
+    """Where a key path of the record is: its line in a TOML text, else just the file."""
+    from kxform.harness.locate import LineIndex
+
+    index = LineIndex(toml_text) if toml_text is not None else None
+
+    def locate(key: tuple[str | int, ...]) -> Location:
+        found = index.find(key) if index is not None else None
+        return Location(path, found.line, found.col) if found else Location(path)
+    return locate
 
 
 def decision_from(entry: object, where: str,

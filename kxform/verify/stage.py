@@ -45,8 +45,8 @@ def verify_file(original: bytes, rewritten: bytes, path: str, results: list[Kern
     records: dict[str, tuple[CheckRecord, ...]] = {}
     failed: dict[str, str] = {}
     predictions = _predictions(results)
-    applied = [r for r in results if r.outcome is Outcome.APPLIED and r.proposal is not None]
-    replayed = {r.kernel for r in applied} - {r.kernel for r in applied if r.proposal.proposer != "lock"}  # type: ignore[union-attr]
+    applied = [(r.kernel, r.proposal.proposer) for r in results if r.outcome is Outcome.APPLIED and r.proposal]
+    replayed = {k for k, _ in applied} - {k for k, who in applied if who != "lock"}  # every pass replayed
     for kernel, policy in _policies(results).items():
         if spec_error is not None:
             records[kernel] = (CheckRecord("verify", True, f"skipped: harness spec unusable: {spec_error}"),)
