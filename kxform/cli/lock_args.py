@@ -136,6 +136,8 @@ class Reconciled:
     changed: list[str] = field(default_factory=list)
     unlocked: list[str] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
+    other_hw: set[str] = field(default_factory=set)
+    """Hardware profiles replayed decisions were made for, other than this run's."""
 
     @property
     def disagreements(self) -> int:
@@ -180,6 +182,8 @@ def _reconcile_one(out: Reconciled, plan: LockPlan, file: FilePlan, path: str, r
     where = f"{path}:{result.line}: '{result.kernel}' ({result.pass_name})"
     if state is State.REPLAY:
         out.replayed += 1
+        if entry is not None and entry.hw and entry.hw != hw:
+            out.other_hw.add(entry.hw)
         if entry is not None and entry.source and result.outcome is Outcome.APPLIED and \
                 after != (entry.result or entry.source):
             out.changes[entry.key] = replace(entry, result=after)  # same decision, the rewrite's text changed
@@ -251,4 +255,6 @@ def summary(mode: LockMode, reconciled: Reconciled, written: bool | None, why_no
         if count:
             parts.append(f"{count} {words}")
     state = "written" if written else "unchanged" if written is not None else f"not written ({why_not})"
-    return f"kxform: lock {mode.path}: {', '.join(parts)}; {state}"
+    note = f" (replayed decisions made for {', '.join(sorted(reconciled.other_hw))}: --relock to decide for this " \
+        "hardware)" if reconciled.other_hw else ""
+    return f"kxform: lock {mode.path}: {', '.join(parts)}; {state}{note}"
