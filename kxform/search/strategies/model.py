@@ -42,7 +42,7 @@ import numpy as np
 from scipy.special import ndtr
 
 from kxform.search.gp import GaussianProcess, Hyper, fit_hyper
-from kxform.search.strategy import History, Prior, Strategy
+from kxform.search.strategy import History, Strategy
 
 POOL_RANDOM = 128
 """Random unvisited configurations scored per proposal."""

@@ -6,7 +6,6 @@ amortised however large the space is.
 
 from __future__ import annotations
 
-import numpy as np
 
 from kxform.search.strategy import History, Strategy
 
