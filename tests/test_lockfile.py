@@ -124,8 +124,9 @@ def test_check_lock_passes_on_the_reproduced_tree_and_catches_a_hand_edit(
     gemm.write_text(text.replace("float acc = 0.0f;", "float acc = 0.0f;  // tuned by hand"))  # planted
     before = _sources(tree)
     edited = _apply(tree, "--check", "--lock", ".")
-    assert edited.returncode == 1
-    assert "sgemm_tiled/sgemm_tiled.cu:42: 'sgemm_tiled' (swizzle) changed since it was locked in kxform.lock" \
+    assert edited.returncode == 1, edited.stderr
+    line = text[:text.index("__global__ void sgemm_tiled")].count("\n") + 1  # the kernel's line in the rewrite
+    assert f"sgemm_tiled/sgemm_tiled.cu:{line}: 'sgemm_tiled' (swizzle) changed since it was locked in kxform.lock" \
         in edited.stderr
     assert _sources(tree) == before and (tree / "kxform.lock").read_bytes() == lock  # --check writes nothing
     # the originals with the lock: the locked rewrite is not what the tree has
