@@ -12,6 +12,10 @@ from kxform.harness.spec import find_spec_for, load_spec
 from kxform.frontend.source import read_source
 
 
+EXIT_BY_STATUS = {"ok": 0, "mismatch": 1, "inconclusive": 3, "unverified": 3}
+"""`kxform verify` exits 3 when verification could not tell (README, exit codes)."""
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("verify", help="differentially verify a rewritten kernel against the original")
     p.add_argument("original")
@@ -49,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     if args.program:
         return _run_programs(args)
     from kxform.verify.differential import UnitFlags, pick_runtime, verify_pair, verify_reference
+    from kxform.verify.verdict import combined_status
 
     if not args.kernel:
         raise UsageError("--kernel is required (kernel mode)")
@@ -59,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.original}: no harness spec found (kxform.toml beside it); write one or run "
                          f"'kxform harness infer {args.original} --kernel {args.kernel}'")
     spec = load_spec(spec_path)
-    kernel_spec = spec.kernel(args.kernel)
+    kernel_specs = spec.instantiations(args.kernel) or (spec.kernel(args.kernel),)
     runtime = pick_runtime(args.runtime)
     if args.sanitize:
         if runtime.name != "gpu":
@@ -68,12 +73,20 @@ def run(args: argparse.Namespace) -> int:
     original = read_source(args.original)
     sizes = tuple(args.size)
     flags = UnitFlags.from_build_dir(args.build_dir, args.original)
-    if args.reference and not args.rewritten:
-        report = verify_reference(original, kernel_spec, runtime, sizes, args.seed, args.timeout, flags)
-    else:
-        report = verify_pair(original, read_source(args.rewritten), kernel_spec, runtime, sizes, args.seed,
-                             args.timeout, flags)
-    for verdict in report.sizes:
-        print(f"  {verdict.summary()}", file=sys.stderr if not verdict.ok else sys.stdout)
-    print(report.summary())
-    return 0 if report.ok else 1
+    reports = []
+    for kernel_spec in kernel_specs:  # every instantiation of a template the spec lists
+        if args.reference and not args.rewritten:
+            report = verify_reference(original, kernel_spec, runtime, sizes, args.seed, args.timeout, flags)
+        else:
+            report = verify_pair(original, read_source(args.rewritten), kernel_spec, runtime, sizes, args.seed,
+                                 args.timeout, flags)
+        for verdict in report.sizes:
+            print(f"  {verdict.summary()}", file=sys.stderr if not verdict.ok else sys.stdout)
+        print(report.summary())
+        reports.append(report)
+    if len(kernel_specs) > 1 or kernel_specs[0].name != args.kernel:
+        from kxform.verify.stage import missing_instantiations
+
+        for note in missing_instantiations(original, kernel_specs[0].base_name, kernel_specs):
+            print(f"kxform: note: {note}", file=sys.stderr)
+    return EXIT_BY_STATUS[combined_status(reports)]

@@ -9,6 +9,7 @@ spread; both times are logged.
 
 from __future__ import annotations
 
+import re
 import statistics
 from dataclasses import dataclass, replace
 
@@ -19,6 +20,7 @@ from kxform.engine.pass_api import CheckRecord, KernelResult, Outcome
 from kxform.runtime.base import Runtime, RuntimeError_
 from kxform.frontend.source import SourceText, validate_bytes
 from kxform.verify.differential import UnitFlags, launch_request, verify_pair
+from kxform.verify.verdict import combined_status
 
 
 @dataclass(frozen=True)
@@ -53,26 +55,39 @@ def verify_file(original: bytes, rewritten: bytes, path: str, results: list[Kern
         if result.outcome is not Outcome.APPLIED:
             updated.append(result)
             continue
-        if spec_error is not None:
-            updated.append(replace(result, checks=result.checks + (CheckRecord("verify", True,
-                                   f"skipped: harness spec unusable: {spec_error}"),)))
+        if spec_error is not None:  # a broken spec never silently turns verification off
+            keep = False
+            record = CheckRecord("verify", False, f"inconclusive: harness spec unusable: {spec_error}")
+            updated.append(replace(result, outcome=Outcome.MISSED, stage="verify",
+                                   reasons=(f"VerifyInconclusive: {record.detail}",), checks=result.checks + (record,)))
             continue
-        spec = file_spec.find(result.kernel) if file_spec is not None else None
-        if spec is None:
+        specs = file_spec.instantiations(result.kernel) if file_spec is not None else ()
+        if not specs:
             updated.append(replace(result, checks=result.checks + (CheckRecord(
                 "verify", True, "skipped: no harness spec for this kernel (compile-checked only)"),)))
             continue
-        report = verify_pair(source, new, spec, runtime, flags=UnitFlags.from_build_dir(build_dir, path))
-        detail = "; ".join(v.summary() for v in report.sizes)
-        record = CheckRecord("verify", report.ok, f"{report.summary()}: {detail}")
-        if not report.ok:
+        flags = UnitFlags.from_build_dir(build_dir, path)
+        reports = [verify_pair(source, new, spec, runtime, flags=flags) for spec in specs]
+        status = combined_status(reports)
+        notes = missing_instantiations(source, result.kernel, specs)
+        detail = " | ".join(f"{r.summary()}: " + "; ".join(v.summary() for v in r.sizes) for r in reports)
+        detail += "".join(f"; note: {n}" for n in notes)
+        record = CheckRecord("verify", status == "ok", detail)
+        if status == "mismatch":
             keep = False
             updated.append(replace(result, outcome=Outcome.FAILED, stage="verify", reasons=(record.detail,),
                                    checks=result.checks + (record,)))
             continue
+        if status != "ok":  # inconclusive or unverified: could not tell, so nothing is written
+            keep = False
+            why = next(r for r in reports if r.status == status).summary()
+            key = "VerifyInconclusive" if status == "inconclusive" else "Unverified"
+            updated.append(replace(result, outcome=Outcome.MISSED, stage="verify", reasons=(f"{key}: {why}",),
+                                   checks=result.checks + (record,)))
+            continue
         checks = result.checks + (record,)
         if measure:
-            timing_record, faster = _measure(source, new, spec, runtime)
+            timing_record, faster = _measure(source, new, specs[0], runtime)
             checks += (timing_record,)
             if not faster:
                 keep = False
@@ -83,9 +98,31 @@ def verify_file(original: bytes, rewritten: bytes, path: str, results: list[Kern
     if not keep:  # the file is not written: kernels that passed go back to unchanged
         updated = [replace(r, outcome=Outcome.MISSED, stage="verify",
                            reasons=r.reasons + ("RevertedWithFile: another kernel of this file failed "
-                                                "verification or was not faster",))
+                                                "verification, could not be verified, or was not faster",))
                    if r.outcome is Outcome.APPLIED else r for r in updated]
     return updated, keep
+
+
+def missing_instantiations(source: SourceText, kernel: str, specs: tuple[KernelSpec, ...]) -> list[str]:
+    """Instantiations of template `kernel` that the file launches with concrete template
+    arguments but the spec does not list: they are named, since nothing verified them."""
+    from kxform.frontend.cuda import parse_model
+
+    model = parse_model(source)
+    listed = {re.sub(r"\s+", "", s.name) for s in specs}
+    hosts = {f.name: f.template_names for f in model.functions}
+    missing: dict[str, int] = {}
+    for launch in model.launches:
+        if launch.kernel != kernel or not launch.template_args:
+            continue
+        words = set(re.findall(r"[A-Za-z_]\w*", launch.template_args))
+        if words & hosts.get(launch.function or "", frozenset()):
+            continue  # arguments of an enclosing template: not a concrete instantiation
+        spelling = f"{kernel}{launch.template_args}"
+        if re.sub(r"\s+", "", spelling) not in listed:
+            missing.setdefault(spelling, source.line_col(launch.span.start)[0])
+    return [f"instantiation {s} (launched at line {line}) has no spec entry and was not verified"
+            for s, line in missing.items()]
 
 
 def measure_pair(source: SourceText, new: SourceText, spec: KernelSpec, runtime: Runtime,

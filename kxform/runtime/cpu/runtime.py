@@ -59,6 +59,7 @@ class CpuRuntime(Runtime):
     """Runs kernels on the CPU by compiling them against the kxform emulation layer."""
 
     name = "cpu"
+    watches_reads = True
 
     def __init__(self, options: CpuOptions | None = None) -> None:
         self.options = options or CpuOptions()
@@ -93,6 +94,7 @@ class CpuRuntime(Runtime):
             include_dirs=request.include_dirs,
             hip=is_hip(request.source),
             traced=bool(request.trace_blocks),
+            watched=request.watch,
         )
 
     def builder(self) -> Builder:
