@@ -146,12 +146,15 @@ def vacuity(name: str, role: str, dtype: str, initial: np.ndarray, original: np.
 
     `initial` is the buffer as passed in (poison for `out`), `original` what the
     original kernel left there, `other` the rewritten kernel's (or the reference's)
-    result. The checks run in order: never written by the original, unchanged from its
-    fill in both runs, non-finite on both sides with finite inputs.
+    result. The checks run in order: never written by the original (for integer buffers,
+    whose poison -1 is also a legitimate value: not a single element written), unchanged
+    from its fill in both runs, non-finite on both sides with finite inputs.
     """
     total = original.size
     if role == "out":
         stale = int(poison_mask(original).sum())
+        if dtype not in FLOAT_DTYPES and stale < total:
+            stale = 0  # all bytes 0xFF is a legitimate integer (-1): only an untouched buffer tells
         if stale:
             whole = "all" if stale == total else f"{stale} of {total}"
             return (f"'{name}' still holds the poison in {whole} elements after the original ran (never written, "

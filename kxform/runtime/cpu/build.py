@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -224,6 +225,9 @@ class Builder:
 
     def _run(self, cmd: list[str], cwd: Path, where: str, what: str) -> None:
         proc = self._invoke(cmd, cwd)
+        unsupported = _UNSUPPORTED_ASSERT.search(proc.stderr) if proc.returncode != 0 else None
+        if unsupported is not None:  # an emulation header refused a feature at compile time
+            raise Unsupported(f"{where}: cannot run on the CPU runtime: uses {unsupported.group(1).strip()}")
         if proc.returncode != 0:
             raise RuntimeError_(f"{where}: {what}: {_relocate(first_error(proc.stderr + proc.stdout), where)}")
 
@@ -237,6 +241,9 @@ class Builder:
             raise RuntimeError_(f"compiler did not finish within {COMPILE_TIMEOUT_S:.0f} s: {cmd[0]}") from exc
         except OSError as exc:
             raise RuntimeError_(f"cannot run the host compiler {cmd[0]}: {exc}") from exc
+
+
+_UNSUPPORTED_ASSERT = re.compile(r"kxcpu-unsupported: ([^\n\"]+)")
 
 
 def _relocate(message: str, where: str) -> str:
