@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kxform.passes.swizzle.bijection import check_helper
+from kxform.passes.swizzle.confirm import confirm_coverage, foreign_through_local
+from kxform.passes.swizzle.opaque import structural_blockers
 from kxform.passes.swizzle.order_safety import order_blockers
 from kxform.engine.edits import Edit
 from kxform.errors import CheckFailed, UsageError
@@ -60,7 +62,7 @@ class Swizzle(Pass):
         for kernel in model.kernels:
             usage = usages[kernel.name]
             blockers = list(usage.blockers) + order_blockers(model, usage.functions)
-            blockers += _semantic_blockers(ctx, usage)
+            blockers += structural_blockers(model, usage) + _semantic_blockers(ctx, usage)
             if not usage.remapped_reads:
                 blockers.append(Blocker("NoBlockIndexRead", "the kernel does not read blockIdx.x or blockIdx.y",
                                         kernel.span.start))
@@ -123,14 +125,15 @@ class Swizzle(Pass):
                             + (" (cached)" if report.cached else ""))]
 
     def check_result(self, new_model: SourceModel, proposals: Sequence[Proposal]) -> list[CheckRecord]:
-        """Check (b): no blockIdx.x/.y read is left unmapped in a rewritten kernel's closure."""
+        """Check (b): no blockIdx.x/.y read is left unmapped in a rewritten kernel's closure,
+        by the source analysis and, where nvcc exists, confirmed on the compiled PTX."""
         for proposal in proposals:
             reads = unmapped_reads(new_model, proposal.kernel)
             if reads:
                 where = new_model.source.location(reads[0].span.start)
                 raise CheckFailed("coverage", f"'{proposal.kernel}' still reads {reads[0].spelling} at {where} "
                                   "after the rewrite")
-        return [CheckRecord("coverage", True, "every blockIdx.x/.y read in the kernels' call closures uses the remap")]
+        return [confirm_coverage(new_model, [p.kernel for p in proposals], PROLOGUE_MARK)]
 
     # -- edit -------------------------------------------------------------------------
 
@@ -202,8 +205,11 @@ def config_of(proposal: Proposal) -> RemapConfig:
 
 
 def _semantic_blockers(ctx: PassContext, usage: IndexUsage) -> list[Blocker]:
-    """Index reads libclang found that the syntax cannot see (foreign macros, other files)."""
-    return [] if ctx.semantic is None else ctx.semantic.blockers_for(usage)
+    """Index reads libclang found that the syntax cannot see (foreign macros, other files),
+    including a foreign macro reached through a macro of this file."""
+    if ctx.semantic is None:
+        return []
+    return ctx.semantic.blockers_for(usage) + foreign_through_local(ctx.model, usage, ctx.semantic)
 
 
 def _refuse_shared(ctx: PassContext, results: dict[str, KernelAnalysis]) -> None:
