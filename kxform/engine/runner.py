@@ -22,6 +22,7 @@ from kxform.workspace.files import walk_sources, write_atomic
 from kxform.hw import HwProfile
 from kxform.engine.pass_api import CheckRecord, KernelResult, Outcome, Pass, RunOptions
 from kxform.engine.registry import default_registry
+from kxform.log.remarks import Remark, RemarkKind
 from kxform.log.report import Report, WriteBack
 from kxform.frontend.source import HEADER_SUFFIXES, read_source
 
@@ -122,6 +123,8 @@ def run_apply(paths: list[str], config: ApplyConfig, progress: Progress | None =
               emit: Callable[[str], object] | None = None) -> tuple[Report, list[FileOutcome]]:
     """Run the pipeline over `paths`; return the report and per-file outcomes (for logs)."""
     _pipeline(config.pipeline, config.extra_options)  # usage errors before any work (and warms the cache)
+    if config.measure:
+        _check_measure(config)
     files = collect_files(paths)
     outcomes = _transform_all(files, config, progress)
     report = Report(write_back=config.write_back)
@@ -130,6 +133,10 @@ def run_apply(paths: list[str], config: ApplyConfig, progress: Progress | None =
             (report.internal_errors if outcome.internal else report.input_errors).append(outcome.error)
     _compile_check(outcomes, config)
     _verify(outcomes, config)
+    for outcome in outcomes:
+        if outcome.transform is not None:
+            outcome.transform = replace(outcome.transform, remarks=final_remarks(outcome.transform.remarks,
+                                                                                 outcome.results))
     for outcome in outcomes:
         report.add_kernels(outcome.results)
         transform = outcome.transform
@@ -141,6 +148,36 @@ def run_apply(paths: list[str], config: ApplyConfig, progress: Progress | None =
             report.files_unchanged += 1
     _write_back(outcomes, config, report, emit or (lambda text: sys.stdout.write(text)))
     return report, outcomes
+
+
+def _check_measure(config: ApplyConfig) -> None:
+    """`--measure` needs a runtime that times kernels: a usage error before any work otherwise."""
+    if config.verify in ("static", "compile"):
+        raise UsageError(f"--measure needs a runtime that times kernels; --verify {config.verify} runs none")
+    from kxform.verify.differential import pick_runtime
+
+    runtime = pick_runtime(config.verify)
+    if not runtime.times_kernels:
+        raise UsageError(f"--measure needs a runtime that times kernels (a GPU with pycuda); the {runtime.name} "
+                         "runtime does not")
+
+
+def final_remarks(remarks: tuple[Remark, ...], results: list[KernelResult]) -> tuple[Remark, ...]:
+    """Remarks that tell each kernel's final outcome: an "applied" remark of a rewrite that a
+    later stage (compile, verify, measure) reverted becomes a missed remark with the reason."""
+    final = {(r.kernel, r.pass_name): r for r in results}
+    out = []
+    for remark in remarks:
+        result = final.get((remark.function or "", remark.pass_name))
+        if remark.kind is RemarkKind.PASSED and result is not None and result.outcome is not Outcome.APPLIED:
+            reason = result.reasons[-1] if result.reasons else f"the {result.stage} stage failed"
+            key = reason.split(":", 1)[0] if re.fullmatch(r"[A-Z]\w+", reason.split(":", 1)[0]) else \
+                f"{(result.stage or 'check').capitalize()}Failed"
+            remark = replace(remark, kind=RemarkKind.MISSED, name=key,
+                             message=f"{remark.pass_name} not applied to '{remark.function}': reverted after the "
+                             f"{result.stage or 'later'} stage: {reason}")
+        out.append(remark)
+    return tuple(out)
 
 
 def _transform_all(files: list[str], config: ApplyConfig, progress: Progress | None) -> list[FileOutcome]:

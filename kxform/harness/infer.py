@@ -264,6 +264,10 @@ def infer_spec(source: SourceText, spelling: str, runtime: Runtime | None = None
         else:
             for param in plan.kernel.params:
                 plan.count_notes[param.name] = f"element count (the measuring run failed: {result.error})"
+    if result is None:
+        why = "the launch is not known" if plan.launch_todo else "no runtime to measure it with"
+        for param in plan.kernel.params:
+            plan.count_notes.setdefault(param.name, f"element count (not measured: {why})")
     text, todos = _render(plan, over_allocate=False)
     if not any(launch.kernel == plan.kernel.name for launch in parse_model(source).launches):
         text = text.replace("\n", f"\n# note: {spelling} is not launched in {source.path}\n", 1)
