@@ -99,9 +99,10 @@ def instantiation(model: SourceModel, kernel: Function) -> str | None:
     return f"{kernel.name}{found.group(1).decode()}" if found else None
 
 
-def confirm(model: SourceModel, kernel: Function, mark: bytes) -> PtxVerdict:
-    """Compile the kernel's unit with a constant prologue and list every %ctaid.x/.y read."""
-    builder = _builder()
+def confirm(model: SourceModel, kernel: Function, mark: bytes, builder=None) -> PtxVerdict:  # type: ignore[no-untyped-def]
+    """Compile the kernel's unit with a constant prologue and list every %ctaid.x/.y read
+    (with `builder`, a `kxform.build.builder.Builder`, instead of the process's own)."""
+    builder = builder or _builder()
     if builder is None:
         return PtxVerdict(False, why_not="nvcc not found")
     source = model.source
