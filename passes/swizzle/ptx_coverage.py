@@ -10,9 +10,10 @@ allowed to read `%ctaid.x`/`%ctaid.y`, and it no longer does: any read left anyw
 the PTX is a read the rewrite did not map, refused with the source line PTX names.
 `%ctaid.z` is allowed (z is never remapped).
 
-When the compiler cannot give an answer (no nvcc, a HIP source, a template with no
-instantiation in the file, a unit that does not build on its own), the caller falls
-back to refusing what the source analysis cannot see through (`opaque`).
+HIP sources are compiled through a small header set that spells HIP in CUDA
+(`hip_for_nvcc/`). When the compiler cannot give an answer (no nvcc, a template with no
+instantiation in the file or its harness spec, a unit that does not build on its own),
+the caller falls back to refusing what the source analysis cannot see through (`opaque`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import functools
 import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from kxform.build.extract import extract_kernel
 from kxform.errors import KxformError
@@ -32,6 +34,8 @@ LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+\d+")
 FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"')
 PHYSICAL = ("blockIdx.x", "blockIdx.y", "hipBlockIdx_x", "hipBlockIdx_y")
 PTX_ARCH = "sm_90"
+HIP_SHIM = str(Path(__file__).resolve().parent / "hip_for_nvcc")
+"""HIP headers spelled in CUDA, so nvcc can compile a HIP kernel's unit for this check."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +87,8 @@ def constant_prologue(source: SourceText, kernel: Function, mark: bytes) -> byte
 
 def instantiation(model: SourceModel, kernel: Function) -> str | None:
     """The kernel's spelling for extraction: its name, or for a template the first
-    instantiation the file launches with concrete arguments (None if there is none)."""
+    instantiation the file launches with concrete arguments or instantiates explicitly,
+    else the first its harness spec lists (None if there is none)."""
     if kernel.template_params is None:
         return kernel.name
     for launch in model.launches:
@@ -96,7 +101,21 @@ def instantiation(model: SourceModel, kernel: Function) -> str | None:
         return f"{kernel.name}{launch.template_args}"
     found = re.search(rb"\btemplate\s+__global__\s+void\s+" + re.escape(kernel.name.encode()) + rb"\s*(<[^;{(]*>)",
                       model.source.data)
-    return f"{kernel.name}{found.group(1).decode()}" if found else None
+    if found:
+        return f"{kernel.name}{found.group(1).decode()}"
+    return _spec_instantiation(model.source.path, kernel.name)
+
+
+def _spec_instantiation(path: str, name: str) -> str | None:
+    """The first instantiation of `name` in the harness spec beside `path`, if any."""
+    from kxform.harness.spec import find_spec_for, load_spec
+
+    try:
+        spec_path = find_spec_for(path)
+        specs = load_spec(spec_path).instantiations(name) if spec_path is not None else ()
+    except KxformError:
+        return None
+    return next((s.name for s in specs if "<" in s.name), None)
 
 
 def confirm(model: SourceModel, kernel: Function, mark: bytes, builder=None) -> PtxVerdict:  # type: ignore[no-untyped-def]
@@ -106,8 +125,9 @@ def confirm(model: SourceModel, kernel: Function, mark: bytes, builder=None) -> 
     if builder is None:
         return PtxVerdict(False, why_not="nvcc not found")
     source = model.source
-    if not source.path.endswith((".cu", ".cuh")):
-        return PtxVerdict(False, why_not="not a CUDA source nvcc compiles (HIP)")
+    hip = source.path.endswith(".hip")
+    if not source.path.endswith((".cu", ".cuh", ".hip")):
+        return PtxVerdict(False, why_not=f"not a CUDA or HIP source ({os.path.basename(source.path)})")
     spelling = instantiation(model, kernel)
     if spelling is None:
         return PtxVerdict(False, why_not=f"template '{kernel.name}' has no concrete instantiation in the file")
@@ -121,7 +141,7 @@ def confirm(model: SourceModel, kernel: Function, mark: bytes, builder=None) -> 
     from kxform.build.nvcc import BuildJob
 
     job = BuildJob(source=unit.source, filename=source.path, output="ptx", arch=PTX_ARCH, extra_flags=("-lineinfo",),
-                   source_dir=os.path.dirname(os.path.abspath(source.path)))
+                   source_dir=os.path.dirname(os.path.abspath(source.path)), include_dirs=(HIP_SHIM,) if hip else ())
     result = builder.build(job)
     if not result.ok or result.output is None:
         first = next((ln.strip() for ln in result.log.splitlines() if "error" in ln), "nvcc failed")
