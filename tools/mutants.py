@@ -14,6 +14,8 @@ Plants (each only where it applies to the kernel):
   off-by-one        every read of the major axis becomes `(blockIdx.A + 1)`
   partial-remap     a bijective reversal `(gridDim.A - 1 - blockIdx.A)` on every read of the
                     major axis but one (needs two reads of that axis)
+  partial-swizzle   kxform's own swizzle (column order), with one read of y left physical
+                    (2-D kernels)
   wrong-grid        kxform's own swizzle, with `gridDim.x + 1` passed to the helper
   wrong-tile        the first `blockIdx.A * T` (or `T * blockIdx.A`) becomes `blockIdx.A * ((T) / 2)`
 
@@ -137,6 +139,10 @@ def plants(source: SourceText, spelling: str, hw: str) -> tuple[list[Plant], lis
         head, tail = result.new_data[:at], result.new_data[at:prologue_end]
         out.append(Plant("wrong-grid", head + tail.replace(marker.encode(), f"{grid_x} + 1, ".encode(), 1)
                          + result.new_data[prologue_end:]))
+        use = result.new_data.find(b"kxform_block.y", prologue_end)
+        if pattern == "column" and use > 0:  # kxform's remap, with one read of y left physical
+            out.append(Plant("partial-swizzle", result.new_data[:use] + _spelled(reads[0], "y").encode()
+                             + result.new_data[use + len(b"kxform_block.y"):]))
     else:
         skipped.append(f"wrong-grid: kxform does not rewrite it ({'; '.join(r for k in result.results for r in k.reasons)[:120]})")
     tile = _tile_plant(data, reads)

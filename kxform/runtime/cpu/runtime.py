@@ -3,7 +3,7 @@
 The request's translation unit is compiled as C++ against an emulation layer
 (include/): every GPU thread of a block is a fiber, blocks are spread over worker
 threads, and barriers and warp collectives are real rendezvous. The runtime refuses
-what it cannot emulate faithfully (inline assembly, tensor-core fragments, textures,
+what it cannot emulate faithfully (inline assembly, integer tensor-core fragments, textures,
 grid-wide sync, ...) with `Unsupported` before compiling, and reports barrier
 divergence and deadlocks as `LaunchTimeout` instead of hanging.
 """
