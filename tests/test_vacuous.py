@@ -284,4 +284,4 @@ def test_infer_names_the_line_to_fill_in_when_the_grid_comes_from_host_code(tmp_
     assert [c.split(": ", 1)[1] for c in counts] == ["element count (not measured: the launch is not known)"] * 2
     line = int(todo.split(":")[0].removeprefix("line "))
     assert draft.text.splitlines()[line - 1].startswith("grid = ")
-    assert "'blocks' in the launch at" in todo and "k.cu:6" in todo and "write grid, block and shared_bytes" in todo
+    assert "'blocks' in the launch at" in todo and "k.cu:6" in todo and "write grid in terms of the size variables (n)" in todo

@@ -36,6 +36,7 @@ TILES = (64, 48, 32, 80, 96, 112, 16, 128)
 """Values of the size variables (in parameter order) at the two drafted sizes: one that
 divides no tile and one of tile multiples; all distinct, so counts can be told apart."""
 MAX_PROBE_ELEMENTS = 1 << 24
+MIN_PROBE_ELEMENTS = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ class _Plan:
     shared: str
     launch_note: str
     roles: dict[str, Access]
-    launch_todo: str = ""
+    launch_todos: dict[str, str] = field(default_factory=dict)
     counts: dict[str, str] = field(default_factory=dict)
     count_notes: dict[str, str] = field(default_factory=dict)
     role_notes: dict[str, str] = field(default_factory=dict)
@@ -90,7 +91,7 @@ def _to_expr(text: str, macros: dict[str, str]) -> str:
     return " ".join(text.split())
 
 
-def _dims(text: str, host_body: str, macros: dict[str, str]) -> list[str]:
+def _dims(text: str, host_body: str, resolve: dict[str, str]) -> list[str]:
     """`dim3(a, b)` / `a` / a variable declared `dim3 v(a, b)` or `dim3 v = dim3(a, b)`."""
     text = text.strip()
     match = re.fullmatch(r"dim3\s*\((.*)\)", text, re.S)
@@ -101,7 +102,35 @@ def _dims(text: str, host_body: str, macros: dict[str, str]) -> list[str]:
             inner = next(g for g in decl.groups() if g is not None)
             match = re.fullmatch(r"(.*)", inner, re.S)
     parts = [p for p in (match.group(1) if match else text).split(",") if p.strip()] if match else [text]
-    return [_to_expr(p, macros) for p in parts]
+    return [_substitute(p, resolve) for p in parts]
+
+
+_HOST_VAR = re.compile(r"\b(?:const\s+)?(?:int|unsigned(?:\s+int)?|size_t|long(?:\s+long)?|auto|int64_t)\s+"
+                       r"([A-Za-z_]\w*)\s*=\s*([^;,{}]+);")
+
+
+def _substitute(text: str, resolve: dict[str, str]) -> str:
+    """`text` with host variables replaced by their initialisers, launch arguments by the
+    kernel parameters they bind (the size variables) and numeric macros by their values."""
+    for _ in range(4):
+        new = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: resolve.get(m.group(0), m.group(0)), text)
+        if new == text:
+            break
+        text = new
+    return _to_expr(text, {})
+
+
+def _resolution(launch: LaunchSite, kernel: Function, host_body: str, macros: dict[str, str]) -> dict[str, str]:
+    resolve = {name: value for name, value in macros.items()}
+    for name, value in _HOST_VAR.findall(host_body):
+        if re.search(r"[A-Za-z_]\w*\s*\(", value) is None:  # no calls: atoi(argv[1]) is not a size
+            resolve.setdefault(name, f"({' '.join(value.split())})")
+    for arg, param in zip(launch.args, kernel.params):
+        if re.fullmatch(r"[A-Za-z_]\w*", arg.strip()) and "*" not in param.ctype:
+            resolve[arg.strip()] = param.name
+    for param in kernel.params:
+        resolve.pop(param.name, None) if resolve.get(param.name) != param.name else None
+    return resolve
 
 
 def _unknown_names(exprs: list[str], size_vars: list[str]) -> list[str]:
@@ -116,29 +145,32 @@ def _unknown_names(exprs: list[str], size_vars: list[str]) -> list[str]:
     return unknown
 
 
-def _launch_plan(model: SourceModel, source: SourceText, name: str,
-                 size_vars: list[str]) -> tuple[list[str], list[str], str, str, str]:
-    """grid, block, shared bytes, a note for the grid line, and what to fill in ("" if nothing)."""
+def _launch_plan(model: SourceModel, source: SourceText, kernel: Function,
+                 size_vars: list[str]) -> tuple[list[str], list[str], str, str, dict[str, str]]:
+    """grid, block, shared bytes, a note for the grid line, and per field what to fill in."""
+    name = kernel.name
     launches = [launch for launch in model.launches if launch.kernel == name]
-    macros = _numeric_macros(model)
     launch: LaunchSite | None = launches[0] if launches else None
     if launch is None:
-        return ["1"], ["256"], "0", "", f"no launch of {name} in {source.path}: write grid and block"
+        why = f"no launch of {name} in {source.path}: write it in terms of the size variables"
+        return ["1"], ["256"], "0", "", {"grid": why, "block": why}
     host_body = ""
     host = next((f for f in model.functions if f.name == launch.function), None)
     if host is not None:
         host_body = source.data[host.body.start:host.body.end].decode("utf-8")
-    grid = _dims(launch.config[0], host_body, macros)
-    block = _dims(launch.config[1], host_body, macros)
-    shared = _to_expr(launch.config[2], macros) if len(launch.config) > 2 else "0"
+    resolve = _resolution(launch, kernel, host_body, _numeric_macros(model))
+    grid = _dims(launch.config[0], host_body, resolve)
+    block = _dims(launch.config[1], host_body, resolve)
+    shared = _substitute(launch.config[2], resolve) if len(launch.config) > 2 else "0"
     line = source.line_col(launch.span.start)[0]
-    unknown = _unknown_names(grid + block + [shared], size_vars)
-    todo = ""
-    if unknown:
-        todo = (f"'{unknown[0]}' in the launch at {source.path}:{line} is computed in host code kxform cannot "
-                "evaluate: write grid, block and shared_bytes in terms of the size variables "
-                f"({', '.join(size_vars) or 'none'})")
-    return grid, block, shared, f"from the launch at line {line}", todo
+    todos = {}
+    for field_name, exprs in (("grid", grid), ("block", block), ("shared_bytes", [shared])):
+        unknown = _unknown_names(exprs, size_vars)
+        if unknown:
+            todos[field_name] = (f"'{unknown[0]}' in the launch at {source.path}:{line} is computed in host code "
+                                 f"kxform cannot evaluate: write {field_name} in terms of the size variables "
+                                 f"({', '.join(size_vars) or 'none'})")
+    return grid, block, shared, f"from the launch at line {line}", todos
 
 
 def _plan(source: SourceText, spelling: str) -> _Plan:
@@ -147,8 +179,8 @@ def _plan(source: SourceText, spelling: str) -> _Plan:
     kernel = find_kernel(model, name)
     scalars = [p for p in kernel.params if "*" not in p.ctype and "[" not in p.ctype]
     size_vars = [p.name for p in scalars if base_ctype(p.ctype) in INT_CTYPES]
-    grid, block, shared, note, todo = _launch_plan(model, source, name, size_vars)
-    return _Plan(spelling, source, kernel, size_vars, grid, block, shared, note, draft_roles(model, kernel), todo)
+    grid, block, shared, note, todos = _launch_plan(model, source, kernel, size_vars)
+    return _Plan(spelling, source, kernel, size_vars, grid, block, shared, note, draft_roles(model, kernel), todos)
 
 
 def _is_const(ctype: str) -> bool:
@@ -186,10 +218,11 @@ def _render(plan: _Plan, over_allocate: bool) -> tuple[str, list[str]]:
     add(f'[kernel."{spelling}"]')
     add(f'description = "{spelling} (drafted; describe it)"')
     add("seed = 0")
-    add(f"grid = {_toml_list(plan.grid)}" + (f"  # {plan.launch_note}" if plan.launch_note and not plan.launch_todo
-                                             else ""), plan.launch_todo)
-    add(f"block = {_toml_list(plan.block)}")
-    add(f'shared_bytes = "{plan.shared}"')
+    todos_of = plan.launch_todos
+    add(f"grid = {_toml_list(plan.grid)}" + (f"  # {plan.launch_note}" if plan.launch_note and "grid" not in todos_of
+                                             else ""), todos_of.get("grid", ""))
+    add(f"block = {_toml_list(plan.block)}", todos_of.get("block", ""))
+    add(f'shared_bytes = "{plan.shared}"', todos_of.get("shared_bytes", ""))
     add('compare = { mode = "ulp", ulps = 2 }  # review: exact for integer outputs')
     add("")
     product = " * ".join(plan.size_vars) if plan.size_vars else "65536"
@@ -201,10 +234,12 @@ def _render(plan: _Plan, over_allocate: bool) -> tuple[str, list[str]]:
             add('kind = "buffer"')
             add(f'dtype = "{dtype or "float32"}"', "" if dtype else f"element type {base_ctype(param.ctype)!r} "
                 "has no spec dtype")
-            if over_allocate:
-                add(f'count = "{product}"')
-            elif param.name in plan.counts:
+            if over_allocate:  # room for data-dependent indices too (an index buffer filled 0..100)
+                add(f'count = "max({product}, {MIN_PROBE_ELEMENTS})"')
+            elif param.name in plan.counts and plan.count_notes[param.name].startswith("extent"):
                 add(f'count = "{plan.counts[param.name]}"  # measured: {plan.count_notes[param.name]}')
+            elif param.name in plan.counts:
+                add(f'count = "{plan.counts[param.name]}"  # review: {plan.count_notes[param.name]}')
             else:
                 add(f'count = "{product}"', plan.count_notes.get(param.name, "element count"))
             role = _role(plan, param.name, param.ctype)
@@ -236,7 +271,10 @@ def _toml_list(items: list[str]) -> str:
 
 def _apply_probe(plan: _Plan, result: ProbeResult) -> None:
     for name, extents in result.extents.items():
-        if name in result.counts:
+        if name in result.counts and plan.size_vars and result.counts[name].isdigit():
+            plan.count_notes[name] = (f"the same extent ({result.counts[name]}) at both sizes: a constant, or one "
+                                      "the data sets (indices read from another buffer)")
+        elif name in result.counts:
             plan.counts[name] = result.counts[name]
             plan.count_notes[name] = f"extent touched at sizes ragged, tiles: {', '.join(map(str, extents))}"
         elif not any(extents):
@@ -253,7 +291,7 @@ def infer_spec(source: SourceText, spelling: str, runtime: Runtime | None = None
     watch launches (the CPU runtime), counts and roles are measured at the draft's sizes."""
     plan = _plan(source, spelling)
     result: ProbeResult | None = None
-    if runtime is not None and not plan.launch_todo:
+    if runtime is not None and not plan.launch_todos:
         if math.prod(_values(TILES, len(plan.size_vars))) > MAX_PROBE_ELEMENTS:
             result = ProbeResult(error="the over-allocated probe buffers would be too large")
         else:
@@ -265,7 +303,7 @@ def infer_spec(source: SourceText, spelling: str, runtime: Runtime | None = None
             for param in plan.kernel.params:
                 plan.count_notes[param.name] = f"element count (the measuring run failed: {result.error})"
     if result is None:
-        why = "the launch is not known" if plan.launch_todo else "no runtime to measure it with"
+        why = "the launch is not known" if plan.launch_todos else "no runtime to measure it with"
         for param in plan.kernel.params:
             plan.count_notes.setdefault(param.name, f"element count (not measured: {why})")
     text, todos = _render(plan, over_allocate=False)
