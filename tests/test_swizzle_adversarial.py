@@ -186,3 +186,18 @@ def test_order_dependent_constructs_are_refused(name: str) -> None:
     assert outcomes(result)["k"] is Outcome.MISSED, result.diff()
     assert key in {r.name for r in result.remarks}, [r.message for r in result.remarks]
     assert not result.changed
+
+
+@needs_nvcc
+def test_a_syntax_error_in_host_code_does_not_stop_the_confirmation(tmp_path: Path) -> None:
+    path = _write(tmp_path, "__global__ void k(float* o, int n) { o[blockIdx.y * n + blockIdx.x] = 1.f; }\n"
+                            "void host(float* o) { int x = = ; k<<<dim3(2, 2), 32>>>(o, 2); }\n")
+    result = rewrite(path.read_bytes(), path=str(path), pattern="column")
+    (kernel,) = result.results
+    assert kernel.outcome is Outcome.APPLIED
+    (coverage,) = [c for c in kernel.checks if c.name == "coverage"]
+    assert "nvcc confirms" in coverage.detail
+    broken_in_kernel = _write(tmp_path, "__global__ void k(float* o, int n) { o[blockIdx.y * n + blockIdx.x] = = 1.f; }\n")
+    model = parse_model(SourceText(str(broken_in_kernel), broken_in_kernel.read_bytes()))
+    verdict = ptx_coverage.confirm(model, model.kernels[0], b"int n")  # no prologue, but the error comes first
+    assert not verdict.confirmed and "syntax error" in verdict.why_not

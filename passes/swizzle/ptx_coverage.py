@@ -131,7 +131,10 @@ def confirm(model: SourceModel, kernel: Function, mark: bytes, builder=None) -> 
     spelling = instantiation(model, kernel)
     if spelling is None:
         return PtxVerdict(False, why_not=f"template '{kernel.name}' has no concrete instantiation in the file")
-    variant = constant_prologue(source, kernel, mark)
+    cleaned = _without_broken_functions(model, kernel, source.data)
+    if cleaned is None:
+        return PtxVerdict(False, why_not="a syntax error lies in the kernel's closure or outside every function")
+    variant = constant_prologue(SourceText(source.path, cleaned), kernel, mark)
     if variant is None:
         return PtxVerdict(False, why_not="the prologue is not in the form the rewrite emits")
     try:
@@ -147,6 +150,24 @@ def confirm(model: SourceModel, kernel: Function, mark: bytes, builder=None) -> 
         first = next((ln.strip() for ln in result.log.splitlines() if "error" in ln), "nvcc failed")
         return PtxVerdict(False, why_not=f"its standalone unit does not compile ({first})")
     return PtxVerdict(True, tuple(_reads(result.output.decode("utf-8", "replace"))))
+
+
+def _without_broken_functions(model: SourceModel, kernel: Function, data: bytes) -> bytes | None:
+    """`data` with every function that holds a syntax error blanked (newlines kept), when
+    none of them is in the kernel's closure: extraction drops them anyway, and the unit
+    then builds. None when an error is in the closure or outside every function."""
+    if not model.syntax_issues:
+        return data
+    closure = model.closure(kernel.name)
+    out = bytearray(data)
+    for issue in model.syntax_issues:
+        owner = next((f for f in model.functions if f.span.contains(issue.span)), None)
+        if owner is None or owner.name in closure:
+            return None
+        for i in range(owner.span.start, owner.span.end):
+            if out[i] not in (0x0A, 0x0D):
+                out[i] = 0x20
+    return bytes(out)
 
 
 def _reads(ptx: str) -> list[str]:
