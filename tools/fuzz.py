@@ -18,7 +18,8 @@ accepted, rewrites the compiler could not confirm (the mutated kernel no longer 
     python tools/fuzz.py --count 100000 --seed 1 [--jobs N] [--state fuzz.jsonl] [--minutes M]
 
 Resumable: results go to --state as JSON Lines, and a rerun skips the indices already
-there. Input i is a pure function of (--seed, i), so any crash reproduces with
+there (`--recheck` runs again those the compiler could not confirm; the last row of an
+index counts). Input i is a pure function of (--seed, i), so any crash reproduces with
 `--replay I` (which also writes the input to --out).
 """
 
@@ -333,6 +334,8 @@ def main() -> int:
     parser.add_argument("--verify-share", type=float, default=0.02, help="share of accepted rewrites run on the CPU")
     parser.add_argument("--cli-every", type=int, default=100, help="every Nth input also goes through the CLI")
     parser.add_argument("--replay", type=int, help="run input I alone and print its row")
+    parser.add_argument("--recheck", action="store_true",
+                        help="run again the inputs whose rewrite the compiler could not confirm (after a fix)")
     opts = parser.parse_args()
     from kxform.build.nvcc import find_nvcc
 
@@ -347,6 +350,8 @@ def main() -> int:
     state = Path(opts.state)
     rows = _load(state)
     todo = [i for i in range(opts.count) if i not in rows]
+    if opts.recheck:
+        todo = sorted(i for i, r in rows.items() if r.get("confirm") == "unconfirmable")
     print(f"fuzz: seed {opts.seed}, {len(rows)} inputs done, {len(todo)} to go, {opts.jobs} workers, "
           f"nvcc {'at ' + nvcc if nvcc else 'missing (no compiler confirmation)'}", flush=True)
     started = time.perf_counter()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 from kxform.errors import UsageError
@@ -117,7 +118,8 @@ def _checks_line(result: KernelResult) -> str:
             parts.append(f"{check.name} skipped")
         elif check.name == "verify":
             runtime = "gpu" if "on the gpu runtime" in check.detail else "cpu"
-            sizes = check.detail.split(", ")[-1].split(")")[0] if "sizes)" in check.detail else ""
+            counts = re.findall(r"\(original vs rewritten, (\d+) sizes\)", check.detail)
+            sizes = f"{sum(map(int, counts))} sizes" if counts else ""
             parts.append(f"verify ({runtime} runtime, {sizes})" if sizes else "verify")
         else:
             parts.append(check.name)
