@@ -5,18 +5,29 @@
     result.new_data, result.results, result.remarks
 
 No files are written and nvcc is not run: that is what `kxform apply` layers on top.
+
+For tuners: `space_of(data, kernel)` is the typed parameter space of a kernel under a
+pass (tile by default), `rewrite_with(data, kernel, config)` the file rewritten at one
+point of it, and `explain` what the pass found (parameters, constraints, refusals).
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
+from typing import Any
 
-from kxform.engine.driver import FileTransform, transform_source
-from kxform.frontend.semantic import semantic_provider
-from kxform.hw import HwProfile, load_profile
-from kxform.engine.pass_api import Pass, RunOptions
+from kxform.build.toolchain import Toolchain
+from kxform.engine.driver import FileTransform, syntax_gate, transform_source
+from kxform.engine.params import ParamSpace, ParamValue
+from kxform.engine.pass_api import KernelAnalysis, Pass, PassContext, RunOptions
 from kxform.engine.registry import default_registry
+from kxform.errors import UsageError
+from kxform.frontend.cuda import parse_model
+from kxform.frontend.semantic import semantic_provider
 from kxform.frontend.source import validate_bytes
+from kxform.hw import HwProfile, load_profile
+from kxform.log.remarks import RemarkSink
 
 
 def rewrite(data: str | bytes, spec: str = "swizzle", *, path: str = "<memory>.cu", hw: str = "h100",
@@ -34,7 +45,52 @@ def rewrite(data: str | bytes, spec: str = "swizzle", *, path: str = "<memory>.c
     profile = _shipped_profile(hw) if not hw.endswith(".toml") and "/" not in hw and "\\" not in hw else \
         load_profile(hw)
     return transform_source(validate_bytes(path, raw), passes, profile, RunOptions(kernels=kernels),
-                            semantic=provider)
+                            semantic=provider, toolchain=Toolchain.create(build_dir))
+
+
+def space_of(data: str | bytes, kernel: str, pass_name: str = "tile", *, path: str = "<memory>.cu",
+             hw: str = "h100", build_dir: str | None = None) -> ParamSpace:
+    """The parameter space of `kernel` in the file `data` under pass `pass_name` (the tile
+    pass: its lifted tile sizes with their domains and derived constraints). UsageError
+    when the kernel is not in the file; an empty space when the pass refuses the kernel
+    (`explain` says why)."""
+    pass_, ctx, analysis = _analysed(data, kernel, pass_name, path, hw, build_dir)
+    return pass_.space(ctx, analysis) if not analysis.blockers else ParamSpace()
+
+
+def explain(data: str | bytes, kernel: str, pass_name: str = "tile", *, path: str = "<memory>.cu",
+            hw: str = "h100", build_dir: str | None = None) -> dict[str, Any]:
+    """What the pass makes of `kernel` (as `kxform inspect --json` shows it)."""
+    pass_, ctx, analysis = _analysed(data, kernel, pass_name, path, hw, build_dir)
+    return pass_.describe(ctx, analysis)
+
+
+def rewrite_with(data: str | bytes, kernel: str, config: Mapping[str, ParamValue], pass_name: str = "tile", *,
+                 path: str = "<memory>.cu", hw: str = "h100", build_dir: str | None = None) -> FileTransform:
+    """`data` with `kernel` rewritten at `config` (a point of `space_of`), checked like any
+    proposal (constraints, ptxas where nvcc exists, re-parse, idempotence). Differential
+    verification is the caller's next step (`kxform.verify`), with the result's policy:
+    `result.results[i].policy`."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    pass_ = default_registry().get(pass_name).from_options(dict(config))
+    return transform_source(validate_bytes(path, raw), [pass_], load_profile(hw), RunOptions(kernels=(kernel,)),
+                            toolchain=Toolchain.create(build_dir))
+
+
+def _analysed(data: str | bytes, kernel: str, pass_name: str, path: str, hw: str,
+              build_dir: str | None) -> tuple[Pass, PassContext, KernelAnalysis]:
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    source = validate_bytes(path, raw)
+    model = parse_model(source)
+    syntax_gate(model)  # InputError for a file that does not parse, as `apply` reports it
+    pass_ = default_registry().get(pass_name)()
+    ctx = PassContext(model, load_profile(hw), RunOptions(kernels=(kernel,)), RemarkSink(),
+                      semantic_provider(path, build_dir)(model), Toolchain.create(build_dir))
+    analyses = pass_.analyse(ctx)
+    if kernel not in analyses:
+        known = ", ".join(k.name for k in model.kernels) or "none"
+        raise UsageError(f"{path}: no kernel '{kernel}' (kernels: {known})")
+    return pass_, ctx, analyses[kernel]
 
 
 @functools.lru_cache(maxsize=32)

@@ -31,6 +31,11 @@ _INT_FIGURES = (
     "regs_per_block", "max_threads_per_block", "max_threads_per_sm", "warp_size",
 )
 _OPTIONAL_INT_FIGURES = ("l2_bytes_per_xcd", "l2_slices")
+_LOCALITY_INT_FIGURES = (
+    "max_blocks_per_sm", "l2_line_bytes", "l2_sector_bytes", "l2_ways", "l2_partitions", "schedulers_per_sm",
+    "dram_page_bytes", "clock_mhz",
+)
+"""Optional figures the L2/DRAM locality model reads (kxform.locality; docs/locality-model.md)."""
 _SOURCED = tuple(f for f in _INT_FIGURES if f != "xcds") + ("mem_bandwidth_gbs",)
 """Figures that must name a source (xcds is 1 by definition on NVIDIA parts)."""
 
@@ -61,6 +66,15 @@ class HwProfile:
     """Figure name -> where it comes from (datasheet, CUDA tables, or "measured: ...")."""
     l2_bytes_per_xcd: int | None = None
     l2_slices: int | None = None
+    max_blocks_per_sm: int | None = None
+    l2_line_bytes: int | None = None
+    l2_sector_bytes: int | None = None
+    l2_ways: int | None = None
+    l2_partitions: int | None = None
+    """L2 partitions of one die that each cache for their own SMs (NVIDIA A100/H100: 2)."""
+    schedulers_per_sm: int | None = None
+    dram_page_bytes: int | None = None
+    clock_mhz: int | None = None
 
     @property
     def is_chiplet(self) -> bool:
@@ -94,7 +108,7 @@ def parse_profile(data: Mapping[str, Any], path: str) -> HwProfile:
     if not _ARCH_RE[vendor].match(data["arch"]):
         raise _bad(path, "arch", f"{data['arch']!r} is not a {vendor} architecture name")
     ints = {key: _require_int(data, key, path) for key in _INT_FIGURES}
-    optional = {key: _optional_int(data, key, path) for key in _OPTIONAL_INT_FIGURES}
+    optional = {key: _optional_int(data, key, path) for key in _OPTIONAL_INT_FIGURES + _LOCALITY_INT_FIGURES}
     bandwidth = data.get("mem_bandwidth_gbs")
     if isinstance(bandwidth, bool) or not isinstance(bandwidth, (int, float)) or bandwidth <= 0:
         raise _bad(path, "mem_bandwidth_gbs", "required, a positive number of GB/s")
@@ -108,7 +122,7 @@ def parse_profile(data: Mapping[str, Any], path: str) -> HwProfile:
         regs_per_block=ints["regs_per_block"], max_threads_per_block=ints["max_threads_per_block"],
         max_threads_per_sm=ints["max_threads_per_sm"], warp_size=ints["warp_size"],
         mem_bandwidth_gbs=float(bandwidth), aliases=aliases, sources=sources,
-        l2_bytes_per_xcd=optional["l2_bytes_per_xcd"], l2_slices=optional["l2_slices"],
+        **optional,
     )
 
 

@@ -50,9 +50,19 @@ def test_inconclusive_verification_writes_nothing_and_the_remark_says_why(sgemm:
     proc = run_cli("apply", "--pass", "swizzle", "--verify", "cpu", "--log", str(log), str(sgemm))
     assert sgemm.read_bytes() == before
     assert "swizzle applied to" not in proc.stderr
-    assert "swizzle not applied to 'sgemm_tiled': reverted after the verify stage" in proc.stderr
+    assert "swizzle not applied to 'sgemm_tiled': verify stage: VerifyInconclusive:" in proc.stderr
     assert "'C' is read at" in proc.stderr and "sgemm_tiled.cu:53" in proc.stderr and "declare it inout" in proc.stderr
     (kernel,) = [json.loads(line) for line in log.read_text().splitlines() if '"type": "kernel"' in line]
     assert kernel["outcome"] == "missed"
     remarks = [json.loads(line) for line in log.read_text().splitlines() if '"type": "remark"' in line]
     assert [r["kind"] for r in remarks] == ["Missed"] and remarks[0]["name"] == "VerifyInconclusive"
+    # the log viewer and the report tell "could not tell" apart from a failed check
+    shown = run_cli("log", "show", str(log), cwd=sgemm.parent)
+    assert shown.returncode == 0, shown.stderr
+    (verify_line,) = [ln for ln in shown.stdout.splitlines() if "check verify:" in ln]
+    assert "UNDECIDED" in verify_line and "inconclusive on the cpu runtime" in verify_line and "FAIL" not in verify_line
+    assert "VerifyInconclusive" in shown.stdout
+    page = sgemm.parent / "report.html"
+    reported = run_cli("report", str(log), "-o", str(page), cwd=sgemm.parent)
+    assert reported.returncode == 0, reported.stderr
+    assert '<td class="undecided">could not tell</td>' in page.read_text()

@@ -148,9 +148,10 @@ def test_inspect_reports_kernels_launches_and_safety(tree: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     report = {entry["file"].split("/")[-1]: entry for entry in json.loads(proc.stdout)}
     assert report["tile.cu"]["kernels"][0]["swizzle"] == "safe"
-    assert report["tile.cu"]["kernels"][0]["grid_dims"] == 2
+    assert report["tile.cu"]["kernels"][0]["passes"]["swizzle"]["grid_dims"] == 2
     scan = report["scan.cu"]
-    assert scan["kernels"][0]["swizzle"] == "refused" and "SpinWait" in scan["kernels"][0]["reasons"][0]
+    swizzle = scan["kernels"][0]["passes"]["swizzle"]
+    assert scan["kernels"][0]["swizzle"] == "refused" and "SpinWait" in swizzle["reasons"][0]
     assert scan["launches"][0]["config"] == ["8", "32"]
     table = run_cli("inspect", "src", cwd=tree).stdout
     assert "kernel scan" in table and "swizzle: refused" in table

@@ -38,7 +38,7 @@ KINDS = {
 SWIZZLE = {"applies", "refused", "input-error"}
 REASONS = {"spin-wait", "grid-sync", "syntax-error"}
 REQUIRED = {"name", "path", "kernel", "kind", "grid_dims", "nvcc", "swizzle", "description"}
-OPTIONAL = {"spec", "reason"}
+OPTIONAL = {"spec", "reason", "tile", "tile_reason"}
 L2_BYTES = 60 * 10**6
 BENCH_MIN_BYTES = 3 * L2_BYTES
 """A bench size must move several times the 60 MB L2 of an H200."""

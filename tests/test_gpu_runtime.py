@@ -465,8 +465,9 @@ def test_fake_argument_checks(fake_gpu: GpuRuntime) -> None:
 
 @needs_nvcc
 def test_fake_timing_rotates_and_flushes(fake_gpu: GpuRuntime) -> None:
-    times = fake_gpu.time(saxpy_request(1000), warmup=2, repeat=5, flush_l2=True)
-    assert len(times) == 5 and all(t > 0 for t in times)
+    timed = fake_gpu.time(saxpy_request(1000), warmup=2, repeat=5, flush_l2=True)
+    assert len(timed.samples_ms) == 5 and all(t > 0 for t in timed.samples_ms)
+    assert timed.outputs == {}  # not asked for
     with pytest.raises(ValueError):
         fake_gpu.time(saxpy_request(10), repeat=0)
 
@@ -549,7 +550,10 @@ def test_fake_every_launch_sees_poisoned_outputs(fake_gpu: GpuRuntime) -> None:
                                 (out, ScalarArg("n", np.int32(n))), (1, 1, 1), (64, 1, 1), label="poison")
         assert fake_gpu.run(request).unwritten == {"out": 0}
         # more launches than rotated copies (at most 8): the stand-in fails an unpoisoned launch
-        assert len(fake_gpu.time(request, warmup=2, repeat=10)) == 10
+        timed = fake_gpu.time(request, warmup=2, repeat=10, keep_outputs=True)
+        assert len(timed.samples_ms) == 10
+        # the last timed launch's outputs come back (inline and through files) for re-checking
+        np.testing.assert_array_equal(timed.outputs["out"], np.ones(n, np.float32))
 
 
 @needs_nvcc
@@ -744,9 +748,10 @@ def test_gpu_large_dynamic_shared_memory(gpu: GpuRuntime) -> None:
 def test_gpu_timing_positive_medians(gpu: GpuRuntime) -> None:
     request = saxpy_request(1 << 22, label="saxpy[4M]")
     for flush in (False, True):
-        times = gpu.time(request, warmup=3, repeat=10, flush_l2=flush)
-        assert len(times) == 10 and min(times) > 0
-        assert statistics.median(times) > 0
+        timed = gpu.time(request, warmup=3, repeat=10, flush_l2=flush)
+        assert len(timed.samples_ms) == 10 and min(timed.samples_ms) > 0
+        assert statistics.median(timed.samples_ms) > 0
+        assert timed.persisting_l2_bytes == 0  # the carveout is capped while timing
 
 
 @pytest.mark.gpu

@@ -15,7 +15,7 @@ def test_swizzle_is_discovered_and_spec_round_trips() -> None:
     assert "swizzle" in registry.names()
     spec = "swizzle{pattern=grouped,group=4}"
     parsed = registry.parse(spec)
-    assert parsed == Swizzle(pattern="grouped", group="4")
+    assert parsed == Swizzle(pattern="grouped", group=4)
     assert parsed.spec() == spec
     assert registry.parse(parsed.spec()) == parsed
     assert registry.parse("swizzle").spec() == "swizzle"

@@ -41,7 +41,8 @@ def test_broken_rewrite_fails_verification_and_is_not_kept(sgemm: Path) -> None:
 @requires_cpu_runtime
 def test_apply_verifies_on_the_cpu_runtime_and_logs_it(sgemm: Path) -> None:
     log = sgemm.parent / "run.jsonl"
-    proc = run_cli("apply", "--pass", "swizzle", "--verify", "cpu", "--log", str(log), str(sgemm))
+    proc = run_cli("apply", "--pass", "swizzle", "--pattern", "grouped", "--verify", "cpu", "--log", str(log),
+                   str(sgemm))
     assert proc.returncode == 0, proc.stderr
     assert b"kxform_block" in sgemm.read_bytes()
     (kernel,) = [json.loads(l) for l in log.read_text().splitlines() if '"type": "kernel"' in l]

@@ -28,7 +28,7 @@ from kxform.harness.spec import load_spec
 from kxform.passes.swizzle.patterns import PATTERNS
 from kxform.frontend.source import read_source, validate_bytes
 from kxform.verify.differential import pick_runtime, verify_pair
-from kxform.verify.stage import measure_pair
+from kxform.verify.measure import measure_pair
 
 DEFAULT_KERNELS = ("sgemm_tiled", "transpose", "stencil5")
 

@@ -186,13 +186,21 @@ def _alarm(signum: int, frame: object) -> None:
 
 def run_one(args: tuple[int, int, float, float, int]) -> dict:
     seed, index, timeout, verify_share, cli_every = args
+    path, data, names, pattern, semantic = make_input(seed, index)
+    row: dict = {"i": index, "file": path.name, "mutators": names, "status": "rejected"}
+    started = time.perf_counter()
+    _through_api(row, path, data, pattern, semantic, timeout, verify_share)
+    if cli_every and index % cli_every == 0:  # every Nth input, whatever the API made of it
+        row.update(_cli(path, data, timeout))
+    return _done(row, started)
+
+
+def _through_api(row: dict, path: Path, data: bytes, pattern: str | None, semantic: bool, timeout: float,
+                 verify_share: float) -> None:
     from kxform.api import rewrite
     from kxform.engine.pass_api import Outcome
     from kxform.errors import KxformError
 
-    path, data, names, pattern, semantic = make_input(seed, index)
-    row: dict = {"i": index, "file": path.name, "mutators": names, "status": "rejected"}
-    started = time.perf_counter()
     options = {"pattern": pattern} if pattern else {}
     signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
@@ -200,25 +208,22 @@ def run_one(args: tuple[int, int, float, float, int]) -> dict:
                          semantic=semantic, **options)
     except Hang:
         row["status"] = "hang"
-        return _done(row, started)
+        return
     except (KxformError, UnicodeDecodeError) as exc:
         row["error"] = str(exc)[:200] if not isinstance(exc, UnicodeDecodeError) else "not UTF-8"
-        return _done(row, started)
+        return
     except BaseException as exc:  # noqa: BLE001 - a crash is what we are looking for
         signal.setitimer(signal.ITIMER_REAL, 0)
         row.update(status="crash", error=f"{type(exc).__name__}: {str(exc)[:200]}", trace=traceback.format_exc()[-2000:])
-        return _done(row, started)
+        return
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
     applied = [r.kernel for r in result.results if r.outcome is Outcome.APPLIED]
     row["status"] = "accepted" if result.changed and applied else "unchanged"
     if row["status"] == "accepted":
         row.update(_confirm(path, result.new_data, applied))
-        if random.Random(index).random() < verify_share:
+        if random.Random(row["i"]).random() < verify_share:
             row.update(_verify(path, data, result.new_data, applied))
-    if cli_every and index % cli_every == 0:
-        row.update(_cli(path, data, timeout))
-    return _done(row, started)
 
 
 def _done(row: dict, started: float) -> dict:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from kxform.build.builder import Builder
 from kxform.build.diagnostics import first_error
 from kxform.build.nvcc import BuildJob, KernelResources, find_nvcc
+from kxform.build.toolchain import Toolchain
 from kxform.engine.driver import FileTransform
 from kxform.engine.pass_api import CheckRecord
 
@@ -44,15 +45,8 @@ class CompileChecker:
         return cls(Builder(jobs=jobs or None), nv_arch, build_dir, strict)
 
     def _job(self, transform: FileTransform, data: bytes, line_map: tuple[int, ...] | None) -> BuildJob:
-        include_dirs: tuple[str, ...] = ()
-        defines: tuple[str, ...] = ()
-        flags: tuple[str, ...] = ()
         path = transform.source.path
-        if self.build_dir:
-            from kxform.build.compile_db import load_compile_commands
-
-            dirs, defs, extra = load_compile_commands(self.build_dir).flags_for(path)
-            include_dirs, defines, flags = tuple(dirs), tuple(defs), tuple(extra)
+        include_dirs, defines, flags = Toolchain.create(self.build_dir).project_flags(path)
         return BuildJob(source=data.decode("utf-8"), filename=path, output="check", arch=self.arch,
                         include_dirs=include_dirs, defines=defines, extra_flags=flags,
                         source_dir=os.path.dirname(os.path.abspath(path)), line_map=line_map)

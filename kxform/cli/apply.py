@@ -3,38 +3,55 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
+from dataclasses import replace
 
+from kxform.cli.options import add_config_options, pick, project_config
+from kxform.cli.progress import ProgressBar
 from kxform.errors import UsageError
 from kxform.hw import load_profile
 from kxform.engine.pass_api import KernelResult, Outcome
 from kxform.log.passlog import PassLog
 from kxform.log.report import WriteBack
-from kxform.engine.runner import ApplyConfig, FileOutcome, run_apply
+from kxform.engine.runner import ApplyConfig, FileOutcome, collect_files, output_path, run_apply
+from kxform.workspace.config import ProjectConfig
+from kxform.workspace.exclude import Exclude
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("apply", help="apply passes to CUDA/HIP sources (default: in place)",
                               description="Apply a pass pipeline. Every rewrite is checked before it is written.")
-    p.add_argument("--pass", dest="passes", required=True, metavar="NAME[,NAME]",
-                   help="passes to run, e.g. swizzle or 'swizzle{pattern=grouped,group=4}'")
+    p.add_argument("--pass", dest="passes", metavar="NAME[,NAME]",
+                   help="passes to run, e.g. swizzle or 'swizzle{pattern=grouped,group=4}' (default: the "
+                   "project configuration's 'passes')")
     p.add_argument("--pattern", help="swizzle pattern (row, column, grouped, diagonal, hilbert, morton, xcd, "
                    "xcd-grouped); default: chosen from the hardware profile")
     p.add_argument("--param", action="append", default=[], metavar="K=V", help="pass parameter (repeatable)")
-    p.add_argument("--hw", default="h100", help="hardware profile name or .toml path (default: h100)")
+    p.add_argument("--hw", help="hardware profile name or .toml path (default: configured, else h100)")
     p.add_argument("--kernel", action="append", default=[], metavar="NAME", help="only these kernels (repeatable)")
     p.add_argument("-p", dest="build_dir", metavar="BUILD_DIR", help="directory with compile_commands.json")
-    p.add_argument("-j", "--jobs", type=int, default=0, metavar="N", help="parallel jobs (default: all cores)")
-    p.add_argument("--verify", choices=("auto", "gpu", "cpu", "compile", "static"), default="auto",
+    p.add_argument("-I", dest="include", action="append", default=[], metavar="DIR",
+                   help="include directory (repeatable; before the configuration's)")
+    p.add_argument("-D", dest="define", action="append", default=[], metavar="NAME[=VALUE]",
+                   help="preprocessor define (repeatable; before the configuration's)")
+    p.add_argument("-j", "--jobs", type=int, metavar="N", help="parallel jobs (default: all cores)")
+    p.add_argument("--verify", choices=("auto", "gpu", "cpu", "compile", "static"),
                    help="static: parse-level checks only; compile: also nvcc -c (required); gpu/cpu: also run "
                    "original and rewritten on that runtime for kernels with a harness spec; auto (default): "
                    "compile when nvcc exists, run on the GPU if there is one, else on the CPU runtime")
-    p.add_argument("--measure", action="store_true",
+    p.add_argument("--measure", action="store_true", default=None,
                    help="time original and rewritten (bench size) and keep a rewrite only if it is faster "
                    "beyond the measured spread")
     p.add_argument("--log", metavar="FILE", help="pass log path (default: .kxform/logs/RUN.jsonl)")
+    from kxform.cli.propose_args import register_proposer_args
+
+    register_proposer_args(p)
     p.add_argument("-q", "--quiet", action="store_true", help="print errors and the summary only")
+    p.add_argument("--depfile", metavar="FILE", help="with -o: write a Make-style dependency file (the copies "
+                   "depend on the sources, the headers read and the configuration) for build systems")
+    add_config_options(p)
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--diff", action="store_true", help="print a unified diff; write nothing")
     mode.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file would change")
@@ -53,44 +70,80 @@ def _params(items: list[str]) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def config_from_args(args: argparse.Namespace) -> ApplyConfig:
+def config_from_args(args: argparse.Namespace, project: ProjectConfig | None = None) -> ApplyConfig:
+    """The run's options: the command line over the project configuration over defaults."""
     extra = _params(args.param)
     if args.pattern:
         extra = (("pattern", args.pattern),) + extra
-    if args.jobs < 0:
+    if project is not None:
+        extra += tuple(item for item in project.params if item[0] not in dict(extra))
+    pipeline = pick(args.passes, project and project.passes, "")
+    if not pipeline:
+        raise UsageError("no pass given: use --pass NAME or set passes in [tool.kxform] (docs/configuration.md)")
+    jobs = pick(args.jobs, project and project.jobs, 0)
+    if jobs < 0:
         raise UsageError("-j must be at least 1")
+    if args.depfile and not args.out_dir:
+        raise UsageError("--depfile needs -o OUT_DIR (it names the copies written there)")
     write_back = WriteBack.DIFF if args.diff else WriteBack.CHECK if args.check else \
         WriteBack.OUT_DIR if args.out_dir else WriteBack.WRITE
-    return ApplyConfig(pipeline=args.passes, extra_options=extra, hw=load_profile(args.hw),
-                       kernels=tuple(args.kernel), verify=args.verify, measure=args.measure, jobs=args.jobs, write_back=write_back,
-                       out_dir=args.out_dir, build_dir=args.build_dir)
+    from kxform.cli.propose_args import proposer_spec
 
-
-class _Progress:
-    """A single status line on stderr for long runs (only on a terminal)."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled and sys.stderr.isatty()
-
-    def __call__(self, done: int, total: int, path: str) -> None:
-        if self.enabled and total >= 20:
-            sys.stderr.write(f"\r[{done}/{total}] {path[-60:]:<60}")
-            if done == total:
-                sys.stderr.write("\r" + " " * 80 + "\r")
-            sys.stderr.flush()
+    return ApplyConfig(pipeline=pipeline, extra_options=extra, hw=load_profile(pick(args.hw, project and project.hw,
+                                                                                    "h100")),
+                       kernels=tuple(args.kernel), verify=pick(args.verify, project and project.verify, "auto"),
+                       measure=pick(args.measure, project and project.measure, False), jobs=jobs,
+                       write_back=write_back, out_dir=args.out_dir,
+                       build_dir=pick(args.build_dir, project and project.build_dir, None),
+                       exclude=Exclude(str(project.root), project.exclude) if project and project.exclude else None,
+                       spec_dirs=project.specs if project else (), proposer=proposer_spec(args))
 
 
 def run(args: argparse.Namespace) -> int:
-    config = config_from_args(args)
+    from kxform.workspace.flags import merged_build_dir
+
+    project = project_config(args, args.paths)
+    config = config_from_args(args, project)
     assert config.hw is not None
-    log = PassLog.open(args.log, hw=config.hw.name, pipeline=config.pipeline, argv=sys.argv[1:])
-    report, outcomes = run_apply(args.paths, config, progress=_Progress(not args.quiet))
+    if project is not None and project.lock and not args.quiet:
+        print(f"kxform: note: {project.path}: 'lock' is set, but this kxform has no lockfile support yet; "
+              "ignored", file=sys.stderr)
+    include = tuple(os.path.abspath(d) for d in args.include) + (project.include if project else ())
+    defines = tuple(args.define) + (project.defines if project else ())
+    files = collect_files(args.paths) if include or defines else []
+    with merged_build_dir(files, include, defines, config.build_dir) as build_dir, \
+            ProgressBar(not args.quiet) as progress:
+        log = PassLog.open(args.log, hw=config.hw.name, pipeline=config.pipeline, argv=sys.argv[1:])
+        if project is not None:
+            log.write({"type": "config", "schema": 1, "run": log.run_id, **project.to_json()})
+        config = replace(config, build_dir=build_dir)
+        if config.proposer.name == "claude":  # the attempt loop: search first, then apply its decisions
+            from kxform.cli.propose_args import search_with_claude
+
+            config = search_with_claude(args, config, log)
+        report, outcomes = run_apply(args.paths, config, progress=progress)
     _print(outcomes, args.quiet)
     for outcome in outcomes:
         _log_file(log, outcome)
     log.close(report)
+    if args.depfile and report.exit_code in (0, 1) and not (report.input_errors or report.internal_errors):
+        _write_depfile(args, outcomes, project)
     print(f"kxform: {report.summary()} Log: {log.path}", file=sys.stderr)
     return report.exit_code
+
+
+def _write_depfile(args: argparse.Namespace, outcomes: list[FileOutcome], project: ProjectConfig | None) -> None:
+    """Targets: the copies of the files named on the command line (of every file under a
+    named directory); dependencies: every file read, and the configuration."""
+    from kxform.workspace.depfile import write_depfile
+
+    named = [os.path.abspath(p) for p in args.paths]
+    def wanted(path: str) -> bool:
+        full = os.path.abspath(path)
+        return any(full == p or full.startswith(p.rstrip(os.sep) + os.sep) for p in named)
+    targets = [str(output_path(o.path, args.out_dir)) for o in outcomes if wanted(o.path)]
+    deps = [o.path for o in outcomes] + ([str(project.path)] if project is not None else [])
+    write_depfile(args.depfile, targets, deps)
 
 
 def _print(outcomes: list[FileOutcome], quiet: bool) -> None:

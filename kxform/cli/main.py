@@ -17,10 +17,20 @@ from collections.abc import Sequence
 from kxform import __version__
 from kxform.errors import KxformError
 
-SUBCOMMANDS: tuple[str, ...] = ("apply", "inspect", "passes", "verify", "harness", "hw")
+SUBCOMMANDS: tuple[str, ...] = ("apply", "inspect", "passes", "verify", "harness", "hw", "log", "report")
 """Modules of kxform.cli that define subcommands, in help order."""
 
 EXIT_OK, EXIT_CHANGES, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 123
+
+
+class _CMakeDir(argparse.Action):
+    """`kxform --cmake-dir`: where kxformConfig.cmake is installed (package data)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        from pathlib import Path
+
+        print(Path(__file__).resolve().parent.parent / "cmake")
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Checked, verified source-to-source rewrites of CUDA/HIP kernels.",
     )
     parser.add_argument("--version", action="version", version=f"kxform {__version__}")
+    parser.add_argument("--cmake-dir", action=_CMakeDir, nargs=0,
+                        help="print the directory of kxform's CMake package (for -Dkxform_DIR=...) and exit")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         try:

@@ -7,7 +7,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from kxform.cli.options import add_config_options, pick, project_config
+from kxform.cli.progress import ProgressBar
 from kxform.errors import UsageError
+from kxform.harness.dirs import spec_in_dirs
 from kxform.harness.spec import find_spec_for, load_spec
 from kxform.frontend.source import read_source
 
@@ -35,6 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="--program: lines matching REGEX are not compared (e.g. timings)")
     p.add_argument("--rtol", type=float, default=1e-5, help="--program: relative tolerance for numbers")
     p.add_argument("--arch", default=None, help="--program: nvcc arch (default: detected or sm_90)")
+    add_config_options(p)
     p.set_defaults(func=run)
 
 
@@ -59,7 +63,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--kernel is required (kernel mode)")
     if not args.rewritten and not args.reference:
         raise UsageError("give REWRITTEN, or --reference to check ORIGINAL against its spec")
-    spec_path = Path(args.spec) if args.spec else find_spec_for(args.original)
+    project = project_config(args, [args.original])
+    spec_path = Path(args.spec) if args.spec else find_spec_for(args.original) or \
+        (spec_in_dirs(args.original, project.specs) if project else None)
     if spec_path is None:
         raise UsageError(f"{args.original}: no harness spec found (kxform.toml beside it); write one or run "
                          f"'kxform harness infer {args.original} --kernel {args.kernel}'")
@@ -72,18 +78,27 @@ def run(args: argparse.Namespace) -> int:
         runtime.sanitize = True  # type: ignore[attr-defined]
     original = read_source(args.original)
     sizes = tuple(args.size)
-    flags = UnitFlags.from_build_dir(args.build_dir, args.original)
+    flags = UnitFlags.from_build_dir(pick(args.build_dir, project and project.build_dir, None), args.original)
+    if project is not None:
+        flags = UnitFlags(flags.include_dirs + project.include, flags.defines + project.defines)
+    rewritten = read_source(args.rewritten) if args.rewritten else None
     reports = []
-    for kernel_spec in kernel_specs:  # every instantiation of a template the spec lists
-        if args.reference and not args.rewritten:
-            report = verify_reference(original, kernel_spec, runtime, sizes, args.seed, args.timeout, flags)
-        else:
-            report = verify_pair(original, read_source(args.rewritten), kernel_spec, runtime, sizes, args.seed,
-                                 args.timeout, flags)
+    with ProgressBar(unit="size") as bar:
+        for kernel_spec in kernel_specs:  # every instantiation of a template the spec lists
+            def moved(done: int, total: int, name: str, label: str = kernel_spec.name) -> None:
+                bar(done, total, f"{label} {name}" if len(kernel_specs) > 1 else name, stage="verify")
+
+            if rewritten is None:
+                report = verify_reference(original, kernel_spec, runtime, sizes, args.seed, args.timeout, flags,
+                                          progress=moved)
+            else:
+                report = verify_pair(original, rewritten, kernel_spec, runtime, sizes, args.seed, args.timeout,
+                                     flags, progress=moved)
+            reports.append(report)
+    for report in reports:
         for verdict in report.sizes:
             print(f"  {verdict.summary()}", file=sys.stderr if not verdict.ok else sys.stdout)
         print(report.summary())
-        reports.append(report)
     if len(kernel_specs) > 1 or kernel_specs[0].name != args.kernel:
         from kxform.verify.stage import missing_instantiations
 

@@ -1,23 +1,30 @@
 """The pure core: source text in, rewritten text plus per-kernel results and remarks out.
 
-No files, no nvcc, no GPU: those are layers above (kxform.engine.runner). For each pass of the
-pipeline: parse, analyse, propose, check, collect edits for all kernels, apply them in
+No files, no nvcc, no GPU: those are layers above (kxform.engine.runner). For each pass of
+the pipeline: parse, analyse, propose, check, collect edits for all kernels, apply them in
 one step, re-parse, and confirm that a second run proposes nothing. Stage errors are
 typed exceptions turned into frozen `KernelResult`s here, in one place; this function
 only raises for input errors that concern the whole file.
+
+The candidate stage: the proposer offers a ranked list per kernel; up to
+`RunOptions.max_candidates` (in all, over the rounds) that pass the pass's checks are
+kept, the first is applied
+and the others ride along as `alternates`. When a later stage (compile, verify, measure)
+refuses the applied one, the runner calls this function again with the refusal as
+`feedback`: the proposer hears the reason and the refused proposal is never applied
+again, so the next alternate takes its place. "Applied" remarks are held back
+(`FileTransform.pending`) until the later stages have decided: `final_remarks` reports
+the outcome that stands.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from kxform.engine.edits import Edit, apply_edits, check_reparse, unified_diff
-from kxform.errors import CheckFailed, EditConflict, InputError
-from kxform.frontend.cuda import parse_model
-from kxform.frontend.model import Function, SourceModel
-from kxform.hw import HwProfile
 from kxform.engine.pass_api import (
     CheckRecord,
     KernelAnalysis,
@@ -26,14 +33,22 @@ from kxform.engine.pass_api import (
     Pass,
     PassContext,
     Proposal,
+    Rejection,
     RunOptions,
 )
 from kxform.engine.proposer import DeterministicProposer, Proposer
-from kxform.log.remarks import Remark, RemarkKind, RemarkSink
+from kxform.errors import CheckFailed, EditConflict, InputError
+from kxform.frontend.cuda import parse_model
+from kxform.frontend.model import Function, SourceModel
 from kxform.frontend.source import SourceText, validate_bytes
+from kxform.hw import HwProfile
+from kxform.log.remarks import Remark, RemarkKind, RemarkSink
 
 SemanticProvider = Callable[[SourceModel], object]
-"""Given a model, return a semantic-layer object (with `blockers_for`) or None."""
+"""Given a model, return a semantic-layer object (kxform.frontend.semantic) or None."""
+
+Feedback = Mapping[tuple[str, str], tuple[Rejection, ...]]
+"""(pass name, kernel) -> proposals the later stages refused, with their reasons."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +59,8 @@ class FileTransform:
     remarks: tuple[Remark, ...]
     line_map: tuple[int, ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
+    pending: tuple[Remark, ...] = ()
+    """"Applied" remarks held back until the later stages decide (see `final_remarks`)."""
 
     @property
     def changed(self) -> bool:
@@ -53,7 +70,21 @@ class FileTransform:
         return unified_diff(self.source.path, self.source.data, self.new_data)
 
 
-def _syntax_gate(model: SourceModel) -> set[str]:
+@dataclass(frozen=True)
+class _Run:
+    """What every pass of one transform shares."""
+
+    hw: HwProfile
+    options: RunOptions
+    proposer: Proposer
+    semantic: SemanticProvider | None
+    sink: RemarkSink
+    feedback: Feedback
+    toolchain: Any
+    pending: list[Remark]
+
+
+def syntax_gate(model: SourceModel) -> set[str]:
     """Kernels whose definition holds a syntax error. The file is rejected as a whole
     (InputError at the first error) when an error lies outside every function, or when a
     token is missing (an unbalanced brace swallows what follows: nothing can be trusted)."""
@@ -77,64 +108,104 @@ def transform_source(
     options: RunOptions,
     proposer: Proposer | None = None,
     semantic: SemanticProvider | None = None,
+    feedback: Feedback | None = None,
+    toolchain: Any = None,
+    finalize: bool = True,
 ) -> FileTransform:
-    proposer = proposer or DeterministicProposer()
-    sink = RemarkSink()
+    """Run `passes` over `source`. With `finalize` (the pure core on its own) the held-back
+    "Applied" remarks are emitted at once; the runner passes False and emits them after
+    its later stages (`final_remarks`)."""
+    run = _Run(hw, options, proposer or DeterministicProposer(), semantic, RemarkSink(), feedback or {},
+               toolchain, [])
     results: list[KernelResult] = []
     current = source
     line_map: tuple[int, ...] = ()
     timings: dict[str, float] = {}
     for pass_ in passes:
         start = time.perf_counter()
-        current, pass_results, pass_map = _run_pass(current, source.path, pass_, hw, options, proposer, semantic, sink)
+        current, pass_results, pass_map = _run_pass(current, pass_, run)
         timings[pass_.name] = time.perf_counter() - start
         results.extend(pass_results)
         if pass_map:
             line_map = pass_map if not line_map else tuple(line_map[i - 1] for i in pass_map)
-    return FileTransform(source, current.data, tuple(results), tuple(sink), line_map, timings)
+    transform = FileTransform(source, current.data, tuple(results), tuple(run.sink), line_map, timings,
+                              tuple(run.pending))
+    if finalize:
+        transform = replace(transform, remarks=transform.remarks + final_remarks(transform, transform.results),
+                            pending=())
+    return transform
 
 
-def _run_pass(source: SourceText, path: str, pass_: Pass, hw: HwProfile, options: RunOptions,
-              proposer: Proposer, semantic: SemanticProvider | None, sink: RemarkSink,
+COULD_NOT_TELL = ("VerifyInconclusive", "Unverified")
+"""Remark names of kernels verification could not decide (not a failure: nothing proven wrong)."""
+
+
+def final_remarks(transform: FileTransform, results: Sequence[KernelResult]) -> tuple[Remark, ...]:
+    """The remarks of the outcome that stands: "Applied" for kernels still applied, and a
+    "Missed" remark naming the stage and reason for those a later stage took back."""
+    final = {(r.pass_name, r.kernel): r for r in results}
+    out: list[Remark] = []
+    for remark in transform.pending:
+        result = final.get((remark.pass_name, remark.function or ""))
+        if result is None or result.outcome is Outcome.APPLIED:
+            out.append(remark if result is None or result.proposal is None else _applied(remark, result.proposal))
+            continue
+        why = result.reasons[0] if result.reasons else "refused by a later stage"
+        key = why.split(":", 1)[0]
+        name = key if key in COULD_NOT_TELL else f"{result.stage.capitalize() or 'Later'}Failed"
+        out.append(replace(remark, kind=RemarkKind.MISSED, name=name,
+                           message=f"{remark.pass_name} not applied to '{remark.function}': {result.stage or 'later'} "
+                                   f"stage: {why}"))
+    return tuple(out)
+
+
+def _applied(remark: Remark, proposal: Proposal) -> Remark:
+    return replace(remark, message=f"{proposal.pass_name} applied to '{proposal.kernel}': {proposal.label()} "
+                                   f"({proposal.rationale})",
+                   args={"proposer": proposal.proposer, "measured": proposal.measured, **proposal.options})
+
+
+def _run_pass(source: SourceText, pass_: Pass, run: _Run,
               model: SourceModel | None = None) -> tuple[SourceText, list[KernelResult], tuple[int, ...]]:
     model = model or parse_model(source)
-    broken = _syntax_gate(model)
-    ctx = PassContext(model, hw, options, sink, semantic(model) if semantic else None)
+    broken = syntax_gate(model)
+    ctx = PassContext(model, run.hw, run.options, run.sink, run.semantic(model) if run.semantic else None,
+                      run.toolchain)
     analyses = pass_.analyse(ctx)
     results: list[KernelResult] = []
-    accepted: list[tuple[Proposal, tuple[CheckRecord, ...]]] = []
+    accepted: list[KernelResult] = []
     for kernel in model.kernels:
-        line = source.line_col(kernel.span.start)[0]
         analysis = analyses.get(kernel.name)
-        if not options.selects(kernel.name):
-            results.append(KernelResult(path, kernel.name, pass_.name, Outcome.SKIPPED, line, ("not selected",)))
-            continue
-        if kernel.name in broken:
-            results.append(_missed(ctx, pass_, kernel, "SyntaxError", "the kernel's definition does not parse "
-                                   "(macro-wrapped attribute or syntax error); left unchanged", kernel.span.start))
-            continue
-        if analysis is None:
-            continue
-        if analysis.already_applied:
-            ctx.remark(RemarkKind.ANALYSIS, pass_.name, "AlreadyApplied", kernel.span.start, kernel.name,
-                       f"{pass_.name} already applied to '{kernel.name}'; nothing to do")
-            results.append(KernelResult(path, kernel.name, pass_.name, Outcome.UNCHANGED, line, ("already applied",)))
-            continue
-        if analysis.blockers:
-            for blocker in analysis.blockers:
-                ctx.remark(RemarkKind.MISSED, pass_.name, blocker.key, blocker.offset, kernel.name,
-                           f"{pass_.name} not applied to '{kernel.name}': {blocker.message}")
-            results.append(KernelResult(path, kernel.name, pass_.name, Outcome.MISSED, line,
-                                        tuple(f"{b.key}: {b.message}" for b in analysis.blockers)))
-            continue
-        result = _propose_and_check(ctx, pass_, proposer, analysis, line)
-        if isinstance(result, KernelResult):
-            results.append(result)
-        else:
-            accepted.append(result)
+        result = _kernel(ctx, pass_, run, kernel, analysis, kernel.name in broken)
+        if result is not None:
+            (accepted if result.outcome is Outcome.APPLIED else results).append(result)
     if not accepted:
         return source, results, ()
-    return _apply(ctx, pass_, accepted, results, source, path, hw, options, semantic)
+    return _apply(ctx, pass_, run, accepted, results)
+
+
+def _kernel(ctx: PassContext, pass_: Pass, run: _Run, kernel: Function, analysis: KernelAnalysis | None,
+            broken: bool) -> KernelResult | None:
+    path = ctx.model.source.path
+    line = ctx.model.source.line_col(kernel.span.start)[0]
+    if not run.options.selects(kernel.name):
+        return KernelResult(path, kernel.name, pass_.name, Outcome.SKIPPED, line, ("not selected",))
+    if broken:
+        return _missed(ctx, pass_, kernel, "SyntaxError", "the kernel's definition does not parse "
+                       "(macro-wrapped attribute or syntax error); left unchanged", kernel.span.start)
+    if analysis is None:
+        return None
+    if analysis.already_applied:
+        ctx.remark(RemarkKind.ANALYSIS, pass_.name, "AlreadyApplied", kernel.span.start, kernel.name,
+                   f"{pass_.name} already applied to '{kernel.name}'; nothing to do")
+        return KernelResult(path, kernel.name, pass_.name, Outcome.UNCHANGED, line, ("already applied",))
+    if analysis.blockers:
+        for blocker in analysis.blockers:
+            ctx.remark(RemarkKind.MISSED, pass_.name, blocker.key, blocker.offset, kernel.name,
+                       f"{pass_.name} not applied to '{kernel.name}': {blocker.message}")
+        return KernelResult(path, kernel.name, pass_.name, Outcome.MISSED, line,
+                            tuple(f"{b.key}: {b.message}" for b in analysis.blockers))
+    return _propose_and_check(ctx, pass_, run, analysis, line)
 
 
 def _missed(ctx: PassContext, pass_: Pass, kernel: Function, key: str, message: str, offset: int) -> KernelResult:
@@ -144,73 +215,98 @@ def _missed(ctx: PassContext, pass_: Pass, kernel: Function, key: str, message: 
     return KernelResult(ctx.model.source.path, kernel.name, pass_.name, Outcome.MISSED, line, (f"{key}: {message}",))
 
 
-def _propose_and_check(ctx: PassContext, pass_: Pass, proposer: Proposer, analysis: KernelAnalysis,
-                       line: int) -> KernelResult | tuple[Proposal, tuple[CheckRecord, ...]]:
+def _propose_and_check(ctx: PassContext, pass_: Pass, run: _Run, analysis: KernelAnalysis,
+                       line: int) -> KernelResult:
+    """Checked candidates, best first: the first is applied, the rest are alternates."""
     kernel = analysis.kernel
     path = ctx.model.source.path
-    proposals = proposer.propose(pass_, ctx, analysis)
+    earlier = run.feedback.get((pass_.name, kernel.name), ())
+    refused = {r.label for r in earlier}
+    budget = max(1, run.options.max_candidates) - len(earlier)
+    proposals = [p for p in run.proposer.propose(pass_, ctx, analysis, earlier) if p.label() not in refused] \
+        if budget > 0 else []
+    if not proposals and earlier:
+        last = earlier[-1]
+        ctx.remark(RemarkKind.MISSED, pass_.name, f"{last.stage.capitalize()}Failed", kernel.span.start, kernel.name,
+                   f"{pass_.name} not applied to '{kernel.name}': {last.stage} stage: {last.reason} "
+                   f"({len(earlier)} candidate(s) refused)")
+        return KernelResult(path, kernel.name, pass_.name, Outcome.FAILED, line,
+                            tuple(f"{r.label}: {r.stage}: {r.reason}" for r in earlier), stage=last.stage,
+                            rejected=earlier)
+    for rejection in earlier:
+        ctx.remark(RemarkKind.ANALYSIS, pass_.name, "CandidateRefused", kernel.span.start, kernel.name,
+                   f"{pass_.name} candidate {rejection.label} for '{kernel.name}' refused by the {rejection.stage} "
+                   f"stage: {rejection.reason}", stage=rejection.stage)
     if not proposals:
         key, message = pass_.missed_reason(analysis)
         return _missed(ctx, pass_, kernel, key, message, kernel.span.start)
-    failures: list[str] = []
+    checked: list[tuple[Proposal, tuple[CheckRecord, ...]]] = []
+    rejected: list[Rejection] = list(earlier)
     for proposal in proposals:
+        if len(checked) >= budget:
+            break
         if proposal.kernel != kernel.name or proposal.pass_name != pass_.name:
-            failures.append(f"proposal for {proposal.pass_name}:{proposal.kernel} ignored")
+            rejected.append(Rejection(proposal.label(), "check", f"proposal for {proposal.pass_name}:"
+                                      f"{proposal.kernel} ignored"))
             continue
         try:
-            records = tuple(pass_.check(ctx, proposal))
+            checked.append((proposal, tuple(pass_.check(ctx, proposal))))
         except CheckFailed as exc:
-            failures.append(str(exc))
+            rejected.append(Rejection(proposal.label(), "check", str(exc)))
             ctx.remark(RemarkKind.MISSED, pass_.name, "CheckFailed", kernel.span.start, kernel.name,
                        f"{pass_.name} proposal {proposal.label()} for '{kernel.name}' rejected: {exc.cause}",
                        check=exc.check, proposer=proposal.proposer)
-            continue
-        return proposal, records
-    return KernelResult(path, kernel.name, pass_.name, Outcome.FAILED, line, tuple(failures), stage="check")
+    if not checked:
+        return KernelResult(path, kernel.name, pass_.name, Outcome.FAILED, line,
+                            tuple(r.reason for r in rejected[len(earlier):]) or ("no proposal passed the checks",),
+                            stage="check", rejected=tuple(rejected))
+    (chosen, records), *rest = checked
+    return KernelResult(path, kernel.name, pass_.name, Outcome.APPLIED, line, (chosen.rationale,), chosen, records,
+                        policy=pass_.verify_policy(ctx, chosen), alternates=tuple(p for p, _ in rest),
+                        rejected=tuple(rejected))
 
 
-def _apply(ctx: PassContext, pass_: Pass, accepted: list[tuple[Proposal, tuple[CheckRecord, ...]]],
-           results: list[KernelResult], source: SourceText, path: str, hw: HwProfile, options: RunOptions,
-           semantic: SemanticProvider | None) -> tuple[SourceText, list[KernelResult], tuple[int, ...]]:
+def _apply(ctx: PassContext, pass_: Pass, run: _Run, accepted: list[KernelResult],
+           results: list[KernelResult]) -> tuple[SourceText, list[KernelResult], tuple[int, ...]]:
     model = ctx.model
-    proposals = [p for p, _ in accepted]
-    line_of = {k.name: source.line_col(k.span.start)[0] for k in model.kernels}
+    source = model.source
+    proposals = [r.proposal for r in accepted if r.proposal is not None]
     try:
         edits: list[Edit] = pass_.edit(ctx, proposals)
         edited = apply_edits(source, edits)
-        new_source = validate_bytes(path, edited.data)
+        new_source = validate_bytes(source.path, edited.data)
         new_model = parse_model(new_source)
-        check_reparse(len(model.syntax_issues), len(new_model.syntax_issues), path)
+        check_reparse(len(model.syntax_issues), len(new_model.syntax_issues), source.path)
         extra = [CheckRecord("reparse", True, f"rewritten file re-parses with {len(new_model.syntax_issues)} "
                              "syntax error region(s), as many as the original")]
-        extra.extend(pass_.check_result(new_model, proposals))
-        extra.append(_idempotent(pass_, new_model, hw, options, proposals))
+        extra.extend(pass_.check_result(new_model, proposals, ctx=ctx))
+        extra.append(_idempotent(pass_, new_model, run, proposals))
     except (CheckFailed, EditConflict) as exc:
         stage = exc.check if isinstance(exc, CheckFailed) else "edit"
-        for proposal in proposals:
-            ctx.remark(RemarkKind.MISSED, pass_.name, "CheckFailed", 0, proposal.kernel,
-                       f"{pass_.name} {proposal.label()} for '{proposal.kernel}' rejected: {exc}")
-            results.append(KernelResult(path, proposal.kernel, pass_.name, Outcome.FAILED, line_of[proposal.kernel],
-                                        (str(exc),), proposal, stage=stage))
+        for result in accepted:
+            ctx.remark(RemarkKind.MISSED, pass_.name, "CheckFailed", 0, result.kernel,
+                       f"{pass_.name} {result.proposal.label() if result.proposal else ''} for '{result.kernel}' "
+                       f"rejected: {exc}")
+            results.append(replace(result, outcome=Outcome.FAILED, reasons=(str(exc),), stage=stage))
         return source, results, ()
-    for proposal, records in accepted:
-        kernel = next(k for k in model.kernels if k.name == proposal.kernel)
-        ctx.remark(RemarkKind.PASSED, pass_.name, "Applied", kernel.span.start, kernel.name,
-                   f"{pass_.name} applied to '{kernel.name}': {proposal.label()} ({proposal.rationale})",
-                   proposer=proposal.proposer, measured=proposal.measured, **dict(proposal.params))
-        results.append(KernelResult(path, proposal.kernel, pass_.name, Outcome.APPLIED, line_of[proposal.kernel],
-                                    (proposal.rationale,), proposal, records + tuple(extra)))
+    for result in accepted:
+        kernel = next(k for k in model.kernels if k.name == result.kernel)
+        line, col = source.line_col(kernel.span.start)
+        assert result.proposal is not None
+        run.pending.append(_applied(Remark(RemarkKind.PASSED, pass_.name, "Applied", source.path, line, col,
+                                           kernel.name, ""), result.proposal))
+        results.append(replace(result, checks=result.checks + tuple(extra)))
     return new_source, results, edited.line_map
 
 
-def _idempotent(pass_: Pass, new_model: SourceModel, hw: HwProfile, options: RunOptions,
-                proposals: list[Proposal]) -> CheckRecord:
+def _idempotent(pass_: Pass, new_model: SourceModel, run: _Run, proposals: list[Proposal]) -> CheckRecord:
     """Check (e): running the same pass again on the output changes nothing. Semantics are
     not consulted again: the question is only whether the pass would propose."""
     kernels = tuple(p.kernel for p in proposals)
     source = new_model.source
-    again, _, _ = _run_pass(source, source.path, pass_, hw, replace(options, kernels=kernels),
-                            DeterministicProposer(), None, RemarkSink(), new_model)
+    again_run = _Run(run.hw, replace(run.options, kernels=kernels), DeterministicProposer(), None, RemarkSink(), {},
+                     run.toolchain, [])
+    again, _, _ = _run_pass(source, pass_, again_run, new_model)
     if again.data != source.data:
         raise CheckFailed("idempotence", "a second run of the pass would change the output again")
     return CheckRecord("idempotence", True, "a second run proposes no change")

@@ -248,7 +248,8 @@ class ParamSpace:
 
     def violations(self, config: Config, hw: object | None = None) -> list[Constraint]:
         """The constraints `config` breaks (an expression error counts as broken)."""
-        env: dict[str, Value] = {**hw_env(hw), **config}
+        numbers = {k: v for k, v in config.items() if not isinstance(v, str)}  # enums are not numbers
+        env: dict[str, Value] = {**hw_env(hw), **numbers}
         broken = []
         for constraint in self.constraints:
             try:

@@ -1,9 +1,13 @@
 """The pass interface: what every pass in `passes/` implements, and the records it returns.
 
-A pass is a frozen dataclass: a class-level `name`, typed option fields, and the
-methods analyse -> candidates/propose -> check -> edit. Passes never touch files or
-print: they read the `PassContext`, return proposals, check records and edits, and
-emit remarks into the context's sink. Only the edit engine changes bytes.
+A pass is a frozen dataclass: a class-level `name`, typed option fields declared as a
+`ParamSpace` (`option_space`), and the methods analyse -> candidates/propose -> check
+-> edit. Passes never touch files or print: they read the `PassContext`, return
+proposals, check records and edits, and emit remarks into the context's sink. Only the
+edit engine changes bytes. A pass also says how its rewrite must be verified
+(`verify_policy`), describes itself for `kxform passes` and `kxform inspect`, and can
+expose a kernel's parameter space and a rewrite at one configuration (`space`,
+`proposal_for`) for tuners.
 """
 
 from __future__ import annotations
@@ -11,37 +15,24 @@ from __future__ import annotations
 import abc
 import dataclasses
 import enum
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from kxform.engine.edits import Edit
+from kxform.engine.params import Config, ParamSpace, ParamValue
+from kxform.engine.pass_spec import parse_pass_spec, split_pipeline
+from kxform.engine.policy import DEFAULT_POLICY, VerifyPolicy
+from kxform.engine.proposal import Proposal, Provenance, Rejection, format_value
 from kxform.errors import UsageError
 from kxform.frontend.model import Function, SourceModel
 from kxform.hw import HwProfile
 from kxform.log.remarks import Remark, RemarkKind, RemarkSink
 
-
-@dataclass(frozen=True)
-class Proposal:
-    """One parameterised instance of a pass for one kernel. Deterministic and LLM
-    proposers return this same type; every proposal is untrusted until checked."""
-
-    pass_name: str
-    kernel: str
-    params: tuple[tuple[str, str], ...]
-    rationale: str
-    proposer: str = "deterministic"
-    measured: bool = False
-
-    @property
-    def options(self) -> dict[str, str]:
-        return dict(self.params)
-
-    def label(self) -> str:
-        inner = ",".join(f"{k}={v}" for k, v in self.params)
-        return f"{self.pass_name}{{{inner}}}" if inner else self.pass_name
+__all__ = [
+    "Blocker", "CheckRecord", "KernelAnalysis", "KernelResult", "Outcome", "Pass", "PassContext", "Proposal",
+    "Provenance", "Rejection", "RunOptions", "parse_pass_spec", "split_pipeline",
+]
 
 
 @dataclass(frozen=True)
@@ -81,10 +72,12 @@ class KernelAnalysis:
 
 @dataclass(frozen=True)
 class RunOptions:
-    """Options of one run that passes may read (kernel filter, user pattern, hardware)."""
+    """Options of one run that passes may read (kernel filter, hardware, candidate count)."""
 
     kernels: tuple[str, ...] = ()
     arch: str = "sm_90"
+    max_candidates: int = 3
+    """Checked candidates per kernel handed to the later stages (the first is applied first)."""
 
     def selects(self, kernel: str) -> bool:
         return not self.kernels or kernel in self.kernels
@@ -99,6 +92,7 @@ class PassContext:
     options: RunOptions
     remarks: RemarkSink
     semantic: Any = None  # kxform.frontend.semantic.SemanticInfo | None
+    toolchain: Any = None  # kxform.build.toolchain.Toolchain | None (compilers, cache, project flags)
 
     def remark(self, kind: RemarkKind, pass_name: str, name: str, offset: int, function: str | None,
                message: str, **args: Any) -> None:
@@ -107,21 +101,39 @@ class PassContext:
 
 
 class Pass(abc.ABC):
-    """Base class of every pass. Subclasses are frozen dataclasses whose fields are options."""
+    """Base class of every pass. Subclasses are frozen dataclasses whose fields are options;
+    an option left at None means "the pass chooses"."""
 
     name: ClassVar[str]
     description: ClassVar[str]
     requires: ClassVar[tuple[str, ...]] = ()
     """Passes that must run before this one when both are in a pipeline."""
+    falls_back: ClassVar[bool] = True
+    """Whether the deterministic proposer may offer `candidates` after the default choice
+    (a pass whose default is "change nothing but the form" has no fallback)."""
+
+    # -- options ---------------------------------------------------------------------
 
     @classmethod
-    def from_options(cls, options: Mapping[str, str]) -> Pass:
-        """Build the pass from string options (a spec or --param), rejecting unknown ones."""
-        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        unknown = sorted(set(options) - names)
+    def option_space(cls) -> ParamSpace:
+        """The typed options of the pass (names match the dataclass fields)."""
+        return ParamSpace()
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str | ParamValue]) -> Pass:
+        """Build the pass from spec or --param strings, typed through `option_space`."""
+        space = cls.option_space()
+        names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+        unknown = sorted(set(options) - set(names))
         if unknown:
-            raise UsageError(f"pass {cls.name}: unknown option {unknown[0]!r} (options: {', '.join(sorted(names))})")
-        return cls(**dict(options))  # type: ignore[call-arg]
+            raise UsageError(f"pass {cls.name}: unknown option {unknown[0]!r} (options: {', '.join(names) or 'none'})")
+        typed: dict[str, ParamValue] = {}
+        for key, text in options.items():
+            try:
+                typed[key] = space.param(key).parse(text)
+            except UsageError as exc:
+                raise UsageError(f"pass {cls.name}: {exc.cause}") from None
+        return cls(**typed)  # type: ignore[call-arg]
 
     def spec(self) -> str:
         """The `name{k=v,...}` spec that parses back to this pass."""
@@ -129,12 +141,21 @@ class Pass(abc.ABC):
         return f"{self.name}{{{','.join(f'{k}={v}' for k, v in items)}}}" if items else self.name
 
     def spec_items(self) -> list[tuple[str, str]]:
-        out = []
-        for f in dataclasses.fields(self):  # type: ignore[arg-type]
-            value = getattr(self, f.name)
-            if value != f.default and value is not None:
-                out.append((f.name, str(value)))
-        return out
+        return [(f.name, format_value(getattr(self, f.name))) for f in dataclasses.fields(self)  # type: ignore[arg-type]
+                if getattr(self, f.name) is not None and getattr(self, f.name) != f.default]
+
+    @property
+    def explicit(self) -> bool:
+        """Whether the user fixed the options (then only that instance is proposed)."""
+        return bool(self.spec_items())
+
+    @classmethod
+    def describe_options(cls) -> list[str]:
+        """Lines for `kxform passes`: each option with its type and domain."""
+        return [f"{p.name} ({p.kind}): {p.describe_values()}" + (f" - {p.doc}" if p.doc else "")
+                for p in cls.option_space()]
+
+    # -- analyse and propose ---------------------------------------------------------------
 
     @abc.abstractmethod
     def analyse(self, ctx: PassContext) -> dict[str, KernelAnalysis]:
@@ -142,7 +163,7 @@ class Pass(abc.ABC):
 
     @abc.abstractmethod
     def candidates(self, ctx: PassContext, analysis: KernelAnalysis) -> list[Proposal]:
-        """Every parameterised instance of this pass that would change the kernel."""
+        """Every parameterised instance of this pass that would change the kernel, best first."""
 
     @abc.abstractmethod
     def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
@@ -152,6 +173,19 @@ class Pass(abc.ABC):
         """Remark key and sentence when no proposal was made for an applicable kernel."""
         return ("NoProposal", "the proposer offered nothing for this kernel")
 
+    def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
+        """The parameter space of one kernel (default: the pass's options)."""
+        return self.option_space()
+
+    def proposal_for(self, ctx: PassContext, analysis: KernelAnalysis, config: Config,
+                     provenance: Provenance | None = None) -> Proposal:
+        """The proposal that rewrites the kernel at `config` (a point of `space`)."""
+        values = {k: v for k, v in config.items()}
+        return Proposal.of(self.name, analysis.kernel.name, values, "configuration given by the caller",
+                           provenance)
+
+    # -- check, edit, verify -------------------------------------------------------------
+
     @abc.abstractmethod
     def check(self, ctx: PassContext, proposal: Proposal) -> list[CheckRecord]:
         """Pre-edit checks of a proposal; raise CheckFailed on the first failure."""
@@ -160,54 +194,27 @@ class Pass(abc.ABC):
     def edit(self, ctx: PassContext, proposals: Sequence[Proposal]) -> list[Edit]:
         """The byte edits that apply all accepted proposals of one file."""
 
-    def check_result(self, new_model: SourceModel, proposals: Sequence[Proposal]) -> list[CheckRecord]:
+    def check_result(self, new_model: SourceModel, proposals: Sequence[Proposal],
+                     ctx: PassContext | None = None) -> list[CheckRecord]:
         """Checks of the rewritten file itself (after re-parsing it); raise CheckFailed.
 
         The driver adds the generic ones (re-parse, idempotence); a pass adds what only
-        it can know, such as swizzle's coverage of every index read."""
+        it can know, such as swizzle's coverage of every index read (compiled with the
+        project's flags from `ctx.toolchain`)."""
         return []
 
+    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+        """How the differential verification of `proposal` launches and compares (see
+        kxform.engine.policy). Default: the spec's launch, bit-exact outputs."""
+        return DEFAULT_POLICY
 
-_SPEC_RE = re.compile(r"^\s*([A-Za-z][\w-]*)\s*(?:\{(.*)\})?\s*$", re.S)
+    # -- describe ---------------------------------------------------------------------
 
-
-def parse_pass_spec(text: str) -> tuple[str, dict[str, str]]:
-    """Parse `name` or `name{k=v,k2=v2}` into the name and its options (order kept)."""
-    match = _SPEC_RE.match(text)
-    if match is None:
-        raise UsageError(f"malformed pass spec {text!r}: expected NAME or NAME{{key=value,...}}")
-    name, inner = match.group(1), match.group(2)
-    options: dict[str, str] = {}
-    if inner and inner.strip():
-        for item in inner.split(","):
-            key, sep, value = item.partition("=")
-            if not sep or not key.strip() or not value.strip():
-                raise UsageError(f"malformed option {item.strip()!r} in pass spec {text!r}: expected key=value")
-            if key.strip() in options:
-                raise UsageError(f"option {key.strip()!r} given twice in pass spec {text!r}")
-            options[key.strip()] = value.strip()
-    return name, options
-
-
-def split_pipeline(text: str) -> list[str]:
-    """Split `a,b{x=1,y=2},c` at top-level commas (commas inside braces stay)."""
-    parts: list[str] = []
-    current: list[str] = []
-    depth = 0
-    for char in text:
-        if char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-        if char == "," and depth == 0:
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    parts.append("".join(current))
-    if depth != 0:
-        raise UsageError(f"unbalanced braces in pass list {text!r}")
-    return [p.strip() for p in parts if p.strip()]
+    def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
+        """What `kxform inspect` shows for this pass and kernel (JSON-ready)."""
+        status = "already applied" if analysis.already_applied else "applicable" if analysis.applicable \
+            else "refused"
+        return {"status": status, "reasons": [f"{b.key}: {b.message}" for b in analysis.blockers]}
 
 
 class Outcome(enum.Enum):
@@ -231,3 +238,9 @@ class KernelResult:
     proposal: Proposal | None = None
     checks: tuple[CheckRecord, ...] = ()
     stage: str = ""
+    policy: VerifyPolicy = DEFAULT_POLICY
+    """How the later stages must verify the applied proposal (from the pass)."""
+    alternates: tuple[Proposal, ...] = ()
+    """Checked candidates not applied (yet): what the later stages may fall back to."""
+    rejected: tuple[Rejection, ...] = ()
+    """Candidates refused on the way here, by a check or a later stage."""

@@ -15,18 +15,26 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, Protocol
 
-from kxform.engine.driver import FileTransform, transform_source
+from kxform.build.toolchain import Toolchain
+from kxform.engine.driver import Feedback, FileTransform, transform_source
+from kxform.engine.stages import run_later_stages
 from kxform.errors import KxformError, UsageError
+from kxform.workspace.exclude import Exclude
 from kxform.workspace.files import walk_sources, write_atomic
 from kxform.hw import HwProfile
 from kxform.engine.pass_api import CheckRecord, KernelResult, Outcome, Pass, RunOptions
 from kxform.engine.registry import default_registry
-from kxform.log.remarks import Remark, RemarkKind
 from kxform.log.report import Report, WriteBack
 from kxform.frontend.source import HEADER_SUFFIXES, read_source
 
-Progress = Callable[[int, int, str], None]
+
+
+class Progress(Protocol):
+    """Told after each file of a stage (`transform`, `verify`): the CLI draws a bar."""
+
+    def __call__(self, done: int, total: int, path: str, stage: str = "transform") -> None: ...
 
 
 @dataclass(frozen=True)
@@ -44,7 +52,12 @@ class ApplyConfig:
     out_dir: str | None = None
     build_dir: str | None = None
     semantic: bool = True
-
+    exclude: Exclude | None = None
+    """Files it matches are left out (project configuration's `exclude`)."""
+    spec_dirs: tuple[str, ...] = ()
+    """Directories searched for harness specs after the sources' own directories."""
+    proposer: Any = None
+    """A `kxform.propose.registry.ProposerSpec` (built in each worker); None: the default."""
 
 @dataclass
 class FileOutcome:
@@ -63,19 +76,23 @@ def _pipeline(pipeline: str, extra_options: tuple[tuple[str, str], ...]) -> tupl
     return tuple(default_registry().pipeline(pipeline, dict(extra_options)))
 
 
-def _transform_one(path: str, config: ApplyConfig) -> FileOutcome:
-    """Worker: read, validate and transform one file. Never raises for bad input."""
+def _transform_one(path: str, config: ApplyConfig, feedback: Feedback | None = None) -> FileOutcome:
+    """Worker: read, validate and transform one file. Never raises for bad input.
+    `feedback`: candidates the later stages refused in an earlier round."""
     try:
         source = read_source(path)
         passes = _pipeline(config.pipeline, config.extra_options)
         assert config.hw is not None
         options = RunOptions(kernels=config.kernels, arch=config.hw.arch)
+        toolchain = Toolchain.create(config.build_dir)
         semantic = None
         if config.semantic:
             from kxform.frontend.semantic import semantic_provider
 
             semantic = semantic_provider(path, config.build_dir)
-        transform = transform_source(source, passes, config.hw, options, semantic=semantic)
+        proposer = config.proposer.build() if config.proposer is not None else None
+        transform = transform_source(source, passes, config.hw, options, proposer=proposer, semantic=semantic,
+                                     feedback=feedback, toolchain=toolchain, finalize=False)
         return FileOutcome(path, transform, results=list(transform.results))
     except UsageError:
         raise
@@ -125,18 +142,16 @@ def run_apply(paths: list[str], config: ApplyConfig, progress: Progress | None =
     _pipeline(config.pipeline, config.extra_options)  # usage errors before any work (and warms the cache)
     if config.measure:
         _check_measure(config)
-    files = collect_files(paths)
+    files = [f for f in collect_files(paths) if config.exclude is None or not config.exclude.matches(f)]
     outcomes = _transform_all(files, config, progress)
     report = Report(write_back=config.write_back)
     for outcome in outcomes:
         if outcome.error:
             (report.internal_errors if outcome.internal else report.input_errors).append(outcome.error)
-    _compile_check(outcomes, config)
-    _verify(outcomes, config)
-    for outcome in outcomes:
-        if outcome.transform is not None:
-            outcome.transform = replace(outcome.transform, remarks=final_remarks(outcome.transform.remarks,
-                                                                                 outcome.results))
+    outcomes = run_later_stages(
+        outcomes, (lambda batch: compile_stage(batch, config),
+                   lambda batch: verify_stage(batch, config, progress=progress)),
+        lambda path, feedback: _transform_one(path, config, feedback))
     for outcome in outcomes:
         report.add_kernels(outcome.results)
         transform = outcome.transform
@@ -162,24 +177,6 @@ def _check_measure(config: ApplyConfig) -> None:
                          "runtime does not")
 
 
-def final_remarks(remarks: tuple[Remark, ...], results: list[KernelResult]) -> tuple[Remark, ...]:
-    """Remarks that tell each kernel's final outcome: an "applied" remark of a rewrite that a
-    later stage (compile, verify, measure) reverted becomes a missed remark with the reason."""
-    final = {(r.kernel, r.pass_name): r for r in results}
-    out = []
-    for remark in remarks:
-        result = final.get((remark.function or "", remark.pass_name))
-        if remark.kind is RemarkKind.PASSED and result is not None and result.outcome is not Outcome.APPLIED:
-            reason = result.reasons[-1] if result.reasons else f"the {result.stage} stage failed"
-            key = reason.split(":", 1)[0] if re.fullmatch(r"[A-Z]\w+", reason.split(":", 1)[0]) else \
-                f"{(result.stage or 'check').capitalize()}Failed"
-            remark = replace(remark, kind=RemarkKind.MISSED, name=key,
-                             message=f"{remark.pass_name} not applied to '{remark.function}': reverted after the "
-                             f"{result.stage or 'later'} stage: {reason}")
-        out.append(remark)
-    return tuple(out)
-
-
 def _transform_all(files: list[str], config: ApplyConfig, progress: Progress | None) -> list[FileOutcome]:
     jobs = config.jobs or os.cpu_count() or 1
     if jobs == 1 or len(files) < 8:
@@ -201,7 +198,7 @@ def _transform_all(files: list[str], config: ApplyConfig, progress: Progress | N
     return [r for r in results if r is not None]
 
 
-def _compile_check(outcomes: list[FileOutcome], config: ApplyConfig) -> None:
+def compile_stage(outcomes: list[FileOutcome], config: ApplyConfig) -> None:
     """Check (d): rewritten files must compile with nvcc where it exists; a file that fails
     is not written, and its kernels are marked failed with nvcc's first error."""
     changed = [o for o in outcomes if o.transform is not None and o.transform.changed]
@@ -231,8 +228,10 @@ def _compile_check(outcomes: list[FileOutcome], config: ApplyConfig) -> None:
         outcome.transform = replace(transform, new_data=transform.source.data)
 
 
-def _verify(outcomes: list[FileOutcome], config: ApplyConfig) -> None:
-    """Differential runs of rewritten kernels that have harness specs (see verify_stage)."""
+def verify_stage(outcomes: list[FileOutcome], config: ApplyConfig, runtime: Any = None,
+                 progress: Progress | None = None) -> None:
+    """Differential runs of rewritten kernels that have harness specs (kxform.verify.stage),
+    on `runtime` (a `kxform.runtime.base.Runtime`) or the one `config.verify` picks."""
     if config.verify in ("static", "compile"):
         return
     changed = [o for o in outcomes if o.transform is not None and o.transform.changed]
@@ -242,18 +241,20 @@ def _verify(outcomes: list[FileOutcome], config: ApplyConfig) -> None:
     from kxform.verify.stage import verify_file
 
     try:
-        runtime = pick_runtime(config.verify)
+        runtime = runtime or pick_runtime(config.verify)
     except UsageError as exc:
         if config.verify != "auto":
             raise
         for outcome in changed:
             _attach(outcome, CheckRecord("verify", True, f"skipped: {exc.cause}"))
         return
-    for outcome in changed:
+    for done, outcome in enumerate(changed, start=1):
         transform = outcome.transform
         assert transform is not None
         results, keep = verify_file(transform.source.data, transform.new_data, outcome.path, outcome.results,
-                                    runtime, config.measure, config.build_dir)
+                                    runtime, config.measure, config.build_dir, config.spec_dirs)
+        if progress:
+            progress(done, len(changed), outcome.path, stage="verify")
         outcome.results = results
         if not keep:
             outcome.transform = replace(transform, new_data=transform.source.data)
@@ -285,6 +286,11 @@ def _write_back(outcomes: list[FileOutcome], config: ApplyConfig, report: Report
             write_atomic(target, transform.new_data)
         elif transform.changed:
             write_atomic(outcome.path, transform.new_data)
+
+
+def output_path(path: str, out_dir: str) -> Path:
+    """Where `-o OUT_DIR` writes the copy of `path`."""
+    return Path(out_dir) / _relative(path)
 
 
 def _relative(path: str) -> Path:

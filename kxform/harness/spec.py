@@ -60,6 +60,8 @@ def load_spec(path: str | os.PathLike[str]) -> HarnessSpec:
     text = _read(spec_path, display)
     data = _parse_toml(text, display)
     root = Table(data, (), "", SpecSource(display, LineIndex(text)))
+    if "tool" in data:  # docs/configuration.md: the two kinds of kxform.toml never stand in for each other
+        raise root.source.error(("tool", "kxform"), "this is a project configuration ([tool.kxform]), not a harness spec")
     root.check_keys(TOP_KEYS)
     version = root.integer("version")
     if version != SPEC_VERSION:

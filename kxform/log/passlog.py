@@ -44,11 +44,11 @@ def kernel_record(run_id: str, result: KernelResult) -> dict[str, Any]:
         "type": "kernel", "schema": SCHEMA, "run": run_id, "file": result.path, "kernel": result.kernel,
         "line": result.line, "pass": result.pass_name, "outcome": result.outcome.value,
         "stage": result.stage or None, "reasons": list(result.reasons),
-        "proposal": None if proposal is None else {
-            "spec": proposal.label(), "params": dict(proposal.params), "rationale": proposal.rationale,
-            "proposer": proposal.proposer, "measured": proposal.measured,
-        },
+        "proposal": None if proposal is None else proposal.to_json(),
         "checks": [c.to_json() for c in result.checks],
+        "verify_policy": result.policy.to_json() if proposal is not None else None,
+        "alternates": [p.label() for p in result.alternates],
+        "rejected": [r.to_json() for r in result.rejected],
     }
 
 

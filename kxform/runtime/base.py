@@ -75,6 +75,10 @@ class LaunchRequest:
     watch: bool = False
     """Watch every access (CPU runtime only): report reads of `out` buffers before any write
     (`LaunchResult.unwritten_reads`) and the bytes of each buffer touched (`extents`)."""
+    only_traced_blocks: bool = False
+    """Run only the blocks in `trace_blocks` (CPU runtime only): for trace collection at
+    sizes too large to emulate whole. The outputs are then unspecified and not returned
+    (`LaunchResult.outputs` and `unwritten` are empty); `out` buffers start zeroed."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,20 @@ class LaunchResult:
     """Watched launches: per buffer, one past the highest byte the kernel read or wrote (0: untouched)."""
 
 
+@dataclass(frozen=True)
+class TimedRun:
+    """What `Runtime.time` measured: per-launch milliseconds and how they were taken."""
+
+    samples_ms: tuple[float, ...]
+    copies: int = 1
+    """Input sets rotated between launches (so a launch cannot re-read the last one's L2)."""
+    persisting_l2_bytes: int | None = None
+    """The persisting-L2 limit while timing (0: capped; None: the device has none)."""
+    outputs: dict[str, np.ndarray] = field(default_factory=dict)
+    """The last timed launch's outputs, when asked for (`keep_outputs`): to check that
+    the timed code did the verified work every time, not only when verified."""
+
+
 class RuntimeError_(Exception):
     """A launch failed: compile error, fault, timeout or unsupported feature.
 
@@ -148,7 +166,8 @@ class Runtime(abc.ABC):
     def run(self, request: LaunchRequest) -> LaunchResult:
         """Launch once and return the outputs. Raises a `RuntimeError_` subclass on failure."""
 
-    def time(self, request: LaunchRequest, *, warmup: int = 3, repeat: int = 20) -> list[float]:
+    def time(self, request: LaunchRequest, *, warmup: int = 3, repeat: int = 20,
+             keep_outputs: bool = False) -> TimedRun:
         """Milliseconds per launch over `repeat` launches after `warmup`. GPU only by default."""
         raise Unsupported(f"{self.name} runtime does not time kernels")
 

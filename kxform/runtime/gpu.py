@@ -53,6 +53,7 @@ from kxform.runtime.base import (
     LaunchTimeout,
     Runtime,
     RuntimeError_,
+    TimedRun,
     Unsupported,
 )
 from kxform.runtime.gpu_worker import (  # noqa: F401 - re-exported for tests and tools
@@ -276,22 +277,28 @@ class GpuRuntime(Runtime):
         return LaunchResult(outputs, unwritten, self.name, elapsed_ms=float(reply.get("elapsed_ms", 0.0)))
 
     def time(
-        self, request: LaunchRequest, *, warmup: int = 3, repeat: int = 20, flush_l2: bool = False
-    ) -> list[float]:
+        self, request: LaunchRequest, *, warmup: int = 3, repeat: int = 20, flush_l2: bool = False,
+        keep_outputs: bool = False,
+    ) -> TimedRun:
         """Milliseconds of each of `repeat` launches (CUDA events), after `warmup` launches.
 
         Every launch starts as `run`'s does: `out` buffers poisoned, `inout` buffers
-        restored to the request's data (outside the timed span). Outputs are not copied
-        back: use `run` for them. Buffers are rotated over several copies when they fit in
-        the L2, and `flush_l2=True` overwrites twice the L2 between launches (cold-cache
-        timing). The timeout covers all launches: `request.timeout_s` per launch.
+        restored to the request's data (outside the timed span). Buffers are rotated over
+        several copies when they fit in the L2, the persisting-L2 carveout is capped at
+        zero, and `flush_l2=True` overwrites twice the L2 between launches (cold-cache
+        timing). With `keep_outputs` the last timed launch's outputs come back, for the
+        caller to compare with a verified run. The timeout covers all launches:
+        `request.timeout_s` per launch.
         """
         if warmup < 0 or repeat < 1:
             raise ValueError("warmup must be >= 0 and repeat >= 1")
         compiled = self.compile(request)
-        extra = {"mode": "time", "warmup": warmup, "repeat": repeat, "flush_l2": flush_l2, "rotate": True}
-        reply, _, _ = self._launch(request, compiled, extra, request.timeout_s * (warmup + repeat))
-        return [float(t) for t in reply["times_ms"]]
+        extra = {"mode": "time", "warmup": warmup, "repeat": repeat, "flush_l2": flush_l2, "rotate": True,
+                 "keep_outputs": keep_outputs}
+        reply, outputs, _ = self._launch(request, compiled, extra, request.timeout_s * (warmup + repeat))
+        persisting = reply.get("persisting_l2_bytes")
+        return TimedRun(tuple(float(t) for t in reply["times_ms"]), int(reply.get("copies", 1)),
+                        None if persisting is None else int(persisting), outputs)
 
     def _launch(
         self, request: LaunchRequest, compiled: CompiledKernel, extra: dict[str, Any], launch_s: float
@@ -307,7 +314,7 @@ class GpuRuntime(Runtime):
         job = {"entry": compiled.entry, "grid": [int(v) for v in request.grid],
                "block": [int(v) for v in request.block], "shared_bytes": int(request.shared_bytes),
                "l2_bytes": info.l2_bytes, **extra}
-        want_outputs = extra["mode"] == "run"
+        want_outputs = extra["mode"] == "run" or bool(extra.get("keep_outputs"))
         if self.sanitize:
             return self._launch_once(request, compiled, job, want_outputs, launch_s)
         with self._worker_lock:

@@ -1,10 +1,12 @@
 """Differential verification: the original and the rewritten kernel on the same inputs.
 
 For every size of the harness spec: fresh seeded inputs, both versions launched by the
-same runtime (GPU or CPU), every output compared. A remap-only rewrite must be
-bit-identical, unless the kernel accumulates floats with atomics (then block order
-changes rounding and the spec's tolerance applies). The same machinery checks a kernel
-against its NumPy reference (the corpus tests and the GPU suite).
+same runtime (GPU or CPU), every output compared. How the rewritten version is launched
+and how outputs compare is the rewriting pass's verification policy
+(kxform.engine.policy, applied by kxform.verify.versions): bit-exact for a remap (the
+spec's tolerance when the kernel accumulates floats with atomics), a derived launch and
+a stated tolerance for a new tile. The same machinery checks a kernel against its NumPy
+reference (the corpus tests and the GPU suite).
 """
 
 from __future__ import annotations
@@ -36,8 +38,10 @@ from kxform.runtime.base import (
     count_unwritten_against,
     poison_like,
 )
+from kxform.engine.policy import OutputCompare, VerifyPolicy
 from kxform.verify.verdict import OutputCheck, SizeVerdict, VerifyReport, inputs_finite, vacuity
 from kxform.frontend.source import SourceText
+from kxform.verify.versions import LaunchUndecided, comparison, rewritten_launch
 
 EXACT = CompareSpec("exact")
 FLOAT_ATOMIC_RE = re.compile(r"\batomic(Add|Sub)\s*\(\s*[^,]*,\s*[^)]*\)")
@@ -82,11 +86,9 @@ class UnitFlags:
 
     @classmethod
     def from_build_dir(cls, build_dir: str | None, path: str) -> UnitFlags:
-        if not build_dir:
-            return cls()
-        from kxform.build.compile_db import load_compile_commands
+        from kxform.build.toolchain import Toolchain
 
-        flags = load_compile_commands(build_dir).flags_for(path)
+        flags = Toolchain.create(build_dir).project_flags(path)
         return cls(tuple(flags.include_dirs), tuple(flags.defines))
 
 
@@ -123,9 +125,12 @@ def uses_float_atomics(source: SourceText) -> bool:
 
 
 SizeCheck = Callable[[SizeSpec, ResolvedLaunch, dict, bool], SizeVerdict]
+SizeDone = Callable[[int, int, str], object]
+"""Told after each size (done, total, size name): the CLI moves a progress bar."""
 
 
-def _over_sizes(spec: KernelSpec, sizes: tuple[str, ...], seed: int | None, check: SizeCheck) -> tuple[SizeVerdict, ...]:
+def _over_sizes(spec: KernelSpec, sizes: tuple[str, ...], seed: int | None, check: SizeCheck,
+                progress: SizeDone | None = None) -> tuple[SizeVerdict, ...]:
     """Fresh seeded inputs per size, `check` them. The smallest size (by bytes) is the one
     whose original run also watches for reads of unwritten `out` buffers."""
     chosen = _sizes(spec, sizes)
@@ -137,6 +142,8 @@ def _over_sizes(spec: KernelSpec, sizes: tuple[str, ...], seed: int | None, chec
         inputs = make_inputs(spec, resolved, seed)
         verdict = check(size, resolved, inputs, i == watched)
         verdicts.append(replace(verdict, seconds=time.perf_counter() - start))
+        if progress is not None:
+            progress(i + 1, len(chosen), size.name)
     return tuple(verdicts)
 
 
@@ -167,24 +174,34 @@ def _output_checks(resolved: ResolvedLaunch, inputs: dict, original: dict[str, n
     outputs = {a.name for a in resolved.args if a.kind == "buffer" and a.role == "out"}
     finite = inputs_finite(inputs, dtypes, outputs)
     checks = []
-    for name, comparison in comparisons.items():
+    for name, compared in comparisons.items():
         arg = resolved.arg(name)
         initial = np.ascontiguousarray(inputs[name])
         if arg.role == "out":
             initial = poison_like(initial)
         why = vacuity(name, arg.role, arg.dtype, initial, original[name], other[name], finite)
-        checks.append(OutputCheck(name, comparison, count_unwritten_against(original[name], other[name])
+        checks.append(OutputCheck(name, compared, count_unwritten_against(original[name], other[name])
                                   if arg.role == "out" else 0, why))
     return tuple(checks)
 
 
+def default_policy(original: SourceText) -> VerifyPolicy:
+    """Without a pass to ask (`kxform verify A B`): the spec's launch for both, bit-exact
+    unless the kernel accumulates floats with atomics (then the spec's tolerance)."""
+    if uses_float_atomics(original):
+        return VerifyPolicy(compare=OutputCompare("spec", reason="float atomics: block order changes rounding"))
+    return VerifyPolicy()
+
+
 def verify_pair(original: SourceText, rewritten: SourceText, spec: KernelSpec, runtime: Runtime,
                 sizes: tuple[str, ...] = (), seed: int | None = None, timeout_s: float = 120.0,
-                flags: UnitFlags = NO_FLAGS) -> VerifyReport:
-    """Run both versions on identical inputs at every size; compare every output."""
+                flags: UnitFlags = NO_FLAGS, policy: VerifyPolicy | None = None,
+                progress: SizeDone | None = None) -> VerifyReport:
+    """Run both versions on identical inputs at every size; compare every output. The
+    pass's `policy` says how the rewritten version is launched and how outputs compare."""
     extracted = (extract_kernel(original, spec.name), extract_kernel(rewritten, spec.name))
     check_signature(spec, extracted[0])
-    exact = not uses_float_atomics(original)
+    policy = policy or default_policy(original)
 
     def check(size: SizeSpec, resolved: ResolvedLaunch, inputs: dict, watch: bool) -> SizeVerdict:
         label = f"{spec.name}[{size.name}]"
@@ -193,23 +210,27 @@ def verify_pair(original: SourceText, rewritten: SourceText, spec: KernelSpec, r
         if isinstance(before, SizeVerdict):
             return before
         try:
-            after = runtime.run(launch_request(extracted[1], resolved, inputs, f"{label} rewritten", timeout_s, flags))
+            launch = rewritten_launch(resolved, extracted[0].params, policy.launch)
+        except LaunchUndecided as exc:  # the rewritten version's launch is unknown: could not tell
+            return SizeVerdict(size.name, "inconclusive", error=str(exc))
+        try:
+            after = runtime.run(launch_request(extracted[1], launch, inputs, f"{label} rewritten", timeout_s, flags))
         except Unsupported as exc:
             return SizeVerdict(size.name, "unverified", error=str(exc))
         except RuntimeError_ as exc:
             return SizeVerdict(size.name, "mismatch", error=f"the rewritten kernel failed where the original ran: {exc}")
-        comparisons = {name: compare(expected, after.outputs[name], EXACT if exact else spec.compare_for(name),
+        comparisons = {name: compare(expected, after.outputs[name], comparison(spec.compare_for(name), policy.compare),
                                      dtype=resolved.arg(name).dtype)
                        for name, expected in before.outputs.items()}
         return SizeVerdict.from_checks(size.name, _output_checks(resolved, inputs, before.outputs, after.outputs,
                                                                  comparisons))
 
-    return VerifyReport(spec.name, runtime.name, "rewritten", _over_sizes(spec, sizes, seed, check))
+    return VerifyReport(spec.name, runtime.name, "rewritten", _over_sizes(spec, sizes, seed, check, progress))
 
 
 def verify_reference(source: SourceText, spec: KernelSpec, runtime: Runtime, sizes: tuple[str, ...] = (),
                      seed: int | None = None, timeout_s: float = 120.0,
-                     flags: UnitFlags = NO_FLAGS) -> VerifyReport:
+                     flags: UnitFlags = NO_FLAGS, progress: SizeDone | None = None) -> VerifyReport:
     """Run the kernel and compare every output with the spec's NumPy reference."""
     if spec.reference is None:
         raise SpecError(f"kernel '{spec.name}' has no reference function in its spec", spec.location)
@@ -227,7 +248,7 @@ def verify_reference(source: SourceText, spec: KernelSpec, runtime: Runtime, siz
         return SizeVerdict.from_checks(size.name, _output_checks(resolved, inputs, result.outputs, expected,
                                                                  comparisons))
 
-    return VerifyReport(spec.name, runtime.name, "reference", _over_sizes(spec, sizes, seed, check))
+    return VerifyReport(spec.name, runtime.name, "reference", _over_sizes(spec, sizes, seed, check, progress))
 
 
 def pick_runtime(name: str) -> Runtime:

@@ -4,97 +4,85 @@ rewritten kernel that has a harness spec, before anything is written.
 A kernel whose verification fails blocks the write of its file; the evidence (size,
 output, first mismatching index, max errors) goes to the log. With `measure`, a
 verified rewrite is kept only when it is faster than the original beyond the measured
-spread; both times are logged.
+spread; both times are logged, beside the prediction when a model chose the rewrite.
 """
 
 from __future__ import annotations
 
 import re
-import statistics
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from kxform.errors import KxformError
 from kxform.harness.model import HarnessSpec, KernelSpec
+from kxform.harness.dirs import spec_in_dirs
 from kxform.harness.spec import find_spec_for, load_spec
 from kxform.engine.pass_api import CheckRecord, KernelResult, Outcome
 from kxform.runtime.base import Runtime, RuntimeError_
 from kxform.frontend.source import SourceText, validate_bytes
-from kxform.verify.differential import UnitFlags, launch_request, verify_pair
+from kxform.engine.policy import VerifyPolicy
+from kxform.verify.differential import UnitFlags, verify_pair
+from kxform.verify.measure import measure_pair
 from kxform.verify.verdict import combined_status
 
 
-@dataclass(frozen=True)
-class Timing:
-    median_ms: float
-    spread_ms: float  # half the interquartile range
-
-
-def _timing(samples: list[float]) -> Timing:
-    q = statistics.quantiles(samples, n=4) if len(samples) >= 4 else [min(samples), 0, max(samples)]
-    return Timing(statistics.median(samples), (q[2] - q[0]) / 2)
-
-
-def spec_for_file(path: str) -> HarnessSpec | None:
-    """The harness spec beside `path` (kxform.toml naming it), or None."""
-    spec_path = find_spec_for(path)
+def spec_for_file(path: str, spec_dirs: tuple[str, ...] = ()) -> HarnessSpec | None:
+    """The harness spec beside `path` (kxform.toml naming it), else one in `spec_dirs`, or None."""
+    spec_path = find_spec_for(path) or (spec_in_dirs(path, spec_dirs) if spec_dirs else None)
     return None if spec_path is None else load_spec(spec_path)
 
 
 def verify_file(original: bytes, rewritten: bytes, path: str, results: list[KernelResult], runtime: Runtime,
-                measure: bool, build_dir: str | None = None) -> tuple[list[KernelResult], bool]:
-    """Verify every applied kernel of one file; returns updated results and whether the
-    rewritten file may be written."""
+                measure: bool, build_dir: str | None = None,
+                spec_dirs: tuple[str, ...] = ()) -> tuple[list[KernelResult], bool]:
+    """Verify every applied kernel of one file once, under the policy its passes compose
+    (a kernel rewritten by `tile` then `swizzle` runs at tile's launch, compared as loosely
+    as the looser pass allows); returns updated results and whether the rewritten file
+    may be written."""
     source = validate_bytes(path, original)
     new = validate_bytes(path, rewritten)
-    updated, keep = [], True
     try:
-        file_spec, spec_error = spec_for_file(path), None
+        file_spec, spec_error = spec_for_file(path, spec_dirs), None
     except KxformError as exc:
         file_spec, spec_error = None, exc
-    for result in results:
-        if result.outcome is not Outcome.APPLIED:
-            updated.append(result)
-            continue
+    records: dict[str, tuple[CheckRecord, ...]] = {}
+    failed: dict[str, tuple[str, str]] = {}
+    predictions = _predictions(results)
+    for kernel, policy in _policies(results).items():
         if spec_error is not None:  # a broken spec never silently turns verification off
-            keep = False
             record = CheckRecord("verify", False, f"inconclusive: harness spec unusable: {spec_error}")
-            updated.append(replace(result, outcome=Outcome.MISSED, stage="verify",
-                                   reasons=(f"VerifyInconclusive: {record.detail}",), checks=result.checks + (record,)))
+            records[kernel] = (record,)
+            failed[kernel] = ("inconclusive", f"VerifyInconclusive: {record.detail}")
             continue
-        specs = file_spec.instantiations(result.kernel) if file_spec is not None else ()
+        specs = file_spec.instantiations(kernel) if file_spec is not None else ()
         if not specs:
-            updated.append(replace(result, checks=result.checks + (CheckRecord(
-                "verify", True, "skipped: no harness spec for this kernel (compile-checked only)"),)))
+            records[kernel] = (CheckRecord("verify", True, "skipped: no harness spec for this kernel "
+                                           "(compile-checked only)"),)
             continue
         flags = UnitFlags.from_build_dir(build_dir, path)
-        reports = [verify_pair(source, new, spec, runtime, flags=flags) for spec in specs]
+        reports = [verify_pair(source, new, spec, runtime, flags=flags, policy=policy) for spec in specs]
         status = combined_status(reports)
-        notes = missing_instantiations(source, result.kernel, specs)
+        notes = missing_instantiations(source, kernel, specs)
         detail = " | ".join(f"{r.summary()}: " + "; ".join(v.summary() for v in r.sizes) for r in reports)
         detail += "".join(f"; note: {n}" for n in notes)
-        record = CheckRecord("verify", status == "ok", detail)
+        record = CheckRecord("verify", status == "ok", f"{detail}; policy: {policy.describe()}")
+        records[kernel] = (record,)
         if status == "mismatch":
-            keep = False
-            updated.append(replace(result, outcome=Outcome.FAILED, stage="verify", reasons=(record.detail,),
-                                   checks=result.checks + (record,)))
+            failed[kernel] = ("verify", record.detail)
             continue
         if status != "ok":  # inconclusive or unverified: could not tell, so nothing is written
-            keep = False
             why = next(r for r in reports if r.status == status).summary()
             key = "VerifyInconclusive" if status == "inconclusive" else "Unverified"
-            updated.append(replace(result, outcome=Outcome.MISSED, stage="verify", reasons=(f"{key}: {why}",),
-                                   checks=result.checks + (record,)))
+            failed[kernel] = (status, f"{key}: {why}")
             continue
-        checks = result.checks + (record,)
         if measure:
-            timing_record, faster = _measure(source, new, specs[0], runtime)
-            checks += (timing_record,)
+            timing_record, faster = _measure(source, new, specs[0], runtime, policy)
+            if kernel in predictions:  # the measurement decides; the log keeps what was predicted beside it
+                timing_record = replace(timing_record, detail=f"{timing_record.detail}; {predictions[kernel]}")
+            records[kernel] += (timing_record,)
             if not faster:
-                keep = False
-                updated.append(replace(result, outcome=Outcome.MISSED, stage="measure",
-                                       reasons=(f"NotFaster: {timing_record.detail}",), checks=checks))
-                continue
-        updated.append(replace(result, checks=checks))
+                failed[kernel] = ("measure", f"NotFaster: {timing_record.detail}")
+    updated = [_updated(r, records, failed) for r in results]
+    keep = not failed
     if not keep:  # the file is not written: kernels that passed go back to unchanged
         updated = [replace(r, outcome=Outcome.MISSED, stage="verify",
                            reasons=r.reasons + ("RevertedWithFile: another kernel of this file failed "
@@ -125,32 +113,51 @@ def missing_instantiations(source: SourceText, kernel: str, specs: tuple[KernelS
             for s, line in missing.items()]
 
 
-def measure_pair(source: SourceText, new: SourceText, spec: KernelSpec, runtime: Runtime,
-                 repeat: int = 50) -> tuple[Timing, Timing, str]:
-    """Median and spread of the original and the rewritten kernel at the spec's first bench
-    size (else its largest check size), same inputs, same runtime; and the size's name."""
-    from kxform.build.extract import extract_kernel
-    from kxform.harness.inputs import make_inputs
+def _predictions(results: list[KernelResult]) -> dict[str, str]:
+    """Per applied kernel, the rationale of proposals a model predicted (evidence "predicted")."""
+    out: dict[str, str] = {}
+    for r in results:
+        if r.outcome is Outcome.APPLIED and r.proposal is not None and r.proposal.provenance.evidence == "predicted":
+            out[r.kernel] = "; ".join(filter(None, (out.get(r.kernel), r.proposal.rationale)))
+    return out
 
-    size = (spec.bench_sizes or spec.check_sizes[-1:])[0]
-    resolved = spec.launch(size)
-    inputs = make_inputs(spec, resolved)
-    timings = []
-    for version, src in (("original", source), ("rewritten", new)):
-        request = launch_request(extract_kernel(src, spec.name), resolved, inputs,
-                                 f"{spec.name}[{size.name}] {version}", 600.0)
-        timings.append(_timing(runtime.time(request, warmup=5, repeat=repeat)))
-    return timings[0], timings[1], size.name
+
+def _policies(results: list[KernelResult]) -> dict[str, VerifyPolicy]:
+    """Per applied kernel, the policies of its passes composed in pipeline order."""
+    policies: dict[str, VerifyPolicy] = {}
+    for result in results:
+        if result.outcome is Outcome.APPLIED:
+            known = policies.get(result.kernel)
+            policies[result.kernel] = result.policy if known is None else known.then(result.policy)
+    return policies
+
+
+def _updated(result: KernelResult, records: dict[str, tuple[CheckRecord, ...]],
+             failed: dict[str, tuple[str, str]]) -> KernelResult:
+    """`result` with its kernel's records; a kernel that failed verification (a proven
+    mismatch) is FAILED, one verification could not decide (inconclusive, unverified) or
+    that was not faster is MISSED, with the reason."""
+    if result.outcome is not Outcome.APPLIED or result.kernel not in records:
+        return result
+    checks = result.checks + records[result.kernel]
+    if result.kernel not in failed:
+        return replace(result, checks=checks)
+    stage, reason = failed[result.kernel]
+    if stage == "verify":
+        return replace(result, outcome=Outcome.FAILED, stage="verify", reasons=(reason,), checks=checks)
+    return replace(result, outcome=Outcome.MISSED, stage="measure" if stage == "measure" else "verify",
+                   reasons=(reason,), checks=checks)
 
 
 def _measure(source: SourceText, new: SourceText, spec: KernelSpec,
-             runtime: Runtime) -> tuple[CheckRecord, bool]:
+             runtime: Runtime, policy: VerifyPolicy) -> tuple[CheckRecord, bool]:
     try:
-        before, after, size = measure_pair(source, new, spec, runtime)
+        before, after, size = measure_pair(source, new, spec, runtime, policy=policy)
     except RuntimeError_ as exc:
         return CheckRecord("measure", False, f"timing failed: {exc}"), False
     faster = after.median_ms + after.spread_ms < before.median_ms - before.spread_ms
     detail = (f"size {size} on {runtime.name}: original {before.median_ms:.4f} ms (+-{before.spread_ms:.4f}), "
               f"rewritten {after.median_ms:.4f} ms (+-{after.spread_ms:.4f}); speedup "
-              f"{before.median_ms / after.median_ms:.3f}x")
+              f"{before.median_ms / after.median_ms:.3f}x (median of {after.samples} launches, "
+              f"{after.copies} input set(s) rotated, persisting L2 capped, outputs re-checked after timing)")
     return CheckRecord("measure", True, detail), faster

@@ -74,7 +74,10 @@ class SizeVerdict:
             return f"{self.size}: {prefix}: {self.error}"
         bad = [o for o in self.outputs if o.status == self.status and o.status != "ok"]
         if not bad:
-            return f"{self.size}: ok ({', '.join(o.name for o in self.outputs)} match)"
+            off = [o for o in self.outputs if o.comparison.max_abs > 0]
+            within = "; ".join(f"{o.name} within tolerance, max abs {o.comparison.max_abs:.3g}" for o in off)
+            same = [o.name for o in self.outputs if o not in off]
+            return f"{self.size}: ok ({', '.join(same) + ' match' if same else ''}{'; ' if same and off else ''}{within})"
         first = bad[0]
         if first.status == "inconclusive":
             return f"{self.size}: inconclusive: {first.vacuous}"

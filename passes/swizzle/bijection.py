@@ -9,14 +9,13 @@ catches emitter bugs. Results are cached by the hash of the helper and the compi
 
 from __future__ import annotations
 
-import functools
 import os
-import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from kxform.build.toolchain import HostCompiler
 from kxform.cache import cache_root, content_key
 from kxform.errors import CheckFailed
 
@@ -77,20 +76,9 @@ class BijectionReport:
     cached: bool
 
 
-def host_compiler() -> str | None:
-    for name in (os.environ.get("CXX"), "c++", "g++", "clang++"):
-        if name and shutil.which(name):
-            return name
-    return None
-
-
-@functools.cache
-def _compiler_version(compiler: str) -> str:
-    try:
-        out = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30)
-        return out.stdout.splitlines()[0] if out.stdout else compiler
-    except (OSError, subprocess.SubprocessError):
-        return compiler
+def host_compiler() -> HostCompiler | None:
+    """The host compiler of the toolchain service (kxform.build.toolchain)."""
+    return HostCompiler.find()
 
 
 _memo: dict[str, BijectionReport] = {}
@@ -101,7 +89,7 @@ def check_helper(helper_source: str, helper_name: str) -> BijectionReport:
     compiler = host_compiler()
     if compiler is None:
         raise CheckFailed("bijection", "no host C++ compiler (set CXX) to check the emitted remap")
-    key = content_key(CHECKER_VERSION, helper_source, helper_name, _compiler_version(compiler))
+    key = content_key(CHECKER_VERSION, helper_source, helper_name, compiler.version)
     shapes = EXHAUSTIVE_SIDE * EXHAUSTIVE_SIDE + len(LARGE_SHAPES)
     if key in _memo:
         return _memo[key]
@@ -116,7 +104,7 @@ def check_helper(helper_source: str, helper_name: str) -> BijectionReport:
         src = Path(tmp) / "check.cpp"
         exe = Path(tmp) / "check"
         src.write_text(program, encoding="utf-8")
-        build = subprocess.run([compiler, "-O2", "-std=c++17", "-o", str(exe), str(src)],
+        build = subprocess.run([*compiler.command, "-O2", "-std=c++17", "-o", str(exe), str(src)],
                                capture_output=True, text=True, timeout=120)
         if build.returncode != 0:
             first = next((line for line in build.stderr.splitlines() if "error" in line), build.stderr.strip())

@@ -3,21 +3,12 @@ and in the macros they expand. The facts every block-index remap needs."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from kxform.frontend.cuda import macro_node
+from kxform.frontend.semantic import BUILTIN_CALL_RE
 from kxform.frontend.model import Function, FunctionKind, IndexRead, SourceModel
 from kxform.engine.pass_api import Blocker
-
-BUILTIN_CALL_RE = re.compile(
-    r"^(__\w+|atomic\w*|make_\w+|min|max|abs|f?abs\w*|\w+f|sqrt|rsqrt|exp\w*|log\w*|pow|sin\w*|cos\w*|tan\w*|"
-    r"erf\w*|floor|ceil|round|trunc|fma|fmin|fmax|isnan|isinf|printf|assert|static_cast|reinterpret_cast|"
-    r"const_cast|dynamic_cast|sizeof|alignof|decltype|dim3|float[1-4]|int[1-4]|uint[1-4]|double[1-4]|"
-    r"half\w*|bfloat\w*|std::\w+|cuda\w*|hip\w*|cg::\w+|load_matrix_sync|store_matrix_sync|mma_sync|"
-    r"fill_fragment|this_thread_block|this_grid|tiled_partition|sync|thread_rank|size|shfl\w*|ballot\w*)$"
-)
-"""Callees that are CUDA/C++ built-ins, not user device functions that could read the index."""
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kxform.build.extract import extract_kernel
+from kxform.build.toolchain import Toolchain
 from kxform.errors import KxformError
 from kxform.frontend.model import Function, SourceModel
 from kxform.frontend.source import SourceText
@@ -118,9 +119,11 @@ def _spec_instantiation(path: str, name: str) -> str | None:
     return next((s.name for s in specs if "<" in s.name), None)
 
 
-def confirm(model: SourceModel, kernel: Function, mark: bytes, builder=None) -> PtxVerdict:  # type: ignore[no-untyped-def]
+def confirm(model: SourceModel, kernel: Function, mark: bytes, builder=None,  # type: ignore[no-untyped-def]
+            toolchain: Toolchain | None = None) -> PtxVerdict:
     """Compile the kernel's unit with a constant prologue and list every %ctaid.x/.y read
-    (with `builder`, a `kxform.build.builder.Builder`, instead of the process's own)."""
+    (with `builder`, a `kxform.build.builder.Builder`, instead of the process's own), with
+    the project's include directories, defines and flags from `toolchain`."""
     builder = builder or _builder()
     if builder is None:
         return PtxVerdict(False, why_not="nvcc not found")
@@ -143,8 +146,13 @@ def confirm(model: SourceModel, kernel: Function, mark: bytes, builder=None) -> 
         return PtxVerdict(False, why_not=f"the kernel cannot be extracted on its own ({exc.cause})")
     from kxform.build.nvcc import BuildJob
 
-    job = BuildJob(source=unit.source, filename=source.path, output="ptx", arch=PTX_ARCH, extra_flags=("-lineinfo",),
-                   source_dir=os.path.dirname(os.path.abspath(source.path)), include_dirs=(HIP_SHIM,) if hip else ())
+    try:
+        include_dirs, defines, flags = toolchain.project_flags(source.path) if toolchain is not None else ((), (), ())
+    except KxformError as exc:
+        return PtxVerdict(False, why_not=f"the project's flags for the file are unknown ({exc})")
+    job = BuildJob(source=unit.source, filename=source.path, output="ptx", arch=PTX_ARCH,
+                   extra_flags=("-lineinfo", *flags), source_dir=os.path.dirname(os.path.abspath(source.path)),
+                   include_dirs=((HIP_SHIM,) if hip else ()) + tuple(include_dirs), defines=tuple(defines))
     result = builder.build(job)
     if not result.ok or result.output is None:
         first = next((ln.strip() for ln in result.log.splitlines() if "error" in ln), "nvcc failed")

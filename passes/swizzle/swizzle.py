@@ -5,32 +5,54 @@ For each kernel the logical block index is computed once at entry by a small
 the device functions it reaches (which get the index as a new first parameter) and in
 the macros it expands is rewritten to use it. blockIdx.z and gridDim are left alone.
 
-Default choice (no --pattern), unmeasured and reported as such:
+Default choice (no --pattern): when the kernel has a harness spec the CPU runtime can
+run, the locality model (kxform.locality, docs/locality-model.md) ranks every pattern and
+proposes one only when it beats row-major by the model's margins. Otherwise, unmeasured
+and reported as such (with why the model was not asked):
   chiplet GPU (hw profile xcds > 1): 2-D grid -> xcd-grouped(xcds=X, group=8), 1-D -> xcd(xcds=X)
   monolithic L2:                     2-D grid -> grouped(group=8, along=y), 1-D -> nothing
 (group 8 is the Triton matmul tutorial's GROUP_M; on a monolithic L2 a 1-D raster is
 already the order that streams best, so no 1-D pattern is proposed there.)
+
+A proposer may also propose `pattern=custom` with a remap written in kxform's formula
+language as the proposal's payload (formula.py): it is parsed, checked for wrap-around
+and division by zero at every grid shape, emitted as the helper and proven bijective like
+the library patterns, and verified bit-exact like them.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kxform.passes.swizzle.bijection import check_helper
-from kxform.passes.swizzle.confirm import confirm_coverage, foreign_through_local
+from kxform.passes.swizzle.confirm import confirm_coverage
 from kxform.passes.swizzle.opaque import structural_blockers
 from kxform.passes.swizzle.order_safety import order_blockers
 from kxform.engine.edits import Edit
 from kxform.errors import CheckFailed, UsageError
 from kxform.frontend.model import Function, IndexRead, SourceModel, Span
 from kxform.passes.swizzle.index_usage import IndexUsage, index_usage
-from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal
+from kxform.engine.params import Param, ParamSpace, ParamValue
+from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance
+from kxform.engine.policy import EXACT, OutputCompare, VerifyPolicy
 from kxform.passes.swizzle.patterns import PATTERNS, RemapConfig, get_pattern
+from kxform.passes.swizzle.formula import FormulaError, FormulaRemap, formula_remap
+from kxform.passes.swizzle.semantic_checks import foreign_through_local, semantic_blockers
 
 BLOCK_VAR = "kxform_block"
 """The logical block index: a local in kernels, the first parameter of device functions."""
 GROUP_DEFAULT = 8
+OPTIONS = ParamSpace((
+    Param.enum("pattern", tuple(PATTERNS), "grouped", doc="default: chosen from the hardware profile"),
+    Param.int_range("group", 1, 64, GROUP_DEFAULT, doc="rows (or columns) per group"),
+    Param.enum("along", ("y", "x"), "y", doc="group rows (y) or columns (x)"),
+    Param.int_range("xcds", 1, 64, 8, doc="chiplets blocks are dispatched over (default: the hardware profile's)"),
+))
+CUSTOM = "custom"
+"""The pattern of a remap written in kxform's formula language (the proposal's payload is its text)."""
 PROLOGUE_MARK = f"{BLOCK_VAR} = kxform_swizzle_".encode()
 """How a rewritten kernel's prologue starts: marks it as done (idempotence) and bounds it (coverage)."""
 
@@ -41,9 +63,19 @@ class Swizzle(Pass):
     description = "remap blockIdx.x/.y through a checked bijection (grouped, Hilbert, XCD-aware, ...)"
 
     pattern: str | None = None
-    group: str | None = None
+    group: int | None = None
     along: str | None = None
-    xcds: str | None = None
+    xcds: int | None = None
+
+    @classmethod
+    def option_space(cls) -> ParamSpace:
+        return OPTIONS
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str | ParamValue]) -> Pass:
+        if "pattern" in options:
+            get_pattern(str(options["pattern"]))  # names the known patterns when it is not one
+        return super().from_options(options)
 
     def config(self, pattern: str, defaults: Mapping[str, int | str]) -> RemapConfig:
         """The remap for `pattern`: the rule's defaults that the pattern takes, overridden by
@@ -52,6 +84,16 @@ class Swizzle(Pass):
         raw: dict[str, str | int] = {k: v for k, v in defaults.items() if k in takes}
         raw.update({k: getattr(self, k) for k in ("group", "along", "xcds") if getattr(self, k) is not None})
         return get_pattern(pattern).resolve(raw)
+
+    @classmethod
+    def describe_options(cls) -> list[str]:
+        """The options, then every pattern with the grids it applies to and its parameters."""
+        lines = super().describe_options()
+        for pattern in PATTERNS.values():
+            params = ", ".join(f"{p.name}={p.default}" for p in pattern.params)
+            dims = "1-D/2-D" if 1 in pattern.dims else "2-D"
+            lines.append(f"  {pattern.name:<12} {dims:<8} {pattern.summary}" + (f" [{params}]" if params else ""))
+        return lines
 
     # -- analyse ----------------------------------------------------------------------
 
@@ -81,7 +123,9 @@ class Swizzle(Pass):
             if pattern.name == "row" or min(usage.dims, 2) not in pattern.dims:
                 continue  # row is the identity; z is never remapped, so 3-D grids take 2-D patterns
             config = pattern.resolve({"xcds": ctx.hw.xcds} if "xcds" in {p.name for p in pattern.params} else {})
-            out.append(_proposal(analysis.kernel, config, "candidate", measured=False))
+            out.append(_proposal(analysis.kernel, config, "candidate"))
+        if "locality" in analysis.facts:  # the model judged the kernel: its ranking orders the fallbacks
+            return analysis.facts["locality"].rank_candidates(out)
         return out
 
     def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
@@ -92,6 +136,14 @@ class Swizzle(Pass):
             if not two_d and 1 not in config.pattern.dims:
                 return None
             return _proposal(analysis.kernel, config, f"pattern {config.label()} requested by the user")
+        from kxform.locality.propose import judge  # the locality model (docs/locality-model.md)
+
+        verdict, not_modelled = judge(ctx.model.source, analysis.kernel.name, ctx.hw, two_d)
+        if verdict is not None:
+            analysis.facts["locality"] = verdict  # type: ignore[index]  # for missed_reason and candidates
+            if verdict.config is None:
+                return None
+            return _proposal(analysis.kernel, verdict.config, verdict.rationale, verdict.provenance)
         defaults: dict[str, int | str]
         if ctx.hw.xcds > 1:
             name, defaults = ("xcd-grouped", {"xcds": ctx.hw.xcds, "group": GROUP_DEFAULT}) if two_d else \
@@ -103,15 +155,46 @@ class Swizzle(Pass):
         else:
             return None
         config = self.config(name, defaults)
-        return _proposal(analysis.kernel, config, f"default rule (unmeasured): {why}")
+        return _proposal(analysis.kernel, config, f"default rule (unmeasured; not modelled: {not_modelled}): {why}",
+                         Provenance(evidence="rule"))
 
     def missed_reason(self, analysis: KernelAnalysis) -> tuple[str, str]:
         usage: IndexUsage = analysis.facts["usage"]
+        if "locality" in analysis.facts:
+            return ("NoPredictedGain", analysis.facts["locality"].rationale)
         if self.pattern is not None and usage.dims < 2:
             return ("PatternNeeds2DGrid", f"pattern {self.pattern} needs a 2-D grid; the kernel reads only "
                     "blockIdx.x (1-D patterns: row, xcd)")
         return ("NoProfitablePattern", "1-D grid on a monolithic L2: the hardware raster order is already the "
                 "best known; no pattern proposed (use --pattern xcd to force one)")
+
+    def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
+        """What a proposer may choose for this kernel: a pattern that changes a grid of its
+        dimensionality, or `custom` (a remap in kxform's formula language, carried as the
+        proposal's payload); `xcds` defaults to the hardware profile's."""
+        usage: IndexUsage = analysis.facts["usage"]
+        dims = min(usage.dims, 2)
+        names = [p.name for p in PATTERNS.values() if p.name != "row" and dims in p.dims] + [CUSTOM]
+        default = "grouped" if "grouped" in names else names[0]
+        return ParamSpace((
+            Param.enum("pattern", names, default, doc="a library pattern, or `custom` for a remap written as a formula"),
+            OPTIONS.param("group"), OPTIONS.param("along"),
+            Param.int_range("xcds", 1, 64, max(1, min(ctx.hw.xcds, 64)),
+                            doc="chiplets blocks are dispatched round-robin to"),
+        ))
+
+    def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
+        """For `kxform inspect`: the grid dimensionality, the index reads and the verdict."""
+        usage: IndexUsage = analysis.facts["usage"]
+        source = ctx.model.source
+        return {
+            **super().describe(ctx, analysis),
+            "status": "already applied" if analysis.already_applied else "safe" if analysis.applicable else "refused",
+            "grid_dims": usage.dims,
+            "device_functions": [f.name for f in usage.functions[1:]],
+            "index_reads": [{"read": r.spelling, "line": source.line_col(r.span.start)[0], "function": r.function,
+                             "macro": r.macro} for r in usage.reads],
+        }
 
     # -- check ------------------------------------------------------------------------
 
@@ -120,11 +203,13 @@ class Swizzle(Pass):
             config = config_of(proposal)
         except UsageError as exc:
             raise CheckFailed("proposal", exc.cause) from None
+        records = [_formula_record(config)] if isinstance(config, FormulaRemap) else []
         report = check_helper(config.helper_source(), config.helper_name())
-        return [CheckRecord("bijection", True, f"emitted helper is a bijection on {report.detail}"
-                            + (" (cached)" if report.cached else ""))]
+        return records + [CheckRecord("bijection", True, f"emitted helper is a bijection on {report.detail}"
+                                      + (" (cached)" if report.cached else ""))]
 
-    def check_result(self, new_model: SourceModel, proposals: Sequence[Proposal]) -> list[CheckRecord]:
+    def check_result(self, new_model: SourceModel, proposals: Sequence[Proposal],
+                     ctx: PassContext | None = None) -> list[CheckRecord]:
         """Check (b): no blockIdx.x/.y read is left unmapped in a rewritten kernel's closure,
         by the source analysis and, where nvcc exists, confirmed on the compiled PTX."""
         for proposal in proposals:
@@ -133,7 +218,15 @@ class Swizzle(Pass):
                 where = new_model.source.location(reads[0].span.start)
                 raise CheckFailed("coverage", f"'{proposal.kernel}' still reads {reads[0].spelling} at {where} "
                                   "after the rewrite")
-        return [confirm_coverage(new_model, [p.kernel for p in proposals], PROLOGUE_MARK)]
+        return [confirm_coverage(new_model, [p.kernel for p in proposals], PROLOGUE_MARK,
+                                 ctx.toolchain if ctx is not None else None)]
+
+    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+        """A remap changes which block computes which tile, never the arithmetic: bit-exact,
+        unless the kernel accumulates floats with atomics (then block order changes rounding)."""
+        if uses_float_atomics(ctx.model.source.text):
+            return VerifyPolicy(compare=OutputCompare("spec", reason="float atomics: block order changes rounding"))
+        return VerifyPolicy(compare=EXACT)
 
     # -- edit -------------------------------------------------------------------------
 
@@ -142,7 +235,7 @@ class Swizzle(Pass):
         source = model.source
         newline = source.newline
         edits: list[Edit] = []
-        helper_first_use: dict[str, tuple[int, RemapConfig]] = {}
+        helper_first_use: dict[str, tuple[int, RemapConfig | FormulaRemap]] = {}
         for proposal in proposals:
             kernel = next(k for k in model.kernels if k.name == proposal.kernel)
             usage = index_usage(model, kernel)
@@ -165,9 +258,17 @@ class Swizzle(Pass):
         return _dedupe(edits)
 
 
-def _proposal(kernel: Function, config: RemapConfig, why: str, measured: bool = False) -> Proposal:
-    params = (("pattern", config.pattern.name),) + tuple((k, str(v)) for k, v in config.values)
-    return Proposal("swizzle", kernel.name, params, why, measured=measured)
+def _proposal(kernel: Function, config: RemapConfig, why: str, provenance: Provenance | None = None) -> Proposal:
+    values = (("pattern", config.pattern.name),) + config.values
+    return Proposal("swizzle", kernel.name, values, why, provenance or Provenance())
+
+
+FLOAT_ATOMIC_RE = re.compile(r"\batomic(Add|Sub)\s*\(\s*[^,]*,\s*[^)]*\)")
+
+
+def uses_float_atomics(text: str) -> bool:
+    """Whether the file accumulates with atomicAdd/atomicSub and mentions float."""
+    return bool(FLOAT_ATOMIC_RE.search(text)) and "float" in text
 
 
 def unmapped_reads(model: SourceModel, kernel_name: str) -> list[IndexRead]:
@@ -196,12 +297,58 @@ def _name_collisions(ctx: PassContext, usage: IndexUsage) -> list[Blocker]:
     return []
 
 
-def config_of(proposal: Proposal) -> RemapConfig:
-    """The remap a proposal asks for; its parameters are validated like user input."""
+def config_of(proposal: Proposal) -> RemapConfig | FormulaRemap:
+    """The remap a proposal asks for; its parameters are validated like user input.
+    `pattern=custom` takes its remap from the proposal's payload (formula.py)."""
     options = proposal.options
     if "pattern" not in options:
         raise UsageError("swizzle proposal names no pattern")
+    if options["pattern"] == CUSTOM:
+        return _custom_remap(proposal)
     return get_pattern(options["pattern"]).resolve({k: v for k, v in options.items() if k != "pattern"})
+
+
+def custom_values(formula: str) -> dict[str, ParamValue]:
+    """The values of a proposal for the custom remap `formula` (which rides as its payload):
+    the pattern and the formula's digest, so two formulas give two specs. FormulaError when
+    the text does not parse."""
+    from kxform.passes.swizzle.formula import parse_formula
+
+    return {"pattern": CUSTOM, "formula": parse_formula(formula).digest}
+
+
+def pattern_params(pattern: str) -> tuple[str, ...]:
+    """The options a pattern takes (`custom` takes none: its remap is the payload)."""
+    return () if pattern == CUSTOM else tuple(p.name for p in get_pattern(pattern).params)
+
+
+def _custom_remap(proposal: Proposal) -> FormulaRemap:
+    text = proposal.payload
+    if not text:
+        raise UsageError("swizzle pattern custom needs a formula (the proposal carries none)")
+    try:
+        remap = formula_remap(text)
+    except FormulaError as exc:
+        raise UsageError(f"custom formula rejected: {exc}") from None
+    extra = sorted(set(proposal.options) - {"pattern", "formula"})
+    if extra:
+        raise UsageError(f"custom formula: unexpected parameter {extra[0]!r} (a custom remap takes only its formula)")
+    named = proposal.options.get("formula", remap.formula.digest)
+    if named != remap.formula.digest:
+        raise UsageError(f"custom formula: the proposal names formula {named} but carries formula "
+                         f"{remap.formula.digest}")
+    return remap
+
+
+def _formula_record(remap: FormulaRemap) -> CheckRecord:
+    """Arithmetic safety of a custom formula: no wrap-around or division by zero anywhere."""
+    from kxform.passes.swizzle.formula_eval import check_arithmetic
+
+    try:
+        report = check_arithmetic(remap.formula)
+    except FormulaError as exc:
+        raise CheckFailed("formula", str(exc)) from None
+    return CheckRecord("formula", True, report.detail)
 
 
 def _semantic_blockers(ctx: PassContext, usage: IndexUsage) -> list[Blocker]:
@@ -209,7 +356,7 @@ def _semantic_blockers(ctx: PassContext, usage: IndexUsage) -> list[Blocker]:
     including a foreign macro reached through a macro of this file."""
     if ctx.semantic is None:
         return []
-    return ctx.semantic.blockers_for(usage) + foreign_through_local(ctx.model, usage, ctx.semantic)
+    return semantic_blockers(ctx.semantic, usage) + foreign_through_local(ctx.model, usage, ctx.semantic)
 
 
 def _refuse_shared(ctx: PassContext, results: dict[str, KernelAnalysis]) -> None:
@@ -252,7 +399,7 @@ def _refuse_shared(ctx: PassContext, results: dict[str, KernelAnalysis]) -> None
                 changed = True
 
 
-def _prologue(ctx: PassContext, kernel: Function, usage: IndexUsage, config: RemapConfig, origin: str) -> Edit:
+def _prologue(ctx: PassContext, kernel: Function, usage: IndexUsage, config: RemapConfig | FormulaRemap, origin: str) -> Edit:
     source = ctx.model.source
     body = source.data[kernel.body.start:kernel.body.end]
     rest = body[1:]

@@ -53,7 +53,7 @@ def run_binary(exe: Path, request: LaunchRequest, settings: ChildSettings, name:
         outputs: dict[str, np.ndarray] = {}
         unwritten: dict[str, int] = {}
         for i, arg in enumerate(request.args):
-            if isinstance(arg, BufferArg) and arg.role != "in":
+            if isinstance(arg, BufferArg) and arg.role != "in" and not request.only_traced_blocks:
                 data = np.fromfile(work / f"arg{i}.bin", dtype=arg.data.dtype).reshape(arg.data.shape)
                 outputs[arg.name] = data
                 if arg.role == "out":
@@ -78,11 +78,17 @@ def _manifest(request: LaunchRequest, settings: ChildSettings, blocks: tuple[tup
     lines += ["trace {} {} {}".format(*b) for b in blocks]
     if request.watch:
         lines.append("watch 1")
+    if request.only_traced_blocks:
+        lines.append("only_traced 1")
     for i, arg in enumerate(request.args):
         token = _TOKEN.sub("_", arg.name) or f"arg{i}"
         if isinstance(arg, BufferArg):
             data = np.ascontiguousarray(arg.data)
-            (poison_like(data) if arg.role == "out" else data).tofile(work / f"arg{i}.bin")
+            if arg.role == "out" and request.only_traced_blocks:
+                with open(work / f"arg{i}.bin", "wb") as sparse:  # zeros, no poison: outputs are not read
+                    sparse.truncate(data.nbytes)
+            else:
+                (poison_like(data) if arg.role == "out" else data).tofile(work / f"arg{i}.bin")
             lines.append(f"buffer {token} {arg.role} {data.nbytes} arg{i}.bin")
         else:
             raw = scalar_bytes(arg)

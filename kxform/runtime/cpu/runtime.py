@@ -33,10 +33,10 @@ MAX_BLOCK_THREADS = 1024
 
 
 def default_cache_dir() -> Path:
-    """`$KXFORM_CACHE_DIR/cpu`, else `~/.cache/kxform/cpu`."""
-    root = os.environ.get("KXFORM_CACHE_DIR")
-    base = Path(root) if root else Path.home() / ".cache" / "kxform"
-    return base / "cpu"
+    """`<cache root>/cpu` (kxform.cache.cache_root: `$KXFORM_CACHE_DIR`, XDG, `~/.cache/kxform`)."""
+    from kxform.cache import cache_root
+
+    return cache_root() / "cpu"
 
 
 @dataclass(frozen=True)
@@ -145,6 +145,10 @@ def _validate(request: LaunchRequest, name: str) -> None:
                 f"{name}: argument '{arg.name}' is a {kind} but parameter "
                 f"'{request.params[i].ctype} {request.params[i].name}' is not"
             )
+    if request.only_traced_blocks and not request.trace_blocks:
+        raise RuntimeError_(f"{name}: only_traced_blocks needs trace_blocks (there is nothing else to run)")
+    if request.only_traced_blocks and request.watch:
+        raise RuntimeError_(f"{name}: a watched launch runs the whole grid (only_traced_blocks leaves `out` buffers unpoisoned)")
     for block in request.trace_blocks:
         if any(not 0 <= b < g for b, g in zip(block, request.grid, strict=True)):
             raise RuntimeError_(f"{name}: traced block {block} is outside the grid {request.grid}")

@@ -59,6 +59,7 @@ struct Manifest {
   std::size_t shared = 0, stack = 256 * 1024;
   unsigned workers = 1;
   bool watch = false;
+  bool only_traced = false;  // run the traced blocks only (outputs are then not written back)
   std::vector<uint3> traced;
   std::vector<Buffer> buffers;
   std::vector<std::vector<unsigned char>> scalars;  // raw bytes, per argument
@@ -94,6 +95,7 @@ inline Manifest read_manifest(const std::string& path) {
     else if (!std::strcmp(key, "stack") && std::sscanf(rest, "%llu", &n) == 1) m.stack = n;
     else if (!std::strcmp(key, "workers")) std::sscanf(rest, "%u", &m.workers);
     else if (!std::strcmp(key, "watch")) m.watch = true;
+    else if (!std::strcmp(key, "only_traced")) m.only_traced = true;
     else if (!std::strcmp(key, "trace")) {
       uint3 t{};
       std::sscanf(rest, "%u %u %u", &t.x, &t.y, &t.z);
@@ -192,12 +194,14 @@ inline void write_watch(FILE* out) {
 }
 
 /// What every worker thread runs: blocks taken from a shared counter, one at a time.
+/// `only` (when not null) lists the linear indices of the blocks to run, `nblocks` of them.
 struct Pool {
   const Launch* launch;
   std::atomic<unsigned long long>* next;
   unsigned long long nblocks;
   BlockTrace* (*trace_for)(void*, unsigned long long);
   void* trace_ctx;
+  const unsigned long long* only = nullptr;
 };
 
 inline void* work(void* arg) {
@@ -210,7 +214,10 @@ inline void* work(void* arg) {
   dyn_smem = alloc_guarded(p.launch->shared_bytes, &map, &map_bytes);
   Worker w(*p.launch);
   t_worker = &w;
-  for (unsigned long long b; (b = p.next->fetch_add(1)) < p.nblocks;) w.run_block(b, p.trace_for(p.trace_ctx, b));
+  for (unsigned long long i; (i = p.next->fetch_add(1)) < p.nblocks;) {
+    const unsigned long long b = p.only != nullptr ? p.only[i] : i;
+    w.run_block(b, p.trace_for(p.trace_ctx, b));
+  }
   t_worker = nullptr;
   return nullptr;
 }
@@ -261,6 +268,13 @@ inline int run_main(int argc, char** argv) {
       bt.writes.assign(bt.reads.size(), 0);
       traces[i].buffers.push_back(std::move(bt));
     }
+    std::uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (const BufferTrace& bt : traces[i].buffers) {
+      if (bt.base < lo) lo = bt.base;
+      if (bt.base + bt.size > hi) hi = bt.base + bt.size;
+    }
+    traces[i].lo = lo;
+    traces[i].span = hi > lo ? hi - lo : 0;
   }
   struct TraceIndex {
     std::vector<BlockTrace>* traces;
@@ -274,10 +288,14 @@ inline int run_main(int argc, char** argv) {
     return nullptr;
   };
 
+  std::vector<unsigned long long> only;  // only_traced: the traced blocks' linear indices
+  for (const BlockTrace& t : traces)
+    only.push_back(t.x + static_cast<unsigned long long>(m.grid.x) * (t.y + static_cast<unsigned long long>(m.grid.y) * t.z));
+  const unsigned long long nrun = m.only_traced ? only.size() : nblocks;
   std::atomic<unsigned long long> next{0};
-  Pool pool{&L, &next, nblocks, trace_for, &index};
+  Pool pool{&L, &next, nrun, trace_for, &index, m.only_traced ? only.data() : nullptr};
   const unsigned long long wanted = m.workers == 0 ? 1 : m.workers;
-  const unsigned nworkers = static_cast<unsigned>(wanted < nblocks ? wanted : nblocks);
+  const unsigned nworkers = static_cast<unsigned>(wanted < nrun ? wanted : (nrun > 0 ? nrun : 1));
   const double t0 = now_ms();
   std::vector<pthread_t> threads(nworkers > 1 ? nworkers - 1 : 0);
   pthread_attr_t attr;
@@ -289,7 +307,7 @@ inline int run_main(int argc, char** argv) {
   for (pthread_t& t : threads) pthread_join(t, nullptr);
   const double ms = now_ms() - t0;
 
-  write_outputs(m.buffers, m.dir);
+  if (!m.only_traced) write_outputs(m.buffers, m.dir);
   FILE* tr = std::fopen((m.dir + "traces.txt").c_str(), "w");
   FILE* res = std::fopen((m.dir + "result.txt").c_str(), "w");
   if (tr == nullptr || res == nullptr) fail(kExitUsage, "cannot write results to %s", m.dir.c_str());

@@ -25,10 +25,12 @@ struct BufferTrace {
   std::vector<std::uint64_t> reads, writes;
 };
 
-/// Everything one traced block touched, buffer by buffer (argument order).
+/// Everything one traced block touched, buffer by buffer (argument order). [lo, lo + span)
+/// covers every buffer: accesses outside it (locals, shared memory) are rejected at once.
 struct BlockTrace {
   unsigned x = 0, y = 0, z = 0;
   std::vector<BufferTrace> buffers;
+  std::uintptr_t lo = 0, span = 0;
 };
 
 /// The trace being recorded on this worker (null while an untraced block runs).
@@ -102,7 +104,9 @@ __attribute__((noinline)) inline void watch_slow(std::uintptr_t a, std::size_t n
 inline void record(const volatile void* addr, std::size_t n, bool write, const void* pc) {
   BlockTrace* t = t_trace;
   const auto a = reinterpret_cast<std::uintptr_t>(addr);
-  if (__builtin_expect(t != nullptr && n != 0, 0)) record_slow(t, a, n, write);
+  if (__builtin_expect(t != nullptr && n != 0, 0)) {
+    if (a - t->lo < t->span || (a < t->lo && a + n > t->lo)) record_slow(t, a, n, write);
+  }
   if (__builtin_expect(!g_watched.empty() && n != 0, 0)) watch_slow(a, n, write, pc);
 }
 

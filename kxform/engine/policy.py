@@ -1,0 +1,119 @@
+"""Verification policy: what a pass tells the verifier about its own rewrite.
+
+The engine does not know what a rewrite changes, so it does not decide how to verify
+it. A pass states, per proposal:
+
+* how the rewritten version is launched: a remap launches exactly as the original did;
+  a new tile changes the grid and the block, so the pass gives the launch expressions
+  it found at the launch site (over the kernel's scalar parameters and its own
+  parameters) and the values bound into them. The verifier evaluates them per size,
+  after checking that at the original values they reproduce the harness spec's launch
+  (otherwise the derived launch cannot be trusted and the answer is "could not tell");
+* how outputs compare: bit-exact for a remap; for a change of summation order, the
+  spec's tolerance widened by a factor the pass derives and states;
+* whether the rewrite may be written without a differential run at all.
+
+Policies of the passes of one pipeline combine (`then`): the later launch wins where it
+sets one, the looser comparison wins, and a required verification stays required.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+CompareMode = Literal["exact", "spec"]
+
+
+@dataclass(frozen=True)
+class LaunchBinding:
+    """The launch of one version, as expressions in kxform's expression language.
+
+    A dimension given as None (or a binding with no expressions at all) is the spec's
+    own. Names in the expressions are the kernel's scalar parameters (bound per size from
+    the spec's argument values) and the pass's parameters (bound from `values`).
+    """
+
+    grid: tuple[str | None, ...] | None = None
+    block: tuple[str | None, ...] | None = None
+    shared_bytes: str | None = None
+    values: tuple[tuple[str, int], ...] = ()
+    """The parameter values of this version."""
+    defaults: tuple[tuple[str, int], ...] = ()
+    """The parameter values of the original: at these the expressions must give the spec's launch."""
+    origin: str = ""
+    """Where the expressions were read (`sgemm.cu:92`), for messages."""
+
+    @property
+    def is_spec(self) -> bool:
+        return self.grid is None and self.block is None and self.shared_bytes is None
+
+    def env(self, original: bool) -> dict[str, int]:
+        return dict(self.defaults if original else self.values)
+
+    def to_json(self) -> dict[str, Any]:
+        if self.is_spec:
+            return {"launch": "spec"}
+        return {"grid": list(self.grid or ()), "block": list(self.block or ()), "shared_bytes": self.shared_bytes,
+                "values": dict(self.values), "defaults": dict(self.defaults), "origin": self.origin}
+
+
+SPEC_LAUNCH = LaunchBinding()
+
+
+@dataclass(frozen=True)
+class OutputCompare:
+    """How the rewritten version's outputs are compared with the original's."""
+
+    mode: CompareMode = "exact"
+    scale: float = 1.0
+    """For `spec`: the spec's tolerance is multiplied by this."""
+    reason: str = ""
+    """Why this comparison is right for the rewrite (stated in the log)."""
+
+    def describe(self) -> str:
+        if self.mode == "exact":
+            what = "bit-exact"
+        else:
+            what = "the spec's tolerance" + (f" x{self.scale:g}" if self.scale != 1.0 else "")
+        return f"{what} ({self.reason})" if self.reason else what
+
+
+EXACT = OutputCompare("exact", reason="the rewrite changes no arithmetic")
+
+
+@dataclass(frozen=True)
+class VerifyPolicy:
+    """What a pass asks of the differential verification of one proposal."""
+
+    launch: LaunchBinding = SPEC_LAUNCH
+    compare: OutputCompare = EXACT
+    required: bool = False
+    """The rewrite may only be written after a differential run passed (a new tile)."""
+
+    def then(self, later: VerifyPolicy) -> VerifyPolicy:
+        """The policy of this rewrite followed by `later` on its output."""
+        launch = later.launch if not later.launch.is_spec else self.launch
+        loose = [c for c in (self.compare, later.compare) if c.mode == "spec"]
+        compare = max(loose, key=lambda c: c.scale) if loose else later.compare if later.compare != EXACT \
+            else self.compare
+        return VerifyPolicy(launch, compare, self.required or later.required)
+
+    def describe(self) -> str:
+        launch = "the spec's launch" if self.launch.is_spec else \
+            f"launch from {self.launch.origin or 'the source'} at {_values(self.launch.values)}"
+        return f"{launch}; outputs {self.compare.describe()}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"launch": self.launch.to_json(), "compare": {"mode": self.compare.mode, "scale": self.compare.scale,
+                                                             "reason": self.compare.reason},
+                "required": self.required}
+
+
+def _values(values: tuple[tuple[str, int], ...] | Mapping[str, int]) -> str:
+    items = values.items() if isinstance(values, Mapping) else values
+    return ",".join(f"{k}={v}" for k, v in items) or "the original values"
+
+
+DEFAULT_POLICY = VerifyPolicy()

@@ -1,0 +1,153 @@
+"""Launch sites with their configuration as expressions: grid, block and dynamic shared
+memory, read through the `dim3` variables a launch names (`dim3 block(TILE, TILE);`) and
+the constant scalar host variables those read (`const int blocks = (n + BLOCK - 1) /
+BLOCK;`), with the spans of every declaration involved, so a pass can tell a launch's
+use of a constant from any other host use and can rewrite the launch consistently.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from kxform.frontend.cuda import mask_for_parse
+from kxform.frontend.model import Function, LaunchSite, SourceModel, Span
+from kxform.frontend.queries import split_args
+
+
+@dataclass(frozen=True)
+class Dim3Var:
+    """`dim3 block(TILE, TILE);` (or `= dim3(...)`, `{...}`) in a host function."""
+
+    name: str
+    args: tuple[str, ...]
+    span: Span
+    args_span: Span
+    function: str | None
+
+
+@dataclass(frozen=True)
+class HostVar:
+    """`const int blocks = (n + 255) / 256;`: a constant scalar host variable and its initializer."""
+
+    name: str
+    text: str
+    span: Span
+    function: str | None
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """A launch with its configuration resolved through the dim3 variables it names and the
+    scalar host variables those read (`blocks` -> `(n + BLOCK - 1) / BLOCK`)."""
+
+    site: LaunchSite
+    grid: tuple[str, ...]
+    block: tuple[str, ...]
+    shared: str | None
+    grid_var: Dim3Var | None
+    block_var: Dim3Var | None
+    variables: tuple[HostVar, ...] = ()
+
+
+def dim3_vars(model: SourceModel, function: Function) -> tuple[Dim3Var, ...]:
+    data = mask_for_parse(model.source.data)
+    body = function.body
+    out = []
+    for match in re.finditer(rb"\bdim3\s+([A-Za-z_]\w*)\s*(=\s*dim3\s*)?([({])", data[body.start:body.end]):
+        open_at = body.start + match.start(3)
+        close = _matching(data, open_at)
+        if close is None:
+            continue
+        end = data.find(b";", close)
+        inner = data[open_at + 1:close].decode("utf-8")
+        out.append(Dim3Var(match.group(1).decode(), tuple(split_args(inner)), Span(body.start + match.start(), end + 1),
+                           Span(open_at + 1, close), function.name))
+    return tuple(out)
+
+
+def _matching(data: bytes, open_at: int) -> int | None:
+    pairs = {ord("("): ord(")"), ord("{"): ord("}")}
+    close, depth = pairs[data[open_at]], 0
+    for i in range(open_at, min(len(data), open_at + 2000)):
+        if data[i] == data[open_at]:
+            depth += 1
+        elif data[i] == close:
+            depth -= 1
+            if depth == 0:
+                return i
+    return None
+
+
+_HOST_VAR_RE = re.compile(rb"\b(?:const|constexpr)\s+(?:unsigned\s+int|unsigned|int|size_t|long\s+long|long|uint|int64_t|"
+                          rb"auto)\s+([A-Za-z_]\w*)\s*=")
+
+
+def host_vars(model: SourceModel, function: Function) -> tuple[HostVar, ...]:
+    """Constant scalar declarations with one declarator: `const int blocks = EXPR;`."""
+    data = mask_for_parse(model.source.data)
+    body = function.body
+    out = []
+    for match in _HOST_VAR_RE.finditer(data, body.start, body.end):
+        end = _statement_end(data, match.end(), body.end)
+        if end is None:
+            continue
+        text = data[match.end():end].decode("utf-8").strip()
+        out.append(HostVar(match.group(1).decode(), text, Span(match.start(), end + 1), function.name))
+    return tuple(out)
+
+
+def _statement_end(data: bytes, start: int, limit: int) -> int | None:
+    """The `;` ending the initializer at `start`; None when a top-level comma declares more."""
+    depth = 0
+    for i in range(start, limit):
+        char = data[i:i + 1]
+        if char in (b"(", b"[", b"{"):
+            depth += 1
+        elif char in (b")", b"]", b"}"):
+            depth -= 1
+        elif char == b"," and depth == 0:
+            return None
+        elif char == b";" and depth == 0:
+            return i
+    return None
+
+
+def launch_configs(model: SourceModel, kernel: str) -> tuple[LaunchConfig, ...]:
+    out = []
+    for site in model.launches:
+        if site.kernel != kernel or len(site.config) < 2:
+            continue
+        host = next((f for f in model.functions if f.name == site.function and f.body.contains(site.span)), None)
+        variables = {v.name: v for v in dim3_vars(model, host) if v.span.end <= site.span.start} if host else {}
+        scalars = {v.name: v for v in host_vars(model, host) if v.span.end <= site.span.start
+                   and v.name not in site.args} if host else {}
+        used: dict[str, HostVar] = {}
+        grid, grid_var = _dims(site.config[0], variables)
+        block, block_var = _dims(site.config[1], variables)
+        grid, block = (tuple(_expand(t, scalars, used) for t in dims) for dims in (grid, block))
+        shared = _expand(site.config[2], scalars, used) if len(site.config) > 2 else None
+        out.append(LaunchConfig(site, grid, block, shared, grid_var, block_var, tuple(used.values())))
+    return tuple(out)
+
+
+def _expand(text: str, scalars: dict[str, HostVar], used: dict[str, HostVar], depth: int = 0) -> str:
+    """`text` with the scalar host variables it reads replaced by their initializers."""
+    if depth > 4:
+        return text
+
+    def one(match: re.Match[str]) -> str:
+        var = scalars.get(match.group(0))
+        if var is None:
+            return match.group(0)
+        used[var.name] = var
+        return f"({_expand(var.text, scalars, used, depth + 1)})"
+    return re.sub(r"(?<![.\w])[A-Za-z_]\w*(?!\s*\()", one, text)
+
+
+def _dims(text: str, variables: dict[str, Dim3Var]) -> tuple[tuple[str, ...], Dim3Var | None]:
+    text = text.strip()
+    if text in variables:
+        return variables[text].args, variables[text]
+    call = re.fullmatch(r"dim3\s*\((.*)\)", text, re.S)
+    return (tuple(split_args(call.group(1))) if call else (text,)), None

@@ -1,0 +1,167 @@
+"""The swizzle pass's default proposer asks the model: glue, on-disk cache, remark text.
+
+`judge(ctx, kernel, two_d)` returns None when the model cannot be asked (no harness
+spec for the kernel, no host compiler) or cannot judge it (the CPU runtime refuses the
+kernel, the traces do not extrapolate): the pass then falls back to its documented rule,
+and says so. Otherwise it returns a `Verdict`: the order to propose, or None with the
+model's reason. Rankings are cached on disk by the content of everything they depend
+on (source, spec, kernel, size, hardware profile, candidates, model version), so a
+second run over the same file costs a file read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from kxform.cache import cache_root, content_key
+from kxform.engine.proposal import Proposal, Provenance
+from kxform.errors import KxformError
+from kxform.frontend.source import SourceText
+from kxform.harness.model import KernelSpec
+from kxform.hw import HwProfile
+from kxform.locality.predict import Ranking, candidate_configs, rank_orders
+from kxform.locality.trace import ModelRefused, default_size
+from kxform.passes.swizzle.patterns import RemapConfig, get_pattern
+
+MODEL_VERSION = "locality-2"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The model's answer for one kernel: an order to propose (or None) and the remark text."""
+
+    config: RemapConfig | None
+    rationale: str
+    ranking: dict[str, object]
+
+    @property
+    def provenance(self) -> Provenance:
+        """What a proposal made on this verdict's word records: a prediction of this model."""
+        return Provenance(model=f"kxform.locality {MODEL_VERSION}", evidence="predicted")
+
+    def rank_candidates(self, proposals: list[Proposal]) -> list[Proposal]:
+        """`proposals` (remaps) best first by the model's rank, each marked as predicted and
+        carrying its figures; orders the model did not rank keep their place after them."""
+        ranked: dict[tuple[object, ...], dict[str, object]] = {}
+        for order in self.ranking["orders"]:  # type: ignore[attr-defined]
+            if order["order"] != "row":
+                config = _config_of(str(order["order"]))
+                ranked[(config.pattern.name, *config.values)] = order
+        known, unknown = [], []
+        for proposal in proposals:
+            order = ranked.get(proposal.values[0][1:] + proposal.values[1:])
+            if order is None:
+                unknown.append(proposal)
+                continue
+            why = (f"candidate ranked {order['rank']} by the model: {_figures(order)}, "
+                   f"{float(order['margin_to_identity']):+.1%} vs row-major")  # type: ignore[arg-type]
+            known.append((int(order["rank"]), replace(proposal, rationale=why, provenance=self.provenance)))  # type: ignore[call-overload]
+        return [p for _, p in sorted(known, key=lambda item: item[0])] + unknown
+
+
+def judge(source: SourceText, kernel: str, hw: HwProfile, two_d: bool) -> tuple[Verdict | None, str]:
+    """The model's verdict on `kernel` of `source`, or (None, why it was not asked or
+    could not judge)."""
+    if not any(_changes_order(c) for c in candidate_configs(hw, 2 if two_d else 1)):
+        return None, "no candidate order differs from row-major here"
+    spec, spec_path, why = _spec_for(source.path, kernel)
+    if spec is None or spec_path is None:
+        return None, why
+    try:
+        data = cached_ranking(source, spec, spec_path, hw, 2 if two_d else 1)
+    except ModelRefused as exc:
+        return None, f"the locality model cannot judge it: {exc.cause}"
+    except KxformError as exc:
+        return None, f"the locality model failed: {exc.cause}"
+    chosen = data.get("chosen")
+    config = None
+    if isinstance(chosen, str):
+        config = _config_of(chosen)
+    return Verdict(config, rationale(data), data), ""
+
+
+def _changes_order(config: RemapConfig) -> bool:
+    """False for remaps that are row-major by construction (xcd over one XCD)."""
+    return not (config.pattern.name == "xcd" and int(config.params.get("xcds", 0)) == 1)
+
+
+def _spec_for(path: str, kernel: str) -> tuple[KernelSpec | None, Path | None, str]:
+    from kxform.harness.spec import find_spec_for, load_spec
+
+    if not path or not os.path.isfile(path):
+        return None, None, "no harness spec (the source is not a file)"
+    try:
+        found = find_spec_for(path)
+        spec = load_spec(found).find(kernel) if found is not None else None
+    except KxformError as exc:
+        return None, None, f"harness spec unusable: {exc}"
+    if spec is None or found is None:
+        return None, None, "no harness spec for this kernel"
+    return spec, found, ""
+
+
+def cached_ranking(source: SourceText, spec: KernelSpec, spec_path: Path, hw: HwProfile,
+                   dims: int) -> dict[str, object]:
+    """`rank_orders(...).to_json()` at the spec's default size, from the cache when the
+    same question was answered before; refusals are cached too."""
+    size = default_size(spec)
+    configs = candidate_configs(hw, dims)
+    spec_text = spec_path.read_text(encoding="utf-8")
+    key = content_key(MODEL_VERSION, source.text, spec_text, spec.name, repr(sorted(size.values.items())),
+                      json.dumps(hw.to_dict(), sort_keys=True, default=str), *[c.label() for c in configs])
+    path = cache_root() / "locality" / f"{key}.json"
+    if path.is_file():
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if "refused" in data:
+            raise ModelRefused(str(data["refused"]))
+        return dict(data)
+    try:
+        ranking: Ranking = rank_orders(source, spec, hw, size, configs)
+        data = ranking.to_json()
+    except ModelRefused as exc:
+        _write(path, {"refused": exc.cause})
+        raise
+    _write(path, data)
+    return data
+
+
+def _write(path: Path, data: dict[str, object]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _config_of(label: str) -> RemapConfig:
+    name, _, inner = label.partition("(")
+    params = dict(item.split("=", 1) for item in inner.rstrip(")").split(",") if item) if inner else {}
+    return get_pattern(name).resolve(params)
+
+
+def rationale(data: dict[str, object]) -> str:
+    """The remark text: 'predicted by the model' with the figures of the chosen order
+    (or of the best one, when nothing is proposed) next to row-major's."""
+    orders = {str(o["order"]): o for o in data["orders"]}  # type: ignore[union-attr]
+    row = orders["row"]
+    chosen = data.get("chosen")
+    head = f"predicted by the model ({data['hw']}, size {data['size']}, {data['occupancy']})"
+    if not isinstance(chosen, str):
+        return f"{head}: {data['decision']}; row-major: {_figures(row)}"
+    pick = orders[chosen]
+    return (f"{head}: {chosen} {_figures(pick)} vs row-major {_figures(row)}; saves "
+            f"{float(pick['margin_to_identity']):.1%} of row-major's predicted memory time ({pick['predicted_ms']} "
+            f"vs {row['predicted_ms']} ms; compute is not modelled, so a compute-bound kernel gains less); "
+            f"sampling error of DRAM reads +-{_rel(pick):.1%}")
+
+
+def _figures(order: dict[str, object]) -> str:
+    return (f"L2 hit {float(order['l2_hit_rate']):.0%}, DRAM read {float(order['dram_read_bytes']) / 1e9:.3g} GB, "  # type: ignore[arg-type]
+            f"write {float(order['dram_write_bytes']) / 1e9:.3g} GB")  # type: ignore[arg-type]
+
+
+def _rel(order: dict[str, object]) -> float:
+    value = float(order["dram_read_bytes"])  # type: ignore[arg-type]
+    return float(order["dram_read_bytes_se"]) / value if value else 0.0  # type: ignore[arg-type]

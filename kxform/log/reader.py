@@ -1,0 +1,227 @@
+"""Reading pass logs back: runs from JSON Lines files, for `kxform log` and `kxform report`.
+
+A log file holds one run or, with `--log FILE`, several appended runs; a directory
+(`.kxform/logs`, a build tree's logs) holds many files. The reader is strict about
+form and lenient about content: a line that is not a JSON object, or a record with
+no `type`, makes the file corrupt (a `LogError` naming file, line and problem), but
+record types and fields it does not know are kept as they are, so logs written by
+newer kxform versions or other tools (`tune`, `l2`, ...) still read.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kxform.errors import InputError, Location
+
+Record = dict[str, Any]
+LOG_DIR = Path(".kxform") / "logs"
+
+
+class LogError(InputError):
+    """A log file that cannot be read, or a run that cannot be found (exit 2)."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """The records of one run, in file order, and the file they came from."""
+
+    run_id: str
+    path: Path
+    records: tuple[Record, ...]
+
+    def of_type(self, kind: str) -> list[Record]:
+        return [r for r in self.records if r.get("type") == kind]
+
+    def first(self, kind: str) -> Record:
+        """The first record of `kind`, or an empty dict (a killed run has no summary)."""
+        return next((r for r in self.records if r.get("type") == kind), {})
+
+    @property
+    def header(self) -> Record:
+        return self.first("run")
+
+    @property
+    def summary(self) -> Record:
+        return self.first("summary")
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.summary)
+
+    @property
+    def started(self) -> dt.datetime | None:
+        return _time(self.header.get("started"))
+
+    @property
+    def duration_s(self) -> float | None:
+        start, end = self.started, _time(self.summary.get("finished"))
+        return (end - start).total_seconds() if start and end else None
+
+    @property
+    def pipeline(self) -> str:
+        return str(self.header.get("pipeline") or "")
+
+    @property
+    def hw(self) -> str:
+        return str(self.header.get("hw") or "")
+
+    def kernels(self) -> list[Record]:
+        return self.of_type("kernel")
+
+    def outcome_counts(self) -> Counter[str]:
+        """Kernels per outcome: the summary's counters, else counted from the kernel records."""
+        counted = self.summary.get("kernels")
+        if isinstance(counted, dict):
+            return Counter({str(k): int(v) for k, v in counted.items() if isinstance(v, int)})
+        return Counter(str(k.get("outcome", "?")) for k in self.kernels())
+
+    def file_of(self, record: Record) -> str:
+        """The record's file, relative to the run's directory when it lies inside it."""
+        return relative_to_run(str(record.get("file") or ""), str(self.header.get("cwd") or ""))
+
+
+def relative_to_run(path: str, cwd: str) -> str:
+    if cwd and os.path.isabs(path):
+        rel = os.path.relpath(path, cwd)
+        if not rel.startswith(os.pardir):
+            return rel
+    return path
+
+
+def _time(value: object) -> dt.datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+
+
+def read_log(path: str | os.PathLike[str]) -> list[Run]:
+    """Every run in one JSON Lines file, in file order."""
+    file = Path(path)
+    display = os.fspath(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise LogError("no such log file", Location(display)) from None
+    except UnicodeDecodeError:
+        raise LogError("log file is not UTF-8 text", Location(display)) from None
+    except OSError as exc:
+        raise LogError(f"cannot read log file: {exc.strerror or exc}", Location(display)) from None
+    order: list[str] = []
+    runs: dict[str, list[Record]] = {}
+    current = ""
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        record = _parse_line(line, display, number)
+        run_id = record.get("run")
+        if isinstance(run_id, str) and run_id:
+            current = run_id
+        elif not current:
+            raise LogError("record has no 'run' id and follows no run record", Location(display, number))
+        if current not in runs:
+            order.append(current)
+            runs[current] = []
+        runs[current].append(record)
+    if not order:
+        raise LogError("log file holds no records", Location(display))
+    return [Run(run_id, file, tuple(runs[run_id])) for run_id in order]
+
+
+def _parse_line(line: str, display: str, number: int) -> Record:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise LogError(f"corrupt log: not JSON ({exc.msg} at column {exc.colno})",
+                       Location(display, number, exc.colno)) from None
+    if not isinstance(record, dict):
+        raise LogError("corrupt log: a record must be a JSON object", Location(display, number))
+    if not isinstance(record.get("type"), str):
+        raise LogError("corrupt log: record has no 'type'", Location(display, number))
+    return record
+
+
+def log_files(locations: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """The `.jsonl` files named or found (recursively) under the given files and directories."""
+    files: list[Path] = []
+    for location in locations:
+        path = Path(location)
+        if path.is_dir():
+            files += sorted(p for p in path.rglob("*.jsonl") if p.is_file())
+        elif path.exists():
+            files.append(path)
+        else:
+            raise LogError("no such log file or directory", Location(os.fspath(location)))
+    return files
+
+
+def default_log_dir(start: str | os.PathLike[str] = ".") -> Path | None:
+    """The nearest `.kxform/logs` from `start` upwards (as git finds `.git`)."""
+    here = Path(start).resolve()
+    for directory in (here, *here.parents):
+        if (directory / LOG_DIR).is_dir():
+            return directory / LOG_DIR
+    return None
+
+
+def find_log_dir(explicit: str | None) -> str | None:
+    """`explicit` (it must exist), else the nearest `.kxform/logs`, else None."""
+    if explicit:
+        if not os.path.isdir(explicit):
+            raise LogError("log directory not found", Location(explicit))
+        return explicit
+    found = default_log_dir()
+    return str(found) if found else None
+
+
+def load_runs(locations: Iterable[str | os.PathLike[str]]) -> Iterator[Run | LogError]:
+    """Runs from every file, oldest first within a file; a corrupt file yields its error
+    in its place, so a listing can show the rest and still fail."""
+    for file in log_files(locations):
+        if file.stat().st_size == 0:
+            continue  # a run killed before its first write: nothing to show
+        try:
+            yield from read_log(file)
+        except LogError as exc:
+            yield exc
+
+
+def sort_runs(runs: Iterable[Run]) -> list[Run]:
+    """Oldest first (runs without a start time first, by id)."""
+    floor = dt.datetime.min.replace(tzinfo=dt.timezone.utc)
+    return sorted(runs, key=lambda r: (r.started or floor, r.run_id))
+
+
+def resolve_run(spec: str, log_dir: str | os.PathLike[str] | None) -> Run:
+    """A run named by a file (its last run), `last`, `last~N`, or a run id or unique prefix
+    searched in `log_dir`."""
+    if os.sep in spec or spec.endswith(".jsonl") or Path(spec).is_file():
+        return read_log(spec)[-1]
+    if log_dir is None:
+        raise LogError(f"no run '{spec}': no .kxform/logs here or above (give a log file, or --dir)")
+    loaded = list(load_runs([log_dir]))
+    runs = sort_runs(r for r in loaded if isinstance(r, Run))
+    errors = [r for r in loaded if isinstance(r, LogError)]
+    if spec == "last" or spec.startswith("last~"):
+        back = spec.partition("~")[2] or "0"
+        if not back.isdigit() or int(back) >= len(runs):
+            raise LogError(f"no run '{spec}' ({len(runs)} runs)", Location(os.fspath(log_dir)))
+        return runs[-1 - int(back)]
+    matches = [r for r in runs if r.run_id.startswith(spec)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches and errors:
+        raise errors[0]  # the run may be in the file that cannot be read: say why
+    cause = f"no run '{spec}'" if not matches else f"run '{spec}' is ambiguous ({len(matches)} runs match)"
+    raise LogError(f"{cause} (kxform log list shows them)", Location(os.fspath(log_dir)))

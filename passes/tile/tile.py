@@ -1,0 +1,212 @@
+"""`tile`: lift a kernel's hard-coded tile sizes into checked, verified parameters.
+
+`--pass tile` finds the constants a kernel uses as tile sizes (shared extents, loop bounds
+and steps, index scales, block dimensions, unroll factors), refuses those that are also
+something else, and lifts the rest: macros get an `#ifndef` guard (a build or a tuner can
+override them, every launch stays consistent), `constexpr`s are already parameters. At
+the original values that is the whole rewrite, and it verifies bit-exact.
+
+`--pass 'tile{TILE=32}'` also sets values. A configuration must meet the constraints
+derived from the code and the hardware profile (`kxform inspect` lists them), must not
+spill or exceed the registers per block (ptxas), and must pass a differential run
+against the original at its own launch before it is written.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kxform.engine.edits import Edit, apply_edits
+from kxform.engine.params import Config, ParamSpace, ParamValue
+from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance
+from kxform.engine.policy import VerifyPolicy
+from kxform.errors import CheckFailed, UsageError
+from kxform.frontend.constants import evaluate_constants, fold_constants
+from kxform.frontend.model import SourceModel
+from kxform.frontend.queries import constant_defs
+from kxform.log.remarks import RemarkKind
+from kxform.passes.tile import policy, resources
+from kxform.passes.tile.constraints import block_exprs, derive_space, preferred
+from kxform.passes.tile.lift import lift_edits
+from kxform.passes.tile.quantities import Tiling, find_tiling
+
+MAX_CANDIDATES = 24
+
+
+@dataclass(frozen=True)
+class Tile(Pass):
+    name = "tile"
+    description = "lift hard-coded tile sizes into checked, verified parameters; tile{NAME=VALUE} sets them"
+    falls_back = False  # lifting at the original values has no alternative worth guessing
+
+    config: tuple[tuple[str, str], ...] = ()
+    """`NAME=VALUE` per lifted parameter (names differ per kernel: see `kxform inspect`)."""
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str | ParamValue]) -> Pass:
+        return cls(tuple((k, str(v)) for k, v in options.items()))
+
+    def spec_items(self) -> list[tuple[str, str]]:
+        return list(self.config)
+
+    @classmethod
+    def describe_options(cls) -> list[str]:
+        return ["NAME=VALUE for a kernel's lifted parameters (kxform inspect --pass tile lists them with their "
+                "constraints); none: lift at the original values"]
+
+    # -- analyse and propose -----------------------------------------------------------
+
+    def analyse(self, ctx: PassContext) -> dict[str, KernelAnalysis]:
+        out = {}
+        given = dict(self.config)
+        spaces = {k.name: _facts(ctx, k.name)[1] for k in ctx.model.kernels}
+        unknown = sorted(set(given) - {n for s in spaces.values() for n in s.names})
+        for kernel in ctx.model.kernels:
+            tiling, space = _facts(ctx, kernel.name)
+            blockers = [Blocker(r.key, r.message, r.offset) for r in tiling.refusals if r.name is None]
+            if unknown:
+                known = ", ".join(sorted({n for s in spaces.values() for n in s.names})) or "none"
+                blockers.append(Blocker("UnknownParameter", f"{unknown[0]} is not a parameter of any kernel in this "
+                                        f"file (parameters: {known})", kernel.span.start))
+            if not tiling.quantities and not blockers:
+                blockers = [Blocker(r.key, r.message, r.offset) for r in tiling.refusals] or [Blocker(
+                    "NoTileSize", f"'{kernel.name}' uses no file-scope integer constant as a tile size (its block "
+                    "size is a run-time value or a literal at the launch)", kernel.span.start)]
+            config = space.resolve({k: v for k, v in given.items() if k in space.names}) if not blockers else {}
+            if not blockers:
+                for refusal in (r for r in tiling.refusals if r.name is not None):
+                    ctx.remark(RemarkKind.ANALYSIS, self.name, refusal.key, refusal.offset, kernel.name,
+                               f"tile: {refusal.name} of '{kernel.name}' is not lifted: {refusal.message}")
+            done = bool(tiling.quantities) and all(q.guarded or q.kind != "macro" for q in tiling.quantities) and \
+                all(config.get(q.name, q.value) == q.value for q in tiling.quantities)
+            out[kernel.name] = KernelAnalysis(kernel, tuple(blockers), {"tiling": tiling, "space": space,
+                                                                        "config": config}, already_applied=done)
+        return out
+
+    def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
+        tiling: Tiling = analysis.facts["tiling"]
+        config: dict[str, ParamValue] = analysis.facts["config"]
+        changed = {q.name: config[q.name] for q in tiling.quantities if config.get(q.name, q.value) != q.value}
+        if changed:
+            why = f"set {', '.join(f'{k}={v}' for k, v in changed.items())} (requested)"
+        else:
+            why = f"lift {', '.join(f'{q.name} ({q.value})' for q in tiling.quantities)} into parameters"
+        return Proposal.of(self.name, analysis.kernel.name, changed, why)
+
+    def candidates(self, ctx: PassContext, analysis: KernelAnalysis) -> list[Proposal]:
+        """Valid configurations other than the original over powers of two, nearest first."""
+        tiling: Tiling = analysis.facts["tiling"]
+        space: ParamSpace = analysis.facts["space"]
+        defaults = space.defaults()
+        points = (dict(zip(space.names, values))
+                  for values in itertools.product(*(preferred(q) for q in tiling.quantities)))
+        valid = [p for p in points if p != defaults and space.is_valid(p, ctx.hw)]
+        valid.sort(key=lambda p: (sum(abs(math.log2(p[n] / defaults[n])) for n in space.names), sorted(p.items())))
+        return [self.proposal_for(ctx, analysis, p, Provenance(evidence="rule")) for p in valid[:MAX_CANDIDATES]
+                if tiling.quantities]
+
+    def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
+        space: ParamSpace = analysis.facts["space"]
+        return space
+
+    def proposal_for(self, ctx: PassContext, analysis: KernelAnalysis, config: Config,
+                     provenance: Provenance | None = None) -> Proposal:
+        space: ParamSpace = analysis.facts["space"]
+        resolved = space.resolve(config)
+        changed = {k: v for k, v in resolved.items() if v != space.param(k).default}
+        return Proposal.of(self.name, analysis.kernel.name, changed,
+                           f"configuration {space.label(resolved)}", provenance)
+
+    def missed_reason(self, analysis: KernelAnalysis) -> tuple[str, str]:
+        return ("NoTileSize", "nothing to lift")
+
+    # -- check, edit, verify ------------------------------------------------------------
+
+    def check(self, ctx: PassContext, proposal: Proposal) -> list[CheckRecord]:
+        tiling, space = _facts(ctx, proposal.kernel)
+        try:
+            config = space.resolve(proposal.options)
+        except UsageError as exc:
+            raise CheckFailed("proposal", exc.cause) from None
+        broken = space.violations(config, ctx.hw)
+        if broken:
+            raise CheckFailed("constraints", f"{space.label(config)} breaks {broken[0].describe()}")
+        records = [CheckRecord("constraints", True, f"{len(space.constraints)} derived constraint(s) hold at "
+                               f"{space.label(config)} on {ctx.hw.name}")]
+        if config == space.defaults():
+            return records
+        if policy.launch_binding(ctx.model, tiling, config) is None:
+            raise CheckFailed("launch", f"the launch of '{proposal.kernel}' reads values the kernel does not receive, "
+                              "so the rewritten launch cannot be verified")
+        text = apply_edits(ctx.model.source, lift_edits(ctx.model, tiling, config)).data.decode("utf-8")
+        block = block_exprs(tiling)
+        ints = {k: int(v) for k, v in config.items()}
+        records.append(resources.check_resources(text, ctx.model.source.path, proposal.kernel, block, ints, ctx.hw,
+                                                 ctx.toolchain))
+        return records
+
+    def edit(self, ctx: PassContext, proposals: Sequence[Proposal]) -> list[Edit]:
+        edits: list[Edit] = []
+        for proposal in proposals:
+            tiling, space = _facts(ctx, proposal.kernel)
+            edits += lift_edits(ctx.model, tiling, space.resolve(proposal.options))
+        return edits
+
+    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+        tiling, space = _facts(ctx, proposal.kernel)
+        return policy.verify_policy(ctx.model, tiling, space.resolve(proposal.options))
+
+    def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
+        tiling: Tiling = analysis.facts["tiling"]
+        space: ParamSpace = analysis.facts["space"]
+        line = ctx.model.source.line_col
+        data = super().describe(ctx, analysis)
+        data["status"] = "lifted" if analysis.already_applied else "liftable" if analysis.applicable else "refused"
+        data.update(space.to_json())
+        data["not_lifted"] = [f"{r.name}: {r.key}: {r.message}" for r in tiling.refusals
+                              if r.name is not None and f"{r.key}: {r.message}" not in data["reasons"]]
+        data["launches"] = [{"line": line(lc.site.span.start)[0], "grid": list(lc.grid), "block": list(lc.block),
+                             "shared": lc.shared} for lc in tiling.launches]
+        data["checks"] = [resources.RULE] if tiling.quantities else []
+        return data
+
+
+@functools.lru_cache(maxsize=64)
+def _evaluated(path: str, data: bytes, names: tuple[str, ...], texts: tuple[str, ...],
+               args: tuple[str, ...]) -> dict[str, int | None]:
+    values = evaluate_constants(path, data, names, list(args))
+    folded = fold_constants(dict(zip(names, texts)))
+    return {n: values.get(n) if values.get(n) is not None else folded.get(n) for n in names}
+
+
+_FACTS: dict[tuple[int, str, tuple[str, ...]], tuple[SourceModel, Tiling, ParamSpace]] = {}
+
+
+def _facts(ctx: PassContext, kernel: str) -> tuple[Tiling, ParamSpace]:
+    """The kernel's tiling and space, computed once per parsed file (models are not hashable:
+    the cache holds the model it was computed for and checks identity)."""
+    from kxform.build.toolchain import Toolchain
+
+    model = ctx.model
+    args = tuple((ctx.toolchain or Toolchain()).libclang_args(model.source.path))
+    key = (id(model), kernel, args)
+    hit = _FACTS.get(key)
+    if hit is not None and hit[0] is model:
+        return hit[1], hit[2]
+    defs = [d for d in constant_defs(model) if d.function is None]
+    values = _evaluated(model.source.path, model.source.data, tuple(d.name for d in defs),
+                        tuple(d.text for d in defs), args)
+    tiling = find_tiling(model, next(k for k in model.kernels if k.name == kernel), values)
+    space = derive_space(model, tiling)
+    if len(_FACTS) > 256:
+        _FACTS.clear()
+    _FACTS[key] = (model, tiling, space)
+    return tiling, space
+
+
+PASS = Tile

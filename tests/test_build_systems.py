@@ -1,0 +1,139 @@
+"""kxform inside real builds: the CMake package (`kxform_transform`) and the plain-Makefile
+pattern, on examples/demo (two kernels, a shared header, an include directory and a
+define from the build), with real CMake and nvcc. Timings: tools/bench_cmake.py."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import NVCC, ROOT, kxform_exe, run_cli
+
+DEMO = ROOT / "examples" / "demo"
+CMAKE = shutil.which("cmake")
+MAKE = shutil.which("make")
+
+
+def _cmake_version() -> tuple[int, ...]:
+    if CMAKE is None:
+        return ()
+    out = subprocess.run([CMAKE, "--version"], capture_output=True, text=True).stdout
+    match = re.search(r"(\d+)\.(\d+)", out)
+    return tuple(int(x) for x in match.groups()) if match else ()
+
+
+needs_tools = pytest.mark.skipif(
+    NVCC is None or CMAKE is None or _cmake_version() < (3, 20),
+    reason=f"needs nvcc and CMake >= 3.20 (nvcc: {NVCC or 'missing'}, cmake: {CMAKE or 'missing'} "
+           f"{'.'.join(map(str, _cmake_version()))})")
+pytestmark = [pytest.mark.slow, pytest.mark.nvcc]
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(kxform_exe()).parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def _run(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, env=_env(), timeout=600)
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _configure(source: Path, build: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+    cmake_dir = run_cli("--cmake-dir").stdout.strip()
+    return _run(CMAKE or "cmake", "-S", str(source), "-B", str(build), *generator, f"-Dkxform_DIR={cmake_dir}",
+                f"-DCMAKE_CUDA_COMPILER={NVCC}", *extra)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, bytes]]:
+    root = tmp_path_factory.mktemp("cmake")
+    source, build = root / "demo", root / "build"
+    shutil.copytree(DEMO, source)
+    before = _snapshot(source)
+    configured = _configure(source, build)
+    assert configured.returncode == 0, configured.stdout + configured.stderr
+    done = _run(CMAKE or "cmake", "--build", str(build))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return source, build, before
+
+
+@needs_tools
+def test_cmake_builds_the_rewritten_copies_out_of_source(built: tuple[Path, Path, dict[str, bytes]]) -> None:
+    source, build, before = built
+    copies = build / "kxform" / "demo" / "src"
+    assert "kxform_block" in (copies / "sgemm.cu").read_text()
+    assert "kxform_block" in (copies / "transpose.cu").read_text()
+    assert (copies / "main.cu").read_bytes() == (source / "src" / "main.cu").read_bytes()  # no kernel: copied
+    assert (copies / "tile.cuh").is_file()  # the quoted header travels with its includer
+    objects = {p.name for p in build.rglob("*.o")}
+    assert {"sgemm.cu.o", "transpose.cu.o", "main.cu.o"} <= objects
+    assert any(str(p).endswith("kxform/demo/src/sgemm.cu.o") for p in build.rglob("*.o"))
+    assert (build / "demo").is_file()
+    assert _snapshot(source) == before  # the source tree is never written (logs go to the build tree)
+    listing = run_cli("log", "list", str(build / "kxform" / "demo" / "logs"))
+    assert listing.returncode == 0 and len(listing.stdout.splitlines()) == 4, listing.stdout
+
+
+@needs_tools
+def test_cmake_reprocesses_only_what_changed(built: tuple[Path, Path, dict[str, bytes]]) -> None:
+    source, build, _ = built
+    noop = _run(CMAKE or "cmake", "--build", str(build))
+    assert noop.returncode == 0 and "kxform src/" not in noop.stdout, noop.stdout
+    copies = build / "kxform" / "demo" / "src"
+    stamps = {name: (copies / name).stat().st_mtime_ns for name in ("sgemm.cu", "transpose.cu", "main.cu")}
+    header = source / "src" / "tile.cuh"
+    future = time.time() + 5  # newer than every output (copytree kept the original mtimes)
+    os.utime(header, (future, future))  # the header only sgemm.cu includes
+    again = _run(CMAKE or "cmake", "--build", str(build))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "kxform src/sgemm.cu" in again.stdout
+    assert "kxform src/transpose.cu" not in again.stdout and "kxform src/main.cu" not in again.stdout
+    assert (copies / "sgemm.cu").stat().st_mtime_ns > stamps["sgemm.cu"]
+    assert (copies / "transpose.cu").stat().st_mtime_ns == stamps["transpose.cu"]
+
+
+@needs_tools
+def test_cmake_misuse_is_a_configure_error(tmp_path: Path) -> None:
+    source = tmp_path / "demo"
+    shutil.copytree(DEMO, source)
+    lists = source / "CMakeLists.txt"
+    original = lists.read_text()
+    lists.write_text(original.replace("kxform_transform(demo)", "kxform_transform(nosuch)"))
+    proc = _configure(source, tmp_path / "b1")
+    assert proc.returncode != 0 and "kxform_transform: 'nosuch' is not a target" in proc.stderr
+    lists.write_text(original.replace("kxform_transform(demo)", "kxform_transform(demo PASES swizzle)"))
+    proc = _configure(source, tmp_path / "b2")
+    assert proc.returncode != 0 and "unknown arguments: PASES;swizzle" in proc.stderr
+    if "--lock" not in run_cli("apply", "--help").stdout:
+        lists.write_text(original.replace("kxform_transform(demo)", "kxform_transform(demo LOCK)"))
+        proc = _configure(source, tmp_path / "b3")
+        assert proc.returncode != 0 and "has no lockfile support" in proc.stderr
+
+
+@needs_tools
+@pytest.mark.skipif(MAKE is None, reason="make not found")
+def test_plain_makefile_pattern(tmp_path: Path) -> None:
+    source = tmp_path / "demo"
+    shutil.copytree(DEMO, source)
+    first = _run(MAKE or "make", f"KXFORM={kxform_exe()}", f"NVCC={NVCC}", cwd=source)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "kxform_block" in (source / "build" / "kx" / "src" / "sgemm.cu").read_text()
+    assert (source / "build" / "demo").is_file()
+    header = source / "src" / "tile.cuh"
+    future = time.time() + 5  # newer than every output (copytree kept the original mtimes)
+    os.utime(header, (future, future))
+    again = _run(MAKE or "make", f"KXFORM={kxform_exe()}", f"NVCC={NVCC}", cwd=source)
+    runs = [line for line in again.stdout.splitlines() if " apply " in line]
+    assert len(runs) == 1 and runs[0].endswith("src/sgemm.cu"), again.stdout

@@ -1,0 +1,170 @@
+"""The custom remap language: parsing, C semantics, emission, and every rejection."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kxform.engine.driver import transform_source
+from kxform.engine.pass_api import Outcome, Proposal, Provenance, RunOptions
+from kxform.errors import CheckFailed
+from kxform.frontend.source import read_source
+from kxform.hw import load_profile
+from kxform.passes.swizzle import Swizzle
+from kxform.passes.swizzle.bijection import _HOST_PRELUDE, check_helper, host_compiler
+from kxform.passes.swizzle.formula import FormulaError, formula_remap, parse_formula
+from kxform.passes.swizzle.formula_eval import check_arithmetic, evaluate_point
+from kxform.passes.swizzle.patterns import get_pattern
+
+from conftest import CORPORA
+
+GROUPED = """per = 8 * gx
+first = (pid / per) * 8
+size = min(gy - first, 8)
+lx = (pid % per) / size
+ly = first + (pid % per) % size"""
+
+needs_cxx = pytest.mark.skipif(host_compiler() is None, reason="no host C++ compiler (set CXX)")
+
+
+def test_grouped_formula_matches_the_library_pattern() -> None:
+    remap = formula_remap(GROUPED)
+    library = get_pattern("grouped").resolve({"group": 8, "along": "y"})
+    for gx, gy in ((1, 1), (3, 17), (17, 3), (9, 9), (20, 31)):
+        for by in range(gy):
+            for bx in range(gx):
+                assert remap.apply(bx, by, gx, gy) == library.apply(bx, by, gx, gy)
+
+
+def test_canonical_text_parses_back_to_the_same_formula() -> None:
+    text = "a = bx ^ by & 3 | gx << 1 >> 1\nb = a > 2 && !(by == 1) ? min(a, 7) : max(bx, 0x3u)\nlx = bx\nly = by"
+    formula = parse_formula(text)
+    again = parse_formula(formula.canonical)
+    assert again.statements == formula.statements and again.digest == formula.digest
+    assert parse_formula("lx = bx; ly = by").statements == parse_formula("lx = bx\nly = by").statements
+
+
+@needs_cxx
+def test_python_evaluation_agrees_with_the_emitted_c(tmp_path: Path) -> None:
+    """Every operator, evaluated by kxform and by the compiled helper, on many blocks."""
+    text = ("s = (bx * 7 + by * 3) % gx\nt = (pid >> 1) ^ (pid & 5) | (gy << 2)\n"
+            "u = select(s >= t % 11, t / (s + 1), ~t & 255)\nv = (s < 3) + (t <= 9) + (s != u) + (s == 0) + !s\n"
+            "w = (bx > 1 || by < 2) * 10 + (bx > 2 && by >= 1)\nlx = max(min(u, v + w), s)\nly = total - pid - 1")
+    remap = formula_remap(text)
+    points = [(bx, by, gx, gy) for gx, gy in ((1, 1), (5, 3), (13, 7), (64, 2)) for by in range(gy) for bx in range(gx)]
+    calls = "\n".join(f'{{ uint2 r = {remap.helper_name()}({bx}u, {by}u, {gx}u, {gy}u); std::printf("%u %u\\n", r.x, r.y); }}'
+                      for bx, by, gx, gy in points)
+    src = tmp_path / "parity.cpp"
+    src.write_text(f"{_HOST_PRELUDE}\n{remap.helper_source()}\nint main() {{\n{calls}\nreturn 0; }}\n")
+    exe = tmp_path / "parity"
+    compiler = host_compiler()
+    assert compiler is not None
+    subprocess.run([*compiler.command, "-O1", "-o", str(exe), str(src)], check=True, capture_output=True)
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split("\n")
+    assert [tuple(map(int, line.split())) for line in out if line] == [evaluate_point(remap.formula, *p) for p in points]
+
+
+@pytest.mark.parametrize("text, kind, words", [
+    ("lx = bx; ly = by - 1", "overflow", "subtraction below zero"),
+    ("lx = bx; ly = (by + 8 - gy) % gy", "overflow", "subtraction below zero"),
+    ("lx = bx % (gx / 2); ly = by", "division-by-zero", "modulo by zero"),
+    ("lx = pid * 4096 % gx; ly = by", "overflow", "does not fit in 32 bits"),
+    ("lx = (bx + 4294967295) % gx; ly = by", "overflow", "does not fit in 32 bits"),
+    ("lx = bx << gx; ly = by", "shift", "32 or more"),
+    ("lx = bx; ly = by + 1", "range", "outside the grid"),
+    ("lx = gx == 1 ? 0 : bx / (gy - 1); ly = by", "division-by-zero", "division by zero"),
+])
+def test_arithmetic_hazards_are_rejected_with_grid_and_block(text: str, kind: str, words: str) -> None:
+    with pytest.raises(FormulaError) as err:
+        check_arithmetic(parse_formula(text))
+    assert err.value.kind == kind and words in str(err.value) and "grid " in str(err.value)
+
+
+def test_hazards_in_the_arm_c_does_not_evaluate_are_fine() -> None:
+    formula = parse_formula("lx = gx > 1 ? bx % (gx - 1) + (bx == gx - 1) * (gx - 1) : 0\nly = by")
+    assert check_arithmetic(formula).blocks > 4_000_000
+    assert check_arithmetic(parse_formula("q = by > 0 && bx / by > 0\nlx = bx\nly = by")).blocks > 0
+
+
+@pytest.mark.parametrize("text, kind, words", [
+    ('lx = bx; ly = by /* x */', "grammar", "comments are not allowed"),
+    ("#include <stdio.h>\nlx = bx; ly = by", "grammar", "character '#'"),
+    ('lx = bx; ly = by; asm("trap")', "grammar", "character '\"'"),
+    ("lx = bx; ly = by; }", "grammar", "character '}'"),
+    ("lx = bx[0]; ly = by", "grammar", "character '['"),
+    ("lx = blockIdx.x; ly = by", "grammar", "character '.'"),
+    ("lx = printf(bx); ly = by", "grammar", "unknown function 'printf'"),
+    ("lx = foo; ly = by", "grammar", "unknown name 'foo'"),
+    ("lx = -bx; ly = by", "grammar", "unary '-'"),
+    ("bx = 1; lx = bx; ly = by", "grammar", "is an input"),
+    ("lx = bx; lx = by; ly = by", "grammar", "assigned twice"),
+    ("int = 3; lx = bx; ly = by", "grammar", "not an allowed name"),
+    ("TILE = 3; lx = bx; ly = by", "grammar", "not an allowed name"),
+    ("lx = bx", "grammar", "must assign ly"),
+    ("lx = min(bx); ly = by", "grammar", "takes 2 arguments"),
+    ("lx = 4294967296; ly = by", "overflow", "32 bits"),
+    ("lx = bx ly = by", "grammar", "unexpected 'ly'"),
+    ("lx = " + "(" * 30 + "bx" + ")" * 30 + "; ly = by", "size", "nested deeper"),
+    ("lx = bx" + " + 0" * 600 + "; ly = by", "size", "characters long"),
+    ("lx = bx" + "+0" * 320 + "; ly = by", "size", "syntax nodes"),
+    ("\n".join(f"a{i} = {i}" for i in range(30)) + "\nlx = bx; ly = by", "size", "statements"),
+    ("", "grammar", "empty"),
+])
+def test_text_outside_the_language_is_rejected(text: str, kind: str, words: str) -> None:
+    with pytest.raises(FormulaError) as err:
+        parse_formula(text)
+    assert err.value.kind == kind and words in str(err.value), str(err.value)
+
+
+def test_non_text_is_rejected() -> None:
+    with pytest.raises(FormulaError, match="a formula is text"):
+        parse_formula({"lx": "bx"})
+
+
+@needs_cxx
+def test_a_non_bijective_formula_fails_the_bijection_check() -> None:
+    """In range and arithmetic-safe, but two blocks land on one tile."""
+    remap = formula_remap("lx = bx\nly = by / 2 * 2")
+    check_arithmetic(remap.formula)
+    with pytest.raises(CheckFailed, match="already taken"):
+        check_helper(remap.helper_source(), remap.helper_name())
+
+
+class _Fixed:
+    name = "fixed"
+
+    def __init__(self, formula: str) -> None:
+        self.formula = formula
+
+    def propose(self, pass_, ctx, analysis, rejected=()):  # type: ignore[no-untyped-def]
+        return [Proposal.of("swizzle", analysis.kernel.name, {"pattern": "custom"}, "test formula",
+                            Provenance("fixed"), payload=self.formula)]
+
+
+@needs_cxx
+def test_the_pass_applies_a_formula_with_its_checks() -> None:
+    source = read_source(str(CORPORA / "sgemm_tiled" / "sgemm_tiled.cu"))
+    result = transform_source(source, [Swizzle()], load_profile("h100"), RunOptions(), proposer=_Fixed(GROUPED))
+    (kernel,) = result.results
+    assert kernel.outcome is Outcome.APPLIED
+    assert [c.name for c in kernel.checks][:2] == ["formula", "bijection"]
+    assert kernel.policy.compare.mode == "exact" and kernel.policy.launch.is_spec  # swizzle's: bit-exact, same launch
+    assert kernel.proposal is not None and kernel.proposal.payload == GROUPED
+    text = result.new_data.decode()
+    assert "kxform_swizzle_custom_" in text and "kxform_block.y * TILE" in text and "#" not in text.split("kxform swizzle")[1].split("__global__")[0]
+
+
+@needs_cxx
+@pytest.mark.parametrize("formula, check", [
+    ("lx = bx\nly = (by + 1) % gy * 0", "bijection"),
+    ("lx = bx; ly = gy - by", "formula"),
+    ("lx = bx; ly = by; # define X", "proposal"),
+])
+def test_the_pass_rejects_bad_formulas_before_editing(formula: str, check: str) -> None:
+    source = read_source(str(CORPORA / "sgemm_tiled" / "sgemm_tiled.cu"))
+    result = transform_source(source, [Swizzle()], load_profile("h100"), RunOptions(), proposer=_Fixed(formula))
+    (kernel,) = result.results
+    assert kernel.outcome is Outcome.FAILED and kernel.stage == "check"
+    assert kernel.reasons[0].startswith(f"{check}:") and not result.changed
