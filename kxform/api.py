@@ -18,11 +18,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from kxform.build.toolchain import Toolchain
-from kxform.engine.driver import FileTransform, syntax_gate, transform_source
+from kxform.engine.driver import FileTransform, transform_source, unparsable
 from kxform.engine.params import ParamSpace, ParamValue
 from kxform.engine.pass_api import KernelAnalysis, Pass, PassContext, RunOptions
 from kxform.engine.registry import default_registry
-from kxform.errors import UsageError
+from kxform.errors import InputError, UsageError
 from kxform.frontend.cuda import parse_model
 from kxform.frontend.semantic import semantic_provider
 from kxform.frontend.source import validate_bytes
@@ -82,10 +82,15 @@ def _analysed(data: str | bytes, kernel: str, pass_name: str, path: str, hw: str
     raw = data.encode("utf-8") if isinstance(data, str) else data
     source = validate_bytes(path, raw)
     model = parse_model(source)
-    syntax_gate(model)  # InputError for a file that does not parse, as `apply` reports it
+    defined = next((k for k in model.kernels if k.name == kernel), None)
+    broken = unparsable(model, kernel) if defined is not None else None
+    if defined is not None and broken is not None:  # as `apply` refuses it; the rest of the file is no concern
+        raise InputError(f"syntax error: {broken} (tree-sitter-cuda could not parse it)",
+                         source.location(defined.span.start))
     pass_ = default_registry().get(pass_name)()
+    toolchain = Toolchain.create(build_dir)
     ctx = PassContext(model, load_profile(hw), RunOptions(kernels=(kernel,)), RemarkSink(),
-                      semantic_provider(path, build_dir)(model), Toolchain.create(build_dir))
+                      semantic_provider(path, build_dir, toolchain=toolchain)(model), toolchain)
     analyses = pass_.analyse(ctx)
     if kernel not in analyses:
         known = ", ".join(k.name for k in model.kernels) or "none"

@@ -6,7 +6,18 @@ prints as one line.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+
+
+def display_path(path: str | os.PathLike[str]) -> str:
+    """A path as one printable line: bytes that are not UTF-8 as `\\xNN`, control
+    characters (a newline in a file name) as escapes, so every message stays one line."""
+    raw = os.fsencode(path)
+    text = raw.decode("utf-8", "backslashreplace")
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
 @dataclass(frozen=True)
@@ -18,9 +29,10 @@ class Location:
     col: int = 0
 
     def __str__(self) -> str:
+        path = display_path(self.path)
         if self.line <= 0:
-            return self.path
-        return f"{self.path}:{self.line}:{max(self.col, 1)}"
+            return path
+        return f"{path}:{self.line}:{max(self.col, 1)}"
 
 
 class KxformError(Exception):

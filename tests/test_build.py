@@ -292,11 +292,17 @@ def test_compile_database_arguments_and_command(tmp_path: Path) -> None:
     includes, defines, flags = db.flags_for(tmp_path / "src" / "gemm.cu")
     assert includes == (str(tmp_path / "include"), "/abs/inc", str(tmp_path / "gen"))
     assert defines == ("USE_FAST=1", "TILE=64")
-    assert flags == ("-forward-unknown-to-host-compiler", "-isystem", str(tmp_path / "third_party/cutlass/include"),
-                     "-O3", "-std=c++17", "--expt-relaxed-constexpr", "-Xcompiler", "-fPIC")
+    # Only flags that cannot run another program are taken; the rest is listed as ignored.
+    assert flags == ("-isystem", str(tmp_path / "third_party/cutlass/include"), "-std=c++17",
+                     "--expt-relaxed-constexpr")
+    assert {"-forward-unknown-to-host-compiler", "-O3", "-Xcompiler -fPIC", "-fPIC", "-Wall"} <= set(db.ignored)
     host = db.flags_for(str(tmp_path / "host.cpp"))
     assert host == ((str(tmp_path / "inc"),), ("HOST",), ("-std=c++20",))
     assert tmp_path / "host.cpp" in db and db.get(tmp_path / "other.cu") is None
+    # A header has no entry: it takes the flags of the file that includes it, or none.
+    assert db.flags_for(tmp_path / "src" / "gemm.cuh", tmp_path / "src" / "gemm.cu") == \
+        db.flags_for(tmp_path / "src" / "gemm.cu")
+    assert db.flags_for(tmp_path / "src" / "lonely.cuh") == ((), (), ())
 
 
 def test_compile_database_errors_name_the_file(tmp_path: Path) -> None:

@@ -100,12 +100,11 @@ BAD_INPUTS = {
     "empty.cu": (b"", "file is empty"),
     "binary.cu": (b"\x7fELF\x00\x01", "binary file"),
     "latin1.cu": (b"// caf\xe9\n__global__ void k() {}\n", "not valid UTF-8"),
-    "syntax.cu": (b"__global__ void k(float* o) { o[blockIdx.x] = 1; }\nint x = ;\n", "syntax error"),
 }
 
 
 @pytest.mark.parametrize("name", sorted(BAD_INPUTS))
-def test_bad_input_is_one_line_exit_2_and_nothing_touched(tree: Path, name: str) -> None:
+def test_bad_input_is_one_line_exit_2_and_only_that_file_is_untouched(tree: Path, name: str) -> None:
     data, cause = BAD_INPUTS[name]
     (tree / "src" / name).write_bytes(data)
     before = snapshot(tree)
@@ -113,7 +112,18 @@ def test_bad_input_is_one_line_exit_2_and_nothing_touched(tree: Path, name: str)
     assert proc.returncode == 2
     (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("kxform: error:")]
     assert f"src/{name}" in line and cause in line
-    assert snapshot(tree) == before  # not even the good file is written
+    after = snapshot(tree)
+    assert after[f"src/{name}"] == before[f"src/{name}"]
+    assert "kxform_block" in after["src/tile.cu"].decode()  # the good file is processed and written
+    assert "1 input error (those files left untouched)" in proc.stderr
+
+
+def test_host_code_that_does_not_parse_blocks_no_kernel(tree: Path) -> None:
+    (tree / "src" / "tile.cu").write_text(KERNEL + "int x = ;\n")
+    proc = run_cli("apply", "--pass", "swizzle", "--verify", "static", "src", cwd=tree)
+    assert proc.returncode == 0, proc.stderr
+    assert "remark: host code does not parse at line 7" in proc.stderr
+    assert "kxform_block" in (tree / "src" / "tile.cu").read_text()
 
 
 def test_ten_megabyte_file_is_refused(tree: Path) -> None:

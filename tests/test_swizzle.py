@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kxform.errors import InputError, UsageError
+from kxform.errors import UsageError
 from kxform.engine.pass_api import Outcome
 from swizzle_helpers import outcomes, remark_names, rewrite
 
@@ -48,7 +48,9 @@ def test_every_byte_outside_the_edits_is_kept_crlf_tabs_unicode_and_if_blocks() 
     out = rewrite(src).new_data.decode()
     assert "\r\n\tconst uint2 kxform_block = " in out
     assert "\tint x = kxform_block.x;\r\n\tint y = kxform_block.y;  /* ÿ */\r\n" in out
-    assert out.startswith("// naïve kernel — ünïcode\r\n#if defined(USE_IT)\r\n")
+    # The helper goes before the user's #if block (never inside it), in its own guard.
+    assert out.startswith("// naïve kernel — ünïcode\r\n#if !defined(KXFORM_SWIZZLE_GROUPED_ALONGY_GROUP8_DEFINED)")
+    assert "}\r\n#endif\r\n\r\n#if defined(USE_IT)\r\n__global__ void k(float* o) {\r\n" in out
     assert out.endswith("}\r\n#endif\r\n")
     assert "\n" not in out.replace("\r\n", "")  # no bare LF introduced
 
@@ -143,12 +145,22 @@ def test_kernel_filter_and_unknown_pattern() -> None:
         rewrite(GEMM, pattern="spiral")
 
 
-def test_syntax_error_inside_a_kernel_is_a_missed_remark_outside_is_an_input_error() -> None:
+def test_syntax_error_inside_a_kernel_is_a_missed_remark_outside_blocks_nothing() -> None:
     src = GEMM + "__global__ void broken(float* o) { o[blockIdx.y] = (1 + ; }\n"
     result = rewrite(src)
     assert outcomes(result) == {"gemm": Outcome.APPLIED, "broken": Outcome.MISSED}
-    with pytest.raises(InputError, match=r"k\.cu:1:\d+: syntax error"):
-        rewrite("struct { int x = ; \n" + GEMM)
+    # Host code that does not parse (Windows-only declarations, say) blocks no kernel.
+    host = "__declspec(dllexport) int __stdcall host_entry(HWND h) { return h ? 1 : ; }\n" + GEMM
+    result = rewrite(host)
+    assert outcomes(result) == {"gemm": Outcome.APPLIED}
+    assert "HostSyntaxError" in remark_names(result)
+    again = rewrite(result.new_data)
+    assert not again.changed
+    # A kernel that calls a device function that does not parse is refused.
+    src = "__device__ int row() { return blockIdx.y * ; }\n__global__ void k(float* o) { o[row() + blockIdx.x] = 1; }\n"
+    result = rewrite(src)
+    assert outcomes(result) == {"k": Outcome.MISSED}
+    assert any("'row', which it calls, does not parse" in r.message for r in result.remarks)
 
 
 def test_macro_wrapped_attribute_defined_in_the_file_is_understood() -> None:
@@ -232,3 +244,70 @@ def test_coverage_check_catches_a_read_left_unmapped() -> None:
     leaky = out.replace("int row = kxform_block.y", "int row = blockIdx.y")
     with pytest.raises(CheckFailed, match=r"coverage: 'gemm' still reads blockIdx.y at k.cu:\d+:\d+"):
         Swizzle().check_result(parse_model(validate_bytes("k.cu", leaky.encode())), [proposal])
+
+
+def test_index_passed_to_a_macro_of_another_header_is_rewritten_at_the_call_site(tmp_path) -> None:
+    (tmp_path / "at.cuh").write_text("#define AT(p, i) ((p)[(i)])\n")
+    src = ('#include "at.cuh"\n__global__ void k(const int* col0, float* o, int n) {\n'
+           "    int x = AT(col0, blockIdx.x) + threadIdx.x;\n    o[blockIdx.y * n + x] = 0;\n}\n")
+    path = tmp_path / "k.cu"
+    path.write_text(src)
+    result = rewrite(src, path=str(path), semantic=True)
+    assert outcomes(result) == {"k": Outcome.APPLIED}, [r.format() for r in result.remarks]
+    assert "AT(col0, kxform_block.x)" in result.new_data.decode()
+
+
+def test_missing_header_refuses_only_the_kernels_that_use_it(tmp_path) -> None:
+    src = ('#include "generated_config.h"\n'
+           "__global__ void uses(float* o) { o[blockIdx.y * GEN_WIDTH + blockIdx.x] = 0; }\n"
+           "__global__ void plain(float* o, int n) { o[blockIdx.y * n + blockIdx.x] = 0; }\n")
+    path = tmp_path / "k.cu"
+    path.write_text(src)
+    result = rewrite(src, path=str(path), semantic=True)
+    assert outcomes(result) == {"uses": Outcome.MISSED, "plain": Outcome.APPLIED}
+    (remark,) = [r for r in result.remarks if r.name == "SemanticUnavailable"]
+    assert "generated_config.h" in remark.message and "GEN_WIDTH" in remark.message
+
+
+def test_helper_is_placed_at_file_scope_whatever_encloses_the_first_kernel() -> None:
+    body = "(float* o, int n) {{ o[blockIdx.y * n + blockIdx.x] = {v}; }}\n"
+    src = ('#include <cuda_runtime.h>\nnamespace outer { namespace inner {\n'
+           f"__global__ void first{body.format(v=1)}}} }}\n"
+           f'extern "C" {{\n__global__ void second{body.format(v=2)}}}\n'
+           f"#ifdef USE_THIRD\n__global__ void third{body.format(v=3)}#endif\n")
+    out = rewrite(src).new_data.decode()
+    helper = out.index("#if !defined(KXFORM_SWIZZLE_GROUPED_ALONGY_GROUP8_DEFINED)")
+    assert helper < out.index("namespace outer") and out.count("static __device__") == 1
+    guarded = "#ifndef K_H\n#define K_H\n#include <cuda_runtime.h>\n" + src.split("\n", 1)[1] + "#endif\n"
+    out = rewrite(guarded).new_data.decode()  # a file-wide include guard is not a conditional block
+    assert out.index("#include <cuda_runtime.h>") < out.index("KXFORM_SWIZZLE_GROUPED") < out.index("namespace")
+
+
+def test_a_header_takes_the_compile_database_flags_of_the_file_that_includes_it(tmp_path) -> None:
+    import json
+
+    from kxform.engine.driver import transform_source
+    from kxform.engine.registry import default_registry
+    from kxform.frontend.semantic import semantic_provider
+    from kxform.frontend.source import read_source
+    from kxform.engine.pass_api import RunOptions
+    from kxform.hw import load_profile
+
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "idx.cuh").write_text("#define TILE_ROW (blockIdx.y * 16)\n")
+    (tmp_path / "src").mkdir()
+    header = tmp_path / "src" / "kern.cuh"
+    header.write_text('#include "idx.cuh"\n__global__ void k(float* o) { o[TILE_ROW + blockIdx.x] = 0; }\n')
+    unit = tmp_path / "src" / "main.cu"
+    unit.write_text('#include "kern.cuh"\n')
+    (tmp_path / "compile_commands.json").write_text(json.dumps([{
+        "directory": str(tmp_path), "file": str(unit), "arguments": ["nvcc", "-Iinclude", "-c", str(unit)]}]))
+    passes = default_registry().pipeline("swizzle")
+
+    def names(includer: str | None) -> set[str]:
+        provider = semantic_provider(str(header), str(tmp_path), includer)
+        result = transform_source(read_source(header), passes, load_profile("h100"), RunOptions(), semantic=provider)
+        return remark_names(result)
+
+    assert "SemanticUnavailable" in names(None)  # no entry of its own: idx.cuh is not found
+    assert "IndexReadInForeignMacro" in names(str(unit))  # the includer's -I finds it: the real reason

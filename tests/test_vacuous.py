@@ -18,7 +18,7 @@ from kxform.engine.pass_api import KernelResult, Outcome
 from kxform.frontend.source import SourceText
 from kxform.harness.infer import infer_spec
 from kxform.harness.spec import load_spec
-from kxform.runtime.base import BufferArg, LaunchRequest, ScalarArg
+from kxform.runtime.base import BufferArg, LaunchRequest, RuntimeError_, ScalarArg
 from kxform.verify.differential import verify_pair
 from kxform.verify.stage import verify_file
 from kxform.verify.verdict import vacuity
@@ -126,6 +126,19 @@ def test_read_before_write_names_the_buffer_and_line(cpu) -> None:  # type: igno
                                         BufferArg("y", np.zeros(64, np.float32), "out"),
                                         ScalarArg("n", np.int32(20)))))
     assert clean.unwritten_reads == () and clean.extents == {"x": 80, "y": 80}
+
+
+def test_a_watched_launch_checks_bounds_like_any_other(cpu) -> None:  # type: ignore[no-untyped-def]
+    """The watched build is instrumented for the watch, not with the bounds hooks: its
+    accesses are bounds-checked through the watch. x[-1] lies in the slack before the
+    buffer, where no guard page faults and no canary sees a read."""
+    source = "__global__ void k(const float* x, float* y) {\n  int i = threadIdx.x;\n  y[i] = x[i - 1];\n}\n"
+    args = (BufferArg("x", np.ones(32, np.float32), "in"), BufferArg("y", np.zeros(32, np.float32), "out"))
+    for watch in (False, True):
+        with pytest.raises(RuntimeError_, match=r"out-of-bounds read of 4 bytes at byte offset -4 of buffer 'x' "
+                                                r"\(128 bytes\) in thread \(0,0,0\)"):
+            cpu.run(LaunchRequest(source=source, kernel="k", params=(), grid=(1, 1, 1), block=(32, 1, 1), args=args,
+                                  filename="shift.cu", watch=watch))
 
 
 SCALE = """__global__ void scale(const float* x, float* y, int n) {

@@ -64,7 +64,7 @@ class Builder:
         """Compile `job` (or fetch it from the cache). Compiler errors give `ok=False`."""
         key = self.key(job)
         if self.cache is not None:
-            hit = self.cache.get(key)
+            hit = self.cache.get(key, job.filename)
             if hit is not None:
                 return hit
         with self._lock:
@@ -75,7 +75,7 @@ class Builder:
             result = replace(result, resources=tuple(
                 replace(r, demangled=n) for r, n in zip(result.resources, names, strict=True)))
         if self.cache is not None:
-            self.cache.put(key, result)
+            self.cache.put(key, result, job.filename)
         return result
 
     def build_many(self, jobs: Sequence[BuildJob]) -> list[BuildResult]:

@@ -1,24 +1,38 @@
 """Check (d): a rewritten file must still compile with nvcc (`nvcc -c`), in parallel and
 cached by content (kxform.build), with errors reported at the original file's lines.
 
-If the rewritten file fails, the original is compiled with the same flags: when it fails
-too, the environment (include paths, defines) is what is missing, not the rewrite, and
-the check is reported as skipped with nvcc's first error rather than blamed on kxform.
+A rewritten header is compiled through every translation unit of the run that includes
+it, and every unit is compiled with all rewritten files of the run in place (a mirror
+of the tree, kxform.build.overlay): the rewrite must compile whatever the include graph.
+A header no unit of the run includes is compiled on its own.
+
+When a unit does not compile, the original unit is compiled with the same flags and
+the two error lists are compared (same message at the same original line is the same
+error). An error the original does not have fails the rewrite. When the original fails
+the same way (a missing library header, a removed API: the environment is what is
+missing) the rewrite added nothing the compiler can see, but the compiler cannot
+confirm it either: the check says "unconfirmed", which `--verify compile` (compile
+required) treats as a failure.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from kxform.build.builder import Builder
-from kxform.build.diagnostics import first_error
-from kxform.build.nvcc import BuildJob, KernelResources, find_nvcc
+from kxform.build.compile_db import CompileFlags
+from kxform.build.diagnostics import Diagnostic, first_error, located_errors
+from kxform.build.nvcc import BuildJob, BuildResult, KernelResources
+from kxform.build.overlay import OverlayFile, walk_includes
 from kxform.build.toolchain import Toolchain
 from kxform.engine.driver import FileTransform
-from kxform.engine.pass_api import CheckRecord
+from kxform.engine.pass_api import UNCONFIRMED, CheckRecord
 
-NVCC_SUFFIXES = (".cu", ".cuh")
+NVCC_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".hh", ".inl")
+UNIT_SUFFIX = ".cu"
 
 
 def _resources(resources: tuple[KernelResources, ...]) -> str:
@@ -34,49 +48,134 @@ def _resources(resources: tuple[KernelResources, ...]) -> str:
 class CompileChecker:
     builder: Builder
     arch: str
-    build_dir: str | None
+    toolchain: Toolchain
     strict: bool
+    notes: list[str] = field(default_factory=list)
 
     @classmethod
-    def create(cls, build_dir: str | None, arch: str, jobs: int, strict: bool = False) -> CompileChecker | None:
-        if find_nvcc() is None:
+    def create(cls, build_dir: str | None, arch: str, jobs: int, strict: bool = False,
+               toolchain: Toolchain | None = None) -> CompileChecker | None:
+        toolchain = toolchain or Toolchain.create(build_dir)
+        if toolchain.nvcc is None:
             return None
         nv_arch = arch if arch.startswith(("sm_", "compute_")) else "sm_90"  # AMD profiles: check CUDA syntax only
-        return cls(Builder(jobs=jobs or None), nv_arch, build_dir, strict)
+        checker = cls(Builder(jobs=jobs or None), nv_arch, toolchain, strict)
+        note = toolchain.ignored_flags_note()
+        if note is not None:
+            checker.notes.append(note)
+        return checker
 
-    def _job(self, transform: FileTransform, data: bytes, line_map: tuple[int, ...] | None) -> BuildJob:
-        path = transform.source.path
-        include_dirs, defines, flags = Toolchain.create(self.build_dir).project_flags(path)
-        return BuildJob(source=data.decode("utf-8"), filename=path, output="check", arch=self.arch,
-                        include_dirs=include_dirs, defines=defines, extra_flags=flags,
-                        source_dir=os.path.dirname(os.path.abspath(path)), line_map=line_map)
+    @property
+    def build_dir(self) -> str | None:
+        return self.toolchain.build_dir
+
+    def _flags(self, path: str, includer: str | None) -> CompileFlags:
+        return self.toolchain.project_flags(path, includer)
+
+    def _job(self, path: str, text: str, line_map: tuple[int, ...] | None, flags: CompileFlags,
+             overlay: tuple[OverlayFile, ...] = ()) -> BuildJob:
+        return BuildJob(source=text, filename=path, output="check", arch=self.arch,
+                        include_dirs=tuple(flags.include_dirs), defines=tuple(flags.defines),
+                        extra_flags=tuple(flags.extra_flags), source_dir=os.path.dirname(os.path.abspath(path)),
+                        line_map=line_map, overlay=overlay,
+                        source_path=os.path.realpath(path) if overlay else None)
 
     def check_many(self, transforms: list[FileTransform]) -> list[CheckRecord]:
-        records: list[CheckRecord | None] = [None] * len(transforms)
-        jobs, index = [], []
-        for i, transform in enumerate(transforms):
-            if not transform.source.path.endswith(NVCC_SUFFIXES):
+        """Each file on its own (no include graph): `check_tree` with no includers."""
+        return self.check_tree(transforms, {}, {})
+
+    def check_tree(self, transforms: Sequence[FileTransform], includers: Mapping[str, Sequence[str]],
+                   originals: Mapping[str, bytes] | None = None,
+                   in_place: Sequence[FileTransform] = ()) -> list[CheckRecord]:
+        """One record per rewritten file. `includers`: real path of a header -> the units of
+        the run that include it; `originals`: real path -> current bytes of every file of
+        the run (units that include a rewritten header without being rewritten);
+        `in_place`: rewrites already checked (an earlier round of the candidate stage),
+        in place in every unit compiled but not checked again."""
+        originals = dict(originals or {})
+        changed = {os.path.realpath(t.source.path): t for t in in_place if t.changed}
+        changed.update({os.path.realpath(t.source.path): t for t in transforms})
+        for real, t in changed.items():
+            originals.setdefault(real, t.source.data)
+        overlay = {real: OverlayFile(real, t.source.path, t.new_data.decode("utf-8"), t.line_map or None)
+                   for real, t in changed.items()}
+        records: dict[int, CheckRecord] = {}
+        plan: dict[str, list[int]] = {}
+        for i, t in enumerate(transforms):
+            path = t.source.path
+            if not path.endswith(NVCC_SUFFIXES):
                 records[i] = CheckRecord("compile", True, "skipped: not a CUDA source nvcc can compile (HIP)")
                 continue
-            jobs.append(self._job(transform, transform.new_data, transform.line_map or None))
-            index.append(i)
-        failed = []
-        for i, result in zip(index, self.builder.build_many(jobs)):
-            if result.ok:
-                cached = " (cached)" if result.cached else ""
-                records[i] = CheckRecord("compile", True, f"nvcc -c -arch={self.arch} succeeded{cached}"
-                                         f"{_resources(result.resources)}")
-            else:
-                failed.append((i, result))
-        originals = self.builder.build_many([self._job(transforms[i], transforms[i].source.data, None)
-                                             for i, _ in failed])
-        for (i, result), original in zip(failed, originals):
-            error = first_error(result.log)
-            detail = str(error) if error else "nvcc failed"
-            if original.ok:
-                records[i] = CheckRecord("compile", False, f"rewritten file does not compile: {detail}")
-            else:
-                base = first_error(original.log)
-                why = f"skipped: the original does not compile either ({base or 'nvcc failed'}); pass -p BUILD_DIR"
-                records[i] = CheckRecord("compile", not self.strict, why)
-        return [r for r in records if r is not None]
+            real = os.path.realpath(path)
+            units = [u for u in includers.get(real, ()) if os.path.realpath(u) in originals]
+            units = [path] if path.endswith(UNIT_SUFFIX) or not units else units
+            for unit in units:
+                plan.setdefault(unit, []).append(i)
+        outcomes = self._check_units(list(plan), changed, originals, overlay, includers)
+        for i in range(len(transforms)):
+            if i not in records:
+                units = [u for u, members in plan.items() if i in members]
+                records[i] = self._combine([outcomes[u] for u in units], units, transforms[i].source.path)
+        return [records[i] for i in range(len(transforms))]
+
+    def _check_units(self, units: list[str], changed: Mapping[str, FileTransform], originals: Mapping[str, bytes],
+                     overlay: Mapping[str, OverlayFile],
+                     includers: Mapping[str, Sequence[str]]) -> dict[str, CheckRecord]:
+        new_jobs, old_jobs = [], []
+        for unit in units:
+            real = os.path.realpath(unit)
+            includer = None if unit.endswith(UNIT_SUFFIX) else next(iter(includers.get(real, ())), None)
+            flags = self._flags(unit, includer)
+            transform = changed.get(real)
+            old_text = originals.get(real, b"").decode("utf-8")
+            new_text = transform.new_data.decode("utf-8") if transform else old_text
+            line_map = (transform.line_map or None) if transform else None
+            base = Path(os.path.dirname(os.path.abspath(unit)))
+            dirs = [(base / d).resolve() for d in flags.include_dirs]
+            replaced = {p: o.text.encode("utf-8") for p, o in overlay.items() if p != real}
+            reached = {r for _, r, _ in walk_includes(base, new_text, dirs, replaced)}
+            extra = tuple(o for p, o in sorted(overlay.items()) if p in reached and p != real)
+            new_jobs.append(self._job(unit, new_text, line_map, flags, extra))
+            old_jobs.append(self._job(unit, old_text, None, flags))
+        results = dict(zip(units, self.builder.build_many(new_jobs)))
+        failed = [i for i, unit in enumerate(units) if not results[unit].ok]
+        baseline = dict(zip([units[i] for i in failed], self.builder.build_many([old_jobs[i] for i in failed])))
+        return {unit: self._record(results[unit], baseline.get(unit)) for unit in units}
+
+    def _record(self, result: BuildResult, original: BuildResult | None) -> CheckRecord:
+        if result.ok:
+            cached = " (cached)" if result.cached else ""
+            return CheckRecord("compile", True, f"nvcc -c -arch={self.arch} succeeded{cached}"
+                               f"{_resources(result.resources)}")
+        error = first_error(result.log)
+        detail = str(error) if error else "nvcc failed"
+        if original is None or original.ok:
+            return CheckRecord("compile", False, f"rewritten file does not compile: {detail}")
+        new = _new_errors(result.log, original.log)
+        if new:
+            return CheckRecord("compile", False, f"the rewrite adds an error the original does not have: {new[0]}")
+        base = first_error(original.log)
+        hint = "" if self.build_dir else " (pass -p BUILD_DIR for the project's include paths and defines)"
+        return CheckRecord("compile", not self.strict,
+                           f"{UNCONFIRMED}: the original does not compile either ({base or 'nvcc failed'}); the "
+                           f"rewrite adds no error, but nvcc cannot confirm it{hint}")
+
+    @staticmethod
+    def _combine(records: list[CheckRecord], units: list[str], path: str) -> CheckRecord:
+        worst = next((r for r in records if not r.ok), None) or \
+            next((r for r in records if r.unconfirmed), None) or records[0]
+        if len(units) == 1 and units[0] == path:
+            return worst
+        where = f"through {units[0]}" if len(units) == 1 else f"through {len(units)} units including it"
+        return CheckRecord(worst.name, worst.ok, f"{worst.detail} ({where})")
+
+
+def _new_errors(rewritten: str, original: str) -> list[Diagnostic]:
+    """Errors of the rewritten unit that the original does not have (by file, original
+    line and message)."""
+
+    def key(d: Diagnostic) -> tuple[str, int, str]:
+        return (os.path.realpath(d.path) if d.path else "", d.line, d.message)
+
+    before = {key(d) for d in located_errors(original)}
+    return [d for d in located_errors(rewritten) if key(d) not in before]

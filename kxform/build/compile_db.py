@@ -5,6 +5,14 @@ defines. CMake (`CMAKE_EXPORT_COMPILE_COMMANDS=ON`), Bear and Meson write them t
 `compile_commands.json`; this module reads one entry back as the flags kxform needs,
 leaving out what kxform sets itself (architecture, output, dependency files) and what
 names the original input.
+
+A compilation database is input, and kxform runs nvcc with what it takes from it, so
+only flags that cannot run another program are taken: include paths (`-I`, `-isystem`,
+`-iquote`, `-idirafter`, `-include`), defines (`-D`, `-U`), the language standard and
+nvcc's language switches (`--expt-relaxed-constexpr`, `--extended-lambda`). Everything
+else (`-ccbin`, `--compiler-bindir`, `-Xcompiler -fplugin=...`, optimisation and
+warning flags) is ignored, and the database lists what it ignored so the run can say so.
+Headers have no entry of their own: they take the flags of a file that includes them.
 """
 
 from __future__ import annotations
@@ -34,12 +42,19 @@ _DROP = {"-c", "--compile", "-M", "-MM", "-MD", "-MMD", "-MP", "--generate-depen
 _DROP_PREFIXES = ("-arch=", "--gpu-architecture=", "-code=", "--gpu-code=", "-gencode=",
                   "--generate-code=", "-MF", "-MT", "-MQ", "--dependency-output=",
                   "--output-file=", "--options-file=", "-rdc=", "--relocatable-device-code=")
-_KEEP_WITH_VALUE = {"-isystem", "-include", "-ccbin", "--compiler-bindir", "-Xcompiler",
-                    "--compiler-options", "-Xptxas", "--ptxas-options", "-Xcudafe",
-                    "-std", "--std", "-idirafter", "-iquote"}
+_KEEP_WITH_VALUE = {"-isystem", "-include", "-std", "--std", "-idirafter", "-iquote", "-U", "--undefine-macro"}
 _PATH_VALUED = {"-isystem", "-include", "-idirafter", "-iquote"}
-_HOST_ONLY_KEEP = ("-std=", "-D", "-U", "-I", "-isystem", "-include", "-iquote", "-idirafter")
+_KEEP_PREFIXES = ("-std=", "--std=", "-U", "--undefine-macro=", "-isystem", "-iquote", "-idirafter")
+_KEEP_NVCC = {"--expt-relaxed-constexpr", "-expt-relaxed-constexpr", "--expt-extended-lambda",
+              "-expt-extended-lambda", "--extended-lambda", "-extended-lambda"}
+"""nvcc language switches: they change what the front end accepts, and run nothing."""
+_IGNORED_WITH_VALUE = {"-ccbin", "--compiler-bindir", "-Xcompiler", "--compiler-options", "-Xptxas",
+                       "--ptxas-options", "-Xcudafe", "-Xlinker", "--linker-options", "-Xnvlink",
+                       "--nvlink-options", "-Xarchive", "--archive-options", "-L", "--library-path",
+                       "-l", "--library", "-odir", "--output-directory", "-ldir", "--libdevice-directory",
+                       "-t", "--threads", "-maxrregcount", "--maxrregcount"}
 _SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c", ".cuh", ".hip")
+_UNIT_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c", ".hip")
 
 
 class CompileFlags(NamedTuple):
@@ -56,6 +71,8 @@ class CompileDatabase:
 
     path: str
     entries: dict[str, CompileFlags]
+    ignored: tuple[str, ...] = ()
+    """Distinct flags of the database that kxform does not pass on (see the module doc)."""
 
     def __contains__(self, source: object) -> bool:
         return isinstance(source, (str, Path)) and _absolute(str(source)) in self.entries
@@ -64,10 +81,16 @@ class CompileDatabase:
         """The flags for `source`, or None when the database has no entry for it."""
         return self.entries.get(_absolute(str(source)))
 
-    def flags_for(self, source: str | Path) -> CompileFlags:
-        """The flags for `source`; `InputError` naming both files when there is no entry."""
+    def flags_for(self, source: str | Path, includer: str | Path | None = None) -> CompileFlags:
+        """The flags for `source`. A file without an entry takes those of `includer` (the
+        file of the run that includes it); a header with neither takes none; a source
+        file with neither is an `InputError` naming both files."""
         flags = self.get(source)
+        if flags is None and includer is not None:
+            flags = self.get(includer)
         if flags is None:
+            if not str(source).endswith(_UNIT_SUFFIXES):
+                return CompileFlags((), (), ())
             raise InputError(f"no entry for {source} in {self.path}", Location(str(source)))
         return flags
 
@@ -88,13 +111,14 @@ def load_compile_commands(build_dir: str | Path) -> CompileDatabase:
     if not isinstance(data, list):
         raise InputError("invalid compilation database: expected a JSON array of entries", Location(str(path)))
     entries: dict[str, CompileFlags] = {}
+    ignored: list[str] = []
     for index, entry in enumerate(data):
-        source, flags = _parse_entry(entry, index, path)
+        source, flags = _parse_entry(entry, index, path, ignored)
         entries.setdefault(source, flags)  # the first entry of a file wins, as in clangd
-    return CompileDatabase(str(path), entries)
+    return CompileDatabase(str(path), entries, tuple(dict.fromkeys(ignored)))
 
 
-def _parse_entry(entry: object, index: int, db: Path) -> tuple[str, CompileFlags]:
+def _parse_entry(entry: object, index: int, db: Path, ignored: list[str]) -> tuple[str, CompileFlags]:
     if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
         raise InputError(f"invalid compilation database: entry {index} has no 'file'", Location(str(db)))
     directory = Path(entry.get("directory") or db.parent)
@@ -109,18 +133,21 @@ def _parse_entry(entry: object, index: int, db: Path) -> tuple[str, CompileFlags
         raise InputError(f"invalid compilation database: entry {index} has neither 'arguments' nor 'command'",
                          Location(str(db)))
     source = _absolute(str(directory / entry["file"]))
-    return source, flags_from_argv(argv, directory, source)
+    return source, flags_from_argv(argv, directory, source, ignored)
 
 
-def flags_from_argv(argv: Sequence[str], directory: Path, source: str) -> CompileFlags:
+def flags_from_argv(argv: Sequence[str], directory: Path, source: str,
+                    ignored: list[str] | None = None) -> CompileFlags:
     """Split one compiler command line into kxform's include dirs, defines and flags.
 
-    For nvcc every option is kept except those kxform sets; for another compiler (a
-    `.cpp` entry built by g++, or clang CUDA) only the language-neutral ones (-I, -D, -U,
-    -isystem, -include, -std) are, since nvcc rejects host-only flags such as `-fPIC`.
+    Only what cannot run another program is taken (the module doc lists it); what
+    kxform sets itself (architecture, output, dependency files) is dropped silently and
+    every other flag is appended to `ignored`. nvcc's language switches are taken only
+    from an nvcc command line.
     """
     args = list(_expand_response_files(argv[1:], directory))
     is_nvcc = Path(argv[0]).name.startswith("nvcc") if argv else False
+    dropped = ignored if ignored is not None else []
     includes: list[str] = []
     defines: list[str] = []
     extra: list[str] = []
@@ -149,24 +176,14 @@ def flags_from_argv(argv: Sequence[str], directory: Path, source: str) -> Compil
         elif arg in _KEEP_WITH_VALUE:
             extra += [arg, _resolve(value, directory) if arg in _PATH_VALUED else value]
             i += 1
-        elif is_nvcc or arg.startswith(_HOST_ONLY_KEEP):
+        elif arg.startswith(_KEEP_PREFIXES) or (is_nvcc and arg in _KEEP_NVCC):
             extra.append(arg)
-    return CompileFlags(tuple(includes), tuple(defines), tuple(_host_filter(extra, is_nvcc)))
-
-
-def _host_filter(flags: list[str], is_nvcc: bool) -> list[str]:
-    if is_nvcc:
-        return flags
-    kept: list[str] = []
-    pairs = iter(flags)
-    for flag in pairs:
-        if flag in _KEEP_WITH_VALUE:
-            value = next(pairs, "")
-            if flag in _PATH_VALUED or flag in ("-std", "--std"):
-                kept += [flag, value]
-        elif flag.startswith(_HOST_ONLY_KEEP):
-            kept.append(flag)
-    return kept
+        elif arg in _IGNORED_WITH_VALUE:
+            dropped.append(f"{arg} {value}")
+            i += 1
+        else:
+            dropped.append(arg)
+    return CompileFlags(tuple(includes), tuple(defines), tuple(extra))
 
 
 def _expand_response_files(args: Sequence[str], directory: Path) -> Iterator[str]:

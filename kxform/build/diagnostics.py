@@ -77,6 +77,22 @@ def first_error(log: str) -> Diagnostic | None:
     return None
 
 
+def located_errors(log: str) -> list[Diagnostic]:
+    """Every located error of a (rewritten) log, in order: what two compiles of one unit
+    are compared by (the same error at the same original line is the same error)."""
+    out = []
+    for raw in log.splitlines():
+        line = raw.strip()
+        for pattern in (_EDG, _GCC):
+            match = pattern.match(line)
+            if match and _SEVERE.match(match.group("rest")):
+                col = int(match.groupdict().get("col") or 0)
+                out.append(Diagnostic(match.group("path"), int(match.group("line")), col,
+                                      " ".join(match.group("rest").split())))
+                break
+    return out
+
+
 def build_failure(filename: str, log: str) -> BuildFailed:
     """A one-line `BuildFailed` for a failed build, with the full log attached.
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from kxform.build.diagnostics import rewrite_log
+from kxform.build.overlay import Mirror, OverlayFile
 from kxform.build.ptxas import KernelResources, parse_ptxas_info
 from kxform.errors import BuildFailed
 
@@ -74,6 +75,9 @@ class BuildJob:
     `defines` are `NAME` or `NAME=VALUE`; `extra_flags` go to nvcc as they are (they must
     not name the architecture or output: the job sets both). `line_map[i]` is the
     original line of line `i + 1` of `source` (0: inserted text), for error messages.
+    `overlay` replaces other files of the tree for this compile (rewritten headers): the
+    unit is then compiled in a mirror of its tree (kxform.build.overlay) at
+    `source_path`, the absolute path it will have.
     """
 
     source: str
@@ -85,12 +89,16 @@ class BuildJob:
     extra_flags: tuple[str, ...] = ()
     source_dir: str | None = None
     line_map: tuple[int, ...] | None = None
+    overlay: tuple[OverlayFile, ...] = ()
+    source_path: str | None = None
 
     def __post_init__(self) -> None:
         if self.output not in get_args(OutputKind):
             raise ValueError(f"output must be one of {get_args(OutputKind)}, not {self.output!r}")
         if not _ARCH.match(self.arch):
             raise ValueError(f"arch must look like sm_90 or compute_90, not {self.arch!r}")
+        if self.overlay and not self.source_path:
+            raise ValueError("a job with an overlay needs source_path")
 
     def options(self) -> tuple[str, ...]:
         """Every nvcc option of this job except the input and output paths (the cache key)."""
@@ -135,12 +143,23 @@ def run_nvcc(nvcc: str, job: BuildJob, timeout_s: float) -> BuildResult:
     """Compile `job` once, uncached. Never raises for compiler errors: `ok` says."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kxform-nvcc-") as scratch:
-        src = Path(scratch) / job.temp_name
-        src.write_text(job.source, encoding="utf-8")
+        mirror = None
+        options = list(job.options())
+        if job.overlay:
+            assert job.source_path is not None
+            mirror = Mirror.build(Path(scratch) / "tree", job.source_path, job.source, job.overlay)
+            src, options = mirror.unit, mirror.remap_options(options)
+        else:
+            src = Path(scratch) / job.temp_name
+            src.write_text(job.source, encoding="utf-8")
         out = Path(scratch) / ("out." + ("o" if job.output in ("obj", "check") else job.output))
-        command = [nvcc, *job.options(), str(src), "-o", str(out)]
+        command = [nvcc, *options, str(src), "-o", str(out)]
         returncode, raw_log = _run(command, cwd=scratch, timeout_s=timeout_s)
         log = rewrite_log(raw_log, str(src), job.filename, job.line_map)
+        if mirror is not None:
+            for replaced in job.overlay:
+                log = rewrite_log(log, mirror.path_of(replaced.path), replaced.display, replaced.line_map)
+            log = log.replace(str(mirror.root), str(mirror.source_root))
         ok = returncode == 0 and out.exists()
         output = out.read_bytes() if ok and job.output != "check" else None
     resources = parse_ptxas_info(log) if ok else ()

@@ -15,7 +15,8 @@ from kxform.hw import load_profile
 from kxform.engine.pass_api import KernelResult, Outcome
 from kxform.log.passlog import PassLog
 from kxform.log.report import WriteBack
-from kxform.engine.runner import ApplyConfig, FileOutcome, collect_files, output_path, run_apply
+from kxform.engine.runner import ApplyConfig, FileOutcome, output_path, run_apply
+from kxform.workspace.tree import collect_files
 from kxform.workspace.config import ProjectConfig
 from kxform.workspace.exclude import Exclude
 
@@ -110,22 +111,33 @@ def run(args: argparse.Namespace) -> int:
               "ignored", file=sys.stderr)
     include = tuple(os.path.abspath(d) for d in args.include) + (project.include if project else ())
     defines = tuple(args.define) + (project.defines if project else ())
-    files = collect_files(args.paths) if include or defines else []
+    files = collect_files(args.paths).files if include or defines else []
     with merged_build_dir(files, include, defines, config.build_dir) as build_dir, \
             ProgressBar(not args.quiet) as progress:
         log = PassLog.open(args.log, hw=config.hw.name, pipeline=config.pipeline, argv=sys.argv[1:])
-        if project is not None:
-            log.write({"type": "config", "schema": 1, "run": log.run_id, **project.to_json()})
-        config = replace(config, build_dir=build_dir)
-        if config.proposer.name == "claude":  # the attempt loop: search first, then apply its decisions
-            from kxform.cli.propose_args import search_with_claude
+        try:
+            if project is not None:
+                log.write({"type": "config", "schema": 1, "run": log.run_id, **project.to_json()})
+            config = replace(config, build_dir=build_dir)
+            if config.proposer.name == "claude":  # the attempt loop: search first, then apply its decisions
+                from kxform.cli.propose_args import search_with_claude
 
-            config = search_with_claude(args, config, log)
-        report, outcomes = run_apply(args.paths, config, progress=progress)
+                config = search_with_claude(args, config, log)
+            report, outcomes = run_apply(args.paths, config, progress=progress)
+        except BaseException:
+            log.abandon()
+            raise
+    for note in report.notes:
+        print(f"kxform: note: {note}", file=sys.stderr)
     _print(outcomes, args.quiet)
-    for outcome in outcomes:
-        _log_file(log, outcome)
-    log.close(report)
+    try:
+        for outcome in outcomes:
+            _log_file(log, outcome)
+        log.close(report)
+    except OSError as exc:  # the sources are written already; say the log is incomplete
+        print(f"kxform: error: {log.path}: the pass log is incomplete: {exc.strerror or exc}", file=sys.stderr)
+        print(f"kxform: {report.summary()}", file=sys.stderr)
+        return max(report.exit_code, 2) if report.exit_code != 123 else 123
     if args.depfile and report.exit_code in (0, 1) and not (report.input_errors or report.internal_errors):
         _write_depfile(args, outcomes, project)
     print(f"kxform: {report.summary()} Log: {log.path}", file=sys.stderr)
@@ -142,7 +154,8 @@ def _write_depfile(args: argparse.Namespace, outcomes: list[FileOutcome], projec
         full = os.path.abspath(path)
         return any(full == p or full.startswith(p.rstrip(os.sep) + os.sep) for p in named)
     targets = [str(output_path(o.path, args.out_dir)) for o in outcomes if wanted(o.path)]
-    deps = [o.path for o in outcomes] + ([str(project.path)] if project is not None else [])
+    headers = list(collect_files(args.paths).includers)  # quoted includes read, inside the paths or not
+    deps = [o.path for o in outcomes] + headers + ([str(project.path)] if project is not None else [])
     write_depfile(args.depfile, targets, deps)
 
 
@@ -169,6 +182,8 @@ def _checks_line(result: KernelResult) -> str:
     for check in result.checks:
         if check.detail.startswith("skipped"):
             parts.append(f"{check.name} skipped")
+        elif check.unconfirmed:
+            parts.append(f"{check.name} unconfirmed")
         elif check.name == "verify":
             runtime = "gpu" if "on the gpu runtime" in check.detail else "cpu"
             counts = re.findall(r"\(original vs rewritten, (\d+) sizes\)", check.detail)

@@ -73,7 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from kxform.engine.runner import save_traceback
 
         saved = save_traceback(exc)
-        print(f"kxform: internal error: {type(exc).__name__}: {exc} (traceback saved to {saved})", file=sys.stderr)
+        cause = " ".join(str(exc).split())
+        print(f"kxform: internal error: {type(exc).__name__}: {cause} (traceback saved to {saved})", file=sys.stderr)
         return EXIT_INTERNAL
 
 

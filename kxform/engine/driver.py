@@ -26,6 +26,7 @@ from typing import Any
 
 from kxform.engine.edits import Edit, apply_edits, check_reparse, unified_diff
 from kxform.engine.pass_api import (
+    UNCONFIRMED,
     CheckRecord,
     KernelAnalysis,
     KernelResult,
@@ -39,7 +40,7 @@ from kxform.engine.pass_api import (
 from kxform.engine.proposer import DeterministicProposer, Proposer
 from kxform.errors import CheckFailed, EditConflict, InputError
 from kxform.frontend.cuda import parse_model
-from kxform.frontend.model import Function, SourceModel
+from kxform.frontend.model import Function, FunctionKind, SourceModel
 from kxform.frontend.source import SourceText, validate_bytes
 from kxform.hw import HwProfile
 from kxform.log.remarks import Remark, RemarkKind, RemarkSink
@@ -85,20 +86,51 @@ class _Run:
 
 
 def syntax_gate(model: SourceModel) -> set[str]:
-    """Kernels whose definition holds a syntax error. The file is rejected as a whole
-    (InputError at the first error) when an error lies outside every function, or when a
-    token is missing (an unbalanced brace swallows what follows: nothing can be trusted)."""
+    """Functions that cannot be trusted: their definition overlaps a syntax error, or lies
+    inside an error region (an unbalanced brace before it swallowed it). Errors in host
+    code outside every function block nothing: a kernel is analysed when its own
+    definition and the functions it reaches parse (`unparsable`)."""
     broken: set[str] = set()
-    for issue in model.syntax_issues:
-        owner = next((f for f in model.functions if f.span.contains(issue.span)), None)
-        if owner is None or any(i.missing for i in model.syntax_issues):
-            what = "missing token" if issue.missing else "syntax error"
-            snippet = model.source.data[issue.span.start:issue.span.end][:40].decode("utf-8", "replace")
-            snippet = " ".join(snippet.split())
-            raise InputError(f"{what} near '{snippet}' (tree-sitter-cuda could not parse this)",
-                             model.source.location(issue.span.start))
-        broken.add(owner.name)
+    for function in model.functions:
+        if any(issue.span.start < function.span.end and function.span.start < issue.span.end
+               for issue in model.syntax_issues):
+            broken.add(function.name)
+            continue
+        node = model.tree.root_node.descendant_for_byte_range(function.span.start, function.span.end)
+        while node is not None:
+            if node.is_error:
+                broken.add(function.name)
+                break
+            node = node.parent
     return broken
+
+
+def unparsable(model: SourceModel, kernel: str, broken: set[str] | None = None) -> str | None:
+    """Why `kernel` cannot be analysed for syntax reasons (None: it can): its definition,
+    or a function it calls, does not parse."""
+    broken = syntax_gate(model) if broken is None else broken
+    if kernel in broken:
+        return "the kernel's definition does not parse (macro-wrapped attribute or syntax error)"
+    reach = sorted((model.closure(kernel) & broken) - {kernel})
+    return f"'{reach[0]}', which it calls, does not parse" if reach else None
+
+
+def host_syntax_issue(model: SourceModel) -> int | None:
+    """Offset of the first syntax error in host code (outside every kernel and device
+    function: those are reported with the kernels they block), if any."""
+    device = [f for f in model.functions if f.kind is not FunctionKind.HOST]
+    for issue in model.syntax_issues:
+        if not any(f.span.start <= issue.span.start < f.span.end for f in device):
+            return issue.span.start
+    return None
+
+
+def _duplicates(model: SourceModel) -> dict[str, list[int]]:
+    """Kernels defined more than once (`#if` variants): name -> line of each definition."""
+    lines: dict[str, list[int]] = {}
+    for kernel in model.kernels:
+        lines.setdefault(kernel.name, []).append(model.source.line_col(kernel.span.start)[0])
+    return {name: found for name, found in lines.items() if len(found) > 1}
 
 
 def transform_source(
@@ -141,18 +173,30 @@ COULD_NOT_TELL = ("VerifyInconclusive", "Unverified")
 
 
 def final_remarks(transform: FileTransform, results: Sequence[KernelResult]) -> tuple[Remark, ...]:
-    """The remarks of the outcome that stands: "Applied" for kernels still applied, and a
-    "Missed" remark naming the stage and reason for those a later stage took back."""
+    """The remarks of the outcome that stands: "Applied" for kernels still applied
+    ("AppliedUnconfirmed", with the check's words, where a later check could not tell,
+    as the compile check when the original does not compile either), and a "Missed"
+    remark naming the stage and reason for those a later stage took back
+    ("<Stage>Unconfirmed" when that stage could not tell and a failure was required)."""
     final = {(r.pass_name, r.kernel): r for r in results}
     out: list[Remark] = []
     for remark in transform.pending:
         result = final.get((remark.pass_name, remark.function or ""))
-        if result is None or result.outcome is Outcome.APPLIED:
-            out.append(remark if result is None or result.proposal is None else _applied(remark, result.proposal))
+        if result is None or result.proposal is None:
+            out.append(remark)
+            continue
+        if result.outcome is Outcome.APPLIED:
+            applied = _applied(remark, result.proposal)
+            doubt = next((c for c in result.checks if c.unconfirmed), None)
+            if doubt is not None:
+                applied = replace(applied, name="AppliedUnconfirmed", message=f"{applied.message}; {doubt.name} "
+                                  f"check {doubt.detail}", args={**applied.args, "confirmed": False})
+            out.append(applied)
             continue
         why = result.reasons[0] if result.reasons else "refused by a later stage"
         key = why.split(":", 1)[0]
-        name = key if key in COULD_NOT_TELL else f"{result.stage.capitalize() or 'Later'}Failed"
+        verdict = "Unconfirmed" if why.startswith(UNCONFIRMED) else "Failed"
+        name = key if key in COULD_NOT_TELL else f"{result.stage.capitalize() or 'Later'}{verdict}"
         out.append(replace(remark, kind=RemarkKind.MISSED, name=name,
                            message=f"{remark.pass_name} not applied to '{remark.function}': {result.stage or 'later'} "
                                    f"stage: {why}"))
@@ -165,34 +209,51 @@ def _applied(remark: Remark, proposal: Proposal) -> Remark:
                    args={"proposer": proposal.proposer, "measured": proposal.measured, **proposal.options})
 
 
-def _run_pass(source: SourceText, pass_: Pass, run: _Run,
-              model: SourceModel | None = None) -> tuple[SourceText, list[KernelResult], tuple[int, ...]]:
+def _run_pass(source: SourceText, pass_: Pass, run: _Run, model: SourceModel | None = None,
+              dry_run: bool = False) -> tuple[SourceText, list[KernelResult], tuple[int, ...]]:
+    """One pass over one file. `dry_run` (the idempotence check) stops before editing:
+    the result then tells only whether some proposal would be accepted (the source comes
+    back unchanged, the accepted kernels are APPLIED results without edits)."""
     model = model or parse_model(source)
     broken = syntax_gate(model)
+    duplicates = _duplicates(model)
     ctx = PassContext(model, run.hw, run.options, run.sink, run.semantic(model) if run.semantic else None,
                       run.toolchain)
+    host_issue = host_syntax_issue(model)
+    if host_issue is not None and not dry_run:
+        ctx.remark(RemarkKind.ANALYSIS, pass_.name, "HostSyntaxError", host_issue, None,
+                   f"host code does not parse at line {source.line_col(host_issue)[0]} (tree-sitter-cuda); kernels "
+                   "whose own definitions and callees parse are analysed as usual")
     analyses = pass_.analyse(ctx)
     results: list[KernelResult] = []
     accepted: list[KernelResult] = []
+    reported: set[str] = set()
     for kernel in model.kernels:
+        if kernel.name in duplicates and run.options.selects(kernel.name):
+            if kernel.name not in reported:
+                reported.add(kernel.name)
+                at = ", ".join(map(str, duplicates[kernel.name]))
+                results.append(_missed(ctx, pass_, kernel, "DuplicateDefinition", f"'{kernel.name}' is defined "
+                                       f"{len(duplicates[kernel.name])} times (lines {at}: #if variants?); kxform "
+                                       "rewrites a kernel only when it has one definition", kernel.span.start))
+            continue
         analysis = analyses.get(kernel.name)
-        result = _kernel(ctx, pass_, run, kernel, analysis, kernel.name in broken)
+        result = _kernel(ctx, pass_, run, kernel, analysis, unparsable(model, kernel.name, broken))
         if result is not None:
             (accepted if result.outcome is Outcome.APPLIED else results).append(result)
-    if not accepted:
-        return source, results, ()
+    if not accepted or dry_run:
+        return source, results + accepted, ()
     return _apply(ctx, pass_, run, accepted, results)
 
 
 def _kernel(ctx: PassContext, pass_: Pass, run: _Run, kernel: Function, analysis: KernelAnalysis | None,
-            broken: bool) -> KernelResult | None:
+            broken: str | None) -> KernelResult | None:
     path = ctx.model.source.path
     line = ctx.model.source.line_col(kernel.span.start)[0]
     if not run.options.selects(kernel.name):
         return KernelResult(path, kernel.name, pass_.name, Outcome.SKIPPED, line, ("not selected",))
-    if broken:
-        return _missed(ctx, pass_, kernel, "SyntaxError", "the kernel's definition does not parse "
-                       "(macro-wrapped attribute or syntax error); left unchanged", kernel.span.start)
+    if broken is not None:
+        return _missed(ctx, pass_, kernel, "SyntaxError", f"{broken}; left unchanged", kernel.span.start)
     if analysis is None:
         return None
     if analysis.already_applied:
@@ -274,7 +335,10 @@ def _apply(ctx: PassContext, pass_: Pass, run: _Run, accepted: list[KernelResult
     try:
         edits: list[Edit] = pass_.edit(ctx, proposals)
         edited = apply_edits(source, edits)
-        new_source = validate_bytes(source.path, edited.data)
+        try:
+            new_source = validate_bytes(source.path, edited.data, rewritten=True)
+        except InputError as exc:
+            raise CheckFailed("size", exc.cause) from None
         new_model = parse_model(new_source)
         check_reparse(len(model.syntax_issues), len(new_model.syntax_issues), source.path)
         extra = [CheckRecord("reparse", True, f"rewritten file re-parses with {len(new_model.syntax_issues)} "
@@ -301,12 +365,13 @@ def _apply(ctx: PassContext, pass_: Pass, run: _Run, accepted: list[KernelResult
 
 def _idempotent(pass_: Pass, new_model: SourceModel, run: _Run, proposals: list[Proposal]) -> CheckRecord:
     """Check (e): running the same pass again on the output changes nothing. Semantics are
-    not consulted again: the question is only whether the pass would propose."""
+    not consulted again: the question is only whether the pass would propose and have a
+    proposal accepted, so the second run stops before editing (no recursion)."""
     kernels = tuple(p.kernel for p in proposals)
     source = new_model.source
     again_run = _Run(run.hw, replace(run.options, kernels=kernels), DeterministicProposer(), None, RemarkSink(), {},
                      run.toolchain, [])
-    again, _, _ = _run_pass(source, pass_, again_run, new_model)
-    if again.data != source.data:
+    _, again, _ = _run_pass(source, pass_, again_run, new_model, dry_run=True)
+    if any(r.outcome is Outcome.APPLIED for r in again):
         raise CheckFailed("idempotence", "a second run of the pass would change the output again")
     return CheckRecord("idempotence", True, "a second run proposes no change")

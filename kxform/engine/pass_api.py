@@ -31,8 +31,12 @@ from kxform.log.remarks import Remark, RemarkKind, RemarkSink
 
 __all__ = [
     "Blocker", "CheckRecord", "KernelAnalysis", "KernelResult", "Outcome", "Pass", "PassContext", "Proposal",
-    "Provenance", "Rejection", "RunOptions", "parse_pass_spec", "split_pipeline",
+    "Provenance", "Rejection", "RunOptions", "UNCONFIRMED", "parse_pass_spec", "split_pipeline",
 ]
+
+
+UNCONFIRMED = "unconfirmed"
+"""How the detail of a check that could neither confirm nor refute a rewrite begins."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,13 @@ class CheckRecord:
     name: str
     ok: bool
     detail: str
+
+    @property
+    def unconfirmed(self) -> bool:
+        """The check could not tell (the compile check where the original does not compile
+        either): its own outcome, never reported as passed, whether or not `ok` lets the
+        rewrite be written."""
+        return self.detail.startswith(UNCONFIRMED)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "ok": self.ok, "detail": self.detail}

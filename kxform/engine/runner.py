@@ -1,8 +1,14 @@
 """The layer above the pure core: files, parallelism, compile checks, write-back and logs.
 
-`run_apply` transforms every file in memory first (in worker processes), compiles the
-changed ones with nvcc where asked (in parallel, cached by content), and only then
-writes. If any file had an input error, nothing is written at all.
+`run_apply` transforms every file in memory first (in worker processes), runs the later
+stages over the changed ones (compile with nvcc where asked, in parallel and cached by
+content; differential verification; measurement: kxform.engine.stages, whose refusals
+send a kernel back to the proposer and its file through the core again), and only then
+writes. Files are isolated from each other: a file that cannot be read, parsed,
+analysed or written is reported on one line and left untouched, and every other file
+is processed and written as usual (README, "Exit codes"). Environment problems found
+before any work (an unwritable cache, `-o` naming a file) stop the run before anything
+is written.
 """
 
 from __future__ import annotations
@@ -10,7 +16,7 @@ from __future__ import annotations
 import concurrent.futures as futures
 import functools
 import os
-import re
+import contextlib
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -20,14 +26,16 @@ from typing import Any, Protocol
 from kxform.build.toolchain import Toolchain
 from kxform.engine.driver import Feedback, FileTransform, transform_source
 from kxform.engine.stages import run_later_stages
-from kxform.errors import KxformError, UsageError
+from kxform.errors import InputError, KxformError, UsageError, display_path
 from kxform.workspace.exclude import Exclude
-from kxform.workspace.files import walk_sources, write_atomic
+from kxform.workspace.files import write_atomic
+from kxform.workspace.lock import TreeLock
+from kxform.workspace.tree import SourceSet, collect_files
 from kxform.hw import HwProfile
 from kxform.engine.pass_api import CheckRecord, KernelResult, Outcome, Pass, RunOptions
 from kxform.engine.registry import default_registry
 from kxform.log.report import Report, WriteBack
-from kxform.frontend.source import HEADER_SUFFIXES, read_source
+from kxform.frontend.source import read_source
 
 
 
@@ -76,8 +84,10 @@ def _pipeline(pipeline: str, extra_options: tuple[tuple[str, str], ...]) -> tupl
     return tuple(default_registry().pipeline(pipeline, dict(extra_options)))
 
 
-def _transform_one(path: str, config: ApplyConfig, feedback: Feedback | None = None) -> FileOutcome:
+def _transform_one(path: str, config: ApplyConfig, includer: str | None = None,
+                   feedback: Feedback | None = None) -> FileOutcome:
     """Worker: read, validate and transform one file. Never raises for bad input.
+    `includer`: the unit of the run that includes this header (its flags and directory);
     `feedback`: candidates the later stages refused in an earlier round."""
     try:
         source = read_source(path)
@@ -89,7 +99,7 @@ def _transform_one(path: str, config: ApplyConfig, feedback: Feedback | None = N
         if config.semantic:
             from kxform.frontend.semantic import semantic_provider
 
-            semantic = semantic_provider(path, config.build_dir)
+            semantic = semantic_provider(path, config.build_dir, includer, toolchain)
         proposer = config.proposer.build() if config.proposer is not None else None
         transform = transform_source(source, passes, config.hw, options, proposer=proposer, semantic=semantic,
                                      feedback=feedback, toolchain=toolchain, finalize=False)
@@ -100,68 +110,101 @@ def _transform_one(path: str, config: ApplyConfig, feedback: Feedback | None = N
         return FileOutcome(path, error=str(exc))
     except Exception as exc:  # a defect: report it for this file, keep going, write nothing
         saved = save_traceback(exc)
-        return FileOutcome(path, error=f"{path}: internal error: {type(exc).__name__}: {exc} "
-                                       f"(traceback saved to {saved})", internal=True)
+        return FileOutcome(path, error=f"{display_path(path)}: internal error: {type(exc).__name__}: "
+                                       f"{' '.join(str(exc).split())} (traceback saved to {saved})", internal=True)
 
 
-_LOCAL_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
+KEEP_ERROR_LOGS = 10
+"""Tracebacks of internal errors kept in the error-log directory; older ones are removed."""
 
 
 def save_traceback(exc: BaseException) -> str:
-    """Write the traceback to a temporary file (black's way) and return its path."""
+    """Write the traceback to `<tmp>/kxform-errors-<uid>/` and return its path, keeping
+    only the newest `KEEP_ERROR_LOGS` logs there (they must not pile up in /tmp)."""
     import tempfile
     import traceback
 
-    with tempfile.NamedTemporaryFile("w", prefix="kxform-error-", suffix=".log", delete=False) as handle:
+    folder = Path(tempfile.gettempdir()) / f"kxform-errors-{os.getuid() if hasattr(os, 'getuid') else 0}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        logs = sorted(folder.glob("kxform-error-*.log"), key=lambda p: p.stat().st_mtime_ns)
+        for old in logs[:max(0, len(logs) - KEEP_ERROR_LOGS + 1)]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        folder = Path(tempfile.gettempdir())
+    with tempfile.NamedTemporaryFile("w", prefix="kxform-error-", suffix=".log", dir=folder,
+                                     delete=False) as handle:
         handle.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
     return handle.name
 
 
-def collect_files(paths: list[str]) -> list[str]:
-    """CUDA/HIP files under `paths`, plus the `.h`/`.hpp` headers they include with quotes
-    (headers hold kernels and device functions too; other headers are not CUDA)."""
-    files = [str(p) for p in walk_sources(paths)]
-    seen = {os.path.realpath(f) for f in files}
-    extra: list[str] = []
-    for path in files:
-        try:
-            data = Path(path).read_bytes()
-        except OSError:
-            continue  # reported when the file itself is read
-        for match in _LOCAL_INCLUDE.finditer(data):
-            header = Path(path).parent / match.group(1).decode("utf-8", "replace")
-            if header.suffix in HEADER_SUFFIXES and header.is_file() and os.path.realpath(header) not in seen:
-                seen.add(os.path.realpath(header))
-                extra.append(os.path.normpath(header))
-    return files + sorted(extra)
+def check_environment(config: ApplyConfig) -> None:
+    """Problems of the environment, found before any work so that nothing is written
+    first: `-o` naming something that is not a directory, a cache that cannot be written."""
+    from kxform.cache import cache_root
+
+    if config.write_back is WriteBack.OUT_DIR and config.out_dir is not None:
+        out = Path(config.out_dir)
+        if out.exists() and not out.is_dir():
+            raise UsageError(f"-o {display_path(out)}: exists and is not a directory")
+    root = cache_root()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        import tempfile
+
+        with tempfile.TemporaryFile(dir=root):
+            pass
+    except OSError as exc:
+        raise UsageError(f"the cache directory {display_path(root)} is not writable ({exc.strerror or exc}); "
+                         "set KXFORM_CACHE_DIR to a writable directory") from None
 
 
 def run_apply(paths: list[str], config: ApplyConfig, progress: Progress | None = None,
               emit: Callable[[str], object] | None = None) -> tuple[Report, list[FileOutcome]]:
     """Run the pipeline over `paths`; return the report and per-file outcomes (for logs)."""
     _pipeline(config.pipeline, config.extra_options)  # usage errors before any work (and warms the cache)
+    check_environment(config)
     if config.measure:
         _check_measure(config)
-    files = [f for f in collect_files(paths) if config.exclude is None or not config.exclude.matches(f)]
-    outcomes = _transform_all(files, config, progress)
-    report = Report(write_back=config.write_back)
-    for outcome in outcomes:
-        if outcome.error:
-            (report.internal_errors if outcome.internal else report.input_errors).append(outcome.error)
-    outcomes = run_later_stages(
-        outcomes, (lambda batch: compile_stage(batch, config),
-                   lambda batch: verify_stage(batch, config, progress=progress)),
-        lambda path, feedback: _transform_one(path, config, feedback))
-    for outcome in outcomes:
-        report.add_kernels(outcome.results)
-        transform = outcome.transform
-        if transform is None:
-            continue
-        if transform.changed:
-            report.files_changed += 1
-        else:
-            report.files_unchanged += 1
-    _write_back(outcomes, config, report, emit or (lambda text: sys.stdout.write(text)))
+    sources = collect_files(paths, copies=config.write_back is WriteBack.OUT_DIR)
+    if config.exclude is not None:
+        sources.files = [f for f in sources.files if not config.exclude.matches(f)]
+    lock: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
+    if config.write_back is WriteBack.OUT_DIR and config.out_dir is not None:
+        try:
+            Path(config.out_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"-o {display_path(config.out_dir)}: cannot create it ({exc.strerror or exc})") from None
+        lock = TreeLock.acquire_copies(config.out_dir, [output_path(f, config.out_dir) for f in sources.files])
+    elif config.write_back is WriteBack.WRITE:
+        lock = TreeLock.acquire(list(paths))
+    with lock:
+        outcomes = [FileOutcome(str(err.location.path) if err.location else "", error=str(err))
+                    for err in sources.refused]
+        outcomes += _transform_all(sources, config, progress)
+        report = Report(write_back=config.write_back)
+        latest = {o.path: o for o in outcomes if o.transform is not None}  # each file as it stands
+
+        def retransform(path: str, feedback: Feedback) -> FileOutcome:
+            latest[path] = _transform_one(path, config, _includer(sources, path), feedback)
+            return latest[path]
+
+        outcomes = run_later_stages(
+            outcomes, (lambda batch: compile_stage(batch, config, sources, report, list(latest.values())),
+                       lambda batch: verify_stage(batch, config, progress=progress)), retransform)
+        for outcome in outcomes:
+            report.add_kernels(outcome.results)
+            transform = outcome.transform
+            if transform is None:
+                continue
+            if transform.changed:
+                report.files_changed += 1
+            else:
+                report.files_unchanged += 1
+        _write_back(outcomes, config, report, emit or (lambda text: sys.stdout.write(text)))
+        for outcome in outcomes:
+            if outcome.error:
+                (report.internal_errors if outcome.internal else report.input_errors).append(outcome.error)
     return report, outcomes
 
 
@@ -177,18 +220,42 @@ def _check_measure(config: ApplyConfig) -> None:
                          "runtime does not")
 
 
-def _transform_all(files: list[str], config: ApplyConfig, progress: Progress | None) -> list[FileOutcome]:
+def _worker_init(parent: int) -> None:
+    """Pool workers die with the run that started them (Linux: PR_SET_PDEATHSIG), so a
+    `kill -9` of `apply` leaves no orphan holding memory."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(1)
+
+
+def _includer(sources: SourceSet, path: str) -> str | None:
+    """The first unit of the run that includes `path` (None for a unit, or a lone header)."""
+    return (sources.includers.get(os.path.realpath(path)) or [None])[0]
+
+
+def _transform_all(sources: SourceSet, config: ApplyConfig, progress: Progress | None) -> list[FileOutcome]:
+    files = sources.files
+    includer = {path: _includer(sources, path) for path in files}
     jobs = config.jobs or os.cpu_count() or 1
     if jobs == 1 or len(files) < 8:
         out = []
         for i, path in enumerate(files):
-            out.append(_transform_one(path, config))
+            out.append(_transform_one(path, config, includer[path]))
             if progress:
                 progress(i + 1, len(files), path)
         return out
     results: list[FileOutcome | None] = [None] * len(files)
-    with futures.ProcessPoolExecutor(max_workers=jobs) as pool:
-        pending = {pool.submit(_transform_one, path, config): i for i, path in enumerate(files)}
+    with futures.ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init,
+                                     initargs=(os.getpid(),)) as pool:
+        pending = {pool.submit(_transform_one, path, config, includer[path]): i for i, path in enumerate(files)}
         done = 0
         for future in futures.as_completed(pending):
             results[pending[future]] = future.result()
@@ -198,16 +265,22 @@ def _transform_all(files: list[str], config: ApplyConfig, progress: Progress | N
     return [r for r in results if r is not None]
 
 
-def compile_stage(outcomes: list[FileOutcome], config: ApplyConfig) -> None:
-    """Check (d): rewritten files must compile with nvcc where it exists; a file that fails
-    is not written, and its kernels are marked failed with nvcc's first error."""
+def compile_stage(outcomes: list[FileOutcome], config: ApplyConfig, sources: SourceSet | None = None,
+                  report: Report | None = None, run: list[FileOutcome] | None = None) -> None:
+    """Check (d): rewritten files must compile with nvcc where it exists, each through
+    every translation unit of the run that includes it (with all rewritten files of the
+    run in place: `run`, in its current round; default `outcomes`); a file that fails is
+    not written, and its kernels are marked failed with nvcc's first new error (see
+    kxform.build.compile_check). `outcomes`: the files of this round of the candidate
+    stage; `sources`: the run's files and includers (default: none known); the checker's
+    notes go to `report`."""
     changed = [o for o in outcomes if o.transform is not None and o.transform.changed]
     if config.verify == "static" or not changed:
         return
     from kxform.build.compile_check import CompileChecker
 
     checker = CompileChecker.create(config.build_dir, config.hw.arch if config.hw else "sm_90", config.jobs,
-                                    strict=config.verify == "compile")
+                                    strict=config.verify == "compile", toolchain=Toolchain.create(config.build_dir))
     if checker is None:
         if config.verify == "compile":
             raise UsageError("--verify compile needs nvcc (not found on PATH; set KXFORM_NVCC)")
@@ -215,7 +288,15 @@ def compile_stage(outcomes: list[FileOutcome], config: ApplyConfig) -> None:
             outcome.compile_record = CheckRecord("compile", True, "skipped: nvcc not found")
             _attach(outcome, outcome.compile_record)
         return
-    for outcome, record in zip(changed, checker.check_many([o.transform for o in changed if o.transform])):
+    run = outcomes if run is None else run
+    transforms = [o.transform for o in changed if o.transform is not None]
+    checked = {id(o) for o in changed}
+    originals = {os.path.realpath(o.path): o.transform.source.data for o in run if o.transform is not None}
+    in_place = [o.transform for o in run if o.transform is not None and id(o) not in checked]
+    records = checker.check_tree(transforms, sources.includers if sources else {}, originals, in_place)
+    if report is not None:
+        report.notes.extend(n for n in checker.notes if n not in report.notes)
+    for outcome, record in zip(changed, records):
         outcome.compile_record = record
         if record.ok:
             _attach(outcome, record)
@@ -267,25 +348,49 @@ def _attach(outcome: FileOutcome, record: CheckRecord) -> None:
 
 def _write_back(outcomes: list[FileOutcome], config: ApplyConfig, report: Report,
                 emit: Callable[[str], object]) -> None:
+    """Per file: a file with an error is never written; a file that cannot be written
+    gets an error naming it (and its kernels are marked failed); the others are written,
+    each atomically."""
     mode = config.write_back
     if mode is WriteBack.DIFF:
         for outcome in outcomes:
             if outcome.transform is not None and outcome.transform.changed:
                 emit(outcome.transform.diff())
         return
-    if mode is WriteBack.CHECK or report.input_errors or report.internal_errors:
-        return  # nothing is written when any file could not be processed
+    if mode is WriteBack.CHECK:
+        return
     for outcome in outcomes:
         transform = outcome.transform
-        if transform is None:
+        if transform is None or outcome.error:
             continue
-        if mode is WriteBack.OUT_DIR:
-            assert config.out_dir is not None
-            target = Path(config.out_dir) / _relative(outcome.path)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(target, transform.new_data)
-        elif transform.changed:
-            write_atomic(outcome.path, transform.new_data)
+        try:
+            if mode is WriteBack.OUT_DIR:
+                assert config.out_dir is not None
+                target = Path(config.out_dir) / _relative(outcome.path)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                write_atomic(target, transform.new_data)
+            elif transform.changed:
+                write_atomic(outcome.path, transform.new_data, expected=transform.source.data)
+        except InputError as exc:
+            _not_written(outcome, report, str(exc))
+        except OSError as exc:
+            where = f" to {display_path(exc.filename)}" if mode is WriteBack.OUT_DIR and exc.filename else ""
+            _not_written(outcome, report, f"{display_path(outcome.path)}: not written{where}: "
+                                          f"{exc.strerror or exc}")
+
+
+def _not_written(outcome: FileOutcome, report: Report, message: str) -> None:
+    outcome.error = message
+    transform = outcome.transform
+    if transform is not None and transform.changed:
+        report.files_changed -= 1
+        failed = [r for r in outcome.results if r.outcome is Outcome.APPLIED]
+        report.kernel_outcomes[Outcome.APPLIED] -= len(failed)
+        report.kernel_outcomes[Outcome.FAILED] += len(failed)
+        outcome.results = [replace(r, outcome=Outcome.FAILED, stage="write", reasons=(message,))
+                           if r.outcome is Outcome.APPLIED else r for r in outcome.results]
+    else:
+        report.files_unchanged -= 1
 
 
 def output_path(path: str, out_dir: str) -> Path:

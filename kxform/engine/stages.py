@@ -38,11 +38,13 @@ F = TypeVar("F", bound=StagedFile)
 
 
 def refused(result: KernelResult) -> bool:
-    """A candidate a later stage turned down (not a kernel reverted only with its file)."""
+    """A candidate a later stage turned down (not a kernel reverted only with its file, nor
+    one whose stage could not tell: an "unconfirmed" compile check, the original failing
+    the same way, says nothing against this candidate, and any other would fare alike)."""
     if result.proposal is None or result.stage not in LATER_STAGES:
         return False
     if result.outcome is Outcome.FAILED:
-        return True
+        return not any(c.unconfirmed and not c.ok for c in result.checks)
     return result.outcome is Outcome.MISSED and any(r.startswith("NotFaster") for r in result.reasons)
 
 

@@ -8,16 +8,18 @@ it. Line endings and every other byte are kept as they are.
 from __future__ import annotations
 
 import bisect
+import errno
 import os
+import stat
 from dataclasses import dataclass, field
-from pathlib import Path
-
 from kxform.errors import InputError, Location
 
 MAX_SOURCE_BYTES = 8 * 1024 * 1024
 """Larger files are refused: real kernel sources are far smaller, and a 10 MB input is
 almost always generated code or a mistaken path."""
 
+BOM = b"\xef\xbb\xbf"
+"""The UTF-8 byte order mark some editors put before a file's first line."""
 CUDA_SUFFIXES = frozenset({".cu", ".cuh", ".hip"})
 HEADER_SUFFIXES = frozenset({".h", ".hpp", ".hh", ".cuh", ".inl"})
 
@@ -62,6 +64,12 @@ class SourceText:
         """Byte offset where the line containing `offset` begins."""
         return self._line_starts[bisect.bisect_right(self._line_starts, offset) - 1]
 
+    def insertion_point(self, offset: int) -> int:
+        """Where lines inserted before the line containing `offset` go: that line's start,
+        but after a UTF-8 byte order mark (it must stay the file's first bytes)."""
+        at = self.line_start(offset)
+        return len(BOM) if at == 0 and self.data.startswith(BOM) else at
+
     def indent_at(self, offset: int) -> str:
         """The whitespace that starts the line containing `offset`."""
         start = self.line_start(offset)
@@ -71,13 +79,17 @@ class SourceText:
         return self.data[start:end].decode("ascii")
 
 
-def validate_bytes(path: str, data: bytes) -> SourceText:
-    """Check that `data` is a plausible source file and wrap it; raise InputError if not."""
+def validate_bytes(path: str, data: bytes, rewritten: bool = False) -> SourceText:
+    """Check that `data` is a plausible source file and wrap it; raise InputError if not.
+
+    `rewritten`: the bytes are kxform's own output, so a size over the limit is named as
+    such (the input was within it)."""
     if not data.strip():
         raise InputError("file is empty", Location(path))
     if len(data) > MAX_SOURCE_BYTES:
+        what = "the rewritten file would be" if rewritten else "file is"
         raise InputError(
-            f"file is {len(data) / 1e6:.1f} MB, over the {MAX_SOURCE_BYTES // (1024 * 1024)} MiB limit "
+            f"{what} {len(data) / 1e6:.1f} MB, over the {MAX_SOURCE_BYTES // (1024 * 1024)} MiB limit "
             "for a kernel source",
             Location(path),
         )
@@ -97,18 +109,60 @@ def validate_bytes(path: str, data: bytes) -> SourceText:
     return SourceText(path, data)
 
 
-def read_source(path: str | os.PathLike[str]) -> SourceText:
-    """Read and validate one file, turning OS errors into one-line InputErrors."""
-    name = os.fspath(path)
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, in words ("a FIFO")."""
+    return next((what for test, what in _KINDS if test(mode)), "not a plain file")
+
+
+def check_name(name: str) -> None:
+    """File names must be UTF-8: they end up in messages, diffs and the JSON log."""
     try:
-        size = os.stat(name).st_size
-        if size > MAX_SOURCE_BYTES:
+        os.fsencode(name).decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError("file name is not valid UTF-8; rename the file", Location(name)) from None
+
+
+def read_bytes_bounded(name: str, limit: int = MAX_SOURCE_BYTES) -> bytes:
+    """The bytes of a regular file, at most `limit` (+1 to tell that it is larger).
+
+    Opened without blocking and checked with fstat before reading: a FIFO or a device
+    named `*.cu` is refused instead of blocking (a FIFO with no writer) or reading
+    forever (`/dev/zero`). OSError propagates."""
+    fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise InputError("is a directory", Location(name))
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(f"not a regular file ({file_kind(info.st_mode)}); refused", Location(name))
+        if info.st_size > limit:
             raise InputError(
-                f"file is {size / 1e6:.1f} MB, over the {MAX_SOURCE_BYTES // (1024 * 1024)} MiB limit "
+                f"file is {info.st_size / 1e6:.1f} MB, over the {limit // (1024 * 1024)} MiB limit "
                 "for a kernel source",
                 Location(name),
             )
-        data = Path(name).read_bytes()
+        chunks, total = [], 0
+        while total <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_source(path: str | os.PathLike[str]) -> SourceText:
+    """Read and validate one file, turning OS errors into one-line InputErrors."""
+    name = os.fspath(path)
+    check_name(name)
+    try:
+        data = read_bytes_bounded(name)
     except FileNotFoundError:
         raise InputError("no such file", Location(name)) from None
     except IsADirectoryError:
@@ -116,5 +170,6 @@ def read_source(path: str | os.PathLike[str]) -> SourceText:
     except PermissionError:
         raise InputError("permission denied", Location(name)) from None
     except OSError as exc:
-        raise InputError(exc.strerror or str(exc), Location(name)) from None
+        cause = "symlink loop" if exc.errno == errno.ELOOP else (exc.strerror or str(exc))
+        raise InputError(cause, Location(name)) from None
     return validate_bytes(name, data)

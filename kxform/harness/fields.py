@@ -9,6 +9,7 @@ Centralising this keeps every message in the same shape and every location right
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
@@ -125,11 +126,15 @@ class Table:
         return value
 
     def number(self, key: str, default: float | _Missing = MISSING) -> float:
-        """A number (integer or float) as float."""
+        """A finite number (integer or float) as float: TOML's `inf` and `nan` are refused
+        (an infinite tolerance would make every comparison pass)."""
         value = self._get(key, default)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             self.fail(key, f"'{key}' must be a number, got {type_name(value)}")
-        return float(value)
+        result = float(value)
+        if not math.isfinite(result):
+            self.fail(key, f"'{key}' must be a finite number, got {value}")
+        return result
 
     def boolean(self, key: str, default: bool | _Missing = MISSING) -> bool:
         """A boolean value."""

@@ -166,6 +166,9 @@ def _npy(table: Table, _dtype: str, spec_dir: Path) -> FillSpec:
     table.check_keys(("dist", "path"))
     rel = table.required_string("path")
     path = (spec_dir / rel).resolve()
+    if not path.is_relative_to(spec_dir.resolve()):
+        table.fail("path", f"npy file '{rel}' is outside the spec's directory (a spec reads only files beside "
+                   "it or below)")
     if not path.is_file():
         table.fail("path", f"npy file '{rel}' not found (looked for {path})")
     return NpyFill(path)

@@ -8,6 +8,7 @@ a runtime. `load_spec` resolves every size once, which makes these errors load e
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -114,9 +115,28 @@ def resolve(kernel: KernelSpec, size: SizeSpec) -> ResolvedLaunch:
         csr = {name: _csr_dims(group.name, group.rows, group.cols, group.nnz_per_row, env)
                for name, group in kernel.csr_groups.items()}
         args = tuple(_resolve_arg(arg, env, csr) for arg in kernel.args)
+        _check_memory(args)
     except SpecError as err:
         raise SpecError(f"{prefix}: {err.cause}", size.location) from None
     return ResolvedLaunch(kernel.name, size.name, env, grid, block, shared, args)
+
+
+def host_memory_bytes() -> int | None:
+    """Physical memory of this machine (None where the OS does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _check_memory(args: tuple[ResolvedArg, ...]) -> None:
+    """Buffers are made on the host (inputs, references, both versions' outputs): a size
+    whose buffers cannot fit in this machine's memory is a spec error, not a MemoryError."""
+    need = sum(a.nbytes for a in args)
+    limit = host_memory_bytes()
+    if limit is not None and need > limit:
+        raise SpecError(f"its buffers need {need / 1e9:.1f} GB, more than this machine's memory "
+                        f"({limit / 1e9:.1f} GB); use a smaller size")
 
 
 def _evaluate_int(expr: Expr, env: Mapping[str, int], what: str) -> int:

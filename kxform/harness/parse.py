@@ -180,7 +180,11 @@ def _parse_reference(table: Table, spec_dir: Path) -> str | None:
     match = REFERENCE.match(text)
     if not match:
         table.fail("reference", f"reference '{text}' must look like 'module.py:function'")
-    if not (spec_dir / match["module"]).is_file():
+    module = (spec_dir / match["module"]).resolve()
+    if not module.is_relative_to(spec_dir.resolve()):
+        table.fail("reference", f"reference module '{match['module']}' is outside the spec's directory (a spec "
+                   "runs only code beside it or below)")
+    if not module.is_file():
         table.fail("reference", f"reference module '{match['module']}' not found next to the spec")
     return text
 

@@ -123,6 +123,8 @@ def _parse_toml(text: str, display: str) -> dict[str, Any]:
     try:
         data: dict[str, Any] = tomllib.loads(text)
         return data
+    except RecursionError:
+        raise SpecError("invalid TOML: arrays or tables nested too deeply", Location(display)) from None
     except tomllib.TOMLDecodeError as err:
         message = str(err)
         where = _TOML_POSITION.search(message)

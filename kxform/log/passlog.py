@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from kxform import __version__
+from kxform.errors import InputError, Location
 from kxform.engine.pass_api import KernelResult
 from kxform.log.report import Report
 
@@ -62,14 +63,30 @@ class PassLog:
 
     @classmethod
     def open(cls, path: str | None, *, hw: str, pipeline: str, argv: list[str]) -> PassLog:
+        """Create the log and write its first record now, so that a log that cannot be
+        written (a directory, a full disk) is a one-line `InputError` before any work."""
         run_id = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
         target = Path(path) if path else Path(".kxform") / "logs" / f"{run_id}.jsonl"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(target, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        try:
+            if target.is_dir():
+                raise IsADirectoryError(21, "is a directory")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            handle = open(target, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        except OSError as exc:
+            raise InputError(f"cannot write the pass log: {exc.strerror or exc}", Location(str(target))) from None
         log = cls(target, handle, run_id)
-        log.write({"type": "run", "schema": SCHEMA, "run": run_id, "versions": _versions(), "hw": hw,
-                   "pipeline": pipeline, "argv": argv, "cwd": os.getcwd(),
-                   "started": dt.datetime.now(dt.timezone.utc).isoformat()})
+        try:
+            log.write({"type": "run", "schema": SCHEMA, "run": run_id, "versions": _versions(), "hw": hw,
+                       "pipeline": pipeline, "argv": argv, "cwd": os.getcwd(),
+                       "started": dt.datetime.now(dt.timezone.utc).isoformat()})
+            handle.flush()
+            os.fsync(handle.fileno())
+        except OSError as exc:
+            try:
+                handle.close()
+            except OSError:
+                pass
+            raise InputError(f"cannot write the pass log: {exc.strerror or exc}", Location(str(target))) from None
         return log
 
     def write(self, record: dict[str, Any]) -> None:
@@ -78,6 +95,13 @@ class PassLog:
     def kernels(self, results: Iterable[KernelResult]) -> None:
         for result in results:
             self.write(kernel_record(self.run_id, result))
+
+    def abandon(self) -> None:
+        """Close a log whose run ended in an error (the CLI printed it); never raises."""
+        try:
+            self._handle.close()
+        except OSError:
+            pass
 
     def close(self, report: Report) -> None:
         self.write({"type": "summary", "schema": SCHEMA, "run": self.run_id,

@@ -29,10 +29,18 @@ class Report:
     internal_errors: list[str] = field(default_factory=list)
     kernel_outcomes: Counter[Outcome] = field(default_factory=Counter)
     failures: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """One-line notes for the user (flags kxform ignored, ...), printed once each."""
+    unconfirmed: int = 0
+    """Applied kernels whose compile check could not confirm the rewrite (the original
+    does not compile with the flags kxform has either)."""
 
     def add_kernels(self, results: tuple[KernelResult, ...] | list[KernelResult]) -> None:
         for result in results:
             self.kernel_outcomes[result.outcome] += 1
+            if result.outcome is Outcome.APPLIED and any(
+                    c.name == "compile" and c.unconfirmed for c in result.checks):
+                self.unconfirmed += 1
             if result.outcome is Outcome.FAILED:
                 self.failures.append(f"{result.path}:{result.line}: {result.kernel}: {'; '.join(result.reasons)}")
 
@@ -51,15 +59,19 @@ class Report:
     def summary(self) -> str:
         verb = {WriteBack.WRITE: "rewritten", WriteBack.OUT_DIR: "rewritten", WriteBack.DIFF: "would be rewritten",
                 WriteBack.CHECK: "would be rewritten"}[self.write_back]
-        if (self.input_errors or self.internal_errors) and self.write_back in (WriteBack.WRITE, WriteBack.OUT_DIR):
-            verb = "left untouched (errors)"
         parts = [f"{self.files_changed} file{'s' if self.files_changed != 1 else ''} {verb}",
                  f"{self.files_unchanged} unchanged"]
         kernels = ", ".join(f"{self.kernel_outcomes[o]} {o.value}" for o in Outcome if self.kernel_outcomes[o])
         if kernels:
             parts.append(f"kernels: {kernels}")
+        if self.unconfirmed:
+            parts.append(f"{self.unconfirmed} applied kernel{'s' if self.unconfirmed != 1 else ''} not confirmed "
+                         "by the compiler (the original does not compile here either)")
         if self.input_errors:
-            parts.append(f"{len(self.input_errors)} input error{'s' if len(self.input_errors) != 1 else ''}")
+            touched = " (those files left untouched)" if self.write_back in (WriteBack.WRITE, WriteBack.OUT_DIR) \
+                else ""
+            parts.append(f"{len(self.input_errors)} input error{'s' if len(self.input_errors) != 1 else ''}"
+                         f"{touched}")
         if self.internal_errors:
             parts.append(f"{len(self.internal_errors)} internal error{'s' if len(self.internal_errors) != 1 else ''}")
         return ", ".join(parts) + "."

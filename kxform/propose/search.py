@@ -14,7 +14,8 @@ from dataclasses import dataclass, replace
 from kxform.build.toolchain import Toolchain
 from kxform.engine.pass_api import Pass, PassContext, RunOptions
 from kxform.engine.registry import default_registry
-from kxform.engine.runner import ApplyConfig, collect_files
+from kxform.engine.runner import ApplyConfig
+from kxform.workspace.tree import collect_files
 from kxform.errors import KxformError, UsageError
 from kxform.frontend.cuda import parse_model
 from kxform.frontend.source import read_source
@@ -63,7 +64,7 @@ def search(paths: Sequence[str], config: ApplyConfig, options: SessionOptions, c
         raise UsageError("--measure needs the GPU runtime, and there is none here; leave --measure out and attempts "
                          "are ranked by prediction (and say so)")
     sessions: list[KernelSession] = []
-    for path in collect_files(list(paths)):
+    for path in collect_files(list(paths)).files:
         try:
             sessions.extend(_search_file(path, pass_, config, options, client, runtime, record))
         except UsageError:

@@ -24,9 +24,19 @@ def walk_sources(paths: Sequence[str], suffixes: frozenset[str] = CUDA_SUFFIXES)
 
     A file given explicitly is yielded whatever its suffix (the caller asked for it);
     inside directories only `suffixes` count. Missing paths and symlink loops are
-    InputErrors; a directory reached twice through links is walked once.
+    InputErrors; a directory reached twice through links is walked once, and a file
+    reached through several names (links) is yielded once, under the first name.
     """
     seen_dirs: set[tuple[int, int]] = set()
+    seen_files: set[str] = set()
+    for path in _walk(paths, suffixes, seen_dirs):
+        real = os.path.realpath(path)
+        if real not in seen_files:
+            seen_files.add(real)
+            yield path
+
+
+def _walk(paths: Sequence[str], suffixes: frozenset[str], seen_dirs: set[tuple[int, int]]) -> Iterator[Path]:
     for raw in paths:
         path = Path(raw)
         try:
@@ -71,14 +81,32 @@ def _walk_dir(root: Path, suffixes: frozenset[str], seen: set[tuple[int, int]]) 
             yield path
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
-    """Replace `path` with `data` atomically, keeping the file mode of an existing file."""
-    target = Path(path)
+def write_atomic(path: str | os.PathLike[str], data: bytes, *, expected: bytes | None = None) -> None:
+    """Replace `path` with `data` atomically, keeping the file mode of an existing file.
+
+    A symbolic link is kept: its target is what gets replaced. `expected` (the bytes the
+    new data was computed from) makes this a rewrite of a user's source: a read-only
+    file is refused, and so is a file whose content changed since it was read (someone
+    edited it while kxform ran); the content is compared again just before the rename.
+    Those refusals are InputErrors; OS errors (a full disk, a missing directory)
+    propagate as OSError.
+    """
+    target = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
     directory = target.parent if str(target.parent) else Path(".")
+    owner: tuple[int, int] | None = None
     try:
-        mode = stat.S_IMODE(target.stat().st_mode)
+        info = target.stat()
     except FileNotFoundError:
         mode = 0o666 & ~_umask()
+    else:
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError("not a regular file; not written", Location(os.fspath(path)))
+        mode, owner = stat.S_IMODE(info.st_mode), (info.st_uid, info.st_gid)
+        if expected is not None and not mode & 0o222:
+            raise InputError("file is read-only; not rewritten (make it writable to let kxform rewrite it)",
+                             Location(os.fspath(path)))
+    if expected is not None:
+        _check_unchanged(target, expected, os.fspath(path))
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".kxform-tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -86,6 +114,13 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
+        if owner is not None and owner != (os.geteuid(), os.getegid()):
+            try:  # keep the owner where we may (root rewriting another user's file)
+                os.chown(tmp, *owner)
+            except OSError:
+                pass
+        if expected is not None:
+            _check_unchanged(target, expected, os.fspath(path))
         os.replace(tmp, target)
     except BaseException:
         try:
@@ -101,6 +136,16 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def _check_unchanged(target: Path, expected: bytes, shown: str) -> None:
+    try:
+        current = target.read_bytes()
+    except FileNotFoundError:
+        raise InputError("deleted while kxform ran; not written", Location(shown)) from None
+    if current != expected:
+        raise InputError("changed on disk while kxform ran; not written (run kxform again on the new content)",
+                         Location(shown))
 
 
 def _umask() -> int:

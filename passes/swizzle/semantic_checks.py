@@ -1,7 +1,9 @@
 """What libclang's facts (kxform.frontend.semantic) mean for a block-index remap: a read of
 blockIdx.x/.y hidden in a macro of another file, or a function of another file that reads
 the index, cannot be rewritten, so the kernel is refused; when libclang could not answer
-a question the syntax left open, the kernel is refused too (conservatively).
+a question the syntax left open (the file, or a function the kernel reaches, does not
+parse), the kernel is refused too (conservatively), naming the error and any header
+that was not found.
 
 A read libclang attributes to a macro of this file is rewritten syntactically only if
 that macro's own expansion (through other macros of this file) holds a read of the same
@@ -21,11 +23,12 @@ REMAP_BUILTINS = ("blockIdx", "gridDim")
 
 def semantic_blockers(info: SemanticInfo, usage: IndexUsage) -> list[Blocker]:
     names = {f.name for f in usage.functions}
-    if not info.ok:  # the question the syntax left open stays open: refuse
+    why = info.unknown(usage.functions)
+    if why is not None:  # the question the syntax left open stays open: refuse
         what = f"'{usage.external_calls[0]}' is defined elsewhere and" if usage.external_calls else \
             "an included header"
-        return [Blocker("SemanticUnavailable", f"libclang could not analyse the file ({info.diagnostic}); "
-                        f"{what} may read the block index (pass -p BUILD_DIR with compile_commands.json)",
+        hint = "" if info.build_dir_given else " (pass -p BUILD_DIR with compile_commands.json)"
+        return [Blocker("SemanticUnavailable", f"{why}{info.missing_note()}; {what} may read the block index{hint}",
                         usage.kernel.span.start)]
     out = []
     for read in info.hidden_reads:

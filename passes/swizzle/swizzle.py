@@ -38,6 +38,7 @@ from kxform.passes.swizzle.index_usage import IndexUsage, index_usage
 from kxform.engine.params import Param, ParamSpace, ParamValue
 from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance
 from kxform.engine.policy import EXACT, OutputCompare, VerifyPolicy
+from kxform.passes.swizzle.helper_placement import guarded_helper, helper_offset
 from kxform.passes.swizzle.patterns import PATTERNS, RemapConfig, get_pattern
 from kxform.passes.swizzle.formula import FormulaError, FormulaRemap, formula_remap
 from kxform.passes.swizzle.semantic_checks import foreign_through_local, semantic_blockers
@@ -253,8 +254,8 @@ class Swizzle(Pass):
         for name, (offset, config) in helper_first_use.items():
             if f" {name}(".encode() in source.data:
                 continue  # helper already present from an earlier run
-            at = source.line_start(offset)
-            edits.append(Edit(at, at, config.helper_source(newline) + newline, f"swizzle: helper {name}"))
+            at = helper_offset(model, offset)
+            edits.append(Edit(at, at, guarded_helper(config, newline) + newline, f"swizzle: helper {name}"))
         return _dedupe(edits)
 
 

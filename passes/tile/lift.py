@@ -11,6 +11,10 @@ A file-scope `constexpr` is already a named parameter: it is left as it is at th
 original value, and its initializer is set at another. At the original values the
 rewrite adds the guards and nothing else; at another configuration it also replaces
 each literal value (and only that literal).
+
+The guard wraps the definition's own lines only, so it nests inside whatever
+conditional block holds the definition (`#if A / #define TILE 16 / #else ...`), and
+never lands before a UTF-8 byte order mark.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ def lift_edits(model: SourceModel, tiling: Tiling, config: Config) -> list[Edit]
         definition = quantity.definition
         origin = f"tile: {tiling.kernel.name}: {quantity.name}"
         if quantity.kind == "macro" and not quantity.guarded:
-            start = source.line_start(definition.span.start)
+            start = source.insertion_point(definition.span.start)  # after a byte order mark
             end = definition.span.end if source.data[definition.span.end - 1:definition.span.end] == b"\n" else None
             close = f"#endif{newline}" if end is not None else f"{newline}#endif"
             edits.append(Edit(start, start, f"#ifndef {quantity.name}{newline}", f"{origin}: guard"))

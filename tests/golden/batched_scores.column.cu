@@ -22,6 +22,8 @@
         }                                                                       \
     } while (0)
 
+#if !defined(KXFORM_SWIZZLE_COLUMN_DEFINED) && (defined(__CUDACC__) || defined(__HIPCC__))
+#define KXFORM_SWIZZLE_COLUMN_DEFINED
 /* kxform swizzle column: logical block (x, y) for physical block (bx, by).
    A bijection on every gx x gy grid with gx*gy < 2^32 (checked by kxform). */
 static __device__ __forceinline__ uint2 kxform_swizzle_column(
@@ -30,6 +32,7 @@ static __device__ __forceinline__ uint2 kxform_swizzle_column(
     const unsigned pid = by * gx + bx;
     return make_uint2(pid / gy, pid % gy);
 }
+#endif
 
 __global__ void batched_qk_scores(const float *__restrict__ Q, const float *__restrict__ K,
                                   float *__restrict__ S, int seq_q, int seq_k, int head_dim,

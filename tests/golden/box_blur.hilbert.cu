@@ -22,6 +22,8 @@
     } while (0)
 
 // Top-left pixel of the tile this block produces.
+#if !defined(KXFORM_SWIZZLE_HILBERT_DEFINED) && (defined(__CUDACC__) || defined(__HIPCC__))
+#define KXFORM_SWIZZLE_HILBERT_DEFINED
 /* kxform swizzle hilbert: logical block (x, y) for physical block (bx, by).
    A bijection on every gx x gy grid with gx*gy < 2^32 (checked by kxform). */
 static __device__ __forceinline__ uint2 kxform_swizzle_hilbert(
@@ -52,6 +54,7 @@ static __device__ __forceinline__ uint2 kxform_swizzle_hilbert(
     }
     return make_uint2(x, y);
 }
+#endif
 
 __device__ __forceinline__ int2 tile_origin(const uint2 kxform_block)
 {

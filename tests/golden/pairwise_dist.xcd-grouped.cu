@@ -24,6 +24,8 @@
         }                                                                       \
     }
 
+#if !defined(KXFORM_SWIZZLE_XCD_GROUPED_ALONGY_GROUP4_XCDS8_DEFINED) && (defined(__CUDACC__) || defined(__HIPCC__))
+#define KXFORM_SWIZZLE_XCD_GROUPED_ALONGY_GROUP4_XCDS8_DEFINED
 /* kxform swizzle xcd-grouped(along=y,group=4,xcds=8): logical block (x, y) for physical block (bx, by).
    A bijection on every gx x gy grid with gx*gy < 2^32 (checked by kxform). */
 static __device__ __forceinline__ uint2 kxform_swizzle_xcd_grouped_alongy_group4_xcds8(
@@ -41,6 +43,7 @@ static __device__ __forceinline__ uint2 kxform_swizzle_xcd_grouped_alongy_group4
     const unsigned in_group = id % per_group;
     return make_uint2(in_group / size, first + in_group % size);
 }
+#endif
 
 __global__ void pairwise_sqdist(const float *X, const float *Y, float *D, int n, int m, int dim)
 {

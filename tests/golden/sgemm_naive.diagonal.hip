@@ -23,6 +23,8 @@
 constexpr int BLOCK_X = 16;
 constexpr int BLOCK_Y = 16;
 
+#if !defined(KXFORM_SWIZZLE_DIAGONAL_DEFINED) && (defined(__CUDACC__) || defined(__HIPCC__))
+#define KXFORM_SWIZZLE_DIAGONAL_DEFINED
 /* kxform swizzle diagonal: logical block (x, y) for physical block (bx, by).
    A bijection on every gx x gy grid with gx*gy < 2^32 (checked by kxform). */
 static __device__ __forceinline__ uint2 kxform_swizzle_diagonal(
@@ -32,6 +34,7 @@ static __device__ __forceinline__ uint2 kxform_swizzle_diagonal(
     const unsigned ly = pid % gy;
     return make_uint2((pid / gy + ly) % gx, ly);
 }
+#endif
 
 __global__ void sgemm_naive(const float* __restrict__ A, const float* __restrict__ B,
                             float* __restrict__ C, int M, int N, int K)

@@ -26,6 +26,8 @@
         }                                                                      \
     } while (0)
 
+#if !defined(KXFORM_SWIZZLE_GROUPED_ALONGY_GROUP8_DEFINED) && (defined(__CUDACC__) || defined(__HIPCC__))
+#define KXFORM_SWIZZLE_GROUPED_ALONGY_GROUP8_DEFINED
 /* kxform swizzle grouped(along=y,group=8): logical block (x, y) for physical block (bx, by).
    A bijection on every gx x gy grid with gx*gy < 2^32 (checked by kxform). */
 static __device__ __forceinline__ uint2 kxform_swizzle_grouped_alongy_group8(
@@ -38,6 +40,7 @@ static __device__ __forceinline__ uint2 kxform_swizzle_grouped_alongy_group8(
     const unsigned in_group = pid % per_group;
     return make_uint2(in_group / size, first + in_group % size);
 }
+#endif
 
 __global__ void sgemm_tiled(int M, int N, int K, float alpha, const float *A,
                             const float *B, float beta, float *C)

@@ -1,6 +1,10 @@
 /* kxform's CUDA prelude for libclang: just enough of CUDA's declarations for a host-only
    parse (the libclang wheel ships no CUDA headers). Included with -include before the file. */
 #pragma once
+/* nvcc defines __CUDACC__ in both of its passes: code behind #ifdef __CUDACC__ is CUDA code. */
+#ifndef __CUDACC__
+#define __CUDACC__ 1
+#endif
 #define __global__ __attribute__((global))
 #define __device__ __attribute__((device))
 #define __host__ __attribute__((host))
@@ -15,6 +19,16 @@
 typedef unsigned long size_t;
 struct uint3 { unsigned x, y, z; };
 struct uint2 { unsigned x, y; };
+/* The other vector types: without them a user typedef of one (`typedef uint4 pack_t;`)
+   would fail, and every use of it would look like an error in the user's code. */
+#define KXFORM_VECTORS(T, N) \
+  struct N##1 { T x; }; struct N##2 { T x, y; }; struct N##3 { T x, y, z; }; struct N##4 { T x, y, z, w; };
+KXFORM_VECTORS(signed char, char) KXFORM_VECTORS(unsigned char, uchar) KXFORM_VECTORS(short, short)
+KXFORM_VECTORS(unsigned short, ushort) KXFORM_VECTORS(int, int) KXFORM_VECTORS(long, long)
+KXFORM_VECTORS(unsigned long, ulong) KXFORM_VECTORS(long long, longlong)
+KXFORM_VECTORS(unsigned long long, ulonglong) KXFORM_VECTORS(float, float) KXFORM_VECTORS(double, double)
+#undef KXFORM_VECTORS
+struct uint1 { unsigned x; }; struct uint4 { unsigned x, y, z, w; };
 struct dim3 {
   unsigned x, y, z;
   __host__ __device__ dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
@@ -37,6 +51,14 @@ extern const __device__ int warpSize;
 #define hipGridDim_x gridDim.x
 #define hipGridDim_y gridDim.y
 #define hipGridDim_z gridDim.z
+/* Namespaces of CUDA's device libraries, so `namespace cg = cooperative_groups;` and
+   `using namespace nvcuda;` parse when the real headers are not reached. */
+namespace cooperative_groups {}
+namespace nvcuda { namespace wmma {
+struct matrix_a; struct matrix_b; struct accumulator; struct row_major; struct col_major;
+template <class Use, int M, int N, int K, class T = float, class Layout = void>
+struct fragment { T x[8]; enum { num_elements = 8 }; };
+} }
 typedef struct CUstream_st *cudaStream_t;
 typedef cudaStream_t hipStream_t;
 typedef int cudaError_t;

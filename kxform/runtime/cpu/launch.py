@@ -2,11 +2,16 @@
 
 The binary runs in a child process so that a crash, a hang or a runaway allocation in
 the kernel cannot take the caller down; the child's exit code says what went wrong
-(see include/kxcpu/host/report.h) and its last stderr line says where.
+(see include/kxcpu/host/report.h) and its last stderr line says where. The child runs
+in a fresh work directory, in a session of its own, under the resource limits computed
+here (`KXCPU_LIMITS`), which include/kxcpu/host/sandbox.h applies before any of the
+unit's code runs, together with the rest of the sandbox.
 """
 
 from __future__ import annotations
 
+import math
+import os
 import re
 import signal
 import subprocess
@@ -49,7 +54,7 @@ def run_binary(exe: Path, request: LaunchRequest, settings: ChildSettings, name:
         blocks = tuple(dict.fromkeys(request.trace_blocks))
         manifest = work / "manifest.txt"
         manifest.write_text(_manifest(request, settings, blocks, work))
-        _execute(exe, manifest, request.timeout_s, name)
+        _execute(exe, manifest, request.timeout_s, name, child_limits(request, settings))
         outputs: dict[str, np.ndarray] = {}
         unwritten: dict[str, int] = {}
         for i, arg in enumerate(request.args):
@@ -96,10 +101,31 @@ def _manifest(request: LaunchRequest, settings: ChildSettings, blocks: tuple[tup
     return "\n".join(lines) + "\n"
 
 
-def _execute(exe: Path, manifest: Path, timeout_s: float, name: str) -> None:
+BASE_ADDRESS_SPACE = 1 << 30
+"""Address space of the binary itself (code, libraries, heap) beyond what a launch needs."""
+OPEN_FILES = 64
+
+
+def child_limits(request: LaunchRequest, settings: ChildSettings) -> str:
+    """`KXCPU_LIMITS` for one launch: address space (buffers, fiber stacks of every
+    worker, dynamic shared memory, plus a fixed base), largest file it may write
+    (outputs and traces), CPU seconds (the timeout on every worker) and open files."""
+    buffers = sum(a.data.nbytes for a in request.args if isinstance(a, BufferArg))
+    threads = request.block[0] * request.block[1] * request.block[2]
+    page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+    per_worker = threads * (settings.stack_bytes + 2 * page) + request.shared_bytes + 4 * page + (2 << 20)
+    address_space = BASE_ADDRESS_SPACE + 2 * buffers + settings.workers * per_worker
+    file_size = (len(request.trace_blocks) + 1) * buffers + (64 << 20)
+    cpu = math.ceil(request.timeout_s * max(1, settings.workers)) + 30
+    return f"as={address_space},fsize={file_size},cpu={cpu},nofile={OPEN_FILES}"
+
+
+def _execute(exe: Path, manifest: Path, timeout_s: float, name: str, limits: str = "") -> None:
+    env = dict(os.environ, KXCPU_LIMITS=limits or f"nofile={OPEN_FILES}")
     try:
         proc = subprocess.Popen(
-            [str(exe), str(manifest)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+            [str(exe), str(manifest)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+            cwd=manifest.parent, env=env,
         )
     except OSError as exc:
         raise RuntimeError_(f"{name}: cannot start the emulation binary: {exc}") from exc

@@ -95,6 +95,8 @@ class CpuRuntime(Runtime):
             hip=is_hip(request.source),
             traced=bool(request.trace_blocks),
             watched=request.watch,
+            clang="clang" in self.builder().toolchain.version.lower(),
+            device_source=request.source,
         )
 
     def builder(self) -> Builder:

@@ -101,11 +101,13 @@ def rewrite_dynamic_shared(source: str) -> str:
 
 
 _HIP_MARKERS = re.compile(r"#\s*include\s*[<\"]hip/|\bhip(?:ThreadIdx|BlockIdx|BlockDim|GridDim)_[xyz]\b|\b__HIPCC__\b")
+_KXFORM_GUARD = re.compile(r"^[ \t]*#[ \t]*if !defined\(KXFORM_\w+_DEFINED\) && .*$", re.M)
+"""The guard kxform's swizzle puts around its helper names both compilers; not a HIP marker."""
 
 
 def is_hip(source: str) -> bool:
     """Whether the unit is HIP: it then runs with 64-lane warps (AMD wavefronts)."""
-    return _HIP_MARKERS.search(blank_comments_and_strings(source)) is not None
+    return _HIP_MARKERS.search(_KXFORM_GUARD.sub("", blank_comments_and_strings(source))) is not None
 
 
 @dataclass(frozen=True)

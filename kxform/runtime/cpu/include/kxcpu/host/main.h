@@ -236,6 +236,7 @@ inline int run_main(int argc, char** argv) {
   if (m.watch && !kxcpu_tu_traced) fail(kExitUsage, "a watched launch needs a trace build of the kernel");
   load_buffers(m.buffers, m.dir);
   fault_buffers() = &m.buffers;
+  arm_bounds(m.buffers);
   if (m.watch) start_watch(m.buffers);
 
   std::vector<std::vector<unsigned char>> slots(m.buffer_of.size());
@@ -307,6 +308,7 @@ inline int run_main(int argc, char** argv) {
   for (pthread_t& t : threads) pthread_join(t, nullptr);
   const double ms = now_ms() - t0;
 
+  check_canaries(m.buffers);
   if (!m.only_traced) write_outputs(m.buffers, m.dir);
   FILE* tr = std::fopen((m.dir + "traces.txt").c_str(), "w");
   FILE* res = std::fopen((m.dir + "result.txt").c_str(), "w");

@@ -4,12 +4,19 @@
 // placed (16-byte aligned) right against the upper guard page, so an out-of-bounds
 // access past the end faults instead of silently hitting a neighbour. The fault
 // handler names the block, the thread and, when it can, the buffer and the distance.
+//
+// What the guard pages cannot see (the up to 15 bytes between the end and the guard,
+// and the rest of the first page before the start) is covered twice: the kernel unit
+// is instrumented so every load and store is checked against its buffer (bounds.h),
+// and the slack on both sides is filled with a canary that is checked after the launch
+// (writes the instrumentation does not see: atomics, memcpy).
 #pragma once
 
 #include <signal.h>
 #include <sys/mman.h>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -29,6 +36,7 @@ struct Buffer {
 };
 
 constexpr std::size_t kBufferAlign = 16;
+constexpr unsigned char kCanary = 0xA5;
 
 /// Maps `bytes` (at least one byte's worth) between guard pages; end within 16 bytes
 /// of the upper guard, start 16-byte aligned (what float4/int4 loads need).
@@ -43,8 +51,65 @@ inline unsigned char* alloc_guarded(std::size_t bytes, unsigned char** map, std:
   if (mprotect(base + pg, data_pages * pg, PROT_READ | PROT_WRITE) != 0) return nullptr;
   *map = base;
   *map_bytes = total;
+  std::memset(base + pg, kCanary, data_pages * pg);  // the data is loaded over it; the slack keeps it
   auto end = reinterpret_cast<std::uintptr_t>(base + pg + data_pages * pg);
   return reinterpret_cast<unsigned char*>((end - bytes) & ~static_cast<std::uintptr_t>(kBufferAlign - 1));
+}
+
+/// The buffers' mappings in a compact form for the bounds checks (bounds.h): one range
+/// test rules out every access outside all of them (locals, shared memory, the runtime).
+struct BoundsTable {
+  struct Range {
+    std::uintptr_t map, size, lo, hi;
+    const Buffer* buffer;
+  };
+  static constexpr std::size_t kMax = 256;
+  Range ranges[kMax];
+  std::size_t count = 0;
+  std::uintptr_t lo = 0, span = 0;
+};
+
+inline BoundsTable& bounds_table() {
+  static BoundsTable t;
+  return t;
+}
+
+/// Fills the table (before the workers start; never changed while they run).
+inline void arm_bounds(const std::vector<Buffer>& bufs) {
+  BoundsTable& t = bounds_table();
+  std::uintptr_t lo = ~static_cast<std::uintptr_t>(0), hi = 0;
+  t.count = 0;
+  for (const Buffer& b : bufs) {
+    if (t.count == BoundsTable::kMax) break;
+    const auto map = reinterpret_cast<std::uintptr_t>(b.map), data = reinterpret_cast<std::uintptr_t>(b.data);
+    t.ranges[t.count++] = {map, b.map_bytes, data, data + b.bytes, &b};
+    lo = map < lo ? map : lo;
+    hi = map + b.map_bytes > hi ? map + b.map_bytes : hi;
+  }
+  t.lo = lo;
+  t.span = hi > lo ? hi - lo : 0;
+}
+
+/// After the launch: the first canary byte of any buffer's slack that was overwritten
+/// is an out-of-bounds write (fails the run with the buffer and the byte offset).
+inline void check_canaries(const std::vector<Buffer>& bufs) {
+  const std::size_t pg = page_size();
+  for (const Buffer& b : bufs) {
+    const unsigned char* lo = b.map + pg;
+    const unsigned char* hi = b.map + b.map_bytes - pg;
+    const unsigned char* end = b.data + b.bytes;
+    const unsigned char* hit = nullptr;
+    for (const unsigned char* p = b.data; p > lo && hit == nullptr;) {  // nearest the start first
+      --p;
+      if (*p != kCanary) hit = p;
+    }
+    for (const unsigned char* p = end; p < hi && hit == nullptr; ++p)
+      if (*p != kCanary) hit = p;
+    if (hit != nullptr)
+      fail(kExitFault, "out-of-bounds write at byte offset %lld of buffer '%s' (%zu bytes), found after the launch "
+           "(a write the bounds checks do not see, such as an atomic or memcpy)",
+           static_cast<long long>(hit - b.data), b.name.c_str(), b.bytes);
+  }
 }
 
 /// Describes where `addr` lies relative to the buffers ("4 bytes past the end of 'y'").

@@ -70,6 +70,11 @@ struct Watched {
 /// The watched buffers (empty unless the launch asked for a watch).
 extern std::vector<Watched> g_watched;
 
+/// The bounds check of every access (host/bounds.h, in the same host object): a watched
+/// unit is instrumented for the watch, not with kernel-address hooks, so its accesses
+/// are checked here.
+inline void check_access(std::uintptr_t a, std::size_t n, bool write);
+
 /// Extent and read-before-write bookkeeping of one access. Flags are plain bytes updated
 /// with relaxed atomics: blocks run concurrently, and a race between two blocks on one
 /// element is a race in the kernel too.
@@ -107,7 +112,10 @@ inline void record(const volatile void* addr, std::size_t n, bool write, const v
   if (__builtin_expect(t != nullptr && n != 0, 0)) {
     if (a - t->lo < t->span || (a < t->lo && a + n > t->lo)) record_slow(t, a, n, write);
   }
-  if (__builtin_expect(!g_watched.empty() && n != 0, 0)) watch_slow(a, n, write, pc);
+  if (__builtin_expect(!g_watched.empty() && n != 0, 0)) {
+    check_access(a, n, write);
+    watch_slow(a, n, write, pc);
+  }
 }
 
 }  // namespace host
