@@ -4,6 +4,7 @@ define from the build), with real CMake and nvcc. Timings: tools/bench_cmake.py.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -116,10 +117,43 @@ def test_cmake_misuse_is_a_configure_error(tmp_path: Path) -> None:
     lists.write_text(original.replace("kxform_transform(demo)", "kxform_transform(demo PASES swizzle)"))
     proc = _configure(source, tmp_path / "b2")
     assert proc.returncode != 0 and "unknown arguments: PASES;swizzle" in proc.stderr
-    if "--lock" not in run_cli("apply", "--help").stdout:
-        lists.write_text(original.replace("kxform_transform(demo)", "kxform_transform(demo LOCK)"))
-        proc = _configure(source, tmp_path / "b3")
-        assert proc.returncode != 0 and "has no lockfile support" in proc.stderr
+    lists.write_text(original.replace("kxform_transform(demo)", "kxform_transform(demo LOCK_FILE x.lock)"))
+    proc = _configure(source, tmp_path / "b3")
+    assert proc.returncode != 0 and "LOCK_FILE goes with LOCK" in proc.stderr
+
+
+@needs_tools
+def test_cmake_lock_records_then_replays(built: tuple[Path, Path, dict[str, bytes]], tmp_path: Path) -> None:
+    """`kxform_transform(demo LOCK)`: the first build records kxform.lock in the source tree;
+    a fresh checkout with that lock builds the same copies, every kernel replayed."""
+    _, plain, _ = built
+    first = tmp_path / "first"
+    shutil.copytree(DEMO, first)
+    lists = first / "CMakeLists.txt"
+    lists.write_text(lists.read_text().replace("kxform_transform(demo)", "kxform_transform(demo LOCK)"))
+    assert _configure(first, tmp_path / "b1").returncode == 0
+    done = _run(CMAKE or "cmake", "--build", str(tmp_path / "b1"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    lock = (first / "kxform.lock").read_text()
+    assert lock.count("\n[[decision]]\n") == 2
+    assert 'file = "src/sgemm.cu"' in lock and 'file = "src/transpose.cu"' in lock
+    copies = tmp_path / "b1" / "kxform" / "demo" / "src"
+    for name in ("sgemm.cu", "transpose.cu"):  # the same rewrite as without the lock
+        assert (copies / name).read_bytes() == (plain / "kxform" / "demo" / "src" / name).read_bytes()
+    second = tmp_path / "second"
+    shutil.copytree(first, second)
+    assert _configure(second, tmp_path / "b2").returncode == 0
+    again = _run(CMAKE or "cmake", "--build", str(tmp_path / "b2"))
+    assert again.returncode == 0, again.stdout + again.stderr
+    replayed = tmp_path / "b2" / "kxform" / "demo" / "src"
+    for name in ("sgemm.cu", "transpose.cu", "main.cu"):
+        assert (replayed / name).read_bytes() == (copies / name).read_bytes()
+    assert (second / "kxform.lock").read_text() == lock
+    logs = [json.loads(line) for log in (tmp_path / "b2" / "kxform" / "demo" / "logs").rglob("*.jsonl")
+            for line in log.read_text().splitlines()]
+    kernels = [r for r in logs if r["type"] == "kernel"]
+    assert len(kernels) == 2 and {k["proposal"]["proposer"] for k in kernels} == {"lock"}
+    assert sum(r["replayed"] for r in logs if r["type"] == "lock") == 2
 
 
 @needs_tools

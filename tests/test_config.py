@@ -190,11 +190,17 @@ def test_harness_spec_directories(tmp_path: Path) -> None:
     assert verify["detail"].startswith("skipped: no harness spec"), verify
 
 
-def test_lock_key_is_accepted_and_reported_as_not_yet_supported(tmp_path: Path) -> None:
+def test_lock_key_turns_the_lockfile_on(tmp_path: Path) -> None:
     tree = _tree(tmp_path, '[tool.kxform]\npasses = ["swizzle"]\nverify = "static"\nlock = true\n')
     assert load_config(tree / "kxform.toml").lock == str((tree / "kxform.lock").resolve())
-    proc = run_cli("apply", "--check", "src", cwd=tree)
-    assert "'lock' is set, but this kxform has no lockfile support yet" in proc.stderr
+    check = run_cli("apply", "--check", "src", cwd=tree)  # no lock yet: every kernel is unlocked
+    assert check.returncode == 1 and "'tile' (swizzle) is not in kxform.lock" in check.stderr, check.stderr
+    assert not (tree / "kxform.lock").exists()
+    done = run_cli("apply", "src", cwd=tree)  # recorded at the project root, beside the configuration
+    assert done.returncode == 0 and "lock kxform.lock: 0 replayed, 2 decided; written" in done.stderr, done.stderr
+    assert run_cli("apply", "--check", "src", cwd=tree).returncode == 0
+    ignored = run_cli("apply", "--check", "--no-lock", "src", cwd=tree)
+    assert ignored.returncode == 0 and "kxform: lock " not in ignored.stderr
 
 
 def test_inspect_reads_the_configuration(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ the reason.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,41 +20,8 @@ from kxform.runtime.gpu import GpuRuntime
 from kxform.verify.differential import EXACT
 from kxform.verify.measure import MeasurementError, timed_and_checked
 
-KERNELS = r"""
-__device__ unsigned int kx_finished = 0;
-__device__ unsigned int kx_launches = 0;
-
-// Honest: out = 2 * in on every launch.
-__global__ void twice(float* out, const float* in, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = 2.0f * in[i];
-}
-
-// Cheats: does the work on its first launch only (a launch counter in device memory,
-// bumped by the last block to finish), then returns at once.
-__global__ void twice_once(float* out, const float* in, int n) {
-    if (kx_launches > 0) return;
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = 2.0f * in[i];
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        if (atomicAdd(&kx_finished, 1u) == gridDim.x - 1) kx_launches = 1;
-    }
-}
-
-// Asks the L2 to keep its input resident (evict_last policy on every load): with the
-// persisting carveout capped at zero the hint cannot carry data across launches.
-__global__ void twice_persisting(float* out, const float* in, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    unsigned long long policy;
-    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
-    float v;
-    asm volatile("ld.global.L2::cache_hint.f32 %0, [%1], %2;" : "=f"(v) : "l"(in + i), "l"(policy));
-    out[i] = 2.0f * v;
-}
-"""
+KERNELS = (Path(__file__).parent / "fixtures" / "measure" / "cheating_kernels.cu").read_text(encoding="utf-8")
+"""An honest kernel and two that cheat (shared with tools/bench_integrity.py)."""
 
 
 @pytest.fixture(scope="module")

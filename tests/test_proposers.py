@@ -72,7 +72,7 @@ def test_lock_leaves_kernels_without_a_decision_alone(sgemm: Path, tmp_path: Pat
     done = run_cli("apply", "--pass", "swizzle", "--proposer", "lock", "--lock", str(record), "--verify", "static",
                    str(sgemm))
     assert done.returncode == 0 and sgemm.read_bytes() == before
-    assert "no recorded decision in the lock record for 'sgemm_tiled'" in done.stderr
+    assert "not applied to 'sgemm_tiled': no recorded decision in the lock record" in done.stderr
 
 
 @pytest.mark.parametrize("content, words", [
@@ -95,8 +95,10 @@ def test_a_bad_record_is_a_one_line_usage_error(sgemm: Path, tmp_path: Path, con
 
 @pytest.mark.parametrize("args, words", [
     (["--proposer", "oracle"], "unknown proposer 'oracle'"),
-    (["--proposer", "lock"], "--proposer lock needs --lock RECORD"),
-    (["--lock", "x.json"], "--lock RECORD goes with --proposer lock"),
+    (["--proposer", "lock"], "--proposer lock: no lockfile at"),  # it reads kxform.lock; there is none
+    (["--lock", "x.json"], "the lockfile is TOML; a .json decision record is only replayed"),
+    (["--relock"], "--relock goes with --lock"),
+    (["--proposer", "lock", "--no-lock"], "--no-lock contradicts"),
     (["--attempts", "3"], "--attempts goes with --proposer claude"),
     (["--model", "claude-opus-4-5"], "--model goes with --proposer claude"),
 ])

@@ -29,7 +29,11 @@ MAX_MB="${MAX_MB:-50}"
 # a cp312 manylinux wheel, which is why everything below is fetched for that platform.
 PYCUDA_DEPS=(pytools platformdirs mako markupsafe siphash24 typing-extensions)
 # kxform's runtime dependencies (pyproject.toml; tomli is not needed on 3.11+).
-RUNTIME_DEPS=("tree-sitter>=0.25" "tree-sitter-cuda>=0.21" "libclang>=18.1" "networkx>=3.0" "numpy>=1.24")
+RUNTIME_DEPS=("tree-sitter>=0.25" "tree-sitter-cuda>=0.21" "libclang>=18.1" "networkx>=3.0" "numpy>=1.24"
+              "pathspec>=0.12" "tqdm>=4.66" "tomli-w>=1.0" "filelock>=3.12")
+# scipy (the search's model strategy; about 35 MB) is fetched only with WITH_SCIPY=1: GPU
+# images usually have it, and the carried folder has a size limit.
+[[ "${WITH_SCIPY:-0}" == 1 ]] && RUNTIME_DEPS+=("scipy>=1.10")
 # Test runner (pytest-xdist and its execnet: parallel GPU suite) and the build backend
 # for offline builds.
 TEST_DEPS=(pytest pytest-xdist execnet hypothesis iniconfig pluggy packaging sortedcontainers attrs)

@@ -18,7 +18,8 @@
 # default build/gpu-check: git-ignored, kept between runs on the same machine),
 # KXFORM_GPU_JOBS (pytest-xdist workers, default 8; 0 runs the tests in one process;
 # ignored when the arguments already contain -n), KXFORM_GPU_BENCH (0 skips the
-# benchmark), KXFORM_BENCH_TIMEOUT (seconds, default 300).
+# benchmark), KXFORM_BENCH_TIMEOUT (seconds, default 300), KXFORM_GPU_SETUP_ONLY (1: stop once
+# pycuda and kxform are installed in the venv, run no test; tools/gpu-bench.sh uses it).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -29,7 +30,10 @@ PYTHON="${PYTHON:-python3}"
 export CUDA_ROOT="${CUDA_ROOT:-/usr/local/cuda}"
 REPORT_DIR="${OUT:-$WORK/report}"
 DEPS=(pytest hypothesis "tree-sitter>=0.25" "tree-sitter-cuda>=0.21" "libclang>=18.1" "networkx>=3.0" "numpy>=1.24"
-      pytools platformdirs mako siphash24)
+      "pathspec>=0.12" "tqdm>=4.66" pytools platformdirs mako siphash24)
+# Installed when among the wheels (or taken from the machine's own site-packages): the
+# lockfile's writer and file lock, and scipy (the search's model strategy).
+OPTIONAL_DEPS=("tomli-w>=1.0" "filelock>=3.12" "scipy>=1.10")
 XDIST=(pytest-xdist execnet)  # optional: older wheel folders lack them
 
 mkdir -p "$WORK" "$REPORT_DIR"
@@ -87,6 +91,10 @@ say "installing build tools and dependencies offline"
     || { tail -20 "$WORK/pip.log"; die "offline install of setuptools/wheel failed (see $WORK/pip.log)"; }
 "${PIP[@]}" install --quiet "${OFFLINE[@]}" "${DEPS[@]}" >>"$WORK/pip.log" 2>&1 \
     || { tail -20 "$WORK/pip.log"; die "offline install of dependencies failed (see $WORK/pip.log)"; }
+for dep in "${OPTIONAL_DEPS[@]}"; do
+    "${PIP[@]}" install --quiet "${OFFLINE[@]}" "$dep" >>"$WORK/pip.log" 2>&1 \
+        || say "note: $dep is neither among the wheels nor installed: what needs it is skipped"
+done
 "${PIP[@]}" install --quiet "${OFFLINE[@]}" "${XDIST[@]}" >>"$WORK/pip.log" 2>&1 \
     || say "pytest-xdist is not among the wheels (re-run tools/fetch-gpu-deps.sh): tests run in one process"
 
@@ -129,6 +137,11 @@ if "${PIP[@]}" install --quiet --no-index --no-deps --no-build-isolation -e . >>
 else
     say "warning: editable install failed (see $WORK/pip.log); testing the tree through PYTHONPATH"
     export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+fi
+
+if [[ "${KXFORM_GPU_SETUP_ONLY:-0}" == 1 ]]; then
+    say "setup only: $PY is ready (pycuda and kxform installed)"
+    exit 0
 fi
 
 # ------------------------------------------------------------------------ tests

@@ -7,6 +7,8 @@ import os
 import re
 import sys
 from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kxform.cli.options import add_config_options, pick, project_config
 from kxform.cli.progress import ProgressBar
@@ -14,11 +16,15 @@ from kxform.errors import UsageError
 from kxform.hw import load_profile
 from kxform.engine.pass_api import KernelResult, Outcome
 from kxform.log.passlog import PassLog
-from kxform.log.report import WriteBack
-from kxform.engine.runner import ApplyConfig, FileOutcome, output_path, run_apply
+from kxform.log.report import Report, WriteBack
+from kxform.engine.runner import ApplyConfig, FileOutcome, output_path, run_apply, write_back
 from kxform.workspace.tree import collect_files
 from kxform.workspace.config import ProjectConfig
 from kxform.workspace.exclude import Exclude
+
+if TYPE_CHECKING:
+    from kxform.cli.lock_args import LockMode
+    from kxform.propose.replay import LockPlan
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -57,7 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     mode.add_argument("--diff", action="store_true", help="print a unified diff; write nothing")
     mode.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file would change")
     mode.add_argument("-o", "--out-dir", metavar="OUT_DIR", help="write rewritten copies under OUT_DIR")
-    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("paths", nargs="*", metavar="PATH")  # at least one: checked in run (--lock [FILE] may take it)
     p.set_defaults(func=run)
 
 
@@ -71,8 +77,10 @@ def _params(items: list[str]) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def config_from_args(args: argparse.Namespace, project: ProjectConfig | None = None) -> ApplyConfig:
-    """The run's options: the command line over the project configuration over defaults."""
+def config_from_args(args: argparse.Namespace, project: ProjectConfig | None = None,
+                     locked: bool = False) -> ApplyConfig:
+    """The run's options: the command line over the project configuration over defaults
+    (`locked`: a lockfile decides which kernels need the proposer)."""
     extra = _params(args.param)
     if args.pattern:
         extra = (("pattern", args.pattern),) + extra
@@ -97,33 +105,39 @@ def config_from_args(args: argparse.Namespace, project: ProjectConfig | None = N
                        write_back=write_back, out_dir=args.out_dir,
                        build_dir=pick(args.build_dir, project and project.build_dir, None),
                        exclude=Exclude(str(project.root), project.exclude) if project and project.exclude else None,
-                       spec_dirs=project.specs if project else (), proposer=proposer_spec(args))
+                       spec_dirs=project.specs if project else (), proposer=proposer_spec(args, locked))
 
 
 def run(args: argparse.Namespace) -> int:
+    from kxform.cli import lock_args
     from kxform.workspace.flags import merged_build_dir
 
+    lock_args.take_paths(args)
     project = project_config(args, args.paths)
-    config = config_from_args(args, project)
-    assert config.hw is not None
-    if project is not None and project.lock and not args.quiet:
-        print(f"kxform: note: {project.path}: 'lock' is set, but this kxform has no lockfile support yet; "
-              "ignored", file=sys.stderr)
+    lock = lock_args.lock_mode(args, project)
+    config = config_from_args(args, project, locked=lock is not None)
+    hw = config.hw
+    assert hw is not None
+    plan, need = None, None
+    if lock is not None:  # the lockfile is read and checked before anything is written
+        config, plan, need = lock_args.prepare(lock, config, args.paths)
     include = tuple(os.path.abspath(d) for d in args.include) + (project.include if project else ())
     defines = tuple(args.define) + (project.defines if project else ())
     files = collect_files(args.paths).files if include or defines else []
     with merged_build_dir(files, include, defines, config.build_dir) as build_dir, \
             ProgressBar(not args.quiet) as progress:
-        log = PassLog.open(args.log, hw=config.hw.name, pipeline=config.pipeline, argv=sys.argv[1:])
+        log = PassLog.open(args.log, hw=hw.name, pipeline=config.pipeline, argv=sys.argv[1:])
         try:
             if project is not None:
                 log.write({"type": "config", "schema": 1, "run": log.run_id, **project.to_json()})
             config = replace(config, build_dir=build_dir)
-            if config.proposer.name == "claude":  # the attempt loop: search first, then apply its decisions
+            if config.proposer.name == "claude" and (lock is None or need):  # the attempt loop first
                 from kxform.cli.propose_args import search_with_claude
 
-                config = search_with_claude(args, config, log)
-            report, outcomes = run_apply(args.paths, config, progress=progress)
+                config = search_with_claude(args, config, log, only=need)
+            deferred = lock is not None and lock.write and config.write_back in (WriteBack.WRITE, WriteBack.OUT_DIR)
+            run_config = replace(config, write_back=WriteBack.CHECK) if deferred else config
+            report, outcomes = run_apply(args.paths, run_config, progress=progress)
         except BaseException:
             log.abandon()
             raise
@@ -133,20 +147,45 @@ def run(args: argparse.Namespace) -> int:
     try:
         for outcome in outcomes:
             _log_file(log, outcome)
+        if lock is not None and plan is not None:
+            _finish_lock(lock, plan, config, report, outcomes, log, deferred, args.paths)
         log.close(report)
     except OSError as exc:  # the sources are written already; say the log is incomplete
         print(f"kxform: error: {log.path}: the pass log is incomplete: {exc.strerror or exc}", file=sys.stderr)
         print(f"kxform: {report.summary()}", file=sys.stderr)
         return max(report.exit_code, 2) if report.exit_code != 123 else 123
     if args.depfile and report.exit_code in (0, 1) and not (report.input_errors or report.internal_errors):
-        _write_depfile(args, outcomes, project)
+        _write_depfile(args, outcomes, project, lock.path if lock is not None else None)
     print(f"kxform: {report.summary()} Log: {log.path}", file=sys.stderr)
     return report.exit_code
 
 
-def _write_depfile(args: argparse.Namespace, outcomes: list[FileOutcome], project: ProjectConfig | None) -> None:
+def _finish_lock(lock: LockMode, plan: LockPlan, config: ApplyConfig, report: Report, outcomes: list[FileOutcome],
+                 log: PassLog, deferred: bool, paths: list[str]) -> None:
+    """Record the lockfile, then write the sources (`deferred`); print what disagrees."""
+    from kxform.cli import lock_args
+
+    reconciled = lock_args.reconcile(plan, outcomes, config)
+    clean = not (report.input_errors or report.internal_errors)
+    written = lock_args.record(lock, reconciled) if lock.write and clean else None
+    if deferred:
+        report.write_back = config.write_back
+        write_back(outcomes, config, report, paths=paths)
+    for line in reconciled.changed + (reconciled.unlocked + reconciled.stale if lock.check else []):
+        print(f"kxform: {line}", file=sys.stderr)
+    if lock.check and reconciled.disagreements:
+        report.failures.append(f"{reconciled.disagreements} disagreement(s) between the tree and {lock.path}")
+    why_not = "" if written is not None else "errors" if lock.write else "--check" if lock.check else \
+        "read-only" if lock.strict else "--diff"
+    print(lock_args.summary(lock, reconciled, written, why_not), file=sys.stderr)
+    log.write({"type": "lock", "schema": 1, "run": log.run_id, "path": str(lock.path), "written": bool(written),
+               **reconciled.to_json()})
+
+
+def _write_depfile(args: argparse.Namespace, outcomes: list[FileOutcome], project: ProjectConfig | None,
+                   lock: Path | None = None) -> None:
     """Targets: the copies of the files named on the command line (of every file under a
-    named directory); dependencies: every file read, and the configuration."""
+    named directory); dependencies: every file read, the configuration and the lockfile."""
     from kxform.workspace.depfile import write_depfile
 
     named = [os.path.abspath(p) for p in args.paths]
@@ -155,7 +194,8 @@ def _write_depfile(args: argparse.Namespace, outcomes: list[FileOutcome], projec
         return any(full == p or full.startswith(p.rstrip(os.sep) + os.sep) for p in named)
     targets = [str(output_path(o.path, args.out_dir)) for o in outcomes if wanted(o.path)]
     headers = list(collect_files(args.paths).includers)  # quoted includes read, inside the paths or not
-    deps = [o.path for o in outcomes] + headers + ([str(project.path)] if project is not None else [])
+    deps = [o.path for o in outcomes] + headers + ([str(project.path)] if project is not None else []) + \
+        ([str(lock)] if lock is not None and lock.is_file() else [])
     write_depfile(args.depfile, targets, deps)
 
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from kxform import __version__
 from kxform.errors import KxformError
 
-SUBCOMMANDS: tuple[str, ...] = ("apply", "inspect", "passes", "verify", "harness", "hw", "log", "report")
+SUBCOMMANDS: tuple[str, ...] = ("apply", "inspect", "passes", "verify", "harness", "hw", "log", "report", "tune")
 """Modules of kxform.cli that define subcommands, in help order."""
 
 EXIT_OK, EXIT_CHANGES, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 123

@@ -1,17 +1,19 @@
 """`kxform apply` options that choose the proposer (--proposer, --lock, --attempts, ...),
-and the claude search that runs before the ordinary apply pipeline."""
+and the claude search that runs before the ordinary apply pipeline. What `--lock` does
+with the lockfile is kxform.cli.lock_args."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import replace
 
 from kxform.engine.runner import ApplyConfig
 from kxform.errors import UsageError
 from kxform.log.passlog import PassLog
-from kxform.propose.registry import NAMES, ProposerSpec, canonical, lock_spec
+from kxform.propose.registry import NAMES, ProposerSpec, canonical
 
 DEFAULT_ATTEMPTS = 4
 
@@ -21,7 +23,13 @@ def register_proposer_args(p: argparse.ArgumentParser) -> None:
     group.add_argument("--proposer", default="heuristic", metavar="NAME",
                        help=f"who proposes: {', '.join(NAMES)} (default: heuristic, the documented rules; claude "
                        "needs the llm extra and ANTHROPIC_API_KEY)")
-    group.add_argument("--lock", metavar="RECORD", help="decision record (JSON or TOML) replayed by --proposer lock")
+    group.add_argument("--lock", nargs="?", const="", metavar="FILE",
+                       help="replay the decisions of the lockfile FILE (default: kxform.lock at the project root) and "
+                       "record new ones in it; with --check, exit 1 where the tree and the lock disagree; with "
+                       "--proposer lock, FILE may also be a JSON decision record (docs/lockfile.md)")
+    group.add_argument("--relock", action="store_true",
+                       help="with --lock: decide the selected kernels (--kernel) anew and replace their entries")
+    group.add_argument("--no-lock", action="store_true", help="ignore the configuration's 'lock'")
     group.add_argument("--attempts", type=int, metavar="N",
                        help=f"claude: proposals tried per kernel (default {DEFAULT_ATTEMPTS})")
     group.add_argument("--patience", type=int, default=2, metavar="N",
@@ -32,31 +40,30 @@ def register_proposer_args(p: argparse.ArgumentParser) -> None:
                        "with --proposer lock --lock FILE)")
 
 
-def proposer_spec(args: argparse.Namespace) -> ProposerSpec:
-    """The proposer the options ask for; usage errors before any work (and before any log)."""
+def proposer_spec(args: argparse.Namespace, locked: bool = False) -> ProposerSpec:
+    """The proposer the options ask for; usage errors before any work (and before any log).
+    `locked`: the lockfile decides which kernels need a proposer at all, so claude's key is
+    required later, and only when some kernel is not in the lock (kxform.cli.lock_args)."""
     name = canonical(args.proposer)
-    if args.lock and name != "lock":
-        raise UsageError("--lock RECORD goes with --proposer lock")
     claude_only = [flag for flag, value in (("--attempts", args.attempts), ("--model", args.model),
                                             ("--record", args.record)) if value is not None]
     if claude_only and name != "claude":
         raise UsageError(f"{claude_only[0]} goes with --proposer claude")
-    if name == "lock":
-        if not args.lock:
-            raise UsageError("--proposer lock needs --lock RECORD (a JSON or TOML decision record)")
-        return lock_spec(args.lock)
     if name == "claude":
         from kxform.propose.client import require_claude
 
         if args.attempts is not None and args.attempts < 1 or args.patience < 1:
             raise UsageError("--attempts and --patience must be at least 1")
-        require_claude()
-    return ProposerSpec(name)
+        if not locked:
+            require_claude()
+    return ProposerSpec(name)  # `lock`: the decisions come with the lock plan (kxform.cli.lock_args)
 
 
-def search_with_claude(args: argparse.Namespace, config: ApplyConfig, log: PassLog) -> ApplyConfig:
-    """Run the attempt loop over the paths; the returned config's proposer (`claude`)
-    proposes what the loop kept, through the ordinary apply pipeline."""
+def search_with_claude(args: argparse.Namespace, config: ApplyConfig, log: PassLog,
+                       only: Mapping[str, tuple[str, ...]] | None = None) -> ApplyConfig:
+    """Run the attempt loop over the paths (with `only`: over those files, each for the
+    kernels named, the ones the lockfile does not cover); the returned config's proposer
+    (`claude`) proposes what the loop kept, through the ordinary apply pipeline."""
     from kxform.propose.client import DEFAULT_MODEL, MODEL_ENV, ClaudeClient, ClientOptions
     from kxform.propose.search import search
     from kxform.propose.session import SessionOptions
@@ -74,7 +81,14 @@ def search_with_claude(args: argparse.Namespace, config: ApplyConfig, log: PassL
             print(f"{data['file']}: {data['kernel']}: attempt {data['attempt']}: {data['proposal']}: {data['status']}"
                   f" ({data['stage']}): {str(data['reason'])[:160]} [{money}]", file=sys.stderr)
 
-    result = search(args.paths, config, options, client, record)
+    if only is None:
+        result = search(args.paths, config, options, client, record)
+    else:
+        from kxform.propose.search import SearchResult
+
+        sessions = [s for path, kernels in only.items()
+                    for s in search([path], replace(config, kernels=kernels), options, client, record).sessions]
+        result = SearchResult(tuple(sessions))
     total = sum((s.usage for s in result.sessions), start=_zero())
     log.write({"schema": 1, "run": log.run_id, "type": "llm_summary", "model": model,
                "kernels": len(result.sessions), "decisions": len(result.decisions), "usage": total.to_json()})
@@ -85,7 +99,8 @@ def search_with_claude(args: argparse.Namespace, config: ApplyConfig, log: PassL
         from kxform.propose.lock import write_decisions
 
         write_decisions(args.record, result.decisions)
-    spec = ProposerSpec("claude", result.decisions, "claude session", "the claude session found no verified proposal")
+    spec = replace(config.proposer or ProposerSpec(), name="claude", decisions=result.decisions,
+                   record="claude session", missing="the claude session found no verified proposal")
     return replace(config, proposer=spec)
 
 

@@ -7,7 +7,7 @@
 #   kxform_transform(app PASSES swizzle)
 #
 # kxform_transform(<target> [PASSES pass...] [HW name] [VERIFY mode] [CONFIG file]
-#                  [SOURCES src...] [OUTPUT_DIR dir] [LOCK] [OPTIONS arg...])
+#                  [SOURCES src...] [OUTPUT_DIR dir] [LOCK] [LOCK_FILE file] [OPTIONS arg...])
 #
 # Runs `kxform apply -o` on the target's CUDA sources (`.cu`; SOURCES narrows the set)
 # into the build tree (default <binary dir>/kxform/<target>) and makes the target
@@ -18,8 +18,11 @@
 # and compile definitions are passed on (-I/-D), so kxform's compile check and
 # verification see what the build sees. Options not given here come from the
 # project configuration ([tool.kxform] in pyproject.toml or kxform.toml), as on the
-# command line. LOCK passes --lock (replay decisions from kxform.lock; needs a kxform
-# with lockfile support, checked at configure time) and re-runs when the lock changes.
+# command line. LOCK passes --lock FILE (docs/lockfile.md; FILE: LOCK_FILE, default
+# ${CMAKE_SOURCE_DIR}/kxform.lock): kernels in the lock are replayed without asking
+# any proposer, the others are decided and recorded in it (the one file written into
+# the source tree: commit it), and a source is re-processed when the lock changes.
+# Checked at configure time: the kxform found must support --lock.
 # A kernel that fails a check is not rewritten and fails the build (exit 1), as a
 # compiler error would; add VERIFY static or exclude the kernel in the configuration
 # to build anyway.
@@ -38,7 +41,7 @@ cmake_policy(PUSH)
 cmake_policy(VERSION 3.20...3.31)  # recorded by the function below: CMP0116 (depfile paths) NEW
 
 function(kxform_transform target)
-  cmake_parse_arguments(PARSE_ARGV 1 KX "LOCK" "HW;VERIFY;CONFIG;OUTPUT_DIR" "PASSES;SOURCES;OPTIONS")
+  cmake_parse_arguments(PARSE_ARGV 1 KX "LOCK" "HW;VERIFY;CONFIG;OUTPUT_DIR;LOCK_FILE" "PASSES;SOURCES;OPTIONS")
   if(KX_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "kxform_transform(${target}): unknown arguments: ${KX_UNPARSED_ARGUMENTS}")
   endif()
@@ -65,11 +68,18 @@ function(kxform_transform target)
     endif()
   endforeach()
   set(extra_deps "")
+  if(KX_LOCK_FILE AND NOT KX_LOCK)
+    message(FATAL_ERROR "kxform_transform(${target}): LOCK_FILE goes with LOCK")
+  endif()
   if(KX_LOCK)
     _kxform_require_lock()
-    list(APPEND cmd --lock)
-    if(EXISTS "${CMAKE_SOURCE_DIR}/kxform.lock")
-      list(APPEND extra_deps "${CMAKE_SOURCE_DIR}/kxform.lock")
+    set(lock_file "${CMAKE_SOURCE_DIR}/kxform.lock")
+    if(KX_LOCK_FILE)
+      get_filename_component(lock_file "${KX_LOCK_FILE}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+    endif()
+    list(APPEND cmd "--lock=${lock_file}")
+    if(EXISTS "${lock_file}")  # (once written, kxform's depfile names it too)
+      list(APPEND extra_deps "${lock_file}")
     endif()
   endif()
   set(includes "$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>")

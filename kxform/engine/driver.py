@@ -299,7 +299,7 @@ def _propose_and_check(ctx: PassContext, pass_: Pass, run: _Run, analysis: Kerne
                    f"{pass_.name} candidate {rejection.label} for '{kernel.name}' refused by the {rejection.stage} "
                    f"stage: {rejection.reason}", stage=rejection.stage)
     if not proposals:
-        key, message = pass_.missed_reason(analysis)
+        key, message = _nothing_proposed(run.proposer, pass_, analysis)
         return _missed(ctx, pass_, kernel, key, message, kernel.span.start)
     checked: list[tuple[Proposal, tuple[CheckRecord, ...]]] = []
     rejected: list[Rejection] = list(earlier)
@@ -325,6 +325,14 @@ def _propose_and_check(ctx: PassContext, pass_: Pass, run: _Run, analysis: Kerne
     return KernelResult(path, kernel.name, pass_.name, Outcome.APPLIED, line, (chosen.rationale,), chosen, records,
                         policy=pass_.verify_policy(ctx, chosen), alternates=tuple(p for p, _ in rest),
                         rejected=tuple(rejected))
+
+
+def _nothing_proposed(proposer: Proposer, pass_: Pass, analysis: KernelAnalysis) -> tuple[str, str]:
+    """Why no proposal came: the proposer's own reason when it has one (`why_nothing`: a
+    lockfile entry that leaves the kernel alone, a record without the kernel), else the pass's."""
+    explain = getattr(proposer, "why_nothing", None)
+    found = explain(pass_, analysis) if explain is not None else None
+    return found or pass_.missed_reason(analysis)
 
 
 def _apply(ctx: PassContext, pass_: Pass, run: _Run, accepted: list[KernelResult],

@@ -24,6 +24,10 @@ class Proposer(Protocol):
         """Proposals to try, best first (may be empty). `rejected`: earlier proposals for
         this kernel that a check or a later stage refused, with the reason."""
 
+    # Optional: `why_nothing(pass_, analysis) -> tuple[str, str] | None`, the remark key and
+    # sentence when `propose` returned nothing for its own reason (the driver reports the
+    # pass's `missed_reason` otherwise).
+
 
 class DeterministicProposer:
     """The pass's own default choice, then its other candidates (unless the user fixed the

@@ -18,7 +18,7 @@ import functools
 import os
 import contextlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -169,16 +169,12 @@ def run_apply(paths: list[str], config: ApplyConfig, progress: Progress | None =
     sources = collect_files(paths, copies=config.write_back is WriteBack.OUT_DIR)
     if config.exclude is not None:
         sources.files = [f for f in sources.files if not config.exclude.matches(f)]
-    lock: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
     if config.write_back is WriteBack.OUT_DIR and config.out_dir is not None:
         try:
             Path(config.out_dir).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UsageError(f"-o {display_path(config.out_dir)}: cannot create it ({exc.strerror or exc})") from None
-        lock = TreeLock.acquire_copies(config.out_dir, [output_path(f, config.out_dir) for f in sources.files])
-    elif config.write_back is WriteBack.WRITE:
-        lock = TreeLock.acquire(list(paths))
-    with lock:
+    with _write_lock(config, sources.files, paths):
         outcomes = [FileOutcome(str(err.location.path) if err.location else "", error=str(err))
                     for err in sources.refused]
         outcomes += _transform_all(sources, config, progress)
@@ -344,6 +340,26 @@ def verify_stage(outcomes: list[FileOutcome], config: ApplyConfig, runtime: Any 
 def _attach(outcome: FileOutcome, record: CheckRecord) -> None:
     outcome.results = [replace(r, checks=r.checks + (record,)) if r.outcome is Outcome.APPLIED else r
                        for r in outcome.results]
+
+
+def write_back(outcomes: list[FileOutcome], config: ApplyConfig, report: Report,
+               emit: Callable[[str], object] | None = None, paths: Sequence[str] = ()) -> None:
+    """What `run_apply` does last, for callers that run with `WriteBack.CHECK` and write
+    after a step of their own (`apply --lock` records the lockfile before the sources),
+    under the same write lock as `run_apply` (`paths`: the run's paths)."""
+    with _write_lock(config, [o.path for o in outcomes if o.transform is not None], paths):
+        _write_back(outcomes, config, report, emit or (lambda text: sys.stdout.write(text)))
+
+
+def _write_lock(config: ApplyConfig, files: Sequence[str],
+                paths: Sequence[str]) -> contextlib.AbstractContextManager[object]:
+    """The lock a run that writes takes (kxform.workspace.lock): the copies for `-o`, the
+    tree of `paths` (default: of `files`) for in-place writes; none for diff and check."""
+    if config.write_back is WriteBack.OUT_DIR and config.out_dir is not None:
+        return TreeLock.acquire_copies(config.out_dir, [output_path(f, config.out_dir) for f in files])
+    if config.write_back is WriteBack.WRITE and (paths or files):
+        return TreeLock.acquire(list(paths or files))
+    return contextlib.nullcontext()
 
 
 def _write_back(outcomes: list[FileOutcome], config: ApplyConfig, report: Report,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from kxform.engine.proposer import Proposer
 from kxform.errors import UsageError
@@ -31,9 +32,17 @@ class ProposerSpec:
     """Where the decisions were read from (for messages)."""
     missing: str = "no recorded decision in the lock record"
     """What the lock proposer says of a kernel the decisions do not cover."""
+    lock_plan: Any = None
+    """A `kxform.propose.replay.LockPlan` (`apply --lock`): locked kernels are replayed
+    from it, the others go to this proposer (to none in a strict run)."""
 
     def build(self) -> Proposer:
-        return _FACTORIES[canonical(self.name)](self)
+        proposer = _FACTORIES[canonical(self.name)](self)
+        if self.lock_plan is None:
+            return proposer
+        from kxform.propose.replay import ReplayProposer
+
+        return ReplayProposer(self.lock_plan, None if self.lock_plan.strict else proposer)
 
 
 def _heuristic(spec: ProposerSpec) -> Proposer:

@@ -278,7 +278,7 @@ class GpuRuntime(Runtime):
 
     def time(
         self, request: LaunchRequest, *, warmup: int = 3, repeat: int = 20, flush_l2: bool = False,
-        keep_outputs: bool = False,
+        keep_outputs: bool = False, persisting_l2_limit: int = 0,
     ) -> TimedRun:
         """Milliseconds of each of `repeat` launches (CUDA events), after `warmup` launches.
 
@@ -288,13 +288,14 @@ class GpuRuntime(Runtime):
         zero, and `flush_l2=True` overwrites twice the L2 between launches (cold-cache
         timing). With `keep_outputs` the last timed launch's outputs come back, for the
         caller to compare with a verified run. The timeout covers all launches:
-        `request.timeout_s` per launch.
+        `request.timeout_s` per launch. `persisting_l2_limit` (bytes, default 0: the cap)
+        is for tools/bench_integrity.py only, which times without the cap to show its effect.
         """
         if warmup < 0 or repeat < 1:
             raise ValueError("warmup must be >= 0 and repeat >= 1")
         compiled = self.compile(request)
         extra = {"mode": "time", "warmup": warmup, "repeat": repeat, "flush_l2": flush_l2, "rotate": True,
-                 "keep_outputs": keep_outputs}
+                 "keep_outputs": keep_outputs, "persisting_l2_limit": int(persisting_l2_limit)}
         reply, outputs, _ = self._launch(request, compiled, extra, request.timeout_s * (warmup + repeat))
         persisting = reply.get("persisting_l2_bytes")
         return TimedRun(tuple(float(t) for t in reply["times_ms"]), int(reply.get("copies", 1)),

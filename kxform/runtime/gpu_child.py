@@ -325,7 +325,7 @@ def _time(cuda: Any, job: dict[str, Any], function: Any, launched: Callable[[], 
     flush = _stage("alloc", lambda: cuda.mem_alloc(2 * l2)) if job.get("flush_l2") else None
     if flush is not None:
         held.append(flush)
-    persisting = _cap_persisting_l2()
+    persisting = _cap_persisting_l2(int(job.get("persisting_l2_limit", 0)))
     start, end = cuda.Event(), cuda.Event()
     launched()
     times: list[float] = []
@@ -353,18 +353,26 @@ def _time(cuda: Any, job: dict[str, Any], function: Any, launched: Callable[[], 
 
 
 _CU_LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06  # CUlimit; pycuda's `limit` enum does not list it
+_CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE = 108  # CUdevice_attribute
 
 
-def _cap_persisting_l2() -> int | None:
-    """Set the current context's persisting-L2 limit to 0 and drop persisting lines;
-    return the limit read back (None where the driver has no such limit: pre-Ampere)."""
+def _cap_persisting_l2(limit: int = 0) -> int | None:
+    """Set the current context's persisting-L2 limit to `limit` bytes and return the limit
+    read back (None where the driver has no such limit: pre-Ampere). 0, what every kxform
+    measurement uses, caps it and drops persisting lines; a positive limit (clamped to the
+    device's maximum) exists only so tools/bench_integrity.py can show what the cap prevents."""
     import ctypes
 
     try:
         libcuda = ctypes.CDLL("libcuda.so.1")
     except OSError:
         return None
-    if libcuda.cuCtxSetLimit(ctypes.c_int(_CU_LIMIT_PERSISTING_L2_CACHE_SIZE), ctypes.c_size_t(0)) != 0:
+    if limit > 0:
+        device, maximum = ctypes.c_int(0), ctypes.c_int(0)
+        if libcuda.cuCtxGetDevice(ctypes.byref(device)) == 0 and libcuda.cuDeviceGetAttribute(
+                ctypes.byref(maximum), ctypes.c_int(_CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE), device) == 0:
+            limit = min(limit, maximum.value)
+    if libcuda.cuCtxSetLimit(ctypes.c_int(_CU_LIMIT_PERSISTING_L2_CACHE_SIZE), ctypes.c_size_t(limit)) != 0:
         return None
     libcuda.cuCtxResetPersistingL2Cache()
     value = ctypes.c_size_t(1)

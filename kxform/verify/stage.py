@@ -47,6 +47,8 @@ def verify_file(original: bytes, rewritten: bytes, path: str, results: list[Kern
     records: dict[str, tuple[CheckRecord, ...]] = {}
     failed: dict[str, tuple[str, str]] = {}
     predictions = _predictions(results)
+    applied = [(r.kernel, r.proposal.proposer) for r in results if r.outcome is Outcome.APPLIED and r.proposal]
+    replayed = {k for k, _ in applied} - {k for k, who in applied if who != "lock"}  # every pass replayed
     for kernel, policy in _policies(results).items():
         if spec_error is not None:  # a broken spec never silently turns verification off
             record = CheckRecord("verify", False, f"inconclusive: harness spec unusable: {spec_error}")
@@ -74,7 +76,7 @@ def verify_file(original: bytes, rewritten: bytes, path: str, results: list[Kern
             key = "VerifyInconclusive" if status == "inconclusive" else "Unverified"
             failed[kernel] = (status, f"{key}: {why}")
             continue
-        if measure:
+        if measure and kernel not in replayed:  # a replayed decision was measured when it was made
             timing_record, faster = _measure(source, new, specs[0], runtime, policy)
             if kernel in predictions:  # the measurement decides; the log keeps what was predicted beside it
                 timing_record = replace(timing_record, detail=f"{timing_record.detail}; {predictions[kernel]}")

@@ -71,7 +71,7 @@ def _locked(lock_paths: Sequence[Path], what: str, wait_s: float = 0.0) -> Itera
     """Exclusive `flock`s on every path, waiting up to `wait_s` for each, or a UsageError
     naming the holder."""
     try:
-        import fcntl
+        import fcntl  # noqa: F401  (present on POSIX only: elsewhere nothing is locked)
     except ImportError:  # pragma: no cover - not POSIX: no locking
         yield
         return

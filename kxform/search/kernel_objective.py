@@ -1,0 +1,351 @@
+"""The objective that measures real code: rewrite, compile, verify, time.
+
+For one configuration of a kernel's tuning space (`kxform.search.kernel_space`):
+
+* **prepare** (worker threads, CPU only): the pass pipeline rewrites the file through
+  `kxform.api` (the passes' own checks: derived constraints, ptxas resources, the
+  rewritten launch, re-parse, idempotence), and the kernel's unit is compiled by the
+  runtime that will run it (nvcc to a cubin on a GPU; cached by content);
+* **evaluate** (one thread, the device): the rewritten kernel is verified against the
+  original at every check size of the harness spec under the pipeline's verification
+  policy (the launch the pass derived, the tolerance it states), once per distinct code;
+  then timed at the timing size by `kxform.verify.measure.timed_and_checked` (CUDA
+  events, warm-up, median of repetitions, persisting L2 capped at zero, the last timed
+  launch's outputs re-checked against a single launch).
+
+A configuration that fails any step is a failure with its class and reason (`invalid`:
+a pass refused it; `compile_failed`; `verification_failed`, also when the timed launches
+did not reproduce a single launch or the rewritten launch could not be told;
+`runtime_failed`: a fault, a timeout, a runtime that cannot time), never a time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kxform.engine.params import Config
+from kxform.engine.policy import VerifyPolicy
+from kxform.errors import KxformError, UsageError
+from kxform.frontend.source import SourceText, validate_bytes
+from kxform.harness.model import KernelSpec, SizeSpec
+from kxform.runtime.base import LaunchRequest, Runtime, RuntimeError_, Unsupported
+from kxform.search.kernel_space import KernelSpace, label
+from kxform.search.objective import Evaluation, Failure, Objective, Prepared
+from kxform.verify.measure import REPEAT, MeasurementError, Timing, timed_and_checked
+
+MIN_REPEAT = 5
+
+
+@dataclass(frozen=True)
+class TuneTarget:
+    """The kernel being tuned: its file, harness spec and hardware profile."""
+
+    path: str
+    data: bytes
+    kernel: str
+    spec: KernelSpec
+    hw: str = "h100"
+    build_dir: str | None = None
+
+
+@dataclass(frozen=True)
+class MeasureOptions:
+    """How each configuration is verified and timed."""
+
+    size: SizeSpec | None = None
+    """The timing size (None: the spec's first bench size, else its largest check size)."""
+    check_sizes: tuple[str, ...] = ()
+    """Sizes verified before timing (empty: every check size of the spec)."""
+    repeat: int = REPEAT
+    launch_budget_s: float | None = None
+    """Seconds of timed launches per configuration, about: a probe launch sets the count
+    (at least MIN_REPEAT, at most `repeat`), so a slow configuration costs what a fast
+    one does. None: always `repeat`."""
+    verify_timeout_s: float = 120.0
+    time_timeout_s: float = 600.0
+
+
+@dataclass(frozen=True)
+class Phases:
+    """Seconds one configuration spent in each step (a step not reached is 0)."""
+
+    rewrite_s: float = 0.0
+    compile_s: float = 0.0
+    verify_s: float = 0.0
+    time_s: float = 0.0
+
+    @property
+    def total_s(self) -> float:
+        return self.rewrite_s + self.compile_s + self.verify_s + self.time_s
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """What `prepare` hands to `evaluate`."""
+
+    source: SourceText
+    policy: VerifyPolicy
+    extracted: Any
+    phases: Phases
+
+
+def timing_size(spec: KernelSpec, text: str | None) -> SizeSpec:
+    """`--size`: a size of the spec by name, or `VAR=V,...` overriding the variables of the
+    spec's first bench size (`M=2048,N=2048,K=2048`); None: that bench size as it is."""
+    base = (spec.bench_sizes or spec.check_sizes[-1:])[0]
+    if not text:
+        return base
+    if "=" not in text:
+        try:
+            return spec.size(text)
+        except KxformError as exc:
+            raise UsageError(f"--size {text}: {exc.cause}") from None
+    values = dict(base.values)
+    for item in text.split(","):
+        name, _, raw = item.partition("=")
+        name = name.strip()
+        if name not in values:
+            raise UsageError(f"--size {text}: '{name}' is not a size variable of '{spec.name}' "
+                             f"(variables: {', '.join(values)})")
+        try:
+            values[name] = int(raw)
+        except ValueError:
+            raise UsageError(f"--size {text}: {name} must be an integer, got {raw.strip()!r}") from None
+        if values[name] < 1:
+            raise UsageError(f"--size {text}: {name} must be at least 1")
+    return SizeSpec(",".join(f"{k}={v}" for k, v in values.items()), True, values)
+
+
+class KernelObjective(Objective):
+    """Rewrites, compiles, verifies and times configurations of one kernel on `runtime`
+    (the GPU runtime; the CPU runtime verifies but cannot time)."""
+
+    def __init__(self, target: TuneTarget, space: KernelSpace, runtime: Runtime,
+                 options: MeasureOptions = MeasureOptions()) -> None:
+        from kxform.build.extract import extract_kernel
+        from kxform.verify.differential import UnitFlags, check_signature
+
+        self.target = target
+        self.space = space
+        self.runtime = runtime
+        self.options = options
+        self.size = options.size or timing_size(target.spec, None)
+        self.name = runtime.name
+        self.hardware = _hardware(runtime)
+        self.measures = (f"passes {','.join(space.passes)}; size {json.dumps(self.size.values, sort_keys=True)}; "
+                         f"checks {','.join(options.check_sizes) or 'all'}")
+        self.original = validate_bytes(target.path, target.data)
+        self._original_unit = extract_kernel(self.original, target.spec.name)
+        check_signature(target.spec, self._original_unit)
+        self._flags = UnitFlags.from_build_dir(target.build_dir, target.path)
+        self._lock = threading.Lock()
+        self._verdicts: dict[str, str | None] = {}
+        self._inputs: dict[str, Any] | None = None
+        self._baseline: Timing | None = None
+        self.phases: dict[str, Phases] = {}
+        """Per configuration (its label), the seconds each step took."""
+
+    # -- prepare: CPU work, on worker threads -----------------------------------------
+
+    def prepare(self, config: Config) -> Prepared:
+        items = tuple(config.items())
+        started = time.perf_counter()
+        try:
+            new, policy = self._rewrite(config)
+        except _Refused as refused:
+            return self._failed(items, Phases(time.perf_counter() - started), refused.failure, refused.reason)
+        rewritten = time.perf_counter()
+        phases = Phases(rewritten - started)
+        try:
+            extracted = self._compile(new)
+        except (RuntimeError_, KxformError) as exc:
+            return self._failed(items, Phases(phases.rewrite_s, time.perf_counter() - rewritten), Failure.COMPILE,
+                                f"compile: {exc}")
+        phases = Phases(phases.rewrite_s, time.perf_counter() - rewritten)
+        code = hashlib.sha256(extracted.source.encode() + json.dumps(policy.to_json(), sort_keys=True).encode())
+        return Prepared(items, code.hexdigest(), _Candidate(new, policy, extracted, phases))
+
+    def _rewrite(self, config: Config) -> tuple[SourceText, VerifyPolicy]:
+        """The file rewritten at `config` and the composed verification policy of its passes."""
+        from kxform.api import rewrite
+        from kxform.engine.pass_api import Outcome
+
+        pipeline = self.space.pipeline(config)
+        if not pipeline:
+            return self.original, VerifyPolicy()
+        target = self.target
+        try:
+            result = rewrite(target.data, pipeline, path=target.path, hw=target.hw, kernels=(target.kernel,),
+                             build_dir=target.build_dir)
+        except KxformError as exc:
+            raise _Refused(Failure.INVALID, f"{pipeline}: {exc}") from None
+        policy: VerifyPolicy | None = None
+        for r in result.results:
+            if r.kernel != target.kernel:
+                continue
+            if r.outcome in (Outcome.FAILED, Outcome.MISSED, Outcome.SKIPPED):
+                why = r.reasons[0] if r.reasons else r.outcome.value
+                # the tile pass compiles every candidate for ptxas's resources: a build error there is a compile failure
+                failure = Failure.COMPILE if r.stage == "compile" or "does not compile" in why else Failure.INVALID
+                raise _Refused(failure, f"{r.pass_name}: {r.stage or r.outcome.value}: {why}")
+            if r.outcome is Outcome.APPLIED:
+                policy = r.policy if policy is None else policy.then(r.policy)
+        return validate_bytes(target.path, result.new_data, rewritten=True), policy or VerifyPolicy()
+
+    def _compile(self, new: SourceText) -> Any:
+        """Extract the kernel's unit and build it the way the runtime will launch it."""
+        from kxform.build.extract import extract_kernel
+        from kxform.runtime.cpu import CpuRuntime
+        from kxform.runtime.gpu import GpuRuntime
+
+        extracted = extract_kernel(new, self.target.spec.name)
+        request = LaunchRequest(extracted.source, extracted.entry, extracted.params, (), (1, 1, 1), (1, 1, 1),
+                                label=f"{self.target.kernel} build", filename=extracted.path,
+                                defines=self._flags.defines, include_dirs=self._flags.include_dirs)
+        if isinstance(self.runtime, GpuRuntime):
+            self.runtime.compile(request)
+        elif isinstance(self.runtime, CpuRuntime):
+            self.runtime.builder().binary(self.runtime.unit_for(request), extracted.path or self.target.kernel)
+        return extracted
+
+    def _failed(self, items: tuple[Any, ...], phases: Phases, failure: Failure, reason: str) -> Prepared:
+        self._record(dict(items), phases)
+        return Prepared(items, failure=Evaluation.failed(failure, phases.total_s, reason))
+
+    # -- evaluate: the device, one configuration at a time -----------------------------
+
+    def evaluate(self, prepared: Prepared) -> Evaluation:
+        candidate: _Candidate = prepared.payload
+        config = prepared.as_dict()
+        started = time.perf_counter()
+        problem = self._verify(prepared.code_key, candidate)
+        verified = time.perf_counter()
+        phases = Phases(candidate.phases.rewrite_s, candidate.phases.compile_s, verified - started)
+        if problem is not None:
+            self._record(config, phases)
+            return Evaluation.failed(Failure.VERIFY, phases.total_s, problem)
+        try:
+            timing = self._time(candidate)
+        except MeasurementError as exc:
+            failure, reason = Failure.VERIFY, f"measure: {exc}"
+        except RuntimeError_ as exc:
+            failure, reason = Failure.RUNTIME, f"time: {exc}"
+        else:
+            phases = Phases(phases.rewrite_s, phases.compile_s, phases.verify_s, time.perf_counter() - verified)
+            self._record(config, phases)
+            return Evaluation(timing.median_ms, timing.spread_ms, cost_s=phases.total_s,
+                              detail=f"size {self.size.name}: median of {timing.samples} launches")
+        phases = Phases(phases.rewrite_s, phases.compile_s, phases.verify_s, time.perf_counter() - verified)
+        self._record(config, phases)
+        return Evaluation.failed(failure, phases.total_s, reason)
+
+    def _verify(self, code_key: str, candidate: _Candidate) -> str | None:
+        """None when the code verified (once per distinct code), else the reason it did not."""
+        from kxform.verify.differential import verify_pair
+
+        if code_key in self._verdicts:
+            return self._verdicts[code_key]
+        spec = self.target.spec
+        try:
+            report = verify_pair(self.original, candidate.source, spec, self.runtime, sizes=self.options.check_sizes,
+                                 timeout_s=self.options.verify_timeout_s, flags=self._flags, policy=candidate.policy)
+        except KxformError as exc:
+            verdict: str | None = f"verify: {exc}"
+        else:
+            bad = next((s for s in report.sizes if not s.ok), None)
+            verdict = None if report.ok else f"verify: {bad.summary() if bad else 'no size was checked'}; " \
+                f"policy: {candidate.policy.describe()}"
+        self._verdicts[code_key] = verdict
+        return verdict
+
+    def _time(self, candidate: _Candidate) -> Timing:
+        from kxform.verify.versions import rewritten_launch
+
+        resolved = self.target.spec.launch(self.size)
+        launch = rewritten_launch(resolved, self._original_unit.params, candidate.policy.launch)
+        return self._timed(candidate.extracted, candidate.source, launch, "rewritten")
+
+    def _timed(self, extracted: Any, source: SourceText, launch: Any, version: str) -> Timing:
+        from kxform.harness.inputs import make_inputs
+        from kxform.verify.differential import EXACT, launch_request, uses_float_atomics
+
+        spec = self.target.spec
+        if type(self.runtime).time is Runtime.time:  # before making inputs at the timing size (GBs at times)
+            raise Unsupported(f"the {self.runtime.name} runtime does not time kernels")
+        if self._inputs is None:
+            self._inputs = make_inputs(spec, spec.launch(self.size))
+        request = launch_request(extracted, launch, self._inputs, f"{spec.name}[{self.size.name}] {version}",
+                                 self.options.time_timeout_s, self._flags)
+        dtypes = {arg.name: arg.dtype for arg in launch.args}
+        mode = spec.compare if uses_float_atomics(source) else EXACT
+        return timed_and_checked(self.runtime, request, dtypes, mode, self._repeat(request))
+
+    def _repeat(self, request: LaunchRequest) -> int:
+        budget = self.options.launch_budget_s
+        if budget is None:
+            return self.options.repeat
+        probe = self.runtime.run(request).elapsed_ms or 0.0
+        fits = int(budget * 1000.0 / probe) if probe > 0 else self.options.repeat
+        return max(MIN_REPEAT, min(self.options.repeat, fits))
+
+    def baseline(self) -> Timing:
+        """The unmodified kernel's time at the timing size, on the same inputs (once)."""
+        if self._baseline is None:
+            resolved = self.target.spec.launch(self.size)
+            self._baseline = self._timed(self._original_unit, self.original, resolved, "original")
+        return self._baseline
+
+    def write(self, config: Config) -> dict[str, list[str]]:
+        """Write the file rewritten at `config` (the code that was verified and timed) in
+        place, atomically; what was set, as `kxform.search.write.write_defaults` says it."""
+        from kxform.workspace.files import write_atomic
+
+        new, _ = self._rewrite(config)
+        if new.data != self.original.data:
+            write_atomic(self.target.path, new.data)
+        return {"written": [f"{k}={v}" for k, v in config.items()], "no_define": []}
+
+    def _record(self, config: Mapping[str, Any], phases: Phases) -> None:
+        with self._lock:
+            self.phases[label(config)] = phases
+
+    def close(self) -> None:
+        self._inputs = None
+        close = getattr(self.runtime, "close", None)
+        if close is not None:
+            close()
+
+
+class _Refused(Exception):
+    """A pass refused the configuration (or its build failed in the pass's checks)."""
+
+    def __init__(self, failure: Failure, reason: str) -> None:
+        super().__init__(reason)
+        self.failure = failure
+        self.reason = reason
+
+
+def _hardware(runtime: Runtime) -> str:
+    """What the database keys results by: the GPU's name, or the runtime's."""
+    from kxform.runtime.gpu import GpuRuntime
+
+    if isinstance(runtime, GpuRuntime):
+        return runtime.device_info().name
+    return runtime.name
+
+
+def gpu_runtime() -> Runtime:
+    """This machine's GPU runtime; UsageError (one line, exit 2) when there is none."""
+    from kxform.runtime.gpu import GpuRuntime
+
+    runtime = GpuRuntime()
+    ok, why = runtime.available()
+    if not ok:
+        raise UsageError(f"tuning needs a GPU or a recorded space (--objective replay:FILE); no GPU here: {why}")
+    return runtime

@@ -1,0 +1,1 @@
+"""Search strategies, one per module; each module exposes `STRATEGY`, its class."""
