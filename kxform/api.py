@@ -13,6 +13,7 @@ point of it, and `explain` what the pass found (parameters, constraints, refusal
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,7 +26,7 @@ from kxform.errors import InputError, UsageError
 from kxform.frontend.cuda import parse_model
 from kxform.frontend.semantic import semantic_provider
 from kxform.frontend.source import validate_bytes
-from kxform.hw import load_profile
+from kxform.hw import HwProfile, load_profile
 from kxform.log.remarks import RemarkSink
 
 
@@ -39,9 +40,11 @@ def rewrite(data: str | bytes, spec: str = "swizzle", *, path: str = "<memory>.c
     leaves a question open, as `kxform apply` does.
     """
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    passes = default_registry().pipeline(spec, options)
+    passes = _pipeline(spec, tuple(sorted(options.items())))
     provider = semantic_provider(path, build_dir) if semantic else None
-    return transform_source(validate_bytes(path, raw), passes, load_profile(hw), RunOptions(kernels=kernels),
+    profile = _shipped_profile(hw) if not hw.endswith(".toml") and "/" not in hw and "\\" not in hw else \
+        load_profile(hw)
+    return transform_source(validate_bytes(path, raw), passes, profile, RunOptions(kernels=kernels),
                             semantic=provider, toolchain=Toolchain.create(build_dir))
 
 
@@ -93,3 +96,14 @@ def _analysed(data: str | bytes, kernel: str, pass_name: str, path: str, hw: str
         known = ", ".join(k.name for k in model.kernels) or "none"
         raise UsageError(f"{path}: no kernel '{kernel}' (kernels: {known})")
     return pass_, ctx, analyses[kernel]
+
+
+@functools.lru_cache(maxsize=32)
+def _pipeline(spec: str, options: tuple[tuple[str, str], ...]) -> tuple[Pass, ...]:
+    """Passes and shipped profiles are frozen values: built once per process, not per call."""
+    return tuple(default_registry().pipeline(spec, dict(options)))
+
+
+@functools.lru_cache(maxsize=16)
+def _shipped_profile(name: str) -> HwProfile:
+    return load_profile(name)

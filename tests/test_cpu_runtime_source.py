@@ -79,8 +79,8 @@ def _pre(*lines: str, file: str = "kernel.cu") -> str:
     [
         ('asm volatile("bar.sync 1, 64;");', "inline assembly"),
         ("__asm__(\"trap;\");", "inline assembly"),
-        ("nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> c;", "nvcuda::wmma"),
-        ("wmma::mma_sync(c, a, b, c);", "nvcuda::wmma"),
+        ("rocwmma::fragment<rocwmma::accumulator, 16, 16, 16, float> c;", "rocwmma"),
+        ("__builtin_amdgcn_mfma_f32_32x32x8f16(a, b, c, 0, 0, 0);", "MFMA"),
         ("float v = tex2D<float>(tex, x, y);", "texture"),
         ("cudaTextureObject_t t;", "texture"),
         ("surf2Dwrite(v, surf, x, y);", "surface"),
@@ -129,3 +129,10 @@ def test_first_error_line() -> None:
     text = "kernel.cu: In function 'void k()':\nkernel.cu:4:3: error: 'x' was not declared\n  4 | x;\n"
     assert first_error(text) == "kernel.cu:4:3: error: 'x' was not declared"
     assert first_error("") == "the compiler failed without a message"
+
+
+@pytest.mark.parametrize("line", ["nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> c;",
+                                  "wmma::mma_sync(c, a, b, c);"])
+def test_wmma_is_not_refused_by_the_scan(line: str) -> None:
+    """nvcuda::wmma is emulated (include/mma.h); unemulated fragment types stop the build instead."""
+    assert find_unsupported(_pre("int x;", line), INCLUDE) is None

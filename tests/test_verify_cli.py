@@ -86,15 +86,25 @@ def test_spec_with_a_wrong_dtype(tmp_path: Path) -> None:
 
 
 def test_kernel_that_never_returns_is_killed(tmp_path: Path) -> None:
+    """An original that cannot run says nothing about the rewrite: inconclusive (exit 3)."""
     proc = verify(setup(tmp_path, spin="volatile int forever = 1; while (forever) { }"), "--timeout", "3")
-    assert proc.returncode == 1
+    assert proc.returncode == 3
     assert "scale[small] original: did not finish within 3 s" in proc.stderr
+    assert "scale: inconclusive on the cpu runtime" in proc.stdout
 
 
 def test_size_that_makes_the_original_fault(tmp_path: Path) -> None:
     proc = verify(setup(tmp_path, spin="if (i == 0) ((float*)0)[i] = 1.f;"))
-    assert proc.returncode == 1
-    assert "scale[small]" in proc.stderr and "error" in proc.stderr
+    assert proc.returncode == 3
+    assert "scale[small]" in proc.stderr and "the original kernel failed" in proc.stderr
+
+
+def test_rewritten_kernel_that_faults_where_the_original_ran_is_a_mismatch(tmp_path: Path) -> None:
+    setup(tmp_path)
+    (tmp_path / "r.cu").write_text(KERNEL.replace("SPIN", "if (i == 0) y[n + 4] = 1.f;"))
+    proc = run_cli("verify", "k.cu", "r.cu", "--kernel", "scale", "--runtime", "cpu", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "the rewritten kernel failed where the original ran" in proc.stderr and "MISMATCH" in proc.stdout
 
 
 def test_no_gpu_and_no_spec(tmp_path: Path) -> None:

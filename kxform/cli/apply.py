@@ -226,8 +226,8 @@ def _checks_line(result: KernelResult) -> str:
             parts.append(f"{check.name} unconfirmed")
         elif check.name == "verify":
             runtime = "gpu" if "on the gpu runtime" in check.detail else "cpu"
-            found = re.search(r"(\d+ sizes)\)", check.detail)
-            sizes = found.group(1) if found else ""
+            counts = re.findall(r"\(original vs rewritten, (\d+) sizes\)", check.detail)
+            sizes = f"{sum(map(int, counts))} sizes" if counts else ""
             parts.append(f"verify ({runtime} runtime, {sizes})" if sizes else "verify")
         else:
             parts.append(check.name)

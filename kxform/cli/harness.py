@@ -16,6 +16,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     infer.add_argument("file")
     infer.add_argument("--kernel", required=True)
     infer.add_argument("-o", "--output", help="write the draft here (refuses to overwrite)")
+    infer.add_argument("--no-measure", action="store_true",
+                       help="do not run the kernel on the CPU runtime to measure element counts and roles")
     check = sub.add_parser("check", help="load and validate a spec")
     check.add_argument("spec")
     p.set_defaults(func=run)
@@ -23,23 +25,67 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.harness_command == "check":
-        from kxform.harness.spec import load_spec
-
-        spec = load_spec(args.spec)
-        for name, kernel in spec.kernels.items():
-            print(f"{name}: {len(kernel.args)} args, {len(kernel.sizes)} sizes, compare {kernel.compare}")
-        return 0
+        return _check(args.spec)
     from kxform.errors import UsageError
     from kxform.harness.infer import infer_spec
 
-    text = infer_spec(read_source(args.file), args.kernel)
+    runtime = None
+    if not args.no_measure:
+        from kxform.runtime.cpu import CpuRuntime
+
+        cpu = CpuRuntime()
+        runtime = cpu if cpu.available()[0] else None
+    draft = infer_spec(read_source(args.file), args.kernel, runtime)
+    where = args.output or "<stdout>"
     if args.output:
         import os
 
         if os.path.exists(args.output):
             raise UsageError(f"{args.output}: exists; not overwriting a spec (remove it or choose another path)")
-        write_atomic(args.output, text.encode("utf-8"))
+        write_atomic(args.output, draft.text.encode("utf-8"))
         print(f"kxform: draft spec written to {args.output}; review the lines marked 'review'", file=sys.stderr)
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(draft.text)
+    for todo in draft.todos:
+        line, _, why = todo.partition(": ")
+        print(f"kxform: {where}:{line.removeprefix('line ')}: fill in: {why}", file=sys.stderr)
     return 0
+
+
+def _check(path: str) -> int:
+    """Load and validate a spec, and refuse sizes whose buffers would not fit in memory."""
+    from kxform.errors import SpecError
+    from kxform.harness.spec import load_spec
+
+    spec = load_spec(path)
+    memory = physical_memory()
+    for name, kernel in spec.kernels.items():
+        for size in kernel.sizes:
+            resolved = kernel.launch(size)
+            need = resolved.total_bytes
+            if memory and need > memory:
+                largest = max((a for a in resolved.args if a.kind == "buffer"), key=lambda a: a.nbytes)
+                raise SpecError(f"kernel '{name}' size '{size.name}': its buffers need {_bytes(need)} "
+                                f"('{largest.name}' alone {_bytes(largest.nbytes)}), more than this machine's "
+                                f"{_bytes(memory)} of memory; check the counts and the size values", size.location)
+        print(f"{name}: {len(kernel.args)} args, {len(kernel.sizes)} sizes, compare {kernel.compare}, largest size "
+              f"{_bytes(max(kernel.launch(s).total_bytes for s in kernel.sizes))} of buffers")
+    return 0
+
+
+def physical_memory() -> int:
+    """Bytes of physical memory (0 where the platform does not say)."""
+    import os
+
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"

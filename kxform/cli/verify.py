@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from kxform.cli.options import add_config_options, pick, project_config
 from kxform.cli.progress import ProgressBar
@@ -17,8 +14,9 @@ from kxform.harness.dirs import spec_in_dirs
 from kxform.harness.spec import find_spec_for, load_spec
 from kxform.frontend.source import read_source
 
-if TYPE_CHECKING:
-    from kxform.verify.differential import VerifyReport
+
+EXIT_BY_STATUS = {"ok": 0, "mismatch": 1, "inconclusive": 3, "unverified": 3}
+"""`kxform verify` exits 3 when verification could not tell (README, exit codes)."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -59,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
     if args.program:
         return _run_programs(args)
     from kxform.verify.differential import UnitFlags, pick_runtime, verify_pair, verify_reference
+    from kxform.verify.verdict import combined_status
 
     if not args.kernel:
         raise UsageError("--kernel is required (kernel mode)")
@@ -71,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.original}: no harness spec found (kxform.toml beside it); write one or run "
                          f"'kxform harness infer {args.original} --kernel {args.kernel}'")
     spec = load_spec(spec_path)
-    kernel_spec = spec.kernel(args.kernel)
+    kernel_specs = spec.instantiations(args.kernel) or (spec.kernel(args.kernel),)
     runtime = pick_runtime(args.runtime)
     if args.sanitize:
         if runtime.name != "gpu":
@@ -83,24 +82,26 @@ def run(args: argparse.Namespace) -> int:
     if project is not None:
         flags = UnitFlags(flags.include_dirs + project.include, flags.defines + project.defines)
     rewritten = read_source(args.rewritten) if args.rewritten else None
+    reports = []
+    with ProgressBar(unit="size") as bar:
+        for kernel_spec in kernel_specs:  # every instantiation of a template the spec lists
+            def moved(done: int, total: int, name: str, label: str = kernel_spec.name) -> None:
+                bar(done, total, f"{label} {name}" if len(kernel_specs) > 1 else name, stage="verify")
 
-    def one_size(name: str) -> VerifyReport:
-        if rewritten is None:
-            return verify_reference(original, kernel_spec, runtime, (name,), args.seed, args.timeout, flags)
-        return verify_pair(original, rewritten, kernel_spec, runtime, (name,), args.seed, args.timeout, flags)
+            if rewritten is None:
+                report = verify_reference(original, kernel_spec, runtime, sizes, args.seed, args.timeout, flags,
+                                          progress=moved)
+            else:
+                report = verify_pair(original, rewritten, kernel_spec, runtime, sizes, args.seed, args.timeout,
+                                     flags, progress=moved)
+            reports.append(report)
+    for report in reports:
+        for verdict in report.sizes:
+            print(f"  {verdict.summary()}", file=sys.stderr if not verdict.ok else sys.stdout)
+        print(report.summary())
+    if len(kernel_specs) > 1 or kernel_specs[0].name != args.kernel:
+        from kxform.verify.stage import missing_instantiations
 
-    report = _over_sizes(sizes or tuple(s.name for s in kernel_spec.check_sizes), one_size)
-    for verdict in report.sizes:
-        print(f"  {verdict.summary()}", file=sys.stderr if not verdict.ok else sys.stdout)
-    print(report.summary())
-    return 0 if report.ok else 1
-
-
-def _over_sizes(names: tuple[str, ...], one_size: Callable[[str], VerifyReport]) -> VerifyReport:
-    """Verify one size at a time, so a progress bar (on a terminal) moves per size."""
-    parts = []
-    with ProgressBar(unit="size") as progress:
-        for done, name in enumerate(names, start=1):
-            parts.append(one_size(name))
-            progress(done, len(names), name, stage="verify")
-    return replace(parts[0], sizes=tuple(v for part in parts for v in part.sizes))
+        for note in missing_instantiations(original, kernel_specs[0].base_name, kernel_specs):
+            print(f"kxform: note: {note}", file=sys.stderr)
+    return EXIT_BY_STATUS[combined_status(reports)]

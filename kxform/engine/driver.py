@@ -168,6 +168,10 @@ def transform_source(
     return transform
 
 
+COULD_NOT_TELL = ("VerifyInconclusive", "Unverified")
+"""Remark names of kernels verification could not decide (not a failure: nothing proven wrong)."""
+
+
 def final_remarks(transform: FileTransform, results: Sequence[KernelResult]) -> tuple[Remark, ...]:
     """The remarks of the outcome that stands: "Applied" for kernels still applied
     ("AppliedUnconfirmed", with the check's words, where a later check could not tell,
@@ -190,8 +194,10 @@ def final_remarks(transform: FileTransform, results: Sequence[KernelResult]) -> 
             out.append(applied)
             continue
         why = result.reasons[0] if result.reasons else "refused by a later stage"
+        key = why.split(":", 1)[0]
         verdict = "Unconfirmed" if why.startswith(UNCONFIRMED) else "Failed"
-        out.append(replace(remark, kind=RemarkKind.MISSED, name=f"{result.stage.capitalize() or 'Later'}{verdict}",
+        name = key if key in COULD_NOT_TELL else f"{result.stage.capitalize() or 'Later'}{verdict}"
+        out.append(replace(remark, kind=RemarkKind.MISSED, name=name,
                            message=f"{remark.pass_name} not applied to '{remark.function}': {result.stage or 'later'} "
                                    f"stage: {why}"))
     return tuple(out)
@@ -345,7 +351,7 @@ def _apply(ctx: PassContext, pass_: Pass, run: _Run, accepted: list[KernelResult
         check_reparse(len(model.syntax_issues), len(new_model.syntax_issues), source.path)
         extra = [CheckRecord("reparse", True, f"rewritten file re-parses with {len(new_model.syntax_issues)} "
                              "syntax error region(s), as many as the original")]
-        extra.extend(pass_.check_result(new_model, proposals))
+        extra.extend(pass_.check_result(new_model, proposals, ctx=ctx))
         extra.append(_idempotent(pass_, new_model, run, proposals))
     except (CheckFailed, EditConflict) as exc:
         stage = exc.check if isinstance(exc, CheckFailed) else "edit"

@@ -205,11 +205,13 @@ class Pass(abc.ABC):
     def edit(self, ctx: PassContext, proposals: Sequence[Proposal]) -> list[Edit]:
         """The byte edits that apply all accepted proposals of one file."""
 
-    def check_result(self, new_model: SourceModel, proposals: Sequence[Proposal]) -> list[CheckRecord]:
+    def check_result(self, new_model: SourceModel, proposals: Sequence[Proposal],
+                     ctx: PassContext | None = None) -> list[CheckRecord]:
         """Checks of the rewritten file itself (after re-parsing it); raise CheckFailed.
 
         The driver adds the generic ones (re-parse, idempotence); a pass adds what only
-        it can know, such as swizzle's coverage of every index read."""
+        it can know, such as swizzle's coverage of every index read (compiled with the
+        project's flags from `ctx.toolchain`)."""
         return []
 
     def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:

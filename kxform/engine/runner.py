@@ -164,6 +164,8 @@ def run_apply(paths: list[str], config: ApplyConfig, progress: Progress | None =
     """Run the pipeline over `paths`; return the report and per-file outcomes (for logs)."""
     _pipeline(config.pipeline, config.extra_options)  # usage errors before any work (and warms the cache)
     check_environment(config)
+    if config.measure:
+        _check_measure(config)
     sources = collect_files(paths, copies=config.write_back is WriteBack.OUT_DIR)
     if config.exclude is not None:
         sources.files = [f for f in sources.files if not config.exclude.matches(f)]
@@ -200,6 +202,18 @@ def run_apply(paths: list[str], config: ApplyConfig, progress: Progress | None =
             if outcome.error:
                 (report.internal_errors if outcome.internal else report.input_errors).append(outcome.error)
     return report, outcomes
+
+
+def _check_measure(config: ApplyConfig) -> None:
+    """`--measure` needs a runtime that times kernels: a usage error before any work otherwise."""
+    if config.verify in ("static", "compile"):
+        raise UsageError(f"--measure needs a runtime that times kernels; --verify {config.verify} runs none")
+    from kxform.verify.differential import pick_runtime
+
+    runtime = pick_runtime(config.verify)
+    if not runtime.times_kernels:
+        raise UsageError(f"--measure needs a runtime that times kernels (a GPU with pycuda); the {runtime.name} "
+                         "runtime does not")
 
 
 def _worker_init(parent: int) -> None:

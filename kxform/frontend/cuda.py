@@ -74,7 +74,8 @@ def _captures(name: str, node: tree_sitter.Node) -> dict[str, list[tree_sitter.N
 
 _PARSE_MASK_RE = re.compile(
     rb"^[ \t]*#[ \t]*pragma\b(?:[^\n]*\\\r?\n)*[^\n]*"  # a #pragma line (with continuations)
-    rb"|\b__(?:builtin_)?align__\s*\(\s*\w+\s*\)",  # __align__(16): an attribute the grammar lacks
+    rb"|\b__(?:builtin_)?align__\s*\(\s*\w+\s*\)"  # __align__(16): an attribute the grammar lacks
+    rb"|\b__cluster_dims__\s*\([^()]*\)",  # __cluster_dims__(2, 1, 1): likewise
     re.M,
 )
 
@@ -86,7 +87,7 @@ def mask_for_parse(data: bytes) -> bytes:
     grammar accepts no directive, and write `__shared__ __align__(16) T buf[]`. Blanking
     keeps every byte offset the same, and kxform never edits inside these.
     """
-    if b"pragma" not in data and b"align__" not in data:
+    if b"pragma" not in data and b"align__" not in data and b"__cluster_dims__" not in data:
         return data
     return _PARSE_MASK_RE.sub(lambda m: re.sub(rb"[^\r\n]", b" ", m.group(0)), data)
 

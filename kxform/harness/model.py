@@ -170,6 +170,13 @@ class HarnessSpec:
             return self.kernels[name]
         return next((k for k in self.kernels.values() if k.base_name == name), None)
 
+    def instantiations(self, name: str) -> tuple[KernelSpec, ...]:
+        """Every kernel entry for `name`: the entry itself, or each instantiation of the
+        template `name` (`gemm<float, 64>` and `gemm<double, 32>` for `gemm`), in spec order."""
+        if name in self.kernels:
+            return (self.kernels[name],)
+        return tuple(k for k in self.kernels.values() if k.base_name == name)
+
     def kernel(self, name: str) -> KernelSpec:
         """The kernel called `name` (see `find`); SpecError naming the known kernels otherwise."""
         found = self.find(name)

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from kxform.log import plots
 from kxform.log.figures import l2_predictions, timing, tune_series
 from kxform.log.reader import Record, Run
-from kxform.log.view import OUTCOMES, policy, provenance
+from kxform.log.view import OUTCOMES, check_mark, policy, provenance
 
 Section = Callable[[Run], str]
 
@@ -33,7 +33,7 @@ table{border-collapse:collapse;margin:.5rem 0}td,th{border:1px solid #ddd;paddin
 th{background:#f5f5f5}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .badge{border-radius:.6rem;padding:0 .5rem;font-size:.85em;white-space:nowrap}
 .applied{background:#d7f0d7}.missed{background:#fbeec2}.failed{background:#f8d0d0}.skipped,.unchanged{background:#eee}
-.ok{color:#1a7f37}.fail{color:#c62828;font-weight:600}.skip{color:#777}
+.ok{color:#1a7f37}.fail{color:#c62828;font-weight:600}.skip{color:#777}.undecided{color:#b26a00;font-weight:600}
 pre.diff{background:#fafafa;border:1px solid #ddd;padding:.5rem;overflow-x:auto;font-size:12px}
 .add{background:#e6ffec}.del{background:#ffebe9}.hunk{color:#0550ae}
 .kernel{border-left:3px solid #ddd;padding-left:.8rem;margin:1rem 0}.meta{color:#555}
@@ -179,7 +179,8 @@ def _kernel_block(file: str, k: Record) -> str:
         rows = []
         for c in checks:
             detail = str(c.get("detail", ""))
-            mark = ("skip", "skipped") if detail.startswith("skipped") else ("ok", "ok") if c.get("ok") else ("fail", "FAILED")
+            mark = {"skip": ("skip", "skipped"), "ok": ("ok", "ok"), "UNDECIDED": ("undecided", "could not tell")}.get(
+                check_mark(c), ("fail", "FAILED"))
             rows.append(f"<tr><td>{esc(c.get('name', '?'))}</td><td class=\"{mark[0]}\">{mark[1]}</td>"
                         f"<td>{esc(detail)}</td></tr>")
         parts.append("<table class=\"checks\"><tr><th>check</th><th>result</th><th>detail</th></tr>"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -158,13 +159,27 @@ def _kernel_lines(kernel: Record, style: Style) -> list[str]:
     for check in kernel.get("checks") or []:
         if isinstance(check, dict):
             detail = str(check.get("detail", ""))
-            mark = "skip" if detail.startswith("skipped") else "ok" if check.get("ok") else "FAIL"
+            mark = check_mark(check)
             lines.append(f"    check {check.get('name', '?')}: {style(mark, 'dim' if mark == 'skip' else '')} {detail}")
     times = timing(kernel)
     if times:
         lines.append(f"    times: original {times.original_ms:.4f} ms, rewritten {times.rewritten_ms:.4f} ms, "
                      f"speedup {times.speedup:.3f}x (size {times.size}, {times.runtime})")
     return lines
+
+
+_COULD_NOT_TELL = re.compile(r"^inconclusive:|: (?:inconclusive|unverified) on the \w+ runtime")
+
+
+def check_mark(check: Record) -> str:
+    """`skip`, `ok`, `FAIL`, or `UNDECIDED` for a verification that could not tell
+    (inconclusive or unverified: nothing was proven wrong, and nothing was written)."""
+    detail = str(check.get("detail", ""))
+    if detail.startswith("skipped"):
+        return "skip"
+    if check.get("ok"):
+        return "ok"
+    return "UNDECIDED" if check.get("name") == "verify" and _COULD_NOT_TELL.search(detail) else "FAIL"
 
 
 def provenance(proposal: Record) -> str:

@@ -72,6 +72,9 @@ class LaunchRequest:
     defines: tuple[str, ...] = ()
     trace_blocks: tuple[tuple[int, int, int], ...] = ()
     """Blocks whose global-memory sectors to record (CPU runtime only; empty: none)."""
+    watch: bool = False
+    """Watch every access (CPU runtime only): report reads of `out` buffers before any write
+    (`LaunchResult.unwritten_reads`) and the bytes of each buffer touched (`extents`)."""
     only_traced_blocks: bool = False
     """Run only the blocks in `trace_blocks` (CPU runtime only): for trace collection at
     sizes too large to emulate whole. The outputs are then unspecified and not returned
@@ -88,6 +91,23 @@ class SectorTrace:
 
 
 @dataclass(frozen=True)
+class UnwrittenRead:
+    """A read of an `out` buffer's element that nothing had written yet (it held poison):
+    the kernel needs the buffer's old contents, so the spec must declare it `inout`."""
+
+    buffer: str
+    offset: int
+    """Byte offset of the read in the buffer."""
+    where: str
+    """`file:line` of the read in the user's source, or "" when the line is unknown."""
+
+    def describe(self) -> str:
+        at = f" at {self.where}" if self.where else ""
+        return (f"'{self.buffer}' is read{at} (byte {self.offset}) before the kernel writes it; it is poisoned as "
+                f"an 'out' buffer: declare it inout")
+
+
+@dataclass(frozen=True)
 class LaunchResult:
     """Buffers after the launch (every `out`/`inout` arg) and what stayed poisoned."""
 
@@ -96,6 +116,10 @@ class LaunchResult:
     runtime: str
     elapsed_ms: float | None = None
     traces: tuple[SectorTrace, ...] = field(default=())
+    unwritten_reads: tuple[UnwrittenRead, ...] = field(default=())
+    """Watched launches: the first unwritten read of each `out` buffer that had one."""
+    extents: dict[str, int] = field(default_factory=dict)
+    """Watched launches: per buffer, one past the highest byte the kernel read or wrote (0: untouched)."""
 
 
 @dataclass(frozen=True)
@@ -131,6 +155,8 @@ class Runtime(abc.ABC):
     """One way to run kernels. Subclasses: `GpuRuntime` (pycuda) and `CpuRuntime`."""
 
     name: str = "abstract"
+    watches_reads: bool = False
+    """Whether `LaunchRequest.watch` is honoured (reads before writes, extents touched)."""
 
     @abc.abstractmethod
     def available(self) -> tuple[bool, str]:
@@ -144,6 +170,11 @@ class Runtime(abc.ABC):
              keep_outputs: bool = False) -> TimedRun:
         """Milliseconds per launch over `repeat` launches after `warmup`. GPU only by default."""
         raise Unsupported(f"{self.name} runtime does not time kernels")
+
+    @property
+    def times_kernels(self) -> bool:
+        """Whether `time` is implemented (a runtime that cannot time cannot `--measure`)."""
+        return type(self).time is not Runtime.time
 
 
 def poison_like(array: np.ndarray) -> np.ndarray:

@@ -15,7 +15,7 @@ import os
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -30,63 +30,21 @@ from kxform.harness.reference import compare_outputs, run_reference
 from kxform.runtime.base import (
     BufferArg,
     LaunchRequest,
+    LaunchResult,
     Runtime,
     RuntimeError_,
     ScalarArg,
+    Unsupported,
     count_unwritten_against,
+    poison_like,
 )
 from kxform.engine.policy import OutputCompare, VerifyPolicy
+from kxform.verify.verdict import OutputCheck, SizeVerdict, VerifyReport, inputs_finite, vacuity
 from kxform.frontend.source import SourceText
-from kxform.verify.versions import comparison, rewritten_launch
+from kxform.verify.versions import LaunchUndecided, comparison, rewritten_launch
 
 EXACT = CompareSpec("exact")
 FLOAT_ATOMIC_RE = re.compile(r"\batomic(Add|Sub)\s*\(\s*[^,]*,\s*[^)]*\)")
-
-
-@dataclass(frozen=True)
-class OutputCheck:
-    name: str
-    comparison: Comparison
-    unwritten: int
-
-
-@dataclass(frozen=True)
-class SizeVerdict:
-    size: str
-    ok: bool
-    outputs: tuple[OutputCheck, ...] = ()
-    error: str | None = None
-    seconds: float = 0.0
-
-    def summary(self) -> str:
-        if self.error:
-            return f"{self.size}: error: {self.error}"
-        bad = [o for o in self.outputs if not o.comparison.ok or o.unwritten]
-        if not bad:
-            off = [o for o in self.outputs if o.comparison.max_abs > 0]
-            within = "; ".join(f"{o.name} within tolerance, max abs {o.comparison.max_abs:.3g}" for o in off)
-            same = [o.name for o in self.outputs if o not in off]
-            return f"{self.size}: ok ({', '.join(same) + ' match' if same else ''}{'; ' if same and off else ''}{within})"
-        first = bad[0]
-        note = f", {first.unwritten} elements never written" if first.unwritten else ""
-        return f"{self.size}: {first.name}: {first.comparison.summary()}{note}"
-
-
-@dataclass(frozen=True)
-class VerifyReport:
-    kernel: str
-    runtime: str
-    against: str  # "rewritten" or "reference"
-    sizes: tuple[SizeVerdict, ...] = field(default=())
-
-    @property
-    def ok(self) -> bool:
-        return bool(self.sizes) and all(s.ok for s in self.sizes)
-
-    def summary(self) -> str:
-        status = "verified" if self.ok else "MISMATCH"
-        what = "original vs rewritten" if self.against == "rewritten" else "kernel vs NumPy reference"
-        return f"{self.kernel}: {status} on the {self.runtime} runtime ({what}, {len(self.sizes)} sizes)"
 
 
 def check_signature(spec: KernelSpec, extracted: ExtractedKernel) -> None:
@@ -166,25 +124,65 @@ def uses_float_atomics(source: SourceText) -> bool:
     return bool(FLOAT_ATOMIC_RE.search(source.text)) and "float" in source.text
 
 
-SizeCheck = Callable[[SizeSpec, ResolvedLaunch, dict], tuple[OutputCheck, ...]]
+SizeCheck = Callable[[SizeSpec, ResolvedLaunch, dict, bool], SizeVerdict]
+SizeDone = Callable[[int, int, str], object]
+"""Told after each size (done, total, size name): the CLI moves a progress bar."""
 
 
-def _over_sizes(spec: KernelSpec, sizes: tuple[str, ...], seed: int | None,
-                check: SizeCheck) -> tuple[SizeVerdict, ...]:
-    """Fresh seeded inputs per size, `check` them, and turn launch failures into verdicts."""
+def _over_sizes(spec: KernelSpec, sizes: tuple[str, ...], seed: int | None, check: SizeCheck,
+                progress: SizeDone | None = None) -> tuple[SizeVerdict, ...]:
+    """Fresh seeded inputs per size, `check` them. The smallest size (by bytes) is the one
+    whose original run also watches for reads of unwritten `out` buffers."""
+    chosen = _sizes(spec, sizes)
+    launches = [spec.launch(size) for size in chosen]
+    watched = min(range(len(launches)), key=lambda i: launches[i].total_bytes, default=-1)
     verdicts = []
-    for size in _sizes(spec, sizes):
+    for i, (size, resolved) in enumerate(zip(chosen, launches)):
         start = time.perf_counter()
-        resolved = spec.launch(size)
         inputs = make_inputs(spec, resolved, seed)
-        try:
-            checks = check(size, resolved, inputs)
-        except RuntimeError_ as exc:
-            verdicts.append(SizeVerdict(size.name, False, error=str(exc)))
-            continue
-        ok = all(c.comparison.ok and not c.unwritten for c in checks)
-        verdicts.append(SizeVerdict(size.name, ok, checks, seconds=time.perf_counter() - start))
+        verdict = check(size, resolved, inputs, i == watched)
+        verdicts.append(replace(verdict, seconds=time.perf_counter() - start))
+        if progress is not None:
+            progress(i + 1, len(chosen), size.name)
     return tuple(verdicts)
+
+
+def _run_original(runtime: Runtime, request: LaunchRequest, size: str) -> LaunchResult | SizeVerdict:
+    """The original's run, or the verdict that ends this size: a kernel the runtime cannot
+    run is unverified; one that fails, or reads an `out` buffer before writing it, makes
+    the size inconclusive (an error of the spec or the kernel, not of the rewrite)."""
+    try:
+        result = runtime.run(request)
+    except Unsupported as exc:
+        return SizeVerdict(size, "unverified", error=str(exc))
+    except RuntimeError_ as exc:
+        return SizeVerdict(size, "inconclusive", error=f"the original kernel failed: {exc}")
+    if result.unwritten_reads:
+        first = result.unwritten_reads[0]
+        return SizeVerdict(size, "inconclusive", error=f"spec error: {first.describe()}")
+    return result
+
+
+def _watching(request: LaunchRequest, runtime: Runtime, watch: bool) -> LaunchRequest:
+    has_out = any(isinstance(a, BufferArg) and a.role == "out" for a in request.args)
+    return replace(request, watch=True) if watch and has_out and runtime.watches_reads else request
+
+
+def _output_checks(resolved: ResolvedLaunch, inputs: dict, original: dict[str, np.ndarray],
+                   other: dict[str, np.ndarray], comparisons: dict[str, Comparison]) -> tuple[OutputCheck, ...]:
+    dtypes = {a.name: a.dtype for a in resolved.args}
+    outputs = {a.name for a in resolved.args if a.kind == "buffer" and a.role == "out"}
+    finite = inputs_finite(inputs, dtypes, outputs)
+    checks = []
+    for name, compared in comparisons.items():
+        arg = resolved.arg(name)
+        initial = np.ascontiguousarray(inputs[name])
+        if arg.role == "out":
+            initial = poison_like(initial)
+        why = vacuity(name, arg.role, arg.dtype, initial, original[name], other[name], finite)
+        checks.append(OutputCheck(name, compared, count_unwritten_against(original[name], other[name])
+                                  if arg.role == "out" else 0, why))
+    return tuple(checks)
 
 
 def default_policy(original: SourceText) -> VerifyPolicy:
@@ -197,47 +195,60 @@ def default_policy(original: SourceText) -> VerifyPolicy:
 
 def verify_pair(original: SourceText, rewritten: SourceText, spec: KernelSpec, runtime: Runtime,
                 sizes: tuple[str, ...] = (), seed: int | None = None, timeout_s: float = 120.0,
-                flags: UnitFlags = NO_FLAGS, policy: VerifyPolicy | None = None) -> VerifyReport:
+                flags: UnitFlags = NO_FLAGS, policy: VerifyPolicy | None = None,
+                progress: SizeDone | None = None) -> VerifyReport:
     """Run both versions on identical inputs at every size; compare every output. The
     pass's `policy` says how the rewritten version is launched and how outputs compare."""
     extracted = (extract_kernel(original, spec.name), extract_kernel(rewritten, spec.name))
     check_signature(spec, extracted[0])
     policy = policy or default_policy(original)
 
-    def check(size: SizeSpec, resolved: ResolvedLaunch, inputs: dict) -> tuple[OutputCheck, ...]:
-        launches = (resolved, rewritten_launch(resolved, extracted[0].params, policy.launch))
-        before, after = (runtime.run(launch_request(ext, launch, inputs, f"{spec.name}[{size.name}] {version}",
-                                                    timeout_s, flags))
-                         for ext, launch, version in zip(extracted, launches, ("original", "rewritten")))
-        checks = []
-        for name, expected in before.outputs.items():
-            mode = comparison(spec.compare_for(name), policy.compare)
-            comparison_ = compare(expected, after.outputs[name], mode, dtype=resolved.arg(name).dtype)
-            checks.append(OutputCheck(name, comparison_, count_unwritten_against(expected, after.outputs[name])))
-        return tuple(checks)
+    def check(size: SizeSpec, resolved: ResolvedLaunch, inputs: dict, watch: bool) -> SizeVerdict:
+        label = f"{spec.name}[{size.name}]"
+        request = launch_request(extracted[0], resolved, inputs, f"{label} original", timeout_s, flags)
+        before = _run_original(runtime, _watching(request, runtime, watch), size.name)
+        if isinstance(before, SizeVerdict):
+            return before
+        try:
+            launch = rewritten_launch(resolved, extracted[0].params, policy.launch)
+        except LaunchUndecided as exc:  # the rewritten version's launch is unknown: could not tell
+            return SizeVerdict(size.name, "inconclusive", error=str(exc))
+        try:
+            after = runtime.run(launch_request(extracted[1], launch, inputs, f"{label} rewritten", timeout_s, flags))
+        except Unsupported as exc:
+            return SizeVerdict(size.name, "unverified", error=str(exc))
+        except RuntimeError_ as exc:
+            return SizeVerdict(size.name, "mismatch", error=f"the rewritten kernel failed where the original ran: {exc}")
+        comparisons = {name: compare(expected, after.outputs[name], comparison(spec.compare_for(name), policy.compare),
+                                     dtype=resolved.arg(name).dtype)
+                       for name, expected in before.outputs.items()}
+        return SizeVerdict.from_checks(size.name, _output_checks(resolved, inputs, before.outputs, after.outputs,
+                                                                 comparisons))
 
-    return VerifyReport(spec.name, runtime.name, "rewritten", _over_sizes(spec, sizes, seed, check))
+    return VerifyReport(spec.name, runtime.name, "rewritten", _over_sizes(spec, sizes, seed, check, progress))
 
 
 def verify_reference(source: SourceText, spec: KernelSpec, runtime: Runtime, sizes: tuple[str, ...] = (),
                      seed: int | None = None, timeout_s: float = 120.0,
-                     flags: UnitFlags = NO_FLAGS) -> VerifyReport:
+                     flags: UnitFlags = NO_FLAGS, progress: SizeDone | None = None) -> VerifyReport:
     """Run the kernel and compare every output with the spec's NumPy reference."""
     if spec.reference is None:
         raise SpecError(f"kernel '{spec.name}' has no reference function in its spec", spec.location)
     extracted = extract_kernel(source, spec.name)
     check_signature(spec, extracted)
 
-    def check(size: SizeSpec, resolved: ResolvedLaunch, inputs: dict) -> tuple[OutputCheck, ...]:
-        result = runtime.run(launch_request(extracted, resolved, inputs, f"{spec.name}[{size.name}]", timeout_s,
-                                            flags))
+    def check(size: SizeSpec, resolved: ResolvedLaunch, inputs: dict, watch: bool) -> SizeVerdict:
+        request = launch_request(extracted, resolved, inputs, f"{spec.name}[{size.name}]", timeout_s, flags)
+        result = _run_original(runtime, _watching(request, runtime, watch), size.name)
+        if isinstance(result, SizeVerdict):
+            return replace(result, status="mismatch") if result.status == "inconclusive" and \
+                not (result.error or "").startswith("spec error") else result
         expected = run_reference(spec, resolved, inputs)
         comparisons = compare_outputs(spec, resolved, expected, result.outputs)
-        return tuple(OutputCheck(n, c, count_unwritten_against(expected[n], result.outputs[n])
-                                 if resolved.arg(n).role == "out" else 0)
-                     for n, c in comparisons.items())
+        return SizeVerdict.from_checks(size.name, _output_checks(resolved, inputs, result.outputs, expected,
+                                                                 comparisons))
 
-    return VerifyReport(spec.name, runtime.name, "reference", _over_sizes(spec, sizes, seed, check))
+    return VerifyReport(spec.name, runtime.name, "reference", _over_sizes(spec, sizes, seed, check, progress))
 
 
 def pick_runtime(name: str) -> Runtime:

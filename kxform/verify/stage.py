@@ -9,6 +9,7 @@ spread; both times are logged, beside the prediction when a model chose the rewr
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from kxform.errors import KxformError
@@ -21,6 +22,7 @@ from kxform.frontend.source import SourceText, validate_bytes
 from kxform.engine.policy import VerifyPolicy
 from kxform.verify.differential import UnitFlags, verify_pair
 from kxform.verify.measure import measure_pair
+from kxform.verify.verdict import combined_status
 
 
 def spec_for_file(path: str, spec_dirs: tuple[str, ...] = ()) -> HarnessSpec | None:
@@ -43,41 +45,74 @@ def verify_file(original: bytes, rewritten: bytes, path: str, results: list[Kern
     except KxformError as exc:
         file_spec, spec_error = None, exc
     records: dict[str, tuple[CheckRecord, ...]] = {}
-    failed: dict[str, str] = {}
+    failed: dict[str, tuple[str, str]] = {}
     predictions = _predictions(results)
     applied = [(r.kernel, r.proposal.proposer) for r in results if r.outcome is Outcome.APPLIED and r.proposal]
     replayed = {k for k, _ in applied} - {k for k, who in applied if who != "lock"}  # every pass replayed
     for kernel, policy in _policies(results).items():
-        if spec_error is not None:
-            records[kernel] = (CheckRecord("verify", True, f"skipped: harness spec unusable: {spec_error}"),)
+        if spec_error is not None:  # a broken spec never silently turns verification off
+            record = CheckRecord("verify", False, f"inconclusive: harness spec unusable: {spec_error}")
+            records[kernel] = (record,)
+            failed[kernel] = ("inconclusive", f"VerifyInconclusive: {record.detail}")
             continue
-        spec = file_spec.find(kernel) if file_spec is not None else None
-        if spec is None:
+        specs = file_spec.instantiations(kernel) if file_spec is not None else ()
+        if not specs:
             records[kernel] = (CheckRecord("verify", True, "skipped: no harness spec for this kernel "
                                            "(compile-checked only)"),)
             continue
-        report = verify_pair(source, new, spec, runtime, flags=UnitFlags.from_build_dir(build_dir, path), policy=policy)
-        detail = "; ".join(v.summary() for v in report.sizes)
-        record = CheckRecord("verify", report.ok, f"{report.summary()}: {detail}; policy: {policy.describe()}")
+        flags = UnitFlags.from_build_dir(build_dir, path)
+        reports = [verify_pair(source, new, spec, runtime, flags=flags, policy=policy) for spec in specs]
+        status = combined_status(reports)
+        notes = missing_instantiations(source, kernel, specs)
+        detail = " | ".join(f"{r.summary()}: " + "; ".join(v.summary() for v in r.sizes) for r in reports)
+        detail += "".join(f"; note: {n}" for n in notes)
+        record = CheckRecord("verify", status == "ok", f"{detail}; policy: {policy.describe()}")
         records[kernel] = (record,)
-        if not report.ok:
-            failed[kernel] = "verify"
+        if status == "mismatch":
+            failed[kernel] = ("verify", record.detail)
+            continue
+        if status != "ok":  # inconclusive or unverified: could not tell, so nothing is written
+            why = next(r for r in reports if r.status == status).summary()
+            key = "VerifyInconclusive" if status == "inconclusive" else "Unverified"
+            failed[kernel] = (status, f"{key}: {why}")
             continue
         if measure and kernel not in replayed:  # a replayed decision was measured when it was made
-            timing_record, faster = _measure(source, new, spec, runtime, policy)
+            timing_record, faster = _measure(source, new, specs[0], runtime, policy)
             if kernel in predictions:  # the measurement decides; the log keeps what was predicted beside it
                 timing_record = replace(timing_record, detail=f"{timing_record.detail}; {predictions[kernel]}")
             records[kernel] += (timing_record,)
             if not faster:
-                failed[kernel] = "measure"
+                failed[kernel] = ("measure", f"NotFaster: {timing_record.detail}")
     updated = [_updated(r, records, failed) for r in results]
     keep = not failed
     if not keep:  # the file is not written: kernels that passed go back to unchanged
         updated = [replace(r, outcome=Outcome.MISSED, stage="verify",
                            reasons=r.reasons + ("RevertedWithFile: another kernel of this file failed "
-                                                "verification or was not faster",))
+                                                "verification, could not be verified, or was not faster",))
                    if r.outcome is Outcome.APPLIED else r for r in updated]
     return updated, keep
+
+
+def missing_instantiations(source: SourceText, kernel: str, specs: tuple[KernelSpec, ...]) -> list[str]:
+    """Instantiations of template `kernel` that the file launches with concrete template
+    arguments but the spec does not list: they are named, since nothing verified them."""
+    from kxform.frontend.cuda import parse_model
+
+    model = parse_model(source)
+    listed = {re.sub(r"\s+", "", s.name) for s in specs}
+    hosts = {f.name: f.template_names for f in model.functions}
+    missing: dict[str, int] = {}
+    for launch in model.launches:
+        if launch.kernel != kernel or not launch.template_args:
+            continue
+        words = set(re.findall(r"[A-Za-z_]\w*", launch.template_args))
+        if words & hosts.get(launch.function or "", frozenset()):
+            continue  # arguments of an enclosing template: not a concrete instantiation
+        spelling = f"{kernel}{launch.template_args}"
+        if re.sub(r"\s+", "", spelling) not in listed:
+            missing.setdefault(spelling, source.line_col(launch.span.start)[0])
+    return [f"instantiation {s} (launched at line {line}) has no spec entry and was not verified"
+            for s, line in missing.items()]
 
 
 def _predictions(results: list[KernelResult]) -> dict[str, str]:
@@ -99,18 +134,21 @@ def _policies(results: list[KernelResult]) -> dict[str, VerifyPolicy]:
     return policies
 
 
-def _updated(result: KernelResult, records: dict[str, tuple[CheckRecord, ...]], failed: dict[str, str]) -> KernelResult:
+def _updated(result: KernelResult, records: dict[str, tuple[CheckRecord, ...]],
+             failed: dict[str, tuple[str, str]]) -> KernelResult:
+    """`result` with its kernel's records; a kernel that failed verification (a proven
+    mismatch) is FAILED, one verification could not decide (inconclusive, unverified) or
+    that was not faster is MISSED, with the reason."""
     if result.outcome is not Outcome.APPLIED or result.kernel not in records:
         return result
     checks = result.checks + records[result.kernel]
-    stage = failed.get(result.kernel)
+    if result.kernel not in failed:
+        return replace(result, checks=checks)
+    stage, reason = failed[result.kernel]
     if stage == "verify":
-        return replace(result, outcome=Outcome.FAILED, stage="verify", reasons=(records[result.kernel][0].detail,),
-                       checks=checks)
-    if stage == "measure":
-        return replace(result, outcome=Outcome.MISSED, stage="measure",
-                       reasons=(f"NotFaster: {records[result.kernel][-1].detail}",), checks=checks)
-    return replace(result, checks=checks)
+        return replace(result, outcome=Outcome.FAILED, stage="verify", reasons=(reason,), checks=checks)
+    return replace(result, outcome=Outcome.MISSED, stage="measure" if stage == "measure" else "verify",
+                   reasons=(reason,), checks=checks)
 
 
 def _measure(source: SourceText, new: SourceText, spec: KernelSpec,

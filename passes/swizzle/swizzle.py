@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kxform.passes.swizzle.bijection import check_helper
+from kxform.passes.swizzle.confirm import confirm_coverage
+from kxform.passes.swizzle.opaque import structural_blockers
 from kxform.passes.swizzle.order_safety import order_blockers
 from kxform.engine.edits import Edit
 from kxform.errors import CheckFailed, UsageError
@@ -39,7 +41,7 @@ from kxform.engine.policy import EXACT, OutputCompare, VerifyPolicy
 from kxform.passes.swizzle.helper_placement import guarded_helper, helper_offset
 from kxform.passes.swizzle.patterns import PATTERNS, RemapConfig, get_pattern
 from kxform.passes.swizzle.formula import FormulaError, FormulaRemap, formula_remap
-from kxform.passes.swizzle.semantic_checks import semantic_blockers
+from kxform.passes.swizzle.semantic_checks import foreign_through_local, semantic_blockers
 
 BLOCK_VAR = "kxform_block"
 """The logical block index: a local in kernels, the first parameter of device functions."""
@@ -103,7 +105,7 @@ class Swizzle(Pass):
         for kernel in model.kernels:
             usage = usages[kernel.name]
             blockers = list(usage.blockers) + order_blockers(model, usage.functions)
-            blockers += _semantic_blockers(ctx, usage)
+            blockers += structural_blockers(model, usage) + _semantic_blockers(ctx, usage)
             if not usage.remapped_reads:
                 blockers.append(Blocker("NoBlockIndexRead", "the kernel does not read blockIdx.x or blockIdx.y",
                                         kernel.span.start))
@@ -207,15 +209,18 @@ class Swizzle(Pass):
         return records + [CheckRecord("bijection", True, f"emitted helper is a bijection on {report.detail}"
                                       + (" (cached)" if report.cached else ""))]
 
-    def check_result(self, new_model: SourceModel, proposals: Sequence[Proposal]) -> list[CheckRecord]:
-        """Check (b): no blockIdx.x/.y read is left unmapped in a rewritten kernel's closure."""
+    def check_result(self, new_model: SourceModel, proposals: Sequence[Proposal],
+                     ctx: PassContext | None = None) -> list[CheckRecord]:
+        """Check (b): no blockIdx.x/.y read is left unmapped in a rewritten kernel's closure,
+        by the source analysis and, where nvcc exists, confirmed on the compiled PTX."""
         for proposal in proposals:
             reads = unmapped_reads(new_model, proposal.kernel)
             if reads:
                 where = new_model.source.location(reads[0].span.start)
                 raise CheckFailed("coverage", f"'{proposal.kernel}' still reads {reads[0].spelling} at {where} "
                                   "after the rewrite")
-        return [CheckRecord("coverage", True, "every blockIdx.x/.y read in the kernels' call closures uses the remap")]
+        return [confirm_coverage(new_model, [p.kernel for p in proposals], PROLOGUE_MARK,
+                                 ctx.toolchain if ctx is not None else None)]
 
     def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
         """A remap changes which block computes which tile, never the arithmetic: bit-exact,
@@ -348,8 +353,11 @@ def _formula_record(remap: FormulaRemap) -> CheckRecord:
 
 
 def _semantic_blockers(ctx: PassContext, usage: IndexUsage) -> list[Blocker]:
-    """Index reads libclang found that the syntax cannot see (foreign macros, other files)."""
-    return [] if ctx.semantic is None else semantic_blockers(ctx.semantic, usage)
+    """Index reads libclang found that the syntax cannot see (foreign macros, other files),
+    including a foreign macro reached through a macro of this file."""
+    if ctx.semantic is None:
+        return []
+    return semantic_blockers(ctx.semantic, usage) + foreign_through_local(ctx.model, usage, ctx.semantic)
 
 
 def _refuse_shared(ctx: PassContext, results: dict[str, KernelAnalysis]) -> None:

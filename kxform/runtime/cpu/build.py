@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -31,7 +32,7 @@ from .source import (
     missing_gpu_header,
 )
 
-ABI_TAG = "kxcpu-abi-1"
+ABI_TAG = "kxcpu-abi-2"
 """Changes whenever the manifest format or the kernel/host object contract changes."""
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
@@ -39,8 +40,11 @@ COMPILE_TIMEOUT_S = 600.0
 BASE_FLAGS = ("-std=c++17", "-O2", "-fno-strict-aliasing", "-fno-math-errno", "-w")
 # Instrumentation only: no sanitizer runtime is linked, trace.h provides the hooks.
 TRACE_FLAGS = ("-fsanitize=thread", "-DKXCPU_TRACE=1")
+# Watched launches: line tables, so a read before a write names its source line.
+WATCH_FLAGS = ("-g1",)
 # Bounds checks of untraced units: kernel-address instrumentation in callback mode, no
 # sanitizer runtime (host/bounds.h provides the hooks; no stack or global redzones).
+# Watched units are checked through the trace hooks instead (host/trace.h).
 BOUNDS_FLAGS_GCC = ("-fsanitize=kernel-address", "--param", "asan-instrumentation-with-call-threshold=0",
                     "--param", "asan-stack=0", "--param", "asan-globals=0", "-DKXCPU_BOUNDS=1")
 BOUNDS_FLAGS_CLANG = ("-fsanitize=kernel-address", "-mllvm", "-asan-instrumentation-with-call-threshold=0",
@@ -70,6 +74,8 @@ class KernelUnit:
     include_dirs: tuple[str, ...] = ()
     hip: bool = False
     traced: bool = False
+    watched: bool = False
+    """Instrumented like a traced build, plus line tables (reads before writes name their line)."""
     clang: bool = False
     """The host compiler is clang (its instrumentation flags are spelled differently)."""
     device_source: str = ""
@@ -82,9 +88,11 @@ class KernelUnit:
         flags += [f"-D{d.removeprefix('-D')}" for d in self.defines]
         if self.hip:
             flags.append("-DKXCPU_HIP=1")
-        if self.traced:
+        if self.traced or self.watched:
             flags += TRACE_FLAGS
-        else:
+        if self.watched:
+            flags += WATCH_FLAGS
+        if not (self.traced or self.watched):
             flags += BOUNDS_FLAGS_CLANG if self.clang else BOUNDS_FLAGS_GCC
         return tuple(flags)
 
@@ -214,6 +222,9 @@ class Builder:
 
     def _run(self, cmd: list[str], cwd: Path, where: str, what: str) -> None:
         proc = self._invoke(cmd, cwd)
+        unsupported = _UNSUPPORTED_ASSERT.search(proc.stderr) if proc.returncode != 0 else None
+        if unsupported is not None:  # an emulation header refused a feature at compile time
+            raise Unsupported(f"{where}: cannot run on the CPU runtime: uses {unsupported.group(1).strip()}")
         if proc.returncode != 0:
             raise RuntimeError_(f"{where}: {what}: {_relocate(first_error(proc.stderr + proc.stdout), where)}")
 
@@ -227,6 +238,9 @@ class Builder:
             raise RuntimeError_(f"compiler did not finish within {COMPILE_TIMEOUT_S:.0f} s: {cmd[0]}") from exc
         except OSError as exc:
             raise RuntimeError_(f"cannot run the host compiler {cmd[0]}: {exc}") from exc
+
+
+_UNSUPPORTED_ASSERT = re.compile(r"kxcpu-unsupported: ([^\n\"]+)")
 
 
 def _relocate(message: str, where: str) -> str:

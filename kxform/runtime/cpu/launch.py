@@ -33,6 +33,7 @@ from ..base import (
     poison_like,
 )
 from .source import KERNEL_FILE
+from .watch import read_watch
 
 EXIT_USAGE, EXIT_DEADLOCK, EXIT_FAULT, EXIT_TRAP = 2, 3, 4, 5
 _TOKEN = re.compile(r"[^A-Za-z0-9_.\-]")
@@ -64,7 +65,9 @@ def run_binary(exe: Path, request: LaunchRequest, settings: ChildSettings, name:
                     unwritten[arg.name] = count_unwritten(data)
         traces = _read_traces(work / "traces.txt", request, blocks)
         elapsed = _read_elapsed(work / "result.txt")
-    return LaunchResult(outputs=outputs, unwritten=unwritten, runtime="cpu", elapsed_ms=elapsed, traces=traces)
+        extents, reads = read_watch(work / "result.txt", request, exe) if request.watch else ({}, ())
+    return LaunchResult(outputs=outputs, unwritten=unwritten, runtime="cpu", elapsed_ms=elapsed, traces=traces,
+                        unwritten_reads=reads, extents=extents)
 
 
 def _manifest(request: LaunchRequest, settings: ChildSettings, blocks: tuple[tuple[int, int, int], ...],
@@ -78,6 +81,8 @@ def _manifest(request: LaunchRequest, settings: ChildSettings, blocks: tuple[tup
         f"stack {settings.stack_bytes}",
     ]
     lines += ["trace {} {} {}".format(*b) for b in blocks]
+    if request.watch:
+        lines.append("watch 1")
     if request.only_traced_blocks:
         lines.append("only_traced 1")
     for i, arg in enumerate(request.args):

@@ -3,7 +3,7 @@
 The request's translation unit is compiled as C++ against an emulation layer
 (include/): every GPU thread of a block is a fiber, blocks are spread over worker
 threads, and barriers and warp collectives are real rendezvous. The runtime refuses
-what it cannot emulate faithfully (inline assembly, tensor-core fragments, textures,
+what it cannot emulate faithfully (inline assembly, integer tensor-core fragments, textures,
 grid-wide sync, ...) with `Unsupported` before compiling, and reports barrier
 divergence and deadlocks as `LaunchTimeout` instead of hanging.
 """
@@ -59,6 +59,7 @@ class CpuRuntime(Runtime):
     """Runs kernels on the CPU by compiling them against the kxform emulation layer."""
 
     name = "cpu"
+    watches_reads = True
 
     def __init__(self, options: CpuOptions | None = None) -> None:
         self.options = options or CpuOptions()
@@ -93,6 +94,7 @@ class CpuRuntime(Runtime):
             include_dirs=request.include_dirs,
             hip=is_hip(request.source),
             traced=bool(request.trace_blocks),
+            watched=request.watch,
             clang="clang" in self.builder().toolchain.version.lower(),
             device_source=request.source,
         )
@@ -147,6 +149,8 @@ def _validate(request: LaunchRequest, name: str) -> None:
             )
     if request.only_traced_blocks and not request.trace_blocks:
         raise RuntimeError_(f"{name}: only_traced_blocks needs trace_blocks (there is nothing else to run)")
+    if request.only_traced_blocks and request.watch:
+        raise RuntimeError_(f"{name}: a watched launch runs the whole grid (only_traced_blocks leaves `out` buffers unpoisoned)")
     for block in request.trace_blocks:
         if any(not 0 <= b < g for b, g in zip(block, request.grid, strict=True)):
             raise RuntimeError_(f"{name}: traced block {block} is outside the grid {request.grid}")

@@ -123,8 +123,6 @@ _UNSUPPORTED: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(pattern), feature)
     for pattern, feature in (
         (r"\b(?:asm|__asm__|__asm)\b", "inline assembly (asm)"),
-        (r"\bwmma\s*::|\b(?:mma_sync|load_matrix_sync|store_matrix_sync|fill_fragment)\b",
-         "tensor-core matrix operations (nvcuda::wmma)"),
         (r"\brocwmma\b|\b__builtin_amdgcn_mfma\w*", "tensor-core matrix operations (rocwmma/MFMA)"),
         (r"\b(?:tex[123]D\w*|texCubemap\w*|tex2Dgather)\b|\btexture\s*<|\b(?:cuda|hip)TextureObject_t\b",
          "texture fetches"),

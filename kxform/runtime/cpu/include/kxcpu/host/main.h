@@ -29,6 +29,7 @@ __thread unsigned char* dyn_smem = nullptr;
 namespace host {
 __thread Worker* t_worker = nullptr;
 __thread BlockTrace* t_trace = nullptr;
+std::vector<Watched> g_watched;
 void* const* g_args = nullptr;
 }  // namespace host
 
@@ -57,6 +58,7 @@ struct Manifest {
   dim3 grid, block;
   std::size_t shared = 0, stack = 256 * 1024;
   unsigned workers = 1;
+  bool watch = false;
   bool only_traced = false;  // run the traced blocks only (outputs are then not written back)
   std::vector<uint3> traced;
   std::vector<Buffer> buffers;
@@ -92,6 +94,7 @@ inline Manifest read_manifest(const std::string& path) {
     else if (!std::strcmp(key, "shared") && std::sscanf(rest, "%llu", &n) == 1) m.shared = n;
     else if (!std::strcmp(key, "stack") && std::sscanf(rest, "%llu", &n) == 1) m.stack = n;
     else if (!std::strcmp(key, "workers")) std::sscanf(rest, "%u", &m.workers);
+    else if (!std::strcmp(key, "watch")) m.watch = true;
     else if (!std::strcmp(key, "only_traced")) m.only_traced = true;
     else if (!std::strcmp(key, "trace")) {
       uint3 t{};
@@ -165,6 +168,31 @@ inline void write_ranges(FILE* out, const char* kind, const Buffer& b, const std
   std::fputc('\n', out);
 }
 
+/// Watches every buffer; `out` buffers (poisoned) also get a written-byte map.
+inline void start_watch(const std::vector<Buffer>& bufs) {
+  g_watched.resize(bufs.size());
+  for (std::size_t i = 0; i < bufs.size(); ++i) {
+    g_watched[i].base = reinterpret_cast<std::uintptr_t>(bufs[i].data);
+    g_watched[i].size = bufs[i].bytes;
+    g_watched[i].poisoned = bufs[i].role == "out";
+    if (g_watched[i].poisoned) g_watched[i].written.assign(bufs[i].bytes, 0);
+  }
+}
+
+/// "extent <buffer#> <bytes>" per buffer and "unwritten_read <buffer#> <offset> <pc>"
+/// where `pc` is the reading instruction relative to kxcpu_tu_run_thread (the Python
+/// side adds that symbol's link-time address and asks addr2line for the source line).
+inline void write_watch(FILE* out) {
+  const auto anchor = reinterpret_cast<std::intptr_t>(&kxcpu_tu_run_thread);
+  for (std::size_t i = 0; i < g_watched.size(); ++i) {
+    const Watched& w = g_watched[i];
+    std::fprintf(out, "extent %zu %zu\n", i, w.extent);
+    if (w.reported)
+      std::fprintf(out, "unwritten_read %zu %zu %lld\n", i, w.first_offset,
+                   static_cast<long long>(reinterpret_cast<std::intptr_t>(w.first_pc) - anchor));
+  }
+}
+
 /// What every worker thread runs: blocks taken from a shared counter, one at a time.
 /// `only` (when not null) lists the linear indices of the blocks to run, `nblocks` of them.
 struct Pool {
@@ -205,9 +233,11 @@ inline int run_main(int argc, char** argv) {
   Manifest m = read_manifest(argv[1]);
   check_signature(m);
   if (!m.traced.empty() && !kxcpu_tu_traced) fail(kExitUsage, "sector traces need a trace build of the kernel");
+  if (m.watch && !kxcpu_tu_traced) fail(kExitUsage, "a watched launch needs a trace build of the kernel");
   load_buffers(m.buffers, m.dir);
   fault_buffers() = &m.buffers;
   arm_bounds(m.buffers);
+  if (m.watch) start_watch(m.buffers);
 
   std::vector<std::vector<unsigned char>> slots(m.buffer_of.size());
   std::vector<void*> args(m.buffer_of.size());
@@ -291,6 +321,7 @@ inline int run_main(int argc, char** argv) {
     }
   }
   std::fprintf(res, "elapsed_ms %.3f\nworkers %u\n", ms, nworkers);
+  write_watch(res);
   std::fclose(tr);
   std::fclose(res);
   std::fflush(stdout);

@@ -1,4 +1,5 @@
-// Exact 32-byte-sector traces of global-memory accesses, per traced block.
+// Exact 32-byte-sector traces of global-memory accesses, per traced block, and the
+// watch of a launch (extents touched, reads of `out` buffers before any write).
 //
 // Trace builds compile the kernel TU with GCC's -fsanitize=thread instrumentation but
 // link no sanitizer runtime: the compiler then calls __tsan_readN/__tsan_writeN (and
@@ -52,12 +53,68 @@ __attribute__((noinline)) inline void record_slow(BlockTrace* t, std::uintptr_t 
   }
 }
 
-/// Records the byte range [addr, addr + n) as read or written by the traced block.
-inline void record(const volatile void* addr, std::size_t n, bool write) {
+/// One argument buffer under watch (`LaunchRequest.watch`): the extent the kernel
+/// touched, and for `out` buffers (poisoned) which bytes were written so far and the
+/// first read of a byte nothing had written yet, with the reading instruction's address.
+struct Watched {
+  std::uintptr_t base = 0;
+  std::size_t size = 0;
+  bool poisoned = false;
+  std::vector<unsigned char> written;  // one flag per byte (poisoned buffers only)
+  std::size_t extent = 0;              // one past the highest byte touched
+  int reported = 0;
+  std::size_t first_offset = 0;
+  const void* first_pc = nullptr;
+};
+
+/// The watched buffers (empty unless the launch asked for a watch).
+extern std::vector<Watched> g_watched;
+
+/// The bounds check of every access (host/bounds.h, in the same host object): a watched
+/// unit is instrumented for the watch, not with kernel-address hooks, so its accesses
+/// are checked here.
+inline void check_access(std::uintptr_t a, std::size_t n, bool write);
+
+/// Extent and read-before-write bookkeeping of one access. Flags are plain bytes updated
+/// with relaxed atomics: blocks run concurrently, and a race between two blocks on one
+/// element is a race in the kernel too.
+__attribute__((noinline)) inline void watch_slow(std::uintptr_t a, std::size_t n, bool write, const void* pc) {
+  for (Watched& w : g_watched) {
+    if (a + n <= w.base || a >= w.base + w.size) continue;
+    std::size_t lo = a < w.base ? 0 : a - w.base;
+    std::size_t hi = a + n - w.base;
+    if (hi > w.size) hi = w.size;
+    std::size_t seen = __atomic_load_n(&w.extent, __ATOMIC_RELAXED);
+    while (seen < hi && !__atomic_compare_exchange_n(&w.extent, &seen, hi, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+    if (!w.poisoned) continue;
+    if (write) {
+      for (std::size_t i = lo; i < hi; ++i) __atomic_store_n(&w.written[i], 1, __ATOMIC_RELAXED);
+      continue;
+    }
+    for (std::size_t i = lo; i < hi; ++i) {
+      if (__atomic_load_n(&w.written[i], __ATOMIC_RELAXED)) continue;
+      int expected = 0;
+      if (__atomic_compare_exchange_n(&w.reported, &expected, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+        w.first_offset = i;
+        w.first_pc = pc;
+      }
+      break;
+    }
+  }
+}
+
+/// Records the byte range [addr, addr + n) as read or written by the running thread:
+/// in the traced block's sector sets, and in the watch. `pc` is the accessing instruction.
+inline void record(const volatile void* addr, std::size_t n, bool write, const void* pc) {
   BlockTrace* t = t_trace;
+  const auto a = reinterpret_cast<std::uintptr_t>(addr);
   if (__builtin_expect(t != nullptr && n != 0, 0)) {
-    const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(addr);
     if (a - t->lo < t->span || (a < t->lo && a + n > t->lo)) record_slow(t, a, n, write);
+  }
+  if (__builtin_expect(!g_watched.empty() && n != 0, 0)) {
+    check_access(a, n, write);
+    watch_slow(a, n, write, pc);
   }
 }
 
@@ -69,25 +126,26 @@ inline void record(const volatile void* addr, std::size_t n, bool write) {
 // Atomics must really happen here: the instrumented code calls these instead of
 // issuing the atomic instruction itself.
 extern "C" {
-#define KXCPU_RW(N)                                                                               \
-  void __tsan_read##N(void* p) { kxcpu::host::record(p, N, false); }                            \
-  void __tsan_write##N(void* p) { kxcpu::host::record(p, N, true); }                            \
-  void __tsan_unaligned_read##N(void* p) { kxcpu::host::record(p, N, false); }                  \
-  void __tsan_unaligned_write##N(void* p) { kxcpu::host::record(p, N, true); }                  \
-  void __tsan_volatile_read##N(void* p) { kxcpu::host::record(p, N, false); }                   \
-  void __tsan_volatile_write##N(void* p) { kxcpu::host::record(p, N, true); }                   \
-  void __tsan_unaligned_volatile_read##N(void* p) { kxcpu::host::record(p, N, false); }         \
-  void __tsan_unaligned_volatile_write##N(void* p) { kxcpu::host::record(p, N, true); }         \
-  void __tsan_read##N##_pc(void* p, void*) { kxcpu::host::record(p, N, false); }                \
-  void __tsan_write##N##_pc(void* p, void*) { kxcpu::host::record(p, N, true); }
+#define KXCPU_PC __builtin_return_address(0)
+#define KXCPU_RW(N)                                                                                     \
+  void __tsan_read##N(void* p) { kxcpu::host::record(p, N, false, KXCPU_PC); }                        \
+  void __tsan_write##N(void* p) { kxcpu::host::record(p, N, true, KXCPU_PC); }                        \
+  void __tsan_unaligned_read##N(void* p) { kxcpu::host::record(p, N, false, KXCPU_PC); }              \
+  void __tsan_unaligned_write##N(void* p) { kxcpu::host::record(p, N, true, KXCPU_PC); }              \
+  void __tsan_volatile_read##N(void* p) { kxcpu::host::record(p, N, false, KXCPU_PC); }               \
+  void __tsan_volatile_write##N(void* p) { kxcpu::host::record(p, N, true, KXCPU_PC); }               \
+  void __tsan_unaligned_volatile_read##N(void* p) { kxcpu::host::record(p, N, false, KXCPU_PC); }     \
+  void __tsan_unaligned_volatile_write##N(void* p) { kxcpu::host::record(p, N, true, KXCPU_PC); }     \
+  void __tsan_read##N##_pc(void* p, void*) { kxcpu::host::record(p, N, false, KXCPU_PC); }            \
+  void __tsan_write##N##_pc(void* p, void*) { kxcpu::host::record(p, N, true, KXCPU_PC); }
 KXCPU_RW(1)
 KXCPU_RW(2)
 KXCPU_RW(4)
 KXCPU_RW(8)
 KXCPU_RW(16)
 #undef KXCPU_RW
-void __tsan_read_range(void* p, unsigned long n) { kxcpu::host::record(p, n, false); }
-void __tsan_write_range(void* p, unsigned long n) { kxcpu::host::record(p, n, true); }
+void __tsan_read_range(void* p, unsigned long n) { kxcpu::host::record(p, n, false, KXCPU_PC); }
+void __tsan_write_range(void* p, unsigned long n) { kxcpu::host::record(p, n, true, KXCPU_PC); }
 void __tsan_init() {}
 void __tsan_func_entry(void*) {}
 void __tsan_func_exit() {}
@@ -100,16 +158,16 @@ void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); 
 
 #define KXCPU_ATOMICS(BITS, T)                                                                        \
   T __tsan_atomic##BITS##_load(const volatile T* a, int) {                                         \
-    kxcpu::host::record(a, sizeof(T), false);                                                       \
+    kxcpu::host::record(a, sizeof(T), false, KXCPU_PC);                                                       \
     return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                                    \
   }                                                                                                 \
   void __tsan_atomic##BITS##_store(volatile T* a, T v, int) {                                       \
-    kxcpu::host::record(a, sizeof(T), true);                                                        \
+    kxcpu::host::record(a, sizeof(T), true, KXCPU_PC);                                                        \
     __atomic_store_n(a, v, __ATOMIC_SEQ_CST);                                                       \
   }                                                                                                 \
-  T __tsan_atomic##BITS##_exchange(volatile T* a, T v, int) {                                       \
-    kxcpu::host::record(a, sizeof(T), false);                                                       \
-    kxcpu::host::record(a, sizeof(T), true);                                                        \
+  T __tsan_atomic##BITS##_exchange(volatile T* a, T v, int) { /* a write first: the watch sees no read */ \
+    kxcpu::host::record(a, sizeof(T), true, KXCPU_PC);                                                        \
+    kxcpu::host::record(a, sizeof(T), false, KXCPU_PC);                                                       \
     return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST);                                             \
   }                                                                                                 \
   KXCPU_ATOMIC_RMW(BITS, T, fetch_add, __atomic_fetch_add)                                          \
@@ -119,8 +177,8 @@ void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); 
   KXCPU_ATOMIC_RMW(BITS, T, fetch_xor, __atomic_fetch_xor)                                          \
   KXCPU_ATOMIC_RMW(BITS, T, fetch_nand, __atomic_fetch_nand)                                        \
   int __tsan_atomic##BITS##_compare_exchange_strong(volatile T* a, T* c, T v, int, int) {          \
-    kxcpu::host::record(a, sizeof(T), false);                                                       \
-    kxcpu::host::record(a, sizeof(T), true);                                                        \
+    kxcpu::host::record(a, sizeof(T), false, KXCPU_PC);                                                       \
+    kxcpu::host::record(a, sizeof(T), true, KXCPU_PC);                                                        \
     return __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);         \
   }                                                                                                 \
   int __tsan_atomic##BITS##_compare_exchange_weak(volatile T* a, T* c, T v, int, int) {            \
@@ -132,8 +190,8 @@ void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); 
   }
 #define KXCPU_ATOMIC_RMW(BITS, T, NAME, BUILTIN)                                                      \
   T __tsan_atomic##BITS##_##NAME(volatile T* a, T v, int) {                                         \
-    kxcpu::host::record(a, sizeof(T), false);                                                       \
-    kxcpu::host::record(a, sizeof(T), true);                                                        \
+    kxcpu::host::record(a, sizeof(T), false, KXCPU_PC);                                                       \
+    kxcpu::host::record(a, sizeof(T), true, KXCPU_PC);                                                        \
     return BUILTIN(a, v, __ATOMIC_SEQ_CST);                                                         \
   }
 KXCPU_ATOMICS(8, char)
@@ -142,4 +200,5 @@ KXCPU_ATOMICS(32, int)
 KXCPU_ATOMICS(64, long long)
 #undef KXCPU_ATOMICS
 #undef KXCPU_ATOMIC_RMW
+#undef KXCPU_PC
 }

@@ -1,0 +1,97 @@
+"""Measuring a drafted spec on the CPU runtime: the extent each buffer really spans, and
+the `out` buffers the kernel reads before writing.
+
+`harness infer` cannot read element counts off most kernels (they live in index
+expressions and guards), but it can run the kernel. The probe launches the original
+kernel at the draft's sizes with every buffer over-allocated (the product of all size
+variables), watched: the runtime reports one past the highest byte each buffer was
+touched at, and any read of a poisoned `out` element before a write. A count is then
+the simplest expression over the size variables (a product of up to three of them,
+possibly plus one, or a constant) that equals the measured element extent at every
+probed size: an expression that agrees at two unrelated sizes is the kernel's own.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from kxform.errors import KxformError
+from kxform.harness.dtypes import numpy_dtype
+from kxform.runtime.base import Runtime, RuntimeError_, UnwrittenRead
+
+MAX_DEGREE = 3
+PROBE_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """What the probe measured; `error` says why it could not (then nothing else is set)."""
+
+    counts: dict[str, str] = field(default_factory=dict)
+    """Buffer -> count expression that matched the extent at every probed size."""
+    extents: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """Buffer -> elements touched at each probed size (0: untouched)."""
+    unwritten_reads: dict[str, UnwrittenRead] = field(default_factory=dict)
+    """`out` buffers read before written, with the first such read."""
+    error: str | None = None
+
+
+def count_expression(extents: Sequence[int], sizes: Sequence[Mapping[str, int]],
+                     variables: Sequence[str]) -> str | None:
+    """The simplest expression over `variables` equal to `extents[i]` at `sizes[i]` for all i."""
+    if not extents or any(e <= 0 for e in extents):
+        return None
+    for degree in range(1, MAX_DEGREE + 1 if variables else 1):
+        for combo in itertools.combinations_with_replacement(variables, degree):
+            values = [math.prod(size[v] for v in combo) for size in sizes]
+            text = " * ".join(combo)
+            if values == list(extents):
+                return text
+            if [v + 1 for v in values] == list(extents):
+                return f"{text} + 1"
+    return str(extents[0]) if len(set(extents)) == 1 else None
+
+
+def probe(source_path: str, spec_text: str, spelling: str, runtime: Runtime,
+          variables: Sequence[str]) -> ProbeResult:
+    """Run the draft in `spec_text` (buffers over-allocated) at each of its sizes, watched."""
+    from kxform.build.extract import extract_kernel
+    from kxform.frontend.source import read_source
+    from kxform.harness.inputs import make_inputs
+    from kxform.harness.spec import load_spec
+    from kxform.verify.differential import launch_request
+
+    if not runtime.watches_reads:
+        return ProbeResult(error=f"the {runtime.name} runtime cannot watch a launch")
+    try:
+        with tempfile.TemporaryDirectory(prefix="kxform-probe-") as tmp:
+            path = Path(tmp) / "probe.kxform.toml"
+            path.write_text(spec_text.replace('file = "', f'file = "{Path(source_path).parent.resolve()}/', 1))
+            kernel = load_spec(path).kernel(spelling)
+        extracted = extract_kernel(read_source(source_path), spelling)
+        extents: dict[str, list[int]] = {}
+        reads: dict[str, UnwrittenRead] = {}
+        sizes = [s for s in kernel.sizes if not s.bench]
+        for size in sizes:
+            resolved = kernel.launch(size)
+            inputs = make_inputs(kernel, resolved)
+            request = launch_request(extracted, resolved, inputs, f"{spelling}[{size.name}] probe", PROBE_TIMEOUT_S)
+            result = runtime.run(replace(request, watch=True))
+            for arg in resolved.args:
+                if arg.kind != "buffer":
+                    continue
+                item = numpy_dtype(arg.dtype).itemsize
+                extents.setdefault(arg.name, []).append(-(-result.extents.get(arg.name, 0) // item))
+            for read in result.unwritten_reads:
+                reads.setdefault(read.buffer, read)
+    except (KxformError, RuntimeError_) as exc:
+        return ProbeResult(error=str(exc))
+    values = [dict(s.values) for s in sizes]
+    counts = {name: expr for name, found in extents.items()
+              if (expr := count_expression(found, values, variables)) is not None}
+    return ProbeResult(counts, {k: tuple(v) for k, v in extents.items()}, reads)

@@ -1,0 +1,32 @@
+// HIP spelled in CUDA, for one purpose: compiling a HIP kernel's unit to PTX with nvcc so
+// that kxform can confirm no physical block-index read is left after a remap. Only what
+// device code needs is mapped; the generated code is never run.
+#pragma once
+#include <cuda_runtime.h>
+#define __HIP_PLATFORM_NVIDIA__ 1
+#define __HIPCC__ 1
+#define hipThreadIdx_x threadIdx.x
+#define hipThreadIdx_y threadIdx.y
+#define hipThreadIdx_z threadIdx.z
+#define hipBlockIdx_x blockIdx.x
+#define hipBlockIdx_y blockIdx.y
+#define hipBlockIdx_z blockIdx.z
+#define hipBlockDim_x blockDim.x
+#define hipBlockDim_y blockDim.y
+#define hipBlockDim_z blockDim.z
+#define hipGridDim_x gridDim.x
+#define hipGridDim_y gridDim.y
+#define hipGridDim_z gridDim.z
+#define HIP_KERNEL_NAME(...) __VA_ARGS__
+#define HIP_DYNAMIC_SHARED(type, name) extern __shared__ type name[];
+#define hipLaunchKernelGGL(kernel, grid, block, shared, stream, ...) kernel<<<grid, block, shared, stream>>>(__VA_ARGS__)
+#define __shfl(v, l, ...) __shfl_sync(0xffffffffu, v, l, ##__VA_ARGS__)
+#define __shfl_up(v, d, ...) __shfl_up_sync(0xffffffffu, v, d, ##__VA_ARGS__)
+#define __shfl_down(v, d, ...) __shfl_down_sync(0xffffffffu, v, d, ##__VA_ARGS__)
+#define __shfl_xor(v, m, ...) __shfl_xor_sync(0xffffffffu, v, m, ##__VA_ARGS__)
+#define __ballot(p) __ballot_sync(0xffffffffu, p)
+#define __any(p) __any_sync(0xffffffffu, p)
+#define __all(p) __all_sync(0xffffffffu, p)
+typedef cudaError_t hipError_t;
+typedef cudaStream_t hipStream_t;
+#define hipSuccess cudaSuccess
