@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import jsonschema
 import pytest
+
+jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is not installed: pip install 'kxform[llm]'")
 
 from kxform.engine.params import Constraint, Param, ParamSpace
 from kxform.engine.pass_api import PassContext, Provenance, RunOptions
