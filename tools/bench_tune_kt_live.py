@@ -269,7 +269,8 @@ def run_kernel_tuner(loaded: Loaded, setup: dict[str, Any], strategy: str, budge
         results, _ = tune_kernel(
             setup["name"], setup["source"], problem_size=setup["grid"], arguments=setup["arguments"],
             tune_params=setup["tune_params"], grid_div_x=[1], grid_div_y=[1], grid_div_z=[1],
-            restrictions=setup["restriction"], answer=setup["answer"], verify=setup["verify"], lang="CUDA",
+            restrictions=setup["restriction"], answer=setup["answer"], verify=setup["verify"],
+            lang="pycuda",  # nvcc, as kxform compiles; "CUDA" may pick NVRTC, which lacks the host headers
             block_size_names=setup["block_names"], strategy=strategy,
             strategy_options={"max_fevals": budget}, quiet=True, seed=seed)
         error = None
