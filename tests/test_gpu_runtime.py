@@ -160,6 +160,26 @@ def test_compile_kernel_finds_the_template_entry(tmp_path: Path) -> None:
 
 
 @needs_nvcc
+def test_compile_kernel_builds_a_hip_kernel_through_the_shim(tmp_path: Path) -> None:
+    """A HIP unit (the corpus's naive SGEMM, as extraction hands it over) builds for an
+    NVIDIA GPU: `hip/hip_runtime.h` comes from kxform's HIP-in-CUDA headers. Without
+    them nvcc stops at the include, as it did on a GPU machine before."""
+    from kxform.build.extract import extract_kernel
+    from kxform.frontend.source import read_source
+
+    path = Path(__file__).resolve().parent.parent / "corpora" / "hip_sgemm" / "sgemm_naive.hip"
+    extracted = extract_kernel(read_source(path), "sgemm_naive")
+    params = (KernelParam("const float* __restrict__", "A"), KernelParam("const float* __restrict__", "B"),
+              KernelParam("float* __restrict__", "C"), KernelParam("int", "M"), KernelParam("int", "N"),
+              KernelParam("int", "K"))
+    request = LaunchRequest(extracted.source, extracted.entry, params, (), (1, 1, 1), (16, 16, 1))
+    compiled = compile_kernel(Builder(cache_dir=tmp_path, nvcc=NVCC), request, "sm_90")
+    assert extracted.entry in compiled.entry and compiled.cubin[:4] == b"\x7fELF"
+    plain = BuildJob(extracted.source, "kernel.cu", "cubin", "sm_90")  # the same unit without the shim
+    assert "hip/hip_runtime.h" in Builder(cache_dir=tmp_path, nvcc=NVCC).build(plain).log
+
+
+@needs_nvcc
 def test_compile_kernel_falls_back_to_ptx_entries(monkeypatch: pytest.MonkeyPatch) -> None:
     import kxform.build.nvcc as nvcc_module
 

@@ -3,8 +3,8 @@
 
     python tools/bench_tune_gpu.py [--quick] [--out results.json] [--budget N] [--case NAME ...]
 
-Per kernel and pass pipeline (sgemm_tiled, the jacobi5 stencil and sgemm_128 under
-`tile`, and the first two under `tile,swizzle`): every configuration is rewritten,
+Per kernel and pass pipeline (every corpus kernel the tile pass lifts, under `tile`, and
+sgemm_tiled and the jacobi5 stencil also under `tile,swizzle`): every configuration is rewritten,
 compiled, verified against the original and timed (kxform.search.kernel_objective).
 Where the space is small (at most --exhaustive-limit valid configurations) it is swept
 exhaustively first, and the default strategy then runs on the sweep's measurements (no
@@ -13,12 +13,17 @@ evaluations. Printed per case: space size, configurations evaluated and how many
 verified, failures by class, evaluations the strategy needed to reach its best and to
 reach within 2% of the best known, the best against the default configuration and the
 original code (speedup), and the seconds per evaluation in each step (rewrite with the
-passes' checks, compile, verify, time) and in the search itself.
+passes' checks, compile, verify, time) and in the search itself. Against a yardstick
+measured in the same run (tools/gpu_baselines.py, its own process): for the GEMMs the
+fraction of cuBLAS's speed (cuBLAS time over the kernel's), for memory-bound kernels the
+fraction of the device-to-device copy bandwidth (least traffic over time); and the
+geometric-mean speed-up over the original code (the original kept where nothing faster
+verified).
 
 A full run is about 250 evaluations (1-3 s each, builds in parallel with -j): split it
 with --case where a command's time is limited. Needs a CUDA GPU with pycuda (exit 2
-with the reason otherwise). `--quick` keeps the
-whole run under about three minutes: smaller timing sizes, small budgets, three cases.
+with the reason otherwise). `--quick` uses smaller timing sizes and small budgets, and
+runs every `tile` case (about six minutes on an H100 with 16 build jobs).
 """
 
 from __future__ import annotations
@@ -37,8 +42,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from tune_cases import CASES, Loaded, load, mean, pick, profile_for, require_gpu, write_json  # noqa: E402
 
-QUICK_CASES = ("sgemm_tiled/tile", "jacobi5/tile", "sgemm_128/tile")
+QUICK_CASES = tuple(c.name for c in CASES if c.passes == ("tile",))
 NEAR = 0.02
+COPY_MIB = 1024
+"""The copy yardstick's buffer: far larger than any L2, so it measures device memory."""
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -54,6 +61,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("-j", "--jobs", type=int, default=min(8, os.cpu_count() or 1), help="candidates built in parallel")
     p.add_argument("--hw", help="hardware profile for the constraints (default: from the device)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-baselines", action="store_true", help="skip the cuBLAS and copy yardsticks")
     args = p.parse_args(argv)
     if args.budget is not None and args.budget < 1:
         p.error("--budget must be at least 1")
@@ -75,20 +83,120 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.jobs} build jobs{'; quick' if args.quick else ''}", flush=True)
     results = []
     started = time.perf_counter()
+    loaded_cases = [load(case, args.quick, hw) for case in cases]
+    yardsticks = None if args.no_baselines else baselines(loaded_cases)
     with tempfile.TemporaryDirectory(prefix="kxform-bench-tune-") as scratch:
-        for case in cases:
-            loaded = load(case, args.quick, hw)
-            result = run_case(loaded, runtime, strategy, budget, limit, args, Path(scratch))
+        for loaded in loaded_cases:
+            try:
+                result = run_case(loaded, runtime, strategy, budget, limit, args, Path(scratch))
+            except Exception as exc:  # noqa: BLE001 - one case's failure must not lose the others' figures
+                print(f"\n{loaded.case.name}: failed: {type(exc).__name__}: {str(exc)[:400]}", flush=True)
+                results.append({"case": loaded.case.name, "passes": list(loaded.case.passes),
+                                "failed": f"{type(exc).__name__}: {exc}"})
+                continue
+            result["yardstick"] = yardstick(loaded, result, yardsticks)
             results.append(result)
             report(result)
+            write_json(args.out, _document(device, hw, strategy, budget, limit, args, started, results, yardsticks))
     runtime.close()
-    total = time.perf_counter() - started
     summary_table(results)
-    print(f"total {total:.0f} s")
-    write_json(args.out, {"tool": "bench_tune_gpu", "device": device, "profile": hw, "strategy": strategy,
-                          "budget": budget, "exhaustive_limit": limit, "quick": args.quick, "total_s": total,
-                          "cases": results})
+    print(f"geometric-mean speed-up over the original code: {geomean_line(results)}")
+    print(f"total {time.perf_counter() - started:.0f} s")
+    write_json(args.out, _document(device, hw, strategy, budget, limit, args, started, results, yardsticks))
     return 0
+
+
+def _document(device: str, hw: str, strategy: str, budget: int, limit: int, args: argparse.Namespace,
+              started: float, results: list[dict[str, Any]], yardsticks: dict[str, Any] | None) -> dict[str, Any]:
+    return {"tool": "bench_tune_gpu", "device": device, "profile": hw, "strategy": strategy, "budget": budget,
+            "exhaustive_limit": limit, "quick": args.quick, "total_s": time.perf_counter() - started,
+            "baselines": yardsticks, "geomean": geomean(results), "cases": results}
+
+
+def _gemm_shape(loaded: Loaded) -> tuple[int, int, int, int] | None:
+    from kxform.expr import parse_expr
+
+    ref = loaded.case.reference
+    if ref is None or ref.kind != "gemm":
+        return None
+    values = loaded.size.values
+    b, m, n, k = (parse_expr(text).evaluate_int(values) for text in (ref.batch, ref.m, ref.n, ref.k))
+    return b, m, n, k
+
+
+def baselines(loaded_cases: list[Loaded]) -> dict[str, Any] | None:
+    """cuBLAS times for the GEMM cases' shapes and the copy bandwidth, from
+    tools/gpu_baselines.py in its own process; None (said once) when it cannot run."""
+    import json
+    import subprocess
+
+    shapes = sorted({shape for shape in map(_gemm_shape, loaded_cases) if shape})
+    command = [sys.executable, str(Path(__file__).resolve().parent / "gpu_baselines.py"), "--json",
+               "--copy-mib", str(COPY_MIB), *(f"--gemm={','.join(map(str, s))}" for s in shapes)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        print(f"no yardsticks: {(done.stderr or done.stdout).strip().splitlines()[-1:] or ['exit ' + str(done.returncode)]}",
+              flush=True)
+        return None
+    data = json.loads(done.stdout)
+    copy = data["copy"]
+    print(f"yardsticks ({data['library']}): copy {copy['gbps']:.0f} GB/s; "
+          + "; ".join(f"cuBLAS {'x'.join(map(str, g['shape']))} {g['ms']:.4f} ms ({g['tflops']:.1f} TFLOP/s)"
+                      for g in data["gemm"]), flush=True)
+    return data
+
+
+def least_bytes(loaded: Loaded) -> int:
+    """Each input buffer read once, each output written once (inout both): the fewest
+    bytes the kernel must move through device memory at its timing size."""
+    launch = loaded.target.spec.launch(loaded.size)
+    return sum(a.nbytes * (2 if a.role == "inout" else 1) for a in launch.args if a.kind == "buffer")
+
+
+def yardstick(loaded: Loaded, result: dict[str, Any], data: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The case's original and tuned times against its yardstick (None: none applies or none measured)."""
+    ref = loaded.case.reference
+    if ref is None or data is None:
+        return None
+    tuned = result["strategy"]["best_ms"]
+    original = result["original_ms"]
+    if ref.kind == "gemm":
+        shape = list(_gemm_shape(loaded) or ())
+        match = next((g for g in data["gemm"] if g["shape"] == shape), None)
+        if match is None:
+            return None
+        return {"kind": "gemm", "note": ref.note, "cublas_ms": match["ms"], "shape": shape,
+                "original_fraction": _ratio(match["ms"], original), "tuned_fraction": _ratio(match["ms"], tuned)}
+    nbytes = least_bytes(loaded)
+    gbps = data["copy"]["gbps"]
+    frac = (lambda ms: nbytes / ms / 1e6 / gbps if ms else None)
+    return {"kind": "copy", "least_bytes": nbytes, "copy_gbps": gbps,
+            "original_fraction": frac(original), "tuned_fraction": frac(tuned)}
+
+
+def geomean(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Geometric mean over the `tile` cases (one per kernel) of the original's time over the
+    kept code's: the tuned best where it is faster, else the original (speed-up 1)."""
+    import math
+
+    kept, raw = [], []
+    for r in results:
+        if r["passes"] != ["tile"] or r.get("failed") or not r["original_ms"]:
+            continue
+        best = r["strategy"]["best_ms"]
+        speed = r["original_ms"] / best if best else 1.0
+        raw.append(speed)
+        kept.append(max(speed, 1.0))
+    mean_of = (lambda xs: math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None)
+    return {"kernels": len(kept), "kept": mean_of(kept), "best_tuned": mean_of(raw)}
+
+
+def geomean_line(results: list[dict[str, Any]]) -> str:
+    g = geomean(results)
+    if not g["kernels"]:
+        return "-"
+    return (f"{g['kept']:.3f}x over {g['kernels']} kernels (the original kept where nothing faster verified; "
+            f"the tuned best alone: {g['best_tuned']:.3f}x)")
 
 
 def run_case(loaded: Loaded, runtime: Any, strategy: str, budget: int, limit: int, args: argparse.Namespace,
@@ -195,6 +303,8 @@ def report(r: dict[str, Any]) -> None:
     vs_default = "-" if r["speedup_vs_default"] is None else f"{r['speedup_vs_default']:.3f}x"
     vs_original = "-" if r["speedup_vs_original"] is None else f"{r['speedup_vs_original']:.3f}x"
     print(f"  speedup of the best: {vs_default} over the default configuration, {vs_original} over the original")
+    if r.get("yardstick"):
+        print(f"  yardstick: {yardstick_text(r['yardstick'])}")
     print(f"  {s['name']}: {s['evaluations']} evaluations, best {s['best_config']} {_ms(s['best_ms'])} at evaluation "
           f"{s['evals_to_best']}; within {NEAR:.0%} of the best known at evaluation {s['evals_to_near_best'] or '-'}; "
           f"search {1000 * s['search_s_per_eval']:.1f} ms per proposal")
@@ -205,17 +315,33 @@ def report(r: dict[str, Any]) -> None:
 
 
 def summary_table(results: list[dict[str, Any]]) -> None:
-    print("\n| case | space | verified/evaluated | evals to best | to 2% | best ms | default ms | speedup | s/eval |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("\n| case | space | verified/evaluated | evals to best | to 2% | original ms | tuned ms | speedup "
+          "| vs default | yardstick (original -> tuned) | s/eval |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
+        if r.get("failed"):
+            print(f"| {r['case']} | failed: {r['failed'][:120]} |")
+            continue
         s = r["strategy"]
         speed = "-" if r["speedup_vs_default"] is None else f"{r['speedup_vs_default']:.3f}x"
+        tuned_speed = _ratio(r["original_ms"], s["best_ms"])
         per = r["seconds_per_eval"]["total"]
-        best = "-" if r["best_known_ms"] is None else f"{r['best_known_ms']:.4f}"
-        default = "-" if r["default_ms"] is None else f"{r['default_ms']:.4f}"
-        print(f"| {r['case']} | {r['space_size']} | {r['verified']}/{r['evaluated']} | {s['evals_to_best'] or '-'} | "
-              f"{s['evals_to_near_best'] or '-'} | {best} | {default} | {speed} | "
-              f"{'-' if per is None else f'{per:.2f}'} |")
+        print(f"| {r['case']} ({r['size']}) | {r['space_size']} | {r['verified']}/{r['evaluated']} | "
+              f"{s['evals_to_best'] or '-'} | {s['evals_to_near_best'] or '-'} | {_num(r['original_ms'])} | "
+              f"{_num(s['best_ms'])} | {'-' if tuned_speed is None else f'{tuned_speed:.3f}x'} | {speed} | "
+              f"{yardstick_text(r.get('yardstick'))} | {'-' if per is None else f'{per:.2f}'} |")
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def yardstick_text(y: dict[str, Any] | None) -> str:
+    if not y:
+        return "-"
+    pct = (lambda f: "-" if f is None else f"{100 * f:.1f}%")
+    what = "of cuBLAS" if y["kind"] == "gemm" else "of copy bandwidth"
+    return f"{pct(y['original_fraction'])} -> {pct(y['tuned_fraction'])} {what}"
 
 
 if __name__ == "__main__":

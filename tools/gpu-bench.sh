@@ -18,7 +18,10 @@
 # Environment: as gpu-check.sh (PYTHON, CUDA_ROOT, KXFORM_WHEELS, KXFORM_GPU_CACHE), plus
 # KXFORM_BENCH_PYTHON (an interpreter that already has pycuda and kxform: no setup),
 # KXFORM_BENCH_ARGS (extra arguments for every benchmark, e.g. "--hw h100-sxm"),
-# and per benchmark a budget and a hard limit in seconds:
+# BENCHES (which to run, default "select ncu integrity"), SELECT_KERNELS and NCU_KERNELS
+# (comma-separated manifest names, or "all" for every 2-D corpus kernel; default: all for
+# the sweep, the four quick kernels for ncu), and per benchmark a budget and a hard limit
+# in seconds:
 #   SELECT_BUDGET=170 SELECT_LIMIT=240  NCU_BUDGET=60 NCU_LIMIT=110  INTEGRITY_LIMIT=60
 set -uo pipefail
 
@@ -68,9 +71,24 @@ bench() {  # bench NAME LIMIT ARGS...
     (( status > worst )) && worst=$status
 }
 
-bench bench_swizzle_select "${SELECT_LIMIT:-240}" --budget-s "${SELECT_BUDGET:-170}"
-bench bench_l2_ncu "${NCU_LIMIT:-110}" --budget-s "${NCU_BUDGET:-60}" --raw "$REPORT_DIR/ncu-raw"
-bench bench_integrity "${INTEGRITY_LIMIT:-60}"
+kernels_arg() {  # kernels_arg VALUE: --kernels VALUE unless empty; "all" lists every 2-D kernel
+    case "$1" in
+        "") ;;
+        all) echo "--kernels=$("$PY" -c 'import sys; sys.path.insert(0, "tools"); from gpubench_common import corpus_2d; print(",".join(k.name for k in corpus_2d()))')" ;;
+        *) echo "--kernels=$1" ;;
+    esac
+}
+BENCHES="${BENCHES:-select ncu integrity}"
+for name in $BENCHES; do
+    case "$name" in
+        select) bench bench_swizzle_select "${SELECT_LIMIT:-240}" --budget-s "${SELECT_BUDGET:-170}" \
+                    $(kernels_arg "${SELECT_KERNELS:-}") ;;
+        ncu) bench bench_l2_ncu "${NCU_LIMIT:-110}" --budget-s "${NCU_BUDGET:-60}" --raw "$REPORT_DIR/ncu-raw" \
+                 $(kernels_arg "${NCU_KERNELS:-}") ;;
+        integrity) bench bench_integrity "${INTEGRITY_LIMIT:-60}" ;;
+        *) say "unknown benchmark '$name' in BENCHES (select, ncu, integrity)"; worst=2 ;;
+    esac
+done
 
 for line in "${results[@]}"; do say "$line"; done
 say "done in $((SECONDS - started)) s (exit $worst)"

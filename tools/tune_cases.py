@@ -31,6 +31,30 @@ the restrictions a Kernel Tuner user would write for it."""
 
 
 @dataclass(frozen=True)
+class Reference:
+    """The yardstick for one case's time, from tools/gpu_baselines.py.
+
+    `gemm`: cuBLAS's single-precision GEMM (batched where `batch` is not "1") of the
+    shape the kernel computes, each dimension an expression over the spec's size
+    variables; the figure is cuBLAS's time over the kernel's. `copy`: the device-to-device
+    copy bandwidth; the figure is the kernel's least traffic (each input buffer read once,
+    each output written once, inout both) over its time, as a fraction of that bandwidth.
+    `note` says what the yardstick is where it is not the kernel's own operation.
+    """
+
+    kind: str  # "gemm" | "copy"
+    m: str = ""
+    n: str = ""
+    k: str = ""
+    batch: str = "1"
+    note: str = ""
+
+
+GEMM = Reference("gemm", "M", "N", "K")
+COPY = Reference("copy")
+
+
+@dataclass(frozen=True)
 class Case:
     """One kernel tuned under one pass pipeline."""
 
@@ -43,6 +67,8 @@ class Case:
     """The timing size (`--size` syntax) of a full run."""
     quick_size: str
     require: tuple[str, ...] = ()
+    reference: Reference | None = None
+    """What the tuned time is compared with (a vendor GEMM, the copy bandwidth), if anything."""
 
     @property
     def path(self) -> Path:
@@ -51,15 +77,37 @@ class Case:
 
 CASES = (
     Case("sgemm_tiled/tile", "sgemm_tiled", "sgemm_tiled.cu", "sgemm_tiled", ("tile",),
-         "M=2048,N=2048,K=2048", "M=1024,N=1024,K=1024"),
+         "M=2048,N=2048,K=2048", "M=1024,N=1024,K=1024", reference=GEMM),
     Case("sgemm_tiled/tile+swizzle", "sgemm_tiled", "sgemm_tiled.cu", "sgemm_tiled", ("tile", "swizzle"),
-         "M=2048,N=2048,K=2048", "M=1024,N=1024,K=1024"),
-    Case("jacobi5/tile", "stencil5", "stencil5.cu", "jacobi5", ("tile",), "NX=8192,NY=8192", "NX=4096,NY=4096"),
+         "M=2048,N=2048,K=2048", "M=1024,N=1024,K=1024", reference=GEMM),
+    Case("jacobi5/tile", "stencil5", "stencil5.cu", "jacobi5", ("tile",), "NX=8192,NY=8192", "NX=4096,NY=4096",
+         reference=COPY),
     Case("jacobi5/tile+swizzle", "stencil5", "stencil5.cu", "jacobi5", ("tile", "swizzle"),
-         "NX=8192,NY=8192", "NX=4096,NY=4096"),
+         "NX=8192,NY=8192", "NX=4096,NY=4096", reference=COPY),
     Case("sgemm_128/tile", "sgemm_128", "sgemm_128.cu", "sgemm_128", ("tile",), "M=2048,N=2048,K=2048",
-         "M=1024,N=1024,K=1024", SGEMM_128_REQUIRE),
+         "M=1024,N=1024,K=1024", SGEMM_128_REQUIRE, reference=GEMM),
+    Case("softmax_rows/tile", "softmax", "softmax.cu", "softmax_rows", ("tile",), "R=32768,C=2048",
+         "R=8192,C=2048", reference=COPY),
+    Case("transpose/tile", "transpose", "transpose.cu", "transposeNoBankConflicts", ("tile",),
+         "W=8192,H=8192", "W=4096,H=4096", reference=COPY),
+    Case("merge_attn_states/tile", "merge_attn_states", "merge_attn_states.cu", "merge_attn_states_kernel",
+         ("tile",), "T=16384,NH=32,HD=128", "T=4096,NH=32,HD=128", reference=COPY),
+    Case("box_blur3x3/tile", "device_helper_blur", "box_blur.cu", "box_blur3x3", ("tile",), "W=8192,H=8192",
+         "W=4096,H=4096", reference=COPY),
+    Case("pairwise_sqdist/tile", "macro_index_sqdist", "pairwise_dist.cu", "pairwise_sqdist", ("tile",),
+         "N=8192,M=8192,DIM=64", "N=4096,M=4096,DIM=64",
+         reference=Reference("gemm", "N", "M", "DIM", note="cuBLAS GEMM of the same shape (N x DIM by DIM x M)")),
+    Case("batched_qk_scores/tile", "batched_scores_3d", "batched_scores.cu", "batched_qk_scores", ("tile",),
+         "B=16,SQ=2048,SK=2048,HD=64", "B=8,SQ=1024,SK=1024,HD=64",
+         reference=Reference("gemm", "SQ", "SK", "HD", batch="B", note="cuBLAS batched GEMM Q K^T")),
+    Case("sw_diagonal/tile", "smith_waterman", "smith_waterman.cu", "sw_diagonal", ("tile",), "TB=256,M=8192,N=8192,D=8192",
+         "TB=256,M=4096,N=4096,D=4096"),
+    Case("sgemm_naive/tile", "hip_sgemm", "sgemm_naive.hip", "sgemm_naive", ("tile",), "M=4096,N=4096,K=4096",
+         "M=1024,N=1024,K=1024", reference=GEMM),
 )
+"""Every corpus kernel the tile pass lifts (corpora/index.toml: tile = "lifts" or
+"parameters"), under `tile`; the two first also under `tile,swizzle`. The smith-waterman
+step computes one anti-diagonal per launch (latency-bound): it has no yardstick."""
 
 
 def pick(names: list[str] | None, default: tuple[str, ...], only_tile: bool = False) -> list[Case]:

@@ -52,7 +52,9 @@ def save_footprints(name: str, fp: Footprints) -> None:
     meta = {"grid": list(fp.grid), "exact": fp.exact, "traced": fp.traced, "verified": fp.verified, "reps": reps}
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     buf = io.BytesIO()
-    np.savez(buf, **arrays)
+    # Sector streams are sorted integers: compressed they take a fraction of the space
+    # (a large GEMM's footprints shrink several-fold), and np.load reads either form.
+    np.savez_compressed(buf, **arrays)
     _atomic(_dir() / f"fp-{name}.npz", buf.getvalue())
 
 

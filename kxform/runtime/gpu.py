@@ -45,6 +45,7 @@ from kxform.build import (
     match_entry,
     ptx_entries,
 )
+from kxform.build.hip import hip_include_dirs
 from kxform.errors import BuildFailed, KxformError
 from kxform.runtime.base import (
     BufferArg,
@@ -109,7 +110,8 @@ def compile_kernel(
     `kxform.build.entry.instantiation_text`). Raises `BuildFailed` or `EntryNotFound`.
     """
     text = request.source + instantiation_text(request.kernel, [p.ctype for p in request.params], request.source)
-    job = BuildJob(text, filename="kernel.cu", output="cubin", arch=arch, include_dirs=request.include_dirs,
+    include_dirs = tuple(request.include_dirs) + hip_include_dirs(request.source)  # HIP: through the shim
+    job = BuildJob(text, filename="kernel.cu", output="cubin", arch=arch, include_dirs=include_dirs,
                    defines=request.defines, extra_flags=extra_flags)
     result = builder.build_or_raise(job)
     assert result.output is not None

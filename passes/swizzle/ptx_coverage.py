@@ -11,7 +11,7 @@ the PTX is a read the rewrite did not map, refused with the source line PTX name
 `%ctaid.z` is allowed (z is never remapped).
 
 HIP sources are compiled through a small header set that spells HIP in CUDA
-(`hip_for_nvcc/`). When the compiler cannot give an answer (no nvcc, a template with no
+(`kxform/build/hip_for_nvcc/`). When the compiler cannot give an answer (no nvcc, a template with no
 instantiation in the file or its harness spec, a unit that does not build on its own),
 the caller falls back to refusing what the source analysis cannot see through (`opaque`).
 """
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kxform.build.extract import extract_kernel
+from kxform.build.hip import HIP_FOR_NVCC
 from kxform.build.toolchain import Toolchain
 from kxform.errors import KxformError
 from kxform.frontend.model import Function, SourceModel
@@ -35,7 +36,7 @@ LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+\d+")
 FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"')
 PHYSICAL = ("blockIdx.x", "blockIdx.y", "hipBlockIdx_x", "hipBlockIdx_y")
 PTX_ARCH = "sm_90"
-HIP_SHIM = str(Path(__file__).resolve().parent / "hip_for_nvcc")
+HIP_SHIM = HIP_FOR_NVCC
 """HIP headers spelled in CUDA, so nvcc can compile a HIP kernel's unit for this check."""
 
 

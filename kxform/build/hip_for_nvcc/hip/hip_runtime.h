@@ -1,6 +1,7 @@
-// HIP spelled in CUDA, for one purpose: compiling a HIP kernel's unit to PTX with nvcc so
-// that kxform can confirm no physical block-index read is left after a remap. Only what
-// device code needs is mapped; the generated code is never run.
+// HIP spelled in CUDA, so that nvcc compiles a HIP kernel's unit: to PTX, where kxform
+// confirms no physical block-index read is left after a remap, and to a cubin the GPU
+// runtime launches (original and rewrite alike). Only what device code needs is mapped
+// (see kxform/build/hip.py); host code that calls the HIP runtime is not.
 #pragma once
 #include <cuda_runtime.h>
 #define __HIP_PLATFORM_NVIDIA__ 1

@@ -1,0 +1,22 @@
+"""HIP sources through nvcc: the header set that spells HIP's device API in CUDA.
+
+A HIP kernel's unit compiles with nvcc when `hip/hip_runtime.h` and its siblings come
+from `hip_for_nvcc/` (index built-ins, launch macro, warp intrinsics mapped to their
+CUDA names). Two users: the swizzle pass's PTX coverage check (compiles only), and the
+GPU runtime, which runs HIP kernels on an NVIDIA GPU. A differential check there builds
+the original and the rewrite the same way, so it compares like with like; code that
+depends on 64-lane wavefronts runs with 32 lanes on such a device.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kxform.runtime.cpu.source import is_hip
+
+HIP_FOR_NVCC = str(Path(__file__).resolve().parent / "hip_for_nvcc")
+
+
+def hip_include_dirs(source: str) -> tuple[str, ...]:
+    """The shim's include directory when `source` is HIP, else nothing."""
+    return (HIP_FOR_NVCC,) if is_hip(source) else ()
