@@ -26,7 +26,7 @@ from kxform.locality.predict import Ranking, candidate_configs, rank_orders
 from kxform.locality.trace import ModelRefused, default_size
 from kxform.passes.swizzle.patterns import RemapConfig, get_pattern
 
-MODEL_VERSION = "locality-2"
+MODEL_VERSION = "locality-3"
 
 
 @dataclass(frozen=True)
