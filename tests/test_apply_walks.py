@@ -114,3 +114,17 @@ def test_lock_with_out_dir_copies_the_headers_a_run_without_lock_copies(tmp_path
 
     assert copies("plain") == copies("locked")
     assert set(copies("locked")) == {"src/a.cu", "src/tile.cuh"}
+
+
+def test_an_unknown_pass_is_reported_before_a_missing_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """The walk comes after the checks that need no source: the option at fault is named,
+    with or without --lock, and nothing is walked or logged for a run that cannot start."""
+    monkeypatch.chdir(tmp_path)
+    calls = _count_walks(monkeypatch)
+    for extra in ([], ["--lock"]):
+        assert main(["apply", "--pass", "nosuch", *extra, "missing.cu"]) == 2
+        assert capsys.readouterr().err.startswith("kxform: error: unknown pass 'nosuch' (passes: ")
+    assert main(["apply", "--pass", "swizzle", "missing.cu"]) == 2
+    assert capsys.readouterr().err.strip() == "kxform: error: missing.cu: no such file or directory"
+    assert calls == [("missing.cu",)] and not (tmp_path / ".kxform").exists()

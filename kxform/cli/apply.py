@@ -17,7 +17,8 @@ from kxform.hw import load_profile
 from kxform.engine.pass_api import KernelResult, Outcome
 from kxform.log.passlog import PassLog
 from kxform.log.report import Report, WriteBack
-from kxform.engine.runner import ApplyConfig, FileOutcome, collect_sources, output_path, run_apply, write_back
+from kxform.engine.runner import (ApplyConfig, FileOutcome, check_options, collect_sources, output_path, run_apply,
+                                  write_back)
 from kxform.workspace.tree import SourceSet
 from kxform.workspace.config import ProjectConfig
 from kxform.workspace.exclude import Exclude
@@ -118,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args, project, locked=lock is not None)
     hw = config.hw
     assert hw is not None
+    check_options(config)  # an unknown pass or a bad -o before a missing PATH, as run_apply orders them
     collected = collect_sources(args.paths, config)  # the one walk: the lock plan, flags, run and depfile share it
     sources = collected.sources
     plan, need = None, None

@@ -138,6 +138,14 @@ def save_traceback(exc: BaseException) -> str:
     return handle.name
 
 
+def check_options(config: ApplyConfig) -> None:
+    """Usage errors found without reading a source (an unknown pass or option, see also
+    `check_environment`): callers that collect the files first check these before, so
+    they come first whatever else is wrong. Cheap enough to run twice."""
+    _pipeline(config.pipeline, config.extra_options)  # (and warms the cache)
+    check_environment(config)
+
+
 def check_environment(config: ApplyConfig) -> None:
     """Problems of the environment, found before any work so that nothing is written
     first: `-o` naming something that is not a directory, a cache that cannot be written."""
@@ -189,8 +197,7 @@ def run_apply(paths: list[str], config: ApplyConfig, progress: Progress | None =
     """Run the pipeline over `paths`; return the report and per-file outcomes (for logs).
     `sources`: the files, collected already by `collect_sources` (default: collected here;
     `paths` still name the tree an in-place run locks)."""
-    _pipeline(config.pipeline, config.extra_options)  # usage errors before any work (and warms the cache)
-    check_environment(config)
+    check_options(config)
     if config.measure:
         _check_measure(config)
     if sources is None:
