@@ -17,8 +17,9 @@ from kxform.hw import load_profile
 from kxform.engine.pass_api import KernelResult, Outcome
 from kxform.log.passlog import PassLog
 from kxform.log.report import Report, WriteBack
-from kxform.engine.runner import ApplyConfig, FileOutcome, output_path, run_apply, write_back
-from kxform.workspace.tree import collect_files
+from kxform.engine.runner import (ApplyConfig, FileOutcome, check_options, collect_sources, output_path, run_apply,
+                                  write_back)
+from kxform.workspace.tree import SourceSet
 from kxform.workspace.config import ProjectConfig
 from kxform.workspace.exclude import Exclude
 
@@ -118,13 +119,15 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args, project, locked=lock is not None)
     hw = config.hw
     assert hw is not None
+    check_options(config)  # an unknown pass or a bad -o before a missing PATH, as run_apply orders them
+    collected = collect_sources(args.paths, config)  # the one walk: the lock plan, flags, run and depfile share it
+    sources = collected.sources
     plan, need = None, None
     if lock is not None:  # the lockfile is read and checked before anything is written
-        config, plan, need = lock_args.prepare(lock, config, args.paths)
+        config, plan, need = lock_args.prepare(lock, config, args.paths, sources)
     include = tuple(os.path.abspath(d) for d in args.include) + (project.include if project else ())
     defines = tuple(args.define) + (project.defines if project else ())
-    files = collect_files(args.paths).files if include or defines else []
-    with merged_build_dir(files, include, defines, config.build_dir) as build_dir, \
+    with merged_build_dir(collected.walked, include, defines, config.build_dir) as build_dir, \
             ProgressBar(not args.quiet) as progress:
         log = PassLog.open(args.log, hw=hw.name, pipeline=config.pipeline, argv=sys.argv[1:])
         try:
@@ -137,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
                 config = search_with_claude(args, config, log, only=need)
             deferred = lock is not None and lock.write and config.write_back in (WriteBack.WRITE, WriteBack.OUT_DIR)
             run_config = replace(config, write_back=WriteBack.CHECK) if deferred else config
-            report, outcomes = run_apply(args.paths, run_config, progress=progress)
+            report, outcomes = run_apply(args.paths, run_config, progress=progress, sources=sources)
         except BaseException:
             log.abandon()
             raise
@@ -155,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"kxform: {report.summary()}", file=sys.stderr)
         return max(report.exit_code, 2) if report.exit_code != 123 else 123
     if args.depfile and report.exit_code in (0, 1) and not (report.input_errors or report.internal_errors):
-        _write_depfile(args, outcomes, project, lock.path if lock is not None else None)
+        _write_depfile(args, outcomes, sources, project, lock.path if lock is not None else None)
     print(f"kxform: {report.summary()} Log: {log.path}", file=sys.stderr)
     return report.exit_code
 
@@ -182,10 +185,11 @@ def _finish_lock(lock: LockMode, plan: LockPlan, config: ApplyConfig, report: Re
                **reconciled.to_json()})
 
 
-def _write_depfile(args: argparse.Namespace, outcomes: list[FileOutcome], project: ProjectConfig | None,
-                   lock: Path | None = None) -> None:
+def _write_depfile(args: argparse.Namespace, outcomes: list[FileOutcome], sources: SourceSet,
+                   project: ProjectConfig | None, lock: Path | None = None) -> None:
     """Targets: the copies of the files named on the command line (of every file under a
-    named directory); dependencies: every file read, the configuration and the lockfile."""
+    named directory); dependencies: every file read (`sources`: the run's files), the
+    configuration and the lockfile."""
     from kxform.workspace.depfile import write_depfile
 
     named = [os.path.abspath(p) for p in args.paths]
@@ -193,7 +197,7 @@ def _write_depfile(args: argparse.Namespace, outcomes: list[FileOutcome], projec
         full = os.path.abspath(path)
         return any(full == p or full.startswith(p.rstrip(os.sep) + os.sep) for p in named)
     targets = [str(output_path(o.path, args.out_dir)) for o in outcomes if wanted(o.path)]
-    headers = list(collect_files(args.paths).includers)  # quoted includes read, inside the paths or not
+    headers = list(sources.includers)  # quoted includes read, inside the paths or not
     deps = [o.path for o in outcomes] + headers + ([str(project.path)] if project is not None else []) + \
         ([str(lock)] if lock is not None and lock.is_file() else [])
     write_depfile(args.depfile, targets, deps)

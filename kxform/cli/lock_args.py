@@ -18,9 +18,8 @@ from pathlib import Path
 
 from kxform import __version__
 from kxform.engine.pass_api import KernelResult, Outcome
-from kxform.engine.runner import ApplyConfig, FileOutcome
-from kxform.log.report import WriteBack
-from kxform.workspace.tree import collect_files
+from kxform.engine.runner import ApplyConfig, FileOutcome, collect_sources
+from kxform.workspace.tree import SourceSet
 from kxform.errors import UsageError
 from kxform.frontend.source import CUDA_SUFFIXES, validate_bytes
 from kxform.log.figures import timing
@@ -89,16 +88,15 @@ def lock_mode(args: argparse.Namespace, project: ProjectConfig | None) -> LockMo
     return LockMode(path, write, args.check or replay_only, args.relock, args.check)
 
 
-def prepare(mode: LockMode, config: ApplyConfig,
-            paths: Sequence[str]) -> tuple[ApplyConfig, LockPlan, dict[str, tuple[str, ...]] | None]:
-    """Read the lockfile and plan the run; the returned config's proposer replays it.
-    With `--proposer claude`, also which kernels claude must be asked about (None: not
-    claude): when none, its key is not needed at all; when some, it is required now,
-    before anything is written."""
+def prepare(mode: LockMode, config: ApplyConfig, paths: Sequence[str], sources: SourceSet | None = None
+            ) -> tuple[ApplyConfig, LockPlan, dict[str, tuple[str, ...]] | None]:
+    """Read the lockfile and plan the run over `sources`, the files the run processes
+    (default: collected from `paths` here, as run_apply would); the returned config's
+    proposer replays it. With `--proposer claude`, also which kernels claude must be
+    asked about (None: not claude): when none, its key is not needed at all; when some,
+    it is required now, before anything is written."""
     decisions = read_lock(mode.path)
-    copies = config.write_back is WriteBack.OUT_DIR  # the files run_apply will process
-    files = [f for f in collect_files(list(paths), copies=copies).files
-             if config.exclude is None or not config.exclude.matches(f)]
+    files = (sources if sources is not None else collect_sources(paths, config).sources).files
     missing = "no recorded decision in the lock record" if not mode.check and mode.strict else ""
     plan = make_plan(mode.path, decisions, files, mode.relock, mode.strict, missing)
     spec = replace(config.proposer, lock_plan=plan)

@@ -138,6 +138,14 @@ def save_traceback(exc: BaseException) -> str:
     return handle.name
 
 
+def check_options(config: ApplyConfig) -> None:
+    """Usage errors found without reading a source (an unknown pass or option, see also
+    `check_environment`): callers that collect the files first check these before, so
+    they come first whatever else is wrong. Cheap enough to run twice."""
+    _pipeline(config.pipeline, config.extra_options)  # (and warms the cache)
+    check_environment(config)
+
+
 def check_environment(config: ApplyConfig) -> None:
     """Problems of the environment, found before any work so that nothing is written
     first: `-o` naming something that is not a directory, a cache that cannot be written."""
@@ -159,16 +167,41 @@ def check_environment(config: ApplyConfig) -> None:
                          "set KXFORM_CACHE_DIR to a writable directory") from None
 
 
+@dataclass(frozen=True)
+class RunSources:
+    """The files of one run, from one walk of its paths: `kxform apply` hands the same
+    set to the lock plan, `run_apply` and the depfile instead of walking again."""
+
+    sources: SourceSet
+    """What the run processes: the walk less what the project's `exclude` matches
+    (`includers` keeps excluded units: a header still takes its first includer's flags)."""
+    walked: tuple[str, ...]
+    """Every file the walk found, excluded ones too (the merged flags cover them all)."""
+
+
+def collect_sources(paths: Sequence[str], config: ApplyConfig) -> RunSources:
+    """Walk `paths` once for a run of `config`: with `-o OUT_DIR` the headers beside a
+    named file count too (kxform.workspace.tree.collect_files, `copies`), and the files
+    `config.exclude` matches are left out."""
+    found = collect_files(list(paths), copies=config.write_back is WriteBack.OUT_DIR)
+    if config.exclude is None:
+        kept = found.files
+    else:
+        kept = [f for f in found.files if not config.exclude.matches(f)]
+    return RunSources(replace(found, files=kept), tuple(found.files))
+
+
 def run_apply(paths: list[str], config: ApplyConfig, progress: Progress | None = None,
-              emit: Callable[[str], object] | None = None) -> tuple[Report, list[FileOutcome]]:
-    """Run the pipeline over `paths`; return the report and per-file outcomes (for logs)."""
-    _pipeline(config.pipeline, config.extra_options)  # usage errors before any work (and warms the cache)
-    check_environment(config)
+              emit: Callable[[str], object] | None = None,
+              sources: SourceSet | None = None) -> tuple[Report, list[FileOutcome]]:
+    """Run the pipeline over `paths`; return the report and per-file outcomes (for logs).
+    `sources`: the files, collected already by `collect_sources` (default: collected here;
+    `paths` still name the tree an in-place run locks)."""
+    check_options(config)
     if config.measure:
         _check_measure(config)
-    sources = collect_files(paths, copies=config.write_back is WriteBack.OUT_DIR)
-    if config.exclude is not None:
-        sources.files = [f for f in sources.files if not config.exclude.matches(f)]
+    if sources is None:
+        sources = collect_sources(paths, config).sources
     if config.write_back is WriteBack.OUT_DIR and config.out_dir is not None:
         try:
             Path(config.out_dir).mkdir(parents=True, exist_ok=True)
