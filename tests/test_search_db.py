@@ -1,4 +1,4 @@
-"""The tuning database: resume skips done work, concurrent writers, corrupt files."""
+"""The tuning database and loop: resume skips done work, concurrent writers, corrupt files, defaults first."""
 
 from __future__ import annotations
 
@@ -124,3 +124,18 @@ def test_pipeline_prepares_ahead_and_keeps_order_of_results(tmp_path: Path) -> N
     piped = tune(recording.search, recording.objective,
                  TuneOptions(strategy="random", budget=30, seed=2, pipeline=PipelineOptions(jobs=3, ahead=4)))
     assert [s.config for s in piped.steps] == [s.config for s in sequential.steps]
+
+
+def test_a_run_started_at_the_defaults_measures_them_first_and_once(tmp_path: Path) -> None:
+    """`kxform tune` on a kernel starts from the source's current values: they are the
+    first evaluation, the strategy goes on from there and never proposes them again."""
+    recording = load_recording(write_recording(tmp_path))
+    search = recording.search
+    row = search.default_row()
+    assert row is not None
+    defaults = search.config(row)
+    started = tune(search, recording.objective, TuneOptions(budget=6, seed=1, start_at_defaults=True))
+    assert started.steps[0].config == defaults and len(started.steps) == 6
+    assert [s.config for s in started.steps].count(defaults) == 1
+    plain = tune(search, recording.objective, TuneOptions(budget=6, seed=1))
+    assert plain.steps[0].config != defaults  # without it the strategy's own first proposal comes first

@@ -222,7 +222,8 @@ def run_case(loaded: Loaded, runtime: Any, strategy: str, budget: int, limit: in
             sweep = tune(search, objective, TuneOptions("exhaustive", budget=len(search), pipeline=parallel),
                          db=db, key=key)
         run = tune(search, objective, TuneOptions(strategy, budget=min(budget, len(search)), seed=args.seed,
-                                                  pipeline=PipelineOptions(jobs=args.jobs, ahead=2)),
+                                                  pipeline=PipelineOptions(jobs=args.jobs, ahead=2),
+                                                  start_at_defaults=True),
                    db=db, key=key)
     measured = [s for s in (sweep or run).steps if s.source == "measured"]
     if sweep is not None:

@@ -172,7 +172,8 @@ def run_kxform(loaded: Loaded, objective: Any, budget: int, args: argparse.Names
     with TuningDB(scratch / f"kx-{loaded.case.name.replace('/', '_')}.sqlite") as db:
         key = TuneKey(loaded.case.name, loaded.case.kernel, objective.hardware, search.names)
         result = tune(search, objective, TuneOptions(DEFAULT, budget=min(budget, len(search)), seed=args.seed,
-                                                     pipeline=PipelineOptions(jobs=args.jobs, ahead=2)),
+                                                     pipeline=PipelineOptions(jobs=args.jobs, ahead=2),
+                                                     start_at_defaults=True),  # as `kxform tune` on a kernel
                       db=db, key=key)
     wall = time.perf_counter() - started
     best_so_far, improvements, cumulative, spent = [], [], [], 0.0

@@ -13,6 +13,7 @@ import argparse
 import json
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +163,8 @@ def run(args: argparse.Namespace) -> int:
     source = read_source(args.file)
     _check_kernel(source, args.kernel)
     objective, space, replay_path = _objective(args, source)
+    # On a kernel the source's current values come first: the search starts from the code as it is.
+    options = replace(options, start_at_defaults=replay_path is None)
     try:
         with TuningDB(args.db) as db:
             kernel_hash = content_key(source.data, args.kernel, *([objective.measures] if objective.measures else []))

@@ -36,6 +36,10 @@ class TuneOptions:
     seed: int = 0
     resume: bool = False
     pipeline: PipelineOptions = field(default_factory=PipelineOptions)
+    start_at_defaults: bool = False
+    """Evaluate the parameters' defaults first (the source's current values, where the
+    space comes from a kernel): the strategy then starts from the code as it is, and the
+    incumbent is never missed for want of budget."""
 
     def __post_init__(self) -> None:
         if self.budget is not None and self.budget < 1:
@@ -123,6 +127,8 @@ def tune(space: SearchSpace, objective: Objective, options: TuneOptions, *, db: 
                 if on_step:
                     on_step(step)
 
+    first = [] if not options.start_at_defaults or space.default_row() is None else [space.default_row()]
+
     def next_config() -> tuple[int, dict[str, Any]] | None:
         in_flight = len(run.history.pending)
         while True:
@@ -131,9 +137,12 @@ def tune(space: SearchSpace, objective: Objective, options: TuneOptions, *, db: 
                 return None
             if run.over_budget():
                 return None
-            started = time.perf_counter()
-            row = strategy.propose(run.history)
-            run.strategy_s += time.perf_counter() - started
+            row = first.pop() if first and not run.history.visited[first[0]] else None
+            if row is None:
+                first.clear()
+                started = time.perf_counter()
+                row = strategy.propose(run.history)
+                run.strategy_s += time.perf_counter() - started
             if row is None:
                 run.stopped = "exhausted"
                 return None
