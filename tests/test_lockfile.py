@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CORPORA, kxform_exe, run_cli
+from kxform.locality.propose import MODEL_VERSION
 from kxform.propose.lock import Decision, load_decisions
 from kxform.workspace.lockfile import digest, read_lock, render, update_lock
 
@@ -64,7 +65,7 @@ def test_the_first_run_records_every_kernel(recorded: tuple[Path, Path, dict[str
     sgemm = decisions["sgemm_tiled"]
     assert (sgemm.file, sgemm.pass_name, sgemm.outcome) == ("sgemm_tiled/sgemm_tiled.cu", "swizzle", "applied")
     assert dict(sgemm.params) == {"pattern": "grouped", "along": "y", "group": 8}
-    assert (sgemm.proposer, sgemm.evidence, sgemm.model) == ("heuristic", "predicted", "kxform.locality locality-2")
+    assert (sgemm.proposer, sgemm.evidence, sgemm.model) == ("heuristic", "predicted", f"kxform.locality {MODEL_VERSION}")
     assert "L2 hit" in sgemm.rationale and "DRAM read" in sgemm.rationale  # the predicted traffic it rests on
     assert (sgemm.hw, sgemm.kxform) == ("h100-sxm", __import__("kxform").__version__)
     text = (originals / "sgemm_tiled" / "sgemm_tiled.cu").read_bytes()
