@@ -58,7 +58,7 @@ PYATF_TECHNIQUES = ("auc_bandit", "differential_evolution", "pattern_search", "r
                     "simulated_annealing", "torczon")
 REPLAY_PROTOCOL = "2"
 """Bumped when what a cached run means changes."""
-STALL_S = 60.0
+STALL_S = 15.0
 """A run that makes no new evaluation for this long is cut (see the module docstring)."""
 
 
