@@ -239,7 +239,7 @@ def run_kernel_tuner(spaces: list[Path], recordings: dict[Path, Recording], args
         restrictions = load_definition(Path(recording.definition))[1] if recording.definition else []
         target = min(recording.times().values()) * (1 + min(THRESHOLDS))
         digest, jobs = kt_replay.make_jobs(path, restrictions, args.budget, args.seeds, scratch, labels, args.timeout,
-                                           target_ms=target)
+                                           target_ms=target, stall_s=args.stall)
         planned.extend((path, digest, job) for job in jobs)
     planned.sort(key=lambda item: item[2]["seed"])  # seed by seed: balanced when interrupted
     todo = [(path, digest, job) for path, digest, job in planned
@@ -286,6 +286,8 @@ def main() -> int:
     parser.add_argument("--json", type=Path, metavar="OUT", help="write every figure as JSON")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
     parser.add_argument("--timeout", type=int, default=900, help="seconds per Kernel Tuner run before it is dropped")
+    parser.add_argument("--stall", type=float, default=15.0,
+                        help="seconds without a new evaluation before a Kernel Tuner run is cut (default: 15)")
     parser.add_argument("--no-kernel-tuner", action="store_true", help="replay kxform's strategies only")
     parser.add_argument("--kernel-tuner-cached", action="store_true",
                         help="use only the Kernel Tuner runs already cached (the runs column says how many)")

@@ -117,6 +117,7 @@ class _Watch:
     started = 0.0
     last_new = 0.0
     timeout_s = 0.0
+    stall_s = STALL_S
     why = ""
     installed = False
 
@@ -126,8 +127,8 @@ def _tick(signum: int, frame: object) -> None:
     if _Watch.timeout_s and now - _Watch.started > _Watch.timeout_s:
         _Watch.why = f"timed out after {_Watch.timeout_s:.0f} s"
         raise _Cut
-    if now - _Watch.last_new > STALL_S:
-        _Watch.why = f"no new evaluation for {STALL_S:.0f} s"
+    if now - _Watch.last_new > _Watch.stall_s:
+        _Watch.why = f"no new evaluation for {_Watch.stall_s:.0f} s"
         raise _Cut
 
 
@@ -214,6 +215,7 @@ def run_kt(job: dict[str, Any]) -> dict[str, Any]:
     _Watch.target, _Watch.reached, _Watch.returned, _Watch.seen = job.get("target_ms"), False, [], set()
     _Watch.started = _Watch.last_new = time.monotonic()
     _Watch.timeout_s, _Watch.why = float(job.get("timeout_s") or 0), ""
+    _Watch.stall_s = float(job.get("stall_s") or STALL_S)
     signal.signal(signal.SIGALRM, _tick)
     signal.setitimer(signal.ITIMER_REAL, 1.0, 1.0)
     wall, cpu = time.perf_counter(), time.process_time()
@@ -292,11 +294,12 @@ class RunCache:
 
 def make_jobs(recording: Path, restrictions: list[str], budget: int, seeds: int, scratch: Path,
               labels: list[tuple[str, dict[str, Any]]], timeout_s: int = 600,
-              target_ms: float | None = None) -> tuple[str, list[dict[str, Any]]]:
+              target_ms: float | None = None, stall_s: float = STALL_S) -> tuple[str, list[dict[str, Any]]]:
     """The content digest of `recording` and one job per strategy and seed."""
     digest = hashlib.sha256(recording.read_bytes()).hexdigest()[:16]
     plain = _plain_copy(recording, scratch)
     jobs = [{"cache": str(plain), "restrictions": restrictions, "label": label, "options": options,
-             "budget": budget, "seed": seed, "scratch": str(scratch), "timeout_s": timeout_s, "target_ms": target_ms}
+             "budget": budget, "seed": seed, "scratch": str(scratch), "timeout_s": timeout_s, "target_ms": target_ms,
+             "stall_s": stall_s}
             for label, options in labels for seed in range(seeds)]
     return digest, jobs
