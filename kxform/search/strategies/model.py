@@ -58,6 +58,7 @@ from scipy.special import ndtr
 from scipy.stats import kendalltau
 
 from kxform.search.gp import GaussianProcess, Hyper, fit_hyper
+from kxform.search.space import SearchSpace
 from kxform.search.strategy import History, Strategy
 
 POOL_RANDOM = 128
@@ -89,6 +90,8 @@ class ModelGuided(Strategy):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         features = self.space.features()
+        parameters = features.shape[1]
+        features = np.column_stack([features, *_alignment_columns(self.space)])
         self._prior_order: np.ndarray | None = None
         self._sources: np.ndarray | None = None
         self.prior_weights: np.ndarray | None = None
@@ -102,7 +105,7 @@ class ModelGuided(Strategy):
             features = np.column_stack([features, _unit(column)])
         self.features = np.ascontiguousarray(features)
         self.dims = self.features.shape[1]
-        self.initial = max(2 * self.dims, 10) if self._prior_order is None else PRIOR_INIT
+        self.initial = max(2 * parameters, 10) if self._prior_order is None else PRIOR_INIT
         self._hyper = Hyper.initial(max(self.dims, 1))
         self._fitted_at = 0
         self._refits = 0
@@ -237,6 +240,30 @@ class ModelGuided(Strategy):
         pool = np.unique(np.concatenate(parts))
         pool = pool[~history.visited[pool]]
         return pool if pool.size else left
+
+
+def _alignment_columns(space: SearchSpace) -> list[np.ndarray]:
+    """For each integer parameter, the power of two its value is a multiple of (log2,
+    scaled to [0, 1]), where that is not already the value's order (a list of powers
+    of two). GPUs reward values that are multiples of the warp or wavefront size, of a
+    memory transaction, of a vector width: run time jumps between neighbouring values
+    (48 vs 64 threads on a 64-wide wavefront), which a smooth model of the value's
+    position cannot fit, and a smooth model of its alignment can."""
+    out = []
+    for index, param in enumerate(space.params.params):
+        if param.kind != "int" or len(param.values) < 3:
+            continue
+        values = np.asarray(param.values, dtype=np.int64)
+        twos = np.array([_twos(int(v)) for v in values], dtype=np.float64)
+        if np.all(np.diff(twos) >= 0) or twos.max() == twos.min():
+            continue  # powers of two (or all alike): the order already says it
+        out.append(_unit(twos)[space.codes[:, index]])
+    return out
+
+
+def _twos(value: int) -> int:
+    """The exponent of the largest power of two dividing `value` (0 for 0 and odd values; capped at 16)."""
+    return 0 if value == 0 else min((abs(value) & -abs(value)).bit_length() - 1, 16)
 
 
 def _unit(column: np.ndarray) -> np.ndarray:
