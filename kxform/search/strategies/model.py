@@ -22,11 +22,16 @@ Bayesian optimisation on combinatorial spaces (TuRBO, Eriksson et al. 2019;
 CASMOPOLITAN, Wan et al. 2021). The global model smooths over the last few per cent
 near the optimum, where neighbouring configurations differ by a single step in
 one parameter; without the local step the search reached 5% of the optimum quickly
-and 1% slowly. On the recorded spaces (20 seeds, budget 1000) the rotation lowered
-the median evaluations to 1% on four of six spaces without a prior (by up to 2.3x)
-and on five of six with one, the geometric mean by 0.83x and 0.47x; on a synthetic
-smooth space of 10^5 configurations from 46 to 38, on a rugged one with an enum
-parameter unchanged (92 and 87).
+and 1% slowly. See docs/search.md for how this was measured.
+
+Inputs: each parameter's position in its ordered values (`SearchSpace.features`) and,
+for an integer parameter whose values are not all powers of two, the power of two
+the value is a multiple of: GPUs reward multiples of the warp or wavefront size, of
+a memory transaction, of a vector width, so run time can jump between neighbouring
+values (48 vs 64 threads on a 64-wide wavefront: 40x on one recorded space), which a
+smooth function of the position cannot fit and a smooth function of the alignment
+can. The initial random design has 2 points per parameter (at least 10), not per
+input.
 
 Cost per proposal is bounded whatever the size of the space: hyperparameters are
 refitted only when the number of observations has grown by a fraction since the last
