@@ -28,9 +28,9 @@ Inputs: each parameter's position in its ordered values (`SearchSpace.features`)
 for an integer parameter whose values are not all powers of two, the power of two
 the value is a multiple of: GPUs reward multiples of the warp or wavefront size, of
 a memory transaction, of a vector width, so run time can jump between neighbouring
-values (a block width of 48 vs 64 on a 64-wide wavefront: 71x on one recorded space), which a
-smooth function of the position cannot fit and a smooth function of the alignment
-can. The initial random design has 2 points per parameter (at least 10), not per
+values (a block width of 48 vs 64 on a 64-wide wavefront: 71x on one recorded
+space), which a smooth function of the position cannot fit and a smooth function of
+the alignment can. The initial random design has 2 points per parameter (at least 10), not per
 input.
 
 Cost per proposal is bounded whatever the size of the space: hyperparameters are
