@@ -119,7 +119,8 @@ def _run_model(recording, prior, evaluations: int):  # type: ignore[no-untyped-d
     for _ in range(evaluations):
         row = strategy.propose(history)
         history.start(row)
-        history.add(row, recording.objective.evaluate(recording.objective.prepare(recording.search.config(row))).time_ms)
+        evaluation = recording.objective.evaluate(recording.objective.prepare(recording.search.config(row)))
+        history.add(row, evaluation.time_ms)
     return strategy, history
 
 

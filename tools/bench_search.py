@@ -132,8 +132,9 @@ class Row:
         return sum(np.isfinite(values)) / len(values) if values else 0.0
 
     def to_json(self) -> dict[str, Any]:
+        cut = len((self.truncated or {}).get(min(THRESHOLDS), ()))
         out: dict[str, Any] = {"label": self.label, "runs": self.runs, "errors": self.errors[:3],
-                               "truncated_runs": len((self.truncated or {}).get(min(THRESHOLDS), ())), "mean_run_s": self.wall_s}
+                               "truncated_runs": cut, "mean_run_s": self.wall_s}
         for within in THRESHOLDS:
             tag = f"{round(within * 100)}pct"
             out[f"evals_{tag}"] = _quartiles(self.evals[within])
