@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from kxform.errors import UsageError
@@ -99,3 +100,105 @@ def test_prior_from_another_device_starts_at_its_best(tmp_path: Path) -> None:
 def test_unknown_strategy_lists_the_known_ones() -> None:
     with pytest.raises(UsageError, match="unknown strategy 'annealing' \\(strategies: model, random, exhaustive\\)"):
         load_strategy("annealing")
+
+
+def _source(label: str, recording, invert: bool = False) -> PriorSource:  # type: ignore[no-untyped-def]
+    """The recording's results as a prior source; `invert` reverses its ranking (a
+    device where what is fast here is slow)."""
+    search = recording.search
+    out = []
+    for row in range(len(search)):
+        time_ms = recording.objective.records[search.key(row)].time_ms
+        out.append((search.config(row), None if time_ms is None else (1.0 / time_ms if invert else time_ms)))
+    return PriorSource(label, out)
+
+
+def _run_model(recording, prior, evaluations: int):  # type: ignore[no-untyped-def]
+    strategy = make_strategy("model", recording.search, 0, prior)
+    history = History(len(recording.search))
+    for _ in range(evaluations):
+        row = strategy.propose(history)
+        history.start(row)
+        evaluation = recording.objective.evaluate(recording.objective.prepare(recording.search.config(row)))
+        history.add(row, evaluation.time_ms)
+    return strategy, history
+
+
+def test_prior_sources_are_weighed_by_agreement_with_measurements(tmp_path: Path) -> None:
+    """A source whose ranking is reversed on this device gets weight zero once enough
+    configurations are measured; one that agrees keeps a positive weight."""
+    target = load_recording(write_recording(tmp_path, "synth_A.json.gz"))
+    other = load_recording(write_recording(tmp_path, "synth_B.json.gz", device="Test GPU B", shift=0.3))
+    prior = build_prior(target.search, [_source("agrees", other), _source("reversed", other, invert=True)])
+    assert prior is not None and prior.per_source is not None and prior.per_source.shape == (2, len(target.search))
+    strategy, _ = _run_model(target, prior, 20)
+    weights = strategy.prior_weights
+    assert weights is not None
+    assert weights[0] > 0.3 and weights[1] == 0.0, weights
+
+
+def test_a_reversed_prior_is_dropped_and_costs_little(tmp_path: Path) -> None:
+    """With only a reversed source the prior input becomes constant (the model ignores
+    it) and the search still reaches the optimum within a third of the space."""
+    target = load_recording(write_recording(tmp_path, "synth_A.json.gz"))
+    prior = build_prior(target.search, [_source("reversed", target, invert=True)])
+    strategy, history = _run_model(target, prior, 20)
+    assert strategy.prior_weights is not None and not strategy.prior_weights.any()
+    assert (strategy.features[:, -1] == strategy.features[0, -1]).all()
+    optimum = min(target.times().values())
+    run = replay(target.search, target.objective, "model", 0, len(target.search) // 3, prior=prior)
+    assert run.reach(optimum, 0.0) is not None
+
+
+def test_every_third_model_step_is_a_local_step(recording) -> None:  # type: ignore[no-untyped-def]
+    """After the initial design, every third proposal moves one parameter of one of the
+    best configurations so far to an adjacent value (while such a move is left)."""
+    space = recording.search
+    strategy = make_strategy("model", space, 1)
+    history = History(len(space))
+    local_steps = 0
+    for _ in range(40):
+        row = strategy.propose(history)
+        ok = [(v, r) for r, v in zip(history.rows, history.values) if not math.isnan(v)]
+        if len(history) >= strategy.initial and len(history) % 3 == 2:
+            best = [r for _, r in sorted(ok)[:3]]
+            left = [r for r in range(len(space)) if not history.visited[r]
+                    and any(np.abs(space.codes[r] - space.codes[b]).sum() == 1 for b in best)]
+            if left:
+                step = [np.abs(space.codes[row] - space.codes[b]) for b in best]
+                assert any(s.sum() == 1 for s in step), f"proposal {len(history)} is not adjacent to the best"
+                local_steps += 1
+        history.start(row)
+        history.add(row, recording.objective.evaluate(recording.objective.prepare(space.config(row))).time_ms)
+    assert local_steps >= 5
+
+
+def test_adjacent_moves_one_step_along_ordered_values_and_anywhere_in_an_enum() -> None:
+    from kxform.engine.params import Param, ParamSpace
+    from kxform.search.space import SearchSpace
+    from kxform.search.strategies.model import ModelGuided
+
+    space = SearchSpace.build(ParamSpace((Param.ints("a", [1, 2, 4, 8], 1), Param.enum("e", ["x", "y", "z"], "x")), ()))
+    strategy = ModelGuided(space, np.random.default_rng(0), None)
+    row = space.row_of({"a": 2, "e": "y"})
+    assert row is not None
+    found = {(space.config(r)["a"], space.config(r)["e"]) for r in strategy._neighbours.adjacent(row)}
+    assert found == {(1, "y"), (4, "y"), (2, "x"), (2, "z")}
+
+
+def test_alignment_inputs_for_integer_parameters_that_are_not_powers_of_two() -> None:
+    """A parameter stepping by 16 gets a second input, the power of two each value is
+    a multiple of (48 -> 16, 64 -> 64); a list of powers of two, whose order already
+    says it, and an enum get none."""
+    from kxform.engine.params import Param, ParamSpace
+    from kxform.search.space import SearchSpace
+    from kxform.search.strategies.model import ModelGuided, _alignment_columns
+
+    space = SearchSpace.build(ParamSpace((Param.ints("bx", [16, 32, 48, 64, 80], 16), Param.ints("by", [1, 2, 4, 8], 1),
+                                          Param.enum("e", ["x", "y", "z"], "x")), ()))
+    columns = _alignment_columns(space)
+    assert len(columns) == 1
+    by_value = {space.config(r)["bx"]: columns[0][r] for r in range(len(space))}
+    assert by_value == {16: 0.0, 32: 0.5, 48: 0.0, 64: 1.0, 80: 0.0}
+    strategy = ModelGuided(space, np.random.default_rng(0), None)
+    assert strategy.features.shape[1] == 4 and strategy.initial == 10  # the design counts parameters, not inputs

@@ -113,21 +113,34 @@ class Row:
     evals: dict[float, list[float]]
     gpu_s: dict[float, list[float]]
     errors: list[str]
+    truncated: dict[float, tuple[int, ...]] | None = None
+    """Per threshold, the evaluations made by the runs the per-run timeout cut before
+    they reached it (counted as not reaching it)."""
+    wall_s: float | None = None
+    """Mean seconds per run (Kernel Tuner's rows, where recorded)."""
 
     def median_evals(self, within: float) -> float:
         return float(np.median(self.evals[within])) if self.evals[within] else float("inf")
+
+    def median_exact(self, within: float) -> bool:
+        """Whether the median stands although some runs were cut: each cut run stopped
+        beyond it, so it would have ranked above the median wherever it ended."""
+        return all(made >= self.median_evals(within) for made in (self.truncated or {}).get(within, ()))
 
     def reached(self, within: float) -> float:
         values = self.evals[within]
         return sum(np.isfinite(values)) / len(values) if values else 0.0
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"label": self.label, "runs": self.runs, "errors": self.errors[:3]}
+        cut = len((self.truncated or {}).get(min(THRESHOLDS), ()))
+        out: dict[str, Any] = {"label": self.label, "runs": self.runs, "errors": self.errors[:3],
+                               "truncated_runs": cut, "mean_run_s": self.wall_s}
         for within in THRESHOLDS:
             tag = f"{round(within * 100)}pct"
             out[f"evals_{tag}"] = _quartiles(self.evals[within])
             out[f"gpu_s_{tag}"] = _quartiles(self.gpu_s[within])
             out[f"reached_{tag}"] = self.reached(within)
+            out[f"median_exact_{tag}"] = self.median_exact(within)
         return out
 
 
@@ -141,15 +154,21 @@ def _quartiles(values: list[float]) -> list[float | None]:
 def score(label: str, results: list[dict[str, Any]], optimum: float) -> Row:
     evals: dict[float, list[float]] = {w: [] for w in THRESHOLDS}
     gpu: dict[float, list[float]] = {w: [] for w in THRESHOLDS}
-    errors = sorted({r["error"] for r in results if "error" in r})
+    errors = sorted({r["error"] for r in results if "error" in r} | {r["error_note"] for r in results
+                                                                       if "error_note" in r})
     ok = [r for r in results if "error" not in r]
+    truncated: dict[float, list[int]] = {w: [] for w in THRESHOLDS}
     for result in ok:
         run = Run(tuple(result["times"]), tuple(result["costs"]))
         for within in THRESHOLDS:
             reached = run.reach(optimum, within)
             evals[within].append(float(reached[0]) if reached else float("inf"))
             gpu[within].append(reached[1] if reached else float("inf"))
-    return Row(label, len(ok), evals, gpu, errors)
+            if result.get("truncated") and reached is None:
+                truncated[within].append(len(result["times"]))
+    walls = [r["wall_s"] for r in ok if "wall_s" in r]
+    return Row(label, len(ok), evals, gpu, errors, {w: tuple(v) for w, v in truncated.items()},
+               float(np.mean(walls)) if walls else None)
 
 
 def _cell(values: list[float], budget_note: str, fmt: str) -> str:
@@ -173,7 +192,10 @@ def print_table(name: str, optimum: float, size: int, rows: list[Row], budget: i
         over = f">{budget}"
         print(f"{row.label:<48}{row.runs:>5}  {_cell(row.evals[0.05], over, '.0f'):>20}"
               f"{_cell(row.evals[0.01], over, '.0f'):>20}{_cell(row.gpu_s[0.05], 'never', '.0f'):>24}"
-              f"{_cell(row.gpu_s[0.01], 'never', '.0f'):>24}{row.reached(0.01):>9.2f}")
+              f"{_cell(row.gpu_s[0.01], 'never', '.0f'):>24}{row.reached(0.01):>9.2f}"
+              + (f"  ({len(row.truncated[0.01])} cut by the timeout"
+                 + ("" if row.median_exact(0.01) else ", median not exact") + ")"
+                 if row.truncated and row.truncated[0.01] else ""))
 
 
 # ---------------------------------------------------------------------- driver
@@ -193,6 +215,10 @@ def _priors_for(path: Path, recording: Recording, spaces: list[Path], given: lis
 
 def run_kernel_tuner(spaces: list[Path], recordings: dict[Path, Recording], args: argparse.Namespace,
                      pool: Any) -> tuple[dict[Path, list[Row]], str]:
+    """Kernel Tuner's rows: every strategy (or `--kt-strategy`) for `--seeds` seeds on
+    every space, each run stopped once within 1% of the optimum, from the on-disk
+    cache where a run is there. Runs go seed by seed across spaces and strategies, so
+    an interrupted benchmark leaves every strategy with about the same number of seeds."""
     try:
         import kt_replay
     except ImportError:
@@ -206,31 +232,49 @@ def run_kernel_tuner(spaces: list[Path], recordings: dict[Path, Recording], args
     scratch = folder / "scratch"
     scratch.mkdir(parents=True, exist_ok=True)
     cache = kt_replay.RunCache(folder / "kt_runs.sqlite")
-    labels = kt_replay.kt_strategies()
-    out: dict[Path, list[Row]] = {}
+    labels = [(label, options) for label, options in kt_replay.kt_strategies()
+              if not args.kt_strategy or label in args.kt_strategy or label.split(":")[0] in args.kt_strategy]
+    planned: list[tuple[Path, str, dict[str, Any]]] = []
     for path in spaces:
         recording = recordings[path]
         restrictions = load_definition(Path(recording.definition))[1] if recording.definition else []
-        digest, jobs = kt_replay.make_jobs(path, restrictions, args.budget, args.seeds, scratch, labels, args.timeout)
-        keys = [kt_replay.RunCache.key(digest, j["label"], j["seed"], args.budget, version) for j in jobs]
-        todo = [(k, j) for k, j in zip(keys, jobs) if cache.get(k) is None]
-        print(f"# {path.name}: Kernel Tuner {version}: {len(jobs) - len(todo)} runs cached, {len(todo)} to run",
-              file=sys.stderr, flush=True)
-        if args.kernel_tuner_cached:
-            todo = []
-        for (key, _), result in zip(todo, pool.imap(kt_replay.run_kt, [j for _, j in todo])):
-            cache.put(key, result)
+        target = min(recording.times().values()) * (1 + min(THRESHOLDS))
+        digest, jobs = kt_replay.make_jobs(path, restrictions, args.budget, args.seeds, scratch, labels, args.timeout,
+                                           target_ms=target, stall_s=args.stall)
+        planned.extend((path, digest, job) for job in jobs)
+    planned.sort(key=lambda item: item[2]["seed"])  # seed by seed: balanced when interrupted
+    todo = [(path, digest, job) for path, digest, job in planned
+            if cache.lookup(digest, job["label"], job["seed"], args.budget, version, job["target_ms"]) is None]
+    print(f"# Kernel Tuner {version}: {len(planned) - len(todo)} runs cached, "
+          f"{0 if args.kernel_tuner_cached else len(todo)} to run", file=sys.stderr, flush=True)
+    if not args.kernel_tuner_cached and todo:
+        done = 0
+        for index, result in pool.imap_unordered(_indexed_kt, list(enumerate(job for _, _, job in todo))):
+            path, digest, job = todo[index]
+            cache.put(kt_replay.RunCache.key(digest, job["label"], job["seed"], args.budget, version,
+                                             job["target_ms"]), result)
+            done += 1
+            if done % 50 == 0:
+                print(f"# Kernel Tuner: {done}/{len(todo)} runs", file=sys.stderr, flush=True)
+    out: dict[Path, list[Row]] = {}
+    for path in spaces:
         results: dict[str, list[dict[str, Any]]] = {label: [] for label, _ in labels}
-        for key, job in zip(keys, jobs):
-            found = cache.get(key)
+        for p, digest, job in planned:
+            if p != path:
+                continue
+            found = cache.lookup(digest, job["label"], job["seed"], args.budget, version, job["target_ms"])
             if found is not None:
-                results.setdefault(job["label"], []).append(found)
-            elif not args.kernel_tuner_cached:
-                results.setdefault(job["label"], []).append({"error": "missing"})
-        optimum = min(recording.times().values())
+                results[job["label"]].append(found)
+        optimum = min(recordings[path].times().values())
         out[path] = [score(f"KT {label}", res, optimum) for label, res in results.items()]
     names = ", ".join(label for label, _ in labels)
     return out, f"Kernel Tuner {version} strategies run: {names}"
+
+
+def _indexed_kt(item: tuple[int, dict[str, Any]]) -> tuple[int, dict[str, Any]]:
+    import kt_replay
+
+    return item[0], kt_replay.run_kt(item[1])
 
 
 def main() -> int:
@@ -243,9 +287,16 @@ def main() -> int:
     parser.add_argument("--json", type=Path, metavar="OUT", help="write every figure as JSON")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
     parser.add_argument("--timeout", type=int, default=900, help="seconds per Kernel Tuner run before it is dropped")
+    parser.add_argument("--stall", type=float, default=15.0,
+                        help="seconds without a new evaluation before a Kernel Tuner run is cut (default: 15)")
     parser.add_argument("--no-kernel-tuner", action="store_true", help="replay kxform's strategies only")
     parser.add_argument("--kernel-tuner-cached", action="store_true",
                         help="use only the Kernel Tuner runs already cached (the runs column says how many)")
+    parser.add_argument("--kt-strategy", nargs="+", default=[], metavar="NAME",
+                        help="run only these Kernel Tuner strategies (default: all)")
+    parser.add_argument("--kt-only", action="store_true", help="run (and cache) Kernel Tuner's runs only")
+    parser.add_argument("--min-runs", type=int, default=10,
+                        help="runs a Kernel Tuner strategy needs to count as its best on a space (default: 10)")
     args = parser.parse_args()
     if args.seeds < 1 or args.budget < 1:
         parser.error("--seeds and --budget must be at least 1")
@@ -262,6 +313,11 @@ def main() -> int:
             run_kernel_tuner(spaces, recordings, args, pool)
         print(f"# {kt_note}")
         report["kernel_tuner"] = kt_note
+        if args.kt_only:
+            for path, rows in kt_rows.items():
+                recording = recordings[path]
+                print_table(path.name, min(recording.times().values()), len(recording.search), rows, args.budget)
+            return 0
         for path in spaces:
             recording = recordings[path]
             optimum = min(recording.times().values())
@@ -281,22 +337,28 @@ def main() -> int:
             print_table(path.name, optimum, len(recording.search), all_rows, args.budget)
             report["spaces"][path.name] = {"optimum_ms": optimum, "valid": len(recording.search),
                                            "priors": list(priors[path]), "rows": [r.to_json() for r in all_rows],
-                                           **goal(rows, kt_rows.get(path, []))}
+                                           **goal(rows, kt_rows.get(path, []), args.min_runs)}
     print_goals(report)
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
     return 0
 
 
-def goal(rows: list[Row], kt: list[Row]) -> dict[str, Any]:
-    """kxform's default against Kernel Tuner's best strategy (median evaluations to 1%)."""
-    ran = [r for r in kt if r.runs]
+def goal(rows: list[Row], kt: list[Row], min_runs: int) -> dict[str, Any]:
+    """kxform's default against Kernel Tuner's best strategy (median evaluations to 1%)
+    among those with at least `min_runs` runs (fewer can win by luck); strategies
+    with fewer runs and a lower median are listed beside it."""
+    ran = [r for r in kt if r.runs >= min_runs]
     if not ran:
         return {}
-    best = min(ran, key=lambda r: (r.median_evals(0.01), -r.reached(0.01)))
+    key = lambda r: (r.median_evals(0.01), -r.reached(0.01))  # noqa: E731
+    best = min(ran, key=key)
     plain = next(r for r in rows if r.label == f"kxform {DEFAULT}")
     primed = next((r for r in rows if r.label.startswith(f"kxform {DEFAULT} + prior")), None)
-    out = {"kt_best": best.label, "kt_best_evals_1pct": best.median_evals(0.01),
+    out = {"kt_best": best.label, "kt_best_runs": best.runs, "kt_best_evals_1pct": best.median_evals(0.01),
+           "kt_best_median_exact": best.median_exact(0.01),
+           "kt_fewer_runs_lower": [f"{r.label} ({r.runs} runs, {r.median_evals(0.01):.0f})" for r in kt
+                                   if 0 < r.runs < min_runs and key(r) < key(best)],
            "kxform_evals_1pct": plain.median_evals(0.01),
            "ratio": plain.median_evals(0.01) / best.median_evals(0.01)}
     if primed is not None:
@@ -316,6 +378,8 @@ def print_goals(report: dict[str, Any]) -> None:
         if "ratio_prior" in data:
             line += (f"; with prior {data['kxform_prior_evals_1pct']:.0f} (ratio {data['ratio_prior']:.2f}: "
                      f"{'met' if data['ratio_prior'] <= 0.1 else 'NOT met'})")
+        if data.get("kt_fewer_runs_lower"):
+            line += f" [fewer than the minimum runs, lower: {', '.join(data['kt_fewer_runs_lower'])}]"
         print(line)
 
 

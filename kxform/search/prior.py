@@ -5,8 +5,10 @@ kernel with the same parameters, from the tuning database or from recordings giv
 with `--prior`). Absolute times do not transfer between GPUs, ranks largely do: each
 source's log times are standardised (failed configurations count as its slowest),
 and a configuration's prior score is the mean of its standardised log time over the
-sources that measured it. The model-guided strategy starts from the configurations
-with the best scores and uses the score as one more model input.
+sources that measured it. Each source's own scores are kept too: the model-guided
+strategy starts from the configurations with the best scores and uses a weighted
+mean of the sources as one more model input, each source weighted by how well its
+ranking agrees with the times measured so far.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ def build_prior(space: SearchSpace, sources: Sequence[PriorSource]) -> Prior | N
     total = np.zeros(len(space))
     count = np.zeros(len(space))
     used = []
+    columns: list[np.ndarray] = []
     for source in sources:
         rows: list[int] = []
         logs: list[float] = []
@@ -55,9 +58,12 @@ def build_prior(space: SearchSpace, sources: Sequence[PriorSource]) -> Prior | N
         index = np.asarray(rows)
         np.add.at(total, index, z)
         np.add.at(count, index, 1.0)
+        column = np.full(len(space), np.nan)
+        column[index] = z
+        columns.append(column)
         used.append(source.label)
     if not used:
         return None
     with np.errstate(invalid="ignore", divide="ignore"):
         score = np.where(count > 0, total / np.maximum(count, 1.0), np.nan)
-    return Prior(score, tuple(used))
+    return Prior(score, tuple(used), np.vstack(columns))

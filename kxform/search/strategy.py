@@ -73,10 +73,17 @@ class History:
 class Prior:
     """Earlier results of the same (or a similar) kernel elsewhere: per row of the
     current space, a predicted standardised log time (NaN where nothing is known),
-    and how many sources it combines."""
+    the sources it combines and, per source, its own scores (one row per source; a
+    strategy may weigh the sources by how well each predicts what it measures)."""
 
     score: np.ndarray
     sources: tuple[str, ...] = ()
+    per_source: np.ndarray | None = None
+    """Shape (sources, rows): each source's standardised log time, NaN where unknown."""
+
+    def columns(self) -> np.ndarray:
+        """Per-source scores, shape (sources, rows) (the mean alone when not kept)."""
+        return self.per_source if self.per_source is not None else self.score[None, :]
 
     @property
     def known(self) -> np.ndarray:

@@ -1,6 +1,6 @@
 """Model-guided search (the default): Bayesian optimisation with a Gaussian process on
-log time, alternating expected improvement with the best predicted configuration,
-over candidates drawn around the best configurations.
+log time, rotating expected improvement, the best predicted configuration and a
+local step, over candidates drawn around the best configurations.
 
 Why this design. Kernel run times over tuning parameters are mostly smooth in the
 ordinal position of each value (block sizes, tile sizes) with a few strong
@@ -11,27 +11,47 @@ each costs a compile and a GPU run. Failed configurations (compile or launch
 failures) are given the worst observed time, so the model learns to avoid their
 region, and are never proposed again.
 
-Proposals alternate between expected improvement (explore where the model is unsure
-and might win) and the configuration with the best predicted time (exploit). Pure
-expected improvement kept exploring regions whose optimism the next evaluation
-refuted; greedy steps on the posterior mean are known to be a strong default for
-small budgets (De Ath et al., "Greed is good", ACM TELO 2021), and on the recorded
-spaces the alternation needed fewer evaluations to reach 1% of the optimum than either
-alone (tools/bench_search.py).
+Proposals rotate through three steps. Expected improvement explores where the model
+is unsure and might win. The configuration with the best predicted time exploits:
+greedy steps on the posterior mean are a strong default for small budgets (De Ath et
+al., "Greed is good", ACM TELO 2021). The local step takes the best predicted of the
+unvisited configurations adjacent to the best one so far (one parameter moved to the
+next or previous of its values; any other value of an enum), falling back to the
+next best ones: a trust region of radius one around the incumbent, as in local
+Bayesian optimisation on combinatorial spaces (TuRBO, Eriksson et al. 2019;
+CASMOPOLITAN, Wan et al. 2021). The global model smooths over the last few per cent
+near the optimum, where neighbouring configurations differ by a single step in
+one parameter; without the local step the search reached 5% of the optimum quickly
+and 1% slowly. See docs/search.md for how this was measured.
+
+Inputs: each parameter's position in its ordered values (`SearchSpace.features`) and,
+for an integer parameter whose values are not all powers of two, the power of two
+the value is a multiple of: GPUs reward multiples of the warp or wavefront size, of
+a memory transaction, of a vector width, so run time can jump between neighbouring
+values (a block width of 48 vs 64 on a 64-wide wavefront: 71x on one recorded
+space), which a smooth function of the position cannot fit and a smooth function of
+the alignment can. The initial random design has 2 points per parameter (at least 10), not per
+input.
 
 Cost per proposal is bounded whatever the size of the space: hyperparameters are
 refitted only when the number of observations has grown by a fraction since the last
 fit (between fits the Cholesky factor grows by rows), the model is fitted on at most
-MAX_TRAIN observations (the best ones and a random share of the rest); the acquisition is evaluated on a bounded pool: every unvisited neighbour (one
-parameter changed) of the best configurations, the best candidates of the last full
-scoring, and a fresh random sample.
+MAX_TRAIN observations (the best ones and a random share of the rest); the
+acquisition is evaluated on a bounded pool: every unvisited neighbour (one parameter
+changed) of the best configurations, the best candidates of the last full scoring,
+and a fresh random sample; the local step scores at most two neighbours per parameter.
 
 Warm start (`Prior`): earlier results of the same kernel on other hardware give each
-configuration a predicted (standardised) log time. The first proposals are the
-configurations the prior ranks best, and the prior enters the model as one more
-input, whose length scale the marginal likelihood fits: where the prior predicts
-well the model leans on it, where it does not, its length scale grows and it is
-ignored.
+configuration a predicted (standardised) log time per source. The first proposals
+are the configurations the prior ranks best, and the prior enters the model as one
+more input whose length scale the marginal likelihood fits. At each refit, once
+PRIOR_CHECK configurations are measured, each source is weighed by the rank
+correlation (Kendall's tau) of its scores with the measured times, negative
+correlations counting as zero, and the input is rebuilt from the weighted sources:
+the sources that agree with this device are leaned on, one that ranks configurations
+the other way round is dropped, and where none agrees the input is constant and
+ignored. (Ranking-weighted combination of earlier models, as in RGPE: Feurer et
+al., "Scalable meta-learning for Bayesian optimization", 2018.)
 """
 
 from __future__ import annotations
@@ -40,8 +60,10 @@ import math
 
 import numpy as np
 from scipy.special import ndtr
+from scipy.stats import kendalltau
 
 from kxform.search.gp import GaussianProcess, Hyper, fit_hyper
+from kxform.search.space import SearchSpace
 from kxform.search.strategy import History, Strategy
 
 POOL_RANDOM = 128
@@ -61,6 +83,9 @@ REFIT_GROWTH = 1.25
 """Refit hyperparameters when the observations have grown by this factor."""
 PRIOR_INIT = 3
 """Proposals taken straight from the prior's ranking before the model takes over."""
+PRIOR_CHECK = 8
+"""Successful measurements before the prior's sources are weighed against them (Kendall's
+tau of fewer points is mostly noise: its standard deviation is about 0.3 at 8)."""
 
 
 class ModelGuided(Strategy):
@@ -70,22 +95,30 @@ class ModelGuided(Strategy):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         features = self.space.features()
+        parameters = features.shape[1]
+        features = np.column_stack([features, *_alignment_columns(self.space)])
         self._prior_order: np.ndarray | None = None
+        self._sources: np.ndarray | None = None
+        self.prior_weights: np.ndarray | None = None
+        """Current weight of each prior source (None without a prior)."""
         if self.prior is not None and self.prior.known.any():
             column = np.where(self.prior.known, self.prior.score, np.nanmean(self.prior.score))
-            span = float(column.max() - column.min()) or 1.0
-            features = np.column_stack([features, (column - column.min()) / span])
             self._prior_order = np.argsort(column, kind="stable")
+            sources = self.prior.columns()
+            self._sources = np.where(np.isnan(sources), np.nanmean(sources, axis=1, keepdims=True), sources)
+            self.prior_weights = np.full(len(sources), 1.0 / len(sources))
+            features = np.column_stack([features, _unit(column)])
         self.features = np.ascontiguousarray(features)
         self.dims = self.features.shape[1]
-        self.initial = max(2 * self.dims, 10) if self._prior_order is None else PRIOR_INIT
+        self.initial = max(2 * parameters, 10) if self._prior_order is None else PRIOR_INIT
         self._hyper = Hyper.initial(max(self.dims, 1))
         self._fitted_at = 0
         self._refits = 0
         self._gp: GaussianProcess | None = None
         self._gp_rows = np.empty(0, dtype=np.int64)
         self._keep = np.empty(0, dtype=np.int64)
-        self._neighbours = _NeighbourIndex(self.space.codes)
+        self._neighbours = _NeighbourIndex(self.space.codes,
+                                           np.array([p.kind != "enum" for p in self.space.params.params], dtype=bool))
 
     # ------------------------------------------------------------------ proposing
 
@@ -112,11 +145,13 @@ class ModelGuided(Strategy):
         values = np.asarray(history.values, dtype=float)
         failed = np.isnan(values)
         values = np.where(failed, np.nanmax(values), values)
+        refit = len(rows) >= self._fitted_at * REFIT_GROWTH or self._fitted_at == 0
+        if refit and self._sources is not None:
+            self._weigh_sources(rows[~failed], values[~failed])
         train = self._training_set(values)
         mean, std = values[train].mean(), values[train].std() or 1.0
         y = (values[train] - mean) / std
         x = self.features[rows[train]]
-        refit = len(rows) >= self._fitted_at * REFIT_GROWTH or self._fitted_at == 0
         if refit:
             self._refits += 1
             fresh = len(rows) < 64 or self._refits % 3 == 0
@@ -127,11 +162,42 @@ class ModelGuided(Strategy):
         best = float((values[~failed].min() - mean) / std)
         if refit:
             self._rescore(gp, best, left, history)
+        step = len(rows) % 3
+        if step == 2:  # local: the best predicted step from the best configurations
+            local = self._local(history, rows[~failed], values[~failed])
+            if local is not None:
+                return int(local[int(np.argmin(gp.mean(self.features[local])))])
         pool = self._pool(history, left, rows[~failed], values[~failed])
-        if len(rows) % 2 == 0:  # explore: expected improvement
-            mu, sigma = gp.predict(self.features[pool])
-            return int(pool[int(np.argmax(_expected_improvement(mu, sigma, best)))])
-        return int(pool[int(np.argmin(gp.mean(self.features[pool])))])  # exploit: best predicted
+        if step == 1:  # exploit: the best predicted configuration
+            return int(pool[int(np.argmin(gp.mean(self.features[pool])))])
+        mu, sigma = gp.predict(self.features[pool])  # explore: expected improvement
+        return int(pool[int(np.argmax(_expected_improvement(mu, sigma, best)))])
+
+    def _weigh_sources(self, rows: np.ndarray, values: np.ndarray) -> None:
+        """Weigh each prior source by the rank correlation (Kendall's tau) of its
+        scores with the log times measured so far, negative correlations counting as
+        zero, and rebuild the prior input from the weighted sources. Where no source
+        agrees with the measurements the input becomes constant, which the model
+        ignores: a prior that does not transfer costs no more than no prior."""
+        assert self._sources is not None and self.prior_weights is not None
+        if rows.size < PRIOR_CHECK:
+            return
+        taus = np.array([kendalltau(source[rows], values).statistic for source in self._sources])
+        weights = np.clip(np.nan_to_num(taus, nan=0.0), 0.0, None)
+        self.prior_weights = weights
+        total = float(weights.sum())
+        self.features[:, -1] = _unit(weights @ self._sources / total) if total > 0 else 0.0
+
+    def _local(self, history: History, rows: np.ndarray, values: np.ndarray) -> np.ndarray | None:
+        """The unvisited adjacent configurations (one parameter moved to the next or
+        previous of its values) of the best configuration, else of the next best
+        ones (TOP_K); None when all of them are visited."""
+        for row in rows[np.argsort(values, kind="stable")[:TOP_K]]:
+            near = self._neighbours.adjacent(int(row))
+            near = near[~history.visited[near]]
+            if near.size:
+                return near
+        return None
 
     def _posterior(self, train_rows: np.ndarray, x: np.ndarray, y: np.ndarray) -> GaussianProcess:
         """The GP on (x, y); grown from the previous one when only rows were appended."""
@@ -181,6 +247,36 @@ class ModelGuided(Strategy):
         return pool if pool.size else left
 
 
+def _alignment_columns(space: SearchSpace) -> list[np.ndarray]:
+    """For each integer parameter, the power of two its value is a multiple of (log2,
+    scaled to [0, 1]), where that is not already the value's order (a list of powers
+    of two). GPUs reward values that are multiples of the warp or wavefront size, of a
+    memory transaction, of a vector width: run time jumps between neighbouring values
+    (48 vs 64 threads on a 64-wide wavefront), which a smooth model of the value's
+    position cannot fit, and a smooth model of its alignment can."""
+    out = []
+    for index, param in enumerate(space.params.params):
+        if param.kind != "int" or len(param.values) < 3:
+            continue
+        values = np.asarray(param.values, dtype=np.int64)
+        twos = np.array([_twos(int(v)) for v in values], dtype=np.float64)
+        if np.all(np.diff(twos) >= 0) or twos.max() == twos.min():
+            continue  # powers of two (or all alike): the order already says it
+        out.append(_unit(twos)[space.codes[:, index]])
+    return out
+
+
+def _twos(value: int) -> int:
+    """The exponent of the largest power of two dividing `value` (0 for 0 and odd values; capped at 16)."""
+    return 0 if value == 0 else min((abs(value) & -abs(value)).bit_length() - 1, 16)
+
+
+def _unit(column: np.ndarray) -> np.ndarray:
+    """`column` scaled to [0, 1]."""
+    span = float(column.max() - column.min()) or 1.0
+    return (column - column.min()) / span
+
+
 def _expected_improvement(mu: np.ndarray, sigma: np.ndarray, best: float) -> np.ndarray:
     """EI for minimisation."""
     z = (best - mu) / sigma
@@ -192,8 +288,9 @@ class _NeighbourIndex:
     gets a mixed-radix key of its other parameters' values; rows sorted by key put
     each row's neighbours along that parameter next to it (built vectorised, once)."""
 
-    def __init__(self, codes: np.ndarray) -> None:
+    def __init__(self, codes: np.ndarray, ordered: np.ndarray | None = None) -> None:
         self.codes = codes.astype(np.int64)
+        self.ordered = np.ones(codes.shape[1], dtype=bool) if ordered is None else ordered
         radix = self.codes.max(0) + 1 if len(codes) else np.ones(codes.shape[1], dtype=np.int64)
         self._keys: list[np.ndarray] = []
         self._order: list[np.ndarray] = []
@@ -206,6 +303,15 @@ class _NeighbourIndex:
             self._keys.append(keys)
             self._order.append(order)
             self._sorted.append(keys[order])
+
+    def adjacent(self, row: int) -> np.ndarray:
+        """Neighbours whose one changed parameter moved by one position in its values
+        (any other value of an unordered parameter, an enum)."""
+        near = self.of(row)
+        if near.size == 0:
+            return near
+        step = np.abs(self.codes[near] - self.codes[row])
+        return near[(step.sum(1) == 1) | ~self.ordered[step.argmax(1)]]
 
     def of(self, row: int) -> np.ndarray:
         found = []
