@@ -227,7 +227,8 @@ def run_kt(job: dict[str, Any]) -> dict[str, Any]:
                         strategy=strategy, strategy_options=options, cache=job["cache"],
                         simulation_mode=True, quiet=True, verbose=False, lang="CUDA")
     except Exception as exc:  # a strategy that cannot run here is reported, not fatal
-        return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:200]}
+        if not _Watch.reached:  # some strategies let the stop at the target escape: the run is complete
+            return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:200]}
     except _Cut:
         cut = True
     finally:
@@ -282,10 +283,14 @@ class RunCache:
 
     def lookup(self, digest: str, label: str, seed: int, budget: int, version: str,
                target: float | None) -> dict[str, Any] | None:
-        """The cached run stopped at `target`, else a cached full run (it begins with
-        the same evaluations)."""
+        """The cached run stopped at `target`, else a cached full run that ran (it
+        begins with the same evaluations; an error there may come from another
+        environment, e.g. before the pyATF shim)."""
         found = self.get(self.key(digest, label, seed, budget, version, target)) if target is not None else None
-        return found if found is not None else self.get(self.key(digest, label, seed, budget, version))
+        if found is not None or target is None:
+            return found
+        full = self.get(self.key(digest, label, seed, budget, version))
+        return None if full is None or "error" in full else full
 
     def put(self, key: str, result: dict[str, Any]) -> None:
         with self.db:
