@@ -122,8 +122,8 @@ def variant(kernel: CorpusKernel, config: RemapConfig, hw: HwProfile) -> SourceT
     from kxform.api import rewrite
     from kxform.engine.pass_api import Outcome
 
-    options = {"pattern": config.pattern.name, **{k: str(v) for k, v in config.values}}
-    result = rewrite(kernel.source.data, path=kernel.source.path, kernels=(kernel.function,), hw=hw.name, **options)
+    result = rewrite(kernel.source.data, path=kernel.source.path, kernels=(kernel.function,), hw=hw.name,
+                     **config.options())
     applied = [r for r in result.results if r.outcome is Outcome.APPLIED]
     if not applied:
         why = "; ".join(r for res in result.results for r in res.reasons) or "no result"

@@ -354,8 +354,7 @@ def _remapped_resources(source: SourceText, spec: KernelSpec, hw: HwProfile,
     from kxform.engine.pass_api import Outcome
     from kxform.frontend.source import validate_bytes
 
-    options = {"pattern": config.pattern.name, **{k: str(v) for k, v in config.values}}
-    result = rewrite_with(source.data, spec.base_name, options, "swizzle", path=source.path, hw=hw.name)
+    result = rewrite_with(source.data, spec.base_name, config.options(), "swizzle", path=source.path, hw=hw.name)
     if not any(r.outcome is Outcome.APPLIED for r in result.results):
         raise KxformError(f"swizzle {config.label()} not applied")
     extracted = extract(validate_bytes(source.path, result.new_data, rewritten=True), spec)

@@ -80,6 +80,11 @@ class RemapConfig:
     def params(self) -> dict[str, int | str]:
         return dict(self.values)
 
+    def options(self) -> dict[str, str]:
+        """The swizzle pass's options that select this configuration (`pattern` and
+        each parameter, as `--pattern`/`--param` give them)."""
+        return {"pattern": self.pattern.name, **{k: str(v) for k, v in self.values}}
+
     def label(self) -> str:
         inner = ",".join(f"{k}={v}" for k, v in self.values)
         return f"{self.pattern.name}({inner})" if inner else self.pattern.name
