@@ -22,10 +22,9 @@ import functools
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 from kxform.build.extract import extract_kernel
-from kxform.build.hip import HIP_FOR_NVCC
+from kxform.build.hip import hip_include_dirs
 from kxform.build.toolchain import Toolchain
 from kxform.errors import KxformError
 from kxform.frontend.model import Function, SourceModel
@@ -36,8 +35,6 @@ LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+\d+")
 FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"')
 PHYSICAL = ("blockIdx.x", "blockIdx.y", "hipBlockIdx_x", "hipBlockIdx_y")
 PTX_ARCH = "sm_90"
-HIP_SHIM = HIP_FOR_NVCC
-"""HIP headers spelled in CUDA, so nvcc can compile a HIP kernel's unit for this check."""
 
 
 @dataclass(frozen=True)
@@ -129,7 +126,6 @@ def confirm(model: SourceModel, kernel: Function, mark: bytes, builder=None,  # 
     if builder is None:
         return PtxVerdict(False, why_not="nvcc not found")
     source = model.source
-    hip = source.path.endswith(".hip")
     if not source.path.endswith((".cu", ".cuh", ".hip")):
         return PtxVerdict(False, why_not=f"not a CUDA or HIP source ({os.path.basename(source.path)})")
     spelling = instantiation(model, kernel)
@@ -153,7 +149,7 @@ def confirm(model: SourceModel, kernel: Function, mark: bytes, builder=None,  # 
         return PtxVerdict(False, why_not=f"the project's flags for the file are unknown ({exc})")
     job = BuildJob(source=unit.source, filename=source.path, output="ptx", arch=PTX_ARCH,
                    extra_flags=("-lineinfo", *flags), source_dir=os.path.dirname(os.path.abspath(source.path)),
-                   include_dirs=((HIP_SHIM,) if hip else ()) + tuple(include_dirs), defines=tuple(defines))
+                   include_dirs=hip_include_dirs(unit.source) + tuple(include_dirs), defines=tuple(defines))
     result = builder.build(job)
     if not result.ok or result.output is None:
         first = next((ln.strip() for ln in result.log.splitlines() if "error" in ln), "nvcc failed")
