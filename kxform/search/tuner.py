@@ -127,9 +127,10 @@ def tune(space: SearchSpace, objective: Objective, options: TuneOptions, *, db: 
                 if on_step:
                     on_step(step)
 
-    first = [] if not options.start_at_defaults or space.default_row() is None else [space.default_row()]
+    start = space.default_row() if options.start_at_defaults else None
 
     def next_config() -> tuple[int, dict[str, Any]] | None:
+        nonlocal start
         in_flight = len(run.history.pending)
         while True:
             if run.options.budget is not None and len(run.steps) + in_flight >= run.options.budget:
@@ -137,9 +138,8 @@ def tune(space: SearchSpace, objective: Objective, options: TuneOptions, *, db: 
                 return None
             if run.over_budget():
                 return None
-            row = first.pop() if first and not run.history.visited[first[0]] else None
-            if row is None:
-                first.clear()
+            row, start = start, None
+            if row is None or run.history.visited[row]:  # no defaults to start at, or resumed with them
                 started = time.perf_counter()
                 row = strategy.propose(run.history)
                 run.strategy_s += time.perf_counter() - started
