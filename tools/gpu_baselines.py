@@ -46,7 +46,60 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-class Torch:
+class Library:
+    """What both libraries share: the operands, the timed operations and the timing loop;
+    a subclass supplies arrays, the product, the copy and CUDA events."""
+
+    name = ""
+    device = ""
+
+    def random(self, *shape: int) -> Any:  # uniform in [0.5, 1.5): never zero, nothing cancels
+        raise NotImplementedError
+
+    def empty(self, *shape: int) -> Any:
+        raise NotImplementedError
+
+    def matmul(self, a: Any, b: Any, out: Any) -> Any:
+        raise NotImplementedError
+
+    def copy_into(self, dst: Any, src: Any) -> Any:
+        raise NotImplementedError
+
+    def synchronize(self) -> None:
+        raise NotImplementedError
+
+    def event(self) -> Any:
+        raise NotImplementedError
+
+    def elapsed_ms(self, start: Any, end: Any) -> float:
+        raise NotImplementedError
+
+    def gemm(self, b: int, m: int, n: int, k: int) -> Callable[[], Any]:
+        batch = (b,) if b > 1 else ()
+        a, bt, out = self.random(*batch, m, k), self.random(*batch, k, n), self.empty(*batch, m, n)
+        return lambda: self.matmul(a, bt, out)
+
+    def copy(self, nbytes: int) -> Callable[[], Any]:
+        src, dst = self.random(nbytes // 4), self.empty(nbytes // 4)
+        return lambda: self.copy_into(dst, src)
+
+    def time(self, fn: Callable[[], Any], repeat: int) -> float:
+        """Median of `repeat` launches timed with CUDA events, after three warm-up launches."""
+        for _ in range(3):
+            fn()
+        self.synchronize()
+        times = []
+        for _ in range(repeat):
+            start, end = self.event(), self.event()
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(self.elapsed_ms(start, end))
+        return statistics.median(times)
+
+
+class Torch(Library):
     name = "torch"
 
     def __init__(self) -> None:
@@ -60,38 +113,31 @@ class Torch:
         self.device = torch.cuda.get_device_name(0)
 
     def random(self, *shape: int) -> Any:
-        # uniform in [0.5, 1.5): never zero, no cancellation to make anything cheaper
         return self.t.rand(*shape, device="cuda", dtype=self.t.float32) + 0.5
 
-    def gemm(self, b: int, m: int, n: int, k: int) -> Callable[[], Any]:
-        a, bt = (self.random(b, m, k), self.random(b, k, n)) if b > 1 else (self.random(m, k), self.random(k, n))
-        out = self.t.empty((b, m, n) if b > 1 else (m, n), device="cuda", dtype=self.t.float32)
-        return lambda: self.t.matmul(a, bt, out=out)
+    def empty(self, *shape: int) -> Any:
+        return self.t.empty(shape, device="cuda", dtype=self.t.float32)
 
-    def copy(self, nbytes: int) -> Callable[[], Any]:
-        src = self.random(nbytes // 4)
-        dst = self.t.empty_like(src)
-        return lambda: dst.copy_(src)
+    def matmul(self, a: Any, b: Any, out: Any) -> Any:
+        return self.t.matmul(a, b, out=out)
 
-    def time(self, fn: Callable[[], Any], repeat: int) -> float:
-        for _ in range(3):
-            fn()
+    def copy_into(self, dst: Any, src: Any) -> Any:
+        return dst.copy_(src)
+
+    def synchronize(self) -> None:
         self.t.cuda.synchronize()
-        times = []
-        for _ in range(repeat):
-            start, end = self.t.cuda.Event(enable_timing=True), self.t.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-        return statistics.median(times)
+
+    def event(self) -> Any:
+        return self.t.cuda.Event(enable_timing=True)
+
+    def elapsed_ms(self, start: Any, end: Any) -> float:
+        return float(start.elapsed_time(end))
 
 
-class Cupy(Torch):
+class Cupy(Library):
     name = "cupy"
 
-    def __init__(self) -> None:  # noqa: D107 - same interface, CuPy underneath
+    def __init__(self) -> None:
         import cupy
 
         cupy.cuda.runtime.getDeviceCount()
@@ -101,31 +147,27 @@ class Cupy(Torch):
     def random(self, *shape: int) -> Any:
         return self.cp.random.random(shape, dtype=self.cp.float32) + 0.5
 
-    def gemm(self, b: int, m: int, n: int, k: int) -> Callable[[], Any]:
-        a, bt = (self.random(b, m, k), self.random(b, k, n)) if b > 1 else (self.random(m, k), self.random(k, n))
-        return lambda: self.cp.matmul(a, bt)
+    def empty(self, *shape: int) -> Any:
+        return self.cp.empty(shape, dtype=self.cp.float32)
 
-    def copy(self, nbytes: int) -> Callable[[], Any]:
-        src = self.random(nbytes // 4)
-        dst = self.cp.empty_like(src)
-        return lambda: dst.__setitem__(slice(None), src)
+    def matmul(self, a: Any, b: Any, out: Any) -> Any:
+        return self.cp.matmul(a, b, out=out)
 
-    def time(self, fn: Callable[[], Any], repeat: int) -> float:
-        for _ in range(3):
-            fn()
+    def copy_into(self, dst: Any, src: Any) -> Any:
+        dst[...] = src
+        return dst
+
+    def synchronize(self) -> None:
         self.cp.cuda.Device().synchronize()
-        times = []
-        for _ in range(repeat):
-            start, end = self.cp.cuda.Event(), self.cp.cuda.Event()
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(self.cp.cuda.get_elapsed_time(start, end))
-        return statistics.median(times)
+
+    def event(self) -> Any:
+        return self.cp.cuda.Event()
+
+    def elapsed_ms(self, start: Any, end: Any) -> float:
+        return float(self.cp.cuda.get_elapsed_time(start, end))
 
 
-def library() -> Torch:
+def library() -> Library:
     """PyTorch, else CuPy; exit 2 with the reasons when neither works."""
     reasons = []
     for kind in (Torch, Cupy):
