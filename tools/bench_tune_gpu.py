@@ -135,8 +135,8 @@ def baselines(loaded_cases: list[Loaded]) -> dict[str, Any] | None:
                "--copy-mib", str(COPY_MIB), *(f"--gemm={','.join(map(str, s))}" for s in shapes)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
-        print(f"no yardsticks: {(done.stderr or done.stdout).strip().splitlines()[-1:] or ['exit ' + str(done.returncode)]}",
-              flush=True)
+        said = (done.stderr or done.stdout).strip().splitlines()
+        print(f"no yardsticks: {said[-1] if said else f'exit {done.returncode}'}", flush=True)
         return None
     data = json.loads(done.stdout)
     copy = data["copy"]
