@@ -201,4 +201,31 @@ def test_alignment_inputs_for_integer_parameters_that_are_not_powers_of_two() ->
     by_value = {space.config(r)["bx"]: columns[0][r] for r in range(len(space))}
     assert by_value == {16: 0.0, 32: 0.5, 48: 0.0, 64: 1.0, 80: 0.0}
     strategy = ModelGuided(space, np.random.default_rng(0), None)
-    assert strategy.features.shape[1] == 4 and strategy.initial == 10  # the design counts parameters, not inputs
+    assert strategy.features.shape[1] == 4 and strategy.initial == 4  # the design counts parameters, not inputs
+
+
+def test_initial_design_fills_the_space() -> None:
+    """Each design point after the first is the configuration farthest from those
+    evaluated (the space is smaller than the design's pool, so all of it is the
+    pool): on a 16 x 16 grid the second point lies at the greatest distance any
+    configuration has from the first, and no two points of the design are neighbours,
+    which random points of a 256-point grid would often be."""
+    from kxform.engine.params import Param, ParamSpace
+    from kxform.search.space import SearchSpace
+    from kxform.search.strategies.model import ModelGuided
+
+    space = SearchSpace.build(ParamSpace((Param.int_range("a", 1, 16, 1), Param.int_range("b", 1, 16, 1)), ()))
+    positions = space.features()
+    for seed in range(5):
+        strategy = ModelGuided(space, np.random.default_rng(seed), None)
+        history = History(len(space))
+        rows = []
+        for _ in range(strategy.initial):
+            row = strategy.propose(history)
+            history.start(row)
+            history.add(row, 1.0 + row)
+            rows.append(row)
+        farthest = ((positions - positions[rows[0]]) ** 2).sum(1).max()
+        assert ((positions[rows[1]] - positions[rows[0]]) ** 2).sum() == pytest.approx(farthest)
+        gaps = [np.abs(space.codes[r] - space.codes[q]).max() for i, r in enumerate(rows) for q in rows[:i]]
+        assert min(gaps) >= 4, f"seed {seed}: design points {[space.config(r) for r in rows]} bunch together"

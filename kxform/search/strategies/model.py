@@ -30,8 +30,14 @@ the value is a multiple of: GPUs reward multiples of the warp or wavefront size,
 a memory transaction, of a vector width, so run time can jump between neighbouring
 values (a block width of 48 vs 64 on a 64-wide wavefront: 71x on one recorded
 space), which a smooth function of the position cannot fit and a smooth function of
-the alignment can. The initial random design has 2 points per parameter (at least 10), not per
-input.
+the alignment can.
+
+Without a prior the search starts from a space-filling design of one point per
+parameter plus one (as many points as a linear model of the parameters needs; per
+parameter, not per input): the first at random, each next one the configuration
+farthest from those evaluated (maximin distance in the parameters' positions, over a
+random sample). Random points bunch together and leave regions unseen; spread points
+give the first fit the widest view for the fewest evaluations.
 
 Cost per proposal is bounded whatever the size of the space: hyperparameters are
 refitted only when the number of observations has grown by a fraction since the last
@@ -81,6 +87,8 @@ TOP_K = 3
 """Neighbourhoods of this many best configurations join the pool."""
 REFIT_GROWTH = 1.25
 """Refit hyperparameters when the observations have grown by this factor."""
+DESIGN_POOL = 512
+"""Random unvisited configurations the space-filling design picks each point from."""
 PRIOR_INIT = 3
 """Proposals taken straight from the prior's ranking before the model takes over."""
 PRIOR_CHECK = 8
@@ -110,7 +118,8 @@ class ModelGuided(Strategy):
             features = np.column_stack([features, _unit(column)])
         self.features = np.ascontiguousarray(features)
         self.dims = self.features.shape[1]
-        self.initial = max(2 * parameters, 10) if self._prior_order is None else PRIOR_INIT
+        self._parameters = parameters
+        self.initial = parameters + 1 if self._prior_order is None else PRIOR_INIT
         self._hyper = Hyper.initial(max(self.dims, 1))
         self._fitted_at = 0
         self._refits = 0
@@ -134,11 +143,20 @@ class ModelGuided(Strategy):
         return self._by_model(history, left)
 
     def _initial(self, history: History, left: np.ndarray) -> int:
+        """The prior's best-ranked configurations, else a space-filling design: the
+        first configuration at random, each next one the farthest (in the parameters'
+        positions) from those evaluated, of a random sample of DESIGN_POOL."""
         if self._prior_order is not None:
             for row in self._prior_order:
                 if not history.visited[row]:
                     return int(row)
-        return int(left[self.rng.integers(left.size)])
+        if not history.rows:
+            return int(left[self.rng.integers(left.size)])
+        pool = left if left.size <= DESIGN_POOL else self._sample(left, DESIGN_POOL)
+        positions = self.features[:, :self._parameters]
+        seen = positions[np.asarray(history.rows)]
+        gaps = ((positions[pool][:, None, :] - seen[None, :, :]) ** 2).sum(-1).min(1)
+        return int(pool[int(np.argmax(gaps))])
 
     def _by_model(self, history: History, left: np.ndarray) -> int:
         rows = np.asarray(history.rows)
