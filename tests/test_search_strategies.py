@@ -150,6 +150,36 @@ def test_a_reversed_prior_is_dropped_and_costs_little(tmp_path: Path) -> None:
     assert run.reach(optimum, 0.0) is not None
 
 
+def test_every_fourth_step_walks_an_agreeing_prior_and_a_dropped_one_is_not_walked(tmp_path: Path) -> None:
+    """With a source that agrees with this device, every fourth proposal after the
+    first ones is the unvisited configuration the weighted prior ranks best; once the
+    only source is found reversed (weight zero), no proposal follows its ranking."""
+    from kxform.search.strategies.model import PRIOR_EVERY
+
+    target = load_recording(write_recording(tmp_path, "synth_A.json.gz"))
+    other = load_recording(write_recording(tmp_path, "synth_B.json.gz", device="Test GPU B", shift=0.3))
+    for invert in (False, True):
+        prior = build_prior(target.search, [_source("B", other, invert=invert)])
+        strategy = make_strategy("model", target.search, 0, prior)
+        history = History(len(target.search))
+        walked = checked = 0
+        for _ in range(40):
+            ranking = np.argsort(strategy.features[:, -1], kind="stable")
+            expected = next(int(r) for r in ranking if not history.visited[r])
+            row = strategy.propose(history)
+            if len(history) >= strategy.initial and len(history) % PRIOR_EVERY == 0 and len(history) >= 16:
+                checked += 1
+                walked += row == expected
+            history.start(row)
+            history.add(row, target.objective.evaluate(target.objective.prepare(target.search.config(row))).time_ms)
+        assert checked >= 5
+        if invert:
+            assert strategy.prior_weights is not None and not strategy.prior_weights.any()
+            assert strategy._prior_next(history) is None
+        else:
+            assert walked == checked, f"{walked} of {checked} fourth steps followed the prior"
+
+
 def test_every_third_model_step_is_a_local_step(recording) -> None:  # type: ignore[no-untyped-def]
     """After the initial design, every third proposal moves one parameter of one of the
     best configurations so far to an adjacent value (while such a move is left)."""

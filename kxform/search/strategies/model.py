@@ -57,7 +57,12 @@ correlations counting as zero, and the input is rebuilt from the weighted source
 the sources that agree with this device are leaned on, one that ranks configurations
 the other way round is dropped, and where none agrees the input is constant and
 ignored. (Ranking-weighted combination of earlier models, as in RGPE: Feurer et
-al., "Scalable meta-learning for Bayesian optimization", 2018.)
+al., "Scalable meta-learning for Bayesian optimization", 2018.) While some source
+agrees, every fourth proposal is the next configuration of the weighted prior's
+ranking: fitted to a few points among several inputs, the model leans on the prior
+less than one that transfers deserves (on one recording the other GPUs' ranking put the
+optimum 13th and the model alone took a median 78 evaluations to reach it), and a
+quarter of the proposals is what walking it costs where it does not transfer.
 """
 
 from __future__ import annotations
@@ -91,6 +96,9 @@ DESIGN_POOL = 512
 """Random unvisited configurations the space-filling design picks each point from."""
 PRIOR_INIT = 3
 """Proposals taken straight from the prior's ranking before the model takes over."""
+PRIOR_EVERY = 4
+"""With a prior some source of which agrees with the measurements, every fourth proposal
+is the unvisited configuration the weighted prior ranks best."""
 PRIOR_CHECK = 8
 """Successful measurements before the prior's sources are weighed against them (Kendall's
 tau of fewer points is mostly noise: its standard deviation is about 0.3 at 8)."""
@@ -126,6 +134,8 @@ class ModelGuided(Strategy):
         self._gp: GaussianProcess | None = None
         self._gp_rows = np.empty(0, dtype=np.int64)
         self._keep = np.empty(0, dtype=np.int64)
+        self._ranked_column: np.ndarray | None = None
+        self._ranking = np.empty(0, dtype=np.int64)
         self._neighbours = _NeighbourIndex(self.space.codes,
                                            np.array([p.kind != "enum" for p in self.space.params.params], dtype=bool))
 
@@ -159,6 +169,10 @@ class ModelGuided(Strategy):
         return int(pool[int(np.argmax(gaps))])
 
     def _by_model(self, history: History, left: np.ndarray) -> int:
+        if self._sources is not None and len(history) % PRIOR_EVERY == 0:
+            ranked = self._prior_next(history)
+            if ranked is not None:
+                return ranked
         rows = np.asarray(history.rows)
         values = np.asarray(history.values, dtype=float)
         failed = np.isnan(values)
@@ -205,6 +219,24 @@ class ModelGuided(Strategy):
         self.prior_weights = weights
         total = float(weights.sum())
         self.features[:, -1] = _unit(weights @ self._sources / total) if total > 0 else 0.0
+
+    def _prior_next(self, history: History) -> int | None:
+        """The unvisited configuration the weighted prior ranks best; None when no
+        source agrees with the measurements (all weights zero). The model uses the
+        prior as one input among many and, fitted to a few points, leans on it less
+        than a prior that transfers deserves: walking its ranking reaches the
+        configurations it puts first, which the model may rank below its own guesses."""
+        assert self.prior_weights is not None
+        if not self.prior_weights.sum() > 0:
+            return None
+        column = self.features[:, -1]
+        if self._ranked_column is None or not np.array_equal(self._ranked_column, column):
+            self._ranked_column = column.copy()
+            self._ranking = np.argsort(column, kind="stable")
+        for row in self._ranking:
+            if not history.visited[row]:
+                return int(row)
+        return None
 
     def _local(self, history: History, rows: np.ndarray, values: np.ndarray) -> np.ndarray | None:
         """The unvisited adjacent configurations (one parameter moved to the next or
