@@ -180,9 +180,39 @@ def test_every_fourth_step_walks_an_agreeing_prior_and_a_dropped_one_is_not_walk
             assert walked == checked, f"{walked} of {checked} fourth steps followed the prior"
 
 
+def test_local_step_moves_tied_parameters_together() -> None:
+    """Under an equality (T == A * B) no single parameter of a configuration can move:
+    the local step then takes the unvisited configurations nearest to the best one
+    (two parameters moved by one step each), not some configuration far away."""
+    from kxform.engine.params import Constraint, Param, ParamSpace
+    from kxform.search.space import SearchSpace
+    from kxform.search.strategies.model import ModelGuided
+
+    space = SearchSpace.build(ParamSpace(
+        (Param.ints("A", [1, 2, 4, 8], 2), Param.ints("B", [1, 2, 4, 8], 2), Param.ints("T", [1, 2, 4, 8, 16, 32, 64], 4)),
+        (Constraint.parse("T == A * B"),)))
+    strategy = ModelGuided(space, np.random.default_rng(0), None)
+    best = space.row_of({"A": 2, "B": 2, "T": 4})
+    assert best is not None and strategy._neighbours.adjacent(best).size == 0
+    history = History(len(space))
+    history.start(best)
+    history.add(best, 1.0)
+    local = strategy._local(history, np.array([best]), np.array([0.0]))
+    assert local is not None
+    found = sorted((space.config(r)["A"], space.config(r)["B"]) for r in local)
+    assert found == [(1, 2), (1, 4), (2, 1), (2, 4), (4, 1), (4, 2)]  # two steps: A or B, and T or the other
+    for row in local:  # once those are visited, the next ring is 4 steps away: beyond the radius
+        history.start(int(row))
+        history.add(int(row), 2.0)
+    assert strategy._local(history, np.array([best]), np.array([0.0])) is None
+
+
 def test_every_third_model_step_is_a_local_step(recording) -> None:  # type: ignore[no-untyped-def]
     """After the initial design, every third proposal moves one parameter of one of the
-    best configurations so far to an adjacent value (while such a move is left)."""
+    best configurations so far to an adjacent value (while such a move is left), or,
+    when the best one has no such move left, is among the configurations nearest to it."""
+    from kxform.search.strategies.model import LOCAL_RADIUS
+
     space = recording.search
     strategy = make_strategy("model", space, 1)
     history = History(len(space))
@@ -194,9 +224,16 @@ def test_every_third_model_step_is_a_local_step(recording) -> None:  # type: ign
             best = [r for _, r in sorted(ok)[:3]]
             left = [r for r in range(len(space)) if not history.visited[r]
                     and any(np.abs(space.codes[r] - space.codes[b]).sum() == 1 for b in best)]
-            if left:
+            distance = np.abs(space.codes.astype(int) - space.codes[best[0]]).sum(1)
+            open_ = ~history.visited & (distance <= LOCAL_RADIUS)
+            if not (left or open_.any()):
+                pass
+            elif any(distance[r] == 1 and not history.visited[r] for r in range(len(space))) or not open_.any():
                 step = [np.abs(space.codes[row] - space.codes[b]) for b in best]
                 assert any(s.sum() == 1 for s in step), f"proposal {len(history)} is not adjacent to the best"
+                local_steps += 1
+            else:
+                assert distance[row] == distance[open_].min(), f"proposal {len(history)} is not nearest to the best"
                 local_steps += 1
         history.start(row)
         history.add(row, recording.objective.evaluate(recording.objective.prepare(space.config(row))).time_ms)

@@ -88,6 +88,9 @@ POOL_KEEP = 128
 """Best-scoring candidates of the last full scoring kept in the pool."""
 FULL_SCORE_MAX = 2048
 """Configurations scored at each hyperparameter refit (all of them up to this size)."""
+LOCAL_RADIUS = 3
+"""Steps from the best configuration the local step may go when no adjacent
+configuration is left (two parameters moved together, e.g. under an equality)."""
 TOP_K = 3
 """Neighbourhoods of this many best configurations join the pool."""
 REFIT_GROWTH = 1.25
@@ -134,6 +137,8 @@ class ModelGuided(Strategy):
         self._gp: GaussianProcess | None = None
         self._gp_rows = np.empty(0, dtype=np.int64)
         self._keep = np.empty(0, dtype=np.int64)
+        self._distance_from = -1
+        self._distances = np.empty(0, dtype=np.int32)
         self._ranked_column: np.ndarray | None = None
         self._ranking = np.empty(0, dtype=np.int64)
         self._neighbours = _NeighbourIndex(self.space.codes,
@@ -240,14 +245,39 @@ class ModelGuided(Strategy):
 
     def _local(self, history: History, rows: np.ndarray, values: np.ndarray) -> np.ndarray | None:
         """The unvisited adjacent configurations (one parameter moved to the next or
-        previous of its values) of the best configuration, else of the next best
-        ones (TOP_K); None when all of them are visited."""
-        for row in rows[np.argsort(values, kind="stable")[:TOP_K]]:
+        previous of its values) of the best configuration; when those are all visited
+        (or invalid: a constraint such as THREADS == (BM / TM) * (BN / TN) ties
+        parameters, so that no single one can move), the unvisited configurations
+        nearest to it, up to LOCAL_RADIUS steps; else the adjacent ones of the next
+        best (TOP_K); None when all of them are visited."""
+        ranked = rows[np.argsort(values, kind="stable")[:TOP_K]]
+        for index, row in enumerate(ranked):
             near = self._neighbours.adjacent(int(row))
             near = near[~history.visited[near]]
             if near.size:
                 return near
+            if index == 0:
+                nearest = self._nearest(int(row), history)
+                if nearest is not None:
+                    return nearest
         return None
+
+    def _nearest(self, row: int, history: History) -> np.ndarray | None:
+        """The unvisited configurations at the fewest steps from `row` (steps summed
+        over the parameters: positions moved along ordered values, 1 for another
+        value of an enum), when that is at most LOCAL_RADIUS. The distances from one
+        incumbent are computed once (one pass over the space) and kept while it
+        stays the best."""
+        if self._distance_from != row:
+            step = np.abs(self.space.codes.astype(np.int32) - self.space.codes[row].astype(np.int32))
+            step[:, ~self._neighbours.ordered] = np.minimum(step[:, ~self._neighbours.ordered], 1)
+            self._distances = step.sum(1)
+            self._distance_from = row
+        open_ = ~history.visited & (self._distances <= LOCAL_RADIUS)
+        if not open_.any():
+            return None
+        closest = int(self._distances[open_].min())
+        return np.flatnonzero(open_ & (self._distances == closest))
 
     def _posterior(self, train_rows: np.ndarray, x: np.ndarray, y: np.ndarray) -> GaussianProcess:
         """The GP on (x, y); grown from the previous one when only rows were appended."""
