@@ -226,13 +226,11 @@ def test_every_third_model_step_is_a_local_step(recording) -> None:  # type: ign
                     and any(np.abs(space.codes[r] - space.codes[b]).sum() == 1 for b in best)]
             distance = np.abs(space.codes.astype(int) - space.codes[best[0]]).sum(1)
             open_ = ~history.visited & (distance <= LOCAL_RADIUS)
-            if not (left or open_.any()):
-                pass
-            elif any(distance[r] == 1 and not history.visited[r] for r in range(len(space))) or not open_.any():
+            if (~history.visited & (distance == 1)).any() or (left and not open_.any()):
                 step = [np.abs(space.codes[row] - space.codes[b]) for b in best]
                 assert any(s.sum() == 1 for s in step), f"proposal {len(history)} is not adjacent to the best"
                 local_steps += 1
-            else:
+            elif open_.any():
                 assert distance[row] == distance[open_].min(), f"proposal {len(history)} is not nearest to the best"
                 local_steps += 1
         history.start(row)

@@ -138,9 +138,9 @@ class ModelGuided(Strategy):
         self._gp_rows = np.empty(0, dtype=np.int64)
         self._keep = np.empty(0, dtype=np.int64)
         self._distance_from = -1
-        self._distances = np.empty(0, dtype=np.int32)
-        self._ranked_column: np.ndarray | None = None
-        self._ranking = np.empty(0, dtype=np.int64)
+        self._distances = np.empty(0, dtype=np.int64)
+        self._ranking = np.argsort(self.features[:, -1], kind="stable") if self._sources is not None else None
+        """The weighted prior's ranking (the prior input's order), renewed where that input is."""
         self._neighbours = _NeighbourIndex(self.space.codes,
                                            np.array([p.kind != "enum" for p in self.space.params.params], dtype=bool))
 
@@ -224,6 +224,7 @@ class ModelGuided(Strategy):
         self.prior_weights = weights
         total = float(weights.sum())
         self.features[:, -1] = _unit(weights @ self._sources / total) if total > 0 else 0.0
+        self._ranking = np.argsort(self.features[:, -1], kind="stable")
 
     def _prior_next(self, history: History) -> int | None:
         """The unvisited configuration the weighted prior ranks best; None when no
@@ -231,13 +232,9 @@ class ModelGuided(Strategy):
         prior as one input among many and, fitted to a few points, leans on it less
         than a prior that transfers deserves: walking its ranking reaches the
         configurations it puts first, which the model may rank below its own guesses."""
-        assert self.prior_weights is not None
+        assert self.prior_weights is not None and self._ranking is not None
         if not self.prior_weights.sum() > 0:
             return None
-        column = self.features[:, -1]
-        if self._ranked_column is None or not np.array_equal(self._ranked_column, column):
-            self._ranked_column = column.copy()
-            self._ranking = np.argsort(column, kind="stable")
         for row in self._ranking:
             if not history.visited[row]:
                 return int(row)
@@ -269,9 +266,7 @@ class ModelGuided(Strategy):
         incumbent are computed once (one pass over the space) and kept while it
         stays the best."""
         if self._distance_from != row:
-            step = np.abs(self.space.codes.astype(np.int32) - self.space.codes[row].astype(np.int32))
-            step[:, ~self._neighbours.ordered] = np.minimum(step[:, ~self._neighbours.ordered], 1)
-            self._distances = step.sum(1)
+            self._distances = self._neighbours.steps(row)
             self._distance_from = row
         open_ = ~history.visited & (self._distances <= LOCAL_RADIUS)
         if not open_.any():
@@ -392,6 +387,14 @@ class _NeighbourIndex:
             return near
         step = np.abs(self.codes[near] - self.codes[row])
         return near[(step.sum(1) == 1) | ~self.ordered[step.argmax(1)]]
+
+    def steps(self, row: int) -> np.ndarray:
+        """Steps from `row` to every row, summed over the parameters: positions moved
+        along an ordered parameter's values, 1 for another value of an enum (the
+        measure under which `adjacent` rows are one step away)."""
+        step = np.abs(self.codes - self.codes[row])
+        step[:, ~self.ordered] = np.minimum(step[:, ~self.ordered], 1)
+        return step.sum(1)
 
     def of(self, row: int) -> np.ndarray:
         found = []
