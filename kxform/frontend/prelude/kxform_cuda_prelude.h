@@ -39,18 +39,8 @@ extern const __device__ uint3 blockIdx;
 extern const __device__ dim3 blockDim;
 extern const __device__ dim3 gridDim;
 extern const __device__ int warpSize;
-#define hipThreadIdx_x threadIdx.x
-#define hipThreadIdx_y threadIdx.y
-#define hipThreadIdx_z threadIdx.z
-#define hipBlockIdx_x blockIdx.x
-#define hipBlockIdx_y blockIdx.y
-#define hipBlockIdx_z blockIdx.z
-#define hipBlockDim_x blockDim.x
-#define hipBlockDim_y blockDim.y
-#define hipBlockDim_z blockDim.z
-#define hipGridDim_x gridDim.x
-#define hipGridDim_y gridDim.y
-#define hipGridDim_z gridDim.z
+/* HIP's index built-ins: the same header the HIP-in-CUDA headers use with nvcc. */
+#include "../../build/hip_for_nvcc/hip/hip_index.h"
 /* Namespaces of CUDA's device libraries, so `namespace cg = cooperative_groups;` and
    `using namespace nvcuda;` parse when the real headers are not reached. */
 namespace cooperative_groups {}
