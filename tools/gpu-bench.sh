@@ -3,6 +3,9 @@
 #   tools/bench_swizzle_select.py  every 2-D corpus kernel: swizzle sweep vs the default proposer
 #   tools/bench_l2_ncu.py          the L2/DRAM model against ncu (hit rate, DRAM bytes, Spearman)
 #   tools/bench_integrity.py       the timer's carveout cap, output re-check, cheating kernels
+# and, when BENCHES names it (BENCHES=pipeline), tools/bench_pipeline.py: every naive kernel
+# of corpora/naive against kxform tune and its expert version (PIPELINE_EVALS=40 evaluations
+# per kernel, PIPELINE_KERNELS=a,b to select pairs).
 #
 # Run from the repository root with .device-cache/wheels carried along (as for
 # tools/gpu-check.sh). The environment is gpu-check.sh's: this script runs it with
@@ -23,6 +26,7 @@
 # the sweep, the four quick kernels for ncu), and per benchmark a budget and a hard limit
 # in seconds:
 #   SELECT_BUDGET=170 SELECT_LIMIT=240  NCU_BUDGET=60 NCU_LIMIT=110  INTEGRITY_LIMIT=60
+#   PIPELINE_BUDGET=420 PIPELINE_LIMIT=540
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -86,7 +90,9 @@ for name in $BENCHES; do
         ncu) bench bench_l2_ncu "${NCU_LIMIT:-110}" --budget-s "${NCU_BUDGET:-60}" --raw "$REPORT_DIR/ncu-raw" \
                  $(kernels_arg "${NCU_KERNELS:-}") ;;
         integrity) bench bench_integrity "${INTEGRITY_LIMIT:-60}" ;;
-        *) say "unknown benchmark '$name' in BENCHES (select, ncu, integrity)"; worst=2 ;;
+        pipeline) bench bench_pipeline "${PIPELINE_LIMIT:-540}" --budget-s "${PIPELINE_BUDGET:-420}" \
+                      --budget "${PIPELINE_EVALS:-40}" ${PIPELINE_KERNELS:+--kernels="$PIPELINE_KERNELS"} ;;
+        *) say "unknown benchmark '$name' in BENCHES (select, ncu, integrity, pipeline)"; worst=2 ;;
     esac
 done
 

@@ -1,0 +1,174 @@
+"""tools/bench_pipeline.py: the dry run on two families (CPU verification, the spaces, the
+nvcc builds), its refusals, how kxform's column is taken from `kxform tune`, and the GPU
+run on one kernel (marked gpu: run with tools/gpu-check.sh)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from conftest import ROOT, needs_nvcc
+
+TOOLS = ROOT / "tools"
+sys.path.insert(0, str(TOOLS))
+
+import bench_pipeline  # noqa: E402
+from naive_pairs import Version, load_pairs, verify  # noqa: E402
+
+SCRIPT = TOOLS / "bench_pipeline.py"
+
+
+def _gpu() -> bool:
+    from kxform.runtime.gpu import GpuRuntime
+
+    return GpuRuntime().available()[0]
+
+
+def run_tool(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_dry_run_on_two_families(tmp_path: Path) -> None:
+    out = tmp_path / "dry.json"
+    done = run_tool("--dry-run", "--kernels", "gemm,residual_add", "--out", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = json.loads(out.read_text())
+    assert data["dry_run"] is True and data["geomean"]["kernels"] == 0
+    rows = {r["name"]: r for r in data["kernels"]}
+    assert list(rows) == ["residual_add", "gemm"]  # the manifest's order
+    for row in rows.values():
+        assert {v["status"] for v in row["verify"].values()} == {"verified"}
+        assert row["builds"]["naive"]["ok"] and row["builds"]["expert"]["ok"]
+        assert row["builds"]["expert"]["arch"] == "sm_90"
+        assert "original_ms" not in row  # nothing timed without a GPU
+    # the 2-D GEMM loop nest: the swizzle pass offers its block orders; the 1-D add: nothing
+    assert rows["gemm"]["spaces"]["offered"] == ["swizzle"] and rows["gemm"]["spaces"]["swizzle"]["configs"] > 1
+    assert rows["residual_add"]["spaces"]["offered"] == []
+    assert "NoTileSize" in rows["gemm"]["spaces"]["tile"]["refused"]
+    assert "| gemm | verified / verified |" in done.stdout
+    assert "2 of 2 pairs verified on both sides" in done.stdout
+
+
+@pytest.mark.slow
+def test_a_broken_expert_fails_its_verification(cpu) -> None:  # type: ignore[no-untyped-def]
+    """The bench's verification rejects a planted bug (an expert residual add that drops
+    the scalar tail), so such a pair is never timed as a yardstick."""
+    pair = load_pairs(("residual_add",))[0]
+    text = pair.expert.source.data.decode().replace("for (int j = i; j < N; j++)", "for (int j = i; j < N - 1; j++)")
+    from kxform.frontend.source import validate_bytes
+
+    broken = Version(validate_bytes(pair.expert.source.path, text.encode()), pair.expert.spec, pair.expert.spec_path)
+    result = verify(broken, cpu)
+    assert result["status"] == "mismatch", result
+    assert verify(pair.expert, cpu)["status"] == "verified"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("args", "says"), [
+    (("--kernels", "nosuch"), "unknown kernel 'nosuch'"),
+    (("--budget", "0"), "--budget and -j must be at least 1"),
+    (("--tune-timeout", "nan"), "--tune-timeout must be a positive number"),
+])
+def test_bad_arguments_are_one_line_and_exit_2(args: tuple[str, ...], says: str, tmp_path: Path) -> None:
+    out = tmp_path / "x.json"
+    done = run_tool("--dry-run", *args, "--out", str(out), timeout=120)
+    assert done.returncode == 2
+    assert says in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_without_a_gpu_the_run_says_so_and_exits_2() -> None:
+    if _gpu():
+        pytest.skip("a GPU is available here: the refusal cannot be observed")
+    done = run_tool("--kernels", "gemm", timeout=120)
+    assert done.returncode == 2 and "no GPU" in done.stderr
+
+
+@pytest.mark.slow
+def test_tune_failure_keeps_the_original() -> None:
+    """kxform's column comes from the real `kxform tune`; where it cannot run (here: no GPU)
+    the row says why and counts the original (speed-up 1), never a guess."""
+    if _gpu():
+        pytest.skip("a GPU is available here: tune would run")
+    pair = load_pairs(("gemm",))[0]
+    args = SimpleNamespace(passes="offered", budget=2, jobs=1, launch_budget=0.1, tune_timeout=120.0)
+    column = bench_pipeline.tune_column(pair, args, "h100", ["swizzle"])
+    assert column["status"] == "failed" and column["speedup"] == 1.0
+    assert "GPU" in column["detail"]
+    assert bench_pipeline.tune_column(pair, args, "h100", []) == {"status": "nothing offered", "speedup": 1.0,
+                                                                   "passes": []}
+
+
+def test_tune_command_passes_the_offered_passes_or_none() -> None:
+    pair = load_pairs(("gemm",))[0]
+    args = SimpleNamespace(passes="offered", budget=40, jobs=4, launch_budget=0.5)
+    command = bench_pipeline.tune_command(pair, args, "h100", bench_pipeline.tune_passes(args, ["swizzle"]), Path("/s"))
+    assert command[command.index("--pass") + 1] == "swizzle"
+    assert command[command.index("--budget") + 1] == "40" and "--json" in command
+    searched = SimpleNamespace(passes="all", budget=40, jobs=4, launch_budget=0.5)
+    assert "--pass" not in bench_pipeline.tune_command(pair, searched, "h100",
+                                                       bench_pipeline.tune_passes(searched, ["swizzle"]), Path("/s"))
+
+
+def test_fraction_is_the_log_ratio_and_geomeans_keep_the_original() -> None:
+    assert bench_pipeline.log_fraction(2.0, 4.0) == pytest.approx(0.5)
+    assert bench_pipeline.log_fraction(1.0, 4.0) == 0.0
+    assert bench_pipeline.log_fraction(1.5, 0.9) is None  # the expert is not faster: nothing to reach
+    rows = [{"original_ms": 8.0, "expert_ms": 1.0, "kxform": {"speedup": 2.0}},
+            {"original_ms": 2.0, "expert_ms": 1.0, "kxform": {"speedup": 1.0}},
+            {"name": "cut", "skipped": "time"}]
+    for row in rows[:2]:
+        bench_pipeline.speeds(row)
+    assert rows[0]["kxform_ms"] == 4.0 and rows[0]["fraction"] == pytest.approx(1 / 3)
+    s = bench_pipeline.summary(rows)
+    assert s["kernels"] == 2
+    assert s["kxform_speedup"] == pytest.approx(math.sqrt(2.0)) and s["expert_speedup"] == pytest.approx(4.0)
+    assert s["fraction"] == pytest.approx(math.log(math.sqrt(2)) / math.log(4))
+
+
+@pytest.mark.gpu
+def test_gpu_run_on_two_kernels(tmp_path: Path) -> None:
+    if not _gpu():
+        pytest.skip("needs a CUDA GPU with pycuda (run with tools/gpu-check.sh)")
+    out = tmp_path / "gpu.json"
+    done = run_tool("--kernels", "residual_add,transpose", "--budget", "3", "--quick", "--out", str(out))
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    rows = {r["name"]: r for r in json.loads(out.read_text())["kernels"]}
+    for row in rows.values():
+        assert row["original_ms"] > 0 and row["expert_ms"] > 0
+        assert row["kxform"]["speedup"] >= 1.0
+    assert rows["residual_add"]["kxform"]["status"] == "nothing offered"
+    assert rows["transpose"]["kxform"]["status"] == "tuned", rows["transpose"]["kxform"]
+    assert "geometric mean over 2 kernels" in done.stdout
+
+
+def test_a_tune_past_its_time_is_killed_with_its_children(tmp_path: Path) -> None:
+    """run_limited kills the whole session (a tune and the GPU worker it started)."""
+    marker = tmp_path / "child.pid"
+    script = ("import subprocess, sys, time; "
+              f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+              f"open({str(marker)!r}, 'w').write(str(p.pid)); time.sleep(60)")
+    code, out, err = bench_pipeline.run_limited([sys.executable, "-c", script], 2.0, str(tmp_path))
+    assert (code, out, err) == (None, "", "")
+    child = int(marker.read_text())
+    import os
+    import time
+
+    for _ in range(50):  # the kill is delivered; give the kernel a moment to reap
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the tune's child {child} outlived the timeout")
+    assert bench_pipeline.run_limited([sys.executable, "-c", "print('{}')"], 30.0, str(tmp_path)) == (0, "{}\n", "")

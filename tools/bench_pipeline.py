@@ -1,0 +1,344 @@
+#!/usr/bin/env python3
+"""kxform on the naive corpus, against the experts: the end-to-end benchmark.
+
+    python tools/bench_pipeline.py [--dry-run] [--budget N] [--kernels a,b] [--out FILE]
+
+For every naive kernel of corpora/naive/index.toml, on a GPU:
+  * both versions verified against the NumPy reference at every check size (on the GPU);
+  * the original (naive) kernel and its expert version timed at the bench size on the same
+    random inputs by kxform's timer (`kxform.verify.measure.timed_and_checked`: CUDA events,
+    warm-up, median, `out` buffers poisoned before each launch, inputs rotated, the
+    persisting-L2 carveout capped at zero, the last timed launch re-checked);
+  * kxform's best verified result within `--budget` evaluations: `kxform tune` on the naive
+    file (its own process, its own database), with `--pass` the passes that offer more than
+    the code as it is (`--passes all` leaves `--pass` out, for a tune that searches the
+    pipeline itself); the original is kept where nothing verified is faster (speed-up 1);
+  * the speed-ups over the original (kxform's measured inside its tune run, against the
+    original timed there on the same inputs), and the fraction of the expert's speed-up
+    kxform reached, as a log ratio: log(kxform) / log(expert);
+  * yardsticks from tools/gpu_baselines.py (its own process): the device copy bandwidth
+    (the kernel's least traffic over its time) and cuBLAS's SGEMM for the GEMM-shaped pairs.
+The geometric means close the table; the results go to `--out` as JSON (written atomically
+after every kernel, so a run cut short keeps what it measured).
+
+`--dry-run` does everything but the GPU: both versions verified on the CPU runtime, the
+spaces each pass offers, and both versions built with nvcc for the profile's architecture.
+
+Exit status: 0 every kernel verified (and, on a GPU, was measured); 1 something did not
+verify, build or measure (see the table); 2 a usage error or no GPU (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gpubench_common import (EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, Budget, OneLineParser, device_line,  # noqa: E402
+                             gpu_runtime, hardware, split_names, write_json)
+from naive_pairs import Pair, Version, build, gemm_shape, least_bytes, load_pairs, spaces, verify  # noqa: E402
+from pipeline_table import print_table  # noqa: E402
+
+from kxform.errors import KxformError  # noqa: E402
+from kxform.runtime.base import RuntimeError_  # noqa: E402
+
+TOOL = "bench_pipeline"
+COPY_MIB = 1024
+"""The copy yardstick's buffer: far larger than any L2, so it measures device memory."""
+MIN_REPEAT, MAX_REPEAT = 5, 50
+
+
+def parse(argv: list[str] | None) -> Any:
+    p = OneLineParser(prog=TOOL, description=__doc__.split("\n\n")[0])
+    p.add_argument("--dry-run", action="store_true", help="no GPU: CPU verification, the spaces, the nvcc builds")
+    p.add_argument("--budget", type=int, default=40, help="kxform tune evaluations per kernel (default 40)")
+    p.add_argument("--kernels", metavar="A,B", help="pairs to run (default: all, in the manifest's order)")
+    p.add_argument("--out", metavar="PATH", help="write the results as JSON here")
+    p.add_argument("--passes", default="offered", metavar="offered|all|P,Q",
+                   help="kxform tune's --pass: the passes that offer a space (default), all (no --pass: "
+                   "tune picks the pipeline) or a list")
+    p.add_argument("--quick", action="store_true", help="shorter timing per version (0.25 s of launches)")
+    p.add_argument("--launch-budget", type=float, help="seconds of timed launches per version (default 0.5)")
+    p.add_argument("--budget-s", type=float, help="start no new kernel after this many seconds")
+    p.add_argument("--tune-timeout", type=float, default=240.0, help="seconds one kxform tune may take (default 240)")
+    p.add_argument("-j", "--jobs", type=int, default=min(8, os.cpu_count() or 1), help="kxform tune's build jobs")
+    p.add_argument("--hw", help="hardware profile (default: from the device; dry run: h100)")
+    p.add_argument("--no-baselines", action="store_true", help="skip the copy and cuBLAS yardsticks")
+    args = p.parse_args(argv)
+    if args.budget < 1 or args.jobs < 1:
+        p.error("--budget and -j must be at least 1")
+    for name in ("launch_budget", "budget_s", "tune_timeout"):
+        value = getattr(args, name)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            p.error(f"--{name.replace('_', '-')} must be a positive number of seconds")
+    if args.launch_budget is None:
+        args.launch_budget = 0.25 if args.quick else 0.5
+    return args
+
+
+# ----------------------------------------------------------------------- one pair
+
+
+def run_pair(pair: Pair, runtime: Any, args: Any, hw: str, yardsticks: dict[str, Any] | None) -> dict[str, Any]:
+    row: dict[str, Any] = {"name": pair.name, "family": pair.family, "naive_kernel": pair.naive.kernel,
+                           "expert_kernel": pair.expert.kernel, "yardstick_kind": pair.yardstick}
+    started = time.perf_counter()
+    row["verify"] = {"naive": verify(pair.naive, runtime), "expert": verify(pair.expert, runtime)}
+    row["spaces"] = spaces(pair.naive, hw)
+    if args.dry_run:
+        from kxform.hw import load_profile
+
+        arch = load_profile(hw).arch
+        row["builds"] = {"naive": build(pair.naive, arch), "expert": build(pair.expert, arch)}
+    else:
+        measure(pair, runtime, args, hw, row)
+        row["yardstick"] = yardstick(pair, row, yardsticks)
+    row["wall_s"] = round(time.perf_counter() - started, 1)
+    return row
+
+
+def measure(pair: Pair, runtime: Any, args: Any, hw: str, row: dict[str, Any]) -> None:
+    """The GPU columns: the original and the expert timed, kxform's tuned result."""
+    from kxform.harness.inputs import make_inputs
+
+    if row["verify"]["naive"]["status"] != "verified":
+        row["failed"] = f"the naive kernel did not verify: {row['verify']['naive']['detail'][:300]}"
+        return
+    spec = pair.naive.spec
+    size = spec.bench_sizes[0]
+    row["size"] = {"name": size.name, **size.values}
+    inputs = make_inputs(spec, spec.launch(size))  # the expert's spec has the same arguments and seed
+    try:
+        row["original_ms"] = time_version(pair.naive, runtime, size, inputs, args.launch_budget)
+        if row["verify"]["expert"]["status"] == "verified":
+            row["expert_ms"] = time_version(pair.expert, runtime, size, inputs, args.launch_budget)
+    except (KxformError, RuntimeError_) as exc:  # a fault, a timeout, a launch the timer rejected
+        row["failed"] = f"timing: {exc}"
+        return
+    finally:
+        del inputs
+    row["kxform"] = tune_column(pair, args, hw, row["spaces"]["offered"])
+    speeds(row)
+
+
+def time_version(version: Version, runtime: Any, size: Any, inputs: dict[str, Any], budget_s: float) -> float:
+    """Median milliseconds of `version` at `size` by kxform's timer (see the module doc);
+    the number of timed launches fills about `budget_s` seconds (5 to 50)."""
+    from kxform.build.extract import extract_kernel
+    from kxform.verify.differential import EXACT, launch_request, uses_float_atomics
+    from kxform.verify.measure import timed_and_checked
+
+    resolved = version.spec.launch(size)
+    request = launch_request(extract_kernel(version.source, version.kernel), resolved, inputs,
+                             f"{version.kernel}[{size.name}]", 600.0)
+    probe = runtime.run(request).elapsed_ms or 0.0
+    repeat = max(MIN_REPEAT, min(MAX_REPEAT, int(budget_s * 1000.0 / probe) if probe > 0 else MAX_REPEAT))
+    mode = version.spec.compare if uses_float_atomics(version.source) else EXACT
+    dtypes = {arg.name: arg.dtype for arg in resolved.args}
+    return timed_and_checked(runtime, request, dtypes, mode, repeat).median_ms
+
+
+def tune_passes(args: Any, offered: list[str]) -> list[str] | None:
+    """The `--pass` list for kxform tune (None: no `--pass` at all)."""
+    if args.passes == "offered":
+        return offered
+    if args.passes == "all":
+        return None
+    return list(split_names(args.passes))
+
+
+def tune_command(pair: Pair, args: Any, hw: str, passes: list[str] | None, scratch: Path) -> list[str]:
+    command = [sys.executable, "-m", "kxform.cli.main", "tune", pair.naive.source.path, "--kernel",
+               pair.naive.kernel, "--spec", str(pair.naive.spec_path), "--budget", str(args.budget), "--json",
+               "--db", str(scratch / "tune.sqlite"), "--log", str(scratch / f"{pair.name}.jsonl"), "--hw", hw,
+               "-j", str(args.jobs), "--launch-budget", str(args.launch_budget)]
+    return command + (["--pass", ",".join(passes)] if passes is not None else [])
+
+
+def tune_column(pair: Pair, args: Any, hw: str, offered: list[str]) -> dict[str, Any]:
+    """kxform's result for the naive kernel: `kxform tune`'s best verified configuration,
+    or the original kept (speed-up 1) when no pass offers anything or nothing is faster."""
+    passes = tune_passes(args, offered)
+    if passes == []:
+        return {"status": "nothing offered", "speedup": 1.0, "passes": []}
+    with tempfile.TemporaryDirectory(prefix="kxform-bench-pipeline-") as scratch:
+        command = tune_command(pair, args, hw, passes, Path(scratch))
+        code, stdout, stderr = run_limited(command, args.tune_timeout, scratch)
+    if code is None:
+        return {"status": "timed out", "speedup": 1.0, "passes": passes,
+                "detail": f"kxform tune ran past {args.tune_timeout:g} s; the original is kept"}
+    said = (stderr or stdout).strip().splitlines()
+    if code != 0:
+        return {"status": "failed", "speedup": 1.0, "passes": passes, "detail": said[-1] if said else f"exit {code}"}
+    try:
+        summary = json.loads(stdout)
+    except json.JSONDecodeError:
+        return {"status": "failed", "speedup": 1.0, "passes": passes,
+                "detail": f"kxform tune --json printed no JSON: {stdout.strip()[:200]!r}"}
+    best, original = summary.get("best"), summary.get("original_ms")
+    raw = original / best["time_ms"] if best and original and best.get("time_ms") else None
+    evaluations = summary.get("evaluations") or []
+    if best and evaluations and best["config"] == evaluations[0]["params"]:
+        raw = 1.0  # the first evaluation is the code as it is: its time against the original is noise
+    return {"status": "tuned", "passes": passes, "evaluated": summary["evaluated"], "failed": summary["failed"],
+            "space_size": summary["space_size"], "best_config": best["config"] if best else None,
+            "best_ms": best["time_ms"] if best else None, "tune_original_ms": original, "raw_speedup": raw,
+            "speedup": max(raw or 1.0, 1.0), "kept": "tuned" if raw and raw > 1.0 else "original"}
+
+
+def run_limited(command: list[str], timeout_s: float, cwd: str) -> tuple[int | None, str, str]:
+    """Run `command` in a session of its own; past `timeout_s` the whole session (the tune
+    and its GPU worker) is killed and the exit code is None."""
+    proc = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return None, "", ""
+    return proc.returncode, stdout, stderr
+
+
+def speeds(row: dict[str, Any]) -> None:
+    """kxform's and the expert's speed-ups over the original, and the log fraction."""
+    original, expert = row.get("original_ms"), row.get("expert_ms")
+    kx = row["kxform"]["speedup"]
+    row["kxform_ms"] = original / kx if original else None
+    row["expert_speedup"] = original / expert if original and expert else None
+    row["fraction"] = log_fraction(kx, row["expert_speedup"])
+
+
+def log_fraction(reached: float | None, expert: float | None) -> float | None:
+    """log(reached) / log(expert): the share of the expert's speed-up (None where the
+    expert is not faster than the original, so there is nothing to reach)."""
+    if not reached or not expert or expert <= 1.0:
+        return None
+    return math.log(reached) / math.log(expert)
+
+
+# ----------------------------------------------------------------------- yardsticks
+
+
+def baselines(pairs: list[Pair]) -> dict[str, Any] | None:
+    """Copy bandwidth and cuBLAS times for the GEMM-shaped pairs' bench shapes, from
+    tools/gpu_baselines.py in its own process; None (said once) when it cannot run."""
+    shapes = sorted({s for s in (gemm_shape(p, p.naive.spec.bench_sizes[0]) for p in pairs) if s})
+    command = [sys.executable, str(Path(__file__).resolve().parent / "gpu_baselines.py"), "--json",
+               "--copy-mib", str(COPY_MIB), *(f"--gemm={','.join(map(str, s))}" for s in shapes)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        said = (done.stderr or done.stdout).strip().splitlines()
+        print(f"no yardsticks: {said[-1] if said else f'exit {done.returncode}'}", flush=True)
+        return None
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+def yardstick(pair: Pair, row: dict[str, Any], data: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Each version's time against the pair's yardstick: the fraction of the copy
+    bandwidth its least traffic reaches, or cuBLAS's time over its time."""
+    if data is None or "original_ms" not in row:
+        return None
+    size = pair.naive.spec.bench_sizes[0]
+    times = {"original": row.get("original_ms"), "kxform": row.get("kxform_ms"), "expert": row.get("expert_ms")}
+    if pair.yardstick == "cublas":
+        shape = list(gemm_shape(pair, size) or ())
+        match = next((g for g in data.get("gemm", []) if g["shape"] == shape), None)
+        if match is None:
+            return None
+        return {"kind": "cublas", "shape": shape, "cublas_ms": match["ms"],
+                **{k: (match["ms"] / v if v else None) for k, v in times.items()}}
+    if not data.get("copy"):
+        return None
+    nbytes, gbps = least_bytes(pair.naive.spec, size), data["copy"]["gbps"]
+    return {"kind": "copy", "least_bytes": nbytes, "copy_gbps": gbps,
+            **{k: (nbytes / v / 1e6 / gbps if v else None) for k, v in times.items()}}
+
+
+# ----------------------------------------------------------------------- summary
+
+
+def geomean(values: list[float]) -> float | None:
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Geometric means over the kernels measured on both sides: kxform's speed-up (the
+    original kept where nothing faster verified), the expert's, and the log fraction."""
+    measured = [r for r in rows if r.get("original_ms") and r.get("expert_ms") and "kxform" in r]
+    kx = geomean([r["kxform"]["speedup"] for r in measured])
+    ex = geomean([r["expert_speedup"] for r in measured])
+    return {"kernels": len(measured), "kxform_speedup": kx, "expert_speedup": ex, "fraction": log_fraction(kx, ex),
+            "slower_than_original": sum(1 for r in measured if r["kxform"]["speedup"] < 1.0)}
+
+
+def ok(row: dict[str, Any], dry_run: bool) -> bool:
+    if row.get("skipped") or row.get("failed"):
+        return False
+    verified = all(v["status"] == "verified" for v in row.get("verify", {}).values())
+    if dry_run:
+        return verified and all(b["ok"] for b in row.get("builds", {}).values())
+    return verified and not row.get("failed") and row.get("expert_ms") is not None and \
+        row.get("kxform", {}).get("status") in ("tuned", "nothing offered")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    try:
+        pairs = load_pairs(split_names(args.kernels))
+    except KxformError as exc:
+        print(f"{TOOL}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.dry_run:
+        from kxform.runtime.cpu import CpuRuntime
+
+        runtime: Any = CpuRuntime()
+        hw, yardsticks = args.hw or "h100", None
+    else:
+        runtime = gpu_runtime(TOOL)
+        hw = hardware(runtime, args.hw).name
+        yardsticks = None if args.no_baselines else baselines(pairs)
+    budget = Budget(args.budget_s)
+    device = device_line(runtime)
+    print(f"device: {device}; profile {hw}; budget {args.budget} evaluations; passes {args.passes}"
+          f"{'; dry run' if args.dry_run else ''}", flush=True)
+    rows: list[dict[str, Any]] = []
+    for pair in pairs:
+        if budget.exhausted():
+            rows.append({"name": pair.name, "family": pair.family, "skipped": "the --budget-s time was spent"})
+            continue
+        try:
+            row = run_pair(pair, runtime, args, hw, yardsticks)
+        except Exception as exc:  # noqa: BLE001 - one kernel's failure must not lose the others' figures
+            row = {"name": pair.name, "family": pair.family, "failed": f"{type(exc).__name__}: {exc}"[:400],
+                   "wall_s": None}
+        rows.append(row)
+        print(f"{pair.name}: done in {row['wall_s']} s", file=sys.stderr, flush=True)
+        write_json(args.out, document(args, device, hw, yardsticks, rows, budget))
+    if hasattr(runtime, "close"):
+        runtime.close()
+    print_table(rows, summary(rows), args.dry_run)
+    write_json(args.out, document(args, device, hw, yardsticks, rows, budget))
+    return EXIT_OK if all(ok(r, args.dry_run) for r in rows) else EXIT_FINDINGS
+
+
+def document(args: Any, device: str, hw: str, yardsticks: dict[str, Any] | None, rows: list[dict[str, Any]],
+             budget: Budget) -> dict[str, Any]:
+    return {"tool": TOOL, "device": device, "profile": hw, "dry_run": args.dry_run, "budget": args.budget,
+            "passes": args.passes, "launch_budget_s": args.launch_budget, "total_s": round(budget.elapsed(), 1),
+            "baselines": yardsticks, "geomean": summary(rows), "kernels": rows}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

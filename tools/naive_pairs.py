@@ -1,0 +1,161 @@
+"""The naive/expert corpus (corpora/naive/index.toml) as tools/bench_pipeline.py uses it:
+the pairs, and the steps that need no GPU: verification against the NumPy reference on a
+runtime, the tuning spaces the existing passes offer for a naive kernel, and the nvcc
+builds of both versions.
+
+Importable without a GPU; every function here runs (and is tested) on the CPU runtime.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from kxform.errors import KxformError, UsageError  # noqa: E402
+from kxform.frontend.source import SourceText, read_source  # noqa: E402
+from kxform.harness.model import KernelSpec  # noqa: E402
+from kxform.harness.spec import load_spec  # noqa: E402
+
+NAIVE = ROOT / "corpora" / "naive"
+
+
+@dataclass(frozen=True)
+class Version:
+    """One side of a pair: its source, kernel and harness spec."""
+
+    source: SourceText
+    spec: KernelSpec
+    spec_path: Path
+
+    @property
+    def kernel(self) -> str:
+        return self.spec.name
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A naive kernel and its expert version (a yardstick, never an input to a pass)."""
+
+    name: str
+    family: str
+    naive: Version
+    expert: Version
+    yardstick: str
+    """"copy" or "cublas"."""
+    cublas: tuple[str, ...] = ()
+    """For "cublas": the GEMM shape (batch, M, N, K) as expressions of the size variables."""
+
+
+def _version(entry: dict[str, Any], side: str) -> Version:
+    spec_path = NAIVE / entry[f"{side}_spec"]
+    spec = load_spec(spec_path).kernel(entry[f"{side}_kernel"])
+    return Version(read_source(str(NAIVE / entry[side])), spec, spec_path)
+
+
+def load_pairs(names: tuple[str, ...] = ()) -> list[Pair]:
+    """The pairs of the manifest, in its order; `names` selects some (UsageError naming
+    the known ones for an unknown name)."""
+    entries = tomllib.loads((NAIVE / "index.toml").read_text(encoding="utf-8"))["pair"]
+    known = [e["name"] for e in entries]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UsageError(f"unknown kernel {unknown[0]!r} (corpus pairs: {', '.join(known)})")
+    return [Pair(e["name"], e["family"], _version(e, "naive"), _version(e, "expert"), e["yardstick"],
+                 tuple(e.get("cublas", ())))
+            for e in entries if not names or e["name"] in names]
+
+
+# ----------------------------------------------------------------- verification
+
+
+def verify(version: Version, runtime: Any) -> dict[str, Any]:
+    """The version against its NumPy reference at every check size on `runtime`:
+    {"status": verified | mismatch | inconclusive | unverified | error, "detail": ...}."""
+    from kxform.verify.differential import verify_reference
+
+    try:
+        report = verify_reference(version.source, version.spec, runtime)
+    except KxformError as exc:
+        return {"status": "error", "detail": str(exc)}
+    status = "verified" if report.ok else report.status
+    return {"status": status, "sizes": len(report.sizes), "detail": "" if report.ok else report.summary()}
+
+
+# ----------------------------------------------------------------- spaces
+
+
+def spaces(version: Version, hw: str) -> dict[str, Any]:
+    """What each tunable pass offers for the naive kernel: {pass: {"configs": n} or
+    {"refused": why}}, and `offered`, the passes whose space has more than the code as it
+    is (a space of one configuration is the original alone)."""
+    from kxform.hw import load_profile
+    from kxform.search.kernel_space import PASSES, kernel_space
+    from kxform.search.space import SearchSpace
+
+    out: dict[str, Any] = {}
+    offered = []
+    for name in PASSES:
+        try:
+            space = kernel_space(version.source.data, version.kernel, (name,), path=version.source.path, hw=hw)
+            size = len(SearchSpace.build(space.space, load_profile(hw)))
+        except KxformError as exc:  # "...: 'k' has nothing to tune under tile: NoTileSize: why"
+            text = str(exc)
+            out[name] = {"refused": text.split(f"under {name}: ", 1)[-1]}
+            continue
+        out[name] = {"configs": size, "params": [p.name for p in space.space.params]}
+        if size > 1:
+            offered.append(name)
+        else:
+            out[name]["note"] = "only the code as it is"
+    out["offered"] = offered
+    return out
+
+
+# ----------------------------------------------------------------- builds
+
+
+def build(version: Version, arch: str) -> dict[str, Any]:
+    """The version's kernel built with nvcc to a cubin for `arch`, as the GPU runtime
+    builds it: {"ok": True, "registers": n, ...} or {"ok": False, "detail": nvcc's error}."""
+    from kxform.build.builder import Builder
+    from kxform.build.extract import extract_kernel
+    from kxform.runtime.base import LaunchRequest
+    from kxform.runtime.gpu import compile_kernel
+
+    try:
+        extracted = extract_kernel(version.source, version.kernel)
+        request = LaunchRequest(extracted.source, extracted.entry, extracted.params, (), (1, 1, 1), (1, 1, 1),
+                                label=f"{version.kernel} build", filename=extracted.path)
+        compiled = compile_kernel(Builder(), request, arch)
+    except KxformError as exc:
+        return {"ok": False, "detail": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
+    resources = compiled.resources
+    return {"ok": True, "arch": arch, "registers": getattr(resources, "registers", None),
+            "shared_bytes": getattr(resources, "shared_bytes", None)}
+
+
+def least_bytes(spec: KernelSpec, size: Any) -> int:
+    """Each input buffer read once, each output written once (inout both): the fewest
+    bytes the kernel must move through device memory at `size` (the copy yardstick's)."""
+    launch = spec.launch(size)
+    return sum(a.nbytes * (2 if a.role == "inout" else 1) for a in launch.args if a.kind == "buffer")
+
+
+def gemm_shape(pair: Pair, size: Any) -> tuple[int, ...] | None:
+    """The cuBLAS yardstick's (batch, M, N, K) at `size`, for a "cublas" pair."""
+    from kxform.expr import parse_expr
+
+    if pair.yardstick != "cublas":
+        return None
+    return tuple(parse_expr(text).evaluate_int(size.values) for text in pair.cublas)
