@@ -405,3 +405,30 @@ def test_hip_warp_size_can_be_overridden(cpu: CpuRuntime) -> None:
         r = launch(cpu, src, "k", [BufferArg("o", np.zeros(64, np.int32), "out")], (1, 1, 1), (64, 1, 1),
                    defines=defines)
         assert set(r.outputs["o"].tolist()) == {expected}
+
+
+MACROS = r"""
+#define R 2
+#define P 3
+#define F 1
+#define I 0
+#define T 4
+#define run 5
+#define count 6
+#define size 7
+#define args 8
+#define is_ptr 9
+__global__ void scale(int n, float* y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = y[i] * (R + P + F + I + T + run + count + size + args + is_ptr);
+}
+"""
+
+
+def test_short_macro_names_in_the_source_do_not_reach_the_runtime(cpu: CpuRuntime) -> None:
+    """`#define R 2` (a stencil radius) or `#define size 7` in the kernel's file compiles
+    with nvcc, so it must on the CPU runtime too: its launch code is out of their reach."""
+    y = np.arange(100, dtype=np.float32)
+    result = launch(cpu, MACROS, "scale", (ScalarArg("n", np.int32(100)), BufferArg("y", y, "inout")),
+                    (2, 1, 1), (64, 1, 1))
+    np.testing.assert_array_equal(result.outputs["y"], y * 45)
