@@ -172,3 +172,20 @@ def test_a_tune_past_its_time_is_killed_with_its_children(tmp_path: Path) -> Non
     else:
         pytest.fail(f"the tune's child {child} outlived the timeout")
     assert bench_pipeline.run_limited([sys.executable, "-c", "print('{}')"], 30.0, str(tmp_path)) == (0, "{}\n", "")
+
+
+def test_yardsticks_are_fractions_of_copy_bandwidth_and_cublas() -> None:
+    copy_pair, gemm_pair = load_pairs(("residual_add", "gemm"))
+    data = {"copy": {"gbps": 3000.0}, "gemm": [{"shape": [1, 4096, 4096, 4096], "ms": 3.0}]}
+    row = {"original_ms": 2.0, "kxform_ms": 2.0, "expert_ms": 1.0}
+    copy = bench_pipeline.yardstick(copy_pair, row, data)
+    n = copy_pair.naive.spec.bench_sizes[0].values["N"]
+    moved = 3 * 2 * n  # two bf16 inputs read, one bf16 output written
+    assert copy is not None and copy["least_bytes"] == moved
+    assert copy["original"] == pytest.approx(moved / 2.0e-3 / 3000e9)
+    assert copy["expert"] == pytest.approx(2 * copy["original"])
+    cublas = bench_pipeline.yardstick(gemm_pair, row, data)
+    assert cublas is not None and cublas["shape"] == [1, 4096, 4096, 4096]
+    assert (cublas["original"], cublas["expert"]) == (1.5, 3.0)
+    assert bench_pipeline.yardstick(gemm_pair, row, {"copy": None, "gemm": []}) is None  # shape not measured
+    assert bench_pipeline.yardstick(copy_pair, {"failed": "x"}, data) is None  # nothing timed
