@@ -189,6 +189,26 @@ def test_verifies_against_the_reference_on_the_cpu(pair: dict[str, Any], version
     assert len(report.sizes) == len(kernel.check_sizes)
 
 
+@pytest.fixture(scope="module")
+def gpu() -> Runtime:
+    from kxform.runtime.gpu import GpuRuntime
+
+    runtime = GpuRuntime()
+    ok, why = runtime.available()
+    if not ok:
+        pytest.skip(f"gpu runtime unavailable: {why}")
+    return runtime
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("pair", "version"), cases())
+def test_verifies_against_the_reference_on_the_gpu(pair: dict[str, Any], version: str, gpu: Runtime) -> None:
+    """The stated tolerances hold for the GPU's math too (FMA contraction, its expf/tanhf)."""
+    kernel = kernel_of(pair, version)
+    report = verify_reference(read_source(str(NAIVE / pair[version])), kernel, gpu)
+    assert report.ok, report.summary()
+
+
 def _planted(pair_name: str, old: str, new: str) -> tuple[Any, KernelSpec]:
     pair = next(p for p in PAIRS if p["name"] == pair_name)
     path = NAIVE / pair["expert"]
