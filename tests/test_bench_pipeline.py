@@ -189,3 +189,19 @@ def test_yardsticks_are_fractions_of_copy_bandwidth_and_cublas() -> None:
     assert (cublas["original"], cublas["expert"]) == (1.5, 3.0)
     assert bench_pipeline.yardstick(gemm_pair, row, {"copy": None, "gemm": []}) is None  # shape not measured
     assert bench_pipeline.yardstick(copy_pair, {"failed": "x"}, data) is None  # nothing timed
+
+
+def test_gpu_table_rows_and_geomean_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from pipeline_table import print_table
+
+    rows = [{"name": "gemm", "size": {"name": "bench", "M": 64}, "original_ms": 4.0, "expert_ms": 1.0,
+             "kxform": {"status": "tuned", "passes": ["swizzle"], "evaluated": 15, "failed": 2, "kept": "tuned",
+                        "best_config": {"swizzle": "column"}, "speedup": 2.0}, "yardstick": None},
+            {"name": "cut", "skipped": "the --budget-s time was spent"}]
+    bench_pipeline.speeds(rows[0])
+    print_table(rows, bench_pipeline.summary(rows), dry_run=False)
+    out = capsys.readouterr().out
+    assert "| gemm | M=64 | 4.0000 | 2.0000 | 1.0000 | 2.00x | 4.00x | 50% |" in out
+    assert "swizzle: 15 evals (2 failed), tuned kept (swizzle=column)" in out
+    assert "| cut | the --budget-s time was spent |" in out
+    assert "geometric mean over 1 kernels: kxform 2.00x, expert 4.00x, fraction of the expert's log speed-up 50%" in out

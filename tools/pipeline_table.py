@@ -42,8 +42,9 @@ def _kxform(row: dict[str, Any]) -> str:
         return "-"
     if k["status"] == "tuned":
         won = ", ".join(f"{a}={b}" for a, b in (k.get("best_config") or {}).items())
-        return f"{'+'.join(k['passes']) or 'tune'}: {k['evaluated']} evals, {k['kept']}" + (f" ({won})" if won and
-                                                                                          k["kept"] == "tuned" else "")
+        failed = f" ({k['failed']} failed)" if k.get("failed") else ""
+        kept = f"{k['kept']} kept" + (f" ({won})" if won and k["kept"] == "tuned" else "")
+        return f"{'+'.join(k['passes']) or 'tune'}: {k['evaluated']} evals{failed}, {kept}"
     return f"{k['status']}" + (f": {k['detail'][:80]}" if k.get("detail") else "")
 
 
