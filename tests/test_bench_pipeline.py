@@ -76,6 +76,7 @@ def test_a_broken_expert_fails_its_verification(cpu) -> None:  # type: ignore[no
     (("--kernels", "nosuch"), "unknown kernel 'nosuch'"),
     (("--budget", "0"), "--budget and -j must be at least 1"),
     (("--tune-timeout", "nan"), "--tune-timeout must be a positive number"),
+    (("--passes", "tile,vectorize"), "--passes 'tile,vectorize': expected offered, all or passes among"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(args: tuple[str, ...], says: str, tmp_path: Path) -> None:
     out = tmp_path / "x.json"

@@ -81,6 +81,12 @@ def parse(argv: list[str] | None) -> Any:
         value = getattr(args, name)
         if value is not None and not (math.isfinite(value) and value > 0):
             p.error(f"--{name.replace('_', '-')} must be a positive number of seconds")
+    if args.passes not in ("offered", "all"):
+        from kxform.search.kernel_space import PASSES
+
+        unknown = [n for n in split_names(args.passes) if n not in PASSES]
+        if unknown or not split_names(args.passes):
+            p.error(f"--passes {args.passes!r}: expected offered, all or passes among {', '.join(PASSES)}")
     if args.launch_budget is None:
         args.launch_budget = 0.25 if args.quick else 0.5
     return args
