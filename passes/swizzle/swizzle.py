@@ -35,6 +35,7 @@ from kxform.engine.edits import Edit
 from kxform.errors import CheckFailed, UsageError
 from kxform.frontend.model import Function, IndexRead, SourceModel, Span
 from kxform.passes.swizzle.index_usage import IndexUsage, index_usage
+from kxform.passes.swizzle.judgement import LocalityJudgement
 from kxform.engine.params import Param, ParamSpace, ParamValue
 from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance
 from kxform.engine.policy import EXACT, OutputCompare, VerifyPolicy
@@ -101,7 +102,7 @@ class Swizzle(Pass):
     def analyse(self, ctx: PassContext) -> dict[str, KernelAnalysis]:
         model = ctx.model
         results: dict[str, KernelAnalysis] = {}
-        usages = {k.name: index_usage(model, k) for k in model.kernels}
+        usages = {k.name: ctx.analysis(IndexUsage, k) for k in model.kernels}
         for kernel in model.kernels:
             usage = usages[kernel.name]
             blockers = list(usage.blockers) + order_blockers(model, usage.functions)
@@ -110,7 +111,7 @@ class Swizzle(Pass):
                 blockers.append(Blocker("NoBlockIndexRead", "the kernel does not read blockIdx.x or blockIdx.y",
                                         kernel.span.start))
             blockers += _name_collisions(ctx, usage)
-            results[kernel.name] = KernelAnalysis(kernel, tuple(blockers), {"usage": usage},
+            results[kernel.name] = KernelAnalysis(kernel, tuple(blockers),
                                                   already_applied=_already_swizzled(ctx, kernel))
         _refuse_shared(ctx, results)
         return results
@@ -118,30 +119,29 @@ class Swizzle(Pass):
     # -- propose ----------------------------------------------------------------------
 
     def candidates(self, ctx: PassContext, analysis: KernelAnalysis) -> list[Proposal]:
-        usage: IndexUsage = analysis.facts["usage"]
+        usage = ctx.analysis(IndexUsage, analysis.kernel)
         out = []
         for pattern in PATTERNS.values():
             if pattern.name == "row" or min(usage.dims, 2) not in pattern.dims:
                 continue  # row is the identity; z is never remapped, so 3-D grids take 2-D patterns
             config = pattern.resolve({"xcds": ctx.hw.xcds} if "xcds" in {p.name for p in pattern.params} else {})
             out.append(_proposal(analysis.kernel, config, "candidate"))
-        if "locality" in analysis.facts:  # the model judged the kernel: its ranking orders the fallbacks
-            return analysis.facts["locality"].rank_candidates(out)
+        judged = ctx.analyses.cached(LocalityJudgement, ctx.model, analysis.kernel)
+        if judged is not None and judged.verdict is not None:  # the model judged it: its ranking orders the fallbacks
+            return judged.verdict.rank_candidates(out)
         return out
 
     def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
-        usage: IndexUsage = analysis.facts["usage"]
+        usage = ctx.analysis(IndexUsage, analysis.kernel)
         two_d = usage.dims >= 2
         if self.pattern is not None:
             config = self.config(self.pattern, {"xcds": ctx.hw.xcds})
             if not two_d and 1 not in config.pattern.dims:
                 return None
             return _proposal(analysis.kernel, config, f"pattern {config.label()} requested by the user")
-        from kxform.locality.propose import judge  # the locality model (docs/locality-model.md)
-
-        verdict, not_modelled = judge(ctx.model.source, analysis.kernel.name, ctx.hw, two_d)
+        judged = ctx.analysis(LocalityJudgement, analysis.kernel)
+        verdict, not_modelled = judged.verdict, judged.not_modelled
         if verdict is not None:
-            analysis.facts["locality"] = verdict  # type: ignore[index]  # for missed_reason and candidates
             if verdict.config is None:
                 return None
             return _proposal(analysis.kernel, verdict.config, verdict.rationale, verdict.provenance)
@@ -159,11 +159,12 @@ class Swizzle(Pass):
         return _proposal(analysis.kernel, config, f"default rule (unmeasured; not modelled: {not_modelled}): {why}",
                          Provenance(evidence="rule"))
 
-    def missed_reason(self, analysis: KernelAnalysis) -> tuple[str, str]:
-        usage: IndexUsage = analysis.facts["usage"]
-        if "locality" in analysis.facts:
-            return ("NoPredictedGain", analysis.facts["locality"].rationale)
-        if self.pattern is not None and usage.dims < 2:
+    def missed_reason(self, analysis: KernelAnalysis, ctx: PassContext | None = None) -> tuple[str, str]:
+        judged = ctx.analyses.cached(LocalityJudgement, ctx.model, analysis.kernel) if ctx is not None else None
+        if judged is not None and judged.verdict is not None:
+            return ("NoPredictedGain", judged.verdict.rationale)
+        usage = ctx.analysis(IndexUsage, analysis.kernel) if ctx is not None else None
+        if self.pattern is not None and usage is not None and usage.dims < 2:
             return ("PatternNeeds2DGrid", f"pattern {self.pattern} needs a 2-D grid; the kernel reads only "
                     "blockIdx.x (1-D patterns: row, xcd)")
         return ("NoProfitablePattern", "1-D grid on a monolithic L2: the hardware raster order is already the "
@@ -173,7 +174,7 @@ class Swizzle(Pass):
         """What a proposer may choose for this kernel: a pattern that changes a grid of its
         dimensionality, or `custom` (a remap in kxform's formula language, carried as the
         proposal's payload); `xcds` defaults to the hardware profile's."""
-        usage: IndexUsage = analysis.facts["usage"]
+        usage = ctx.analysis(IndexUsage, analysis.kernel)
         dims = min(usage.dims, 2)
         names = [p.name for p in PATTERNS.values() if p.name != "row" and dims in p.dims] + [CUSTOM]
         default = "grouped" if "grouped" in names else names[0]
@@ -186,7 +187,7 @@ class Swizzle(Pass):
 
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
         """For `kxform inspect`: the grid dimensionality, the index reads and the verdict."""
-        usage: IndexUsage = analysis.facts["usage"]
+        usage = ctx.analysis(IndexUsage, analysis.kernel)
         source = ctx.model.source
         return {
             **super().describe(ctx, analysis),
@@ -239,7 +240,7 @@ class Swizzle(Pass):
         helper_first_use: dict[str, tuple[int, RemapConfig | FormulaRemap]] = {}
         for proposal in proposals:
             kernel = next(k for k in model.kernels if k.name == proposal.kernel)
-            usage = index_usage(model, kernel)
+            usage = ctx.analysis(IndexUsage, kernel)
             config = config_of(proposal)
             origin = f"swizzle: {kernel.name}"
             first = min(f.span.start for f in usage.functions)
@@ -370,9 +371,9 @@ def _refuse_shared(ctx: PassContext, results: dict[str, KernelAnalysis]) -> None
         targets = {name for name, a in results.items() if a.applicable and ctx.options.selects(name)}
         target_scope = set()
         for name in targets:
-            target_scope |= {f.name for f in results[name].facts["usage"].functions}
+            target_scope |= {f.name for f in ctx.analysis(IndexUsage, results[name].kernel).functions}
         for name in targets:
-            usage: IndexUsage = results[name].facts["usage"]
+            usage = ctx.analysis(IndexUsage, results[name].kernel)
             problem = None
             for carrier in usage.carriers:
                 callers = {c.caller for c in model.calls if c.callee == carrier.name}
