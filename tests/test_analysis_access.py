@@ -225,3 +225,41 @@ def test_every_corpus_kernel_is_analysed_without_error() -> None:
             for access in a.accesses:
                 assert access.read or access.write
                 assert isinstance(access.index, Affine) or access.index.reason, (path, access.text)
+
+
+REGISTERS = """
+#define TM 4
+__global__ void blocked(const float* A, const float* B, float* C, int K) {
+    float acc[TM][TM];
+    for (int i = 0; i < TM; ++i)
+        for (int j = 0; j < TM; ++j)
+            acc[i][j] = 0.0f;
+    for (int k = 0; k < K; ++k) {
+        float a[TM], b[TM];
+        for (int i = 0; i < TM; ++i) a[i] = A[k * TM + i];
+        for (int i = 0; i < TM; ++i) b[i] = B[k * TM + i];
+        for (int i = 0; i < TM; ++i)
+            for (int j = 0; j < TM; ++j)
+                acc[i][j] += a[i] * b[j];
+    }
+    for (int i = 0; i < TM; ++i)
+        C[i] = acc[i][0];
+}
+"""
+
+
+def test_register_arrays_accumulate_over_the_reduction_loop_and_reloaded_ones_are_private() -> None:
+    a = analysed_text(REGISTERS, "blocked")
+    k = next(loop for loop in a.loops if loop.var == "k")
+    assert [(r.var, r.op, r.loop) for r in k.reductions] == [("acc", "+", k.id)]
+    assert k.independent and k.distributable  # a[] and b[] are rewritten before they are read
+    assert a.buffer("acc").space == "local" and a.buffer("acc").extents == (Affine.const(4), Affine.const(4))
+    (update,) = [x for x in a.accesses if x.buffer == "acc" and x.update_op]
+    assert update.update_op == "+=" and update.index == form((("i",), 4), (("j",), 1))
+    load_b = "for (int i = 0; i < TM; ++i) b[i] = B[k * TM + i];"
+    stale = REGISTERS.replace(load_b, "").replace("        float a[TM], b[TM];\n", "").replace(
+        "    for (int k = 0;", "    float a[TM], b[TM];\n    for (int k = 0;").replace(
+        "acc[i][j] += a[i] * b[j];", "acc[i][j] += a[i] * b[j];\n        " + load_b)
+    assert stale.count(load_b) == 1 and stale.index("b[j]") < stale.index(load_b)
+    k = next(loop for loop in analysed_text(stale, "blocked").loops if loop.var == "k")
+    assert not k.independent  # b[] read in one iteration is written by the previous one: carried

@@ -167,6 +167,36 @@ def _buffers(model: SourceModel, function: Function) -> dict[str, Buffer]:
             continue
         extents = tuple(_extent(e, Env(constants=constants)) for e in decl.extents)
         out[decl.name] = Buffer(decl.name, "shared", element_type(decl.ctype), False, False, extents)
+    for name, ctype, sizes in _local_arrays(model, function):
+        if name not in out:
+            out[name] = Buffer(name, "local", element_type(ctype), False, False,
+                               tuple(_extent(e, Env(constants=constants)) for e in sizes))
+    return out
+
+
+def _local_arrays(model: SourceModel, function: Function) -> list[tuple[str, str, list[str]]]:
+    """`T name[E0][E1]` declared in the body, not `__shared__`: (name, type, extents)."""
+    root = model.tree.root_node.descendant_for_byte_range(function.body.start, function.body.end)
+    out = []
+    stack = [root] if root is not None else []
+    while stack:
+        node = stack.pop()
+        if node.type == "declaration" and function.body.start <= node.start_byte and not any(
+                c.type in ("type_qualifier", "storage_class_specifier") and c.text in (b"__shared__", b"extern")
+                for c in node.children):
+            for declarator in node.children_by_field_name("declarator"):
+                target = declarator.child_by_field_name("declarator") if declarator.type == "init_declarator" \
+                    else declarator
+                sizes: list[str] = []
+                while target is not None and target.type == "array_declarator":
+                    size = target.child_by_field_name("size")
+                    sizes.insert(0, size.text.decode() if size is not None and size.text else "")
+                    target = target.child_by_field_name("declarator")
+                if sizes and target is not None and target.type == "identifier" and target.text:
+                    type_node = node.child_by_field_name("type")
+                    out.append((target.text.decode(), type_node.text.decode() if type_node and type_node.text else "",
+                                sizes))
+        stack.extend(node.named_children)
     return out
 
 

@@ -31,7 +31,10 @@ def loop_facts(state: WalkState) -> None:
         loop, node = draft.loop, draft.node
         body = node.child_by_field_name("body")
         reductions, carried = _scalars(state, loop, node)
-        carried += _memory(loop, [a for a in state.accesses if loop.id in a.loops])
+        in_memory, array_reductions = _memory(loop, [a for a in state.accesses if loop.id in a.loops],
+                                              [d.loop for d in state.loops])
+        carried += in_memory
+        reductions += array_reductions
         barrier = any(loop.body.contains(s) for s in state.barriers) if body is not None else False
         draft.loop = type(loop)(**{**loop.__dict__, "reductions": tuple(reductions), "carried": tuple(carried),
                                    "barrier": barrier})
@@ -41,9 +44,8 @@ def _scalars(state: WalkState, loop: Loop, node: Any) -> tuple[list[Reduction], 
     reductions: list[Reduction] = []
     carried: list[str] = []
     for name in sorted(assigned_names(node) - {loop.var}):
-        declared = state.declared_at.get(name)
-        if declared is None or loop.id in declared:
-            continue  # declared inside the loop (private to an iteration) or not a local
+        if _declarations(node, name):
+            continue  # declared inside the loop: private to an iteration
         found = _reduction(state, loop, node, name)
         if isinstance(found, Reduction):
             reductions.append(found)
@@ -68,17 +70,59 @@ def _reduction(state: WalkState, loop: Loop, node: Any, name: str) -> Reduction 
             updates.append(span)
     if len(ops) != 1:
         return f"`{name}` is accumulated with several operators ({', '.join(sorted(ops))})"
-    ctype, init = _declaration(state, name)
-    outer = _outermost_carrier(state, loop, name)
-    return Reduction(name, ops.pop(), ctype, init, tuple(updates), outer)
+    declaration = _visible_declaration(state, node, name)
+    ctype, init, where = "", "", -1
+    if declaration is not None:
+        decl, declarator = declaration
+        value = declarator.child_by_field_name("value") if declarator.type == "init_declarator" else None
+        ctype, init, where = short(decl.child_by_field_name("type")), short(value) if value is not None else "", \
+            decl.start_byte
+    return Reduction(name, ops.pop(), ctype, init, tuple(updates), _outermost_carrier(state, loop, where))
 
 
-def _outermost_carrier(state: WalkState, loop: Loop, name: str) -> int:
-    declared = state.declared_at.get(name, ())
+def _outermost_carrier(state: WalkState, loop: Loop, declared: int) -> int:
+    """The outermost loop around `loop` (itself included) that does not contain the declaration."""
     current = loop
-    while current.parent is not None and current.parent not in declared:
+    while current.parent is not None and not state.loops[current.parent].loop.span.start <= declared < \
+            state.loops[current.parent].loop.span.end:
         current = state.loops[current.parent].loop
     return current.id
+
+
+def _declarations(node: Any, name: str) -> list[tuple[Any, Any]]:
+    """(declaration, declarator) pairs under `node` that declare `name`."""
+    out = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if current.type in ("declaration", "parameter_declaration"):
+            for declarator in current.children_by_field_name("declarator"):
+                target = declarator.child_by_field_name("declarator") if declarator.type == "init_declarator" \
+                    else declarator
+                while target is not None and target.type not in ("identifier",):
+                    target = target.child_by_field_name("declarator")
+                if target is not None and text(target) == name:
+                    out.append((current, declarator))
+        stack.extend(current.named_children)
+    return out
+
+
+def _visible_declaration(state: WalkState, loop_node: Any, name: str) -> tuple[Any, Any] | None:
+    """The declaration of `name` in scope at the loop: the last one before it in a block
+    (or parameter list) that encloses it."""
+    scope = loop_node.parent
+    while scope is not None:
+        if scope.type in ("compound_statement", "for_statement", "function_definition"):
+            found = [d for d in _declarations(scope, name) if d[0].start_byte < loop_node.start_byte and
+                     _encloses(d[0].parent, loop_node)]
+            if found:
+                return max(found, key=lambda d: d[0].start_byte)
+        scope = scope.parent
+    return None
+
+
+def _encloses(scope: Any, node: Any) -> bool:
+    return scope is not None and scope.start_byte <= node.start_byte and node.end_byte <= scope.end_byte
 
 
 def _mentions(node: Any, name: str) -> list[Any]:
@@ -143,32 +187,21 @@ def _strip(node: Any) -> Any:
     return node
 
 
-def _declaration(state: WalkState, name: str) -> tuple[str, str]:
-    """The declared type and initial value of local `name` (first declaration in the function)."""
-    root = state.model.tree.root_node.descendant_for_byte_range(state.function.body.start, state.function.body.start)
-    while root is not None and root.type != "compound_statement":
-        root = root.parent
-    stack = [root] if root is not None else []
-    while stack:
-        current = stack.pop()
-        if current.type == "declaration":
-            for declarator in current.children_by_field_name("declarator"):
-                target = declarator.child_by_field_name("declarator") if declarator.type == "init_declarator" \
-                    else declarator
-                if target is not None and text(target) == name:
-                    value = declarator.child_by_field_name("value") if declarator.type == "init_declarator" else None
-                    return short(current.child_by_field_name("type")), short(value) if value is not None else ""
-        stack.extend(reversed(current.named_children))
-    return "", ""
-
-
-def _memory(loop: Loop, accesses: list[MemoryAccess]) -> list[str]:
+def _memory(loop: Loop, accesses: list[MemoryAccess], loops: list[Loop]) -> tuple[list[str], list[Reduction]]:
+    """Carried dependences through memory, and reductions into array elements
+    (`acc[i][j] += a[i] * b[j]` over a loop the index does not depend on)."""
     out: list[str] = []
-    for write in (a for a in accesses if a.write):
+    reductions: dict[str, Reduction] = {}
+    private = {b for b in {a.buffer for a in accesses if a.space == "local"} if _private(b, loop, accesses, loops)}
+    for write in (a for a in accesses if a.write and a.buffer not in private):
         if not isinstance(write.index, Affine):
             out.append(f"{write.text} is written at an index that is {write.index}")
             continue
         if loop.var and write.index.stride(loop.var) == 0 and not write.atomic:
+            reduction = _array_reduction(loop, write, accesses)
+            if reduction is not None:
+                reductions.setdefault(write.buffer, reduction)
+                continue
             out.append(f"every iteration writes {write.text} (the index does not depend on `{loop.var}`)")
             continue
         for other in accesses:
@@ -178,4 +211,44 @@ def _memory(loop: Loop, accesses: list[MemoryAccess]) -> list[str]:
                 out.append(f"{write.buffer} is written at [{write.index}] and accessed at [{other.index}] in the "
                            "loop: iterations may depend on each other")
                 break
-    return list(dict.fromkeys(out))
+    return list(dict.fromkeys(out)), list(reductions.values())
+
+
+def _array_reduction(loop: Loop, write: MemoryAccess, accesses: list[MemoryAccess]) -> Reduction | None:
+    """Every access of the buffer in the loop is one compound update (`+=`, `-=`, `*=`) at
+    one index: an accumulation into that element."""
+    mine = [a for a in accesses if a.buffer == write.buffer]
+    ops = {_COMPOUND_OPS.get(a.update_op) for a in mine}
+    if len(ops) != 1 or None in ops or any(a.index != write.index for a in mine) or write.space == "global":
+        return None
+    return Reduction(write.buffer, ops.pop() or "+", write.element, "", tuple(a.span for a in mine), loop.id)
+
+
+def _private(buffer: str, loop: Loop, accesses: list[MemoryAccess], loops: list[Loop]) -> bool:
+    """A local array whose first access in the loop is a write and every read of which is at
+    an index written before it in the loop (registers reloaded each iteration). Indices
+    are compared with the variables of inner loops named by their range, so `b[i]` written
+    in one `for (i = 0; i < 4; ++i)` covers `b[j]` read in a `for (j = 0; j < 4; ++j)`."""
+    mine = sorted((a for a in accesses if a.buffer == buffer), key=lambda a: a.span.start)
+    if not mine or not mine[0].write or mine[0].read:
+        return False
+    written: set[object] = set()
+    for access in mine:
+        index = _by_range(access, loop, loops)
+        if access.read and index not in written:
+            return False
+        if access.write:
+            written.add(index)
+    return True
+
+
+def _by_range(access: MemoryAccess, loop: Loop, loops: list[Loop]) -> object:
+    index = access.index
+    if not isinstance(index, Affine):
+        return index
+    inner = access.loops[access.loops.index(loop.id) + 1:] if loop.id in access.loops else ()
+    for loop_id in inner:
+        other = loops[loop_id]
+        if other.var:
+            index = index.substitute(other.var, Affine.symbol(f"<{other.init};{other.op}{other.bound};{other.step}>"))
+    return index

@@ -17,10 +17,11 @@ REDUCTION_OPS = ("+", "*", "max", "min")
 
 @dataclass(frozen=True)
 class Buffer:
-    """Memory a function subscripts: a pointer parameter (global) or a `__shared__` array."""
+    """Memory a function subscripts: a pointer parameter (global), a `__shared__` array, or
+    an array local to a thread (registers or local memory)."""
 
     name: str
-    space: str  # "global" | "shared"
+    space: str  # "global" | "shared" | "local"
     element: str
     """The element type as written, qualifiers removed (`float`, `__half`, `T`)."""
     restrict: bool = False
@@ -160,6 +161,8 @@ class MemoryAccess:
     via: tuple[str, ...] = ()
     """Locals through which a block index reaches the index."""
     atomic: bool = False
+    update_op: str = ""
+    """The compound operator of an update in place (`+=`), "" otherwise."""
 
     @property
     def affine(self) -> bool:

@@ -21,7 +21,10 @@ from kxform.analysis.records import Buffer, Guard, Loop, MemoryAccess
 from kxform.frontend.model import Function, SourceModel, Span
 
 BARRIER_RE = re.compile(r"^(__syncthreads\w*|__syncwarp|__shfl\w*|__ballot\w*|__any\w*|__all\w*|__activemask|"
-                        r"__threadfence\w*|grid\.sync|cooperative_groups::\w+|__reduce_\w+_sync|__match\w*)$")
+                        r"__threadfence\w*|grid\.sync|cooperative_groups::\w+|__reduce_\w+_sync|__match\w*|"
+                        r"(nvcuda::)?wmma::\w+)$")
+WARP_COLLECTIVE_RE = re.compile(r"^(nvcuda::)?wmma::\w+$")
+"""Warp-collective calls whose array arguments are fragments they may write."""
 ATOMIC_RE = re.compile(r"^atomic\w+$")
 _JUMPS = ("return_statement", "break_statement", "goto_statement")
 
@@ -97,6 +100,7 @@ class Walker:
     def declaration(self, node: Any) -> None:
         if any(text(c) == "__shared__" for c in node.children if c.type == "type_qualifier"):
             return  # shared arrays are collected before the walk
+        local_arrays = {n for n, b in self.state.buffers.items() if b.space == "local"}
         for declarator in node.children_by_field_name("declarator"):
             value = declarator.child_by_field_name("value") if declarator.type == "init_declarator" else None
             target = declarator.child_by_field_name("declarator") if declarator.type == "init_declarator" \
@@ -108,6 +112,9 @@ class Walker:
                 continue
             name = text(name_node)
             self.state.declared_at[name] = self.loop_stack
+            if name in local_arrays and target is not None and target.type == "array_declarator":
+                self.bind(name, Evaluated(Pointer(name, Affine())))
+                continue
             if value is not None and value.type != "initializer_list":
                 self.bind(name, evaluate(value, self.env))
             else:
@@ -209,7 +216,7 @@ class Walker:
             if left.type == "identifier":
                 self.assign(text(left), op, right)
                 return
-            self.access(left, read=op != "=", write=True)
+            self.access(left, read=op != "=", write=True, update="" if op == "=" else op)
             return
         if kind == "update_expression":
             argument = node.child_by_field_name("argument")
@@ -272,17 +279,19 @@ class Walker:
             self.expression(arg)
 
     def _by_reference(self, callee: str, position: int) -> bool:
+        if WARP_COLLECTIVE_RE.match(callee):
+            return True
         for function in self.state.model.functions_named(callee):
             if position < len(function.params) and "&" in function.params[position].ctype:
                 return True
         return False
 
-    def access(self, node: Any, read: bool, write: bool, atomic: bool = False) -> None:
+    def access(self, node: Any, read: bool, write: bool, atomic: bool = False, update: str = "") -> None:
         if node.type == "pointer_expression":
             pointer = evaluate(node.child_by_field_name("argument"), self.env)
             if isinstance(pointer.value, Pointer):
                 self._record(node, pointer.value.buffer, pointer.value.offset, (pointer.value.offset,), pointer,
-                             read, write, atomic)
+                             read, write, atomic, update)
             self.expression(node.child_by_field_name("argument"))
             return
         base, indices = subscript_chain(node)
@@ -296,12 +305,12 @@ class Walker:
         pointer = target.value
         values = [evaluate(i, self.env) for i in indices]
         buffer = self.state.buffers[pointer.buffer]
-        flat = _flatten(pointer.offset, [v.index for v in values], buffer.extents if buffer.space == "shared" else ())
+        flat = _flatten(pointer.offset, [v.index for v in values], buffer.extents if buffer.space != "global" else ())
         via = Evaluated(flat, target.via.union(*(v.via for v in values)))
-        self._record(node, pointer.buffer, flat, tuple(v.index for v in values), via, read, write, atomic)
+        self._record(node, pointer.buffer, flat, tuple(v.index for v in values), via, read, write, atomic, update)
 
     def _record(self, node: Any, buffer_name: str, index: Any, subscripts: tuple[Any, ...], via: Evaluated,
-                read: bool, write: bool, atomic: bool) -> None:
+                read: bool, write: bool, atomic: bool, update: str = "") -> None:
         state = self.state
         buffer = state.buffers[buffer_name]
         carriers = tuple(sorted(n for n in via.via if n in self.env.names and
@@ -309,7 +318,7 @@ class Walker:
         state.accesses.append(MemoryAccess(
             buffer.name, buffer.space, buffer.element, read, write, index, subscripts, short(node), _span(node),
             state.model.source.line_col(node.start_byte)[0], state.function.name, self.loop_stack, self.guards,
-            carriers, atomic))
+            carriers, atomic, update))
 
 
 def _mentions_block(value: Any) -> bool:
