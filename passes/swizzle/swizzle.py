@@ -39,7 +39,7 @@ from kxform.passes.swizzle.judgement import LocalityJudgement
 from kxform.engine.params import Param, ParamSpace, ParamValue
 from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance
 from kxform.engine.policy import EXACT, OutputCompare, VerifyPolicy
-from kxform.passes.swizzle.helper_placement import guarded_helper, helper_offset
+from kxform.engine.rewrite import Helper, insert_at_entry, place_helpers
 from kxform.passes.swizzle.patterns import PATTERNS, RemapConfig, get_pattern
 from kxform.passes.swizzle.formula import FormulaError, FormulaRemap, formula_remap
 from kxform.passes.swizzle.semantic_checks import foreign_through_local, semantic_blockers
@@ -237,26 +237,20 @@ class Swizzle(Pass):
         source = model.source
         newline = source.newline
         edits: list[Edit] = []
-        helper_first_use: dict[str, tuple[int, RemapConfig | FormulaRemap]] = {}
+        helpers: list[tuple[Helper, int]] = []
         for proposal in proposals:
             kernel = next(k for k in model.kernels if k.name == proposal.kernel)
             usage = ctx.analysis(IndexUsage, kernel)
             config = config_of(proposal)
             origin = f"swizzle: {kernel.name}"
-            first = min(f.span.start for f in usage.functions)
-            known = helper_first_use.get(config.helper_name())
-            if known is None or first < known[0]:
-                helper_first_use[config.helper_name()] = (first, config)
+            helpers.append((Helper(config.helper_name(), config.helper_source(newline)),
+                            min(f.span.start for f in usage.functions)))
             edits.append(_prologue(ctx, kernel, usage, config, origin))
             for read in usage.remapped_reads:
                 edits.append(Edit(read.span.start, read.span.end, f"{BLOCK_VAR}.{read.axis}",
                                   f"{origin}: {read.spelling} at {source.location(read.span.start)}"))
             edits.extend(_pass_down(ctx, usage, origin))
-        for name, (offset, config) in helper_first_use.items():
-            if f" {name}(".encode() in source.data:
-                continue  # helper already present from an earlier run
-            at = helper_offset(model, offset)
-            edits.append(Edit(at, at, guarded_helper(config, newline) + newline, f"swizzle: helper {name}"))
+        edits += place_helpers(model, helpers, "swizzle")
         return _dedupe(edits)
 
 
@@ -402,20 +396,10 @@ def _refuse_shared(ctx: PassContext, results: dict[str, KernelAnalysis]) -> None
 
 
 def _prologue(ctx: PassContext, kernel: Function, usage: IndexUsage, config: RemapConfig | FormulaRemap, origin: str) -> Edit:
-    source = ctx.model.source
-    body = source.data[kernel.body.start:kernel.body.end]
-    rest = body[1:]
-    stripped = rest.lstrip(b" \t\r\n")
-    first_stmt = kernel.body.start + 1 + (len(rest) - len(stripped))
-    indent = source.indent_at(first_stmt) if stripped and not stripped.startswith(b"}") else \
-        source.indent_at(kernel.body.start) + "    "
-    if not indent:
-        indent = "    "
     names = ("hipBlockIdx_x", "hipBlockIdx_y", "hipGridDim_x", "hipGridDim_y") if usage.uses_hip_spelling else \
         ("blockIdx.x", "blockIdx.y", "gridDim.x", "gridDim.y")
     statement = f"const uint2 {BLOCK_VAR} = {config.helper_name()}({', '.join(names)});"
-    return Edit(kernel.body.start + 1, kernel.body.start + 1, f"{source.newline}{indent}{statement}",
-                f"{origin}: prologue")
+    return insert_at_entry(ctx.model, kernel, [statement], f"{origin}: prologue")
 
 
 def _pass_down(ctx: PassContext, usage: IndexUsage, origin: str) -> list[Edit]:
