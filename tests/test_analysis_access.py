@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from kxform.analysis import AccessAnalysis, Affine, NotAffine, analyse_function
+from kxform.analysis import AccessAnalysis, Affine, Comparison, NotAffine, analyse_function
 from kxform.frontend.cuda import parse_model
 from kxform.frontend.source import read_source, validate_bytes
 
@@ -54,6 +54,7 @@ def test_elementwise_kernel_contiguous_accesses_under_their_guard() -> None:
         access = by_buffer[name]
         assert access.index == GLOBAL_X and access.contiguous and access.via == ("i",)
         assert [str(g) for g in access.guards] == ["i < n"]
+        assert access.guards[0].bounds == (Comparison(GLOBAL_X, "<", Affine.symbol("n")),)
     assert by_buffer["out"].mode == "write" and by_buffer["x"].mode == "read"
     assert isinstance(by_buffer["bias"].index, NotAffine) and "remainder" in by_buffer["bias"].index.reason
     assert by_buffer["bias"].depends == {"blockIdx.x", "blockDim.x", "threadIdx.x"}
@@ -159,6 +160,9 @@ def test_stencil_neighbours_differ_by_constant_offsets_after_the_early_exit() ->
     offsets = sorted(str(r - centre) for r in reads if isinstance(r, Affine))
     assert offsets == sorted(["0", "0", "-1", "1", "-nx", "nx"])
     assert all(str(x.guards[0]) == "!(x >= nx || y >= ny)" and x.guards[0].kind == "exit" for x in a.accesses)
+    y = form((("blockDim.y", "blockIdx.y"), 1), (("threadIdx.y",), 1))
+    assert a.accesses[0].guards[0].bounds == (Comparison(GLOBAL_X, "<", Affine.symbol("nx")),
+                                              Comparison(y, "<", Affine.symbol("ny")))
     assert all(x.contiguous and x.via == ("idx", "x", "y") for x in a.accesses)
 
 
@@ -263,3 +267,23 @@ def test_register_arrays_accumulate_over_the_reduction_loop_and_reloaded_ones_ar
     assert stale.count(load_b) == 1 and stale.index("b[j]") < stale.index(load_b)
     k = next(loop for loop in analysed_text(stale, "blocked").loops if loop.var == "k")
     assert not k.independent  # b[] read in one iteration is written by the previous one: carried
+
+
+@pytest.mark.parametrize("path, kernel, expected", [
+    ("sgemm_tiled/sgemm_tiled.cu", "sgemm_tiled", "'acc' (line 48)"),  # k < TILE: the order follows the tile
+    ("softmax/softmax.cu", "softmax_rows", "'local_sum' (line 52)"),  # its max reduction is exact in any order
+    ("hip_sgemm/sgemm_naive.hip", "sgemm_naive", None),  # over k < K whatever the block: same order, bit-exact
+    ("stencil5/stencil5.cu", "jacobi5", None),
+])
+def test_tile_finds_reordered_sums_from_the_analysis(path: str, kernel: str, expected: str | None) -> None:
+    from kxform.engine.pass_api import PassContext, RunOptions
+    from kxform.hw import load_profile
+    from kxform.log.remarks import RemarkSink
+    from kxform.passes.tile.policy import reordered_sum
+    from kxform.passes.tile.tile import TileFacts
+
+    model = parse_model(read_source(CORPORA / path))
+    ctx = PassContext(model, load_profile("h100"), RunOptions(), RemarkSink())
+    tiling = ctx.analysis(TileFacts, next(k for k in model.kernels if k.name == kernel)).tiling
+    analyses = [ctx.analysis(AccessAnalysis, f) for f in model.functions if f.name in tiling.closure]
+    assert reordered_sum(model, tiling, analyses) == expected

@@ -9,9 +9,9 @@ bounds, reductions and dependences, and memory accesses with affine indices
 from kxform.analysis.access import AccessAnalysis, analyse_function
 from kxform.analysis.affine import Affine, Index, NotAffine
 from kxform.analysis.manager import Analysis, AnalysisManager
-from kxform.analysis.records import Buffer, Guard, Loop, MemoryAccess, Reduction
+from kxform.analysis.records import Buffer, Comparison, Guard, Loop, MemoryAccess, Reduction
 
 __all__ = [
-    "AccessAnalysis", "Affine", "Analysis", "AnalysisManager", "Buffer", "Guard", "Index", "Loop", "MemoryAccess",
+    "AccessAnalysis", "Affine", "Analysis", "AnalysisManager", "Buffer", "Comparison", "Guard", "Index", "Loop", "MemoryAccess",
     "NotAffine", "Reduction", "analyse_function",
 ]

@@ -32,6 +32,18 @@ class Buffer:
 
 
 @dataclass(frozen=True)
+class Comparison:
+    """`left op right` with both sides evaluated (a bound a guard establishes)."""
+
+    left: Index
+    op: str  # "<", "<=", ">", ">=", "==", "!="
+    right: Index
+
+    def __str__(self) -> str:
+        return f"{self.left} {self.op} {self.right}"
+
+
+@dataclass(frozen=True)
 class Guard:
     """A condition an access runs under: `holds` True inside `if (condition)`, False in its
     `else` and after `if (condition) return;` (an early exit)."""
@@ -40,6 +52,10 @@ class Guard:
     holds: bool
     span: Span
     kind: str  # "if" | "else" | "exit"
+    bounds: tuple[Comparison, ...] = ()
+    """What holds where the guarded code runs, as comparisons, when the condition is a
+    conjunction of them (`i < n && j < m`; a negated disjunction `!(x >= nx || y >= ny)`
+    gives `x < nx`, `y < ny`); empty otherwise."""
 
     def __str__(self) -> str:
         return self.condition if self.holds else f"!({self.condition})"

@@ -17,7 +17,7 @@ from typing import Any
 
 from kxform.analysis.affine import BLOCK_AXES, Affine, NotAffine
 from kxform.analysis.evaluate import Env, Evaluated, Pointer, evaluate, short, subscript_chain, text
-from kxform.analysis.records import Buffer, Guard, Loop, MemoryAccess
+from kxform.analysis.records import Buffer, Comparison, Guard, Loop, MemoryAccess
 from kxform.frontend.model import Function, SourceModel, Span
 
 BARRIER_RE = re.compile(r"^(__syncthreads\w*|__syncwarp|__shfl\w*|__ballot\w*|__any\w*|__all\w*|__activemask|"
@@ -94,7 +94,8 @@ class Walker:
             self.statement(child)
             exit_cond = _early_exit(child)
             if exit_cond is not None:
-                self.guards = self.guards + (Guard(short(exit_cond), False, _span(child), "exit"),)
+                self.guards = self.guards + (Guard(short(exit_cond), False, _span(child), "exit",
+                                                   bounds(exit_cond, False, self.env)),)
         self.guards = saved
 
     def declaration(self, node: Any) -> None:
@@ -129,11 +130,12 @@ class Walker:
         self.expression(cond)
         where = _span(node)
         before = self.env
-        branches = [(node.child_by_field_name("consequence"), Guard(short(cond), True, where, "if"))]
+        branches = [(node.child_by_field_name("consequence"),
+                     Guard(short(cond), True, where, "if", bounds(cond, True, self.env)))]
         alternative = node.child_by_field_name("alternative")
         if alternative is not None:
             inner = alternative.named_children[-1] if alternative.type == "else_clause" else alternative
-            branches.append((inner, Guard(short(cond), False, where, "else")))
+            branches.append((inner, Guard(short(cond), False, where, "else", bounds(cond, False, self.env))))
         assigned: set[str] = set()
         for branch, guard in branches:
             if branch is None:
@@ -319,6 +321,31 @@ class Walker:
             buffer.name, buffer.space, buffer.element, read, write, index, subscripts, short(node), _span(node),
             state.model.source.line_col(node.start_byte)[0], state.function.name, self.loop_stack, self.guards,
             carriers, atomic, update))
+
+
+_NEGATED = {"<": ">=", ">=": "<", ">": "<=", "<=": ">", "==": "!=", "!=": "=="}
+
+
+def bounds(cond: Any, holds: bool, env: Env) -> tuple[Comparison, ...]:
+    """The comparisons that hold when `cond` evaluates to `holds`: a conjunction when it
+    holds, a disjunction when it does not (De Morgan); () for any other shape."""
+    joiner = "&&" if holds else "||"
+    parts: list[Any] = []
+    stack = [_unwrap(cond)]
+    while stack:
+        node = stack.pop()
+        if node.type == "binary_expression" and text(node.child_by_field_name("operator")) == joiner:
+            stack += [_unwrap(node.child_by_field_name("right")), _unwrap(node.child_by_field_name("left"))]
+        else:
+            parts.append(node)
+    out = []
+    for part in parts:
+        op = text(part.child_by_field_name("operator")) if part.type == "binary_expression" else ""
+        if op not in _NEGATED:
+            return ()
+        left, right = (evaluate(part.child_by_field_name(k), env).index for k in ("left", "right"))
+        out.append(Comparison(left, op if holds else _NEGATED[op], right))
+    return tuple(out)
 
 
 def _mentions_block(value: Any) -> bool:

@@ -77,6 +77,8 @@ class KernelAnalysis:
     kernel: Function
     blockers: tuple[Blocker, ...] = ()
     facts: Mapping[str, Any] = field(default_factory=dict)
+    """Untyped extras (kept for passes outside this package; kxform's own passes keep what
+    they learn as typed analyses: `ctx.analysis(Kind, kernel)`)."""
     already_applied: bool = False
 
     @property

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from kxform.analysis import AccessAnalysis
 from kxform.analysis.manager import AnalysisInput
 from kxform.engine.edits import Edit, apply_edits
 from kxform.engine.params import Config, ParamSpace, ParamValue
@@ -158,7 +159,8 @@ class Tile(Pass):
 
     def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
         tiling, space = _facts(ctx, proposal.kernel)
-        return policy.verify_policy(ctx.model, tiling, space.resolve(proposal.options))
+        analyses = [ctx.analysis(AccessAnalysis, f) for f in ctx.model.functions if f.name in tiling.closure]
+        return policy.verify_policy(ctx.model, tiling, space.resolve(proposal.options), analyses)
 
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
         tiling, space = _facts(ctx, analysis.kernel.name)
