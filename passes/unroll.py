@@ -55,10 +55,16 @@ class Unroll(Pass):
 
     def analyse(self, ctx: PassContext) -> dict[str, KernelAnalysis]:
         out = {}
+        spaces = {k.name: self.space(ctx, KernelAnalysis(k)) for k in ctx.model.kernels}
+        known = sorted({n for space in spaces.values() for n in space.names}, key=lambda n: int(n[1:]))
+        unknown = sorted(set(dict(self.config)) - set(known) - {"factor"})
         for kernel in ctx.model.kernels:
-            space = self.space(ctx, KernelAnalysis(kernel))
+            space = spaces[kernel.name]
             blockers = [Blocker("NoUnrollableLoop", f"'{kernel.name}' has no counted for loop that starts its own "
                                 "line", kernel.span.start)] if not len(space) else []
+            if unknown:
+                blockers.append(Blocker("UnknownLoop", f"{unknown[0]} is not a loop of any kernel in this file "
+                                        f"(loops: {', '.join(known) or 'none'})", kernel.span.start))
             try:
                 wanted = self._requested(space)
             except UsageError as exc:

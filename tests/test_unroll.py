@@ -54,6 +54,9 @@ def test_refusals_name_their_reason() -> None:
     beyond = rewrite(SGEMM.read_bytes(), f"unroll{{{INNER}=32}}", path=str(SGEMM))
     (missed,) = [r for r in beyond.remarks if r.name == "BadFactor"]
     assert f"{INNER}=32: not one of {{auto, 1, 2, 4, 8, 16, full}}" in missed.message and not beyond.changed
+    elsewhere = rewrite(SGEMM.read_bytes(), "unroll{L99=4}", path=str(SGEMM))
+    (missed,) = [r for r in elsewhere.remarks if r.name == "UnknownLoop"]
+    assert "L99 is not a loop of any kernel in this file (loops: L41, L47)" in missed.message
     nothing = rewrite(SGEMM.read_bytes(), "unroll", path=str(SGEMM))
     assert "NoEvidence" in remark_names(nothing) and not nothing.changed
 
