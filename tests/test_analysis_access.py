@@ -287,3 +287,46 @@ def test_tile_finds_reordered_sums_from_the_analysis(path: str, kernel: str, exp
     tiling = ctx.analysis(TileFacts, next(k for k in model.kernels if k.name == kernel)).tiling
     analyses = [ctx.analysis(AccessAnalysis, f) for f in model.functions if f.name in tiling.closure]
     assert reordered_sum(model, tiling, analyses) == expected
+
+
+TRICKY = """
+__global__ void tricky(float* a, float* b, int n) {
+    int i = threadIdx.x;
+    {
+        int i = 5;
+        a[i] = 0.0f;
+    }
+    b[i] = 1.0f;
+    float* p = a + blockIdx.x * n;
+    p += 2;
+    p[i] = 2.0f;
+    i++;
+    b[i] = 3.0f;
+    n -= 1;
+    b[n] = 4.0f;
+    float* q = n > 3 ? a : b;
+    q[0] = 5.0f;
+    for (int k = 0; k < n; ++k) {
+        if (k == 3) continue;
+        a[k] = 6.0f;
+        if (a[k] > 0.0f) k++;
+    }
+}
+"""
+
+
+def test_scopes_pointer_moves_increments_and_unknown_pointers() -> None:
+    a = analysed_text(TRICKY, "tricky")
+    by_value = [(x.buffer, x.space, str(x.index)) for x in a.accesses if x.write]
+    assert by_value[:6] == [
+        ("a", "global", "5"),  # the inner `i` shadows the outer one in its block only
+        ("b", "global", "threadIdx.x"),
+        ("a", "global", "blockIdx.x*n + threadIdx.x + 2"),  # p = a + blockIdx.x * n, then p += 2
+        ("b", "global", "threadIdx.x + 1"),  # i++
+        ("b", "global", "n - 1"),  # a scalar parameter updated in place
+        ("q", "unknown", "not affine, because `q` does not point into a buffer kxform can name"),
+    ]
+    (loop,) = a.loops
+    assert "the loop variable `k` is assigned in the body" in loop.carried and not loop.distributable
+    (store,) = [x for x in a.accesses if x.loops and x.write]
+    assert [(str(g), g.kind) for g in store.guards] == [("!(k == 3)", "exit")]

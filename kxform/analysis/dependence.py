@@ -43,6 +43,9 @@ def loop_facts(state: WalkState) -> None:
 def _scalars(state: WalkState, loop: Loop, node: Any) -> tuple[list[Reduction], list[str]]:
     reductions: list[Reduction] = []
     carried: list[str] = []
+    body = node.child_by_field_name("body")
+    if loop.var and body is not None and loop.var in assigned_names(body):
+        carried.append(f"the loop variable `{loop.var}` is assigned in the body")
     for name in sorted(assigned_names(node) - {loop.var}):
         if _declarations(node, name):
             continue  # declared inside the loop: private to an iteration

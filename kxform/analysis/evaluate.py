@@ -76,7 +76,10 @@ def short(node: Any) -> str:
 
 
 def evaluate(node: Any, env: Env) -> Evaluated:
-    """The value of `node` under `env` (never raises: what it cannot read is NotAffine)."""
+    """The value of `node` under `env` (never raises: what it cannot read is NotAffine).
+    A plain string is an integer literal (the step of `++`)."""
+    if isinstance(node, str):
+        return Evaluated(Affine.const(int(node)))
     kind = node.type
     handler = _HANDLERS.get(kind)
     if handler is not None:
@@ -92,8 +95,16 @@ def _number(node: Any, env: Env) -> Evaluated:
     return Evaluated(Affine.const(value))
 
 
+def evaluate_name(name: str, env: Env) -> Evaluated:
+    """The value of the name `name` at this point (a local, a constant, a parameter)."""
+    return _named(name, env)
+
+
 def _identifier(node: Any, env: Env) -> Evaluated:
-    name = text(node)
+    return _named(text(node), env)
+
+
+def _named(name: str, env: Env) -> Evaluated:
     if name in env.names:
         bound = env.names[name]
         return Evaluated(bound.value, bound.via | {name})

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kxform.analysis.affine import BLOCK_AXES, Affine, NotAffine
-from kxform.analysis.evaluate import Env, Evaluated, Pointer, evaluate, short, subscript_chain, text
+from kxform.analysis.evaluate import Env, Evaluated, Pointer, evaluate, evaluate_name, short, subscript_chain, text
 from kxform.analysis.records import Buffer, Comparison, Guard, Loop, MemoryAccess
 from kxform.frontend.model import Function, SourceModel, Span
 
@@ -27,6 +27,8 @@ WARP_COLLECTIVE_RE = re.compile(r"^(nvcuda::)?wmma::\w+$")
 """Warp-collective calls whose array arguments are fragments they may write."""
 ATOMIC_RE = re.compile(r"^atomic\w+$")
 _JUMPS = ("return_statement", "break_statement", "goto_statement")
+_ONE = "1"
+"""The step of `++` and `--` (evaluated like the right side of `+= 1`)."""
 
 
 @dataclass
@@ -89,7 +91,10 @@ class Walker:
                 (self.statement if child.type.endswith("statement") else self.expression)(child)
 
     def block(self, node: Any) -> None:
+        """A `{ ... }` scope: what it declares is gone after it (an outer name it shadowed
+        comes back); assignments to outer names stay."""
         saved = self.guards
+        declared = {n: self.env.names.get(n) for n in _declared_here(node)}
         for child in node.named_children:
             self.statement(child)
             exit_cond = _early_exit(child)
@@ -97,6 +102,11 @@ class Walker:
                 self.guards = self.guards + (Guard(short(exit_cond), False, _span(child), "exit",
                                                    bounds(exit_cond, False, self.env)),)
         self.guards = saved
+        for name, outer in declared.items():
+            if outer is None:
+                self.env.names.pop(name, None)
+            else:
+                self.env.names[name] = outer
 
     def declaration(self, node: Any) -> None:
         if any(text(c) == "__shared__" for c in node.children if c.type == "type_qualifier"):
@@ -222,8 +232,10 @@ class Walker:
             return
         if kind == "update_expression":
             argument = node.child_by_field_name("argument")
-            if argument is not None and argument.type != "identifier":
-                self.access(argument, read=True, write=True)
+            if argument is not None and argument.type == "identifier":
+                self.assign(text(argument), "+=" if "++" in text(node) else "-=", _ONE)
+            elif argument is not None:
+                self.access(argument, read=True, write=True, update="+=" if "++" in text(node) else "-=")
             return
         if kind == "subscript_expression":
             self.access(node, read=True, write=False)
@@ -244,12 +256,19 @@ class Walker:
         if op == "=":
             self.bind(name, value)
             return
-        old = self.env.names.get(name)
-        if old is None:
-            return  # not a local of this function (a parameter updated in place, a global)
-        if op in ("+=", "-=") and isinstance(old.value, Affine) and isinstance(value.value, Affine):
-            new = old.value + value.value if op == "+=" else old.value - value.value
-            self.bind(name, Evaluated(new, old.via | value.via))
+        old = self.env.names.get(name) or evaluate_name(name, self.env)
+        if op in ("+=", "-=") and not isinstance(value.value, Pointer):
+            step = value.value if op == "+=" else (-value.value if isinstance(value.value, Affine) else value.value)
+            if isinstance(old.value, Pointer):
+                offset = old.value.offset + step if isinstance(old.value.offset, Affine) and \
+                    isinstance(step, Affine) else NotAffine(f"`{name}` is moved by `{op}` a value that is {step}")
+                self.bind(name, Evaluated(Pointer(old.value.buffer, offset), old.via | value.via))
+                return
+            if isinstance(old.value, Affine) and isinstance(step, Affine):
+                self.bind(name, Evaluated(old.value + step, old.via | value.via))
+                return
+        if isinstance(old.value, Pointer):
+            self.bind(name, Evaluated(Pointer(old.value.buffer, NotAffine(f"`{name}` is updated with `{op}`"))))
         else:
             self.bind(name, Evaluated(NotAffine(f"`{name}` is updated with `{op}`")))
 
@@ -303,6 +322,9 @@ class Walker:
         if target is None or not isinstance(target.value, Pointer):
             if base.type not in ("identifier", "field_expression"):
                 self.expression(base)
+            if base.type == "identifier" and (text(base) in self.env.names or
+                                              text(base) in {p.name for p in self.state.function.params}):
+                self._unknown(node, text(base), read, write, atomic, update)
             return
         pointer = target.value
         values = [evaluate(i, self.env) for i in indices]
@@ -310,6 +332,14 @@ class Walker:
         flat = _flatten(pointer.offset, [v.index for v in values], buffer.extents if buffer.space != "global" else ())
         via = Evaluated(flat, target.via.union(*(v.via for v in values)))
         self._record(node, pointer.buffer, flat, tuple(v.index for v in values), via, read, write, atomic, update)
+
+    def _unknown(self, node: Any, name: str, read: bool, write: bool, atomic: bool, update: str) -> None:
+        """A subscript of a local that does not point into a known buffer: recorded (in the
+        space "unknown") so that no write goes unseen."""
+        if name not in self.state.buffers:
+            self.state.buffers[name] = Buffer(name, "unknown", "")
+        why = NotAffine(f"`{name}` does not point into a buffer kxform can name")
+        self._record(node, name, why, (why,), Evaluated(why), read, write, atomic, update)
 
     def _record(self, node: Any, buffer_name: str, index: Any, subscripts: tuple[Any, ...], via: Evaluated,
                 read: bool, write: bool, atomic: bool, update: str = "") -> None:
@@ -346,6 +376,20 @@ def bounds(cond: Any, holds: bool, env: Env) -> tuple[Comparison, ...]:
         left, right = (evaluate(part.child_by_field_name(k), env).index for k in ("left", "right"))
         out.append(Comparison(left, op if holds else _NEGATED[op], right))
     return tuple(out)
+
+
+def _declared_here(block: Any) -> set[str]:
+    """Names declared by the statements of this block itself (not nested blocks)."""
+    out = set()
+    for child in block.named_children:
+        if child.type == "declaration":
+            for declarator in child.children_by_field_name("declarator"):
+                target = declarator.child_by_field_name("declarator") if declarator.type == "init_declarator" \
+                    else declarator
+                name = _declared_name(target)
+                if name is not None:
+                    out.add(text(name))
+    return out
 
 
 def _mentions_block(value: Any) -> bool:
@@ -393,7 +437,8 @@ def _declared_name(node: Any) -> Any:
 
 
 def _early_exit(node: Any) -> Any:
-    """`if (cond) return;` (no else): the condition, else None."""
+    """`if (cond) return;` (or `continue;`, `break;`: what follows in the block runs only
+    when the condition is false), with no else: the condition, else None."""
     if node.type != "if_statement" or node.child_by_field_name("alternative") is not None:
         return None
     consequence = node.child_by_field_name("consequence")
@@ -401,7 +446,7 @@ def _early_exit(node: Any) -> Any:
         return None
     last = consequence.named_children[-1] if consequence.type == "compound_statement" and \
         consequence.named_children else consequence
-    if last.type != "return_statement":
+    if last.type not in ("return_statement", "continue_statement", "break_statement"):
         return None
     return _unwrap(node.child_by_field_name("condition"))
 
