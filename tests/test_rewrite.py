@@ -4,6 +4,8 @@ other byte of the file is kept (byte-minimal); what cannot be done in place is r
 from __future__ import annotations
 
 import difflib
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +21,7 @@ from kxform.engine.rewrite import (
     replace_loop,
     set_unroll,
 )
+from conftest import NVCC, needs_nvcc
 from kxform.frontend.cuda import parse_model
 from kxform.frontend.model import SourceModel
 from kxform.frontend.source import validate_bytes
@@ -80,14 +83,32 @@ def test_template_parameters_get_defaults_and_an_explicit_instantiation() -> Non
     model = model_of(SRC)
     scale, copy = model.functions_named("scale")[0], model.functions_named("copy")[0]
     after = rewritten(model, add_template_params(model, scale, ["int UNROLL = 4"], "t"),
-                      add_template_params(model, copy, ["int VEC = 1"], "t"), instantiate(model, copy, ["float", "4"], "t"))
+                      add_template_params(model, copy, ["int VEC = 1"], "t"),
+                      instantiate(model, copy, ["float", "4"], "t", added=["int VEC = 1"]))
     assert changed_lines(SRC, after) == [
         "- template <typename T>", "+ template <int UNROLL = 4>", "+ template <typename T, int VEC = 1>",
-        "+ template __global__ void copy<float, 4>(T*, const T* __restrict__, int);"]
+        "+ template __global__ void copy<float, 4>(float*, const float* __restrict__, int);"]
     with pytest.raises(RewriteRefused, match="needs a default"):
         add_template_params(model, scale, ["int UNROLL"], "t")
     with pytest.raises(RewriteRefused, match="not a template"):
         instantiate(model, scale, ["4"], "t")
+    with pytest.raises(RewriteRefused, match="takes 2 template argument"):
+        instantiate(model_of(after), model_of(after).functions_named("copy")[0], ["float", "4", "1"], "t")
+
+
+@needs_nvcc
+def test_added_template_parameters_and_their_instantiation_compile(tmp_path: Path) -> None:
+    model = model_of(SRC)
+    copy = model.functions_named("copy")[0]
+    after = rewritten(model, add_template_params(model, copy, ["int VEC = 1"], "t"),
+                      instantiate(model, copy, ["float", "4"], "t", added=["int VEC = 1"]))
+    source = tmp_path / "k.cu"
+    source.write_text(after)
+    done = subprocess.run([str(NVCC), "-c", "-arch=sm_90", str(source), "-o", str(tmp_path / "k.o")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    symbols = (tmp_path / "k.o").read_bytes()
+    assert b"copyIfLi4E" in symbols  # the instantiation at <float, 4> was emitted
 
 
 def test_loops_are_replaced_and_their_unroll_pragma_set_by_their_node() -> None:

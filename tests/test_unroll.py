@@ -86,7 +86,8 @@ def test_spec_round_trip_and_space_through_the_pass_api() -> None:
 
 
 @pytest.mark.slow
-def test_every_factor_of_the_inner_loop_verifies_bit_exact_on_the_cpu_runtime(tmp_path: Path, cpu) -> None:  # type: ignore[no-untyped-def]
+def test_every_factor_of_the_inner_loop_verifies_bit_exact_on_the_cpu_runtime(  # type: ignore[no-untyped-def]
+        tmp_path: Path, cpu) -> None:
     shutil.copytree(CORPORA / "sgemm_tiled", tmp_path / "sgemm_tiled")
     path = tmp_path / "sgemm_tiled" / "sgemm_tiled.cu"
     spec_path = find_spec_for(path)

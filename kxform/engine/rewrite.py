@@ -16,6 +16,7 @@ Changing a launch site is kxform.engine.launch_site's job.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from kxform.analysis.records import Loop
@@ -23,6 +24,7 @@ from kxform.engine.edits import Edit
 from kxform.engine.helper_placement import Helper, guarded, helper_offset
 from kxform.errors import CheckFailed
 from kxform.frontend.model import Function, SourceModel
+from kxform.frontend.queries import split_args, template_params
 
 __all__ = ["Helper", "RewriteRefused", "add_template_params", "insert_at_entry", "instantiate", "place_helpers",
            "replace_loop", "set_unroll"]
@@ -97,23 +99,28 @@ def add_template_params(model: SourceModel, function: Function, params: Sequence
     return Edit(at, at, f"{indent}template <{', '.join(params)}>{model.source.newline}", origin)
 
 
-def instantiate(model: SourceModel, function: Function, args: Sequence[str], origin: str) -> Edit:
-    """An explicit instantiation of `function` at `args`, on the line after its definition."""
-    if not function.template_params:
+def instantiate(model: SourceModel, function: Function, args: Sequence[str], origin: str,
+                added: Sequence[str] = ()) -> Edit:
+    """An explicit instantiation of `function` at `args`, on the line after its definition;
+    `added`: the template parameters `add_template_params` gives it in the same rewrite."""
+    if not function.template_params and not added:
         raise RewriteRefused(f"'{function.name}' is not a template")
     params = model.source.data[function.params_span.start:function.params_span.end].decode("utf-8")
     qualifier = "__global__ " if function.kind.value == "kernel" else "__device__ " if function.kind.value == "device" \
         else ""
+    names = [p.name for p in template_params(function)] + [re.findall(r"\w+", a.split("=")[0])[-1] for a in added]
+    if len(args) > len(names) or len(args) < len([p for p in template_params(function) if p.default is None]):
+        raise RewriteRefused(f"'{function.name}' takes {len(names)} template argument(s), not {len(args)}")
+    bound = dict(zip(names, args))
+    types = re.sub(r"[A-Za-z_]\w*", lambda m: bound.get(m.group(0), m.group(0)), _types_only(params))
     newline = model.source.newline
-    text = f"{newline}template {qualifier}void {function.name}<{', '.join(args)}>{_types_only(params)};"
+    text = f"{newline}template {qualifier}void {function.name}<{', '.join(args)}>{types};"
     return Edit(function.span.end, function.span.end, text, origin)
 
 
 def _types_only(params: str) -> str:
     """`(const float* __restrict__ a, int n)` -> `(const float* __restrict__, int)`: an
     instantiation names types; dropping the names keeps it valid whatever they are."""
-    from kxform.frontend.queries import split_args
-
     inner = params.strip()[1:-1]
     parts = []
     for part in split_args(inner):
