@@ -81,3 +81,22 @@ def test_swizzle_computes_its_index_usage_once_per_kernel_across_its_steps() -> 
     usage = ctx.analyses.cached(IndexUsage, model, analysis.kernel)
     assert usage is not None and usage is ctx.analysis(IndexUsage, analysis.kernel)
     assert ctx.analyses.computed == len(model.kernels)
+
+
+def test_a_swizzle_run_computes_index_usage_once_per_version(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The original and the rewritten file: two computations for one kernel, through the
+    analysis, the edit, the coverage check and the idempotence run (a spy counts the real ones)."""
+    from kxform.api import rewrite
+
+    computed: list[int] = []
+    real = IndexUsage.compute.__func__  # type: ignore[attr-defined]
+
+    def counting(cls, ctx, kernel):  # type: ignore[no-untyped-def]
+        computed.append(len(ctx.model.source.data))
+        return real(cls, ctx, kernel)
+
+    monkeypatch.setattr(IndexUsage, "compute", classmethod(counting))
+    path = CORPORA / "sgemm_tiled" / "sgemm_tiled.cu"
+    result = rewrite(path.read_bytes(), "swizzle{pattern=grouped}", path=str(path))
+    assert result.changed
+    assert len(computed) == 2 and computed[0] == len(path.read_bytes()) and computed[1] == len(result.new_data)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kxform.passes.swizzle.bijection import check_helper
@@ -214,14 +214,20 @@ class Swizzle(Pass):
                      ctx: PassContext | None = None) -> list[CheckRecord]:
         """Check (b): no blockIdx.x/.y read is left unmapped in a rewritten kernel's closure,
         by the source analysis and, where nvcc exists, confirmed on the compiled PTX."""
+        usages = {}
         for proposal in proposals:
-            reads = unmapped_reads(new_model, proposal.kernel)
+            kernel = next(k for k in new_model.kernels if k.name == proposal.kernel)
+            # the rewritten file's usage, through the run's manager: the idempotence run reuses it
+            usage = ctx.analyses.get(IndexUsage, replace(ctx, model=new_model), kernel) if ctx is not None else \
+                index_usage(new_model, kernel)
+            usages[proposal.kernel] = usage
+            reads = unmapped_reads(new_model, proposal.kernel, usage)
             if reads:
                 where = new_model.source.location(reads[0].span.start)
                 raise CheckFailed("coverage", f"'{proposal.kernel}' still reads {reads[0].spelling} at {where} "
                                   "after the rewrite")
         return [confirm_coverage(new_model, [p.kernel for p in proposals], PROLOGUE_MARK,
-                                 ctx.toolchain if ctx is not None else None)]
+                                 ctx.toolchain if ctx is not None else None, usages)]
 
     def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
         """A remap changes which block computes which tile, never the arithmetic: bit-exact,
@@ -267,14 +273,15 @@ def uses_float_atomics(text: str) -> bool:
     return bool(FLOAT_ATOMIC_RE.search(text)) and "float" in text
 
 
-def unmapped_reads(model: SourceModel, kernel_name: str) -> list[IndexRead]:
+def unmapped_reads(model: SourceModel, kernel_name: str, usage: IndexUsage | None = None) -> list[IndexRead]:
     """blockIdx.x/.y reads left in the kernel's closure outside its prologue."""
     kernel = next(k for k in model.kernels if k.name == kernel_name)
+    usage = usage or index_usage(model, kernel)
     body = model.source.data[kernel.body.start:kernel.body.end]
     start = body.find(PROLOGUE_MARK)
     end = body.find(b";", start) if start >= 0 else -1
     prologue = Span(kernel.body.start + start, kernel.body.start + end) if start >= 0 else None
-    return [r for r in index_usage(model, kernel).remapped_reads if prologue is None or not prologue.contains(r.span)]
+    return [r for r in usage.remapped_reads if prologue is None or not prologue.contains(r.span)]
 
 
 def _already_swizzled(ctx: PassContext, kernel: Function) -> bool:
