@@ -41,6 +41,9 @@ def test_affine_forms_compare_by_value_and_keep_parameter_coefficients() -> None
     assert Affine.const(3).scaled(4).value == 12 and index.value is None
     assert str(Affine.symbol("n").scaled(-1) + Affine.const(2)) == "-n + 2"
     assert index.substitute("k", Affine.symbol("k") + Affine.const(1)) == index + Affine.const(1)
+    tid = Affine.symbol("threadIdx.x")
+    assert (tid.scaled(4) + Affine.const(8)).multiple_of(4) and not (tid.scaled(4) + Affine.const(2)).multiple_of(4)
+    assert not (Affine.symbol("n") * Affine.symbol("row")).multiple_of(2) and Affine().multiple_of(16)
 
 
 # -- an elementwise kernel ----------------------------------------------------------

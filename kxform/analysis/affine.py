@@ -118,6 +118,12 @@ class Affine:
         parameter expression (`K`, `blockDim.x`)."""
         return self.coefficient(variable).value
 
+    def multiple_of(self, k: int) -> bool:
+        """Proven a multiple of `k` for every value of its (integer) symbols: each
+        coefficient is (the sufficient condition alignment proofs use: `4*tid + 8` is a
+        multiple of 4; `n*row` is not proven)."""
+        return k != 0 and all(c % k == 0 for _, c in self.terms)
+
     def without(self, variables: Iterable[str]) -> Affine:
         """The terms that mention none of `variables` (the part fixed for a thread)."""
         drop = set(variables)
