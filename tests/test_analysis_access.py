@@ -333,3 +333,30 @@ def test_scopes_pointer_moves_increments_and_unknown_pointers() -> None:
     assert "the loop variable `k` is assigned in the body" in loop.carried and not loop.distributable
     (store,) = [x for x in a.accesses if x.loops and x.write]
     assert [(str(g), g.kind) for g in store.guards] == [("!(k == 3)", "exit")]
+
+
+@pytest.mark.parametrize("path, kernel, reductions, distributable", [
+    ("layernorm/layernorm.cu", "layernorm_forward_kernel", [("sum", "+"), ("var", "+")], [True, True, True]),
+    ("softmax/softmax.cu", "softmax_rows", [("local_max", "max"), ("local_sum", "+")],
+     [True, False, True, False, True]),  # the shared-memory trees write sdata[tid] every step
+    ("fused_add_rmsnorm/fused_add_rmsnorm.cu", "fused_add_rms_norm_kernel", [("variance", "+")], [True, True]),
+    ("spmv_csr/spmv_csr.cu", "spmv_csr_scalar_kernel", [("dot", "+")], [False]),  # bounds loaded from row_ptr
+    ("black_scholes/black_scholes.cu", "BlackScholesGPU", [], [True]),
+    ("sgemm_128/sgemm_128.cu", "sgemm_128", [("acc", "+")],
+     [True, True, False, False, True, True, True, True, True, False, False]),
+])
+def test_corpus_reductions_and_distributable_loops(path: str, kernel: str, reductions: list[tuple[str, str]],
+                                                   distributable: list[bool]) -> None:
+    a = analysed(path, kernel)
+    assert [(r.var, r.op) for r in a.reductions] == reductions
+    assert [loop.distributable for loop in a.loops] == distributable
+
+
+@pytest.mark.parametrize("header, trip", [
+    ("int i = 10; i > 0; i -= 2", 5), ("int i = 0; i <= 7; i++", 8), ("int i = 0; i != 12; i += 4", 3),
+    ("int i = 0; i < 0; ++i", 0), ("int i = 1; i < 1 << 4; i += 1", 15), ("int i = 0; i < n; ++i", None),
+])
+def test_trip_counts(header: str, trip: int | None) -> None:
+    (loop,) = analysed_text(f"__global__ void k(float* a, int n) {{\n  for ({header}) a[0] += 1.0f;\n}}\n",
+                            "k").loops
+    assert loop.trip == trip

@@ -12,6 +12,7 @@ assumed not to alias (`Buffer.restrict` says where the source promises it).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from kxform.analysis.affine import Affine
@@ -36,8 +37,24 @@ def loop_facts(state: WalkState) -> None:
         carried += in_memory
         reductions += array_reductions
         barrier = any(loop.body.contains(s) for s in state.barriers) if body is not None else False
-        draft.loop = type(loop)(**{**loop.__dict__, "reductions": tuple(reductions), "carried": tuple(carried),
-                                   "barrier": barrier})
+        draft.loop = replace(loop, reductions=tuple(reductions), carried=tuple(carried), barrier=barrier)
+    _outermost_array_carriers(state)
+
+
+def _outermost_array_carriers(state: WalkState) -> None:
+    """An accumulation found in a loop and in the loops around it (as far as they carry it
+    too) names the outermost of them: for a scalar that is where its declaration stops
+    it, for an array element where the element stops being the same."""
+    for draft in state.loops:
+        loop = draft.loop
+        fixed = []
+        for reduction in loop.reductions:
+            outer = loop
+            while outer.parent is not None and any(
+                    r.var == reduction.var and r.op == reduction.op for r in state.loops[outer.parent].loop.reductions):
+                outer = state.loops[outer.parent].loop
+            fixed.append(replace(reduction, loop=outer.id))
+        draft.loop = replace(loop, reductions=tuple(fixed))
 
 
 def _scalars(state: WalkState, loop: Loop, node: Any) -> tuple[list[Reduction], list[str]]:
