@@ -105,3 +105,15 @@ def test_every_factor_of_the_inner_loop_verifies_bit_exact_on_the_cpu_runtime(  
     report = verify_pair(original, validate_bytes(str(path), broken), spec, cpu, sizes=("tiles",),
                          policy=result.results[0].policy)
     assert not report.ok
+
+
+@pytest.mark.slow
+def test_apply_writes_a_verified_factor_from_the_command_line(tmp_path: Path) -> None:
+    from conftest import run_cli
+
+    shutil.copytree(CORPORA / "sgemm_tiled", tmp_path / "sgemm_tiled")
+    path = tmp_path / "sgemm_tiled" / "sgemm_tiled.cu"
+    done = run_cli("apply", "--pass", f"unroll{{{INNER}=4}}", "--verify", "cpu", str(path),
+                   env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stderr
+    assert path.read_bytes() == GOLDEN.read_bytes()
