@@ -44,6 +44,7 @@ def default_order(source_path: str, kernel: str, hw: HwProfile) -> DefaultOrder:
     from kxform.frontend.cuda import parse_model
     from kxform.frontend.source import read_source
     from kxform.log.remarks import RemarkSink
+    from kxform.passes.swizzle.judgement import LocalityJudgement
     from kxform.passes.swizzle.swizzle import config_of
 
     model = parse_model(read_source(source_path))
@@ -59,9 +60,10 @@ def default_order(source_path: str, kernel: str, hw: HwProfile) -> DefaultOrder:
     if proposals:
         why = proposals[0].rationale
     else:
-        why = pass_.missed_reason(analysis)[1]
+        why = pass_.missed_reason(analysis, ctx)[1]
     fallback = tuple(config_of(p) for p in pass_.candidates(ctx, analysis))
-    return DefaultOrder(configs, why, fallback, "locality" in analysis.facts)  # type: ignore[arg-type]
+    judged = ctx.analyses.cached(LocalityJudgement, model, analysis.kernel)
+    return DefaultOrder(configs, why, fallback, judged is not None and judged.verdict is not None)
 
 
 # -------------------------------------------------------------------------- judging

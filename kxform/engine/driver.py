@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from kxform.analysis.manager import AnalysisManager
 from kxform.engine.edits import Edit, apply_edits, check_reparse, unified_diff
 from kxform.engine.pass_api import (
     UNCONFIRMED,
@@ -83,6 +84,7 @@ class _Run:
     feedback: Feedback
     toolchain: Any
     pending: list[Remark]
+    analyses: AnalysisManager = field(default_factory=AnalysisManager)
 
 
 def syntax_gate(model: SourceModel) -> set[str]:
@@ -218,7 +220,7 @@ def _run_pass(source: SourceText, pass_: Pass, run: _Run, model: SourceModel | N
     broken = syntax_gate(model)
     duplicates = _duplicates(model)
     ctx = PassContext(model, run.hw, run.options, run.sink, run.semantic(model) if run.semantic else None,
-                      run.toolchain)
+                      run.toolchain, run.analyses)
     host_issue = host_syntax_issue(model)
     if host_issue is not None and not dry_run:
         ctx.remark(RemarkKind.ANALYSIS, pass_.name, "HostSyntaxError", host_issue, None,
@@ -299,7 +301,7 @@ def _propose_and_check(ctx: PassContext, pass_: Pass, run: _Run, analysis: Kerne
                    f"{pass_.name} candidate {rejection.label} for '{kernel.name}' refused by the {rejection.stage} "
                    f"stage: {rejection.reason}", stage=rejection.stage)
     if not proposals:
-        key, message = _nothing_proposed(run.proposer, pass_, analysis)
+        key, message = _nothing_proposed(run.proposer, pass_, analysis, ctx)
         return _missed(ctx, pass_, kernel, key, message, kernel.span.start)
     checked: list[tuple[Proposal, tuple[CheckRecord, ...]]] = []
     rejected: list[Rejection] = list(earlier)
@@ -327,12 +329,13 @@ def _propose_and_check(ctx: PassContext, pass_: Pass, run: _Run, analysis: Kerne
                         rejected=tuple(rejected))
 
 
-def _nothing_proposed(proposer: Proposer, pass_: Pass, analysis: KernelAnalysis) -> tuple[str, str]:
+def _nothing_proposed(proposer: Proposer, pass_: Pass, analysis: KernelAnalysis,
+                      ctx: PassContext) -> tuple[str, str]:
     """Why no proposal came: the proposer's own reason when it has one (`why_nothing`: a
     lockfile entry that leaves the kernel alone, a record without the kernel), else the pass's."""
     explain = getattr(proposer, "why_nothing", None)
     found = explain(pass_, analysis) if explain is not None else None
-    return found or pass_.missed_reason(analysis)
+    return found or pass_.missed_reason(analysis, ctx)
 
 
 def _apply(ctx: PassContext, pass_: Pass, run: _Run, accepted: list[KernelResult],
@@ -352,6 +355,7 @@ def _apply(ctx: PassContext, pass_: Pass, run: _Run, accepted: list[KernelResult
         extra = [CheckRecord("reparse", True, f"rewritten file re-parses with {len(new_model.syntax_issues)} "
                              "syntax error region(s), as many as the original")]
         extra.extend(pass_.check_result(new_model, proposals, ctx=ctx))
+        run.analyses.carry(model, new_model, pass_.preserves)
         extra.append(_idempotent(pass_, new_model, run, proposals))
     except (CheckFailed, EditConflict) as exc:
         stage = exc.check if isinstance(exc, CheckFailed) else "edit"
@@ -378,7 +382,7 @@ def _idempotent(pass_: Pass, new_model: SourceModel, run: _Run, proposals: list[
     kernels = tuple(p.kernel for p in proposals)
     source = new_model.source
     again_run = _Run(run.hw, replace(run.options, kernels=kernels), DeterministicProposer(), None, RemarkSink(), {},
-                     run.toolchain, [])
+                     run.toolchain, [], run.analyses)
     _, again, _ = _run_pass(source, pass_, again_run, new_model, dry_run=True)
     if any(r.outcome is Outcome.APPLIED for r in again):
         raise CheckFailed("idempotence", "a second run of the pass would change the output again")

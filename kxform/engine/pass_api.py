@@ -17,8 +17,9 @@ import dataclasses
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
+from kxform.analysis.manager import AnalysisManager
 from kxform.engine.edits import Edit
 from kxform.engine.params import Config, ParamSpace, ParamValue
 from kxform.engine.pass_spec import parse_pass_spec, split_pipeline
@@ -34,6 +35,8 @@ __all__ = [
     "Provenance", "Rejection", "RunOptions", "UNCONFIRMED", "parse_pass_spec", "split_pipeline",
 ]
 
+
+A = TypeVar("A")
 
 UNCONFIRMED = "unconfirmed"
 """How the detail of a check that could neither confirm nor refute a rewrite begins."""
@@ -74,6 +77,8 @@ class KernelAnalysis:
     kernel: Function
     blockers: tuple[Blocker, ...] = ()
     facts: Mapping[str, Any] = field(default_factory=dict)
+    """Untyped extras (kept for passes outside this package; kxform's own passes keep what
+    they learn as typed analyses: `ctx.analysis(Kind, kernel)`)."""
     already_applied: bool = False
 
     @property
@@ -104,6 +109,13 @@ class PassContext:
     remarks: RemarkSink
     semantic: Any = None  # kxform.frontend.semantic.SemanticInfo | None
     toolchain: Any = None  # kxform.build.toolchain.Toolchain | None (compilers, cache, project flags)
+    analyses: AnalysisManager = field(default_factory=AnalysisManager, compare=False, repr=False)
+    """The run's analysis cache (shared by the contexts of one run's passes)."""
+
+    def analysis(self, kind: type[A], kernel: Function) -> A:
+        """The `kind` analysis of `kernel` in this version of the file, computed once
+        (kxform.analysis.manager): what passes, proposers and the prompt all read."""
+        return self.analyses.get(kind, self, kernel)
 
     def remark(self, kind: RemarkKind, pass_name: str, name: str, offset: int, function: str | None,
                message: str, **args: Any) -> None:
@@ -119,6 +131,9 @@ class Pass(abc.ABC):
     description: ClassVar[str]
     requires: ClassVar[tuple[str, ...]] = ()
     """Passes that must run before this one when both are in a pipeline."""
+    preserves: ClassVar[tuple[type, ...]] = ()
+    """Analysis kinds a rewrite by this pass leaves valid (only those that hold no byte
+    offsets are carried to the rewritten file: see AnalysisManager.carry)."""
     falls_back: ClassVar[bool] = True
     """Whether the deterministic proposer may offer `candidates` after the default choice
     (a pass whose default is "change nothing but the form" has no fallback)."""
@@ -180,8 +195,9 @@ class Pass(abc.ABC):
     def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
         """The deterministic choice (documented rule); None when the pass has nothing to offer."""
 
-    def missed_reason(self, analysis: KernelAnalysis) -> tuple[str, str]:
-        """Remark key and sentence when no proposal was made for an applicable kernel."""
+    def missed_reason(self, analysis: KernelAnalysis, ctx: PassContext | None = None) -> tuple[str, str]:
+        """Remark key and sentence when no proposal was made for an applicable kernel
+        (`ctx` gives the analyses computed for it)."""
         return ("NoProposal", "the proposer offered nothing for this kernel")
 
     def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from kxform.analysis.access import closure_functions
 from kxform.build.toolchain import Toolchain
 from kxform.engine.pass_api import KernelAnalysis, PassContext
 from kxform.errors import KxformError
@@ -53,8 +54,7 @@ class KernelContext:
 def kernel_text(model: SourceModel, analysis: KernelAnalysis) -> str:
     """The kernel, the device functions it reaches and the macros and constants they use."""
     data = model.source.data
-    usage = analysis.facts.get("usage")
-    functions = usage.functions if usage is not None else (analysis.kernel,)
+    functions = closure_functions(model, analysis.kernel)
     pieces = [data[f.span.start:f.span.end].decode("utf-8", "replace") for f in reversed(functions)]
     body = "\n\n".join(pieces)
     used = set(re.findall(r"\b[A-Za-z_]\w*\b", body))
@@ -127,9 +127,7 @@ def build_context(ctx: PassContext, analysis: KernelAnalysis, spec: KernelSpec |
     says whether attempts can be timed); the CPU runtime also provides sector traces."""
     model = ctx.model
     kernel = analysis.kernel.name
-    usage = analysis.facts.get("usage")
-    functions = usage.functions if usage is not None else (analysis.kernel,)
-    accesses = static_accesses(model, functions)
+    accesses = static_accesses(ctx, closure_functions(model, analysis.kernel))
     sharing: tuple[Sharing, ...] = ()
     note = "Sector traces: not taken (no harness spec for this kernel)."
     if spec is not None:

@@ -4,21 +4,22 @@ source analysis with everything it cannot see through refused.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from kxform.build.toolchain import Toolchain
 from kxform.engine.pass_api import CheckRecord
 from kxform.errors import CheckFailed
 from kxform.frontend.model import SourceModel
-from kxform.passes.swizzle.index_usage import index_usage
+from kxform.passes.swizzle.index_usage import IndexUsage, index_usage
 from kxform.passes.swizzle.opaque import fallback_blockers
 from kxform.passes.swizzle.ptx_coverage import confirm
 
 
 def confirm_coverage(new_model: SourceModel, kernels: Sequence[str], mark: bytes,
-                     toolchain: Toolchain | None = None) -> CheckRecord:
+                     toolchain: Toolchain | None = None, usages: Mapping[str, IndexUsage] | None = None) -> CheckRecord:
     """Raise CheckFailed("coverage", ...) for a read left physical; else the record.
-    `toolchain` gives the project's include directories and defines for the compile."""
+    `toolchain` gives the project's include directories and defines for the compile;
+    `usages` the rewritten kernels' index usage where it is already known."""
     confirmed: list[str] = []
     source_only: list[str] = []
     for name in kernels:
@@ -32,7 +33,8 @@ def confirm_coverage(new_model: SourceModel, kernels: Sequence[str], mark: bytes
                                   "pasting, cooperative-groups call, inline PTX or another header)")
             confirmed.append(name)
             continue
-        blockers = fallback_blockers(new_model, index_usage(new_model, kernel))
+        usage = (usages or {}).get(name) or index_usage(new_model, kernel)
+        blockers = fallback_blockers(new_model, usage)
         if blockers:
             where = new_model.source.location(blockers[0].offset)
             raise CheckFailed("coverage", f"{blockers[0].message} (at {where}), and the compiler could not confirm "

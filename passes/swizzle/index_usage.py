@@ -4,7 +4,9 @@ and in the macros they expand. The facts every block-index remap needs."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
+from kxform.analysis.manager import AnalysisInput
 from kxform.frontend.cuda import macro_node
 from kxform.frontend.semantic import BUILTIN_CALL_RE
 from kxform.frontend.model import Function, FunctionKind, IndexRead, SourceModel
@@ -13,6 +15,10 @@ from kxform.engine.pass_api import Blocker
 
 @dataclass(frozen=True)
 class IndexUsage:
+    """An analysis (kxform.analysis.manager): `ctx.analysis(IndexUsage, kernel)`."""
+
+    positional: ClassVar[bool] = True
+
     kernel: Function
     functions: tuple[Function, ...]
     """The kernel and every device function of this file it reaches."""
@@ -25,6 +31,10 @@ class IndexUsage:
     external_calls: tuple[str, ...]
     """Callees that are neither defined in this file nor known built-ins."""
     blockers: tuple[Blocker, ...]
+
+    @classmethod
+    def compute(cls, ctx: AnalysisInput, kernel: Function) -> IndexUsage:
+        return index_usage(ctx.model, kernel)
 
     @property
     def dims(self) -> int:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kxform.passes.swizzle.bijection import check_helper
@@ -35,10 +35,11 @@ from kxform.engine.edits import Edit
 from kxform.errors import CheckFailed, UsageError
 from kxform.frontend.model import Function, IndexRead, SourceModel, Span
 from kxform.passes.swizzle.index_usage import IndexUsage, index_usage
+from kxform.passes.swizzle.judgement import LocalityJudgement
 from kxform.engine.params import Param, ParamSpace, ParamValue
 from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance
 from kxform.engine.policy import EXACT, OutputCompare, VerifyPolicy
-from kxform.passes.swizzle.helper_placement import guarded_helper, helper_offset
+from kxform.engine.rewrite import Helper, insert_at_entry, place_helpers
 from kxform.passes.swizzle.patterns import PATTERNS, RemapConfig, get_pattern
 from kxform.passes.swizzle.formula import FormulaError, FormulaRemap, formula_remap
 from kxform.passes.swizzle.semantic_checks import foreign_through_local, semantic_blockers
@@ -101,7 +102,7 @@ class Swizzle(Pass):
     def analyse(self, ctx: PassContext) -> dict[str, KernelAnalysis]:
         model = ctx.model
         results: dict[str, KernelAnalysis] = {}
-        usages = {k.name: index_usage(model, k) for k in model.kernels}
+        usages = {k.name: ctx.analysis(IndexUsage, k) for k in model.kernels}
         for kernel in model.kernels:
             usage = usages[kernel.name]
             blockers = list(usage.blockers) + order_blockers(model, usage.functions)
@@ -110,7 +111,7 @@ class Swizzle(Pass):
                 blockers.append(Blocker("NoBlockIndexRead", "the kernel does not read blockIdx.x or blockIdx.y",
                                         kernel.span.start))
             blockers += _name_collisions(ctx, usage)
-            results[kernel.name] = KernelAnalysis(kernel, tuple(blockers), {"usage": usage},
+            results[kernel.name] = KernelAnalysis(kernel, tuple(blockers),
                                                   already_applied=_already_swizzled(ctx, kernel))
         _refuse_shared(ctx, results)
         return results
@@ -118,30 +119,29 @@ class Swizzle(Pass):
     # -- propose ----------------------------------------------------------------------
 
     def candidates(self, ctx: PassContext, analysis: KernelAnalysis) -> list[Proposal]:
-        usage: IndexUsage = analysis.facts["usage"]
+        usage = ctx.analysis(IndexUsage, analysis.kernel)
         out = []
         for pattern in PATTERNS.values():
             if pattern.name == "row" or min(usage.dims, 2) not in pattern.dims:
                 continue  # row is the identity; z is never remapped, so 3-D grids take 2-D patterns
             config = pattern.resolve({"xcds": ctx.hw.xcds} if "xcds" in {p.name for p in pattern.params} else {})
             out.append(_proposal(analysis.kernel, config, "candidate"))
-        if "locality" in analysis.facts:  # the model judged the kernel: its ranking orders the fallbacks
-            return analysis.facts["locality"].rank_candidates(out)
+        judged = ctx.analyses.cached(LocalityJudgement, ctx.model, analysis.kernel)
+        if judged is not None and judged.verdict is not None:  # the model judged it: its ranking orders the fallbacks
+            return judged.verdict.rank_candidates(out)
         return out
 
     def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
-        usage: IndexUsage = analysis.facts["usage"]
+        usage = ctx.analysis(IndexUsage, analysis.kernel)
         two_d = usage.dims >= 2
         if self.pattern is not None:
             config = self.config(self.pattern, {"xcds": ctx.hw.xcds})
             if not two_d and 1 not in config.pattern.dims:
                 return None
             return _proposal(analysis.kernel, config, f"pattern {config.label()} requested by the user")
-        from kxform.locality.propose import judge  # the locality model (docs/locality-model.md)
-
-        verdict, not_modelled = judge(ctx.model.source, analysis.kernel.name, ctx.hw, two_d)
+        judged = ctx.analysis(LocalityJudgement, analysis.kernel)
+        verdict, not_modelled = judged.verdict, judged.not_modelled
         if verdict is not None:
-            analysis.facts["locality"] = verdict  # type: ignore[index]  # for missed_reason and candidates
             if verdict.config is None:
                 return None
             return _proposal(analysis.kernel, verdict.config, verdict.rationale, verdict.provenance)
@@ -159,11 +159,12 @@ class Swizzle(Pass):
         return _proposal(analysis.kernel, config, f"default rule (unmeasured; not modelled: {not_modelled}): {why}",
                          Provenance(evidence="rule"))
 
-    def missed_reason(self, analysis: KernelAnalysis) -> tuple[str, str]:
-        usage: IndexUsage = analysis.facts["usage"]
-        if "locality" in analysis.facts:
-            return ("NoPredictedGain", analysis.facts["locality"].rationale)
-        if self.pattern is not None and usage.dims < 2:
+    def missed_reason(self, analysis: KernelAnalysis, ctx: PassContext | None = None) -> tuple[str, str]:
+        judged = ctx.analyses.cached(LocalityJudgement, ctx.model, analysis.kernel) if ctx is not None else None
+        if judged is not None and judged.verdict is not None:
+            return ("NoPredictedGain", judged.verdict.rationale)
+        usage = ctx.analysis(IndexUsage, analysis.kernel) if ctx is not None else None
+        if self.pattern is not None and usage is not None and usage.dims < 2:
             return ("PatternNeeds2DGrid", f"pattern {self.pattern} needs a 2-D grid; the kernel reads only "
                     "blockIdx.x (1-D patterns: row, xcd)")
         return ("NoProfitablePattern", "1-D grid on a monolithic L2: the hardware raster order is already the "
@@ -173,7 +174,7 @@ class Swizzle(Pass):
         """What a proposer may choose for this kernel: a pattern that changes a grid of its
         dimensionality, or `custom` (a remap in kxform's formula language, carried as the
         proposal's payload); `xcds` defaults to the hardware profile's."""
-        usage: IndexUsage = analysis.facts["usage"]
+        usage = ctx.analysis(IndexUsage, analysis.kernel)
         dims = min(usage.dims, 2)
         names = [p.name for p in PATTERNS.values() if p.name != "row" and dims in p.dims] + [CUSTOM]
         default = "grouped" if "grouped" in names else names[0]
@@ -186,7 +187,7 @@ class Swizzle(Pass):
 
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
         """For `kxform inspect`: the grid dimensionality, the index reads and the verdict."""
-        usage: IndexUsage = analysis.facts["usage"]
+        usage = ctx.analysis(IndexUsage, analysis.kernel)
         source = ctx.model.source
         return {
             **super().describe(ctx, analysis),
@@ -213,14 +214,20 @@ class Swizzle(Pass):
                      ctx: PassContext | None = None) -> list[CheckRecord]:
         """Check (b): no blockIdx.x/.y read is left unmapped in a rewritten kernel's closure,
         by the source analysis and, where nvcc exists, confirmed on the compiled PTX."""
+        usages = {}
         for proposal in proposals:
-            reads = unmapped_reads(new_model, proposal.kernel)
+            kernel = next(k for k in new_model.kernels if k.name == proposal.kernel)
+            # the rewritten file's usage, through the run's manager: the idempotence run reuses it
+            usage = ctx.analyses.get(IndexUsage, replace(ctx, model=new_model), kernel) if ctx is not None else \
+                index_usage(new_model, kernel)
+            usages[proposal.kernel] = usage
+            reads = unmapped_reads(new_model, proposal.kernel, usage)
             if reads:
                 where = new_model.source.location(reads[0].span.start)
                 raise CheckFailed("coverage", f"'{proposal.kernel}' still reads {reads[0].spelling} at {where} "
                                   "after the rewrite")
         return [confirm_coverage(new_model, [p.kernel for p in proposals], PROLOGUE_MARK,
-                                 ctx.toolchain if ctx is not None else None)]
+                                 ctx.toolchain if ctx is not None else None, usages)]
 
     def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
         """A remap changes which block computes which tile, never the arithmetic: bit-exact,
@@ -236,26 +243,20 @@ class Swizzle(Pass):
         source = model.source
         newline = source.newline
         edits: list[Edit] = []
-        helper_first_use: dict[str, tuple[int, RemapConfig | FormulaRemap]] = {}
+        helpers: list[tuple[Helper, int]] = []
         for proposal in proposals:
             kernel = next(k for k in model.kernels if k.name == proposal.kernel)
-            usage = index_usage(model, kernel)
+            usage = ctx.analysis(IndexUsage, kernel)
             config = config_of(proposal)
             origin = f"swizzle: {kernel.name}"
-            first = min(f.span.start for f in usage.functions)
-            known = helper_first_use.get(config.helper_name())
-            if known is None or first < known[0]:
-                helper_first_use[config.helper_name()] = (first, config)
+            helpers.append((Helper(config.helper_name(), config.helper_source(newline)),
+                            min(f.span.start for f in usage.functions)))
             edits.append(_prologue(ctx, kernel, usage, config, origin))
             for read in usage.remapped_reads:
                 edits.append(Edit(read.span.start, read.span.end, f"{BLOCK_VAR}.{read.axis}",
                                   f"{origin}: {read.spelling} at {source.location(read.span.start)}"))
             edits.extend(_pass_down(ctx, usage, origin))
-        for name, (offset, config) in helper_first_use.items():
-            if f" {name}(".encode() in source.data:
-                continue  # helper already present from an earlier run
-            at = helper_offset(model, offset)
-            edits.append(Edit(at, at, guarded_helper(config, newline) + newline, f"swizzle: helper {name}"))
+        edits += place_helpers(model, helpers, "swizzle")
         return _dedupe(edits)
 
 
@@ -272,14 +273,15 @@ def uses_float_atomics(text: str) -> bool:
     return bool(FLOAT_ATOMIC_RE.search(text)) and "float" in text
 
 
-def unmapped_reads(model: SourceModel, kernel_name: str) -> list[IndexRead]:
+def unmapped_reads(model: SourceModel, kernel_name: str, usage: IndexUsage | None = None) -> list[IndexRead]:
     """blockIdx.x/.y reads left in the kernel's closure outside its prologue."""
     kernel = next(k for k in model.kernels if k.name == kernel_name)
+    usage = usage or index_usage(model, kernel)
     body = model.source.data[kernel.body.start:kernel.body.end]
     start = body.find(PROLOGUE_MARK)
     end = body.find(b";", start) if start >= 0 else -1
     prologue = Span(kernel.body.start + start, kernel.body.start + end) if start >= 0 else None
-    return [r for r in index_usage(model, kernel).remapped_reads if prologue is None or not prologue.contains(r.span)]
+    return [r for r in usage.remapped_reads if prologue is None or not prologue.contains(r.span)]
 
 
 def _already_swizzled(ctx: PassContext, kernel: Function) -> bool:
@@ -370,9 +372,9 @@ def _refuse_shared(ctx: PassContext, results: dict[str, KernelAnalysis]) -> None
         targets = {name for name, a in results.items() if a.applicable and ctx.options.selects(name)}
         target_scope = set()
         for name in targets:
-            target_scope |= {f.name for f in results[name].facts["usage"].functions}
+            target_scope |= {f.name for f in ctx.analysis(IndexUsage, results[name].kernel).functions}
         for name in targets:
-            usage: IndexUsage = results[name].facts["usage"]
+            usage = ctx.analysis(IndexUsage, results[name].kernel)
             problem = None
             for carrier in usage.carriers:
                 callers = {c.caller for c in model.calls if c.callee == carrier.name}
@@ -401,20 +403,10 @@ def _refuse_shared(ctx: PassContext, results: dict[str, KernelAnalysis]) -> None
 
 
 def _prologue(ctx: PassContext, kernel: Function, usage: IndexUsage, config: RemapConfig | FormulaRemap, origin: str) -> Edit:
-    source = ctx.model.source
-    body = source.data[kernel.body.start:kernel.body.end]
-    rest = body[1:]
-    stripped = rest.lstrip(b" \t\r\n")
-    first_stmt = kernel.body.start + 1 + (len(rest) - len(stripped))
-    indent = source.indent_at(first_stmt) if stripped and not stripped.startswith(b"}") else \
-        source.indent_at(kernel.body.start) + "    "
-    if not indent:
-        indent = "    "
     names = ("hipBlockIdx_x", "hipBlockIdx_y", "hipGridDim_x", "hipGridDim_y") if usage.uses_hip_spelling else \
         ("blockIdx.x", "blockIdx.y", "gridDim.x", "gridDim.y")
     statement = f"const uint2 {BLOCK_VAR} = {config.helper_name()}({', '.join(names)});"
-    return Edit(kernel.body.start + 1, kernel.body.start + 1, f"{source.newline}{indent}{statement}",
-                f"{origin}: prologue")
+    return insert_at_entry(ctx.model, kernel, [statement], f"{origin}: prologue")
 
 
 def _pass_down(ctx: PassContext, usage: IndexUsage, origin: str) -> list[Edit]:

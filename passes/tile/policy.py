@@ -18,14 +18,16 @@ Without such an accumulation the outputs must still be bit-exact.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
+from kxform.analysis import AccessAnalysis
 from kxform.engine.params import Config
 from kxform.engine.policy import LaunchBinding, OutputCompare, VerifyPolicy
 from kxform.frontend.model import SourceModel
 from kxform.passes.tile.constraints import c_to_expr
 from kxform.passes.tile.quantities import Tiling
 
-ACCUMULATE_RE = re.compile(r"([A-Za-z_]\w*)\s*(?:\[[^;=]*\])*\s*(\+=|-=|\*=)|\batomicAdd\s*\(")
+WORD_RE = re.compile(r"[A-Za-z_]\w*")
 FLOAT_TYPES = re.compile(r"\b(float|double|half|__half|__nv_bfloat16|bfloat16|T|scalar_t)\b")
 
 
@@ -66,46 +68,41 @@ def launch_binding(model: SourceModel, tiling: Tiling, config: Config) -> Launch
                          f"{model.source.path}:{line}")
 
 
-def reordered_sum(model: SourceModel, tiling: Tiling) -> str | None:
+def reordered_sum(model: SourceModel, tiling: Tiling, analyses: Sequence[AccessAnalysis]) -> str | None:
     """The first floating-point accumulation whose order depends on the parameters or the
-    block shape, as `name (line N)`; None when there is none."""
-    from kxform.frontend.queries import loops
-
+    block shape, as `name (line N)`; None when there is none. From the shared access
+    analysis of each function of the kernel's closure (`analyses`): sums and products
+    carried by a loop whose header reads a parameter or the block shape, in-place updates (`+=`,
+    `-=`, `*=`) of memory inside such a loop (a shared-memory tree, a register array),
+    and `atomicAdd`s there."""
     names = set(tiling.names) | {"blockDim", "gridDim", "hipBlockDim_x", "hipBlockDim_y"}
-    for function in model.functions:
-        if function.name not in tiling.closure:
-            continue
-        body = model.source.data[function.body.start:function.body.end].decode("utf-8", "replace")
-        shaped = [lp for lp in loops(model, function.body)
-                  if set(re.findall(r"[A-Za-z_]\w*", f"{lp.init} {lp.bound} {lp.step}")) & names]
-        for match in ACCUMULATE_RE.finditer(body):
-            offset = function.body.start + match.start()
-            if not any(lp.body.start <= offset < lp.body.end for lp in shaped):
-                continue
-            target = match.group(1) or "atomicAdd"
-            if target != "atomicAdd" and not _is_float(body, target, model, tiling):
-                continue
-            return f"'{target}' (line {model.source.line_col(offset)[0]})"
-    return None
+    data = model.source.data
+    found: list[tuple[int, str]] = []
+    for analysis in analyses:
+        shaped = {loop.id for loop in analysis.loops
+                  if set(WORD_RE.findall(data[loop.header.start:loop.header.end].decode("utf-8", "replace"))) & names}
+        for loop in (lp for lp in analysis.loops if lp.id in shaped):
+            found += [(r.updates[0].start, r.var) for r in loop.reductions
+                      if r.op in ("+", "*") and FLOAT_TYPES.search(r.ctype)]  # max and min are exact in any order
+        found += [(a.span.start, a.buffer) for a in analysis.accesses
+                  if a.update_op in ("+=", "-=", "*=") and shaped & set(a.loops) and FLOAT_TYPES.search(a.element)]
+        found += [(span.start, "atomicAdd") for span in analysis.atomics
+                  if data[span.start:span.end].startswith(b"atomicAdd") and
+                  any(analysis.loop(i).body.contains(span) for i in shaped)]
+    if not found:
+        return None
+    offset, name = min(found)
+    return f"'{name}' (line {model.source.line_col(offset)[0]})"
 
 
-def _is_float(body: str, name: str, model: SourceModel, tiling: Tiling) -> bool:
-    declared = re.search(rf"([\w:<>]+)\s*(?:\*\s*)?(?:__restrict__\s*)?\b{re.escape(name)}\b\s*(?:\[|=|;|,)", body)
-    if declared is None:
-        from kxform.frontend.queries import shared_decls
-
-        decl = next((d for d in shared_decls(model) if d.name == name), None)
-        return decl is None or bool(FLOAT_TYPES.search(decl.ctype))
-    return bool(FLOAT_TYPES.search(declared.group(1)))
-
-
-def verify_policy(model: SourceModel, tiling: Tiling, config: Config) -> VerifyPolicy:
+def verify_policy(model: SourceModel, tiling: Tiling, config: Config,
+                  analyses: Sequence[AccessAnalysis]) -> VerifyPolicy:
     defaults = {q.name: q.value for q in tiling.quantities}
     if all(config.get(n, v) == v for n, v in defaults.items()):
         return VerifyPolicy(compare=OutputCompare("exact", reason="at the original values only names change"))
     binding = launch_binding(model, tiling, config)
     launch = binding if binding is not None else LaunchBinding(grid=("unknown",), origin="no readable launch")
-    reordered = reordered_sum(model, tiling)
+    reordered = reordered_sum(model, tiling, analyses)
     if reordered is None:
         compare = OutputCompare("exact", reason="no floating-point accumulation depends on the tile sizes")
     else:

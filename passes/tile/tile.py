@@ -19,15 +19,17 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
+from kxform.analysis import AccessAnalysis
+from kxform.analysis.manager import AnalysisInput
 from kxform.engine.edits import Edit, apply_edits
 from kxform.engine.params import Config, ParamSpace, ParamValue
 from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance
 from kxform.engine.policy import VerifyPolicy
 from kxform.errors import CheckFailed, UsageError
 from kxform.frontend.constants import evaluate_constants, fold_constants
-from kxform.frontend.model import SourceModel
+from kxform.frontend.model import Function
 from kxform.frontend.queries import constant_defs
 from kxform.log.remarks import RemarkKind
 from kxform.passes.tile import policy, resources
@@ -84,13 +86,13 @@ class Tile(Pass):
                                f"tile: {refusal.name} of '{kernel.name}' is not lifted: {refusal.message}")
             done = bool(tiling.quantities) and all(q.guarded or q.kind != "macro" for q in tiling.quantities) and \
                 all(config.get(q.name, q.value) == q.value for q in tiling.quantities)
-            out[kernel.name] = KernelAnalysis(kernel, tuple(blockers), {"tiling": tiling, "space": space,
-                                                                        "config": config}, already_applied=done)
+            out[kernel.name] = KernelAnalysis(kernel, tuple(blockers), already_applied=done)
         return out
 
     def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
-        tiling: Tiling = analysis.facts["tiling"]
-        config: dict[str, ParamValue] = analysis.facts["config"]
+        tiling, space = _facts(ctx, analysis.kernel.name)
+        given = dict(self.config)
+        config: dict[str, ParamValue] = space.resolve({k: v for k, v in given.items() if k in space.names})
         changed = {q.name: config[q.name] for q in tiling.quantities if config.get(q.name, q.value) != q.value}
         if changed:
             why = f"set {', '.join(f'{k}={v}' for k, v in changed.items())} (requested)"
@@ -100,8 +102,7 @@ class Tile(Pass):
 
     def candidates(self, ctx: PassContext, analysis: KernelAnalysis) -> list[Proposal]:
         """Valid configurations other than the original over powers of two, nearest first."""
-        tiling: Tiling = analysis.facts["tiling"]
-        space: ParamSpace = analysis.facts["space"]
+        tiling, space = _facts(ctx, analysis.kernel.name)
         defaults = space.defaults()
         points = (dict(zip(space.names, values))
                   for values in itertools.product(*(preferred(q) for q in tiling.quantities)))
@@ -111,18 +112,17 @@ class Tile(Pass):
                 if tiling.quantities]
 
     def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
-        space: ParamSpace = analysis.facts["space"]
-        return space
+        return _facts(ctx, analysis.kernel.name)[1]
 
     def proposal_for(self, ctx: PassContext, analysis: KernelAnalysis, config: Config,
                      provenance: Provenance | None = None) -> Proposal:
-        space: ParamSpace = analysis.facts["space"]
+        space = _facts(ctx, analysis.kernel.name)[1]
         resolved = space.resolve(config)
         changed = {k: v for k, v in resolved.items() if v != space.param(k).default}
         return Proposal.of(self.name, analysis.kernel.name, changed,
                            f"configuration {space.label(resolved)}", provenance)
 
-    def missed_reason(self, analysis: KernelAnalysis) -> tuple[str, str]:
+    def missed_reason(self, analysis: KernelAnalysis, ctx: PassContext | None = None) -> tuple[str, str]:
         return ("NoTileSize", "nothing to lift")
 
     # -- check, edit, verify ------------------------------------------------------------
@@ -159,11 +159,11 @@ class Tile(Pass):
 
     def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
         tiling, space = _facts(ctx, proposal.kernel)
-        return policy.verify_policy(ctx.model, tiling, space.resolve(proposal.options))
+        analyses = [ctx.analysis(AccessAnalysis, f) for f in ctx.model.functions if f.name in tiling.closure]
+        return policy.verify_policy(ctx.model, tiling, space.resolve(proposal.options), analyses)
 
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
-        tiling: Tiling = analysis.facts["tiling"]
-        space: ParamSpace = analysis.facts["space"]
+        tiling, space = _facts(ctx, analysis.kernel.name)
         line = ctx.model.source.line_col
         data = super().describe(ctx, analysis)
         data["status"] = "lifted" if analysis.already_applied else "liftable" if analysis.applicable else "refused"
@@ -184,29 +184,33 @@ def _evaluated(path: str, data: bytes, names: tuple[str, ...], texts: tuple[str,
     return {n: values.get(n) if values.get(n) is not None else folded.get(n) for n in names}
 
 
-_FACTS: dict[tuple[int, str, tuple[str, ...]], tuple[SourceModel, Tiling, ParamSpace]] = {}
+@dataclass(frozen=True)
+class TileFacts:
+    """The kernel's tiling and parameter space: an analysis (kxform.analysis.manager),
+    computed once per kernel and source version."""
+
+    positional: ClassVar[bool] = True
+
+    tiling: Tiling
+    space: ParamSpace
+
+    @classmethod
+    def compute(cls, ctx: AnalysisInput, kernel: Function) -> TileFacts:
+        from kxform.build.toolchain import Toolchain
+
+        model = ctx.model
+        args = tuple((ctx.toolchain or Toolchain()).libclang_args(model.source.path))
+        defs = [d for d in constant_defs(model) if d.function is None]
+        values = _evaluated(model.source.path, model.source.data, tuple(d.name for d in defs),
+                            tuple(d.text for d in defs), args)
+        tiling = find_tiling(model, kernel, values)
+        return cls(tiling, derive_space(model, tiling))
 
 
 def _facts(ctx: PassContext, kernel: str) -> tuple[Tiling, ParamSpace]:
-    """The kernel's tiling and space, computed once per parsed file (models are not hashable:
-    the cache holds the model it was computed for and checks identity)."""
-    from kxform.build.toolchain import Toolchain
-
-    model = ctx.model
-    args = tuple((ctx.toolchain or Toolchain()).libclang_args(model.source.path))
-    key = (id(model), kernel, args)
-    hit = _FACTS.get(key)
-    if hit is not None and hit[0] is model:
-        return hit[1], hit[2]
-    defs = [d for d in constant_defs(model) if d.function is None]
-    values = _evaluated(model.source.path, model.source.data, tuple(d.name for d in defs),
-                        tuple(d.text for d in defs), args)
-    tiling = find_tiling(model, next(k for k in model.kernels if k.name == kernel), values)
-    space = derive_space(model, tiling)
-    if len(_FACTS) > 256:
-        _FACTS.clear()
-    _FACTS[key] = (model, tiling, space)
-    return tiling, space
+    """The kernel's tiling and space (through the context's analysis manager)."""
+    facts = ctx.analysis(TileFacts, next(k for k in ctx.model.kernels if k.name == kernel))
+    return facts.tiling, facts.space
 
 
 PASS = Tile

@@ -1,4 +1,4 @@
-"""Where and how the swizzle helper is emitted, so that the rewrite compiles whatever the
+"""Where and how a pass's helper is emitted, so that the rewrite compiles whatever the
 include graph: the helper sits inside an include guard of its own (a translation unit
 that includes two rewritten files defines it once), compiled only by CUDA/HIP compilers,
 and at the top level of the file (never inside a namespace, a class, an `extern "C"`
@@ -6,17 +6,31 @@ block or a conditional block), after a UTF-8 byte order mark."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from kxform.frontend.model import SourceModel
-from kxform.passes.swizzle.patterns import RemapConfig
 
 
-def guarded_helper(config: RemapConfig, newline: str = "\n") -> str:
+@dataclass(frozen=True)
+class Helper:
+    """A file-scope definition a rewrite calls: its (unique) name and its full source,
+    ending with a newline."""
+
+    name: str
+    source: str
+
+    @property
+    def guard(self) -> str:
+        return self.name.upper() + "_DEFINED"
+
+
+def guarded(helper: Helper, newline: str = "\n") -> str:
     """The helper inside its own include guard, so a translation unit that includes two
     rewritten files (or one twice) defines it once; compiled only by CUDA/HIP compilers,
     so a header whose kernels sit behind `#ifdef __CUDACC__` stays valid host C++."""
-    guard = config.helper_name().upper() + "_DEFINED"
-    return (f"#if !defined({guard}) && (defined(__CUDACC__) || defined(__HIPCC__)){newline}"
-            f"#define {guard}{newline}{config.helper_source(newline)}#endif{newline}")
+    return (f"#if !defined({helper.guard}) && (defined(__CUDACC__) || defined(__HIPCC__)){newline}"
+            f"#define {helper.guard}{newline}{helper.source}#endif{newline}")
 
 
 def helper_offset(model: SourceModel, offset: int) -> int:
@@ -35,7 +49,7 @@ def helper_offset(model: SourceModel, offset: int) -> int:
     return model.source.insertion_point(top.start_byte if top is not None else offset)
 
 
-def _is_file_guard(node) -> bool:  # type: ignore[no-untyped-def]
+def _is_file_guard(node: Any) -> bool:
     """`#ifndef X` / `#define X` ... `#endif` around everything else of the file."""
     if node.type != "preproc_ifdef" or node.parent is None or node.parent.type != "translation_unit":
         return False

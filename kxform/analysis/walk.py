@@ -1,0 +1,539 @@
+"""The structured walk of one function body that the access analysis is built from.
+
+Statements are visited in program order with an environment of what each local holds
+at that point (kxform.analysis.evaluate): a local assigned again at the top level is
+followed to its new value (a transpose's `xIndex = blockIdx.y * TILE + threadIdx.x`);
+one assigned under a condition or inside a loop is no longer a known form after it
+(and inside the loop from its start). Every subscript of a buffer becomes a
+`MemoryAccess` with the loops and guards around it; loops are recorded with their
+bounds, and `#pragma unroll` before them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from kxform.analysis.affine import BLOCK_AXES, Affine, NotAffine
+from kxform.analysis.evaluate import Env, Evaluated, Pointer, evaluate, evaluate_name, short, subscript_chain, text
+from kxform.analysis.records import Buffer, Comparison, Guard, Loop, MemoryAccess
+from kxform.frontend.model import Function, SourceModel, Span
+
+BARRIER_RE = re.compile(r"^(__syncthreads\w*|__syncwarp|__shfl\w*|__ballot\w*|__any\w*|__all\w*|__activemask|"
+                        r"__threadfence\w*|grid\.sync|cooperative_groups::\w+|__reduce_\w+_sync|__match\w*|"
+                        r"(nvcuda::)?wmma::\w+)$")
+WARP_COLLECTIVE_RE = re.compile(r"^(nvcuda::)?wmma::\w+$")
+"""Warp-collective calls whose array arguments are fragments they may write."""
+ATOMIC_RE = re.compile(r"^atomic\w+$")
+_JUMPS = ("return_statement", "break_statement", "goto_statement")
+_ONE = "1"
+"""The step of `++` and `--` (evaluated like the right side of `+= 1`)."""
+
+
+@dataclass
+class LoopDraft:
+    """A loop while its body is walked (facts added as they are found)."""
+
+    loop: Loop
+    node: Any
+
+
+@dataclass
+class WalkState:
+    """What the walk collects for one function."""
+
+    model: SourceModel
+    function: Function
+    buffers: dict[str, Buffer]
+    loops: list[LoopDraft] = field(default_factory=list)
+    accesses: list[MemoryAccess] = field(default_factory=list)
+    barriers: list[Span] = field(default_factory=list)
+    atomics: list[Span] = field(default_factory=list)
+    calls: list[str] = field(default_factory=list)
+    declared_at: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """Local name -> the loop stack at its (latest) declaration."""
+    pragmas: dict[int, tuple[str, Span]] = field(default_factory=dict)
+    """Loop start offset -> (`#pragma unroll` factor as written, its span)."""
+
+
+class Walker:
+    """Walks statements; `loop_stack` and `guards` describe the current program point."""
+
+    def __init__(self, state: WalkState, env: Env) -> None:
+        self.state = state
+        self.env = env
+        self.loop_stack: tuple[int, ...] = ()
+        self.guards: tuple[Guard, ...] = ()
+
+    # -- statements -------------------------------------------------------------------
+
+    def statement(self, node: Any) -> None:
+        kind = node.type
+        if kind == "compound_statement":
+            self.block(node)
+        elif kind == "declaration":
+            self.declaration(node)
+        elif kind == "if_statement":
+            self.if_statement(node)
+        elif kind in ("for_statement", "while_statement", "do_statement"):
+            self.loop(node)
+        elif kind in ("expression_statement", "return_statement"):
+            for child in node.named_children:
+                self.expression(child)
+        elif kind in ("comment", "break_statement", "continue_statement", "goto_statement",
+                      "labeled_statement"):
+            for child in node.named_children:
+                if child.type.endswith("statement"):
+                    self.statement(child)
+        else:
+            for child in node.named_children:
+                (self.statement if child.type.endswith("statement") else self.expression)(child)
+
+    def block(self, node: Any) -> None:
+        """A `{ ... }` scope: what it declares is gone after it (an outer name it shadowed
+        comes back); assignments to outer names stay."""
+        saved = self.guards
+        declared = {n: self.env.names.get(n) for n in _declared_here(node)}
+        for child in node.named_children:
+            self.statement(child)
+            exit_cond = _early_exit(child)
+            if exit_cond is not None:
+                self.guards = self.guards + (Guard(short(exit_cond), False, _span(child), "exit",
+                                                   bounds(exit_cond, False, self.env)),)
+        self.guards = saved
+        for name, outer in declared.items():
+            if outer is None:
+                self.env.names.pop(name, None)
+            else:
+                self.env.names[name] = outer
+
+    def declaration(self, node: Any) -> None:
+        if any(text(c) == "__shared__" for c in node.children if c.type == "type_qualifier"):
+            return  # shared arrays are collected before the walk
+        local_arrays = {n for n, b in self.state.buffers.items() if b.space == "local"}
+        for declarator in node.children_by_field_name("declarator"):
+            value = declarator.child_by_field_name("value") if declarator.type == "init_declarator" else None
+            target = declarator.child_by_field_name("declarator") if declarator.type == "init_declarator" \
+                else declarator
+            name_node = _declared_name(target)
+            if value is not None:
+                self.expression(value)
+            if name_node is None:
+                continue
+            name = text(name_node)
+            self.state.declared_at[name] = self.loop_stack
+            if name in local_arrays and target is not None and target.type == "array_declarator":
+                self.bind(name, Evaluated(Pointer(name, Affine())))
+                continue
+            if value is not None and value.type != "initializer_list":
+                self.bind(name, evaluate(value, self.env))
+            else:
+                self.bind(name, Evaluated(NotAffine(f"`{name}` has no initial value kxform reads")))
+
+    def bind(self, name: str, value: Evaluated) -> None:
+        self.env.names[name] = value
+
+    def if_statement(self, node: Any) -> None:
+        condition = node.child_by_field_name("condition")
+        cond = _unwrap(condition)
+        self.expression(cond)
+        where = _span(node)
+        before = self.env
+        branches = [(node.child_by_field_name("consequence"),
+                     Guard(short(cond), True, where, "if", bounds(cond, True, self.env)))]
+        alternative = node.child_by_field_name("alternative")
+        if alternative is not None:
+            inner = alternative.named_children[-1] if alternative.type == "else_clause" else alternative
+            branches.append((inner, Guard(short(cond), False, where, "else", bounds(cond, False, self.env))))
+        assigned: set[str] = set()
+        for branch, guard in branches:
+            if branch is None:
+                continue
+            self.env = before.copy()
+            saved = self.guards
+            self.guards = self.guards + (guard,)
+            self.statement(branch)
+            self.guards = saved
+            assigned |= assigned_names(branch)
+        self.env = before
+        line = self.state.model.source.line_col(node.start_byte)[0]
+        self._forget(assigned, f"is assigned under a condition (line {line})")
+
+    def _forget(self, names: set[str], why: str) -> None:
+        for name in names:
+            bound = self.env.names.get(name)
+            if bound is not None and isinstance(bound.value, Pointer):
+                self.bind(name, Evaluated(Pointer(bound.value.buffer, NotAffine(f"`{name}` {why}"))))
+            elif bound is not None:
+                self.bind(name, Evaluated(NotAffine(f"`{name}` {why}")))
+
+    def loop(self, node: Any) -> None:
+        state = self.state
+        kind = node.type.split("_")[0]
+        body = node.child_by_field_name("body")
+        init = node.child_by_field_name("initializer")
+        before = self.env.copy()
+        var, init_value = "", Evaluated(NotAffine("no initializer"))
+        if init is not None:
+            self.statement(init) if init.type == "declaration" else self.expression(init)
+            var, init_value = _loop_init(init, before)
+        line = state.model.source.line_col(node.start_byte)[0]
+        changing = assigned_names(node) - {var}
+        self._forget(changing, f"changes in the loop at line {line}")
+        loop_id = len(state.loops)
+        if var:
+            self.bind(var, Evaluated(Affine.symbol(var)))
+            self.env.variables = self.env.variables | {var}
+            state.declared_at.setdefault(var, self.loop_stack)
+        cond = node.child_by_field_name("condition")
+        op, bound = _bound(_unwrap(cond) if cond is not None else None, var, self.env)
+        step = _step(node.child_by_field_name("update"), var, self.env)
+        header_end = body.start_byte if body is not None and kind == "for" else node.end_byte
+        pragma = state.pragmas.get(node.start_byte)
+        record = Loop(loop_id, kind, var, self.loop_stack[-1] if self.loop_stack else None, len(self.loop_stack),
+                      init_value.index, op, bound, step, _span(node), Span(node.start_byte, header_end),
+                      _span(body) if body is not None else _span(node),
+                      pragma[0] if pragma else None, pragma[1] if pragma else None,
+                      exits=_has_jump(body))
+        state.loops.append(LoopDraft(record, node))
+        outer = self.loop_stack
+        self.loop_stack = outer + (loop_id,)
+        if cond is not None:
+            self.expression(cond)
+        if body is not None:
+            self.statement(body)
+        update = node.child_by_field_name("update")
+        if update is not None:
+            self.expression(update)
+        self.loop_stack = outer
+        self.env.variables = before.variables
+        self._forget(changing, f"changes in the loop at line {line}")
+        if var and var in before.names and init is not None and init.type != "declaration":
+            self.bind(var, Evaluated(NotAffine(f"`{var}` is the variable of the loop at line {line}")))
+        elif var and init is not None and init.type == "declaration":
+            self.env.names.pop(var, None)
+            if var in before.names:
+                self.env.names[var] = before.names[var]
+
+    # -- expressions ------------------------------------------------------------------
+
+    def expression(self, node: Any) -> None:
+        """Record the accesses, calls and assignments in an expression (in evaluation order)."""
+        kind = node.type
+        if kind == "assignment_expression":
+            left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+            op = text(node.child_by_field_name("operator"))
+            self.expression(right)
+            if left.type == "identifier":
+                self.assign(text(left), op, right)
+                return
+            self.access(left, read=op != "=", write=True, update="" if op == "=" else op)
+            return
+        if kind == "update_expression":
+            argument = node.child_by_field_name("argument")
+            if argument is not None and argument.type == "identifier":
+                self.assign(text(argument), "+=" if "++" in text(node) else "-=", _ONE)
+            elif argument is not None:
+                self.access(argument, read=True, write=True, update="+=" if "++" in text(node) else "-=")
+            return
+        if kind == "subscript_expression":
+            self.access(node, read=True, write=False)
+            return
+        if kind == "pointer_expression" and text(node.child_by_field_name("operator")) == "*":
+            self.access(node, read=True, write=False)
+            return
+        if kind == "call_expression":
+            self.call(node)
+            return
+        for child in node.named_children:
+            self.expression(child)
+
+    def assign(self, name: str, op: str, right: Any) -> None:
+        """Straight-line semantics: the branch and loop handlers forget what is assigned
+        under them once they are left."""
+        value = evaluate(right, self.env)
+        if op == "=":
+            self.bind(name, value)
+            return
+        old = self.env.names.get(name) or evaluate_name(name, self.env)
+        if op in ("+=", "-=") and not isinstance(value.value, Pointer):
+            step = value.value if op == "+=" else (-value.value if isinstance(value.value, Affine) else value.value)
+            if isinstance(old.value, Pointer):
+                offset = old.value.offset + step if isinstance(old.value.offset, Affine) and \
+                    isinstance(step, Affine) else NotAffine(f"`{name}` is moved by `{op}` a value that is {step}")
+                self.bind(name, Evaluated(Pointer(old.value.buffer, offset), old.via | value.via))
+                return
+            if isinstance(old.value, Affine) and isinstance(step, Affine):
+                self.bind(name, Evaluated(old.value + step, old.via | value.via))
+                return
+        if isinstance(old.value, Pointer):
+            self.bind(name, Evaluated(Pointer(old.value.buffer, NotAffine(f"`{name}` is updated with `{op}`"))))
+        else:
+            self.bind(name, Evaluated(NotAffine(f"`{name}` is updated with `{op}`")))
+
+    def call(self, node: Any) -> None:
+        name = text(node.child_by_field_name("function"))
+        args = node.child_by_field_name("arguments")
+        span = _span(node)
+        if BARRIER_RE.match(name):
+            self.state.barriers.append(span)
+        self.state.calls.append(name)
+        atomic = bool(ATOMIC_RE.match(name))
+        if atomic:
+            self.state.atomics.append(span)
+        for i, arg in enumerate(args.named_children if args is not None else ()):
+            if atomic and i == 0 and arg.type == "pointer_expression" and \
+                    text(arg.child_by_field_name("operator")) == "&":
+                target = arg.child_by_field_name("argument")
+                if target is not None and target.type == "subscript_expression":
+                    self.access(target, read=True, write=True, atomic=True)
+                    continue
+            if arg.type == "subscript_expression" and self._by_reference(name, i):
+                self.access(arg, read=True, write=True)  # bound to a reference parameter: the callee may write
+                continue
+            if arg.type == "pointer_expression" and text(arg.child_by_field_name("operator")) == "&":
+                target = arg.child_by_field_name("argument")
+                if target is not None and target.type == "subscript_expression":
+                    self.access(target, read=True, write=True)  # the callee may do either
+                    continue
+            self.expression(arg)
+
+    def _by_reference(self, callee: str, position: int) -> bool:
+        if WARP_COLLECTIVE_RE.match(callee):
+            return True
+        for function in self.state.model.functions_named(callee):
+            if position < len(function.params) and "&" in function.params[position].ctype:
+                return True
+        return False
+
+    def access(self, node: Any, read: bool, write: bool, atomic: bool = False, update: str = "") -> None:
+        if node.type == "pointer_expression":
+            pointer = evaluate(node.child_by_field_name("argument"), self.env)
+            if isinstance(pointer.value, Pointer):
+                self._record(node, pointer.value.buffer, pointer.value.offset, (pointer.value.offset,), pointer,
+                             read, write, atomic, update)
+            self.expression(node.child_by_field_name("argument"))
+            return
+        base, indices = subscript_chain(node)
+        for index in indices:
+            self.expression(index)
+        target = evaluate(base, self.env) if base.type in ("identifier", "field_expression") else None
+        if target is None or not isinstance(target.value, Pointer):
+            if base.type not in ("identifier", "field_expression"):
+                self.expression(base)
+            if base.type == "identifier" and (text(base) in self.env.names or
+                                              text(base) in {p.name for p in self.state.function.params}):
+                self._unknown(node, text(base), read, write, atomic, update)
+            return
+        pointer = target.value
+        values = [evaluate(i, self.env) for i in indices]
+        buffer = self.state.buffers[pointer.buffer]
+        flat = _flatten(pointer.offset, [v.index for v in values], buffer.extents if buffer.space != "global" else ())
+        via = Evaluated(flat, target.via.union(*(v.via for v in values)))
+        self._record(node, pointer.buffer, flat, tuple(v.index for v in values), via, read, write, atomic, update)
+
+    def _unknown(self, node: Any, name: str, read: bool, write: bool, atomic: bool, update: str) -> None:
+        """A subscript of a local that does not point into a known buffer: recorded (in the
+        space "unknown") so that no write goes unseen."""
+        if name not in self.state.buffers:
+            self.state.buffers[name] = Buffer(name, "unknown", "")
+        why = NotAffine(f"`{name}` does not point into a buffer kxform can name")
+        self._record(node, name, why, (why,), Evaluated(why), read, write, atomic, update)
+
+    def _record(self, node: Any, buffer_name: str, index: Any, subscripts: tuple[Any, ...], via: Evaluated,
+                read: bool, write: bool, atomic: bool, update: str = "") -> None:
+        state = self.state
+        buffer = state.buffers[buffer_name]
+        carriers = tuple(sorted(n for n in via.via if n in self.env.names and
+                                _mentions_block(self.env.names[n].value)))
+        state.accesses.append(MemoryAccess(
+            buffer.name, buffer.space, buffer.element, read, write, index, subscripts, short(node), _span(node),
+            state.model.source.line_col(node.start_byte)[0], state.function.name, self.loop_stack, self.guards,
+            carriers, atomic, update))
+
+
+_NEGATED = {"<": ">=", ">=": "<", ">": "<=", "<=": ">", "==": "!=", "!=": "=="}
+
+
+def bounds(cond: Any, holds: bool, env: Env) -> tuple[Comparison, ...]:
+    """The comparisons that hold when `cond` evaluates to `holds`: a conjunction when it
+    holds, a disjunction when it does not (De Morgan); () for any other shape."""
+    joiner = "&&" if holds else "||"
+    parts: list[Any] = []
+    stack = [_unwrap(cond)]
+    while stack:
+        node = stack.pop()
+        if node.type == "binary_expression" and text(node.child_by_field_name("operator")) == joiner:
+            stack += [_unwrap(node.child_by_field_name("right")), _unwrap(node.child_by_field_name("left"))]
+        else:
+            parts.append(node)
+    out = []
+    for part in parts:
+        op = text(part.child_by_field_name("operator")) if part.type == "binary_expression" else ""
+        if op not in _NEGATED:
+            return ()
+        left, right = (evaluate(part.child_by_field_name(k), env).index for k in ("left", "right"))
+        out.append(Comparison(left, op if holds else _NEGATED[op], right))
+    return tuple(out)
+
+
+def _declared_here(block: Any) -> set[str]:
+    """Names declared by the statements of this block itself (not nested blocks)."""
+    out = set()
+    for child in block.named_children:
+        if child.type == "declaration":
+            for declarator in child.children_by_field_name("declarator"):
+                target = declarator.child_by_field_name("declarator") if declarator.type == "init_declarator" \
+                    else declarator
+                name = _declared_name(target)
+                if name is not None:
+                    out.add(text(name))
+    return out
+
+
+def _mentions_block(value: Any) -> bool:
+    symbols = value.offset.symbols if isinstance(value, Pointer) else value.symbols
+    return bool(symbols & set(BLOCK_AXES))
+
+
+def _flatten(offset: Any, indices: list[Any], extents: tuple[Affine | None, ...]) -> Any:
+    """Row-major element offset of `base[i0][i1]...` (extents of the inner dimensions known)."""
+    if len(indices) == 1:
+        index = indices[0]
+        if isinstance(index, NotAffine) or isinstance(offset, NotAffine):
+            bad = index if isinstance(index, NotAffine) else offset
+            return NotAffine(bad.reason, index.symbols | offset.symbols)
+        return offset + index
+    if any(isinstance(i, NotAffine) for i in indices):
+        bad = next(i for i in indices if isinstance(i, NotAffine))
+        return NotAffine(bad.reason, frozenset().union(*(i.symbols for i in indices)))
+    if len(extents) != len(indices) or any(e is None for e in extents[1:]):
+        return NotAffine("a multi-dimensional subscript of an array whose extents kxform cannot read",
+                         frozenset().union(*(i.symbols for i in indices)))
+    flat = Affine()
+    for index, extent in zip(indices, extents):
+        flat = flat * (extent or Affine.const(1)) + index
+    return flat
+
+
+def _span(node: Any) -> Span:
+    return Span(node.start_byte, node.end_byte)
+
+
+def _unwrap(node: Any) -> Any:
+    while node is not None and node.type in ("condition_clause", "parenthesized_expression") and node.named_children:
+        node = node.named_children[-1]
+    return node
+
+
+def _declared_name(node: Any) -> Any:
+    while node is not None and node.type not in ("identifier",):
+        inner = node.child_by_field_name("declarator")
+        if inner is None:
+            return None
+        node = inner
+    return node
+
+
+def _early_exit(node: Any) -> Any:
+    """`if (cond) return;` (or `continue;`, `break;`: what follows in the block runs only
+    when the condition is false), with no else: the condition, else None."""
+    if node.type != "if_statement" or node.child_by_field_name("alternative") is not None:
+        return None
+    consequence = node.child_by_field_name("consequence")
+    if consequence is None:
+        return None
+    last = consequence.named_children[-1] if consequence.type == "compound_statement" and \
+        consequence.named_children else consequence
+    if last.type not in ("return_statement", "continue_statement", "break_statement"):
+        return None
+    return _unwrap(node.child_by_field_name("condition"))
+
+
+def _has_jump(node: Any) -> bool:
+    if node is None:
+        return False
+    stack = list(node.named_children) if node.type != "return_statement" else [node]
+    while stack:
+        current = stack.pop()
+        if current.type in _JUMPS:
+            if current.type == "break_statement" and _inside_nested_loop(current, node):
+                continue
+            return True
+        if current.type not in ("lambda_expression",):
+            stack.extend(current.named_children)
+    return False
+
+
+def _inside_nested_loop(jump: Any, body: Any) -> bool:
+    node = jump.parent
+    while node is not None and node != body:
+        if node.type in ("for_statement", "while_statement", "do_statement", "switch_statement"):
+            return True
+        node = node.parent
+    return False
+
+
+def assigned_names(node: Any) -> set[str]:
+    """Locals assigned or incremented anywhere under `node`."""
+    out: set[str] = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        target = None
+        if current.type == "assignment_expression":
+            target = current.child_by_field_name("left")
+        elif current.type == "update_expression":
+            target = current.child_by_field_name("argument")
+        if target is not None and target.type == "identifier":
+            out.add(text(target))
+        stack.extend(current.named_children)
+    return out
+
+
+def _loop_init(init: Any, env: Env) -> tuple[str, Evaluated]:
+    if init.type == "declaration":
+        declarator = init.child_by_field_name("declarator")
+        if declarator is not None and declarator.type == "init_declarator":
+            name = _declared_name(declarator.child_by_field_name("declarator"))
+            value = declarator.child_by_field_name("value")
+            if name is not None and value is not None:
+                return text(name), evaluate(value, env)
+    if init.type == "assignment_expression" and init.child_by_field_name("left").type == "identifier":
+        return text(init.child_by_field_name("left")), evaluate(init.child_by_field_name("right"), env)
+    return "", Evaluated(NotAffine("the loop's initializer is not `var = value`"))
+
+
+def _bound(cond: Any, var: str, env: Env) -> tuple[str, Any]:
+    if cond is None or not var or cond.type != "binary_expression":
+        return "", NotAffine("the condition is not `var OP bound`")
+    left, right = cond.child_by_field_name("left"), cond.child_by_field_name("right")
+    op = text(cond.child_by_field_name("operator"))
+    if text(left) == var:
+        return op, evaluate(right, env).index
+    if text(right) == var:
+        flipped = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(op, op)
+        return flipped, evaluate(left, env).index
+    return op, NotAffine(f"the condition `{short(cond)}` does not compare `{var}` with a bound")
+
+
+def _step(update: Any, var: str, env: Env) -> Any:
+    if update is None or not var:
+        return NotAffine("no update")
+    if update.type == "update_expression" and text(update.child_by_field_name("argument")) == var:
+        return Affine.const(1 if "++" in text(update) else -1)
+    if update.type == "assignment_expression" and text(update.child_by_field_name("left")) == var:
+        op = text(update.child_by_field_name("operator"))
+        right = evaluate(update.child_by_field_name("right"), env).index
+        if op == "+=":
+            return right
+        if op == "-=" and isinstance(right, Affine):
+            return -right
+        return NotAffine(f"the update `{short(update)}` is not an addition")
+    return NotAffine(f"the update `{short(update)}` does not step `{var}`")
+
+
+def with_loop(state: WalkState, loop_id: int, **changes: Any) -> None:
+    draft = state.loops[loop_id]
+    draft.loop = replace(draft.loop, **changes)

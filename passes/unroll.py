@@ -1,0 +1,171 @@
+"""`unroll`: the `#pragma unroll` factor of each loop of a kernel, as a tunable parameter.
+
+Every counted `for` loop that starts its own line has one parameter, `L<line>` (the
+line of its `for`): `auto` (no pragma: the compiler decides), a factor 1, 2, 4, ...
+up to its trip count where the analysis knows it (16 otherwise), or `full` (a bare
+`#pragma unroll`) where the trip count is a compile-time constant. The default is the
+loop as written. Unrolling never reorders arithmetic, so the rewrite must verify
+bit-exact. No evidence, no rewrite: without a requested value (`unroll{L12=4}`, or
+`unroll{factor=4}` for every loop) the pass proposes nothing; `kxform tune` searches
+its space and keeps what measures faster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kxform.analysis import AccessAnalysis, Loop
+from kxform.engine.edits import Edit
+from kxform.engine.params import Config, Param, ParamSpace, ParamValue
+from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance
+from kxform.engine.policy import EXACT, VerifyPolicy
+from kxform.engine.rewrite import set_unroll
+from kxform.errors import CheckFailed, UsageError
+from kxform.frontend.model import Function
+
+AUTO, FULL = "auto", "full"
+MAX_FACTOR = 16
+"""Largest factor offered for a loop whose trip count is not known."""
+
+
+@dataclass(frozen=True)
+class Unroll(Pass):
+    name = "unroll"
+    description = "set the #pragma unroll factor of a kernel's loops (a parameter per loop; bit-exact)"
+    falls_back = False  # no factor is better without measuring it
+
+    config: tuple[tuple[str, str], ...] = ()
+    """`L<line>=VALUE` per loop, or `factor=VALUE` for every loop."""
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str | ParamValue]) -> Pass:
+        return cls(tuple((k, str(v)) for k, v in options.items()))
+
+    def spec_items(self) -> list[tuple[str, str]]:
+        return list(self.config)
+
+    @classmethod
+    def describe_options(cls) -> list[str]:
+        return ["L<line>=auto|full|1|2|4|... per loop (kxform inspect --pass unroll lists a kernel's loops), or "
+                "factor=VALUE for every loop; none: nothing is proposed"]
+
+    # -- analyse and propose -----------------------------------------------------------
+
+    def analyse(self, ctx: PassContext) -> dict[str, KernelAnalysis]:
+        out = {}
+        spaces = {k.name: self.space(ctx, KernelAnalysis(k)) for k in ctx.model.kernels}
+        known = sorted({n for space in spaces.values() for n in space.names}, key=lambda n: int(n[1:]))
+        unknown = sorted(set(dict(self.config)) - set(known) - {"factor"})
+        for kernel in ctx.model.kernels:
+            space = spaces[kernel.name]
+            blockers = [Blocker("NoUnrollableLoop", f"'{kernel.name}' has no counted for loop that starts its own "
+                                "line", kernel.span.start)] if not len(space) else []
+            if unknown:
+                blockers.append(Blocker("UnknownLoop", f"{unknown[0]} is not a loop of any kernel in this file "
+                                        f"(loops: {', '.join(known) or 'none'})", kernel.span.start))
+            try:
+                wanted = self._requested(space)
+            except UsageError as exc:
+                blockers.append(Blocker("BadFactor", exc.cause, kernel.span.start))
+                wanted = {}
+            done = bool(wanted) and all(space.param(k).default == v for k, v in wanted.items())
+            out[kernel.name] = KernelAnalysis(kernel, tuple(blockers), already_applied=done)
+        return out
+
+    def _requested(self, space: ParamSpace) -> dict[str, ParamValue]:
+        """The values asked for that apply to this kernel (`factor` where the loop admits it)."""
+        given = dict(self.config)
+        wanted = {k: v for k, v in given.items() if k in space.names}
+        if "factor" in given:
+            wanted.update({p.name: given["factor"] for p in space if p.name not in wanted
+                           and given["factor"] in (p.values or ())})
+        return space.resolve(wanted) if wanted else {}
+
+    def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
+        space = self.space(ctx, analysis)
+        changed = {k: v for k, v in self._requested(space).items() if v != space.param(k).default}
+        if not changed:
+            return None
+        return Proposal.of(self.name, analysis.kernel.name, changed,
+                           f"set {', '.join(f'{k}={v}' for k, v in changed.items())} (requested)")
+
+    def candidates(self, ctx: PassContext, analysis: KernelAnalysis) -> list[Proposal]:
+        return []
+
+    def missed_reason(self, analysis: KernelAnalysis, ctx: PassContext | None = None) -> tuple[str, str]:
+        return ("NoEvidence", "no unroll factor was requested; factors are chosen by measurement "
+                "(kxform tune) or given (unroll{L<line>=4})")
+
+    def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
+        loops = eligible_loops(ctx, analysis.kernel)
+        return ParamSpace(tuple(_param(ctx, loop) for loop in loops))
+
+    def proposal_for(self, ctx: PassContext, analysis: KernelAnalysis, config: Config,
+                     provenance: Provenance | None = None) -> Proposal:
+        space = self.space(ctx, analysis)
+        resolved = space.resolve(config)
+        changed = {k: v for k, v in resolved.items() if v != space.param(k).default}
+        return Proposal.of(self.name, analysis.kernel.name, changed, f"configuration {space.label(resolved)}",
+                           provenance)
+
+    # -- check, edit, verify ------------------------------------------------------------
+
+    def check(self, ctx: PassContext, proposal: Proposal) -> list[CheckRecord]:
+        kernel = _kernel(ctx, proposal.kernel)
+        space = self.space(ctx, KernelAnalysis(kernel))
+        try:
+            config = space.resolve(proposal.options)
+        except UsageError as exc:
+            raise CheckFailed("proposal", exc.cause) from None
+        return [CheckRecord("factors", True, f"{space.label(config)}: each factor within its loop's trip count")]
+
+    def edit(self, ctx: PassContext, proposals: Sequence[Proposal]) -> list[Edit]:
+        edits = []
+        for proposal in proposals:
+            kernel = _kernel(ctx, proposal.kernel)
+            loops = {f"L{_line(ctx, loop)}": loop for loop in eligible_loops(ctx, kernel)}
+            for key, value in proposal.options.items():
+                factor = None if value == AUTO else "" if value == FULL else str(value)
+                edits.append(set_unroll(ctx.model, loops[key], factor, f"unroll: {kernel.name}: {key}"))
+        return edits
+
+    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+        """Unrolling repeats the body; it never reorders the arithmetic: bit-exact."""
+        return VerifyPolicy(compare=EXACT)
+
+    def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
+        data = super().describe(ctx, analysis)
+        data.update(self.space(ctx, analysis).to_json())
+        return data
+
+
+def eligible_loops(ctx: PassContext, kernel: Function) -> tuple[Loop, ...]:
+    """Counted `for` loops of the kernel that start their line (a pragma can precede them)."""
+    source = ctx.model.source
+    return tuple(loop for loop in ctx.analysis(AccessAnalysis, kernel).loops
+                 if loop.kind == "for" and loop.var and loop.trip != 0 and
+                 not source.data[source.line_start(loop.span.start):loop.span.start].strip())
+
+
+def _param(ctx: PassContext, loop: Loop) -> Param:
+    trip = loop.trip
+    factors = [str(2**i) for i in range(6) if 2**i <= (trip if trip is not None else MAX_FACTOR)]
+    current = AUTO if loop.pragma is None else FULL if loop.pragma == "" else loop.pragma
+    values = [AUTO, *factors] + ([FULL] if trip is not None else [])
+    if current not in values:
+        values.append(current)  # a factor spelled through a name (`#pragma unroll TM`) stays a choice
+    extent = f"{trip} iterations" if trip is not None else "trip count not known"
+    return Param.enum(f"L{_line(ctx, loop)}", values, current, doc=f"`for ({loop.var} ...)`, {extent}")
+
+
+def _line(ctx: PassContext, loop: Loop) -> int:
+    return ctx.model.source.line_col(loop.span.start)[0]
+
+
+def _kernel(ctx: PassContext, name: str) -> Function:
+    return next(k for k in ctx.model.kernels if k.name == name)
+
+
+PASS = Unroll

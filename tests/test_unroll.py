@@ -1,0 +1,119 @@
+"""The `unroll` pass: a loop's `#pragma unroll` factor as a parameter, rewritten byte for
+byte as reviewed, refused with its reason, its spec round-tripped, its space exposed
+through the Pass API, and its rewrites verified bit-exact on the CPU runtime."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import CORPORA
+from kxform.api import space_of
+from kxform.engine.pass_api import Outcome, PassContext, RunOptions
+from kxform.engine.policy import EXACT
+from kxform.engine.registry import default_registry
+from kxform.errors import CheckFailed
+from kxform.frontend.cuda import parse_model
+from kxform.frontend.source import validate_bytes
+from kxform.harness.spec import find_spec_for, load_spec
+from kxform.hw import load_profile
+from kxform.log.remarks import RemarkSink
+from kxform.verify.differential import verify_pair
+from swizzle_helpers import outcomes, remark_names, rewrite
+
+SGEMM = CORPORA / "sgemm_tiled" / "sgemm_tiled.cu"
+GOLDEN = Path(__file__).parent / "golden" / "sgemm_tiled.unroll4.cu"
+INNER = "L47"
+"""The `for (int k = 0; k < TILE; ++k)` loop of sgemm_tiled, under a bare `#pragma unroll`."""
+
+
+def test_golden_rewrite_changes_only_the_pragma() -> None:
+    result = rewrite(SGEMM.read_bytes(), f"unroll{{{INNER}=4}}", path=str(SGEMM))
+    assert outcomes(result)["sgemm_tiled"] is Outcome.APPLIED, [r.format() for r in result.remarks]
+    assert result.new_data == GOLDEN.read_bytes()
+    assert result.diff().count("\n-") == 1 and "-#pragma unroll\n+#pragma unroll 4\n" in result.diff()
+    again = rewrite(result.new_data, f"unroll{{{INNER}=4}}", path=str(SGEMM))
+    assert not again.changed and outcomes(again)["sgemm_tiled"] is Outcome.UNCHANGED
+
+
+def test_a_pragma_is_added_or_removed_where_asked() -> None:
+    text = ("__global__ void k(float* a, int n) {\n    for (int i = 0; i < 8; ++i)\n        a[i] += 1.0f;\n"
+            "#pragma unroll 2\n    for (int j = 0; j < n; ++j) a[j] *= 2.0f;\n}\n")
+    result = rewrite(text, "unroll{L2=full,L5=auto}")
+    assert result.new_data.decode() == text.replace("    for (int i", "    #pragma unroll\n    for (int i").replace(
+        "#pragma unroll 2\n", "")
+
+
+def test_refusals_name_their_reason() -> None:
+    one_line = "__global__ void k(float* a) { for (int i = 0; i < 4; ++i) a[i] = 0.0f; }\n"
+    result = rewrite(one_line, "unroll{factor=2}")
+    assert outcomes(result)["k"] is Outcome.MISSED and "NoUnrollableLoop" in remark_names(result)
+    assert not result.changed
+    beyond = rewrite(SGEMM.read_bytes(), f"unroll{{{INNER}=32}}", path=str(SGEMM))
+    (missed,) = [r for r in beyond.remarks if r.name == "BadFactor"]
+    assert f"{INNER}=32: not one of {{auto, 1, 2, 4, 8, 16, full}}" in missed.message and not beyond.changed
+    elsewhere = rewrite(SGEMM.read_bytes(), "unroll{L99=4}", path=str(SGEMM))
+    (missed,) = [r for r in elsewhere.remarks if r.name == "UnknownLoop"]
+    assert "L99 is not a loop of any kernel in this file (loops: L41, L47)" in missed.message
+    nothing = rewrite(SGEMM.read_bytes(), "unroll", path=str(SGEMM))
+    assert "NoEvidence" in remark_names(nothing) and not nothing.changed
+
+
+def test_the_check_rejects_a_planted_factor_beyond_the_trip_count() -> None:
+    model = parse_model(validate_bytes(str(SGEMM), SGEMM.read_bytes()))
+    ctx = PassContext(model, load_profile("h100"), RunOptions(), RemarkSink())
+    pass_ = default_registry().parse("unroll")
+    analysis = pass_.analyse(ctx)["sgemm_tiled"]
+    good = pass_.proposal_for(ctx, analysis, {INNER: "8"})
+    assert [r.name for r in pass_.check(ctx, good)] == ["factors"]
+    planted = good.__class__.of("unroll", "sgemm_tiled", {INNER: "64"}, "planted")
+    with pytest.raises(CheckFailed, match="not one of"):
+        pass_.check(ctx, planted)
+    assert pass_.verify_policy(ctx, good).compare == EXACT
+
+
+def test_spec_round_trip_and_space_through_the_pass_api() -> None:
+    registry = default_registry()
+    assert "unroll" in registry.names()
+    for spec in ("unroll{L47=4}", "unroll{L12=full,L30=auto}", "unroll{factor=8}", "unroll"):
+        assert registry.parse(spec).spec() == spec
+    space = space_of(SGEMM.read_bytes(), "sgemm_tiled", "unroll", path=str(SGEMM))
+    assert space.names == ("L41", INNER)
+    assert space.param("L41").values == ("auto", "1", "2", "4", "8", "16") and space.param("L41").default == "auto"
+    assert space.param(INNER).values[-1] == "full" and space.param(INNER).default == "full"
+
+
+@pytest.mark.slow
+def test_every_factor_of_the_inner_loop_verifies_bit_exact_on_the_cpu_runtime(  # type: ignore[no-untyped-def]
+        tmp_path: Path, cpu) -> None:
+    shutil.copytree(CORPORA / "sgemm_tiled", tmp_path / "sgemm_tiled")
+    path = tmp_path / "sgemm_tiled" / "sgemm_tiled.cu"
+    spec_path = find_spec_for(path)
+    assert spec_path is not None
+    spec = load_spec(spec_path).kernel("sgemm_tiled")
+    original = validate_bytes(str(path), path.read_bytes())
+    for value in ("1", "4", "auto"):
+        result = rewrite(original.data, f"unroll{{{INNER}={value}}}", path=str(path))
+        (kernel,) = result.results
+        report = verify_pair(original, validate_bytes(str(path), result.new_data), spec, cpu, sizes=("tiles",),
+                             policy=kernel.policy)
+        assert report.ok, (value, [s.summary() for s in report.sizes])
+    broken = result.new_data.replace(b"k < TILE; ++k", b"k < TILE - 1; ++k")  # a planted off-by-one
+    assert broken != result.new_data
+    report = verify_pair(original, validate_bytes(str(path), broken), spec, cpu, sizes=("tiles",),
+                         policy=result.results[0].policy)
+    assert not report.ok
+
+
+@pytest.mark.slow
+def test_apply_writes_a_verified_factor_from_the_command_line(tmp_path: Path) -> None:
+    from conftest import run_cli
+
+    shutil.copytree(CORPORA / "sgemm_tiled", tmp_path / "sgemm_tiled")
+    path = tmp_path / "sgemm_tiled" / "sgemm_tiled.cu"
+    done = run_cli("apply", "--pass", f"unroll{{{INNER}=4}}", "--verify", "cpu", str(path),
+                   env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stderr
+    assert path.read_bytes() == GOLDEN.read_bytes()
