@@ -123,25 +123,42 @@ def launch_configs(model: SourceModel, kernel: str) -> tuple[LaunchConfig, ...]:
         scalars = {v.name: v for v in host_vars(model, host) if v.span.end <= site.span.start
                    and v.name not in site.args} if host else {}
         used: dict[str, HostVar] = {}
+        fields = {name: var.args for name, var in variables.items()}
         grid, grid_var = _dims(site.config[0], variables)
         block, block_var = _dims(site.config[1], variables)
-        grid, block = (tuple(_expand(t, scalars, used) for t in dims) for dims in (grid, block))
-        shared = _expand(site.config[2], scalars, used) if len(site.config) > 2 else None
+        grid, block = (tuple(_expand(t, scalars, used, fields) for t in dims) for dims in (grid, block))
+        shared = _expand(site.config[2], scalars, used, fields) if len(site.config) > 2 else None
         out.append(LaunchConfig(site, grid, block, shared, grid_var, block_var, tuple(used.values())))
     return tuple(out)
 
 
-def _expand(text: str, scalars: dict[str, HostVar], used: dict[str, HostVar], depth: int = 0) -> str:
-    """`text` with the scalar host variables it reads replaced by their initializers."""
+def dim3_field(text: str, fields: dict[str, tuple[str, ...]]) -> str:
+    """`text` with each read of a `dim3` variable's field (`block.x`) replaced by that
+    argument of its declaration (`dim3 block(32, 8)`: `block.y` -> `(8)`; a missing one is 1)."""
+    def one(match: re.Match[str]) -> str:
+        args = fields[match.group(1)]
+        index = "xyz".index(match.group(2))
+        return f"({args[index]})" if index < len(args) else "1"
+    if not fields:
+        return text
+    names = "|".join(re.escape(n) for n in fields)
+    return re.sub(rf"(?<![.\w])({names})\s*\.\s*([xyz])\b", one, text)
+
+
+def _expand(text: str, scalars: dict[str, HostVar], used: dict[str, HostVar],
+            fields: dict[str, tuple[str, ...]] | None = None, depth: int = 0) -> str:
+    """`text` with the scalar host variables it reads replaced by their initializers, and
+    the `dim3` fields it reads (`block.x`) by the values they were declared with."""
     if depth > 4:
         return text
+    text = dim3_field(text, fields or {})
 
     def one(match: re.Match[str]) -> str:
         var = scalars.get(match.group(0))
         if var is None:
             return match.group(0)
         used[var.name] = var
-        return f"({_expand(var.text, scalars, used, depth + 1)})"
+        return f"({_expand(var.text, scalars, used, fields, depth + 1)})"
     return re.sub(r"(?<![.\w])[A-Za-z_]\w*(?!\s*\()", one, text)
 
 
