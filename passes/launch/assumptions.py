@@ -66,7 +66,8 @@ def _launch_bounds(model: SourceModel, geometry: Geometry, threads: str) -> list
     bounds = geometry.kernel.launch_bounds
     if not bounds:
         return []
-    first = bounds.strip().strip("()").split(",")[0].strip()
+    inner = re.sub(r"^\s*__launch_bounds__\s*", "", bounds).strip()
+    first = inner.strip("()").split(",")[0].strip()
     value = int_value(first)
     if value is None:
         return []

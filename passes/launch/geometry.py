@@ -134,9 +134,12 @@ def _refuse_place(model: SourceModel, kernel: Function, place: Written, name: st
                        "expression kxform does not follow to one literal", place.span.start)
     if place.kind == "constant" and place.text != name:
         if any(d.name == place.text and d.function is None for d in constant_defs(model)):
-            return Refusal("TileParameter", f"the block size of '{kernel.name}' is {place.text}, a constant of this "
-                           "file (line {}): the tile pass lifts it with the kernel's uses of it "
-                           "(kxform inspect --pass tile)".format(line), place.span.start)
+            return Refusal("TileParameter", f"the block size of '{kernel.name}' is {place.text} (line {line}), a "
+                           "file-scope constant of this file: those are the tile pass's to lift, with the kernel's own "
+                           "uses of them (kxform inspect --pass tile says whether it does)", place.span.start)
+        if place.text in kernel.template_names:
+            return Refusal("TemplateParameter", f"the block size of '{kernel.name}' is its template parameter "
+                           f"{place.text} (line {line}): tune it where the template is instantiated", place.span.start)
         if values.get(place.text) is None:
             return Refusal("BlockExpression", f"the block size of '{kernel.name}' is '{place.text}' (line {line}), "
                            "whose value kxform cannot evaluate", place.span.start)
