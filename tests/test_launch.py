@@ -132,6 +132,9 @@ __global__ void scale(float *x, int n)
 @pytest.mark.parametrize(("launcher", "key", "words"), [
     ("void run(float *x, int n, int block_size) { scale<<<(n + block_size - 1) / block_size, block_size>>>(x, n); }",
      "RunTimeBlockSize", "'block_size', a parameter of the launching function (line 8): its callers set it"),
+    ("void run(float *x, int n, int b) { scale<<<n / b, b>>>(x, n); }\n"
+     "void a(float *x) { run(x, 10, 64); }\nvoid c(float *x) { run(x, 10, 128); }",
+     "RunTimeBlockSize", "not one literal passed at one call site in this file"),
     ("void run(float *x, int n) { scale<<<n / 256, 256>>>(x, n); scale<<<n / 128, 128>>>(x, n); }",
      "LaunchesDisagree", "write block.x as 256 (line 8), 128 (line 8)"),
     ("#define BLOCK 256\nvoid run(float *x, int n) { scale<<<(n + BLOCK - 1) / BLOCK, BLOCK>>>(x, n); }",
@@ -175,3 +178,36 @@ def test_a_block_size_macro_from_an_included_header_is_lifted(tmp_path: Path) ->
     result = rewrite(source.read_bytes(), "launch", path=str(source))
     assert b"scale<<<(n + SCALE_BLOCK_X - 1) / SCALE_BLOCK_X, SCALE_BLOCK_X>>>" in result.new_data
     assert b"#ifndef SCALE_BLOCK_X\n#define SCALE_BLOCK_X 64\n#endif\nvoid run" in result.new_data
+
+
+CALLER = LAUNCHER + """
+static void launch_scale(float *x, int n, int block_size)
+{
+    int blocks = (n + block_size - 1) / block_size;
+    scale<<<blocks, block_size>>>(x, n);
+}
+
+void run(float *x, int n)
+{
+    launch_scale(x, n, 128);
+}
+"""
+
+
+def test_a_block_size_from_the_one_caller_is_lifted_where_the_caller_writes_it() -> None:
+    result = rewrite(CALLER, "launch", path="k.cu")
+    assert outcomes(result) == {"scale": Outcome.APPLIED}
+    assert result.new_data.decode() == CALLER.replace(
+        "static void launch_scale", "#ifndef SCALE_BLOCK_X\n#define SCALE_BLOCK_X 128\n#endif\nstatic void launch_scale"
+    ).replace("launch_scale(x, n, 128);", "launch_scale(x, n, SCALE_BLOCK_X);")
+    assert not rewrite(result.new_data, "launch", path="k.cu").changed
+    launch = rewrite(CALLER, "launch{SCALE_BLOCK_X=64}", path="k.cu").results[0].policy.launch
+    assert launch.block == ("SCALE_BLOCK_X",) and launch.grid == ("((n + SCALE_BLOCK_X - 1) / SCALE_BLOCK_X)",)
+
+
+def test_a_local_assigned_once_is_followed_and_one_assigned_again_is_not() -> None:
+    once = LAUNCHER + "void run(float *x, int n) { int t = 64; int g = (n + t - 1) / t; scale<<<g, t>>>(x, n); }\n"
+    result = rewrite(once, "launch", path="k.cu")
+    assert b"int t = SCALE_BLOCK_X;" in result.new_data
+    again = once.replace("int t = 64;", "int t = 64; t *= 2;")
+    assert outcomes(rewrite(again, "launch", path="k.cu")) == {"scale": Outcome.MISSED}

@@ -49,6 +49,8 @@ class Written:
     span: Span
     via: tuple[str, ...] = ()
     """The host variables followed to get here (`block`, `block_size`)."""
+    argument_of: str | None = None
+    """The launching function's parameter this value is passed as, at its one call site."""
 
     @property
     def value(self) -> int | None:
@@ -124,10 +126,10 @@ def written(model: SourceModel, config: LaunchConfig, which: int, axis: int) -> 
     if axis >= len(spans):
         return None
     host = _host(model, config.site)
-    return _follow(model, host, config.site, spans[axis], via)
+    return _follow(model, host, config.site.span.start, spans[axis], via)
 
 
-def _follow(model: SourceModel, host: Function | None, site: LaunchSite, span: Span, via: tuple[str, ...],
+def _follow(model: SourceModel, host: Function | None, before: int, span: Span, via: tuple[str, ...],
             depth: int = 0) -> Written:
     data = model.source.data
     span = _strip(data, span)
@@ -137,13 +139,33 @@ def _follow(model: SourceModel, host: Function | None, site: LaunchSite, span: S
     if not _NAME_RE.fullmatch(text) or depth > 4:
         return Written("expression", text, span, via)
     if host is not None:
-        local = next((v for v in reversed(host_vars(model, host)) if v.name == text and v.span.end <= site.span.start),
-                     None)
+        local = next((v for v in reversed(host_vars(model, host)) if v.name == text and v.span.end <= before), None)
         if local is not None:
-            return _follow(model, host, site, _initializer(data, local.span), (*via, text), depth + 1)
+            return _follow(model, host, before, _initializer(data, local.span), (*via, text), depth + 1)
         if any(p.name == text for p in host.params):
             return Written("parameter", text, span, via)
     return Written("constant", text, span, via)
+
+
+def through_caller(model: SourceModel, config: LaunchConfig, place: Written) -> tuple[Written | None, tuple[int, ...]]:
+    """A block size that is a parameter of the launching function, followed to its value at
+    the function's call sites in this file: the literal passed there when there is one
+    call (kind `literal`, `argument_of` the parameter), else None; and the lines of the calls."""
+    host = _host(model, config.site)
+    if host is None or place.kind != "parameter":
+        return None, ()
+    index = next(i for i, p in enumerate(host.params) if p.name == place.text)
+    calls = [c for c in model.calls if c.callee == host.name]
+    lines = tuple(model.source.line_col(c.span.start)[0] for c in calls)
+    if len(calls) != 1 or calls[0].arg_count != len(host.params):
+        return None, lines
+    args = calls[0].args_span
+    span = arg_spans(model.source.data, Span(args.start + 1, args.end - 1))[index]
+    text = model.source.data[span.start:span.end].decode("utf-8")
+    if int_value(text) is None and not _NAME_RE.fullmatch(text):
+        return None, lines
+    kind: WrittenKind = "literal" if int_value(text) is not None else "constant"
+    return Written(kind, text, span, (*place.via, place.text), place.text), lines
 
 
 def _initializer(data: bytes, statement: Span) -> Span:
@@ -237,16 +259,20 @@ def define_parameter(model: SourceModel, before: int, name: str, value: int, ori
 
 def launch_binding(model: SourceModel, kernel: Function, config: LaunchConfig, names: Iterable[str],
                    values: Mapping[str, int], defaults: Mapping[str, int],
-                   fixed: Mapping[str, int] | None = None) -> LaunchBinding | None:
+                   fixed: Mapping[str, int] | None = None, aliases: Mapping[str, str] | None = None
+                   ) -> LaunchBinding | None:
     """The launch of `config` as expressions over the kernel's parameters and `names`: the
     host variables passed to the kernel are renamed to the parameters they are passed as
     (`rows` passed as `N`). A dimension that reads none of `names` stays the spec's own;
-    None when one that does reads what the kernel does not receive."""
+    None when one that does reads what the kernel does not receive. `aliases` renames host
+    names first (a launching function's parameter to the name its value is lifted into)."""
     names = set(names)
+    aliases = dict(aliases or {})
     host_to_param = {arg.strip(): param.name for arg, param in zip(config.site.args, kernel.params)
                      if _NAME_RE.fullmatch(arg.strip())}
 
     def translate(text: str) -> str | None | bool:
+        text = _NAME_RE.sub(lambda m: aliases.get(m.group(0), m.group(0)), text)
         if not set(_NAME_RE.findall(text)) & names:
             return True
         renamed = _NAME_RE.sub(lambda m: host_to_param.get(m.group(0), m.group(0)), text)

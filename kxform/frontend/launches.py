@@ -79,22 +79,36 @@ def _matching(data: bytes, open_at: int) -> int | None:
     return None
 
 
-_HOST_VAR_RE = re.compile(rb"\b(?:const|constexpr)\s+(?:unsigned\s+int|unsigned|int|size_t|long\s+long|long|uint|int64_t|"
-                          rb"auto)\s+([A-Za-z_]\w*)\s*=")
+_SCALAR = rb"(?:unsigned\s+int|unsigned|int|size_t|long\s+long|long|uint|int64_t|auto)"
+_HOST_VAR_RE = re.compile(rb"\b(?:const|constexpr)\s+" + _SCALAR + rb"\s+([A-Za-z_]\w*)\s*=")
+_LOCAL_VAR_RE = re.compile(rb"(?<![\w.>])" + _SCALAR + rb"\s+([A-Za-z_]\w*)\s*=(?!=)")
 
 
 def host_vars(model: SourceModel, function: Function) -> tuple[HostVar, ...]:
-    """Constant scalar declarations with one declarator: `const int blocks = EXPR;`."""
+    """Scalar declarations with one declarator whose value does not change: `const int
+    blocks = EXPR;`, and `int threads = 256;` when nothing in the function assigns,
+    increments or takes the address of `threads` afterwards."""
     data = mask_for_parse(model.source.data)
     body = function.body
     out = []
-    for match in _HOST_VAR_RE.finditer(data, body.start, body.end):
-        end = _statement_end(data, match.end(), body.end)
-        if end is None:
-            continue
-        text = data[match.end():end].decode("utf-8").strip()
-        out.append(HostVar(match.group(1).decode(), text, Span(match.start(), end + 1), function.name))
-    return tuple(out)
+    for pattern, constant in ((_HOST_VAR_RE, True), (_LOCAL_VAR_RE, False)):
+        for match in pattern.finditer(data, body.start, body.end):
+            end = _statement_end(data, match.end(), body.end)
+            if end is None or (not constant and _changed(data, match.group(1), end, body.end)):
+                continue
+            if not constant and re.search(rb"\b(?:const|constexpr)\s+$", data[max(body.start, match.start() - 12):
+                                                                              match.start()]):
+                continue  # already read as a constant
+            text = data[match.end():end].decode("utf-8").strip()
+            out.append(HostVar(match.group(1).decode(), text, Span(match.start(), end + 1), function.name))
+    return tuple(sorted(out, key=lambda v: v.span))
+
+
+def _changed(data: bytes, name: bytes, start: int, limit: int) -> bool:
+    """Whether `name` is assigned, incremented or has its address taken in [start, limit)."""
+    word = re.escape(name)
+    return re.search(rb"(?<![\w.])" + word + rb"\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|(?:\+\+|--)\s*" + word + rb"\b|\b" +
+                     word + rb"\s*(?:\+\+|--)|&\s*" + word + rb"\b(?!\s*[\[.])", data[start:limit]) is not None
 
 
 def _statement_end(data: bytes, start: int, limit: int) -> int | None:

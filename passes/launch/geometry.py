@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kxform.engine.launch_site import Written, other_uses, written
+from kxform.engine.launch_site import Written, other_uses, through_caller, written
 from kxform.frontend.launches import LaunchConfig, launch_configs
 from kxform.frontend.model import Function, FunctionKind, SourceModel
 from kxform.frontend.queries import constant_defs
@@ -102,7 +102,7 @@ def _dimension(model: SourceModel, kernel: Function, launches: tuple[LaunchConfi
     if any(p is None for p in places):
         return None, Refusal("LaunchesDisagree", f"the launches of '{kernel.name}' give the block different numbers "
                              "of dimensions", where)
-    present = [p for p in places if p is not None]
+    present = [_caller_value(model, lc, p) for lc, p in zip(launches, places) if p is not None]
     for place in present:
         refusal = _refuse_place(model, kernel, place, name, values)
         if refusal is not None:
@@ -123,12 +123,21 @@ def _dimension(model: SourceModel, kernel: Function, launches: tuple[LaunchConfi
     return BlockDim(name, axis, value, tuple(present), lifted, line(present[0].span.start)[0]), None
 
 
+def _caller_value(model: SourceModel, config: LaunchConfig, place: Written) -> Written:
+    """A launching function's parameter followed to the literal its one caller passes."""
+    if place.kind != "parameter":
+        return place
+    found, _ = through_caller(model, config, place)
+    return found if found is not None else place
+
+
 def _refuse_place(model: SourceModel, kernel: Function, place: Written, name: str,
                   values: dict[str, int | None]) -> Refusal | None:
     line = model.source.line_col(place.span.start)[0]
     if place.kind == "parameter":
         return Refusal("RunTimeBlockSize", f"the block size of '{kernel.name}' is '{place.text}', a parameter of the "
-                       f"launching function (line {line}): its callers set it at run time", place.span.start)
+                       f"launching function (line {line}): its callers set it at run time, and it is not one literal "
+                       "passed at one call site in this file", place.span.start)
     if place.kind == "expression":
         return Refusal("BlockExpression", f"the block size of '{kernel.name}' is '{place.text}' (line {line}), an "
                        "expression kxform does not follow to one literal", place.span.start)

@@ -51,7 +51,9 @@ def launch_binding(model: SourceModel, geometry: Geometry, config: Config) -> La
     if not launches or kernel is None:
         return None
     values = {d.name: int(config.get(d.name, d.value)) for d in geometry.dims}
-    return launch_site.launch_binding(new, kernel, launches[0], geometry.names, values, geometry.defaults())
+    aliases = {d.places[0].argument_of: d.name for d in geometry.dims if d.places[0].argument_of}
+    return launch_site.launch_binding(new, kernel, launches[0], geometry.names, values, geometry.defaults(),
+                                      aliases=aliases)
 
 
 def verify_policy(model: SourceModel, geometry: Geometry, closure: frozenset[str], config: Config) -> VerifyPolicy:

@@ -28,6 +28,8 @@ from kxform.passes.launch.geometry import BlockDim, Geometry
 def lift_edits(model: SourceModel, geometry: Geometry, config: Config) -> list[Edit]:
     edits: dict[tuple[int, int], Edit] = {}
     definitions: list[Edit] = []
+    start = _function_start(model, min([lc.site.span.start for lc in geometry.launches] +
+                                       [p.span.start for d in geometry.dims for p in d.places]))
     for dim in geometry.dims:
         value = int(config.get(dim.name, dim.value))
         origin = f"launch: {geometry.kernel.name}: {dim.name}"
@@ -36,7 +38,6 @@ def lift_edits(model: SourceModel, geometry: Geometry, config: Config) -> list[E
                 edit = _definition_edit(model, dim, value, origin)
                 edits[(edit.start, edit.end)] = edit
             continue
-        start = _function_start(model, min(lc.site.span.start for lc in geometry.launches))
         definitions += launch_site.define_parameter(model, start, dim.name, value, f"{origin}: definition")
         for launch, place in zip(geometry.launches, dim.places):
             edit = launch_site.set_written(place, dim.name, f"{origin}: block")
