@@ -91,15 +91,33 @@ void run(const float *in, float *out, int n)
 def test_the_kernels_assumptions_become_constraints_with_their_lines() -> None:
     space = space_of(REDUCE, "block_sum", "launch", path="r.cu")
     by_text = {c.text: c for c in space.constraints}
-    assert set(by_text) == {"BLOCK_SUM_BLOCK_X <= hw.max_threads_per_block", "BLOCK_SUM_BLOCK_X <= 512",
-                            "is_pow2(BLOCK_SUM_BLOCK_X)", "BLOCK_SUM_BLOCK_X <= 256", "BLOCK_SUM_BLOCK_X >= 32"}
+    assert set(by_text) == {"BLOCK_SUM_BLOCK_X <= hw.max_threads_per_block", "BLOCK_SUM_BLOCK_X <= BLOCK_SUM_MAX_THREADS",
+                            "BLOCK_SUM_MAX_THREADS <= hw.max_threads_per_block", "is_pow2(BLOCK_SUM_BLOCK_X)",
+                            "BLOCK_SUM_BLOCK_X <= 256", "BLOCK_SUM_BLOCK_X >= 32"}
     assert by_text["is_pow2(BLOCK_SUM_BLOCK_X)"].origin == "r.cu:10"
     assert by_text["BLOCK_SUM_BLOCK_X <= 256"].origin == "r.cu:5"
     assert by_text["BLOCK_SUM_BLOCK_X >= 32"].origin == "r.cu:15"
-    assert by_text["BLOCK_SUM_BLOCK_X <= 512"].origin == "r.cu:3"
+    assert by_text["BLOCK_SUM_BLOCK_X <= BLOCK_SUM_MAX_THREADS"].origin == "r.cu:3"
     hw = load_profile("h100")
-    assert not space.is_valid({"BLOCK_SUM_BLOCK_X": 96}, hw) and not space.is_valid({"BLOCK_SUM_BLOCK_X": 512}, hw)
-    assert space.is_valid({"BLOCK_SUM_BLOCK_X": 64}, hw)
+    at = {"BLOCK_SUM_MAX_THREADS": 512}
+    assert not space.is_valid({"BLOCK_SUM_BLOCK_X": 96, **at}, hw)
+    assert not space.is_valid({"BLOCK_SUM_BLOCK_X": 512, **at}, hw)
+    assert space.is_valid({"BLOCK_SUM_BLOCK_X": 64, **at}, hw)
+    assert not space.is_valid({"BLOCK_SUM_BLOCK_X": 64, "BLOCK_SUM_MAX_THREADS": 32}, hw)
+
+
+def test_launch_bounds_are_lifted_beside_the_block_and_a_block_above_them_is_refused() -> None:
+    result = rewrite(REDUCE, "launch", path="r.cu")
+    out = result.new_data.decode()
+    assert "#ifndef BLOCK_SUM_MAX_THREADS\n#define BLOCK_SUM_MAX_THREADS 512\n#endif\n__global__ void " \
+        "__launch_bounds__(BLOCK_SUM_MAX_THREADS) block_sum(" in out
+    assert not rewrite(out, "launch", path="r.cu").changed
+    lower = rewrite(out, "launch{BLOCK_SUM_MAX_THREADS=256}", path="r.cu")
+    assert lower.new_data.decode() == out.replace("#define BLOCK_SUM_MAX_THREADS 512", "#define BLOCK_SUM_MAX_THREADS 256")
+    assert lower.results[0].policy.compare.mode == "exact" and "register allocation" in \
+        lower.results[0].policy.compare.reason
+    below = rewrite(out, "launch{BLOCK_SUM_MAX_THREADS=128}", path="r.cu")
+    assert not below.changed and "BLOCK_SUM_BLOCK_X <= BLOCK_SUM_MAX_THREADS" in below.results[0].reasons[0]
 
 
 def test_a_value_the_kernel_cannot_take_is_never_proposed_and_is_refused_when_asked() -> None:
@@ -211,3 +229,25 @@ def test_a_local_assigned_once_is_followed_and_one_assigned_again_is_not() -> No
     assert b"int t = SCALE_BLOCK_X;" in result.new_data
     again = once.replace("int t = 64;", "int t = 64; t *= 2;")
     assert outcomes(rewrite(again, "launch", path="k.cu")) == {"scale": Outcome.MISSED}
+
+
+def test_a_header_macro_the_kernel_reads_too_bounds_or_refuses_the_block(tmp_path: Path) -> None:
+    (tmp_path / "params.h").write_text("#define THREADS 128\n")
+    body = """#include "params.h"
+__global__ void total(const float *x, float *out, int n)
+{
+    __shared__ float s[THREADS];
+    s[threadIdx.x] = x[blockIdx.x * blockDim.x + threadIdx.x];
+    __syncthreads();
+    if (threadIdx.x == 0) out[blockIdx.x] = s[0] + STEP;
+}
+void run(const float *x, float *out, int n) { total<<<n / THREADS, THREADS>>>(x, out, n); }
+"""
+    source = tmp_path / "k.cu"
+    source.write_text(body.replace(" + STEP", ""))
+    space = space_of(source.read_bytes(), "total", "launch", path=str(source))
+    assert "TOTAL_BLOCK_X <= 128" in {c.text for c in space.constraints}  # s[THREADS]: one element per thread
+    source.write_text(body.replace("STEP", "THREADS"))
+    result = rewrite(source.read_bytes(), "launch", path=str(source))
+    assert outcomes(result) == {"total": Outcome.MISSED}
+    assert any("line 7 reads THREADS, the macro the launch sizes the block" in r.message for r in result.remarks)

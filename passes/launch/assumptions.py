@@ -64,6 +64,13 @@ def derive(model: SourceModel, geometry: Geometry, closure: frozenset[str]) -> t
 
 def _launch_bounds(model: SourceModel, geometry: Geometry, threads: str) -> list[Constraint]:
     bounds = geometry.kernel.launch_bounds
+    lifted = next((b for b in geometry.bounds if b.kind == "MAX_THREADS"), None)
+    if lifted is not None:
+        where = f"{model.source.path}:{lifted.line}"
+        return [Constraint.parse(f"{threads} <= {lifted.name}", f"__launch_bounds__: the kernel is compiled for at "
+                                 f"most {lifted.name} threads per block", where),
+                Constraint.parse(f"{lifted.name} <= hw.max_threads_per_block", "launch bounds within the hardware's "
+                                 "threads per block", where)]
     if not bounds:
         return []
     inner = re.sub(r"^\s*__launch_bounds__\s*", "", bounds).strip()
@@ -106,7 +113,8 @@ def _shared(model: SourceModel, geometry: Geometry, closure: frozenset[str], thr
     for decl in shared_decls(model):
         if decl.function not in closure or decl.dynamic or len(decl.extents) != 1:
             continue
-        extent = int_value(decl.extents[0])
+        extent = int_value(decl.extents[0]) if decl.extents[0].strip() not in _constants(geometry) else \
+            _constants(geometry)[decl.extents[0].strip()]
         if extent is not None and extent == total:
             out.append(Constraint.parse(f"{threads} <= {extent}", f"'{decl.name}[{extent}]' holds one element per "
                                         "thread of the original block", _origin(model, decl.span.start)))
@@ -136,8 +144,17 @@ def _guards(model: SourceModel, geometry: Geometry, closure: frozenset[str]) -> 
     return out
 
 
+def _constants(geometry: Geometry) -> dict[str, int]:
+    """Block sizes written as a macro of a header: its name -> the original value."""
+    return {p.text: d.value for d in geometry.dims for p in d.places if p.kind == "constant" and p.text != d.name}
+
+
 def _hand_written(model: SourceModel, geometry: Geometry, closure: frozenset[str]) -> list[Refusal]:
-    """A loop step or an index scale in the body that spells a block dimension's value."""
+    """A loop step or an index scale in the body that spells a block dimension's value, or
+    the header macro the launch writes it with."""
+    named = _named_block(model, geometry, closure)
+    if named:
+        return named
     for dim in geometry.dims:
         if dim.value < 4:
             continue
@@ -154,6 +171,24 @@ def _hand_written(model: SourceModel, geometry: Geometry, closure: frozenset[str
                     return [Refusal("HandWrittenBlockSize", f"line {line} spells {dim.value}, the block size of "
                                     f"'{geometry.kernel.name}', as {what}: the kernel is written for that one value",
                                     literal.span.start)]
+    return []
+
+
+def _named_block(model: SourceModel, geometry: Geometry, closure: frozenset[str]) -> list[Refusal]:
+    """The kernel reads the header macro its launch sizes the block with, other than as a
+    shared extent (a bound on the new size): a loop step, an index scale, a guard."""
+    for name in _constants(geometry):
+        for function in _bodies(model, closure):
+            body = model.source.data[function.body.start:function.body.end].decode("utf-8", "replace")
+            for match in re.finditer(rf"(?<![\w.]){re.escape(name)}(?!\w)", body):
+                offset = function.body.start + match.start()
+                if any(d.function == function.name and any(s.start <= offset < s.end for s in d.extent_spans)
+                       for d in shared_decls(model)):
+                    continue
+                line = model.source.line_col(offset)[0]
+                return [Refusal("HandWrittenBlockSize", f"line {line} reads {name}, the macro the launch sizes the "
+                                f"block of '{geometry.kernel.name}' with: the kernel is written for its value; "
+                                "lift it where it is defined", offset)]
     return []
 
 

@@ -23,6 +23,7 @@ from kxform.engine.launch_site import Written, other_uses, through_caller, writt
 from kxform.frontend.launches import LaunchConfig, launch_configs
 from kxform.frontend.model import Function, FunctionKind, SourceModel
 from kxform.frontend.queries import constant_defs
+from kxform.passes.launch.bounds import LaunchBound, find_bounds
 
 AXES = "XYZ"
 
@@ -62,13 +63,24 @@ class Geometry:
     launches: tuple[LaunchConfig, ...]
     dims: tuple[BlockDim, ...]
     refusals: tuple[Refusal, ...]
+    bounds: tuple[LaunchBound, ...] = ()
+    """The kernel's `__launch_bounds__`, lifted beside the block size."""
 
     @property
     def names(self) -> tuple[str, ...]:
+        """The block parameters (what the launches read)."""
         return tuple(d.name for d in self.dims)
 
     def defaults(self) -> dict[str, int]:
         return {d.name: d.value for d in self.dims}
+
+    def all_defaults(self) -> dict[str, int]:
+        """Block and launch-bounds parameters at their original values."""
+        return {**self.defaults(), **{b.name: b.value for b in self.bounds}}
+
+    @property
+    def lifted(self) -> bool:
+        return all(d.lifted for d in self.dims) and all(b.lifted for b in self.bounds)
 
 
 def find_geometry(model: SourceModel, kernel: Function, values: dict[str, int | None]) -> Geometry:
@@ -87,7 +99,7 @@ def find_geometry(model: SourceModel, kernel: Function, values: dict[str, int | 
             refusals.append(refusal)
         elif dim is not None:
             dims.append(dim)
-    return Geometry(kernel, launches, tuple(dims), tuple(refusals))
+    return Geometry(kernel, launches, tuple(dims), tuple(refusals), find_bounds(model, kernel) if dims else ())
 
 
 def _value(place: Written, values: dict[str, int | None]) -> int | None:

@@ -34,6 +34,7 @@ from kxform.frontend.launches import launch_configs
 from kxform.frontend.model import Function, FunctionKind, SourceModel
 from kxform.log.remarks import RemarkKind
 from kxform.passes.launch import assumptions, policy
+from kxform.passes.launch.bounds import RANGES
 from kxform.passes.launch.geometry import Geometry, find_geometry
 from kxform.passes.launch.rewrite import lift_edits
 
@@ -93,8 +94,9 @@ class Launch(Pass):
                                         "per dimension", kernel.span.start))
             config = fact.space.resolve({k: v for k, v in given.items() if k in fact.space.names}) if not blockers \
                 else {}
-            done = bool(fact.geometry.dims) and all(d.lifted for d in fact.geometry.dims) and \
-                all(config.get(d.name, d.value) == d.value for d in fact.geometry.dims)
+            defaults = fact.geometry.all_defaults()
+            done = bool(fact.geometry.dims) and fact.geometry.lifted and \
+                all(config.get(n, v) == v for n, v in defaults.items())
             out[kernel.name] = KernelAnalysis(kernel, tuple(blockers), {"facts": fact, "config": config},
                                               already_applied=done)
         return out
@@ -102,10 +104,10 @@ class Launch(Pass):
     def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
         fact: Facts = analysis.facts["facts"]
         config: dict[str, ParamValue] = analysis.facts["config"]
-        dims = fact.geometry.dims
-        changed = {d.name: config[d.name] for d in dims if config.get(d.name, d.value) != d.value}
+        defaults = fact.geometry.all_defaults()
+        changed = {n: config[n] for n, v in defaults.items() if config.get(n, v) != v}
         why = f"set {', '.join(f'{k}={v}' for k, v in changed.items())} (requested)" if changed else \
-            f"lift the block size {', '.join(f'{d.name} ({d.value})' for d in dims)} into parameters"
+            f"lift the block size {', '.join(f'{n} ({v})' for n, v in defaults.items())} into parameters"
         return Proposal.of(self.name, analysis.kernel.name, changed, why)
 
     def candidates(self, ctx: PassContext, analysis: KernelAnalysis) -> list[Proposal]:
@@ -113,9 +115,14 @@ class Launch(Pass):
         fact: Facts = analysis.facts["facts"]
         space, dims = fact.space, fact.geometry.dims
         defaults = space.defaults()
-        points = (dict(zip(space.names, values)) for values in itertools.product(
-            *(sorted(set(POW2) | {d.value}) for d in dims)))
-        valid = [p for p in points if p != defaults and math.prod(int(v) for v in p.values()) >= MIN_THREADS
+        names = [d.name for d in dims]
+        points = [dict(zip(names, values)) for values in itertools.product(*(sorted(set(POW2) | {d.value})
+                                                                             for d in dims))]
+        for point in points:  # the launch bounds follow the block where it outgrows them
+            for bound in fact.geometry.bounds:
+                point[bound.name] = max(bound.value, math.prod(point[n] for n in names)) \
+                    if bound.kind == "MAX_THREADS" else bound.value
+        valid = [p for p in points if p != defaults and math.prod(int(p[n]) for n in names) >= MIN_THREADS
                  and space.is_valid(p, ctx.hw)]
         valid.sort(key=lambda p: (sum(abs(math.log2(int(p[n]) / int(defaults[n]))) for n in space.names),
                                   sorted(p.items())))
@@ -221,7 +228,11 @@ def _facts(ctx: PassContext, kernel_name: str) -> Facts:
     blockers = tuple(Blocker(r.key, r.message, r.offset) for r in (*geometry.refusals, *refusals))
     params = tuple(Param.int_range(d.name, 1, 1024, d.value, doc=f"block.{'xyz'[d.axis]} of '{kernel_name}'",
                                    origin=f"{model.source.path}:{d.line}") for d in geometry.dims)
-    space = ParamSpace(params, tuple(c for c in constraints if c.params <= set(geometry.names)))
+    params += tuple(Param.int_range(b.name, *RANGES[b.kind], b.value, doc=f"__launch_bounds__ {b.kind.lower()} of "
+                                    f"'{kernel_name}'", origin=f"{model.source.path}:{b.line}")
+                    for b in geometry.bounds)
+    names = {p.name for p in params}
+    space = ParamSpace(params, tuple(c for c in constraints if c.params <= names))
     fact = Facts(geometry, space if not blockers else ParamSpace(), closure, blockers)
     if len(_FACTS) > 256:
         _FACTS.clear()

@@ -22,6 +22,7 @@ from kxform.engine import launch_site
 from kxform.engine.edits import Edit
 from kxform.engine.params import Config
 from kxform.frontend.model import SourceModel
+from kxform.passes.launch.bounds import bound_edits
 from kxform.passes.launch.geometry import BlockDim, Geometry
 
 
@@ -44,6 +45,9 @@ def lift_edits(model: SourceModel, geometry: Geometry, config: Config) -> list[E
             edits[(edit.start, edit.end)] = edit
             for follow in launch_site.follow_block(model, launch, dim.axis, place, dim.name, f"{origin}: grid"):
                 edits[(follow.start, follow.end)] = follow
+    ints = {k: int(v) for k, v in config.items()}
+    for edit in bound_edits(model, geometry.kernel, geometry.bounds, ints):
+        edits[(edit.start, edit.end)] = edit
     if definitions:  # one insertion, the dimensions in order (x, y, z)
         first = definitions[0]
         edits[(first.start, first.end)] = Edit(first.start, first.end, "".join(d.text for d in definitions),
