@@ -159,8 +159,8 @@ __global__ void scale(float *x, int n)
      "TileParameter", "BLOCK (line 9), a file-scope constant of this file"),
     ("void run(float *x, int n) { const int t = 256; float *h = new float[t]; scale<<<n / t, t>>>(x, n); }",
      "HostUse", "'t', which holds the block size of 'scale', is also read by host code (line 8)"),
-    ("void run(float *x, int n) { scale<<<1, std::min(n, 1024)>>>(x, n); }",
-     "BlockExpression", "'std::min(n, 1024)' (line 8), an expression kxform does not follow"),
+    ("void run(float *x, int n) { scale<<<1, n / 2>>>(x, n); }",
+     "BlockExpression", "'n / 2' (line 8), an expression kxform does not follow"),
     ("", "NoLaunchSite", "'scale' is not launched in this file"),
 ])
 def test_refusals_say_why_and_touch_nothing(launcher: str, key: str, words: str) -> None:
@@ -251,3 +251,11 @@ void run(const float *x, float *out, int n) { total<<<n / THREADS, THREADS>>>(x,
     result = rewrite(source.read_bytes(), "launch", path=str(source))
     assert outcomes(result) == {"total": Outcome.MISSED}
     assert any("line 7 reads THREADS, the macro the launch sizes the block" in r.message for r in result.remarks)
+
+
+def test_a_literal_that_caps_the_block_is_the_parameter() -> None:
+    text = LAUNCHER + "void run(float *x, int n) { dim3 block(std::min(n, 1024)); scale<<<1, block>>>(x, n); }\n"
+    result = rewrite(text, "launch", path="k.cu")
+    assert b"dim3 block(std::min(n, SCALE_BLOCK_X));" in result.new_data
+    launch = rewrite(text, "launch{SCALE_BLOCK_X=256}", path="k.cu").results[0].policy.launch
+    assert launch.block == ("min(n, SCALE_BLOCK_X)",)

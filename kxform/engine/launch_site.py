@@ -32,6 +32,7 @@ from kxform.frontend.queries import int_literals, int_value
 
 WrittenKind = Literal["literal", "constant", "parameter", "expression"]
 _NAME_RE = re.compile(r"[A-Za-z_]\w*")
+_CAP_RE = re.compile(r"(?:std::)?(?:min|MIN)\s*(?:<\s*\w+\s*>)?\s*\((?P<size>.+),\s*(?P<cap>\d+)[uU]?\s*\)", re.S)
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,8 @@ class Written:
     """The host variables followed to get here (`block`, `block_size`)."""
     argument_of: str | None = None
     """The launching function's parameter this value is passed as, at its one call site."""
+    caps: str | None = None
+    """The expression this literal caps (`std::min(d, 1024)`): the block is the smaller."""
 
     @property
     def value(self) -> int | None:
@@ -136,6 +139,10 @@ def _follow(model: SourceModel, host: Function | None, before: int, span: Span, 
     text = data[span.start:span.end].decode("utf-8")
     if int_value(text) is not None:
         return Written("literal", text, span, via)
+    cap = _CAP_RE.fullmatch(text)
+    if cap is not None:  # `std::min(d, 1024)`: the literal caps a size from the problem
+        at = span.start + len(text[:cap.start("cap")].encode("utf-8"))
+        return Written("literal", cap.group("cap"), Span(at, at + len(cap.group("cap"))), via, caps=text)
     if not _NAME_RE.fullmatch(text) or depth > 4:
         return Written("expression", text, span, via)
     if host is not None:
