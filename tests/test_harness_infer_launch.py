@@ -86,3 +86,26 @@ def test_the_draft_written_elsewhere_checks_and_verifies_the_original_with_no_ha
     verify = run_cli("verify", "src/scale.cu", "src/scale.cu", "--kernel", "scale_kernel", "--spec",
                      "specs/scale.toml", "--runtime", "cpu", cwd=tmp_path)
     assert verify.returncode == 0 and "verified on the cpu runtime" in verify.stdout + verify.stderr
+
+
+TEMPLATE = """template <typename T, int BLOCK>
+__global__ void axpy(T a, const T *x, T *y, int n)
+{
+    int i = blockIdx.x * BLOCK + threadIdx.x;
+    if (i < n)
+        y[i] = a * x[i] + y[i];
+}
+
+void run(float a, const float *x, float *y, int n)
+{
+    axpy<float, 128><<<(n + 127) / 128, 128>>>(a, x, y, n);
+}
+"""
+
+
+def test_a_template_kernel_named_without_arguments_gets_the_instantiation_its_launch_spells(tmp_path: Path) -> None:
+    (tmp_path / "axpy.cu").write_text(TEMPLATE)
+    text = _draft(tmp_path / "axpy.cu", "axpy")
+    assert '[kernel."axpy<float, 128>"]' in text and '[kernel."axpy"]' not in text
+    assert text.count('dtype = "float32"') == 3 and "has no spec dtype" not in text  # T is float
+    assert 'grid = ["(n + 127) / 128"]' in text

@@ -192,11 +192,31 @@ def _launch_plan(model: SourceModel, source: SourceText, kernel: Function,
     return grid, block, shared, f"from the launch at line {line}", todos
 
 
+def instantiation(model: SourceModel, kernel: Function, spelling: str) -> str:
+    """A template kernel named without arguments: the instantiation its first launch in the
+    file spells (`axpy` -> `axpy<float, 128>`); otherwise `spelling` as given."""
+    name, args = split_spelling(spelling)
+    if args or not kernel.template_params:
+        return spelling
+    site = next((s for s in model.launches if s.kernel == name and s.template_args), None)
+    return f"{name}<{', '.join(split_spelling('k' + site.template_args)[1])}>" if site is not None and \
+        site.template_args else spelling
+
+
+def _template_types(kernel: Function, spelling: str) -> dict[str, str]:
+    """Type template parameters bound by the instantiation (`T` -> `float`)."""
+    from kxform.frontend.queries import template_params
+
+    _, args = split_spelling(spelling)
+    return {p.name: arg for p, arg in zip(template_params(kernel), args) if p.kind == "type"}
+
+
 def _plan(source: SourceText, spelling: str) -> _Plan:
     model = parse_model(source)
     name, _ = split_spelling(spelling)
     kernel = find_kernel(model, name)
-    types = _type_aliases(source, model)
+    spelling = instantiation(model, kernel, spelling)
+    types = {**_type_aliases(source, model), **_template_types(kernel, spelling)}
     scalars = [p for p in kernel.params if "*" not in p.ctype and "[" not in p.ctype]
     size_vars = [p.name for p in scalars if types.get(base_ctype(p.ctype), base_ctype(p.ctype)) in INT_CTYPES]
     grid, block, shared, note, todos = _launch_plan(model, source, kernel, size_vars)
@@ -323,7 +343,7 @@ def infer_spec(source: SourceText, spelling: str, runtime: Runtime | None = None
             result = ProbeResult(error="the over-allocated probe buffers would be too large")
         else:
             text, _ = _render(plan, over_allocate=True)
-            result = probe(source.path, text, spelling, runtime, plan.size_vars)
+            result = probe(source.path, text, plan.spelling, runtime, plan.size_vars)
         if result.error is None:
             _apply_probe(plan, result)
         else:
@@ -333,6 +353,7 @@ def infer_spec(source: SourceText, spelling: str, runtime: Runtime | None = None
         why = "the launch is not known" if plan.launch_todos else "no runtime to measure it with"
         for param in plan.kernel.params:
             plan.count_notes.setdefault(param.name, f"element count (not measured: {why})")
+    spelling = plan.spelling
     text, todos = _render(plan, over_allocate=False, spec_dir=spec_dir)
     if not any(launch.kernel == plan.kernel.name for launch in parse_model(source).launches):
         text = text.replace("\n", f"\n# note: {spelling} is not launched in {source.path}\n", 1)
