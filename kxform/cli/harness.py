@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from kxform.workspace.files import write_atomic
@@ -35,11 +36,10 @@ def run(args: argparse.Namespace) -> int:
 
         cpu = CpuRuntime()
         runtime = cpu if cpu.available()[0] else None
-    draft = infer_spec(read_source(args.file), args.kernel, runtime)
+    spec_dir = os.path.dirname(os.path.abspath(args.output)) if args.output else None
+    draft = infer_spec(read_source(args.file), args.kernel, runtime, spec_dir)
     where = args.output or "<stdout>"
     if args.output:
-        import os
-
         if os.path.exists(args.output):
             raise UsageError(f"{args.output}: exists; not overwriting a spec (remove it or choose another path)")
         write_atomic(args.output, draft.text.encode("utf-8"))

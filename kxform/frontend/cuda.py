@@ -275,8 +275,9 @@ def _launch(call: tree_sitter.Node, callee: tree_sitter.Node, args: tree_sitter.
         if callee.type == "template_function":
             targs = callee.child_by_field_name("arguments")
             template_args = _text(targs) if targs is not None else None
-        config = tuple(_text(c) for c in config_node.named_children if c.type != "comment")
-        return LaunchSite(_short_name(callee), template_args, config, arg_texts, _span(call), "chevron", function)
+        nodes = [c for c in config_node.named_children if c.type != "comment"]
+        return LaunchSite(_short_name(callee), template_args, tuple(_text(c) for c in nodes), arg_texts, _span(call),
+                          "chevron", function, tuple(_span(c) for c in nodes))
     if style is None or not arg_texts:
         return None
     kernel_text = arg_texts[0]
@@ -287,8 +288,9 @@ def _launch(call: tree_sitter.Node, callee: tree_sitter.Node, args: tree_sitter.
         kernel_text, _, rest = kernel_text.partition("<")
         template_args = "<" + rest
     count = 5 if style == "hipLaunchKernelGGL" else 4
+    arg_nodes = [a for a in args.named_children if a.type != "comment"]
     return LaunchSite(kernel_text.split("::")[-1].strip(), template_args, arg_texts[1:count],
-                      arg_texts[count:], _span(call), style, function)
+                      arg_texts[count:], _span(call), style, function, tuple(_span(a) for a in arg_nodes[1:count]))
 
 
 def parse_model(source: SourceText, tree: tree_sitter.Tree | None = None) -> SourceModel:

@@ -79,22 +79,36 @@ def _matching(data: bytes, open_at: int) -> int | None:
     return None
 
 
-_HOST_VAR_RE = re.compile(rb"\b(?:const|constexpr)\s+(?:unsigned\s+int|unsigned|int|size_t|long\s+long|long|uint|int64_t|"
-                          rb"auto)\s+([A-Za-z_]\w*)\s*=")
+_SCALAR = rb"(?:unsigned\s+int|unsigned|int|size_t|long\s+long|long|uint|int64_t|auto)"
+_HOST_VAR_RE = re.compile(rb"\b(?:const|constexpr)\s+" + _SCALAR + rb"\s+([A-Za-z_]\w*)\s*=")
+_LOCAL_VAR_RE = re.compile(rb"(?<![\w.>])" + _SCALAR + rb"\s+([A-Za-z_]\w*)\s*=(?!=)")
 
 
 def host_vars(model: SourceModel, function: Function) -> tuple[HostVar, ...]:
-    """Constant scalar declarations with one declarator: `const int blocks = EXPR;`."""
+    """Scalar declarations with one declarator whose value does not change: `const int
+    blocks = EXPR;`, and `int threads = 256;` when nothing in the function assigns,
+    increments or takes the address of `threads` afterwards."""
     data = mask_for_parse(model.source.data)
     body = function.body
     out = []
-    for match in _HOST_VAR_RE.finditer(data, body.start, body.end):
-        end = _statement_end(data, match.end(), body.end)
-        if end is None:
-            continue
-        text = data[match.end():end].decode("utf-8").strip()
-        out.append(HostVar(match.group(1).decode(), text, Span(match.start(), end + 1), function.name))
-    return tuple(out)
+    for pattern, constant in ((_HOST_VAR_RE, True), (_LOCAL_VAR_RE, False)):
+        for match in pattern.finditer(data, body.start, body.end):
+            end = _statement_end(data, match.end(), body.end)
+            if end is None or (not constant and _changed(data, match.group(1), end, body.end)):
+                continue
+            if not constant and re.search(rb"\b(?:const|constexpr)\s+$", data[max(body.start, match.start() - 12):
+                                                                              match.start()]):
+                continue  # already read as a constant
+            text = data[match.end():end].decode("utf-8").strip()
+            out.append(HostVar(match.group(1).decode(), text, Span(match.start(), end + 1), function.name))
+    return tuple(sorted(out, key=lambda v: v.span))
+
+
+def _changed(data: bytes, name: bytes, start: int, limit: int) -> bool:
+    """Whether `name` is assigned, incremented or has its address taken in [start, limit)."""
+    word = re.escape(name)
+    return re.search(rb"(?<![\w.])" + word + rb"\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|(?:\+\+|--)\s*" + word + rb"\b|\b" +
+                     word + rb"\s*(?:\+\+|--)|&\s*" + word + rb"\b(?!\s*[\[.])", data[start:limit]) is not None
 
 
 def _statement_end(data: bytes, start: int, limit: int) -> int | None:
@@ -123,25 +137,42 @@ def launch_configs(model: SourceModel, kernel: str) -> tuple[LaunchConfig, ...]:
         scalars = {v.name: v for v in host_vars(model, host) if v.span.end <= site.span.start
                    and v.name not in site.args} if host else {}
         used: dict[str, HostVar] = {}
+        fields = {name: var.args for name, var in variables.items()}
         grid, grid_var = _dims(site.config[0], variables)
         block, block_var = _dims(site.config[1], variables)
-        grid, block = (tuple(_expand(t, scalars, used) for t in dims) for dims in (grid, block))
-        shared = _expand(site.config[2], scalars, used) if len(site.config) > 2 else None
+        grid, block = (tuple(_expand(t, scalars, used, fields) for t in dims) for dims in (grid, block))
+        shared = _expand(site.config[2], scalars, used, fields) if len(site.config) > 2 else None
         out.append(LaunchConfig(site, grid, block, shared, grid_var, block_var, tuple(used.values())))
     return tuple(out)
 
 
-def _expand(text: str, scalars: dict[str, HostVar], used: dict[str, HostVar], depth: int = 0) -> str:
-    """`text` with the scalar host variables it reads replaced by their initializers."""
+def dim3_field(text: str, fields: dict[str, tuple[str, ...]]) -> str:
+    """`text` with each read of a `dim3` variable's field (`block.x`) replaced by that
+    argument of its declaration (`dim3 block(32, 8)`: `block.y` -> `(8)`; a missing one is 1)."""
+    def one(match: re.Match[str]) -> str:
+        args = fields[match.group(1)]
+        index = "xyz".index(match.group(2))
+        return f"({args[index]})" if index < len(args) else "1"
+    if not fields:
+        return text
+    names = "|".join(re.escape(n) for n in fields)
+    return re.sub(rf"(?<![.\w])({names})\s*\.\s*([xyz])\b", one, text)
+
+
+def _expand(text: str, scalars: dict[str, HostVar], used: dict[str, HostVar],
+            fields: dict[str, tuple[str, ...]] | None = None, depth: int = 0) -> str:
+    """`text` with the scalar host variables it reads replaced by their initializers, and
+    the `dim3` fields it reads (`block.x`) by the values they were declared with."""
     if depth > 4:
         return text
+    text = dim3_field(text, fields or {})
 
     def one(match: re.Match[str]) -> str:
         var = scalars.get(match.group(0))
         if var is None:
             return match.group(0)
         used[var.name] = var
-        return f"({_expand(var.text, scalars, used, depth + 1)})"
+        return f"({_expand(var.text, scalars, used, fields, depth + 1)})"
     return re.sub(r"(?<![.\w])[A-Za-z_]\w*(?!\s*\()", one, text)
 
 

@@ -97,6 +97,8 @@ class LaunchSite:
     span: Span
     style: str  # "chevron" | "hipLaunchKernelGGL" | "cudaLaunchKernel"
     function: str | None
+    config_spans: tuple[Span, ...] = ()
+    """Where each element of `config` is written (for edits of one launch element)."""
 
 
 @dataclass(frozen=True)

@@ -15,14 +15,17 @@ it is a draft in its first line.
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass, field
 
 from kxform.build.extract import find_kernel, split_spelling
 from kxform.errors import SpecError
 from kxform.expr import parse_expr
+from kxform.frontend.c_expr import c_to_expr
 from kxform.frontend.cuda import parse_model
-from kxform.frontend.model import Function, LaunchSite, SourceModel
+from kxform.frontend.launches import launch_configs
+from kxform.frontend.model import Function, SourceModel
 from kxform.frontend.source import SourceText
 from kxform.harness.dtypes import CTYPE_DTYPES, base_ctype
 from kxform.harness.probe import ProbeResult, probe
@@ -65,6 +68,8 @@ class _Plan:
     counts: dict[str, str] = field(default_factory=dict)
     count_notes: dict[str, str] = field(default_factory=dict)
     role_notes: dict[str, str] = field(default_factory=dict)
+    types: dict[str, str] = field(default_factory=dict)
+    """Type names spelled through a macro or typedef (`DATA_TYPE` -> `float`)."""
 
 
 def _numeric_macros(model: SourceModel) -> dict[str, str]:
@@ -91,48 +96,6 @@ def _to_expr(text: str, macros: dict[str, str]) -> str:
     return " ".join(text.split())
 
 
-def _dims(text: str, host_body: str, resolve: dict[str, str]) -> list[str]:
-    """`dim3(a, b)` / `a` / a variable declared `dim3 v(a, b)` or `dim3 v = dim3(a, b)`."""
-    text = text.strip()
-    match = re.fullmatch(r"dim3\s*\((.*)\)", text, re.S)
-    if match is None and re.fullmatch(r"[A-Za-z_]\w*", text):
-        decl = re.search(rf"\bdim3\s+{re.escape(text)}\s*(?:\((.*?)\)\s*;|=\s*dim3\s*\((.*?)\)\s*;|\{{(.*?)\}}\s*;)",
-                         host_body, re.S)
-        if decl:
-            inner = next(g for g in decl.groups() if g is not None)
-            match = re.fullmatch(r"(.*)", inner, re.S)
-    parts = [p for p in (match.group(1) if match else text).split(",") if p.strip()] if match else [text]
-    return [_substitute(p, resolve) for p in parts]
-
-
-_HOST_VAR = re.compile(r"\b(?:const\s+)?(?:int|unsigned(?:\s+int)?|size_t|long(?:\s+long)?|auto|int64_t)\s+"
-                       r"([A-Za-z_]\w*)\s*=\s*([^;,{}]+);")
-
-
-def _substitute(text: str, resolve: dict[str, str]) -> str:
-    """`text` with host variables replaced by their initialisers, launch arguments by the
-    kernel parameters they bind (the size variables) and numeric macros by their values."""
-    for _ in range(4):
-        new = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: resolve.get(m.group(0), m.group(0)), text)
-        if new == text:
-            break
-        text = new
-    return _to_expr(text, {})
-
-
-def _resolution(launch: LaunchSite, kernel: Function, host_body: str, macros: dict[str, str]) -> dict[str, str]:
-    resolve = {name: value for name, value in macros.items()}
-    for name, value in _HOST_VAR.findall(host_body):
-        if re.search(r"[A-Za-z_]\w*\s*\(", value) is None:  # no calls: atoi(argv[1]) is not a size
-            resolve.setdefault(name, f"({' '.join(value.split())})")
-    for arg, param in zip(launch.args, kernel.params):
-        if re.fullmatch(r"[A-Za-z_]\w*", arg.strip()) and "*" not in param.ctype:
-            resolve[arg.strip()] = param.name
-    for param in kernel.params:
-        resolve.pop(param.name, None) if resolve.get(param.name) != param.name else None
-    return resolve
-
-
 def _unknown_names(exprs: list[str], size_vars: list[str]) -> list[str]:
     """Names in `exprs` that are not size variables (host variables kxform cannot evaluate)."""
     unknown: list[str] = []
@@ -145,42 +108,120 @@ def _unknown_names(exprs: list[str], size_vars: list[str]) -> list[str]:
     return unknown
 
 
+_TYPEDEF_RE = re.compile(r"^\s*(?:typedef\s+([\w\s]+?)\s+([A-Za-z_]\w*)\s*;|using\s+([A-Za-z_]\w*)\s*=\s*([\w\s]+?)\s*;"
+                         r"|#\s*define\s+([A-Za-z_]\w*)[ \t]+([A-Za-z_][\w \t]*?)[ \t]*(?://.*)?$)", re.M)
+
+
+def _type_aliases(source: SourceText, model: SourceModel) -> dict[str, str]:
+    """Scalar and element types named through `#define DATA_TYPE float`, `typedef float
+    real;` or `using real = double;`, in the file and the headers it includes with quotes
+    (found beside it): name -> the C type, when that is a type a spec can hold."""
+    texts = [source.data.decode("utf-8", "replace")]
+    folder = os.path.dirname(os.path.abspath(source.path))
+    for include in model.includes:
+        path = os.path.join(folder, include.target)
+        if not include.system and os.path.isfile(path):
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                texts.append(handle.read())
+    out: dict[str, str] = {}
+    for text in texts:
+        for match in _TYPEDEF_RE.finditer(text):
+            ctype, name = (match.group(1), match.group(2)) if match.group(2) else \
+                (match.group(4), match.group(3)) if match.group(3) else (match.group(6), match.group(5))
+            ctype = " ".join(ctype.split())
+            if ctype in CTYPE_DTYPES:
+                out.setdefault(name, ctype)
+    return out
+
+
+def _header_values(source: SourceText, names: set[str]) -> dict[str, str]:
+    """Integer values of `names` as the compiler sees them (macros of included headers),
+    from libclang; names it cannot evaluate are left out."""
+    if not names:
+        return {}
+    from kxform.build.toolchain import Toolchain
+    from kxform.frontend.constants import evaluate_constants
+
+    values = evaluate_constants(source.path, source.data, sorted(names), Toolchain().libclang_args(source.path))
+    return {name: str(value) for name, value in values.items() if value is not None}
+
+
 def _launch_plan(model: SourceModel, source: SourceText, kernel: Function,
                  size_vars: list[str]) -> tuple[list[str], list[str], str, str, dict[str, str]]:
-    """grid, block, shared bytes, a note for the grid line, and per field what to fill in."""
+    """grid, block, shared bytes, a note for the grid line, and per field what to fill in.
+
+    The launch is read through its `dim3` variables and their fields (`block.x`), the
+    launcher's constant locals and the macros the file and its headers define
+    (kxform.frontend.launches); host variables passed to the kernel become the size
+    variables they bind (`rows` passed as `N`); C casts and `ceil()` over a float division
+    are read as integer expressions (kxform.frontend.c_expr)."""
     name = kernel.name
-    launches = [launch for launch in model.launches if launch.kernel == name]
-    launch: LaunchSite | None = launches[0] if launches else None
-    if launch is None:
+    configs = launch_configs(model, name)
+    if not configs:
         why = f"no launch of {name} in {source.path}: write it in terms of the size variables"
         return ["1"], ["256"], "0", "", {"grid": why, "block": why}
-    host_body = ""
-    host = next((f for f in model.functions if f.name == launch.function), None)
-    if host is not None:
-        host_body = source.data[host.body.start:host.body.end].decode("utf-8")
-    resolve = _resolution(launch, kernel, host_body, _numeric_macros(model))
-    grid = _dims(launch.config[0], host_body, resolve)
-    block = _dims(launch.config[1], host_body, resolve)
-    shared = _substitute(launch.config[2], resolve) if len(launch.config) > 2 else "0"
+    config = configs[0]
+    launch = config.site
+    rename = {arg.strip(): param.name for arg, param in zip(launch.args, kernel.params)
+              if re.fullmatch(r"[A-Za-z_]\w*", arg.strip()) and "*" not in param.ctype}
+    macros = {k: int(v) for k, v in _numeric_macros(model).items()}
+    texts = [*config.grid, *config.block, *([config.shared] if config.shared else [])]
+    words = {w for t in texts for w in re.findall(r"(?<![.\w])[A-Za-z_]\w*", t)}
+    unknown = words - set(rename) - set(size_vars) - set(macros) - {"dim3", "ceil", "ceilf", "min", "max", "std"}
+    macros.update({k: int(v) for k, v in _header_values(source, unknown).items()})
+
+    def read(text: str) -> str:
+        renamed = re.sub(r"(?<![.\w])[A-Za-z_]\w*", lambda m: rename.get(m.group(0), m.group(0)), text)
+        found = c_to_expr(renamed, size_vars, macros)
+        return found if found is not None else _to_expr(renamed, {k: str(v) for k, v in macros.items()})
+
+    grid = [read(t) for t in config.grid]
+    block = [read(t) for t in config.block]
+    shared = read(config.shared) if config.shared else "0"
     line = source.line_col(launch.span.start)[0]
     todos = {}
-    for field_name, exprs in (("grid", grid), ("block", block), ("shared_bytes", [shared])):
-        unknown = _unknown_names(exprs, size_vars)
-        if unknown:
-            todos[field_name] = (f"'{unknown[0]}' in the launch at {source.path}:{line} is computed in host code "
+    for index, (field_name, exprs) in enumerate((("grid", grid), ("block", block), ("shared_bytes", [shared]))):
+        unknown_names = _unknown_names(exprs, size_vars)
+        if unknown_names:
+            written = launch.config[index] if index < len(launch.config) else ""
+            first = next((w for w in re.findall(r"(?<![.\w])[A-Za-z_]\w*", written)
+                          if w not in size_vars and w not in rename and w != "dim3"), unknown_names[0])
+            todos[field_name] = (f"'{first}' in the launch at {source.path}:{line} is computed in host code "
                                  f"kxform cannot evaluate: write {field_name} in terms of the size variables "
                                  f"({', '.join(size_vars) or 'none'})")
     return grid, block, shared, f"from the launch at line {line}", todos
+
+
+def instantiation(model: SourceModel, kernel: Function, spelling: str) -> str:
+    """A template kernel named without arguments: the instantiation its first launch in the
+    file spells (`axpy` -> `axpy<float, 128>`); otherwise `spelling` as given."""
+    name, args = split_spelling(spelling)
+    if args or not kernel.template_params:
+        return spelling
+    site = next((s for s in model.launches if s.kernel == name and s.template_args), None)
+    return f"{name}<{', '.join(split_spelling('k' + site.template_args)[1])}>" if site is not None and \
+        site.template_args else spelling
+
+
+def _template_types(kernel: Function, spelling: str) -> dict[str, str]:
+    """Type template parameters bound by the instantiation (`T` -> `float`)."""
+    from kxform.frontend.queries import template_params
+
+    _, args = split_spelling(spelling)
+    return {p.name: arg for p, arg in zip(template_params(kernel), args) if p.kind == "type"}
 
 
 def _plan(source: SourceText, spelling: str) -> _Plan:
     model = parse_model(source)
     name, _ = split_spelling(spelling)
     kernel = find_kernel(model, name)
+    spelling = instantiation(model, kernel, spelling)
+    types = {**_type_aliases(source, model), **_template_types(kernel, spelling)}
     scalars = [p for p in kernel.params if "*" not in p.ctype and "[" not in p.ctype]
-    size_vars = [p.name for p in scalars if base_ctype(p.ctype) in INT_CTYPES]
+    size_vars = [p.name for p in scalars if types.get(base_ctype(p.ctype), base_ctype(p.ctype)) in INT_CTYPES]
     grid, block, shared, note, todos = _launch_plan(model, source, kernel, size_vars)
-    return _Plan(spelling, source, kernel, size_vars, grid, block, shared, note, draft_roles(model, kernel), todos)
+    return _Plan(spelling, source, kernel, size_vars, grid, block, shared, note, draft_roles(model, kernel), todos,
+                 types=types)
 
 
 def _is_const(ctype: str) -> bool:
@@ -199,7 +240,7 @@ def _fill(dtype: str) -> str:
     return '{ dist = "int", low = 0, high = 100 }'
 
 
-def _render(plan: _Plan, over_allocate: bool) -> tuple[str, list[str]]:
+def _render(plan: _Plan, over_allocate: bool, spec_dir: str | None = None) -> tuple[str, list[str]]:
     """The draft's text and the list of lines to fill in ("line N: why")."""
     lines: list[str] = []
     todos: list[str] = []
@@ -213,7 +254,9 @@ def _render(plan: _Plan, over_allocate: bool) -> tuple[str, list[str]]:
     add(f"# DRAFT written by `kxform harness infer` from {plan.source.path}: review every line marked 'review'"
         " and fill in every line marked 'fill in'.")
     add("version = 1")
-    add(f'file = "{plan.source.path.rsplit("/", 1)[-1]}"')
+    where = plan.source.path.rsplit("/", 1)[-1] if spec_dir is None else \
+        os.path.relpath(os.path.abspath(plan.source.path), os.path.abspath(spec_dir)).replace(os.sep, "/")
+    add(f'file = "{where}"')
     add("")
     add(f'[kernel."{spelling}"]')
     add(f'description = "{spelling} (drafted; describe it)"')
@@ -227,7 +270,8 @@ def _render(plan: _Plan, over_allocate: bool) -> tuple[str, list[str]]:
     add("")
     product = " * ".join(plan.size_vars) if plan.size_vars else "65536"
     for param in plan.kernel.params:
-        dtype = CTYPE_DTYPES.get(base_ctype(param.ctype))
+        base = base_ctype(param.ctype)
+        dtype = CTYPE_DTYPES.get(plan.types.get(base, base))
         add(f'[[kernel."{spelling}".args]]')
         add(f'name = "{param.name}"')
         if "*" in param.ctype or "[" in param.ctype:
@@ -286,9 +330,12 @@ def _apply_probe(plan: _Plan, result: ProbeResult) -> None:
         plan.role_notes[name] = f"measured: {read.describe().split(';')[0]}"
 
 
-def infer_spec(source: SourceText, spelling: str, runtime: Runtime | None = None) -> Draft:
+def infer_spec(source: SourceText, spelling: str, runtime: Runtime | None = None,
+               spec_dir: str | None = None) -> Draft:
     """A draft spec for `spelling` (kernel name or instantiation). With a runtime that can
-    watch launches (the CPU runtime), counts and roles are measured at the draft's sizes."""
+    watch launches (the CPU runtime), counts and roles are measured at the draft's sizes.
+    `spec_dir`: the directory the spec will be written to (its `file` is relative to it;
+    default: beside the source)."""
     plan = _plan(source, spelling)
     result: ProbeResult | None = None
     if runtime is not None and not plan.launch_todos:
@@ -296,7 +343,7 @@ def infer_spec(source: SourceText, spelling: str, runtime: Runtime | None = None
             result = ProbeResult(error="the over-allocated probe buffers would be too large")
         else:
             text, _ = _render(plan, over_allocate=True)
-            result = probe(source.path, text, spelling, runtime, plan.size_vars)
+            result = probe(source.path, text, plan.spelling, runtime, plan.size_vars)
         if result.error is None:
             _apply_probe(plan, result)
         else:
@@ -306,7 +353,8 @@ def infer_spec(source: SourceText, spelling: str, runtime: Runtime | None = None
         why = "the launch is not known" if plan.launch_todos else "no runtime to measure it with"
         for param in plan.kernel.params:
             plan.count_notes.setdefault(param.name, f"element count (not measured: {why})")
-    text, todos = _render(plan, over_allocate=False)
+    spelling = plan.spelling
+    text, todos = _render(plan, over_allocate=False, spec_dir=spec_dir)
     if not any(launch.kernel == plan.kernel.name for launch in parse_model(source).launches):
         text = text.replace("\n", f"\n# note: {spelling} is not launched in {source.path}\n", 1)
         todos = [re.sub(r"^line (\d+)", lambda m: f"line {int(m.group(1)) + 1}", t) for t in todos]

@@ -1,4 +1,4 @@
-"""The tuning space of a kernel under a pass pipeline (`tile`, `swizzle` or both), and the
+"""The tuning space of a kernel under a pass pipeline (`launch`, `tile`, `swizzle`), and the
 pipeline that realises one configuration of it.
 
 The tile pass's own space (`kxform.api.space_of`) admits every integer from 1 to 1024
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from kxform.engine.params import Config, Constraint, Param, ParamSpace, ParamValue
 from kxform.errors import SpecError, UsageError
 
-PASSES = ("tile", "swizzle")
+PASSES = ("launch", "tile", "swizzle")
 """The passes whose parameters a tuning space is made of, in pipeline order."""
 
 SWIZZLE = "swizzle"
@@ -31,6 +31,7 @@ IDENTITY = "row"
 
 POW2 = tuple(2**i for i in range(11))
 GROUPS = (2, 4, 8, 16, 32)
+MIN_BLOCK = 32
 
 
 @dataclass(frozen=True)
@@ -41,11 +42,15 @@ class KernelSpace:
     passes: tuple[str, ...]
     space: ParamSpace
     tile_names: tuple[str, ...] = ()
+    launch_names: tuple[str, ...] = ()
 
     def pipeline(self, config: Config) -> str:
         """The `--pass` text that rewrites the kernel at `config` ("" for the original:
         no tile parameters to lift and no remap)."""
         stages = []
+        if "launch" in self.passes:
+            values = ",".join(f"{name}={config[name]}" for name in self.launch_names)
+            stages.append(f"launch{{{values}}}" if values else "launch")
         if "tile" in self.passes:
             values = ",".join(f"{name}={config[name]}" for name in self.tile_names)
             stages.append(f"tile{{{values}}}" if values else "tile")
@@ -66,7 +71,7 @@ def _swizzle_spec(label: str) -> str:
 
 
 def parse_passes(text: str) -> tuple[str, ...]:
-    """`tile`, `swizzle`, `tile,swizzle`: the passes, in pipeline order, each once."""
+    """`launch`, `tile`, `swizzle`, `tile,swizzle`: the passes, in pipeline order, each once."""
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     unknown = [n for n in names if n not in PASSES]
     if not names or unknown or len(set(names)) != len(names):
@@ -119,6 +124,7 @@ def kernel_space(data: bytes, kernel: str, passes: tuple[str, ...], *, path: str
     params: list[Param] = []
     constraints: list[Constraint] = []
     tile_names: tuple[str, ...] = ()
+    launch_names: tuple[str, ...] = ()
     for name in passes:
         pass_space = space_of(data, kernel, name, path=path, hw=hw, build_dir=build_dir)
         if not pass_space.params:
@@ -130,6 +136,13 @@ def kernel_space(data: bytes, kernel: str, passes: tuple[str, ...], *, path: str
                        for p in pass_space.params]
             constraints += list(pass_space.constraints)
             tile_names = pass_space.names
+        elif name == "launch":
+            params += [Param.ints(p.name, tuning_values(p), int(p.default), p.doc, p.origin)  # type: ignore[arg-type]
+                       for p in pass_space.params]
+            constraints += list(pass_space.constraints)
+            constraints.append(Constraint.parse(f"{' * '.join(pass_space.names)} >= {MIN_BLOCK}", "at least a warp "
+                                                "of threads per block (a smaller one leaves lanes idle)"))
+            launch_names = pass_space.names
         else:
             choices = swizzle_choices(pass_space, load_profile(hw).xcds)
             params.append(Param.enum(SWIZZLE, choices, IDENTITY, doc="block order: a library remap, or row "
@@ -145,7 +158,7 @@ def kernel_space(data: bytes, kernel: str, passes: tuple[str, ...], *, path: str
             raise UsageError(f"--require {text!r}: '{unknown[0]}' is not a parameter of '{kernel}' "
                              f"(parameters: {', '.join(sorted(names))})")
         constraints.append(constraint)
-    return KernelSpace(kernel, passes, ParamSpace(tuple(params), tuple(constraints)), tile_names)
+    return KernelSpace(kernel, passes, ParamSpace(tuple(params), tuple(constraints)), tile_names, launch_names)
 
 
 def label(config: Mapping[str, ParamValue]) -> str:

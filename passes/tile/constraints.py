@@ -9,17 +9,16 @@ masks with a parameter minus one; static shared memory within the 48 KiB static 
 and static plus dynamic within the profile's per-block limit; divisibility where a loop
 strides over a tile with no remainder; and couplings the indexing assumes (one thread per
 tile column: blockDim.x == TILE). Register pressure needs the compiler: it is checked per
-candidate with ptxas (kxform.passes.tile.resources).
+candidate with ptxas (kxform.engine.resources).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from kxform.engine.params import Constraint, Param, ParamSpace
-from kxform.errors import SpecError
-from kxform.expr import parse_expr
+from kxform.frontend.c_expr import SIZEOF, c_to_expr
 from kxform.frontend.model import SourceModel
 from kxform.frontend.queries import builtin_uses, loops, shared_decls
 from kxform.passes.tile.quantities import Quantity, Tiling
@@ -27,33 +26,7 @@ from kxform.passes.tile.quantities import Quantity, Tiling
 POW2 = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 UNROLL = (1, 2, 4, 8, 16)
 STATIC_SHARED_LIMIT = 48 * 1024
-SIZEOF = {"char": 1, "int8_t": 1, "uint8_t": 1, "short": 2, "half": 2, "__half": 2, "__nv_bfloat16": 2,
-          "hip_bfloat16": 2, "bf16": 2, "int": 4, "unsigned": 4, "unsigned int": 4, "uint": 4, "float": 4,
-          "int32_t": 4, "uint32_t": 4, "double": 8, "long long": 8, "int64_t": 8, "uint64_t": 8, "size_t": 8,
-          "float2": 8, "int2": 8, "float4": 16, "int4": 16, "double2": 16}
 WARP_RE = re.compile(r"\bwarpSize\b|>>\s*5\b|/\s*32\b|%\s*32\b|&\s*31\b|__shfl\w*|\blane\w*\b|__ballot\w*")
-_CAST_RE = re.compile(r"\(\s*(?:const\s+)?(?:unsigned\s+|signed\s+)?(?:int|long long|long|size_t|unsigned|short|uint|"
-                      r"int64_t|int32_t|uint32_t|uint64_t)\s*\)")
-
-
-def c_to_expr(text: str, names: Iterable[str], fixed: Mapping[str, int] | None = None) -> str | None:
-    """A C integer expression over `names` (and literals) in kxform's expression language,
-    or None when it reads anything else or uses what the language lacks. Names in `fixed`
-    (constants that are not parameters) are replaced by their values."""
-    out = _CAST_RE.sub("", text)
-    if fixed:
-        out = re.sub(r"[A-Za-z_]\w*", lambda m: str(fixed[m.group(0)]) if m.group(0) in fixed and
-                     m.group(0) not in set(names) else m.group(0), out)
-    out = re.sub(r"static_cast<[^>]*>\s*", "", out)
-    out = re.sub(r"\b(\d+)[uUlL]+\b", r"\1", out)
-    out = re.sub(r"\bstd::(min|max)\b", r"\1", out)
-    out = re.sub(r"\bsizeof\s*\(\s*([^)]*?)\s*\)", lambda m: str(SIZEOF.get(m.group(1), "sizeof")), out)
-    out = " ".join(out.split())
-    try:
-        expr = parse_expr(out)
-    except SpecError:
-        return None
-    return out if expr.variables <= set(names) else None
 
 
 def preferred(quantity: Quantity) -> tuple[int, ...]:

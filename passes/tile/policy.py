@@ -21,10 +21,10 @@ import re
 from collections.abc import Sequence
 
 from kxform.analysis import AccessAnalysis
+from kxform.engine import launch_site
 from kxform.engine.params import Config
 from kxform.engine.policy import LaunchBinding, OutputCompare, VerifyPolicy
 from kxform.frontend.model import SourceModel
-from kxform.passes.tile.constraints import c_to_expr
 from kxform.passes.tile.quantities import Tiling
 
 WORD_RE = re.compile(r"[A-Za-z_]\w*")
@@ -36,36 +36,9 @@ def launch_binding(model: SourceModel, tiling: Tiling, config: Config) -> Launch
     depends on the parameters reads something the kernel does not receive."""
     if not tiling.launches:
         return None
-    launch = tiling.launches[0]
-    kernel = tiling.kernel
-    host_to_param = {arg.strip(): param.name for arg, param in zip(launch.site.args, kernel.params)
-                     if re.fullmatch(r"[A-Za-z_]\w*", arg.strip())}
-    names = set(tiling.names)
-
-    def translate(text: str) -> str | None | bool:
-        """The expression over kernel parameters; True: the spec's own (no parameter in it)."""
-        if not set(re.findall(r"[A-Za-z_]\w*", text)) & names:
-            return True
-        renamed = re.sub(r"[A-Za-z_]\w*", lambda m: host_to_param.get(m.group(0), m.group(0)), text)
-        return c_to_expr(renamed, names | set(host_to_param.values()))
-
-    dims: list[tuple[str | None, ...]] = []
-    for exprs in (launch.grid, launch.block):
-        out: list[str | None] = []
-        for text in exprs:
-            found = translate(text)
-            if found is None:
-                return None
-            out.append(None if found is True else str(found))
-        dims.append(tuple(out))
-    shared = translate(launch.shared) if launch.shared else True
-    if shared is None:
-        return None
-    line = model.source.line_col(launch.site.span.start)[0]
-    defaults = tuple((q.name, q.value) for q in tiling.quantities)
-    values = tuple((q.name, int(config.get(q.name, q.value))) for q in tiling.quantities)
-    return LaunchBinding(dims[0], dims[1], None if shared is True else str(shared), values, defaults,
-                         f"{model.source.path}:{line}")
+    defaults = {q.name: q.value for q in tiling.quantities}
+    values = {q.name: int(config.get(q.name, q.value)) for q in tiling.quantities}
+    return launch_site.launch_binding(model, tiling.kernel, tiling.launches[0], tiling.names, values, defaults)
 
 
 def reordered_sum(model: SourceModel, tiling: Tiling, analyses: Sequence[AccessAnalysis]) -> str | None:

@@ -32,7 +32,8 @@ from kxform.frontend.constants import evaluate_constants, fold_constants
 from kxform.frontend.model import Function
 from kxform.frontend.queries import constant_defs
 from kxform.log.remarks import RemarkKind
-from kxform.passes.tile import policy, resources
+from kxform.engine import resources
+from kxform.passes.tile import policy
 from kxform.passes.tile.constraints import block_exprs, derive_space, preferred
 from kxform.passes.tile.lift import lift_edits
 from kxform.passes.tile.quantities import Tiling, find_tiling

@@ -1,4 +1,5 @@
-"""Register and spill check of one tiling candidate, from ptxas (`-Xptxas -v`).
+"""Register and spill check of one candidate configuration (a tiling, a block size), from ptxas
+(`-Xptxas -v`).
 
 Registers depend on the tile sizes in ways no formula in the source predicts (unrolled
 loops, accumulators per thread), so each non-default candidate is compiled for the

@@ -1,0 +1,92 @@
+"""C integer expressions of host and device code, read into kxform's expression language.
+
+Passes state launch geometry and constraints as expressions over their parameters and the
+kernel's scalar arguments (`(N + TILE - 1) / TILE`, `4 * TILE * (TILE + 1)`); the source
+spells them in C: integer casts, `static_cast`, literal suffixes, `sizeof`, `std::min`.
+A grid rounded up through floating point, `ceil(((float)n) / ((float)block))` or
+`ceil(n / (double)256)`, is the integer `ceil_div(n, block)` for the operand ranges of a
+launch, and is read as that. Anything else the language lacks gives None: "not
+expressible", never a guess.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from kxform.errors import SpecError
+from kxform.expr import parse_expr
+
+SIZEOF = {"char": 1, "int8_t": 1, "uint8_t": 1, "short": 2, "half": 2, "__half": 2, "__nv_bfloat16": 2,
+          "hip_bfloat16": 2, "bf16": 2, "int": 4, "unsigned": 4, "unsigned int": 4, "uint": 4, "float": 4,
+          "int32_t": 4, "uint32_t": 4, "double": 8, "long long": 8, "int64_t": 8, "uint64_t": 8, "size_t": 8,
+          "float2": 8, "int2": 8, "float4": 16, "int4": 16, "double2": 16}
+_CAST_RE = re.compile(r"\(\s*(?:const\s+)?(?:unsigned\s+|signed\s+)?(?:int|long long|long|size_t|unsigned|short|uint|"
+                      r"int64_t|int32_t|uint32_t|uint64_t)\s*\)")
+_FLOAT_CAST_RE = re.compile(r"\(\s*(?:float|double)\s*\)|static_cast<\s*(?:float|double)\s*>")
+_FLOAT_LITERAL_RE = re.compile(r"\b(\d+)\.0*[fF]?(?![\w.])")
+_CEIL_RE = re.compile(r"\b(?:std::)?ceil[fl]?\s*\(")
+
+
+def _balanced(text: str, open_at: int) -> int | None:
+    """The index of the parenthesis closing the one at `open_at`."""
+    depth = 0
+    for i in range(open_at, len(text)):
+        depth += text[i] == "("
+        depth -= text[i] == ")"
+        if depth == 0:
+            return i
+    return None
+
+
+def _top_level_division(inner: str) -> tuple[str, str] | None:
+    depth = 0
+    for i, char in enumerate(inner):
+        depth += char == "("
+        depth -= char == ")"
+        if char == "/" and depth == 0:
+            return inner[:i], inner[i + 1:]
+    return None
+
+
+def _ceil_to_ceil_div(text: str) -> str:
+    """`ceil(A / B)` over float-cast integers -> `ceil_div(A, B)` (each occurrence)."""
+    while True:
+        match = _CEIL_RE.search(text)
+        if match is None:
+            return text
+        close = _balanced(text, match.end() - 1)
+        if close is None:
+            return text
+        raw = text[match.end():close]
+        if not _FLOAT_CAST_RE.search(raw) and not _FLOAT_LITERAL_RE.search(raw):
+            return text  # `ceil(n / 256)` over ints divides first: not a rounding up
+        inner = _FLOAT_LITERAL_RE.sub(r"\1", _FLOAT_CAST_RE.sub("", raw))
+        parts = _top_level_division(" ".join(inner.split()).strip())
+        while parts is None and inner.strip().startswith("(") and _balanced(inner.strip(), 0) == len(inner.strip()) - 1:
+            inner = inner.strip()[1:-1]
+            parts = _top_level_division(inner)
+        if parts is None:
+            return text
+        text = f"{text[:match.start()]}ceil_div({parts[0].strip()}, {parts[1].strip()}){text[close + 1:]}"
+
+
+def c_to_expr(text: str, names: Iterable[str], fixed: Mapping[str, int] | None = None) -> str | None:
+    """A C integer expression over `names` (and literals) in kxform's expression language,
+    or None when it reads anything else or uses what the language lacks. Names in `fixed`
+    (constants that are not parameters) are replaced by their values."""
+    out = _ceil_to_ceil_div(text)
+    out = _CAST_RE.sub("", out)
+    if fixed:
+        out = re.sub(r"[A-Za-z_]\w*", lambda m: str(fixed[m.group(0)]) if m.group(0) in fixed and
+                     m.group(0) not in set(names) else m.group(0), out)
+    out = re.sub(r"static_cast<[^>]*>\s*", "", out)
+    out = re.sub(r"\b(\d+)[uUlL]+\b", r"\1", out)
+    out = re.sub(r"\bstd::(min|max)\b", r"\1", out)
+    out = re.sub(r"\bsizeof\s*\(\s*([^)]*?)\s*\)", lambda m: str(SIZEOF.get(m.group(1), "sizeof")), out)
+    out = " ".join(out.split())
+    try:
+        expr = parse_expr(out)
+    except SpecError:
+        return None
+    return out if expr.variables <= set(names) else None

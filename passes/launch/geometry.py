@@ -1,0 +1,192 @@
+"""Where a kernel's block size is written at its launches, and whether it can be lifted.
+
+Each block dimension larger than 1 is followed from every launch of the kernel in the
+file (kxform.engine.launch_site.written): a literal at the launch (`<<<g, 256>>>`), in a
+`dim3` (`dim3 block(16, 16)`, `dim3(32, 8)`), in a constant local the launch reads
+(`const int block_size = 128;`), or a macro from an included header. It becomes a
+parameter named after the kernel (`GELU_FORWARD_BLOCK_X`) when every launch writes it
+the same way and nothing else reads what is rewritten. Refused, with the reason:
+
+* a value from the launcher's callers (`RunTimeBlockSize`), an expression
+  (`BlockExpression`), launches that disagree (`LaunchesDisagree`), no launch in the file;
+* a file-scope constant of this file (`TileParameter`): the tile pass lifts those, with
+  the kernel's uses of them, so each value has one owner;
+* a launch variable other code also reads (`HostUse`), or that launches another kernel.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from kxform.engine.launch_site import Written, other_uses, through_caller, written
+from kxform.frontend.launches import LaunchConfig, launch_configs
+from kxform.frontend.model import Function, FunctionKind, SourceModel
+from kxform.frontend.queries import constant_defs
+from kxform.passes.launch.bounds import LaunchBound, find_bounds
+
+AXES = "XYZ"
+
+
+def param_name(kernel: str, axis: int) -> str:
+    """`gelu_forward`, 0 -> `GELU_FORWARD_BLOCK_X`; `transposeNaive` -> `TRANSPOSE_NAIVE_BLOCK_X`."""
+    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", kernel)
+    return f"{snake.upper()}_BLOCK_{AXES[axis]}"
+
+
+@dataclass(frozen=True)
+class BlockDim:
+    """One lifted block dimension: its parameter, original value and where each launch writes it."""
+
+    name: str
+    axis: int
+    value: int
+    places: tuple[Written, ...]
+    """Per launch (in `Geometry.launches` order)."""
+    lifted: bool
+    """Already a parameter (the launches read the guarded macro `name`)."""
+    line: int
+
+
+@dataclass(frozen=True)
+class Refusal:
+    key: str
+    message: str
+    offset: int
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """What the launch pass learned about one kernel's launches."""
+
+    kernel: Function
+    launches: tuple[LaunchConfig, ...]
+    dims: tuple[BlockDim, ...]
+    refusals: tuple[Refusal, ...]
+    bounds: tuple[LaunchBound, ...] = ()
+    """The kernel's `__launch_bounds__`, lifted beside the block size."""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The block parameters (what the launches read)."""
+        return tuple(d.name for d in self.dims)
+
+    def defaults(self) -> dict[str, int]:
+        return {d.name: d.value for d in self.dims}
+
+    def all_defaults(self) -> dict[str, int]:
+        """Block and launch-bounds parameters at their original values."""
+        return {**self.defaults(), **{b.name: b.value for b in self.bounds}}
+
+    @property
+    def lifted(self) -> bool:
+        return all(d.lifted for d in self.dims) and all(b.lifted for b in self.bounds)
+
+
+def find_geometry(model: SourceModel, kernel: Function, values: dict[str, int | None]) -> Geometry:
+    """`values`: integer values of the names the launches read (macros from headers included)."""
+    launches = launch_configs(model, kernel.name)
+    if not launches:
+        return Geometry(kernel, (), (), (Refusal("NoLaunchSite", f"'{kernel.name}' is not launched in this file, so "
+                                                 "its block size is set elsewhere", kernel.span.start),))
+    dims, refusals = [], []
+    for axis in range(3):
+        places = [written(model, lc, 1, axis) for lc in launches]
+        if all(p is None for p in places):
+            continue
+        dim, refusal = _dimension(model, kernel, launches, axis, places, values)
+        if refusal is not None:
+            refusals.append(refusal)
+        elif dim is not None:
+            dims.append(dim)
+    return Geometry(kernel, launches, tuple(dims), tuple(refusals), find_bounds(model, kernel) if dims else ())
+
+
+def _value(place: Written, values: dict[str, int | None]) -> int | None:
+    return place.value if place.kind == "literal" else values.get(place.text) if place.kind == "constant" else None
+
+
+def _dimension(model: SourceModel, kernel: Function, launches: tuple[LaunchConfig, ...], axis: int,
+               places: list[Written | None], values: dict[str, int | None]) -> tuple[BlockDim | None, Refusal | None]:
+    name = param_name(kernel.name, axis)
+    line = model.source.line_col
+    where = launches[0].site.span.start
+    if any(p is None for p in places):
+        return None, Refusal("LaunchesDisagree", f"the launches of '{kernel.name}' give the block different numbers "
+                             "of dimensions", where)
+    present = [_caller_value(model, lc, p) for lc, p in zip(launches, places) if p is not None]
+    for place in present:
+        refusal = _refuse_place(model, kernel, place, name, values)
+        if refusal is not None:
+            return None, refusal
+    found = {_value(p, values) for p in present}
+    if len(found) != 1 or None in found:
+        shown = ", ".join(f"{p.text} (line {line(p.span.start)[0]})" for p in present)
+        return None, Refusal("LaunchesDisagree", f"the launches of '{kernel.name}' write block.{'xyz'[axis]} as "
+                             f"{shown}: one parameter cannot follow them all", where)
+    value = found.pop()
+    assert value is not None
+    if value == 1:
+        return None, None  # a dimension of 1 is the block's shape, not a size to tune
+    leak = _holder_leak(model, kernel, launches, present)
+    if leak is not None:
+        return None, leak
+    lifted = all(p.kind == "constant" and p.text == name for p in present)
+    return BlockDim(name, axis, value, tuple(present), lifted, line(present[0].span.start)[0]), None
+
+
+def _caller_value(model: SourceModel, config: LaunchConfig, place: Written) -> Written:
+    """A launching function's parameter followed to the literal its one caller passes."""
+    if place.kind != "parameter":
+        return place
+    found, _ = through_caller(model, config, place)
+    return found if found is not None else place
+
+
+def _refuse_place(model: SourceModel, kernel: Function, place: Written, name: str,
+                  values: dict[str, int | None]) -> Refusal | None:
+    line = model.source.line_col(place.span.start)[0]
+    if place.kind == "parameter":
+        return Refusal("RunTimeBlockSize", f"the block size of '{kernel.name}' is '{place.text}', a parameter of the "
+                       f"launching function (line {line}): its callers set it at run time, and it is not one literal "
+                       "passed at one call site in this file", place.span.start)
+    if place.kind == "expression":
+        return Refusal("BlockExpression", f"the block size of '{kernel.name}' is '{place.text}' (line {line}), an "
+                       "expression kxform does not follow to one literal", place.span.start)
+    if place.kind == "constant" and place.text != name:
+        if any(d.name == place.text and d.function is None for d in constant_defs(model)):
+            return Refusal("TileParameter", f"the block size of '{kernel.name}' is {place.text} (line {line}), a "
+                           "file-scope constant of this file: those are the tile pass's to lift, with the kernel's own "
+                           "uses of them (kxform inspect --pass tile says whether it does)", place.span.start)
+        if place.text in kernel.template_names:
+            return Refusal("TemplateParameter", f"the block size of '{kernel.name}' is its template parameter "
+                           f"{place.text} (line {line}): tune it where the template is instantiated", place.span.start)
+        if values.get(place.text) is None:
+            return Refusal("BlockExpression", f"the block size of '{kernel.name}' is '{place.text}' (line {line}), "
+                           "whose value kxform cannot evaluate", place.span.start)
+    return None
+
+
+def _holder_leak(model: SourceModel, kernel: Function, launches: tuple[LaunchConfig, ...],
+                 places: list[Written]) -> Refusal | None:
+    """A `dim3` or local on the way to the block size that other code reads: rewriting it
+    would change that code too."""
+    allowed = [lc.site.span for lc in launches]
+    allowed += [v.span for lc in launches for v in (lc.grid_var, lc.block_var) if v is not None]
+    allowed += [v.span for lc in launches for v in lc.variables]
+    others = [s for s in model.launches if s.kernel != kernel.name]
+    for lc, place in zip(launches, places):
+        host = next((f for f in model.functions if f.name == lc.site.function and f.kind is FunctionKind.HOST), None)
+        for holder in place.via:
+            shared = next((s for s in others if s.function == lc.site.function and holder in
+                           re.findall(r"[A-Za-z_]\w*", " ".join(s.config))), None)
+            if shared is not None:
+                return Refusal("SharedWithOtherKernels", f"'{holder}', which holds the block size of '{kernel.name}', "
+                               f"also launches '{shared.kernel}' (line {model.source.line_col(shared.span.start)[0]})",
+                               place.span.start)
+            use = other_uses(model, host, holder, allowed) if host is not None else None
+            if use is not None:
+                return Refusal("HostUse", f"'{holder}', which holds the block size of '{kernel.name}', is also read by "
+                               f"host code (line {use}): an allocation or a loop sized by it would change with it",
+                               place.span.start)
+    return None

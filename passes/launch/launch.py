@@ -1,0 +1,243 @@
+"""`launch`: a kernel's block size, wherever its launch writes it, as a checked, verified parameter.
+
+`--pass launch` follows each block dimension from the kernel's launches to where it is
+written (a literal at the launch, a `dim3`, a constant local of the launcher, a macro of
+an included header), makes it an overridable macro named after the kernel with the
+original as its default, and makes the grids that divide by it follow it. At the
+original values the rewrite verifies bit-exact. `--pass 'launch{GELU_FORWARD_BLOCK_X=128}'`
+sets a value: it must meet the constraints derived from the kernel's code (kxform.passes
+.launch.assumptions) and the hardware, fit ptxas's registers per block, and pass a
+differential run against the original at its own launch before it is written.
+
+Block sizes that are file-scope constants of the file are the tile pass's (it lifts them
+with the kernel's own uses of them): one owner per value.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kxform.engine import resources
+from kxform.engine.edits import Edit, apply_edits
+from kxform.engine.launch_site import written
+from kxform.engine.params import Config, Param, ParamSpace, ParamValue
+from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance
+from kxform.engine.policy import VerifyPolicy
+from kxform.errors import CheckFailed, UsageError
+from kxform.frontend.constants import evaluate_constants
+from kxform.frontend.launches import launch_configs
+from kxform.frontend.model import Function, FunctionKind, SourceModel
+from kxform.log.remarks import RemarkKind
+from kxform.passes.launch import assumptions, policy
+from kxform.passes.launch.bounds import RANGES
+from kxform.passes.launch.geometry import Geometry, find_geometry
+from kxform.passes.launch.rewrite import lift_edits
+
+MAX_CANDIDATES = 24
+POW2 = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+MIN_THREADS = 32
+"""Candidates have at least a warp of threads (a smaller block leaves lanes idle)."""
+
+
+@dataclass(frozen=True)
+class Facts:
+    geometry: Geometry
+    space: ParamSpace
+    closure: frozenset[str]
+    blockers: tuple[Blocker, ...]
+
+
+@dataclass(frozen=True)
+class Launch(Pass):
+    name = "launch"
+    description = "lift a kernel's block size, wherever its launch writes it, into a checked parameter; " \
+                  "launch{NAME=VALUE} sets it"
+    falls_back = False
+
+    config: tuple[tuple[str, str], ...] = ()
+    """`NAME=VALUE` per block parameter (`GELU_FORWARD_BLOCK_X=128`; see `kxform inspect --pass launch`)."""
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str | ParamValue]) -> Pass:
+        return cls(tuple((k, str(v)) for k, v in options.items()))
+
+    def spec_items(self) -> list[tuple[str, str]]:
+        return list(self.config)
+
+    @classmethod
+    def describe_options(cls) -> list[str]:
+        return ["NAME=VALUE for a kernel's block parameters (KERNEL_BLOCK_X, _Y, _Z: kxform inspect --pass launch "
+                "lists them with their constraints); none: lift at the original values"]
+
+    # -- analyse and propose -----------------------------------------------------------
+
+    def analyse(self, ctx: PassContext) -> dict[str, KernelAnalysis]:
+        given = dict(self.config)
+        facts = {k.name: _facts(ctx, k.name) for k in ctx.model.kernels}
+        known = {n for f in facts.values() for n in f.space.names}
+        unknown = sorted(set(given) - known)
+        out = {}
+        for kernel in ctx.model.kernels:
+            fact = facts[kernel.name]
+            blockers = list(fact.blockers)
+            if unknown:
+                blockers.append(Blocker("UnknownParameter", f"{unknown[0]} is not a block parameter of any kernel in "
+                                        f"this file (parameters: {', '.join(sorted(known)) or 'none'})",
+                                        kernel.span.start))
+            if not blockers and not fact.geometry.dims:
+                blockers.append(Blocker("NoBlockSize", f"every launch of '{kernel.name}' uses a block of one thread "
+                                        "per dimension", kernel.span.start))
+            config = fact.space.resolve({k: v for k, v in given.items() if k in fact.space.names}) if not blockers \
+                else {}
+            defaults = fact.geometry.all_defaults()
+            done = bool(fact.geometry.dims) and fact.geometry.lifted and \
+                all(config.get(n, v) == v for n, v in defaults.items())
+            out[kernel.name] = KernelAnalysis(kernel, tuple(blockers), {"facts": fact, "config": config},
+                                              already_applied=done)
+        return out
+
+    def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
+        fact: Facts = analysis.facts["facts"]
+        config: dict[str, ParamValue] = analysis.facts["config"]
+        defaults = fact.geometry.all_defaults()
+        changed = {n: config[n] for n, v in defaults.items() if config.get(n, v) != v}
+        why = f"set {', '.join(f'{k}={v}' for k, v in changed.items())} (requested)" if changed else \
+            f"lift the block size {', '.join(f'{n} ({v})' for n, v in defaults.items())} into parameters"
+        return Proposal.of(self.name, analysis.kernel.name, changed, why)
+
+    def candidates(self, ctx: PassContext, analysis: KernelAnalysis) -> list[Proposal]:
+        """Valid block sizes other than the original over powers of two, nearest first."""
+        fact: Facts = analysis.facts["facts"]
+        space, dims = fact.space, fact.geometry.dims
+        defaults = space.defaults()
+        names = [d.name for d in dims]
+        points = [dict(zip(names, values)) for values in itertools.product(*(sorted(set(POW2) | {d.value})
+                                                                             for d in dims))]
+        for point in points:  # the launch bounds follow the block where it outgrows them
+            for bound in fact.geometry.bounds:
+                point[bound.name] = max(bound.value, math.prod(point[n] for n in names)) \
+                    if bound.kind == "MAX_THREADS" else bound.value
+        valid = [p for p in points if p != defaults and math.prod(int(p[n]) for n in names) >= MIN_THREADS
+                 and space.is_valid(p, ctx.hw)]
+        valid.sort(key=lambda p: (sum(abs(math.log2(int(p[n]) / int(defaults[n]))) for n in space.names),
+                                  sorted(p.items())))
+        return [self.proposal_for(ctx, analysis, p, Provenance(evidence="rule")) for p in valid[:MAX_CANDIDATES]]
+
+    def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
+        fact: Facts = analysis.facts["facts"]
+        return fact.space
+
+    def proposal_for(self, ctx: PassContext, analysis: KernelAnalysis, config: Config,
+                     provenance: Provenance | None = None) -> Proposal:
+        fact: Facts = analysis.facts["facts"]
+        resolved = fact.space.resolve(config)
+        changed = {k: v for k, v in resolved.items() if v != fact.space.param(k).default}
+        return Proposal.of(self.name, analysis.kernel.name, changed, f"block size {fact.space.label(resolved)}",
+                           provenance)
+
+    def missed_reason(self, analysis: KernelAnalysis) -> tuple[str, str]:
+        return ("NoBlockSize", "nothing to lift")
+
+    # -- check, edit, verify ------------------------------------------------------------
+
+    def check(self, ctx: PassContext, proposal: Proposal) -> list[CheckRecord]:
+        fact = _facts(ctx, proposal.kernel)
+        try:
+            config = fact.space.resolve(proposal.options)
+        except UsageError as exc:
+            raise CheckFailed("proposal", exc.cause) from None
+        broken = fact.space.violations(config, ctx.hw)
+        if broken:
+            raise CheckFailed("constraints", f"{fact.space.label(config)} breaks {broken[0].describe()}")
+        records = [CheckRecord("constraints", True, f"{len(fact.space.constraints)} derived constraint(s) hold at "
+                               f"{fact.space.label(config)} on {ctx.hw.name}")]
+        if config == fact.space.defaults():
+            return records
+        if policy.launch_binding(ctx.model, fact.geometry, config) is None:
+            raise CheckFailed("launch", f"the launch of '{proposal.kernel}' reads values the kernel does not receive, "
+                              "so the rewritten launch cannot be verified")
+        text = apply_edits(ctx.model.source, lift_edits(ctx.model, fact.geometry, config)).data.decode("utf-8")
+        block = tuple(d.name for d in fact.geometry.dims)
+        ints = {k: int(v) for k, v in config.items()}
+        records.append(resources.check_resources(text, ctx.model.source.path, proposal.kernel, block, ints, ctx.hw,
+                                                 ctx.toolchain))
+        return records
+
+    def edit(self, ctx: PassContext, proposals: Sequence[Proposal]) -> list[Edit]:
+        edits: list[Edit] = []
+        for proposal in proposals:
+            fact = _facts(ctx, proposal.kernel)
+            edits += lift_edits(ctx.model, fact.geometry, fact.space.resolve(proposal.options))
+        return edits
+
+    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+        fact = _facts(ctx, proposal.kernel)
+        return policy.verify_policy(ctx.model, fact.geometry, fact.closure, fact.space.resolve(proposal.options))
+
+    def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
+        fact: Facts = analysis.facts["facts"]
+        line = ctx.model.source.line_col
+        data = super().describe(ctx, analysis)
+        data["status"] = "lifted" if analysis.already_applied else "liftable" if analysis.applicable else "refused"
+        data.update(fact.space.to_json())
+        data["launches"] = [{"line": line(lc.site.span.start)[0], "grid": list(lc.grid), "block": list(lc.block)}
+                            for lc in fact.geometry.launches]
+        data["written"] = [f"{d.name}: {p.kind} '{p.text}' (line {line(p.span.start)[0]})"
+                           for d in fact.geometry.dims for p in d.places]
+        data["checks"] = [resources.RULE] if fact.geometry.dims else []
+        return data
+
+
+def closure_of(model: SourceModel, kernel: Function) -> frozenset[str]:
+    """The kernel and the device functions it reaches."""
+    reached = model.closure(kernel.name)
+    return frozenset(n for n in reached if any(f.name == n and f.kind is not FunctionKind.HOST
+                                               for f in model.functions)) | {kernel.name}
+
+
+@functools.lru_cache(maxsize=64)
+def _evaluated(path: str, data: bytes, names: tuple[str, ...], args: tuple[str, ...]) -> dict[str, int | None]:
+    return evaluate_constants(path, data, names, list(args))
+
+
+_FACTS: dict[tuple[int, str, tuple[str, ...]], tuple[SourceModel, Facts]] = {}
+
+
+def _facts(ctx: PassContext, kernel_name: str) -> Facts:
+    """The kernel's geometry, space and blockers, computed once per parsed file."""
+    from kxform.build.toolchain import Toolchain
+
+    model = ctx.model
+    args = tuple((ctx.toolchain or Toolchain()).libclang_args(model.source.path))
+    key = (id(model), kernel_name, args)
+    hit = _FACTS.get(key)
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    kernel = next(k for k in model.kernels if k.name == kernel_name)
+    names = sorted({p.text for lc in launch_configs(model, kernel_name) for axis in range(3)
+                    for p in [written(model, lc, 1, axis)] if p is not None and p.kind == "constant"})
+    values = _evaluated(model.source.path, model.source.data, tuple(names), args) if names else {}
+    geometry = find_geometry(model, kernel, values)
+    closure = closure_of(model, kernel)
+    constraints, refusals = assumptions.derive(model, geometry, closure)
+    blockers = tuple(Blocker(r.key, r.message, r.offset) for r in (*geometry.refusals, *refusals))
+    params = tuple(Param.int_range(d.name, 1, 1024, d.value, doc=f"block.{'xyz'[d.axis]} of '{kernel_name}'",
+                                   origin=f"{model.source.path}:{d.line}") for d in geometry.dims)
+    params += tuple(Param.int_range(b.name, *RANGES[b.kind], b.value, doc=f"__launch_bounds__ {b.kind.lower()} of "
+                                    f"'{kernel_name}'", origin=f"{model.source.path}:{b.line}")
+                    for b in geometry.bounds)
+    names = {p.name for p in params}
+    space = ParamSpace(params, tuple(c for c in constraints if c.params <= names))
+    fact = Facts(geometry, space if not blockers else ParamSpace(), closure, blockers)
+    if len(_FACTS) > 256:
+        _FACTS.clear()
+    _FACTS[key] = (model, fact)
+    return fact
+
+
+PASS = Launch

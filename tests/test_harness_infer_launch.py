@@ -1,0 +1,111 @@
+"""`kxform harness infer` on launches written the ways real files write them: grids over
+`block.x`, over launcher locals the kernel receives under another name, C casts and
+`ceil()` over floats, block sizes and problem sizes that are macros of an included header,
+scalars typed through a macro or typedef, and a draft written into another directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from kxform.frontend.source import SourceText
+from kxform.harness.infer import infer_spec
+
+FIXTURES = Path(__file__).parent / "fixtures" / "launch"
+
+HEADER = """#define DATA_TYPE float
+typedef int index_t;
+#define NI 100
+#define NJ 90
+#define DIM_THREAD_BLOCK_X 32
+#define DIM_THREAD_BLOCK_Y 8
+"""
+
+POLYBENCH = """#include <math.h>
+#include "polybench.h"
+
+__global__ void scale_kernel(index_t ni, index_t nj, DATA_TYPE alpha, DATA_TYPE *a, DATA_TYPE *c)
+{
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    int i = blockIdx.y * blockDim.y + threadIdx.y;
+    if ((i < ni) && (j < nj))
+        c[i * nj + j] = alpha * a[i * nj + j] + (isinf(a[i * nj + j]) ? INFINITY : 0.0f);
+}
+
+void scaleCuda(DATA_TYPE *a, DATA_TYPE *c)
+{
+    dim3 block(DIM_THREAD_BLOCK_X, DIM_THREAD_BLOCK_Y);
+    dim3 grid((size_t)(ceil(((float)NJ) / ((float)block.x))), (size_t)(ceil(((float)NI) / ((float)block.y))));
+    scale_kernel<<<grid, block>>>(NI, NJ, 2.5f, a, c);
+}
+"""
+
+
+def _draft(path: Path, kernel: str) -> str:
+    return infer_spec(SourceText(str(path), path.read_bytes()), kernel).text
+
+
+def test_a_grid_written_with_block_x_is_drafted_over_the_size_variables() -> None:
+    text = _draft(FIXTURES / "gemm_naive" / "gemm_naive.cu", "gemm_naive")
+    assert 'grid = ["(N + (16) - 1) / (16)", "(M + (16) - 1) / (16)"]  # from the launch at line 21' in text
+    assert 'block = ["16", "16"]\n' in text
+
+
+def test_a_grid_over_a_launcher_local_is_drafted_over_the_kernel_argument_it_is_passed_as() -> None:
+    text = _draft(FIXTURES / "layernorm_rows" / "layernorm_rows.cu", "layernorm_rows")
+    assert 'grid = ["((N + (128) - 1) / (128))"]' in text  # `rows` is passed as N
+
+
+def test_header_macros_casts_ceil_and_typed_scalars(tmp_path: Path) -> None:
+    (tmp_path / "polybench.h").write_text(HEADER)
+    (tmp_path / "scale.cu").write_text(POLYBENCH)
+    text = _draft(tmp_path / "scale.cu", "scale_kernel")
+    assert 'grid = ["(ceil_div((nj), ((32))))", "(ceil_div((ni), ((8))))"]' in text
+    assert 'block = ["32", "8"]' in text
+    alpha = text.split('name = "alpha"')[1].split("[[")[0]
+    assert 'dtype = "float32"' in alpha  # DATA_TYPE is float, not an int32 size
+    ni = text.split('name = "ni"')[1].split("[[")[0]
+    assert 'dtype = "int32"' in ni and 'value = "ni"' in ni  # index_t is an int: a size variable
+    assert "# fill in:" not in text.split("[[")[0]  # the launch needs no hand edit
+
+
+@pytest.mark.slow
+def test_the_draft_written_elsewhere_checks_and_verifies_the_original_with_no_hand_edit(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "polybench.h").write_text(HEADER)
+    (tmp_path / "src" / "scale.cu").write_text(POLYBENCH)
+    (tmp_path / "specs").mkdir()
+    proc = run_cli("harness", "infer", "src/scale.cu", "--kernel", "scale_kernel", "-o", "specs/scale.toml",
+                   cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    spec = (tmp_path / "specs" / "scale.toml").read_text()
+    assert 'file = "../src/scale.cu"' in spec and "# fill in:" not in spec
+    assert run_cli("harness", "check", "specs/scale.toml", cwd=tmp_path).returncode == 0
+    verify = run_cli("verify", "src/scale.cu", "src/scale.cu", "--kernel", "scale_kernel", "--spec",
+                     "specs/scale.toml", "--runtime", "cpu", cwd=tmp_path)
+    assert verify.returncode == 0 and "verified on the cpu runtime" in verify.stdout + verify.stderr
+
+
+TEMPLATE = """template <typename T, int BLOCK>
+__global__ void axpy(T a, const T *x, T *y, int n)
+{
+    int i = blockIdx.x * BLOCK + threadIdx.x;
+    if (i < n)
+        y[i] = a * x[i] + y[i];
+}
+
+void run(float a, const float *x, float *y, int n)
+{
+    axpy<float, 128><<<(n + 127) / 128, 128>>>(a, x, y, n);
+}
+"""
+
+
+def test_a_template_kernel_named_without_arguments_gets_the_instantiation_its_launch_spells(tmp_path: Path) -> None:
+    (tmp_path / "axpy.cu").write_text(TEMPLATE)
+    text = _draft(tmp_path / "axpy.cu", "axpy")
+    assert '[kernel."axpy<float, 128>"]' in text and '[kernel."axpy"]' not in text
+    assert text.count('dtype = "float32"') == 3 and "has no spec dtype" not in text  # T is float
+    assert 'grid = ["(n + 127) / 128"]' in text
