@@ -71,6 +71,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--db", metavar="PATH", help="tuning database (default: the user cache's tuning.sqlite)")
     p.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="candidates prepared in parallel")
     p.add_argument("--log", metavar="FILE", help="pass log path (default: .kxform/logs/RUN.jsonl)")
+    from kxform.cli import tune_workers  # imports this module's helpers
+
+    tune_workers.add_options(p)
     p.set_defaults(func=run)
 
 
@@ -159,6 +162,10 @@ def _options(args: argparse.Namespace) -> TuneOptions:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kxform.cli import tune_workers
+
+    if tune_workers.wanted(args):  # several timing workers: GPUs of this host, or a Ray cluster
+        return tune_workers.run(args)
     options = _options(args)
     source = read_source(args.file)
     _check_kernel(source, args.kernel)

@@ -1,0 +1,136 @@
+"""`kxform tune --gpus all|N|LIST` and `kxform tune --ray ADDRESS`: the same search,
+its evaluations spread over timing workers (one per GPU of this host, or Ray actors
+over a cluster), the database written by this process alone.
+
+The driver (this process) builds the space and the search and never touches a GPU:
+each worker builds the objective itself from a recipe (`kxform.search.workers`), after
+being pinned to its device. See docs/search.md, "Parallel and distributed tuning".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from types import SimpleNamespace
+from typing import Any, cast
+
+from kxform.cache import content_key
+from kxform.cli.tune import _check_kernel, _objective, _options, _print, _prior, _spec, tune_summary
+from kxform.errors import UsageError
+from kxform.frontend.source import SourceText, read_source
+from kxform.log.passlog import PassLog
+from kxform.log.report import Report
+from kxform.search.db import TuneKey, TuningDB
+from kxform.search.objective import Objective
+from kxform.search.pool import Backend, WorkerPool
+from kxform.search.progress import Progress
+from kxform.search.space import SearchSpace
+from kxform.search.tuner import tune
+from kxform.search.workers import KernelRecipe, Recipe, ReplayRecipe
+
+
+def add_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--gpus", metavar="all|N|LIST",
+                   help="time on several GPUs of this host at once: all, a count, or device numbers (0,2,3); "
+                   "with --ray, the number of workers")
+    p.add_argument("--ray", metavar="ADDRESS|auto|local",
+                   help="time on the GPUs of a Ray cluster (auto: the running one; local: start one here); "
+                   "needs kxform[distributed]")
+
+
+def wanted(args: argparse.Namespace) -> bool:
+    return getattr(args, "gpus", None) is not None or getattr(args, "ray", None) is not None
+
+
+def run(args: argparse.Namespace) -> int:
+    options = _options(args)
+    backend = _backend_check(args)  # option errors before any file is read
+    source = read_source(args.file)
+    _check_kernel(source, args.kernel)
+    recipe, space, replay_path = _recipe(args, source)
+    options = replace(options, start_at_defaults=replay_path is None)
+    pool = WorkerPool(backend(recipe))
+    try:
+        default = space.default_row()
+        identity = pool.start(space.config(default if default is not None else 0))
+        with TuningDB(args.db) as db:
+            kernel_hash = content_key(source.data, args.kernel, *([identity.measures] if identity.measures else []))
+            key = TuneKey(kernel_hash, args.kernel, identity.hardware, space.names)
+            prior = _prior(args, space, db, key)
+            log = PassLog.open(args.log, hw=identity.hardware, pipeline=args.passes, argv=sys.argv[1:])
+            with Progress(enabled=not args.json, total=options.budget, time_s=options.time_s) as progress:
+                result = tune(space, None, options, db=db, key=key, prior=prior, on_step=progress.step,
+                              runner=pool.run)
+    finally:
+        pool.close()
+    named = cast(Objective, SimpleNamespace(name=identity.objective, hardware=identity.hardware))
+    summary = tune_summary(result, args, named, replay_path, str(db.path))
+    summary["workers"] = pool.report().to_json()
+    if args.write and result.best is not None:
+        summary["written"] = _write(recipe, source, result.best.config)
+    log.write({"type": "tune", "schema": 1, "run": log.run_id, **summary})
+    log.close(Report())
+    if args.json:
+        print(json.dumps(summary, indent=2, default=str))
+    else:
+        _print(result, summary, log.path)
+        report = summary["workers"]
+        print(f"kxform: {len(report['workers'])} workers, {report['wall_s']:.1f} s, "
+              f"{report['resubmitted']} resubmitted", file=sys.stderr)
+    return 0
+
+
+def _backend_check(args: argparse.Namespace) -> Any:
+    """A function recipe -> Backend for `--gpus`/`--ray`, the options checked first."""
+    if args.ray is not None:
+        from kxform.search.ray_pool import RayBackend, RayOptions, import_ray
+
+        import_ray()
+        workers = None
+        if args.gpus not in (None, "all"):
+            if not args.gpus.isdigit() or int(args.gpus) < 1:
+                raise UsageError(f"--gpus {args.gpus} with --ray: the number of workers (device lists are per host)")
+            workers = int(args.gpus)
+        options = RayOptions(address=args.ray, workers=workers)
+        return lambda recipe: cast(Backend, RayBackend(recipe, options))
+    from kxform.search.local_pool import LocalBackend, parse_gpus
+
+    devices = parse_gpus(args.gpus)
+    return lambda recipe: cast(Backend, LocalBackend(recipe, devices))
+
+
+def _recipe(args: argparse.Namespace, source: SourceText) -> tuple[Recipe, SearchSpace, str]:
+    """What the workers build (the GPU objective, or a recording) and the space the
+    driver searches."""
+    if args.objective not in (None, "gpu"):
+        _, space, path = _objective(args, source)  # the recording, checked here first
+        return ReplayRecipe(path), space, path
+    from kxform.hw import load_profile
+    from kxform.search.kernel_objective import MeasureOptions, TuneTarget, timing_size
+    from kxform.search.kernel_space import kernel_space, parse_passes
+
+    passes = parse_passes(args.passes)
+    if args.repeat < 1:
+        raise UsageError(f"--repeat {args.repeat}: must be at least 1")
+    spec = _spec(args, source)
+    kspace = kernel_space(source.data, args.kernel, passes, path=source.path, hw=args.hw, build_dir=args.build_dir,
+                          require=tuple(args.require))
+    target = TuneTarget(source.path, source.data, args.kernel, spec, args.hw, args.build_dir)
+    measure = MeasureOptions(size=timing_size(spec, args.size), repeat=args.repeat,
+                             launch_budget_s=args.launch_budget)
+    return KernelRecipe(target, kspace, measure), SearchSpace.build(kspace.space, load_profile(args.hw)), ""
+
+
+def _write(recipe: Recipe, source: SourceText, config: dict[str, Any]) -> dict[str, list[str]]:
+    """`--write`: the best configuration's rewrite (made here, on the CPU: the same
+    deterministic rewrite the workers verified and timed), or a replay's `#define`s."""
+    from kxform.search.write import write_defaults
+
+    if isinstance(recipe, KernelRecipe):
+        from kxform.runtime.cpu import CpuRuntime
+        from kxform.search.kernel_objective import KernelObjective
+
+        return KernelObjective(recipe.target, recipe.space, CpuRuntime(), recipe.measure).write(config)
+    return write_defaults(source, config)
