@@ -6,17 +6,23 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
+import shutil
 from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import CORPORA, needs_nvcc, run_cli
 from kxform.errors import InputError, UsageError
+from kxform.harness.spec import load_spec
+from kxform.search.kernel_objective import MeasureOptions, TuneTarget
+from kxform.search.kernel_space import kernel_space
 from kxform.search.local_pool import LocalBackend, parse_gpus
+from kxform.search.objective import Evaluation, Failure
 from kxform.search.pool import Backend, Done, WorkerPool
 from kxform.search.recorded import load_recording
 from kxform.search.strategy import History, make_strategy
-from kxform.search.workers import Identity, ReplayRecipe
+from kxform.search.workers import Identity, KernelRecipe, ReplayRecipe
 from pool_helpers import OPTIMUM_MS, PACE, assert_complete, crashed_config, run_pool
 from search_helpers import KERNEL_SOURCE, write_recording
 
@@ -211,3 +217,54 @@ def test_cli_ray_without_ray_is_one_line(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr == "kxform: error: --ray needs Ray, which is not installed: " \
         "pip install 'kxform[distributed]'\n"
+
+
+@needs_nvcc
+@pytest.mark.slow
+def test_the_gpu_recipe_rewrites_compiles_and_verifies_inside_the_worker(tmp_path: Path) -> None:
+    """The worker side of `--gpus` on a kernel: the recipe crosses into the worker
+    process, which rewrites, compiles and verifies there (on the CPU runtime: no GPU
+    here); a planted bug that only TILE=32 exposes is rejected by verification, a
+    configuration that verifies ends at timing, which the CPU cannot do."""
+    folder = tmp_path / "sgemm"
+    shutil.copytree(CORPORA / "sgemm_tiled", folder)
+    path = folder / "sgemm_tiled.cu"
+    sound = b"Bs[ty][tx] = (t + ty < K && col < N) ? B[(t + ty) * N + col] : 0.0f;"
+    planted = b"Bs[ty][tx] = (t + (ty & 15) < K && col < N) ? B[(t + (ty & 15)) * N + col] : 0.0f;"
+    data = path.read_bytes()
+    assert data.count(sound) == 1
+    path.write_bytes(data.replace(sound, planted))
+    data = path.read_bytes()
+    spec = load_spec(folder / "kxform.toml").kernel("sgemm_tiled")
+    space = kernel_space(data, "sgemm_tiled", ("tile",), path=str(path), hw="h100")
+    recipe = KernelRecipe(TuneTarget(str(path), data, "sgemm_tiled", spec, "h100"), space,
+                          MeasureOptions(check_sizes=("tiles", "ragged")), runtime="cpu")
+    backend = LocalBackend(recipe, ("0",))
+    try:
+        [identity] = backend.start()
+        assert identity.objective == "cpu" and identity.devices == "0"
+        backend.submit(0, 1, {"TILE": 32})
+        backend.submit(0, 2, {"TILE": 8})
+        done: dict[int, Evaluation | None] = {}
+        while len(done) < 2:
+            done.update((d.ticket, d.evaluation) for d in backend.wait())
+    finally:
+        backend.close()
+    wrong, fine = done[1], done[2]
+    assert wrong is not None and wrong.failure is Failure.VERIFY and "elements differ" in wrong.detail
+    assert fine is not None and fine.failure is Failure.RUNTIME
+    assert fine.detail == "time: the cpu runtime does not time kernels"
+
+
+def test_a_kernel_recipe_crosses_a_process_boundary_whole() -> None:
+    """Expressions (constraints, spec sizes) pickle as their text and parse again to
+    the same expression: a worker gets the space and spec the driver built."""
+    path = CORPORA / "sgemm_tiled" / "sgemm_tiled.cu"
+    data = path.read_bytes()
+    spec = load_spec(CORPORA / "sgemm_tiled" / "kxform.toml").kernel("sgemm_tiled")
+    space = kernel_space(data, "sgemm_tiled", ("tile", "swizzle"), path=str(path), hw="h100", require=("TILE >= 2",))
+    recipe = KernelRecipe(TuneTarget(str(path), data, "sgemm_tiled", spec, "h100"), space, MeasureOptions())
+    copy = pickle.loads(pickle.dumps(recipe))
+    assert copy == recipe
+    constraint = next(c for c in copy.space.space.constraints if "TILE >= 2" in c.expr.text)
+    assert not constraint.expr.holds({"TILE": 1}) and constraint.expr.holds({"TILE": 2})

@@ -124,10 +124,18 @@ class KernelRecipe(Recipe):
     """`KernelSpace`."""
     measure: Any
     """`MeasureOptions`."""
+    runtime: str = "gpu"
+    """`gpu`; `cpu` rewrites, compiles and verifies on the CPU runtime, which cannot
+    time (every configuration that verifies ends `runtime_failed`): the worker side of
+    the GPU path, run where there is no GPU."""
 
     def make(self) -> Objective:
         from kxform.search.kernel_objective import KernelObjective, gpu_runtime
 
+        if self.runtime == "cpu":
+            from kxform.runtime.cpu import CpuRuntime
+
+            return KernelObjective(self.target, self.space, CpuRuntime(), self.measure)
         return KernelObjective(self.target, self.space, gpu_runtime(), self.measure)
 
 
