@@ -14,7 +14,11 @@ from search_helpers import write_recording
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'kxform[distributed]')")
 
+from kxform.cache import content_key  # noqa: E402
+from kxform.search.db import TuneKey, TuningDB  # noqa: E402
 from kxform.search.ray_pool import RayBackend, RayOptions  # noqa: E402
+from kxform.search.spread import Job, spread  # noqa: E402
+from kxform.search.tuner import TuneOptions  # noqa: E402
 from kxform.search.workers import ReplayRecipe  # noqa: E402
 
 
@@ -61,3 +65,43 @@ def test_an_actor_killed_mid_evaluation_is_restarted_and_its_call_retried(cluste
     assert_complete(run, 24)
     assert run.report.resubmitted == 0 and run.report.lost == 0  # Ray retried it, not the pool
     assert crashed_config(marker) in [s.config for s in run.result.steps]
+
+
+def _replay_job(path: Path, recipe: ReplayRecipe) -> Job:
+    from kxform.search.recorded import load_recording
+
+    rec = load_recording(path)
+    return Job(path.name, recipe, rec.search, "synth_kernel", (str(path),))
+
+
+@pytest.mark.slow
+def test_jobs_spread_over_the_cluster_and_are_stored_by_the_driver(cluster: None, tmp_path: Path) -> None:
+    """Two recordings (two GPUs' spaces) as two jobs; the first job's worker dies once
+    mid-run: Ray runs the job again and both finish, every evaluation stored once."""
+    first, second = write_recording(tmp_path), write_recording(tmp_path, "synth_B.json.gz", device="Test GPU B")
+    marker = tmp_path / "crashed"
+    jobs = [_replay_job(first, ReplayRecipe(str(first), pace=0.02, crash_at=5, crash_marker=str(marker))),
+            _replay_job(second, ReplayRecipe(str(second), pace=0.02))]
+    with TuningDB(tmp_path / "t.db") as db:
+        results = spread(jobs, TuneOptions(budget=12), ray, db)
+        for job, hardware in zip(jobs, ("Test GPU A", "Test GPU B")):
+            key = TuneKey(content_key(*job.key_parts), "synth_kernel", hardware, job.search.names)
+            assert len(db.all(key)) == 12
+    assert marker.exists()  # the first job's worker did die
+    assert sorted(r.label for r in results) == ["synth_A.json.gz", "synth_B.json.gz"]
+    for result in results:
+        assert not result.error and len(result.steps) == 12 and result.stopped == "budget"
+        assert len({tuple(sorted(c.items())) for c, _ in result.steps}) == 12
+        assert result.devices in ("0", "1", "2", "3")  # one GPU per job
+
+
+@pytest.mark.slow
+def test_a_job_that_fails_of_itself_is_reported_and_the_others_finish(cluster: None, tmp_path: Path) -> None:
+    good = write_recording(tmp_path)
+    jobs = [_replay_job(good, ReplayRecipe(str(good))),
+            Job("missing", ReplayRecipe(str(tmp_path / "missing.json")), _replay_job(good, ReplayRecipe("")).search,
+                "synth_kernel", ("missing",))]
+    with TuningDB(tmp_path / "t.db") as db:
+        results = {r.label: r for r in spread(jobs, TuneOptions(budget=5), ray, db)}
+    assert results["missing"].error.endswith("missing.json: no such file") and not results["missing"].steps
+    assert len(results["synth_A.json.gz"].steps) == 5

@@ -21,6 +21,7 @@ from kxform.search.local_pool import LocalBackend, parse_gpus
 from kxform.search.objective import Evaluation, Failure
 from kxform.search.pool import Backend, Done, WorkerPool
 from kxform.search.recorded import load_recording
+from kxform.search.spread import find_jobs
 from kxform.search.strategy import History, make_strategy
 from kxform.search.workers import Identity, KernelRecipe, ReplayRecipe
 from pool_helpers import OPTIMUM_MS, PACE, assert_complete, crashed_config, run_pool
@@ -268,3 +269,32 @@ def test_a_kernel_recipe_crosses_a_process_boundary_whole() -> None:
     assert copy == recipe
     constraint = next(c for c in copy.space.space.constraints if "TILE >= 2" in c.expr.text)
     assert not constraint.expr.holds({"TILE": 1}) and constraint.expr.holds({"TILE": 2})
+
+
+def test_a_directory_gives_one_job_per_kernel_and_bench_size(tmp_path: Path) -> None:
+    for name in ("sgemm_tiled", "layernorm"):
+        shutil.copytree(CORPORA / name, tmp_path / name)
+    jobs, skipped = find_jobs(tmp_path, ("tile",), "h100")
+    assert [job.label for job in jobs] == [f"{tmp_path}/sgemm_tiled/sgemm_tiled.cu:sgemm_tiled@bench"]
+    [job] = jobs
+    assert job.recipe.measure.size.name == "bench" and len(job.search) == 6
+    assert job.key_parts == ((tmp_path / "sgemm_tiled" / "sgemm_tiled.cu").read_bytes(), "sgemm_tiled")
+    assert [label.rsplit("/", 1)[1] for label, _ in skipped] == ["layernorm.cu:layernorm_forward_kernel"]
+    assert "nothing to tune under tile" in skipped[0][1]
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--ray", "auto"), "empty: nothing to tune (0 kernels skipped)"),
+    ((), "a directory is tuned over a Ray cluster"),
+    (("--gpus", "2"), "a directory is tuned over a Ray cluster")])
+def test_cli_directory_needs_ray_and_kernels(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+    (tmp_path / "empty").mkdir()
+    result = run_cli("tune", "empty", *args, cwd=tmp_path, env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")},
+                     timeout=120)
+    assert result.returncode == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_cli_file_needs_a_kernel(tmp_path: Path) -> None:
+    (tmp_path / "k.cu").write_text(KERNEL_SOURCE)
+    result = run_cli("tune", "k.cu", cwd=tmp_path, env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")}, timeout=120)
+    assert result.returncode == 2 and result.stderr == "kxform: error: --kernel K is required\n"

@@ -38,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("tune", help="search a kernel's parameters for the fastest configuration",
                               description="Tune a kernel's parameters on a GPU, or against a recorded space.")
     p.add_argument("file", metavar="FILE", help="CUDA/HIP source holding the kernel")
-    p.add_argument("--kernel", required=True, metavar="K", help="kernel to tune")
+    p.add_argument("--kernel", metavar="K", help="kernel to tune (required but for a directory with --ray)")
     p.add_argument("--pass", dest="passes", default="tile", metavar="NAME[,NAME]",
                    help="passes whose parameters span the space (default: tile)")
     p.add_argument("--spec", metavar="S", help="harness spec (kxform.toml) for building, verifying and timing")
@@ -166,6 +166,8 @@ def run(args: argparse.Namespace) -> int:
 
     if tune_workers.wanted(args):  # several timing workers: GPUs of this host, or a Ray cluster
         return tune_workers.run(args)
+    if args.kernel is None:
+        raise UsageError("--kernel K is required")
     options = _options(args)
     source = read_source(args.file)
     _check_kernel(source, args.kernel)

@@ -13,6 +13,7 @@ import argparse
 import json
 import sys
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -41,10 +42,16 @@ def add_options(p: argparse.ArgumentParser) -> None:
 
 
 def wanted(args: argparse.Namespace) -> bool:
-    return getattr(args, "gpus", None) is not None or getattr(args, "ray", None) is not None
+    """Whether this module runs the command: several workers, or a directory."""
+    return getattr(args, "gpus", None) is not None or getattr(args, "ray", None) is not None \
+        or Path(args.file).is_dir()
 
 
 def run(args: argparse.Namespace) -> int:
+    if Path(args.file).is_dir():
+        return _run_directory(args)
+    if args.kernel is None:
+        raise UsageError(f"{args.file}: --kernel K is required (a directory is tuned kernel by kernel)")
     options = _options(args)
     backend = _backend_check(args)  # option errors before any file is read
     source = read_source(args.file)
@@ -134,3 +141,54 @@ def _write(recipe: Recipe, source: SourceText, config: dict[str, Any]) -> dict[s
 
         return KernelObjective(recipe.target, recipe.space, CpuRuntime(), recipe.measure).write(config)
     return write_defaults(source, config)
+
+
+def _run_directory(args: argparse.Namespace) -> int:
+    """`kxform tune DIR --ray ADDRESS`: every kernel and bench size of the harness specs
+    under DIR, each a tuning run on one GPU of the cluster (`kxform.search.spread`)."""
+    from kxform.search.kernel_space import parse_passes
+    from kxform.search.ray_pool import connect, import_ray
+    from kxform.search.spread import find_jobs, spread
+
+    if args.ray is None:
+        raise UsageError(f"{args.file}: a directory is tuned over a Ray cluster (--ray ADDRESS|auto|local)")
+    if args.objective not in (None, "gpu") or args.write or args.resume or args.prior:
+        raise UsageError(f"{args.file}: a directory is tuned on GPUs only, without --objective, --write, "
+                         "--resume or --prior")
+    ray = import_ray()
+    options = replace(_options(args), start_at_defaults=True)
+    jobs, skipped = find_jobs(Path(args.file), parse_passes(args.passes), args.hw, kernel=args.kernel,
+                              build_dir=args.build_dir, require=tuple(args.require))
+    if not jobs:
+        raise UsageError(f"{args.file}: nothing to tune ({len(skipped)} kernels skipped"
+                         f"{': ' + skipped[0][0] + ': ' + skipped[0][1] if skipped else ''})")
+    connect(ray, args.ray)
+    with TuningDB(args.db) as db:
+        results = spread(jobs, options, ray, db, on_done=None if args.json else _job_line)
+    summary = {"directory": args.file, "database": str(db.path), "jobs": [_job_json(r) for r in results],
+               "skipped": [{"kernel": label, "reason": why} for label, why in skipped]}
+    if args.json:
+        print(json.dumps(summary, indent=2, default=str))
+    else:
+        for label, why in skipped:
+            print(f"skipped {label}: {why}", file=sys.stderr)
+    return 0 if all(not r.error for r in results) else 1
+
+
+def _job_json(result: Any) -> dict[str, Any]:
+    best = result.best()
+    return {"job": result.label, "hardware": result.hardware, "host": result.host, "devices": result.devices,
+            "evaluated": len(result.steps), "stopped": result.stopped, "error": result.error or None,
+            "best": None if best is None else {"config": best[0], "time_ms": best[1].time_ms}}
+
+
+def _job_line(result: Any) -> None:
+    best = result.best()
+    if result.error:
+        print(f"{result.label}: failed: {result.error}")
+    elif best is None:
+        print(f"{result.label}: no configuration ran ({len(result.steps)} evaluations) on {result.host}")
+    else:
+        values = ", ".join(f"{k}={v}" for k, v in best[0].items())
+        print(f"{result.label}: best {best[1].time_ms:.4g} ms ({values}) of {len(result.steps)} evaluations "
+              f"on {result.host} GPU {result.devices}")

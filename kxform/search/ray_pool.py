@@ -38,6 +38,19 @@ def import_ray() -> Any:
     return ray
 
 
+def connect(ray: Any, address: str | None) -> None:
+    """Join the cluster at `address` (see `RayOptions.address`) unless this process has."""
+    if ray.is_initialized():
+        return
+    try:
+        if address == "local":
+            ray.init(include_dashboard=False, log_to_driver=False)
+        else:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise UsageError(f"--ray {address}: cannot join the cluster ({' '.join(str(exc).split())})") from None
+
+
 @dataclass(frozen=True)
 class RayOptions:
     """Where the cluster is and what each worker asks of it."""
@@ -65,21 +78,9 @@ class RayBackend(Backend):
         self._actors: list[Any] = []
         self._refs: dict[Any, tuple[int, int]] = {}
 
-    def _connect(self) -> None:
-        ray, address = self.ray, self.options.address
-        if ray.is_initialized():
-            return
-        try:
-            if address == "local":
-                ray.init(include_dashboard=False, log_to_driver=False)
-            else:
-                ray.init(address=address, include_dashboard=False, log_to_driver=False)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise UsageError(f"--ray {address}: cannot join the cluster ({' '.join(str(exc).split())})") from None
-
     def start(self) -> list[Identity]:
         ray, options = self.ray, self.options
-        self._connect()
+        connect(ray, options.address)
         count = options.workers
         if count is None:
             gpus = ray.cluster_resources().get("GPU", 0.0)
