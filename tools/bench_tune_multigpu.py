@@ -64,7 +64,8 @@ def one_run(loaded: Loaded, gpus: int, args: argparse.Namespace, strategy: str) 
     from kxform.search.tuner import TuneOptions, tune
     from kxform.search.workers import KernelRecipe
 
-    recipe = KernelRecipe(loaded.target, loaded.space, MeasureOptions(size=loaded.size, launch_budget_s=2.0))
+    measure = MeasureOptions(size=loaded.size, launch_budget_s=0.3 if args.quick else 0.5)  # as bench_tune_gpu
+    recipe = KernelRecipe(loaded.target, loaded.space, measure)
     search = loaded.search
     with tempfile.TemporaryDirectory(prefix="kxform-multigpu-") as scratch:
         os.environ["KXFORM_CACHE_DIR"] = scratch  # the workers inherit it: a cold nvcc cache per run
