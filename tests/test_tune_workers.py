@@ -298,3 +298,36 @@ def test_cli_file_needs_a_kernel(tmp_path: Path) -> None:
     (tmp_path / "k.cu").write_text(KERNEL_SOURCE)
     result = run_cli("tune", "k.cu", cwd=tmp_path, env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")}, timeout=120)
     assert result.returncode == 2 and result.stderr == "kxform: error: --kernel K is required\n"
+
+
+@pytest.mark.gpu
+def test_gpus_all_tunes_on_every_gpu_with_verification(tmp_path: Path) -> None:
+    """The `--gpus` path on real GPUs (every GPU of the host): each configuration is
+    verified and timed on a worker's own GPU, the planted TILE=32 bug is rejected there,
+    and the best is written through the driver."""
+    from kxform.runtime.gpu import GpuRuntime
+
+    ok, why = GpuRuntime().available()
+    if not ok:
+        pytest.skip(f"needs a CUDA GPU and pycuda: {why}")
+    folder = tmp_path / "sgemm"
+    shutil.copytree(CORPORA / "sgemm_tiled", folder)
+    path = folder / "sgemm_tiled.cu"
+    sound = b"Bs[ty][tx] = (t + ty < K && col < N) ? B[(t + ty) * N + col] : 0.0f;"
+    path.write_bytes(path.read_bytes().replace(
+        sound, b"Bs[ty][tx] = (t + (ty & 15) < K && col < N) ? B[(t + (ty & 15)) * N + col] : 0.0f;"))
+    proc = run_cli("tune", str(path), "--kernel", "sgemm_tiled", "--strategy", "exhaustive", "--budget", "10",
+                   "--size", "M=512,N=512,K=512", "--repeat", "10", "--json", "--write", "--gpus", "all",
+                   "--db", str(tmp_path / "t.sqlite"), "--log", str(tmp_path / "t.jsonl"),
+                   env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")}, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    by_tile = {e["params"]["TILE"]: e for e in summary["evaluations"]}
+    assert set(by_tile) == {1, 2, 4, 8, 16, 32} and summary["objective"] == "gpu"
+    assert by_tile[32]["status"] == "verification_failed" and by_tile[32]["time_ms"] is None
+    assert all(by_tile[t]["status"] == "ok" and by_tile[t]["time_ms"] > 0 for t in (2, 4, 8, 16))
+    workers = summary["workers"]["workers"]
+    assert workers and all(w["reference_ms"] > 0 for w in workers) and workers[0]["factor"] == 1.0
+    assert len({w["devices"] for w in workers}) == len(workers)
+    assert summary["best"]["config"]["TILE"] != 32
+    assert f"#define TILE {summary['best']['config']['TILE']}\n" in path.read_text()
