@@ -19,7 +19,7 @@ from kxform.search.kernel_objective import MeasureOptions, TuneTarget
 from kxform.search.kernel_space import kernel_space
 from kxform.search.local_pool import LocalBackend, parse_gpus
 from kxform.search.objective import Evaluation, Failure
-from kxform.search.pool import Backend, Done, WorkerPool
+from kxform.search.pool import MAX_TRIES, Backend, Done, WorkerPool
 from kxform.search.recorded import load_recording
 from kxform.search.spread import find_jobs
 from kxform.search.strategy import History, make_strategy
@@ -331,3 +331,17 @@ def test_gpus_all_tunes_on_every_gpu_with_verification(tmp_path: Path) -> None:
     assert len({w["devices"] for w in workers}) == len(workers)
     assert summary["best"]["config"]["TILE"] != 32
     assert f"#define TILE {summary['best']['config']['TILE']}\n" in path.read_text()
+
+
+@pytest.mark.slow
+def test_a_configuration_that_kills_every_worker_is_recorded_as_failed(recording: Path, tmp_path: Path) -> None:
+    """Given to a worker MAX_TRIES times, each time killing it: recorded as a runtime
+    failure with the reason, and the run finishes its budget on the restarted workers."""
+    killer = "4,4,1,2"  # the optimum: the strategy is sure to propose it
+    recipe = ReplayRecipe(str(recording), crash_key=killer)
+    run = run_pool(LocalBackend(recipe, ("0", "1")), recording, 85, tmp_path / "k.db", strategy="exhaustive")
+    assert_complete(run, 85)
+    [step] = [s for s in run.result.steps if s.config == {"bx": 4, "by": 4, "unroll": 1, "tile": 2}]
+    assert step.evaluation.failure is Failure.RUNTIME
+    assert step.evaluation.detail.startswith(f"lost its worker {MAX_TRIES} times: worker ")
+    assert run.report.lost == 1 and run.report.resubmitted == MAX_TRIES - 1

@@ -134,6 +134,9 @@ class LocalBackend(Backend):
         self._procs: list[Any] = [None] * len(devices)
         self._held: list[set[int]] = [set() for _ in devices]
         self._restarts = [0] * len(devices)
+        self._restarting = [False] * len(devices)
+        self._queued: list[list[tuple[int, dict[str, ParamValue]]]] = [[] for _ in devices]
+        """What was submitted to a worker while it was being started again."""
         self._closing = False
 
     # -- lifecycle --------------------------------------------------------------------
@@ -190,15 +193,18 @@ class LocalBackend(Backend):
 
     def alive(self, worker: int) -> bool:
         with self._lock:
-            return self._conns[worker] is not None
+            return self._conns[worker] is not None or self._restarting[worker]
 
     def submit(self, worker: int, ticket: int, config: Mapping[str, ParamValue]) -> None:
         with self._lock:
             conn = self._conns[worker]
             self._held[worker].add(ticket)
+            if conn is None and self._restarting[worker]:
+                self._queued[worker].append((ticket, dict(config)))  # sent once it is back
+                return
         try:
             if conn is None:
-                raise OSError("worker is restarting")
+                raise OSError("worker is gone")
             conn.send((ticket, dict(config)))
         except OSError as exc:
             with self._lock:
@@ -239,12 +245,26 @@ class LocalBackend(Backend):
         why = f"worker {worker} (device {self.devices[worker]}, pid {proc.pid}) died (exit code {proc.exitcode})"
         with self._lock:
             self._conns[worker] = None
-            held, self._held[worker] = self._held[worker], set()
-        if self._restarts[worker] < RESTARTS:
+            lost, self._held[worker] = self._held[worker], set()  # what the dead process had
+            self._restarting[worker] = self._restarts[worker] < RESTARTS
+            restart = self._restarting[worker]
+        if restart:
             self._restarts[worker] += 1
             try:
                 self._ready(worker, *self._spawn(worker))
-            except KxformError as exc:
-                why = f"{why}; not restarted: {exc}"
-        for ticket in sorted(held):
+            except Exception as exc:  # reported with what it held, never lost in this thread
+                why = f"{why}; not restarted: {_one_line(exc)}"
+        with self._lock:
+            self._restarting[worker] = False
+            queued, self._queued[worker] = self._queued[worker], []
+            conn = self._conns[worker]
+            if conn is None:  # not back: what waited for it is lost too
+                lost |= {ticket for ticket, _ in queued}
+                self._held[worker] -= lost
+        for ticket, config in queued if conn is not None else ():
+            try:
+                conn.send((ticket, config))
+            except OSError:
+                lost.add(ticket)
+        for ticket in sorted(lost):
             self._results.put(Done(ticket, worker, None, why))

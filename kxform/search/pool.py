@@ -165,6 +165,8 @@ class WorkerPool:
                 while taking:
                     worker = self._free(load)
                     if worker is None:
+                        if not flights and not any(map(self.backend.alive, range(len(load)))):
+                            raise InputError("every worker was lost: the run cannot go on")
                         break
                     item = next_config()
                     if item is None:

@@ -62,13 +62,16 @@ class ReplayRecipe(Recipe):
     check must undo it). `crash_at`/`crash_marker`: a fault drill: the first worker to
     start its `crash_at`-th evaluation while `crash_marker` does not exist writes the
     configuration it was given into it and exits at once (`os._exit`), as a killed
-    process does; the run must still finish, with that configuration recorded once."""
+    process does; the run must still finish, with that configuration recorded once.
+    `crash_key`: the configuration (its recording key, `1,2,0,3`) that kills every
+    worker it is given, as a kernel that crashes its process would."""
 
     path: str
     pace: float = 0.0
     slow_devices: tuple[tuple[str, float], ...] = ()
     crash_at: int = 0
     crash_marker: str = ""
+    crash_key: str = ""
 
     def slowdown(self) -> float:
         """The factor of this process's device (1.0 where it is not listed)."""
@@ -104,6 +107,8 @@ class PacedReplay(ReplayObjective):
                 pass
             else:
                 os._exit(17)
+        if recipe.crash_key and prepared.code_key == recipe.crash_key:
+            os._exit(18)
         found = super().evaluate(prepared)
         if recipe.pace > 0:
             time.sleep(found.cost_s * recipe.pace)
