@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     options = replace(options, start_at_defaults=replay_path is None)
     pool = WorkerPool(backend(recipe))
     try:
-        default = space.default_row()
+        default = space.default_row()  # the workers first, as one GPU's objective comes before the database
         identity = pool.start(space.config(default if default is not None else 0))
         with TuningDB(args.db) as db:
             kernel_hash = content_key(source.data, args.kernel, *([identity.measures] if identity.measures else []))
