@@ -15,6 +15,7 @@ from search_helpers import write_recording
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'kxform[distributed]')")
 
 from kxform.cache import content_key  # noqa: E402
+from kxform.errors import UsageError  # noqa: E402
 from kxform.search.db import TuneKey, TuningDB  # noqa: E402
 from kxform.search.ray_pool import RayBackend, RayOptions  # noqa: E402
 from kxform.search.spread import Job, spread  # noqa: E402
@@ -105,3 +106,8 @@ def test_a_job_that_fails_of_itself_is_reported_and_the_others_finish(cluster: N
         results = {r.label: r for r in spread(jobs, TuneOptions(budget=5), ray, db)}
     assert results["missing"].error.endswith("missing.json: no such file") and not results["missing"].steps
     assert len(results["synth_A.json.gz"].steps) == 5
+
+
+def test_more_workers_than_the_cluster_has_gpus_is_refused(cluster: None, recording: Path) -> None:
+    with pytest.raises(UsageError, match="--gpus 5 with --ray: the cluster has 4 GPUs"):
+        _backend(ReplayRecipe(str(recording)), 5).start()

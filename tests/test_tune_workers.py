@@ -345,3 +345,15 @@ def test_a_configuration_that_kills_every_worker_is_recorded_as_failed(recording
     assert step.evaluation.failure is Failure.RUNTIME
     assert step.evaluation.detail.startswith(f"lost its worker {MAX_TRIES} times: worker ")
     assert run.report.lost == 1 and run.report.resubmitted == MAX_TRIES - 1
+
+
+@pytest.mark.slow
+def test_cli_directory_on_a_cluster_without_gpus_is_one_line(tmp_path: Path) -> None:
+    """`--ray local` on this machine starts a Ray cluster with no GPU: the jobs would
+    wait for one forever, so the run stops first, with the reason."""
+    pytest.importorskip("ray", reason="Ray is not installed (pip install 'kxform[distributed]')")
+    shutil.copytree(CORPORA / "sgemm_tiled", tmp_path / "lib" / "sgemm_tiled")
+    result = run_cli("tune", "lib", "--ray", "local", cwd=tmp_path, env={"KXFORM_CACHE_DIR": str(tmp_path / "cache"),
+                     "CUDA_VISIBLE_DEVICES": ""}, timeout=300)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == "kxform: error: --ray local: the cluster has no GPU\n"

@@ -147,7 +147,7 @@ def _run_directory(args: argparse.Namespace) -> int:
     """`kxform tune DIR --ray ADDRESS`: every kernel and bench size of the harness specs
     under DIR, each a tuning run on one GPU of the cluster (`kxform.search.spread`)."""
     from kxform.search.kernel_space import parse_passes
-    from kxform.search.ray_pool import connect, import_ray
+    from kxform.search.ray_pool import cluster_gpus, connect, import_ray
     from kxform.search.spread import find_jobs, spread
 
     if args.ray is None:
@@ -163,6 +163,8 @@ def _run_directory(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.file}: nothing to tune ({len(skipped)} kernels skipped"
                          f"{': ' + skipped[0][0] + ': ' + skipped[0][1] if skipped else ''})")
     connect(ray, args.ray)
+    if cluster_gpus(ray) < 1:  # the jobs would wait for a GPU that never comes
+        raise UsageError(f"--ray {args.ray}: the cluster has no GPU")
     with TuningDB(args.db) as db:
         results = spread(jobs, options, ray, db, on_done=None if args.json else _job_line)
     summary = {"directory": args.file, "database": str(db.path), "jobs": [_job_json(r) for r in results],

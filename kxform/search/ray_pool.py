@@ -16,6 +16,7 @@ and exit 2, and everything else works.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -42,13 +43,19 @@ def connect(ray: Any, address: str | None) -> None:
     """Join the cluster at `address` (see `RayOptions.address`) unless this process has."""
     if ray.is_initialized():
         return
-    try:
+    quiet = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.ERROR}
+    try:  # Ray's start-up notes would split kxform's one-line messages
         if address == "local":
-            ray.init(include_dashboard=False, log_to_driver=False)
+            ray.init(**quiet)
         else:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            ray.init(address=address, **quiet)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise UsageError(f"--ray {address}: cannot join the cluster ({' '.join(str(exc).split())})") from None
+
+
+def cluster_gpus(ray: Any) -> float:
+    """The GPUs of the cluster this process joined."""
+    return float(ray.cluster_resources().get("GPU", 0.0))
 
 
 @dataclass(frozen=True)
@@ -82,11 +89,13 @@ class RayBackend(Backend):
         ray, options = self.ray, self.options
         connect(ray, options.address)
         count = options.workers
+        gpus = cluster_gpus(ray)
         if count is None:
-            gpus = ray.cluster_resources().get("GPU", 0.0)
             count = int(gpus // options.num_gpus) if options.num_gpus > 0 else 0
             if count < 1:
-                raise UsageError("--ray: the cluster has no GPU (give --gpus N to choose the number of workers)")
+                raise UsageError("--ray: the cluster has no GPU")
+        elif count * options.num_gpus > gpus:  # the actors would wait for GPUs that never come
+            raise UsageError(f"--gpus {count} with --ray: the cluster has {gpus:g} GPUs")
         actor = ray.remote(EvalWorker).options(
             num_gpus=options.num_gpus, num_cpus=options.num_cpus, resources=dict(options.resources) or None,
             max_restarts=-1, max_task_retries=TASK_RETRIES, max_concurrency=options.threads,
