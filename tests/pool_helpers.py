@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from kxform.search.db import TuneKey, TuningDB
 from kxform.search.pool import Backend, PoolReport, WorkerPool
 from kxform.search.recorded import load_recording
-from kxform.search.tuner import TuneOptions, TuneResult, tune
+from kxform.search.tuner import Step, TuneOptions, TuneResult, tune
 
 OPTIMUM_MS = 0.905
 """The fastest configuration of the synthetic recording (bx=4, by=4, unroll=1, tile=2)."""
@@ -24,7 +25,8 @@ class PoolRun:
     """Rows the database holds for the run's key afterwards."""
 
 
-def run_pool(backend: Backend, recording: Path, budget: int, db_path: Path, strategy: str = "model") -> PoolRun:
+def run_pool(backend: Backend, recording: Path, budget: int, db_path: Path, strategy: str = "model",
+             on_step: Callable[[Step], None] | None = None) -> PoolRun:
     """Tune the recording's space on `backend`'s workers; the database on this process."""
     rec = load_recording(recording)
     pool = WorkerPool(backend)
@@ -33,7 +35,7 @@ def run_pool(backend: Backend, recording: Path, budget: int, db_path: Path, stra
         key = TuneKey("synth", "synth_kernel", identity.hardware, rec.search.names)
         with TuningDB(db_path) as db:
             result = tune(rec.search, None, TuneOptions(strategy=strategy, budget=budget), db=db, key=key,
-                          runner=pool.run)
+                          runner=pool.run, on_step=on_step)
             stored = len(db.all(key))
     finally:
         pool.close()

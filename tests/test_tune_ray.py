@@ -19,7 +19,7 @@ from kxform.errors import UsageError  # noqa: E402
 from kxform.search.db import TuneKey, TuningDB  # noqa: E402
 from kxform.search.ray_pool import RayBackend, RayOptions  # noqa: E402
 from kxform.search.spread import Job, spread  # noqa: E402
-from kxform.search.tuner import TuneOptions  # noqa: E402
+from kxform.search.tuner import Step, TuneOptions  # noqa: E402
 from kxform.search.workers import ReplayRecipe  # noqa: E402
 
 
@@ -111,3 +111,22 @@ def test_a_job_that_fails_of_itself_is_reported_and_the_others_finish(cluster: N
 def test_more_workers_than_the_cluster_has_gpus_is_refused(cluster: None, recording: Path) -> None:
     with pytest.raises(UsageError, match="--gpus 5 with --ray: the cluster has 4 GPUs"):
         _backend(ReplayRecipe(str(recording)), 5).start()
+
+
+@pytest.mark.slow
+def test_an_actor_killed_from_outside_is_restarted_and_the_run_finishes(cluster: None, recording: Path,
+                                                                        tmp_path: Path) -> None:
+    """`ray.kill` of a worker while it holds configurations (a lost node, as far as the
+    driver can tell): Ray restarts it and retries them; nothing is lost or doubled."""
+    backend = _backend(ReplayRecipe(str(recording), pace=PACE / 2), 4)
+    killed: list[int] = []
+
+    def kill_once(step: Step) -> None:
+        if step.index == 4 and not killed:
+            backend.kill(1)
+            killed.append(step.index)
+
+    run = run_pool(backend, recording, 24, tmp_path / "t.db", on_step=kill_once)
+    assert killed == [4]
+    assert_complete(run, 24)
+    assert run.report.lost == 0
