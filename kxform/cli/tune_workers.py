@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -28,6 +29,7 @@ from kxform.search.objective import Objective
 from kxform.search.pool import Backend, WorkerPool
 from kxform.search.progress import Progress
 from kxform.search.space import SearchSpace
+from kxform.search.spread import JobResult
 from kxform.search.tuner import tune
 from kxform.search.workers import KernelRecipe, Recipe, ReplayRecipe
 
@@ -89,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _backend_check(args: argparse.Namespace) -> Any:
+def _backend_check(args: argparse.Namespace) -> Callable[[Recipe], Backend]:
     """A function recipe -> Backend for `--gpus`/`--ray`, the options checked first."""
     if args.ray is not None:
         from kxform.search.ray_pool import RayBackend, RayOptions, import_ray
@@ -101,11 +103,11 @@ def _backend_check(args: argparse.Namespace) -> Any:
                 raise UsageError(f"--gpus {args.gpus} with --ray: the number of workers (device lists are per host)")
             workers = int(args.gpus)
         options = RayOptions(address=args.ray, workers=workers)
-        return lambda recipe: cast(Backend, RayBackend(recipe, options))
+        return lambda recipe: RayBackend(recipe, options)
     from kxform.search.local_pool import LocalBackend, parse_gpus
 
     devices = parse_gpus(args.gpus)
-    return lambda recipe: cast(Backend, LocalBackend(recipe, devices))
+    return lambda recipe: LocalBackend(recipe, devices)
 
 
 def _recipe(args: argparse.Namespace, source: SourceText) -> tuple[Recipe, SearchSpace, str]:
@@ -174,17 +176,17 @@ def _run_directory(args: argparse.Namespace) -> int:
     else:
         for label, why in skipped:
             print(f"skipped {label}: {why}", file=sys.stderr)
-    return 0 if all(not r.error for r in results) else 1
+    return 0 if all(not r.error for r in results) else 1  # as a check that found problems
 
 
-def _job_json(result: Any) -> dict[str, Any]:
+def _job_json(result: JobResult) -> dict[str, Any]:
     best = result.best()
     return {"job": result.label, "hardware": result.hardware, "host": result.host, "devices": result.devices,
             "evaluated": len(result.steps), "stopped": result.stopped, "error": result.error or None,
             "best": None if best is None else {"config": best[0], "time_ms": best[1].time_ms}}
 
 
-def _job_line(result: Any) -> None:
+def _job_line(result: JobResult) -> None:
     best = result.best()
     if result.error:
         print(f"{result.label}: failed: {result.error}")
