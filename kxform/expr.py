@@ -162,6 +162,11 @@ class Expr:
     def __str__(self) -> str:
         return self.text
 
+    def __reduce__(self) -> tuple[Callable[..., Expr], tuple[str, bool]]:
+        """Pickled as its text (the compiled closure cannot be): another process, a
+        tuning worker, parses it again, to the same expression."""
+        return _parse, (self.text, self.logic)
+
 
 def parse_expr(source: str | int | float) -> Expr:
     """Parse and validate an arithmetic expression; a TOML number is a constant expression."""

@@ -38,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("tune", help="search a kernel's parameters for the fastest configuration",
                               description="Tune a kernel's parameters on a GPU, or against a recorded space.")
     p.add_argument("file", metavar="FILE", help="CUDA/HIP source holding the kernel")
-    p.add_argument("--kernel", required=True, metavar="K", help="kernel to tune")
+    p.add_argument("--kernel", metavar="K", help="kernel to tune (required but for a directory with --ray)")
     p.add_argument("--pass", dest="passes", default="tile", metavar="NAME[,NAME]",
                    help="passes whose parameters span the space: launch, tile, swizzle (default: tile)")
     p.add_argument("--spec", metavar="S", help="harness spec (kxform.toml) for building, verifying and timing")
@@ -71,6 +71,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--db", metavar="PATH", help="tuning database (default: the user cache's tuning.sqlite)")
     p.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="candidates prepared in parallel")
     p.add_argument("--log", metavar="FILE", help="pass log path (default: .kxform/logs/RUN.jsonl)")
+    from kxform.cli import tune_workers  # imports this module's helpers
+
+    tune_workers.add_options(p)
     p.set_defaults(func=run)
 
 
@@ -159,6 +162,12 @@ def _options(args: argparse.Namespace) -> TuneOptions:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kxform.cli import tune_workers
+
+    if tune_workers.wanted(args):  # several timing workers: GPUs of this host, or a Ray cluster
+        return tune_workers.run(args)
+    if args.kernel is None:
+        raise UsageError("--kernel K is required")
     options = _options(args)
     source = read_source(args.file)
     _check_kernel(source, args.kernel)

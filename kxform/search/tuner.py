@@ -26,6 +26,12 @@ from kxform.search.space import SearchSpace
 from kxform.search.strategy import DEFAULT, History, Prior, make_strategy
 
 
+Runner = Callable[[Callable[[], "tuple[int, dict[str, Any]] | None"],
+                   Callable[[int, Prepared, Evaluation], bool]], None]
+"""Evaluates configurations from `next_config` until it returns None or `on_result`
+returns False (`kxform.search.pipeline.run_pipeline`'s contract)."""
+
+
 @dataclass(frozen=True)
 class TuneOptions:
     strategy: str = DEFAULT
@@ -113,10 +119,16 @@ class _Run:
         return False
 
 
-def tune(space: SearchSpace, objective: Objective, options: TuneOptions, *, db: TuningDB | None = None,
+def tune(space: SearchSpace, objective: Objective | None, options: TuneOptions, *, db: TuningDB | None = None,
          key: TuneKey | None = None, prior: Prior | None = None,
-         on_step: Callable[[Step], None] | None = None) -> TuneResult:
-    """Search `space` for the fastest configuration under `options`' budget."""
+         on_step: Callable[[Step], None] | None = None, runner: Runner | None = None) -> TuneResult:
+    """Search `space` for the fastest configuration under `options`' budget.
+
+    `runner` evaluates what the search proposes (default: `objective` through the
+    pipeline, `options.pipeline`); a pool of timing workers
+    (`kxform.search.pool.WorkerPool.run`) evaluates several configurations at once,
+    the strategy proposing while earlier ones are pending. Either way results come
+    back to this thread, the only one that writes the database."""
     strategy = make_strategy(options.strategy, space, options.seed, prior)
     run = _Run(space, options, History(len(space)))
     if options.resume and db is not None and key is not None:
@@ -166,7 +178,11 @@ def tune(space: SearchSpace, objective: Objective, options: TuneOptions, *, db: 
             on_step(step)
         return not run.over_budget()
 
-    run_pipeline(objective, next_config, on_result, options.pipeline)
+    if runner is None:
+        assert objective is not None, "tune: an objective or a runner"
+        run_pipeline(objective, next_config, on_result, options.pipeline)
+    else:
+        runner(next_config, on_result)
     if run.history.exhausted and run.stopped not in ("budget", "time"):
         run.stopped = "exhausted"
     return TuneResult(tuple(run.steps), run.best, len(space), options.strategy, run.stopped, run.cost_s,

@@ -165,16 +165,18 @@ class ModelGuided(Strategy):
             for row in self._prior_order:
                 if not history.visited[row]:
                     return int(row)
-        if not history.rows:
+        taken = [*history.rows, *sorted(history.pending)]  # pending: a batch spreads out too
+        if not taken:
             return int(left[self.rng.integers(left.size)])
         pool = left if left.size <= DESIGN_POOL else self._sample(left, DESIGN_POOL)
         positions = self.features[:, :self._parameters]
-        seen = positions[np.asarray(history.rows)]
+        seen = positions[np.asarray(taken)]
         gaps = ((positions[pool][:, None, :] - seen[None, :, :]) ** 2).sum(-1).min(1)
         return int(pool[int(np.argmax(gaps))])
 
     def _by_model(self, history: History, left: np.ndarray) -> int:
-        if self._sources is not None and len(history) % PRIOR_EVERY == 0:
+        proposed = len(history) + len(history.pending)
+        if self._sources is not None and proposed % PRIOR_EVERY == 0:
             ranked = self._prior_next(history)
             if ranked is not None:
                 return ranked
@@ -195,11 +197,12 @@ class ModelGuided(Strategy):
             fit = slice(None) if len(y) <= FIT_MAX else np.sort(self.rng.choice(len(y), FIT_MAX, replace=False))
             self._hyper = fit_hyper(x[fit], y[fit], self._hyper, fresh=fresh)
             self._fitted_at = len(rows)
-        gp = self._posterior(rows[train], x, y)
         best = float((values[~failed].min() - mean) / std)
+        model_rows, x, y = self._with_lies(history, rows[train], x, y, best)
+        gp = self._posterior(model_rows, x, y)
         if refit:
             self._rescore(gp, best, left, history)
-        step = len(rows) % 3
+        step = proposed % 3
         if step == 2:  # local: the best predicted step from the best configurations
             local = self._local(history, rows[~failed], values[~failed])
             if local is not None:
@@ -209,6 +212,22 @@ class ModelGuided(Strategy):
             return int(pool[int(np.argmin(gp.mean(self.features[pool])))])
         mu, sigma = gp.predict(self.features[pool])  # explore: expected improvement
         return int(pool[int(np.argmax(_expected_improvement(mu, sigma, best)))])
+
+    def _with_lies(self, history: History, rows: np.ndarray, x: np.ndarray, y: np.ndarray,
+                   best: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The training set plus the configurations still being evaluated, each told
+        the best time so far (a constant liar, CL-min: Ginsbourger et al., "Kriging is
+        well-suited to parallelize optimization", 2010). Several workers then get
+        several different proposals without waiting for each result: the model's
+        uncertainty collapses where a configuration is pending, so expected
+        improvement looks elsewhere, and the optimistic lie keeps the exploiting and
+        local steps near the incumbent instead of pushing them away. The lies enter
+        the posterior only; hyperparameters are fitted on measurements alone."""
+        if not history.pending:
+            return rows, x, y
+        pending = np.fromiter(sorted(history.pending), dtype=np.int64)
+        return (np.concatenate([rows, pending]), np.vstack([x, self.features[pending]]),
+                np.concatenate([y, np.full(pending.size, best)]))
 
     def _weigh_sources(self, rows: np.ndarray, values: np.ndarray) -> None:
         """Weigh each prior source by the rank correlation (Kendall's tau) of its
