@@ -18,7 +18,8 @@ from typing import Any
 from kxform.analysis.affine import Affine
 from kxform.analysis.evaluate import short, text
 from kxform.analysis.records import Loop, MemoryAccess, Reduction
-from kxform.analysis.walk import WalkState, assigned_names
+from kxform.analysis.syntax import assigned_names
+from kxform.analysis.walk import WalkState
 from kxform.frontend.model import Span
 
 _CALL_OPS = {"fmaxf": "max", "fmax": "max", "max": "max", "fminf": "min", "fmin": "min", "min": "min",
