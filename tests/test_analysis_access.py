@@ -360,3 +360,34 @@ def test_trip_counts(header: str, trip: int | None) -> None:
     (loop,) = analysed_text(f"__global__ void k(float* a, int n) {{\n  for ({header}) a[0] += 1.0f;\n}}\n",
                             "k").loops
     assert loop.trip == trip
+
+
+@pytest.mark.slow
+def test_mutated_corpus_sources_never_make_the_analysis_raise() -> None:
+    """Bytes deleted and tokens planted at random (fixed seed) in corpus files: whatever
+    parses is analysed, and what the analysis cannot read is NotAffine, never an exception."""
+    import random
+
+    from kxform.errors import KxformError
+
+    rng = random.Random(1)
+    files = sorted(CORPORA.glob("*/*.cu")) + sorted(CORPORA.glob("*/*.hip"))
+    tokens = [b"{", b"}", b"(", b")", b";", b"[", b"]", b"+=", b"for (", b"int i = 0;", b"*", b"&", b"threadIdx.x",
+              b"#pragma unroll\n", b"return;", b"if (", b"?", b":", b"/", b"%", b"<<"]
+    analysed_functions = 0
+    for _ in range(150):
+        data = bytearray(rng.choice(files).read_bytes())
+        for _ in range(rng.randint(1, 6)):
+            at = rng.randrange(len(data))
+            if rng.random() < 0.5:
+                del data[at:at + rng.randint(1, 8)]
+            else:
+                data[at:at] = rng.choice(tokens)
+        try:
+            model = parse_model(validate_bytes("f.cu", bytes(data)))
+        except KxformError:
+            continue
+        for function in model.functions:
+            analyse_function(model, function)
+            analysed_functions += 1
+    assert analysed_functions > 300
