@@ -114,6 +114,9 @@ def test_rowwise_kernel_reductions_and_distributable_loops() -> None:
     sums = [(r.var, r.op, r.identity, r.init) for r in a.reductions]
     assert sums == [("m", "+", "0.0f", "0.0f"), ("v", "+", "0.0f", "0.0f"), ("mx", "max", "-INFINITY", "-INFINITY")]
     assert [len(loop.reductions) for loop in a.loops] == [1, 1, 1, 0]
+    text = ROWWISE.encode()
+    reads = {r.var: [text[s.start:s.end].decode() for s in r.read_after] for r in a.reductions}
+    assert {k: len(v) for k, v in reads.items()} == {"m": 4, "v": 2, "mx": 1}  # m / C, x[i] - m (twice), mean[idx]
     assert all(loop.bound == Affine.symbol("C") and loop.step == Affine.const(1) and loop.trip is None
                for loop in a.loops)
     row = [x for x in a.accesses if x.buffer == "inp"]
