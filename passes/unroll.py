@@ -1,7 +1,8 @@
 """`unroll`: the `#pragma unroll` factor of each loop of a kernel, as a tunable parameter.
 
-Every counted `for` loop that starts its own line has one parameter, `L<line>` (the
-line of its `for`): `auto` (no pragma: the compiler decides), a factor 1, 2, 4, ...
+Every counted `for` loop that starts its own line has one parameter, `loop<N>` (the
+N-th such loop of the kernel, in source order: a name the pass's own pragmas do not
+shift, unlike a line number): `auto` (no pragma: the compiler decides), a factor 1, 2, 4, ...
 up to its trip count where the analysis knows it (16 otherwise), or `full` (a bare
 `#pragma unroll`) where the trip count is a compile-time constant. The default is the
 loop as written. Unrolling never reorders arithmetic, so the rewrite must verify
@@ -37,7 +38,7 @@ class Unroll(Pass):
     falls_back = False  # no factor is better without measuring it
 
     config: tuple[tuple[str, str], ...] = ()
-    """`L<line>=VALUE` per loop, or `factor=VALUE` for every loop."""
+    """`loop<N>=VALUE` per loop, or `factor=VALUE` for every loop."""
 
     @classmethod
     def from_options(cls, options: Mapping[str, str | ParamValue]) -> Pass:
@@ -48,7 +49,7 @@ class Unroll(Pass):
 
     @classmethod
     def describe_options(cls) -> list[str]:
-        return ["L<line>=auto|full|1|2|4|... per loop (kxform inspect --pass unroll lists a kernel's loops), or "
+        return ["loop<N>=auto|full|1|2|4|... for the N-th loop (kxform inspect --pass unroll lists them), or "
                 "factor=VALUE for every loop; none: nothing is proposed"]
 
     # -- analyse and propose -----------------------------------------------------------
@@ -56,7 +57,7 @@ class Unroll(Pass):
     def analyse(self, ctx: PassContext) -> dict[str, KernelAnalysis]:
         out = {}
         spaces = {k.name: self.space(ctx, KernelAnalysis(k)) for k in ctx.model.kernels}
-        known = sorted({n for space in spaces.values() for n in space.names}, key=lambda n: int(n[1:]))
+        known = sorted({n for space in spaces.values() for n in space.names}, key=lambda n: int(n[4:]))
         unknown = sorted(set(dict(self.config)) - set(known) - {"factor"})
         for kernel in ctx.model.kernels:
             space = spaces[kernel.name]
@@ -96,11 +97,11 @@ class Unroll(Pass):
 
     def missed_reason(self, analysis: KernelAnalysis, ctx: PassContext | None = None) -> tuple[str, str]:
         return ("NoEvidence", "no unroll factor was requested; factors are chosen by measurement "
-                "(kxform tune) or given (unroll{L<line>=4})")
+                "(kxform tune) or given (unroll{loop1=4})")
 
     def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
         loops = eligible_loops(ctx, analysis.kernel)
-        return ParamSpace(tuple(_param(ctx, loop) for loop in loops))
+        return ParamSpace(tuple(_param(ctx, n, loop) for n, loop in enumerate(loops, 1)))
 
     def proposal_for(self, ctx: PassContext, analysis: KernelAnalysis, config: Config,
                      provenance: Provenance | None = None) -> Proposal:
@@ -125,7 +126,7 @@ class Unroll(Pass):
         edits = []
         for proposal in proposals:
             kernel = _kernel(ctx, proposal.kernel)
-            loops = {f"L{_line(ctx, loop)}": loop for loop in eligible_loops(ctx, kernel)}
+            loops = {f"loop{n}": loop for n, loop in enumerate(eligible_loops(ctx, kernel), 1)}
             for key, value in proposal.options.items():
                 factor = None if value == AUTO else "" if value == FULL else str(value)
                 edits.append(set_unroll(ctx.model, loops[key], factor, f"unroll: {kernel.name}: {key}"))
@@ -149,7 +150,7 @@ def eligible_loops(ctx: PassContext, kernel: Function) -> tuple[Loop, ...]:
                  not source.data[source.line_start(loop.span.start):loop.span.start].strip())
 
 
-def _param(ctx: PassContext, loop: Loop) -> Param:
+def _param(ctx: PassContext, number: int, loop: Loop) -> Param:
     trip = loop.trip
     factors = [str(2**i) for i in range(6) if 2**i <= (trip if trip is not None else MAX_FACTOR)]
     current = AUTO if loop.pragma is None else FULL if loop.pragma == "" else loop.pragma
@@ -157,7 +158,8 @@ def _param(ctx: PassContext, loop: Loop) -> Param:
     if current not in values:
         values.append(current)  # a factor spelled through a name (`#pragma unroll TM`) stays a choice
     extent = f"{trip} iterations" if trip is not None else "trip count not known"
-    return Param.enum(f"L{_line(ctx, loop)}", values, current, doc=f"`for ({loop.var} ...)`, {extent}")
+    return Param.enum(f"loop{number}", values, current,
+                      doc=f"line {_line(ctx, loop)}: `for ({loop.var} ...)`, {extent}")
 
 
 def _line(ctx: PassContext, loop: Loop) -> int:

@@ -114,6 +114,9 @@ def test_rowwise_kernel_reductions_and_distributable_loops() -> None:
     sums = [(r.var, r.op, r.identity, r.init) for r in a.reductions]
     assert sums == [("m", "+", "0.0f", "0.0f"), ("v", "+", "0.0f", "0.0f"), ("mx", "max", "-INFINITY", "-INFINITY")]
     assert [len(loop.reductions) for loop in a.loops] == [1, 1, 1, 0]
+    text = ROWWISE.encode()
+    reads = {r.var: [text[s.start:s.end].decode() for s in r.read_after] for r in a.reductions}
+    assert {k: len(v) for k, v in reads.items()} == {"m": 4, "v": 2, "mx": 1}  # m / C, x[i] - m (twice), mean[idx]
     assert all(loop.bound == Affine.symbol("C") and loop.step == Affine.const(1) and loop.trip is None
                for loop in a.loops)
     row = [x for x in a.accesses if x.buffer == "inp"]
@@ -360,3 +363,34 @@ def test_trip_counts(header: str, trip: int | None) -> None:
     (loop,) = analysed_text(f"__global__ void k(float* a, int n) {{\n  for ({header}) a[0] += 1.0f;\n}}\n",
                             "k").loops
     assert loop.trip == trip
+
+
+@pytest.mark.slow
+def test_mutated_corpus_sources_never_make_the_analysis_raise() -> None:
+    """Bytes deleted and tokens planted at random (fixed seed) in corpus files: whatever
+    parses is analysed, and what the analysis cannot read is NotAffine, never an exception."""
+    import random
+
+    from kxform.errors import KxformError
+
+    rng = random.Random(1)
+    files = sorted(CORPORA.glob("*/*.cu")) + sorted(CORPORA.glob("*/*.hip"))
+    tokens = [b"{", b"}", b"(", b")", b";", b"[", b"]", b"+=", b"for (", b"int i = 0;", b"*", b"&", b"threadIdx.x",
+              b"#pragma unroll\n", b"return;", b"if (", b"?", b":", b"/", b"%", b"<<"]
+    analysed_functions = 0
+    for _ in range(150):
+        data = bytearray(rng.choice(files).read_bytes())
+        for _ in range(rng.randint(1, 6)):
+            at = rng.randrange(len(data))
+            if rng.random() < 0.5:
+                del data[at:at + rng.randint(1, 8)]
+            else:
+                data[at:at] = rng.choice(tokens)
+        try:
+            model = parse_model(validate_bytes("f.cu", bytes(data)))
+        except KxformError:
+            continue
+        for function in model.functions:
+            analyse_function(model, function)
+            analysed_functions += 1
+    assert analysed_functions > 300

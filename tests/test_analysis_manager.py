@@ -100,3 +100,30 @@ def test_a_swizzle_run_computes_index_usage_once_per_version(monkeypatch) -> Non
     result = rewrite(path.read_bytes(), "swizzle{pattern=grouped}", path=str(path))
     assert result.changed
     assert len(computed) == 2 and computed[0] == len(path.read_bytes()) and computed[1] == len(result.new_data)
+
+
+def test_the_driver_carries_what_a_pass_preserves_to_the_rewritten_file() -> None:
+    """An offset-free analysis a pass declares preserved is not computed again for the
+    rewritten file (the idempotence run asks for it); one it does not declare is."""
+    from dataclasses import dataclass as frozen_pass
+
+    from kxform.engine.driver import transform_source
+    from kxform.passes.unroll import Unroll
+
+    @frozen_pass(frozen=True)
+    class Asking(Unroll):
+        def analyse(self, ctx):  # type: ignore[no-untyped-def]
+            for kernel in ctx.model.kernels:
+                ctx.analysis(KernelName, kernel)
+            return super().analyse(ctx)
+
+    @frozen_pass(frozen=True)
+    class Preserving(Asking):
+        preserves = (KernelName,)
+
+    text = "__global__ void k(float* a) {\n    for (int i = 0; i < 8; ++i)\n        a[i] = 0.0f;\n}\n"
+    for cls, computations in ((Asking, 2), (Preserving, 1)):
+        CALLS.clear()
+        result = transform_source(validate_bytes("k.cu", text.encode()), [cls((("loop1", "2"),))],
+                                  load_profile("h100"), RunOptions())
+        assert result.changed and len(CALLS) == computations, (cls.__name__, CALLS)

@@ -25,7 +25,7 @@ from swizzle_helpers import outcomes, remark_names, rewrite
 
 SGEMM = CORPORA / "sgemm_tiled" / "sgemm_tiled.cu"
 GOLDEN = Path(__file__).parent / "golden" / "sgemm_tiled.unroll4.cu"
-INNER = "L47"
+INNER = "loop2"
 """The `for (int k = 0; k < TILE; ++k)` loop of sgemm_tiled, under a bare `#pragma unroll`."""
 
 
@@ -41,9 +41,11 @@ def test_golden_rewrite_changes_only_the_pragma() -> None:
 def test_a_pragma_is_added_or_removed_where_asked() -> None:
     text = ("__global__ void k(float* a, int n) {\n    for (int i = 0; i < 8; ++i)\n        a[i] += 1.0f;\n"
             "#pragma unroll 2\n    for (int j = 0; j < n; ++j) a[j] *= 2.0f;\n}\n")
-    result = rewrite(text, "unroll{L2=full,L5=auto}")
+    result = rewrite(text, "unroll{loop1=full,loop2=auto}")
     assert result.new_data.decode() == text.replace("    for (int i", "    #pragma unroll\n    for (int i").replace(
         "#pragma unroll 2\n", "")
+    again = rewrite(result.new_data, "unroll{loop1=full,loop2=auto}")  # names survive the inserted line
+    assert not again.changed and outcomes(again)["k"] is Outcome.UNCHANGED
 
 
 def test_refusals_name_their_reason() -> None:
@@ -54,9 +56,9 @@ def test_refusals_name_their_reason() -> None:
     beyond = rewrite(SGEMM.read_bytes(), f"unroll{{{INNER}=32}}", path=str(SGEMM))
     (missed,) = [r for r in beyond.remarks if r.name == "BadFactor"]
     assert f"{INNER}=32: not one of {{auto, 1, 2, 4, 8, 16, full}}" in missed.message and not beyond.changed
-    elsewhere = rewrite(SGEMM.read_bytes(), "unroll{L99=4}", path=str(SGEMM))
+    elsewhere = rewrite(SGEMM.read_bytes(), "unroll{loop9=4}", path=str(SGEMM))
     (missed,) = [r for r in elsewhere.remarks if r.name == "UnknownLoop"]
-    assert "L99 is not a loop of any kernel in this file (loops: L41, L47)" in missed.message
+    assert "loop9 is not a loop of any kernel in this file (loops: loop1, loop2)" in missed.message
     nothing = rewrite(SGEMM.read_bytes(), "unroll", path=str(SGEMM))
     assert "NoEvidence" in remark_names(nothing) and not nothing.changed
 
@@ -77,11 +79,12 @@ def test_the_check_rejects_a_planted_factor_beyond_the_trip_count() -> None:
 def test_spec_round_trip_and_space_through_the_pass_api() -> None:
     registry = default_registry()
     assert "unroll" in registry.names()
-    for spec in ("unroll{L47=4}", "unroll{L12=full,L30=auto}", "unroll{factor=8}", "unroll"):
+    for spec in ("unroll{loop2=4}", "unroll{loop1=full,loop3=auto}", "unroll{factor=8}", "unroll"):
         assert registry.parse(spec).spec() == spec
     space = space_of(SGEMM.read_bytes(), "sgemm_tiled", "unroll", path=str(SGEMM))
-    assert space.names == ("L41", INNER)
-    assert space.param("L41").values == ("auto", "1", "2", "4", "8", "16") and space.param("L41").default == "auto"
+    assert space.names == ("loop1", INNER) and space.param(INNER).doc.startswith("line 47: `for (k ...)`")
+    assert space.param("loop1").values == ("auto", "1", "2", "4", "8", "16")
+    assert space.param("loop1").default == "auto"
     assert space.param(INNER).values[-1] == "full" and space.param(INNER).default == "full"
 
 

@@ -28,12 +28,17 @@ from kxform.frontend.cuda import parse_model  # noqa: E402
 from kxform.frontend.source import read_source  # noqa: E402
 
 
+def cell(text: object) -> str:
+    """A Markdown table cell (a `|` in a condition would end it)."""
+    return str(text).replace("|", "\\|")
+
+
 def loop_cell(loop: Loop) -> str:
     extent = f"{loop.trip} trips" if loop.trip is not None else f"{loop.op} {loop.bound}" if loop.op else loop.kind
     reductions = "".join(f", {r.var} {r.op}= (id {r.identity})" for r in loop.reductions)
     why = loop.distribute_blockers
     verdict = "distributable" if not why else f"not distributable: {why[0][:60]}"
-    return f"{'  ' * loop.depth}{loop.var or loop.kind} ({extent}{reductions}; {verdict})"
+    return cell(f"{'  ' * loop.depth}{loop.var or loop.kind} ({extent}{reductions}; {verdict})")
 
 
 def kernel_row(name: str, a: AccessAnalysis) -> str:
@@ -41,7 +46,7 @@ def kernel_row(name: str, a: AccessAnalysis) -> str:
     affine = [x for x in a.accesses if x.affine]
     contiguous = sum(a.contiguous(x) for x in a.accesses)
     causes = Counter(str(x.index).removeprefix("not affine, because ")[:50] for x in a.accesses if not x.affine)
-    why = "; ".join(f"{n}x {c}" for c, n in causes.most_common(2)) or "-"
+    why = cell("; ".join(f"{n}x {c}" for c, n in causes.most_common(2)) or "-")
     spaces = Counter(x.space for x in a.accesses)
     return (f"| {name} | {loops} | {len(a.accesses)} ({spaces['global']} global, {spaces['shared']} shared, "
             f"{spaces['local']} local) | "
@@ -53,9 +58,9 @@ def access_rows(name: str, a: AccessAnalysis) -> list[str]:
     for x in a.accesses:
         loops = ",".join(a.loop(i).var or a.loop(i).kind for i in x.loops) or "-"
         stride = a.thread_stride(x)
-        rows.append(f"| {name} | {x.line} | {x.text} | {x.space} {x.element} | {x.mode} | {x.index} | "
+        rows.append(f"| {name} | {x.line} | {cell(x.text)} | {x.space} {x.element} | {x.mode} | {cell(x.index)} | "
                     f"{stride if isinstance(stride, Affine) else '-'} | {loops} | "
-                    f"{' && '.join(str(g) for g in x.guards) or '-'} |")
+                    f"{cell(' && '.join(str(g) for g in x.guards) or '-')} |")
     return rows
 
 

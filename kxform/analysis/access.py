@@ -19,6 +19,7 @@ reads as a call, hence not affine).
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -222,7 +223,9 @@ def _uses(model: SourceModel, function: Function, name: str) -> bool:
 
 def _constants(model: SourceModel) -> dict[str, int]:
     defs = [d for d in constant_defs(model) if d.function is None]
-    folded = fold_constants({d.name: d.text for d in defs})
+    with warnings.catch_warnings():  # Python's parser warns about C literals (`1e-5f`) before refusing them
+        warnings.simplefilter("ignore", SyntaxWarning)
+        folded = fold_constants({d.name: d.text for d in defs})
     return {k: v for k, v in folded.items() if v is not None}
 
 

@@ -18,7 +18,8 @@ from typing import Any
 from kxform.analysis.affine import Affine
 from kxform.analysis.evaluate import short, text
 from kxform.analysis.records import Loop, MemoryAccess, Reduction
-from kxform.analysis.walk import WalkState, assigned_names
+from kxform.analysis.syntax import assigned_names
+from kxform.analysis.walk import WalkState
 from kxform.frontend.model import Span
 
 _CALL_OPS = {"fmaxf": "max", "fmax": "max", "max": "max", "fminf": "min", "fmin": "min", "min": "min",
@@ -53,8 +54,24 @@ def _outermost_array_carriers(state: WalkState) -> None:
             while outer.parent is not None and any(
                     r.var == reduction.var and r.op == reduction.op for r in state.loops[outer.parent].loop.reductions):
                 outer = state.loops[outer.parent].loop
-            fixed.append(replace(reduction, loop=outer.id))
+            fixed.append(replace(reduction, loop=outer.id, read_after=_read_after(state, reduction.var, outer)))
         draft.loop = replace(loop, reductions=tuple(fixed))
+
+
+def _read_after(state: WalkState, name: str, carrier: Loop) -> tuple[Span, ...]:
+    """Where the accumulated value is read after the loop that carries it, within the
+    scope of its declaration (the function body when that is not found)."""
+    node = state.loops[carrier.id].node
+    declaration = _visible_declaration(state, node, name)
+    scope = declaration[0].parent if declaration is not None else node.parent
+    while scope is not None and scope.type != "compound_statement":
+        scope = scope.parent
+    if scope is None:
+        return ()
+    uses = sorted(_mentions(scope, name), key=lambda u: u.start_byte)
+    return tuple(Span(use.start_byte, use.end_byte) for use in uses if use.start_byte >= carrier.span.end and not (
+        use.parent.type == "assignment_expression" and use.parent.child_by_field_name("left") == use and
+        text(use.parent.child_by_field_name("operator")) == "="))
 
 
 def _scalars(state: WalkState, loop: Loop, node: Any) -> tuple[list[Reduction], list[str]]:

@@ -75,6 +75,9 @@ class Reduction:
     """The statements that accumulate."""
     loop: int
     """The outermost loop that carries it (the innermost loop enclosing its declaration is outside)."""
+    read_after: tuple[Span, ...] = ()
+    """Where the result is read after that loop (a parallel version must give it to every
+    thread that reads it there)."""
 
     @property
     def identity(self) -> str:

@@ -12,12 +12,25 @@ bounds, and `#pragma unroll` before them.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from kxform.analysis.affine import BLOCK_AXES, Affine, NotAffine
 from kxform.analysis.evaluate import Env, Evaluated, Pointer, evaluate, evaluate_name, short, subscript_chain, text
-from kxform.analysis.records import Buffer, Comparison, Guard, Loop, MemoryAccess
+from kxform.analysis.records import Buffer, Guard, Loop, MemoryAccess
+from kxform.analysis.syntax import (
+    assigned_names,
+    bounds,
+    declared_here,
+    declared_name,
+    early_exit,
+    has_jump,
+    loop_bound,
+    loop_init,
+    loop_step,
+    node_span,
+    unwrap,
+)
 from kxform.frontend.model import Function, SourceModel, Span
 
 BARRIER_RE = re.compile(r"^(__syncthreads\w*|__syncwarp|__shfl\w*|__ballot\w*|__any\w*|__all\w*|__activemask|"
@@ -26,7 +39,6 @@ BARRIER_RE = re.compile(r"^(__syncthreads\w*|__syncwarp|__shfl\w*|__ballot\w*|__
 WARP_COLLECTIVE_RE = re.compile(r"^(nvcuda::)?wmma::\w+$")
 """Warp-collective calls whose array arguments are fragments they may write."""
 ATOMIC_RE = re.compile(r"^atomic\w+$")
-_JUMPS = ("return_statement", "break_statement", "goto_statement")
 _ONE = "1"
 """The step of `++` and `--` (evaluated like the right side of `+= 1`)."""
 
@@ -94,12 +106,12 @@ class Walker:
         """A `{ ... }` scope: what it declares is gone after it (an outer name it shadowed
         comes back); assignments to outer names stay."""
         saved = self.guards
-        declared = {n: self.env.names.get(n) for n in _declared_here(node)}
+        declared = {n: self.env.names.get(n) for n in declared_here(node)}
         for child in node.named_children:
             self.statement(child)
-            exit_cond = _early_exit(child)
+            exit_cond = early_exit(child)
             if exit_cond is not None:
-                self.guards = self.guards + (Guard(short(exit_cond), False, _span(child), "exit",
+                self.guards = self.guards + (Guard(short(exit_cond), False, node_span(child), "exit",
                                                    bounds(exit_cond, False, self.env)),)
         self.guards = saved
         for name, outer in declared.items():
@@ -116,7 +128,7 @@ class Walker:
             value = declarator.child_by_field_name("value") if declarator.type == "init_declarator" else None
             target = declarator.child_by_field_name("declarator") if declarator.type == "init_declarator" \
                 else declarator
-            name_node = _declared_name(target)
+            name_node = declared_name(target)
             if value is not None:
                 self.expression(value)
             if name_node is None:
@@ -136,9 +148,9 @@ class Walker:
 
     def if_statement(self, node: Any) -> None:
         condition = node.child_by_field_name("condition")
-        cond = _unwrap(condition)
+        cond = unwrap(condition)
         self.expression(cond)
-        where = _span(node)
+        where = node_span(node)
         before = self.env
         branches = [(node.child_by_field_name("consequence"),
                      Guard(short(cond), True, where, "if", bounds(cond, True, self.env)))]
@@ -177,7 +189,7 @@ class Walker:
         var, init_value = "", Evaluated(NotAffine("no initializer"))
         if init is not None:
             self.statement(init) if init.type == "declaration" else self.expression(init)
-            var, init_value = _loop_init(init, before)
+            var, init_value = loop_init(init, before)
         line = state.model.source.line_col(node.start_byte)[0]
         changing = assigned_names(node) - {var}
         self._forget(changing, f"changes in the loop at line {line}")
@@ -187,15 +199,15 @@ class Walker:
             self.env.variables = self.env.variables | {var}
             state.declared_at.setdefault(var, self.loop_stack)
         cond = node.child_by_field_name("condition")
-        op, bound = _bound(_unwrap(cond) if cond is not None else None, var, self.env)
-        step = _step(node.child_by_field_name("update"), var, self.env)
+        op, bound = loop_bound(unwrap(cond) if cond is not None else None, var, self.env)
+        step = loop_step(node.child_by_field_name("update"), var, self.env)
         header_end = body.start_byte if body is not None and kind == "for" else node.end_byte
         pragma = state.pragmas.get(node.start_byte)
         record = Loop(loop_id, kind, var, self.loop_stack[-1] if self.loop_stack else None, len(self.loop_stack),
-                      init_value.index, op, bound, step, _span(node), Span(node.start_byte, header_end),
-                      _span(body) if body is not None else _span(node),
+                      init_value.index, op, bound, step, node_span(node), Span(node.start_byte, header_end),
+                      node_span(body) if body is not None else node_span(node),
                       pragma[0] if pragma else None, pragma[1] if pragma else None,
-                      exits=_has_jump(body))
+                      exits=has_jump(body))
         state.loops.append(LoopDraft(record, node))
         outer = self.loop_stack
         self.loop_stack = outer + (loop_id,)
@@ -275,7 +287,7 @@ class Walker:
     def call(self, node: Any) -> None:
         name = text(node.child_by_field_name("function"))
         args = node.child_by_field_name("arguments")
-        span = _span(node)
+        span = node_span(node)
         if BARRIER_RE.match(name):
             self.state.barriers.append(span)
         self.state.calls.append(name)
@@ -348,54 +360,14 @@ class Walker:
         carriers = tuple(sorted(n for n in via.via if n in self.env.names and
                                 _mentions_block(self.env.names[n].value)))
         state.accesses.append(MemoryAccess(
-            buffer.name, buffer.space, buffer.element, read, write, index, subscripts, short(node), _span(node),
+            buffer.name, buffer.space, buffer.element, read, write, index, subscripts, short(node), node_span(node),
             state.model.source.line_col(node.start_byte)[0], state.function.name, self.loop_stack, self.guards,
             carriers, atomic, update))
-
-
-_NEGATED = {"<": ">=", ">=": "<", ">": "<=", "<=": ">", "==": "!=", "!=": "=="}
-
-
-def bounds(cond: Any, holds: bool, env: Env) -> tuple[Comparison, ...]:
-    """The comparisons that hold when `cond` evaluates to `holds`: a conjunction when it
-    holds, a disjunction when it does not (De Morgan); () for any other shape."""
-    joiner = "&&" if holds else "||"
-    parts: list[Any] = []
-    stack = [_unwrap(cond)]
-    while stack:
-        node = stack.pop()
-        if node.type == "binary_expression" and text(node.child_by_field_name("operator")) == joiner:
-            stack += [_unwrap(node.child_by_field_name("right")), _unwrap(node.child_by_field_name("left"))]
-        else:
-            parts.append(node)
-    out = []
-    for part in parts:
-        op = text(part.child_by_field_name("operator")) if part.type == "binary_expression" else ""
-        if op not in _NEGATED:
-            return ()
-        left, right = (evaluate(part.child_by_field_name(k), env).index for k in ("left", "right"))
-        out.append(Comparison(left, op if holds else _NEGATED[op], right))
-    return tuple(out)
-
-
-def _declared_here(block: Any) -> set[str]:
-    """Names declared by the statements of this block itself (not nested blocks)."""
-    out = set()
-    for child in block.named_children:
-        if child.type == "declaration":
-            for declarator in child.children_by_field_name("declarator"):
-                target = declarator.child_by_field_name("declarator") if declarator.type == "init_declarator" \
-                    else declarator
-                name = _declared_name(target)
-                if name is not None:
-                    out.add(text(name))
-    return out
 
 
 def _mentions_block(value: Any) -> bool:
     symbols = value.offset.symbols if isinstance(value, Pointer) else value.symbols
     return bool(symbols & set(BLOCK_AXES))
-
 
 def _flatten(offset: Any, indices: list[Any], extents: tuple[Affine | None, ...]) -> Any:
     """Row-major element offset of `base[i0][i1]...` (extents of the inner dimensions known)."""
@@ -415,125 +387,3 @@ def _flatten(offset: Any, indices: list[Any], extents: tuple[Affine | None, ...]
     for index, extent in zip(indices, extents):
         flat = flat * (extent or Affine.const(1)) + index
     return flat
-
-
-def _span(node: Any) -> Span:
-    return Span(node.start_byte, node.end_byte)
-
-
-def _unwrap(node: Any) -> Any:
-    while node is not None and node.type in ("condition_clause", "parenthesized_expression") and node.named_children:
-        node = node.named_children[-1]
-    return node
-
-
-def _declared_name(node: Any) -> Any:
-    while node is not None and node.type not in ("identifier",):
-        inner = node.child_by_field_name("declarator")
-        if inner is None:
-            return None
-        node = inner
-    return node
-
-
-def _early_exit(node: Any) -> Any:
-    """`if (cond) return;` (or `continue;`, `break;`: what follows in the block runs only
-    when the condition is false), with no else: the condition, else None."""
-    if node.type != "if_statement" or node.child_by_field_name("alternative") is not None:
-        return None
-    consequence = node.child_by_field_name("consequence")
-    if consequence is None:
-        return None
-    last = consequence.named_children[-1] if consequence.type == "compound_statement" and \
-        consequence.named_children else consequence
-    if last.type not in ("return_statement", "continue_statement", "break_statement"):
-        return None
-    return _unwrap(node.child_by_field_name("condition"))
-
-
-def _has_jump(node: Any) -> bool:
-    if node is None:
-        return False
-    stack = list(node.named_children) if node.type != "return_statement" else [node]
-    while stack:
-        current = stack.pop()
-        if current.type in _JUMPS:
-            if current.type == "break_statement" and _inside_nested_loop(current, node):
-                continue
-            return True
-        if current.type not in ("lambda_expression",):
-            stack.extend(current.named_children)
-    return False
-
-
-def _inside_nested_loop(jump: Any, body: Any) -> bool:
-    node = jump.parent
-    while node is not None and node != body:
-        if node.type in ("for_statement", "while_statement", "do_statement", "switch_statement"):
-            return True
-        node = node.parent
-    return False
-
-
-def assigned_names(node: Any) -> set[str]:
-    """Locals assigned or incremented anywhere under `node`."""
-    out: set[str] = set()
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        target = None
-        if current.type == "assignment_expression":
-            target = current.child_by_field_name("left")
-        elif current.type == "update_expression":
-            target = current.child_by_field_name("argument")
-        if target is not None and target.type == "identifier":
-            out.add(text(target))
-        stack.extend(current.named_children)
-    return out
-
-
-def _loop_init(init: Any, env: Env) -> tuple[str, Evaluated]:
-    if init.type == "declaration":
-        declarator = init.child_by_field_name("declarator")
-        if declarator is not None and declarator.type == "init_declarator":
-            name = _declared_name(declarator.child_by_field_name("declarator"))
-            value = declarator.child_by_field_name("value")
-            if name is not None and value is not None:
-                return text(name), evaluate(value, env)
-    if init.type == "assignment_expression" and init.child_by_field_name("left").type == "identifier":
-        return text(init.child_by_field_name("left")), evaluate(init.child_by_field_name("right"), env)
-    return "", Evaluated(NotAffine("the loop's initializer is not `var = value`"))
-
-
-def _bound(cond: Any, var: str, env: Env) -> tuple[str, Any]:
-    if cond is None or not var or cond.type != "binary_expression":
-        return "", NotAffine("the condition is not `var OP bound`")
-    left, right = cond.child_by_field_name("left"), cond.child_by_field_name("right")
-    op = text(cond.child_by_field_name("operator"))
-    if text(left) == var:
-        return op, evaluate(right, env).index
-    if text(right) == var:
-        flipped = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(op, op)
-        return flipped, evaluate(left, env).index
-    return op, NotAffine(f"the condition `{short(cond)}` does not compare `{var}` with a bound")
-
-
-def _step(update: Any, var: str, env: Env) -> Any:
-    if update is None or not var:
-        return NotAffine("no update")
-    if update.type == "update_expression" and text(update.child_by_field_name("argument")) == var:
-        return Affine.const(1 if "++" in text(update) else -1)
-    if update.type == "assignment_expression" and text(update.child_by_field_name("left")) == var:
-        op = text(update.child_by_field_name("operator"))
-        right = evaluate(update.child_by_field_name("right"), env).index
-        if op == "+=":
-            return right
-        if op == "-=" and isinstance(right, Affine):
-            return -right
-        return NotAffine(f"the update `{short(update)}` is not an addition")
-    return NotAffine(f"the update `{short(update)}` does not step `{var}`")
-
-
-def with_loop(state: WalkState, loop_id: int, **changes: Any) -> None:
-    draft = state.loops[loop_id]
-    draft.loop = replace(draft.loop, **changes)
