@@ -1,0 +1,153 @@
+"""The `rows` pass: a thread's row loops shared over G lanes with parallel reductions,
+rewritten byte for byte as reviewed, refused with its reasons, its space and spec through
+the Pass API, and its rewrites verified on the CPU runtime, where planted wrong reductions
+(a missed element, a wrong identity, a missing broadcast, a missing barrier) are rejected."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from kxform.api import space_of
+from kxform.engine.pass_api import Outcome
+from kxform.engine.registry import default_registry
+from kxform.frontend.source import validate_bytes
+from kxform.harness.spec import load_spec
+from kxform.verify.differential import verify_pair
+from swizzle_helpers import outcomes, rewrite
+
+NAIVE = ROOT / "corpora" / "naive"
+GOLDEN = Path(__file__).parent / "golden"
+ROWMAX = Path(__file__).parent / "fixtures" / "rows" / "rowmax"
+
+
+def _file(family: str) -> Path:
+    return NAIVE / family / "naive.cu"
+
+
+@pytest.mark.parametrize("family, spec, golden", [
+    ("layernorm", "rows{lanes=32,rows=8}", "layernorm_naive.rows32x8.cu"),
+    ("softmax", "rows{lanes=256,rows=1}", "softmax_naive.rows256x1.cu"),
+])
+def test_golden_rewrite_and_a_second_run_changes_nothing(family: str, spec: str, golden: str) -> None:
+    path = _file(family)
+    result = rewrite(path.read_bytes(), spec, path=str(path))
+    assert outcomes(result)[f"{family}_naive"] is Outcome.APPLIED, [r.format() for r in result.remarks]
+    assert result.new_data == (GOLDEN / golden).read_bytes()
+    again = rewrite(result.new_data, spec, path=str(path))
+    assert not again.changed and outcomes(again)[f"{family}_naive"] is Outcome.UNCHANGED
+
+
+def test_without_values_nothing_is_proposed() -> None:
+    path = _file("rmsnorm")
+    result = rewrite(path.read_bytes(), "rows", path=str(path))
+    assert not result.changed
+    assert any("NoEvidence" in r.format() or "no lanes per row" in r.format() for r in result.remarks)
+
+
+KERNEL = """#include <cuda_runtime.h>
+__global__ void k(float* out, const float* x, int* counts, int N, int C)
+{{
+    int row = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= N)
+        return;
+{body}
+}}
+void launch(float* out, const float* x, int* counts, int N, int C)
+{{
+    k<<<(N + 127) / 128, 128>>>(out, x, counts, N, C);
+}}
+"""
+
+
+@pytest.mark.parametrize("body, remark", [
+    ("    float acc = 0.0f;\n    for (int i = 0; i < C; i++) {\n        acc = acc * 0.5f + x[row * C + i];\n"
+     "        out[row * C + i] = acc;\n    }", "cannot be shared out"),
+    ("    float p = 1.0f;\n    for (int i = 0; i < C; i++)\n        p *= x[row * C + i];\n    out[row] = p;",
+     "accumulates with '*'"),
+    ("    for (int i = 0; i < C; i++)\n        atomicAdd(&counts[i], 1);", "atomic update"),
+    ("    float last = 0.0f;\n    for (int i = 0; i < C; i++)\n        last = x[row * C + i];\n    out[row] = last;",
+     "'last' is assigned in the loop"),
+    ("    out[row] += 1.0f;\n    for (int i = 0; i < C; i++)\n        out[row * C + i] = x[i];",
+     "updates global memory outside"),
+])
+def test_refusals_name_their_reason_and_line(body: str, remark: str) -> None:
+    text = KERNEL.format(body=body)
+    result = rewrite(text, "rows{lanes=32,rows=4}", path="k.cu")
+    assert not result.changed
+    said = " ".join(r.format() for r in result.remarks)
+    assert remark in said and "(line " in said, said
+
+
+def test_a_row_shorter_than_the_lanes_is_guarded_not_refused() -> None:
+    path = ROWMAX / "rowmax.cu"
+    result = rewrite(path.read_bytes(), "rows{lanes=32,rows=2}", path=str(path))
+    assert result.changed
+    assert b"for (int i = 0 + rows_lane; i < C; i += ROWMAX_LANES)" in result.new_data
+
+
+def test_spec_round_trip_space_and_constraints() -> None:
+    assert default_registry().parse("rows{lanes=32,rows=8}").spec() == "rows{lanes=32,rows=8}"
+    path = _file("layernorm")
+    space = space_of(path.read_bytes(), "layernorm_naive", "rows", path=str(path), hw="h100")
+    assert space.names == ("lanes", "rows")
+    assert space.param("lanes").default == 1 and space.param("rows").default == 128
+    assert space.is_valid({"lanes": 32, "rows": 8}) and space.is_valid({"lanes": 256, "rows": 1})
+    assert not space.is_valid({"lanes": 32, "rows": 64})  # 2048 threads
+    assert not space.is_valid({"lanes": 64, "rows": 2})  # block reduction needs one row per block
+    assert not space.is_valid({"lanes": 4, "rows": 2})  # not whole warps
+    refused = rewrite(path.read_bytes(), "rows{lanes=64,rows=2}", path=str(path))
+    assert not refused.changed and "rows == 1" in " ".join(r.format() for r in refused.remarks)
+
+
+def test_the_tolerance_is_derived_and_stated() -> None:
+    path = _file("layernorm")
+    policy = rewrite(path.read_bytes(), "rows{lanes=32,rows=8}", path=str(path)).results[0].policy
+    assert policy.compare.mode == "spec" and policy.compare.scale == 2.0 and policy.required
+    assert "'mean' (float, n = C)" in policy.compare.reason and "5.96e-08" in policy.compare.reason
+    exact = rewrite((ROWMAX / "rowmax.cu").read_bytes(), "rows{lanes=32,rows=2}", path=str(ROWMAX / "rowmax.cu"))
+    assert exact.results[0].policy.compare.mode == "exact"
+    assert "max" in exact.results[0].policy.compare.reason
+    copy = rewrite(_file("embedding").read_bytes(), "rows{lanes=32,rows=8}", path=str(_file("embedding")))
+    assert copy.results[0].policy.compare.mode == "exact"
+
+
+def _verify(cpu, path: Path, kernel: str, spec_file: Path, options: str, plant: tuple[bytes, bytes] | None):  # type: ignore[no-untyped-def]
+    spec = load_spec(spec_file).kernel(kernel)
+    original = validate_bytes(str(path), path.read_bytes())
+    result = rewrite(original.data, f"rows{{{options}}}", path=str(path))
+    data = result.new_data
+    if plant is not None:
+        assert plant[0] in data, plant[0]
+        data = data.replace(plant[0], plant[1], 1)
+    return verify_pair(original, validate_bytes(str(path), data), spec, cpu,
+                       sizes=tuple(s.name for s in spec.check_sizes), policy=result.results[0].policy)
+
+
+LAYERNORM = (_file("layernorm"), "layernorm_naive", NAIVE / "layernorm" / "kxform.toml")
+ROWMAX_CASE = (ROWMAX / "rowmax.cu", "rowmax", ROWMAX / "kxform.toml")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case, options", [
+    (LAYERNORM, "lanes=32,rows=8"), (LAYERNORM, "lanes=8,rows=16"), (LAYERNORM, "lanes=256,rows=1"),
+    (ROWMAX_CASE, "lanes=16,rows=4"),
+])
+def test_rewrites_verify_on_the_cpu_runtime(cpu, case, options: str) -> None:  # type: ignore[no-untyped-def]
+    report = _verify(cpu, *case, options, None)
+    assert report.ok, [s.summary() for s in report.sizes]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case, options, plant", [
+    (LAYERNORM, "lanes=32,rows=8", (b"i < C;", b"i < C - 1;")),  # a lane misses the row's last element
+    (LAYERNORM, "lanes=32,rows=8", (b"__shfl_xor_sync", b"__shfl_down_sync")),  # only lane 0 holds the sum
+    (LAYERNORM, "lanes=256,rows=1", (b"    __syncthreads();  // every warp", b"    // every warp")),
+    (ROWMAX_CASE, "lanes=32,rows=2", (b"float m = -INFINITY;", b"float m = 0.0f;")),  # 0 as max's identity
+], ids=["missed-element", "missing-broadcast", "missing-barrier", "wrong-identity"])
+def test_planted_wrong_reductions_are_rejected(cpu, case, options: str, plant) -> None:  # type: ignore[no-untyped-def]
+    assert _verify(cpu, *case, options, None).ok
+    report = _verify(cpu, *case, options, plant)
+    assert not report.ok, [s.summary() for s in report.sizes]
