@@ -85,7 +85,7 @@ def test_a_row_shorter_than_the_lanes_is_guarded_not_refused() -> None:
     path = ROWMAX / "rowmax.cu"
     result = rewrite(path.read_bytes(), "rows{lanes=32,rows=2}", path=str(path))
     assert result.changed
-    assert b"for (int i = 0 + rows_lane; i < C; i += ROWMAX_LANES)" in result.new_data
+    assert b"for (int i = rows_lane; i < C; i += ROWMAX_LANES)" in result.new_data
 
 
 def test_spec_round_trip_space_and_constraints() -> None:
@@ -151,3 +151,44 @@ def test_planted_wrong_reductions_are_rejected(cpu, case, options: str, plant) -
     assert _verify(cpu, *case, options, None).ok
     report = _verify(cpu, *case, options, plant)
     assert not report.ok, [s.summary() for s in report.sizes]
+
+
+# -- tuning through the Pass API ----------------------------------------------------------
+
+
+def test_the_tuning_space_of_rows_and_launch_together_has_one_owner_of_the_block() -> None:
+    from kxform.hw import load_profile
+    from kxform.search.kernel_space import kernel_space, parse_passes
+    from kxform.search.space import SearchSpace
+
+    path = _file("layernorm")
+    both = kernel_space(path.read_bytes(), "layernorm_naive", parse_passes("launch,rows"), path=str(path), hw="h100")
+    assert both.passes == ("rows", "launch") and both.space.names[:2] == ("lanes", "rows")
+    valid = SearchSpace.build(both.space, load_profile("h100"))
+    configs = [valid.config(r) for r in range(len(valid))]
+    pipelines = {both.pipeline(c) for c in configs}
+    assert "rows{lanes=32,rows=8}" in pipelines and "rows{lanes=256,rows=1}" in pipelines
+    assert "launch{LAYERNORM_NAIVE_BLOCK_X=256}" in pipelines
+    assert not any("rows{" in p and "launch{" in p for p in pipelines)
+    assert len(pipelines) == len(configs)  # no rewrite is searched twice
+
+
+@pytest.mark.slow
+def test_tune_objective_verifies_a_rows_configuration_on_the_cpu_runtime(tmp_path: Path, cpu) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    from kxform.search.kernel_objective import KernelObjective, MeasureOptions, TuneTarget
+    from kxform.search.kernel_space import kernel_space
+    from kxform.search.objective import Failure
+
+    shutil.copytree(NAIVE / "rmsnorm", tmp_path / "rmsnorm")
+    path = tmp_path / "rmsnorm" / "naive.cu"
+    data = path.read_bytes()
+    spec = load_spec(tmp_path / "rmsnorm" / "kxform.toml").kernel("rmsnorm_naive")
+    space = kernel_space(data, "rmsnorm_naive", ("rows",), path=str(path), hw="h100")
+    objective = KernelObjective(TuneTarget(str(path), data, "rmsnorm_naive", spec, "h100"), space, cpu,
+                                MeasureOptions(check_sizes=("ragged",)))
+    prepared = objective.prepare({"lanes": 32, "rows": 4})
+    result = prepared.failure or objective.evaluate(prepared)
+    # Verified, then timing, which the CPU runtime cannot do: never a time, never a verification failure.
+    assert result.failure is Failure.RUNTIME and result.detail == "time: the cpu runtime does not time kernels"

@@ -67,6 +67,15 @@ def launch_site(model: SourceModel, kernel: Function) -> Site:
     return Site(config, place)
 
 
+def block_value(model: SourceModel, place: Written) -> int | None:
+    """The block size as written: a literal, or a macro of this file defined as one (the
+    launch pass's lifted block size, `#define K_BLOCK_X 128`)."""
+    if place.kind == "literal":
+        return place.value
+    found = re.search(rb"#\s*define\s+" + re.escape(place.text.encode()) + rb"\s+(\d+)\s*$", model.source.data, re.M)
+    return int(found.group(1)) if found else None
+
+
 def edits(model: SourceModel, kernel: Function, plan: Plan, lanes: int, rows: int, origin: str) -> list[Edit]:
     names = Names.of(kernel.name)
     site = launch_site(model, kernel)
@@ -122,7 +131,11 @@ def _distribute(model: SourceModel, loop: Loop, names: Names, origin: str) -> li
         inc_start += 1
     while data[inc_end - 1:inc_end].isspace():
         inc_end -= 1
-    return [Edit(init_end, init_end, f" + {share}", f"{origin}: lane's first element"),
+    equals = data.index(b"=", header.start("init")) + 1
+    start = data[equals:init_end].strip()
+    first = Edit(init_end - len(start), init_end, share, f"{origin}: lane's first element") if start == b"0" else \
+        Edit(init_end, init_end, f" + {share}", f"{origin}: lane's first element")
+    return [first,
             Edit(inc_start, inc_end, f"{loop.var} += {stride}", f"{origin}: lane stride")]
 
 

@@ -78,7 +78,7 @@ class Rows(Pass):
             if not blockers and not found.applied:
                 try:
                     self._requested(ctx, kernel)
-                except UsageError as exc:
+                except (UsageError, CheckFailed) as exc:
                     blockers.append(Blocker("BadValue", exc.cause, kernel.span.start))
             out[kernel.name] = KernelAnalysis(kernel, tuple(blockers), {"plan": found}, already_applied=found.applied)
         return out
@@ -110,7 +110,7 @@ class Rows(Pass):
 
     def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
         site = rewrite.launch_site(ctx.model, analysis.kernel)
-        block = site.block.value
+        block = rewrite.block_value(ctx.model, site.block)
         if block is None:
             raise CheckFailed("launch", f"the block size '{site.block.text}' of '{analysis.kernel.name}' is not a "
                               "literal kxform can read")
@@ -191,7 +191,7 @@ def _binding(ctx: PassContext, kernel: Function, found: Plan, lanes: int, rows: 
     new = parse_model(SourceText(ctx.model.source.path, text))
     configs = launch_configs(new, kernel.name)
     new_kernel = next((k for k in new.kernels if k.name == kernel.name), None)
-    block = rewrite.launch_site(ctx.model, kernel).block.value or 0
+    block = rewrite.block_value(ctx.model, rewrite.launch_site(ctx.model, kernel).block) or 0
     binding = launch_binding(new, new_kernel, configs[0], (names.lanes, names.rows),
                              {names.lanes: lanes, names.rows: rows}, {names.lanes: 1, names.rows: block}) \
         if configs and new_kernel is not None else None

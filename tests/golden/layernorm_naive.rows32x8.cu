@@ -32,12 +32,12 @@ __global__ void layernorm_naive(float* out, const float* inp, const float* weigh
         return;
     const float* x = inp + (size_t)row * C;
     float mean = 0.0f;
-    for (int i = 0 + rows_lane; i < C; i += LAYERNORM_NAIVE_LANES)
+    for (int i = rows_lane; i < C; i += LAYERNORM_NAIVE_LANES)
         mean += x[i];
     mean = kxform_rows_warp_sum_float<LAYERNORM_NAIVE_LANES>(mean);
     mean /= C;
     float var = 0.0f;
-    for (int i = 0 + rows_lane; i < C; i += LAYERNORM_NAIVE_LANES) {
+    for (int i = rows_lane; i < C; i += LAYERNORM_NAIVE_LANES) {
         float d = x[i] - mean;
         var += d * d;
     }
@@ -45,7 +45,7 @@ __global__ void layernorm_naive(float* out, const float* inp, const float* weigh
     var /= C;
     float rstd = 1.0f / sqrtf(var + 1e-5f);
     float* o = out + (size_t)row * C;
-    for (int i = 0 + rows_lane; i < C; i += LAYERNORM_NAIVE_LANES)
+    for (int i = rows_lane; i < C; i += LAYERNORM_NAIVE_LANES)
         o[i] = (x[i] - mean) * rstd * weight[i] + bias[i];
 }
 

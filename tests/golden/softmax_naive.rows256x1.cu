@@ -56,14 +56,14 @@ __global__ void softmax_naive(float* out, const float* inp, int N, int C)
     const float* x = inp + (size_t)row * C;
     float* y = out + (size_t)row * C;
     float maxval = -INFINITY;
-    for (int j = 0 + rows_lane; j < C; j += SOFTMAX_NAIVE_LANES)
+    for (int j = rows_lane; j < C; j += SOFTMAX_NAIVE_LANES)
         maxval = fmaxf(maxval, x[j]);
     maxval = kxform_rows_block_max_float<SOFTMAX_NAIVE_LANES>(maxval, rows_partial_float);
     float sum = 0.0f;
-    for (int j = 0 + rows_lane; j < C; j += SOFTMAX_NAIVE_LANES)
+    for (int j = rows_lane; j < C; j += SOFTMAX_NAIVE_LANES)
         sum += expf(x[j] - maxval);
     sum = kxform_rows_block_sum_float<SOFTMAX_NAIVE_LANES>(sum, rows_partial_float);
-    for (int j = 0 + rows_lane; j < C; j += SOFTMAX_NAIVE_LANES)
+    for (int j = rows_lane; j < C; j += SOFTMAX_NAIVE_LANES)
         y[j] = expf(x[j] - maxval) / sum;
 }
 
