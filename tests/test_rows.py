@@ -192,3 +192,31 @@ def test_tune_objective_verifies_a_rows_configuration_on_the_cpu_runtime(tmp_pat
     result = prepared.failure or objective.evaluate(prepared)
     # Verified, then timing, which the CPU runtime cannot do: never a time, never a verification failure.
     assert result.failure is Failure.RUNTIME and result.detail == "time: the cpu runtime does not time kernels"
+
+
+@pytest.mark.parametrize("family, kernel, reason", [
+    ("gemm", "gemm_naive", "is not one-dimensional (32, 8; line"),
+    ("residual_add", "residual_add_naive", "has no loop for a row's lanes to share (line"),
+    ("adamw", "adamw_naive", "'params[i] -=' updates global memory outside the row's loops"),
+])
+def test_corpus_kernels_without_rows_are_refused_with_their_reason(family: str, kernel: str, reason: str) -> None:
+    from kxform.api import explain
+
+    path = _file(family)
+    said = explain(path.read_bytes(), kernel, "rows", path=str(path))
+    assert said["status"] == "refused" and reason in " ".join(said["reasons"]), said
+
+
+@pytest.mark.slow
+def test_apply_writes_a_verified_rewrite_from_the_command_line(tmp_path: Path) -> None:
+    import shutil
+
+    from conftest import run_cli
+
+    shutil.copytree(NAIVE / "layernorm", tmp_path / "layernorm")
+    path = tmp_path / "layernorm" / "naive.cu"
+    done = run_cli("apply", "--pass", "rows{lanes=32,rows=8}", "--verify", "cpu", str(path),
+                   env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stderr
+    assert path.read_bytes() == (GOLDEN / "layernorm_naive.rows32x8.cu").read_bytes()
+    assert "verify (cpu runtime, 3 sizes)" in done.stderr + done.stdout

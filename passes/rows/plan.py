@@ -60,7 +60,8 @@ def plan(ctx: PassContext, kernel: Function) -> Plan:
             refuse("Atomic", f"'{access.text}' is an atomic update: its order over threads is not the pass's to change",
                    access.span.start)
         elif access.update_op and access.space == "global" and not access.loops:
-            refuse("UpdateOutsideLoop", f"'{access.text} {access.update_op}=' updates global memory outside the "
+            op = access.update_op if access.update_op.endswith("=") else access.update_op + "="
+            refuse("UpdateOutsideLoop", f"'{access.text} {op}' updates global memory outside the "
                    "row's loops: each of the row's lanes would apply it", access.span.start)
     found = _COMMUNICATES_RE.search(body)
     if found and not blockers:

@@ -59,11 +59,14 @@ def launch_site(model: SourceModel, kernel: Function) -> Site:
     if len(configs) != 1:
         raise RewriteRefused(f"'{kernel.name}' has {len(configs)} launches in this file; the pass changes exactly one")
     config = configs[0]
+    line = model.source.line_col(config.site.span.start)[0]
     if len(config.block) != 1 or written(model, config, 1, 1) is not None:
-        raise RewriteRefused(f"the block of '{kernel.name}' is not one-dimensional ({', '.join(config.block)})")
+        raise RewriteRefused(f"the block of '{kernel.name}' is not one-dimensional ({', '.join(config.block)}; "
+                             f"line {line})")
     place = written(model, config, 1, 0)
     if place is None or place.kind not in ("literal", "constant") or place.caps:
-        raise RewriteRefused(f"the block size of '{kernel.name}' is not a literal or a constant where it is written")
+        raise RewriteRefused(f"the block size of '{kernel.name}' is not a literal or a constant where it is written "
+                             f"(line {line})")
     return Site(config, place)
 
 
