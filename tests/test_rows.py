@@ -220,3 +220,29 @@ def test_apply_writes_a_verified_rewrite_from_the_command_line(tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     assert path.read_bytes() == (GOLDEN / "layernorm_naive.rows32x8.cu").read_bytes()
     assert "verify (cpu runtime, 3 sizes)" in done.stderr + done.stdout
+
+
+# -- on the GPU (tools/gpu-check.sh) -----------------------------------------------------
+
+FAMILIES = ("layernorm", "rmsnorm", "softmax", "residual_layernorm", "embedding", "bias_grad", "cross_entropy",
+            "matvec")
+
+
+@pytest.fixture(scope="module")
+def gpu():  # type: ignore[no-untyped-def]
+    from kxform.runtime.gpu import GpuRuntime
+
+    runtime = GpuRuntime()
+    ok, why = runtime.available()
+    if not ok:
+        pytest.skip(f"gpu runtime unavailable: {why}")
+    return runtime
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("options", ["lanes=8,rows=16", "lanes=32,rows=8", "lanes=256,rows=1"])
+def test_row_wise_families_verify_on_the_gpu(family: str, options: str, gpu) -> None:  # type: ignore[no-untyped-def]
+    """The derived tolerance holds with the GPU's math and real warps and barriers."""
+    report = _verify(gpu, _file(family), f"{family}_naive", NAIVE / family / "kxform.toml", options, None)
+    assert report.ok, [s.summary() for s in report.sizes]
