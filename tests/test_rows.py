@@ -246,3 +246,16 @@ def test_row_wise_families_verify_on_the_gpu(family: str, options: str, gpu) -> 
     """The derived tolerance holds with the GPU's math and real warps and barriers."""
     report = _verify(gpu, _file(family), f"{family}_naive", NAIVE / family / "kxform.toml", options, None)
     assert report.ok, [s.summary() for s in report.sizes]
+
+
+@pytest.mark.parametrize("ctype, mode, stated", [
+    ("double", "spec", "'s' (double, n = C)"), ("int", "exact", "exact in any order"),
+])
+def test_the_tolerance_follows_the_element_type(ctype: str, mode: str, stated: str) -> None:
+    body = f"    {ctype} s = 0;\n    for (int i = 0; i < C; i++)\n        s += x[row * C + i];\n    out[row] = s;"
+    result = rewrite(KERNEL.format(body=body), "rows{lanes=32,rows=4}", path="k.cu")
+    (kernel,) = result.results
+    assert kernel.outcome is Outcome.APPLIED, [r.format() for r in result.remarks]
+    assert kernel.policy.compare.mode == mode and stated in kernel.policy.compare.reason
+    if ctype == "double":
+        assert "1.11e-16" in kernel.policy.compare.reason
