@@ -1,4 +1,4 @@
-"""The tuning space of a kernel under a pass pipeline (`launch`, `tile`, `swizzle`), and the
+"""The tuning space of a kernel under a pass pipeline (`rows`, `launch`, `tile`, `swizzle`), and the
 pipeline that realises one configuration of it.
 
 The tile pass's own space (`kxform.api.space_of`) admits every integer from 1 to 1024
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from kxform.engine.params import Config, Constraint, Param, ParamSpace, ParamValue
 from kxform.errors import SpecError, UsageError
 
-PASSES = ("launch", "tile", "swizzle")
+PASSES = ("rows", "launch", "tile", "swizzle")
 """The passes whose parameters a tuning space is made of, in pipeline order."""
 
 SWIZZLE = "swizzle"
@@ -43,12 +43,15 @@ class KernelSpace:
     space: ParamSpace
     tile_names: tuple[str, ...] = ()
     launch_names: tuple[str, ...] = ()
+    rows_names: tuple[str, ...] = ()
 
     def pipeline(self, config: Config) -> str:
         """The `--pass` text that rewrites the kernel at `config` ("" for the original:
         no tile parameters to lift and no remap)."""
         stages = []
-        if "launch" in self.passes:
+        if "rows" in self.passes and any(config[n] != self.space.param(n).default for n in self.rows_names):
+            stages.append(f"rows{{{','.join(f'{n}={config[n]}' for n in self.rows_names)}}}")
+        if "launch" in self.passes and not stages:  # rows over lanes sets the block itself
             values = ",".join(f"{name}={config[name]}" for name in self.launch_names)
             stages.append(f"launch{{{values}}}" if values else "launch")
         if "tile" in self.passes:
@@ -125,6 +128,7 @@ def kernel_space(data: bytes, kernel: str, passes: tuple[str, ...], *, path: str
     constraints: list[Constraint] = []
     tile_names: tuple[str, ...] = ()
     launch_names: tuple[str, ...] = ()
+    rows_names: tuple[str, ...] = ()
     for name in passes:
         pass_space = space_of(data, kernel, name, path=path, hw=hw, build_dir=build_dir)
         if not pass_space.params:
@@ -136,6 +140,10 @@ def kernel_space(data: bytes, kernel: str, passes: tuple[str, ...], *, path: str
                        for p in pass_space.params]
             constraints += list(pass_space.constraints)
             tile_names = pass_space.names
+        elif name == "rows":  # lanes per row and rows per block: the pass's own values and constraints
+            params += list(pass_space.params)
+            constraints += list(pass_space.constraints)
+            rows_names = pass_space.names
         elif name == "launch":
             params += [Param.ints(p.name, tuning_values(p), int(p.default), p.doc, p.origin)  # type: ignore[arg-type]
                        for p in pass_space.params]
@@ -147,6 +155,8 @@ def kernel_space(data: bytes, kernel: str, passes: tuple[str, ...], *, path: str
             choices = swizzle_choices(pass_space, load_profile(hw).xcds)
             params.append(Param.enum(SWIZZLE, choices, IDENTITY, doc="block order: a library remap, or row "
                                      "(the hardware's)"))
+    if rows_names and launch_names:
+        constraints += _one_block_owner(ParamSpace(tuple(params)), rows_names, launch_names)
     names = {p.name for p in params}
     for text in require:
         try:
@@ -158,7 +168,20 @@ def kernel_space(data: bytes, kernel: str, passes: tuple[str, ...], *, path: str
             raise UsageError(f"--require {text!r}: '{unknown[0]}' is not a parameter of '{kernel}' "
                              f"(parameters: {', '.join(sorted(names))})")
         constraints.append(constraint)
-    return KernelSpace(kernel, passes, ParamSpace(tuple(params), tuple(constraints)), tile_names, launch_names)
+    return KernelSpace(kernel, passes, ParamSpace(tuple(params), tuple(constraints)), tile_names, launch_names,
+                       rows_names)
+
+
+def _one_block_owner(space: ParamSpace, rows_names: tuple[str, ...], launch_names: tuple[str, ...]
+                     ) -> list[Constraint]:
+    """With rows and launch together, one of them sets the block: rows (its rows per block)
+    where lanes > 1, launch where lanes = 1 (a point is never searched twice)."""
+    lanes, rows = rows_names
+    launch_default = " and ".join(f"{n} == {space.param(n).default}" for n in launch_names)
+    return [Constraint.parse(f"{lanes} > 1 or {rows} == {space.param(rows).default}",
+                             "with one lane per row the block size is the launch pass's parameter"),
+            Constraint.parse(f"{lanes} == 1 or ({launch_default})",
+                             "with several lanes per row the block is rows per block times lanes")]
 
 
 def label(config: Mapping[str, ParamValue]) -> str:

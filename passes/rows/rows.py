@@ -1,0 +1,205 @@
+"""`rows`: a kernel that gives each thread a row (one loop, or several, over the row's
+elements) rewritten so that G threads share each row.
+
+`rows{lanes=32,rows=8}` gives each row a warp and each block 8 rows: every top-level loop
+of the thread is shared out over the row's lanes (element j by lane j % G, so the row's
+loads and stores coalesce), every reduction those loops carry (+, max, min) is combined
+over the lanes by a butterfly of warp shuffles (G <= 32) or shuffles plus shared memory
+(G > 32, one row per block) and left in every lane, and the launch gets `rows * lanes`
+threads per block and a grid over rows. The analysis is kxform.analysis (loops,
+dependences, reductions with their identities); refusals name their reason and line.
+No evidence, no rewrite: without values the pass proposes nothing; `kxform tune --pass
+rows` searches `lanes` and `rows` and keeps what measures faster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kxform.engine.edits import Edit, apply_edits
+from kxform.engine.launch_site import launch_binding
+from kxform.engine.params import Config, Constraint, Param, ParamSpace, ParamValue
+from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance
+from kxform.engine.policy import LaunchBinding, VerifyPolicy
+from kxform.engine.rewrite import RewriteRefused
+from kxform.errors import CheckFailed, UsageError
+from kxform.frontend.cuda import parse_model
+from kxform.frontend.launches import launch_configs
+from kxform.frontend.model import Function
+from kxform.frontend.source import SourceText
+from kxform.passes.rows import rewrite
+from kxform.passes.rows.plan import Plan, plan
+from kxform.passes.rows.tolerance import compare_for
+
+LANES = (1, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+@dataclass(frozen=True)
+class Rows(Pass):
+    name = "rows"
+    description = "share each thread's row loops over G threads (a warp fraction, a warp or a block) with " \
+                  "shuffle or block reductions; rows{lanes=G,rows=R}"
+    falls_back = False
+
+    config: tuple[tuple[str, str], ...] = ()
+    """`lanes=G` and `rows=R` (rows per block)."""
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str | ParamValue]) -> Pass:
+        unknown = sorted(set(options) - {"lanes", "rows"})
+        if unknown:
+            raise UsageError(f"pass rows: unknown option {unknown[0]!r} (options: lanes, rows)")
+        return cls(tuple((k, str(v)) for k, v in options.items()))
+
+    def spec_items(self) -> list[tuple[str, str]]:
+        return list(self.config)
+
+    @classmethod
+    def describe_options(cls) -> list[str]:
+        return ["lanes=G: threads per row (1 as written; 4..32 within a warp, 64..1024 a block per row)",
+                "rows=R: rows per block (the block has R * G threads; R = 1 when G > 32); default: the block size "
+                "as written"]
+
+    # -- analyse and propose -----------------------------------------------------------
+
+    def analyse(self, ctx: PassContext) -> dict[str, KernelAnalysis]:
+        out = {}
+        for kernel in ctx.model.kernels:
+            found = plan(ctx, kernel)
+            blockers = list(found.blockers)
+            if not blockers and not found.applied:
+                try:
+                    rewrite.launch_site(ctx.model, kernel)
+                except RewriteRefused as exc:
+                    blockers.append(Blocker("Launch", exc.cause, kernel.span.start))
+            if not blockers and not found.applied:
+                try:
+                    self._requested(ctx, kernel)
+                except (UsageError, CheckFailed) as exc:
+                    blockers.append(Blocker("BadValue", exc.cause, kernel.span.start))
+            out[kernel.name] = KernelAnalysis(kernel, tuple(blockers), {"plan": found}, already_applied=found.applied)
+        return out
+
+    def _requested(self, ctx: PassContext, kernel: Function) -> dict[str, ParamValue]:
+        given = dict(self.config)
+        if not given:
+            return {}
+        space = self.space(ctx, KernelAnalysis(kernel))
+        resolved = space.resolve(given)
+        broken = space.violations(resolved, ctx.hw)
+        if broken:
+            raise UsageError(f"{space.label(resolved)} breaks {broken[0].describe()}")
+        return resolved
+
+    def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
+        space = self.space(ctx, analysis)
+        wanted = self._requested(ctx, analysis.kernel)
+        if not wanted or wanted == space.defaults():
+            return None
+        return self.proposal_for(ctx, analysis, wanted, Provenance(evidence="requested"))
+
+    def candidates(self, ctx: PassContext, analysis: KernelAnalysis) -> list[Proposal]:
+        return []
+
+    def missed_reason(self, analysis: KernelAnalysis, ctx: PassContext | None = None) -> tuple[str, str]:
+        return ("NoEvidence", "no lanes per row were requested; they are chosen by measurement (kxform tune --pass "
+                "rows) or given (rows{lanes=32,rows=8})")
+
+    def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
+        site = rewrite.launch_site(ctx.model, analysis.kernel)
+        block = rewrite.block_value(ctx.model, site.block)
+        if block is None:
+            raise CheckFailed("launch", f"the block size '{site.block.text}' of '{analysis.kernel.name}' is not a "
+                              "literal kxform can read")
+        rows = tuple(sorted(set(ROWS) | {block}))
+        origin = f"{ctx.model.source.path}:{ctx.model.source.line_col(site.block.span.start)[0]}"
+        return ParamSpace(
+            (Param.ints("lanes", LANES, 1, doc="threads per row (1: one thread per row, as written)", origin=origin),
+             Param.ints("rows", rows, block, doc="rows per block (as written: the block size)", origin=origin)),
+            (Constraint.parse("lanes * rows <= 1024", "a block has at most 1024 threads"),
+             Constraint.parse("lanes == 1 or (lanes * rows) % 32 == 0",
+                              "whole warps: the shuffle masks name a warp's lanes"),
+             Constraint.parse("lanes <= 32 or rows == 1",
+                              "a block-level reduction's barriers need every thread of the block in the row")))
+
+    def proposal_for(self, ctx: PassContext, analysis: KernelAnalysis, config: Config,
+                     provenance: Provenance | None = None) -> Proposal:
+        space = self.space(ctx, analysis)
+        resolved = space.resolve(config)
+        return Proposal.of(self.name, analysis.kernel.name, dict(resolved), f"{resolved['lanes']} lanes per row, "
+                           f"{resolved['rows']} rows per block", provenance)
+
+    # -- check, edit, verify ------------------------------------------------------------
+
+    def check(self, ctx: PassContext, proposal: Proposal) -> list[CheckRecord]:
+        kernel = _kernel(ctx, proposal.kernel)
+        found = plan(ctx, kernel)
+        if found.blockers:
+            raise CheckFailed("plan", found.blockers[0].message)
+        space = self.space(ctx, KernelAnalysis(kernel))
+        try:
+            config = space.resolve(proposal.options)
+        except UsageError as exc:
+            raise CheckFailed("proposal", exc.cause) from None
+        broken = space.violations(config, ctx.hw)
+        if broken:
+            raise CheckFailed("constraints", f"{space.label(config)} breaks {broken[0].describe()}")
+        loops = ", ".join(f"'{loop.var}' (line {ctx.model.source.line_col(loop.span.start)[0]})" for loop in found.loops)
+        sums = ", ".join(f"{r.var} ({r.op}, identity {r.identity})" for r in found.reductions) or "none"
+        return [CheckRecord("constraints", True, f"{space.label(config)}: {len(space.constraints)} constraint(s) hold"),
+                CheckRecord("loops", True, f"loops shared over the row's lanes: {loops}; reductions combined: {sums}")]
+
+    def edit(self, ctx: PassContext, proposals: Sequence[Proposal]) -> list[Edit]:
+        out: list[Edit] = []
+        for proposal in proposals:
+            kernel = _kernel(ctx, proposal.kernel)
+            out += rewrite.edits(ctx.model, kernel, plan(ctx, kernel), int(proposal.options["lanes"]),
+                                 int(proposal.options["rows"]), f"rows: {kernel.name}")
+        return out
+
+    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+        """The rewritten launch (at the original values, rows = the block size and lanes = 1,
+        it must give the spec's launch) and the derived tolerance (kxform.passes.rows.tolerance)."""
+        kernel = _kernel(ctx, proposal.kernel)
+        found = plan(ctx, kernel)
+        lanes, rows = int(proposal.options["lanes"]), int(proposal.options["rows"])
+        bounds = [(r, _bound_text(ctx, found, r.loop)) for r in found.reductions]
+        compare = compare_for(found.reductions, bounds, lanes)
+        return VerifyPolicy(_binding(ctx, kernel, found, lanes, rows), compare, required=True)
+
+    def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
+        data = super().describe(ctx, analysis)
+        found: Plan = analysis.facts.get("plan", Plan((), (), ()))
+        data["loops"] = [f"{loop.var} (line {ctx.model.source.line_col(loop.span.start)[0]})" for loop in found.loops]
+        data["reductions"] = [f"{r.var}: {r.op} (identity {r.identity})" for r in found.reductions]
+        if analysis.applicable:
+            data.update(self.space(ctx, analysis).to_json())
+        return data
+
+
+def _bound_text(ctx: PassContext, found: Plan, loop_id: int) -> str:
+    loop = next(lp for lp in found.loops if lp.id == loop_id)
+    return str(loop.bound)
+
+
+def _binding(ctx: PassContext, kernel: Function, found: Plan, lanes: int, rows: int) -> LaunchBinding:
+    names = rewrite.Names.of(kernel.name)
+    text = apply_edits(ctx.model.source, rewrite.edits(ctx.model, kernel, found, lanes, rows, "rows")).data
+    new = parse_model(SourceText(ctx.model.source.path, text))
+    configs = launch_configs(new, kernel.name)
+    new_kernel = next((k for k in new.kernels if k.name == kernel.name), None)
+    block = rewrite.block_value(ctx.model, rewrite.launch_site(ctx.model, kernel).block) or 0
+    binding = launch_binding(new, new_kernel, configs[0], (names.lanes, names.rows),
+                             {names.lanes: lanes, names.rows: rows}, {names.lanes: 1, names.rows: block}) \
+        if configs and new_kernel is not None else None
+    return binding if binding is not None else LaunchBinding(grid=("unknown",), origin="no readable launch")
+
+
+def _kernel(ctx: PassContext, name: str) -> Function:
+    return next(k for k in ctx.model.kernels if k.name == name)
+
+
+PASS = Rows

@@ -1,0 +1,261 @@
+"""The `rows` pass: a thread's row loops shared over G lanes with parallel reductions,
+rewritten byte for byte as reviewed, refused with its reasons, its space and spec through
+the Pass API, and its rewrites verified on the CPU runtime, where planted wrong reductions
+(a missed element, a wrong identity, a missing broadcast, a missing barrier) are rejected."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from kxform.api import space_of
+from kxform.engine.pass_api import Outcome
+from kxform.engine.registry import default_registry
+from kxform.frontend.source import validate_bytes
+from kxform.harness.spec import load_spec
+from kxform.verify.differential import verify_pair
+from swizzle_helpers import outcomes, rewrite
+
+NAIVE = ROOT / "corpora" / "naive"
+GOLDEN = Path(__file__).parent / "golden"
+ROWMAX = Path(__file__).parent / "fixtures" / "rows" / "rowmax"
+
+
+def _file(family: str) -> Path:
+    return NAIVE / family / "naive.cu"
+
+
+@pytest.mark.parametrize("family, spec, golden", [
+    ("layernorm", "rows{lanes=32,rows=8}", "layernorm_naive.rows32x8.cu"),
+    ("softmax", "rows{lanes=256,rows=1}", "softmax_naive.rows256x1.cu"),
+])
+def test_golden_rewrite_and_a_second_run_changes_nothing(family: str, spec: str, golden: str) -> None:
+    path = _file(family)
+    result = rewrite(path.read_bytes(), spec, path=str(path))
+    assert outcomes(result)[f"{family}_naive"] is Outcome.APPLIED, [r.format() for r in result.remarks]
+    assert result.new_data == (GOLDEN / golden).read_bytes()
+    again = rewrite(result.new_data, spec, path=str(path))
+    assert not again.changed and outcomes(again)[f"{family}_naive"] is Outcome.UNCHANGED
+
+
+def test_without_values_nothing_is_proposed() -> None:
+    path = _file("rmsnorm")
+    result = rewrite(path.read_bytes(), "rows", path=str(path))
+    assert not result.changed
+    assert any("NoEvidence" in r.format() or "no lanes per row" in r.format() for r in result.remarks)
+
+
+KERNEL = """#include <cuda_runtime.h>
+__global__ void k(float* out, const float* x, int* counts, int N, int C)
+{{
+    int row = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= N)
+        return;
+{body}
+}}
+void launch(float* out, const float* x, int* counts, int N, int C)
+{{
+    k<<<(N + 127) / 128, 128>>>(out, x, counts, N, C);
+}}
+"""
+
+
+@pytest.mark.parametrize("body, remark", [
+    ("    float acc = 0.0f;\n    for (int i = 0; i < C; i++) {\n        acc = acc * 0.5f + x[row * C + i];\n"
+     "        out[row * C + i] = acc;\n    }", "cannot be shared out"),
+    ("    float p = 1.0f;\n    for (int i = 0; i < C; i++)\n        p *= x[row * C + i];\n    out[row] = p;",
+     "accumulates with '*'"),
+    ("    for (int i = 0; i < C; i++)\n        atomicAdd(&counts[i], 1);", "atomic update"),
+    ("    float last = 0.0f;\n    for (int i = 0; i < C; i++)\n        last = x[row * C + i];\n    out[row] = last;",
+     "'last' is assigned in the loop"),
+    ("    out[row] += 1.0f;\n    for (int i = 0; i < C; i++)\n        out[row * C + i] = x[i];",
+     "updates global memory outside"),
+])
+def test_refusals_name_their_reason_and_line(body: str, remark: str) -> None:
+    text = KERNEL.format(body=body)
+    result = rewrite(text, "rows{lanes=32,rows=4}", path="k.cu")
+    assert not result.changed
+    said = " ".join(r.format() for r in result.remarks)
+    assert remark in said and "(line " in said, said
+
+
+def test_a_row_shorter_than_the_lanes_is_guarded_not_refused() -> None:
+    path = ROWMAX / "rowmax.cu"
+    result = rewrite(path.read_bytes(), "rows{lanes=32,rows=2}", path=str(path))
+    assert result.changed
+    assert b"for (int i = rows_lane; i < C; i += ROWMAX_LANES)" in result.new_data
+
+
+def test_spec_round_trip_space_and_constraints() -> None:
+    assert default_registry().parse("rows{lanes=32,rows=8}").spec() == "rows{lanes=32,rows=8}"
+    path = _file("layernorm")
+    space = space_of(path.read_bytes(), "layernorm_naive", "rows", path=str(path), hw="h100")
+    assert space.names == ("lanes", "rows")
+    assert space.param("lanes").default == 1 and space.param("rows").default == 128
+    assert space.is_valid({"lanes": 32, "rows": 8}) and space.is_valid({"lanes": 256, "rows": 1})
+    assert not space.is_valid({"lanes": 32, "rows": 64})  # 2048 threads
+    assert not space.is_valid({"lanes": 64, "rows": 2})  # block reduction needs one row per block
+    assert not space.is_valid({"lanes": 4, "rows": 2})  # not whole warps
+    refused = rewrite(path.read_bytes(), "rows{lanes=64,rows=2}", path=str(path))
+    assert not refused.changed and "rows == 1" in " ".join(r.format() for r in refused.remarks)
+
+
+def test_the_tolerance_is_derived_and_stated() -> None:
+    path = _file("layernorm")
+    policy = rewrite(path.read_bytes(), "rows{lanes=32,rows=8}", path=str(path)).results[0].policy
+    assert policy.compare.mode == "spec" and policy.compare.scale == 2.0 and policy.required
+    assert "'mean' (float, n = C)" in policy.compare.reason and "5.96e-08" in policy.compare.reason
+    exact = rewrite((ROWMAX / "rowmax.cu").read_bytes(), "rows{lanes=32,rows=2}", path=str(ROWMAX / "rowmax.cu"))
+    assert exact.results[0].policy.compare.mode == "exact"
+    assert "max" in exact.results[0].policy.compare.reason
+    copy = rewrite(_file("embedding").read_bytes(), "rows{lanes=32,rows=8}", path=str(_file("embedding")))
+    assert copy.results[0].policy.compare.mode == "exact"
+
+
+def _verify(cpu, path: Path, kernel: str, spec_file: Path, options: str, plant: tuple[bytes, bytes] | None):  # type: ignore[no-untyped-def]
+    spec = load_spec(spec_file).kernel(kernel)
+    original = validate_bytes(str(path), path.read_bytes())
+    result = rewrite(original.data, f"rows{{{options}}}", path=str(path))
+    data = result.new_data
+    if plant is not None:
+        assert plant[0] in data, plant[0]
+        data = data.replace(plant[0], plant[1], 1)
+    return verify_pair(original, validate_bytes(str(path), data), spec, cpu,
+                       sizes=tuple(s.name for s in spec.check_sizes), policy=result.results[0].policy)
+
+
+LAYERNORM = (_file("layernorm"), "layernorm_naive", NAIVE / "layernorm" / "kxform.toml")
+ROWMAX_CASE = (ROWMAX / "rowmax.cu", "rowmax", ROWMAX / "kxform.toml")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case, options", [
+    (LAYERNORM, "lanes=32,rows=8"), (LAYERNORM, "lanes=8,rows=16"), (LAYERNORM, "lanes=256,rows=1"),
+    (ROWMAX_CASE, "lanes=16,rows=4"),
+])
+def test_rewrites_verify_on_the_cpu_runtime(cpu, case, options: str) -> None:  # type: ignore[no-untyped-def]
+    report = _verify(cpu, *case, options, None)
+    assert report.ok, [s.summary() for s in report.sizes]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case, options, plant", [
+    (LAYERNORM, "lanes=32,rows=8", (b"i < C;", b"i < C - 1;")),  # a lane misses the row's last element
+    (LAYERNORM, "lanes=32,rows=8", (b"__shfl_xor_sync", b"__shfl_down_sync")),  # only lane 0 holds the sum
+    (LAYERNORM, "lanes=256,rows=1", (b"    __syncthreads();  // every warp", b"    // every warp")),
+    (ROWMAX_CASE, "lanes=32,rows=2", (b"float m = -INFINITY;", b"float m = 0.0f;")),  # 0 as max's identity
+], ids=["missed-element", "missing-broadcast", "missing-barrier", "wrong-identity"])
+def test_planted_wrong_reductions_are_rejected(cpu, case, options: str, plant) -> None:  # type: ignore[no-untyped-def]
+    assert _verify(cpu, *case, options, None).ok
+    report = _verify(cpu, *case, options, plant)
+    assert not report.ok, [s.summary() for s in report.sizes]
+
+
+# -- tuning through the Pass API ----------------------------------------------------------
+
+
+def test_the_tuning_space_of_rows_and_launch_together_has_one_owner_of_the_block() -> None:
+    from kxform.hw import load_profile
+    from kxform.search.kernel_space import kernel_space, parse_passes
+    from kxform.search.space import SearchSpace
+
+    path = _file("layernorm")
+    both = kernel_space(path.read_bytes(), "layernorm_naive", parse_passes("launch,rows"), path=str(path), hw="h100")
+    assert both.passes == ("rows", "launch") and both.space.names[:2] == ("lanes", "rows")
+    valid = SearchSpace.build(both.space, load_profile("h100"))
+    configs = [valid.config(r) for r in range(len(valid))]
+    pipelines = {both.pipeline(c) for c in configs}
+    assert "rows{lanes=32,rows=8}" in pipelines and "rows{lanes=256,rows=1}" in pipelines
+    assert "launch{LAYERNORM_NAIVE_BLOCK_X=256}" in pipelines
+    assert not any("rows{" in p and "launch{" in p for p in pipelines)
+    assert len(pipelines) == len(configs)  # no rewrite is searched twice
+
+
+@pytest.mark.slow
+def test_tune_objective_verifies_a_rows_configuration_on_the_cpu_runtime(tmp_path: Path, cpu) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    from kxform.search.kernel_objective import KernelObjective, MeasureOptions, TuneTarget
+    from kxform.search.kernel_space import kernel_space
+    from kxform.search.objective import Failure
+
+    shutil.copytree(NAIVE / "rmsnorm", tmp_path / "rmsnorm")
+    path = tmp_path / "rmsnorm" / "naive.cu"
+    data = path.read_bytes()
+    spec = load_spec(tmp_path / "rmsnorm" / "kxform.toml").kernel("rmsnorm_naive")
+    space = kernel_space(data, "rmsnorm_naive", ("rows",), path=str(path), hw="h100")
+    objective = KernelObjective(TuneTarget(str(path), data, "rmsnorm_naive", spec, "h100"), space, cpu,
+                                MeasureOptions(check_sizes=("ragged",)))
+    prepared = objective.prepare({"lanes": 32, "rows": 4})
+    result = prepared.failure or objective.evaluate(prepared)
+    # Verified, then timing, which the CPU runtime cannot do: never a time, never a verification failure.
+    assert result.failure is Failure.RUNTIME and result.detail == "time: the cpu runtime does not time kernels"
+
+
+@pytest.mark.parametrize("family, kernel, reason", [
+    ("gemm", "gemm_naive", "is not one-dimensional (32, 8; line"),
+    ("residual_add", "residual_add_naive", "has no loop for a row's lanes to share (line"),
+    ("adamw", "adamw_naive", "'params[i] -=' updates global memory outside the row's loops"),
+])
+def test_corpus_kernels_without_rows_are_refused_with_their_reason(family: str, kernel: str, reason: str) -> None:
+    from kxform.api import explain
+
+    path = _file(family)
+    said = explain(path.read_bytes(), kernel, "rows", path=str(path))
+    assert said["status"] == "refused" and reason in " ".join(said["reasons"]), said
+
+
+@pytest.mark.slow
+def test_apply_writes_a_verified_rewrite_from_the_command_line(tmp_path: Path) -> None:
+    import shutil
+
+    from conftest import run_cli
+
+    shutil.copytree(NAIVE / "layernorm", tmp_path / "layernorm")
+    path = tmp_path / "layernorm" / "naive.cu"
+    done = run_cli("apply", "--pass", "rows{lanes=32,rows=8}", "--verify", "cpu", str(path),
+                   env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stderr
+    assert path.read_bytes() == (GOLDEN / "layernorm_naive.rows32x8.cu").read_bytes()
+    assert "verify (cpu runtime, 3 sizes)" in done.stderr + done.stdout
+
+
+# -- on the GPU (tools/gpu-check.sh) -----------------------------------------------------
+
+FAMILIES = ("layernorm", "rmsnorm", "softmax", "residual_layernorm", "embedding", "bias_grad", "cross_entropy",
+            "matvec")
+
+
+@pytest.fixture(scope="module")
+def gpu():  # type: ignore[no-untyped-def]
+    from kxform.runtime.gpu import GpuRuntime
+
+    runtime = GpuRuntime()
+    ok, why = runtime.available()
+    if not ok:
+        pytest.skip(f"gpu runtime unavailable: {why}")
+    return runtime
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("options", ["lanes=8,rows=16", "lanes=32,rows=8", "lanes=256,rows=1"])
+def test_row_wise_families_verify_on_the_gpu(family: str, options: str, gpu) -> None:  # type: ignore[no-untyped-def]
+    """The derived tolerance holds with the GPU's math and real warps and barriers."""
+    report = _verify(gpu, _file(family), f"{family}_naive", NAIVE / family / "kxform.toml", options, None)
+    assert report.ok, [s.summary() for s in report.sizes]
+
+
+@pytest.mark.parametrize("ctype, mode, stated", [
+    ("double", "spec", "'s' (double, n = C)"), ("int", "exact", "exact in any order"),
+])
+def test_the_tolerance_follows_the_element_type(ctype: str, mode: str, stated: str) -> None:
+    body = f"    {ctype} s = 0;\n    for (int i = 0; i < C; i++)\n        s += x[row * C + i];\n    out[row] = s;"
+    result = rewrite(KERNEL.format(body=body), "rows{lanes=32,rows=4}", path="k.cu")
+    (kernel,) = result.results
+    assert kernel.outcome is Outcome.APPLIED, [r.format() for r in result.remarks]
+    assert kernel.policy.compare.mode == mode and stated in kernel.policy.compare.reason
+    if ctype == "double":
+        assert "1.11e-16" in kernel.policy.compare.reason
