@@ -7,7 +7,9 @@ proposals, check records and edits, and emit remarks into the context's sink. On
 edit engine changes bytes. A pass also says how its rewrite must be verified
 (`verify_policy`), describes itself for `kxform passes` and `kxform inspect`, and can
 expose a kernel's parameter space and a rewrite at one configuration (`space`,
-`proposal_for`) for tuners.
+`proposal_for`) for proposers, and the part of it worth timing with the pass instance
+that rewrites at one of its points (`tuning_space`, `configured`) for tuners: the
+search composes these for any set of passes without naming one.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from kxform.engine.edits import Edit
-from kxform.engine.params import Config, ParamSpace, ParamValue
+from kxform.engine.params import Config, Param, ParamSpace, ParamValue
 from kxform.engine.pass_spec import parse_pass_spec, split_pipeline
 from kxform.engine.policy import DEFAULT_POLICY, VerifyPolicy
 from kxform.engine.proposal import Proposal, Provenance, Rejection, format_value
@@ -195,6 +197,20 @@ class Pass(abc.ABC):
         return Proposal.of(self.name, analysis.kernel.name, values, "configuration given by the caller",
                            provenance)
 
+    def tuning_space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
+        """The points of `space` a tuner times for this kernel, their defaults the code as it
+        is (empty: nothing to tune). Default: `space` with every integer domain wider than
+        TUNED_INT_VALUES narrowed to its powers of two and its default (what the code
+        permits is not what is worth timing: 1..1024 per tile size is 1024 builds)."""
+        space = self.space(ctx, analysis)
+        return ParamSpace(tuple(narrowed(p) for p in space.params), space.constraints)
+
+    def configured(self, config: Config) -> Pass:
+        """The instance of this pass that rewrites a kernel at `config` (a point of
+        `tuning_space`): its options set from the configuration, so it proposes exactly
+        that rewrite and runs every check `apply` runs."""
+        return type(self).from_options(dict(config))
+
     # -- check, edit, verify -------------------------------------------------------------
 
     @abc.abstractmethod
@@ -226,6 +242,22 @@ class Pass(abc.ABC):
         status = "already applied" if analysis.already_applied else "applicable" if analysis.applicable \
             else "refused"
         return {"status": status, "reasons": [f"{b.key}: {b.message}" for b in analysis.blockers]}
+
+
+TUNED_INT_VALUES = 16
+"""Integer domains up to this many values are tuned whole; wider ones are narrowed."""
+
+POW2 = tuple(2**i for i in range(11))
+
+
+def narrowed(param: Param) -> Param:
+    """`param` with a wide integer domain cut to its powers of two (up to 1024) and its
+    default; other parameters as they are."""
+    if param.kind != "int" or len(param.values) <= TUNED_INT_VALUES:
+        return param
+    values = {v for v in POW2 if v in param.values} | {param.default}
+    return Param.ints(param.name, sorted(v for v in values if isinstance(v, int)), int(param.default),
+                      param.doc, param.origin)
 
 
 class Outcome(enum.Enum):
