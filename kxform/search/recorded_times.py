@@ -23,13 +23,12 @@ from typing import Any
 
 from kxform.engine.params import Config
 from kxform.errors import InputError
-from kxform.search.compose import label
 from kxform.verify.measure import Timing
 
 
 @dataclass(frozen=True)
 class RecordedTimes:
-    """Configuration label -> recorded timing, and the original's time."""
+    """Configuration key (`config_key`) -> recorded timing, and the original's time."""
 
     path: str
     kernel: str
@@ -37,7 +36,12 @@ class RecordedTimes:
     original: Timing | None = None
 
     def timing(self, config: Config) -> Timing | None:
-        return self.times.get(label(config))
+        return self.times.get(config_key(config))
+
+
+def config_key(config: Mapping[str, Any]) -> str:
+    """A configuration's key whatever the order of its parameters (JSON keeps the writer's)."""
+    return json.dumps({k: config[k] for k in sorted(config)}, sort_keys=True)
 
 
 def load_times(path: str | Path, kernel: str) -> RecordedTimes:
@@ -66,7 +70,7 @@ def load_times(path: str | Path, kernel: str) -> RecordedTimes:
             raise InputError(f"{shown}: evaluation {number}: expected an object with `params`")
         if entry.get("time_ms") is None:
             continue  # a failure recorded there is measured again here: verification decides
-        times[label(entry["params"])] = Timing(_positive(shown, number, entry, "time_ms"),
+        times[config_key(entry["params"])] = Timing(_positive(shown, number, entry, "time_ms"),
                                                _spread(shown, number, entry))
     original = data.get("original_ms")
     recorded_original = None if original is None else \
