@@ -210,7 +210,7 @@ def tune_one(args: argparse.Namespace, log: PassLog | None = None) -> tuple[dict
     _check_kernel(source, args.kernel)
     objective, space, replay_path = _objective(args, source)
     # On a kernel the source's current values come first: the search starts from the code as it is.
-    options = replace(options, start_at_defaults=replay_path is None)
+    options = replace(options, start_at_defaults=not replay_path)  # "" for a kernel objective
     own_log = log is None
     try:
         with TuningDB(args.db) as db:
