@@ -167,3 +167,29 @@ def test_the_original_is_kept_when_nothing_verified_is_faster_beyond_the_spread(
     assert result.best is not None and result.best.config["loop_hint.factor"] == 2  # faster, inside the noise
     assert kept["kept_original"] is True and kept["pipeline"] == "" and kept["speedup"] == 1.0
     assert "not faster than the original (10 ms) by more than the spread" in kept["reason"]
+
+
+def test_the_llm_tool_and_the_lockfile_take_the_registered_pass() -> None:
+    """The proposal tool and a recorded decision work for a pass they have never heard of."""
+    from kxform.api import analyse_kernel, kernel_context
+    from kxform.engine.proposal import Provenance
+    from kxform.propose.answer import Answer, BadAnswer, read_tool_input
+    from kxform.propose.lock import Decision, replay
+    from kxform.propose.tools import tool_for
+
+    path = CORPORA / "sgemm_tiled" / "sgemm_tiled.cu"
+    ctx = kernel_context(path.read_bytes(), "sgemm_tiled", path=str(path))
+    hint = LoopHint()
+    analysis = analyse_kernel(hint, ctx, "sgemm_tiled")
+    tool = tool_for(hint, hint.space(ctx, analysis))
+    assert tool.name == "propose_loop_hint" and tool.payload is None
+    assert tool.schema["properties"]["factor"]["enum"] == [1, 2, 4, 8]
+    assert "`loop-hint` pass" in tool.description and "factor <= 8" in tool.description
+    who = Provenance("claude", model="test")
+    answer = read_tool_input({"last_attempt": "a", "expectation": "b", "factor": 4}, tool, "sgemm_tiled", ctx.hw, who)
+    assert isinstance(answer, Answer) and answer.proposal.label() == "loop-hint{factor=4}"
+    wrong = read_tool_input({"last_attempt": "a", "expectation": "b", "factor": 3}, tool, "sgemm_tiled", ctx.hw, who)
+    assert isinstance(wrong, BadAnswer) and wrong.kind == "schema" and "is not one of" in wrong.reason
+    recorded = Decision("sgemm_tiled", "loop-hint", (("factor", "4"),), proposer="claude")  # as TOML may spell it
+    replayed = replay(recorded, hint, ctx, analysis, "lock")
+    assert [p.options for p in replayed] == [{"factor": 4}] and replayed[0].pass_name == "loop-hint"

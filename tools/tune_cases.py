@@ -144,7 +144,7 @@ def load(case: Case, quick: bool, hw: str) -> Loaded:
         fail(f"{case.path}: no harness spec")
     spec = load_spec(spec_path).kernel(case.kernel)
     space = kernel_space(data, case.kernel, case.passes, path=str(case.path), hw=hw, require=case.require)
-    search = SearchSpace.build(space.space, load_profile(hw))
+    search = space.search(load_profile(hw))
     size = timing_size(spec, case.quick_size if quick else case.size)
     return Loaded(case, TuneTarget(str(case.path), data, case.kernel, spec, hw), space, search, size)
 

@@ -26,6 +26,7 @@ from kxform.engine.params import Config, Param, ParamSpace, ParamValue
 from kxform.engine.pass_spec import parse_pass_spec, split_pipeline
 from kxform.engine.policy import DEFAULT_POLICY, VerifyPolicy
 from kxform.engine.proposal import Proposal, Provenance, Rejection, format_value
+from kxform.engine.tool_shape import AnswerRejected, ToolShape
 from kxform.errors import UsageError
 from kxform.frontend.model import Function, SourceModel
 from kxform.hw import HwProfile
@@ -210,6 +211,31 @@ class Pass(abc.ABC):
         `tuning_space`): its options set from the configuration, so it proposes exactly
         that rewrite and runs every check `apply` runs."""
         return type(self).from_options(dict(config))
+
+    # -- asked through a tool call (kxform.propose) ---------------------------------------
+
+    def tool_shape(self, space: ParamSpace) -> ToolShape:
+        """The description of this pass's proposal tool over `space` (and any nullable
+        parameters or payload field): default, every parameter required, constraints stated."""
+        constraints = "; ".join(c.describe() for c in space.constraints)
+        return ToolShape(f"Propose one configuration of the `{self.name}` pass for this kernel. Every parameter is "
+                         "required." + (f" Constraints kxform checks: {constraints}." if constraints else ""))
+
+    def read_answer(self, data: Mapping[str, Any], space: ParamSpace,
+                    hw: object) -> tuple[dict[str, ParamValue], str | None]:
+        """The configuration (and payload) of a tool input that matched the schema; raise
+        AnswerRejected naming what is wrong. Default: every parameter parsed by its type."""
+        config: dict[str, ParamValue] = {}
+        for param in space.params:
+            try:
+                config[param.name] = param.parse(data[param.name])
+            except UsageError as exc:
+                raise AnswerRejected("parameter", exc.cause) from None
+        return config, None
+
+    def answer_values(self, config: Mapping[str, ParamValue], payload: str | None) -> dict[str, ParamValue]:
+        """The proposal's values for an accepted answer (swizzle: a formula's digest)."""
+        return dict(config)
 
     # -- check, edit, verify -------------------------------------------------------------
 

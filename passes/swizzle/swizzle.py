@@ -41,7 +41,8 @@ from kxform.engine.policy import EXACT, OutputCompare, VerifyPolicy
 from kxform.passes.swizzle.helper_placement import guarded_helper, helper_offset
 from kxform.passes.swizzle.patterns import PATTERNS, RemapConfig, get_pattern
 from kxform.passes.swizzle.formula import FormulaError, FormulaRemap, formula_remap
-from kxform.passes.swizzle import tuning
+from kxform.engine.tool_shape import ToolShape
+from kxform.passes.swizzle import tool, tuning
 from kxform.passes.swizzle.semantic_checks import foreign_through_local, semantic_blockers
 
 BLOCK_VAR = "kxform_block"
@@ -186,6 +187,18 @@ class Swizzle(Pass):
             Param.int_range("xcds", 1, 64, max(1, min(ctx.hw.xcds, 64)),
                             doc="chiplets blocks are dispatched round-robin to"),
         ))
+
+    def tool_shape(self, space: ParamSpace) -> ToolShape:
+        """Patterns described, parameters a pattern does not take nullable, `formula` the payload."""
+        return tool.tool_shape(space)
+
+    def read_answer(self, data: Mapping[str, Any], space: ParamSpace,
+                    hw: object) -> tuple[dict[str, ParamValue], str | None]:
+        return tool.read_answer(data, space, hw)
+
+    def answer_values(self, config: Mapping[str, ParamValue], payload: str | None) -> dict[str, ParamValue]:
+        """A custom remap is proposed as its pattern and the formula's digest (the text rides as payload)."""
+        return custom_values(payload) if payload is not None else dict(config)
 
     def tuning_space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
         """Every library remap of the kernel's grid with its parameters bound (tuning.py)."""
