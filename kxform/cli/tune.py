@@ -290,7 +290,7 @@ def _evaluation(step: Step) -> dict[str, Any]:
 
 
 def _print(summary: dict[str, Any], log_path: Path) -> None:
-    from kxform.cli.tune_result import result_line
+    from kxform.cli.tune_result import TABLE_HEADER, format_table, result_line, table_row
 
     best = summary["best"]
     if best is None:
@@ -303,6 +303,7 @@ def _print(summary: dict[str, Any], log_path: Path) -> None:
                   f"{summary['original_ms'] / best['time_ms']:.3f}x")
     line = result_line(summary)
     if line:
+        print(format_table([TABLE_HEADER, table_row(summary)]))
         print(line)
     print(f"kxform: {summary['evaluated']} evaluations ({summary['measured']} measured, "
           f"{summary['from_database']} from the database, {summary['failed']} failed) of {summary['space_size']} "
