@@ -193,3 +193,22 @@ def test_the_llm_tool_and_the_lockfile_take_the_registered_pass() -> None:
     recorded = Decision("sgemm_tiled", "loop-hint", (("factor", "4"),), proposer="claude")  # as TOML may spell it
     replayed = replay(recorded, hint, ctx, analysis, "lock")
     assert [p.options for p in replayed] == [{"factor": 4}] and replayed[0].pass_name == "loop-hint"
+
+
+def test_a_pass_whose_space_has_no_valid_point_is_left_out_with_its_reason() -> None:
+    @dataclass(frozen=True)
+    class Impossible(LoopHint):
+        name = "impossible"
+
+        @classmethod
+        def option_space(cls) -> ParamSpace:
+            return ParamSpace((Param.ints("factor", (1, 2), 1),), (Constraint.parse("factor > 2"),))
+
+    registry = _registry()
+    registry.register("impossible", lambda: Impossible, "tests.test_tune_third_party")
+    path = CORPORA / "sgemm_tiled" / "sgemm_tiled.cu"
+    space = kernel_space(path.read_bytes(), "sgemm_tiled", None, path=str(path), hw="h100", registry=registry)
+    assert space.passes == ("tile", "loop-hint")
+    assert space.not_offered == (("impossible", "no configuration of its space meets its constraints"),)
+    with pytest.raises(Exception, match="nothing to tune under impossible: no configuration of its space"):
+        kernel_space(path.read_bytes(), "sgemm_tiled", ("impossible",), path=str(path), hw="h100", registry=registry)

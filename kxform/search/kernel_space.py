@@ -22,7 +22,7 @@ from kxform.engine.pass_api import Pass
 from kxform.engine.registry import Registry, default_registry, order_passes
 from kxform.errors import UsageError
 from kxform.search.compose import Composed, PassSpace, compose, label
-from kxform.search.space import SearchSpace
+from kxform.search.space import SearchSpace, iter_valid
 
 __all__ = ["KernelSpace", "kernel_space", "label", "parse_passes"]
 
@@ -92,10 +92,13 @@ def kernel_space(data: bytes, kernel: str, passes: Sequence[str] | None = None, 
     for pass_ in ordered:
         analysis = analyse_kernel(pass_, ctx, kernel)
         space = pass_.tuning_space(ctx, analysis) if not analysis.blockers else ParamSpace()
-        if space.params:
+        valid = bool(space.params) and next(iter_valid(space, ctx.hw), None) is not None
+        if valid:
             parts.append(PassSpace(pass_, space))
             continue
-        why = analysis.blockers[0].message if analysis.blockers else "it has no parameter to tune in this kernel"
+        why = analysis.blockers[0].message if analysis.blockers else \
+            "no configuration of its space meets its constraints" if space.params else \
+            "it has no parameter to tune in this kernel"
         if passes is not None:
             raise UsageError(f"{path}: '{kernel}' has nothing to tune under {pass_.name}: {why}")
         refused.append((pass_.name, why))
