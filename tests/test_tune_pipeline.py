@@ -102,6 +102,7 @@ def test_without_pass_the_pipeline_is_searched_from_the_original_and_written_thr
 def test_tune_dir_tunes_every_kernel_with_a_spec_and_rejects_the_planted_configuration(tmp_path: Path) -> None:
     folder = tmp_path / "tree"
     source = _copy(folder / "sgemm", planted=True)
+    shutil.copytree(CORPORA / "layernorm", folder / "layernorm")  # nothing to tune: its original is kept
     times = write_times(tmp_path / "times.json", source, ("tile",))
     (tmp_path / "all.json").write_text(json.dumps({"kernels": [times]}))
     before = source.read_bytes()
@@ -109,8 +110,11 @@ def test_tune_dir_tunes_every_kernel_with_a_spec_and_rejects_the_planted_configu
                  "exhaustive", "--json", "--write")
     assert proc.returncode == 0, proc.stderr
     run = json.loads(proc.stdout)
-    assert run["failed"] == 0 and [k["kernel"] for k in run["kernels"]] == ["sgemm_tiled"]
-    summary = run["kernels"][0]
+    assert run["failed"] == 0
+    assert [k["kernel"] for k in run["kernels"]] == ["layernorm_forward_kernel", "sgemm_tiled"]
+    naive = run["kernels"][0]["result"]
+    assert naive["kept_original"] and "has nothing to tune under tile: " in naive["reason"]
+    summary = run["kernels"][1]
     status = {e["params"]["tile.TILE"] if e["params"]["tile"] else None: e["status"] for e in summary["evaluations"]}
     assert status[32] == "verification_failed"  # the fastest recorded time, and wrong
     assert {status[t] for t in (None, 1, 2, 4, 8, 16)} == {"ok"}
@@ -120,9 +124,11 @@ def test_tune_dir_tunes_every_kernel_with_a_spec_and_rejects_the_planted_configu
     table = _tune(tmp_path, str(folder), "--pass", "tile", "--objective", "cpu+replay:all.json", "--strategy",
                   "exhaustive")
     assert table.returncode == 0, table.stderr
-    header, row = table.stdout.splitlines()
+    header, naive_row, row, *notes = table.stdout.splitlines()
     assert header.split()[:3] == ["FILE", "KERNEL", "PASSES"]
+    assert "layernorm_forward_kernel" in naive_row and "(original kept)" in naive_row
     assert "sgemm_tiled" in row and "(original kept)" in row and "1.000x" in row
+    assert notes[0].startswith("layernorm_forward_kernel: original kept: ") and len(notes) == 2
 
 
 @pytest.mark.parametrize(("content", "message"), [

@@ -2,10 +2,10 @@
 
 Each `kxform.toml` (or `NAME.kxform.toml`) under DIR names a source file and its
 kernels; each kernel is tuned as `kxform tune FILE --kernel K` would tune it, with the
-same options, one pass log for the run. A kernel that cannot be tuned (no pass has
-anything to tune in it, its spec or file is broken) is a row with its reason and the
-others go on; the exit status is 1 when any kernel failed that way or a `--write` was
-refused, 0 otherwise. The result is a table (or, with `--json`, one object with a
+same options, one pass log for the run. A kernel no pass has anything to tune in keeps
+its original (a row, with the reason below the table); one that cannot be tuned (its
+spec or file is broken) is a row with its error, and the others go on; the exit
+status is 1 when any kernel failed that way or a `--write` was refused, 0 otherwise. The result is a table (or, with `--json`, one object with a
 summary per kernel).
 """
 
@@ -21,6 +21,7 @@ from typing import Any
 from kxform.errors import KxformError, UsageError
 from kxform.log.passlog import PassLog
 from kxform.log.report import Report
+from kxform.search.kernel_space import NothingToTune
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ def targets(folder: Path, kernel: str | None) -> list[Target]:
 
 def run_dir(args: argparse.Namespace) -> int:
     from kxform.cli.tune import tune_one
-    from kxform.cli.tune_result import TABLE_HEADER, format_table, table_row
+    from kxform.cli.tune_result import TABLE_HEADER, format_table, table_note, table_row
 
     if args.objective is not None and args.objective.startswith("replay:"):
         raise UsageError(f"--objective {args.objective}: a recorded space is one kernel's; a directory takes gpu "
@@ -65,6 +66,9 @@ def run_dir(args: argparse.Namespace) -> int:
                                     "log": None})
         try:
             summary, _ = tune_one(one, log)
+        except NothingToTune as exc:  # the original is kept: not a failure
+            summary = {"file": target.file, "kernel": target.kernel, "result": {
+                "kept_original": True, "reason": exc.cause, "passes": [], "values": {}, "pipeline": ""}}
         except KxformError as exc:
             summary = {"file": target.file, "kernel": target.kernel, "error": exc.cause}
         summaries.append(summary)
@@ -74,5 +78,7 @@ def run_dir(args: argparse.Namespace) -> int:
         print(json.dumps({"kernels": summaries, "failed": failed}, indent=2, default=str))
     else:
         print(format_table([TABLE_HEADER, *(table_row(s) for s in summaries)]))
+        for note in (n for n in map(table_note, summaries) if n):
+            print(note)
         print(f"kxform: {len(summaries)} kernels tuned, {failed} failed. Log: {log.path}", file=sys.stderr)
     return 1 if failed else 0

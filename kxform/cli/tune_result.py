@@ -78,14 +78,26 @@ TABLE_HEADER = ("FILE", "KERNEL", "PASSES", "VALUES", "ORIGINAL ms", "BEST ms", 
 
 
 def table_row(summary: dict[str, Any]) -> tuple[str, ...]:
-    """A kernel's row in the `tune DIR` table."""
+    """A kernel's row in the `tune DIR` table (reasons go below it: `table_note`)."""
     result = summary.get("result") or {}
     if "error" in summary:
-        return (summary["file"], summary["kernel"], "-", summary["error"], "-", "-", "-", "-")
+        return (summary["file"], summary["kernel"], "-", "(error)", "-", "-", "-", "-")
     values = ", ".join(f"{k}={v}" for k, v in result.get("values", {}).items()) or "(original kept)"
+    timed = result.get("time_ms") is not None
     return (summary["file"], summary["kernel"], ",".join(result.get("passes", [])) or "-", values,
-            _ms(result.get("original_ms")), _ms(result.get("time_ms")), _ms(result.get("spread_ms")),
+            _ms(result.get("original_ms")), _ms(result.get("time_ms")),
+            _ms(result.get("spread_ms")) if timed else "-",
             f"{result['speedup']:.3f}x" if result.get("speedup") else "-")
+
+
+def table_note(summary: dict[str, Any]) -> str:
+    """The line below the table for a kernel that failed or kept its original."""
+    result = summary.get("result") or {}
+    if "error" in summary:
+        return f"{summary['kernel']}: error: {summary['error']}"
+    if result.get("kept_original"):
+        return f"{summary['kernel']}: original kept: {result['reason']}"
+    return ""
 
 
 def _ms(value: float | None) -> str:

@@ -24,7 +24,12 @@ from kxform.errors import UsageError
 from kxform.search.compose import Composed, PassSpace, compose, label
 from kxform.search.space import SearchSpace, iter_valid
 
-__all__ = ["KernelSpace", "kernel_space", "label", "parse_passes"]
+__all__ = ["KernelSpace", "NothingToTune", "kernel_space", "label", "parse_passes"]
+
+
+class NothingToTune(UsageError):
+    """No pass (or not the one named) has anything to tune in the kernel: for one file a
+    usage error; for a directory run the kernel's original is kept, with this reason."""
 
 
 @dataclass(frozen=True)
@@ -98,11 +103,11 @@ def kernel_space(data: bytes, kernel: str, passes: Sequence[str] | None = None, 
             continue
         why = analysis.blockers[0].message if analysis.blockers else \
             "no configuration of its space meets its constraints" if space.params else \
-            "it has no parameter to tune in this kernel"
+            "it offers nothing to tune in this kernel"
         if passes is not None:
-            raise UsageError(f"{path}: '{kernel}' has nothing to tune under {pass_.name}: {why}")
+            raise NothingToTune(f"{path}: '{kernel}' has nothing to tune under {pass_.name}: {why}")
         refused.append((pass_.name, why))
     if not parts:
         shown = "; ".join(f"{name}: {why}" for name, why in refused) or "no pass is registered"
-        raise UsageError(f"{path}: '{kernel}' has nothing to tune under any pass ({shown})")
+        raise NothingToTune(f"{path}: '{kernel}' has nothing to tune under any pass ({shown})")
     return KernelSpace(kernel, compose(parts, require, kernel), tuple(refused))
