@@ -136,7 +136,6 @@ def load(case: Case, quick: bool, hw: str) -> Loaded:
     from kxform.hw import load_profile
     from kxform.search.kernel_objective import TuneTarget, timing_size
     from kxform.search.kernel_space import kernel_space
-    from kxform.search.space import SearchSpace
 
     data = case.path.read_bytes()
     spec_path = find_spec_for(str(case.path))
