@@ -14,7 +14,7 @@ point of it, and `explain` what the pass found (parameters, constraints, refusal
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kxform.build.toolchain import Toolchain
@@ -79,23 +79,49 @@ def rewrite_with(data: str | bytes, kernel: str, config: Mapping[str, ParamValue
 
 def _analysed(data: str | bytes, kernel: str, pass_name: str, path: str, hw: str,
               build_dir: str | None) -> tuple[Pass, PassContext, KernelAnalysis]:
+    pass_ = default_registry().get(pass_name)()
+    ctx = kernel_context(data, kernel, path=path, hw=hw, build_dir=build_dir)
+    return pass_, ctx, analyse_kernel(pass_, ctx, kernel)
+
+
+def kernel_context(data: str | bytes, kernel: str, *, path: str = "<memory>.cu", hw: str = "h100",
+                   build_dir: str | None = None) -> PassContext:
+    """The context passes analyse `kernel` of the file `data` in (libclang consulted with
+    `build_dir`'s flags); InputError when the kernel does not parse, UsageError when the
+    file has no such kernel."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
     source = validate_bytes(path, raw)
     model = parse_model(source)
     defined = next((k for k in model.kernels if k.name == kernel), None)
-    broken = unparsable(model, kernel) if defined is not None else None
-    if defined is not None and broken is not None:  # as `apply` refuses it; the rest of the file is no concern
-        raise InputError(f"syntax error: {broken} (tree-sitter-cuda could not parse it)",
-                         source.location(defined.span.start))
-    pass_ = default_registry().get(pass_name)()
-    toolchain = Toolchain.create(build_dir)
-    ctx = PassContext(model, load_profile(hw), RunOptions(kernels=(kernel,)), RemarkSink(),
-                      semantic_provider(path, build_dir, toolchain=toolchain)(model), toolchain)
-    analyses = pass_.analyse(ctx)
-    if kernel not in analyses:
+    if defined is None:
         known = ", ".join(k.name for k in model.kernels) or "none"
         raise UsageError(f"{path}: no kernel '{kernel}' (kernels: {known})")
-    return pass_, ctx, analyses[kernel]
+    broken = unparsable(model, kernel)
+    if broken is not None:  # as `apply` refuses it; the rest of the file is no concern
+        raise InputError(f"syntax error: {broken} (tree-sitter-cuda could not parse it)",
+                         source.location(defined.span.start))
+    toolchain = Toolchain.create(build_dir)
+    return PassContext(model, load_profile(hw), RunOptions(kernels=(kernel,)), RemarkSink(),
+                       semantic_provider(path, build_dir, toolchain=toolchain)(model), toolchain)
+
+
+def analyse_kernel(pass_: Pass, ctx: PassContext, kernel: str) -> KernelAnalysis:
+    """What `pass_` found about `kernel` in `ctx`."""
+    analyses = pass_.analyse(ctx)
+    if kernel not in analyses:
+        known = ", ".join(k.name for k in ctx.model.kernels) or "none"
+        raise UsageError(f"{ctx.model.source.path}: no kernel '{kernel}' (kernels: {known})")
+    return analyses[kernel]
+
+
+def rewrite_passes(data: str | bytes, passes: Sequence[Pass], *, path: str = "<memory>.cu", hw: str = "h100",
+                   kernels: tuple[str, ...] = (), build_dir: str | None = None) -> FileTransform:
+    """`data` rewritten by pass instances (any registry's), checked like `rewrite`."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    profile = _shipped_profile(hw) if not hw.endswith(".toml") and "/" not in hw and "\\" not in hw else \
+        load_profile(hw)
+    return transform_source(validate_bytes(path, raw), list(passes), profile, RunOptions(kernels=kernels),
+                            toolchain=Toolchain.create(build_dir))
 
 
 @functools.lru_cache(maxsize=32)

@@ -84,3 +84,19 @@ def test_space_refuses_unknown_names_and_duplicates() -> None:
         ParamSpace((Param.ints("bx", [1], 1),), (Constraint.parse("TILE > 0"),))
     with pytest.raises(SpecError, match="defined twice"):
         ParamSpace((Param.ints("bx", [1], 1), Param.ints("bx", [2], 2)))
+
+
+def test_a_constraint_renamed_into_a_composed_space_keeps_its_meaning_and_its_guard() -> None:
+    own = Constraint.parse("TILE * TILE <= hw.max_threads_per_block and is_pow2(TILE)", "block limit", "k.cu:3")
+    composed = own.renamed({"TILE": "tile.TILE"}, guard="tile")
+    assert composed.text == "not (tile) or (tile.TILE * tile.TILE <= hw.max_threads_per_block and is_pow2(tile.TILE))"
+    assert composed.params == frozenset({"tile", "tile.TILE"}) and composed.origin == "k.cu:3"
+    hw = {"hw.max_threads_per_block": 1024}
+    for tile in (8, 32, 48, 64):
+        assert composed.holds({**hw, "tile": True, "tile.TILE": tile}) == own.holds({**hw, "TILE": tile})
+        assert composed.holds({**hw, "tile": False, "tile.TILE": tile})  # waived while the pass is off
+    space = ParamSpace((Param.boolean("tile", False), Param.ints("tile.TILE", (8, 64), 8)), (composed,))
+    assert space.violations({"tile": True, "tile.TILE": 64}, load_profile("h100")) == [composed]
+    for bad in ("tile..TILE", "tile.", "1tile.TILE"):
+        with pytest.raises(SpecError, match="not an identifier"):
+            Param.ints(bad, (1,), 1)

@@ -62,7 +62,7 @@ def test_prior_from_another_gpu(workdir: Path) -> None:
     ((), "tuning needs a GPU or a recorded space"),
     (("--objective", "replay:synth_A.json.gz", "--budget", "0"), "--budget 0: must be at least 1 evaluation"),
     (("--objective", "replay:missing.json.gz"), "missing.json.gz: no such file"),
-    (("--objective", "gpu:x"), "expected gpu or replay:FILE"),
+    (("--objective", "gpu:x"), "expected gpu, cpu+replay:FILE or replay:FILE"),
     (("--objective", "replay:synth_A.json.gz", "--strategy", "nope"), "invalid choice: 'nope'"),
     (("--objective", "replay:synth_A.json.gz", "--time", "-1"), "--time -1: must be a positive number"),
     (("--objective", "replay:synth_A.json.gz", "--db", "k.cu"), "k.cu: not a usable kxform tuning database"),

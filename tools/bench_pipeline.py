@@ -82,8 +82,9 @@ def parse(argv: list[str] | None) -> Any:
         if value is not None and not (math.isfinite(value) and value > 0):
             p.error(f"--{name.replace('_', '-')} must be a positive number of seconds")
     if args.passes not in ("offered", "all"):
-        from kxform.search.kernel_space import PASSES
+        from kxform.engine.registry import default_registry
 
+        PASSES = default_registry().names()
         unknown = [n for n in split_names(args.passes) if n not in PASSES]
         if unknown or not split_names(args.passes):
             p.error(f"--passes {args.passes!r}: expected offered, all or passes among {', '.join(PASSES)}")

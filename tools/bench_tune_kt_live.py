@@ -145,7 +145,14 @@ def compare_case(loaded: Loaded, runtime: Any, budget: int, strategies: list[str
 
 
 def _retime(objective: Any, config: dict[str, Any]) -> float | None:
-    prepared = objective.prepare(config)
+    """Time `config` with kxform's timer; Kernel Tuner's configurations name the tile
+    pass's own parameters (`TILE`), kxform's the composed ones (`tile`, `tile.TILE`)."""
+    composed = objective.space.defaults()
+    if config.keys() <= composed.keys():
+        composed.update(config)
+    else:
+        composed.update({"tile": True, **{f"tile.{k}": v for k, v in config.items()}})
+    prepared = objective.prepare(composed)
     evaluation = prepared.failure or objective.evaluate(prepared)
     return evaluation.time_ms
 
@@ -211,11 +218,14 @@ def kt_setup(loaded: Loaded, objective: Any) -> dict[str, Any]:
     from kxform.verify.differential import launch_request
     from kxform.verify.versions import comparison, rewritten_launch
 
-    target, space = loaded.target, loaded.space
+    from kxform.search.space import SearchSpace
+
+    target = loaded.target
+    tile = next(part for part in loaded.space.composed.parts if part.pass_.name == "tile")
+    own = SearchSpace.build(tile.space, load_profile(target.hw))  # Kernel Tuner takes the tile pass's own names
     lifted = rewrite(target.data, "tile", path=target.path, hw=target.hw, kernels=(target.kernel,))
     unit = extract_kernel(validate_bytes(target.path, lifted.new_data, rewritten=True), target.spec.name)
-    other = next((loaded.search.config(r) for r in range(len(loaded.search))
-                  if loaded.search.config(r) != space.defaults()), None)
+    other = next((own.config(r) for r in range(len(own)) if own.config(r) != tile.space.defaults()), None)
     if other is None:
         fail(f"{loaded.case.name}: a single configuration: nothing to compare")
     policy = rewrite_with(target.data, target.kernel, other, path=target.path, hw=target.hw).results[0].policy
@@ -224,13 +234,13 @@ def kt_setup(loaded: Loaded, objective: Any) -> dict[str, Any]:
     params = objective._original_unit.params
     block_names = []
     for expr in binding.block or ():
-        if expr is not None and expr.strip() not in space.space.names:
+        if expr is not None and expr.strip() not in tile.space.names:
             fail(f"{loaded.case.name}: block dimension '{expr}' is not a parameter: Kernel Tuner needs parameter names")
         block_names.append(expr.strip() if expr else f"kx_unit_{len(block_names)}")
     block_names += [f"kx_unit_{i}" for i in range(len(block_names), 3)]
 
     def grid(config: dict[str, Any]) -> tuple[int, int, int]:
-        values = tuple((k, int(config[k])) for k in space.tile_names)
+        values = tuple((k, int(config[k])) for k in tile.space.names)
         return rewritten_launch(resolved, params, replace(binding, values=values)).grid
 
     inputs = make_inputs(target.spec, resolved)
@@ -247,17 +257,17 @@ def kt_setup(loaded: Loaded, objective: Any) -> dict[str, Any]:
 
     hw = load_profile(target.hw)
 
-    names = space.space.names
+    names = tile.space.names
 
     def restriction(*values: Any) -> bool:
         """Called with the configuration as one dict, or with its values in parameter order
         (Kernel Tuner does either, by the number of parameters)."""
         config = values[0] if len(values) == 1 and isinstance(values[0], dict) else dict(zip(names, values))
-        return space.space.is_valid(config, hw)
+        return tile.space.is_valid(config, hw)
 
-    valid = [loaded.search.config(r) for r in range(len(loaded.search))]
-    tune_params = {name: [v for v in space.space.param(name).values if any(c[name] == v for c in valid)]
-                   for name in space.space.names}
+    valid = [own.config(r) for r in range(len(own))]
+    tune_params = {name: [v for v in tile.space.param(name).values if any(c[name] == v for c in valid)]
+                   for name in tile.space.names}
     return {"source": unit.source, "name": unit.entry, "grid": grid, "arguments": arguments, "answer": answer,
             "verify": verify, "restriction": restriction, "tune_params": tune_params, "block_names": block_names}
 

@@ -100,15 +100,15 @@ def spaces(version: Version, hw: str) -> dict[str, Any]:
     {"refused": why}}, and `offered`, the passes whose space has more than the code as it
     is (a space of one configuration is the original alone)."""
     from kxform.hw import load_profile
-    from kxform.search.kernel_space import PASSES, kernel_space
-    from kxform.search.space import SearchSpace
+    from kxform.engine.registry import default_registry
+    from kxform.search.kernel_space import kernel_space
 
     out: dict[str, Any] = {}
     offered = []
-    for name in PASSES:
+    for name in default_registry().names():
         try:
             space = kernel_space(version.source.data, version.kernel, (name,), path=version.source.path, hw=hw)
-            size = len(SearchSpace.build(space.space, load_profile(hw)))
+            size = len(space.search(load_profile(hw)))
         except KxformError as exc:  # "...: 'k' has nothing to tune under tile: NoTileSize: why"
             text = str(exc)
             out[name] = {"refused": text.split(f"under {name}: ", 1)[-1]}

@@ -136,7 +136,6 @@ def load(case: Case, quick: bool, hw: str) -> Loaded:
     from kxform.hw import load_profile
     from kxform.search.kernel_objective import TuneTarget, timing_size
     from kxform.search.kernel_space import kernel_space
-    from kxform.search.space import SearchSpace
 
     data = case.path.read_bytes()
     spec_path = find_spec_for(str(case.path))
@@ -144,7 +143,7 @@ def load(case: Case, quick: bool, hw: str) -> Loaded:
         fail(f"{case.path}: no harness spec")
     spec = load_spec(spec_path).kernel(case.kernel)
     space = kernel_space(data, case.kernel, case.passes, path=str(case.path), hw=hw, require=case.require)
-    search = SearchSpace.build(space.space, load_profile(hw))
+    search = space.search(load_profile(hw))
     size = timing_size(spec, case.quick_size if quick else case.size)
     return Loaded(case, TuneTarget(str(case.path), data, case.kernel, spec, hw), space, search, size)
 

@@ -1,10 +1,17 @@
-"""`kxform tune`: search a kernel's parameter space for its fastest configuration.
+"""`kxform tune`: search which passes to apply to a kernel, and their parameters, for
+the fastest verified code.
 
-The objective is a GPU (build, verify once per distinct code, time) or, without one,
-a recorded space (`--objective replay:FILE`, Kernel Tuner's cache format). Every
-evaluation goes to the tuning database; the result goes to the pass log (a `tune`
-record), to stdout (`--json`: one JSON object) and, with `--write`, into the source
-as the new defaults of the parameters' `#define`s.
+Without `--pass` every pass that has something to tune in the kernel takes part (one
+composed space: kxform.search.kernel_space), starting at the code as it is; with
+`--pass` only those named. The objective is a GPU (rewrite, check, build, verify once
+per distinct code, time), the CPU runtime with times recorded on a GPU
+(`--objective cpu+replay:FILE`: everything but the stopwatch runs), or a recorded space
+(`--objective replay:FILE`, Kernel Tuner's cache format). Every evaluation goes to the
+tuning database; the result goes to the pass log (a `tune` record), to stdout (`--json`:
+one JSON object) and, with `--write`, into the source: a pipeline result through
+`apply`'s every check (kxform.cli.tune_write), a replayed one into its `#define`s.
+`kxform tune DIR` tunes every kernel a harness spec under DIR describes
+(kxform.cli.tune_dir).
 """
 
 from __future__ import annotations
@@ -37,10 +44,12 @@ NO_OBJECTIVE = "tuning needs a GPU or a recorded space (--objective replay:FILE)
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("tune", help="search a kernel's parameters for the fastest configuration",
                               description="Tune a kernel's parameters on a GPU, or against a recorded space.")
-    p.add_argument("file", metavar="FILE", help="CUDA/HIP source holding the kernel")
-    p.add_argument("--kernel", metavar="K", help="kernel to tune (required but for a directory with --ray)")
-    p.add_argument("--pass", dest="passes", default="tile", metavar="NAME[,NAME]",
-                   help="passes whose parameters span the space: launch, tile, swizzle (default: tile)")
+    p.add_argument("file", metavar="FILE|DIR", help="CUDA/HIP source holding the kernel, or a directory: every "
+                   "kernel a harness spec under it describes")
+    p.add_argument("--kernel", metavar="K", help="kernel to tune (required with FILE; with DIR only this one)")
+    p.add_argument("--pass", dest="passes", metavar="NAME[,NAME]",
+                   help="passes whose parameters span the space (default: every pass with something to tune in "
+                   "the kernel; which apply is searched too)")
     p.add_argument("--spec", metavar="S", help="harness spec (kxform.toml) for building, verifying and timing")
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--budget", type=int, metavar="N", help="evaluations, at most (default: 200)")
@@ -52,9 +61,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="continue from every stored evaluation of this kernel and hardware")
     p.add_argument("--write", action="store_true", help="write the best values into FILE's #defines")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
-    p.add_argument("--objective", metavar="gpu|replay:FILE",
-                   help="gpu (default): rewrite, compile, verify and time on this machine's GPU; "
-                   "replay:FILE: a recorded space instead")
+    p.add_argument("--objective", metavar="gpu|cpu+replay:FILE|replay:FILE",
+                   help="gpu (default): rewrite, compile, verify and time on this machine's GPU; cpu+replay:FILE: "
+                   "the same on the CPU runtime with the times of a `tune --json` summary FILE; replay:FILE: a "
+                   "recorded space instead")
     p.add_argument("--size", metavar="NAME|VAR=V,...",
                    help="timing size: a size of the spec, or values overriding its bench size (default: the bench size)")
     p.add_argument("--repeat", type=int, default=50, metavar="N", help="timed launches per configuration, at most "
@@ -81,10 +91,12 @@ def _objective(args: argparse.Namespace, source: SourceText) -> tuple[Objective,
     """The objective and its space: the GPU (the default, `gpu`) or a recording, whose
     kernel must be the one asked for."""
     if args.objective in (None, "gpu"):
-        return _gpu_objective(args, source)
+        return _kernel_objective(args, source, None)
     kind, sep, path = args.objective.partition(":")
-    if kind != "replay" or not sep or not path:
-        raise UsageError(f"--objective {args.objective!r}: expected gpu or replay:FILE")
+    if kind not in ("replay", "cpu+replay") or not sep or not path:
+        raise UsageError(f"--objective {args.objective!r}: expected gpu, cpu+replay:FILE or replay:FILE")
+    if kind == "cpu+replay":
+        return _kernel_objective(args, source, path)
     from kxform.search.recorded import load_recording
 
     recording = load_recording(path)
@@ -93,27 +105,38 @@ def _objective(args: argparse.Namespace, source: SourceText) -> tuple[Objective,
     return recording.objective, recording.search, path
 
 
-def _gpu_objective(args: argparse.Namespace, source: SourceText) -> tuple[Objective, SearchSpace, str]:
-    """Rewrite, compile, verify and time on this machine's GPU (one line and exit 2 without one)."""
+def _kernel_objective(args: argparse.Namespace, source: SourceText,
+                      times: str | None) -> tuple[Objective, SearchSpace, str]:
+    """Rewrite, compile, verify and time on this machine's GPU (one line and exit 2 without
+    one), or verify on the CPU runtime and take the times recorded in `times`."""
     from kxform.hw import load_profile
     from kxform.search.kernel_objective import KernelObjective, MeasureOptions, TuneTarget, gpu_runtime, timing_size
     from kxform.search.kernel_space import kernel_space, parse_passes
+    from kxform.search.recorded_times import load_times
 
-    passes = parse_passes(args.passes)
+    passes = parse_passes(args.passes) if args.passes is not None else None
     if args.repeat < 1:
         raise UsageError(f"--repeat {args.repeat}: must be at least 1")
     if not (math.isfinite(args.launch_budget) and args.launch_budget > 0):
         raise UsageError(f"--launch-budget {args.launch_budget:g}: must be a positive number of seconds")
-    runtime = gpu_runtime()  # first: without a GPU nothing else can be measured
+    recorded = load_times(times, args.kernel) if times is not None else None
+    runtime = gpu_runtime() if recorded is None else _cpu_runtime()  # first: without one nothing can be measured
     spec = _spec(args, source)
     size = timing_size(spec, args.size)
     space = kernel_space(source.data, args.kernel, passes, path=source.path, hw=args.hw, build_dir=args.build_dir,
                          require=tuple(args.require))
     target = TuneTarget(source.path, source.data, args.kernel, spec, args.hw, args.build_dir)
-    search = SearchSpace.build(space.space, load_profile(args.hw))
+    search = space.search(load_profile(args.hw))
     objective = KernelObjective(target, space, runtime, MeasureOptions(size=size, repeat=args.repeat,
-                                                                          launch_budget_s=args.launch_budget))
+                                                                          launch_budget_s=args.launch_budget,
+                                                                          recorded=recorded))
     return objective, search, ""
+
+
+def _cpu_runtime():  # type: ignore[no-untyped-def]
+    from kxform.verify.differential import pick_runtime
+
+    return pick_runtime("cpu")
 
 
 def _spec(args: argparse.Namespace, source: SourceText):  # type: ignore[no-untyped-def]
@@ -166,35 +189,56 @@ def run(args: argparse.Namespace) -> int:
 
     if tune_workers.wanted(args):  # several timing workers: GPUs of this host, or a Ray cluster
         return tune_workers.run(args)
+    if Path(args.file).is_dir():
+        from kxform.cli.tune_dir import run_dir
+
+        return run_dir(args)
     if args.kernel is None:
-        raise UsageError("--kernel K is required")
+        raise UsageError(f"{args.file}: --kernel K is required with a file (a directory tunes every kernel with a "
+                         "spec)")
+    summary, log_path = tune_one(args)
+    if args.json:
+        print(json.dumps(summary, indent=2, default=str))
+    else:
+        _print(summary, log_path)
+    refused = (summary.get("written") or {}).get("refused")
+    if refused:
+        print(f"kxform: --write: {args.file}: not written: {refused}", file=sys.stderr)
+    return 1 if refused else 0
+
+
+def tune_one(args: argparse.Namespace, log: PassLog | None = None) -> tuple[dict[str, Any], Path]:
+    """Tune `args.kernel` of `args.file`: the summary (what `--json` prints) and the log's
+    path. `log`: a log shared by several kernels (kept open), else one of its own."""
+    from kxform.cli.tune_result import pipeline_result
+
     options = _options(args)
     source = read_source(args.file)
     _check_kernel(source, args.kernel)
     objective, space, replay_path = _objective(args, source)
     # On a kernel the source's current values come first: the search starts from the code as it is.
-    options = replace(options, start_at_defaults=replay_path is None)
+    options = replace(options, start_at_defaults=not replay_path)  # "" for a kernel objective
+    own_log = log is None
     try:
         with TuningDB(args.db) as db:
             kernel_hash = content_key(source.data, args.kernel, *([objective.measures] if objective.measures else []))
             key = TuneKey(kernel_hash, args.kernel, objective.hardware, space.names)
             prior = _prior(args, space, db, key)
-            log = PassLog.open(args.log, hw=objective.hardware, pipeline=args.passes, argv=sys.argv[1:])
+            if log is None:
+                log = PassLog.open(args.log, hw=objective.hardware, pipeline=args.passes or "", argv=sys.argv[1:])
             with Progress(enabled=not args.json, total=options.budget, time_s=options.time_s) as progress:
                 result = tune(space, objective, options, db=db, key=key, prior=prior, on_step=progress.step)
         summary = tune_summary(result, args, objective, replay_path, str(db.path))
         summary.update(_measured(objective))
+        summary["result"] = pipeline_result(objective, result, summary.get("original_ms"))
         if args.write and result.best is not None:
-            summary["written"] = _write(objective, source, result.best.config)
+            summary["written"] = _write(args, objective, source, summary["result"], result.best.config)
     finally:
         objective.close()
     log.write({"type": "tune", "schema": 1, "run": log.run_id, **summary})
-    log.close(Report())
-    if args.json:
-        print(json.dumps(summary, indent=2, default=str))
-    else:
-        _print(result, summary, log.path)
-    return 0
+    if own_log:
+        log.close(Report())
+    return summary, log.path
 
 
 def _measured(objective: Objective) -> dict[str, Any]:
@@ -211,14 +255,20 @@ def _measured(objective: Objective) -> dict[str, Any]:
     return {"size": objective.size.name, "original_ms": original}
 
 
-def _write(objective: Objective, source: SourceText, config: dict[str, Any]) -> dict[str, list[str]]:
-    """`--write`: a measured configuration as its verified rewrite; a replayed one into the `#define`s."""
+def _write(args: argparse.Namespace, objective: Objective, source: SourceText, result: dict[str, Any],
+           config: dict[str, Any]) -> dict[str, Any]:
+    """`--write`: a pipeline that won, through `apply`'s every check; nothing when the
+    original was kept; a replayed configuration into the `#define`s."""
     from kxform.search.kernel_objective import KernelObjective
     from kxform.search.write import write_defaults
 
-    if isinstance(objective, KernelObjective):
-        return objective.write(config)
-    return write_defaults(source, config)
+    if not isinstance(objective, KernelObjective):
+        return write_defaults(source, config)
+    if result["kept_original"]:
+        return {"written": [], "kept_original": True}
+    from kxform.cli.tune_write import write_pipeline
+
+    return write_pipeline(args, objective, result["pipeline"])
 
 
 def tune_summary(result: TuneResult, args: argparse.Namespace, objective: Objective, replay: str,
@@ -246,16 +296,22 @@ def _evaluation(step: Step) -> dict[str, Any]:
             "spread_ms": e.spread_ms, "cost_s": e.cost_s, "detail": e.detail}
 
 
-def _print(result: TuneResult, summary: dict[str, Any], log_path: Path) -> None:
+def _print(summary: dict[str, Any], log_path: Path) -> None:
+    from kxform.cli.tune_result import TABLE_HEADER, format_table, result_line, table_row
+
     best = summary["best"]
     if best is None:
-        print(f"kxform: no configuration ran successfully in {len(result.steps)} evaluations", file=sys.stderr)
+        print(f"kxform: no configuration ran successfully in {summary['evaluated']} evaluations", file=sys.stderr)
     else:
         values = ", ".join(f"{k}={v}" for k, v in best["config"].items())
         print(f"best: {best['time_ms']:.4g} ms ({values}), found at evaluation {best['found_at']}")
         if summary.get("original_ms"):
             print(f"original: {summary['original_ms']:.4g} ms at size {summary['size']}: speedup "
                   f"{summary['original_ms'] / best['time_ms']:.3f}x")
+    line = result_line(summary)
+    if line:
+        print(format_table([TABLE_HEADER, table_row(summary)]))
+        print(line)
     print(f"kxform: {summary['evaluated']} evaluations ({summary['measured']} measured, "
           f"{summary['from_database']} from the database, {summary['failed']} failed) of {summary['space_size']} "
           f"configurations, stopped: {summary['stopped']}, cost {summary['cost_s']:.1f} s. Log: {log_path}",

@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     summary = tune_summary(result, args, named, replay_path, str(db.path))
     summary["workers"] = pool.report().to_json()
     if args.write and result.best is not None:
-        summary["written"] = _write(recipe, source, result.best.config)
+        summary["written"] = _write(args, recipe, source, result.best.config)
     log.write({"type": "tune", "schema": 1, "run": log.run_id, **summary})
     log.close(Report())
     if args.json:
@@ -120,7 +120,7 @@ def _recipe(args: argparse.Namespace, source: SourceText) -> tuple[Recipe, Searc
     from kxform.search.kernel_objective import MeasureOptions, TuneTarget, timing_size
     from kxform.search.kernel_space import kernel_space, parse_passes
 
-    passes = parse_passes(args.passes)
+    passes = parse_passes(args.passes) if args.passes else None
     if args.repeat < 1:
         raise UsageError(f"--repeat {args.repeat}: must be at least 1")
     spec = _spec(args, source)
@@ -129,19 +129,21 @@ def _recipe(args: argparse.Namespace, source: SourceText) -> tuple[Recipe, Searc
     target = TuneTarget(source.path, source.data, args.kernel, spec, args.hw, args.build_dir)
     measure = MeasureOptions(size=timing_size(spec, args.size), repeat=args.repeat,
                              launch_budget_s=args.launch_budget)
-    return KernelRecipe(target, kspace, measure), SearchSpace.build(kspace.space, load_profile(args.hw)), ""
+    return KernelRecipe(target, kspace, measure), kspace.search(load_profile(args.hw)), ""
 
 
-def _write(recipe: Recipe, source: SourceText, config: dict[str, Any]) -> dict[str, list[str]]:
-    """`--write`: the best configuration's rewrite (made here, on the CPU: the same
-    deterministic rewrite the workers verified and timed), or a replay's `#define`s."""
+def _write(args: argparse.Namespace, recipe: Recipe, source: SourceText, config: dict[str, Any]) -> dict[str, Any]:
+    """`--write`: the best configuration's pipeline through `apply`'s every check, verified
+    again here on the CPU runtime (kxform.cli.tune_write), or a replay's `#define`s."""
     from kxform.search.write import write_defaults
 
     if isinstance(recipe, KernelRecipe):
+        from kxform.cli.tune_write import write_pipeline
         from kxform.runtime.cpu import CpuRuntime
         from kxform.search.kernel_objective import KernelObjective
 
-        return KernelObjective(recipe.target, recipe.space, CpuRuntime(), recipe.measure).write(config)
+        objective = KernelObjective(recipe.target, recipe.space, CpuRuntime(), recipe.measure)
+        return write_pipeline(args, objective, recipe.space.spec(config))
     return write_defaults(source, config)
 
 
@@ -159,7 +161,7 @@ def _run_directory(args: argparse.Namespace) -> int:
                          "--resume or --prior")
     ray = import_ray()
     options = replace(_options(args), start_at_defaults=True)
-    jobs, skipped = find_jobs(Path(args.file), parse_passes(args.passes), args.hw, kernel=args.kernel,
+    jobs, skipped = find_jobs(Path(args.file), parse_passes(args.passes) if args.passes else None, args.hw, kernel=args.kernel,
                               build_dir=args.build_dir, require=tuple(args.require))
     if not jobs:
         raise UsageError(f"{args.file}: nothing to tune ({len(skipped)} kernels skipped"

@@ -43,8 +43,9 @@ class Param:
     """Where it came from, `file:line` (a lifted macro) or empty for built-in options."""
 
     def __post_init__(self) -> None:
-        if not self.name.isidentifier():
-            raise SpecError(f"parameter name {self.name!r} is not an identifier")
+        if not all(part.isidentifier() for part in self.name.split(".")):
+            raise SpecError(f"parameter name {self.name!r} is not an identifier (or dotted identifiers, "
+                            "`tile.TILE`, in a composed space)")
         if len(self.values) == 0:
             raise SpecError(f"parameter '{self.name}' has no values")
         for value in (self.default, *self._sample_values()):
@@ -170,6 +171,23 @@ class Constraint:
 
     def holds(self, env: Mapping[str, Value]) -> bool:
         return self.expr.holds(env)
+
+    def renamed(self, names: Mapping[str, str], guard: str = "") -> Constraint:
+        """The same condition over renamed parameters (`TILE` -> `tile.TILE`), optionally
+        waived unless `guard` holds (`not tile or (...)`): how a pass's constraints enter a
+        space composed of several passes."""
+        import ast
+
+        class _Rename(ast.NodeTransformer):
+            def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+                return node  # dotted names (`hw.l2_bytes`) are never a pass's parameters
+
+            def visit_Name(self, node: ast.Name) -> ast.AST:
+                return ast.copy_location(ast.Name(names.get(node.id, node.id), node.ctx), node)
+
+        tree = _Rename().visit(ast.parse(self.text, mode="eval"))
+        text = ast.unparse(tree)
+        return Constraint.parse(f"not ({guard}) or ({text})" if guard else text, self.reason, self.origin)
 
     def describe(self) -> str:
         where = f" [{self.origin}]" if self.origin else ""

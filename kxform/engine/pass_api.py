@@ -7,7 +7,9 @@ proposals, check records and edits, and emit remarks into the context's sink. On
 edit engine changes bytes. A pass also says how its rewrite must be verified
 (`verify_policy`), describes itself for `kxform passes` and `kxform inspect`, and can
 expose a kernel's parameter space and a rewrite at one configuration (`space`,
-`proposal_for`) for tuners.
+`proposal_for`) for proposers, and the part of it worth timing with the pass instance
+that rewrites at one of its points (`tuning_space`, `configured`) for tuners: the
+search composes these for any set of passes without naming one.
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ from typing import Any, ClassVar, TypeVar
 
 from kxform.analysis.manager import AnalysisManager
 from kxform.engine.edits import Edit
-from kxform.engine.params import Config, ParamSpace, ParamValue
+from kxform.engine.params import Config, Param, ParamSpace, ParamValue
 from kxform.engine.pass_spec import parse_pass_spec, split_pipeline
 from kxform.engine.policy import DEFAULT_POLICY, VerifyPolicy
 from kxform.engine.proposal import Proposal, Provenance, Rejection, format_value
+from kxform.engine.tool_shape import AnswerRejected, ToolShape
 from kxform.errors import UsageError
 from kxform.frontend.model import Function, SourceModel
 from kxform.hw import HwProfile
@@ -131,6 +134,9 @@ class Pass(abc.ABC):
     description: ClassVar[str]
     requires: ClassVar[tuple[str, ...]] = ()
     """Passes that must run before this one when both are in a pipeline."""
+    excludes: ClassVar[tuple[str, ...]] = ()
+    """Passes that never apply together with this one in a tuned pipeline: both decide the
+    same thing (the block size), so a point with both on would be searched twice."""
     preserves: ClassVar[tuple[type, ...]] = ()
     """Analysis kinds a rewrite by this pass leaves valid (only those that hold no byte
     offsets are carried to the rewritten file: see AnalysisManager.carry)."""
@@ -211,6 +217,45 @@ class Pass(abc.ABC):
         return Proposal.of(self.name, analysis.kernel.name, values, "configuration given by the caller",
                            provenance)
 
+    def tuning_space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
+        """The points of `space` a tuner times for this kernel, their defaults the code as it
+        is (empty: nothing to tune). Default: `space` with every integer domain wider than
+        TUNED_INT_VALUES narrowed to its powers of two and its default (what the code
+        permits is not what is worth timing: 1..1024 per tile size is 1024 builds)."""
+        space = self.space(ctx, analysis)
+        return ParamSpace(tuple(narrowed(p) for p in space.params), space.constraints)
+
+    def configured(self, config: Config) -> Pass:
+        """The instance of this pass that rewrites a kernel at `config` (a point of
+        `tuning_space`): its options set from the configuration, so it proposes exactly
+        that rewrite and runs every check `apply` runs."""
+        return type(self).from_options(dict(config))
+
+    # -- asked through a tool call (kxform.propose) ---------------------------------------
+
+    def tool_shape(self, space: ParamSpace) -> ToolShape:
+        """The description of this pass's proposal tool over `space` (and any nullable
+        parameters or payload field): default, every parameter required, constraints stated."""
+        constraints = "; ".join(c.describe() for c in space.constraints)
+        return ToolShape(f"Propose one configuration of the `{self.name}` pass for this kernel. Every parameter is "
+                         "required." + (f" Constraints kxform checks: {constraints}." if constraints else ""))
+
+    def read_answer(self, data: Mapping[str, Any], space: ParamSpace,
+                    hw: object) -> tuple[dict[str, ParamValue], str | None]:
+        """The configuration (and payload) of a tool input that matched the schema; raise
+        AnswerRejected naming what is wrong. Default: every parameter parsed by its type."""
+        config: dict[str, ParamValue] = {}
+        for param in space.params:
+            try:
+                config[param.name] = param.parse(data[param.name])
+            except UsageError as exc:
+                raise AnswerRejected("parameter", exc.cause) from None
+        return config, None
+
+    def answer_values(self, config: Mapping[str, ParamValue], payload: str | None) -> dict[str, ParamValue]:
+        """The proposal's values for an accepted answer (swizzle: a formula's digest)."""
+        return dict(config)
+
     # -- check, edit, verify -------------------------------------------------------------
 
     @abc.abstractmethod
@@ -242,6 +287,22 @@ class Pass(abc.ABC):
         status = "already applied" if analysis.already_applied else "applicable" if analysis.applicable \
             else "refused"
         return {"status": status, "reasons": [f"{b.key}: {b.message}" for b in analysis.blockers]}
+
+
+TUNED_INT_VALUES = 16
+"""Integer domains up to this many values are tuned whole; wider ones are narrowed."""
+
+POW2 = tuple(2**i for i in range(11))
+
+
+def narrowed(param: Param) -> Param:
+    """`param` with a wide integer domain cut to its powers of two (up to 1024) and its
+    default; other parameters as they are."""
+    if param.kind != "int" or len(param.values) <= TUNED_INT_VALUES:
+        return param
+    values = {v for v in POW2 if v in param.values} | {param.default}
+    return Param.ints(param.name, sorted(v for v in values if isinstance(v, int)), int(param.default),
+                      param.doc, param.origin)
 
 
 class Outcome(enum.Enum):

@@ -22,7 +22,7 @@ from typing import Any
 
 from kxform.engine.params import ParamValue
 from kxform.engine.pass_api import Proposal, Provenance, Rejection
-from kxform.errors import UsageError
+from kxform.engine.tool_shape import AnswerRejected
 from kxform.propose.tools import REASONING_FIELDS, REASONING_LIMIT, Tool
 
 MAX_INPUT_CHARS = 16_000
@@ -108,17 +108,13 @@ def read_tool_input(data: Any, tool: Tool, kernel: str, hw: object, provenance: 
         if len(data[name]) > REASONING_LIMIT:
             return reject("too-large", f"`{name}` is {len(data[name])} characters (at most {REASONING_LIMIT})")
     try:
-        config, formula = _swizzle_config(data, tool, hw) if tool.formula else _config(data, tool)
-    except _Rejected as exc:
+        config, formula = tool.pass_.read_answer(data, tool.space, hw)
+    except AnswerRejected as exc:
         return reject(exc.kind, exc.reason)
     broken = tool.space.violations(config, hw)
     if broken:
         return reject("constraint", f"the configuration breaks {broken[0].describe()}")
-    values: dict[str, ParamValue] = dict(config)
-    if formula is not None:
-        from kxform.passes.swizzle.swizzle import custom_values
-
-        values = custom_values(formula)  # the pattern and the formula's digest; the text is the payload
+    values = tool.pass_.answer_values(config, formula)  # swizzle: a formula's digest; the text is the payload
     who = provenance.proposer + (f" ({provenance.model})" if provenance.model else "")
     rationale = f"proposed by {who}: " + " ".join(data["expectation"].split())[:300]
     proposal = Proposal.of(tool.pass_name, kernel, values, rationale, provenance, formula)
@@ -135,51 +131,3 @@ def schema_problem(data: Any, schema: Mapping[str, Any]) -> str | None:
         return None
     where = "/".join(str(p) for p in error.absolute_path) or "the input"
     return f"at {where}: {' '.join(error.message.split())[:200]}"
-
-
-class _Rejected(Exception):
-    def __init__(self, kind: str, reason: str) -> None:
-        self.kind = kind
-        self.reason = reason
-        super().__init__(reason)
-
-
-def _parse(tool: Tool, name: str, value: Any) -> ParamValue:
-    try:
-        return tool.space.param(name).parse(value)
-    except UsageError as exc:
-        raise _Rejected("parameter", exc.cause) from None
-
-
-def _config(data: Mapping[str, Any], tool: Tool) -> tuple[dict[str, ParamValue], None]:
-    return {p.name: _parse(tool, p.name, data[p.name]) for p in tool.space.params}, None
-
-
-def _swizzle_config(data: Mapping[str, Any], tool: Tool, hw: object) -> tuple[dict[str, ParamValue], str | None]:
-    from kxform.passes.swizzle.formula import FormulaError, parse_formula
-    from kxform.passes.swizzle.swizzle import CUSTOM, pattern_params
-
-    pattern = str(_parse(tool, "pattern", data["pattern"]))
-    formula = data.get("formula")
-    takes = pattern_params(pattern)
-    stray = [n for n in tool.nullable if n not in takes and data.get(n) is not None]
-    if stray:
-        what = "takes only its formula" if pattern == CUSTOM else f"takes {', '.join(takes) or 'no parameters'}"
-        raise _Rejected("parameter", f"`{stray[0]}` must be null: pattern {pattern} {what}")
-    if pattern == CUSTOM:
-        if not isinstance(formula, str) or not formula.strip():
-            raise _Rejected("formula-missing", "pattern custom needs a formula")
-        try:
-            parse_formula(formula)
-        except FormulaError as exc:
-            raise _Rejected(f"formula-{exc.kind}", str(exc)) from None
-        return {"pattern": CUSTOM}, formula
-    if formula is not None:
-        raise _Rejected("parameter", f"`formula` must be null with pattern {pattern} (use pattern = custom)")
-    config: dict[str, ParamValue] = {"pattern": pattern}
-    for name in takes:
-        value = data.get(name)
-        default = getattr(hw, "xcds", None) if name == "xcds" else None
-        config[name] = _parse(tool, name, value if value is not None else
-                              (default if default is not None else tool.space.param(name).default))
-    return config, None

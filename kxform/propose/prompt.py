@@ -51,10 +51,8 @@ def space_text(tool: Tool, space: ParamSpace) -> str:
                      + (f"; {param.doc}" if param.doc else ""))
     for constraint in space.constraints:
         lines.append(f"- constraint: {constraint.describe()}")
-    if tool.formula:
-        from kxform.propose.tools import FORMULA_HELP
-
-        lines += ["", "Formula (`formula` field): " + FORMULA_HELP]
+    if tool.payload is not None:
+        lines += ["", f"{tool.payload.capitalize()} (`{tool.payload}` field): {tool.payload_help}"]
     return "\n".join(lines)
 
 

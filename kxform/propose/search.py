@@ -101,7 +101,7 @@ def _search_file(path: str, pass_: Pass, config: ApplyConfig, options: SessionOp
             record({"type": "llm_skipped", "file": path, "kernel": kernel.name,
                     "reason": f"pass {pass_.name} has no parameters to propose for this kernel"})
             continue
-        tool = tool_for(pass_.name, space)
+        tool = tool_for(pass_, space)
         spec = file_spec.find(kernel.name) if file_spec is not None else None
         context = build_context(ctx, analysis, spec, runtime, options.measure, space_text(tool, space))
         evaluator = Evaluator(source, pass_, replace(config, measure=options.measure), runtime, spec,

@@ -46,7 +46,7 @@ def prompt_for(path: str, kernel: str, hw: HwProfile, pass_spec: str = "swizzle"
     space = pass_.space(ctx, analysis)
     if not len(space):
         raise UsageError(f"pass {pass_.name} has no parameters to propose for {kernel!r}; no model is asked")
-    tool = tool_for(pass_.name, space)
+    tool = tool_for(pass_, space)
     try:
         file_spec = spec_for_file(path)
     except KxformError:

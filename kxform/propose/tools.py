@@ -6,8 +6,9 @@ the small finite domains (enums); ranges, divisibility and resource limits are s
 in the descriptions but checked by kxform (answer.py), never trusted to the schema.
 Besides the parameters, every tool takes two reasoning fields: why the last attempt
 was slow or rejected, and why this one should be better (forcing a tool call leaves no
-room for free text, so the reasoning lives in the answer). Swizzle's tool also takes
-`formula`: a custom remap in kxform's formula language, used with `pattern = custom`.
+room for free text, so the reasoning lives in the answer). What only the pass knows
+(its description, nullable parameters, a payload field such as swizzle's `formula`)
+comes from the pass itself (`Pass.tool_shape`): no pass is named here.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kxform.engine.params import Param, ParamSpace
-from kxform.passes.swizzle.swizzle import CUSTOM
+from kxform.engine.pass_api import Pass
 
 REASONING_LIMIT = 2000
 """Characters per reasoning field (longer answers are rejected, and told so)."""
@@ -32,29 +33,24 @@ REASONING_FIELDS: dict[str, str] = {
                    f"and which data they share in L2. At most {REASONING_LIMIT} characters.",
 }
 
-FORMULA_HELP = (
-    "A custom remap (only with pattern = custom; null otherwise), in kxform's formula language, not C: "
-    "statements `name = expr` separated by new lines or `;`, assigning `lx` and `ly`, the logical tile of "
-    "physical block (bx, by) in a gx x gy grid. Inputs: bx, by, gx, gy, pid (= by*gx + bx), total (= gx*gy). "
-    "Operators: + - * / % << >> & | ^ ~ ! < <= > >= == != && || and c ? a : b; functions min(a, b), max(a, b), "
-    "select(c, a, b). Integer constants only. Unsigned 32-bit values: a subtraction below zero, a result of 2^32 "
-    "or more, a division or modulo by zero or a shift by 32 or more at any grid shape rejects the formula. It must "
-    "be a bijection on every grid from 1x1 to 65535x65535 (kxform proves it on every grid up to 64x64 and on "
-    "large grids). No comments, no C, at most 2000 characters and 24 statements.")
-
-
 @dataclass(frozen=True)
 class Tool:
     """The tool a pass's proposals are asked through."""
 
     name: str
-    pass_name: str
+    pass_: Pass
     space: ParamSpace
     schema: dict[str, Any]
     description: str
     nullable: frozenset[str]
     """Parameters that may be null (swizzle: those the chosen pattern does not take)."""
-    formula: bool
+    payload: str | None = None
+    """The field whose text is the proposal's payload (swizzle: `formula`), or None."""
+    payload_help: str = ""
+
+    @property
+    def pass_name(self) -> str:
+        return self.pass_.name
 
     def to_param(self) -> dict[str, Any]:
         """The `tools` entry of a Messages request."""
@@ -87,33 +83,16 @@ def _object(properties: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
-def tool_for(pass_name: str, space: ParamSpace) -> Tool:
-    """The tool for `pass_name` over `space` (swizzle adds the formula and pattern help)."""
-    reasoning = {name: {"type": "string", "description": text} for name, text in REASONING_FIELDS.items()}
-    if pass_name == "swizzle":
-        nullable = frozenset(p.name for p in space.params if p.name != "pattern")
-        props = {**reasoning, **{p.name: param_schema(p, p.name in nullable) for p in space.params},
-                 "formula": {"anyOf": [{"type": "string"}, {"type": "null"}], "description": FORMULA_HELP}}
-        return Tool(f"propose_{pass_name}", pass_name, space, _object(props), _swizzle_description(space), nullable,
-                    True)
-    props = {**reasoning, **{p.name: param_schema(p, False) for p in space.params}}
-    constraints = "; ".join(c.describe() for c in space.constraints)
-    description = (f"Propose one configuration of the `{pass_name}` pass for this kernel. Every parameter is "
-                   "required." + (f" Constraints kxform checks: {constraints}." if constraints else ""))
-    return Tool(f"propose_{pass_name.replace('-', '_')}", pass_name, space, _object(props), description, frozenset(),
-                False)
+def tool_for(pass_: Pass | str, space: ParamSpace) -> Tool:
+    """The tool for `pass_` (an instance, or a registered pass's name) over `space`."""
+    if isinstance(pass_, str):
+        from kxform.engine.registry import default_registry
 
-
-def _swizzle_description(space: ParamSpace) -> str:
-    from kxform.passes.swizzle.patterns import get_pattern
-
-    lines = ["Propose one block-index remap (swizzle) for this kernel: a library pattern with its parameters, or "
-             "pattern = custom with a formula. Parameters a pattern does not take must be null. Patterns:"]
-    for name in space.param("pattern").values:
-        if name == CUSTOM:
-            lines.append("- custom: your own remap, written in `formula`")
-            continue
-        pattern = get_pattern(str(name))
-        takes = ", ".join(p.name for p in pattern.params) or "no parameters"
-        lines.append(f"- {name}: {pattern.summary} (takes {takes})")
-    return "\n".join(lines)
+        pass_ = default_registry().get(pass_)()
+    shape = pass_.tool_shape(space)
+    props: dict[str, Any] = {name: {"type": "string", "description": text} for name, text in REASONING_FIELDS.items()}
+    props.update({p.name: param_schema(p, p.name in shape.nullable) for p in space.params})
+    if shape.payload is not None:
+        props[shape.payload] = {"anyOf": [{"type": "string"}, {"type": "null"}], "description": shape.payload_help}
+    return Tool(f"propose_{pass_.name.replace('-', '_')}", pass_, space, _object(props), shape.description,
+                shape.nullable, shape.payload, shape.payload_help)

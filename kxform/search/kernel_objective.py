@@ -37,6 +37,7 @@ from kxform.harness.model import KernelSpec, SizeSpec
 from kxform.runtime.base import LaunchRequest, Runtime, RuntimeError_, Unsupported
 from kxform.search.kernel_space import KernelSpace, label
 from kxform.search.objective import Evaluation, Failure, Objective, Prepared
+from kxform.search.recorded_times import RecordedTimes
 from kxform.verify.measure import REPEAT, MeasurementError, Timing, timed_and_checked
 
 MIN_REPEAT = 5
@@ -69,6 +70,9 @@ class MeasureOptions:
     one does. None: always `repeat`."""
     verify_timeout_s: float = 120.0
     time_timeout_s: float = 600.0
+    recorded: RecordedTimes | None = None
+    """Times recorded elsewhere (`cpu+replay:FILE`): a verified configuration takes its
+    recorded time instead of being timed; everything before timing runs for real."""
 
 
 @dataclass(frozen=True)
@@ -136,10 +140,11 @@ class KernelObjective(Objective):
         self.runtime = runtime
         self.options = options
         self.size = options.size or timing_size(target.spec, None)
-        self.name = runtime.name
+        self.name = runtime.name if options.recorded is None else f"{runtime.name}+replay"
         self.hardware = _hardware(runtime)
         self.measures = (f"passes {','.join(space.passes)}; size {json.dumps(self.size.values, sort_keys=True)}; "
-                         f"checks {','.join(options.check_sizes) or 'all'}")
+                         f"checks {','.join(options.check_sizes) or 'all'}"
+                         + (f"; times recorded in {options.recorded.path}" if options.recorded else ""))
         self.original = validate_bytes(target.path, target.data)
         self._original_unit = extract_kernel(self.original, target.spec.name)
         check_signature(target.spec, self._original_unit)
@@ -173,18 +178,18 @@ class KernelObjective(Objective):
 
     def _rewrite(self, config: Config) -> tuple[SourceText, VerifyPolicy]:
         """The file rewritten at `config` and the composed verification policy of its passes."""
-        from kxform.api import rewrite
+        from kxform.api import rewrite_passes
         from kxform.engine.pass_api import Outcome
 
-        pipeline = self.space.pipeline(config)
-        if not pipeline:
+        passes = self.space.pipeline(config)
+        if not passes:
             return self.original, VerifyPolicy()
         target = self.target
         try:
-            result = rewrite(target.data, pipeline, path=target.path, hw=target.hw, kernels=(target.kernel,),
-                             build_dir=target.build_dir)
+            result = rewrite_passes(target.data, passes, path=target.path, hw=target.hw, kernels=(target.kernel,),
+                                    build_dir=target.build_dir)
         except KxformError as exc:
-            raise _Refused(Failure.INVALID, f"{pipeline}: {exc}") from None
+            raise _Refused(Failure.INVALID, f"{self.space.spec(config)}: {exc}") from None
         policy: VerifyPolicy | None = None
         for r in result.results:
             if r.kernel != target.kernel:
@@ -231,7 +236,7 @@ class KernelObjective(Objective):
             self._record(config, phases)
             return Evaluation.failed(Failure.VERIFY, phases.total_s, problem)
         try:
-            timing = self._time(candidate)
+            timing = self._time(candidate, config)
         except MeasurementError as exc:
             failure, reason = Failure.VERIFY, f"measure: {exc}"
         except RuntimeError_ as exc:
@@ -264,9 +269,11 @@ class KernelObjective(Objective):
         self._verdicts[code_key] = verdict
         return verdict
 
-    def _time(self, candidate: _Candidate) -> Timing:
+    def _time(self, candidate: _Candidate, config: Config) -> Timing:
         from kxform.verify.versions import rewritten_launch
 
+        if self.options.recorded is not None:
+            return self._recorded(config)
         resolved = self.target.spec.launch(self.size)
         launch = rewritten_launch(resolved, self._original_unit.params, candidate.policy.launch)
         return self._timed(candidate.extracted, candidate.source, launch, "rewritten")
@@ -294,22 +301,21 @@ class KernelObjective(Objective):
         fits = int(budget * 1000.0 / probe) if probe > 0 else self.options.repeat
         return max(MIN_REPEAT, min(self.options.repeat, fits))
 
+    def _recorded(self, config: Config) -> Timing:
+        assert self.options.recorded is not None
+        timing = self.options.recorded.timing(config)
+        if timing is None:
+            raise Unsupported(f"no recorded time in {self.options.recorded.path}")
+        return timing
+
     def baseline(self) -> Timing:
         """The unmodified kernel's time at the timing size, on the same inputs (once)."""
+        if self._baseline is None and self.options.recorded is not None:
+            self._baseline = self.options.recorded.original or self._recorded(self.space.defaults())
         if self._baseline is None:
             resolved = self.target.spec.launch(self.size)
             self._baseline = self._timed(self._original_unit, self.original, resolved, "original")
         return self._baseline
-
-    def write(self, config: Config) -> dict[str, list[str]]:
-        """Write the file rewritten at `config` (the code that was verified and timed) in
-        place, atomically; what was set, as `kxform.search.write.write_defaults` says it."""
-        from kxform.workspace.files import write_atomic
-
-        new, _ = self._rewrite(config)
-        if new.data != self.original.data:
-            write_atomic(self.target.path, new.data)
-        return {"written": [f"{k}={v}" for k, v in config.items()], "no_define": []}
 
     def _record(self, config: Mapping[str, Any], phases: Phases) -> None:
         with self._lock:

@@ -1,188 +1,113 @@
-"""The tuning space of a kernel under a pass pipeline (`rows`, `launch`, `tile`, `swizzle`), and the
-pipeline that realises one configuration of it.
+"""The tuning space of a kernel under a set of passes, and the pipeline at each point.
 
-The tile pass's own space (`kxform.api.space_of`) admits every integer from 1 to 1024
-per tile size: what the code permits, not what is worth timing. A tuner searches the
-values a tile size is chosen from in practice, the pass's preferred ones (powers of two
-and the original value), under the pass's derived constraints; everything else about
-validity (ptxas resources, the rewritten launch, the differential run) is decided per
-configuration by the objective. The swizzle pass contributes one categorical parameter,
-`swizzle`, whose values are the library remaps that apply to the kernel's grid with
-their parameters bound (`grouped(along=y,group=4)`); its default `row` is the hardware
-order, i.e. no swizzle at all.
+Which passes: those named by `--pass`, or, without it, every registered pass that has
+something to tune in the kernel (no blocker and a non-empty `Pass.tuning_space`), in
+the order the registry derives from the passes' `requires`. What each contributes is
+its own business (`Pass.tuning_space`: the tile pass its lifted tile sizes at powers of
+two, swizzle its bound library remaps); `kxform.search.compose` namespaces and composes
+them, with a per-pass "off" choice so the space's defaults are the code as it is.
+Validity beyond the passes' constraints (ptxas resources, the rewritten launch, the
+differential run) is decided per configuration by the objective.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kxform.engine.params import Config, Constraint, Param, ParamSpace, ParamValue
-from kxform.errors import SpecError, UsageError
+import numpy as np
 
-PASSES = ("rows", "launch", "tile", "swizzle")
-"""The passes whose parameters a tuning space is made of, in pipeline order."""
+from kxform.engine.params import Config, ParamSpace, ParamValue
+from kxform.engine.pass_api import Pass
+from kxform.engine.registry import Registry, default_registry, order_passes
+from kxform.errors import UsageError
+from kxform.search.compose import Composed, PassSpace, compose, label
+from kxform.search.space import SearchSpace, iter_valid
 
-SWIZZLE = "swizzle"
-"""The name of the swizzle parameter in a tuning space."""
+__all__ = ["KernelSpace", "NothingToTune", "kernel_space", "label", "parse_passes"]
 
-IDENTITY = "row"
-"""The swizzle value meaning the hardware's own block order (no remap)."""
 
-POW2 = tuple(2**i for i in range(11))
-GROUPS = (2, 4, 8, 16, 32)
-MIN_BLOCK = 32
+class NothingToTune(UsageError):
+    """No pass (or not the one named) has anything to tune in the kernel: for one file a
+    usage error; for a directory run the kernel's original is kept, with this reason."""
 
 
 @dataclass(frozen=True)
 class KernelSpace:
-    """A kernel's tuning space and how a configuration of it becomes a pass pipeline."""
+    """A kernel's composed tuning space, and which passes were left out and why."""
 
     kernel: str
-    passes: tuple[str, ...]
-    space: ParamSpace
-    tile_names: tuple[str, ...] = ()
-    launch_names: tuple[str, ...] = ()
-    rows_names: tuple[str, ...] = ()
+    composed: Composed
+    not_offered: tuple[tuple[str, str], ...] = ()
+    """(pass, reason) for every pass considered that has nothing to tune here."""
 
-    def pipeline(self, config: Config) -> str:
-        """The `--pass` text that rewrites the kernel at `config` ("" for the original:
-        no tile parameters to lift and no remap)."""
-        stages = []
-        if "rows" in self.passes and any(config[n] != self.space.param(n).default for n in self.rows_names):
-            stages.append(f"rows{{{','.join(f'{n}={config[n]}' for n in self.rows_names)}}}")
-        if "launch" in self.passes and not stages:  # rows over lanes sets the block itself
-            values = ",".join(f"{name}={config[name]}" for name in self.launch_names)
-            stages.append(f"launch{{{values}}}" if values else "launch")
-        if "tile" in self.passes:
-            values = ",".join(f"{name}={config[name]}" for name in self.tile_names)
-            stages.append(f"tile{{{values}}}" if values else "tile")
-        remap = config.get(SWIZZLE, IDENTITY) if "swizzle" in self.passes else IDENTITY
-        if remap != IDENTITY:
-            stages.append(_swizzle_spec(str(remap)))
-        return ",".join(stages)
+    @property
+    def passes(self) -> tuple[str, ...]:
+        return tuple(part.pass_.name for part in self.composed.parts)
+
+    @property
+    def space(self) -> ParamSpace:
+        return self.composed.space
+
+    def pipeline(self, config: Config) -> tuple[Pass, ...]:
+        return self.composed.pipeline(config)
+
+    def spec(self, config: Config) -> str:
+        return self.composed.spec(config)
+
+    def won(self, config: Config) -> dict[str, ParamValue]:
+        return self.composed.won(config)
+
+    def applied(self, config: Config) -> tuple[str, ...]:
+        return tuple(part.pass_.name for part in self.composed.active(config))
+
+    def search(self, hw: object | None = None, rng: np.random.Generator | None = None) -> SearchSpace:
+        return self.composed.search(hw, rng)
 
     def defaults(self) -> dict[str, ParamValue]:
         return self.space.defaults()
 
 
-def _swizzle_spec(label: str) -> str:
-    """`grouped(along=y,group=4)` -> `swizzle{pattern=grouped,along=y,group=4}`."""
-    name, _, inner = label.partition("(")
-    options = [f"pattern={name}", *(item for item in inner.rstrip(")").split(",") if item)]
-    return f"swizzle{{{','.join(options)}}}"
-
-
-def parse_passes(text: str) -> tuple[str, ...]:
-    """`launch`, `tile`, `swizzle`, `tile,swizzle`: the passes, in pipeline order, each once."""
+def parse_passes(text: str, registry: Registry | None = None) -> tuple[str, ...]:
+    """`--pass a,b`: registered pass names, each once (the order is the registry's)."""
     names = tuple(n.strip() for n in text.split(",") if n.strip())
-    unknown = [n for n in names if n not in PASSES]
+    known = (registry or default_registry()).names()
+    unknown = [n for n in names if n not in known]
     if not names or unknown or len(set(names)) != len(names):
-        what = f"unknown pass '{unknown[0]}'" if unknown else "each pass at most once"
-        raise UsageError(f"--pass {text!r}: {what} (tunable: {', '.join(PASSES)})")
-    return tuple(p for p in PASSES if p in names)
+        what = f"unknown pass '{unknown[0]}'" if unknown else "name each pass once" if names else "no pass named"
+        raise UsageError(f"--pass {text!r}: {what} (passes: {', '.join(known) or 'none'})")
+    return names
 
 
-def tuning_values(param: Param) -> tuple[ParamValue, ...]:
-    """The values a tuner tries for a tile size: powers of two in its domain, and its default."""
-    if param.kind != "int":
-        return tuple(param.values)
-    values = {v for v in POW2 if v in param.values} | {param.default}
-    return tuple(sorted(v for v in values if isinstance(v, int)))
+def kernel_space(data: bytes, kernel: str, passes: Sequence[str] | None = None, *, path: str, hw: str,
+                 build_dir: str | None = None, require: tuple[str, ...] = (),
+                 registry: Registry | None = None) -> KernelSpace:
+    """The tuning space of `kernel` under `passes` (None: every pass of `registry`, the
+    default registry, that offers something), with the extra constraints `require`.
+    UsageError naming the reason when a named pass refuses the kernel, or when no pass
+    has anything to tune in it."""
+    from kxform.api import analyse_kernel, kernel_context
 
-
-def swizzle_choices(pass_space: ParamSpace, xcds: int) -> tuple[str, ...]:
-    """The library remaps the swizzle pass offers for this kernel, parameters bound:
-    every group in GROUPS along both axes; XCD patterns only on chiplet GPUs."""
-    from kxform.passes.swizzle.patterns import PATTERNS
-
-    offered = [str(v) for v in pass_space.param("pattern").values]
-    choices = [IDENTITY]
-    for name in offered:
-        pattern = PATTERNS.get(name)
-        if pattern is None or (name.startswith("xcd") and xcds <= 1):
-            continue  # `custom` is a formula, not a point of a grid
-        takes = {p.name for p in pattern.params}
-        groups = GROUPS if "group" in takes else (None,)
-        axes = ("y", "x") if "along" in takes else (None,)
-        for group in groups:
-            for along in axes:
-                raw: dict[str, str | int] = {"xcds": xcds} if "xcds" in takes else {}
-                if group is not None:
-                    raw["group"] = group
-                if along is not None:
-                    raw["along"] = along
-                choices.append(pattern.resolve(raw).label())
-    return tuple(dict.fromkeys(choices))
-
-
-def kernel_space(data: bytes, kernel: str, passes: tuple[str, ...], *, path: str, hw: str,
-                 build_dir: str | None = None, require: tuple[str, ...] = ()) -> KernelSpace:
-    """The tuning space of `kernel` under `passes`, with the extra constraints `require`
-    (what the code assumes and the pass cannot see, as Kernel Tuner's restrictions);
-    UsageError naming the pass's reason when it refuses the kernel (nothing to tune)."""
-    from kxform.api import explain, space_of
-    from kxform.hw import load_profile
-
-    params: list[Param] = []
-    constraints: list[Constraint] = []
-    tile_names: tuple[str, ...] = ()
-    launch_names: tuple[str, ...] = ()
-    rows_names: tuple[str, ...] = ()
-    for name in passes:
-        pass_space = space_of(data, kernel, name, path=path, hw=hw, build_dir=build_dir)
-        if not pass_space.params:
-            reasons = explain(data, kernel, name, path=path, hw=hw, build_dir=build_dir).get("reasons") or []
-            why = reasons[0] if reasons else "the pass refuses it"
-            raise UsageError(f"{path}: '{kernel}' has nothing to tune under {name}: {why}")
-        if name == "tile":
-            params += [Param.ints(p.name, tuning_values(p), int(p.default), p.doc, p.origin)  # type: ignore[arg-type]
-                       for p in pass_space.params]
-            constraints += list(pass_space.constraints)
-            tile_names = pass_space.names
-        elif name == "rows":  # lanes per row and rows per block: the pass's own values and constraints
-            params += list(pass_space.params)
-            constraints += list(pass_space.constraints)
-            rows_names = pass_space.names
-        elif name == "launch":
-            params += [Param.ints(p.name, tuning_values(p), int(p.default), p.doc, p.origin)  # type: ignore[arg-type]
-                       for p in pass_space.params]
-            constraints += list(pass_space.constraints)
-            constraints.append(Constraint.parse(f"{' * '.join(pass_space.names)} >= {MIN_BLOCK}", "at least a warp "
-                                                "of threads per block (a smaller one leaves lanes idle)"))
-            launch_names = pass_space.names
-        else:
-            choices = swizzle_choices(pass_space, load_profile(hw).xcds)
-            params.append(Param.enum(SWIZZLE, choices, IDENTITY, doc="block order: a library remap, or row "
-                                     "(the hardware's)"))
-    if rows_names and launch_names:
-        constraints += _one_block_owner(ParamSpace(tuple(params)), rows_names, launch_names)
-    names = {p.name for p in params}
-    for text in require:
-        try:
-            constraint = Constraint.parse(text, "required by the user")
-        except SpecError as exc:
-            raise UsageError(f"--require {text!r}: {exc.cause}") from None
-        unknown = sorted(constraint.params - names)
-        if unknown:
-            raise UsageError(f"--require {text!r}: '{unknown[0]}' is not a parameter of '{kernel}' "
-                             f"(parameters: {', '.join(sorted(names))})")
-        constraints.append(constraint)
-    return KernelSpace(kernel, passes, ParamSpace(tuple(params), tuple(constraints)), tile_names, launch_names,
-                       rows_names)
-
-
-def _one_block_owner(space: ParamSpace, rows_names: tuple[str, ...], launch_names: tuple[str, ...]
-                     ) -> list[Constraint]:
-    """With rows and launch together, one of them sets the block: rows (its rows per block)
-    where lanes > 1, launch where lanes = 1 (a point is never searched twice)."""
-    lanes, rows = rows_names
-    launch_default = " and ".join(f"{n} == {space.param(n).default}" for n in launch_names)
-    return [Constraint.parse(f"{lanes} > 1 or {rows} == {space.param(rows).default}",
-                             "with one lane per row the block size is the launch pass's parameter"),
-            Constraint.parse(f"{lanes} == 1 or ({launch_default})",
-                             "with several lanes per row the block is rows per block times lanes")]
-
-
-def label(config: Mapping[str, ParamValue]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in config.items())
+    registry = registry or default_registry()
+    names = tuple(passes) if passes is not None else tuple(registry.names())
+    ordered = order_passes([registry.get(name)() for name in names])
+    ctx = kernel_context(data, kernel, path=path, hw=hw, build_dir=build_dir)
+    parts: list[PassSpace] = []
+    refused: list[tuple[str, str]] = []
+    for pass_ in ordered:
+        analysis = analyse_kernel(pass_, ctx, kernel)
+        space = pass_.tuning_space(ctx, analysis) if not analysis.blockers else ParamSpace()
+        valid = bool(space.params) and next(iter_valid(space, ctx.hw), None) is not None
+        if valid:
+            parts.append(PassSpace(pass_, space))
+            continue
+        why = analysis.blockers[0].message if analysis.blockers else \
+            "no configuration of its space meets its constraints" if space.params else \
+            "it offers nothing to tune in this kernel"
+        if passes is not None:
+            raise NothingToTune(f"{path}: '{kernel}' has nothing to tune under {pass_.name}: {why}")
+        refused.append((pass_.name, why))
+    if not parts:
+        shown = "; ".join(f"{name}: {why}" for name, why in refused) or "no pass is registered"
+        raise NothingToTune(f"{path}: '{kernel}' has nothing to tune under any pass ({shown})")
+    return KernelSpace(kernel, compose(parts, require, kernel), tuple(refused))

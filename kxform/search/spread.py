@@ -65,7 +65,7 @@ class JobResult:
         return min(timed, key=lambda s: s[1].time_ms or 0.0) if timed else None
 
 
-def find_jobs(folder: Path, passes: tuple[str, ...], hw: str, *, kernel: str | None = None,
+def find_jobs(folder: Path, passes: tuple[str, ...] | None, hw: str, *, kernel: str | None = None,
               build_dir: str | None = None, require: tuple[str, ...] = (), runtime: str = "gpu",
               measure: Any = None) -> tuple[list[Job], list[tuple[str, str]]]:
     """The jobs of every kernel and bench size under `folder`; the skipped, with reasons."""
@@ -91,7 +91,7 @@ def find_jobs(folder: Path, passes: tuple[str, ...], hw: str, *, kernel: str | N
             try:
                 space = kernel_space(data, name, passes, path=str(spec.source), hw=hw, build_dir=build_dir,
                                      require=require)
-                search = SearchSpace.build(space.space, load_profile(hw))
+                search = space.search(load_profile(hw))
             except KxformError as exc:
                 skipped.append((label, exc.cause))
                 continue

@@ -25,7 +25,7 @@ from typing import Any
 from kxform.engine import resources
 from kxform.engine.edits import Edit, apply_edits
 from kxform.engine.launch_site import written
-from kxform.engine.params import Config, Param, ParamSpace, ParamValue
+from kxform.engine.params import Config, Constraint, Param, ParamSpace, ParamValue
 from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance
 from kxform.engine.policy import VerifyPolicy
 from kxform.errors import CheckFailed, UsageError
@@ -131,6 +131,16 @@ class Launch(Pass):
     def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
         fact: Facts = analysis.facts["facts"]
         return fact.space
+
+    def tuning_space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
+        """The block sizes worth timing (powers of two and the original), at least a warp of
+        threads per block: a smaller block leaves lanes of every warp idle."""
+        space = super().tuning_space(ctx, analysis)
+        if not space.params:
+            return space
+        floor = Constraint.parse(f"{' * '.join(space.names)} >= {MIN_THREADS}",
+                                 "at least a warp of threads per block (a smaller one leaves lanes idle)")
+        return ParamSpace(space.params, (*space.constraints, floor))
 
     def proposal_for(self, ctx: PassContext, analysis: KernelAnalysis, config: Config,
                      provenance: Provenance | None = None) -> Proposal:

@@ -43,6 +43,8 @@ class Rows(Pass):
     description = "share each thread's row loops over G threads (a warp fraction, a warp or a block) with " \
                   "shuffle or block reductions; rows{lanes=G,rows=R}"
     falls_back = False
+    excludes = ("launch",)
+    """Rows per block is this pass's own block size: tuned together, launch's would be a second name for it."""
 
     config: tuple[tuple[str, str], ...] = ()
     """`lanes=G` and `rows=R` (rows per block)."""

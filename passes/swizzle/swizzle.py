@@ -36,12 +36,14 @@ from kxform.errors import CheckFailed, UsageError
 from kxform.frontend.model import Function, IndexRead, SourceModel, Span
 from kxform.passes.swizzle.index_usage import IndexUsage, index_usage
 from kxform.passes.swizzle.judgement import LocalityJudgement
-from kxform.engine.params import Param, ParamSpace, ParamValue
+from kxform.engine.params import Config, Param, ParamSpace, ParamValue
 from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance
 from kxform.engine.policy import EXACT, OutputCompare, VerifyPolicy
 from kxform.engine.rewrite import Helper, insert_at_entry, place_helpers
 from kxform.passes.swizzle.patterns import PATTERNS, RemapConfig, get_pattern
 from kxform.passes.swizzle.formula import FormulaError, FormulaRemap, formula_remap
+from kxform.engine.tool_shape import ToolShape
+from kxform.passes.swizzle import tool, tuning
 from kxform.passes.swizzle.semantic_checks import foreign_through_local, semantic_blockers
 
 BLOCK_VAR = "kxform_block"
@@ -63,6 +65,8 @@ PROLOGUE_MARK = f"{BLOCK_VAR} = kxform_swizzle_".encode()
 class Swizzle(Pass):
     name = "swizzle"
     description = "remap blockIdx.x/.y through a checked bijection (grouped, Hilbert, XCD-aware, ...)"
+    requires = ("tile",)
+    """With tile in a pipeline, the remap is laid over the final tiling and launch."""
 
     pattern: str | None = None
     group: int | None = None
@@ -184,6 +188,29 @@ class Swizzle(Pass):
             Param.int_range("xcds", 1, 64, max(1, min(ctx.hw.xcds, 64)),
                             doc="chiplets blocks are dispatched round-robin to"),
         ))
+
+    def tool_shape(self, space: ParamSpace) -> ToolShape:
+        """Patterns described, parameters a pattern does not take nullable, `formula` the payload."""
+        return tool.tool_shape(space)
+
+    def read_answer(self, data: Mapping[str, Any], space: ParamSpace,
+                    hw: object) -> tuple[dict[str, ParamValue], str | None]:
+        return tool.read_answer(data, space, hw)
+
+    def answer_values(self, config: Mapping[str, ParamValue], payload: str | None) -> dict[str, ParamValue]:
+        """A custom remap is proposed as its pattern and the formula's digest (the text rides as payload)."""
+        return custom_values(payload) if payload is not None else dict(config)
+
+    def tuning_space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
+        """Every library remap of the kernel's grid with its parameters bound (tuning.py)."""
+        return tuning.tuning_space(self.space(ctx, analysis).param("pattern").values, ctx.hw.xcds)
+
+    def configured(self, config: Config) -> Pass:
+        """A tuned `pattern` label (`grouped(along=y,group=4)`) as the pass's options."""
+        options: dict[str, str | ParamValue] = dict(config)
+        if isinstance(options.get("pattern"), str):
+            options.update(tuning.label_options(str(options["pattern"])))
+        return type(self).from_options(options)
 
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
         """For `kxform inspect`: the grid dimensionality, the index reads and the verdict."""
