@@ -88,7 +88,9 @@ def test_tile_and_swizzle_spaces_compose_with_an_off_choice_per_pass() -> None:
     # Without --pass: every pass with something to tune, in the order `requires` gives (swizzle after tile).
     both = kernel_space(data, "sgemm_tiled", parse_passes("swizzle,tile"), path=str(path), hw="h100")
     every = kernel_space(data, "sgemm_tiled", None, path=str(path), hw="h100")
-    assert both.passes == every.passes == ("tile", "swizzle")
+    assert both.passes == ("tile", "swizzle")
+    assert every.passes == ("tile", "swizzle", "unroll")  # its k loop's #pragma unroll factor too
+    assert dict(every.not_offered).keys() == {"launch", "rows"}  # TILE is the tile pass's; __shared__
     assert both.space.names == ("tile", "tile.TILE", "swizzle", "swizzle.pattern")
     assert [c.text for c in both.space.constraints][0] == \
         "not (tile) or (tile.TILE * tile.TILE <= hw.max_threads_per_block)"

@@ -44,9 +44,9 @@ def add_options(p: argparse.ArgumentParser) -> None:
 
 
 def wanted(args: argparse.Namespace) -> bool:
-    """Whether this module runs the command: several workers, or a directory."""
-    return getattr(args, "gpus", None) is not None or getattr(args, "ray", None) is not None \
-        or Path(args.file).is_dir()
+    """Whether this module runs the command: several timing workers (a directory without
+    them is tuned kernel by kernel on this host: kxform.cli.tune_dir)."""
+    return getattr(args, "gpus", None) is not None or getattr(args, "ray", None) is not None
 
 
 def run(args: argparse.Namespace) -> int:
