@@ -102,6 +102,21 @@ def find_geometry(model: SourceModel, kernel: Function, values: dict[str, int | 
     return Geometry(kernel, launches, tuple(dims), tuple(refusals), find_bounds(model, kernel) if dims else ())
 
 
+def constant_names(model: SourceModel, kernel: Function) -> tuple[str, ...]:
+    """The macros and constants the launches of `kernel` write block dimensions with (after
+    following a launching function's parameter to its caller): their values come from the
+    compiler (kxform.frontend.constants)."""
+    names = set()
+    for config in launch_configs(model, kernel.name):
+        for axis in range(3):
+            place = written(model, config, 1, axis)
+            if place is not None:
+                place = _caller_value(model, config, place)
+                if place.kind == "constant":
+                    names.add(place.text)
+    return tuple(sorted(names))
+
+
 def _value(place: Written, values: dict[str, int | None]) -> int | None:
     return place.value if place.kind == "literal" else values.get(place.text) if place.kind == "constant" else None
 

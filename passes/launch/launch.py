@@ -24,18 +24,16 @@ from typing import Any
 
 from kxform.engine import resources
 from kxform.engine.edits import Edit, apply_edits
-from kxform.engine.launch_site import written
 from kxform.engine.params import Config, Param, ParamSpace, ParamValue
 from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance
 from kxform.engine.policy import VerifyPolicy
 from kxform.errors import CheckFailed, UsageError
 from kxform.frontend.constants import evaluate_constants
-from kxform.frontend.launches import launch_configs
 from kxform.frontend.model import Function, FunctionKind, SourceModel
 from kxform.log.remarks import RemarkKind
 from kxform.passes.launch import assumptions, policy
 from kxform.passes.launch.bounds import RANGES
-from kxform.passes.launch.geometry import Geometry, find_geometry
+from kxform.passes.launch.geometry import Geometry, constant_names, find_geometry
 from kxform.passes.launch.rewrite import lift_edits
 
 MAX_CANDIDATES = 24
@@ -219,9 +217,8 @@ def _facts(ctx: PassContext, kernel_name: str) -> Facts:
     if hit is not None and hit[0] is model:
         return hit[1]
     kernel = next(k for k in model.kernels if k.name == kernel_name)
-    names = sorted({p.text for lc in launch_configs(model, kernel_name) for axis in range(3)
-                    for p in [written(model, lc, 1, axis)] if p is not None and p.kind == "constant"})
-    values = _evaluated(model.source.path, model.source.data, tuple(names), args) if names else {}
+    names = constant_names(model, kernel)
+    values = _evaluated(model.source.path, model.source.data, names, args) if names else {}
     geometry = find_geometry(model, kernel, values)
     closure = closure_of(model, kernel)
     constraints, refusals = assumptions.derive(model, geometry, closure)
