@@ -262,3 +262,12 @@ def test_a_literal_that_caps_the_block_is_the_parameter() -> None:
     assert b"dim3 block(std::min(n, SCALE_BLOCK_X));" in result.new_data
     launch = rewrite(text, "launch{SCALE_BLOCK_X=256}", path="k.cu").results[0].policy.launch
     assert launch.block == ("min(n, SCALE_BLOCK_X)",)
+
+
+def test_the_tile_pass_leaves_the_launch_parameters_to_the_launch_pass() -> None:
+    path = FIXTURES / "gelu" / "gelu.cu"
+    lifted = rewrite(path.read_bytes(), "launch", path=str(path)).new_data
+    tile = rewrite(lifted, "tile", path=str(path))
+    assert outcomes(tile) == {"gelu_forward": Outcome.MISSED} and not tile.changed
+    assert any(r.name == "LaunchParameter" and "GELU_FORWARD_BLOCK_X is the block size or launch bound the launch "
+               "pass lifted" in r.message for r in tile.remarks)

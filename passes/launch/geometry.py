@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kxform.engine.launch_site import Written, other_uses, through_caller, written
+from kxform.engine.launch_site import Written, other_uses, parameter_name, through_caller, written
 from kxform.frontend.launches import LaunchConfig, launch_configs
 from kxform.frontend.model import Function, FunctionKind, SourceModel
 from kxform.frontend.queries import constant_defs
@@ -30,8 +30,7 @@ AXES = "XYZ"
 
 def param_name(kernel: str, axis: int) -> str:
     """`gelu_forward`, 0 -> `GELU_FORWARD_BLOCK_X`; `transposeNaive` -> `TRANSPOSE_NAIVE_BLOCK_X`."""
-    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", kernel)
-    return f"{snake.upper()}_BLOCK_{AXES[axis]}"
+    return parameter_name(kernel, f"BLOCK_{AXES[axis]}")
 
 
 @dataclass(frozen=True)
