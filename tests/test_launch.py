@@ -160,14 +160,19 @@ __global__ void scale(float *x, int n)
     ("#define BLOCK 256\nvoid run(float *x, int n) { scale<<<(n + BLOCK - 1) / BLOCK, BLOCK>>>(x, n); }",
      "TileParameter", "BLOCK (line 9), a file-scope constant of this file"),
     ("void run(float *x, int n) { const int t = 256; float *h = new float[t]; scale<<<n / t, t>>>(x, n); }",
-     "HostUse", "'t', which holds the block size of 'scale', is also read by host code (line 8)"),
+     "HostUse", "'t', which changes with the block size of 'scale', is also read by host code (line 8)"),
+    ("void run(float *x, int n) { const int t = 256; const int g = (n + t - 1) / t;\n"
+     "  scale<<<g, t>>>(x, n); scale2<<<g, n / 2>>>(x, n); }",
+     "SharedWithOtherKernels", "'g', which changes with the block size of 'scale', also launches 'scale2' (line 9)"),
     ("void run(float *x, int n) { scale<<<1, n / 2>>>(x, n); }",
      "BlockExpression", "'n / 2' (line 8), an expression kxform does not follow"),
     ("", "NoLaunchSite", "'scale' is not launched in this file"),
 ])
 def test_refusals_say_why_and_touch_nothing(launcher: str, key: str, words: str) -> None:
-    result = rewrite(LAUNCHER + launcher + "\n", "launch", path="k.cu")
-    assert outcomes(result) == {"scale": Outcome.MISSED} and not result.changed
+    second = "__global__ void scale2(float *x, int n) { x[blockIdx.x * blockDim.x + threadIdx.x] = 1.0f; }\n" \
+        if "scale2" in launcher else ""
+    result = rewrite(LAUNCHER + second + launcher + "\n", "launch", path="k.cu")
+    assert outcomes(result)["scale"] is Outcome.MISSED and not result.changed
     assert key in remark_names(result)
     assert any(words in r.message for r in result.remarks), [r.message for r in result.remarks]
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kxform.engine.edits import Edit
 from kxform.engine import launch_site
+from kxform.engine.edits import Edit
 from kxform.frontend.model import Function, SourceModel, Span
 from kxform.frontend.queries import int_value
 

@@ -30,7 +30,6 @@ from kxform.engine.policy import VerifyPolicy
 from kxform.errors import CheckFailed, UsageError
 from kxform.frontend.constants import evaluate_constants
 from kxform.frontend.model import Function, FunctionKind, SourceModel
-from kxform.log.remarks import RemarkKind
 from kxform.passes.launch import assumptions, policy
 from kxform.passes.launch.bounds import RANGES
 from kxform.passes.launch.geometry import Geometry, constant_names, find_geometry
