@@ -163,7 +163,7 @@ __global__ void scale(float *x, int n)
      "HostUse", "'t', which changes with the block size of 'scale', is also read by host code (line 8)"),
     ("void run(float *x, int n) { const int t = 256; const int g = (n + t - 1) / t;\n"
      "  scale<<<g, t>>>(x, n); scale2<<<g, n / 2>>>(x, n); }",
-     "SharedWithOtherKernels", "'g', which changes with the block size of 'scale', also launches 'scale2' (line 9)"),
+     "SharedWithOtherKernels", "'g', which changes with the block size of 'scale', also launches 'scale2' (line 10)"),
     ("void run(float *x, int n) { scale<<<1, n / 2>>>(x, n); }",
      "BlockExpression", "'n / 2' (line 8), an expression kxform does not follow"),
     ("", "NoLaunchSite", "'scale' is not launched in this file"),
