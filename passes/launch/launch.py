@@ -68,8 +68,9 @@ class Launch(Pass):
 
     @classmethod
     def describe_options(cls) -> list[str]:
-        return ["NAME=VALUE for a kernel's block parameters (KERNEL_BLOCK_X, _Y, _Z: kxform inspect --pass launch "
-                "lists them with their constraints); none: lift at the original values"]
+        return ["NAME=VALUE for a kernel's block and launch-bounds parameters (KERNEL_BLOCK_X, _Y, _Z, "
+                "KERNEL_MAX_THREADS, KERNEL_MIN_BLOCKS: kxform inspect --pass launch lists them with their "
+                "constraints); none: lift at the original values"]
 
     # -- analyse and propose -----------------------------------------------------------
 
