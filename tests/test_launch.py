@@ -276,3 +276,15 @@ def test_the_tile_pass_leaves_the_launch_parameters_to_the_launch_pass() -> None
     assert outcomes(tile) == {"gelu_forward": Outcome.MISSED} and not tile.changed
     assert any(r.name == "LaunchParameter" and "GELU_FORWARD_BLOCK_X is the block size or launch bound the launch "
                "pass lifted" in r.message for r in tile.remarks)
+
+
+def test_a_hip_launch_is_lifted_like_a_chevron() -> None:
+    text = """#include <hip/hip_runtime.h>
+__global__ void k(float *x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = 0; }
+void r(float *x, int n) {
+    hipLaunchKernelGGL(k, dim3((n + 255) / 256), dim3(256), 0, 0, x, n);
+}
+"""
+    result = rewrite(text, "launch", path="k.hip")
+    assert b"hipLaunchKernelGGL(k, dim3((n + K_BLOCK_X - 1) / K_BLOCK_X), dim3(K_BLOCK_X), 0, 0, x, n);" in \
+        result.new_data

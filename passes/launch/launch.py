@@ -43,6 +43,9 @@ MIN_THREADS = 32
 
 @dataclass(frozen=True)
 class Facts:
+    """What the pass learned about one kernel: where its launches write the block, the
+    parameter space with the kernel's constraints, and why it is refused (if it is)."""
+
     geometry: Geometry
     space: ParamSpace
     closure: frozenset[str]
@@ -217,19 +220,19 @@ def _facts(ctx: PassContext, kernel_name: str) -> Facts:
     if hit is not None and hit[0] is model:
         return hit[1]
     kernel = next(k for k in model.kernels if k.name == kernel_name)
-    names = constant_names(model, kernel)
-    values = _evaluated(model.source.path, model.source.data, names, args) if names else {}
+    constants = constant_names(model, kernel)
+    values = _evaluated(model.source.path, model.source.data, constants, args) if constants else {}
     geometry = find_geometry(model, kernel, values)
     closure = closure_of(model, kernel)
     constraints, refusals = assumptions.derive(model, geometry, closure)
     blockers = tuple(Blocker(r.key, r.message, r.offset) for r in (*geometry.refusals, *refusals))
     params = tuple(Param.int_range(d.name, 1, 1024, d.value, doc=f"block.{'xyz'[d.axis]} of '{kernel_name}'",
                                    origin=f"{model.source.path}:{d.line}") for d in geometry.dims)
-    params += tuple(Param.int_range(b.name, *RANGES[b.kind], b.value, doc=f"__launch_bounds__ {b.kind.lower()} of "
-                                    f"'{kernel_name}'", origin=f"{model.source.path}:{b.line}")
-                    for b in geometry.bounds)
-    names = {p.name for p in params}
-    space = ParamSpace(params, tuple(c for c in constraints if c.params <= names))
+    params += tuple(Param.int_range(b.name, RANGES[b.kind][0], max(RANGES[b.kind][1], b.value), b.value,
+                                    doc=f"__launch_bounds__ {b.kind.lower()} of '{kernel_name}'",
+                                    origin=f"{model.source.path}:{b.line}") for b in geometry.bounds)
+    known = {p.name for p in params}
+    space = ParamSpace(params, tuple(c for c in constraints if c.params <= known))
     fact = Facts(geometry, space if not blockers else ParamSpace(), closure, blockers)
     if len(_FACTS) > 256:
         _FACTS.clear()
