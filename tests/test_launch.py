@@ -11,6 +11,7 @@ import pytest
 from kxform.api import explain, space_of
 from kxform.engine.pass_api import Outcome
 from kxform.hw import load_profile
+from conftest import needs_nvcc
 from swizzle_helpers import outcomes, remark_names, rewrite
 
 FIXTURES = Path(__file__).parent / "fixtures" / "launch"
@@ -288,3 +289,17 @@ void r(float *x, int n) {
     result = rewrite(text, "launch", path="k.hip")
     assert b"hipLaunchKernelGGL(k, dim3((n + K_BLOCK_X - 1) / K_BLOCK_X), dim3(K_BLOCK_X), 0, 0, x, n);" in \
         result.new_data
+
+
+@pytest.mark.slow
+@needs_nvcc
+@pytest.mark.parametrize("golden", sorted(GOLDEN_CASES))
+def test_golden_rewrites_compile(golden: str, tmp_path: Path) -> None:
+    from kxform.build.builder import Builder
+    from kxform.build.nvcc import BuildJob
+
+    source = FIXTURES / GOLDEN_CASES[golden]
+    job = BuildJob(source=(GOLDEN / golden).read_text(), filename=golden, output="check", arch="sm_90",
+                   source_dir=str(source.parent))
+    result = Builder(cache_dir=tmp_path).build(job)
+    assert result.ok, result.log
