@@ -109,3 +109,11 @@ def test_the_binding_renames_host_variables_to_the_parameters_they_are_passed_as
 ])
 def test_c_expressions_read_a_float_ceil_as_ceil_div(text: str, expected: str | None) -> None:
     assert c_to_expr(text, ["NI", "n"]) == expected
+
+
+def test_function_like_macros_and_ceil_div_helpers_in_a_launch_are_read() -> None:
+    host = "#define DIV_UP(a, b) (((a) + (b) - 1) / (b))\nvoid r(float *x, int n) { k<<<DIV_UP(n, 256), 256>>>(x, n); }"
+    model = _model(host)
+    (config,) = launch_configs(model, "k")
+    assert config.grid == ("(((((n)) + ((256)) - 1) / ((256))))",)
+    assert c_to_expr("iDivUp(n, B) + cdiv(m, 4)", ["n", "m", "B"]) == "ceil_div(n, B) + ceil_div(m, 4)"
