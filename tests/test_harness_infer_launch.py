@@ -109,3 +109,23 @@ def test_a_template_kernel_named_without_arguments_gets_the_instantiation_its_la
     assert '[kernel."axpy<float, 128>"]' in text and '[kernel."axpy"]' not in text
     assert text.count('dtype = "float32"') == 3 and "has no spec dtype" not in text  # T is float
     assert 'grid = ["(n + 127) / 128"]' in text
+
+
+def test_a_grid_over_a_launcher_parameter_the_kernel_does_not_receive_becomes_a_size_variable(tmp_path: Path) -> None:
+    (tmp_path / "rows.cu").write_text("""__global__ void row_scale(float *out, const float *in, int cols)
+{
+    int row = blockIdx.x;
+    for (int j = threadIdx.x; j < cols; j += blockDim.x)
+        out[row * cols + j] = 2.0f * in[row * cols + j];
+}
+
+void launch_row_scale(float *out, const float *in, int rows, int cols)
+{
+    row_scale<<<rows, 128>>>(out, in, cols);
+}
+""")
+    draft = infer_spec(SourceText(str(tmp_path / "rows.cu"), (tmp_path / "rows.cu").read_bytes()), "row_scale")
+    assert 'grid = ["rows"]  # from the launch at line 10' in draft.text
+    sizes = draft.text.split("sizes]]")[1]
+    assert "cols = " in sizes and "rows = " in sizes  # rows is a size of its own, not a kernel argument
+    assert not any("grid" in todo for todo in draft.todos)

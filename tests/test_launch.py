@@ -11,6 +11,7 @@ import pytest
 from kxform.api import explain, space_of
 from kxform.engine.pass_api import Outcome
 from kxform.hw import load_profile
+from conftest import needs_nvcc
 from swizzle_helpers import outcomes, remark_names, rewrite
 
 FIXTURES = Path(__file__).parent / "fixtures" / "launch"
@@ -20,6 +21,8 @@ GOLDEN_CASES = {
     "layernorm_rows.launch.cu": "layernorm_rows/layernorm_rows.cu",
     "gemm_naive.launch.cu": "gemm_naive/gemm_naive.cu",
     "transpose_naive.launch.cu": "transpose_naive/transpose_naive.cu",
+    "softmax_rows.launch.cu": "softmax_rows/softmax_rows.cu",
+    "silu_caller.launch.cu": "silu_caller/silu_caller.cu",
 }
 
 
@@ -111,7 +114,7 @@ def test_launch_bounds_are_lifted_beside_the_block_and_a_block_above_them_is_ref
     out = result.new_data.decode()
     assert "#ifndef BLOCK_SUM_MAX_THREADS\n#define BLOCK_SUM_MAX_THREADS 512\n#endif\n__global__ void " \
         "__launch_bounds__(BLOCK_SUM_MAX_THREADS) block_sum(" in out
-    assert not rewrite(out, "launch", path="r.cu").changed
+    assert outcomes(rewrite(out, "launch", path="r.cu")) == {"block_sum": Outcome.UNCHANGED}
     lower = rewrite(out, "launch{BLOCK_SUM_MAX_THREADS=256}", path="r.cu")
     assert lower.new_data.decode() == out.replace("#define BLOCK_SUM_MAX_THREADS 512", "#define BLOCK_SUM_MAX_THREADS 256")
     assert lower.results[0].policy.compare.mode == "exact" and "register allocation" in \
@@ -158,14 +161,19 @@ __global__ void scale(float *x, int n)
     ("#define BLOCK 256\nvoid run(float *x, int n) { scale<<<(n + BLOCK - 1) / BLOCK, BLOCK>>>(x, n); }",
      "TileParameter", "BLOCK (line 9), a file-scope constant of this file"),
     ("void run(float *x, int n) { const int t = 256; float *h = new float[t]; scale<<<n / t, t>>>(x, n); }",
-     "HostUse", "'t', which holds the block size of 'scale', is also read by host code (line 8)"),
+     "HostUse", "'t', which changes with the block size of 'scale', is also read by host code (line 8)"),
+    ("void run(float *x, int n) { const int t = 256; const int g = (n + t - 1) / t;\n"
+     "  scale<<<g, t>>>(x, n); scale2<<<g, n / 2>>>(x, n); }",
+     "SharedWithOtherKernels", "'g', which changes with the block size of 'scale', also launches 'scale2' (line 10)"),
     ("void run(float *x, int n) { scale<<<1, n / 2>>>(x, n); }",
      "BlockExpression", "'n / 2' (line 8), an expression kxform does not follow"),
     ("", "NoLaunchSite", "'scale' is not launched in this file"),
 ])
 def test_refusals_say_why_and_touch_nothing(launcher: str, key: str, words: str) -> None:
-    result = rewrite(LAUNCHER + launcher + "\n", "launch", path="k.cu")
-    assert outcomes(result) == {"scale": Outcome.MISSED} and not result.changed
+    second = "__global__ void scale2(float *x, int n) { x[blockIdx.x * blockDim.x + threadIdx.x] = 1.0f; }\n" \
+        if "scale2" in launcher else ""
+    result = rewrite(LAUNCHER + second + launcher + "\n", "launch", path="k.cu")
+    assert outcomes(result)["scale"] is Outcome.MISSED and not result.changed
     assert key in remark_names(result)
     assert any(words in r.message for r in result.remarks), [r.message for r in result.remarks]
 
@@ -218,7 +226,8 @@ def test_a_block_size_from_the_one_caller_is_lifted_where_the_caller_writes_it()
     assert result.new_data.decode() == CALLER.replace(
         "static void launch_scale", "#ifndef SCALE_BLOCK_X\n#define SCALE_BLOCK_X 128\n#endif\nstatic void launch_scale"
     ).replace("launch_scale(x, n, 128);", "launch_scale(x, n, SCALE_BLOCK_X);")
-    assert not rewrite(result.new_data, "launch", path="k.cu").changed
+    again = rewrite(result.new_data, "launch", path="k.cu")
+    assert not again.changed and outcomes(again) == {"scale": Outcome.UNCHANGED}
     launch = rewrite(CALLER, "launch{SCALE_BLOCK_X=64}", path="k.cu").results[0].policy.launch
     assert launch.block == ("SCALE_BLOCK_X",) and launch.grid == ("((n + SCALE_BLOCK_X - 1) / SCALE_BLOCK_X)",)
 
@@ -259,3 +268,38 @@ def test_a_literal_that_caps_the_block_is_the_parameter() -> None:
     assert b"dim3 block(std::min(n, SCALE_BLOCK_X));" in result.new_data
     launch = rewrite(text, "launch{SCALE_BLOCK_X=256}", path="k.cu").results[0].policy.launch
     assert launch.block == ("min(n, SCALE_BLOCK_X)",)
+
+
+def test_the_tile_pass_leaves_the_launch_parameters_to_the_launch_pass() -> None:
+    path = FIXTURES / "gelu" / "gelu.cu"
+    lifted = rewrite(path.read_bytes(), "launch", path=str(path)).new_data
+    tile = rewrite(lifted, "tile", path=str(path))
+    assert outcomes(tile) == {"gelu_forward": Outcome.MISSED} and not tile.changed
+    assert any(r.name == "LaunchParameter" and "GELU_FORWARD_BLOCK_X is the block size or launch bound the launch "
+               "pass lifted" in r.message for r in tile.remarks)
+
+
+def test_a_hip_launch_is_lifted_like_a_chevron() -> None:
+    text = """#include <hip/hip_runtime.h>
+__global__ void k(float *x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = 0; }
+void r(float *x, int n) {
+    hipLaunchKernelGGL(k, dim3((n + 255) / 256), dim3(256), 0, 0, x, n);
+}
+"""
+    result = rewrite(text, "launch", path="k.hip")
+    assert b"hipLaunchKernelGGL(k, dim3((n + K_BLOCK_X - 1) / K_BLOCK_X), dim3(K_BLOCK_X), 0, 0, x, n);" in \
+        result.new_data
+
+
+@pytest.mark.slow
+@needs_nvcc
+@pytest.mark.parametrize("golden", sorted(GOLDEN_CASES))
+def test_golden_rewrites_compile(golden: str, tmp_path: Path) -> None:
+    from kxform.build.builder import Builder
+    from kxform.build.nvcc import BuildJob
+
+    source = FIXTURES / GOLDEN_CASES[golden]
+    job = BuildJob(source=(GOLDEN / golden).read_text(), filename=golden, output="check", arch="sm_90",
+                   source_dir=str(source.parent))
+    result = Builder(cache_dir=tmp_path).build(job)
+    assert result.ok, result.log

@@ -77,3 +77,27 @@ def test_tuning_the_block_size_rejects_a_size_only_the_differential_run_can_see(
     searched = SearchSpace.build(space.space, load_profile("h100"))
     values = [searched.config(r)["GELU_FORWARD_BLOCK_X"] for r in range(len(searched))]
     assert values == [32, 64, 128, 256, 512, 1024]  # at least a warp per block
+
+
+@pytest.mark.slow
+def test_apply_through_the_command_line_logs_the_policy_and_the_verification(tmp_path: Path) -> None:
+    import json
+
+    from conftest import run_cli
+
+    folder = tmp_path / "gemm_naive"
+    shutil.copytree(FIXTURES / "gemm_naive", folder)
+    path = folder / "gemm_naive.cu"
+    log = tmp_path / "run.jsonl"
+    proc = run_cli("apply", "--pass", "launch{GEMM_NAIVE_BLOCK_X=32,GEMM_NAIVE_BLOCK_Y=8}", "--verify", "cpu", "--log",
+                   str(log), str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert "#define GEMM_NAIVE_BLOCK_X 32\n#endif\n#ifndef GEMM_NAIVE_BLOCK_Y\n#define GEMM_NAIVE_BLOCK_Y 8\n" in \
+        path.read_text()
+    (record,) = [json.loads(line) for line in log.read_text().splitlines() if '"type": "kernel"' in line]
+    assert (record["pass"], record["outcome"]) == ("launch", "applied")
+    assert record["verify_policy"]["compare"]["mode"] == "exact" and record["verify_policy"]["required"]
+    assert record["verify_policy"]["launch"]["block"] == ["GEMM_NAIVE_BLOCK_X", "GEMM_NAIVE_BLOCK_Y"]
+    (verify,) = [c for c in record["checks"] if c["name"] == "verify"]
+    assert verify["ok"] and "GEMM_NAIVE_BLOCK_X=32" in verify["detail"]
+    assert "launch applied to 'gemm_naive'" in proc.stderr

@@ -69,10 +69,12 @@ class Case:
     require: tuple[str, ...] = ()
     reference: Reference | None = None
     """What the tuned time is compared with (a vendor GEMM, the copy bandwidth), if anything."""
+    root: Path = CORPORA
+    """Where `folder` is (the corpus, or the launch pass's test fixtures)."""
 
     @property
     def path(self) -> Path:
-        return CORPORA / self.folder / self.file
+        return self.root / self.folder / self.file
 
 
 CASES = (
@@ -108,6 +110,35 @@ CASES = (
 """Every corpus kernel the tile pass lifts (corpora/index.toml: tile = "lifts" or
 "parameters"), under `tile`; the two first also under `tile,swizzle`. The smith-waterman
 step computes one anti-diagonal per launch (latency-bound): it has no yardstick."""
+
+LAUNCH_FIXTURES = ROOT / "tests" / "fixtures" / "launch"
+LAUNCH_CASES = (
+    Case("fused_bias_gelu/launch", "fused_bias_gelu", "fused_bias_gelu.cu", "fused_bias_gelu_residual", ("launch",),
+         "bench", "R=8192,H=1024", reference=COPY),
+    Case("layernorm/launch", "layernorm", "layernorm.cu", "layernorm_forward_kernel", ("launch",), "bench",
+         "N=16384,C=1024", reference=COPY),
+    Case("spmv_csr/launch", "spmv_csr", "spmv_csr.cu", "spmv_csr_scalar_kernel", ("launch",), "bench", "bench"),
+    Case("fused_add_rmsnorm/launch", "fused_add_rmsnorm", "fused_add_rmsnorm.cu", "fused_add_rms_norm_kernel",
+         ("launch",), "bench", "bench", reference=COPY),
+    Case("silu_and_mul/launch", "silu_and_mul", "silu_and_mul.cu", "silu_and_mul_kernel", ("launch",), "bench",
+         "bench", reference=COPY),
+    Case("gelu_forward/launch", "gelu", "gelu.cu", "gelu_forward", ("launch",), "bench", "n=4194304",
+         reference=COPY, root=LAUNCH_FIXTURES),
+    Case("layernorm_rows/launch", "layernorm_rows", "layernorm_rows.cu", "layernorm_rows", ("launch",), "bench",
+         "N=16384,C=768", reference=COPY, root=LAUNCH_FIXTURES),
+    Case("gemm_naive/launch", "gemm_naive", "gemm_naive.cu", "gemm_naive", ("launch",), "bench",
+         "M=1024,N=1024,K=1024", reference=GEMM, root=LAUNCH_FIXTURES),
+    Case("transpose_naive/launch", "transpose_naive", "transpose_naive.cu", "transpose_naive", ("launch",), "bench",
+         "rows=4096,cols=4096", reference=COPY, root=LAUNCH_FIXTURES),
+    Case("softmax_rows/launch", "softmax_rows", "softmax_rows.cu", "softmax_rows", ("launch",), "bench",
+         "N=16384,C=512", reference=COPY, root=LAUNCH_FIXTURES),
+    Case("silu_mul/launch", "silu_caller", "silu_caller.cu", "silu_mul", ("launch",), "bench", "n=4194304",
+         reference=COPY, root=LAUNCH_FIXTURES),
+)
+"""The block size alone (`--pass launch`) of every kernel the launch pass lifts and can
+verify (tools/launch_corpus.py): the corpus's and the launch fixtures' naive kernels.
+Run them with `tools/bench_tune_gpu.py --case NAME/launch ...`."""
+CASES = CASES + LAUNCH_CASES
 
 
 def pick(names: list[str] | None, default: tuple[str, ...], only_tile: bool = False) -> list[Case]:

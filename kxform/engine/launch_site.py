@@ -31,6 +31,20 @@ from kxform.frontend.model import Function, LaunchSite, SourceModel, Span
 from kxform.frontend.queries import int_literals, int_value
 
 WrittenKind = Literal["literal", "constant", "parameter", "expression"]
+LAUNCH_PARAMETERS = ("BLOCK_X", "BLOCK_Y", "BLOCK_Z", "MAX_THREADS", "MIN_BLOCKS")
+"""What a kernel's launch parameters are called after its name (`GELU_FORWARD_BLOCK_X`)."""
+
+
+def parameter_name(kernel: str, what: str) -> str:
+    """`gelu_forward`, `BLOCK_X` -> `GELU_FORWARD_BLOCK_X`; `transposeNaive` -> `TRANSPOSE_NAIVE_...`.
+    One convention for every pass, so a pass can tell a launch parameter from a tile size."""
+    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", kernel)
+    return f"{snake.upper()}_{what}"
+
+
+def launch_parameters(kernel: str) -> frozenset[str]:
+    """Every name a launch parameter of `kernel` can have."""
+    return frozenset(parameter_name(kernel, what) for what in LAUNCH_PARAMETERS)
 _NAME_RE = re.compile(r"[A-Za-z_]\w*")
 _CAP_RE = re.compile(r"(?:std::)?(?:min|MIN)\s*(?:<\s*\w+\s*>)?\s*\((?P<size>.+),\s*(?P<cap>\d+)[uU]?\s*\)", re.S)
 

@@ -5,7 +5,7 @@ kernel's scalar arguments (`(N + TILE - 1) / TILE`, `4 * TILE * (TILE + 1)`); th
 spells them in C: integer casts, `static_cast`, literal suffixes, `sizeof`, `std::min`.
 A grid rounded up through floating point, `ceil(((float)n) / ((float)block))` or
 `ceil(n / (double)256)`, is the integer `ceil_div(n, block)` for the operand ranges of a
-launch, and is read as that. Anything else the language lacks gives None: "not
+launch, and is read as that; so are host helpers named for it (`iDivUp`, `cdiv`, `DIV_UP`). Anything else the language lacks gives None: "not
 expressible", never a guess.
 """
 
@@ -25,6 +25,10 @@ _CAST_RE = re.compile(r"\(\s*(?:const\s+)?(?:unsigned\s+|signed\s+)?(?:int|long 
                       r"int64_t|int32_t|uint32_t|uint64_t)\s*\)")
 _FLOAT_CAST_RE = re.compile(r"\(\s*(?:float|double)\s*\)|static_cast<\s*(?:float|double)\s*>")
 _FLOAT_LITERAL_RE = re.compile(r"\b(\d+)\.0*[fF]?(?![\w.])")
+_CEIL_DIV_NAMES_RE = re.compile(r"(?<![.\w])(?:iDivUp|idivup|cdiv|ceildiv|ceilDiv|div_up|divUp|DIV_UP|CEIL_DIV|"
+                                r"CEILDIV|DIVUP)\s*\(")
+"""Host helpers named for rounding up a division (CUDA samples' `iDivUp`, `cdiv`, ...), read
+as `ceil_div`; at the original values the launch read must still give the spec's."""
 _CEIL_RE = re.compile(r"\b(?:std::)?ceil[fl]?\s*\(")
 
 
@@ -75,7 +79,7 @@ def c_to_expr(text: str, names: Iterable[str], fixed: Mapping[str, int] | None =
     """A C integer expression over `names` (and literals) in kxform's expression language,
     or None when it reads anything else or uses what the language lacks. Names in `fixed`
     (constants that are not parameters) are replaced by their values."""
-    out = _ceil_to_ceil_div(text)
+    out = _CEIL_DIV_NAMES_RE.sub("ceil_div(", _ceil_to_ceil_div(text))
     out = _CAST_RE.sub("", out)
     if fixed:
         out = re.sub(r"[A-Za-z_]\w*", lambda m: str(fixed[m.group(0)]) if m.group(0) in fixed and

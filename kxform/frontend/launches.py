@@ -137,13 +137,60 @@ def launch_configs(model: SourceModel, kernel: str) -> tuple[LaunchConfig, ...]:
         scalars = {v.name: v for v in host_vars(model, host) if v.span.end <= site.span.start
                    and v.name not in site.args} if host else {}
         used: dict[str, HostVar] = {}
-        fields = {name: var.args for name, var in variables.items()}
+        fields: dict[str, tuple[str, ...]] = {name: var.args for name, var in variables.items()}
+        fields.update(_function_macros(model))
         grid, grid_var = _dims(site.config[0], variables)
         block, block_var = _dims(site.config[1], variables)
         grid, block = (tuple(_expand(t, scalars, used, fields) for t in dims) for dims in (grid, block))
         shared = _expand(site.config[2], scalars, used, fields) if len(site.config) > 2 else None
         out.append(LaunchConfig(site, grid, block, shared, grid_var, block_var, tuple(used.values())))
     return tuple(out)
+
+
+_MACRO_HEAD_RE = re.compile(r"#\s*define\s+([A-Za-z_]\w*)\(([^)]*)\)")
+_MACRO_KEY = "<macro>"
+
+
+def _function_macros(model: SourceModel) -> dict[str, tuple[str, ...]]:
+    """Function-like macros of the file as `<macro>NAME` -> (body, parameter, ...), so a
+    launch's `DIV_UP(n, 256)` is read as what it expands to."""
+    out = {}
+    for macro in model.macros:
+        if not macro.is_function_like:
+            continue
+        head = _MACRO_HEAD_RE.match(model.source.data[macro.span.start:macro.span.end].decode("utf-8", "replace"))
+        if head is not None and head.group(1) == macro.name:
+            params = tuple(p.strip() for p in head.group(2).split(",") if p.strip())
+            out[_MACRO_KEY + macro.name] = (" ".join(macro.body.split()), *params)
+    return out
+
+
+def expand_function_macros(text: str, fields: dict[str, tuple[str, ...]]) -> str:
+    """`text` with each call of a function-like macro replaced by its body, the arguments
+    (parenthesised) in place of the parameters."""
+    for _ in range(4):
+        match = next((m for m in re.finditer(r"(?<![.\w])([A-Za-z_]\w*)\s*\(", text)
+                      if _MACRO_KEY + m.group(1) in fields), None)
+        if match is None:
+            return text
+        depth, end = 0, None
+        for i in range(match.end() - 1, len(text)):
+            depth += text[i] == "("
+            depth -= text[i] == ")"
+            if depth == 0:
+                end = i
+                break
+        if end is None:
+            return text
+        body, *params = fields[_MACRO_KEY + match.group(1)]
+        args = split_args(text[match.end():end])
+        if len(args) != len(params):
+            return text
+        values = dict(zip(params, args))
+        expanded = re.sub(r"(?<![.\w])[A-Za-z_]\w*", lambda m: f"({values[m.group(0)]})" if m.group(0) in values
+                          else m.group(0), body)
+        text = f"{text[:match.start()]}({expanded}){text[end + 1:]}"
+    return text
 
 
 def dim3_field(text: str, fields: dict[str, tuple[str, ...]]) -> str:
@@ -153,9 +200,9 @@ def dim3_field(text: str, fields: dict[str, tuple[str, ...]]) -> str:
         args = fields[match.group(1)]
         index = "xyz".index(match.group(2))
         return f"({args[index]})" if index < len(args) else "1"
-    if not fields:
+    names = "|".join(re.escape(n) for n in fields if not n.startswith(_MACRO_KEY))
+    if not names:
         return text
-    names = "|".join(re.escape(n) for n in fields)
     return re.sub(rf"(?<![.\w])({names})\s*\.\s*([xyz])\b", one, text)
 
 
@@ -165,7 +212,7 @@ def _expand(text: str, scalars: dict[str, HostVar], used: dict[str, HostVar],
     the `dim3` fields it reads (`block.x`) by the values they were declared with."""
     if depth > 4:
         return text
-    text = dim3_field(text, fields or {})
+    text = expand_function_macros(dim3_field(text, fields or {}), fields or {})
 
     def one(match: re.Match[str]) -> str:
         var = scalars.get(match.group(0))

@@ -146,6 +146,24 @@ def _header_values(source: SourceText, names: set[str]) -> dict[str, str]:
     return {name: str(value) for name, value in values.items() if value is not None}
 
 
+def _launcher_sizes(model: SourceModel, kernel: Function, size_vars: list[str], types: dict[str, str]) -> list[str]:
+    """Integer parameters of the launching function that the launch reads but does not pass
+    to the kernel (`k<<<rows, 256>>>(out, cols)`): sizes the spec needs as variables of
+    their own."""
+    configs = launch_configs(model, kernel.name)
+    if not configs:
+        return []
+    site = configs[0].site
+    host = next((f for f in model.functions if f.name == site.function and f.body.contains(site.span)), None)
+    if host is None:
+        return []
+    passed = {arg.strip() for arg in site.args}
+    texts = " ".join((*configs[0].grid, *configs[0].block, configs[0].shared or ""))
+    words = set(re.findall(r"(?<![.\w])[A-Za-z_]\w*", texts))
+    return [p.name for p in host.params if p.name in words and p.name not in passed and p.name not in size_vars
+            and "*" not in p.ctype and types.get(base_ctype(p.ctype), base_ctype(p.ctype)) in INT_CTYPES]
+
+
 def _launch_plan(model: SourceModel, source: SourceText, kernel: Function,
                  size_vars: list[str]) -> tuple[list[str], list[str], str, str, dict[str, str]]:
     """grid, block, shared bytes, a note for the grid line, and per field what to fill in.
@@ -219,6 +237,7 @@ def _plan(source: SourceText, spelling: str) -> _Plan:
     types = {**_type_aliases(source, model), **_template_types(kernel, spelling)}
     scalars = [p for p in kernel.params if "*" not in p.ctype and "[" not in p.ctype]
     size_vars = [p.name for p in scalars if types.get(base_ctype(p.ctype), base_ctype(p.ctype)) in INT_CTYPES]
+    size_vars += _launcher_sizes(model, kernel, size_vars, types)
     grid, block, shared, note, todos = _launch_plan(model, source, kernel, size_vars)
     return _Plan(spelling, source, kernel, size_vars, grid, block, shared, note, draft_roles(model, kernel), todos,
                  types=types)

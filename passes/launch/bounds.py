@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kxform.engine.edits import Edit
 from kxform.engine import launch_site
+from kxform.engine.edits import Edit
 from kxform.frontend.model import Function, SourceModel, Span
 from kxform.frontend.queries import int_value
 
@@ -34,8 +34,7 @@ class LaunchBound:
 
 
 def bound_name(kernel: str, kind: str) -> str:
-    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", kernel)
-    return f"{snake.upper()}_{kind}"
+    return launch_site.parameter_name(kernel, kind)
 
 
 def find_bounds(model: SourceModel, kernel: Function) -> tuple[LaunchBound, ...]:

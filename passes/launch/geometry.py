@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kxform.engine.launch_site import Written, other_uses, through_caller, written
+from kxform.engine.launch_site import Written, other_uses, parameter_name, through_caller, written
 from kxform.frontend.launches import LaunchConfig, launch_configs
 from kxform.frontend.model import Function, FunctionKind, SourceModel
 from kxform.frontend.queries import constant_defs
@@ -30,8 +30,7 @@ AXES = "XYZ"
 
 def param_name(kernel: str, axis: int) -> str:
     """`gelu_forward`, 0 -> `GELU_FORWARD_BLOCK_X`; `transposeNaive` -> `TRANSPOSE_NAIVE_BLOCK_X`."""
-    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", kernel)
-    return f"{snake.upper()}_BLOCK_{AXES[axis]}"
+    return parameter_name(kernel, f"BLOCK_{AXES[axis]}")
 
 
 @dataclass(frozen=True)
@@ -102,6 +101,21 @@ def find_geometry(model: SourceModel, kernel: Function, values: dict[str, int | 
     return Geometry(kernel, launches, tuple(dims), tuple(refusals), find_bounds(model, kernel) if dims else ())
 
 
+def constant_names(model: SourceModel, kernel: Function) -> tuple[str, ...]:
+    """The macros and constants the launches of `kernel` write block dimensions with (after
+    following a launching function's parameter to its caller): their values come from the
+    compiler (kxform.frontend.constants)."""
+    names = set()
+    for config in launch_configs(model, kernel.name):
+        for axis in range(3):
+            place = written(model, config, 1, axis)
+            if place is not None:
+                place = _caller_value(model, config, place)
+                if place.kind == "constant":
+                    names.add(place.text)
+    return tuple(sorted(names))
+
+
 def _value(place: Written, values: dict[str, int | None]) -> int | None:
     return place.value if place.kind == "literal" else values.get(place.text) if place.kind == "constant" else None
 
@@ -167,6 +181,20 @@ def _refuse_place(model: SourceModel, kernel: Function, place: Written, name: st
     return None
 
 
+def _dependents(config: LaunchConfig, holders: tuple[str, ...]) -> list[str]:
+    """The holders and the launch's locals computed from them (`blocks` from `threads`):
+    everything whose value changes with the block size."""
+    out = list(holders)
+    changed = True
+    while changed:
+        changed = False
+        for var in config.variables:
+            if var.name not in out and set(re.findall(r"[A-Za-z_]\w*", var.text)) & set(out):
+                out.append(var.name)
+                changed = True
+    return out
+
+
 def _holder_leak(model: SourceModel, kernel: Function, launches: tuple[LaunchConfig, ...],
                  places: list[Written]) -> Refusal | None:
     """A `dim3` or local on the way to the block size that other code reads: rewriting it
@@ -177,16 +205,16 @@ def _holder_leak(model: SourceModel, kernel: Function, launches: tuple[LaunchCon
     others = [s for s in model.launches if s.kernel != kernel.name]
     for lc, place in zip(launches, places):
         host = next((f for f in model.functions if f.name == lc.site.function and f.kind is FunctionKind.HOST), None)
-        for holder in place.via:
+        for holder in _dependents(lc, place.via):
             shared = next((s for s in others if s.function == lc.site.function and holder in
                            re.findall(r"[A-Za-z_]\w*", " ".join(s.config))), None)
             if shared is not None:
-                return Refusal("SharedWithOtherKernels", f"'{holder}', which holds the block size of '{kernel.name}', "
-                               f"also launches '{shared.kernel}' (line {model.source.line_col(shared.span.start)[0]})",
-                               place.span.start)
+                return Refusal("SharedWithOtherKernels", f"'{holder}', which changes with the block size of "
+                               f"'{kernel.name}', also launches '{shared.kernel}' (line "
+                               f"{model.source.line_col(shared.span.start)[0]})", place.span.start)
             use = other_uses(model, host, holder, allowed) if host is not None else None
             if use is not None:
-                return Refusal("HostUse", f"'{holder}', which holds the block size of '{kernel.name}', is also read by "
-                               f"host code (line {use}): an allocation or a loop sized by it would change with it",
-                               place.span.start)
+                return Refusal("HostUse", f"'{holder}', which changes with the block size of '{kernel.name}', is also "
+                               f"read by host code (line {use}): an allocation or a loop sized by it would change with "
+                               "it", place.span.start)
     return None

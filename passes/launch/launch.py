@@ -24,18 +24,15 @@ from typing import Any
 
 from kxform.engine import resources
 from kxform.engine.edits import Edit, apply_edits
-from kxform.engine.launch_site import written
 from kxform.engine.params import Config, Constraint, Param, ParamSpace, ParamValue
 from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance
 from kxform.engine.policy import VerifyPolicy
 from kxform.errors import CheckFailed, UsageError
 from kxform.frontend.constants import evaluate_constants
-from kxform.frontend.launches import launch_configs
 from kxform.frontend.model import Function, FunctionKind, SourceModel
-from kxform.log.remarks import RemarkKind
 from kxform.passes.launch import assumptions, policy
 from kxform.passes.launch.bounds import RANGES
-from kxform.passes.launch.geometry import Geometry, find_geometry
+from kxform.passes.launch.geometry import Geometry, constant_names, find_geometry
 from kxform.passes.launch.rewrite import lift_edits
 
 MAX_CANDIDATES = 24
@@ -46,6 +43,9 @@ MIN_THREADS = 32
 
 @dataclass(frozen=True)
 class Facts:
+    """What the pass learned about one kernel: where its launches write the block, the
+    parameter space with the kernel's constraints, and why it is refused (if it is)."""
+
     geometry: Geometry
     space: ParamSpace
     closure: frozenset[str]
@@ -71,8 +71,9 @@ class Launch(Pass):
 
     @classmethod
     def describe_options(cls) -> list[str]:
-        return ["NAME=VALUE for a kernel's block parameters (KERNEL_BLOCK_X, _Y, _Z: kxform inspect --pass launch "
-                "lists them with their constraints); none: lift at the original values"]
+        return ["NAME=VALUE for a kernel's block and launch-bounds parameters (KERNEL_BLOCK_X, _Y, _Z, "
+                "KERNEL_MAX_THREADS, KERNEL_MIN_BLOCKS: kxform inspect --pass launch lists them with their "
+                "constraints); none: lift at the original values"]
 
     # -- analyse and propose -----------------------------------------------------------
 
@@ -229,20 +230,19 @@ def _facts(ctx: PassContext, kernel_name: str) -> Facts:
     if hit is not None and hit[0] is model:
         return hit[1]
     kernel = next(k for k in model.kernels if k.name == kernel_name)
-    names = sorted({p.text for lc in launch_configs(model, kernel_name) for axis in range(3)
-                    for p in [written(model, lc, 1, axis)] if p is not None and p.kind == "constant"})
-    values = _evaluated(model.source.path, model.source.data, tuple(names), args) if names else {}
+    constants = constant_names(model, kernel)
+    values = _evaluated(model.source.path, model.source.data, constants, args) if constants else {}
     geometry = find_geometry(model, kernel, values)
     closure = closure_of(model, kernel)
     constraints, refusals = assumptions.derive(model, geometry, closure)
     blockers = tuple(Blocker(r.key, r.message, r.offset) for r in (*geometry.refusals, *refusals))
     params = tuple(Param.int_range(d.name, 1, 1024, d.value, doc=f"block.{'xyz'[d.axis]} of '{kernel_name}'",
                                    origin=f"{model.source.path}:{d.line}") for d in geometry.dims)
-    params += tuple(Param.int_range(b.name, *RANGES[b.kind], b.value, doc=f"__launch_bounds__ {b.kind.lower()} of "
-                                    f"'{kernel_name}'", origin=f"{model.source.path}:{b.line}")
-                    for b in geometry.bounds)
-    names = {p.name for p in params}
-    space = ParamSpace(params, tuple(c for c in constraints if c.params <= names))
+    params += tuple(Param.int_range(b.name, RANGES[b.kind][0], max(RANGES[b.kind][1], b.value), b.value,
+                                    doc=f"__launch_bounds__ {b.kind.lower()} of '{kernel_name}'",
+                                    origin=f"{model.source.path}:{b.line}") for b in geometry.bounds)
+    known = {p.name for p in params}
+    space = ParamSpace(params, tuple(c for c in constraints if c.params <= known))
     fact = Facts(geometry, space if not blockers else ParamSpace(), closure, blockers)
     if len(_FACTS) > 256:
         _FACTS.clear()

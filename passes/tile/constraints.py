@@ -15,7 +15,6 @@ candidate with ptxas (kxform.engine.resources).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 
 from kxform.engine.params import Constraint, Param, ParamSpace
 from kxform.frontend.c_expr import SIZEOF, c_to_expr

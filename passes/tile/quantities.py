@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kxform.engine.launch_site import launch_parameters
 from kxform.frontend.model import Function, FunctionKind, SourceModel, Span
 from kxform.frontend.launches import LaunchConfig, launch_configs
 from kxform.frontend.queries import (
@@ -119,9 +120,15 @@ def find_tiling(model: SourceModel, kernel: Function, values: dict[str, int | No
     refusals: list[Refusal] = _local_constants(model, functions)
     lifted: list[Quantity] = []
     hardware = _hardware_shape(model, functions)
+    launch_owned = launch_parameters(kernel.name)
     for name in sorted(relevant, key=lambda n: defs[n].span):
         definition, value = defs[name], values.get(name)
         if value is None or value <= 0:
+            continue
+        if name in launch_owned:
+            refusals.append(Refusal("LaunchParameter", f"{name} is the block size or launch bound the launch pass "
+                                    f"lifted for '{kernel.name}' (kxform inspect --pass launch)", definition.span.start,
+                                    name))
             continue
         mine = [u for u in uses if u.name == name]
         refusal = _refusal(model, kernel, definition, mine, functions, macros, launches, launch_spans, value)
