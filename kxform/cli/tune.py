@@ -40,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("file", metavar="FILE", help="CUDA/HIP source holding the kernel")
     p.add_argument("--kernel", metavar="K", help="kernel to tune (required but for a directory with --ray)")
     p.add_argument("--pass", dest="passes", default="tile", metavar="NAME[,NAME]",
-                   help="passes whose parameters span the space: launch, tile, swizzle (default: tile)")
+                   help="passes whose parameters span the space: launch, tile, vectorize, coarsen, swizzle (default: tile)")
     p.add_argument("--spec", metavar="S", help="harness spec (kxform.toml) for building, verifying and timing")
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--budget", type=int, metavar="N", help="evaluations, at most (default: 200)")

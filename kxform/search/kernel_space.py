@@ -1,5 +1,5 @@
-"""The tuning space of a kernel under a pass pipeline (`launch`, `tile`, `swizzle`), and the
-pipeline that realises one configuration of it.
+"""The tuning space of a kernel under a pass pipeline (`launch`, `tile`, `vectorize`,
+`coarsen`, `swizzle`), and the pipeline that realises one configuration of it.
 
 The tile pass's own space (`kxform.api.space_of`) admits every integer from 1 to 1024
 per tile size: what the code permits, not what is worth timing. A tuner searches the
@@ -20,8 +20,14 @@ from dataclasses import dataclass
 from kxform.engine.params import Config, Constraint, Param, ParamSpace, ParamValue
 from kxform.errors import SpecError, UsageError
 
-PASSES = ("launch", "tile", "swizzle")
+PASSES = ("launch", "tile", "vectorize", "coarsen", "swizzle")
 """The passes whose parameters a tuning space is made of, in pipeline order."""
+
+OWN = ("vectorize", "coarsen")
+"""Passes whose space is their own options (`width`; `factor`, `along`, `layout`): each
+parameter is named `<pass>_<option>` in the tuning space, and a stage is written only
+where the configuration differs from the pass's defaults (its defaults are the code as
+it is)."""
 
 SWIZZLE = "swizzle"
 """The name of the swizzle parameter in a tuning space."""
@@ -43,6 +49,8 @@ class KernelSpace:
     space: ParamSpace
     tile_names: tuple[str, ...] = ()
     launch_names: tuple[str, ...] = ()
+    own: tuple[tuple[str, tuple[tuple[str, ParamValue], ...]], ...] = ()
+    """For each pass of OWN: its options and their defaults."""
 
     def pipeline(self, config: Config) -> str:
         """The `--pass` text that rewrites the kernel at `config` ("" for the original:
@@ -54,6 +62,10 @@ class KernelSpace:
         if "tile" in self.passes:
             values = ",".join(f"{name}={config[name]}" for name in self.tile_names)
             stages.append(f"tile{{{values}}}" if values else "tile")
+        for name, defaults in self.own:
+            values = {key: config[f"{name}_{key}"] for key, _ in defaults}
+            if values != dict(defaults):
+                stages.append(f"{name}{{{','.join(f'{k}={v}' for k, v in values.items())}}}")
         remap = config.get(SWIZZLE, IDENTITY) if "swizzle" in self.passes else IDENTITY
         if remap != IDENTITY:
             stages.append(_swizzle_spec(str(remap)))
@@ -125,6 +137,7 @@ def kernel_space(data: bytes, kernel: str, passes: tuple[str, ...], *, path: str
     constraints: list[Constraint] = []
     tile_names: tuple[str, ...] = ()
     launch_names: tuple[str, ...] = ()
+    own: list[tuple[str, tuple[tuple[str, ParamValue], ...]]] = []
     for name in passes:
         pass_space = space_of(data, kernel, name, path=path, hw=hw, build_dir=build_dir)
         if not pass_space.params:
@@ -143,6 +156,10 @@ def kernel_space(data: bytes, kernel: str, passes: tuple[str, ...], *, path: str
             constraints.append(Constraint.parse(f"{' * '.join(pass_space.names)} >= {MIN_BLOCK}", "at least a warp "
                                                 "of threads per block (a smaller one leaves lanes idle)"))
             launch_names = pass_space.names
+        elif name in OWN:
+            params += [Param.enum(f"{name}_{p.name}", tuple(str(v) for v in p.values or ()), str(p.default), p.doc,
+                                  p.origin) for p in pass_space.params]
+            own.append((name, tuple((p.name, str(p.default)) for p in pass_space.params)))
         else:
             choices = swizzle_choices(pass_space, load_profile(hw).xcds)
             params.append(Param.enum(SWIZZLE, choices, IDENTITY, doc="block order: a library remap, or row "
@@ -158,7 +175,8 @@ def kernel_space(data: bytes, kernel: str, passes: tuple[str, ...], *, path: str
             raise UsageError(f"--require {text!r}: '{unknown[0]}' is not a parameter of '{kernel}' "
                              f"(parameters: {', '.join(sorted(names))})")
         constraints.append(constraint)
-    return KernelSpace(kernel, passes, ParamSpace(tuple(params), tuple(constraints)), tile_names, launch_names)
+    return KernelSpace(kernel, passes, ParamSpace(tuple(params), tuple(constraints)), tile_names, launch_names,
+                       tuple(own))
 
 
 def label(config: Mapping[str, ParamValue]) -> str:

@@ -26,7 +26,7 @@ from kxform.frontend.launches import launch_configs
 from kxform.frontend.model import Function, SourceModel
 from kxform.passes.vectorize.facts import VECTOR_TYPES, KernelFacts
 
-PREFIX = "kx_"
+PREFIX = "kx_e_"
 
 
 def width_name(kernel: str) -> str:

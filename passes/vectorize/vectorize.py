@@ -46,7 +46,7 @@ class Vectorize(Pass):
     name = "vectorize"
     description = "widen a one-element-per-thread kernel's contiguous accesses to vector loads and stores " \
                   "(vectorize{width=4}; bit-exact)"
-    requires = ("launch", "coarsen")
+    requires = ("launch",)
     falls_back = False
 
     width: str | None = None
@@ -191,14 +191,19 @@ def _edits(ctx: PassContext, proposal: Proposal) -> list[Edit]:
 
 
 def rewritten_binding(path: str, text: bytes, kernel_name: str, name: str, width: int) -> LaunchBinding | None:
-    """The rewritten launch over the kernel's parameters and the width (1 gives the original's)."""
+    """The rewritten launch over the kernel's parameters, the width or factor `name` and
+    those of the kernel's earlier vectorize or coarsen rewrites (all at 1 give the
+    original's launch); other integer macros of the file at their values."""
     new = parse_model(SourceText(path, text))
     launches = launch_configs(new, kernel_name)
     kernel = next((k for k in new.kernels if k.name == kernel_name), None)
     if not launches or kernel is None:
         return None
-    fixed = {m.group(1).decode(): int(m.group(2)) for m in _DEFINE_RE.finditer(text) if m.group(1).decode() != name}
-    return launch_site.launch_binding(new, kernel, launches[0], {name}, {name: width}, {name: 1}, fixed=fixed)
+    defined = {m.group(1).decode(): int(m.group(2)) for m in _DEFINE_RE.finditer(text)}
+    mine = {n for n in defined if n in (f"{kernel_name.upper()}_VEC", f"{kernel_name.upper()}_COARSEN")} | {name}
+    values = {**{n: defined[n] for n in mine if n in defined}, name: width}
+    fixed = {n: v for n, v in defined.items() if n not in mine}
+    return launch_site.launch_binding(new, kernel, launches[0], mine, values, {n: 1 for n in mine}, fixed=fixed)
 
 
 def _kernel(model: SourceModel, name: str) -> Function:
