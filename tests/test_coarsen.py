@@ -1,0 +1,114 @@
+"""The `coarsen` pass: each thread computes F outputs along x or y, the grid divided by F,
+rewritten byte for byte as reviewed, refused with its reason where threads communicate or
+the body reads the coarsened axis, composed with launch and vectorize, and verified
+bit-exact on the CPU runtime, where a thread that skips its last output's guard (or its
+last output) must fail."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import CORPORA
+from kxform.api import space_of
+from kxform.engine.pass_api import Outcome
+from kxform.engine.policy import VerifyPolicy
+from kxform.engine.registry import default_registry
+from kxform.frontend.source import validate_bytes
+from kxform.harness.spec import find_spec_for, load_spec
+from kxform.verify.differential import verify_pair
+from swizzle_helpers import outcomes, remark_names, rewrite
+
+NAIVE = CORPORA / "naive"
+GOLDEN = Path(__file__).parent / "golden"
+JACOBI = NAIVE / "jacobi2d" / "naive.cu"
+GEMM = NAIVE / "gemm" / "naive.cu"
+
+
+@pytest.mark.parametrize(("path", "spec", "golden"), [
+    (JACOBI, "coarsen{factor=2,along=y,layout=strided}", "jacobi2d.coarsen2y.cu"),
+    (GEMM, "coarsen{factor=4,along=x,layout=contiguous}", "gemm_naive.coarsen4x.cu")])
+def test_golden_rewrite_and_idempotence(path: Path, spec: str, golden: str) -> None:
+    result = rewrite(path.read_bytes(), spec, path=str(path))
+    (kernel,) = result.results
+    assert kernel.outcome is Outcome.APPLIED, [r.format() for r in result.remarks]
+    assert result.new_data == (GOLDEN / golden).read_bytes()
+    assert kernel.policy.compare.mode == "exact" and kernel.policy.required
+    again = rewrite(result.new_data, spec, path=str(path))
+    assert not again.changed and outcomes(again)[kernel.kernel] is Outcome.UNCHANGED
+
+
+def test_guards_stay_per_output_and_an_early_return_moves_to_the_next_output() -> None:
+    text = rewrite((NAIVE / "adamw" / "naive.cu").read_bytes(), "coarsen{factor=2}").new_data.decode()
+    assert "if (i >= N)\n            continue;" in text and "return" not in text.split("__global__")[1].split("void ")[0]
+    assert "int i = (blockIdx.x * blockDim.x + threadIdx.x) * ADAMW_NAIVE_COARSEN + kx_f;" in text
+    assert "((grid_size) + ADAMW_NAIVE_COARSEN - 1) / ADAMW_NAIVE_COARSEN" in text
+
+
+def test_refusals_name_their_reason() -> None:
+    shared = (CORPORA / "transpose").glob("*.cu")
+    path = next(iter(sorted(shared)))
+    result = rewrite(path.read_bytes(), "coarsen{factor=2}", path=str(path))
+    assert "Communicates" in remark_names(result) and not result.changed
+    reads = ("__global__ void k(float* out, int n) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+             "    if (i < n) out[i] = threadIdx.x;\n}\n"
+             "void run(float* o, int n) { k<<<(n + 255) / 256, 256>>>(o, n); }\n")
+    (missed,) = [r for r in rewrite(reads, "coarsen{factor=2}").remarks if r.name == "ReadsThreadAxis"]
+    assert "reads `threadIdx.x` after the index (line 3)" in missed.message
+    looped = reads.replace("    if (i < n) out[i] = threadIdx.x;", "    for (int k = 0; k < 4; ++k) { if (i >= n) return;"
+                           " out[i] += k; }")
+    assert "ReturnInLoop" in remark_names(rewrite(looped, "coarsen{factor=2}"))
+    assert "along" in next(r.message for r in rewrite(reads.replace("threadIdx.x;\n}", "1.0f;\n}"),
+                                                      "coarsen{factor=2,along=y}").remarks if r.name == "BadOption")
+    assert "NoEvidence" in remark_names(rewrite(JACOBI.read_bytes(), "coarsen", path=str(JACOBI)))
+
+
+def test_space_order_and_spec_through_the_pass_api() -> None:
+    assert [p.name for p in default_registry().pipeline("coarsen{factor=2},vectorize{width=4},launch")] == \
+        ["launch", "vectorize", "coarsen"]
+    assert default_registry().parse("coarsen{factor=2,along=y}").spec() == "coarsen{factor=2,along=y}"
+    space = space_of(JACOBI.read_bytes(), "jacobi2d_naive", "coarsen", path=str(JACOBI))
+    assert space.names == ("factor", "along", "layout") and space.param("along").values == ("x", "y")
+
+
+def _verify(cpu, path: Path, kernel: str, spec: str, new: bytes | None = None):  # type: ignore[no-untyped-def]
+    result = rewrite(path.read_bytes(), spec, path=str(path))
+    policy = VerifyPolicy()
+    for applied in result.results:
+        assert applied.outcome is Outcome.APPLIED, [r.format() for r in result.remarks]
+        policy = policy.then(applied.policy)
+    harness = load_spec(find_spec_for(path)).kernel(kernel)
+    sizes = tuple(s.name for s in harness.sizes if not s.bench)
+    return verify_pair(validate_bytes(str(path), path.read_bytes()),
+                       validate_bytes(str(path), result.new_data if new is None else new), harness, cpu, sizes=sizes,
+                       policy=policy), result.new_data
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "kernel", "spec"), [
+    ("jacobi2d", "jacobi2d_naive", "coarsen{factor=2,along=y,layout=strided}"),
+    ("conv2d", "conv2d_naive", "coarsen{factor=2,along=x,layout=strided}"),
+    ("gemm", "gemm_naive", "coarsen{factor=4,along=x,layout=contiguous}"),
+    ("adamw", "adamw_naive", "coarsen{factor=4,layout=strided}"),
+    ("gelu_f32", "gelu_f32_naive", "launch,vectorize{width=4},coarsen{factor=2,layout=strided}")])
+def test_applied_factors_verify_bit_exact_on_the_cpu_runtime(cpu, name: str, kernel: str, spec: str) -> None:  # type: ignore[no-untyped-def]
+    report, _ = _verify(cpu, NAIVE / name / "naive.cu", kernel, spec)
+    assert report.ok, [s.summary() for s in report.sizes]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("plant", ["guard", "output"])
+def test_a_thread_skipping_its_last_output_or_guard_fails(cpu, plant: str) -> None:  # type: ignore[no-untyped-def]
+    """gemm's `ragged` size has N = 100 columns, not a multiple of 32 x 4: without its
+    guard a thread's last output writes into the next row of C (or past it)."""
+    spec = "coarsen{factor=4,along=x,layout=contiguous}"
+    good = rewrite(GEMM.read_bytes(), spec, path=str(GEMM)).new_data
+    if plant == "guard":
+        broken = good.replace(b"        if (i < M && j < N) {", b"        if (i < M && (j < N || kx_f == GEMM_NAIVE_"
+                              b"COARSEN - 1)) {")
+    else:
+        broken = good.replace(b"kx_f < GEMM_NAIVE_COARSEN;", b"kx_f < GEMM_NAIVE_COARSEN - 1;")
+    assert broken != good
+    report, _ = _verify(cpu, GEMM, "gemm_naive", spec, new=broken)
+    assert not report.ok
