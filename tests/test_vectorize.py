@@ -76,6 +76,10 @@ def test_refusals_of_planted_shapes() -> None:
     shared = offset.replace("    if (i < n) out[i] = inp[i] + inp[i + 1];",
                             "    __shared__ float s[256];\n    if (i < n) out[i] = inp[i];")
     assert "Communicates" in remark_names(rewrite(shared, "vectorize{width=4}"))
+    through = offset.replace("    if (i < n) out[i] = inp[i] + inp[i + 1];",
+                             "    if (i < n) {\n        const float* x = inp + 1;\n        out[i] = x[i];\n    }")
+    (alias,) = [r for r in rewrite(through, "vectorize{width=4}").remarks if r.name == "MayAlias"]
+    assert "`inp` is read at a non-contiguous index" in alias.message  # `x[i]` is `inp[i + 1]`: not widened
     wide = rewrite(GELU.read_bytes(), "vectorize{width=8}", path=str(GELU))
     (bad,) = [r for r in wide.remarks if r.name == "BadWidth"]
     assert "width=8: not one of {1, 2, 4}" in bad.message and not wide.changed
@@ -122,14 +126,17 @@ def test_applied_widths_verify_bit_exact_on_the_cpu_runtime(cpu, name: str, kern
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("plant", ["tail", "lane"])
+@pytest.mark.parametrize("plant", ["tail", "lane", "offset"])
 def test_planted_bugs_fail_verification(cpu, plant: str) -> None:  # type: ignore[no-untyped-def]
     """The tail left to the vector path (N = 5003 is not a multiple of 4: the last vector
-    runs past the buffer) and a lane skipped must both be caught."""
+    runs past the buffer), a lane skipped, and the vectors of a buffer offset by one
+    element (misaligned, and the wrong elements) must all be caught."""
     spec = "vectorize{width=4}"
     good = _rewrite(GELU, spec)
     if plant == "tail":
         broken = good.replace(b"kx_first + GELU_F32_NAIVE_VEC <= (N) &&", b"kx_first < (N) &&")
+    elif plant == "offset":  # the vector of a buffer offset by one element
+        broken = good.replace(b"reinterpret_cast<const uint4*>(inp)[kx_v]", b"reinterpret_cast<const uint4*>(inp + 1)[kx_v]")
     else:
         broken = good.replace(b"kx_j < GELU_F32_NAIVE_VEC; ++kx_j) {\n            float x",
                               b"kx_j < GELU_F32_NAIVE_VEC - 1; ++kx_j) {\n            float x")

@@ -135,7 +135,9 @@ def kernel_facts(ctx: PassContext, kernel: Function, widen: bool = True) -> Kern
 
 def _is_element(analysis: AccessAnalysis, access: MemoryAccess, simple: re.Pattern[str]) -> bool:
     stride = analysis.thread_stride(access)
-    return bool(simple.match(access.text.strip())) and access.affine and str(stride) == "1" and not access.loops
+    match = simple.match(access.text.strip())
+    return match is not None and match.group("b") == access.buffer and access.affine and str(stride) == "1" and \
+        not access.loops
 
 
 def _why(analysis: AccessAnalysis, access: MemoryAccess) -> str:
