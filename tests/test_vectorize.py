@@ -78,8 +78,12 @@ def test_refusals_of_planted_shapes() -> None:
     assert "Communicates" in remark_names(rewrite(shared, "vectorize{width=4}"))
     through = offset.replace("    if (i < n) out[i] = inp[i] + inp[i + 1];",
                              "    if (i < n) {\n        const float* x = inp + 1;\n        out[i] = x[i];\n    }")
-    (alias,) = [r for r in rewrite(through, "vectorize{width=4}").remarks if r.name == "MayAlias"]
-    assert "`inp` is read at a non-contiguous index" in alias.message  # `x[i]` is `inp[i + 1]`: not widened
+    refused = rewrite(through, "vectorize{width=4}")  # `x[i]` is `inp[i + 1]`: never widened as `inp`
+    assert not refused.changed and "Escapes" in remark_names(refused)
+    passed = offset.replace("__global__ void k", "__device__ float g(const float* p, int i) { return p[i + 1]; }\n"
+                            "__global__ void k").replace("inp[i] + inp[i + 1]", "g(inp, i)")
+    (escapes,) = [r for r in rewrite(passed, "vectorize{width=4}").remarks if r.name == "Escapes"]
+    assert "`inp` is used other than by a subscript" in escapes.message
     wide = rewrite(GELU.read_bytes(), "vectorize{width=8}", path=str(GELU))
     (bad,) = [r for r in wide.remarks if r.name == "BadWidth"]
     assert "width=8: not one of {1, 2, 4}" in bad.message and not wide.changed

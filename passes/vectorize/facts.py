@@ -118,6 +118,11 @@ def kernel_facts(ctx: PassContext, kernel: Function, widen: bool = True) -> Kern
         conditional = any(a.write and (len(a.guards) > 1 or a.loops) for a in mine)
         buffers.append(BufferUse(name, element, bool(wide), any(a.read for a in mine), written, conditional,
                                  restrict.get(name, False)))
+    escaped = _escaped(kernel, shape, accesses)
+    if escaped is not None and not blockers:
+        blockers.append(Blocker("Escapes", f"`{escaped}` is used other than by a subscript the analysis follows "
+                                "(passed on, or its address taken): what it reaches is not known",
+                                kernel.span.start))
     if not any(b.widened for b in buffers) and not blockers:
         first = accesses[0] if accesses else None
         blockers.append(Blocker("NotContiguous", "no global access is contiguous in threadIdx.x" +
@@ -145,3 +150,17 @@ def _why(analysis: AccessAnalysis, access: MemoryAccess) -> str:
         return str(access.index)
     return f"index {access.index}, stride {analysis.thread_stride(access)} in threadIdx.x"
 
+
+
+def _escaped(kernel: Function, shape: Elementwise, accesses: list[MemoryAccess]) -> str | None:
+    """The first pointer parameter the work names more often than its recorded accesses
+    do: it is passed to a function or used through arithmetic the analysis does not see."""
+    for param in kernel.params:
+        if "*" not in param.ctype:
+            continue
+        word = re.compile(rf"(?<![\w.]){re.escape(param.name)}(?!\w)")
+        named = len(word.findall(shape.work))
+        seen = sum(len(word.findall(a.text)) for a in accesses if a.function == kernel.name)
+        if named > seen:
+            return param.name
+    return None
