@@ -112,3 +112,19 @@ def test_a_thread_skipping_its_last_output_or_guard_fails(cpu, plant: str) -> No
     assert broken != good
     report, _ = _verify(cpu, GEMM, "gemm_naive", spec, new=broken)
     assert not report.ok
+
+
+def test_the_tuning_space_spans_launch_vectorize_and_coarsen() -> None:
+    """`kxform tune --pass launch,vectorize,coarsen`: one space, and each point a pipeline
+    that writes a stage only where it differs from the code as it is."""
+    from kxform.search.kernel_space import kernel_space, parse_passes
+
+    gelu = NAIVE / "gelu_f32" / "naive.cu"
+    space = kernel_space(gelu.read_bytes(), "gelu_f32_naive", parse_passes("coarsen,vectorize,launch"),
+                         path=str(gelu), hw="h100")
+    assert space.space.names == ("GELU_F32_NAIVE_BLOCK_X", "vectorize_width", "coarsen_factor", "coarsen_along",
+                                 "coarsen_layout")
+    point = {**space.defaults(), "vectorize_width": "4", "coarsen_factor": "2", "coarsen_layout": "strided"}
+    assert space.pipeline(point) == ("launch{GELU_F32_NAIVE_BLOCK_X=128},vectorize{width=4},"
+                                     "coarsen{factor=2,along=x,layout=strided}")
+    assert space.pipeline(space.defaults()) == "launch{GELU_F32_NAIVE_BLOCK_X=128}"
