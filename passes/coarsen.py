@@ -39,7 +39,7 @@ from kxform.frontend.launches import launch_configs
 from kxform.frontend.model import Function, SourceModel
 from kxform.passes.launch.launch import closure_of
 from kxform.passes.launch.policy import communication
-from kxform.passes.vectorize.pattern import statements
+from kxform.passes.vectorize.pattern import index_axis, statements
 from kxform.passes.vectorize.vectorize import rewritten_binding
 
 FACTORS = ("1", "2", "4", "8")
@@ -62,16 +62,6 @@ def name_of(kernel: str) -> str:
     return f"{kernel.upper()}_COARSEN"
 
 
-def _axis_of(init: str) -> str | None:
-    flat = re.sub(r"\s+|[()]", "", init)
-    for axis in "xyz":
-        forms = {f"blockIdx.{axis}*blockDim.{axis}+threadIdx.{axis}", f"blockDim.{axis}*blockIdx.{axis}+threadIdx.{axis}",
-                 f"threadIdx.{axis}+blockIdx.{axis}*blockDim.{axis}", f"threadIdx.{axis}+blockDim.{axis}*blockIdx.{axis}"}
-        if flat in forms:
-            return axis
-    return None
-
-
 def shape_of(ctx: PassContext, kernel: Function) -> Shape | Blocker:
     model = ctx.model
     line = model.source.line_col
@@ -88,7 +78,7 @@ def shape_of(ctx: PassContext, kernel: Function) -> Shape | Blocker:
     stmts = statements(body)
     for at, text in stmts:
         match = _INDEX_RE.match(text)
-        axis = _axis_of(match.group("init")) if match else None
+        axis = index_axis(match.group("init")) if match else None
         if match is None or axis is None or any(a == axis for _, a, _, _ in indices):
             break
         indices.append((text, axis, match.group("var"), match.group("type")))

@@ -41,7 +41,8 @@ def test_golden_rewrite_and_idempotence(path: Path, spec: str, golden: str) -> N
 
 def test_guards_stay_per_output_and_an_early_return_moves_to_the_next_output() -> None:
     text = rewrite((NAIVE / "adamw" / "naive.cu").read_bytes(), "coarsen{factor=2}").new_data.decode()
-    assert "if (i >= N)\n            continue;" in text and "return" not in text.split("__global__")[1].split("void ")[0]
+    kernel = text.split("__global__")[1].split("\nvoid ")[0]
+    assert "if (i >= N)\n            continue;" in kernel and "return" not in kernel
     assert "int i = (blockIdx.x * blockDim.x + threadIdx.x) * ADAMW_NAIVE_COARSEN + kx_f;" in text
     assert "((grid_size) + ADAMW_NAIVE_COARSEN - 1) / ADAMW_NAIVE_COARSEN" in text
 
@@ -56,8 +57,8 @@ def test_refusals_name_their_reason() -> None:
              "void run(float* o, int n) { k<<<(n + 255) / 256, 256>>>(o, n); }\n")
     (missed,) = [r for r in rewrite(reads, "coarsen{factor=2}").remarks if r.name == "ReadsThreadAxis"]
     assert "reads `threadIdx.x` after the index (line 3)" in missed.message
-    looped = reads.replace("    if (i < n) out[i] = threadIdx.x;", "    for (int k = 0; k < 4; ++k) { if (i >= n) return;"
-                           " out[i] += k; }")
+    looped = reads.replace("    if (i < n) out[i] = threadIdx.x;",
+                           "    for (int k = 0; k < 4; ++k) { if (i >= n) return; out[i] += k; }")
     assert "ReturnInLoop" in remark_names(rewrite(looped, "coarsen{factor=2}"))
     assert "along" in next(r.message for r in rewrite(reads.replace("threadIdx.x;\n}", "1.0f;\n}"),
                                                       "coarsen{factor=2,along=y}").remarks if r.name == "BadOption")
@@ -92,7 +93,8 @@ def _verify(cpu, path: Path, kernel: str, spec: str, new: bytes | None = None): 
     ("gemm", "gemm_naive", "coarsen{factor=4,along=x,layout=contiguous}"),
     ("adamw", "adamw_naive", "coarsen{factor=4,layout=strided}"),
     ("gelu_f32", "gelu_f32_naive", "launch,vectorize{width=4},coarsen{factor=2,layout=strided}")])
-def test_applied_factors_verify_bit_exact_on_the_cpu_runtime(cpu, name: str, kernel: str, spec: str) -> None:  # type: ignore[no-untyped-def]
+def test_applied_factors_verify_bit_exact_on_the_cpu_runtime(  # type: ignore[no-untyped-def]
+        cpu, name: str, kernel: str, spec: str) -> None:
     report, _ = _verify(cpu, NAIVE / name / "naive.cu", kernel, spec)
     assert report.ok, [s.summary() for s in report.sizes]
 

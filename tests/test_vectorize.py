@@ -122,7 +122,8 @@ def _verify(cpu, path: Path, kernel: str, new: bytes, spec: str):  # type: ignor
                                                        ("gelu_bf16", "gelu_bf16_naive", 8),
                                                        ("residual_add", "residual_add_naive", 4),
                                                        ("adamw", "adamw_naive", 4)])
-def test_applied_widths_verify_bit_exact_on_the_cpu_runtime(cpu, name: str, kernel: str, width: int) -> None:  # type: ignore[no-untyped-def]
+def test_applied_widths_verify_bit_exact_on_the_cpu_runtime(  # type: ignore[no-untyped-def]
+        cpu, name: str, kernel: str, width: int) -> None:
     path = NAIVE / name / "naive.cu"
     spec = f"vectorize{{width={width}}}"
     report = _verify(cpu, path, kernel, _rewrite(path, spec), spec)
@@ -140,7 +141,8 @@ def test_planted_bugs_fail_verification(cpu, plant: str) -> None:  # type: ignor
     if plant == "tail":
         broken = good.replace(b"kx_first + GELU_F32_NAIVE_VEC <= (N) &&", b"kx_first < (N) &&")
     elif plant == "offset":  # the vector of a buffer offset by one element
-        broken = good.replace(b"reinterpret_cast<const uint4*>(inp)[kx_v]", b"reinterpret_cast<const uint4*>(inp + 1)[kx_v]")
+        broken = good.replace(b"reinterpret_cast<const uint4*>(inp)[kx_v]",
+                              b"reinterpret_cast<const uint4*>(inp + 1)[kx_v]")
     else:
         broken = good.replace(b"kx_j < GELU_F32_NAIVE_VEC; ++kx_j) {\n            float x",
                               b"kx_j < GELU_F32_NAIVE_VEC - 1; ++kx_j) {\n            float x")

@@ -17,8 +17,6 @@ from dataclasses import dataclass
 
 from kxform.frontend.model import Function, SourceModel
 
-INDEX_FORMS = {"blockIdx.x*blockDim.x+threadIdx.x", "blockDim.x*blockIdx.x+threadIdx.x",
-               "threadIdx.x+blockIdx.x*blockDim.x", "threadIdx.x+blockDim.x*blockIdx.x"}
 _DECL_RE = re.compile(r"^(?P<type>(?:const\s+)?(?:unsigned\s+int|int|unsigned|size_t|long|long\s+long|int64_t))\s+"
                       r"(?P<var>[A-Za-z_]\w*)\s*=\s*(?P<init>[^;]+);$", re.S)
 COMMUNICATES_RE = re.compile(r"__shared__|__syncthreads|__syncwarp|__shfl\w*|\batomic\w+\s*\(|__ballot\w*|"
@@ -47,6 +45,18 @@ class NotElementwise(Exception):
     def __init__(self, message: str, offset: int) -> None:
         super().__init__(message)
         self.offset = offset
+
+
+def index_axis(init: str) -> str | None:
+    """The axis of a global thread index `blockIdx.A * blockDim.A + threadIdx.A` (any
+    order of the terms and factors, parentheses ignored); None for anything else."""
+    flat = re.sub(r"\s+|[()]", "", init)
+    for axis in "xyz":
+        block, dim, thread = f"blockIdx.{axis}", f"blockDim.{axis}", f"threadIdx.{axis}"
+        products = (f"{block}*{dim}", f"{dim}*{block}")
+        if flat in {f"{p}+{thread}" for p in products} | {f"{thread}+{p}" for p in products}:
+            return axis
+    return None
 
 
 def statements(text: str) -> list[tuple[int, str]]:
@@ -88,7 +98,7 @@ def recognise(model: SourceModel, kernel: Function) -> Elementwise:
         raise NotElementwise("the kernel's body is empty", kernel.span.start)
     at, first = stmts[0]
     decl = _DECL_RE.match(first)
-    if decl is None or re.sub(r"\s+|[()]", "", decl.group("init")) not in INDEX_FORMS:
+    if decl is None or index_axis(decl.group("init")) != "x":
         raise NotElementwise("the body does not start with the element index `int i = blockIdx.x * blockDim.x + "
                              "threadIdx.x;`", base + at)
     var = decl.group("var")
@@ -118,7 +128,8 @@ def recognise(model: SourceModel, kernel: Function) -> Elementwise:
     if re.search(rf"(?<![\w.]){re.escape(var)}\s*(=[^=]|\+=|-=|\+\+|--)|(\+\+|--)\s*{re.escape(var)}\b", work):
         raise NotElementwise(f"the work assigns the element index `{var}`", base + at)
     indent = re.match(r"\n*([ \t]*)", body).group(1) or "    "
-    guarded = f"if ({var} < {bound}) {{{work}}}" if not work.lstrip().startswith("{") else f"if ({var} < {bound}) {work}"
+    braced = work if work.lstrip().startswith("{") else f"{{{work}}}"
+    guarded = f"if ({var} < {bound}) {braced}"
     return Elementwise(decl.group("type"), var, bound, work, guarded, indent)
 
 
