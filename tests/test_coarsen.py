@@ -92,7 +92,8 @@ def _verify(cpu, path: Path, kernel: str, spec: str, new: bytes | None = None): 
     ("conv2d", "conv2d_naive", "coarsen{factor=2,along=x,layout=strided}"),
     ("gemm", "gemm_naive", "coarsen{factor=4,along=x,layout=contiguous}"),
     ("adamw", "adamw_naive", "coarsen{factor=4,layout=strided}"),
-    ("gelu_f32", "gelu_f32_naive", "launch,vectorize{width=4},coarsen{factor=2,layout=strided}")])
+    ("gelu_f32", "gelu_f32_naive", "launch,vectorize{width=4},coarsen{factor=2,layout=strided}"),
+    ("jacobi2d", "jacobi2d_naive", "launch{JACOBI2D_NAIVE_BLOCK_Y=4},coarsen{factor=4,along=y}")])
 def test_applied_factors_verify_bit_exact_on_the_cpu_runtime(  # type: ignore[no-untyped-def]
         cpu, name: str, kernel: str, spec: str) -> None:
     report, _ = _verify(cpu, NAIVE / name / "naive.cu", kernel, spec)
@@ -130,3 +131,18 @@ def test_the_tuning_space_spans_launch_vectorize_and_coarsen() -> None:
     assert space.pipeline(point) == ("launch{GELU_F32_NAIVE_BLOCK_X=128},vectorize{width=4},"
                                      "coarsen{factor=2,along=x,layout=strided}")
     assert space.pipeline(space.defaults()) == "launch{GELU_F32_NAIVE_BLOCK_X=128}"
+
+
+def test_after_a_new_block_size_the_launch_keeps_its_original_values() -> None:
+    """coarsen after launch{..._BLOCK_Y=4}: the rewritten launch names the block sizes too,
+    and the pipeline's policy takes their original values from the launch pass (at which
+    the verifier checks that the expressions give the spec's launch)."""
+    result = rewrite(JACOBI.read_bytes(), "launch{JACOBI2D_NAIVE_BLOCK_Y=4},coarsen{factor=4,along=y}",
+                     path=str(JACOBI))
+    first, second = result.results
+    assert dict(second.policy.launch.defaults)["JACOBI2D_NAIVE_BLOCK_Y"] == 4  # all the coarsen pass can see
+    launch = first.policy.then(second.policy).launch
+    assert dict(launch.values) == {"JACOBI2D_NAIVE_BLOCK_Y": 4, "JACOBI2D_NAIVE_COARSEN": 4,
+                                   "JACOBI2D_NAIVE_BLOCK_X": 32}
+    assert dict(launch.defaults) == {"JACOBI2D_NAIVE_BLOCK_Y": 8, "JACOBI2D_NAIVE_COARSEN": 1,
+                                     "JACOBI2D_NAIVE_BLOCK_X": 32}
