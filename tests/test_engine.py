@@ -73,6 +73,12 @@ def test_policies_compose_in_pipeline_order() -> None:
     assert both.launch == tile.launch and both.compare.scale == 2.0 and both.required
     assert swizzle.then(tile) == both
     assert VerifyPolicy().then(VerifyPolicy()) == VerifyPolicy()
+    # a later launch that reads an earlier rewrite's parameter keeps that parameter's original value
+    block = VerifyPolicy(LaunchBinding(block=("B",), values=(("B", 64),), defaults=(("B", 128),)))
+    vector = VerifyPolicy(LaunchBinding(grid=("ceil_div(ceil_div(N, W), B)",), block=("B",),
+                                        values=(("B", 64), ("W", 4)), defaults=(("B", 64), ("W", 1))))
+    assert dict(block.then(vector).launch.defaults) == {"B": 128, "W": 1}
+    assert block.then(vector).launch.grid == vector.launch.grid
 
 
 @dataclass(frozen=True)

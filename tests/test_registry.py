@@ -24,7 +24,7 @@ def test_swizzle_is_discovered_and_spec_round_trips() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("swizle", "unknown pass 'swizle' (passes: launch, rows, swizzle"),
+        ("swizle", "unknown pass 'swizle' (passes: coarsen, launch, rows, swizzle"),
         ("swizzle{pattern}", "malformed option 'pattern'"),
         ("swizzle{colour=red}", "unknown option 'colour'"),
         ("swizzle{pattern=a,pattern=b}", "given twice"),

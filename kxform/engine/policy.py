@@ -20,7 +20,7 @@ sets one, the looser comparison wins, and a required verification stays required
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 CompareMode = Literal["exact", "spec"]
@@ -95,6 +95,11 @@ class VerifyPolicy:
     def then(self, later: VerifyPolicy) -> VerifyPolicy:
         """The policy of this rewrite followed by `later` on its output."""
         launch = later.launch if not later.launch.is_spec else self.launch
+        if not later.launch.is_spec and not self.launch.is_spec:
+            # a parameter both read keeps the original value the earlier rewrite knew
+            earlier = dict(self.launch.defaults)
+            defaults = {k: earlier.get(k, v) for k, v in later.launch.defaults}
+            launch = replace(later.launch, defaults=tuple(defaults.items()))
         loose = [c for c in (self.compare, later.compare) if c.mode == "spec"]
         compare = max(loose, key=lambda c: c.scale) if loose else later.compare if later.compare != EXACT \
             else self.compare

@@ -1,0 +1,274 @@
+"""`coarsen`: each thread computes F outputs along x or y instead of one, the grid divided by F.
+
+A kernel whose body starts with its thread indices (`int j = blockIdx.x * blockDim.x +
+threadIdx.x;`, one per axis, in any order) and then computes the outputs of that index
+point, guards included, is rewritten so that the rest of the body runs once per output
+in a loop over `kx_f < KERNEL_COARSEN`, the coarsened index being
+
+    contiguous:  (blockIdx.x * blockDim.x + threadIdx.x) * F + kx_f    (a thread's F neighbours)
+    strided:     (blockIdx.x * F + kx_f) * blockDim.x + threadIdx.x    (F blocks' worth, coalesced per step)
+
+and every launch's grid along that axis becomes `((grid) + F - 1) / F`. The guards stay
+as written inside the loop, so each output keeps its own; an early `return` becomes
+`continue` (the next output). Each output is computed by the same statements as before,
+so the result is bit-exact. Refused, with the line: threads that communicate (shared
+memory, barriers, shuffles, atomics), a body that reads the coarsened axis's
+`threadIdx`/`blockIdx`/`blockDim`/`gridDim` after the index (its meaning changes), an
+early return inside a loop, a launch whose grid has no such axis. Loads shared between
+the F outputs are left to the compiler (not yet hoisted by the pass).
+
+No evidence, no rewrite: without `factor` nothing is proposed; `kxform tune --pass
+coarsen` searches factor x along x layout.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kxform.analysis import AccessAnalysis
+from kxform.engine import launch_site
+from kxform.engine.edits import Edit, apply_edits
+from kxform.engine.params import Config, Param, ParamSpace, ParamValue
+from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance
+from kxform.engine.policy import LaunchBinding, OutputCompare, VerifyPolicy
+from kxform.errors import CheckFailed, UsageError
+from kxform.frontend.launches import launch_configs
+from kxform.frontend.model import Function, SourceModel
+from kxform.passes.launch.launch import closure_of
+from kxform.passes.launch.policy import communication
+from kxform.passes.vectorize.pattern import index_axis, statements
+from kxform.passes.vectorize.vectorize import rewritten_binding
+
+FACTORS = ("1", "2", "4", "8")
+LAYOUTS = ("contiguous", "strided")
+_INDEX_RE = re.compile(r"^(?P<type>(?:const\s+)?(?:unsigned\s+int|int|unsigned|size_t|long|long\s+long|int64_t))\s+"
+                       r"(?P<var>[A-Za-z_]\w*)\s*=\s*(?P<init>[^;]+);$", re.S)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The leading index declarations (text, axis, var, type) and where the rest starts."""
+
+    indices: tuple[tuple[str, str, str, str], ...]
+    rest: str
+    axes: tuple[str, ...] = ()
+    """The axes (x, y) a thread may take several outputs along."""
+
+
+def name_of(kernel: str) -> str:
+    return f"{kernel.upper()}_COARSEN"
+
+
+def shape_of(ctx: PassContext, kernel: Function) -> Shape | Blocker:
+    model = ctx.model
+    line = model.source.line_col
+    how = communication(model, closure_of(model, kernel))
+    if how is not None:
+        return Blocker("Communicates", f"the threads communicate through {how}: which thread computes which output "
+                       "would change", kernel.span.start)
+    if not launch_configs(model, kernel.name):
+        return Blocker("NoLaunch", f"'{kernel.name}' is not launched in this file: the grid cannot follow",
+                       kernel.span.start)
+    base = kernel.body.start + 1
+    body = model.source.data[base:kernel.body.end - 1].decode("utf-8")
+    indices: list[tuple[str, str, str, str]] = []
+    stmts = statements(body)
+    for at, text in stmts:
+        match = _INDEX_RE.match(text)
+        axis = index_axis(match.group("init")) if match else None
+        if match is None or axis is None or any(a == axis for _, a, _, _ in indices):
+            break
+        indices.append((text, axis, match.group("var"), match.group("type")))
+    if not indices:
+        at = stmts[0][0] if stmts else 0
+        return Blocker("NoThreadIndex", "the body does not start with a thread index `int j = blockIdx.x * blockDim.x "
+                       f"+ threadIdx.x;` (line {line(base + at)[0]})", base + at)
+    rest_at = stmts[len(indices)][0] if len(stmts) > len(indices) else len(body)
+    rest = body[rest_at:]
+    loops = [(lp.span.start - base, lp.span.end - base) for lp in ctx.analysis(AccessAnalysis, kernel).loops]
+    for match in re.finditer(r"\breturn\b", body[rest_at:]):
+        at = rest_at + match.start()
+        if any(s <= at < e for s, e in loops):
+            return Blocker("ReturnInLoop", f"a `return` inside a loop (line {line(base + at)[0]}) cannot become the "
+                           "next output's `continue`", base + at)
+    shape = Shape(tuple(indices), rest)
+    why = [_axis_blocker(model, kernel, shape, a) for a in "xy" if any(axis == a for _, axis, _, _ in indices)]
+    axes = tuple(a for a, w in zip([a for a in "xy" if any(axis == a for _, axis, _, _ in indices)], why) if w is None)
+    if not axes:
+        return why[0] if why else Blocker("NoThreadIndex", "the kernel indexes neither x nor y", kernel.span.start)
+    return Shape(shape.indices, rest, axes)
+
+
+@dataclass(frozen=True)
+class Coarsen(Pass):
+    name = "coarsen"
+    description = "each thread computes F outputs along x or y, contiguous or strided by the block; the grid " \
+                  "divided by F (coarsen{factor=2,along=x,layout=strided}; bit-exact)"
+    requires = ("launch", "vectorize")
+    falls_back = False
+
+    config: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str | ParamValue]) -> Pass:
+        unknown = sorted(set(options) - {"factor", "along", "layout"})
+        if unknown:
+            raise UsageError(f"coarsen has no option {unknown[0]!r} (options: factor, along, layout)")
+        return cls(tuple((k, str(v)) for k, v in options.items()))
+
+    def spec_items(self) -> list[tuple[str, str]]:
+        return list(self.config)
+
+    @classmethod
+    def describe_options(cls) -> list[str]:
+        return ["factor=1|2|4|8 outputs per thread, along=x|y (an axis the kernel indexes), layout=contiguous|strided; "
+                "no factor: nothing is proposed"]
+
+    def analyse(self, ctx: PassContext) -> dict[str, KernelAnalysis]:
+        out = {}
+        for kernel in ctx.model.kernels:
+            if re.search(rb"#\s*define\s+" + name_of(kernel.name).encode() + rb"\b", ctx.model.source.data):
+                out[kernel.name] = KernelAnalysis(kernel, (), {}, already_applied=True)
+                continue
+            shape = shape_of(ctx, kernel)
+            blockers = [shape] if isinstance(shape, Blocker) else []
+            if not blockers and self.config:
+                try:
+                    self._space(shape, kernel).resolve(dict(self.config))
+                except UsageError as exc:
+                    blockers.append(Blocker("BadOption", exc.cause, kernel.span.start))
+            out[kernel.name] = KernelAnalysis(kernel, tuple(blockers), {"shape": shape})
+        return out
+
+    @staticmethod
+    def _space(shape: Shape | Blocker | None, kernel: Function) -> ParamSpace:
+        if not isinstance(shape, Shape):
+            return ParamSpace()
+        axes = list(shape.axes)
+        return ParamSpace((Param.enum("factor", FACTORS, "1", doc=f"outputs per thread of '{kernel.name}'"),
+                           Param.enum("along", axes, axes[0], doc="the axis whose outputs a thread takes"),
+                           Param.enum("layout", LAYOUTS, "contiguous", doc="a thread's outputs adjacent, or a block "
+                                      "apart")))
+
+    def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
+        shape = analysis.facts.get("shape") if analysis.facts else shape_of(ctx, analysis.kernel)
+        return self._space(shape, analysis.kernel)
+
+    def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
+        given = dict(self.config)
+        if given.get("factor", "1") == "1":
+            return None
+        config = self.space(ctx, analysis).resolve(given)
+        return Proposal.of(self.name, analysis.kernel.name, config, f"{self.space(ctx, analysis).label(config)} "
+                           "(requested)")
+
+    def candidates(self, ctx: PassContext, analysis: KernelAnalysis) -> list[Proposal]:
+        return []
+
+    def missed_reason(self, analysis: KernelAnalysis, ctx: PassContext | None = None) -> tuple[str, str]:
+        return ("NoEvidence", "no factor was requested; factors are chosen by measurement (kxform tune) or given "
+                "(coarsen{factor=2})")
+
+    def proposal_for(self, ctx: PassContext, analysis: KernelAnalysis, config: Config,
+                     provenance: Provenance | None = None) -> Proposal:
+        space = self.space(ctx, analysis)
+        resolved = space.resolve(config)
+        return Proposal.of(self.name, analysis.kernel.name, resolved, f"configuration {space.label(resolved)}",
+                           provenance)
+
+    def check(self, ctx: PassContext, proposal: Proposal) -> list[CheckRecord]:
+        kernel = _kernel(ctx.model, proposal.kernel)
+        shape = shape_of(ctx, kernel)
+        if isinstance(shape, Blocker):
+            raise CheckFailed("shape", shape.message)
+        try:
+            config = self._space(shape, kernel).resolve(proposal.options)
+        except UsageError as exc:
+            raise CheckFailed("proposal", exc.cause) from None
+        return [CheckRecord("independent", True, "no communication between threads; the body reads the coarsened "
+                            f"axis ({config['along']}) only through its index"),
+                CheckRecord("guards", True, "every output keeps the guards as written")]
+
+    def edit(self, ctx: PassContext, proposals: Sequence[Proposal]) -> list[Edit]:
+        return [e for p in proposals for e in _edits(ctx, p)]
+
+    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+        """Each output is computed by the same statements: bit-exact, at the rewritten launch."""
+        compare = OutputCompare("exact", reason="each output is computed by the same statements; only which thread "
+                                "computes it changes")
+        factor = int(proposal.options.get("factor", "1"))
+        if factor == 1:
+            return VerifyPolicy(compare=compare)
+        text = apply_edits(ctx.model.source, _edits(ctx, proposal)).data
+        name = name_of(proposal.kernel)
+        binding = rewritten_binding(ctx.model.source.path, text, proposal.kernel, name, factor)
+        launch = binding if binding is not None else LaunchBinding(grid=("unknown",), origin="no readable launch")
+        return VerifyPolicy(launch, compare, required=True)
+
+    def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
+        data = super().describe(ctx, analysis)
+        data.update(self.space(ctx, analysis).to_json())
+        return data
+
+
+def _axis_blocker(model: SourceModel, kernel: Function, shape: Shape, axis: str) -> Blocker | None:
+    found = re.search(rf"\b(threadIdx|blockIdx|blockDim|gridDim)\s*\.\s*{axis}\b", shape.rest)
+    if found is not None:
+        at = model.source.data.index(shape.rest.encode("utf-8"), kernel.body.start) + \
+            len(shape.rest[:found.start()].encode("utf-8"))
+        return Blocker("ReadsThreadAxis", f"the body reads `{found.group(0)}` after the index (line "
+                       f"{model.source.line_col(at)[0]}): its meaning changes when a thread takes several outputs", at)
+    index = "xyz".index(axis)
+    for config in launch_configs(model, kernel.name):
+        spans, _ = launch_site.dim_spans(model, config, 0)
+        if len(spans) <= index:
+            return Blocker("NoGridAxis", f"the launch at line {model.source.line_col(config.site.span.start)[0]} has "
+                           f"no grid dimension {axis}", config.site.span.start)
+    return None
+
+
+def _edits(ctx: PassContext, proposal: Proposal) -> list[Edit]:
+    model = ctx.model
+    kernel = _kernel(model, proposal.kernel)
+    shape = shape_of(ctx, kernel)
+    assert isinstance(shape, Shape)
+    options = proposal.options
+    factor, axis, layout = int(options["factor"]), str(options["along"]), str(options["layout"])
+    name = name_of(kernel.name)
+    origin = f"coarsen: {kernel.name}"
+    newline = model.source.newline
+    body = model.source.data[kernel.body.start + 1:kernel.body.end - 1].decode("utf-8")
+    ind = re.match(r"\r?\n*([ \t]*)", body).group(1) or "    "
+    lines = [f"{ind}#pragma unroll", f"{ind}for (int kx_f = 0; kx_f < {name}; ++kx_f) {{"]
+    for text, a, var, ctype in shape.indices:
+        if a != axis:
+            lines.append(ind * 2 + text)
+        elif layout == "contiguous":
+            lines.append(f"{ind * 2}{ctype} {var} = (blockIdx.{a} * blockDim.{a} + threadIdx.{a}) * {name} + kx_f;")
+        else:
+            lines.append(f"{ind * 2}{ctype} {var} = (blockIdx.{a} * {name} + kx_f) * blockDim.{a} + threadIdx.{a};")
+    rest = re.sub(r"\breturn\s*;", "continue;", shape.rest.rstrip())
+    rows = rest.split("\n")
+    lines += [ind * 2 + rows[0].lstrip()] + [(ind + row) if row.strip() else "" for row in rows[1:]]
+    lines.append(f"{ind}}}")
+    edits = [*launch_site.define_parameter(model, kernel.span.start, name, factor, f"{origin}: factor"),
+             Edit(kernel.body.start + 1, kernel.body.end - 1, newline + newline.join(lines) + newline,
+                  f"{origin}: body")]
+    index = "xyz".index(axis)
+    data = model.source.data
+    for config in launch_configs(model, kernel.name):
+        spans, _ = launch_site.dim_spans(model, config, 0)
+        span = spans[index]
+        text = data[span.start:span.end].decode("utf-8")
+        edits.append(Edit(span.start, span.end, f"(({text}) + {name} - 1) / {name}", f"{origin}: grid"))
+    return edits
+
+
+def _kernel(model: SourceModel, name: str) -> Function:
+    return next(k for k in model.kernels if k.name == name)
+
+
+PASS = Coarsen

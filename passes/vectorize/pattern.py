@@ -1,0 +1,147 @@
+"""The one-element-per-thread kernel that `vectorize` and `coarsen` rewrite, recognised.
+
+    int i = blockIdx.x * blockDim.x + threadIdx.x;      // the element index
+    if (i < N) { ... }        or      if (i >= N) return; ...
+
+The index declaration is the body's first statement, the guard the rest of it (a
+trailing `if` holding the work, or an early `return` followed by it). What the work
+does is read from the shared access analysis: every global access, its index form and
+its guards. Anything else (statements between the two, a second guard shape, an index
+from `threadIdx.y`) is refused with the line that does not fit.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from kxform.frontend.model import Function, SourceModel
+
+_DECL_RE = re.compile(r"^(?P<type>(?:const\s+)?(?:unsigned\s+int|int|unsigned|size_t|long|long\s+long|int64_t))\s+"
+                      r"(?P<var>[A-Za-z_]\w*)\s*=\s*(?P<init>[^;]+);$", re.S)
+COMMUNICATES_RE = re.compile(r"__shared__|__syncthreads|__syncwarp|__shfl\w*|\batomic\w+\s*\(|__ballot\w*|"
+                             r"__any_sync|__all_sync|\bthis_thread_block\b|\btiled_partition\b")
+EXITS_RE = re.compile(r"\breturn\b|\bgoto\b|\bbreak\b")
+
+
+@dataclass(frozen=True)
+class Elementwise:
+    """A recognised kernel: the index declaration and the guarded work, as text."""
+
+    ctype: str
+    var: str
+    bound: str
+    """The guard's bound, as written (`N`, `T * D`)."""
+    work: str
+    """The statements guarded by `var < bound`, without the guard."""
+    guarded: str
+    """The work with its guard, as a statement (`if (i < N) { ... }`)."""
+    body_indent: str
+
+
+class NotElementwise(Exception):
+    """Why the kernel is not of the recognised shape, with a byte offset for the line."""
+
+    def __init__(self, message: str, offset: int) -> None:
+        super().__init__(message)
+        self.offset = offset
+
+
+def index_axis(init: str) -> str | None:
+    """The axis of a global thread index `blockIdx.A * blockDim.A + threadIdx.A` (any
+    order of the terms and factors, parentheses ignored); None for anything else."""
+    flat = re.sub(r"\s+|[()]", "", init)
+    for axis in "xyz":
+        block, dim, thread = f"blockIdx.{axis}", f"blockDim.{axis}", f"threadIdx.{axis}"
+        products = (f"{block}*{dim}", f"{dim}*{block}")
+        if flat in {f"{p}+{thread}" for p in products} | {f"{thread}+{p}" for p in products}:
+            return axis
+    return None
+
+
+def statements(text: str) -> list[tuple[int, str]]:
+    """Top-level statements of a block's inside, with their offsets (comments dropped)."""
+    out, depth, start, i = [], 0, None, 0
+    while i < len(text):
+        two = text[i:i + 2]
+        if two == "//":
+            i = text.find("\n", i) if "\n" in text[i:] else len(text)
+            continue
+        if two == "/*":
+            i = text.find("*/", i) + 2
+            continue
+        char = text[i]
+        if start is None and not char.isspace():
+            start = i
+        if char in "({[":
+            depth += 1
+        elif char in ")}]":
+            depth -= 1
+            if char == "}" and depth == 0 and not re.match(r"\s*else\b", text[i + 1:]):
+                out.append((start, text[start:i + 1].strip()))
+                start = None
+        elif char == ";" and depth == 0:
+            out.append((start, text[start:i + 1].strip()))
+            start = None
+        i += 1
+    if start is not None and text[start:].strip():
+        out.append((start, text[start:].strip()))
+    return out
+
+
+def recognise(model: SourceModel, kernel: Function) -> Elementwise:
+    data = model.source.data
+    body = data[kernel.body.start + 1:kernel.body.end - 1].decode("utf-8")
+    base = kernel.body.start + 1
+    stmts = statements(body)
+    if not stmts:
+        raise NotElementwise("the kernel's body is empty", kernel.span.start)
+    at, first = stmts[0]
+    decl = _DECL_RE.match(first)
+    if decl is None or index_axis(decl.group("init")) != "x":
+        raise NotElementwise("the body does not start with the element index `int i = blockIdx.x * blockDim.x + "
+                             "threadIdx.x;`", base + at)
+    var = decl.group("var")
+    rest = stmts[1:]
+    if not rest:
+        raise NotElementwise("nothing follows the element index", base + at)
+    at, text = rest[0]
+    guard = _split_if(text)
+    if guard is None:
+        raise NotElementwise(f"the statement after `{var}` is not its bounds guard", base + at)
+    cond, then = guard
+    less = re.fullmatch(rf"{re.escape(var)}\s*<\s*(?P<b>[^<>=&|?]+)", cond)
+    early = re.fullmatch(rf"{re.escape(var)}\s*>=\s*(?P<b>[^<>=&|?]+)", cond)
+    if less and len(rest) == 1 and "else" not in then:
+        work = then.strip()
+        if work.startswith("{") and work.endswith("}"):
+            work = work[1:-1]
+        bound = less.group("b").strip()
+    elif early and re.fullmatch(r"\{?\s*return\s*;\s*\}?", then.strip()):
+        bound = early.group("b").strip()
+        work = body[rest[1][0]:] if len(rest) > 1 else ""
+    else:
+        raise NotElementwise(f"the guard `if ({cond})` is not `{var} < BOUND` around the work, or "
+                             f"`if ({var} >= BOUND) return;` before it", base + at)
+    if EXITS_RE.search(work):
+        raise NotElementwise("the guarded work leaves early (return, break or goto)", base + at)
+    if re.search(rf"(?<![\w.]){re.escape(var)}\s*(=[^=]|\+=|-=|\+\+|--)|(\+\+|--)\s*{re.escape(var)}\b", work):
+        raise NotElementwise(f"the work assigns the element index `{var}`", base + at)
+    indent = re.match(r"\n*([ \t]*)", body).group(1) or "    "
+    braced = work if work.lstrip().startswith("{") else f"{{{work}}}"
+    guarded = f"if ({var} < {bound}) {braced}"
+    return Elementwise(decl.group("type"), var, bound, work, guarded, indent)
+
+
+def _split_if(text: str) -> tuple[str, str] | None:
+    """`if (COND) STMT` as (COND, STMT), the condition's parentheses matched."""
+    match = re.match(r"if\s*\(", text)
+    if match is None:
+        return None
+    depth = 0
+    for i in range(match.end() - 1, len(text)):
+        depth += text[i] == "("
+        depth -= text[i] == ")"
+        if depth == 0:
+            return text[match.end():i].strip(), text[i + 1:].strip()
+    return None

@@ -1,0 +1,218 @@
+"""`vectorize`: a one-element-per-thread kernel's contiguous accesses widened to 4-, 8-
+or 16-byte vector loads and stores, each thread handling the elements of its vector.
+
+`vectorize{width=4}` on `int i = blockIdx.x*blockDim.x + threadIdx.x; if (i < N) out[i]
+= f(inp[i]);` gives each thread 4 elements: one `uint4` load of `inp`, the work once per
+element in order, one `uint4` store of `out` (kxform.passes.vectorize.rewrite), and the
+grids count vectors (`N` -> `((N + W - 1) / W)` where the launch passes the bound). A
+scalar path does the elements as written where the thread's vector runs past the bound
+(the tail), a buffer is not aligned to the vector (checked at run time: a caller may
+pass `x + 1`), or two buffers overlap (checked at run time unless both are
+`__restrict__`). Widths are offered where every widened buffer moves 4, 8 or 16 bytes
+(float: 2, 4; bf16/half: 2, 4, 8). Refused, with the line: another kernel shape,
+threads that communicate, a write that is not contiguous in threadIdx.x, a buffer read
+both ways, a non-contiguous read that may alias a written buffer.
+
+No arithmetic is reordered: verified bit-exact. No evidence, no rewrite: without
+`width` the pass proposes nothing; `kxform tune --pass vectorize` searches the width.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kxform.engine import launch_site
+from kxform.engine.edits import Edit, apply_edits
+from kxform.engine.params import Config, Param, ParamSpace, ParamValue
+from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance
+from kxform.engine.policy import LaunchBinding, OutputCompare, VerifyPolicy
+from kxform.errors import CheckFailed, UsageError
+from kxform.frontend.cuda import parse_model
+from kxform.frontend.launches import launch_configs
+from kxform.frontend.model import Function, SourceModel
+from kxform.frontend.source import SourceText
+from kxform.passes.vectorize.facts import KernelFacts, kernel_facts
+from kxform.passes.vectorize.rewrite import grid_edits, kernel_body, width_name
+
+OFF = "1"
+_DEFINE_RE = re.compile(rb"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+\(?(\d+)\)?[ \t]*$", re.M)
+
+
+@dataclass(frozen=True)
+class Vectorize(Pass):
+    name = "vectorize"
+    description = "widen a one-element-per-thread kernel's contiguous accesses to vector loads and stores " \
+                  "(vectorize{width=4}; bit-exact)"
+    requires = ("launch",)
+    falls_back = False
+
+    width: str | None = None
+    """Elements per thread (2, 4, 8 where the element type allows); None: nothing is proposed."""
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str | ParamValue]) -> Pass:
+        unknown = sorted(set(options) - {"width"})
+        if unknown:
+            raise UsageError(f"vectorize has no option {unknown[0]!r} (options: width)")
+        return cls(str(options["width"]) if "width" in options else None)
+
+    def spec_items(self) -> list[tuple[str, str]]:
+        return [("width", self.width)] if self.width is not None else []
+
+    @classmethod
+    def describe_options(cls) -> list[str]:
+        return ["width=2|4|8: elements per thread, one 4-, 8- or 16-byte vector per buffer (kxform inspect --pass "
+                "vectorize lists a kernel's widths); none: nothing is proposed"]
+
+    # -- analyse and propose -----------------------------------------------------------
+
+    def analyse(self, ctx: PassContext) -> dict[str, KernelAnalysis]:
+        out = {}
+        for kernel in ctx.model.kernels:
+            done = re.search(rb"#\s*define\s+" + width_name(kernel.name).encode() + rb"\b", ctx.model.source.data)
+            if done:
+                out[kernel.name] = KernelAnalysis(kernel, (), {"facts": None}, already_applied=True)
+                continue
+            facts = kernel_facts(ctx, kernel)
+            blockers = list(facts.blockers)
+            if not blockers and not facts.widths():
+                blockers.append(Blocker("ElementType", "no width moves 4, 8 or 16 bytes of every widened buffer "
+                                        f"({', '.join(f'{b.name}: {b.element}' for b in facts.widened)})",
+                                        kernel.span.start))
+            if not blockers:
+                grid = grid_edits(ctx.model, kernel, facts.shape.bound, width_name(kernel.name), "")
+                if isinstance(grid, str):
+                    blockers.append(Blocker("GridNotReadable", grid, kernel.span.start))
+            if not blockers and self.width is not None and self.width != OFF and \
+                    self.width not in self._space(facts, kernel).param("width").values:
+                blockers.append(Blocker("BadWidth", f"width={self.width}: not one of "
+                                        f"{{{', '.join(self._space(facts, kernel).param('width').values)}}}",
+                                        kernel.span.start))
+            out[kernel.name] = KernelAnalysis(kernel, tuple(blockers), {"facts": facts})
+        return out
+
+    def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
+        if self.width is None or self.width == OFF:
+            return None
+        return Proposal.of(self.name, analysis.kernel.name, {"width": self.width}, f"width {self.width} (requested)")
+
+    def candidates(self, ctx: PassContext, analysis: KernelAnalysis) -> list[Proposal]:
+        return []
+
+    def missed_reason(self, analysis: KernelAnalysis, ctx: PassContext | None = None) -> tuple[str, str]:
+        return ("NoEvidence", "no width was requested; widths are chosen by measurement (kxform tune) or given "
+                "(vectorize{width=4})")
+
+    @staticmethod
+    def _space(facts: KernelFacts | None, kernel: Function) -> ParamSpace:
+        if facts is None or facts.blockers or not facts.widths():
+            return ParamSpace()
+        values = [OFF, *(str(w) for w in facts.widths())]
+        return ParamSpace((Param.enum("width", values, OFF, doc=f"elements per thread of '{kernel.name}' (1: as "
+                                      "written)"),))
+
+    def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
+        facts = analysis.facts.get("facts") if analysis.facts else kernel_facts(ctx, analysis.kernel)
+        return self._space(facts, analysis.kernel)
+
+    def proposal_for(self, ctx: PassContext, analysis: KernelAnalysis, config: Config,
+                     provenance: Provenance | None = None) -> Proposal:
+        space = self.space(ctx, analysis)
+        resolved = space.resolve(config)
+        changed = {k: v for k, v in resolved.items() if v != space.param(k).default}
+        return Proposal.of(self.name, analysis.kernel.name, changed, f"configuration {space.label(resolved)}",
+                           provenance)
+
+    # -- check, edit, verify ------------------------------------------------------------
+
+    def check(self, ctx: PassContext, proposal: Proposal) -> list[CheckRecord]:
+        kernel = _kernel(ctx.model, proposal.kernel)
+        facts = kernel_facts(ctx, kernel)
+        if facts.blockers:
+            raise CheckFailed("shape", facts.blockers[0].message)
+        try:
+            width = self._space(facts, kernel).resolve(proposal.options)["width"]
+        except UsageError as exc:
+            raise CheckFailed("proposal", exc.cause) from None
+        wide = ", ".join(f"{b.name} ({b.element} x{width})" for b in facts.widened)
+        kept = [b.name for b in facts.buffers if not b.widened]
+        checks = [CheckRecord("contiguous", True, f"widened: {wide}" + (f"; read as written: {', '.join(kept)}"
+                                                                          if kept else ""))]
+        restrict = all(b.restrict for b in facts.widened)
+        checks.append(CheckRecord("alignment", True, "checked at run time per buffer; the scalar path otherwise"))
+        checks.append(CheckRecord("aliasing", True, "__restrict__ on every widened buffer" if restrict else
+                                  "checked at run time over [0, bound); the scalar path where buffers overlap"))
+        checks.append(CheckRecord("tail", True, f"elements past the last whole vector (bound {facts.shape.bound}) "
+                                  "take the scalar path"))
+        return checks
+
+    def edit(self, ctx: PassContext, proposals: Sequence[Proposal]) -> list[Edit]:
+        edits: list[Edit] = []
+        for proposal in proposals:
+            edits += _edits(ctx, proposal)
+        return edits
+
+    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+        """Each element is computed by the same operations in the same order: bit-exact,
+        at the rewritten launch (its grid counts vectors)."""
+        width = int(proposal.options.get("width", OFF))
+        compare = OutputCompare("exact", reason="each element is computed by the same operations; only loads and "
+                                "stores are grouped")
+        if width == 1:
+            return VerifyPolicy(compare=compare)
+        name = width_name(proposal.kernel)
+        text = apply_edits(ctx.model.source, _edits(ctx, proposal)).data
+        binding = rewritten_binding(ctx.model.source.path, text, proposal.kernel, name, width)
+        launch = binding if binding is not None else LaunchBinding(grid=("unknown",), origin="no readable launch")
+        return VerifyPolicy(launch, compare, required=True)
+
+    def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
+        data = super().describe(ctx, analysis)
+        data.update(self.space(ctx, analysis).to_json())
+        return data
+
+
+def _edits(ctx: PassContext, proposal: Proposal) -> list[Edit]:
+    model = ctx.model
+    kernel = _kernel(model, proposal.kernel)
+    facts = kernel_facts(ctx, kernel)
+    width = int(proposal.options["width"])
+    name = width_name(kernel.name)
+    origin = f"vectorize: {kernel.name}"
+    grid = grid_edits(model, kernel, facts.shape.bound, name, f"{origin}: grid")
+    if isinstance(grid, str):
+        raise CheckFailed("launch", grid)
+    body = kernel_body(facts, kernel, width, model.source.newline)
+    return [*launch_site.define_parameter(model, kernel.span.start, name, width, f"{origin}: width"),
+            Edit(kernel.body.start + 1, kernel.body.end - 1, body, f"{origin}: body"), *grid]
+
+
+def rewritten_binding(path: str, text: bytes, kernel_name: str, name: str, width: int) -> LaunchBinding | None:
+    """The rewritten launch over the kernel's parameters, the width or factor `name` and
+    those of the kernel's earlier vectorize or coarsen rewrites (all at 1 give the
+    original's launch). Overridable parameters of the file (`#ifndef NAME`: a lifted block
+    size) are names too, at their values; in a pipeline the earlier rewrite's policy
+    supplies their original values (VerifyPolicy.then). Other integer macros are read at
+    their values."""
+    new = parse_model(SourceText(path, text))
+    launches = launch_configs(new, kernel_name)
+    kernel = next((k for k in new.kernels if k.name == kernel_name), None)
+    if not launches or kernel is None:
+        return None
+    defined = {m.group(1).decode(): int(m.group(2)) for m in _DEFINE_RE.finditer(text)}
+    mine = {n for n in defined if n in (f"{kernel_name.upper()}_VEC", f"{kernel_name.upper()}_COARSEN")} | {name}
+    lifted = {n for n in defined if re.search(rb"#\s*ifndef\s+" + n.encode() + rb"\b", text)} - mine
+    values = {**{n: defined[n] for n in mine | lifted if n in defined}, name: width}
+    defaults = {**{n: 1 for n in mine}, **{n: defined[n] for n in lifted}}
+    fixed = {n: v for n, v in defined.items() if n not in mine | lifted}
+    return launch_site.launch_binding(new, kernel, launches[0], mine | lifted, values, defaults, fixed=fixed)
+
+
+def _kernel(model: SourceModel, name: str) -> Function:
+    return next(k for k in model.kernels if k.name == name)
+
+
+PASS = Vectorize

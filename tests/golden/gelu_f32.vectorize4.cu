@@ -1,0 +1,45 @@
+// GELU (tanh approximation) as it is usually first written: one element per thread.
+#include <cuda_runtime.h>
+
+#define GELU_SCALING_FACTOR sqrtf(2.0f / M_PI)
+
+#ifndef GELU_F32_NAIVE_VEC
+#define GELU_F32_NAIVE_VEC 4
+#endif
+__global__ void gelu_f32_naive(float* out, const float* inp, int N)
+{
+    const int kx_v = blockIdx.x * blockDim.x + threadIdx.x;
+    const int kx_first = kx_v * GELU_F32_NAIVE_VEC;
+    if (kx_first + GELU_F32_NAIVE_VEC <= (N) &&
+        (unsigned long long)(inp) % 16 == 0 &&
+        (unsigned long long)(out) % 16 == 0 &&
+        (((unsigned long long)(inp + (N)) <= (unsigned long long)(out)) || ((unsigned long long)(out + (N)) <= (unsigned long long)(inp)))) {
+        static_assert(sizeof(uint4) == GELU_F32_NAIVE_VEC * sizeof(float), "GELU_F32_NAIVE_VEC: one uint4 of float per thread");
+        float kx_e_inp[GELU_F32_NAIVE_VEC];
+        { const uint4 kx_t = reinterpret_cast<const uint4*>(inp)[kx_v]; memcpy(kx_e_inp, &kx_t, sizeof(kx_t)); }
+        float kx_e_out[GELU_F32_NAIVE_VEC];
+        #pragma unroll
+        for (int kx_j = 0; kx_j < GELU_F32_NAIVE_VEC; ++kx_j) {
+            float x = kx_e_inp[kx_j];
+            float cube = 0.044715f * x * x * x;
+            kx_e_out[kx_j] = 0.5f * x * (1.0f + tanhf(GELU_SCALING_FACTOR * (x + cube)));
+        }
+        { uint4 kx_t; memcpy(&kx_t, kx_e_out, sizeof(kx_t)); reinterpret_cast<uint4*>(out)[kx_v] = kx_t; }
+    } else {
+        for (int kx_j = 0; kx_j < GELU_F32_NAIVE_VEC; ++kx_j) {
+            int i = kx_first + kx_j;
+            if (i < N) {
+                float x = inp[i];
+                float cube = 0.044715f * x * x * x;
+                out[i] = 0.5f * x * (1.0f + tanhf(GELU_SCALING_FACTOR * (x + cube)));
+            }
+        }
+    }
+}
+
+void gelu_forward(float* out, const float* inp, int N)
+{
+    const int block_size = 128;
+    const int grid_size = (((N + GELU_F32_NAIVE_VEC - 1) / GELU_F32_NAIVE_VEC) + block_size - 1) / block_size;
+    gelu_f32_naive<<<grid_size, block_size>>>(out, inp, N);
+}

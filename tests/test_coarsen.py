@@ -1,0 +1,148 @@
+"""The `coarsen` pass: each thread computes F outputs along x or y, the grid divided by F,
+rewritten byte for byte as reviewed, refused with its reason where threads communicate or
+the body reads the coarsened axis, composed with launch and vectorize, and verified
+bit-exact on the CPU runtime, where a thread that skips its last output's guard (or its
+last output) must fail."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import CORPORA
+from kxform.api import space_of
+from kxform.engine.pass_api import Outcome
+from kxform.engine.policy import VerifyPolicy
+from kxform.engine.registry import default_registry
+from kxform.frontend.source import validate_bytes
+from kxform.harness.spec import find_spec_for, load_spec
+from kxform.verify.differential import verify_pair
+from swizzle_helpers import outcomes, remark_names, rewrite
+
+NAIVE = CORPORA / "naive"
+GOLDEN = Path(__file__).parent / "golden"
+JACOBI = NAIVE / "jacobi2d" / "naive.cu"
+GEMM = NAIVE / "gemm" / "naive.cu"
+
+
+@pytest.mark.parametrize(("path", "spec", "golden"), [
+    (JACOBI, "coarsen{factor=2,along=y,layout=strided}", "jacobi2d.coarsen2y.cu"),
+    (GEMM, "coarsen{factor=4,along=x,layout=contiguous}", "gemm_naive.coarsen4x.cu")])
+def test_golden_rewrite_and_idempotence(path: Path, spec: str, golden: str) -> None:
+    result = rewrite(path.read_bytes(), spec, path=str(path))
+    (kernel,) = result.results
+    assert kernel.outcome is Outcome.APPLIED, [r.format() for r in result.remarks]
+    assert result.new_data == (GOLDEN / golden).read_bytes()
+    assert kernel.policy.compare.mode == "exact" and kernel.policy.required
+    again = rewrite(result.new_data, spec, path=str(path))
+    assert not again.changed and outcomes(again)[kernel.kernel] is Outcome.UNCHANGED
+
+
+def test_guards_stay_per_output_and_an_early_return_moves_to_the_next_output() -> None:
+    text = rewrite((NAIVE / "adamw" / "naive.cu").read_bytes(), "coarsen{factor=2}").new_data.decode()
+    kernel = text.split("__global__")[1].split("\nvoid ")[0]
+    assert "if (i >= N)\n            continue;" in kernel and "return" not in kernel
+    assert "int i = (blockIdx.x * blockDim.x + threadIdx.x) * ADAMW_NAIVE_COARSEN + kx_f;" in text
+    assert "((grid_size) + ADAMW_NAIVE_COARSEN - 1) / ADAMW_NAIVE_COARSEN" in text
+
+
+def test_refusals_name_their_reason() -> None:
+    shared = (CORPORA / "transpose").glob("*.cu")
+    path = next(iter(sorted(shared)))
+    result = rewrite(path.read_bytes(), "coarsen{factor=2}", path=str(path))
+    assert "Communicates" in remark_names(result) and not result.changed
+    reads = ("__global__ void k(float* out, int n) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+             "    if (i < n) out[i] = threadIdx.x;\n}\n"
+             "void run(float* o, int n) { k<<<(n + 255) / 256, 256>>>(o, n); }\n")
+    (missed,) = [r for r in rewrite(reads, "coarsen{factor=2}").remarks if r.name == "ReadsThreadAxis"]
+    assert "reads `threadIdx.x` after the index (line 3)" in missed.message
+    looped = reads.replace("    if (i < n) out[i] = threadIdx.x;",
+                           "    for (int k = 0; k < 4; ++k) { if (i >= n) return; out[i] += k; }")
+    assert "ReturnInLoop" in remark_names(rewrite(looped, "coarsen{factor=2}"))
+    assert "along" in next(r.message for r in rewrite(reads.replace("threadIdx.x;\n}", "1.0f;\n}"),
+                                                      "coarsen{factor=2,along=y}").remarks if r.name == "BadOption")
+    assert "NoEvidence" in remark_names(rewrite(JACOBI.read_bytes(), "coarsen", path=str(JACOBI)))
+
+
+def test_space_order_and_spec_through_the_pass_api() -> None:
+    assert [p.name for p in default_registry().pipeline("coarsen{factor=2},vectorize{width=4},launch")] == \
+        ["launch", "vectorize", "coarsen"]
+    assert default_registry().parse("coarsen{factor=2,along=y}").spec() == "coarsen{factor=2,along=y}"
+    space = space_of(JACOBI.read_bytes(), "jacobi2d_naive", "coarsen", path=str(JACOBI))
+    assert space.names == ("factor", "along", "layout") and space.param("along").values == ("x", "y")
+
+
+def _verify(cpu, path: Path, kernel: str, spec: str, new: bytes | None = None):  # type: ignore[no-untyped-def]
+    result = rewrite(path.read_bytes(), spec, path=str(path))
+    policy = VerifyPolicy()
+    for applied in result.results:
+        assert applied.outcome is Outcome.APPLIED, [r.format() for r in result.remarks]
+        policy = policy.then(applied.policy)
+    harness = load_spec(find_spec_for(path)).kernel(kernel)
+    sizes = tuple(s.name for s in harness.sizes if not s.bench)
+    return verify_pair(validate_bytes(str(path), path.read_bytes()),
+                       validate_bytes(str(path), result.new_data if new is None else new), harness, cpu, sizes=sizes,
+                       policy=policy), result.new_data
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "kernel", "spec"), [
+    ("jacobi2d", "jacobi2d_naive", "coarsen{factor=2,along=y,layout=strided}"),
+    ("conv2d", "conv2d_naive", "coarsen{factor=2,along=x,layout=strided}"),
+    ("gemm", "gemm_naive", "coarsen{factor=4,along=x,layout=contiguous}"),
+    ("adamw", "adamw_naive", "coarsen{factor=4,layout=strided}"),
+    ("gelu_f32", "gelu_f32_naive", "launch,vectorize{width=4},coarsen{factor=2,layout=strided}"),
+    ("jacobi2d", "jacobi2d_naive", "launch{JACOBI2D_NAIVE_BLOCK_Y=4},coarsen{factor=4,along=y}")])
+def test_applied_factors_verify_bit_exact_on_the_cpu_runtime(  # type: ignore[no-untyped-def]
+        cpu, name: str, kernel: str, spec: str) -> None:
+    report, _ = _verify(cpu, NAIVE / name / "naive.cu", kernel, spec)
+    assert report.ok, [s.summary() for s in report.sizes]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("plant", ["guard", "output"])
+def test_a_thread_skipping_its_last_output_or_guard_fails(cpu, plant: str) -> None:  # type: ignore[no-untyped-def]
+    """gemm's `ragged` size has N = 100 columns, not a multiple of 32 x 4: without its
+    guard a thread's last output writes into the next row of C (or past it)."""
+    spec = "coarsen{factor=4,along=x,layout=contiguous}"
+    good = rewrite(GEMM.read_bytes(), spec, path=str(GEMM)).new_data
+    if plant == "guard":
+        broken = good.replace(b"        if (i < M && j < N) {", b"        if (i < M && (j < N || kx_f == GEMM_NAIVE_"
+                              b"COARSEN - 1)) {")
+    else:
+        broken = good.replace(b"kx_f < GEMM_NAIVE_COARSEN;", b"kx_f < GEMM_NAIVE_COARSEN - 1;")
+    assert broken != good
+    report, _ = _verify(cpu, GEMM, "gemm_naive", spec, new=broken)
+    assert not report.ok
+
+
+def test_the_tuning_space_spans_launch_vectorize_and_coarsen() -> None:
+    """`kxform tune --pass launch,vectorize,coarsen`: one space, and each point a pipeline
+    that writes a stage only where it differs from the code as it is."""
+    from kxform.search.kernel_space import kernel_space, parse_passes
+
+    gelu = NAIVE / "gelu_f32" / "naive.cu"
+    space = kernel_space(gelu.read_bytes(), "gelu_f32_naive", parse_passes("coarsen,vectorize,launch"),
+                         path=str(gelu), hw="h100")
+    assert space.space.names == ("GELU_F32_NAIVE_BLOCK_X", "vectorize_width", "coarsen_factor", "coarsen_along",
+                                 "coarsen_layout")
+    point = {**space.defaults(), "vectorize_width": "4", "coarsen_factor": "2", "coarsen_layout": "strided"}
+    assert space.pipeline(point) == ("launch{GELU_F32_NAIVE_BLOCK_X=128},vectorize{width=4},"
+                                     "coarsen{factor=2,along=x,layout=strided}")
+    assert space.pipeline(space.defaults()) == "launch{GELU_F32_NAIVE_BLOCK_X=128}"
+
+
+def test_after_a_new_block_size_the_launch_keeps_its_original_values() -> None:
+    """coarsen after launch{..._BLOCK_Y=4}: the rewritten launch names the block sizes too,
+    and the pipeline's policy takes their original values from the launch pass (at which
+    the verifier checks that the expressions give the spec's launch)."""
+    result = rewrite(JACOBI.read_bytes(), "launch{JACOBI2D_NAIVE_BLOCK_Y=4},coarsen{factor=4,along=y}",
+                     path=str(JACOBI))
+    first, second = result.results
+    assert dict(second.policy.launch.defaults)["JACOBI2D_NAIVE_BLOCK_Y"] == 4  # all the coarsen pass can see
+    launch = first.policy.then(second.policy).launch
+    assert dict(launch.values) == {"JACOBI2D_NAIVE_BLOCK_Y": 4, "JACOBI2D_NAIVE_COARSEN": 4,
+                                   "JACOBI2D_NAIVE_BLOCK_X": 32}
+    assert dict(launch.defaults) == {"JACOBI2D_NAIVE_BLOCK_Y": 8, "JACOBI2D_NAIVE_COARSEN": 1,
+                                     "JACOBI2D_NAIVE_BLOCK_X": 32}
