@@ -125,12 +125,13 @@ def test_the_tuning_space_spans_launch_vectorize_and_coarsen() -> None:
     gelu = NAIVE / "gelu_f32" / "naive.cu"
     space = kernel_space(gelu.read_bytes(), "gelu_f32_naive", parse_passes("coarsen,vectorize,launch"),
                          path=str(gelu), hw="h100")
-    assert space.space.names == ("GELU_F32_NAIVE_BLOCK_X", "vectorize_width", "coarsen_factor", "coarsen_along",
-                                 "coarsen_layout")
-    point = {**space.defaults(), "vectorize_width": "4", "coarsen_factor": "2", "coarsen_layout": "strided"}
-    assert space.pipeline(point) == ("launch{GELU_F32_NAIVE_BLOCK_X=128},vectorize{width=4},"
-                                     "coarsen{factor=2,along=x,layout=strided}")
-    assert space.pipeline(space.defaults()) == "launch{GELU_F32_NAIVE_BLOCK_X=128}"
+    assert space.passes == ("launch", "vectorize", "coarsen")  # the order `requires` gives
+    assert space.space.names == ("launch", "launch.GELU_F32_NAIVE_BLOCK_X", "vectorize", "vectorize.width",
+                                 "coarsen", "coarsen.factor", "coarsen.along", "coarsen.layout")
+    point = {**space.defaults(), "vectorize": True, "vectorize.width": 4, "coarsen": True, "coarsen.factor": 2,
+             "coarsen.layout": "strided"}
+    assert space.spec(point) == "vectorize{width=4},coarsen{factor=2,along=x,layout=strided}"
+    assert space.spec(space.defaults()) == ""  # every pass off: the code as it is
 
 
 def test_after_a_new_block_size_the_launch_keeps_its_original_values() -> None:

@@ -90,7 +90,8 @@ def test_tile_and_swizzle_spaces_compose_with_an_off_choice_per_pass() -> None:
     every = kernel_space(data, "sgemm_tiled", None, path=str(path), hw="h100")
     assert both.passes == ("tile", "swizzle")
     assert every.passes == ("tile", "swizzle", "unroll")  # its k loop's #pragma unroll factor too
-    assert dict(every.not_offered).keys() == {"launch", "rows"}  # TILE is the tile pass's; __shared__
+    # TILE is the tile pass's; __shared__: rows, vectorize and coarsen leave communicating threads alone
+    assert dict(every.not_offered).keys() == {"launch", "rows", "vectorize", "coarsen"}
     assert both.space.names == ("tile", "tile.TILE", "swizzle", "swizzle.pattern")
     assert [c.text for c in both.space.constraints][0] == \
         "not (tile) or (tile.TILE * tile.TILE <= hw.max_threads_per_block)"
