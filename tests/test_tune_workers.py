@@ -317,21 +317,21 @@ def test_gpus_all_tunes_on_every_gpu_with_verification(tmp_path: Path) -> None:
     sound = b"Bs[ty][tx] = (t + ty < K && col < N) ? B[(t + ty) * N + col] : 0.0f;"
     path.write_bytes(path.read_bytes().replace(
         sound, b"Bs[ty][tx] = (t + (ty & 15) < K && col < N) ? B[(t + (ty & 15)) * N + col] : 0.0f;"))
-    proc = run_cli("tune", str(path), "--kernel", "sgemm_tiled", "--strategy", "exhaustive", "--budget", "10",
-                   "--size", "M=512,N=512,K=512", "--repeat", "10", "--json", "--write", "--gpus", "all",
+    proc = run_cli("tune", str(path), "--kernel", "sgemm_tiled", "--pass", "tile", "--strategy", "exhaustive",
+                   "--budget", "10", "--size", "M=512,N=512,K=512", "--repeat", "10", "--json", "--write", "--gpus", "all",
                    "--db", str(tmp_path / "t.sqlite"), "--log", str(tmp_path / "t.jsonl"),
                    env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")}, timeout=900)
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
-    by_tile = {e["params"]["TILE"]: e for e in summary["evaluations"]}
+    by_tile = {e["params"]["tile.TILE"]: e for e in summary["evaluations"] if e["params"]["tile"]}
     assert set(by_tile) == {1, 2, 4, 8, 16, 32} and summary["objective"] == "gpu"
     assert by_tile[32]["status"] == "verification_failed" and by_tile[32]["time_ms"] is None
     assert all(by_tile[t]["status"] == "ok" and by_tile[t]["time_ms"] > 0 for t in (2, 4, 8, 16))
     workers = summary["workers"]["workers"]
     assert workers and all(w["reference_ms"] > 0 for w in workers) and workers[0]["factor"] == 1.0
     assert len({w["devices"] for w in workers}) == len(workers)
-    assert summary["best"]["config"]["TILE"] != 32
-    assert f"#define TILE {summary['best']['config']['TILE']}\n" in path.read_text()
+    assert summary["best"]["config"]["tile.TILE"] != 32
+    assert f"#define TILE {summary['best']['config']['tile.TILE']}\n" in path.read_text()
 
 
 @pytest.mark.slow
