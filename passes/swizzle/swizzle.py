@@ -62,6 +62,8 @@ PROLOGUE_MARK = f"{BLOCK_VAR} = kxform_swizzle_".encode()
 @dataclass(frozen=True)
 class Swizzle(Pass):
     name = "swizzle"
+    requires = ("smem-tile",)
+    """A tiled kernel's block order matters only once it is tiled: swizzle remaps the rewritten grid."""
     description = "remap blockIdx.x/.y through a checked bijection (grouped, Hilbert, XCD-aware, ...)"
 
     pattern: str | None = None

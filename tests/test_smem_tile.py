@@ -1,0 +1,151 @@
+"""smem-tile: the naive nests it rewrites (golden), the ones it refuses and why, its barrier
+check, and its rewrites verified on the CPU runtime with planted bugs rejected."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import CORPORA
+from kxform.api import _analysed
+from kxform.engine.pass_api import Outcome
+from kxform.frontend.source import validate_bytes
+from kxform.harness.spec import find_spec_for, load_spec
+from kxform.passes.smem_tile.smem_tile import barrier_problems
+from kxform.verify.differential import verify_pair
+from swizzle_helpers import outcomes, rewrite
+
+NAIVE = CORPORA / "naive"
+GEMM = NAIVE / "gemm" / "naive.cu"
+GOLDEN = Path(__file__).parent / "golden" / "gemm_naive.smem-tile.cu"
+
+NEST = """__global__ void k(float* C, const float* A, const float* B, const int* idx, int M, int N, int K)
+{
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    int i = blockIdx.y * blockDim.y + threadIdx.y;
+    if (i < M && j < N) {
+        float acc = 0.0f;
+        for (int k = 0; k < K; k++)
+            acc += A[i * K + k] * B[k * N + j];
+        C[i * N + j] = acc;
+    }
+}
+
+void run(float* C, const float* A, const float* B, const int* idx, int M, int N, int K)
+{
+    dim3 block(32, 8);
+    dim3 grid((N + 31) / 32, (M + 7) / 8);
+    k<<<grid, block>>>(C, A, B, idx, M, N, K);
+}
+"""
+
+
+def _refusal(text: str) -> str:
+    result = rewrite(text, "smem-tile")
+    (kernel,) = result.results
+    assert kernel.outcome is Outcome.MISSED and not result.changed
+    return kernel.reasons[0]
+
+
+def test_golden_naive_gemm_and_a_second_run_changes_nothing() -> None:
+    result = rewrite(GEMM.read_bytes(), "smem-tile", path=str(GEMM))
+    assert outcomes(result)["gemm_naive"] is Outcome.APPLIED, [r.format() for r in result.remarks]
+    assert result.new_data == GOLDEN.read_bytes()
+    (kernel,) = result.results
+    assert {c.name for c in kernel.checks} >= {"constraints", "barriers", "idempotence"}
+    policy = kernel.policy
+    assert policy.required and policy.compare.mode == "spec" and policy.compare.scale == 2.0
+    assert "'acc' (line 13)" in policy.compare.reason
+    assert policy.launch.grid == ("ceil_div(N, GEMM_NAIVE_BN)", "ceil_div(M, GEMM_NAIVE_BM)")
+    assert dict(policy.launch.defaults)["GEMM_NAIVE_BN"] == 32 and dict(policy.launch.defaults)["GEMM_NAIVE_BM"] == 8
+    again = rewrite(result.new_data, "smem-tile", path=str(GEMM))
+    assert not again.changed and outcomes(again)["gemm_naive"] is Outcome.UNCHANGED
+
+
+def test_the_synthetic_nest_is_recognised() -> None:  # the refusals below are one change away from it
+    result = rewrite(NEST, "smem-tile{BM=32,BN=32,TM=2,TN=2,BK=8}")
+    assert outcomes(result)["k"] is Outcome.APPLIED, result.results[0].reasons
+    assert b"dim3(K_BN / K_TN, K_BM / K_TM)" in result.new_data and b"#define K_BK 8\n" in result.new_data
+
+
+@pytest.mark.parametrize(("change", "key", "words"), [
+    (("A[i * K + k]", "A[idx[i] * K + k]"), "NonAffine", "not affine"),
+    (("acc += A[i * K + k] * B[k * N + j];", "{ acc += A[i * K + k] * B[k * N + j]; C[k] = acc; }"), "Dependence",
+     "depend on each other"),
+    (("acc += A[i * K + k]", "acc += C[i * K + k]"), "InPlaceAlias", "output `C` is also read"),
+    (("k<<<grid, block>>>(C, A,", "k<<<grid, block>>>(C, C,"), "InPlaceAlias", "in-place"),
+    (("float acc = 0.0f;", "__shared__ float s[32]; s[0] = 0; float acc = 0.0f;"), "AlreadyShared", "shared"),
+    (("B[k * N + j]", "B[k * N + j + i]"), "NotATileOperand", "exactly one of the output row and column"),
+    (("i < M && j < N", "i < M || j < N"), "GuardBounds", "does not bound"),
+])
+def test_refusals_name_their_reason(change: tuple[str, str], key: str, words: str) -> None:
+    text = NEST.replace(*change)
+    assert text != NEST
+    reason = _refusal(text)
+    assert reason.startswith(f"{key}:") and words in reason, reason
+
+
+def test_the_convolution_is_refused_with_its_reason() -> None:
+    path = NAIVE / "conv2d" / "naive.cu"
+    result = rewrite(path.read_bytes(), "smem-tile", path=str(path))
+    (kernel,) = result.results
+    assert kernel.outcome is Outcome.MISSED and "LoopNest" in kernel.reasons[0] and "2 loops" in kernel.reasons[0]
+
+
+def _barrier_problems(data: bytes) -> list[str]:
+    _, ctx, analysis = _analysed(data, "gemm_naive", "smem-tile", str(GEMM), "h100", None)
+    return barrier_problems(ctx, analysis.kernel)
+
+
+def test_the_barrier_check_rejects_a_staged_read_or_store_without_a_barrier() -> None:
+    tiled = GOLDEN.read_bytes()
+    assert _barrier_problems(tiled) == []
+    first = tiled.replace(b"        __syncthreads();\n        const int kx_kn", b"        const int kx_kn")
+    second = tiled.replace(b"        __syncthreads();\n    }\n", b"    }\n")
+    assert first != tiled and second != tiled
+    assert any("read after its store" in p for p in _barrier_problems(first))
+    assert any("store after a read" in p for p in _barrier_problems(second))
+    assert not any("read after its store" in p for p in _barrier_problems(second))
+
+
+def _verify(path: Path, kernel: str, spec: str, cpu, plant: tuple[bytes, bytes] | None = None,  # type: ignore[no-untyped-def]
+            sizes: tuple[str, ...] = ("ragged",)) -> tuple[bool, list[str]]:
+    original = path.read_bytes()
+    result = rewrite(original, spec, path=str(path))
+    (done,) = [r for r in result.results if r.kernel == kernel]
+    assert done.outcome is Outcome.APPLIED, done.reasons
+    data = result.new_data if plant is None else result.new_data.replace(*plant)
+    assert plant is None or data != result.new_data
+    found = find_spec_for(path)
+    assert found is not None
+    report = verify_pair(validate_bytes(str(path), original), validate_bytes(str(path), data),
+                         load_spec(found).kernel(kernel), cpu, sizes=sizes, policy=done.policy)
+    return report.ok, [s.summary() for s in report.sizes]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("pair", "kernel"), [("gemm", "gemm_naive"), ("mm2", "mm2_kernel1"), ("mm2", "mm2_kernel2"),
+                                              ("syrk", "syrk_naive")])
+def test_the_corpus_nests_verify_on_the_cpu_runtime(pair: str, kernel: str, cpu) -> None:  # type: ignore[no-untyped-def]
+    ok, summary = _verify(NAIVE / pair / "naive.cu", kernel, "smem-tile{BM=32,BN=16,BK=8,TM=4,TN=1,PAD=1}", cpu)
+    assert ok, summary
+
+
+PLANTS = {
+    "missed K edge": (b"(i < M && k < K) ?", b"(i < M) ?"),
+    "missed M edge": (b"(i < M && k < K) ?", b"(k < K) ?"),
+    "missing barrier after the store": (b"        __syncthreads();\n        const int kx_kn", b"        const int kx_kn"),
+    "missing barrier before the next store": (b"        __syncthreads();\n    }\n", b"    }\n"),
+    "wrong stride": (b"kx_s0[kx_kk][(int)threadIdx.y + kx_a * (GEMM_NAIVE_BM / GEMM_NAIVE_TM)]",
+                     b"kx_s0[kx_kk][(int)threadIdx.y * GEMM_NAIVE_TM + kx_a]"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(PLANTS))
+def test_planted_bugs_are_caught_by_the_cpu_verification(name: str, cpu) -> None:  # type: ignore[no-untyped-def]
+    ok, summary = _verify(GEMM, "gemm_naive", "smem-tile", cpu, PLANTS[name])
+    assert not ok, summary
+    ok, summary = _verify(GEMM, "gemm_naive", "smem-tile", cpu)
+    assert ok, summary
