@@ -12,6 +12,7 @@ from kxform.api import _analysed
 from kxform.engine.pass_api import Outcome
 from kxform.frontend.source import validate_bytes
 from kxform.harness.spec import find_spec_for, load_spec
+from kxform.hw import load_profile
 from kxform.passes.smem_tile.smem_tile import barrier_problems
 from kxform.verify.differential import verify_pair
 from swizzle_helpers import outcomes, rewrite
@@ -149,3 +150,34 @@ def test_planted_bugs_are_caught_by_the_cpu_verification(name: str, cpu) -> None
     assert not ok, summary
     ok, summary = _verify(GEMM, "gemm_naive", "smem-tile", cpu)
     assert ok, summary
+
+
+def test_the_tuning_space_is_the_pass_space_and_a_point_becomes_a_pipeline() -> None:
+    from kxform.search.kernel_space import kernel_space, parse_passes
+
+    assert parse_passes("swizzle,smem-tile") == ("smem-tile", "swizzle")
+    space = kernel_space(GEMM.read_bytes(), "gemm_naive", ("smem-tile", "swizzle"), path=str(GEMM), hw="h100")
+    assert space.smem_names == ("BM", "BN", "BK", "TM", "TN", "PAD")
+    point = {**space.defaults(), "BM": 128, "TM": 8, "swizzle": "row"}
+    assert space.pipeline(point) == "smem-tile{BM=128,BN=64,BK=16,TM=8,TN=4,PAD=4}"
+    hw = load_profile("h100")
+    assert space.space.is_valid(point, hw)
+    assert not space.space.is_valid({**point, "TM": 1, "TN": 1}, hw)  # 8192 threads
+    assert not space.space.is_valid({**point, "BK": 64, "PAD": 8}, hw)  # 64 KiB of slices
+
+
+@pytest.mark.slow
+def test_the_tuning_objective_verifies_a_shape_on_the_cpu_runtime(cpu) -> None:  # type: ignore[no-untyped-def]
+    from kxform.search.kernel_objective import KernelObjective, MeasureOptions, TuneTarget
+    from kxform.search.kernel_space import kernel_space
+    from kxform.search.objective import Failure
+
+    data = GEMM.read_bytes()
+    space = kernel_space(data, "gemm_naive", ("smem-tile",), path=str(GEMM), hw="h100")
+    found = find_spec_for(GEMM)
+    assert found is not None
+    objective = KernelObjective(TuneTarget(str(GEMM), data, "gemm_naive", load_spec(found).kernel("gemm_naive"),
+                                           "h100"), space, cpu, MeasureOptions(check_sizes=("ragged",)))
+    prepared = objective.prepare({**space.defaults(), "BM": 32, "BN": 32, "TM": 2, "TN": 1})
+    result = prepared.failure or objective.evaluate(prepared)
+    assert result.failure is Failure.RUNTIME and result.detail == "time: the cpu runtime does not time kernels"

@@ -1,4 +1,4 @@
-"""The tuning space of a kernel under a pass pipeline (`launch`, `tile`, `swizzle`), and the
+"""The tuning space of a kernel under a pass pipeline (`launch`, `tile`, `smem-tile`, `swizzle`), and the
 pipeline that realises one configuration of it.
 
 The tile pass's own space (`kxform.api.space_of`) admits every integer from 1 to 1024
@@ -9,7 +9,8 @@ validity (ptxas resources, the rewritten launch, the differential run) is decide
 configuration by the objective. The swizzle pass contributes one categorical parameter,
 `swizzle`, whose values are the library remaps that apply to the kernel's grid with
 their parameters bound (`grouped(along=y,group=4)`); its default `row` is the hardware
-order, i.e. no swizzle at all.
+order, i.e. no swizzle at all. The smem-tile pass contributes its tile shape (BM, BN,
+BK, TM, TN, PAD: its own space, already the values worth timing).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from kxform.engine.params import Config, Constraint, Param, ParamSpace, ParamValue
 from kxform.errors import SpecError, UsageError
 
-PASSES = ("launch", "tile", "swizzle")
+PASSES = ("launch", "tile", "smem-tile", "swizzle")
 """The passes whose parameters a tuning space is made of, in pipeline order."""
 
 SWIZZLE = "swizzle"
@@ -43,6 +44,7 @@ class KernelSpace:
     space: ParamSpace
     tile_names: tuple[str, ...] = ()
     launch_names: tuple[str, ...] = ()
+    smem_names: tuple[str, ...] = ()
 
     def pipeline(self, config: Config) -> str:
         """The `--pass` text that rewrites the kernel at `config` ("" for the original:
@@ -54,6 +56,8 @@ class KernelSpace:
         if "tile" in self.passes:
             values = ",".join(f"{name}={config[name]}" for name in self.tile_names)
             stages.append(f"tile{{{values}}}" if values else "tile")
+        if "smem-tile" in self.passes:
+            stages.append(f"smem-tile{{{','.join(f'{name}={config[name]}' for name in self.smem_names)}}}")
         remap = config.get(SWIZZLE, IDENTITY) if "swizzle" in self.passes else IDENTITY
         if remap != IDENTITY:
             stages.append(_swizzle_spec(str(remap)))
@@ -71,7 +75,7 @@ def _swizzle_spec(label: str) -> str:
 
 
 def parse_passes(text: str) -> tuple[str, ...]:
-    """`launch`, `tile`, `swizzle`, `tile,swizzle`: the passes, in pipeline order, each once."""
+    """`launch`, `tile`, `smem-tile`, `swizzle`, `tile,swizzle`: the passes, in pipeline order, each once."""
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     unknown = [n for n in names if n not in PASSES]
     if not names or unknown or len(set(names)) != len(names):
@@ -125,6 +129,7 @@ def kernel_space(data: bytes, kernel: str, passes: tuple[str, ...], *, path: str
     constraints: list[Constraint] = []
     tile_names: tuple[str, ...] = ()
     launch_names: tuple[str, ...] = ()
+    smem_names: tuple[str, ...] = ()
     for name in passes:
         pass_space = space_of(data, kernel, name, path=path, hw=hw, build_dir=build_dir)
         if not pass_space.params:
@@ -143,6 +148,10 @@ def kernel_space(data: bytes, kernel: str, passes: tuple[str, ...], *, path: str
             constraints.append(Constraint.parse(f"{' * '.join(pass_space.names)} >= {MIN_BLOCK}", "at least a warp "
                                                 "of threads per block (a smaller one leaves lanes idle)"))
             launch_names = pass_space.names
+        elif name == "smem-tile":
+            params += list(pass_space.params)
+            constraints += list(pass_space.constraints)
+            smem_names = pass_space.names
         else:
             choices = swizzle_choices(pass_space, load_profile(hw).xcds)
             params.append(Param.enum(SWIZZLE, choices, IDENTITY, doc="block order: a library remap, or row "
@@ -158,7 +167,8 @@ def kernel_space(data: bytes, kernel: str, passes: tuple[str, ...], *, path: str
             raise UsageError(f"--require {text!r}: '{unknown[0]}' is not a parameter of '{kernel}' "
                              f"(parameters: {', '.join(sorted(names))})")
         constraints.append(constraint)
-    return KernelSpace(kernel, passes, ParamSpace(tuple(params), tuple(constraints)), tile_names, launch_names)
+    return KernelSpace(kernel, passes, ParamSpace(tuple(params), tuple(constraints)), tile_names, launch_names,
+                       smem_names)
 
 
 def label(config: Mapping[str, ParamValue]) -> str:

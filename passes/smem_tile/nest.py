@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import ClassVar
 
 from kxform.analysis import AccessAnalysis, Loop, MemoryAccess, Reduction
 from kxform.analysis.affine import Affine
+from kxform.analysis.manager import AnalysisInput
 from kxform.engine import launch_site
 from kxform.engine.pass_api import PassContext
 from kxform.frontend.launches import LaunchConfig, launch_configs
@@ -79,6 +81,19 @@ class Nest:
     launch: LaunchConfig
     block: tuple[int, int]
     """The original launch's block (x, y)."""
+
+
+@dataclass(frozen=True)
+class NestAnalysis:
+    """The kernel's nest or the reason it has none: computed once per kernel and version
+    (`ctx.analysis(NestAnalysis, kernel)`)."""
+
+    positional: ClassVar[bool] = True
+    found: Nest | Refusal
+
+    @classmethod
+    def compute(cls, ctx: AnalysisInput, kernel: Function) -> NestAnalysis:
+        return cls(recognise(ctx, kernel))  # type: ignore[arg-type]
 
 
 def recognise(ctx: PassContext, kernel: Function) -> Nest | Refusal:

@@ -30,11 +30,13 @@ from kxform.errors import CheckFailed, UsageError
 from kxform.frontend.model import Function, SourceModel
 from kxform.passes.smem_tile import emit
 from kxform.passes.smem_tile.barriers import missing_barriers
-from kxform.passes.smem_tile.nest import Nest, Refusal, recognise
+from kxform.passes.smem_tile.nest import Nest, NestAnalysis, Refusal
 from kxform.passes.tile.policy import reordered_compare
 
 DEFAULTS = {"BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 4, "PAD": 4}
 POW2 = (1, 2, 4, 8, 16, 32, 64, 128)
+STATIC_SMEM = 48 * 1024
+"""Bytes of static `__shared__` memory a block may declare (more needs dynamic shared memory)."""
 CANDIDATES = ({"BM": 32, "BN": 32, "BK": 8, "TM": 2, "TN": 2, "PAD": 1},
               {"BM": 128, "BN": 64, "BK": 8, "TM": 8, "TN": 4, "PAD": 0},
               {"BM": 64, "BN": 128, "BK": 16, "TM": 4, "TN": 8, "PAD": 4},
@@ -68,7 +70,7 @@ class SmemTile(Pass):
     def analyse(self, ctx: PassContext) -> dict[str, KernelAnalysis]:
         out = {}
         for kernel in ctx.model.kernels:
-            found = recognise(ctx, kernel)
+            found = ctx.analysis(NestAnalysis, kernel).found
             blockers: tuple[Blocker, ...] = ()
             if isinstance(found, Refusal) and found.key == "AlreadyShared" and \
                     ctx.model.macro(f"{kernel.name.upper()}_BM") is not None:
@@ -190,7 +192,8 @@ def space_of(nest: Nest, ctx: PassContext) -> ParamSpace:
         Constraint.parse("(BM // TM) * (BN // TN) <= hw.max_threads_per_block", "threads per block", line),
         Constraint.parse("((BM // TM) * (BN // TN)) % 32 == 0", "whole warps (no idle lanes)", line),
         Constraint.parse("TM * TN <= 64", "accumulators fit in registers (ptxas checks the rest)", line),
-        Constraint.parse(f"{smem} <= hw.smem_per_block", "staged operand slices fit in shared memory", line))
+        Constraint.parse(f"{smem} <= hw.smem_per_block and {smem} <= {STATIC_SMEM}", "staged operand slices fit in "
+                         "shared memory (static __shared__ arrays: 48 KiB at most, whatever the opt-in limit)", line))
     return ParamSpace(params, constraints)
 
 
@@ -200,7 +203,7 @@ def _space(ctx: PassContext, kernel: Function) -> ParamSpace:
 
 def _nest(ctx: PassContext, name: str) -> Nest:
     kernel = next(k for k in ctx.model.kernels if k.name == name)
-    found = recognise(ctx, kernel)
+    found = ctx.analysis(NestAnalysis, kernel).found
     if isinstance(found, Refusal):
         raise CheckFailed("recognise", found.message)
     return found
