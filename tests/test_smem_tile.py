@@ -181,3 +181,18 @@ def test_the_tuning_objective_verifies_a_shape_on_the_cpu_runtime(cpu) -> None: 
     prepared = objective.prepare({**space.defaults(), "BM": 32, "BN": 32, "TM": 2, "TN": 1})
     result = prepared.failure or objective.evaluate(prepared)
     assert result.failure is Failure.RUNTIME and result.detail == "time: the cpu runtime does not time kernels"
+
+
+def test_a_triangular_guard_skips_the_blocks_past_the_diagonal() -> None:
+    path = NAIVE / "syrk" / "naive.cu"
+    result = rewrite(path.read_bytes(), "smem-tile", path=str(path))
+    assert outcomes(result)["syrk_naive"] is Outcome.APPLIED
+    assert b"if (kx_col0 > kx_row0 + SYRK_NAIVE_BM - 1)" in result.new_data
+    assert b"kx_row0 > kx_col0" not in GOLDEN.read_bytes() and b"return;" not in GOLDEN.read_bytes()
+
+
+@pytest.mark.slow
+def test_a_skip_that_drops_the_diagonal_block_is_caught(cpu) -> None:  # type: ignore[no-untyped-def]
+    plant = (b"if (kx_col0 > kx_row0 + SYRK_NAIVE_BM - 1)", b"if (kx_col0 >= kx_row0)")
+    ok, summary = _verify(NAIVE / "syrk" / "naive.cu", "syrk_naive", "smem-tile", cpu, plant)
+    assert not ok and "differ" in summary[0], summary

@@ -40,6 +40,12 @@ def body(nest: Nest, indent: str, newline: str) -> str:
     out += [f"const int kx_tid = {ty} * {cols} + {tx};",
             f"const int kx_row0 = (int)blockIdx.y * {P['BM']}, kx_col0 = (int)blockIdx.x * {P['BN']};",
             f"{nest.acc_type} kx_acc[{P['TM']}][{P['TN']}] = {{}};"]
+    if nest.below == "col":
+        out.append(f"if (kx_col0 > kx_row0 + {P['BM']} - 1)  // every column of the block is past every row")
+        out.append("    return;")
+    elif nest.below == "row":
+        out.append(f"if (kx_row0 > kx_col0 + {P['BN']} - 1)  // every row of the block is past every column")
+        out.append("    return;")
     coords = [f"{nest.coord_type} {nest.row} = kx_row0 + {ty} + kx_a * {rows};",
               f"{nest.coord_type} {nest.col} = kx_col0 + {tx} + kx_b * {cols};"]
     acc = "kx_acc[kx_a][kx_b]"

@@ -81,6 +81,9 @@ class Nest:
     launch: LaunchConfig
     block: tuple[int, int]
     """The original launch's block (x, y)."""
+    below: str = ""
+    """`col` when the guard bounds the column by the row (`j <= i`: a lower triangle), `row`
+    for the converse: whole blocks on the other side of the diagonal have nothing to do."""
 
 
 @dataclass(frozen=True)
@@ -131,16 +134,22 @@ def recognise(ctx: PassContext, kernel: Function) -> Nest | Refusal:
     if end_brace < 0 or rest[end_brace + 1:].strip():
         return Refusal("NoGuard", "statements follow the guarded block", if_at)
     guard = rest[m.end():close].strip()
-    bounds = _bounds(guard, row, col)
-    if bounds is None:
+    found_bounds = _bounds(guard, row, col)
+    if found_bounds is None:
         return Refusal("GuardBounds", f"the guard `{guard}` does not bound the row `{row}` and the column `{col}` "
                        "by kernel parameters", if_at)
+    bounds, below = found_bounds[:2], found_bounds[2]
     names = {p.name for p in kernel.params} | {mac.name for mac in ctx.model.macros}
     if any(set(_NAME.findall(b)) - names for b in bounds):
         return Refusal("GuardBounds", f"a bound in `{guard}` reads more than the kernel's parameters", if_at)
-    loops = [lp for lp in analysis.loops]
-    if len(loops) != 1:
-        return Refusal("LoopNest", f"'{kernel.name}' has {len(loops)} loops; the form has one reduction loop", at)
+    loops = analysis.loops
+    if not loops:
+        return Refusal("NoReduction", f"'{kernel.name}' has no loop: there is no reduction to stage", if_at)
+    if len(loops) > 1:
+        inner = loops[1]
+        return Refusal("LoopNest", f"'{kernel.name}' has {len(loops)} loops (`{loops[0].var or loops[0].kind}`, then "
+                       f"`{inner.var or inner.kind}` at line {span_line(ctx, inner.span)}): a reduction over nested "
+                       "loops (a convolution's window) is not the one-loop form", inner.span.start)
     loop = loops[0]
     found = _loop(ctx, analysis, kernel, loop, row, col, names)
     if isinstance(found, Refusal):
@@ -171,7 +180,7 @@ def recognise(ctx: PassContext, kernel: Function) -> Nest | Refusal:
     return Nest(kernel, ctype, row, col, bounds[0], bounds[1], guard, acc, decl.group("type").strip(),
                 decl.group("init").strip(), loop, k_bound, term, operands,
                 _braces(re.sub(r"\b" + re.escape(acc.var) + r"\b", "\0", epilogue)).replace("\0", "{acc}"),
-                launch, (values[0], values[1]))
+                launch, (values[0], values[1]), "col" if below == col else "row" if below == row else "")
 
 
 def _loop(ctx: PassContext, analysis: AccessAnalysis, kernel: Function, loop: Loop, row: str, col: str,
@@ -229,7 +238,7 @@ def _loop(ctx: PassContext, analysis: AccessAnalysis, kernel: Function, loop: Lo
     return acc, term, tuple(operands), m.group("bound").strip()
 
 
-def _bounds(guard: str, row: str, col: str) -> tuple[str, str] | None:
+def _bounds(guard: str, row: str, col: str) -> tuple[str, str, str] | None:
     """Exclusive upper bounds of row and column from a conjunction (`i < M && j < N`; `j <= i`
     bounds the column by the row's bound)."""
     if "||" in guard:
@@ -243,7 +252,7 @@ def _bounds(guard: str, row: str, col: str) -> tuple[str, str] | None:
         var, op, rhs = m.groups()
         if var not in (row, col):
             return None
-        if op == "<=" and rhs in (row, col):
+        if rhs in (row, col):
             below[var] = rhs
         elif op == "<":
             found[var] = rhs
@@ -252,7 +261,8 @@ def _bounds(guard: str, row: str, col: str) -> tuple[str, str] | None:
     for var, other in below.items():
         if var not in found and other in found:
             found[var] = found[other]
-    return (found[row], found[col]) if row in found and col in found else None
+    lower = next(iter(below), "")
+    return (found[row], found[col], lower) if row in found and col in found else None
 
 
 def _alias(launch: LaunchConfig, kernel: Function, operands: tuple[Operand, ...], epilogue: str,

@@ -57,7 +57,7 @@ class SmemTile(Pass):
     def from_options(cls, options: Mapping[str, str | ParamValue]) -> Pass:
         unknown = sorted(set(options) - set(DEFAULTS))
         if unknown:
-            raise UsageError(f"pass smem_tile: unknown option {unknown[0]!r} (options: {', '.join(DEFAULTS)})")
+            raise UsageError(f"pass {cls.name}: unknown option {unknown[0]!r} (options: {', '.join(DEFAULTS)})")
         return cls(tuple((k, str(v)) for k, v in options.items()))
 
     def spec_items(self) -> list[tuple[str, str]]:
@@ -78,18 +78,16 @@ class SmemTile(Pass):
                 continue
             if isinstance(found, Refusal):
                 blockers = (Blocker(found.key, found.message, found.offset),)
-            else:
-                try:
-                    space_of(found, ctx).resolve(dict(self.config))
-                except UsageError as exc:
-                    blockers = (Blocker("BadParameter", exc.cause, kernel.span.start),)
+            else:  # a value outside a parameter's domain is a usage error, as for every pass
+                space_of(found, ctx).resolve(dict(self.config))
             out[kernel.name] = KernelAnalysis(kernel, blockers)
         return out
 
     def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
         config = _space(ctx, analysis.kernel).resolve(dict(self.config))
-        why = "requested" if self.config else "the default shape (a hand-written SGEMM's)"
-        return Proposal.of(self.name, analysis.kernel.name, config, f"tile {_label(config)} ({why})")
+        why = "requested" if self.config else "default rule (unmeasured): the shape of a hand-written SGEMM"
+        return Proposal.of(self.name, analysis.kernel.name, config, f"tile {_label(config)} ({why})",
+                           Provenance(evidence="rule"))
 
     def candidates(self, ctx: PassContext, analysis: KernelAnalysis) -> list[Proposal]:
         space = _space(ctx, analysis.kernel)
