@@ -49,9 +49,12 @@ def test_dry_run_on_two_families(tmp_path: Path) -> None:
         assert row["builds"]["naive"]["ok"] and row["builds"]["expert"]["ok"]
         assert row["builds"]["expert"]["arch"] == "sm_90"
         assert "original_ms" not in row  # nothing timed without a GPU
-    # the 2-D GEMM loop nest: the swizzle pass offers its block orders; the 1-D add: nothing
-    assert rows["gemm"]["spaces"]["offered"] == ["swizzle"] and rows["gemm"]["spaces"]["swizzle"]["configs"] > 1
-    assert rows["residual_add"]["spaces"]["offered"] == []
+    # the 2-D GEMM loop nest: smem-tile offers its tile shapes (and sets the block, so launch
+    # is not offered beside it), swizzle its block orders
+    gemm = rows["gemm"]["spaces"]
+    assert gemm["offered"] == ["smem-tile", "swizzle"] and gemm["swizzle"]["configs"] > 1
+    assert gemm["smem-tile"]["configs"] > 1 and "superseded by smem-tile" in gemm["launch"]["note"]
+    assert rows["residual_add"]["spaces"]["offered"] == ["launch"]  # its block size alone
     assert "NoTileSize" in rows["gemm"]["spaces"]["tile"]["refused"]
     assert "| gemm | verified / verified |" in done.stdout
     assert "2 of 2 pairs verified on both sides" in done.stdout

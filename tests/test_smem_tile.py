@@ -10,6 +10,7 @@ import pytest
 from conftest import CORPORA
 from kxform.api import _analysed
 from kxform.engine.pass_api import Outcome
+from kxform.errors import UsageError
 from kxform.frontend.source import validate_bytes
 from kxform.harness.spec import find_spec_for, load_spec
 from kxform.hw import load_profile
@@ -164,6 +165,8 @@ def test_the_tuning_space_is_the_pass_space_and_a_point_becomes_a_pipeline() -> 
     assert space.space.is_valid(point, hw)
     assert not space.space.is_valid({**point, "TM": 1, "TN": 1}, hw)  # 8192 threads
     assert not space.space.is_valid({**point, "BK": 64, "PAD": 8}, hw)  # 64 KiB of slices
+    with pytest.raises(UsageError, match="launch and smem-tile both set the block"):
+        kernel_space(GEMM.read_bytes(), "gemm_naive", ("launch", "smem-tile"), path=str(GEMM), hw="h100")
 
 
 @pytest.mark.slow

@@ -118,6 +118,9 @@ def spaces(version: Version, hw: str) -> dict[str, Any]:
             offered.append(name)
         else:
             out[name]["note"] = "only the code as it is"
+    if "smem-tile" in offered and "launch" in offered:  # smem-tile sets the block from its tile shape
+        offered.remove("launch")
+        out["launch"]["note"] = "superseded by smem-tile, which sets the block itself"
     out["offered"] = offered
     return out
 

@@ -125,6 +125,10 @@ def kernel_space(data: bytes, kernel: str, passes: tuple[str, ...], *, path: str
     from kxform.api import explain, space_of
     from kxform.hw import load_profile
 
+    if {"launch", "smem-tile"} <= set(passes):
+        raise UsageError(f"{path}: launch and smem-tile both set the block of '{kernel}' (smem-tile derives it from "
+                         "its tile shape): tune one of them")
+
     params: list[Param] = []
     constraints: list[Constraint] = []
     tile_names: tuple[str, ...] = ()
