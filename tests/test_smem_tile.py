@@ -126,12 +126,26 @@ def _verify(path: Path, kernel: str, spec: str, cpu, plant: tuple[bytes, bytes] 
     return report.ok, [s.summary() for s in report.sizes]
 
 
+TN_FIXTURE = Path(__file__).parent / "fixtures" / "smem_tile" / "gemm_tn" / "gemm_tn.cu"
+"""A^T B with A stored K x M: the row operand is not contiguous in k (its slice loads along m)."""
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize(("pair", "kernel"), [("gemm", "gemm_naive"), ("mm2", "mm2_kernel1"), ("mm2", "mm2_kernel2"),
-                                              ("syrk", "syrk_naive")])
-def test_the_corpus_nests_verify_on_the_cpu_runtime(pair: str, kernel: str, cpu) -> None:  # type: ignore[no-untyped-def]
-    ok, summary = _verify(NAIVE / pair / "naive.cu", kernel, "smem-tile{BM=32,BN=16,BK=8,TM=4,TN=1,PAD=1}", cpu)
+@pytest.mark.parametrize(("path", "kernel"), [(GEMM, "gemm_naive"), (NAIVE / "mm2" / "naive.cu", "mm2_kernel1"),
+                                              (NAIVE / "mm2" / "naive.cu", "mm2_kernel2"),
+                                              (NAIVE / "syrk" / "naive.cu", "syrk_naive"), (TN_FIXTURE, "gemm_tn")])
+def test_the_nests_verify_on_the_cpu_runtime(path: Path, kernel: str, cpu) -> None:  # type: ignore[no-untyped-def]
+    ok, summary = _verify(path, kernel, "smem-tile{BM=32,BN=16,BK=8,TM=4,TN=1,PAD=1}", cpu)
     assert ok, summary
+
+
+def test_a_transposed_operand_is_staged_along_its_contiguous_axis() -> None:
+    result = rewrite(TN_FIXTURE.read_bytes(), "smem-tile", path=str(TN_FIXTURE))
+    assert outcomes(result)["gemm_tn"] is Outcome.APPLIED, result.results[0].reasons
+    text = result.new_data.decode()
+    assert "const int kx_m = kx_e % GEMM_TN_BM, kx_kk = kx_e / GEMM_TN_BM;" in text  # A: stride 1 along m
+    assert "gemm_tn<<<dim3((n + GEMM_TN_BN - 1) / GEMM_TN_BN, (m + GEMM_TN_BM - 1) / GEMM_TN_BM)" in text  # host names
+    assert dict(result.results[0].policy.launch.defaults)["GEMM_TN_BM"] == 16
 
 
 PLANTS = {
