@@ -135,15 +135,18 @@ TN_FIXTURE = Path(__file__).parent / "fixtures" / "smem_tile" / "gemm_tn" / "gem
                                               (NAIVE / "mm2" / "naive.cu", "mm2_kernel2"),
                                               (NAIVE / "syrk" / "naive.cu", "syrk_naive"), (TN_FIXTURE, "gemm_tn")])
 def test_the_nests_verify_on_the_cpu_runtime(path: Path, kernel: str, cpu) -> None:  # type: ignore[no-untyped-def]
-    ok, summary = _verify(path, kernel, "smem-tile{BM=32,BN=16,BK=8,TM=4,TN=1,PAD=1}", cpu)
-    assert ok, summary
+    for spec in ("smem-tile{BM=32,BN=16,BK=8,TM=4,TN=1,PAD=1}", "smem-tile{VEC=4}"):
+        ok, summary = _verify(path, kernel, spec, cpu)
+        assert ok, (spec, summary)
 
 
 def test_a_transposed_operand_is_staged_along_its_contiguous_axis() -> None:
     result = rewrite(TN_FIXTURE.read_bytes(), "smem-tile", path=str(TN_FIXTURE))
     assert outcomes(result)["gemm_tn"] is Outcome.APPLIED, result.results[0].reasons
     text = result.new_data.decode()
-    assert "const int kx_m = kx_e % GEMM_TN_BM, kx_kk = kx_e / GEMM_TN_BM;" in text  # A: stride 1 along m
+    # A: stride 1 along m, so consecutive threads (and a vector load) run along m
+    assert "const int kx_m = (kx_e % (GEMM_TN_BM / GEMM_TN_VEC)) * GEMM_TN_VEC, kx_kk = kx_e / (GEMM_TN_BM" in text
+    assert "kx_vector = k < K && row + 3 < M && ((size_t)&A[(size_t)k * M + row] & 15) == 0;" in text
     assert "gemm_tn<<<dim3((n + GEMM_TN_BN - 1) / GEMM_TN_BN, (m + GEMM_TN_BM - 1) / GEMM_TN_BM)" in text  # host names
     assert dict(result.results[0].policy.launch.defaults)["GEMM_TN_BM"] == 16
 
@@ -153,6 +156,7 @@ PLANTS = {
     "missed M edge": (b"(i < M && k < K) ?", b"(k < K) ?"),
     "missing barrier after the store": (b"        __syncthreads();\n        const int kx_kn", b"        const int kx_kn"),
     "missing barrier before the next store": (b"        __syncthreads();\n    }\n", b"    }\n"),
+    "swapped vector lanes": (b"kx_s0[kx_kk + 1][kx_m] = kx_v.y;", b"kx_s0[kx_kk + 1][kx_m] = kx_v.z;"),
     "wrong stride": (b"kx_s0[kx_kk][(int)threadIdx.y + kx_a * (GEMM_NAIVE_BM / GEMM_NAIVE_TM)]",
                      b"kx_s0[kx_kk][(int)threadIdx.y * GEMM_NAIVE_TM + kx_a]"),
 }
@@ -161,9 +165,9 @@ PLANTS = {
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(PLANTS))
 def test_planted_bugs_are_caught_by_the_cpu_verification(name: str, cpu) -> None:  # type: ignore[no-untyped-def]
-    ok, summary = _verify(GEMM, "gemm_naive", "smem-tile", cpu, PLANTS[name])
+    ok, summary = _verify(GEMM, "gemm_naive", "smem-tile{VEC=4}", cpu, PLANTS[name])
     assert not ok, summary
-    ok, summary = _verify(GEMM, "gemm_naive", "smem-tile", cpu)
+    ok, summary = _verify(GEMM, "gemm_naive", "smem-tile{VEC=4}", cpu)
     assert ok, summary
 
 
@@ -172,9 +176,9 @@ def test_the_tuning_space_is_the_pass_space_and_a_point_becomes_a_pipeline() -> 
 
     assert parse_passes("swizzle,smem-tile") == ("smem-tile", "swizzle")
     space = kernel_space(GEMM.read_bytes(), "gemm_naive", ("smem-tile", "swizzle"), path=str(GEMM), hw="h100")
-    assert space.smem_names == ("BM", "BN", "BK", "TM", "TN", "PAD")
+    assert space.smem_names == ("BM", "BN", "BK", "TM", "TN", "PAD", "VEC")
     point = {**space.defaults(), "BM": 128, "TM": 8, "swizzle": "row"}
-    assert space.pipeline(point) == "smem-tile{BM=128,BN=64,BK=16,TM=8,TN=4,PAD=4}"
+    assert space.pipeline(point) == "smem-tile{BM=128,BN=64,BK=16,TM=8,TN=4,PAD=4,VEC=1}"
     hw = load_profile("h100")
     assert space.space.is_valid(point, hw)
     assert not space.space.is_valid({**point, "TM": 1, "TN": 1}, hw)  # 8192 threads

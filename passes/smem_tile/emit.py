@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 from kxform.passes.smem_tile.nest import Nest
 
-PARAMS = ("BM", "BN", "BK", "TM", "TN", "PAD")
+PARAMS = ("BM", "BN", "BK", "TM", "TN", "PAD", "VEC")
 
 
 def macro(nest: Nest, name: str) -> str:
@@ -52,18 +52,7 @@ def body(nest: Nest, indent: str, newline: str) -> str:
     out += _per_output(P, coords + [f"if ({nest.guard})", f"    {acc} = {nest.init};"])
     out.append(f"for (int kx_k0 = 0; kx_k0 < {nest.k_bound}; kx_k0 += {P['BK']}) {{")
     for n, op in enumerate(nest.operands):
-        coord, bound, extent = (nest.row, nest.row_bound, P["BM"]) if op.axis == "row" else \
-            (nest.col, nest.col_bound, P["BN"])
-        split = (f"kx_e / {P['BK']}", f"kx_e % {P['BK']}") if op.k_contiguous else \
-            (f"kx_e % {extent}", f"kx_e / {extent}")
-        base = "kx_row0" if op.axis == "row" else "kx_col0"
-        out += [f"    for (int kx_e = kx_tid; kx_e < {extent} * {P['BK']}; kx_e += {threads}) {{",
-                f"        const int kx_m = {split[0]}, kx_kk = {split[1]};",
-                f"        const {nest.coord_type} {coord} = {base} + kx_m;",
-                f"        const int {nest.loop.var} = kx_k0 + kx_kk;",
-                f"        kx_s{n}[kx_kk][kx_m] = ({coord} < {bound} && {nest.loop.var} < {nest.k_bound}) ? "
-                f"{op.access.text} : ({op.access.element})0;",
-                "    }"]
+        out += ["    " + line for line in _stage(nest, P, n, threads)]
     out.append("    __syncthreads();")
     out.append(f"    const int kx_kn = {nest.k_bound} - kx_k0 < {P['BK']} ? {nest.k_bound} - kx_k0 : {P['BK']};")
     reads = [f"kx_s{n}[kx_kk][{ty if op.axis == 'row' else tx} + kx_{'a' if op.axis == 'row' else 'b'} * "
@@ -79,6 +68,48 @@ def body(nest: Nest, indent: str, newline: str) -> str:
     out += _per_output(P, coords + [f"if ({nest.guard}) {{", *["    " + line for line in epilogue], "}"])
     lines = [line.lstrip() if line.lstrip().startswith("#") else indent + line if line else line for line in out]
     return "{" + newline + newline.join(lines) + newline + "}"
+
+
+def _stage(nest: Nest, P: Mapping[str, str], n: int, threads: str) -> list[str]:  # noqa: N803
+    """The loop that stores operand `n`'s slice, VEC elements per step: one vector load where
+    the run is contiguous, whole and aligned (float operands, VEC == 4), scalar loads with
+    the edge guards otherwise."""
+    op = nest.operands[n]
+    coord, bound, extent = (nest.row, nest.row_bound, P["BM"]) if op.axis == "row" else \
+        (nest.col, nest.col_bound, P["BN"])
+    base = "kx_row0" if op.axis == "row" else "kx_col0"
+    vec, k, text, elem = P["VEC"], nest.loop.var, op.access.text, op.access.element
+    along_k = op.k_contiguous or not op.m_contiguous
+    if along_k:
+        split = (f"kx_e / ({P['BK']} / {vec})", f"(kx_e % ({P['BK']} / {vec})) * {vec}")
+        store, first, last = "kx_s{n}[kx_kk + {v}][kx_m]", f"{coord} < {bound}", f"{k} + 3 < {nest.k_bound}"
+    else:
+        split = (f"(kx_e % ({extent} / {vec})) * {vec}", f"kx_e / ({extent} / {vec})")
+        store, first, last = "kx_s{n}[kx_kk][kx_m + {v}]", f"{k} < {nest.k_bound}", f"{coord} + 3 < {bound}"
+    contiguous = op.k_contiguous if along_k else op.m_contiguous
+    lines = [f"for (int kx_e = kx_tid; kx_e < {extent} * {P['BK']} / {vec}; kx_e += {threads}) {{",
+             f"    const int kx_m = {split[0]}, kx_kk = {split[1]};",
+             "    bool kx_vector = false;"]
+    if contiguous and elem == "float":
+        lines += [f"    if ({vec} == 4) {{",
+                  f"        const {nest.coord_type} {coord} = {base} + kx_m;",
+                  f"        const int {k} = kx_k0 + kx_kk;",
+                  f"        kx_vector = {first} && {last} && ((size_t)&{text} & 15) == 0;",
+                  "        if (kx_vector) {",
+                  f"            const float4 kx_v = *reinterpret_cast<const float4*>(&{text});",
+                  *[f"            {store.format(n=n, v=v)} = kx_v.{c};" for v, c in enumerate("xyzw")],
+                  "        }",
+                  "    }"]
+    index = f"kx_kk + kx_v" if along_k else "kx_kk"
+    lines += ["    if (!kx_vector)",
+              f"        for (int kx_v = 0; kx_v < {vec}; kx_v++) {{",
+              f"            const {nest.coord_type} {coord} = {base} + kx_m{'' if along_k else ' + kx_v'};",
+              f"            const int {k} = kx_k0 + {index};",
+              f"            {store.format(n=n, v='kx_v')} = ({coord} < {bound} && {k} < {nest.k_bound}) ? {text} : "
+              f"({elem})0;",
+              "        }",
+              "}"]
+    return lines
 
 
 def _per_output(P: Mapping[str, str], lines: list[str]) -> list[str]:  # noqa: N803

@@ -56,6 +56,8 @@ class Operand:
     axis: str
     k_contiguous: bool
     """Its index has stride 1 in the reduction index (consecutive threads load along k)."""
+    m_contiguous: bool = False
+    """Its index has stride 1 in its output coordinate (a vector load may run along m)."""
 
 
 @dataclass(frozen=True)
@@ -222,8 +224,10 @@ def _loop(ctx: PassContext, analysis: AccessAnalysis, kernel: Function, loop: Lo
                            "one of the output row and column", access.span.start)
         if not update.contains(access.span):
             return Refusal("LoopNest", f"`{access.text}` is outside the accumulation", access.span.start)
+        thread = "threadIdx.y" if on_row else "threadIdx.x"
         operands.append(Operand(access, "row" if on_row else "col",
-                                access.index.coefficient(loop.var) == Affine.const(1)))
+                                access.index.coefficient(loop.var) == Affine.const(1),
+                                access.index.coefficient(thread) == Affine.const(1)))
     if not operands:
         return Refusal("NotATileOperand", "the accumulation reads no operand from memory", update.start)
     term = statement

@@ -33,14 +33,14 @@ from kxform.passes.smem_tile.barriers import missing_barriers
 from kxform.passes.smem_tile.nest import Nest, NestAnalysis, Refusal
 from kxform.passes.tile.policy import reordered_compare
 
-DEFAULTS = {"BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 4, "PAD": 4}
+DEFAULTS = {"BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 4, "PAD": 4, "VEC": 1}
 POW2 = (1, 2, 4, 8, 16, 32, 64, 128)
 STATIC_SMEM = 48 * 1024
 """Bytes of static `__shared__` memory a block may declare (more needs dynamic shared memory)."""
-CANDIDATES = ({"BM": 32, "BN": 32, "BK": 8, "TM": 2, "TN": 2, "PAD": 1},
-              {"BM": 128, "BN": 64, "BK": 8, "TM": 8, "TN": 4, "PAD": 0},
-              {"BM": 64, "BN": 128, "BK": 16, "TM": 4, "TN": 8, "PAD": 4},
-              {"BM": 16, "BN": 64, "BK": 32, "TM": 1, "TN": 2, "PAD": 1})
+CANDIDATES = ({"BM": 32, "BN": 32, "BK": 8, "TM": 2, "TN": 2, "PAD": 1, "VEC": 1},
+              {"BM": 128, "BN": 64, "BK": 8, "TM": 8, "TN": 4, "PAD": 0, "VEC": 4},
+              {"BM": 64, "BN": 128, "BK": 16, "TM": 4, "TN": 8, "PAD": 4, "VEC": 4},
+              {"BM": 16, "BN": 64, "BK": 32, "TM": 1, "TN": 2, "PAD": 1, "VEC": 1})
 """Other shapes, for `candidates` and the corpus table: small, tall, wide, deep."""
 
 
@@ -51,7 +51,7 @@ class SmemTile(Pass):
     falls_back = False
 
     config: tuple[tuple[str, str], ...] = ()
-    """`NAME=VALUE` for BM, BN, BK, TM, TN, PAD (the same for every recognised kernel)."""
+    """`NAME=VALUE` for BM, BN, BK, TM, TN, PAD, VEC (the same for every recognised kernel)."""
 
     @classmethod
     def from_options(cls, options: Mapping[str, str | ParamValue]) -> Pass:
@@ -150,7 +150,7 @@ class SmemTile(Pass):
         config = space_of(nest, ctx).resolve(proposal.options)
         grid, block = emit.binding_exprs(nest)
         values = tuple((emit.macro(nest, k), int(v)) for k, v in config.items())
-        original = {"BM": nest.block[1], "BN": nest.block[0], "TM": 1, "TN": 1, "BK": 1, "PAD": 0}
+        original = {"BM": nest.block[1], "BN": nest.block[0], "TM": 1, "TN": 1, "BK": 1, "PAD": 0, "VEC": 1}
         defaults = tuple((emit.macro(nest, k), v) for k, v in original.items())
         line = ctx.model.source.line_col(nest.launch.site.span.start)[0]
         binding = LaunchBinding(grid, block, None, values, defaults, f"{ctx.model.source.path}:{line}")
@@ -183,12 +183,16 @@ def space_of(nest: Nest, ctx: PassContext) -> ParamSpace:
               Param.ints("TM", POW2[:5], DEFAULTS["TM"], doc="output rows per thread (registers)", origin=line),
               Param.ints("TN", POW2[:5], DEFAULTS["TN"], doc="output columns per thread (registers)", origin=line),
               Param.ints("PAD", (0, 1, 2, 4, 8), DEFAULTS["PAD"], doc="shared-memory row padding (bank conflicts)",
-                         origin=line))
+                         origin=line),
+              Param.ints("VEC", (1, 4) if elem == 4 else (1,), DEFAULTS["VEC"], doc="elements per staging load "
+                         "(4: one float4 where contiguous, whole and aligned)", origin=line))
     smem = f"{elem} * BK * ({rows} * (BM + PAD) + {cols} * (BN + PAD))"
     constraints = (
         Constraint.parse("BM % TM == 0 and BN % TN == 0", "a thread owns TM x TN outputs of the block's tile", line),
         Constraint.parse("(BM // TM) * (BN // TN) <= hw.max_threads_per_block", "threads per block", line),
         Constraint.parse("((BM // TM) * (BN // TN)) % 32 == 0", "whole warps (no idle lanes)", line),
+        Constraint.parse("BK % VEC == 0 and BM % VEC == 0 and BN % VEC == 0", "a staging step loads VEC elements "
+                         "of one slice row", line),
         Constraint.parse("TM * TN <= 64", "accumulators fit in registers (ptxas checks the rest)", line),
         Constraint.parse(f"{smem} <= hw.smem_per_block and {smem} <= {STATIC_SMEM}", "staged operand slices fit in "
                          "shared memory (static __shared__ arrays: 48 KiB at most, whatever the opt-in limit)", line))
