@@ -154,7 +154,8 @@ def test_a_transposed_operand_is_staged_along_its_contiguous_axis() -> None:
 PLANTS = {
     "missed K edge": (b"(i < M && k < K) ?", b"(i < M) ?"),
     "missed M edge": (b"(i < M && k < K) ?", b"(k < K) ?"),
-    "missing barrier after the store": (b"        __syncthreads();\n        const int kx_kn", b"        const int kx_kn"),
+    "missing barrier after the store": (b"        __syncthreads();\n        const int kx_kn",
+                                        b"        const int kx_kn"),
     "missing barrier before the next store": (b"        __syncthreads();\n    }\n", b"    }\n"),
     "swapped vector lanes": (b"kx_s0[kx_kk + 1][kx_m] = kx_v.y;", b"kx_s0[kx_kk + 1][kx_m] = kx_v.z;"),
     "wrong stride": (b"kx_s0[kx_kk][(int)threadIdx.y + kx_a * (GEMM_NAIVE_BM / GEMM_NAIVE_TM)]",

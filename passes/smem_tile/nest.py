@@ -176,7 +176,7 @@ def recognise(ctx: PassContext, kernel: Function) -> Nest | Refusal:
     if values[0] is None or values[1] is None:
         return Refusal("Launch", "the launch's block size is not a literal; its original shape is not known",
                        launch.site.span.start)
-    alias = _alias(launch, kernel, operands, epilogue, init=decl.group("init"))
+    alias = _alias(launch, kernel, operands, frozenset(a.buffer for a in analysis.accesses if a.write))
     if alias:
         return Refusal("InPlaceAlias", alias, launch.site.span.start)
     return Nest(kernel, ctype, row, col, bounds[0], bounds[1], guard, acc, decl.group("type").strip(),
@@ -269,14 +269,13 @@ def _bounds(guard: str, row: str, col: str) -> tuple[str, str, str] | None:
     return (found[row], found[col], lower) if row in found and col in found else None
 
 
-def _alias(launch: LaunchConfig, kernel: Function, operands: tuple[Operand, ...], epilogue: str,
-           init: str) -> str | None:
-    """Why an output written after the loop may be an operand read in it (the same buffer, or
+def _alias(launch: LaunchConfig, kernel: Function, operands: tuple[Operand, ...],
+           written: frozenset[str]) -> str | None:
+    """Why a buffer the kernel writes may be an operand read in the loop (the same buffer, or
     the same host pointer passed for both)."""
     args = dict(zip((p.name for p in kernel.params), (a.strip() for a in launch.site.args)))
-    written = set(re.findall(r"(\w+)\s*\[[^;]*\]\s*[-+*/]?=(?!=)", epilogue))
     for op in operands:
-        for out in written:
+        for out in sorted(written):
             if op.access.buffer == out or args.get(op.access.buffer, "?") == args.get(out, "!"):
                 return (f"the output `{out}` is also read as the operand `{op.access.text}`: tiles staged from it "
                         "would read values the kernel overwrites (an in-place update)")
