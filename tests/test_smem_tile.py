@@ -218,3 +218,13 @@ def test_a_skip_that_drops_the_diagonal_block_is_caught(cpu) -> None:  # type: i
     plant = (b"if (kx_col0 > kx_row0 + SYRK_NAIVE_BM - 1)", b"if (kx_col0 >= kx_row0)")
     ok, summary = _verify(NAIVE / "syrk" / "naive.cu", "syrk_naive", "smem-tile", cpu, plant)
     assert not ok and "differ" in summary[0], summary
+
+
+@pytest.mark.slow
+def test_swizzle_runs_after_the_tiling_whatever_the_order_given() -> None:
+    result = rewrite(GEMM.read_bytes(), "swizzle,smem-tile", path=str(GEMM))
+    assert [(r.pass_name, r.outcome) for r in result.results] == [("smem-tile", Outcome.APPLIED),
+                                                                  ("swizzle", Outcome.APPLIED)]
+    text = result.new_data.decode()
+    assert "const int kx_row0 = (int)kxform_block.y * GEMM_NAIVE_BM, kx_col0 = (int)kxform_block.x * GEMM_NAIVE_BN;" \
+        in text  # the tiled grid's blocks are the ones remapped
