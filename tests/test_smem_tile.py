@@ -228,3 +228,24 @@ def test_swizzle_runs_after_the_tiling_whatever_the_order_given() -> None:
     text = result.new_data.decode()
     assert "const int kx_row0 = (int)kxform_block.y * GEMM_NAIVE_BM, kx_col0 = (int)kxform_block.x * GEMM_NAIVE_BN;" \
         in text  # the tiled grid's blocks are the ones remapped
+
+
+@pytest.fixture(scope="module")
+def gpu():  # type: ignore[no-untyped-def]
+    from kxform.runtime.gpu import GpuRuntime
+
+    runtime = GpuRuntime()
+    ok, why = runtime.available()
+    if not ok:
+        pytest.skip(f"gpu runtime unavailable: {why}")
+    return runtime
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("spec", ["smem-tile", "smem-tile{BM=128,BN=64,BK=8,TM=8,TN=4,PAD=0,VEC=4}"])
+@pytest.mark.parametrize(("path", "kernel"), [(GEMM, "gemm_naive"), (NAIVE / "syrk" / "naive.cu", "syrk_naive"),
+                                              (TN_FIXTURE, "gemm_tn")])
+def test_the_tiled_nests_verify_on_the_gpu(path: Path, kernel: str, spec: str, gpu) -> None:  # type: ignore[no-untyped-def]
+    """The tolerance (the spec's x2) holds for the GPU's own contraction into FMAs, vector loads included."""
+    ok, summary = _verify(path, kernel, spec, gpu, sizes=("ragged", "square"))
+    assert ok, summary
