@@ -249,3 +249,22 @@ def test_the_tiled_nests_verify_on_the_gpu(path: Path, kernel: str, spec: str, g
     """The tolerance (the spec's x2) holds for the GPU's own contraction into FMAs, vector loads included."""
     ok, summary = _verify(path, kernel, spec, gpu, sizes=("ragged", "square"))
     assert ok, summary
+
+
+@pytest.mark.slow
+def test_apply_verifies_on_the_cpu_and_writes_the_golden(tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    from conftest import run_cli
+
+    shutil.copytree(NAIVE / "gemm", tmp_path / "gemm")
+    path = tmp_path / "gemm" / "naive.cu"
+    log = tmp_path / "run.jsonl"
+    proc = run_cli("apply", "--pass", "smem-tile", "--verify", "cpu", "--log", str(log), str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert path.read_bytes() == GOLDEN.read_bytes()
+    (record,) = [json.loads(line) for line in log.read_text().splitlines() if '"type": "kernel"' in line]
+    (verify,) = [c for c in record["checks"] if c["name"] == "verify"]
+    assert record["outcome"] == "applied" and verify["ok"] and "GEMM_NAIVE_BM=64" in verify["detail"]
+    assert "within twice it of each other" in record["verify_policy"]["compare"]["reason"]
