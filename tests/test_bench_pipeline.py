@@ -49,11 +49,14 @@ def test_dry_run_on_two_families(tmp_path: Path) -> None:
         assert row["builds"]["naive"]["ok"] and row["builds"]["expert"]["ok"]
         assert row["builds"]["expert"]["arch"] == "sm_90"
         assert "original_ms" not in row  # nothing timed without a GPU
-    # the 2-D GEMM loop nest: block sizes, outputs per thread and block orders; the 1-D add:
-    # block sizes, vector widths (bf16: 2, 4, 8) and outputs per thread
-    assert rows["gemm"]["spaces"]["offered"] == ["launch", "coarsen", "swizzle"]
-    assert rows["gemm"]["spaces"]["swizzle"]["configs"] > 1
-    assert rows["residual_add"]["spaces"]["offered"] == ["launch", "vectorize", "coarsen"]
+    # the 2-D GEMM loop nest: block sizes, outputs per thread, shared-memory tiles, the k
+    # loop's unroll factor and block orders (smem-tile and launch both set the block: the
+    # composed space never applies both); the 1-D add: block sizes, vector widths (bf16: 2,
+    # 4, 8) and outputs per thread
+    gemm = rows["gemm"]["spaces"]
+    assert set(gemm["offered"]) == {"launch", "coarsen", "smem-tile", "swizzle", "unroll"}
+    assert gemm["swizzle"]["configs"] > 1 and gemm["smem-tile"]["configs"] > 1
+    assert set(rows["residual_add"]["spaces"]["offered"]) == {"launch", "vectorize", "coarsen"}
     assert rows["residual_add"]["spaces"]["vectorize"]["configs"] == 4
     assert "NoTileSize" in rows["gemm"]["spaces"]["tile"]["refused"]
     assert "NotElementwise" in rows["gemm"]["spaces"]["vectorize"]["refused"]

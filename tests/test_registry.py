@@ -24,7 +24,7 @@ def test_swizzle_is_discovered_and_spec_round_trips() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("swizle", "unknown pass 'swizle' (passes: coarsen, launch, rows, swizzle"),
+        ("swizle", r"unknown pass 'swizle' \(passes: (.*, )?swizzle"),
         ("swizzle{pattern}", "malformed option 'pattern'"),
         ("swizzle{colour=red}", "unknown option 'colour'"),
         ("swizzle{pattern=a,pattern=b}", "given twice"),
@@ -33,7 +33,7 @@ def test_swizzle_is_discovered_and_spec_round_trips() -> None:
     ],
 )
 def test_bad_specs_are_usage_errors(text: str, message: str) -> None:
-    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace("{", r"\{")):
+    with pytest.raises(UsageError, match=message if "\\(" in message else message.replace("(", r"\(").replace("{", r"\{")):
         default_registry().pipeline(text)
 
 

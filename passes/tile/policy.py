@@ -79,7 +79,13 @@ def verify_policy(model: SourceModel, tiling: Tiling, config: Config,
     if reordered is None:
         compare = OutputCompare("exact", reason="no floating-point accumulation depends on the tile sizes")
     else:
-        compare = OutputCompare("spec", 2.0, f"the summation order of {reordered} depends on the tile sizes; both "
-                                "orders are within the spec's tolerance of the exact result, so within twice it of "
-                                "each other")
+        compare = reordered_compare(reordered, "the summation order depends on the tile sizes")
     return VerifyPolicy(launch, compare, required=True)
+
+
+def reordered_compare(accumulation: str, why: str) -> OutputCompare:
+    """The comparison of two versions that compute the accumulation `accumulation` (`'acc'
+    (line 12)`) differently (`why`): both are within the spec's tolerance of the exact result
+    (the spec's reference check), so within twice it of each other."""
+    return OutputCompare("spec", 2.0, f"{why} for {accumulation}; both versions are within the spec's tolerance of "
+                         "the exact result, so within twice it of each other")

@@ -1,0 +1,276 @@
+"""smem-tile: the naive nests it rewrites (golden), the ones it refuses and why, its barrier
+check, and its rewrites verified on the CPU runtime with planted bugs rejected."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import CORPORA
+from kxform.api import _analysed
+from kxform.engine.pass_api import Outcome
+from kxform.errors import UsageError
+from kxform.frontend.source import validate_bytes
+from kxform.harness.spec import find_spec_for, load_spec
+from kxform.hw import load_profile
+from kxform.passes.smem_tile.smem_tile import barrier_problems
+from kxform.verify.differential import verify_pair
+from swizzle_helpers import outcomes, rewrite
+
+NAIVE = CORPORA / "naive"
+GEMM = NAIVE / "gemm" / "naive.cu"
+GOLDEN = Path(__file__).parent / "golden" / "gemm_naive.smem-tile.cu"
+DEFAULT = "smem-tile{BM=64,BN=64,BK=16,TM=4,TN=4,PAD=4,VEC=1}"
+"""The shape of a hand-written SGEMM: what the golden holds (a bare `smem-tile` proposes nothing)."""
+
+NEST = """__global__ void k(float* C, const float* A, const float* B, const int* idx, int M, int N, int K)
+{
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    int i = blockIdx.y * blockDim.y + threadIdx.y;
+    if (i < M && j < N) {
+        float acc = 0.0f;
+        for (int k = 0; k < K; k++)
+            acc += A[i * K + k] * B[k * N + j];
+        C[i * N + j] = acc;
+    }
+}
+
+void run(float* C, const float* A, const float* B, const int* idx, int M, int N, int K)
+{
+    dim3 block(32, 8);
+    dim3 grid((N + 31) / 32, (M + 7) / 8);
+    k<<<grid, block>>>(C, A, B, idx, M, N, K);
+}
+"""
+
+
+def _refusal(text: str) -> str:
+    result = rewrite(text, "smem-tile")
+    (kernel,) = result.results
+    assert kernel.outcome is Outcome.MISSED and not result.changed
+    return kernel.reasons[0]
+
+
+def test_golden_naive_gemm_and_a_second_run_changes_nothing() -> None:
+    result = rewrite(GEMM.read_bytes(), DEFAULT, path=str(GEMM))
+    assert outcomes(result)["gemm_naive"] is Outcome.APPLIED, [r.format() for r in result.remarks]
+    assert result.new_data == GOLDEN.read_bytes()
+    (kernel,) = result.results
+    assert {c.name for c in kernel.checks} >= {"constraints", "barriers", "idempotence"}
+    policy = kernel.policy
+    assert policy.required and policy.compare.mode == "spec" and policy.compare.scale == 2.0
+    assert "'acc' (line 13)" in policy.compare.reason
+    assert policy.launch.grid == ("ceil_div(N, GEMM_NAIVE_BN)", "ceil_div(M, GEMM_NAIVE_BM)")
+    assert dict(policy.launch.defaults)["GEMM_NAIVE_BN"] == 32 and dict(policy.launch.defaults)["GEMM_NAIVE_BM"] == 8
+    again = rewrite(result.new_data, DEFAULT, path=str(GEMM))
+    assert not again.changed and outcomes(again)["gemm_naive"] is Outcome.UNCHANGED
+
+
+def test_the_synthetic_nest_is_recognised() -> None:  # the refusals below are one change away from it
+    result = rewrite(NEST, "smem-tile{BM=32,BN=32,TM=2,TN=2,BK=8}")
+    assert outcomes(result)["k"] is Outcome.APPLIED, result.results[0].reasons
+    assert b"dim3(K_BN / K_TN, K_BM / K_TM)" in result.new_data and b"#define K_BK 8\n" in result.new_data
+
+
+@pytest.mark.parametrize(("change", "key", "words"), [
+    (("A[i * K + k]", "A[idx[i] * K + k]"), "NonAffine", "not affine"),
+    (("acc += A[i * K + k] * B[k * N + j];", "{ acc += A[i * K + k] * B[k * N + j]; C[k] = acc; }"), "Dependence",
+     "depend on each other"),
+    (("acc += A[i * K + k]", "acc += C[i * K + k]"), "InPlaceAlias", "output `C` is also read"),
+    (("k<<<grid, block>>>(C, A,", "k<<<grid, block>>>(C, C,"), "InPlaceAlias", "in-place"),
+    (("float acc = 0.0f;", "__shared__ float s[32]; s[0] = 0; float acc = 0.0f;"), "AlreadyShared", "shared"),
+    (("B[k * N + j]", "B[k * N + j + i]"), "NotATileOperand", "exactly one of the output row and column"),
+    (("i < M && j < N", "i < M || j < N"), "GuardBounds", "does not bound"),
+])
+def test_refusals_name_their_reason(change: tuple[str, str], key: str, words: str) -> None:
+    text = NEST.replace(*change)
+    assert text != NEST
+    reason = _refusal(text)
+    assert reason.startswith(f"{key}:") and words in reason, reason
+
+
+def test_the_convolution_is_refused_with_its_reason() -> None:
+    path = NAIVE / "conv2d" / "naive.cu"
+    result = rewrite(path.read_bytes(), DEFAULT, path=str(path))
+    (kernel,) = result.results
+    assert kernel.outcome is Outcome.MISSED and "LoopNest" in kernel.reasons[0] and "2 loops" in kernel.reasons[0]
+
+
+def _barrier_problems(data: bytes) -> list[str]:
+    _, ctx, analysis = _analysed(data, "gemm_naive", "smem-tile", str(GEMM), "h100", None)
+    return barrier_problems(ctx, analysis.kernel)
+
+
+def test_the_barrier_check_rejects_a_staged_read_or_store_without_a_barrier() -> None:
+    tiled = GOLDEN.read_bytes()
+    assert _barrier_problems(tiled) == []
+    first = tiled.replace(b"        __syncthreads();\n        const int kx_kn", b"        const int kx_kn")
+    second = tiled.replace(b"        __syncthreads();\n    }\n", b"    }\n")
+    assert first != tiled and second != tiled
+    assert any("read after its store" in p for p in _barrier_problems(first))
+    assert any("store after a read" in p for p in _barrier_problems(second))
+    assert not any("read after its store" in p for p in _barrier_problems(second))
+
+
+def _verify(path: Path, kernel: str, spec: str, cpu, plant: tuple[bytes, bytes] | None = None,  # type: ignore[no-untyped-def]
+            sizes: tuple[str, ...] = ("ragged",)) -> tuple[bool, list[str]]:
+    original = path.read_bytes()
+    result = rewrite(original, spec, path=str(path))
+    (done,) = [r for r in result.results if r.kernel == kernel]
+    assert done.outcome is Outcome.APPLIED, done.reasons
+    data = result.new_data if plant is None else result.new_data.replace(*plant)
+    assert plant is None or data != result.new_data
+    found = find_spec_for(path)
+    assert found is not None
+    report = verify_pair(validate_bytes(str(path), original), validate_bytes(str(path), data),
+                         load_spec(found).kernel(kernel), cpu, sizes=sizes, policy=done.policy)
+    return report.ok, [s.summary() for s in report.sizes]
+
+
+TN_FIXTURE = Path(__file__).parent / "fixtures" / "smem_tile" / "gemm_tn" / "gemm_tn.cu"
+"""A^T B with A stored K x M: the row operand is not contiguous in k (its slice loads along m)."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("path", "kernel"), [(GEMM, "gemm_naive"), (NAIVE / "mm2" / "naive.cu", "mm2_kernel1"),
+                                              (NAIVE / "mm2" / "naive.cu", "mm2_kernel2"),
+                                              (NAIVE / "syrk" / "naive.cu", "syrk_naive"), (TN_FIXTURE, "gemm_tn")])
+def test_the_nests_verify_on_the_cpu_runtime(path: Path, kernel: str, cpu) -> None:  # type: ignore[no-untyped-def]
+    for spec in ("smem-tile{BM=32,BN=16,BK=8,TM=4,TN=1,PAD=1}", "smem-tile{VEC=4}"):
+        ok, summary = _verify(path, kernel, spec, cpu)
+        assert ok, (spec, summary)
+
+
+def test_a_transposed_operand_is_staged_along_its_contiguous_axis() -> None:
+    result = rewrite(TN_FIXTURE.read_bytes(), DEFAULT, path=str(TN_FIXTURE))
+    assert outcomes(result)["gemm_tn"] is Outcome.APPLIED, result.results[0].reasons
+    text = result.new_data.decode()
+    # A: stride 1 along m, so consecutive threads (and a vector load) run along m
+    assert "const int kx_m = (kx_e % (GEMM_TN_BM / GEMM_TN_VEC)) * GEMM_TN_VEC, kx_kk = kx_e / (GEMM_TN_BM" in text
+    assert "kx_vector = k < K && row + 3 < M && ((size_t)&A[(size_t)k * M + row] & 15) == 0;" in text
+    assert "gemm_tn<<<dim3((n + GEMM_TN_BN - 1) / GEMM_TN_BN, (m + GEMM_TN_BM - 1) / GEMM_TN_BM)" in text  # host names
+    assert dict(result.results[0].policy.launch.defaults)["GEMM_TN_BM"] == 16
+
+
+PLANTS = {
+    "missed K edge": (b"(i < M && k < K) ?", b"(i < M) ?"),
+    "missed M edge": (b"(i < M && k < K) ?", b"(k < K) ?"),
+    "missing barrier after the store": (b"        __syncthreads();\n        const int kx_kn",
+                                        b"        const int kx_kn"),
+    "missing barrier before the next store": (b"        __syncthreads();\n    }\n", b"    }\n"),
+    "swapped vector lanes": (b"kx_s0[kx_kk + 1][kx_m] = kx_v.y;", b"kx_s0[kx_kk + 1][kx_m] = kx_v.z;"),
+    "wrong stride": (b"kx_s0[kx_kk][(int)threadIdx.y + kx_a * (GEMM_NAIVE_BM / GEMM_NAIVE_TM)]",
+                     b"kx_s0[kx_kk][(int)threadIdx.y * GEMM_NAIVE_TM + kx_a]"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(PLANTS))
+def test_planted_bugs_are_caught_by_the_cpu_verification(name: str, cpu) -> None:  # type: ignore[no-untyped-def]
+    ok, summary = _verify(GEMM, "gemm_naive", "smem-tile{VEC=4}", cpu, PLANTS[name])
+    assert not ok, summary
+    ok, summary = _verify(GEMM, "gemm_naive", "smem-tile{VEC=4}", cpu)
+    assert ok, summary
+
+
+def test_the_tuning_space_is_the_pass_space_and_a_point_becomes_a_pipeline() -> None:
+    from kxform.search.kernel_space import kernel_space, parse_passes
+
+    space = kernel_space(GEMM.read_bytes(), "gemm_naive", parse_passes("swizzle,smem-tile"), path=str(GEMM),
+                         hw="h100")
+    assert space.passes == ("smem-tile", "swizzle")  # swizzle requires the tiling first
+    names = ("BM", "BN", "BK", "TM", "TN", "PAD", "VEC")
+    assert [n for n in space.space.names if n.startswith("smem_tile.")] == [f"smem_tile.{n}" for n in names]
+    point = {**space.defaults(), "smem_tile": True, "smem_tile.BM": 128, "smem_tile.TM": 8}
+    assert space.spec(point) == "smem-tile{BM=128,BN=64,BK=16,TM=8,TN=4,PAD=4,VEC=1}"
+    hw = load_profile("h100")
+    assert space.space.is_valid(point, hw)
+    assert not space.space.is_valid({**point, "smem_tile.TM": 1, "smem_tile.TN": 1}, hw)  # 8192 threads
+    assert not space.space.is_valid({**point, "smem_tile.BK": 64, "smem_tile.PAD": 8}, hw)  # 64 KiB of slices
+    both = kernel_space(GEMM.read_bytes(), "gemm_naive", ("launch", "smem-tile"), path=str(GEMM), hw="h100")
+    specs = [both.spec(both.search(hw).config(r)) for r in range(len(both.search(hw)))]
+    assert not any("launch" in s and "smem-tile" in s for s in specs)  # both set the block: never together
+
+
+@pytest.mark.slow
+def test_the_tuning_objective_verifies_a_shape_on_the_cpu_runtime(cpu) -> None:  # type: ignore[no-untyped-def]
+    from kxform.search.kernel_objective import KernelObjective, MeasureOptions, TuneTarget
+    from kxform.search.kernel_space import kernel_space
+    from kxform.search.objective import Failure
+
+    data = GEMM.read_bytes()
+    space = kernel_space(data, "gemm_naive", ("smem-tile",), path=str(GEMM), hw="h100")
+    shape = {"smem_tile": True, "smem_tile.BM": 32, "smem_tile.BN": 32, "smem_tile.TM": 2, "smem_tile.TN": 1}
+    found = find_spec_for(GEMM)
+    assert found is not None
+    objective = KernelObjective(TuneTarget(str(GEMM), data, "gemm_naive", load_spec(found).kernel("gemm_naive"),
+                                           "h100"), space, cpu, MeasureOptions(check_sizes=("ragged",)))
+    prepared = objective.prepare({**space.defaults(), **shape})
+    result = prepared.failure or objective.evaluate(prepared)
+    assert result.failure is Failure.RUNTIME and result.detail == "time: the cpu runtime does not time kernels"
+
+
+def test_a_triangular_guard_skips_the_blocks_past_the_diagonal() -> None:
+    path = NAIVE / "syrk" / "naive.cu"
+    result = rewrite(path.read_bytes(), DEFAULT, path=str(path))
+    assert outcomes(result)["syrk_naive"] is Outcome.APPLIED
+    assert b"if (kx_col0 > kx_row0 + SYRK_NAIVE_BM - 1)" in result.new_data
+    assert b"kx_row0 > kx_col0" not in GOLDEN.read_bytes() and b"return;" not in GOLDEN.read_bytes()
+
+
+@pytest.mark.slow
+def test_a_skip_that_drops_the_diagonal_block_is_caught(cpu) -> None:  # type: ignore[no-untyped-def]
+    plant = (b"if (kx_col0 > kx_row0 + SYRK_NAIVE_BM - 1)", b"if (kx_col0 >= kx_row0)")
+    ok, summary = _verify(NAIVE / "syrk" / "naive.cu", "syrk_naive", DEFAULT, cpu, plant)
+    assert not ok and "differ" in summary[0], summary
+
+
+@pytest.mark.slow
+def test_swizzle_runs_after_the_tiling_whatever_the_order_given() -> None:
+    result = rewrite(GEMM.read_bytes(), "swizzle,smem-tile", path=str(GEMM))
+    assert [(r.pass_name, r.outcome) for r in result.results] == [("smem-tile", Outcome.APPLIED),
+                                                                  ("swizzle", Outcome.APPLIED)]
+    text = result.new_data.decode()
+    assert "const int kx_row0 = (int)kxform_block.y * GEMM_NAIVE_BM, kx_col0 = (int)kxform_block.x * GEMM_NAIVE_BN;" \
+        in text  # the tiled grid's blocks are the ones remapped
+
+
+@pytest.fixture(scope="module")
+def gpu():  # type: ignore[no-untyped-def]
+    from kxform.runtime.gpu import GpuRuntime
+
+    runtime = GpuRuntime()
+    ok, why = runtime.available()
+    if not ok:
+        pytest.skip(f"gpu runtime unavailable: {why}")
+    return runtime
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("spec", ["smem-tile", "smem-tile{BM=128,BN=64,BK=8,TM=8,TN=4,PAD=0,VEC=4}"])
+@pytest.mark.parametrize(("path", "kernel"), [(GEMM, "gemm_naive"), (NAIVE / "syrk" / "naive.cu", "syrk_naive"),
+                                              (TN_FIXTURE, "gemm_tn")])
+def test_the_tiled_nests_verify_on_the_gpu(path: Path, kernel: str, spec: str, gpu) -> None:  # type: ignore[no-untyped-def]
+    """The tolerance (the spec's x2) holds for the GPU's own contraction into FMAs, vector loads included."""
+    ok, summary = _verify(path, kernel, spec, gpu, sizes=("ragged", "square"))
+    assert ok, summary
+
+
+@pytest.mark.slow
+def test_apply_verifies_on_the_cpu_and_writes_the_golden(tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    from conftest import run_cli
+
+    shutil.copytree(NAIVE / "gemm", tmp_path / "gemm")
+    path = tmp_path / "gemm" / "naive.cu"
+    log = tmp_path / "run.jsonl"
+    proc = run_cli("apply", "--pass", "smem-tile", "--verify", "cpu", "--log", str(log), str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert path.read_bytes() == GOLDEN.read_bytes()
+    (record,) = [json.loads(line) for line in log.read_text().splitlines() if '"type": "kernel"' in line]
+    (verify,) = [c for c in record["checks"] if c["name"] == "verify"]
+    assert record["outcome"] == "applied" and verify["ok"] and "GEMM_NAIVE_BM=64" in verify["detail"]
+    assert "within twice it of each other" in record["verify_policy"]["compare"]["reason"]
