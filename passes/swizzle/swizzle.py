@@ -64,11 +64,10 @@ PROLOGUE_MARK = f"{BLOCK_VAR} = kxform_swizzle_".encode()
 @dataclass(frozen=True)
 class Swizzle(Pass):
     name = "swizzle"
-    requires = ("smem-tile",)
-    """A tiled kernel's block order matters only once it is tiled: swizzle remaps the rewritten grid."""
     description = "remap blockIdx.x/.y through a checked bijection (grouped, Hilbert, XCD-aware, ...)"
-    requires = ("tile",)
-    """With tile in a pipeline, the remap is laid over the final tiling and launch."""
+    requires = ("tile", "smem-tile", "launch", "coarsen")
+    """The remap is laid over the final grid: after every pass of a pipeline that changes the
+    tiling, the block or the blocks' work (a tiled kernel's block order matters only once it is tiled)."""
 
     pattern: str | None = None
     group: int | None = None
