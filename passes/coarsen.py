@@ -18,7 +18,8 @@ early return inside a loop, a launch whose grid has no such axis. Loads shared b
 the F outputs are left to the compiler (not yet hoisted by the pass).
 
 No evidence, no rewrite: without `factor` nothing is proposed; `kxform tune --pass
-coarsen` searches factor x along x layout.
+coarsen` searches factor (2, 4, 8: factor 1 is the kernel as it is, the space's "off"
+point) x along x layout.
 """
 
 from __future__ import annotations
@@ -144,11 +145,11 @@ class Coarsen(Pass):
         return out
 
     @staticmethod
-    def _space(shape: Shape | Blocker | None, kernel: Function) -> ParamSpace:
+    def _space(shape: Shape | Blocker | None, kernel: Function, factors: Sequence[str] = FACTORS) -> ParamSpace:
         if not isinstance(shape, Shape):
             return ParamSpace()
         axes = list(shape.axes)
-        return ParamSpace((Param.enum("factor", FACTORS, "1", doc=f"outputs per thread of '{kernel.name}'"),
+        return ParamSpace((Param.enum("factor", factors, factors[0], doc=f"outputs per thread of '{kernel.name}'"),
                            Param.enum("along", axes, axes[0], doc="the axis whose outputs a thread takes"),
                            Param.enum("layout", LAYOUTS, "contiguous", doc="a thread's outputs adjacent, or a block "
                                       "apart")))
@@ -156,6 +157,13 @@ class Coarsen(Pass):
     def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
         shape = analysis.facts.get("shape") if analysis.facts else shape_of(ctx, analysis.kernel)
         return self._space(shape, analysis.kernel)
+
+    def tuning_space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
+        """The factors worth timing while the pass is on: 2, 4, 8. Factor 1 is the kernel as
+        it is under either layout, which the composed space's "off" point already times;
+        kept, it would be timed twice more."""
+        shape = analysis.facts.get("shape") if analysis.facts else shape_of(ctx, analysis.kernel)
+        return self._space(shape, analysis.kernel, tuple(f for f in FACTORS if f != "1"))
 
     def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
         given = dict(self.config)

@@ -134,6 +134,28 @@ def test_the_tuning_space_spans_launch_vectorize_and_coarsen() -> None:
     assert space.spec(space.defaults()) == ""  # every pass off: the code as it is
 
 
+def test_factor_one_is_not_a_point_of_the_tuning_space() -> None:
+    """Factor 1 is the kernel as it is under either layout: the "off" point times it once,
+    so while coarsen is on it offers 2, 4 and 8 along each axis and layout only."""
+    from kxform.hw import load_profile
+    from kxform.search.kernel_space import kernel_space, parse_passes
+
+    gelu = NAIVE / "gelu_f32" / "naive.cu"
+    h100 = load_profile("h100")
+
+    def points(passes: str) -> list[str]:
+        space = kernel_space(gelu.read_bytes(), "gelu_f32_naive", parse_passes(passes), path=str(gelu), hw="h100")
+        valid = space.search(h100)
+        return [space.spec(valid.config(r)) for r in range(len(valid))]
+
+    alone = points("coarsen")
+    assert alone[0] == "" and len(alone) == 1 + 3 * 2  # off, then factors 2, 4, 8 x two layouts along x
+    assert not any("factor=1," in p for p in alone)
+    others, composed = points("vectorize,launch"), points("coarsen,vectorize,launch")
+    assert len(composed) == len(others) * len(alone) and len(set(composed)) == len(composed)
+    assert not any("coarsen{factor=1," in p for p in composed)
+
+
 def test_after_a_new_block_size_the_launch_keeps_its_original_values() -> None:
     """coarsen after launch{..._BLOCK_Y=4}: the rewritten launch names the block sizes too,
     and the pipeline's policy takes their original values from the launch pass (at which

@@ -81,6 +81,29 @@ def test_policies_compose_in_pipeline_order() -> None:
     assert block.then(vector).launch.grid == vector.launch.grid
 
 
+def test_a_derived_bound_is_evaluated_per_size_and_composes() -> None:
+    from kxform.harness.model import CompareSpec
+    from kxform.verify.versions import LaunchUndecided, comparison
+
+    rows = OutputCompare("bound", reason="sum of C", bound="(C - 1) + (C + 31)/32 + 4", unit=2.0**-24)
+    spec = CompareSpec("allclose", rtol=2e-4, atol=1e-3)
+    at_100 = comparison(spec, rows, {"C": 100, "N": 7})
+    assert at_100.rtol == (99 + 4 + 4) * 2.0**-24 and at_100.atol == pytest.approx(at_100.rtol * 5)
+    assert comparison(spec, rows, {"C": 1000}).rtol == (999 + 32 + 4) * 2.0**-24
+    assert comparison(CompareSpec("ulp", ulps=64), rows, {"C": 100}).ulps == 107
+    assert comparison(CompareSpec("exact"), rows, {"C": 100}).mode == "exact"
+    with pytest.raises(LaunchUndecided, match="could not tell: the tolerance bound"):
+        comparison(spec, rows, {"N": 7})  # the size binds no C: never a pass
+    # exact after a bound keeps the bound; two bounds add; the spec's tolerance is the loosest
+    assert VerifyPolicy(compare=rows).then(VerifyPolicy()).compare == rows
+    assert VerifyPolicy().then(VerifyPolicy(compare=rows)).compare == rows
+    twice = VerifyPolicy(compare=rows).then(VerifyPolicy(compare=rows)).compare
+    assert twice.mode == "bound" and twice.relative({"C": 100}) == 2 * rows.relative({"C": 100})
+    spec_wide = OutputCompare("spec", 2.0)
+    assert VerifyPolicy(compare=rows).then(VerifyPolicy(compare=spec_wide)).compare == spec_wide
+    assert VerifyPolicy(compare=rows).to_json()["compare"]["bound"] == rows.bound
+
+
 @dataclass(frozen=True)
 class _Planted(Swizzle):
     """Swizzle with a planted bug: its column remap drops every odd tile column."""

@@ -171,3 +171,14 @@ def test_unknown_fields_and_kinds_are_kept(tmp_path: Path) -> None:
     log.write_text("\n".join(lines) + "\n")
     proc = run_cli("log", "show", str(log), cwd=tmp_path)
     assert proc.returncode == 0 and "sgemm_128" in proc.stdout
+
+
+def test_a_derived_bound_is_shown_as_the_expression_the_verifier_evaluates() -> None:
+    from kxform.engine.policy import OutputCompare, VerifyPolicy
+    from kxform.log.view import policy
+
+    compare = OutputCompare("bound", reason="reordered sums", bound="((C) - 1) + ((C + 31)/32 - 1 + 5)",
+                            unit=2.0**-24)
+    line = policy({"verify_policy": VerifyPolicy(compare=compare, required=True).to_json()})
+    assert line == ("the spec's launch; outputs relative bound (((C) - 1) + ((C + 31)/32 - 1 + 5)) * 5.96e-08 at "
+                    "each size (reordered sums); a differential run is required before writing")

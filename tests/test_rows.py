@@ -105,8 +105,11 @@ def test_spec_round_trip_space_and_constraints() -> None:
 def test_the_tolerance_is_derived_and_stated() -> None:
     path = _file("layernorm")
     policy = rewrite(path.read_bytes(), "rows{lanes=32,rows=8}", path=str(path)).results[0].policy
-    assert policy.compare.mode == "spec" and policy.compare.scale == 2.0 and policy.required
-    assert "'mean' (float, n = C)" in policy.compare.reason and "5.96e-08" in policy.compare.reason
+    assert policy.compare.mode == "bound" and policy.required
+    assert "'mean' (float, n = C)" in policy.compare.reason and policy.compare.unit == 2.0**-24
+    # (C - 1) additions in the original's chain, ceil(C / 32) - 1 + log2 32 in the rewritten one
+    assert policy.compare.relative({"C": 100}) == pytest.approx((99 + 4 - 1 + 5) * 2.0**-24)
+    assert policy.compare.relative({"C": 1000}) == pytest.approx((999 + 32 - 1 + 5) * 2.0**-24)
     exact = rewrite((ROWMAX / "rowmax.cu").read_bytes(), "rows{lanes=32,rows=2}", path=str(ROWMAX / "rowmax.cu"))
     assert exact.results[0].policy.compare.mode == "exact"
     assert "max" in exact.results[0].policy.compare.reason
@@ -151,6 +154,35 @@ def test_planted_wrong_reductions_are_rejected(cpu, case, options: str, plant) -
     assert _verify(cpu, *case, options, None).ok
     report = _verify(cpu, *case, options, plant)
     assert not report.ok, [s.summary() for s in report.sizes]
+
+
+@pytest.mark.slow
+def test_a_reduction_off_by_more_than_the_derived_bound_is_rejected_at_every_size(cpu) -> None:  # type: ignore[no-untyped-def]
+    """A sum off by 1e-4 relative: far above Higham's bound at the spec's row lengths, but
+    within twice the spec's tolerance (what was enforced before the bound was): only the
+    bound evaluated per size catches it."""
+    from dataclasses import replace
+
+    from kxform.engine.policy import OutputCompare
+
+    path, kernel, spec_file = _file("softmax"), "softmax_naive", NAIVE / "softmax" / "kxform.toml"
+    spec = load_spec(spec_file).kernel(kernel)
+    original = validate_bytes(str(path), path.read_bytes())
+    result = rewrite(original.data, "rows{lanes=32,rows=8}", path=str(path))
+    policy = result.results[0].policy
+    call = b"sum = kxform_rows_warp_sum_float<SOFTMAX_NAIVE_LANES>(sum);"
+    assert call in result.new_data
+    planted = validate_bytes(str(path), result.new_data.replace(call, call[:-1] + b" * 1.0001f;"))
+    sizes = tuple(s.name for s in spec.check_sizes)
+    rows = {s.name: int(s.values["C"]) for s in spec.check_sizes}
+    off, old = 1e-4, 2 * spec.compare_for("out").rtol
+    assert all(policy.compare.relative({"C": c}) < off < old for c in rows.values())
+    assert verify_pair(original, validate_bytes(str(path), result.new_data), spec, cpu, sizes=sizes, policy=policy).ok
+    caught = verify_pair(original, planted, spec, cpu, sizes=sizes, policy=policy)
+    assert [s.status for s in caught.sizes] == ["mismatch"] * len(sizes), [s.summary() for s in caught.sizes]
+    assert all(f"at C={rows[s.size]}" in s.summary() for s in caught.sizes)
+    twice = replace(policy, compare=OutputCompare("spec", 2.0))
+    assert verify_pair(original, planted, spec, cpu, sizes=sizes, policy=twice).ok  # the old factor let it pass
 
 
 # -- tuning through the Pass API ----------------------------------------------------------
@@ -248,7 +280,7 @@ def test_row_wise_families_verify_on_the_gpu(family: str, options: str, gpu) -> 
 
 
 @pytest.mark.parametrize("ctype, mode, stated", [
-    ("double", "spec", "'s' (double, n = C)"), ("int", "exact", "exact in any order"),
+    ("double", "bound", "'s' (double, n = C)"), ("int", "exact", "exact in any order"),
 ])
 def test_the_tolerance_follows_the_element_type(ctype: str, mode: str, stated: str) -> None:
     body = f"    {ctype} s = 0;\n    for (int i = 0; i < C; i++)\n        s += x[row * C + i];\n    out[row] = s;"
@@ -257,4 +289,4 @@ def test_the_tolerance_follows_the_element_type(ctype: str, mode: str, stated: s
     assert kernel.outcome is Outcome.APPLIED, [r.format() for r in result.remarks]
     assert kernel.policy.compare.mode == mode and stated in kernel.policy.compare.reason
     if ctype == "double":
-        assert "1.11e-16" in kernel.policy.compare.reason
+        assert "1.11e-16" in kernel.policy.compare.reason and kernel.policy.compare.unit == 2.0**-53

@@ -1,10 +1,12 @@
 """The `vectorize` pass: contiguous accesses of one-element-per-thread kernels widened to
 vector loads and stores, rewritten byte for byte as reviewed, refused with the reason and
 the line, and every applied width verified bit-exact on the CPU runtime, where planted
-bugs (the tail left unhandled, the alignment check dropped, a lane skipped) must fail."""
+bugs (the tail left unhandled, the alignment check dropped, a lane skipped) must fail;
+the run-time alignment fallback is run on buffers one element off their alignment."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -150,3 +152,58 @@ def test_planted_bugs_fail_verification(cpu, plant: str) -> None:  # type: ignor
     assert broken != good
     report = _verify(cpu, GELU, "gelu_f32_naive", broken, spec)
     assert not report.ok
+
+
+# -- the alignment fallback, run -----------------------------------------------------------
+
+GELU_SIGNATURE = b"__global__ void gelu_f32_naive(float* out, const float* inp, int N)\n{"
+
+
+def _shifted(data: bytes) -> bytes:
+    """The kernel as a device function, launched through a kernel of the same signature
+    that passes every buffer one element past its start (`out + 1`, `inp + 1`, `N - 1`):
+    the runtime's buffers are 16-byte aligned, so each is then 4 bytes off, as a caller's
+    sub-array would be. The wrapper writes `out[0]` itself so that every element is compared."""
+    assert data.count(GELU_SIGNATURE) == 1
+    body = data.replace(GELU_SIGNATURE, b"__device__ void kx_shifted_body(float* out, const float* inp, int N)\n{")
+    end = body.index(b"\n}\n", body.index(b"kx_shifted_body")) + 3
+    wrapper = GELU_SIGNATURE + (b"\n    if (blockIdx.x == 0 && threadIdx.x == 0)\n        out[0] = 0.0f;"
+                                b"\n    kx_shifted_body(out + 1, inp + 1, N - 1);\n}\n")
+    return body[:end] + wrapper + body[end:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("plant", [None, "vector-lane", "no-alignment-check"])
+def test_misaligned_buffers_take_the_scalar_path(cpu, plant: str | None) -> None:  # type: ignore[no-untyped-def]
+    """On buffers 4 bytes off a float4's alignment the rewrite must give the original's
+    results bit-exactly, from its scalar path: a vector path broken on purpose (a lane
+    skipped, caught on aligned buffers) goes unnoticed here because it never runs, and a
+    rewrite without the alignment check loads float4s from misaligned addresses, which
+    the CPU runtime reports as a failed run (the host's aligned vector load faults, as
+    the GPU's does) where the original ran."""
+    spec = "vectorize{width=4}"
+    good = _rewrite(GELU, spec)
+    new = good
+    if plant == "vector-lane":
+        new = good.replace(b"kx_j < GELU_F32_NAIVE_VEC; ++kx_j) {\n            float x",
+                           b"kx_j < GELU_F32_NAIVE_VEC - 1; ++kx_j) {\n            float x")
+        assert not _verify(cpu, GELU, "gelu_f32_naive", new, spec).ok  # aligned: the vector path runs
+    elif plant == "no-alignment-check":
+        new = re.sub(rb"\s*\(unsigned long long\)\((?:inp|out)\) % 16 == 0 &&", b"", good)
+    assert new != good or plant is None
+    shifted = (GELU.parent / "shifted.cu").as_posix()
+    report = _verify_sources(cpu, _shifted(GELU.read_bytes()), _shifted(new), spec, shifted)
+    if plant == "no-alignment-check":
+        assert [s.status for s in report.sizes] == ["mismatch"] * len(report.sizes), [s.summary() for s in report.sizes]
+        assert all("the rewritten kernel failed where the original ran" in (s.error or "") for s in report.sizes)
+    else:
+        assert report.ok, [s.summary() for s in report.sizes]
+        assert all(o.comparison.max_abs == 0 for s in report.sizes for o in s.outputs)  # bit-exact
+
+
+def _verify_sources(cpu, original: bytes, new: bytes, spec: str, path: str):  # type: ignore[no-untyped-def]
+    result = rewrite(GELU.read_bytes(), spec, path=str(GELU))
+    harness = load_spec(find_spec_for(GELU)).kernel("gelu_f32_naive")
+    sizes = tuple(s.name for s in harness.sizes if not s.bench)
+    return verify_pair(validate_bytes(path, original), validate_bytes(path, new), harness, cpu, sizes=sizes,
+                       policy=result.results[0].policy)

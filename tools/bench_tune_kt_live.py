@@ -216,7 +216,7 @@ def kt_setup(loaded: Loaded, objective: Any) -> dict[str, Any]:
     from kxform.harness.inputs import make_inputs
     from kxform.hw import load_profile
     from kxform.verify.differential import launch_request
-    from kxform.verify.versions import comparison, rewritten_launch
+    from kxform.verify.versions import comparison, rewritten_launch, scalars
 
     from kxform.search.space import SearchSpace
 
@@ -247,7 +247,8 @@ def kt_setup(loaded: Loaded, objective: Any) -> dict[str, Any]:
     arguments = [inputs[arg.name] for arg in resolved.args]
     original = objective.runtime.run(launch_request(unit, resolved, inputs, f"{target.kernel} original", 600.0))
     answer = [original.outputs.get(arg.name) if arg.role in ("out", "inout") else None for arg in resolved.args]
-    modes = [comparison(target.spec.compare_for(arg.name), policy.compare) if a is not None else None
+    env = scalars(resolved, params)
+    modes = [comparison(target.spec.compare_for(arg.name), policy.compare, env) if a is not None else None
              for arg, a in zip(resolved.args, answer)]
     dtypes = [arg.dtype for arg in resolved.args]
 

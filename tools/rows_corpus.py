@@ -4,7 +4,7 @@
 check sizes (the bench size left out), with the tolerance the pass derives.
 
 One line per (family, point): the verdict, each size's summary (the largest difference
-seen) and the comparison the pass asked for (`spec x2`: twice the spec's tolerance,
+seen, and at each size the derived bound evaluated there) and the comparison the pass asked for (`relative bound`: Higham's bound over the row length,
 `exact`: bit-exact). Exit 1 if any
 verification failed or could not tell.
 
@@ -44,7 +44,7 @@ def run(family: str, lanes: int, rows: int, runtime: CpuRuntime) -> tuple[bool, 
     report = verify_pair(original, validate_bytes(str(path), result.new_data), spec, runtime, sizes=sizes,
                          policy=policy)
     verdicts = ", ".join(s.summary() for s in report.sizes)
-    return report.ok, f"{verdicts}; compare {policy.compare.mode} x{policy.compare.scale:g}"
+    return report.ok, f"{verdicts}; compare {policy.compare.describe()}"
 
 
 def main() -> int:

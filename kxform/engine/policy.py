@@ -9,8 +9,10 @@ it. A pass states, per proposal:
   parameters) and the values bound into them. The verifier evaluates them per size,
   after checking that at the original values they reproduce the harness spec's launch
   (otherwise the derived launch cannot be trusted and the answer is "could not tell");
-* how outputs compare: bit-exact for a remap; for a change of summation order, the
-  spec's tolerance widened by a factor the pass derives and states;
+* how outputs compare: bit-exact for a remap; for a change of summation order, a
+  relative bound the pass derives as an expression over the kernel's scalar parameters
+  (the row length), evaluated at each check size (`bound`), or the spec's tolerance
+  widened by a fixed factor where nothing better is known (`spec`);
 * whether the rewrite may be written without a differential run at all.
 
 Policies of the passes of one pipeline combine (`then`): the later launch wins where it
@@ -23,7 +25,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-CompareMode = Literal["exact", "spec"]
+from kxform.expr import parse_expr
+
+CompareMode = Literal["exact", "spec", "bound"]
 
 
 @dataclass(frozen=True)
@@ -71,10 +75,23 @@ class OutputCompare:
     """For `spec`: the spec's tolerance is multiplied by this."""
     reason: str = ""
     """Why this comparison is right for the rewrite (stated in the log)."""
+    bound: str = ""
+    """For `bound`: the error bound in units of `unit`, an expression over the kernel's
+    scalar parameters (`(C - 1) + (C + 31)/32 + 4`); the relative tolerance at a size is
+    its value there times `unit`."""
+    unit: float = 0.0
+    """For `bound`: the unit roundoff of the summed type."""
+
+    def relative(self, env: Mapping[str, int]) -> float:
+        """The `bound` comparison's relative tolerance at the size whose scalars are `env`
+        (raises SpecError naming the expression when a name is unbound)."""
+        return float(parse_expr(self.bound).evaluate(env)) * self.unit
 
     def describe(self) -> str:
         if self.mode == "exact":
             what = "bit-exact"
+        elif self.mode == "bound":
+            what = f"relative bound ({self.bound}) * {self.unit:.3g} at each size"
         else:
             what = "the spec's tolerance" + (f" x{self.scale:g}" if self.scale != 1.0 else "")
         return f"{what} ({self.reason})" if self.reason else what
@@ -100,9 +117,7 @@ class VerifyPolicy:
             earlier = dict(self.launch.defaults)
             defaults = {k: earlier.get(k, v) for k, v in later.launch.defaults}
             launch = replace(later.launch, defaults=tuple(defaults.items()))
-        loose = [c for c in (self.compare, later.compare) if c.mode == "spec"]
-        compare = max(loose, key=lambda c: c.scale) if loose else later.compare if later.compare != EXACT \
-            else self.compare
+        compare = _looser(self.compare, later.compare)
         return VerifyPolicy(launch, compare, self.required or later.required)
 
     def describe(self) -> str:
@@ -111,9 +126,25 @@ class VerifyPolicy:
         return f"{launch}; outputs {self.compare.describe()}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"launch": self.launch.to_json(), "compare": {"mode": self.compare.mode, "scale": self.compare.scale,
-                                                             "reason": self.compare.reason},
-                "required": self.required}
+        compare: dict[str, Any] = {"mode": self.compare.mode, "scale": self.compare.scale, "reason": self.compare.reason}
+        if self.compare.mode == "bound":
+            compare.update(bound=self.compare.bound, unit=self.compare.unit)
+        return {"launch": self.launch.to_json(), "compare": compare, "required": self.required}
+
+
+def _looser(first: OutputCompare, second: OutputCompare) -> OutputCompare:
+    """The comparison of two rewrites in a row: the spec's (widest scale) over a derived
+    bound, two derived bounds add (each rewrite's error adds to the other's), exact last."""
+    spec = [c for c in (first, second) if c.mode == "spec"]
+    if spec:
+        return max(spec, key=lambda c: c.scale)
+    bounds = [c for c in (first, second) if c.mode == "bound"]
+    if len(bounds) == 2:
+        return OutputCompare("bound", reason=f"{first.reason}; then {second.reason}",
+                             bound=f"({first.bound}) + ({second.bound})", unit=max(first.unit, second.unit))
+    if bounds:
+        return bounds[0]
+    return second if second != EXACT else first
 
 
 def _values(values: tuple[tuple[str, int], ...] | Mapping[str, int]) -> str:

@@ -219,6 +219,8 @@ def policy(kernel: Record) -> str:
     mode, scale = compare.get("mode"), compare.get("scale")
     what = "bit-exact" if mode == "exact" else "the spec's tolerance" + (
         f" x{scale:g}" if isinstance(scale, (int, float)) and scale != 1 else "") if mode == "spec" else str(mode or "?")
+    if mode == "bound" and compare.get("bound") and isinstance(compare.get("unit"), (int, float)):
+        what = f"relative bound ({compare['bound']}) * {compare['unit']:.3g} at each size"
     reason = f" ({compare['reason']})" if compare.get("reason") else ""
     required = "; a differential run is required before writing" if data.get("required") else ""
     return f"{where}; outputs {what}{reason}{required}"

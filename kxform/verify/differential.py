@@ -41,7 +41,7 @@ from kxform.runtime.base import (
 from kxform.engine.policy import OutputCompare, VerifyPolicy
 from kxform.verify.verdict import OutputCheck, SizeVerdict, VerifyReport, inputs_finite, vacuity
 from kxform.frontend.source import SourceText
-from kxform.verify.versions import LaunchUndecided, comparison, rewritten_launch
+from kxform.verify.versions import LaunchUndecided, comparison, rewritten_launch, scalars
 
 EXACT = CompareSpec("exact")
 FLOAT_ATOMIC_RE = re.compile(r"\batomic(Add|Sub)\s*\(\s*[^,]*,\s*[^)]*\)")
@@ -219,11 +219,22 @@ def verify_pair(original: SourceText, rewritten: SourceText, spec: KernelSpec, r
             return SizeVerdict(size.name, "unverified", error=str(exc))
         except RuntimeError_ as exc:
             return SizeVerdict(size.name, "mismatch", error=f"the rewritten kernel failed where the original ran: {exc}")
-        comparisons = {name: compare(expected, after.outputs[name], comparison(spec.compare_for(name), policy.compare),
-                                     dtype=resolved.arg(name).dtype)
+        env = scalars(resolved, extracted[0].params)
+        try:
+            specs = {name: comparison(spec.compare_for(name), policy.compare, env) for name in before.outputs}
+        except LaunchUndecided as exc:  # the derived tolerance names what this size does not bind
+            return SizeVerdict(size.name, "inconclusive", error=str(exc))
+        comparisons = {name: compare(expected, after.outputs[name], specs[name], dtype=resolved.arg(name).dtype)
                        for name, expected in before.outputs.items()}
-        return SizeVerdict.from_checks(size.name, _output_checks(resolved, inputs, before.outputs, after.outputs,
-                                                                 comparisons))
+        verdict = SizeVerdict.from_checks(size.name, _output_checks(resolved, inputs, before.outputs, after.outputs,
+                                                                    comparisons))
+        if policy.compare.mode != "bound":
+            return verdict
+        named = set(re.findall(r"[A-Za-z_]\w*", policy.compare.bound))
+        at = ",".join(f"{k}={v}" for k, v in env.items() if k in named)
+        told = "; ".join(sorted({str(c) for c in specs.values()}))
+        return replace(verdict, tolerance=f"derived bound ({policy.compare.bound}) * {policy.compare.unit:.3g} at {at}: "
+                       f"{told}")
 
     return VerifyReport(spec.name, runtime.name, "rewritten", _over_sizes(spec, sizes, seed, check, progress))
 

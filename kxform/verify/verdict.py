@@ -56,6 +56,8 @@ class SizeVerdict:
     outputs: tuple[OutputCheck, ...] = ()
     error: str | None = None
     seconds: float = 0.0
+    tolerance: str = ""
+    """The comparison used at this size when it was evaluated for it (a derived bound)."""
 
     @property
     def ok(self) -> bool:
@@ -68,6 +70,10 @@ class SizeVerdict:
         return cls(size, status, checks, error, seconds)
 
     def summary(self) -> str:
+        line = self._summary()
+        return f"{line} [{self.tolerance}]" if self.tolerance else line
+
+    def _summary(self) -> str:
         if self.error:
             prefix = {"mismatch": "error", "unverified": "unverified", "inconclusive": "inconclusive"}.get(
                 self.status, "error")
