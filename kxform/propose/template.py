@@ -125,7 +125,8 @@ def typed_space(template: Template) -> ParamSpace | Refusal:
     try:
         return template.space()
     except SpecError as exc:
-        return Refusal("space-type", exc.cause)
+        key = "constraint-name" if "unknown name" in exc.cause else "space-type"
+        return Refusal(key, exc.cause)
 
 
 def config_label(config: dict[str, ParamValue]) -> str:

@@ -210,6 +210,8 @@ def preprocessor(t: Template, o: Original, p: Parsed) -> Refusal | None:
 
 
 def one_definition(t: Template, o: Original, p: Parsed) -> Refusal | None:
+    if p.function is None:
+        return Refusal("not-the-kernel", f"the code holds no definition of `{t.kernel}`")
     others = [f.name for f in p.model.functions if f.name != t.kernel]
     if others:
         return Refusal("host-code", f"the template defines `{others[0]}` besides the kernel (only the kernel's "
