@@ -40,7 +40,7 @@ def reply(data: dict[str, Any]):  # type: ignore[no-untyped-def]
     return message([tool_use(data, name="propose_refactor")])
 
 
-def session(family: str, replies: list, timing=None, attempts: int = 1, sums=()):  # type: ignore[no-untyped-def]
+def session(family: str, replies: list, timing=None, attempts: int = 1, sums=None):  # type: ignore[no-untyped-def]
     path = NAIVE / family / "naive.cu"
     kernel = f"{family}_naive"
     model = parse_model(read_source(path))

@@ -83,14 +83,13 @@ SLOW = [
     ("off by more than the tolerance", gelu(scale="1.0001f * "), "mismatch"),
     ("out of bounds for large parameters", gelu(guard="if (VEC == 4 || i < N)"), "mismatch"),
     ("a race that appears only for some block sizes",
-     gelu(code=GELU.format(guard="if (i < N)", scale="").replace(
-         "int base", "__shared__ float s[BLOCK];\n    s[threadIdx.x] = (float)threadIdx.x;\n    float r = BLOCK >= 256 "
-         "? s[BLOCK - 1 - threadIdx.x] : s[threadIdx.x];\n    int base").replace(
-         "out[i] = ", "out[i] = (r - (float)threadIdx.x) + ")), "mismatch"),
+     gelu(code=GELU.format(guard="if (i < N)", scale="r * ").replace(
+         "int base", "__shared__ float s[BLOCK];\n    s[threadIdx.x] = 1.0f;\n    float r = BLOCK >= 256 ? "
+         "s[BLOCK - 1 - threadIdx.x] : s[threadIdx.x];\n    int base")), "mismatch"),
     ("reading uninitialised shared memory",
-     gelu(code=GELU.format(guard="if (i < N)", scale="").replace(
-         "int base", "__shared__ float s[BLOCK];\n    float r = s[threadIdx.x];\n    int base").replace(
-         "out[i] = ", "out[i] = 0.0f * r + ")), "mismatch"),
+     gelu(code=GELU.format(guard="if (i < N)", scale="s[threadIdx.x] * ").replace(
+         "int base", "__shared__ float s[BLOCK];\n    if (threadIdx.x > 0) s[threadIdx.x] = 1.0f;\n    __syncthreads();"
+         "\n    int base")), "mismatch"),
 ]
 
 

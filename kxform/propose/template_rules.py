@@ -42,7 +42,7 @@ __int2float_rn __float2half __half2float __float2bfloat16 __bfloat162float __mul
 sqrtf rsqrtf cbrtf expf exp2f expm1f logf log2f log1pf log10f powf sinf cosf tanf tanhf sinhf coshf erff erfcf
 fabsf fminf fmaxf fmaf floorf ceilf roundf truncf rintf copysignf
 sqrt rsqrt exp exp2 log log2 pow sin cos tan tanh erf fabs fmin fmax fma floor ceil round trunc
-min max abs make_float2 make_float3 make_float4 make_int2 make_int4 make_double2 make_uint2 make_uint4
+static_cast reinterpret_cast min max abs make_float2 make_float3 make_float4 make_int2 make_int4 make_double2 make_uint2 make_uint4
 """.split())
 ATOMICS = re.compile(r"^atomic[A-Z]\w*$")
 ADDRESS_SPACE_CALLS = re.compile(r"^__cvta_\w+$|^cvta\w*$|^__isShared$|^__isGlobal$|^__builtin_\w+$")

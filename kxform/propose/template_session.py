@@ -33,6 +33,7 @@ from kxform.propose.template_rules import Original, validate
 from kxform.propose.template_verify import (
     comparison,
     covering_sample,
+    original_sums,
     ragged_problem,
     sanitize_template,
     verify_template,
@@ -51,8 +52,9 @@ class TemplateEvaluator:
     runtime: Runtime
     hw: object
     timing: Timing | None = None
-    sums: tuple[tuple[str, str, str], ...] = ()
-    """The original's float sums in loops `(var, ctype, n)`: the template may reorder them."""
+    sums: tuple[tuple[str, str, str], ...] | None = None
+    """The original's sums in loops `(var, ctype, n)` (None: from the access analysis): a
+    template may reorder them, so floats among them widen the comparison."""
     kept: dict[str, tuple[Template, dict[str, ParamValue]]] = field(default_factory=dict)
     """Proposal label -> the template and its tuned configuration (for the rewrite)."""
 
@@ -72,7 +74,8 @@ class TemplateEvaluator:
         space = template.space()
         start = dict(template.original) if template.original is not None else None
         sample = covering_sample(space, self.hw, start)
-        compare = comparison(self.sums)
+        sums = self.sums if self.sums is not None else original_sums(self.model, original.kernel, self.hw)
+        compare = comparison(sums)
         done = verify_template(self.model.source, original.kernel, template, self.spec, self.runtime, compare, sample)
         if isinstance(done, Refusal):
             return Evaluation(_rejection(label, "verify", done))

@@ -105,6 +105,18 @@ def comparison(original_sums: tuple[tuple[str, str, str], ...]) -> OutputCompare
                          "the spec's single-order tolerance of the exact result, so within twice it of each other")
 
 
+def original_sums(model: object, kernel: Function, hw: object) -> tuple[tuple[str, str, str], ...]:
+    """The original's sums in loops, from the shared access analysis: `(var, ctype, n)`."""
+    from kxform.analysis import AccessAnalysis
+    from kxform.engine.pass_api import PassContext, RunOptions
+    from kxform.log.remarks import RemarkSink
+
+    ctx = PassContext(model, hw, RunOptions(), RemarkSink())  # type: ignore[arg-type]
+    analysis = ctx.analysis(AccessAnalysis, kernel)
+    return tuple((r.var, r.ctype, str(loop.bound)) for loop in analysis.loops for r in loop.reductions
+                 if r.loop == loop.id and r.op == "+")
+
+
 def ragged_problem(spec: KernelSpec, template: Template) -> Refusal | None:
     """Could not tell unless some check size is a multiple of no parameter value > 1."""
     values = {v for _, vs in template.params for v in vs if v > 1}
@@ -131,7 +143,7 @@ def verify_template(original: SourceText, kernel: Function, template: Template, 
             return Refusal("build", f"at {config_label(config)}: {' '.join(str(exc).split())[:300]}")
         if not report.ok:
             key = "mismatch" if report.status == "mismatch" else "could-not-tell"
-            return Refusal(key, f"at {config_label(config)}: {report.reason()[:400]}")
+            return Refusal(key, f"at {config_label(config)}: {report.reason[:400]}")
     return Verified(tuple(tuple(c.items()) for c in configs), compare, sizes)
 
 

@@ -1,0 +1,96 @@
+"""End-to-end refactoring sessions on corpus naive kernels: a recorded template, served to
+the real anthropic client over wire-format replies, is validated, verified on the CPU
+runtime over its covering sample, tuned over replayed times, written, and the written
+kernel verified again; the kept decision replays the same file without a call."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kxform.engine.policy import VerifyPolicy
+from kxform.frontend.cuda import parse_model
+from kxform.frontend.source import read_source, validate_bytes
+from kxform.harness.spec import load_spec
+from kxform.propose.template import Template
+from kxform.propose.template_session import rewrite
+from kxform.hw import load_profile
+from kxform.propose.template_verify import comparison, covering_sample, launch_of, original_sums
+from kxform.runtime.cpu import CpuRuntime
+from kxform.verify.differential import verify_pair
+from kxform.workspace.files import write_atomic
+from llm_replies import PLANTED_KEY
+from refactor_helpers import NAIVE, reply, session, template_input
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "refactor"
+TIMES = json.loads((FIXTURES / "times.json").read_text())
+
+SESSIONS = {
+    "gelu_f32": ([{"name": "BLOCK", "values": [64, 128, 256], "original": 128},
+                  {"name": "VEC", "values": [1, 4], "original": 1}],
+                 ["ceil_div(N, BLOCK * VEC)"], ["BLOCK"], ["BLOCK % 32 == 0"]),
+    "layernorm": ([{"name": "ROWS", "values": [1, 2, 4, 8], "original": None}],
+                  ["ceil_div(N, ROWS)"], ["32 * ROWS"], []),
+    "matvec": ([{"name": "LANES", "values": [8, 16, 32], "original": None},
+                {"name": "ROWS", "values": [1, 2, 4, 8], "original": None}],
+               ["ceil_div(M, ROWS)"], ["LANES * ROWS"], ["(LANES * ROWS) % 32 == 0"]),
+    "transpose": ([{"name": "TILE", "values": [8, 16, 32], "original": 16}],
+                  ["ceil_div(cols, TILE)", "ceil_div(rows, TILE)"], ["TILE", "TILE"],
+                  ["TILE * TILE <= hw.max_threads_per_block"]),
+}
+
+
+def _timing(family: str):  # type: ignore[no-untyped-def]
+    recorded = TIMES[family]
+    return lambda template, config: recorded.get(",".join(f"{k}={v}" for k, v in sorted(config.items())))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", list(SESSIONS))
+def test_a_recorded_template_is_verified_tuned_and_written(family: str, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", PLANTED_KEY)
+    params, grid, block, constraints = SESSIONS[family]
+    code = (FIXTURES / f"{family}.cu").read_text()
+    result, evaluator, model, records = session(family, [reply(template_input(code, params, grid, block,
+                                                                               constraints))],
+                                                timing=_timing(family))
+    (attempt,) = result.attempts
+    assert attempt.status == "verified", attempt.reason
+    assert result.decision is not None and result.decision.pass_name == "refactor"
+    template, config = evaluator.kept[attempt.label]
+    verified = attempt.evaluation.checks[0].detail  # type: ignore[union-attr]
+    sample = int(verified.split()[0])
+    assert sample >= max(len(values["values"]) for values in params)
+    # tuned: the fastest of the verified sample by the replayed times, from the reproducing start
+    times = TIMES[family]
+    start = dict(template.original) if template.original is not None else None
+    labels = [",".join(f"{k}={v}" for k, v in sorted(c.items()))
+              for c in covering_sample(template.space(), load_profile("h100"), start)]
+    assert len(labels) == sample
+    fastest = min((times[lb], lb) for lb in labels if lb in times)
+    assert (attempt.score, ",".join(f"{k}={v}" for k, v in sorted(config.items()))) == fastest
+    if start is not None:  # the original's configuration is the baseline
+        key = ",".join(f"{k}={v}" for k, v in sorted(start.items()))
+        assert attempt.evaluation.baseline_ms == times[key]  # type: ignore[union-attr]
+    # written atomically, the launches rewritten by the launch-site primitive
+    target = tmp_path / "naive.cu"
+    new = rewrite(model, template, config)
+    write_atomic(target, new)
+    written = parse_model(read_source(target))
+    (site,) = [s for s in written.launches if s.kernel == f"{family}_naive"]
+    assert site.config[0].startswith("dim3(") and site.config[1].startswith("dim3(")
+    # the written kernel agrees with the original at every check size
+    spec = load_spec(NAIVE / family / "kxform.toml").kernel(f"{family}_naive")
+    function = next(f for f in model.functions if f.name == f"{family}_naive")
+    compare = comparison(original_sums(model, function, None))
+    report = verify_pair(model.source, validate_bytes(str(target), new), spec, CpuRuntime(),
+                         sizes=tuple(s.name for s in spec.check_sizes),
+                         policy=VerifyPolicy(launch_of(template, config), compare))
+    assert report.ok, report.reason
+    # the decision replays: its payload is the template, and it writes the same bytes
+    replayed = Template.from_payload(result.decision.payload)
+    assert rewrite(model, replayed, config) == new
+    assert any(r["type"] == "llm_session" for r in records)
