@@ -94,3 +94,26 @@ def test_a_recorded_template_is_verified_tuned_and_written(family: str, tmp_path
     replayed = Template.from_payload(result.decision.payload)
     assert rewrite(model, replayed, config) == new
     assert any(r["type"] == "llm_session" for r in records)
+
+
+@pytest.mark.slow
+def test_inspect_prompt_shows_the_refactoring_context(capsys: pytest.CaptureFixture[str]) -> None:
+    from kxform.cli.main import main
+
+    assert main(["inspect", "--prompt", str(NAIVE / "matvec" / "naive.cu"), "--kernel", "matvec_naive",
+                 "--pass", "refactor"]) == 0
+    text = capsys.readouterr().out
+    for section in ("## Source", "## Memory accesses", "## Hardware", "## ptxas resources of the original",
+                    "## What the deterministic passes do with it", "## Nsight Compute", "\"propose_refactor\""):
+        assert section in text, section
+    assert "matvec_naive(float* y, const float* A, const float* x, int M, int N)" in text
+    assert "- rows:" in text and "No Nsight Compute summary" in text
+
+
+def test_inspect_prompt_of_an_unknown_kernel_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from kxform.cli.main import main
+
+    assert main(["inspect", "--prompt", str(NAIVE / "matvec" / "naive.cu"), "--kernel", "nope",
+                 "--pass", "refactor"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no kernel 'nope'" in err[0], err
