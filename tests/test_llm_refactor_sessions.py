@@ -117,3 +117,54 @@ def test_inspect_prompt_of_an_unknown_kernel_is_one_line(capsys: pytest.CaptureF
                  "--pass", "refactor"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no kernel 'nope'" in err[0], err
+
+
+def _tool(*args: str, env: dict[str, str]) -> "subprocess.CompletedProcess[str]":
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    return subprocess.run([sys.executable, str(root / "tools" / "refactor_session.py"), *args], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, **env}, cwd=root)
+
+
+@pytest.mark.slow
+def test_the_live_command_over_recorded_traffic_records_and_the_record_replays_without_calls(tmp_path: Path) -> None:
+    """tools/refactor_session.py as a user runs it, the API answered from recorded wire traffic
+    (KXFORM_LLM_REPLAY); its record then replays with no traffic at all, and --write writes."""
+    import shutil
+
+    params, grid, block, constraints = SESSIONS["transpose"]
+    code = (FIXTURES / "transpose.cu").read_text()
+    traffic = tmp_path / "traffic.json"
+    traffic.write_text(json.dumps([{"body": reply(template_input(code, params, grid, block, constraints)).body}]))
+    work = tmp_path / "transpose"
+    shutil.copytree(NAIVE / "transpose", work)
+    before = (work / "naive.cu").read_bytes()
+    env = {"KXFORM_LLM_REPLAY": str(traffic), "KXFORM_CACHE_DIR": str(tmp_path / "cache"), "ANTHROPIC_API_KEY": ""}
+    live = _tool(str(work / "naive.cu"), "--kernel", "transpose_naive", "--attempts", "1", "--record",
+                 str(tmp_path / "kept.json"), "--log", str(tmp_path / "log.jsonl"), env=env)
+    assert live.returncode == 0, live.stderr + live.stdout
+    assert "attempt 1: verified" in live.stdout and "+    __shared__ float tile[TILE][TILE + 1];" in live.stdout
+    assert (work / "naive.cu").read_bytes() == before  # no --write: the diff only
+    (kept,) = json.loads((tmp_path / "kept.json").read_text())["decisions"]
+    assert kept["pass"] == "refactor" and kept["params"]["TILE"] in (8, 16, 32)
+    logged = [json.loads(line)["type"] for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert logged[0] == "llm_prompt" and "llm_session" in logged
+    offline = {"KXFORM_LLM_REPLAY": "", "ANTHROPIC_API_KEY": ""}
+    again = _tool(str(work / "naive.cu"), "--kernel", "transpose_naive", "--replay", str(tmp_path / "kept.json"),
+                  "--write", env=offline)
+    assert again.returncode == 0, again.stderr + again.stdout
+    written = (work / "naive.cu").read_text()
+    assert f"#define TILE {kept['params']['TILE']}" in written and "transpose_naive<<<dim3(" in written
+
+
+def test_a_replayed_record_for_another_kernel_is_one_line_and_touches_nothing(tmp_path: Path) -> None:
+    record = tmp_path / "kept.json"
+    record.write_text(json.dumps({"version": 1, "decisions": []}))
+    path = NAIVE / "transpose" / "naive.cu"
+    before = path.read_bytes()
+    done = _tool(str(path), "--kernel", "transpose_naive", "--replay", str(record), "--write", env={})
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "no refactor decision" in done.stderr
+    assert path.read_bytes() == before
