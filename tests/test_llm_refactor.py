@@ -160,3 +160,15 @@ def test_the_sanitizers_reject_a_planted_template_on_the_gpu(name: str, expected
     clean = read_template(gelu(), "gelu_f32_naive")
     assert sanitize_template(model.source, kernel, clean, spec, covering_sample(clean.space(), load_profile("h100")))\
         is None
+
+
+@pytest.mark.slow
+def test_the_reason_goes_back_and_the_next_template_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", PLANTED_KEY)
+    wrong = next(d for n, d, _ in SLOW if n == "wrong only at a ragged size")
+    result, evaluator, _, records = session("gelu_f32", [reply(wrong), reply(gelu())], attempts=2)
+    first, second = result.attempts
+    assert first.status == "failed" and "mismatch: at " in first.feedback and "ragged" in first.feedback
+    assert second.status == "verified" and result.best is second and len(evaluator.kept) == 1
+    assert result.decision is not None and result.decision.payload == evaluator.kept[second.label][0].payload()
+    assert [r["type"] for r in records] == ["llm_prompt", "llm_attempt", "llm_attempt", "llm_session"]

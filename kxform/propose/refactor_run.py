@@ -48,6 +48,8 @@ def refactor_kernel(ctx: PassContext, kernel: str, spec: KernelSpec | None, runt
                     options: SessionOptions, record: Record, timing: Timing | None = None
                     ) -> tuple[KernelSession, Rewritten | None]:
     context, tool = refactor_context(ctx, kernel, spec, runtime, options.measure)
+    if timing is not None:  # verified attempts are ranked by their tuned times
+        context = replace(context, ranking="time")
     evaluator = TemplateEvaluator(ctx.model, kernel, spec, runtime, ctx.hw, timing)
     function = next(f for f in ctx.model.functions if f.name == kernel)
     session = run_kernel(ctx, KernelAnalysis(function), _Name(), tool, context, evaluator, client,  # type: ignore[arg-type]
