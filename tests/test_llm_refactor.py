@@ -73,6 +73,10 @@ FAST = [
     ("a parameter named like the file's macro", gelu(params=[{"name": "GELU_SCALING_FACTOR", "values": [1],
                                                               "original": None}]), "validate", "param-name"),
     ("code over the size limit", with_body("/*" + "x" * 13000 + "*/"), "validate", "too-large"),
+    ("one block: errors between blocks could not show", gelu(grid=["min(ceil_div(N, BLOCK * VEC), 1)"],
+                                                             guard="for (; i < N; i += BLOCK * VEC)"),
+     "verify", "could-not-tell"),
+    ("a grid that divides by zero", gelu(grid=["ceil_div(N, BLOCK * VEC - 64)"]), "verify", "launch"),
     ("original values for some parameters only", gelu(params=[PARAMS[0], {**PARAMS[1], "original": None}]),
      "answer", "original"),
 ]

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from kxform.engine.params import ParamSpace, ParamValue
+from kxform.errors import SpecError
 from kxform.engine.policy import EXACT, LaunchBinding, OutputCompare, VerifyPolicy
 from kxform.frontend.model import Function
 from kxform.frontend.source import SourceText, validate_bytes
@@ -128,12 +129,38 @@ def ragged_problem(spec: KernelSpec, template: Template) -> Refusal | None:
                    "is a multiple of one): an edge error could not show; add a size such as a prime")
 
 
+def blocks_problem(spec: KernelSpec, template: Template, configs: list[Config]) -> Refusal | None:
+    """Could not tell unless, for every sampled configuration, some check size launches
+    several blocks along every dimension the template's grid uses."""
+    from kxform.expr import parse_expr
+
+    envs = []
+    for size in spec.check_sizes:
+        resolved = spec.launch(size)
+        envs.append({a.name: int(a.value) for a in resolved.args
+                     if a.kind == "scalar" and a.value is not None and float(a.value).is_integer()})
+    for config in configs:
+        try:
+            several = any(all(parse_expr(g).evaluate_int({**env, **config}) >= 2 for g in template.grid)
+                          for env in envs)
+        except SpecError as exc:
+            return Refusal("launch", f"at {config_label(config)} the grid cannot be evaluated: {exc.cause}")
+        if not several:
+            return Refusal("could-not-tell", f"at {config_label(config)} no check size launches several blocks "
+                           f"along every dimension of the grid ({', '.join(template.grid)}): an error between "
+                           "blocks could not show; add a larger check size")
+    return None
+
+
 def verify_template(original: SourceText, kernel: Function, template: Template, spec: KernelSpec, runtime: Runtime,
                     compare: OutputCompare, configs: list[Config]) -> Verified | Refusal:
     """Differential verification of every configuration of `configs` at every check size."""
     from kxform.verify.differential import verify_pair
 
     sizes = tuple(s.name for s in spec.check_sizes)
+    too_few = blocks_problem(spec, template, configs)
+    if too_few is not None:
+        return too_few
     for config in configs:
         rewritten = instantiate(original, kernel, template, config)
         policy = VerifyPolicy(launch_of(template, config), compare, required=True)
