@@ -47,8 +47,11 @@ class Template:
     """The configuration the model says reproduces the original (checked, never trusted)."""
 
     def space(self) -> ParamSpace:
-        """The typed space (raises SpecError on a malformed parameter or constraint)."""
-        params = tuple(Param.ints(name, values, min(values), doc="template parameter") for name, values in self.params)
+        """The typed space (raises SpecError on a malformed parameter or constraint); each
+        default is the parameter's original value when the template states one."""
+        start = dict(self.original or ())
+        params = tuple(Param.ints(name, values, start.get(name, min(values)) if start.get(name) in values
+                                  else min(values), doc="template parameter") for name, values in self.params)
         constraints = tuple(Constraint.parse(text, "stated by the template") for text in self.constraints)
         return ParamSpace(params, constraints)
 

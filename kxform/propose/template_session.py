@@ -6,10 +6,12 @@ proposal) -> Evaluation`), so `session.run_kernel` drives refactorings as it dri
 every pass: the answer arrives as a proposal whose payload is the template; a rule's
 refusal, a failed verification or a sanitizer finding is the engine's `Rejection`
 (stage `validate`, `verify`, `memcheck`/`racecheck`), with the stable key first in its
-reason, and goes back to the model. A verified template is tuned over its verified
-sample, starting at the configuration that reproduces the original when there is one:
-times come from `timing` (a GPU measurement, or a recorded times file replayed), and
-without any the sample's first configuration is kept unranked. The file is rewritten
+reason, and goes back to the model. A verified template is tuned by kxform's tuner
+(`kxform.search.tune`) over its space, starting at the configuration that reproduces
+the original when there is one; a configuration outside the verified sample is verified
+before its time counts. Times come from `timing` (a GPU measurement, or a recorded
+times file replayed); without any, the reproducing (else the first sampled)
+configuration is kept unranked. The file is rewritten
 (`rewrite`) by replacing the kernel's definition and, through the launch-site
 primitive, each launch's grid and block.
 """
@@ -39,6 +41,8 @@ from kxform.propose.template_verify import (
     verify_template,
 )
 from kxform.runtime.base import Runtime
+from kxform.search.objective import Evaluation as TuneEvaluation
+from kxform.search.objective import Failure, Objective, Prepared
 
 Timing = Callable[[Template, Mapping[str, ParamValue]], float | None]
 """Milliseconds of one configuration (None: not timed)."""
@@ -55,6 +59,8 @@ class TemplateEvaluator:
     sums: tuple[tuple[str, str, str], ...] | None = None
     """The original's sums in loops `(var, ctype, n)` (None: from the access analysis): a
     template may reorder them, so floats among them widen the comparison."""
+    budget: int = 24
+    """Tuning evaluations at most (each outside the verified sample is verified first)."""
     kept: dict[str, tuple[Template, dict[str, ParamValue]]] = field(default_factory=dict)
     """Proposal label -> the template and its tuned configuration (for the rewrite)."""
 
@@ -94,17 +100,50 @@ class TemplateEvaluator:
 
     def _tune(self, template: Template, sample: list[dict[str, ParamValue]],
               start: dict[str, ParamValue] | None) -> tuple[dict[str, ParamValue], float | None, float | None]:
-        """The fastest verified configuration, starting at the reproducing one."""
-        order = ([start] if start in sample else []) + [c for c in sample if c != start]
+        """kxform's tuner over the template's space, from the reproducing configuration:
+        a configuration outside the verified sample is verified before its time counts."""
+        from kxform.search.space import SearchSpace
+        from kxform.search.tuner import TuneOptions, tune
+
+        first = start if start in sample else sample[0]
         if self.timing is None:
-            return order[0], None, None
-        times = [(self.timing(template, c), c) for c in order]
-        timed = [(t, c) for t, c in times if t is not None]
-        if not timed:
-            return order[0], None, None
-        baseline = times[0][0] if start in sample else None
-        best_t, best_c = min(timed, key=lambda tc: tc[0])
-        return best_c, best_t, baseline
+            return first, None, None
+        objective = _TemplateObjective(self, template, sample)
+        result = tune(SearchSpace.build(template.space(), self.hw), objective,
+                      TuneOptions(budget=self.budget, start_at_defaults=start is not None))
+        if result.best is None or result.best.evaluation.time_ms is None:
+            return first, None, None
+        baseline = next((s.evaluation.time_ms for s in result.steps if start is not None and s.config == start), None)
+        return dict(result.best.config), result.best.evaluation.time_ms, baseline
+
+
+class _TemplateObjective(Objective):
+    """Times of a template's configurations; each verified first (the sample already is)."""
+
+    name = "refactor-template"
+
+    def __init__(self, owner: TemplateEvaluator, template: Template, verified: list[dict[str, ParamValue]]) -> None:
+        self.owner = owner
+        self.template = template
+        self.verified = list(verified)
+        self.hardware = getattr(owner.hw, "name", "")
+
+    def evaluate(self, prepared: Prepared) -> TuneEvaluation:
+        config = prepared.as_dict()
+        owner = self.owner
+        if config not in self.verified:
+            assert owner.spec is not None
+            original = Original.of(owner.model, owner.kernel, owner.hw)
+            sums = owner.sums if owner.sums is not None else original_sums(owner.model, original.kernel, owner.hw)
+            done = verify_template(owner.model.source, original.kernel, self.template, owner.spec, owner.runtime,
+                                   comparison(sums), [config])
+            if isinstance(done, Refusal):
+                return TuneEvaluation.failed(Failure.VERIFY, detail=f"{done.key}: {done.message}")
+            self.verified.append(config)
+        assert owner.timing is not None
+        time_ms = owner.timing(self.template, config)
+        return TuneEvaluation(time_ms) if time_ms is not None else \
+            TuneEvaluation.failed(Failure.RUNTIME, detail="no time for this configuration")
 
 
 def _rejection(label: str, stage: str, refusal: Refusal) -> Rejection:
