@@ -172,3 +172,31 @@ def test_a_replayed_record_for_another_kernel_is_one_line_and_touches_nothing(tm
     done = _tool(str(path), "--kernel", "transpose_naive", "--replay", str(record), "--write", env={})
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "no refactor decision" in done.stderr
     assert path.read_bytes() == before
+
+
+@pytest.mark.slow
+def test_the_tuner_verifies_a_configuration_outside_the_sample_and_refuses_a_wrong_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A template wrong only at one configuration the covering sample leaves out, and that
+    configuration the fastest by the replayed times: the tuner's verification refuses it."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", PLANTED_KEY)
+    params, grid, block, constraints = SESSIONS["matvec"]
+    hw = load_profile("h100")
+    clean = Template("matvec_naive", "", tuple((p["name"], tuple(p["values"])) for p in params), tuple(constraints),
+                     tuple(grid), tuple(block), None)
+    space = clean.space()
+    sample = covering_sample(space, hw, None)
+    outside = [dict(zip(space.names, v)) for v in itertools.product(*(p.values for p in space.params))
+               if space.is_valid(dict(zip(space.names, v)), hw) and dict(zip(space.names, v)) not in sample]
+    assert outside, "the covering sample holds every valid configuration: nothing to plant"
+    bad = outside[0]
+    code = (FIXTURES / "matvec.cu").read_text().replace(
+        "        y[i] = acc;", f"        y[i] = (LANES == {bad['LANES']} && ROWS == {bad['ROWS']}) ? 2.0f * acc : acc;")
+    label = ",".join(f"{k}={v}" for k, v in sorted(bad.items()))
+    times = {**TIMES["matvec"], label: 0.01}
+    result, evaluator, _, _ = session("matvec", [reply(template_input(code, params, grid, block, constraints))],
+                                      timing=lambda t, c: times.get(",".join(f"{k}={v}" for k, v in sorted(c.items()))))
+    (attempt,) = result.attempts
+    assert attempt.status == "verified", attempt.reason
+    _, kept = evaluator.kept[attempt.label]
+    assert kept != bad and attempt.score is not None and attempt.score > 0.01
