@@ -19,7 +19,6 @@ primitive, each launch's grid and block.
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -170,7 +169,7 @@ def c_expression(text: str, names: Mapping[str, str]) -> str:
             if node.func.id in ("min", "max"):
                 return f"({a} {'<' if node.func.id == 'min' else '>'} {b} ? {a} : {b})"
         raise ValueError(f"cannot write `{text}` in C")
-    return emit(ast.parse(text.replace("ceil_div", "ceil_div"), mode="eval"))
+    return emit(ast.parse(text, mode="eval"))
 
 
 def rewrite(model: SourceModel, template: Template, config: Mapping[str, ParamValue]) -> bytes:
@@ -190,7 +189,3 @@ def rewrite(model: SourceModel, template: Template, config: Mapping[str, ParamVa
             text = ", ".join(c_expression(d, names) for d in dims)
             edits.append(replace_config(site, index, f"dim3({text})", "refactor"))
     return apply_edits(model.source, edits).data
-
-
-def template_names(text: str) -> set[str]:
-    return set(re.findall(r"[A-Za-z_]\w*", text))
