@@ -5,7 +5,7 @@ against the original on the CPU runtime (every check size, a covering sample of 
 space), and the file is written only with --write (else the diff is printed).
 
     ANTHROPIC_API_KEY=... .venv/bin/python tools/refactor_session.py FILE --kernel K \\
-        [--attempts 4] [--hw h100] [--record kept.json] [--log session.jsonl] [--write]
+        [--attempts 4] [--hw h100] [--runtime cpu|gpu] [--record kept.json] [--log session.jsonl] [--write]
     .venv/bin/python tools/refactor_session.py FILE --kernel K --replay kept.json [--write]
 
 Exit 0 when a verified refactoring was kept (and written with --write), 1 when none
@@ -33,12 +33,13 @@ from kxform.log.remarks import RemarkSink  # noqa: E402
 from kxform.propose.lock import load_decisions, write_decisions  # noqa: E402
 from kxform.propose.refactor_run import Rewritten, refactor_kernel, replay  # noqa: E402
 from kxform.propose.session import SessionOptions  # noqa: E402
-from kxform.runtime.cpu import CpuRuntime  # noqa: E402
+from kxform.runtime.base import Runtime  # noqa: E402
+from kxform.verify.differential import pick_runtime  # noqa: E402
 from kxform.verify.stage import spec_for_file  # noqa: E402
 from kxform.workspace.files import write_atomic  # noqa: E402
 
 
-def _session(args: argparse.Namespace, ctx: PassContext, spec: object, runtime: CpuRuntime) -> Rewritten | None:
+def _session(args: argparse.Namespace, ctx: PassContext, spec: object, runtime: Runtime) -> Rewritten | None:
     from kxform.propose.client import DEFAULT_MODEL, MODEL_ENV, ClaudeClient, ClientOptions, require_claude
 
     require_claude()
@@ -69,13 +70,15 @@ def main() -> int:
     parser.add_argument("--replay", help="apply a recorded decision without calling a model")
     parser.add_argument("--log", help="append the prompt and every attempt as JSON lines")
     parser.add_argument("--write", action="store_true", help="write the file (atomically); else print the diff")
+    parser.add_argument("--runtime", choices=("cpu", "gpu"), default="cpu",
+                        help="where templates are verified (gpu: also compute-sanitizer memcheck and racecheck)")
     args = parser.parse_args()
     try:
         hw = load_profile(args.hw)
         model = parse_model(read_source(args.file))
         file_spec = spec_for_file(args.file)
         spec = file_spec.find(args.kernel) if file_spec is not None else None
-        runtime = CpuRuntime()
+        runtime = pick_runtime(args.runtime)
         if args.replay:
             found = [d for d in load_decisions(args.replay) if d.kernel == args.kernel and d.pass_name == "refactor"]
             if not found:
