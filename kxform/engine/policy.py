@@ -48,6 +48,10 @@ class LaunchBinding:
     """The parameter values of the original: at these the expressions must give the spec's launch."""
     origin: str = ""
     """Where the expressions were read (`sgemm.cu:92`), for messages."""
+    anchored: bool = True
+    """Whether the expressions must reproduce the spec's launch at `defaults` before they
+    are trusted. A launch stated with a new kernel body (a model-written template) has no
+    original values to anchor it: it is evaluated as stated."""
 
     @property
     def is_spec(self) -> bool:

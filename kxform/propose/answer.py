@@ -107,6 +107,8 @@ def read_tool_input(data: Any, tool: Tool, kernel: str, hw: object, provenance: 
     for name in REASONING_FIELDS:
         if len(data[name]) > REASONING_LIMIT:
             return reject("too-large", f"`{name}` is {len(data[name])} characters (at most {REASONING_LIMIT})")
+    if tool.pass_name == "refactor":
+        return _template_answer(data, tool, kernel, provenance, use_id)
     try:
         config, formula = tool.pass_.read_answer(data, tool.space, hw)
     except AnswerRejected as exc:
@@ -119,6 +121,25 @@ def read_tool_input(data: Any, tool: Tool, kernel: str, hw: object, provenance: 
     rationale = f"proposed by {who}: " + " ".join(data["expectation"].split())[:300]
     proposal = Proposal.of(tool.pass_name, kernel, values, rationale, provenance, formula)
     return Answer(proposal, use_id, config, formula, data["last_attempt"], data["expectation"], data)
+
+
+def _template_answer(data: Mapping[str, Any], tool: Tool, kernel: str, provenance: Provenance,
+                     use_id: str) -> Answer | BadAnswer:
+    """A refactoring's answer: its shape read into a `Template` (the payload); its rules,
+    verification and tuning run as the attempt's evaluation (template_session.py)."""
+    import hashlib
+
+    from kxform.propose.template import Refusal, read_template
+
+    template = read_template(dict(data), kernel)
+    if isinstance(template, Refusal):
+        return BadAnswer(template.key, template.message, use_id, data)
+    payload = template.payload()
+    values: dict[str, ParamValue] = {"template": hashlib.sha256(payload.encode()).hexdigest()[:10]}
+    who = provenance.proposer + (f" ({provenance.model})" if provenance.model else "")
+    rationale = f"proposed by {who}: " + " ".join(data["expectation"].split())[:300]
+    proposal = Proposal.of(tool.pass_name, kernel, values, rationale, provenance, payload)
+    return Answer(proposal, use_id, values, None, data["last_attempt"], data["expectation"], data)
 
 
 def schema_problem(data: Any, schema: Mapping[str, Any]) -> str | None:

@@ -77,9 +77,12 @@ class Evaluation:
     def summary(self) -> str:
         if not self.verified:
             return f"rejected at {self.stage}: {self.reason}"
+        tuned = "".join(f"; {c.detail}" for c in self.checks if c.name == "tune")
         if self.time_ms is not None and self.baseline_ms:
             return (f"verified; measured {self.time_ms:.4f} ms (+-{self.spread_ms or 0:.4f}) vs original "
-                    f"{self.baseline_ms:.4f} ms: {self.baseline_ms / self.time_ms:.3f}x")
+                    f"{self.baseline_ms:.4f} ms: {self.baseline_ms / self.time_ms:.3f}x{tuned}")
+        if self.time_ms is not None:
+            return f"verified; {self.time_ms:.4f} ms (no time of the original to compare){tuned}"
         if self.prediction is not None:
             return f"verified; not timed; {self.prediction.describe()}"
         return "verified; not timed and no prediction"

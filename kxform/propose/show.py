@@ -28,6 +28,10 @@ def prompt_for(path: str, kernel: str, hw: HwProfile, pass_spec: str = "swizzle"
     from kxform.propose.search import pick_verify_runtime
     from kxform.verify.stage import spec_for_file
 
+    if pass_spec == "refactor":
+        from kxform.propose.refactor_prompt import refactor_prompt
+
+        return refactor_prompt(path, kernel, hw, attempts, build_dir)
     passes = default_registry().pipeline(pass_spec)
     if len(passes) != 1:
         raise UsageError("--prompt shows what one pass asks (--pass NAME)")

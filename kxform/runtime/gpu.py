@@ -133,7 +133,8 @@ class GpuRuntime(Runtime):
 
     `arch` overrides the device's (`sm_90a` for wgmma kernels); `sanitize=True` runs each
     request in a fresh child under compute-sanitizer (found beside nvcc or on PATH, or
-    given as `sanitizer`) and fails on its first error; `startup_timeout_s` bounds what
+    given as `sanitizer`; `sanitizer_tool`: memcheck, racecheck, initcheck or synccheck)
+    and fails on its first error; `startup_timeout_s` bounds what
     comes before the launch (worker start and context creation when there is no worker
     yet, module load, copies).
     """
@@ -148,6 +149,7 @@ class GpuRuntime(Runtime):
         arch: str | None = None,
         sanitize: bool = False,
         sanitizer: str | None = None,
+        sanitizer_tool: str = "memcheck",
         extra_flags: tuple[str, ...] = (),
         python: str | None = None,
         startup_timeout_s: float = 120.0,
@@ -156,6 +158,7 @@ class GpuRuntime(Runtime):
         self.arch_override = arch
         self.sanitize = sanitize
         self.sanitizer_path = sanitizer
+        self.sanitizer_tool = sanitizer_tool
         self.extra_flags = extra_flags
         self.python = python or sys.executable
         self.startup_timeout_s = startup_timeout_s
@@ -437,7 +440,7 @@ class GpuRuntime(Runtime):
             sanitizer = self._sanitizer()
             if sanitizer is None:
                 raise Unsupported(f"{label}: compute-sanitizer not found")
-            command = [sanitizer, "--error-exitcode", str(SANITIZER_EXIT), *command]
+            command = [sanitizer, "--tool", self.sanitizer_tool, "--error-exitcode", str(SANITIZER_EXIT), *command]
         with open(folder / "child.log", "w+", encoding="utf-8", errors="replace") as log:
             proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})

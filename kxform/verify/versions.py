@@ -69,9 +69,9 @@ def rewritten_launch(resolved: ResolvedLaunch, params: Sequence[KernelParam], bi
     """The rewritten version's launch at the size of `resolved` (the spec's launch)."""
     if binding.is_spec:
         return resolved
-    at_defaults = _launch(resolved, params, binding, original=True)
+    at_defaults = _launch(resolved, params, binding, original=True) if binding.anchored else None
     spec_launch = (resolved.grid, resolved.block, resolved.shared_bytes)
-    if at_defaults != spec_launch:
+    if at_defaults is not None and at_defaults != spec_launch:
         raise LaunchUndecided(
             f"could not tell: the launch read from {binding.origin or 'the source'} gives grid {at_defaults[0]}, "
             f"block {at_defaults[1]}, {at_defaults[2]} B shared at the original values, the spec says grid "

@@ -1,0 +1,59 @@
+"""A refactoring session on a corpus naive kernel, driven by the real anthropic client
+over recorded wire-format replies (tests/llm_replies.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kxform.engine.pass_api import PassContext, RunOptions
+from kxform.log.remarks import RemarkSink
+from kxform.frontend.cuda import parse_model
+from kxform.frontend.source import read_source
+from kxform.harness.spec import load_spec
+from kxform.hw import load_profile
+from kxform.propose.context import KernelContext, Section
+from kxform.propose.session import SessionOptions, run_kernel
+from kxform.propose.template import refactor_tool
+from kxform.propose.template_session import TemplateEvaluator
+from kxform.runtime.cpu import CpuRuntime
+from llm_replies import client, message, tool_use
+
+NAIVE = Path(__file__).resolve().parent.parent / "corpora" / "naive"
+
+
+@dataclass(frozen=True)
+class RefactorPass:
+    """The pass name the loop records (the template is the whole proposal)."""
+
+    name: str = "refactor"
+
+
+def template_input(code: str, params: list[dict[str, Any]], grid: list[str], block: list[str],
+                   constraints: list[str] | None = None) -> dict[str, Any]:
+    return {"last_attempt": "first attempt", "expectation": "fewer, wider accesses per thread", "code": code,
+            "params": params, "constraints": constraints or [], "grid": grid, "block": block}
+
+
+def reply(data: dict[str, Any]):  # type: ignore[no-untyped-def]
+    return message([tool_use(data, name="propose_refactor")])
+
+
+def session(family: str, replies: list, timing=None, attempts: int = 1, sums=None):  # type: ignore[no-untyped-def]
+    path = NAIVE / family / "naive.cu"
+    kernel = f"{family}_naive"
+    model = parse_model(read_source(path))
+    hw = load_profile("h100")
+    spec = load_spec(NAIVE / family / "kxform.toml").kernel(kernel)
+    function = next(f for f in model.functions if f.name == kernel)
+    signature = model.source.data[function.params_span.start:function.params_span.end].decode()
+    tool = refactor_tool(kernel, signature)
+    ctx = PassContext(model, hw, RunOptions(arch=hw.arch), RemarkSink())
+    context = KernelContext(str(path), kernel, (Section("Source", model.source.text),))
+    evaluator = TemplateEvaluator(model, kernel, spec, CpuRuntime(), hw, timing, sums)
+    claude, _ = client(replies, retries=0, use_cache=False)
+    records: list[dict] = []
+    result = run_kernel(ctx, None, RefactorPass(), tool, context, evaluator, claude,  # type: ignore[arg-type]
+                        SessionOptions(attempts, 2), records.append)
+    return result, evaluator, model, records
