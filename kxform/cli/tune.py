@@ -4,7 +4,10 @@ The objective is a GPU (build, verify once per distinct code, time) or, without 
 a recorded space (`--objective replay:FILE`, Kernel Tuner's cache format). Every
 evaluation goes to the tuning database; the result goes to the pass log (a `tune`
 record), to stdout (`--json`: one JSON object) and, with `--write`, into the source
-as the new defaults of the parameters' `#define`s.
+as the best configuration's rewrite by the passes, once confirmed: a value of their
+typed space, their checks, a build and a differential run against the original (a
+recorded configuration is confirmed on the CPU runtime; nothing from a recording is
+copied into the source as text).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kxform.cache import content_key
-from kxform.errors import InputError, UsageError
+from kxform.errors import CheckFailed, InputError, UsageError, display_path
 from kxform.frontend.cuda import parse_model
 from kxform.log.passlog import PassLog
 from kxform.log.report import Report
@@ -163,6 +166,8 @@ def run(args: argparse.Namespace) -> int:
     source = read_source(args.file)
     _check_kernel(source, args.kernel)
     objective, space, replay_path = _objective(args, source)
+    # a replayed --write is confirmed on the CPU: its spec and space are needed before the search spends anything
+    checker = _cpu_checker(args, source) if args.write and replay_path else None
     # On a kernel the source's current values come first: the search starts from the code as it is.
     options = replace(options, start_at_defaults=replay_path is None)
     try:
@@ -175,16 +180,26 @@ def run(args: argparse.Namespace) -> int:
                 result = tune(space, objective, options, db=db, key=key, prior=prior, on_step=progress.step)
         summary = tune_summary(result, args, objective, replay_path, str(db.path))
         summary.update(_measured(objective))
+        refused = None
         if args.write and result.best is not None:
-            summary["written"] = _write(objective, source, result.best.config)
+            try:
+                summary["written"] = _write(objective, checker, result.best.config)
+            except CheckFailed as exc:
+                refused = f"{display_path(source.path)}: not written: {exc}"
+                summary["written"], summary["refused"] = None, str(exc)
     finally:
         objective.close()
+        if checker is not None:
+            checker.close()
     log.write({"type": "tune", "schema": 1, "run": log.run_id, **summary})
     log.close(Report())
     if args.json:
         print(json.dumps(summary, indent=2, default=str))
     else:
         _print(result, summary, log.path)
+    if refused is not None:
+        print(f"kxform: error: {refused}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -202,14 +217,31 @@ def _measured(objective: Objective) -> dict[str, Any]:
     return {"size": objective.size.name, "original_ms": original}
 
 
-def _write(objective: Objective, source: SourceText, config: dict[str, Any]) -> dict[str, list[str]]:
-    """`--write`: a measured configuration as its verified rewrite; a replayed one into the `#define`s."""
+def _write(objective: Objective, checker: Objective | None, config: dict[str, Any]) -> dict[str, list[str]]:
+    """`--write`: the best configuration's rewrite, once it is confirmed (a value of the
+    passes' typed space, their checks, a build and a differential run at every check
+    size); a replayed configuration is confirmed on the CPU runtime against the kernel's
+    harness spec, its recorded values typed, never copied as text. CheckFailed: nothing
+    written."""
     from kxform.search.kernel_objective import KernelObjective
-    from kxform.search.write import write_defaults
 
     if isinstance(objective, KernelObjective):
         return objective.write(config)
-    return write_defaults(source, config)
+    assert isinstance(checker, KernelObjective), "a replayed --write is confirmed by a CPU checker"
+    return checker.write(config)
+
+
+def _cpu_checker(args: argparse.Namespace, source: SourceText) -> Objective:
+    """The kernel objective on the CPU runtime: it rewrites, builds and verifies (it cannot time)."""
+    from kxform.runtime.cpu import CpuRuntime
+    from kxform.search.kernel_objective import KernelObjective, TuneTarget
+    from kxform.search.kernel_space import kernel_space, parse_passes
+
+    spec = _spec(args, source)
+    space = kernel_space(source.data, args.kernel, parse_passes(args.passes), path=source.path, hw=args.hw,
+                         build_dir=args.build_dir, require=tuple(args.require), whole=True)
+    target = TuneTarget(source.path, source.data, args.kernel, spec, args.hw, args.build_dir)
+    return KernelObjective(target, space, CpuRuntime())
 
 
 def tune_summary(result: TuneResult, args: argparse.Namespace, objective: Objective, replay: str,

@@ -31,7 +31,7 @@ from typing import Any
 
 from kxform.engine.params import Config
 from kxform.engine.policy import VerifyPolicy
-from kxform.errors import KxformError, UsageError
+from kxform.errors import CheckFailed, KxformError, UsageError
 from kxform.frontend.source import SourceText, validate_bytes
 from kxform.harness.model import KernelSpec, SizeSpec
 from kxform.runtime.base import LaunchRequest, Runtime, RuntimeError_, Unsupported
@@ -301,14 +301,39 @@ class KernelObjective(Objective):
             self._baseline = self._timed(self._original_unit, self.original, resolved, "original")
         return self._baseline
 
-    def write(self, config: Config) -> dict[str, list[str]]:
-        """Write the file rewritten at `config` (the code that was verified and timed) in
-        place, atomically; what was set, as `kxform.search.write.write_defaults` says it."""
-        from kxform.workspace.files import write_atomic
+    def confirm(self, config: Config) -> SourceText:
+        """The file rewritten at `config`, once `config` is a value of the space that meets
+        its constraints, the passes' checks hold, the code builds and it verifies against
+        the original at every check size (once per distinct code, as in a search);
+        CheckFailed naming the step that refused it otherwise."""
+        from kxform.hw import load_profile
 
-        new, _ = self._rewrite(config)
+        space = self.space.space
+        try:
+            typed = space.typed(config)
+        except KxformError as exc:
+            raise CheckFailed("space", f"{self.target.kernel}: {exc.cause}") from None
+        broken = space.violations(typed, load_profile(self.target.hw))
+        if broken:
+            raise CheckFailed("constraints", f"{space.label(typed)} breaks {broken[0].describe()}")
+        prepared = self.prepare(typed)
+        if prepared.failure is not None:
+            failure = prepared.failure.failure
+            raise CheckFailed(failure.value if failure else "prepare", prepared.failure.detail)
+        candidate: _Candidate = prepared.payload
+        problem = self._verify(prepared.code_key, candidate)
+        if problem is not None:
+            raise CheckFailed(Failure.VERIFY.value, problem)
+        return candidate.source
+
+    def write(self, config: Config) -> dict[str, list[str]]:
+        """Write the file rewritten at `config` in place, atomically, once `confirm` holds
+        (a best configuration from the database is confirmed again here); what was set."""
+        from kxform.workspace.files import rewrite_locked
+
+        new = self.confirm(config)
         if new.data != self.original.data:
-            write_atomic(self.target.path, new.data)
+            rewrite_locked(self.target.path, new.data, expected=self.original.data)
         return {"written": [f"{k}={v}" for k, v in config.items()], "no_define": []}
 
     def _record(self, config: Mapping[str, Any], phases: Phases) -> None:

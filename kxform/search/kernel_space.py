@@ -109,10 +109,12 @@ def swizzle_choices(pass_space: ParamSpace, xcds: int) -> tuple[str, ...]:
 
 
 def kernel_space(data: bytes, kernel: str, passes: tuple[str, ...], *, path: str, hw: str,
-                 build_dir: str | None = None, require: tuple[str, ...] = ()) -> KernelSpace:
+                 build_dir: str | None = None, require: tuple[str, ...] = (), whole: bool = False) -> KernelSpace:
     """The tuning space of `kernel` under `passes`, with the extra constraints `require`
     (what the code assumes and the pass cannot see, as Kernel Tuner's restrictions);
-    UsageError naming the pass's reason when it refuses the kernel (nothing to tune)."""
+    UsageError naming the pass's reason when it refuses the kernel (nothing to tune).
+    `whole`: each tile size keeps the pass's whole domain instead of the values a tuner
+    tries (what a configuration found elsewhere, a recording's, is typed against)."""
     from kxform.api import explain, space_of
     from kxform.hw import load_profile
 
@@ -126,8 +128,8 @@ def kernel_space(data: bytes, kernel: str, passes: tuple[str, ...], *, path: str
             why = reasons[0] if reasons else "the pass refuses it"
             raise UsageError(f"{path}: '{kernel}' has nothing to tune under {name}: {why}")
         if name == "tile":
-            params += [Param.ints(p.name, tuning_values(p), int(p.default), p.doc, p.origin)  # type: ignore[arg-type]
-                       for p in pass_space.params]
+            params += [p if whole else Param.ints(p.name, tuning_values(p), int(p.default), p.doc,  # type: ignore[arg-type]
+                                                  p.origin) for p in pass_space.params]
             constraints += list(pass_space.constraints)
             tile_names = pass_space.names
         else:
