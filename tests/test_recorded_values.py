@@ -86,3 +86,24 @@ def test_lock_entries_outside_the_typed_checked_space_are_refused(sgemm: Path, v
                    cwd=sgemm, env={"KXFORM_CACHE_DIR": str(sgemm / "cache")})
     assert done.returncode == 1 and why in done.stderr, done.stderr
     assert (sgemm / "sgemm_tiled.cu").read_bytes() == before
+
+
+@needs_nvcc
+@pytest.mark.slow
+def test_of_two_writers_that_read_the_same_file_only_the_first_writes(sgemm: Path) -> None:
+    from kxform.errors import InputError
+    from kxform.harness.spec import load_spec
+    from kxform.runtime.cpu import CpuRuntime
+    from kxform.search.kernel_objective import KernelObjective, MeasureOptions, TuneTarget
+    from kxform.search.kernel_space import kernel_space
+
+    path = sgemm / "sgemm_tiled.cu"
+    data = path.read_bytes()
+    spec = load_spec(str(sgemm / "kxform.toml")).kernel("sgemm_tiled")
+    space = kernel_space(data, "sgemm_tiled", ("tile",), path=str(path), hw="h100")
+    first, second = (KernelObjective(TuneTarget(str(path), data, "sgemm_tiled", spec), space, CpuRuntime(),
+                                     MeasureOptions(check_sizes=("tiles",))) for _ in range(2))
+    first.write({"TILE": 8})
+    with pytest.raises(InputError, match="changed on disk while kxform ran; not written"):
+        second.write({"TILE": 32})
+    assert "#define TILE 8\n" in path.read_text()
