@@ -159,6 +159,10 @@ class NameUse:
     """The other operand of that binary expression ("" when none)."""
     statement: Span
     """The innermost statement or declaration holding the use (the whole directive in a macro)."""
+    decides: str = ""
+    """When the name divides (`x / NAME`, `x % NAME`) in an expression that decides control
+    flow (a comparison, the condition of an `if`, `while` or `?:`; loop headers excepted):
+    that comparison or condition's text, else empty."""
 
 
 _STATEMENTS = ("expression_statement", "declaration", "for_statement", "return_statement", "if_statement",
@@ -185,8 +189,32 @@ def name_uses(model: SourceModel, names: frozenset[str] | set[str]) -> tuple[Nam
         while statement is not None and statement.type not in _STATEMENTS:
             statement = statement.parent
         out.append(NameUse(_text(node), _span(node), _owner(model, node), operator, other,
-                           _span(statement) if statement is not None else _span(node)))
+                           _span(statement) if statement is not None else _span(node), _decides(node)))
     return tuple(sorted(out, key=lambda u: u.span))
+
+
+_COMPARISONS = ("<", ">", "<=", ">=", "==", "!=")
+_DECIDING = ("if_statement", "while_statement", "do_statement", "conditional_expression")
+
+
+def _decides(node: tree_sitter.Node) -> str:
+    """The comparison or condition a divisor `node` feeds (see NameUse.decides), or ""."""
+    divides, found = False, ""
+    child, parent = node, node.parent
+    while parent is not None and parent.type not in ("compound_statement", "translation_unit"):
+        if parent.type == "for_statement":
+            return ""  # a loop header: the tile pass's loop roles
+        if not found and parent.type == "binary_expression":
+            operator = _text(parent.child_by_field_name("operator"))
+            if operator in ("/", "%") and parent.child_by_field_name("right") == child:
+                divides = True
+            elif operator in _COMPARISONS:
+                found = _text(parent) if divides else ""
+                divides = False
+        if not found and divides and parent.type in _DECIDING and parent.child_by_field_name("condition") == child:
+            found = _text(child)
+        child, parent = parent, parent.parent
+    return found
 
 
 def macro_body_uses(model: SourceModel, names: frozenset[str] | set[str]) -> dict[str, tuple[str, ...]]:
