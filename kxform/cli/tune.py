@@ -69,6 +69,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="an extra constraint on the parameters (kxform's expression language), repeatable")
     p.add_argument("--hw", default="h100", metavar="NAME", help="hardware profile for the constraints (default: h100)")
     p.add_argument("-p", "--build-dir", metavar="DIR", help="directory holding compile_commands.json")
+    p.add_argument("-I", dest="include", action="append", default=[], metavar="DIR",
+                   help="include directory (repeatable; before the configuration's)")
+    p.add_argument("-D", dest="define", action="append", default=[], metavar="NAME[=VALUE]",
+                   help="preprocessor define (repeatable; before the configuration's)")
     p.add_argument("--prior", nargs="+", default=[], metavar="FILE",
                    help="recordings of this kernel elsewhere to warm-start from (the database is also used)")
     p.add_argument("--db", metavar="PATH", help="tuning database (default: the user cache's tuning.sqlite)")
@@ -162,6 +166,23 @@ def _options(args: argparse.Namespace) -> TuneOptions:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Every configuration is built with the flags the original is: the file's directory
+    (added per unit), `-I`/`-D`, the configuration's `include`/`defines` and the build
+    directory's compile database, merged into one database for the run."""
+    import os
+
+    from kxform.cli.options import project_config
+    from kxform.workspace.flags import merged_build_dir
+
+    project = project_config(args, [args.file])
+    include = tuple(os.path.abspath(d) for d in args.include) + (project.include if project else ())
+    defines = tuple(args.define) + (project.defines if project else ())
+    build_dir = args.build_dir or (project.build_dir if project else None)
+    with merged_build_dir([args.file], include, defines, build_dir) as merged:
+        return _run(argparse.Namespace(**{**vars(args), "build_dir": merged}))
+
+
+def _run(args: argparse.Namespace) -> int:
     options = _options(args)
     source = read_source(args.file)
     _check_kernel(source, args.kernel)

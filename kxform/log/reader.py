@@ -20,6 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from kxform.errors import InputError, Location
+from kxform.frontend.source import read_text_bounded
+
+MAX_LOG_BYTES = 1 << 30
 
 Record = dict[str, Any]
 LOG_DIR = Path(".kxform") / "logs"
@@ -111,7 +114,7 @@ def read_log(path: str | os.PathLike[str]) -> list[Run]:
     file = Path(path)
     display = os.fspath(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        text = read_text_bounded(file, MAX_LOG_BYTES, "a pass log")
     except FileNotFoundError:
         raise LogError("no such log file", Location(display)) from None
     except UnicodeDecodeError:

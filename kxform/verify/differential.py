@@ -84,6 +84,13 @@ class UnitFlags:
     include_dirs: tuple[str, ...] = ()
     defines: tuple[str, ...] = ()
 
+    def for_unit(self, path: str | None) -> tuple[str, ...]:
+        """The include directories of a unit extracted from `path`: the file's own directory
+        first (the unit is built away from the user's tree, so quoted includes resolve as
+        they did in place), then these."""
+        own = (os.path.dirname(os.path.abspath(path)),) if path else ()
+        return (*own, *self.include_dirs)
+
     @classmethod
     def from_build_dir(cls, build_dir: str | None, path: str) -> UnitFlags:
         from kxform.build.toolchain import Toolchain
@@ -110,8 +117,7 @@ def launch_request(extracted: ExtractedKernel, resolved: ResolvedLaunch, inputs:
     return LaunchRequest(source=extracted.source, kernel=extracted.entry, params=extracted.params,
                          args=tuple(args), grid=resolved.grid, block=resolved.block,
                          shared_bytes=resolved.shared_bytes, timeout_s=timeout_s, label=label,
-                         filename=extracted.path, defines=flags.defines,
-                         include_dirs=(os.path.dirname(os.path.abspath(extracted.path)), *flags.include_dirs))
+                         filename=extracted.path, defines=flags.defines, include_dirs=flags.for_unit(extracted.path))
 
 
 def _sizes(spec: KernelSpec, names: tuple[str, ...]) -> tuple[SizeSpec, ...]:
