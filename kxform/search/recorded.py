@@ -76,7 +76,10 @@ def read_json(path: Path) -> Any:
     try:
         raw = read_bytes_bounded(str(path), MAX_BYTES, "a recording")
         if raw[:2] == b"\x1f\x8b":
-            raw = zlib.decompressobj(wbits=31).decompress(raw, MAX_BYTES + 1)  # bounded: no gzip bomb
+            inflate = zlib.decompressobj(wbits=31)
+            raw = inflate.decompress(raw, MAX_BYTES + 1)  # bounded: no gzip bomb
+            if not inflate.eof and len(raw) <= MAX_BYTES:
+                raise EOFError("the gzip stream ends early")
         if len(raw) > MAX_BYTES:
             raise InputError(f"{path}: larger than {MAX_BYTES >> 20} MiB")
         text = raw.decode("utf-8")

@@ -199,6 +199,10 @@ def _lock(table: Table, root: Path) -> str | None:
     if isinstance(value, bool):
         return str(root / "kxform.lock") if value else None
     if isinstance(value, str) and value.strip():
+        # a configuration comes with the tree it configures: its lockfile stays inside that tree
+        if Path(value).is_absolute() or not (root / value).resolve().is_relative_to(root.resolve()):
+            table.fail("lock", f"'lock' = {value!r}: must be a path inside the project, relative to the "
+                       "configuration (a configuration names no file outside its own tree)")
         return str(root / value)
     table.fail("lock", f"'lock' must be true, false or a path, got {type_name(value)}")
 
