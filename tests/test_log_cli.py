@@ -125,6 +125,15 @@ def test_runs_appended_to_one_file_are_separate(tmp_path: Path) -> None:
     ('{"run": "r1"}\n', ":1", "corrupt log: record has no 'type'"),
     ('{"type": "kernel"}\n', ":1", "record has no 'run' id and follows no run record"),
     ("\n\n", "", "log file holds no records"),
+    ('{"type": "run", "run": "r1", "argv": 7}\n', ":1", "run record: 'argv' is 7, expected an array of strings"),
+    ('{"type": "run", "run": "r1"}\n{"type": "kernel", "run": "r1", "line": "3"}\n', ":2",
+     "kernel record: 'line' is \"3\", expected an integer"),
+    ('{"type": "run", "run": "r1"}\n{"type": "kernel", "run": "r1", "reasons": [1]}\n', ":2",
+     "'reasons' is [1], expected an array of strings"),
+    ('{"type": "run", "run": "r1"}\n{"type": "remark", "run": "r1", "message": ["x"]}\n', ":2",
+     "remark record: 'message' is [\"x\"], expected a string"),
+    ('{"type": "run", "run": "r1"}\n{"type": "summary", "run": "r1", "exit_code": true}\n', ":2",
+     "'exit_code' is true, expected an integer"),
 ])
 def test_corrupt_log_is_one_line_exit_2(tmp_path: Path, content: str, where: str, problem: str) -> None:
     bad = tmp_path / "bad.jsonl"

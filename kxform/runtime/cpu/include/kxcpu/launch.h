@@ -11,34 +11,34 @@
 
 namespace kxcpu {
 
-template <class F>
+template <class _KxF>
 struct Signature {
-  static_assert(sizeof(F) == 0, "the kernel spelling must name exactly one function (give template arguments)");
+  static_assert(sizeof(_KxF) == 0, "the kernel spelling must name exactly one function (give template arguments)");
 };
 
-template <class R, class... P>
-struct Signature<R (*)(P...)> {
-  static_assert(std::is_void<R>::value, "a __global__ kernel returns void");
-  static constexpr int count = static_cast<int>(sizeof...(P));
-  static constexpr unsigned char is_ptr[sizeof...(P) + 1] = {static_cast<unsigned char>(std::is_pointer<P>::value)..., 0};
-  static constexpr unsigned size[sizeof...(P) + 1] = {static_cast<unsigned>(sizeof(P))..., 0};
+template <class _KxR, class... _KxP>
+struct Signature<_KxR (*)(_KxP...)> {
+  static_assert(std::is_void<_KxR>::value, "a __global__ kernel returns void");
+  static constexpr int count = static_cast<int>(sizeof...(_KxP));
+  static constexpr unsigned char is_ptr[sizeof...(_KxP) + 1] = {static_cast<unsigned char>(std::is_pointer<_KxP>::value)..., 0};
+  static constexpr unsigned size[sizeof...(_KxP) + 1] = {static_cast<unsigned>(sizeof(_KxP))..., 0};
 
-  template <class T>
-  static T load(void* slot) {
-    static_assert(std::is_trivially_copyable<T>::value, "kernel parameters must be trivially copyable");
-    alignas(T) unsigned char raw[sizeof(T)];
-    std::memcpy(raw, slot, sizeof(T));
-    return *reinterpret_cast<T*>(raw);
+  template <class _KxT>
+  static _KxT load(void* slot) {
+    static_assert(std::is_trivially_copyable<_KxT>::value, "kernel parameters must be trivially copyable");
+    alignas(_KxT) unsigned char raw[sizeof(_KxT)];
+    std::memcpy(raw, slot, sizeof(_KxT));
+    return *reinterpret_cast<_KxT*>(raw);
   }
-  template <std::size_t... I>
-  static void call(R (*f)(P...), void* const* args, std::index_sequence<I...>) {
-    f(load<P>(args[I])...);
+  template <std::size_t... _KxI>
+  static void call(_KxR (*f)(_KxP...), void* const* args, std::index_sequence<_KxI...>) {
+    f(load<_KxP>(args[_KxI])...);
   }
-  static void run(R (*f)(P...), void* const* args) { call(f, args, std::index_sequence_for<P...>{}); }
+  static void run(_KxR (*f)(_KxP...), void* const* args) { call(f, args, std::index_sequence_for<_KxP...>{}); }
 };
 
-template <class R, class... P>
-struct Signature<R (*)(P...) noexcept> : Signature<R (*)(P...)> {};
+template <class _KxR, class... _KxP>
+struct Signature<_KxR (*)(_KxP...) noexcept> : Signature<_KxR (*)(_KxP...)> {};
 
 }  // namespace kxcpu
 
