@@ -180,3 +180,20 @@ def test_unknown_fields_and_kinds_are_kept(tmp_path: Path) -> None:
     log.write_text("\n".join(lines) + "\n")
     proc = run_cli("log", "show", str(log), cwd=tmp_path)
     assert proc.returncode == 0 and "sgemm_128" in proc.stdout
+
+
+def test_escape_sequences_in_file_names_and_log_fields_are_printed_escaped(tmp_path: Path) -> None:
+    name = "ev\x1b[31mil.cu"
+    (tmp_path / name).write_text("#define TILE 16\n__global__ void k(float* o, int n) { if (n > 100000 / TILE) "
+                                 "o[0] = 1; o[blockIdx.x * TILE + threadIdx.x] = 0; }\n"
+                                 "void go(float* o, int n) { k<<<n / TILE, TILE>>>(o, n); }\n")
+    done = run_cli("apply", "--pass", "tile", "--diff", name, cwd=tmp_path)
+    assert "\x1b" not in done.stderr and "ev\\x1b[31mil.cu:2:" in done.stderr, done.stderr
+    log = next((tmp_path / ".kxform" / "logs").glob("*.jsonl"))
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    records[0]["argv"].append("\x1b]0;owned\x07")  # a log field, as a hostile log could hold it
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    for args in (("log", "--color", "never", "show", str(log)), ("log", "list", str(log))):
+        proc = run_cli(*args, cwd=tmp_path)
+        assert proc.returncode == 0 and "\x1b" not in proc.stdout + proc.stderr, proc.stdout
+    assert "\\x1b]0;owned\\x07" in run_cli("log", "--color", "never", "show", str(log), cwd=tmp_path).stdout

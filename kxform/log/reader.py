@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kxform.errors import InputError, Location
+from kxform.errors import InputError, Location, printable
 from kxform.frontend.source import read_text_bounded
 
 MAX_LOG_BYTES = 1 << 30
@@ -46,6 +46,11 @@ class Run:
     def first(self, kind: str) -> Record:
         """The first record of `kind`, or an empty dict (a killed run has no summary)."""
         return next((r for r in self.records if r.get("type") == kind), {})
+
+    def printable(self) -> Run:
+        """The run with every string of its records made safe for a terminal (control
+        characters escaped, a diff's newlines and tabs kept): what the text views show."""
+        return Run(printable(self.run_id), self.path, tuple(_printable(r) for r in self.records))
 
     @property
     def header(self) -> Record:
@@ -107,6 +112,16 @@ def _time(value: object) -> dt.datetime | None:
     except ValueError:
         return None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+
+
+def _printable(value: Any) -> Any:
+    if isinstance(value, str):
+        return printable(value, keep="\n\t")
+    if isinstance(value, list):
+        return [_printable(v) for v in value]
+    if isinstance(value, dict):
+        return {printable(str(k)): _printable(v) for k, v in value.items()}
+    return value
 
 
 def read_log(path: str | os.PathLike[str]) -> list[Run]:
