@@ -37,6 +37,7 @@ from kxform.runtime.base import (
     Unsupported,
     count_unwritten_against,
     poison_like,
+    poison_mask,
 )
 from kxform.engine.policy import OutputCompare, VerifyPolicy
 from kxform.verify.verdict import OutputCheck, SizeVerdict, VerifyReport, inputs_finite, vacuity
@@ -174,8 +175,22 @@ def _watching(request: LaunchRequest, runtime: Runtime, watch: bool) -> LaunchRe
     return replace(request, watch=True) if watch and has_out and runtime.watches_reads else request
 
 
+def _unwritten_both(role: str, original: np.ndarray, other: np.ndarray) -> np.ndarray | None:
+    """For an `out` buffer the original wrote in part (a stencil leaves its border): the
+    elements both versions left unwritten, still the poison; None otherwise."""
+    if role != "out":
+        return None
+    left = poison_mask(original)
+    if left.all() or not left.any():
+        return None
+    return left & poison_mask(other)
+
+
 def _output_checks(resolved: ResolvedLaunch, inputs: dict, original: dict[str, np.ndarray],
-                   other: dict[str, np.ndarray], comparisons: dict[str, Comparison]) -> tuple[OutputCheck, ...]:
+                   other: dict[str, np.ndarray], comparisons: dict[str, Comparison],
+                   unwritten_both: bool = False) -> tuple[OutputCheck, ...]:
+    """`unwritten_both`: two versions of a kernel are compared, so elements neither wrote
+    agree (the comparison skipped them); against a reference every element counts."""
     dtypes = {a.name: a.dtype for a in resolved.args}
     outputs = {a.name for a in resolved.args if a.kind == "buffer" and a.role == "out"}
     finite = inputs_finite(inputs, dtypes, outputs)
@@ -185,7 +200,8 @@ def _output_checks(resolved: ResolvedLaunch, inputs: dict, original: dict[str, n
         initial = np.ascontiguousarray(inputs[name])
         if arg.role == "out":
             initial = poison_like(initial)
-        why = vacuity(name, arg.role, arg.dtype, initial, original[name], other[name], finite)
+        why = vacuity(name, arg.role, arg.dtype, initial, original[name], other[name], finite,
+                      partial_ok=unwritten_both)
         checks.append(OutputCheck(name, compared, count_unwritten_against(original[name], other[name])
                                   if arg.role == "out" else 0, why))
     return tuple(checks)
@@ -226,10 +242,12 @@ def verify_pair(original: SourceText, rewritten: SourceText, spec: KernelSpec, r
         except RuntimeError_ as exc:
             return SizeVerdict(size.name, "mismatch", error=f"the rewritten kernel failed where the original ran: {exc}")
         comparisons = {name: compare(expected, after.outputs[name], comparison(spec.compare_for(name), policy.compare),
-                                     dtype=resolved.arg(name).dtype)
+                                     dtype=resolved.arg(name).dtype,
+                                     unwritten_both=_unwritten_both(resolved.arg(name).role, expected,
+                                                                    after.outputs[name]))
                        for name, expected in before.outputs.items()}
         return SizeVerdict.from_checks(size.name, _output_checks(resolved, inputs, before.outputs, after.outputs,
-                                                                 comparisons))
+                                                                 comparisons, unwritten_both=True))
 
     return VerifyReport(spec.name, runtime.name, "rewritten", _over_sizes(spec, sizes, seed, check, progress))
 
