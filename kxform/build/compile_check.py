@@ -8,13 +8,14 @@ A header no unit of the run includes is compiled on its own.
 
 When a unit does not compile, the original unit is compiled with the same flags and
 the two error lists are compared (same message at the same original line is the same
-error). When the original fails too, an empty kernel is built through the same nvcc
-first: if that fails as well, the environment is broken (an unusable TMPDIR, a broken
-toolchain) and the run stops with BuildFailed (exit 2, nothing written). An error the original does not have fails the rewrite. When the original fails
-the same way (a missing library header, a removed API: the environment is what is
-missing) the rewrite added nothing the compiler can see, but the compiler cannot
-confirm it either: the check says "unconfirmed", which `--verify compile` (compile
-required) treats as a failure.
+error). An error the original does not have fails the rewrite. When the original fails
+too, an empty kernel is built through the same nvcc first: if that fails as well, nvcc
+cannot run here (an unusable TMPDIR, a broken toolchain) and the run stops with
+BuildFailed (exit 2, nothing written). When only the sources fail the same way (a
+missing library header, a removed API: the environment is what is missing) the rewrite
+added nothing the compiler can see, but the compiler cannot confirm it either: the
+check says "unconfirmed", which `--verify compile` (compile required) treats as a
+failure.
 """
 
 from __future__ import annotations

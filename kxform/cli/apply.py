@@ -214,8 +214,8 @@ def _print(outcomes: list[FileOutcome], quiet: bool) -> None:
             print(remark.format(), file=sys.stderr)
         for result in outcome.results:
             if result.outcome is Outcome.APPLIED and result.checks:
-                print(printable(f"{result.path}:{result.line}:1: note: '{result.kernel}' passed: {_checks_line(result)}"),
-                      file=sys.stderr)
+                note = f"{result.path}:{result.line}:1: note: '{result.kernel}' passed: {_checks_line(result)}"
+                print(printable(note), file=sys.stderr)
         if outcome.compile_record is not None and not outcome.compile_record.ok:
             print(printable(f"{outcome.path}: error: rewritten file rejected: {outcome.compile_record.detail}"),
                   file=sys.stderr)

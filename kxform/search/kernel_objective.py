@@ -42,7 +42,8 @@ from kxform.verify.measure import REPEAT, MeasurementError, Timing, timed_and_ch
 
 MIN_REPEAT = 5
 _ENVIRONMENT = re.compile(r"fatal error: [^:]+: No such file or directory|cannot open source file|No space left on "
-                          r"device|Permission denied|Could not open output file|[Cc]annot create temporary|could not create|not found on PATH")
+                          r"device|Permission denied|Could not open output file|[Cc]annot create temporary|"
+                          r"could not create|not found on PATH")
 """Compiler messages whose cause is the machine, not the code: a header the original
 found before, a full disk, an unusable temporary directory, a missing tool."""
 

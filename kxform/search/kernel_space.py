@@ -128,8 +128,8 @@ def kernel_space(data: bytes, kernel: str, passes: tuple[str, ...], *, path: str
             why = reasons[0] if reasons else "the pass refuses it"
             raise UsageError(f"{path}: '{kernel}' has nothing to tune under {name}: {why}")
         if name == "tile":
-            params += [p if whole else Param.ints(p.name, tuning_values(p), int(p.default), p.doc,  # type: ignore[arg-type]
-                                                  p.origin) for p in pass_space.params]
+            params += [p if whole else Param.ints(p.name, tuning_values(p), int(p.default),  # type: ignore[arg-type]
+                                                  p.doc, p.origin) for p in pass_space.params]
             constraints += list(pass_space.constraints)
             tile_names = pass_space.names
         else:
