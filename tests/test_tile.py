@@ -277,16 +277,19 @@ def test_a_constant_that_is_also_a_threshold_is_not_lifted_and_the_line_is_named
     result = rewrite(THRESHOLD, spec)
     assert outcomes(result) == {"scale": Outcome.MISSED} and not result.changed
     (remark,) = [r for r in result.remarks if r.name == "ControlFlowUse"]
-    assert remark.line == 8 and "TILE divides in `n > 100000 / TILE`, which decides control flow" in remark.message
+    assert remark.line == 8 and "TILE is a threshold in `n > 100000 / TILE`, which decides control flow" in \
+        remark.message
 
 
 @pytest.mark.parametrize("test", ["if (threadIdx.x % TILE == 0) o[0] = 1;", "while (n / TILE > 8) n /= 2;",
-                                  "o[0] = (n % TILE) ? 1 : 0;"])
-def test_a_divisor_in_control_flow_refuses_the_lift_but_a_loop_header_does_not(test: str) -> None:
+                                  "o[0] = (n % TILE) ? 1 : 0;", "if (n >= TILE * 4) o[0] = 1;"])
+def test_a_threshold_in_control_flow_refuses_the_lift_but_a_loop_header_or_an_index_test_does_not(test: str) -> None:
     body = ("#define TILE 16\n__global__ void d(float* o, int n) { __shared__ float s[TILE];"
             " for (int k = 0; k < n / TILE; ++k) o[k] = s[k % TILE]; BODY }\n"
             "void go(float* o, int n) { d<<<1, TILE>>>(o, n); }\n")
     assert outcomes(rewrite(body.replace("BODY", ""), "tile")) == {"d": Outcome.APPLIED}
+    index_test = "int tx = threadIdx.x; if (tx < TILE && blockIdx.x * TILE + tx < n) o[tx] = 1;"
+    assert outcomes(rewrite(body.replace("BODY", index_test), "tile")) == {"d": Outcome.APPLIED}
     refused = rewrite(body.replace("BODY", test), "tile")
     assert outcomes(refused) == {"d": Outcome.MISSED}
     assert [r.name for r in refused.remarks if r.name == "ControlFlowUse"] == ["ControlFlowUse"]

@@ -214,14 +214,15 @@ def _refusal(model: SourceModel, kernel: Function, definition: ConstantDef, mine
 
 def _unclassified(model: SourceModel, name: str, mine: list[NameUse], functions: frozenset[str]) -> Refusal | None:
     """A use in the kernel that is no tile role and that a new value would change the
-    meaning of: the constant divides in a test that decides control flow (`n > 100000 /
-    TILE`, `i % TILE == 0`) outside a loop header: a threshold, not a tile size."""
+    meaning of: outside a loop header, the constant is a threshold in a test that decides
+    control flow (it divides there, `n > 100000 / TILE`, `i % TILE == 0`, or it is compared
+    with the kernel's parameters alone, `n > TILE`)."""
     for use in mine:
         if use.function in functions and use.decides:
             line = model.source.line_col(use.span.start)[0]
-            return Refusal("ControlFlowUse", f"line {line}: {name} divides in `{use.decides}`, which decides control "
-                           f"flow: a threshold or a test whose outcome changes with {name}, not a tile role",
-                           use.span.start, name)
+            return Refusal("ControlFlowUse", f"line {line}: {name} is a threshold in `{use.decides}`, which decides "
+                           f"control flow: a new value changes which branch runs, not a tile role", use.span.start,
+                           name)
     return None
 
 
