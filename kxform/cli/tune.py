@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kxform.cache import content_key
-from kxform.errors import CheckFailed, InputError, UsageError, display_path
+from kxform.errors import CheckFailed, InputError, UsageError, display_path, printable
 from kxform.frontend.cuda import parse_model
 from kxform.log.passlog import PassLog
 from kxform.log.report import Report
@@ -219,7 +219,7 @@ def _run(args: argparse.Namespace) -> int:
     else:
         _print(result, summary, log.path)
     if refused is not None:
-        print(f"kxform: error: {refused}", file=sys.stderr)
+        print(printable(f"kxform: error: {refused}"), file=sys.stderr)
         return 1
     return 0
 
@@ -295,7 +295,7 @@ def _print(result: TuneResult, summary: dict[str, Any], log_path: Path) -> None:
     if best is None:
         print(f"kxform: no configuration ran successfully in {len(result.steps)} evaluations", file=sys.stderr)
     else:
-        values = ", ".join(f"{k}={v}" for k, v in best["config"].items())
+        values = printable(", ".join(f"{k}={v}" for k, v in best["config"].items()))  # recorded values are data
         print(f"best: {best['time_ms']:.4g} ms ({values}), found at evaluation {best['found_at']}")
         if summary.get("original_ms"):
             print(f"original: {summary['original_ms']:.4g} ms at size {summary['size']}: speedup "
