@@ -20,6 +20,16 @@ def display_path(path: str | os.PathLike[str]) -> str:
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
+def printable(text: str, keep: str = "") -> str:
+    """`text` safe to print on a terminal: control characters (an escape sequence in a
+    file name or a log field, a newline in a recorded value) as escapes, the way
+    `display_path` writes them; the characters of `keep` (a diff's newlines) stay."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() or ch in keep else ch.encode("unicode_escape").decode("ascii")
+                   for ch in text)
+
+
 @dataclass(frozen=True)
 class Location:
     """A 1-based line and column in a file (column counts bytes, as compilers do)."""

@@ -126,13 +126,20 @@ def parse_profile(data: Mapping[str, Any], path: str) -> HwProfile:
     )
 
 
+MAX_PROFILE_BYTES = 1 << 20
+
+
 def load_profile_file(path: str | Path) -> HwProfile:
     """Read and validate one profile file."""
     file = Path(path)
+    from kxform.frontend.source import read_text_bounded
+
     try:
-        text = file.read_text(encoding="utf-8")
+        text = read_text_bounded(file, MAX_PROFILE_BYTES, "a hardware profile")
+    except UnicodeDecodeError:
+        raise SpecError("hardware profile is not UTF-8 text", Location(str(file))) from None
     except OSError as exc:
-        raise SpecError(f"cannot read hardware profile: {exc.strerror}", Location(str(file))) from exc
+        raise SpecError(f"cannot read hardware profile: {exc.strerror or exc}", Location(str(file))) from None
     return _parse_text(text, str(file))
 
 

@@ -74,3 +74,18 @@ def test_rewritten_headers_are_compiled_through_the_unit_that_includes_them(tmp_
     records = checker.check_tree([a, replace(b, new_data=unguarded)], includers, originals)
     assert not any(r.ok for r in records)
     assert "redefin" in records[1].detail or "already been defined" in records[1].detail, records[1].detail
+
+
+@needs_nvcc
+def test_an_nvcc_that_cannot_run_is_an_environment_error_not_an_unconfirmed_rewrite(tmp_path: Path) -> None:
+    from conftest import run_cli
+
+    path = tmp_path / "k.cu"
+    path.write_text(HOST_ERROR + KERNEL.format(name="k", extra="") +
+                    "void go(float* o, int n) { k<<<dim3(4, 4), dim3(16, 16)>>>(o, n); }\n")
+    before = path.read_bytes()
+    done = run_cli("apply", "--pass", "swizzle{pattern=column}", "--verify", "compile", "k.cu", cwd=tmp_path,
+                   env={"TMPDIR": str(tmp_path / "missing"), "KXFORM_CACHE_DIR": str(tmp_path / "cache")})
+    assert done.returncode == 2, done.stderr  # the original fails as well: nvcc itself is probed, and fails
+    assert "nvcc does not build even an empty kernel here" in done.stderr and "unconfirmed" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and path.read_bytes() == before

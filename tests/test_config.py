@@ -74,6 +74,10 @@ def test_a_configuration_is_not_a_harness_spec(tmp_path: Path) -> None:
     ("jobs = -1", r"'jobs' must be >= 0"),
     ("measure = 'yes'", r"'measure' must be true or false, got string"),
     ("lock = 3", r"'lock' must be true, false or a path, got integer"),
+    ('lock = "/tmp/elsewhere.lock"', r"'lock' = '/tmp/elsewhere.lock': must be a path inside the project"),
+    ('lock = "../../outside.lock"', r"'lock' = '../../outside.lock': must be a path inside the project"),
+    ("passes = " + "[" * 3000 + "]" * 3000, r"invalid TOML: arrays or tables nested too deeply"),
+    ("x = " + "{a = " * 3000 + "1" + "}" * 3000, r"invalid TOML: arrays or tables nested too deeply"),
     ("[tool.kxform.params]\ngroup = [8]", r"'group' must be a string or a number, got array"),
     ('exclude = ["\\\\"]', r"'exclude\[0\]' = .* is not a valid pattern"),
 ])

@@ -421,6 +421,19 @@ MACROS = r"""
 __global__ void scale(int n, float* y) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i] = y[i] * (R + P + F + I + T + run + count + size + args + is_ptr);
+USER_MACROS = r"""#define T 32
+#define R 1
+#define N 4
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+__global__ void reduce(int n, const float* __restrict__ x, float* out) {
+  __shared__ float s[T];
+  int i = blockIdx.x * T + threadIdx.x;
+  float v = i < n ? __ldg(&x[i]) * R : 0.0f;
+  for (int d = 16; d > 0; d >>= 1) v += __shfl_down_sync(0xffffffffu, v, d);
+  s[threadIdx.x] = __half2float(__float2half(v));
+  __syncthreads();
+  if (threadIdx.x == 0) atomicAdd(out, min(s[0], 1e9f) * (N / 4));
 }
 """
 
@@ -432,3 +445,12 @@ def test_short_macro_names_in_the_source_do_not_reach_the_runtime(cpu: CpuRuntim
     result = launch(cpu, MACROS, "scale", (ScalarArg("n", np.int32(100)), BufferArg("y", y, "inout")),
                     (2, 1, 1), (64, 1, 1))
     np.testing.assert_array_equal(result.outputs["y"], y * 45)
+def test_single_letter_user_macros_leave_the_runtime_alone(cpu: CpuRuntime) -> None:
+    """A user's `#define T 32` before the includes: the runtime's own names are reserved
+    ones (`_KxT`), so its templates and launch glue still read as written."""
+    x, out = np.ones(100, np.float32), np.zeros(1, np.float32)
+    params = (KernelParam("int", "n"), KernelParam("const float*", "x"), KernelParam("float*", "out"))
+    args = (ScalarArg("n", np.int32(100)), BufferArg("x", x, "in"), BufferArg("out", out, "inout"))
+    result = cpu.run(LaunchRequest(source=USER_MACROS, kernel="reduce", params=params, args=args, grid=(4, 1, 1),
+                                   block=(32, 1, 1), label="reduce[user macros]"))
+    assert result.outputs["out"][0] == 100.0

@@ -157,3 +157,21 @@ def test_a_tile_answer_is_asked_in_the_pass_space_and_verified_under_its_policy(
     assert applied.proposal.provenance.proposer == "claude" and applied.proposal.provenance.model == decision.model
     assert applied.policy.required and any(c.name == "verify" and c.ok for c in applied.checks)
     assert "#define TILE 8" in Path(path).read_text()
+
+
+@pytest.mark.parametrize("value", ['16\nstatic int x = system("touch pwned");', "32", 4096, 999])
+def test_a_tile_answer_outside_the_typed_checked_space_is_refused_and_nothing_written(tmp_path: Path, keyed: None,
+                                                                                     value: object) -> None:
+    """A recorded model answer is data typed against the pass's space, never text for the
+    source: a string (even "32"), a value outside the domain or one that breaks a derived
+    constraint is refused at the answer stage and nothing is decided or written."""
+    path = str(_copy(tmp_path, "sgemm_tiled") / "sgemm_tiled.cu")
+    before = Path(path).read_bytes()
+    reply = raw_answer({"last_attempt": "-", "expectation": "-", "TILE": value}, name="propose_tile")
+    claude, _ = client([reply], cache_dir=str(tmp_path / "llm"))
+    config = ApplyConfig("tile", hw=load_profile("h100"), verify="cpu", semantic=False)
+    records: list[dict] = []
+    result = search([path], config, SessionOptions(attempts=1, patience=1), claude, records.append)
+    (attempt,) = [r for r in records if r["type"] == "llm_attempt"]
+    assert attempt["status"] == "rejected" and attempt["stage"] == "answer", attempt
+    assert not result.decisions and Path(path).read_bytes() == before

@@ -125,6 +125,15 @@ def test_runs_appended_to_one_file_are_separate(tmp_path: Path) -> None:
     ('{"run": "r1"}\n', ":1", "corrupt log: record has no 'type'"),
     ('{"type": "kernel"}\n', ":1", "record has no 'run' id and follows no run record"),
     ("\n\n", "", "log file holds no records"),
+    ('{"type": "run", "run": "r1", "argv": 7}\n', ":1", "run record: 'argv' is 7, expected an array of strings"),
+    ('{"type": "run", "run": "r1"}\n{"type": "kernel", "run": "r1", "line": "3"}\n', ":2",
+     "kernel record: 'line' is \"3\", expected an integer"),
+    ('{"type": "run", "run": "r1"}\n{"type": "kernel", "run": "r1", "reasons": [1]}\n', ":2",
+     "'reasons' is [1], expected an array of strings"),
+    ('{"type": "run", "run": "r1"}\n{"type": "remark", "run": "r1", "message": ["x"]}\n', ":2",
+     "remark record: 'message' is [\"x\"], expected a string"),
+    ('{"type": "run", "run": "r1"}\n{"type": "summary", "run": "r1", "exit_code": true}\n', ":2",
+     "'exit_code' is true, expected an integer"),
 ])
 def test_corrupt_log_is_one_line_exit_2(tmp_path: Path, content: str, where: str, problem: str) -> None:
     bad = tmp_path / "bad.jsonl"
@@ -182,3 +191,18 @@ def test_a_derived_bound_is_shown_as_the_expression_the_verifier_evaluates() -> 
     line = policy({"verify_policy": VerifyPolicy(compare=compare, required=True).to_json()})
     assert line == ("the spec's launch; outputs relative bound (((C) - 1) + ((C + 31)/32 - 1 + 5)) * 5.96e-08 at "
                     "each size (reordered sums); a differential run is required before writing")
+def test_escape_sequences_in_file_names_and_log_fields_are_printed_escaped(tmp_path: Path) -> None:
+    name = "ev\x1b[31mil.cu"
+    (tmp_path / name).write_text("#define TILE 16\n__global__ void k(float* o, int n) { if (n > 100000 / TILE) "
+                                 "o[0] = 1; o[blockIdx.x * TILE + threadIdx.x] = 0; }\n"
+                                 "void go(float* o, int n) { k<<<n / TILE, TILE>>>(o, n); }\n")
+    done = run_cli("apply", "--pass", "tile", "--diff", name, cwd=tmp_path)
+    assert "\x1b" not in done.stderr and "ev\\x1b[31mil.cu:2:" in done.stderr, done.stderr
+    log = next((tmp_path / ".kxform" / "logs").glob("*.jsonl"))
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    records[0]["argv"].append("\x1b]0;owned\x07")  # a log field, as a hostile log could hold it
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    for args in (("log", "--color", "never", "show", str(log)), ("log", "list", str(log))):
+        proc = run_cli(*args, cwd=tmp_path)
+        assert proc.returncode == 0 and "\x1b" not in proc.stdout + proc.stderr, proc.stdout
+    assert "\\x1b]0;owned\\x07" in run_cli("log", "--color", "never", "show", str(log), cwd=tmp_path).stdout

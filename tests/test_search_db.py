@@ -100,6 +100,24 @@ def test_corrupt_and_foreign_files(tmp_path: Path) -> None:
             db.all(KEY)
 
 
+@pytest.mark.parametrize("column, value, words", [
+    ("config", "{not json", "malformed row of kernel 'synth_kernel' (configuration '{not json')"),
+    ("config", '{"bx": [1]}', "not an object of integers, strings and booleans"),
+    ("failure", "melted", "'melted' is not a valid Failure"),
+    ("time_ms", "fast", "time_ms is 'fast', not a number"),
+])
+def test_a_row_kxform_did_not_write_is_a_one_line_input_error(tmp_path: Path, column: str, value: str,
+                                                              words: str) -> None:
+    path = tmp_path / "t.sqlite"
+    with TuningDB(path) as db:
+        db.put(KEY, {"bx": 4, "by": 4, "unroll": 0, "tile": 2}, Evaluation(1.0))
+    with sqlite3.connect(path) as raw:
+        raw.execute(f"UPDATE evaluations SET {column} = ?", (value,))
+    with TuningDB(path) as db, pytest.raises(InputError, match="t.sqlite: a malformed row") as error:
+        db.all(KEY)
+    assert words in str(error.value)
+
+
 def test_related_results_for_warm_start(tmp_path: Path) -> None:
     with TuningDB(tmp_path / "t.sqlite") as db:
         config = {"bx": 4, "by": 4, "unroll": 0, "tile": 2}

@@ -254,6 +254,47 @@ def test_more_refusals_name_their_reason(source: str, key: str, words: str) -> N
     test_refusals_name_their_reason(source, key, words)
 
 
+THRESHOLD = """#define TILE 16
+
+__global__ void scale(const float *in, float *out, int n) {
+    __shared__ float buf[TILE];
+    int i = blockIdx.x * TILE + threadIdx.x;
+    if (i < n) {
+        buf[threadIdx.x] = in[i];
+        float s = (n > 100000 / TILE) ? 2.0f : 1.0f;
+        out[i] = buf[threadIdx.x] * s;
+    }
+}
+
+void launch(const float *in, float *out, int n) {
+    scale<<<(n + TILE - 1) / TILE, TILE>>>(in, out, n);
+}
+"""
+
+
+@pytest.mark.parametrize("spec", ["tile", "tile{TILE=64}"])
+def test_a_constant_that_is_also_a_threshold_is_not_lifted_and_the_line_is_named(spec: str) -> None:
+    result = rewrite(THRESHOLD, spec)
+    assert outcomes(result) == {"scale": Outcome.MISSED} and not result.changed
+    (remark,) = [r for r in result.remarks if r.name == "ControlFlowUse"]
+    assert remark.line == 8 and "TILE is a threshold in `n > 100000 / TILE`, which decides control flow" in \
+        remark.message
+
+
+@pytest.mark.parametrize("test", ["if (threadIdx.x % TILE == 0) o[0] = 1;", "while (n / TILE > 8) n /= 2;",
+                                  "o[0] = (n % TILE) ? 1 : 0;", "if (n >= TILE * 4) o[0] = 1;"])
+def test_a_threshold_in_control_flow_refuses_the_lift_but_a_loop_header_or_an_index_test_does_not(test: str) -> None:
+    body = ("#define TILE 16\n__global__ void d(float* o, int n) { __shared__ float s[TILE];"
+            " for (int k = 0; k < n / TILE; ++k) o[k] = s[k % TILE]; BODY }\n"
+            "void go(float* o, int n) { d<<<1, TILE>>>(o, n); }\n")
+    assert outcomes(rewrite(body.replace("BODY", ""), "tile")) == {"d": Outcome.APPLIED}
+    index_test = "int tx = threadIdx.x; if (tx < TILE && blockIdx.x * TILE + tx < n) o[tx] = 1;"
+    assert outcomes(rewrite(body.replace("BODY", index_test), "tile")) == {"d": Outcome.APPLIED}
+    refused = rewrite(body.replace("BODY", test), "tile")
+    assert outcomes(refused) == {"d": Outcome.MISSED}
+    assert [r.name for r in refused.remarks if r.name == "ControlFlowUse"] == ["ControlFlowUse"]
+
+
 HEAVY = """#define THREADS 128
 __global__ void heavy(const float* x, float* o, int n, int rows) {
     float acc[96];

@@ -64,3 +64,35 @@ def test_a_short_fuzz_run_counts_and_finds_nothing(tmp_path: Path) -> None:
     assert sorted(r["i"] for r in rows) == list(range(60)) and sum("cli" in r for r in rows) == 2
     resumed = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert "60 inputs done, 0 to go" in resumed.stdout
+
+
+class _TimingCpu(CpuRuntime):
+    """The CPU runtime with `time` built on its own runs: the timed path of the benchmarks
+    (written for the GPU) runs here on real launches and a real `TimedRun`."""
+
+    def time(self, request, *, warmup: int = 3, repeat: int = 20, keep_outputs: bool = False):  # type: ignore[no-untyped-def]
+        from kxform.runtime.base import TimedRun
+
+        return TimedRun(tuple(self.run(request).elapsed_ms or 0.0 for _ in range(2)))
+
+
+@pytest.mark.slow
+def test_bench_verify_times_both_versions_through_timed_runs() -> None:
+    import bench_verify  # noqa: E402
+
+    from kxform.frontend.source import validate_bytes
+
+    if not CpuRuntime().available()[0]:
+        pytest.skip("no host C++ compiler for the CPU runtime")
+    from kxform.api import rewrite
+    from kxform.frontend.source import read_source
+    from kxform.harness.spec import load_spec
+
+    original = read_source(ROOT / "corpora" / "sgemm_tiled" / "sgemm_tiled.cu")
+    spec = load_spec(ROOT / "corpora" / "sgemm_tiled" / "kxform.toml").kernels["sgemm_tiled"]
+    swizzled = rewrite(original.data, "swizzle{pattern=column}", path=original.path).new_data
+    case = bench_verify.Case("sgemm_tiled", spec, original, validate_bytes(original.path, swizzled))
+    rows, report = bench_verify.measure(_TimingCpu(), case, 1)
+    assert report.ok and rows
+    timed = [row.timed_ms for row in rows if row.size != "all sizes"]
+    assert timed and all(t is not None and t[0] > 0 and t[1] > 0 for t in timed)

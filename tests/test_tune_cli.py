@@ -41,14 +41,18 @@ def test_json_summary_log_and_resume(workdir: Path) -> None:
     assert resumed["best"]["time_ms"] <= summary["best"]["time_ms"]
 
 
-def test_human_output_and_write(workdir: Path) -> None:
-    result = tune(workdir, "--objective", "replay:synth_A.json.gz", "--strategy", "exhaustive", "--budget", "1000",
-                  "--write")
+def test_human_output(workdir: Path) -> None:
+    result = tune(workdir, "--objective", "replay:synth_A.json.gz", "--strategy", "exhaustive", "--budget", "1000")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("best: 0.905 ms (bx=4, by=4, unroll=1, tile=2)")
     assert "stopped: exhausted" in result.stderr
-    source = (workdir / "k.cu").read_text()
-    assert "#define bx 4\n#define by 4\n#define tile 2\n" in source  # unroll has no #define: left alone
+
+
+def test_replayed_write_needs_a_spec_to_confirm_it(workdir: Path) -> None:
+    before = (workdir / "k.cu").read_bytes()
+    result = tune(workdir, "--objective", "replay:synth_A.json.gz", "--budget", "3", "--write")
+    assert result.returncode == 2 and "no harness spec names this file" in result.stderr
+    assert (workdir / "k.cu").read_bytes() == before
 
 
 def test_prior_from_another_gpu(workdir: Path) -> None:

@@ -9,10 +9,13 @@ A header no unit of the run includes is compiled on its own.
 When a unit does not compile, the original unit is compiled with the same flags and
 the two error lists are compared (same message at the same original line is the same
 error). An error the original does not have fails the rewrite. When the original fails
-the same way (a missing library header, a removed API: the environment is what is
-missing) the rewrite added nothing the compiler can see, but the compiler cannot
-confirm it either: the check says "unconfirmed", which `--verify compile` (compile
-required) treats as a failure.
+too, an empty kernel is built through the same nvcc first: if that fails as well, nvcc
+cannot run here (an unusable TMPDIR, a broken toolchain) and the run stops with
+BuildFailed (exit 2, nothing written). When only the sources fail the same way (a
+missing library header, a removed API: the environment is what is missing) the rewrite
+added nothing the compiler can see, but the compiler cannot confirm it either: the
+check says "unconfirmed", which `--verify compile` (compile required) treats as a
+failure.
 """
 
 from __future__ import annotations
@@ -30,7 +33,10 @@ from kxform.build.overlay import OverlayFile, walk_includes
 from kxform.build.toolchain import Toolchain
 from kxform.engine.driver import FileTransform
 from kxform.engine.pass_api import UNCONFIRMED, CheckRecord
+from kxform.errors import BuildFailed
 
+PROBE = "__global__ void kxform_probe_kernel() {}\n"
+"""The unit that tells a compiler that cannot run from a source that does not compile."""
 NVCC_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".hh", ".inl")
 UNIT_SUFFIX = ".cu"
 
@@ -140,7 +146,23 @@ class CompileChecker:
         results = dict(zip(units, self.builder.build_many(new_jobs)))
         failed = [i for i, unit in enumerate(units) if not results[unit].ok]
         baseline = dict(zip([units[i] for i in failed], self.builder.build_many([old_jobs[i] for i in failed])))
+        if any(not b.ok for b in baseline.values()):
+            self._probe_environment(units[failed[0]])
         return {unit: self._record(results[unit], baseline.get(unit)) for unit in units}
+
+    def _probe_environment(self, unit: str) -> None:
+        """When an original does not compile either, whether nvcc builds anything here: an
+        empty kernel through the same nvcc, arch and directory. If it does not (an unusable
+        TMPDIR, a broken toolchain) no source is to blame: BuildFailed, the run stops (exit
+        2) and nothing is written, instead of judging the rewrite against a compiler that
+        cannot run."""
+        job = BuildJob(source=PROBE, filename=os.path.join(os.path.dirname(os.path.abspath(unit)), "kxform_probe.cu"),
+                       output="check", arch=self.arch, source_dir=os.path.dirname(os.path.abspath(unit)))
+        probe = self.builder.build(job)
+        if not probe.ok:
+            lines = [line.strip() for line in probe.log.strip().splitlines() if line.strip()]
+            raise BuildFailed(f"nvcc does not build even an empty kernel here, so no compile check can judge a "
+                              f"rewrite; nothing written: {lines[0] if lines else 'nvcc failed'}")
 
     def _record(self, result: BuildResult, original: BuildResult | None) -> CheckRecord:
         if result.ok:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from kxform.cli.options import add_config_options, pick, project_config
 from kxform.cli.progress import ProgressBar
-from kxform.errors import UsageError
+from kxform.errors import UsageError, printable
 from kxform.hw import load_profile
 from kxform.engine.pass_api import KernelResult, Outcome
 from kxform.log.passlog import PassLog
@@ -206,7 +206,7 @@ def _write_depfile(args: argparse.Namespace, outcomes: list[FileOutcome], source
 def _print(outcomes: list[FileOutcome], quiet: bool) -> None:
     for outcome in outcomes:
         if outcome.error:
-            print(f"kxform: error: {outcome.error}", file=sys.stderr)
+            print(printable(f"kxform: error: {outcome.error}"), file=sys.stderr)
             continue
         if quiet or outcome.transform is None:
             continue
@@ -214,10 +214,11 @@ def _print(outcomes: list[FileOutcome], quiet: bool) -> None:
             print(remark.format(), file=sys.stderr)
         for result in outcome.results:
             if result.outcome is Outcome.APPLIED and result.checks:
-                print(f"{result.path}:{result.line}:1: note: '{result.kernel}' passed: {_checks_line(result)}",
-                      file=sys.stderr)
+                note = f"{result.path}:{result.line}:1: note: '{result.kernel}' passed: {_checks_line(result)}"
+                print(printable(note), file=sys.stderr)
         if outcome.compile_record is not None and not outcome.compile_record.ok:
-            print(f"{outcome.path}: error: rewritten file rejected: {outcome.compile_record.detail}", file=sys.stderr)
+            print(printable(f"{outcome.path}: error: rewritten file rejected: {outcome.compile_record.detail}"),
+                  file=sys.stderr)
 
 
 def _checks_line(result: KernelResult) -> str:

@@ -8,6 +8,7 @@ import sys
 
 from kxform.workspace.files import write_atomic
 from kxform.frontend.source import read_source
+from kxform.harness.model import KernelSpec
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -68,9 +69,25 @@ def _check(path: str) -> int:
                 raise SpecError(f"kernel '{name}' size '{size.name}': its buffers need {_bytes(need)} "
                                 f"('{largest.name}' alone {_bytes(largest.nbytes)}), more than this machine's "
                                 f"{_bytes(memory)} of memory; check the counts and the size values", size.location)
+        for warning in one_block_warnings(kernel):
+            print(f"kxform: warning: {warning}", file=sys.stderr)
         print(f"{name}: {len(kernel.args)} args, {len(kernel.sizes)} sizes, compare {kernel.compare}, largest size "
               f"{_bytes(max(kernel.launch(s).total_bytes for s in kernel.sizes))} of buffers")
     return 0
+
+
+def one_block_warnings(kernel: KernelSpec) -> list[str]:
+    """Sizes whose launch has one block along a grid dimension that a size variable sets:
+    there a bug in how blocks share the work (x and y swapped, a wrong tile) cannot show."""
+    out = []
+    for size in kernel.check_sizes:
+        grid = kernel.launch(size).grid
+        for axis, expr, blocks in zip("xyz", kernel.grid, grid):
+            if blocks == 1 and expr.variables:
+                out.append(f"{size.location}: kernel '{kernel.name}' size '{size.name}' launches 1 block along "
+                           f"{axis} ({expr.text} = 1): a bug in how blocks share the work cannot show at this size; "
+                           "add a size of 3 or more blocks with a partial last one")
+    return out
 
 
 def physical_memory() -> int:

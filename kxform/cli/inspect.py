@@ -14,7 +14,7 @@ from kxform.build.toolchain import Toolchain
 from kxform.cli.options import add_config_options, pick, project_config
 from kxform.engine.pass_api import PassContext, RunOptions
 from kxform.engine.registry import default_registry
-from kxform.errors import KxformError, UsageError
+from kxform.errors import KxformError, UsageError, display_path
 from kxform.frontend.cuda import parse_model
 from kxform.frontend.semantic import semantic_provider
 from kxform.frontend.source import read_source
@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_table(report: dict[str, Any]) -> None:
-    print(report["file"])
+    print(display_path(report["file"]))
     for k in report["kernels"]:
         print(f"  kernel {k['name']} (line {k['line']})")
         for name, info in k["passes"].items():

@@ -50,11 +50,12 @@ def run(args: argparse.Namespace) -> int:
         return _list(args)
     if args.log_action == "show":
         chosen = resolve_run(args.run, find_log_dir(args.dir))
-        _emit(show_lines(chosen, ShowFilter(args.kernel, args.outcome, not args.no_diff), style))
+        _emit(show_lines(chosen.printable(), ShowFilter(args.kernel, args.outcome, not args.no_diff), style))
         return 0
     if args.log_action == "diff":
         directory = find_log_dir(args.dir)
-        lines, changed = diff_lines(resolve_run(args.run1, directory), resolve_run(args.run2, directory), style)
+        lines, changed = diff_lines(resolve_run(args.run1, directory).printable(),
+                                    resolve_run(args.run2, directory).printable(), style)
         _emit(lines)
         return 1 if changed else 0
     raise UsageError(f"unknown log action {args.log_action!r}")
@@ -66,7 +67,7 @@ def _list(args: argparse.Namespace) -> int:
     if not locations:
         raise LogError("no .kxform/logs here or above (run kxform apply first, or give --dir or log files)")
     loaded = list(load_runs(locations))
-    runs = [item for item in loaded if isinstance(item, Run)]
+    runs = [item.printable() for item in loaded if isinstance(item, Run)]
     errors = [item for item in loaded if isinstance(item, LogError)]
     _emit(list_lines(sort_runs(runs)))
     for error in errors:

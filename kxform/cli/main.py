@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from kxform import __version__
-from kxform.errors import KxformError
+from kxform.errors import KxformError, printable
 
 SUBCOMMANDS: tuple[str, ...] = ("apply", "inspect", "passes", "verify", "harness", "hw", "log", "report", "tune")
 """Modules of kxform.cli that define subcommands, in help order."""
@@ -62,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except KxformError as exc:
-        print(f"kxform: error: {exc}", file=sys.stderr)
+        print(printable(f"kxform: error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("kxform: interrupted", file=sys.stderr)

@@ -9,7 +9,9 @@ per distinct code, time), the CPU runtime with times recorded on a GPU
 (`--objective replay:FILE`, Kernel Tuner's cache format). Every evaluation goes to the
 tuning database; the result goes to the pass log (a `tune` record), to stdout (`--json`:
 one JSON object) and, with `--write`, into the source: a pipeline result through
-`apply`'s every check (kxform.cli.tune_write), a replayed one into its `#define`s.
+`apply`'s every check (kxform.cli.tune_write); a replayed one too, once its recorded
+values are typed into the passes' space (nothing from a recording is copied into the
+source as text) and apply verifies it on the CPU runtime.
 `kxform tune DIR` tunes every kernel a harness spec under DIR describes
 (kxform.cli.tune_dir).
 """
@@ -25,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from kxform.cache import content_key
-from kxform.errors import InputError, UsageError
+from kxform.errors import CheckFailed, InputError, UsageError, display_path, printable
 from kxform.frontend.cuda import parse_model
 from kxform.log.passlog import PassLog
 from kxform.log.report import Report
@@ -76,6 +78,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="an extra constraint on the parameters (kxform's expression language), repeatable")
     p.add_argument("--hw", default="h100", metavar="NAME", help="hardware profile for the constraints (default: h100)")
     p.add_argument("-p", "--build-dir", metavar="DIR", help="directory holding compile_commands.json")
+    p.add_argument("-I", dest="include", action="append", default=[], metavar="DIR",
+                   help="include directory (repeatable; before the configuration's)")
+    p.add_argument("-D", dest="define", action="append", default=[], metavar="NAME[=VALUE]",
+                   help="preprocessor define (repeatable; before the configuration's)")
     p.add_argument("--prior", nargs="+", default=[], metavar="FILE",
                    help="recordings of this kernel elsewhere to warm-start from (the database is also used)")
     p.add_argument("--db", metavar="PATH", help="tuning database (default: the user cache's tuning.sqlite)")
@@ -209,13 +215,33 @@ def run(args: argparse.Namespace) -> int:
 
 def tune_one(args: argparse.Namespace, log: PassLog | None = None) -> tuple[dict[str, Any], Path]:
     """Tune `args.kernel` of `args.file`: the summary (what `--json` prints) and the log's
-    path. `log`: a log shared by several kernels (kept open), else one of its own."""
+    path. `log`: a log shared by several kernels (kept open), else one of its own.
+
+    Every configuration is built with the flags the original is: the file's directory
+    (added per unit), `-I`/`-D`, the configuration's `include`/`defines` and the build
+    directory's compile database, merged into one database for the run."""
+    import os
+
+    from kxform.cli.options import project_config
+    from kxform.workspace.flags import merged_build_dir
+
+    project = project_config(args, [args.file])
+    include = tuple(os.path.abspath(d) for d in args.include) + (project.include if project else ())
+    defines = tuple(args.define) + (project.defines if project else ())
+    build_dir = args.build_dir or (project.build_dir if project else None)
+    with merged_build_dir([args.file], include, defines, build_dir) as merged:
+        return _tune_one(argparse.Namespace(**{**vars(args), "build_dir": merged}), log)
+
+
+def _tune_one(args: argparse.Namespace, log: PassLog | None) -> tuple[dict[str, Any], Path]:
     from kxform.cli.tune_result import pipeline_result
 
     options = _options(args)
     source = read_source(args.file)
     _check_kernel(source, args.kernel)
     objective, space, replay_path = _objective(args, source)
+    if args.write and replay_path:  # confirmed on the CPU runtime against the spec: known before the search runs
+        _spec(args, source)
     # On a kernel the source's current values come first: the search starts from the code as it is.
     options = replace(options, start_at_defaults=not replay_path)  # "" for a kernel objective
     own_log = log is None
@@ -232,7 +258,10 @@ def tune_one(args: argparse.Namespace, log: PassLog | None = None) -> tuple[dict
         summary.update(_measured(objective))
         summary["result"] = pipeline_result(objective, result, summary.get("original_ms"))
         if args.write and result.best is not None:
-            summary["written"] = _write(args, objective, source, summary["result"], result.best.config)
+            try:
+                summary["written"] = _write(args, objective, source, summary["result"], result.best.config)
+            except CheckFailed as exc:
+                summary["written"] = {"written": [], "refused": str(exc)}
     finally:
         objective.close()
     log.write({"type": "tune", "schema": 1, "run": log.run_id, **summary})
@@ -258,16 +287,31 @@ def _measured(objective: Objective) -> dict[str, Any]:
 def _write(args: argparse.Namespace, objective: Objective, source: SourceText, result: dict[str, Any],
            config: dict[str, Any]) -> dict[str, Any]:
     """`--write`: a pipeline that won, through `apply`'s every check; nothing when the
-    original was kept; a replayed configuration into the `#define`s."""
+    original was kept. A configuration from a recorded space is typed into the passes'
+    composed space first (kxform.search.recorded_values: never copied as text), then
+    written the same way, verified on the CPU runtime against the kernel's spec."""
+    from kxform.cli.tune_write import write_pipeline
     from kxform.search.kernel_objective import KernelObjective
-    from kxform.search.write import write_defaults
 
     if not isinstance(objective, KernelObjective):
-        return write_defaults(source, config)
+        from kxform.runtime.cpu import CpuRuntime
+        from kxform.search.kernel_objective import TuneTarget
+        from kxform.search.kernel_space import kernel_space, parse_passes
+        from kxform.search.recorded_values import recorded_pipeline
+
+        space = kernel_space(source.data, args.kernel, parse_passes(args.passes) if args.passes else None,
+                             path=source.path, hw=args.hw, build_dir=args.build_dir, require=tuple(args.require))
+        pipeline = recorded_pipeline(space, config, args.hw)
+        if not pipeline:
+            return {"written": [], "kept_original": True}
+        checker = KernelObjective(TuneTarget(source.path, source.data, args.kernel, _spec(args, source), args.hw,
+                                             args.build_dir), space, CpuRuntime())
+        try:
+            return write_pipeline(args, checker, pipeline)
+        finally:
+            checker.close()
     if result["kept_original"]:
         return {"written": [], "kept_original": True}
-    from kxform.cli.tune_write import write_pipeline
-
     return write_pipeline(args, objective, result["pipeline"])
 
 
@@ -303,7 +347,7 @@ def _print(summary: dict[str, Any], log_path: Path) -> None:
     if best is None:
         print(f"kxform: no configuration ran successfully in {summary['evaluated']} evaluations", file=sys.stderr)
     else:
-        values = ", ".join(f"{k}={v}" for k, v in best["config"].items())
+        values = printable(", ".join(f"{k}={v}" for k, v in best["config"].items()))  # recorded values are data
         print(f"best: {best['time_ms']:.4g} ms ({values}), found at evaluation {best['found_at']}")
         if summary.get("original_ms"):
             print(f"original: {summary['original_ms']:.4g} ms at size {summary['size']}: speedup "

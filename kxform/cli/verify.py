@@ -9,7 +9,7 @@ from pathlib import Path
 
 from kxform.cli.options import add_config_options, pick, project_config
 from kxform.cli.progress import ProgressBar
-from kxform.errors import UsageError
+from kxform.errors import UsageError, printable
 from kxform.harness.dirs import spec_in_dirs
 from kxform.harness.spec import find_spec_for, load_spec
 from kxform.frontend.source import read_source
@@ -49,7 +49,7 @@ def _run_programs(args: argparse.Namespace) -> int:
         raise UsageError("--program needs ORIGINAL and REWRITTEN")
     report = verify_programs(args.original, args.rewritten, masks=tuple(args.mask), rtol=args.rtol,
                              arch=args.arch, timeout_s=args.timeout)
-    print(report.summary())
+    print(printable(report.summary()))
     return 0 if report.ok else 1
 
 
@@ -97,8 +97,8 @@ def run(args: argparse.Namespace) -> int:
             reports.append(report)
     for report in reports:
         for verdict in report.sizes:
-            print(f"  {verdict.summary()}", file=sys.stderr if not verdict.ok else sys.stdout)
-        print(report.summary())
+            print(printable(f"  {verdict.summary()}"), file=sys.stderr if not verdict.ok else sys.stdout)
+        print(printable(report.summary()))
     if len(kernel_specs) > 1 or kernel_specs[0].name != args.kernel:
         from kxform.verify.stage import missing_instantiations
 

@@ -25,6 +25,7 @@ ParamValue = int | str | bool
 Config = Mapping[str, ParamValue]
 ParamKind = Literal["int", "enum", "bool"]
 
+_KIND_WORDS = {"int": "an integer", "bool": "a boolean", "enum": "a name"}
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -90,6 +91,19 @@ class Param:
         if value not in self.values:
             raise UsageError(f"{self.name}={text}: not one of {self.describe_values()}")
         return value
+
+    def typed(self, value: object) -> ParamValue:
+        """`value` as recorded data holds it (a recording, a database row): accepted only
+        when its type is the parameter's (no text is parsed into a number, no number
+        becomes an enum) and it is one of the domain's values; UsageError otherwise."""
+        try:
+            _check_type(self, value)
+        except SpecError:
+            raise UsageError(f"{self.name}={value!r:.60}: a {type(value).__name__}, expected "
+                             f"{_KIND_WORDS[self.kind]} of {self.describe_values()}") from None
+        if value not in self.values:
+            raise UsageError(f"{self.name}={value!r:.60}: not one of {self.describe_values()}")
+        return value  # type: ignore[return-value]  # its type was checked above
 
     def format(self, value: ParamValue) -> str:
         """How a value is written in a spec (`TILE=32`, `vectorize=true`)."""
@@ -262,6 +276,14 @@ class ParamSpace:
         config = dict(base if base is not None else self.defaults())
         for name, text in given.items():
             config[name] = self.param(name).parse(text)
+        return config
+
+    def typed(self, given: Mapping[str, object]) -> dict[str, ParamValue]:
+        """The defaults with the recorded values `given` in place, each typed by
+        `Param.typed`; a name that is not a parameter is a UsageError."""
+        config = self.defaults()
+        for name, value in given.items():
+            config[name] = self.param(name).typed(value)
         return config
 
     def violations(self, config: Config, hw: object | None = None) -> list[Constraint]:

@@ -52,7 +52,9 @@ def check_resources(text: str, path: str, kernel: str, block: tuple[str | None, 
                    defines=defines, extra_flags=flags, source_dir=os.path.dirname(os.path.abspath(path)))
     result = _builder().build(job)
     if not result.ok:
-        raise CheckFailed("resources", f"the candidate does not compile: {result.log.strip().splitlines()[-1:]}")
+        lines = result.log.strip().splitlines()
+        first = next((line for line in lines if "error" in line), lines[-1] if lines else "no compiler output")
+        raise CheckFailed("resources", f"the candidate does not compile: {first.strip()}")
     entry = _kernel_entry(result.resources, kernel)
     if entry is None:
         return CheckRecord("resources", True, f"skipped: ptxas reported nothing for '{kernel}'")

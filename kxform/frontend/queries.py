@@ -159,6 +159,12 @@ class NameUse:
     """The other operand of that binary expression ("" when none)."""
     statement: Span
     """The innermost statement or declaration holding the use (the whole directive in a macro)."""
+    decides: str = ""
+    """When the name is a threshold in an expression that decides control flow (loop
+    headers excepted): it divides (`x / NAME`, `x % NAME`) in a comparison or in the
+    condition of an `if`, `while` or `?:`, or a comparison holds it and constants alone
+    on one side and the function's parameters alone on the other (`n > NAME`): that
+    comparison or condition's text, else empty."""
 
 
 _STATEMENTS = ("expression_statement", "declaration", "for_statement", "return_statement", "if_statement",
@@ -184,9 +190,44 @@ def name_uses(model: SourceModel, names: frozenset[str] | set[str]) -> tuple[Nam
         statement = parent
         while statement is not None and statement.type not in _STATEMENTS:
             statement = statement.parent
-        out.append(NameUse(_text(node), _span(node), _owner(model, node), operator, other,
-                           _span(statement) if statement is not None else _span(node)))
+        function = enclosing_function(model, node.start_byte)
+        params = {p.name for p in function.params} if function is not None else set()
+        out.append(NameUse(_text(node), _span(node), function.name if function is not None else None, operator,
+                           other, _span(statement) if statement is not None else _span(node),
+                           _decides(node, set(names), params)))
     return tuple(sorted(out, key=lambda u: u.span))
+
+
+_COMPARISONS = ("<", ">", "<=", ">=", "==", "!=")
+_DECIDING = ("if_statement", "while_statement", "do_statement", "conditional_expression")
+
+
+def _decides(node: tree_sitter.Node, constants: set[str], params: set[str]) -> str:
+    """The comparison or condition in which `node` is a threshold (see NameUse.decides), or ""."""
+    divides, found = False, ""
+    child, parent = node, node.parent
+    while parent is not None and parent.type not in ("compound_statement", "translation_unit"):
+        if parent.type == "for_statement":
+            return ""  # a loop header: the tile pass's loop roles
+        if not found and parent.type == "binary_expression":
+            operator = _text(parent.child_by_field_name("operator"))
+            if operator in ("/", "%") and parent.child_by_field_name("right") == child:
+                divides = True
+            elif operator in _COMPARISONS:
+                left, right = parent.child_by_field_name("left"), parent.child_by_field_name("right")
+                other = right if left == child else left
+                if divides or (_names(child) <= constants and _names(other) and _names(other) <= params):
+                    found = _text(parent)
+                divides = False
+        if not found and divides and parent.type in _DECIDING and parent.child_by_field_name("condition") == child:
+            found = _text(child)
+        child, parent = parent, parent.parent
+    return found
+
+
+def _names(node: tree_sitter.Node | None) -> set[str]:
+    """The identifiers an expression reads (members and calls included by name)."""
+    return set(re.findall(r"\b[A-Za-z_]\w*", _text(node)))
 
 
 def macro_body_uses(model: SourceModel, names: frozenset[str] | set[str]) -> dict[str, tuple[str, ...]]:

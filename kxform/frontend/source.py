@@ -126,7 +126,7 @@ def check_name(name: str) -> None:
         raise InputError("file name is not valid UTF-8; rename the file", Location(name)) from None
 
 
-def read_bytes_bounded(name: str, limit: int = MAX_SOURCE_BYTES) -> bytes:
+def read_bytes_bounded(name: str, limit: int = MAX_SOURCE_BYTES, what: str = "a kernel source") -> bytes:
     """The bytes of a regular file, at most `limit` (+1 to tell that it is larger).
 
     Opened without blocking and checked with fstat before reading: a FIFO or a device
@@ -142,7 +142,7 @@ def read_bytes_bounded(name: str, limit: int = MAX_SOURCE_BYTES) -> bytes:
         if info.st_size > limit:
             raise InputError(
                 f"file is {info.st_size / 1e6:.1f} MB, over the {limit // (1024 * 1024)} MiB limit "
-                "for a kernel source",
+                f"for {what}",
                 Location(name),
             )
         chunks, total = [], 0
@@ -155,6 +155,17 @@ def read_bytes_bounded(name: str, limit: int = MAX_SOURCE_BYTES) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def read_text_bounded(path: str | os.PathLike[str], limit: int, what: str) -> str:
+    """The UTF-8 text of an input file (a profile, a spec, a log, a record) of at most
+    `limit` bytes: a device, a FIFO or a larger file is an InputError instead of a read
+    without bound. OSError and UnicodeDecodeError propagate (callers name the file)."""
+    name = os.fspath(path)
+    data = read_bytes_bounded(name, limit, what)
+    if len(data) > limit:
+        raise InputError(f"larger than the {limit // (1024 * 1024)} MiB limit for {what}", Location(name))
+    return data.decode("utf-8")
 
 
 def read_source(path: str | os.PathLike[str]) -> SourceText:

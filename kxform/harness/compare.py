@@ -10,7 +10,7 @@ and it must never compare equal to anything.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -40,11 +40,14 @@ class Comparison:
     total: int
     first_expected: float | None = None
     first_actual: float | None = None
+    unwritten_both: int = 0
+    """Elements neither side wrote (still the poison in both): equal by definition."""
 
     def summary(self) -> str:
         """One line for reports: how many elements differ and where the first is."""
+        both = f", {self.unwritten_both} unwritten in both" if self.unwritten_both else ""
         if self.ok:
-            return f"match ({self.total} elements, max abs {self.max_abs:.3g}, max rel {self.max_rel:.3g})"
+            return f"match ({self.total} elements{both}, max abs {self.max_abs:.3g}, max rel {self.max_rel:.3g})"
         return (
             f"{self.mismatches} of {self.total} elements differ; first at index {self.first_mismatch} "
             f"(expected {self.first_expected!r}, got {self.first_actual!r}); "
@@ -53,13 +56,17 @@ class Comparison:
 
 
 def compare(
-    expected: np.ndarray, actual: np.ndarray, spec: CompareSpec, *, dtype: str | None = None
+    expected: np.ndarray, actual: np.ndarray, spec: CompareSpec, *, dtype: str | None = None,
+    unwritten_both: np.ndarray | None = None,
 ) -> Comparison:
     """Compare `actual` with `expected` under `spec`.
 
     `dtype` is the spec dtype of the buffer; it is required for bfloat16 (whose
     arrays are plain uint16) and inferred from the arrays otherwise. Both arrays must
-    have the same shape and the storage dtype of `dtype`.
+    have the same shape and the storage dtype of `dtype`. `unwritten_both` (flat
+    boolean mask) marks the elements neither side wrote (an output's border a stencil
+    never touches): they agree by definition, whatever the mode makes of the poison;
+    an element only one side wrote is compared as usual, and differs.
     """
     name = dtype or _infer_dtype(actual)
     want = numpy_dtype(name)
@@ -70,7 +77,9 @@ def compare(
         raise ValueError(f"dtype mismatch: {name} needs {want}, got {exp.dtype} and {act.dtype}")
     exp, act = exp.reshape(-1), act.reshape(-1)
     bad = _mismatch_mask(exp, act, spec, name)
-    return _summarise(exp, act, bad, name)
+    if unwritten_both is None:
+        return _summarise(exp, act, bad, name)
+    return replace(_summarise(exp, act, bad & ~unwritten_both, name), unwritten_both=int(unwritten_both.sum()))
 
 
 def _infer_dtype(array: np.ndarray) -> str:

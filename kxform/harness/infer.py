@@ -36,10 +36,15 @@ INT_CTYPES = ("int", "unsigned", "unsigned int", "int64_t", "size_t", "long long
               "long", "unsigned long", "unsigned long long", "uint64_t")
 RAGGED = (70, 45, 33, 37, 29, 23, 19, 17)
 TILES = (64, 48, 32, 80, 96, 112, 16, 128)
-"""Values of the size variables (in parameter order) at the two drafted sizes: one that
-divides no tile and one of tile multiples; all distinct, so counts can be told apart."""
+"""Values the size variables (in parameter order) start from at the two drafted sizes:
+one that divides no tile and one of tile multiples; all distinct, so counts can be told
+apart. Each grows until the launch has MIN_BLOCKS blocks along every dimension it sets."""
 MAX_PROBE_ELEMENTS = 1 << 24
 MIN_PROBE_ELEMENTS = 1 << 16
+MIN_BLOCKS = 3
+"""Blocks along every grid dimension a size variable sets, at every drafted size: with
+one block, a bug in how blocks share the work (x and y swapped, a wrong tile) cannot
+show; with three, a first, a middle and a last block differ."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,8 @@ class _Plan:
     launch_note: str
     roles: dict[str, Access]
     launch_todos: dict[str, str] = field(default_factory=dict)
+    sizes: dict[str, list[int]] = field(default_factory=dict)
+    """Values of the size variables at each drafted size (`ragged`, `tiles`)."""
     counts: dict[str, str] = field(default_factory=dict)
     count_notes: dict[str, str] = field(default_factory=dict)
     role_notes: dict[str, str] = field(default_factory=dict)
@@ -239,8 +246,35 @@ def _plan(source: SourceText, spelling: str) -> _Plan:
     size_vars = [p.name for p in scalars if types.get(base_ctype(p.ctype), base_ctype(p.ctype)) in INT_CTYPES]
     size_vars += _launcher_sizes(model, kernel, size_vars, types)
     grid, block, shared, note, todos = _launch_plan(model, source, kernel, size_vars)
-    return _Plan(spelling, source, kernel, size_vars, grid, block, shared, note, draft_roles(model, kernel), todos,
+    plan = _Plan(spelling, source, kernel, size_vars, grid, block, shared, note, draft_roles(model, kernel), todos,
                  types=types)
+    plan.sizes = {"ragged": _grown(plan, RAGGED, ragged=True), "tiles": _grown(plan, TILES, ragged=False)}
+    return plan
+
+
+def _grown(plan: _Plan, base: tuple[int, ...], ragged: bool) -> list[int]:
+    """The base values of the size variables, doubled (plus one at the ragged size, so a
+    value stays odd: a partial last block along every dimension) until every grid
+    dimension that a size variable sets launches MIN_BLOCKS blocks or more."""
+    values = dict(zip(plan.size_vars, _values(base, len(plan.size_vars))))
+    exprs = []
+    for text in ([] if plan.launch_todos else plan.grid):
+        try:
+            expr = parse_expr(text)
+        except SpecError:
+            continue
+        if expr.variables & set(values) and expr.variables <= set(values):
+            exprs.append(expr)
+    for _ in range(32):
+        try:
+            short = [e for e in exprs if int(e.evaluate(values)) < MIN_BLOCKS]
+        except (SpecError, TypeError, ValueError, ZeroDivisionError):
+            break
+        grown = {n: values[n] * 2 + (1 if ragged else 0) for e in short for n in e.variables}
+        if not short or math.prod({**values, **grown}.values()) > MAX_PROBE_ELEMENTS:
+            break
+        values.update(grown)
+    return [values[n] for n in plan.size_vars]
 
 
 def _is_const(ctype: str) -> bool:
@@ -315,10 +349,10 @@ def _render(plan: _Plan, over_allocate: bool, spec_dir: str | None = None) -> tu
             add(f'dtype = "{dtype or "int32"}"')
             add(f'value = "{param.name}"' if param.name in plan.size_vars else 'value = "1"  # review')
         add("")
-    for size, values in (("ragged", RAGGED), ("tiles", TILES)):
+    for size, values in plan.sizes.items():
         add(f'[[kernel."{spelling}".sizes]]')
         add(f'name = "{size}"')
-        for var, value in zip(plan.size_vars, _values(values, len(plan.size_vars))):
+        for var, value in zip(plan.size_vars, values):
             add(f"{var} = {value}  # review")
         add("")
     return "\n".join(lines), todos
@@ -358,7 +392,7 @@ def infer_spec(source: SourceText, spelling: str, runtime: Runtime | None = None
     plan = _plan(source, spelling)
     result: ProbeResult | None = None
     if runtime is not None and not plan.launch_todos:
-        if math.prod(_values(TILES, len(plan.size_vars))) > MAX_PROBE_ELEMENTS:
+        if math.prod(plan.sizes["tiles"]) > MAX_PROBE_ELEMENTS:
             result = ProbeResult(error="the over-allocated probe buffers would be too large")
         else:
             text, _ = _render(plan, over_allocate=True)

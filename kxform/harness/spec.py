@@ -35,6 +35,7 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
 
 SPEC_VERSION = 1
+MAX_TOML_BYTES = 16 << 20
 SPEC_NAME = "kxform.toml"
 TOP_KEYS = ("version", "file", "kernel")
 
@@ -108,8 +109,10 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def _read(path: Path, display: str) -> str:
+    from kxform.frontend.source import read_text_bounded
+
     try:
-        return path.read_text(encoding="utf-8")
+        return read_text_bounded(path, MAX_TOML_BYTES, "a harness spec")
     except UnicodeDecodeError:
         raise SpecError("spec is not UTF-8 text", Location(display)) from None
     except OSError as err:

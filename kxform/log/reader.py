@@ -19,7 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kxform.errors import InputError, Location
+from kxform.errors import InputError, Location, printable
+from kxform.frontend.source import read_text_bounded
+
+MAX_LOG_BYTES = 1 << 30
 
 Record = dict[str, Any]
 LOG_DIR = Path(".kxform") / "logs"
@@ -43,6 +46,11 @@ class Run:
     def first(self, kind: str) -> Record:
         """The first record of `kind`, or an empty dict (a killed run has no summary)."""
         return next((r for r in self.records if r.get("type") == kind), {})
+
+    def printable(self) -> Run:
+        """The run with every string of its records made safe for a terminal (control
+        characters escaped, a diff's newlines and tabs kept): what the text views show."""
+        return Run(printable(self.run_id), self.path, tuple(_printable(r) for r in self.records))
 
     @property
     def header(self) -> Record:
@@ -106,12 +114,22 @@ def _time(value: object) -> dt.datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
 
 
+def _printable(value: Any) -> Any:
+    if isinstance(value, str):
+        return printable(value, keep="\n\t")
+    if isinstance(value, list):
+        return [_printable(v) for v in value]
+    if isinstance(value, dict):
+        return {printable(str(k)): _printable(v) for k, v in value.items()}
+    return value
+
+
 def read_log(path: str | os.PathLike[str]) -> list[Run]:
     """Every run in one JSON Lines file, in file order."""
     file = Path(path)
     display = os.fspath(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        text = read_text_bounded(file, MAX_LOG_BYTES, "a pass log")
     except FileNotFoundError:
         raise LogError("no such log file", Location(display)) from None
     except UnicodeDecodeError:
@@ -149,7 +167,51 @@ def _parse_line(line: str, display: str, number: int) -> Record:
         raise LogError("corrupt log: a record must be a JSON object", Location(display, number))
     if not isinstance(record.get("type"), str):
         raise LogError("corrupt log: record has no 'type'", Location(display, number))
+    _check_fields(record, Location(display, number))
     return record
+
+
+_STR, _INT, _BOOL, _LIST, _DICT = "a string", "an integer", "true or false", "an array", "an object"
+_OPTIONAL = " or null"
+_FIELDS: dict[str, dict[str, str]] = {
+    "run": {"run": _STR, "argv": _LIST + " of strings", "hw": _STR + _OPTIONAL, "pipeline": _STR + _OPTIONAL,
+            "cwd": _STR, "started": _STR, "versions": _DICT},
+    "kernel": {"file": _STR, "kernel": _STR, "line": _INT, "pass": _STR, "outcome": _STR, "stage": _STR + _OPTIONAL,
+               "reasons": _LIST + " of strings", "proposal": _DICT + _OPTIONAL, "checks": _LIST + " of objects",
+               "verify_policy": _DICT + _OPTIONAL, "alternates": _LIST, "rejected": _LIST},
+    "remark": {"kind": _STR, "pass": _STR, "name": _STR, "file": _STR, "line": _INT, "column": _INT,
+               "function": _STR + _OPTIONAL, "message": _STR, "args": _DICT},
+    "file": {"file": _STR, "changed": _BOOL, "error": _STR + _OPTIONAL, "diff": _STR + _OPTIONAL,
+             "compile": _DICT + _OPTIONAL, "timings_s": _DICT},
+    "summary": {"files_changed": _INT, "files_unchanged": _INT, "input_errors": _LIST, "internal_errors": _LIST,
+                "kernels": _DICT, "failures": _LIST, "exit_code": _INT, "finished": _STR},
+}
+"""The fields kxform writes in its own record types and what each must hold; fields and
+record types it does not know are kept as they are."""
+
+
+def _check_fields(record: Record, where: Location) -> None:
+    """A known field of a known record type that holds the wrong kind of value makes the
+    log corrupt (`LogError` naming the line and the field): the viewers never meet it."""
+    for name, wanted in _FIELDS.get(record["type"], {}).items():
+        if name in record and not _holds(record[name], wanted):
+            shown = json.dumps(record[name])
+            raise LogError(f"corrupt log: {record['type']} record: '{name}' is {shown[:40]}, expected {wanted}",
+                           where)
+
+
+def _holds(value: Any, wanted: str) -> bool:
+    if value is None:
+        return wanted.endswith(_OPTIONAL)
+    kind = wanted.removesuffix(_OPTIONAL)
+    if kind.startswith(_LIST):
+        if not isinstance(value, list):
+            return False
+        item = {" of strings": str, " of objects": dict}.get(kind[len(_LIST):])
+        return item is None or all(isinstance(v, item) for v in value)
+    checks = {_STR: isinstance(value, str), _BOOL: isinstance(value, bool), _DICT: isinstance(value, dict),
+              _INT: isinstance(value, int) and not isinstance(value, bool)}
+    return checks[kind]
 
 
 def log_files(locations: Iterable[str | os.PathLike[str]]) -> list[Path]:

@@ -12,6 +12,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kxform.errors import printable
+
 
 class RemarkKind(enum.Enum):
     PASSED = "Passed"
@@ -39,8 +41,9 @@ class Remark:
     args: Mapping[str, Any] = field(default_factory=dict)
 
     def format(self) -> str:
+        """One line, whatever the path or the message hold (control characters escaped)."""
         where = f"{self.path}:{self.line}:{self.col}" if self.line else self.path
-        return f"{where}: remark: {self.message} [{self.kind.flag}={self.pass_name}]"
+        return printable(f"{where}: remark: {self.message} [{self.kind.flag}={self.pass_name}]")
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from kxform.errors import display_path
 from kxform.log.figures import l2_predictions, timing, tune_series
 from kxform.log.reader import Record, Run
 
@@ -119,7 +120,8 @@ def show_lines(run: Run, keep: ShowFilter, style: Style) -> list[str]:
 def _header(run: Run, style: Style) -> list[str]:
     header, summary = run.header, run.summary
     versions = header.get("versions") if isinstance(header.get("versions"), dict) else {}
-    lines = [style(f"run {run.run_id}", "head") + f"  {_when(run)} UTC  ({_duration(run.duration_s)})  {run.path}",
+    lines = [style(f"run {run.run_id}", "head") + f"  {_when(run)} UTC  ({_duration(run.duration_s)})  "
+             f"{display_path(run.path)}",
              f"  kxform {versions.get('kxform', '?')}, hw {run.hw or '?'}, passes {run.pipeline or '?'}, "
              f"argv: {' '.join(map(str, header.get('argv') or []))}"]
     config = run.first("config")

@@ -130,8 +130,10 @@ def load_decisions(path: str) -> tuple[Decision, ...]:
     file, the line where TOML gives one, and the entry."""
     where = Location(path)
     target = Path(path)
+    from kxform.frontend.source import read_bytes_bounded
+
     try:
-        raw = target.read_bytes()
+        raw = read_bytes_bounded(str(target), MAX_RECORD_BYTES, "a decision record")
     except OSError as exc:
         raise SpecError(f"cannot read decision record: {exc.strerror or exc}", where) from None
     if len(raw) > MAX_RECORD_BYTES:

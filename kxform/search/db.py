@@ -161,7 +161,11 @@ class TuningDB:
                 "SELECT time_ms, spread_ms, failure, cost_s, detail FROM evaluations "
                 "WHERE kernel_hash = ? AND hardware = ? AND version = ? AND config = ?",
                 (key.kernel_hash, key.hardware, key.version, config_text(config))).fetchone()
-        return None if row is None else _evaluation(row)
+        try:
+            return None if row is None else _evaluation(row)
+        except (ValueError, TypeError) as exc:
+            raise InputError(f"{self.path}: a malformed row of kernel {key.kernel!r:.60} (configuration "
+                             f"{config_text(config)!r:.80}): {exc}; not a row kxform wrote") from None
 
     def all(self, key: TuneKey) -> list[StoredEvaluation]:
         """Every evaluation of exactly this kernel, hardware and version, oldest first."""
@@ -189,11 +193,27 @@ class TuningDB:
                 f"failure, cost_s, detail FROM evaluations WHERE {where} ORDER BY created, rowid", args).fetchall()
         out = []
         for row in rows:
-            key = TuneKey(row[0], row[1], row[2], tuple(filter(None, row[3].split(","))), row[4], row[5])
-            out.append(StoredEvaluation(key, json.loads(row[6]), _evaluation(row[7:])))
+            try:
+                key = TuneKey(row[0], row[1], row[2], tuple(filter(None, row[3].split(","))), row[4], row[5])
+                out.append(StoredEvaluation(key, _config(row[6]), _evaluation(row[7:])))
+            except (ValueError, TypeError, AttributeError) as exc:
+                raise InputError(f"{self.path}: a malformed row of kernel {str(row[1])!r:.60} (configuration "
+                                 f"{str(row[6])!r:.80}): {exc}; not a row kxform wrote") from None
         return out
+
+
+def _config(text: Any) -> dict[str, ParamValue]:
+    """A stored configuration: a JSON object of names to integers, strings or booleans."""
+    config = json.loads(text)  # a JSONDecodeError is a ValueError
+    if not isinstance(config, dict) or not all(isinstance(v, (int, str, bool)) and not isinstance(v, float)
+                                               for v in config.values()):
+        raise ValueError("the configuration is not an object of integers, strings and booleans")
+    return config
 
 
 def _evaluation(row: tuple[Any, ...]) -> Evaluation:
     time_ms, spread, failure, cost, detail = row
-    return Evaluation(time_ms, spread, Failure(failure) if failure else None, cost, detail)
+    for name, value in (("time_ms", time_ms), ("spread_ms", spread), ("cost_s", cost)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ValueError(f"{name} is {value!r:.40}, not a number")
+    return Evaluation(time_ms, spread, Failure(failure) if failure else None, cost, str(detail))

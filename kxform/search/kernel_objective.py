@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 import time
 from collections.abc import Mapping
@@ -31,7 +32,7 @@ from typing import Any
 
 from kxform.engine.params import Config
 from kxform.engine.policy import VerifyPolicy
-from kxform.errors import KxformError, UsageError
+from kxform.errors import BuildFailed, CheckFailed, KxformError, Location, UsageError
 from kxform.frontend.source import SourceText, validate_bytes
 from kxform.harness.model import KernelSpec, SizeSpec
 from kxform.runtime.base import LaunchRequest, Runtime, RuntimeError_, Unsupported
@@ -41,6 +42,11 @@ from kxform.search.recorded_times import RecordedTimes
 from kxform.verify.measure import REPEAT, MeasurementError, Timing, timed_and_checked
 
 MIN_REPEAT = 5
+_ENVIRONMENT = re.compile(r"fatal error: [^:]+: No such file or directory|cannot open source file|No space left on "
+                          r"device|Permission denied|Could not open output file|[Cc]annot create temporary|"
+                          r"could not create|not found on PATH")
+"""Compiler messages whose cause is the machine, not the code: a header the original
+found before, a full disk, an unusable temporary directory, a missing tool."""
 
 
 @dataclass(frozen=True)
@@ -149,6 +155,7 @@ class KernelObjective(Objective):
         self._original_unit = extract_kernel(self.original, target.spec.name)
         check_signature(target.spec, self._original_unit)
         self._flags = UnitFlags.from_build_dir(target.build_dir, target.path)
+        self._check_environment()
         self._lock = threading.Lock()
         self._verdicts: dict[str, str | None] = {}
         self._inputs: dict[str, Any] | None = None
@@ -164,12 +171,15 @@ class KernelObjective(Objective):
         try:
             new, policy = self._rewrite(config)
         except _Refused as refused:
+            if refused.failure is Failure.COMPILE:
+                self._environment(refused.reason)
             return self._failed(items, Phases(time.perf_counter() - started), refused.failure, refused.reason)
         rewritten = time.perf_counter()
         phases = Phases(rewritten - started)
         try:
             extracted = self._compile(new)
         except (RuntimeError_, KxformError) as exc:
+            self._environment(str(exc))
             return self._failed(items, Phases(phases.rewrite_s, time.perf_counter() - rewritten), Failure.COMPILE,
                                 f"compile: {exc}")
         phases = Phases(phases.rewrite_s, time.perf_counter() - rewritten)
@@ -212,12 +222,31 @@ class KernelObjective(Objective):
         extracted = extract_kernel(new, self.target.spec.name)
         request = LaunchRequest(extracted.source, extracted.entry, extracted.params, (), (1, 1, 1), (1, 1, 1),
                                 label=f"{self.target.kernel} build", filename=extracted.path,
-                                defines=self._flags.defines, include_dirs=self._flags.include_dirs)
+                                defines=self._flags.defines, include_dirs=self._flags.for_unit(extracted.path))
         if isinstance(self.runtime, GpuRuntime):
             self.runtime.compile(request)
         elif isinstance(self.runtime, CpuRuntime):
             self.runtime.builder().binary(self.runtime.unit_for(request), extracted.path or self.target.kernel)
         return extracted
+
+    def _check_environment(self) -> None:
+        """The original builds here the way every configuration will be built (the file's
+        directory, the build directory's and the configuration's flags): else no
+        configuration's failure would say anything about the configuration, so the run
+        stops before any is evaluated or stored."""
+        try:
+            self._compile(self.original)
+        except (RuntimeError_, KxformError) as exc:
+            raise BuildFailed(f"the original '{self.target.kernel}' does not build here, so no configuration can be "
+                              f"judged (include paths, defines, toolchain: -I, -D, [tool.kxform], -p): {exc}",
+                              Location(self.target.path)) from None
+
+    def _environment(self, reason: str) -> None:
+        """BuildFailed (the run stops) when a build failed for a cause of the machine, not
+        of the configuration: such a failure is never stored as the configuration's."""
+        if _ENVIRONMENT.search(reason):
+            raise BuildFailed(f"the build environment failed while tuning '{self.target.kernel}' (the original "
+                              f"built at the start): {reason}", Location(self.target.path))
 
     def _failed(self, items: tuple[Any, ...], phases: Phases, failure: Failure, reason: str) -> Prepared:
         self._record(dict(items), phases)

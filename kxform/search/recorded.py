@@ -28,6 +28,7 @@ import numpy as np
 
 from kxform.engine.params import Constraint, Param, ParamSpace, ParamValue
 from kxform.errors import InputError, KxformError
+from kxform.frontend.source import read_bytes_bounded
 from kxform.search.objective import Evaluation, Failure, ReplayObjective
 from kxform.search.space import SearchSpace
 
@@ -73,10 +74,15 @@ def read_json(path: Path) -> Any:
     """JSON from a plain or gzip-compressed file; Kernel Tuner's open (unterminated)
     caches are closed as Kernel Tuner closes them."""
     try:
-        if path.stat().st_size > MAX_BYTES:
+        raw = read_bytes_bounded(str(path), MAX_BYTES, "a recording")
+        if raw[:2] == b"\x1f\x8b":
+            inflate = zlib.decompressobj(wbits=31)
+            raw = inflate.decompress(raw, MAX_BYTES + 1)  # bounded: no gzip bomb
+            if not inflate.eof and len(raw) <= MAX_BYTES:
+                raise EOFError("the gzip stream ends early")
+        if len(raw) > MAX_BYTES:
             raise InputError(f"{path}: larger than {MAX_BYTES >> 20} MiB")
-        raw = path.read_bytes()
-        text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode("utf-8")
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except IsADirectoryError:

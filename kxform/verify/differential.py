@@ -37,6 +37,7 @@ from kxform.runtime.base import (
     Unsupported,
     count_unwritten_against,
     poison_like,
+    poison_mask,
 )
 from kxform.engine.policy import OutputCompare, VerifyPolicy
 from kxform.verify.verdict import OutputCheck, SizeVerdict, VerifyReport, inputs_finite, vacuity
@@ -84,6 +85,13 @@ class UnitFlags:
     include_dirs: tuple[str, ...] = ()
     defines: tuple[str, ...] = ()
 
+    def for_unit(self, path: str | None) -> tuple[str, ...]:
+        """The include directories of a unit extracted from `path`: the file's own directory
+        first (the unit is built away from the user's tree, so quoted includes resolve as
+        they did in place), then these."""
+        own = (os.path.dirname(os.path.abspath(path)),) if path else ()
+        return (*own, *self.include_dirs)
+
     @classmethod
     def from_build_dir(cls, build_dir: str | None, path: str) -> UnitFlags:
         from kxform.build.toolchain import Toolchain
@@ -110,8 +118,7 @@ def launch_request(extracted: ExtractedKernel, resolved: ResolvedLaunch, inputs:
     return LaunchRequest(source=extracted.source, kernel=extracted.entry, params=extracted.params,
                          args=tuple(args), grid=resolved.grid, block=resolved.block,
                          shared_bytes=resolved.shared_bytes, timeout_s=timeout_s, label=label,
-                         filename=extracted.path, defines=flags.defines,
-                         include_dirs=(os.path.dirname(os.path.abspath(extracted.path)), *flags.include_dirs))
+                         filename=extracted.path, defines=flags.defines, include_dirs=flags.for_unit(extracted.path))
 
 
 def _sizes(spec: KernelSpec, names: tuple[str, ...]) -> tuple[SizeSpec, ...]:
@@ -168,8 +175,22 @@ def _watching(request: LaunchRequest, runtime: Runtime, watch: bool) -> LaunchRe
     return replace(request, watch=True) if watch and has_out and runtime.watches_reads else request
 
 
+def _unwritten_both(role: str, original: np.ndarray, other: np.ndarray) -> np.ndarray | None:
+    """For an `out` buffer the original wrote in part (a stencil leaves its border): the
+    elements both versions left unwritten, still the poison; None otherwise."""
+    if role != "out":
+        return None
+    left = poison_mask(original)
+    if left.all() or not left.any():
+        return None
+    return left & poison_mask(other)
+
+
 def _output_checks(resolved: ResolvedLaunch, inputs: dict, original: dict[str, np.ndarray],
-                   other: dict[str, np.ndarray], comparisons: dict[str, Comparison]) -> tuple[OutputCheck, ...]:
+                   other: dict[str, np.ndarray], comparisons: dict[str, Comparison],
+                   unwritten_both: bool = False) -> tuple[OutputCheck, ...]:
+    """`unwritten_both`: two versions of a kernel are compared, so elements neither wrote
+    agree (the comparison skipped them); against a reference every element counts."""
     dtypes = {a.name: a.dtype for a in resolved.args}
     outputs = {a.name for a in resolved.args if a.kind == "buffer" and a.role == "out"}
     finite = inputs_finite(inputs, dtypes, outputs)
@@ -179,7 +200,8 @@ def _output_checks(resolved: ResolvedLaunch, inputs: dict, original: dict[str, n
         initial = np.ascontiguousarray(inputs[name])
         if arg.role == "out":
             initial = poison_like(initial)
-        why = vacuity(name, arg.role, arg.dtype, initial, original[name], other[name], finite)
+        why = vacuity(name, arg.role, arg.dtype, initial, original[name], other[name], finite,
+                      partial_ok=unwritten_both)
         checks.append(OutputCheck(name, compared, count_unwritten_against(original[name], other[name])
                                   if arg.role == "out" else 0, why))
     return tuple(checks)
@@ -224,10 +246,12 @@ def verify_pair(original: SourceText, rewritten: SourceText, spec: KernelSpec, r
             specs = {name: comparison(spec.compare_for(name), policy.compare, env) for name in before.outputs}
         except LaunchUndecided as exc:  # the derived tolerance names what this size does not bind
             return SizeVerdict(size.name, "inconclusive", error=str(exc))
-        comparisons = {name: compare(expected, after.outputs[name], specs[name], dtype=resolved.arg(name).dtype)
+        comparisons = {name: compare(expected, after.outputs[name], specs[name], dtype=resolved.arg(name).dtype,
+                                     unwritten_both=_unwritten_both(resolved.arg(name).role, expected,
+                                                                    after.outputs[name]))
                        for name, expected in before.outputs.items()}
         verdict = SizeVerdict.from_checks(size.name, _output_checks(resolved, inputs, before.outputs, after.outputs,
-                                                                    comparisons))
+                                                                    comparisons, unwritten_both=True))
         if policy.compare.mode != "bound":
             return verdict
         named = set(re.findall(r"[A-Za-z_]\w*", policy.compare.bound))

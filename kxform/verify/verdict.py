@@ -6,7 +6,9 @@ Inf on both sides although the inputs held none (a NaN copied from a poisoned bu
 the kernel reads equals itself bit for bit), or an output still identical to its initial
 fill after both runs. Such a comparison is **inconclusive**: its own outcome, not ok and
 not a mismatch, explained in one line. A kernel the runtime cannot run at all is
-**unverified**, never a mismatch.
+**unverified**, never a mismatch. Two versions of a kernel that leave the same elements
+of an output unwritten (a stencil's border) agree there ("unwritten in both", counted,
+not compared); an element only one of them wrote is a mismatch.
 
 Outcomes of a whole report, strongest first: mismatch (proven different at some size),
 unverified, inconclusive, ok (every size ok).
@@ -83,7 +85,10 @@ class SizeVerdict:
             off = [o for o in self.outputs if o.comparison.max_abs > 0]
             within = "; ".join(f"{o.name} within tolerance, max abs {o.comparison.max_abs:.3g}" for o in off)
             same = [o.name for o in self.outputs if o not in off]
-            return f"{self.size}: ok ({', '.join(same) + ' match' if same else ''}{'; ' if same and off else ''}{within})"
+            both = "".join(f"; {o.name}: {o.comparison.unwritten_both} elements unwritten in both"
+                           for o in self.outputs if o.comparison.unwritten_both)
+            return (f"{self.size}: ok ({', '.join(same) + ' match' if same else ''}{'; ' if same and off else ''}"
+                    f"{within}{both})")
         first = bad[0]
         if first.status == "inconclusive":
             return f"{self.size}: inconclusive: {first.vacuous}"
@@ -150,19 +155,21 @@ def inputs_finite(inputs: Mapping[str, np.ndarray | np.generic], dtypes: Mapping
 
 
 def vacuity(name: str, role: str, dtype: str, initial: np.ndarray, original: np.ndarray,
-            other: np.ndarray, finite_inputs: bool) -> str | None:
+            other: np.ndarray, finite_inputs: bool, partial_ok: bool = False) -> str | None:
     """Why a comparison of output `name` could not have failed, or None.
 
     `initial` is the buffer as passed in (poison for `out`), `original` what the
     original kernel left there, `other` the rewritten kernel's (or the reference's)
     result. The checks run in order: never written by the original (for integer buffers,
     whose poison -1 is also a legitimate value: not a single element written), unchanged
-    from its fill in both runs, non-finite on both sides with finite inputs.
+    from its fill in both runs, non-finite on both sides with finite inputs. With
+    `partial_ok` (two versions compared, the elements neither wrote skipped) an `out`
+    buffer the original wrote in part is no reason: only one it never wrote is.
     """
     total = original.size
     if role == "out":
         stale = int(poison_mask(original).sum())
-        if dtype not in FLOAT_DTYPES and stale < total:
+        if (dtype not in FLOAT_DTYPES or partial_ok) and stale < total:
             stale = 0  # all bytes 0xFF is a legitimate integer (-1): only an untouched buffer tells
         if stale:
             whole = "all" if stale == total else f"{stale} of {total}"
@@ -176,6 +183,8 @@ def vacuity(name: str, role: str, dtype: str, initial: np.ndarray, original: np.
         with np.errstate(invalid="ignore"):
             both = ~np.isfinite(to_float64(original.reshape(-1), dtype)) & \
                 ~np.isfinite(to_float64(other.reshape(-1), dtype))
+        if partial_ok and role == "out":  # the poison neither version overwrote is no value either computed
+            both &= ~(poison_mask(original) & poison_mask(other))
         count = int(both.sum())
         if count:
             whole = "all" if count == total else f"{count} of {total}"

@@ -37,6 +37,7 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
 
 CONFIG_NAMES = ("kxform.toml", "pyproject.toml")
+MAX_TOML_BYTES = 16 << 20
 """File names searched in each directory, in order of precedence."""
 
 VERIFY_MODES = ("auto", "gpu", "cpu", "compile", "static")
@@ -198,6 +199,10 @@ def _lock(table: Table, root: Path) -> str | None:
     if isinstance(value, bool):
         return str(root / "kxform.lock") if value else None
     if isinstance(value, str) and value.strip():
+        # a configuration comes with the tree it configures: its lockfile stays inside that tree
+        if Path(value).is_absolute() or not (root / value).resolve().is_relative_to(root.resolve()):
+            table.fail("lock", f"'lock' = {value!r}: must be a path inside the project, relative to the "
+                       "configuration (a configuration names no file outside its own tree)")
         return str(root / value)
     table.fail("lock", f"'lock' must be true, false or a path, got {type_name(value)}")
 
@@ -212,20 +217,25 @@ def _has_tool_table(path: Path) -> bool:
     """Whether `path` has a `[tool.kxform]` table; a file that is not valid TOML counts
     (so reading it reports the syntax error instead of silently skipping it) only when
     its text mentions the table."""
+    from kxform.errors import InputError
+    from kxform.frontend.source import read_text_bounded
+
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        text = read_text_bounded(path, MAX_TOML_BYTES, "a configuration")
+    except (OSError, UnicodeDecodeError, InputError):
         return False
     try:
         tool = tomllib.loads(text).get("tool")
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):  # nested too deeply: reading it reports that
         return "tool.kxform" in text
     return isinstance(tool, dict) and "kxform" in tool
 
 
 def _read(path: Path, display: str) -> str:
+    from kxform.frontend.source import read_text_bounded
+
     try:
-        return path.read_text(encoding="utf-8")
+        return read_text_bounded(path, MAX_TOML_BYTES, "a configuration")
     except UnicodeDecodeError:
         raise SpecError("configuration is not UTF-8 text", Location(display)) from None
     except OSError as err:

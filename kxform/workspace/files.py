@@ -138,6 +138,28 @@ def write_atomic(path: str | os.PathLike[str], data: bytes, *, expected: bytes |
         os.close(dir_fd)
 
 
+def rewrite_locked(path: str | os.PathLike[str], data: bytes, expected: bytes, timeout_s: float = 60.0) -> None:
+    """`write_atomic(path, data, expected=expected)` under a lock per file (`filelock`, in
+    the user cache), so of two runs that read the same content and rewrite it, one
+    writes and the other is refused as "changed on disk" instead of both reporting a
+    write and the first one's being lost."""
+    import hashlib
+
+    from filelock import FileLock, Timeout
+
+    from kxform.cache import cache_root
+
+    real = os.path.realpath(path)
+    guard = cache_root() / "locks" / (hashlib.sha256(os.fsencode(real)).hexdigest()[:32] + ".lck")
+    try:
+        guard.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(guard), timeout=timeout_s):
+            write_atomic(path, data, expected=expected)
+    except Timeout:
+        raise InputError(f"another kxform run has held the write lock ({guard}) for {timeout_s:.0f} s; "
+                         "not written", Location(os.fspath(path))) from None
+
+
 def _check_unchanged(target: Path, expected: bytes, shown: str) -> None:
     try:
         current = target.read_bytes()

@@ -5,7 +5,8 @@ from libclang) that the kernel's code or its launch reads. It becomes a tunable
 parameter when it plays a tile role: a `__shared__` extent, a loop bound or step, the
 scale of a block or thread index (`blockIdx.y * TILE`), a block dimension or the dynamic
 shared memory at the launch, or an unroll factor. It is refused, with the reason, when
-it is also something else (used by another kernel or by host code outside the launch),
+it is also something else (used by another kernel or by host code outside the launch,
+or divides in a test that decides control flow, a threshold such as `n > 100000 / TILE`),
 when the body hard-codes its value, when it only pads other extents (a halo), or when
 the kernel computes with hardware-fixed shapes (wmma fragments, mma instructions).
 """
@@ -133,6 +134,8 @@ def find_tiling(model: SourceModel, kernel: Function, values: dict[str, int | No
         mine = [u for u in uses if u.name == name]
         refusal = _refusal(model, kernel, definition, mine, functions, macros, launches, launch_spans, value)
         roles = _roles(model, definition, mine, functions, launches)
+        if refusal is None:
+            refusal = _unclassified(model, name, mine, functions)
         if refusal is None and hardware is not None:
             refusal = Refusal("HardwareFixedShape", f"{name} sizes work that the kernel does with {hardware}; the "
                               "fragment and instruction shapes are fixed by the hardware, and the tiles built on them "
@@ -214,6 +217,20 @@ def _refusal(model: SourceModel, kernel: Function, definition: ConstantDef, mine
                        f"{leak[1]}: an allocation or a loop sized by it would change with it)", definition.span.start,
                        name)
     return _hand_unrolled(model, functions, name, value)
+
+
+def _unclassified(model: SourceModel, name: str, mine: list[NameUse], functions: frozenset[str]) -> Refusal | None:
+    """A use in the kernel that is no tile role and that a new value would change the
+    meaning of: outside a loop header, the constant is a threshold in a test that decides
+    control flow (it divides there, `n > 100000 / TILE`, `i % TILE == 0`, or it is compared
+    with the kernel's parameters alone, `n > TILE`)."""
+    for use in mine:
+        if use.function in functions and use.decides:
+            line = model.source.line_col(use.span.start)[0]
+            return Refusal("ControlFlowUse", f"line {line}: {name} is a threshold in `{use.decides}`, which decides "
+                           f"control flow: a new value changes which branch runs, not a tile role", use.span.start,
+                           name)
+    return None
 
 
 def _leaking_launch_variable(model: SourceModel, launches: tuple[LaunchConfig, ...], launch_spans: list[Span],

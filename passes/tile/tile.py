@@ -72,7 +72,10 @@ class Tile(Pass):
         for kernel in ctx.model.kernels:
             tiling, space = _facts(ctx, kernel.name)
             blockers = [Blocker(r.key, r.message, r.offset) for r in tiling.refusals if r.name is None]
-            if unknown:
+            refused = next((r for r in tiling.refusals if unknown and r.name == unknown[0]), None)
+            if refused is not None:  # the constant is the kernel's, and not lifted: say why
+                blockers.append(Blocker(refused.key, f"{unknown[0]} is not lifted: {refused.message}", refused.offset))
+            elif unknown:
                 known = ", ".join(sorted({n for s in spaces.values() for n in s.names})) or "none"
                 blockers.append(Blocker("UnknownParameter", f"{unknown[0]} is not a parameter of any kernel in this "
                                         f"file (parameters: {known})", kernel.span.start))

@@ -40,9 +40,9 @@ struct b1 {};
 }  // namespace precision
 }  // namespace experimental
 
-template <class T>
+template <class _KxT>
 struct storage_element_type {
-  using type = T;
+  using type = _KxT;
 };
 template <>
 struct storage_element_type<precision::tf32> {
@@ -56,27 +56,27 @@ namespace kxcpu {
 namespace wmma_impl {
 namespace w = ::nvcuda::wmma;
 
-template <class T>
+template <class _KxT>
 constexpr bool is_input() {
-  return std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value ||
-         std::is_same<T, w::precision::tf32>::value || std::is_same<T, double>::value;
+  return std::is_same<_KxT, __half>::value || std::is_same<_KxT, __nv_bfloat16>::value ||
+         std::is_same<_KxT, w::precision::tf32>::value || std::is_same<_KxT, double>::value;
 }
 
-template <int M, int N, int K, class T>
+template <int _KxM, int _KxN, int _KxK, class _KxT>
 constexpr bool shape_ok() {
-  if (std::is_same<T, w::precision::tf32>::value) return M == 16 && N == 16 && K == 8;
-  if (std::is_same<T, double>::value) return M == 8 && N == 8 && K == 4;
-  return (M == 16 && N == 16 && K == 16) || (M == 32 && N == 8 && K == 16) || (M == 8 && N == 32 && K == 16);
+  if (std::is_same<_KxT, w::precision::tf32>::value) return _KxM == 16 && _KxN == 16 && _KxK == 8;
+  if (std::is_same<_KxT, double>::value) return _KxM == 8 && _KxN == 8 && _KxK == 4;
+  return (_KxM == 16 && _KxN == 16 && _KxK == 16) || (_KxM == 32 && _KxN == 8 && _KxK == 16) || (_KxM == 8 && _KxN == 32 && _KxK == 16);
 }
 
-template <class Use, int M, int N, int K>
+template <class Use, int _KxM, int _KxN, int _KxK>
 struct dims {
-  static constexpr int rows = std::is_same<Use, w::matrix_b>::value ? K : M;
-  static constexpr int cols = std::is_same<Use, w::matrix_a>::value ? K : N;
+  static constexpr int rows = std::is_same<Use, w::matrix_b>::value ? _KxK : _KxM;
+  static constexpr int cols = std::is_same<Use, w::matrix_a>::value ? _KxK : _KxN;
 };
 
-template <class T>
-inline float to_float(const T& v) {
+template <class _KxT>
+inline float to_float(const _KxT& v) {
   return static_cast<float>(v);
 }
 /// What a tensor core reads of a tf32 operand: the upper 19 bits of the float.
@@ -90,90 +90,90 @@ inline void warp_sync(const char* file, int line) { vote(kSync, 0xffffffffull, 0
 namespace nvcuda {
 namespace wmma {
 
-template <class Use, int M, int N, int K, class T, class Layout = void>
+template <class Use, int _KxM, int _KxN, int _KxK, class _KxT, class Layout = void>
 class fragment {
-  static_assert(std::is_same<Use, accumulator>::value ? (std::is_same<T, float>::value || std::is_same<T, __half>::value ||
-                                                          std::is_same<T, double>::value)
-                                                       : ::kxcpu::wmma_impl::is_input<T>(),
+  static_assert(std::is_same<Use, accumulator>::value ? (std::is_same<_KxT, float>::value || std::is_same<_KxT, __half>::value ||
+                                                          std::is_same<_KxT, double>::value)
+                                                       : ::kxcpu::wmma_impl::is_input<_KxT>(),
                 "kxcpu-unsupported: this nvcuda::wmma element type (only half, bf16, tf32 and double inputs with "
                 "float, half or double accumulators are emulated)");
-  static_assert(std::is_same<Use, accumulator>::value || ::kxcpu::wmma_impl::shape_ok<M, N, K, T>(),
+  static_assert(std::is_same<Use, accumulator>::value || ::kxcpu::wmma_impl::shape_ok<_KxM, _KxN, _KxK, _KxT>(),
                 "kxcpu-unsupported: this nvcuda::wmma fragment shape");
 
  public:
-  using element_type = T;
-  using storage_element_type = typename ::nvcuda::wmma::storage_element_type<T>::type;
-  static constexpr int rows = ::kxcpu::wmma_impl::dims<Use, M, N, K>::rows;
-  static constexpr int cols = ::kxcpu::wmma_impl::dims<Use, M, N, K>::cols;
+  using element_type = _KxT;
+  using storage_element_type = typename ::nvcuda::wmma::storage_element_type<_KxT>::type;
+  static constexpr int rows = ::kxcpu::wmma_impl::dims<Use, _KxM, _KxN, _KxK>::rows;
+  static constexpr int cols = ::kxcpu::wmma_impl::dims<Use, _KxM, _KxN, _KxK>::cols;
   static constexpr int num_elements = rows * cols;
   storage_element_type x[num_elements];
 };
 
-template <class Use, int M, int N, int K, class T, class L>
-inline void fill_fragment(fragment<Use, M, N, K, T, L>& f,
-                          const typename fragment<Use, M, N, K, T, L>::storage_element_type& v) {
+template <class Use, int _KxM, int _KxN, int _KxK, class _KxT, class _KxL>
+inline void fill_fragment(fragment<Use, _KxM, _KxN, _KxK, _KxT, _KxL>& f,
+                          const typename fragment<Use, _KxM, _KxN, _KxK, _KxT, _KxL>::storage_element_type& v) {
   for (int i = 0; i < f.num_elements; ++i) f.x[i] = v;
 }
 
 /// matrix_a / matrix_b: the layout is part of the fragment's type.
-template <class Use, int M, int N, int K, class T, class L, class P>
-inline void load_matrix_sync(fragment<Use, M, N, K, T, L>& f, const P* p, unsigned ldm,
+template <class Use, int _KxM, int _KxN, int _KxK, class _KxT, class _KxL, class _KxP>
+inline void load_matrix_sync(fragment<Use, _KxM, _KxN, _KxK, _KxT, _KxL>& f, const _KxP* p, unsigned ldm,
                              const char* kx_file = __builtin_FILE(), int kx_line = __builtin_LINE()) {
-  static_assert(std::is_same<L, row_major>::value || std::is_same<L, col_major>::value,
+  static_assert(std::is_same<_KxL, row_major>::value || std::is_same<_KxL, col_major>::value,
                 "load_matrix_sync without a layout argument needs a matrix_a/matrix_b fragment");
   ::kxcpu::wmma_impl::warp_sync(kx_file, kx_line);
-  const bool row = std::is_same<L, row_major>::value;
+  const bool row = std::is_same<_KxL, row_major>::value;
   for (int r = 0; r < f.rows; ++r)
     for (int c = 0; c < f.cols; ++c)
       f.x[r * f.cols + c] = p[row ? static_cast<std::size_t>(r) * ldm + c : static_cast<std::size_t>(c) * ldm + r];
 }
 
 /// accumulator: the memory layout is an argument.
-template <int M, int N, int K, class T, class P>
-inline void load_matrix_sync(fragment<accumulator, M, N, K, T>& f, const P* p, unsigned ldm, layout_t layout,
+template <int _KxM, int _KxN, int _KxK, class _KxT, class _KxP>
+inline void load_matrix_sync(fragment<accumulator, _KxM, _KxN, _KxK, _KxT>& f, const _KxP* p, unsigned ldm, layout_t layout,
                              const char* kx_file = __builtin_FILE(), int kx_line = __builtin_LINE()) {
   ::kxcpu::wmma_impl::warp_sync(kx_file, kx_line);
-  for (int r = 0; r < M; ++r)
-    for (int c = 0; c < N; ++c)
-      f.x[r * N + c] = static_cast<T>(p[layout == mem_row_major ? static_cast<std::size_t>(r) * ldm + c
+  for (int r = 0; r < _KxM; ++r)
+    for (int c = 0; c < _KxN; ++c)
+      f.x[r * _KxN + c] = static_cast<_KxT>(p[layout == mem_row_major ? static_cast<std::size_t>(r) * ldm + c
                                                                   : static_cast<std::size_t>(c) * ldm + r]);
 }
 
-template <int M, int N, int K, class T, class P>
-inline void store_matrix_sync(P* p, const fragment<accumulator, M, N, K, T>& f, unsigned ldm, layout_t layout,
+template <int _KxM, int _KxN, int _KxK, class _KxT, class _KxP>
+inline void store_matrix_sync(_KxP* p, const fragment<accumulator, _KxM, _KxN, _KxK, _KxT>& f, unsigned ldm, layout_t layout,
                               const char* kx_file = __builtin_FILE(), int kx_line = __builtin_LINE()) {
   ::kxcpu::wmma_impl::warp_sync(kx_file, kx_line);
-  for (int r = 0; r < M; ++r)
-    for (int c = 0; c < N; ++c)
+  for (int r = 0; r < _KxM; ++r)
+    for (int c = 0; c < _KxN; ++c)
       p[layout == mem_row_major ? static_cast<std::size_t>(r) * ldm + c : static_cast<std::size_t>(c) * ldm + r] =
-          static_cast<P>(f.x[r * N + c]);
+          static_cast<_KxP>(f.x[r * _KxN + c]);
   ::kxcpu::wmma_impl::warp_sync(kx_file, kx_line);
 }
 
-template <int M, int N, int K, class TD, class TA, class LA, class TB, class LB, class TC>
-inline void mma_sync(fragment<accumulator, M, N, K, TD>& d, const fragment<matrix_a, M, N, K, TA, LA>& a,
-                     const fragment<matrix_b, M, N, K, TB, LB>& b, const fragment<accumulator, M, N, K, TC>& c,
+template <int _KxM, int _KxN, int _KxK, class _KxTD, class _KxTA, class _KxLA, class _KxTB, class _KxLB, class _KxTC>
+inline void mma_sync(fragment<accumulator, _KxM, _KxN, _KxK, _KxTD>& d, const fragment<matrix_a, _KxM, _KxN, _KxK, _KxTA, _KxLA>& a,
+                     const fragment<matrix_b, _KxM, _KxN, _KxK, _KxTB, _KxLB>& b, const fragment<accumulator, _KxM, _KxN, _KxK, _KxTC>& c,
                      bool satf = false, const char* kx_file = __builtin_FILE(), int kx_line = __builtin_LINE()) {
-  static_assert(std::is_same<TA, TB>::value, "mma_sync: matrix_a and matrix_b must have the same element type");
+  static_assert(std::is_same<_KxTA, _KxTB>::value, "mma_sync: matrix_a and matrix_b must have the same element type");
   (void)satf;
   ::kxcpu::wmma_impl::warp_sync(kx_file, kx_line);
-  using Acc = typename std::conditional<std::is_same<TA, double>::value, double, float>::type;
-  const bool tf32 = std::is_same<TA, precision::tf32>::value;
-  Acc out[M * N];
-  for (int i = 0; i < M; ++i)
-    for (int j = 0; j < N; ++j) {
-      Acc sum = static_cast<Acc>(c.x[i * N + j]);
-      for (int k = 0; k < K; ++k) {
-        Acc av = static_cast<Acc>(a.x[i * K + k]), bv = static_cast<Acc>(b.x[k * N + j]);
+  using Acc = typename std::conditional<std::is_same<_KxTA, double>::value, double, float>::type;
+  const bool tf32 = std::is_same<_KxTA, precision::tf32>::value;
+  Acc out[_KxM * _KxN];
+  for (int i = 0; i < _KxM; ++i)
+    for (int j = 0; j < _KxN; ++j) {
+      Acc sum = static_cast<Acc>(c.x[i * _KxN + j]);
+      for (int k = 0; k < _KxK; ++k) {
+        Acc av = static_cast<Acc>(a.x[i * _KxK + k]), bv = static_cast<Acc>(b.x[k * _KxN + j]);
         if (tf32) {
           av = static_cast<Acc>(::kxcpu::wmma_impl::tf32_bits(static_cast<float>(av)));
           bv = static_cast<Acc>(::kxcpu::wmma_impl::tf32_bits(static_cast<float>(bv)));
         }
         sum += av * bv;
       }
-      out[i * N + j] = sum;
+      out[i * _KxN + j] = sum;
     }
-  for (int i = 0; i < M * N; ++i) d.x[i] = static_cast<TD>(out[i]);
+  for (int i = 0; i < _KxM * _KxN; ++i) d.x[i] = static_cast<_KxTD>(out[i]);
 }
 
 /// cvt.rna.tf32.f32: round to the nearest tf32 value, ties away from zero; kept in a float.

@@ -9,25 +9,25 @@
 
 #define KXCPU_RLX __ATOMIC_RELAXED
 
-#define KXCPU_ATOMIC_INT_OPS(T)                                                                 \
-  static inline T atomicAdd(T* a, T v) { return __atomic_fetch_add(a, v, KXCPU_RLX); }       \
-  static inline T atomicSub(T* a, T v) { return __atomic_fetch_sub(a, v, KXCPU_RLX); }       \
-  static inline T atomicExch(T* a, T v) { return __atomic_exchange_n(a, v, KXCPU_RLX); }     \
-  static inline T atomicAnd(T* a, T v) { return __atomic_fetch_and(a, v, KXCPU_RLX); }       \
-  static inline T atomicOr(T* a, T v) { return __atomic_fetch_or(a, v, KXCPU_RLX); }         \
-  static inline T atomicXor(T* a, T v) { return __atomic_fetch_xor(a, v, KXCPU_RLX); }       \
-  static inline T atomicMin(T* a, T v) {                                                       \
-    T old = __atomic_load_n(a, KXCPU_RLX);                                                     \
+#define KXCPU_ATOMIC_INT_OPS(_KxT)                                                                 \
+  static inline _KxT atomicAdd(_KxT* a, _KxT v) { return __atomic_fetch_add(a, v, KXCPU_RLX); }       \
+  static inline _KxT atomicSub(_KxT* a, _KxT v) { return __atomic_fetch_sub(a, v, KXCPU_RLX); }       \
+  static inline _KxT atomicExch(_KxT* a, _KxT v) { return __atomic_exchange_n(a, v, KXCPU_RLX); }     \
+  static inline _KxT atomicAnd(_KxT* a, _KxT v) { return __atomic_fetch_and(a, v, KXCPU_RLX); }       \
+  static inline _KxT atomicOr(_KxT* a, _KxT v) { return __atomic_fetch_or(a, v, KXCPU_RLX); }         \
+  static inline _KxT atomicXor(_KxT* a, _KxT v) { return __atomic_fetch_xor(a, v, KXCPU_RLX); }       \
+  static inline _KxT atomicMin(_KxT* a, _KxT v) {                                                       \
+    _KxT old = __atomic_load_n(a, KXCPU_RLX);                                                     \
     while (v < old && !__atomic_compare_exchange_n(a, &old, v, true, KXCPU_RLX, KXCPU_RLX)) {} \
     return old;                                                                                \
   }                                                                                            \
-  static inline T atomicMax(T* a, T v) {                                                       \
-    T old = __atomic_load_n(a, KXCPU_RLX);                                                     \
+  static inline _KxT atomicMax(_KxT* a, _KxT v) {                                                       \
+    _KxT old = __atomic_load_n(a, KXCPU_RLX);                                                     \
     while (v > old && !__atomic_compare_exchange_n(a, &old, v, true, KXCPU_RLX, KXCPU_RLX)) {} \
     return old;                                                                                \
   }                                                                                            \
-  static inline T atomicCAS(T* a, T compare, T v) {                                            \
-    T old = compare;                                                                           \
+  static inline _KxT atomicCAS(_KxT* a, _KxT compare, _KxT v) {                                            \
+    _KxT old = compare;                                                                           \
     if (!__atomic_compare_exchange_n(a, &old, v, false, KXCPU_RLX, KXCPU_RLX)) kxcpu::fiber_yield(); \
     return old;                                                                                \
   }
@@ -58,13 +58,13 @@ static inline unsigned int atomicDec(unsigned int* a, unsigned int limit) {
 
 namespace kxcpu {
 /// Read-modify-write of a value of type T stored in an unsigned integer of equal size.
-template <class T, class Bits, class F>
-static inline T atomic_rmw(T* a, F f) {
+template <class _KxT, class Bits, class _KxF>
+static inline _KxT atomic_rmw(_KxT* a, _KxF f) {
   Bits* p = reinterpret_cast<Bits*>(a);
   Bits old = __atomic_load_n(p, KXCPU_RLX);
   for (;;) {
-    Bits next = bit_cast<Bits>(static_cast<T>(f(bit_cast<T>(old))));
-    if (__atomic_compare_exchange_n(p, &old, next, true, KXCPU_RLX, KXCPU_RLX)) return bit_cast<T>(old);
+    Bits next = bit_cast<Bits>(static_cast<_KxT>(f(bit_cast<_KxT>(old))));
+    if (__atomic_compare_exchange_n(p, &old, next, true, KXCPU_RLX, KXCPU_RLX)) return bit_cast<_KxT>(old);
   }
 }
 }  // namespace kxcpu
@@ -90,8 +90,8 @@ static inline float atomicMin(float* a, float v) {
 
 // Scope-qualified variants behave like the device-wide ones here.
 #define KXCPU_SCOPED(NAME)                                                             \
-  template <class P, class... A> static inline auto NAME##_block(P p, A... a) { return NAME(p, a...); } \
-  template <class P, class... A> static inline auto NAME##_system(P p, A... a) { return NAME(p, a...); }
+  template <class _KxP, class... _KxA> static inline auto NAME##_block(_KxP p, _KxA... a) { return NAME(p, a...); } \
+  template <class _KxP, class... _KxA> static inline auto NAME##_system(_KxP p, _KxA... a) { return NAME(p, a...); }
 KXCPU_SCOPED(atomicAdd)
 KXCPU_SCOPED(atomicSub)
 KXCPU_SCOPED(atomicExch)

@@ -60,64 +60,64 @@ static inline float d2f_odd(double d) {
 struct __half_raw { unsigned short x; };
 struct __nv_bfloat16_raw { unsigned short x; };
 
-#define KXCPU_HALF_CLASS(H, RAW, ENC, DEC)                                              \
-  struct __attribute__((aligned(2))) H {                                                \
+#define KXCPU_HALF_CLASS(_KxH, RAW, ENC, DEC)                                              \
+  struct __attribute__((aligned(2))) _KxH {                                                \
     unsigned short __x;                                                                 \
-    H() = default;                                                                      \
-    constexpr H(const RAW& r) : __x(r.x) {}                                             \
-    H(float f) : __x(kxcpu::ENC(f)) {}                                                  \
-    H(double d) : __x(kxcpu::ENC(kxcpu::d2f_odd(d))) {}                                 \
-    H(int v) : H(static_cast<float>(v)) {}                                              \
-    H(unsigned int v) : H(static_cast<float>(v)) {}                                     \
-    H(short v) : H(static_cast<float>(v)) {}                                            \
-    H(unsigned short v) : H(static_cast<float>(v)) {}                                   \
-    H(long long v) : H(kxcpu::d2f_odd(static_cast<double>(v))) {}                       \
-    H(unsigned long long v) : H(kxcpu::d2f_odd(static_cast<double>(v))) {}              \
+    _KxH() = default;                                                                      \
+    constexpr _KxH(const RAW& r) : __x(r.x) {}                                             \
+    _KxH(float f) : __x(kxcpu::ENC(f)) {}                                                  \
+    _KxH(double d) : __x(kxcpu::ENC(kxcpu::d2f_odd(d))) {}                                 \
+    _KxH(int v) : _KxH(static_cast<float>(v)) {}                                              \
+    _KxH(unsigned int v) : _KxH(static_cast<float>(v)) {}                                     \
+    _KxH(short v) : _KxH(static_cast<float>(v)) {}                                            \
+    _KxH(unsigned short v) : _KxH(static_cast<float>(v)) {}                                   \
+    _KxH(long long v) : _KxH(kxcpu::d2f_odd(static_cast<double>(v))) {}                       \
+    _KxH(unsigned long long v) : _KxH(kxcpu::d2f_odd(static_cast<double>(v))) {}              \
     operator RAW() const { return RAW{__x}; }                                           \
     operator float() const { return kxcpu::DEC(__x); }                                  \
-    H& operator+=(const H& o) { return *this = H(float(*this) + float(o)); }            \
-    H& operator-=(const H& o) { return *this = H(float(*this) - float(o)); }            \
-    H& operator*=(const H& o) { return *this = H(float(*this) * float(o)); }            \
-    H& operator/=(const H& o) { return *this = H(float(*this) / float(o)); }            \
-    H& operator++() { return *this += H(1.0f); }                                        \
-    H& operator--() { return *this -= H(1.0f); }                                        \
-    H operator++(int) { H t = *this; *this += H(1.0f); return t; }                      \
-    H operator--(int) { H t = *this; *this -= H(1.0f); return t; }                      \
+    _KxH& operator+=(const _KxH& o) { return *this = _KxH(float(*this) + float(o)); }            \
+    _KxH& operator-=(const _KxH& o) { return *this = _KxH(float(*this) - float(o)); }            \
+    _KxH& operator*=(const _KxH& o) { return *this = _KxH(float(*this) * float(o)); }            \
+    _KxH& operator/=(const _KxH& o) { return *this = _KxH(float(*this) / float(o)); }            \
+    _KxH& operator++() { return *this += _KxH(1.0f); }                                        \
+    _KxH& operator--() { return *this -= _KxH(1.0f); }                                        \
+    _KxH operator++(int) { _KxH t = *this; *this += _KxH(1.0f); return t; }                      \
+    _KxH operator--(int) { _KxH t = *this; *this -= _KxH(1.0f); return t; }                      \
   };                                                                                    \
-  static inline H operator+(const H& a, const H& b) { return H(float(a) + float(b)); } \
-  static inline H operator-(const H& a, const H& b) { return H(float(a) - float(b)); } \
-  static inline H operator*(const H& a, const H& b) { return H(float(a) * float(b)); } \
-  static inline H operator/(const H& a, const H& b) { return H(float(a) / float(b)); } \
-  static inline H operator-(const H& a) { H r = a; r.__x ^= 0x8000u; return r; }       \
-  static inline H operator+(const H& a) { return a; }                                   \
-  static inline bool operator==(const H& a, const H& b) { return float(a) == float(b); } \
-  static inline bool operator!=(const H& a, const H& b) { return float(a) != float(b); } \
-  static inline bool operator<(const H& a, const H& b) { return float(a) < float(b); }  \
-  static inline bool operator>(const H& a, const H& b) { return float(a) > float(b); }  \
-  static inline bool operator<=(const H& a, const H& b) { return float(a) <= float(b); } \
-  static inline bool operator>=(const H& a, const H& b) { return float(a) >= float(b); }
+  static inline _KxH operator+(const _KxH& a, const _KxH& b) { return _KxH(float(a) + float(b)); } \
+  static inline _KxH operator-(const _KxH& a, const _KxH& b) { return _KxH(float(a) - float(b)); } \
+  static inline _KxH operator*(const _KxH& a, const _KxH& b) { return _KxH(float(a) * float(b)); } \
+  static inline _KxH operator/(const _KxH& a, const _KxH& b) { return _KxH(float(a) / float(b)); } \
+  static inline _KxH operator-(const _KxH& a) { _KxH r = a; r.__x ^= 0x8000u; return r; }       \
+  static inline _KxH operator+(const _KxH& a) { return a; }                                   \
+  static inline bool operator==(const _KxH& a, const _KxH& b) { return float(a) == float(b); } \
+  static inline bool operator!=(const _KxH& a, const _KxH& b) { return float(a) != float(b); } \
+  static inline bool operator<(const _KxH& a, const _KxH& b) { return float(a) < float(b); }  \
+  static inline bool operator>(const _KxH& a, const _KxH& b) { return float(a) > float(b); }  \
+  static inline bool operator<=(const _KxH& a, const _KxH& b) { return float(a) <= float(b); } \
+  static inline bool operator>=(const _KxH& a, const _KxH& b) { return float(a) >= float(b); }
 
 KXCPU_HALF_CLASS(__half, __half_raw, f2h_rn, h2f)
 KXCPU_HALF_CLASS(__nv_bfloat16, __nv_bfloat16_raw, f2bf_rn, bf2f)
 #undef KXCPU_HALF_CLASS
 
-#define KXCPU_PAIR_CLASS(H2, H)                                                                 \
-  struct __attribute__((aligned(4))) H2 {                                                       \
-    H x, y;                                                                                     \
-    H2() = default;                                                                             \
-    H2(const H& a, const H& b) : x(a), y(b) {}                                                  \
-    H2& operator+=(const H2& o) { x += o.x; y += o.y; return *this; }                           \
-    H2& operator-=(const H2& o) { x -= o.x; y -= o.y; return *this; }                           \
-    H2& operator*=(const H2& o) { x *= o.x; y *= o.y; return *this; }                           \
-    H2& operator/=(const H2& o) { x /= o.x; y /= o.y; return *this; }                           \
+#define KXCPU_PAIR_CLASS(_KxH2, _KxH)                                                                 \
+  struct __attribute__((aligned(4))) _KxH2 {                                                       \
+    _KxH x, y;                                                                                     \
+    _KxH2() = default;                                                                             \
+    _KxH2(const _KxH& a, const _KxH& b) : x(a), y(b) {}                                                  \
+    _KxH2& operator+=(const _KxH2& o) { x += o.x; y += o.y; return *this; }                           \
+    _KxH2& operator-=(const _KxH2& o) { x -= o.x; y -= o.y; return *this; }                           \
+    _KxH2& operator*=(const _KxH2& o) { x *= o.x; y *= o.y; return *this; }                           \
+    _KxH2& operator/=(const _KxH2& o) { x /= o.x; y /= o.y; return *this; }                           \
   };                                                                                            \
-  static inline H2 operator+(const H2& a, const H2& b) { return H2(a.x + b.x, a.y + b.y); }    \
-  static inline H2 operator-(const H2& a, const H2& b) { return H2(a.x - b.x, a.y - b.y); }    \
-  static inline H2 operator*(const H2& a, const H2& b) { return H2(a.x * b.x, a.y * b.y); }    \
-  static inline H2 operator/(const H2& a, const H2& b) { return H2(a.x / b.x, a.y / b.y); }    \
-  static inline H2 operator-(const H2& a) { return H2(-a.x, -a.y); }                           \
-  static inline bool operator==(const H2& a, const H2& b) { return a.x == b.x && a.y == b.y; } \
-  static inline bool operator!=(const H2& a, const H2& b) { return !(a == b); }
+  static inline _KxH2 operator+(const _KxH2& a, const _KxH2& b) { return _KxH2(a.x + b.x, a.y + b.y); }    \
+  static inline _KxH2 operator-(const _KxH2& a, const _KxH2& b) { return _KxH2(a.x - b.x, a.y - b.y); }    \
+  static inline _KxH2 operator*(const _KxH2& a, const _KxH2& b) { return _KxH2(a.x * b.x, a.y * b.y); }    \
+  static inline _KxH2 operator/(const _KxH2& a, const _KxH2& b) { return _KxH2(a.x / b.x, a.y / b.y); }    \
+  static inline _KxH2 operator-(const _KxH2& a) { return _KxH2(-a.x, -a.y); }                           \
+  static inline bool operator==(const _KxH2& a, const _KxH2& b) { return a.x == b.x && a.y == b.y; } \
+  static inline bool operator!=(const _KxH2& a, const _KxH2& b) { return !(a == b); }
 
 KXCPU_PAIR_CLASS(__half2, __half)
 KXCPU_PAIR_CLASS(__nv_bfloat162, __nv_bfloat16)
@@ -129,110 +129,110 @@ typedef __nv_bfloat16 nv_bfloat16;
 typedef __nv_bfloat162 nv_bfloat162;
 
 // Conversions and packing; NAME/NAME2 give CUDA's spelling (half/half2, bfloat16/bfloat162).
-#define KXCPU_HALF_CONV(H, H2, NAME, NAME2, ENC, ENCZ, DEC)                                     \
-  static inline H __float2##NAME(float f) { return H(f); }                                     \
-  static inline H __float2##NAME##_rn(float f) { return H(f); }                                \
-  static inline H __float2##NAME##_rz(float f) { H r; r.__x = kxcpu::ENCZ(f); return r; }      \
-  static inline H __double2##NAME(double d) { return H(d); }                                   \
-  static inline float __##NAME##2float(H h) { return float(h); }                               \
-  static inline H2 __float2##NAME2##_rn(float f) { return H2(H(f), H(f)); }                   \
-  static inline H2 __floats2##NAME2##_rn(float a, float b) { return H2(H(a), H(b)); }          \
-  static inline H2 __float22##NAME2##_rn(float2 v) { return H2(H(v.x), H(v.y)); }              \
-  static inline float2 __##NAME2##2float2(H2 v) { return make_float2(float(v.x), float(v.y)); } \
-  static inline H __low2##NAME(H2 v) { return v.x; }                                           \
-  static inline H __high2##NAME(H2 v) { return v.y; }                                          \
-  static inline float __low2float(H2 v) { return float(v.x); }                                 \
-  static inline float __high2float(H2 v) { return float(v.y); }                                \
-  static inline H2 __halves2##NAME2(H a, H b) { return H2(a, b); }                             \
-  static inline H2 __##NAME##2##NAME2(H a) { return H2(a, a); }                                \
-  static inline H2 __lowhigh2highlow(H2 v) { return H2(v.y, v.x); }                            \
-  static inline H2 __lows2##NAME2(H2 a, H2 b) { return H2(a.x, b.x); }                         \
-  static inline H2 __highs2##NAME2(H2 a, H2 b) { return H2(a.y, b.y); }                        \
-  static inline unsigned short __##NAME##_as_ushort(H h) { return h.__x; }                     \
-  static inline short __##NAME##_as_short(H h) { return static_cast<short>(h.__x); }           \
-  static inline H __ushort_as_##NAME(unsigned short u) { H r; r.__x = u; return r; }           \
-  static inline H __short_as_##NAME(short u) { H r; r.__x = static_cast<unsigned short>(u); return r; } \
-  static inline int __##NAME##2int_rn(H h) { return __float2int_rn(float(h)); }                \
-  static inline int __##NAME##2int_rz(H h) { return __float2int_rz(float(h)); }                \
-  static inline int __##NAME##2int_rd(H h) { return __float2int_rd(float(h)); }                \
-  static inline int __##NAME##2int_ru(H h) { return __float2int_ru(float(h)); }                \
-  static inline unsigned __##NAME##2uint_rz(H h) { return __float2uint_rz(float(h)); }         \
-  static inline long long __##NAME##2ll_rz(H h) { return __float2ll_rz(float(h)); }            \
-  static inline short __##NAME##2short_rz(H h) { return static_cast<short>(__float2int_rz(float(h))); } \
-  static inline H __int2##NAME##_rn(int v) { return H(v); }                                    \
-  static inline H __uint2##NAME##_rn(unsigned v) { return H(v); }                              \
-  static inline H __short2##NAME##_rn(short v) { return H(v); }                                \
-  static inline H __ushort2##NAME##_rn(unsigned short v) { return H(v); }                      \
-  static inline H __ll2##NAME##_rn(long long v) { return H(v); }
+#define KXCPU_HALF_CONV(_KxH, _KxH2, NAME, NAME2, ENC, ENCZ, DEC)                                     \
+  static inline _KxH __float2##NAME(float f) { return _KxH(f); }                                     \
+  static inline _KxH __float2##NAME##_rn(float f) { return _KxH(f); }                                \
+  static inline _KxH __float2##NAME##_rz(float f) { _KxH r; r.__x = kxcpu::ENCZ(f); return r; }      \
+  static inline _KxH __double2##NAME(double d) { return _KxH(d); }                                   \
+  static inline float __##NAME##2float(_KxH h) { return float(h); }                               \
+  static inline _KxH2 __float2##NAME2##_rn(float f) { return _KxH2(_KxH(f), _KxH(f)); }                   \
+  static inline _KxH2 __floats2##NAME2##_rn(float a, float b) { return _KxH2(_KxH(a), _KxH(b)); }          \
+  static inline _KxH2 __float22##NAME2##_rn(float2 v) { return _KxH2(_KxH(v.x), _KxH(v.y)); }              \
+  static inline float2 __##NAME2##2float2(_KxH2 v) { return make_float2(float(v.x), float(v.y)); } \
+  static inline _KxH __low2##NAME(_KxH2 v) { return v.x; }                                           \
+  static inline _KxH __high2##NAME(_KxH2 v) { return v.y; }                                          \
+  static inline float __low2float(_KxH2 v) { return float(v.x); }                                 \
+  static inline float __high2float(_KxH2 v) { return float(v.y); }                                \
+  static inline _KxH2 __halves2##NAME2(_KxH a, _KxH b) { return _KxH2(a, b); }                             \
+  static inline _KxH2 __##NAME##2##NAME2(_KxH a) { return _KxH2(a, a); }                                \
+  static inline _KxH2 __lowhigh2highlow(_KxH2 v) { return _KxH2(v.y, v.x); }                            \
+  static inline _KxH2 __lows2##NAME2(_KxH2 a, _KxH2 b) { return _KxH2(a.x, b.x); }                         \
+  static inline _KxH2 __highs2##NAME2(_KxH2 a, _KxH2 b) { return _KxH2(a.y, b.y); }                        \
+  static inline unsigned short __##NAME##_as_ushort(_KxH h) { return h.__x; }                     \
+  static inline short __##NAME##_as_short(_KxH h) { return static_cast<short>(h.__x); }           \
+  static inline _KxH __ushort_as_##NAME(unsigned short u) { _KxH r; r.__x = u; return r; }           \
+  static inline _KxH __short_as_##NAME(short u) { _KxH r; r.__x = static_cast<unsigned short>(u); return r; } \
+  static inline int __##NAME##2int_rn(_KxH h) { return __float2int_rn(float(h)); }                \
+  static inline int __##NAME##2int_rz(_KxH h) { return __float2int_rz(float(h)); }                \
+  static inline int __##NAME##2int_rd(_KxH h) { return __float2int_rd(float(h)); }                \
+  static inline int __##NAME##2int_ru(_KxH h) { return __float2int_ru(float(h)); }                \
+  static inline unsigned __##NAME##2uint_rz(_KxH h) { return __float2uint_rz(float(h)); }         \
+  static inline long long __##NAME##2ll_rz(_KxH h) { return __float2ll_rz(float(h)); }            \
+  static inline short __##NAME##2short_rz(_KxH h) { return static_cast<short>(__float2int_rz(float(h))); } \
+  static inline _KxH __int2##NAME##_rn(int v) { return _KxH(v); }                                    \
+  static inline _KxH __uint2##NAME##_rn(unsigned v) { return _KxH(v); }                              \
+  static inline _KxH __short2##NAME##_rn(short v) { return _KxH(v); }                                \
+  static inline _KxH __ushort2##NAME##_rn(unsigned short v) { return _KxH(v); }                      \
+  static inline _KxH __ll2##NAME##_rn(long long v) { return _KxH(v); }
 
 KXCPU_HALF_CONV(__half, __half2, half, half2, f2h_rn, f2h_rz, h2f)
 KXCPU_HALF_CONV(__nv_bfloat16, __nv_bfloat162, bfloat16, bfloat162, f2bf_rn, f2bf_rz, bf2f)
 #undef KXCPU_HALF_CONV
 
 // Arithmetic, comparison and math, overloaded on both types like CUDA's headers.
-#define KXCPU_HALF_MATH(H, H2)                                                                    \
-  static inline H __hadd(H a, H b) { return a + b; }                                             \
-  static inline H __hsub(H a, H b) { return a - b; }                                             \
-  static inline H __hmul(H a, H b) { return a * b; }                                             \
-  static inline H __hdiv(H a, H b) { return a / b; }                                             \
-  static inline H __hadd_rn(H a, H b) { return a + b; }                                          \
-  static inline H __hsub_rn(H a, H b) { return a - b; }                                          \
-  static inline H __hmul_rn(H a, H b) { return a * b; }                                          \
-  static inline H __hadd_sat(H a, H b) { return H(__saturatef(float(a) + float(b))); }           \
-  static inline H __hsub_sat(H a, H b) { return H(__saturatef(float(a) - float(b))); }           \
-  static inline H __hmul_sat(H a, H b) { return H(__saturatef(float(a) * float(b))); }           \
-  static inline H __hfma(H a, H b, H c) { return H(kxcpu::d2f_odd(std::fma(double(float(a)), double(float(b)), double(float(c))))); } \
-  static inline H __hfma_sat(H a, H b, H c) { return H(__saturatef(float(__hfma(a, b, c)))); }   \
-  static inline H __hneg(H a) { return -a; }                                                     \
-  static inline H __habs(H a) { H r = a; r.__x &= 0x7fffu; return r; }                           \
-  static inline H __hmax(H a, H b) { return H(fmaxf(float(a), float(b))); }                      \
-  static inline H __hmin(H a, H b) { return H(fminf(float(a), float(b))); }                      \
-  static inline H __hmax_nan(H a, H b) { return (std::isnan(float(a)) || std::isnan(float(b))) ? H(NAN) : __hmax(a, b); } \
-  static inline H __hmin_nan(H a, H b) { return (std::isnan(float(a)) || std::isnan(float(b))) ? H(NAN) : __hmin(a, b); } \
-  static inline bool __heq(H a, H b) { return a == b; }                                          \
-  static inline bool __hne(H a, H b) { return a != b; }                                          \
-  static inline bool __hlt(H a, H b) { return a < b; }                                           \
-  static inline bool __hle(H a, H b) { return a <= b; }                                          \
-  static inline bool __hgt(H a, H b) { return a > b; }                                           \
-  static inline bool __hge(H a, H b) { return a >= b; }                                          \
-  static inline bool __hisnan(H a) { return std::isnan(float(a)); }                              \
-  static inline int __hisinf(H a) { float f = float(a); return std::isinf(f) ? (f < 0 ? -1 : 1) : 0; } \
-  static inline H hexp(H a) { return H(expf(float(a))); }                                        \
-  static inline H hexp2(H a) { return H(exp2f(float(a))); }                                      \
-  static inline H hexp10(H a) { return H(exp10f(float(a))); }                                    \
-  static inline H hlog(H a) { return H(logf(float(a))); }                                        \
-  static inline H hlog2(H a) { return H(log2f(float(a))); }                                      \
-  static inline H hlog10(H a) { return H(log10f(float(a))); }                                    \
-  static inline H hsqrt(H a) { return H(sqrtf(float(a))); }                                      \
-  static inline H hrsqrt(H a) { return H(1.0f / sqrtf(float(a))); }                              \
-  static inline H hrcp(H a) { return H(1.0f / float(a)); }                                       \
-  static inline H hsin(H a) { return H(sinf(float(a))); }                                        \
-  static inline H hcos(H a) { return H(cosf(float(a))); }                                        \
-  static inline H htanh(H a) { return H(tanhf(float(a))); }                                      \
-  static inline H hfloor(H a) { return H(floorf(float(a))); }                                    \
-  static inline H hceil(H a) { return H(ceilf(float(a))); }                                      \
-  static inline H htrunc(H a) { return H(truncf(float(a))); }                                    \
-  static inline H hrint(H a) { return H(rintf(float(a))); }                                      \
-  static inline H2 __hadd2(H2 a, H2 b) { return a + b; }                                         \
-  static inline H2 __hsub2(H2 a, H2 b) { return a - b; }                                         \
-  static inline H2 __hmul2(H2 a, H2 b) { return a * b; }                                         \
-  static inline H2 __h2div(H2 a, H2 b) { return a / b; }                                         \
-  static inline H2 __hfma2(H2 a, H2 b, H2 c) { return H2(__hfma(a.x, b.x, c.x), __hfma(a.y, b.y, c.y)); } \
-  static inline H2 __hneg2(H2 a) { return -a; }                                                  \
-  static inline H2 __habs2(H2 a) { return H2(__habs(a.x), __habs(a.y)); }                        \
-  static inline H2 __hmax2(H2 a, H2 b) { return H2(__hmax(a.x, b.x), __hmax(a.y, b.y)); }        \
-  static inline H2 __hmin2(H2 a, H2 b) { return H2(__hmin(a.x, b.x), __hmin(a.y, b.y)); }        \
-  static inline bool __hbeq2(H2 a, H2 b) { return a.x == b.x && a.y == b.y; }                    \
-  static inline H2 h2exp(H2 a) { return H2(hexp(a.x), hexp(a.y)); }                              \
-  static inline H2 h2log(H2 a) { return H2(hlog(a.x), hlog(a.y)); }                              \
-  static inline H2 h2sqrt(H2 a) { return H2(hsqrt(a.x), hsqrt(a.y)); }                           \
-  static inline H2 h2rsqrt(H2 a) { return H2(hrsqrt(a.x), hrsqrt(a.y)); }                        \
-  static inline H2 h2rcp(H2 a) { return H2(hrcp(a.x), hrcp(a.y)); }                              \
-  static inline H atomicAdd(H* p, H v) {                                                          \
-    return kxcpu::atomic_rmw<H, unsigned short>(p, [v](H x) { return x + v; });                 \
+#define KXCPU_HALF_MATH(_KxH, _KxH2)                                                                    \
+  static inline _KxH __hadd(_KxH a, _KxH b) { return a + b; }                                             \
+  static inline _KxH __hsub(_KxH a, _KxH b) { return a - b; }                                             \
+  static inline _KxH __hmul(_KxH a, _KxH b) { return a * b; }                                             \
+  static inline _KxH __hdiv(_KxH a, _KxH b) { return a / b; }                                             \
+  static inline _KxH __hadd_rn(_KxH a, _KxH b) { return a + b; }                                          \
+  static inline _KxH __hsub_rn(_KxH a, _KxH b) { return a - b; }                                          \
+  static inline _KxH __hmul_rn(_KxH a, _KxH b) { return a * b; }                                          \
+  static inline _KxH __hadd_sat(_KxH a, _KxH b) { return _KxH(__saturatef(float(a) + float(b))); }           \
+  static inline _KxH __hsub_sat(_KxH a, _KxH b) { return _KxH(__saturatef(float(a) - float(b))); }           \
+  static inline _KxH __hmul_sat(_KxH a, _KxH b) { return _KxH(__saturatef(float(a) * float(b))); }           \
+  static inline _KxH __hfma(_KxH a, _KxH b, _KxH c) { return _KxH(kxcpu::d2f_odd(std::fma(double(float(a)), double(float(b)), double(float(c))))); } \
+  static inline _KxH __hfma_sat(_KxH a, _KxH b, _KxH c) { return _KxH(__saturatef(float(__hfma(a, b, c)))); }   \
+  static inline _KxH __hneg(_KxH a) { return -a; }                                                     \
+  static inline _KxH __habs(_KxH a) { _KxH r = a; r.__x &= 0x7fffu; return r; }                           \
+  static inline _KxH __hmax(_KxH a, _KxH b) { return _KxH(fmaxf(float(a), float(b))); }                      \
+  static inline _KxH __hmin(_KxH a, _KxH b) { return _KxH(fminf(float(a), float(b))); }                      \
+  static inline _KxH __hmax_nan(_KxH a, _KxH b) { return (std::isnan(float(a)) || std::isnan(float(b))) ? _KxH(NAN) : __hmax(a, b); } \
+  static inline _KxH __hmin_nan(_KxH a, _KxH b) { return (std::isnan(float(a)) || std::isnan(float(b))) ? _KxH(NAN) : __hmin(a, b); } \
+  static inline bool __heq(_KxH a, _KxH b) { return a == b; }                                          \
+  static inline bool __hne(_KxH a, _KxH b) { return a != b; }                                          \
+  static inline bool __hlt(_KxH a, _KxH b) { return a < b; }                                           \
+  static inline bool __hle(_KxH a, _KxH b) { return a <= b; }                                          \
+  static inline bool __hgt(_KxH a, _KxH b) { return a > b; }                                           \
+  static inline bool __hge(_KxH a, _KxH b) { return a >= b; }                                          \
+  static inline bool __hisnan(_KxH a) { return std::isnan(float(a)); }                              \
+  static inline int __hisinf(_KxH a) { float f = float(a); return std::isinf(f) ? (f < 0 ? -1 : 1) : 0; } \
+  static inline _KxH hexp(_KxH a) { return _KxH(expf(float(a))); }                                        \
+  static inline _KxH hexp2(_KxH a) { return _KxH(exp2f(float(a))); }                                      \
+  static inline _KxH hexp10(_KxH a) { return _KxH(exp10f(float(a))); }                                    \
+  static inline _KxH hlog(_KxH a) { return _KxH(logf(float(a))); }                                        \
+  static inline _KxH hlog2(_KxH a) { return _KxH(log2f(float(a))); }                                      \
+  static inline _KxH hlog10(_KxH a) { return _KxH(log10f(float(a))); }                                    \
+  static inline _KxH hsqrt(_KxH a) { return _KxH(sqrtf(float(a))); }                                      \
+  static inline _KxH hrsqrt(_KxH a) { return _KxH(1.0f / sqrtf(float(a))); }                              \
+  static inline _KxH hrcp(_KxH a) { return _KxH(1.0f / float(a)); }                                       \
+  static inline _KxH hsin(_KxH a) { return _KxH(sinf(float(a))); }                                        \
+  static inline _KxH hcos(_KxH a) { return _KxH(cosf(float(a))); }                                        \
+  static inline _KxH htanh(_KxH a) { return _KxH(tanhf(float(a))); }                                      \
+  static inline _KxH hfloor(_KxH a) { return _KxH(floorf(float(a))); }                                    \
+  static inline _KxH hceil(_KxH a) { return _KxH(ceilf(float(a))); }                                      \
+  static inline _KxH htrunc(_KxH a) { return _KxH(truncf(float(a))); }                                    \
+  static inline _KxH hrint(_KxH a) { return _KxH(rintf(float(a))); }                                      \
+  static inline _KxH2 __hadd2(_KxH2 a, _KxH2 b) { return a + b; }                                         \
+  static inline _KxH2 __hsub2(_KxH2 a, _KxH2 b) { return a - b; }                                         \
+  static inline _KxH2 __hmul2(_KxH2 a, _KxH2 b) { return a * b; }                                         \
+  static inline _KxH2 __h2div(_KxH2 a, _KxH2 b) { return a / b; }                                         \
+  static inline _KxH2 __hfma2(_KxH2 a, _KxH2 b, _KxH2 c) { return _KxH2(__hfma(a.x, b.x, c.x), __hfma(a.y, b.y, c.y)); } \
+  static inline _KxH2 __hneg2(_KxH2 a) { return -a; }                                                  \
+  static inline _KxH2 __habs2(_KxH2 a) { return _KxH2(__habs(a.x), __habs(a.y)); }                        \
+  static inline _KxH2 __hmax2(_KxH2 a, _KxH2 b) { return _KxH2(__hmax(a.x, b.x), __hmax(a.y, b.y)); }        \
+  static inline _KxH2 __hmin2(_KxH2 a, _KxH2 b) { return _KxH2(__hmin(a.x, b.x), __hmin(a.y, b.y)); }        \
+  static inline bool __hbeq2(_KxH2 a, _KxH2 b) { return a.x == b.x && a.y == b.y; }                    \
+  static inline _KxH2 h2exp(_KxH2 a) { return _KxH2(hexp(a.x), hexp(a.y)); }                              \
+  static inline _KxH2 h2log(_KxH2 a) { return _KxH2(hlog(a.x), hlog(a.y)); }                              \
+  static inline _KxH2 h2sqrt(_KxH2 a) { return _KxH2(hsqrt(a.x), hsqrt(a.y)); }                           \
+  static inline _KxH2 h2rsqrt(_KxH2 a) { return _KxH2(hrsqrt(a.x), hrsqrt(a.y)); }                        \
+  static inline _KxH2 h2rcp(_KxH2 a) { return _KxH2(hrcp(a.x), hrcp(a.y)); }                              \
+  static inline _KxH atomicAdd(_KxH* p, _KxH v) {                                                          \
+    return kxcpu::atomic_rmw<_KxH, unsigned short>(p, [v](_KxH x) { return x + v; });                 \
   }                                                                                               \
-  static inline H2 atomicAdd(H2* p, H2 v) {                                                       \
-    return kxcpu::atomic_rmw<H2, unsigned int>(p, [v](H2 x) { return x + v; });                 \
+  static inline _KxH2 atomicAdd(_KxH2* p, _KxH2 v) {                                                       \
+    return kxcpu::atomic_rmw<_KxH2, unsigned int>(p, [v](_KxH2 x) { return x + v; });                 \
   }
 
 KXCPU_HALF_MATH(__half, __half2)

@@ -12,19 +12,19 @@
 // ----------------------------------------------------------------------------------
 // min / max: CUDA overloads them for every pair of arithmetic types (non-templates, so
 // a user's own `template <class T> T min(T, T)` still resolves unambiguously).
-#define KXCPU_MINMAX_PAIR(A, B)                                                        \
-  static inline std::common_type_t<A, B> min(A a, B b) {                               \
-    using C = std::common_type_t<A, B>;                                                \
-    return static_cast<C>(b) < static_cast<C>(a) ? static_cast<C>(b) : static_cast<C>(a); \
+#define KXCPU_MINMAX_PAIR(_KxA, _KxB)                                                        \
+  static inline std::common_type_t<_KxA, _KxB> min(_KxA a, _KxB b) {                               \
+    using _KxC = std::common_type_t<_KxA, _KxB>;                                                \
+    return static_cast<_KxC>(b) < static_cast<_KxC>(a) ? static_cast<_KxC>(b) : static_cast<_KxC>(a); \
   }                                                                                    \
-  static inline std::common_type_t<A, B> max(A a, B b) {                               \
-    using C = std::common_type_t<A, B>;                                                \
-    return static_cast<C>(a) < static_cast<C>(b) ? static_cast<C>(b) : static_cast<C>(a); \
+  static inline std::common_type_t<_KxA, _KxB> max(_KxA a, _KxB b) {                               \
+    using _KxC = std::common_type_t<_KxA, _KxB>;                                                \
+    return static_cast<_KxC>(a) < static_cast<_KxC>(b) ? static_cast<_KxC>(b) : static_cast<_KxC>(a); \
   }
-#define KXCPU_MINMAX_ROW(A)                                                              \
-  KXCPU_MINMAX_PAIR(A, int) KXCPU_MINMAX_PAIR(A, unsigned int) KXCPU_MINMAX_PAIR(A, long) \
-  KXCPU_MINMAX_PAIR(A, unsigned long) KXCPU_MINMAX_PAIR(A, long long)                     \
-  KXCPU_MINMAX_PAIR(A, unsigned long long)
+#define KXCPU_MINMAX_ROW(_KxA)                                                              \
+  KXCPU_MINMAX_PAIR(_KxA, int) KXCPU_MINMAX_PAIR(_KxA, unsigned int) KXCPU_MINMAX_PAIR(_KxA, long) \
+  KXCPU_MINMAX_PAIR(_KxA, unsigned long) KXCPU_MINMAX_PAIR(_KxA, long long)                     \
+  KXCPU_MINMAX_PAIR(_KxA, unsigned long long)
 KXCPU_MINMAX_ROW(int)
 KXCPU_MINMAX_ROW(unsigned int)
 KXCPU_MINMAX_ROW(long)
@@ -122,41 +122,41 @@ namespace kxcpu {
 enum RoundDir { kRn, kRz, kRu, kRd };
 /// Moves the round-to-nearest result `r` one ulp when the exact value (r + err) lies on
 /// the side the requested direction rounds to.
-template <class T>
-static inline T round_dir(T r, T err, RoundDir d) {
+template <class _KxT>
+static inline _KxT round_dir(_KxT r, _KxT err, RoundDir d) {
   if (d == kRn || err == 0 || !std::isfinite(r)) return r;
-  const T inf = std::numeric_limits<T>::infinity();
+  const _KxT inf = std::numeric_limits<_KxT>::infinity();
   if (d == kRu) return err > 0 ? std::nextafter(r, inf) : r;
   if (d == kRd) return err < 0 ? std::nextafter(r, -inf) : r;
-  return ((r > 0 && err < 0) || (r < 0 && err > 0)) ? std::nextafter(r, T(0)) : r;
+  return ((r > 0 && err < 0) || (r < 0 && err > 0)) ? std::nextafter(r, _KxT(0)) : r;
 }
 /// IEEE result of a finite value too large for T: directed modes stop at the largest
 /// finite value on the side they round away from.
-template <class T>
-static inline T overflow_dir(bool positive, RoundDir d) {
-  const T inf = std::numeric_limits<T>::infinity(), big = std::numeric_limits<T>::max();
+template <class _KxT>
+static inline _KxT overflow_dir(bool positive, RoundDir d) {
+  const _KxT inf = std::numeric_limits<_KxT>::infinity(), big = std::numeric_limits<_KxT>::max();
   if (d == kRz) return positive ? big : -big;
   if (d == kRu) return positive ? inf : -big;
   if (d == kRd) return positive ? big : -inf;
   return positive ? inf : -inf;
 }
-template <class T> static inline T add_dir(T a, T b, RoundDir d) {
-  T s = a + b, bb = s - a;
-  if (std::isinf(s) && std::isfinite(a) && std::isfinite(b)) return overflow_dir<T>(s > 0, d);
+template <class _KxT> static inline _KxT add_dir(_KxT a, _KxT b, RoundDir d) {
+  _KxT s = a + b, bb = s - a;
+  if (std::isinf(s) && std::isfinite(a) && std::isfinite(b)) return overflow_dir<_KxT>(s > 0, d);
   return round_dir(s, (a - (s - bb)) + (b - bb), d);
 }
-template <class T> static inline T mul_dir(T a, T b, RoundDir d) {
-  T p = a * b;
-  if (std::isinf(p) && std::isfinite(a) && std::isfinite(b)) return overflow_dir<T>(p > 0, d);
+template <class _KxT> static inline _KxT mul_dir(_KxT a, _KxT b, RoundDir d) {
+  _KxT p = a * b;
+  if (std::isinf(p) && std::isfinite(a) && std::isfinite(b)) return overflow_dir<_KxT>(p > 0, d);
   return round_dir(p, std::fma(a, b, -p), d);
 }
-template <class T> static inline T div_dir(T a, T b, RoundDir d) {
-  T q = a / b, r = std::fma(-q, b, a);
-  if (std::isinf(q) && std::isfinite(a) && b != 0) return overflow_dir<T>(q > 0, d);
+template <class _KxT> static inline _KxT div_dir(_KxT a, _KxT b, RoundDir d) {
+  _KxT q = a / b, r = std::fma(-q, b, a);
+  if (std::isinf(q) && std::isfinite(a) && b != 0) return overflow_dir<_KxT>(q > 0, d);
   return round_dir(q, b > 0 ? r : -r, d);
 }
-template <class T> static inline T sqrt_dir(T x, RoundDir d) {
-  T s = std::sqrt(x);
+template <class _KxT> static inline _KxT sqrt_dir(_KxT x, RoundDir d) {
+  _KxT s = std::sqrt(x);
   return round_dir(s, std::fma(-s, s, x), d);
 }
 // Float products, quotients and roots computed in double are exact (products) or never
@@ -173,13 +173,13 @@ template <> inline float mul_dir<float>(float a, float b, RoundDir d) { return f
 template <> inline float div_dir<float>(float a, float b, RoundDir d) { return f_from_d(static_cast<double>(a) / b, d); }
 template <> inline float sqrt_dir<float>(float x, RoundDir d) { return f_from_d(std::sqrt(static_cast<double>(x)), d); }
 }  // namespace kxcpu
-#define KXCPU_DIRECTED(T, SUF, M)                                                                   \
-  static inline T __##M##add_##SUF(T a, T b) { return kxcpu::add_dir<T>(a, b, kxcpu::k##SUF##_); } \
-  static inline T __##M##sub_##SUF(T a, T b) { return kxcpu::add_dir<T>(a, -b, kxcpu::k##SUF##_); } \
-  static inline T __##M##mul_##SUF(T a, T b) { return kxcpu::mul_dir<T>(a, b, kxcpu::k##SUF##_); } \
-  static inline T __##M##div_##SUF(T a, T b) { return kxcpu::div_dir<T>(a, b, kxcpu::k##SUF##_); } \
-  static inline T __##M##sqrt_##SUF(T x) { return kxcpu::sqrt_dir<T>(x, kxcpu::k##SUF##_); }       \
-  static inline T __##M##rcp_##SUF(T x) { return kxcpu::div_dir<T>(T(1), x, kxcpu::k##SUF##_); }
+#define KXCPU_DIRECTED(_KxT, SUF, _KxM)                                                                   \
+  static inline _KxT __##_KxM##add_##SUF(_KxT a, _KxT b) { return kxcpu::add_dir<_KxT>(a, b, kxcpu::k##SUF##_); } \
+  static inline _KxT __##_KxM##sub_##SUF(_KxT a, _KxT b) { return kxcpu::add_dir<_KxT>(a, -b, kxcpu::k##SUF##_); } \
+  static inline _KxT __##_KxM##mul_##SUF(_KxT a, _KxT b) { return kxcpu::mul_dir<_KxT>(a, b, kxcpu::k##SUF##_); } \
+  static inline _KxT __##_KxM##div_##SUF(_KxT a, _KxT b) { return kxcpu::div_dir<_KxT>(a, b, kxcpu::k##SUF##_); } \
+  static inline _KxT __##_KxM##sqrt_##SUF(_KxT x) { return kxcpu::sqrt_dir<_KxT>(x, kxcpu::k##SUF##_); }       \
+  static inline _KxT __##_KxM##rcp_##SUF(_KxT x) { return kxcpu::div_dir<_KxT>(_KxT(1), x, kxcpu::k##SUF##_); }
 namespace kxcpu {
 constexpr RoundDir krn_ = kRn, krz_ = kRz, kru_ = kRu, krd_ = kRd;
 }
@@ -200,19 +200,19 @@ static inline double __fma_rn(double a, double b, double c) { return fma(a, b, c
 // Conversions. Float-to-integer conversions saturate and map NaN to 0, like the GPU's
 // cvt instructions (a plain C++ cast would be undefined out of range).
 namespace kxcpu {
-template <class I, class F>
-static inline I sat_cast(F x) {
+template <class _KxI, class _KxF>
+static inline _KxI sat_cast(_KxF x) {
   if (std::isnan(x)) return 0;
-  if (x <= static_cast<F>(std::numeric_limits<I>::min())) return std::numeric_limits<I>::min();
-  if (x >= static_cast<F>(std::numeric_limits<I>::max())) return std::numeric_limits<I>::max();
-  return static_cast<I>(x);
+  if (x <= static_cast<_KxF>(std::numeric_limits<_KxI>::min())) return std::numeric_limits<_KxI>::min();
+  if (x >= static_cast<_KxF>(std::numeric_limits<_KxI>::max())) return std::numeric_limits<_KxI>::max();
+  return static_cast<_KxI>(x);
 }
 }  // namespace kxcpu
-#define KXCPU_F2I(F, FN, I, IN)                                                                    \
-  static inline I __##FN##2##IN##_rn(F x) { return kxcpu::sat_cast<I>(std::nearbyint(x)); } \
-  static inline I __##FN##2##IN##_rz(F x) { return kxcpu::sat_cast<I>(std::trunc(x)); }     \
-  static inline I __##FN##2##IN##_rd(F x) { return kxcpu::sat_cast<I>(std::floor(x)); }     \
-  static inline I __##FN##2##IN##_ru(F x) { return kxcpu::sat_cast<I>(std::ceil(x)); }
+#define KXCPU_F2I(_KxF, FN, _KxI, IN)                                                                    \
+  static inline _KxI __##FN##2##IN##_rn(_KxF x) { return kxcpu::sat_cast<_KxI>(std::nearbyint(x)); } \
+  static inline _KxI __##FN##2##IN##_rz(_KxF x) { return kxcpu::sat_cast<_KxI>(std::trunc(x)); }     \
+  static inline _KxI __##FN##2##IN##_rd(_KxF x) { return kxcpu::sat_cast<_KxI>(std::floor(x)); }     \
+  static inline _KxI __##FN##2##IN##_ru(_KxF x) { return kxcpu::sat_cast<_KxI>(std::ceil(x)); }
 KXCPU_F2I(float, float, int, int)
 KXCPU_F2I(float, float, unsigned int, uint)
 KXCPU_F2I(float, float, long long, ll)
@@ -317,16 +317,16 @@ static inline unsigned int __dp4a(unsigned int a, unsigned int b, unsigned int c
 
 // ----------------------------------------------------------------------------------
 // Cache-hinted loads and stores are plain accesses here.
-template <class T> static inline T __ldg(const T* p) { return *p; }
-template <class T> static inline T __ldcg(const T* p) { return *p; }
-template <class T> static inline T __ldca(const T* p) { return *p; }
-template <class T> static inline T __ldcs(const T* p) { return *p; }
-template <class T> static inline T __ldlu(const T* p) { return *p; }
-template <class T> static inline T __ldcv(const T* p) { return *p; }
-template <class T> static inline void __stcg(T* p, T v) { *p = v; }
-template <class T> static inline void __stcs(T* p, T v) { *p = v; }
-template <class T> static inline void __stwb(T* p, T v) { *p = v; }
-template <class T> static inline void __stwt(T* p, T v) { *p = v; }
+template <class _KxT> static inline _KxT __ldg(const _KxT* p) { return *p; }
+template <class _KxT> static inline _KxT __ldcg(const _KxT* p) { return *p; }
+template <class _KxT> static inline _KxT __ldca(const _KxT* p) { return *p; }
+template <class _KxT> static inline _KxT __ldcs(const _KxT* p) { return *p; }
+template <class _KxT> static inline _KxT __ldlu(const _KxT* p) { return *p; }
+template <class _KxT> static inline _KxT __ldcv(const _KxT* p) { return *p; }
+template <class _KxT> static inline void __stcg(_KxT* p, _KxT v) { *p = v; }
+template <class _KxT> static inline void __stcs(_KxT* p, _KxT v) { *p = v; }
+template <class _KxT> static inline void __stwb(_KxT* p, _KxT v) { *p = v; }
+template <class _KxT> static inline void __stwt(_KxT* p, _KxT v) { *p = v; }
 
 // ----------------------------------------------------------------------------------
 // Fences, timers, sleeping and traps.

@@ -27,24 +27,24 @@ static inline void syncthreads_at(const char* f, int l, int site) { block_barrie
 
 // ---------------------------------------------------------------- warp collectives
 namespace kxcpu {
-template <class T>
-static inline u64 to_bits(const T& v) {
-  static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value,
+template <class _KxT>
+static inline u64 to_bits(const _KxT& v) {
+  static_assert(sizeof(_KxT) <= 8 && std::is_trivially_copyable<_KxT>::value,
                 "warp collectives exchange trivially copyable values of at most 8 bytes");
   u64 b = 0;
-  std::memcpy(&b, &v, sizeof(T));
+  std::memcpy(&b, &v, sizeof(_KxT));
   return b;
 }
-template <class T>
-static inline T from_bits(u64 b) {
-  T v;
-  std::memcpy(&v, &b, sizeof(T));
+template <class _KxT>
+static inline _KxT from_bits(u64 b) {
+  _KxT v;
+  std::memcpy(&v, &b, sizeof(_KxT));
   return v;
 }
-template <class T>
-static inline T shuffle(int op, u64 mask, const T& v, int arg, int width, const char* f, int l) {
-  WarpCall c{mask, to_bits(v), op, arg, width, static_cast<int>(sizeof(T)), f, l};
-  return from_bits<T>(warp_collective(c, nullptr));
+template <class _KxT>
+static inline _KxT shuffle(int op, u64 mask, const _KxT& v, int arg, int width, const char* f, int l) {
+  WarpCall c{mask, to_bits(v), op, arg, width, static_cast<int>(sizeof(_KxT)), f, l};
+  return from_bits<_KxT>(warp_collective(c, nullptr));
 }
 static inline u64 vote(int op, u64 mask, u64 value, const char* f, int l) {
   WarpCall c{mask, value, op, 0, KXCPU_WARP_SIZE, 8, f, l};
@@ -59,20 +59,20 @@ static inline unsigned lane_id() {
 static inline void __syncwarp(unsigned long long mask = ~0ull, KXCPU_SITE) {
   kxcpu::vote(kxcpu::kSync, mask, 0, kx_file, kx_line);
 }
-template <class T>
-static inline T __shfl_sync(unsigned long long mask, T var, int src, int width = warpSize, KXCPU_SITE) {
+template <class _KxT>
+static inline _KxT __shfl_sync(unsigned long long mask, _KxT var, int src, int width = warpSize, KXCPU_SITE) {
   return kxcpu::shuffle(kxcpu::kShflIdx, mask, var, src, width, kx_file, kx_line);
 }
-template <class T>
-static inline T __shfl_up_sync(unsigned long long mask, T var, unsigned int delta, int width = warpSize, KXCPU_SITE) {
+template <class _KxT>
+static inline _KxT __shfl_up_sync(unsigned long long mask, _KxT var, unsigned int delta, int width = warpSize, KXCPU_SITE) {
   return kxcpu::shuffle(kxcpu::kShflUp, mask, var, static_cast<int>(delta), width, kx_file, kx_line);
 }
-template <class T>
-static inline T __shfl_down_sync(unsigned long long mask, T var, unsigned int delta, int width = warpSize, KXCPU_SITE) {
+template <class _KxT>
+static inline _KxT __shfl_down_sync(unsigned long long mask, _KxT var, unsigned int delta, int width = warpSize, KXCPU_SITE) {
   return kxcpu::shuffle(kxcpu::kShflDown, mask, var, static_cast<int>(delta), width, kx_file, kx_line);
 }
-template <class T>
-static inline T __shfl_xor_sync(unsigned long long mask, T var, int lane_mask, int width = warpSize, KXCPU_SITE) {
+template <class _KxT>
+static inline _KxT __shfl_xor_sync(unsigned long long mask, _KxT var, int lane_mask, int width = warpSize, KXCPU_SITE) {
   return kxcpu::shuffle(kxcpu::kShflXor, mask, var, lane_mask, width, kx_file, kx_line);
 }
 static inline kxcpu_lanemask_t __ballot_sync(unsigned long long mask, int pred, KXCPU_SITE) {
@@ -94,20 +94,20 @@ static inline int __uni_sync(unsigned long long mask, int pred, KXCPU_SITE) {
 static inline kxcpu_lanemask_t __activemask(KXCPU_SITE) {
   return static_cast<kxcpu_lanemask_t>(kxcpu::vote(kxcpu::kActiveMask, ~0ull, 0, kx_file, kx_line));
 }
-template <class T>
-static inline kxcpu_lanemask_t __match_any_sync(unsigned long long mask, T value, KXCPU_SITE) {
-  kxcpu::WarpCall c{mask, kxcpu::to_bits(value), kxcpu::kMatchAny, 0, KXCPU_WARP_SIZE, static_cast<int>(sizeof(T)), kx_file, kx_line};
+template <class _KxT>
+static inline kxcpu_lanemask_t __match_any_sync(unsigned long long mask, _KxT value, KXCPU_SITE) {
+  kxcpu::WarpCall c{mask, kxcpu::to_bits(value), kxcpu::kMatchAny, 0, KXCPU_WARP_SIZE, static_cast<int>(sizeof(_KxT)), kx_file, kx_line};
   return static_cast<kxcpu_lanemask_t>(kxcpu::warp_collective(c, nullptr));
 }
-template <class T>
-static inline kxcpu_lanemask_t __match_all_sync(unsigned long long mask, T value, int* pred, KXCPU_SITE) {
-  kxcpu::WarpCall c{mask, kxcpu::to_bits(value), kxcpu::kMatchAll, 0, KXCPU_WARP_SIZE, static_cast<int>(sizeof(T)), kx_file, kx_line};
+template <class _KxT>
+static inline kxcpu_lanemask_t __match_all_sync(unsigned long long mask, _KxT value, int* pred, KXCPU_SITE) {
+  kxcpu::WarpCall c{mask, kxcpu::to_bits(value), kxcpu::kMatchAll, 0, KXCPU_WARP_SIZE, static_cast<int>(sizeof(_KxT)), kx_file, kx_line};
   return static_cast<kxcpu_lanemask_t>(kxcpu::warp_collective(c, pred));
 }
-#define KXCPU_REDUCE(NAME, T, OP)                                                        \
-  static inline T NAME(unsigned long long mask, T value, KXCPU_SITE) {                   \
+#define KXCPU_REDUCE(NAME, _KxT, OP)                                                        \
+  static inline _KxT NAME(unsigned long long mask, _KxT value, KXCPU_SITE) {                   \
     kxcpu::WarpCall c{mask, static_cast<unsigned>(value), OP, 0, KXCPU_WARP_SIZE, 4, kx_file, kx_line}; \
-    return static_cast<T>(kxcpu::warp_collective(c, nullptr));                           \
+    return static_cast<_KxT>(kxcpu::warp_collective(c, nullptr));                           \
   }
 KXCPU_REDUCE(__reduce_add_sync, unsigned, kxcpu::kRedAdd)
 KXCPU_REDUCE(__reduce_add_sync, int, kxcpu::kRedAdd)
@@ -121,20 +121,20 @@ KXCPU_REDUCE(__reduce_xor_sync, unsigned, kxcpu::kRedXor)
 #undef KXCPU_REDUCE
 
 // Mask-less forms (HIP; pre-Volta CUDA): the whole warp participates.
-template <class T>
-static inline T __shfl(T var, int src, int width = warpSize, KXCPU_SITE) {
+template <class _KxT>
+static inline _KxT __shfl(_KxT var, int src, int width = warpSize, KXCPU_SITE) {
   return kxcpu::shuffle(kxcpu::kShflIdx, ~0ull, var, src, width, kx_file, kx_line);
 }
-template <class T>
-static inline T __shfl_up(T var, unsigned int delta, int width = warpSize, KXCPU_SITE) {
+template <class _KxT>
+static inline _KxT __shfl_up(_KxT var, unsigned int delta, int width = warpSize, KXCPU_SITE) {
   return kxcpu::shuffle(kxcpu::kShflUp, ~0ull, var, static_cast<int>(delta), width, kx_file, kx_line);
 }
-template <class T>
-static inline T __shfl_down(T var, unsigned int delta, int width = warpSize, KXCPU_SITE) {
+template <class _KxT>
+static inline _KxT __shfl_down(_KxT var, unsigned int delta, int width = warpSize, KXCPU_SITE) {
   return kxcpu::shuffle(kxcpu::kShflDown, ~0ull, var, static_cast<int>(delta), width, kx_file, kx_line);
 }
-template <class T>
-static inline T __shfl_xor(T var, int lane_mask, int width = warpSize, KXCPU_SITE) {
+template <class _KxT>
+static inline _KxT __shfl_xor(_KxT var, int lane_mask, int width = warpSize, KXCPU_SITE) {
   return kxcpu::shuffle(kxcpu::kShflXor, ~0ull, var, lane_mask, width, kx_file, kx_line);
 }
 static inline unsigned long long __ballot(int pred, KXCPU_SITE) {

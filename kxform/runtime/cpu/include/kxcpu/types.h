@@ -5,19 +5,19 @@
 // operators are defined: CUDA has none either, and kernels often define their own.
 #pragma once
 
-#define KXCPU_VEC1(T, N) \
-  struct N##1 { T x; }; \
-  static inline N##1 make_##N##1(T x) { return N##1{x}; }
-#define KXCPU_VEC2(T, N, A) \
-  struct __attribute__((aligned(A))) N##2 { T x, y; }; \
-  static inline N##2 make_##N##2(T x, T y) { return N##2{x, y}; }
-#define KXCPU_VEC3(T, N) \
-  struct N##3 { T x, y, z; }; \
-  static inline N##3 make_##N##3(T x, T y, T z) { return N##3{x, y, z}; }
-#define KXCPU_VEC4(T, N, A) \
-  struct __attribute__((aligned(A))) N##4 { T x, y, z, w; }; \
-  static inline N##4 make_##N##4(T x, T y, T z, T w) { return N##4{x, y, z, w}; }
-#define KXCPU_VECS(T, N, A2, A4) KXCPU_VEC1(T, N) KXCPU_VEC2(T, N, A2) KXCPU_VEC3(T, N) KXCPU_VEC4(T, N, A4)
+#define KXCPU_VEC1(_KxT, _KxN) \
+  struct _KxN##1 { _KxT x; }; \
+  static inline _KxN##1 make_##_KxN##1(_KxT x) { return _KxN##1{x}; }
+#define KXCPU_VEC2(_KxT, _KxN, _KxA) \
+  struct __attribute__((aligned(_KxA))) _KxN##2 { _KxT x, y; }; \
+  static inline _KxN##2 make_##_KxN##2(_KxT x, _KxT y) { return _KxN##2{x, y}; }
+#define KXCPU_VEC3(_KxT, _KxN) \
+  struct _KxN##3 { _KxT x, y, z; }; \
+  static inline _KxN##3 make_##_KxN##3(_KxT x, _KxT y, _KxT z) { return _KxN##3{x, y, z}; }
+#define KXCPU_VEC4(_KxT, _KxN, _KxA) \
+  struct __attribute__((aligned(_KxA))) _KxN##4 { _KxT x, y, z, w; }; \
+  static inline _KxN##4 make_##_KxN##4(_KxT x, _KxT y, _KxT z, _KxT w) { return _KxN##4{x, y, z, w}; }
+#define KXCPU_VECS(_KxT, _KxN, A2, A4) KXCPU_VEC1(_KxT, _KxN) KXCPU_VEC2(_KxT, _KxN, A2) KXCPU_VEC3(_KxT, _KxN) KXCPU_VEC4(_KxT, _KxN, A4)
 
 KXCPU_VECS(signed char, char, 2, 4)
 KXCPU_VECS(unsigned char, uchar, 2, 4)

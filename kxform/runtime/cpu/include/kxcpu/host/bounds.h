@@ -47,9 +47,9 @@ __attribute__((hot)) inline void check_access(std::uintptr_t a, std::size_t n, b
 }  // namespace kxcpu
 
 extern "C" {
-#define KXCPU_BOUNDS_HOOK(N)                                                                         \
-  void __asan_load##N##_noabort(std::uintptr_t p) { kxcpu::host::check_access(p, N, false); }         \
-  void __asan_store##N##_noabort(std::uintptr_t p) { kxcpu::host::check_access(p, N, true); }
+#define KXCPU_BOUNDS_HOOK(_KxN)                                                                         \
+  void __asan_load##_KxN##_noabort(std::uintptr_t p) { kxcpu::host::check_access(p, _KxN, false); }         \
+  void __asan_store##_KxN##_noabort(std::uintptr_t p) { kxcpu::host::check_access(p, _KxN, true); }
 KXCPU_BOUNDS_HOOK(1)
 KXCPU_BOUNDS_HOOK(2)
 KXCPU_BOUNDS_HOOK(4)

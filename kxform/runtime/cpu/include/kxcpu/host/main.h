@@ -249,13 +249,13 @@ inline int run_main(int argc, char** argv) {
   }
   g_args = args.data();
 
-  Launch L;
-  L.grid = m.grid;
-  L.block = m.block;
-  L.nthreads = m.block.x * m.block.y * m.block.z;
-  L.warp_size = kxcpu_tu_warp_size;
-  L.shared_bytes = m.shared;
-  L.stack_bytes = m.stack;
+  Launch _KxL;
+  _KxL.grid = m.grid;
+  _KxL.block = m.block;
+  _KxL.nthreads = m.block.x * m.block.y * m.block.z;
+  _KxL.warp_size = kxcpu_tu_warp_size;
+  _KxL.shared_bytes = m.shared;
+  _KxL.stack_bytes = m.stack;
   const unsigned long long nblocks = static_cast<unsigned long long>(m.grid.x) * m.grid.y * m.grid.z;
 
   std::vector<BlockTrace> traces(m.traced.size());
@@ -294,7 +294,7 @@ inline int run_main(int argc, char** argv) {
     only.push_back(t.x + static_cast<unsigned long long>(m.grid.x) * (t.y + static_cast<unsigned long long>(m.grid.y) * t.z));
   const unsigned long long nrun = m.only_traced ? only.size() : nblocks;
   std::atomic<unsigned long long> next{0};
-  Pool pool{&L, &next, nrun, trace_for, &index, m.only_traced ? only.data() : nullptr};
+  Pool pool{&_KxL, &next, nrun, trace_for, &index, m.only_traced ? only.data() : nullptr};
   const unsigned long long wanted = m.workers == 0 ? 1 : m.workers;
   const unsigned nworkers = static_cast<unsigned>(wanted < nrun ? wanted : (nrun > 0 ? nrun : 1));
   const double t0 = now_ms();

@@ -98,15 +98,15 @@ class Worker {
 /// The worker running on this OS thread (the device-side entry points go through it).
 extern __thread Worker* t_worker;
 
-inline Worker::Worker(const Launch& L) : L_(L), fibers_(L.nthreads), stacks_(L.nthreads), queue_(L.nthreads + 1) {
-  if (!alloc_stacks(stacks_.data(), static_cast<int>(L.nthreads), L.stack_bytes))
-    fail(kExitUsage, "cannot map %u fiber stacks of %zu bytes", L.nthreads, L.stack_bytes);
-  const unsigned ws = static_cast<unsigned>(L.warp_size);
-  warps_.resize((L.nthreads + ws - 1) / ws);
-  for (unsigned i = 0; i < L.nthreads; ++i) {
+inline Worker::Worker(const Launch& _KxL) : L_(_KxL), fibers_(_KxL.nthreads), stacks_(_KxL.nthreads), queue_(_KxL.nthreads + 1) {
+  if (!alloc_stacks(stacks_.data(), static_cast<int>(_KxL.nthreads), _KxL.stack_bytes))
+    fail(kExitUsage, "cannot map %u fiber stacks of %zu bytes", _KxL.nthreads, _KxL.stack_bytes);
+  const unsigned ws = static_cast<unsigned>(_KxL.warp_size);
+  warps_.resize((_KxL.nthreads + ws - 1) / ws);
+  for (unsigned i = 0; i < _KxL.nthreads; ++i) {
     Fiber& f = fibers_[i];
     f.linear = i;
-    f.tid = uint3{i % L.block.x, i / L.block.x % L.block.y, i / (L.block.x * L.block.y)};
+    f.tid = uint3{i % _KxL.block.x, i / _KxL.block.x % _KxL.block.y, i / (_KxL.block.x * _KxL.block.y)};
     warps_[i / ws].exist |= 1ull << (i % ws);
   }
 }
@@ -259,13 +259,13 @@ inline void Worker::complete(unsigned wi, std::size_t gi) {
 }
 
 inline void Worker::compute(const WarpGroup& g, Fiber* lanes) {
-  const u64 P = g.arrived;
+  const u64 _KxP = g.arrived;
   const int ws = L_.warp_size;
-  auto each = [P](auto&& fn) {
-    for (u64 m = P; m != 0; m &= m - 1) fn(__builtin_ctzll(m));
+  auto each = [_KxP](auto&& fn) {
+    for (u64 m = _KxP; m != 0; m &= m - 1) fn(__builtin_ctzll(m));
   };
   u64 vote = 0, red = 0;
-  int first = __builtin_ctzll(P);
+  int first = __builtin_ctzll(_KxP);
   switch (g.op) {
     case kShflIdx: case kShflUp: case kShflDown: case kShflXor:
       each([&](int i) {
@@ -277,16 +277,16 @@ inline void Worker::compute(const WarpGroup& g, Fiber* lanes) {
         if (g.op == kShflXor && (i ^ a) < base + w) src = i ^ a;
         // A source lane outside the collective (exited, absent or not in the mask) is
         // undefined on the GPU; the lane keeps its own value.
-        const bool ok = src >= 0 && src < ws && ((P >> src) & 1);
+        const bool ok = src >= 0 && src < ws && ((_KxP >> src) & 1);
         lanes[i].out_value = lanes[ok ? src : i].in_value;
       });
       return;
     case kBallot: case kAny: case kAll:
       each([&](int i) { vote |= static_cast<u64>(lanes[i].in_value != 0) << i; });
-      each([&](int i) { lanes[i].out_value = g.op == kBallot ? vote : g.op == kAny ? vote != 0 : vote == P; });
+      each([&](int i) { lanes[i].out_value = g.op == kBallot ? vote : g.op == kAny ? vote != 0 : vote == _KxP; });
       return;
     case kActiveMask:
-      each([&](int i) { lanes[i].out_value = P; });
+      each([&](int i) { lanes[i].out_value = _KxP; });
       return;
     case kMatchAny:
       each([&](int i) {
@@ -298,7 +298,7 @@ inline void Worker::compute(const WarpGroup& g, Fiber* lanes) {
     case kMatchAll: {
       bool all = true;
       each([&](int i) { all = all && lanes[i].in_value == lanes[first].in_value; });
-      each([&](int i) { lanes[i].out_value = all ? P : 0; lanes[i].out_pred = all; });
+      each([&](int i) { lanes[i].out_value = all ? _KxP : 0; lanes[i].out_pred = all; });
       return;
     }
     case kRedAdd: case kRedAnd: case kRedOr: case kRedXor: case kRedMinU: case kRedMaxU: case kRedMinI: case kRedMaxI:

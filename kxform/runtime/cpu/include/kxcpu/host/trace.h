@@ -127,17 +127,17 @@ inline void record(const volatile void* addr, std::size_t n, bool write, const v
 // issuing the atomic instruction itself.
 extern "C" {
 #define KXCPU_PC __builtin_return_address(0)
-#define KXCPU_RW(N)                                                                                     \
-  void __tsan_read##N(void* p) { kxcpu::host::record(p, N, false, KXCPU_PC); }                        \
-  void __tsan_write##N(void* p) { kxcpu::host::record(p, N, true, KXCPU_PC); }                        \
-  void __tsan_unaligned_read##N(void* p) { kxcpu::host::record(p, N, false, KXCPU_PC); }              \
-  void __tsan_unaligned_write##N(void* p) { kxcpu::host::record(p, N, true, KXCPU_PC); }              \
-  void __tsan_volatile_read##N(void* p) { kxcpu::host::record(p, N, false, KXCPU_PC); }               \
-  void __tsan_volatile_write##N(void* p) { kxcpu::host::record(p, N, true, KXCPU_PC); }               \
-  void __tsan_unaligned_volatile_read##N(void* p) { kxcpu::host::record(p, N, false, KXCPU_PC); }     \
-  void __tsan_unaligned_volatile_write##N(void* p) { kxcpu::host::record(p, N, true, KXCPU_PC); }     \
-  void __tsan_read##N##_pc(void* p, void*) { kxcpu::host::record(p, N, false, KXCPU_PC); }            \
-  void __tsan_write##N##_pc(void* p, void*) { kxcpu::host::record(p, N, true, KXCPU_PC); }
+#define KXCPU_RW(_KxN)                                                                                     \
+  void __tsan_read##_KxN(void* p) { kxcpu::host::record(p, _KxN, false, KXCPU_PC); }                        \
+  void __tsan_write##_KxN(void* p) { kxcpu::host::record(p, _KxN, true, KXCPU_PC); }                        \
+  void __tsan_unaligned_read##_KxN(void* p) { kxcpu::host::record(p, _KxN, false, KXCPU_PC); }              \
+  void __tsan_unaligned_write##_KxN(void* p) { kxcpu::host::record(p, _KxN, true, KXCPU_PC); }              \
+  void __tsan_volatile_read##_KxN(void* p) { kxcpu::host::record(p, _KxN, false, KXCPU_PC); }               \
+  void __tsan_volatile_write##_KxN(void* p) { kxcpu::host::record(p, _KxN, true, KXCPU_PC); }               \
+  void __tsan_unaligned_volatile_read##_KxN(void* p) { kxcpu::host::record(p, _KxN, false, KXCPU_PC); }     \
+  void __tsan_unaligned_volatile_write##_KxN(void* p) { kxcpu::host::record(p, _KxN, true, KXCPU_PC); }     \
+  void __tsan_read##_KxN##_pc(void* p, void*) { kxcpu::host::record(p, _KxN, false, KXCPU_PC); }            \
+  void __tsan_write##_KxN##_pc(void* p, void*) { kxcpu::host::record(p, _KxN, true, KXCPU_PC); }
 KXCPU_RW(1)
 KXCPU_RW(2)
 KXCPU_RW(4)
@@ -156,42 +156,42 @@ void __tsan_vptr_read(void**) {}
 void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 
-#define KXCPU_ATOMICS(BITS, T)                                                                        \
-  T __tsan_atomic##BITS##_load(const volatile T* a, int) {                                         \
-    kxcpu::host::record(a, sizeof(T), false, KXCPU_PC);                                                       \
+#define KXCPU_ATOMICS(BITS, _KxT)                                                                        \
+  _KxT __tsan_atomic##BITS##_load(const volatile _KxT* a, int) {                                         \
+    kxcpu::host::record(a, sizeof(_KxT), false, KXCPU_PC);                                                       \
     return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                                    \
   }                                                                                                 \
-  void __tsan_atomic##BITS##_store(volatile T* a, T v, int) {                                       \
-    kxcpu::host::record(a, sizeof(T), true, KXCPU_PC);                                                        \
+  void __tsan_atomic##BITS##_store(volatile _KxT* a, _KxT v, int) {                                       \
+    kxcpu::host::record(a, sizeof(_KxT), true, KXCPU_PC);                                                        \
     __atomic_store_n(a, v, __ATOMIC_SEQ_CST);                                                       \
   }                                                                                                 \
-  T __tsan_atomic##BITS##_exchange(volatile T* a, T v, int) { /* a write first: the watch sees no read */ \
-    kxcpu::host::record(a, sizeof(T), true, KXCPU_PC);                                                        \
-    kxcpu::host::record(a, sizeof(T), false, KXCPU_PC);                                                       \
+  _KxT __tsan_atomic##BITS##_exchange(volatile _KxT* a, _KxT v, int) { /* a write first: the watch sees no read */ \
+    kxcpu::host::record(a, sizeof(_KxT), true, KXCPU_PC);                                                        \
+    kxcpu::host::record(a, sizeof(_KxT), false, KXCPU_PC);                                                       \
     return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST);                                             \
   }                                                                                                 \
-  KXCPU_ATOMIC_RMW(BITS, T, fetch_add, __atomic_fetch_add)                                          \
-  KXCPU_ATOMIC_RMW(BITS, T, fetch_sub, __atomic_fetch_sub)                                          \
-  KXCPU_ATOMIC_RMW(BITS, T, fetch_and, __atomic_fetch_and)                                          \
-  KXCPU_ATOMIC_RMW(BITS, T, fetch_or, __atomic_fetch_or)                                            \
-  KXCPU_ATOMIC_RMW(BITS, T, fetch_xor, __atomic_fetch_xor)                                          \
-  KXCPU_ATOMIC_RMW(BITS, T, fetch_nand, __atomic_fetch_nand)                                        \
-  int __tsan_atomic##BITS##_compare_exchange_strong(volatile T* a, T* c, T v, int, int) {          \
-    kxcpu::host::record(a, sizeof(T), false, KXCPU_PC);                                                       \
-    kxcpu::host::record(a, sizeof(T), true, KXCPU_PC);                                                        \
+  KXCPU_ATOMIC_RMW(BITS, _KxT, fetch_add, __atomic_fetch_add)                                          \
+  KXCPU_ATOMIC_RMW(BITS, _KxT, fetch_sub, __atomic_fetch_sub)                                          \
+  KXCPU_ATOMIC_RMW(BITS, _KxT, fetch_and, __atomic_fetch_and)                                          \
+  KXCPU_ATOMIC_RMW(BITS, _KxT, fetch_or, __atomic_fetch_or)                                            \
+  KXCPU_ATOMIC_RMW(BITS, _KxT, fetch_xor, __atomic_fetch_xor)                                          \
+  KXCPU_ATOMIC_RMW(BITS, _KxT, fetch_nand, __atomic_fetch_nand)                                        \
+  int __tsan_atomic##BITS##_compare_exchange_strong(volatile _KxT* a, _KxT* c, _KxT v, int, int) {          \
+    kxcpu::host::record(a, sizeof(_KxT), false, KXCPU_PC);                                                       \
+    kxcpu::host::record(a, sizeof(_KxT), true, KXCPU_PC);                                                        \
     return __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);         \
   }                                                                                                 \
-  int __tsan_atomic##BITS##_compare_exchange_weak(volatile T* a, T* c, T v, int, int) {            \
+  int __tsan_atomic##BITS##_compare_exchange_weak(volatile _KxT* a, _KxT* c, _KxT v, int, int) {            \
     return __tsan_atomic##BITS##_compare_exchange_strong(a, c, v, 0, 0);                            \
   }                                                                                                 \
-  T __tsan_atomic##BITS##_compare_exchange_val(volatile T* a, T c, T v, int, int) {                \
+  _KxT __tsan_atomic##BITS##_compare_exchange_val(volatile _KxT* a, _KxT c, _KxT v, int, int) {                \
     __tsan_atomic##BITS##_compare_exchange_strong(a, &c, v, 0, 0);                                  \
     return c;                                                                                       \
   }
-#define KXCPU_ATOMIC_RMW(BITS, T, NAME, BUILTIN)                                                      \
-  T __tsan_atomic##BITS##_##NAME(volatile T* a, T v, int) {                                         \
-    kxcpu::host::record(a, sizeof(T), false, KXCPU_PC);                                                       \
-    kxcpu::host::record(a, sizeof(T), true, KXCPU_PC);                                                        \
+#define KXCPU_ATOMIC_RMW(BITS, _KxT, NAME, BUILTIN)                                                      \
+  _KxT __tsan_atomic##BITS##_##NAME(volatile _KxT* a, _KxT v, int) {                                         \
+    kxcpu::host::record(a, sizeof(_KxT), false, KXCPU_PC);                                                       \
+    kxcpu::host::record(a, sizeof(_KxT), true, KXCPU_PC);                                                        \
     return BUILTIN(a, v, __ATOMIC_SEQ_CST);                                                         \
   }
 KXCPU_ATOMICS(8, char)

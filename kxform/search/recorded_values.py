@@ -1,0 +1,58 @@
+"""A configuration read from a recording, typed into a kernel's composed tuning space.
+
+A recorded space (Kernel Tuner's cache format) names parameters bare (`TILE`) and holds
+values as its writer stored them: data, never code. Before a recorded best can be
+written, each name must be exactly one parameter of the passes' composed space (`TILE`
+-> `tile.TILE`), each value must have that parameter's type and be one of its values
+(`Param.typed`: the string "32" is not the integer 32, and no text is pasted into the
+source), the passes it names apply, and the composed constraints hold. What comes out is
+a pass pipeline spec that `kxform apply` then runs with every check and a differential
+run (kxform.cli.tune_write).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from kxform.engine.params import ParamValue
+from kxform.errors import CheckFailed, UsageError, printable
+from kxform.search.kernel_space import KernelSpace
+
+
+def qualified_name(space: KernelSpace, name: str) -> str:
+    """The composed space's parameter a recorded name stands for; CheckFailed when it is
+    none or more than one."""
+    names = space.space.names
+    if name in names and "." in name:
+        return name
+    matches = [n for n in names if n.endswith(f".{name}")]
+    if len(matches) != 1:
+        why = "is not a parameter" if not matches else f"is ambiguous ({', '.join(matches)})"
+        shown = ", ".join(n for n in names if "." in n)
+        raise CheckFailed("space", printable(f"recorded name {name!r:.60} {why} of '{space.kernel}' "
+                                             f"(parameters: {shown})"))
+    return matches[0]
+
+
+def recorded_config(space: KernelSpace, recorded: Mapping[str, object], hw: object) -> dict[str, ParamValue]:
+    """The composed configuration a recording's configuration stands for: typed, its
+    passes applied, every constraint holding; CheckFailed naming what is wrong."""
+    config = space.defaults()
+    for name, value in recorded.items():
+        qualified = qualified_name(space, str(name))
+        try:
+            config[qualified] = space.space.param(qualified).typed(value)
+        except UsageError as exc:
+            raise CheckFailed("space", printable(exc.cause)) from None
+        config[qualified.split(".", 1)[0]] = True  # the pass whose parameter it is applies
+    broken = space.space.violations(config, hw)
+    if broken:
+        raise CheckFailed("constraints", printable(f"{space.space.label(config)} breaks {broken[0].describe()}"))
+    return config
+
+
+def recorded_pipeline(space: KernelSpace, recorded: Mapping[str, object], hw_name: str) -> str:
+    """The `--pass` spec of a recorded configuration ("" when it is the code as it is)."""
+    from kxform.hw import load_profile
+
+    return space.spec(recorded_config(space, recorded, load_profile(hw_name)))
