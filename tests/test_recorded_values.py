@@ -44,9 +44,10 @@ def _tune_write(folder: Path, *extra: str):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("values, why", [
     ([INJECTED, "16"], "TILE='16\\nstatic int x = system"),
     (["32", "16"], "TILE='32': a str, expected an integer"),
-    ([4096, 16], "TILE=4096: not one of 1..1024"),
-    ([0, 16], "TILE=0: not one of 1..1024"),
-    ([999, 16], "breaks"),
+    ([4096, 16], "TILE=4096: not one of {1, 2, 4"),  # the values the tuning space holds
+    ([0, 16], "TILE=0: not one of {1, 2, 4"),
+    ([999, 16], "TILE=999: not one of {1, 2, 4"),
+    ([64, 16], "breaks"),  # a value of the space that breaks its constraints (64 x 64 threads)
 ])
 def test_recorded_values_outside_the_typed_checked_space_are_refused(sgemm: Path, values: list[Any],
                                                                        why: str) -> None:

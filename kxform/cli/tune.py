@@ -240,8 +240,8 @@ def _tune_one(args: argparse.Namespace, log: PassLog | None) -> tuple[dict[str, 
     source = read_source(args.file)
     _check_kernel(source, args.kernel)
     objective, space, replay_path = _objective(args, source)
-    if args.write and replay_path:  # confirmed on the CPU runtime against the spec: known before the search runs
-        _spec(args, source)
+    # a replayed --write is confirmed on the CPU runtime: its spec, space and build are checked before the search
+    checker = _cpu_checker(args, source) if args.write and replay_path else None
     # On a kernel the source's current values come first: the search starts from the code as it is.
     options = replace(options, start_at_defaults=not replay_path)  # "" for a kernel objective
     own_log = log is None
@@ -259,11 +259,13 @@ def _tune_one(args: argparse.Namespace, log: PassLog | None) -> tuple[dict[str, 
         summary["result"] = pipeline_result(objective, result, summary.get("original_ms"))
         if args.write and result.best is not None:
             try:
-                summary["written"] = _write(args, objective, source, summary["result"], result.best.config)
+                summary["written"] = _write(args, objective, checker, summary["result"], result.best.config)
             except CheckFailed as exc:
                 summary["written"] = {"written": [], "refused": str(exc)}
     finally:
         objective.close()
+        if checker is not None:
+            checker.close()
     log.write({"type": "tune", "schema": 1, "run": log.run_id, **summary})
     if own_log:
         log.close(Report())
@@ -284,35 +286,40 @@ def _measured(objective: Objective) -> dict[str, Any]:
     return {"size": objective.size.name, "original_ms": original}
 
 
-def _write(args: argparse.Namespace, objective: Objective, source: SourceText, result: dict[str, Any],
+def _write(args: argparse.Namespace, objective: Objective, checker: Objective | None, result: dict[str, Any],
            config: dict[str, Any]) -> dict[str, Any]:
     """`--write`: a pipeline that won, through `apply`'s every check; nothing when the
     original was kept. A configuration from a recorded space is typed into the passes'
     composed space first (kxform.search.recorded_values: never copied as text), then
-    written the same way, verified on the CPU runtime against the kernel's spec."""
+    written the same way, verified on the CPU runtime (`checker`) against the kernel's spec."""
     from kxform.cli.tune_write import write_pipeline
     from kxform.search.kernel_objective import KernelObjective
+    from kxform.search.recorded_values import recorded_pipeline
 
     if not isinstance(objective, KernelObjective):
-        from kxform.runtime.cpu import CpuRuntime
-        from kxform.search.kernel_objective import TuneTarget
-        from kxform.search.kernel_space import kernel_space, parse_passes
-        from kxform.search.recorded_values import recorded_pipeline
-
-        space = kernel_space(source.data, args.kernel, parse_passes(args.passes) if args.passes else None,
-                             path=source.path, hw=args.hw, build_dir=args.build_dir, require=tuple(args.require))
-        pipeline = recorded_pipeline(space, config, args.hw)
+        assert isinstance(checker, KernelObjective), "a replayed --write is confirmed by a CPU checker"
+        pipeline = recorded_pipeline(checker.space, config, args.hw)
         if not pipeline:
             return {"written": [], "kept_original": True}
-        checker = KernelObjective(TuneTarget(source.path, source.data, args.kernel, _spec(args, source), args.hw,
-                                             args.build_dir), space, CpuRuntime())
-        try:
-            return write_pipeline(args, checker, pipeline)
-        finally:
-            checker.close()
+        return write_pipeline(args, checker, pipeline)
     if result["kept_original"]:
         return {"written": [], "kept_original": True}
     return write_pipeline(args, objective, result["pipeline"])
+
+
+def _cpu_checker(args: argparse.Namespace, source: SourceText) -> Objective:
+    """The kernel objective on the CPU runtime: it rewrites, builds and verifies (it cannot
+    time); built before the search, so a missing spec or an original that does not build
+    here stops the run before anything is stored."""
+    from kxform.runtime.cpu import CpuRuntime
+    from kxform.search.kernel_objective import KernelObjective, TuneTarget
+    from kxform.search.kernel_space import kernel_space, parse_passes
+
+    spec = _spec(args, source)
+    space = kernel_space(source.data, args.kernel, parse_passes(args.passes) if args.passes else None,
+                         path=source.path, hw=args.hw, build_dir=args.build_dir, require=tuple(args.require))
+    target = TuneTarget(source.path, source.data, args.kernel, spec, args.hw, args.build_dir)
+    return KernelObjective(target, space, CpuRuntime())
 
 
 def tune_summary(result: TuneResult, args: argparse.Namespace, objective: Objective, replay: str,
