@@ -16,8 +16,10 @@ already the order that streams best, so no 1-D pattern is proposed there.)
 
 A proposer may also propose `pattern=custom` with a remap written in kxform's formula
 language as the proposal's payload (formula.py): it is parsed, checked for wrap-around
-and division by zero at every grid shape, emitted as the helper and proven bijective like
-the library patterns, and verified bit-exact like them.
+and division by zero on sampled grids, emitted as the helper, enumerated like the library
+patterns, proven by the solver (proof.py) a bijection on every grid the GPU allows, and
+verified bit-exact like them. A library pattern is proven through its formula twin, to
+which the enumeration holds its emitted helper block for block.
 """
 
 from __future__ import annotations
@@ -205,9 +207,13 @@ class Swizzle(Pass):
         except UsageError as exc:
             raise CheckFailed("proposal", exc.cause) from None
         records = [_formula_record(config)] if isinstance(config, FormulaRemap) else []
-        report = check_helper(config.helper_source(), config.helper_name())
-        return records + [CheckRecord("bijection", True, f"emitted helper is a bijection on {report.detail}"
-                                      + (" (cached)" if report.cached else ""))]
+        stages = _proof_stages(config)
+        reference = () if isinstance(config, FormulaRemap) else \
+            tuple((s.helper_source(), s.helper_name()) for s in stages)
+        report = check_helper(config.helper_source(), config.helper_name(), reference)
+        records.append(CheckRecord("bijection", True, f"emitted helper is a bijection on {report.detail}"
+                                   + (" (cached)" if report.cached else "")))
+        return records + [_proof_record(stages)]
 
     def check_result(self, new_model: SourceModel, proposals: Sequence[Proposal],
                      ctx: PassContext | None = None) -> list[CheckRecord]:
@@ -350,6 +356,28 @@ def _formula_record(remap: FormulaRemap) -> CheckRecord:
     except FormulaError as exc:
         raise CheckFailed("formula", str(exc)) from None
     return CheckRecord("formula", True, report.detail)
+
+
+def _proof_stages(config: RemapConfig | FormulaRemap) -> tuple[FormulaRemap, ...]:
+    """The remap as formulas the solver can prove (a custom remap is its own formula)."""
+    if isinstance(config, FormulaRemap):
+        return (config,)
+    try:
+        return tuple(formula_remap(text) for text in config.stages())
+    except FormulaError as exc:  # a library formula outside the language is a defect of the library
+        raise CheckFailed("proof", f"{config.label()}: its formula does not parse: {exc}") from None
+
+
+def _proof_record(stages: tuple[FormulaRemap, ...]) -> CheckRecord:
+    """The solver's proof that the remap is a bijection onto every grid the GPU allows;
+    "not proven" (refuted, or undecided in the time limit) refuses the remap."""
+    from kxform.passes.swizzle.proof import ProofFailed, prove_stages
+
+    try:
+        report = prove_stages(tuple(s.formula for s in stages))
+    except ProofFailed as exc:
+        raise CheckFailed("proof", str(exc)) from None
+    return CheckRecord("proof", True, report.detail + (" (cached)" if report.cached else ""))
 
 
 def _semantic_blockers(ctx: PassContext, usage: IndexUsage) -> list[Blocker]:
