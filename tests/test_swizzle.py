@@ -30,7 +30,7 @@ def test_applies_with_helper_prologue_and_passed_down_index() -> None:
     assert "= gridDim.x;" in out  # gridDim is never remapped
     assert out.index("kxform_swizzle_grouped") < out.index("__device__ int col_of")
     checks = {c.name: c.ok for c in result.results[0].checks}
-    assert checks == {"bijection": True, "reparse": True, "coverage": True, "idempotence": True}
+    assert checks == {"bijection": True, "proof": True, "reparse": True, "coverage": True, "idempotence": True}
     (passed,) = [r for r in result.remarks if r.kind.value == "Passed"]
     assert "unmeasured" in passed.message and passed.line == 3
 
@@ -112,8 +112,8 @@ def test_cas_retry_loop_is_not_a_spin_wait() -> None:
 def test_z_is_left_alone_and_hip_spelling_is_kept() -> None:
     src = ("__global__ void k(float* o) {\n  o[(hipBlockIdx_z * hipGridDim_y + hipBlockIdx_y) * hipGridDim_x"
            " + hipBlockIdx_x] = 0;\n}\n")
-    out = rewrite(src, pattern="hilbert").new_data.decode()
-    assert "kxform_swizzle_hilbert(hipBlockIdx_x, hipBlockIdx_y, hipGridDim_x, hipGridDim_y)" in out
+    out = rewrite(src, pattern="column").new_data.decode()
+    assert "kxform_swizzle_column(hipBlockIdx_x, hipBlockIdx_y, hipGridDim_x, hipGridDim_y)" in out
     assert "o[(hipBlockIdx_z * hipGridDim_y + kxform_block.y) * hipGridDim_x + kxform_block.x]" in out
 
 
@@ -311,3 +311,14 @@ def test_a_header_takes_the_compile_database_flags_of_the_file_that_includes_it(
 
     assert "SemanticUnavailable" in names(None)  # no entry of its own: idx.cuh is not found
     assert "IndexReadInForeignMacro" in names(str(unit))  # the includer's -I finds it: the real reason
+
+
+@pytest.mark.parametrize("pattern", ["hilbert", "morton"])
+def test_a_pattern_without_a_proof_is_refused(pattern: str) -> None:
+    """The curves' loops are outside the formula language the solver proves: their
+    helpers pass the compiled enumeration, but an unproven remap is never written."""
+    src = "__global__ void k(float* o) { o[blockIdx.y * gridDim.x + blockIdx.x] = 0; }\n"
+    result = rewrite(src, pattern=pattern)
+    assert not result.changed and outcomes(result) == {"k": Outcome.FAILED}
+    (failed,) = result.results
+    assert failed.stage == "check" and "proof: no proof" in failed.reasons[0]
