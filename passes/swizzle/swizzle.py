@@ -5,14 +5,13 @@ For each kernel the logical block index is computed once at entry by a small
 the device functions it reaches (which get the index as a new first parameter) and in
 the macros it expands is rewritten to use it. blockIdx.z and gridDim are left alone.
 
-Default choice (no --pattern): when the kernel has a harness spec the CPU runtime can
-run, the locality model (kxform.locality, docs/locality-model.md) ranks every pattern and
-proposes one only when it beats row-major by the model's margins. Otherwise, unmeasured
-and reported as such (with why the model was not asked):
-  chiplet GPU (hw profile xcds > 1): 2-D grid -> xcd-grouped(xcds=X, group=8), 1-D -> xcd(xcds=X)
-  monolithic L2:                     2-D grid -> grouped(group=8, along=y), 1-D -> nothing
-(group 8 is the Triton matmul tutorial's GROUP_M; on a monolithic L2 a 1-D raster is
-already the order that streams best, so no 1-D pattern is proposed there.)
+Default choice (no --pattern, lock or model decision): the locality model
+(kxform.locality, docs/locality-model.md) ranks every pattern at a timing size of its own,
+on the kernel's harness spec or, without one, on a spec it drafts, and a remap is
+proposed only when it beats row-major by the model's margins. Where the model cannot
+judge the kernel, nothing is proposed and the Missed remark (`NotModelled`) says why:
+a remap nobody measured or predicted can make a kernel slower (a 9-point stencil and a
+batched transpose lost 15% and 36% on an H200 to a grouped order written by rule).
 
 A proposer may also propose `pattern=custom` with a remap written in kxform's formula
 language as the proposal's payload (formula.py): it is parsed, checked for wrap-around
@@ -48,6 +47,7 @@ from kxform.passes.swizzle.semantic_checks import foreign_through_local, semanti
 BLOCK_VAR = "kxform_block"
 """The logical block index: a local in kernels, the first parameter of device functions."""
 GROUP_DEFAULT = 8
+"""The Triton matmul tutorial's GROUP_M: `group`'s default when a pattern is forced."""
 OPTIONS = ParamSpace((
     Param.enum("pattern", tuple(PATTERNS), "grouped", doc="default: chosen from the hardware profile"),
     Param.int_range("group", 1, 64, GROUP_DEFAULT, doc="rows (or columns) per group"),
@@ -123,8 +123,9 @@ class Swizzle(Pass):
         usage: IndexUsage = analysis.facts["usage"]
         out = []
         for pattern in PATTERNS.values():
-            if pattern.name == "row" or min(usage.dims, 2) not in pattern.dims:
-                continue  # row is the identity; z is never remapped, so 3-D grids take 2-D patterns
+            if pattern.name == "row" or min(usage.dims, 2) not in pattern.dims or pattern.formula is None:
+                continue  # row is the identity; z is never remapped, so 3-D grids take 2-D patterns;
+                # a pattern without a formula cannot be proven
             config = pattern.resolve({"xcds": ctx.hw.xcds} if "xcds" in {p.name for p in pattern.params} else {})
             out.append(_proposal(analysis.kernel, config, "candidate"))
         if "locality" in analysis.facts:  # the model judged the kernel: its ranking orders the fallbacks
@@ -141,25 +142,16 @@ class Swizzle(Pass):
             return _proposal(analysis.kernel, config, f"pattern {config.label()} requested by the user")
         from kxform.locality.propose import judge  # the locality model (docs/locality-model.md)
 
+        if not two_d and ctx.hw.xcds <= 1:
+            return None  # a 1-D raster on one L2 is already the order that streams best
         verdict, not_modelled = judge(ctx.model.source, analysis.kernel.name, ctx.hw, two_d)
-        if verdict is not None:
-            analysis.facts["locality"] = verdict  # type: ignore[index]  # for missed_reason and candidates
-            if verdict.config is None:
-                return None
-            return _proposal(analysis.kernel, verdict.config, verdict.rationale, verdict.provenance)
-        defaults: dict[str, int | str]
-        if ctx.hw.xcds > 1:
-            name, defaults = ("xcd-grouped", {"xcds": ctx.hw.xcds, "group": GROUP_DEFAULT}) if two_d else \
-                ("xcd", {"xcds": ctx.hw.xcds})
-            why = f"{ctx.hw.name} dispatches blocks round-robin over {ctx.hw.xcds} XCDs with separate L2s"
-        elif two_d:
-            name, defaults = "grouped", {"group": GROUP_DEFAULT, "along": "y"}
-            why = f"grouping {GROUP_DEFAULT} tile rows lets blocks that run together share L2 lines on {ctx.hw.name}"
-        else:
+        if verdict is None:
+            analysis.facts["not_modelled"] = not_modelled  # type: ignore[index]  # for missed_reason
             return None
-        config = self.config(name, defaults)
-        return _proposal(analysis.kernel, config, f"default rule (unmeasured; not modelled: {not_modelled}): {why}",
-                         Provenance(evidence="rule"))
+        analysis.facts["locality"] = verdict  # type: ignore[index]  # for missed_reason and candidates
+        if verdict.config is None:
+            return None
+        return _proposal(analysis.kernel, verdict.config, verdict.rationale, verdict.provenance)
 
     def missed_reason(self, analysis: KernelAnalysis) -> tuple[str, str]:
         usage: IndexUsage = analysis.facts["usage"]
@@ -168,6 +160,9 @@ class Swizzle(Pass):
         if self.pattern is not None and usage.dims < 2:
             return ("PatternNeeds2DGrid", f"pattern {self.pattern} needs a 2-D grid; the kernel reads only "
                     "blockIdx.x (1-D patterns: row, xcd)")
+        if "not_modelled" in analysis.facts:
+            return ("NotModelled", f"left alone: no evidence that a remap helps ({analysis.facts['not_modelled']}); "
+                    "--pattern NAME forces one")
         return ("NoProfitablePattern", "1-D grid on a monolithic L2: the hardware raster order is already the "
                 "best known; no pattern proposed (use --pattern xcd to force one)")
 
