@@ -33,7 +33,8 @@ from kxform.passes.swizzle.confirm import confirm_coverage
 from kxform.passes.swizzle.opaque import structural_blockers
 from kxform.passes.swizzle.order_safety import order_blockers
 from kxform.engine.edits import Edit
-from kxform.errors import CheckFailed, UsageError
+from kxform.errors import CheckFailed, KxformError, UsageError
+from kxform.log.remarks import RemarkKind
 from kxform.frontend.model import Function, IndexRead, SourceModel, Span
 from kxform.passes.swizzle.index_usage import IndexUsage, index_usage
 from kxform.engine.params import Param, ParamSpace, ParamValue
@@ -208,7 +209,7 @@ class Swizzle(Pass):
         report = check_helper(config.helper_source(), config.helper_name(), reference)
         records.append(CheckRecord("bijection", True, f"emitted helper is a bijection on {report.detail}"
                                    + (" (cached)" if report.cached else "")))
-        return records + [_proof_record(stages)]
+        return records + [_proof_record(stages)] + _moves_record(ctx, proposal, config)
 
     def check_result(self, new_model: SourceModel, proposals: Sequence[Proposal],
                      ctx: PassContext | None = None) -> list[CheckRecord]:
@@ -351,6 +352,26 @@ def _formula_record(remap: FormulaRemap) -> CheckRecord:
     except FormulaError as exc:
         raise CheckFailed("formula", str(exc)) from None
     return CheckRecord("formula", True, report.detail)
+
+
+def _moves_record(ctx: PassContext, proposal: Proposal, config: RemapConfig | FormulaRemap) -> list[CheckRecord]:
+    """A warning (remark and record) when the remap moves no block at any check size of
+    the kernel's spec: verification would compare the original with itself."""
+    from kxform.passes.swizzle.vacuity import identity_everywhere
+    from kxform.verify.stage import spec_for_file
+
+    try:
+        found = spec_for_file(ctx.model.source.path) if ctx.model.source.path else None
+    except KxformError:
+        return []  # the verify stage reports an unusable spec
+    specs = found.instantiations(proposal.kernel) if found is not None else ()
+    warnings = [w for spec in specs if (w := identity_everywhere(config.apply, spec)) is not None]
+    if not specs or len(warnings) < len(specs):
+        return []
+    kernel = next(k for k in ctx.model.kernels if k.name == proposal.kernel)
+    ctx.remark(RemarkKind.ANALYSIS, "swizzle", "VerifyVacuous", kernel.span.start, kernel.name,
+               f"warning: '{kernel.name}': {warnings[0]}")
+    return [CheckRecord("moves", True, f"warning: {warnings[0]}")]
 
 
 def _proof_stages(config: RemapConfig | FormulaRemap) -> tuple[FormulaRemap, ...]:
