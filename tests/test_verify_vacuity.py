@@ -87,3 +87,20 @@ def test_an_original_that_reads_out_of_bounds_is_named_not_the_rewrite(tmp_path:
     assert "the original kernel failed" in done.stderr and "out-of-bounds read" in done.stderr
     assert "rewritten" not in done.stderr.replace("original vs rewritten", "")
     assert "mismatch" not in (done.stdout + done.stderr).lower()
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_an_original_reading_out_of_bounds_is_named_not_the_rewrite(tmp_path: Path) -> None:
+    """The GPU does not check bounds: the original reads what lies past `in`, so its
+    outputs differ run to run. kxform runs the original again on the bounds-checked CPU
+    runtime and reports the size inconclusive, naming the original."""
+    from kxform.runtime.gpu import GpuRuntime
+
+    ok, why = GpuRuntime().available()
+    if not ok:
+        pytest.skip(f"gpu runtime unavailable: {why}")
+    path = _tree(tmp_path, [(70, 45), (4096, 4096)], count="width * height - 40")
+    done = run_cli("verify", "--kernel", "naive_transpose", "--runtime", "gpu", str(path), str(path))
+    assert done.returncode == 3, done.stderr
+    assert "mismatch" not in (done.stdout + done.stderr).lower()
+    assert "the original kernel" in done.stderr

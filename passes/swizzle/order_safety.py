@@ -13,6 +13,7 @@ deliberately conservative.
 from __future__ import annotations
 
 import functools
+import functools
 import re
 
 import tree_sitter
@@ -107,6 +108,13 @@ def _pollers(model: SourceModel, functions: tuple[Function, ...], volatile_names
     return out
 
 
+@functools.lru_cache(maxsize=8)
+def _cluster_launch(text: str) -> re.Match[str] | None:
+    """The first cluster launch of the file: searched once per file, not once per kernel
+    (which made the pass quadratic in the number of kernels)."""
+    return CLUSTER_LAUNCH_RE.search(text)
+
+
 def _cluster(model: SourceModel, function: Function) -> str | None:
     header = model.source.data[function.span.start:function.body.start].decode("utf-8", "replace")
     body = model.source.data[function.body.start:function.body.end].decode("utf-8", "replace")
@@ -114,7 +122,7 @@ def _cluster(model: SourceModel, function: Function) -> str | None:
     if found:
         return found.group(0).strip("( ")
     if function.kind is FunctionKind.KERNEL:
-        launch = CLUSTER_LAUNCH_RE.search(model.source.text)
+        launch = _cluster_launch(model.source.text)
         if launch and any(l.kernel == function.name for l in model.launches) or \
                 launch and re.search(rf"\b{re.escape(function.name)}\b", model.source.text[launch.start():]):
             return launch.group(0)

@@ -23,6 +23,7 @@ which the enumeration holds its emitted helper block for block.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from typing import Any
 
 from kxform.passes.swizzle.bijection import check_helper
 from kxform.passes.swizzle.confirm import confirm_coverage
-from kxform.passes.swizzle.opaque import structural_blockers
+from kxform.passes.swizzle.opaque import file_facts, structural_blockers
 from kxform.passes.swizzle.order_safety import order_blockers
 from kxform.engine.edits import Edit
 from kxform.errors import CheckFailed, KxformError, UsageError
@@ -105,10 +106,11 @@ class Swizzle(Pass):
         model = ctx.model
         results: dict[str, KernelAnalysis] = {}
         usages = {k.name: index_usage(model, k) for k in model.kernels}
+        facts = file_facts(model)  # once per file: per kernel, the pass was quadratic in kernels
         for kernel in model.kernels:
             usage = usages[kernel.name]
             blockers = list(usage.blockers) + order_blockers(model, usage.functions)
-            blockers += structural_blockers(model, usage) + _semantic_blockers(ctx, usage)
+            blockers += structural_blockers(model, usage, facts) + _semantic_blockers(ctx, usage)
             if not usage.remapped_reads:
                 blockers.append(Blocker("NoBlockIndexRead", "the kernel does not read blockIdx.x or blockIdx.y",
                                         kernel.span.start))
@@ -269,8 +271,10 @@ def _proposal(kernel: Function, config: RemapConfig, why: str, provenance: Prove
 FLOAT_ATOMIC_RE = re.compile(r"\batomic(Add|Sub)\s*\(\s*[^,]*,\s*[^)]*\)")
 
 
+@functools.lru_cache(maxsize=8)
 def uses_float_atomics(text: str) -> bool:
-    """Whether the file accumulates with atomicAdd/atomicSub and mentions float."""
+    """Whether the file accumulates with atomicAdd/atomicSub and mentions float (once per
+    file text: asked per proposal, a scan each time made the pass quadratic in kernels)."""
     return bool(FLOAT_ATOMIC_RE.search(text)) and "float" in text
 
 
@@ -419,7 +423,7 @@ def _refuse_shared(ctx: PassContext, results: dict[str, KernelAnalysis]) -> None
             usage: IndexUsage = results[name].facts["usage"]
             problem = None
             for carrier in usage.carriers:
-                callers = {c.caller for c in model.calls if c.callee == carrier.name}
+                callers = {c.caller for c in model.calls_to(carrier.name)}
                 outside = sorted(callers - target_scope)
                 if outside:
                     problem = Blocker("SharedDeviceFunction", f"device function '{carrier.name}' reads the block "
