@@ -87,13 +87,20 @@ def _polls(text: str, volatile_names: set[str], pollers: set[str]) -> bool:
 
 def _global_volatiles(model: SourceModel) -> set[str]:
     """Names declared volatile outside every function (`__device__ volatile int flag;`)."""
+    return set(_global_volatiles_of(model.tree))
+
+
+@functools.lru_cache(maxsize=8)
+def _global_volatiles_of(tree: object) -> frozenset[str]:
+    """Once per parse tree: asked per kernel, the walk over the file's top level made the
+    pass quadratic in the number of kernels."""
     names: set[str] = set()
-    for node in model.tree.root_node.named_children:
+    for node in tree.root_node.named_children:  # type: ignore[attr-defined]
         if node.type == "declaration" and node.text and b"volatile" in node.text:
             names |= set(VOLATILE_DECL_RE.findall(node.text.decode("utf-8", "replace")))
             names |= set(re.findall(r"([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*(?:=[^,;]*)?;",
                                     node.text.decode("utf-8", "replace")))
-    return names
+    return frozenset(names)
 
 
 def _pollers(model: SourceModel, functions: tuple[Function, ...], volatile_names: set[str]) -> set[str]:
