@@ -26,6 +26,7 @@ from typing import Any
 
 from kxform.engine.edits import Edit, apply_edits, check_reparse, unified_diff
 from kxform.engine.pass_api import (
+    FORCED_REFUSED,
     UNCONFIRMED,
     CheckRecord,
     KernelAnalysis,
@@ -284,11 +285,10 @@ def _kernel(ctx: PassContext, pass_: Pass, run: _Run, kernel: Function, analysis
         for blocker in analysis.blockers:
             ctx.remark(RemarkKind.MISSED, pass_.name, blocker.key, blocker.offset, kernel.name,
                        f"{pass_.name} not applied to '{kernel.name}': {blocker.message}")
-        # a configuration the user fixed and the pass refuses is a failure (exit 1), not "nothing to do"
-        refused = Outcome.FAILED if pass_.explicit else Outcome.MISSED
-        return KernelResult(path, kernel.name, pass_.name, refused, line,
+        # stage FORCED_REFUSED: a configuration the user fixed, refused (the report's exit 1, not "nothing to do")
+        return KernelResult(path, kernel.name, pass_.name, Outcome.MISSED, line,
                             tuple(f"{b.key}: {b.message}" for b in analysis.blockers),
-                            stage="analyse" if pass_.explicit else "")
+                            stage=FORCED_REFUSED if pass_.explicit else "")
     return _propose_and_check(ctx, pass_, run, analysis, line)
 
 

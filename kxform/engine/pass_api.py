@@ -228,6 +228,11 @@ class Pass(abc.ABC):
         return {"status": status, "reasons": [f"{b.key}: {b.message}" for b in analysis.blockers]}
 
 
+FORCED_REFUSED = "analyse"
+"""`KernelResult.stage` of a kernel MISSED because the pass's analysis refused a
+configuration the user fixed (`--pattern`, `tile{TILE=32}`): the run exits 1."""
+
+
 class Outcome(enum.Enum):
     APPLIED = "applied"
     MISSED = "missed"  # not applicable or refused, with reasons
