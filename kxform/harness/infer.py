@@ -173,8 +173,8 @@ def _launch_plan(model: SourceModel, source: SourceText, kernel: Function,
     return grid, block, shared, f"from the launch at line {line}", todos
 
 
-def _plan(source: SourceText, spelling: str) -> _Plan:
-    model = parse_model(source)
+def _plan(source: SourceText, spelling: str, model: SourceModel | None = None) -> _Plan:
+    model = model or parse_model(source)
     name, _ = split_spelling(spelling)
     kernel = find_kernel(model, name)
     scalars = [p for p in kernel.params if "*" not in p.ctype and "[" not in p.ctype]
@@ -286,10 +286,14 @@ def _apply_probe(plan: _Plan, result: ProbeResult) -> None:
         plan.role_notes[name] = f"measured: {read.describe().split(';')[0]}"
 
 
-def infer_spec(source: SourceText, spelling: str, runtime: Runtime | None = None) -> Draft:
+def infer_spec(source: SourceText, spelling: str, runtime: Runtime | None = None,
+               model: SourceModel | None = None) -> Draft:
     """A draft spec for `spelling` (kernel name or instantiation). With a runtime that can
-    watch launches (the CPU runtime), counts and roles are measured at the draft's sizes."""
-    plan = _plan(source, spelling)
+    watch launches (the CPU runtime), counts and roles are measured at the draft's sizes.
+    `model`: the source's parse, when the caller has it (drafting every kernel of a file
+    would otherwise parse the file once per kernel)."""
+    model = model or parse_model(source)
+    plan = _plan(source, spelling, model)
     result: ProbeResult | None = None
     if runtime is not None and not plan.launch_todos:
         if math.prod(_values(TILES, len(plan.size_vars))) > MAX_PROBE_ELEMENTS:
@@ -307,7 +311,7 @@ def infer_spec(source: SourceText, spelling: str, runtime: Runtime | None = None
         for param in plan.kernel.params:
             plan.count_notes.setdefault(param.name, f"element count (not measured: {why})")
     text, todos = _render(plan, over_allocate=False)
-    if not any(launch.kernel == plan.kernel.name for launch in parse_model(source).launches):
+    if not any(launch.kernel == plan.kernel.name for launch in model.launches):
         text = text.replace("\n", f"\n# note: {spelling} is not launched in {source.path}\n", 1)
         todos = [re.sub(r"^line (\d+)", lambda m: f"line {int(m.group(1)) + 1}", t) for t in todos]
     return Draft(text + "\n", tuple(todos), result)

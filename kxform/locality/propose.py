@@ -21,6 +21,8 @@ from pathlib import Path
 from kxform.cache import cache_root, content_key
 from kxform.engine.proposal import Proposal, Provenance
 from kxform.errors import KxformError
+from kxform.frontend.cuda import parse_model
+from kxform.frontend.model import SourceModel
 from kxform.frontend.source import SourceText
 from kxform.harness.model import KernelSpec
 from kxform.hw import HwProfile
@@ -65,9 +67,10 @@ class Verdict:
         return [p for _, p in sorted(known, key=lambda item: item[0])] + unknown
 
 
-def judge(source: SourceText, kernel: str, hw: HwProfile, two_d: bool) -> tuple[Verdict | None, str]:
+def judge(source: SourceText, kernel: str, hw: HwProfile, two_d: bool,
+          model: SourceModel | None = None) -> tuple[Verdict | None, str]:
     """The model's verdict on `kernel` of `source`, or (None, why it was not asked or
-    could not judge)."""
+    could not judge). `model`: the source's parse (for drafting a spec without one)."""
     if not any(_changes_order(c) for c in candidate_configs(hw, 2 if two_d else 1)):
         return None, "no candidate order differs from row-major here"
     spec, spec_path, why = _spec_for(source.path, kernel)
@@ -75,7 +78,7 @@ def judge(source: SourceText, kernel: str, hw: HwProfile, two_d: bool) -> tuple[
         if spec is None or spec_path is None:
             if why:
                 return None, why
-            spec, spec_path = drafted_spec(source, kernel)
+            spec, spec_path = drafted_spec(source, kernel, model or parse_model(source))
         data = cached_ranking(source, spec, spec_path, hw, 2 if two_d else 1)
     except ModelRefused as exc:
         return None, f"the locality model cannot judge it: {exc.cause}"

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from kxform.cache import cache_root, content_key
 from kxform.errors import KxformError
+from kxform.frontend.model import SourceModel
 from kxform.frontend.source import SourceText
 from kxform.harness.model import KernelSpec, SizeSpec
 from kxform.hw import HwProfile
@@ -71,9 +72,12 @@ def _show(size: SizeSpec) -> str:
     return ", ".join(f"{k}={v}" for k, v in size.values.items())
 
 
-def drafted_spec(source: SourceText, kernel: str) -> tuple[KernelSpec, Path]:
+def drafted_spec(source: SourceText, kernel: str, model: SourceModel) -> tuple[KernelSpec, Path]:
     """A drafted spec of `kernel` (cached by the source text); ModelRefused when the
-    draft is incomplete or cannot be measured."""
+    draft is incomplete or cannot be measured. `model`: the source's parse. A kernel
+    the file never launches is refused before anything is drafted."""
+    if not any(launch.kernel == kernel.split("<", 1)[0] for launch in model.launches):
+        raise ModelRefused(f"no spec, and none can be drafted: the file does not launch '{kernel}'")
     from kxform.harness.infer import infer_spec
     from kxform.harness.spec import load_spec
     from kxform.locality.trace import default_runtime
@@ -85,7 +89,7 @@ def drafted_spec(source: SourceText, kernel: str) -> tuple[KernelSpec, Path]:
         raise ModelRefused(refused.read_text(encoding="utf-8"))
     if not path.is_file():
         try:
-            draft = infer_spec(source, kernel, default_runtime())
+            draft = infer_spec(source, kernel, default_runtime(), model)
         except KxformError as exc:
             _write(refused, f"no spec, and none can be drafted: {exc}")
             raise ModelRefused(f"no spec, and none can be drafted: {exc}") from None

@@ -51,7 +51,7 @@ BLOCK_VAR = "kxform_block"
 GROUP_DEFAULT = 8
 """The Triton matmul tutorial's GROUP_M: `group`'s default when a pattern is forced."""
 OPTIONS = ParamSpace((
-    Param.enum("pattern", tuple(PATTERNS), "grouped", doc="default: chosen from the hardware profile"),
+    Param.enum("pattern", tuple(PATTERNS), "grouped", doc="default: the locality model's choice, else none"),
     Param.int_range("group", 1, 64, GROUP_DEFAULT, doc="rows (or columns) per group"),
     Param.enum("along", ("y", "x"), "y", doc="group rows (y) or columns (x)"),
     Param.int_range("xcds", 1, 64, 8, doc="chiplets blocks are dispatched over (default: the hardware profile's)"),
@@ -147,7 +147,7 @@ class Swizzle(Pass):
 
         if not two_d and ctx.hw.xcds <= 1:
             return None  # a 1-D raster on one L2 is already the order that streams best
-        verdict, not_modelled = judge(ctx.model.source, analysis.kernel.name, ctx.hw, two_d)
+        verdict, not_modelled = judge(ctx.model.source, analysis.kernel.name, ctx.hw, two_d, ctx.model)
         if verdict is None:
             analysis.facts["not_modelled"] = not_modelled  # type: ignore[index]  # for missed_reason
             return None
