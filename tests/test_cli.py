@@ -57,16 +57,19 @@ def test_diff_prints_patch_and_writes_nothing(tree: Path) -> None:
 
 @needs_nvcc
 def test_in_place_write_is_compiled_logged_and_idempotent(tree: Path) -> None:
-    proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "--verify", "compile", "--log", "run.jsonl", "src", cwd=tree)
+    proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "--verify", "compile", "--log", "run.jsonl", "src",
+                   cwd=tree)
     assert proc.returncode == 0, proc.stderr
     text = (tree / "src" / "tile.cu").read_text()
     assert "kxform_block.y * 16" in text
-    assert "src/tile.cu:2:1: note: 'tile' passed: bijection, reparse, coverage, idempotence, compile" in proc.stderr
+    assert "src/tile.cu:2:1: note: 'tile' passed: bijection, proof, reparse, coverage, idempotence, compile" \
+        in proc.stderr
     records = [json.loads(line) for line in (tree / "run.jsonl").read_text().splitlines()]
     assert [r["type"] for r in records][0] == "run" and records[-1]["type"] == "summary"
     (kernel,) = [r for r in records if r["type"] == "kernel"]
     assert kernel["outcome"] == "applied" and kernel["proposal"]["params"]["pattern"] == "grouped"
-    assert {c["name"] for c in kernel["checks"]} == {"bijection", "reparse", "coverage", "idempotence", "compile"}
+    assert {c["name"] for c in kernel["checks"]} == {"bijection", "proof", "reparse", "coverage", "idempotence",
+                                                     "compile"}
     assert all(c["ok"] for c in kernel["checks"])
     (compile_check,) = [c for c in kernel["checks"] if c["name"] == "compile"]
     assert "tile " in compile_check["detail"] and " regs " in compile_check["detail"]

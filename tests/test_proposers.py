@@ -13,7 +13,8 @@ from kxform.cli.main import main
 from conftest import CORPORA, needs_nvcc, run_cli
 from llm_replies import PLANTED_KEY, answer
 
-GROUPED4 = ("per = gx <= 1073741823 ? 4 * gx : 4294967295\nfirst = (pid / per) * 4\nsize = min(gy - first, 4)\nlx = (pid % per) / size\n"
+GROUPED4 = ("per = gx <= 1073741823 ? 4 * gx : 4294967295\nfirst = (pid / per) * 4\nsize = min(gy - first, 4)\n"
+            "lx = (pid % per) / size\n"
             "ly = first + (pid % per) % size")
 
 

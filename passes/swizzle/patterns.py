@@ -182,7 +182,7 @@ def _grouped_c(pid: str, group: int, along: str) -> str:
     result = "make_uint2(in_group / size, first + in_group % size)" if along == "y" else \
         "make_uint2(first + in_group % size, in_group / size)"
     return f"""\
-/* blocks in one group of {group} {'rows' if along == 'y' else 'columns'} (a group larger than 2^32 - 1 holds every block) */
+/* blocks in one group of {group} {'rows' if along == 'y' else 'columns'} (a group past 2^32 - 1 holds every block) */
 const unsigned per_group = {cols} <= 0xffffffffu / {group}u ? {group}u * {cols} : 0xffffffffu;
 const unsigned first = ({pid} / per_group) * {group}u;
 const unsigned size = {rows} - first < {group}u ? {rows} - first : {group}u;  /* last group may be short */
@@ -306,7 +306,8 @@ PATTERNS: dict[str, Pattern] = {
         Pattern("row", "row raster: the hardware order (identity)", (), (1, 2), _row_ref,
                 lambda p: "return make_uint2(bx, by);", lambda p: ("lx = bx\nly = by",)),
         Pattern("column", "column raster: consecutive blocks walk down a column", (), (2,), _column_ref,
-                lambda p: f"{_PID}\nreturn make_uint2(pid / gy, pid % gy);", lambda p: ("lx = pid / gy\nly = pid % gy",)),
+                lambda p: f"{_PID}\nreturn make_uint2(pid / gy, pid % gy);",
+                lambda p: ("lx = pid / gy\nly = pid % gy",)),
         Pattern("grouped", "grouped raster: `group` rows (or columns) at a time (Triton GROUP_M)",
                 (GROUP, ALONG), (2,), _grouped_pattern_ref,
                 lambda p: f"{_PID}\n{_grouped_c('pid', int(p['group']), str(p['along']))}",

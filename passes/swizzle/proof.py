@@ -291,14 +291,18 @@ def _prove(formula: Formula) -> str:
     gx, gy, domain = _grid()
     enc, inside = _block(gx, gy, "")
     lx, ly = _outputs(formula, enc)
-    at = lambda m: f"grid {_value(m, gx)}x{_value(m, gy)}, block ({_value(m, enc.env['bx'])}, {_value(m, enc.env['by'])})"  # noqa: E731
+
+    def at(m: z3.ModelRef) -> str:
+        return f"grid {_value(m, gx)}x{_value(m, gy)}, block ({_value(m, enc.env['bx'])}, {_value(m, enc.env['by'])})"
+
     for bad, what in enc.hazards:
         model = _solve([*domain, *inside, bad], "that no step wraps, divides by zero or shifts too far")
         if model is not None:
             raise ProofFailed("refuted", f"{what} at {at(model)}")
     model = _solve([*domain, *inside, z3.Or(lx >= gx, ly >= gy)], "that every block maps into the grid")
     if model is not None:
-        raise ProofFailed("refuted", f"maps outside the grid at {at(model)}: ({_value(model, lx)}, {_value(model, ly)})")
+        raise ProofFailed("refuted", f"maps outside the grid at {at(model)}: "
+                          f"({_value(model, lx)}, {_value(model, ly)})")
     other, inside2 = _block(gx, gy, "'")
     lx2, ly2 = _outputs(formula, other)
     distinct = z3.Or(enc.env["bx"] != other.env["bx"], enc.env["by"] != other.env["by"])

@@ -30,7 +30,7 @@ static __device__ __forceinline__ uint2 kxform_swizzle_grouped_alongx_group4(
     const unsigned bx, const unsigned by, const unsigned gx, const unsigned gy)
 {
     const unsigned pid = by * gx + bx;
-    /* blocks in one group of 4 columns (a group larger than 2^32 - 1 holds every block) */
+    /* blocks in one group of 4 columns (a group past 2^32 - 1 holds every block) */
     const unsigned per_group = gy <= 0xffffffffu / 4u ? 4u * gy : 0xffffffffu;
     const unsigned first = (pid / per_group) * 4u;
     const unsigned size = gx - first < 4u ? gx - first : 4u;  /* last group may be short */
