@@ -30,7 +30,7 @@ def _tree(root: Path) -> Path:
     (root / "src" / "tile.cuh").write_text("#define EDGE 16\n")
     (root / "src" / "a.cu").write_text('#include "tile.cuh"\n' + KERNEL)
     (root / "src" / "skip.cu").write_text(KERNEL.replace("tile(", "skipped("))
-    (root / "kxform.toml").write_text('[tool.kxform]\npasses = ["swizzle"]\nverify = "static"\n'
+    (root / "kxform.toml").write_text('[tool.kxform]\npasses = ["swizzle{pattern=grouped}"]\nverify = "static"\n'
                                       'exclude = ["skip.cu"]\ninclude = ["inc"]\n')
     return root
 
@@ -84,7 +84,8 @@ def test_other_callers_of_the_run_and_the_lock_plan_still_collect_themselves(tmp
 
     root = _tree(tmp_path)
     monkeypatch.chdir(root)
-    config = ApplyConfig("swizzle", hw=load_profile("h100"), verify="static", write_back=WriteBack.OUT_DIR,
+    config = ApplyConfig("swizzle{pattern=grouped}", hw=load_profile("h100"), verify="static",
+                         write_back=WriteBack.OUT_DIR,
                          out_dir="out", exclude=Exclude(str(root), ("skip.cu",)), proposer=ProposerSpec())
     calls = _count_walks(monkeypatch)
     report, outcomes = run_apply(["src/a.cu", "src/skip.cu"], config, emit=lambda text: None)

@@ -40,7 +40,7 @@ def test_version_and_passes() -> None:
 
 def test_check_mode_exits_1_and_writes_nothing(tree: Path) -> None:
     before = snapshot(tree)
-    proc = run_cli("apply", "--pass", "swizzle", "--check", "--verify", "static", "src", cwd=tree)
+    proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "--check", "--verify", "static", "src", cwd=tree)
     assert proc.returncode == 1, proc.stderr
     assert "1 file would be rewritten" in proc.stderr
     assert snapshot(tree) == before
@@ -48,7 +48,7 @@ def test_check_mode_exits_1_and_writes_nothing(tree: Path) -> None:
 
 def test_diff_prints_patch_and_writes_nothing(tree: Path) -> None:
     before = snapshot(tree)
-    proc = run_cli("apply", "--pass", "swizzle", "--diff", "--verify", "static", "src", cwd=tree)
+    proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "--diff", "--verify", "static", "src", cwd=tree)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("--- a/src/tile.cu\n+++ b/src/tile.cu\n")
     assert "+    const uint2 kxform_block" in proc.stdout
@@ -57,28 +57,31 @@ def test_diff_prints_patch_and_writes_nothing(tree: Path) -> None:
 
 @needs_nvcc
 def test_in_place_write_is_compiled_logged_and_idempotent(tree: Path) -> None:
-    proc = run_cli("apply", "--pass", "swizzle", "--verify", "compile", "--log", "run.jsonl", "src", cwd=tree)
+    proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "--verify", "compile", "--log", "run.jsonl", "src",
+                   cwd=tree)
     assert proc.returncode == 0, proc.stderr
     text = (tree / "src" / "tile.cu").read_text()
     assert "kxform_block.y * 16" in text
-    assert "src/tile.cu:2:1: note: 'tile' passed: bijection, reparse, coverage, idempotence, compile" in proc.stderr
+    assert "src/tile.cu:2:1: note: 'tile' passed: bijection, proof, reparse, coverage, idempotence, compile" \
+        in proc.stderr
     records = [json.loads(line) for line in (tree / "run.jsonl").read_text().splitlines()]
     assert [r["type"] for r in records][0] == "run" and records[-1]["type"] == "summary"
     (kernel,) = [r for r in records if r["type"] == "kernel"]
     assert kernel["outcome"] == "applied" and kernel["proposal"]["params"]["pattern"] == "grouped"
-    assert {c["name"] for c in kernel["checks"]} == {"bijection", "reparse", "coverage", "idempotence", "compile"}
+    assert {c["name"] for c in kernel["checks"]} == {"bijection", "proof", "reparse", "coverage", "idempotence",
+                                                     "compile"}
     assert all(c["ok"] for c in kernel["checks"])
     (compile_check,) = [c for c in kernel["checks"] if c["name"] == "compile"]
     assert "tile " in compile_check["detail"] and " regs " in compile_check["detail"]
     (file_record,) = [r for r in records if r["type"] == "file"]
     assert file_record["diff"].startswith("--- a/src/tile.cu")
-    again = run_cli("apply", "--pass", "swizzle", "--check", "src", cwd=tree)
+    again = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "--check", "src", cwd=tree)
     assert again.returncode == 0 and "0 files would be rewritten, 1 unchanged" in again.stderr
 
 
 def test_out_dir_leaves_sources_alone(tree: Path) -> None:
     before = snapshot(tree / "src")
-    proc = run_cli("apply", "--pass", "swizzle", "--verify", "static", "-o", "out", "src", cwd=tree)
+    proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "--verify", "static", "-o", "out", "src", cwd=tree)
     assert proc.returncode == 0, proc.stderr
     assert snapshot(tree / "src") == before
     assert "kxform_block" in (tree / "out" / "src" / "tile.cu").read_text()
@@ -90,7 +93,7 @@ def test_rewrite_that_does_not_compile_is_not_written(tree: Path) -> None:
     # shadows the type the prologue declares its variable with.
     src = KERNEL.replace("float* out, int n)", "float* out, int n, int uint2)")
     (tree / "src" / "tile.cu").write_text(src)
-    proc = run_cli("apply", "--pass", "swizzle", "--verify", "compile", "src", cwd=tree)
+    proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "--verify", "compile", "src", cwd=tree)
     assert proc.returncode == 1
     assert "rewritten file does not compile" in proc.stderr and "tile.cu:" in proc.stderr
     assert (tree / "src" / "tile.cu").read_text() == src
@@ -108,7 +111,7 @@ def test_bad_input_is_one_line_exit_2_and_only_that_file_is_untouched(tree: Path
     data, cause = BAD_INPUTS[name]
     (tree / "src" / name).write_bytes(data)
     before = snapshot(tree)
-    proc = run_cli("apply", "--pass", "swizzle", "--verify", "static", "src", cwd=tree)
+    proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "--verify", "static", "src", cwd=tree)
     assert proc.returncode == 2
     (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("kxform: error:")]
     assert f"src/{name}" in line and cause in line
@@ -120,7 +123,7 @@ def test_bad_input_is_one_line_exit_2_and_only_that_file_is_untouched(tree: Path
 
 def test_host_code_that_does_not_parse_blocks_no_kernel(tree: Path) -> None:
     (tree / "src" / "tile.cu").write_text(KERNEL + "int x = ;\n")
-    proc = run_cli("apply", "--pass", "swizzle", "--verify", "static", "src", cwd=tree)
+    proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "--verify", "static", "src", cwd=tree)
     assert proc.returncode == 0, proc.stderr
     assert "remark: host code does not parse at line 7" in proc.stderr
     assert "kxform_block" in (tree / "src" / "tile.cu").read_text()
@@ -130,23 +133,23 @@ def test_ten_megabyte_file_is_refused(tree: Path) -> None:
     big = tree / "src" / "big.cu"
     with open(big, "wb") as handle:
         handle.write(b"// x\n" * (10 * 1024 * 1024 // 5))
-    proc = run_cli("apply", "--pass", "swizzle", "src/big.cu", cwd=tree)
+    proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "src/big.cu", cwd=tree)
     assert proc.returncode == 2 and "MiB limit" in proc.stderr
 
 
 def test_missing_path_symlink_loop_and_usage_errors(tree: Path) -> None:
-    proc = run_cli("apply", "--pass", "swizzle", "nope/", cwd=tree)
+    proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "nope/", cwd=tree)
     assert proc.returncode == 2 and "kxform: error: nope/: no such file or directory" in proc.stderr
     os.symlink("loop.cu", tree / "loop.cu")
-    proc = run_cli("apply", "--pass", "swizzle", "loop.cu", cwd=tree)
+    proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "loop.cu", cwd=tree)
     assert proc.returncode == 2 and "loop.cu: symlink loop" in proc.stderr
     proc = run_cli("apply", "--pass", "swizle", "src", cwd=tree)
     assert proc.returncode == 2 and "unknown pass 'swizle'" in proc.stderr
-    proc = run_cli("apply", "--pass", "swizzle", "--param", "group", "src", cwd=tree)
+    proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "--param", "group", "src", cwd=tree)
     assert proc.returncode == 2 and "expected KEY=VALUE" in proc.stderr
-    proc = run_cli("apply", "--pass", "swizzle", "--hw", "gtx480", "src", cwd=tree)
+    proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "--hw", "gtx480", "src", cwd=tree)
     assert proc.returncode == 2 and "gtx480" in proc.stderr
-    proc = run_cli("apply", "--pass", "swizzle", "--diff", "--check", "src", cwd=tree)
+    proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "--diff", "--check", "src", cwd=tree)
     assert proc.returncode == 2 and "not allowed with argument" in proc.stderr
 
 
@@ -171,7 +174,7 @@ def test_headers_included_from_cuda_files_are_processed(tree: Path) -> None:
     (tree / "src" / "kernels.h").write_text(KERNEL.replace("tile(", "tile_in_header("))
     (tree / "src" / "unused.h").write_text(KERNEL)
     (tree / "src" / "main.cu").write_text('#include "kernels.h"\nint main() { return 0; }\n')
-    proc = run_cli("apply", "--pass", "swizzle", "--diff", "--verify", "static", "src", cwd=tree)
+    proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "--diff", "--verify", "static", "src", cwd=tree)
     assert proc.returncode == 0, proc.stderr
     assert "+++ b/src/kernels.h" in proc.stdout and "unused.h" not in proc.stdout
 

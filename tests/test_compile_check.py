@@ -25,7 +25,7 @@ HOST_ERROR = "int host_side() { return removed_api_v1(); }\n"
 
 def transform(path: Path, text: str) -> FileTransform:
     path.write_text(text)
-    result = rewrite(text, path=str(path))
+    result = rewrite(text, path=str(path), pattern="grouped")
     assert result.changed
     return result
 

@@ -150,10 +150,11 @@ def test_include_paths_and_defines_reach_the_compile_check(tmp_path: Path) -> No
     (tmp_path / "src" / "k.cu").write_text(GUARDED)
     (tmp_path / "inc").mkdir()
     (tmp_path / "inc" / "params.h").write_text("#define SCALE 2.0f\n")
-    config = '[tool.kxform]\npasses = ["swizzle"]\nverify = "compile"\n'
+    config = '[tool.kxform]\npasses = ["swizzle{pattern=grouped}"]\nverify = "compile"\n'
     (tmp_path / "kxform.toml").write_text(config)
     proc = run_cli("apply", "--check", "src", cwd=tmp_path)  # planted: no include dir, no define
-    assert proc.returncode == 0 and "header not found: params.h" in proc.stderr, proc.stderr  # libclang's view
+    # libclang's view; the pattern is forced, so its refusal is exit 1
+    assert proc.returncode == 1 and "header not found: params.h" in proc.stderr, proc.stderr
     (tmp_path / "kxform.toml").write_text(config + 'include = ["inc"]\n')
     proc = run_cli("apply", "--check", "src", cwd=tmp_path)  # planted: the define is missing
     assert proc.returncode == 1 and "swizzle not applied to 'tile': compile stage:" in proc.stderr, proc.stderr
@@ -161,8 +162,8 @@ def test_include_paths_and_defines_reach_the_compile_check(tmp_path: Path) -> No
     (tmp_path / "kxform.toml").write_text(config + 'include = ["inc"]\ndefines = ["TILE_W=16"]\n')
     proc = run_cli("apply", "--check", "src", cwd=tmp_path)
     assert proc.returncode == 1 and "1 file would be rewritten" in proc.stderr and "error" not in proc.stderr
-    proc = run_cli("apply", "--check", "--no-config", "--pass", "swizzle", "--verify", "compile", "-I", "inc",
-                   "-D", "TILE_W=16", "src", cwd=tmp_path)  # the same flags from the command line
+    proc = run_cli("apply", "--check", "--no-config", "--pass", "swizzle{pattern=grouped}", "--verify", "compile",
+                   "-I", "inc", "-D", "TILE_W=16", "src", cwd=tmp_path)  # the same flags from the command line
     assert "1 file would be rewritten" in proc.stderr and "error" not in proc.stderr, proc.stderr
 
 
@@ -175,7 +176,8 @@ def test_harness_spec_directories(tmp_path: Path) -> None:
                                                                          'file = "../src/transpose.cu"')
     spec = spec.replace('reference = "reference.py:transpose"\n', "")
     (tmp_path / "harness" / "transpose.toml").write_text(spec)
-    (tmp_path / "kxform.toml").write_text('[tool.kxform]\npasses = ["swizzle"]\nverify = "cpu"\nspecs = ["harness"]\n')
+    (tmp_path / "kxform.toml").write_text('[tool.kxform]\npasses = ["swizzle{pattern=grouped}"]\nverify = "cpu"\n'
+                                          'specs = ["harness"]\n')
     proc = run_cli("apply", "--check", "src", cwd=tmp_path)
     assert "1 file would be rewritten" in proc.stderr, proc.stderr
     _, records = _run_record(tmp_path)

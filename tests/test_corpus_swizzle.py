@@ -51,7 +51,7 @@ def test_manifest_expectation(entry: dict) -> None:
 
 GOLDEN_CASES = {
     "sgemm_tiled.grouped.cu": ("sgemm_tiled/sgemm_tiled.cu", {"pattern": "grouped"}),
-    "box_blur.hilbert.cu": ("device_helper_blur/box_blur.cu", {"pattern": "hilbert"}),
+    "box_blur.grouped-x4.cu": ("device_helper_blur/box_blur.cu", {"pattern": "grouped", "group": "4", "along": "x"}),
     "pairwise_dist.xcd-grouped.cu": ("macro_index_sqdist/pairwise_dist.cu",
                                      {"pattern": "xcd-grouped", "group": "4", "hw": "mi300x"}),
     "batched_scores.column.cu": ("batched_scores_3d/batched_scores.cu", {"pattern": "column"}),

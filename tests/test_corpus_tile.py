@@ -54,7 +54,7 @@ def test_manifest_tile_expectation(entry: dict) -> None:
 
 
 GOLDEN_CASES = {
-    "sgemm_tiled.tile32-swizzle.cu": ("sgemm_tiled/sgemm_tiled.cu", "tile{TILE=32},swizzle"),
+    "sgemm_tiled.tile32-swizzle.cu": ("sgemm_tiled/sgemm_tiled.cu", "tile{TILE=32},swizzle{pattern=grouped}"),
     "transpose.tile.cu": ("transpose/transpose.cu", "tile"),
     "stencil5.tile64x4.cu": ("stencil5/stencil5.cu", "tile{BX=64,BY=4}"),
 }

@@ -178,8 +178,8 @@ def test_final_remarks_follow_the_final_outcome() -> None:
     src = "__global__ void k(float* o) { o[blockIdx.y * 9 + blockIdx.x] = 1; }\n"
     from kxform.frontend.source import validate_bytes
 
-    held = transform_source(validate_bytes("k.cu", src.encode()), [Swizzle()], load_profile("h100"), RunOptions(),
-                            finalize=False)
+    held = transform_source(validate_bytes("k.cu", src.encode()), [Swizzle(pattern="grouped")], load_profile("h100"),
+                            RunOptions(), finalize=False)
     assert not [r for r in held.remarks if r.kind.value == "Passed"] and len(held.pending) == 1
     from dataclasses import replace
 

@@ -20,7 +20,7 @@ from kxform.passes.swizzle.patterns import get_pattern
 
 from conftest import CORPORA
 
-GROUPED = """per = 8 * gx
+GROUPED = """per = gx <= 536870911 ? 8 * gx : 4294967295
 first = (pid / per) * 8
 size = min(gy - first, 8)
 lx = (pid % per) / size
@@ -149,7 +149,7 @@ def test_the_pass_applies_a_formula_with_its_checks() -> None:
     result = transform_source(source, [Swizzle()], load_profile("h100"), RunOptions(), proposer=_Fixed(GROUPED))
     (kernel,) = result.results
     assert kernel.outcome is Outcome.APPLIED
-    assert [c.name for c in kernel.checks][:2] == ["formula", "bijection"]
+    assert [c.name for c in kernel.checks][:3] == ["formula", "bijection", "proof"]
     assert kernel.policy.compare.mode == "exact" and kernel.policy.launch.is_spec  # swizzle's: bit-exact, same launch
     assert kernel.proposal is not None and kernel.proposal.payload == GROUPED
     text = result.new_data.decode()
@@ -170,3 +170,71 @@ def test_the_pass_rejects_bad_formulas_before_editing(formula: str, check: str) 
     (kernel,) = result.results
     assert kernel.outcome is Outcome.FAILED and kernel.stage == "check"
     assert kernel.reasons[0].startswith(f"{check}:") and not result.changed
+
+
+GX77 = "lx = select(gx == 77 && bx == 1, 0, bx)\nly = by"
+"""Not a bijection only at gx = 77: every sampled and enumerated grid misses it."""
+
+
+def test_a_remap_wrong_at_one_grid_width_is_refuted_with_its_counter_example() -> None:
+    from kxform.passes.swizzle.proof import ProofFailed, prove_formula
+
+    check_arithmetic(parse_formula(GX77))  # the samples see nothing wrong
+    with pytest.raises(ProofFailed) as err:
+        prove_formula(parse_formula(GX77))
+    assert err.value.kind == "refuted"
+    assert "not a bijection: on grid 77x" in str(err.value) and "both map to (0, " in str(err.value)
+
+
+def test_a_formula_that_wraps_only_beyond_the_sampled_grids_is_refuted() -> None:
+    """`8 * gx` wraps for gx >= 2^29, a grid width CUDA allows (gridDim.x < 2^31)."""
+    from kxform.passes.swizzle.proof import ProofFailed, prove_formula
+
+    text = "per = 8 * gx\nfirst = (pid / per) * 8\nsize = min(gy - first, 8)\nlx = (pid % per) / size\n" \
+           "ly = first + (pid % per) % size"
+    check_arithmetic(parse_formula(text))
+    with pytest.raises(ProofFailed, match="product of 2\\^32 or more in `8 \\* gx`"):
+        prove_formula(parse_formula(text))
+    prove_formula(parse_formula(GROUPED))  # the same remap, guarded
+
+
+def test_an_undecided_proof_is_a_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kxform.passes.swizzle import proof
+
+    monkeypatch.setattr(proof, "TIME_LIMIT_MS", 1)
+    proof._prove.cache_clear()
+    with pytest.raises(proof.ProofFailed) as err:
+        proof._prove(parse_formula("ly = pid % gy\nlx = (pid / gy + ly) % gx"))
+    proof._prove.cache_clear()
+    assert err.value.kind == "unknown" and "not proven is refused" in str(err.value)
+
+
+@pytest.mark.parametrize("name, params", [("row", {}), ("column", {}), ("grouped", {"group": 8, "along": "y"}),
+                                          ("grouped", {"group": 3, "along": "x"}), ("diagonal", {}),
+                                          ("xcd", {"xcds": 8}), ("xcd-grouped", {"xcds": 8, "group": 4})])
+@pytest.mark.slow
+def test_every_library_pattern_with_a_formula_is_proven(name: str, params: dict[str, object]) -> None:
+    from kxform.passes.swizzle.proof import prove_stages
+
+    config = get_pattern(name).resolve(params)  # type: ignore[arg-type]
+    report = prove_stages(tuple(parse_formula(text) for text in config.stages()))
+    assert report.detail.startswith("proven (z3)")
+
+
+@needs_cxx
+def test_the_emitted_helper_must_equal_its_proven_formula() -> None:
+    """The enumeration holds the emitted C to the formula the solver proved: a helper
+    that is a bijection but a different one is refused."""
+    column = get_pattern("column").resolve({})
+    twin = formula_remap("lx = bx\nly = by")  # a bijection, not the column order
+    with pytest.raises(CheckFailed, match="the proven formula gives"):
+        check_helper(column.helper_source(), column.helper_name(), ((twin.helper_source(), twin.helper_name()),))
+
+
+@needs_cxx
+def test_the_pass_refuses_the_gx77_formula_with_the_counter_example() -> None:
+    source = read_source(str(CORPORA / "sgemm_tiled" / "sgemm_tiled.cu"))
+    result = transform_source(source, [Swizzle()], load_profile("h100"), RunOptions(), proposer=_Fixed(GX77))
+    (kernel,) = result.results
+    assert kernel.outcome is Outcome.FAILED and kernel.stage == "check"
+    assert "proof: not a bijection: on grid 77x" in kernel.reasons[0]

@@ -27,7 +27,8 @@ SESSIONS = [
     # (corpus dir, file, kernel, a formula kxform must reject, the reason, the formula it proves)
     ("sgemm_tiled", "sgemm_tiled.cu", "sgemm_tiled",
      "lx = (bx + by) % gx\nly = by / 2", "bijection",
-     "per = 4 * gx\nfirst = (pid / per) * 4\nsize = min(gy - first, 4)\nlx = (pid % per) / size\n"
+     "per = gx <= 1073741823 ? 4 * gx : 4294967295\nfirst = (pid / per) * 4\nsize = min(gy - first, 4)\n"
+     "lx = (pid % per) / size\n"
      "ly = first + (pid % per) % size"),
     ("transpose", "transpose.cu", "transposeNoBankConflicts",
      "ly = pid % gy\nlx = (pid / gy + ly) % (gx - 1)", "division-by-zero",

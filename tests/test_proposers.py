@@ -13,7 +13,8 @@ from kxform.cli.main import main
 from conftest import CORPORA, needs_nvcc, run_cli
 from llm_replies import PLANTED_KEY, answer
 
-GROUPED4 = ("per = 4 * gx\nfirst = (pid / per) * 4\nsize = min(gy - first, 4)\nlx = (pid % per) / size\n"
+GROUPED4 = ("per = gx <= 1073741823 ? 4 * gx : 4294967295\nfirst = (pid / per) * 4\nsize = min(gy - first, 4)\n"
+            "lx = (pid % per) / size\n"
             "ly = first + (pid % per) % size")
 
 
@@ -51,7 +52,7 @@ def test_lock_replays_a_recorded_formula(sgemm: Path, tmp_path: Path, suffix: st
     done = run_cli("apply", "--pass", "swizzle", "--proposer", "lock", "--lock", str(record), "--verify", "static",
                    "--log", str(log), str(sgemm))
     assert done.returncode == 0, done.stderr
-    assert "kxform_swizzle_custom_" in sgemm.read_text() and "per = 4 * gx" in sgemm.read_text()
+    assert "kxform_swizzle_custom_" in sgemm.read_text() and "(4 * gx) : 4294967295" in sgemm.read_text()
     (kernel,) = [r for r in _records(log) if r["type"] == "kernel"]
     assert kernel["outcome"] == "applied" and kernel["proposal"]["proposer"] == "lock"
     assert [c["name"] for c in kernel["checks"]][:2] == ["formula", "bijection"]
@@ -175,7 +176,7 @@ def test_a_recorded_claude_session_from_the_command_line(sgemm: Path, tmp_path: 
     assert (provenance["proposer"], provenance["model"], provenance["evidence"]) == \
         ("claude", "claude-sonnet-4-6", "predicted")  # no GPU here: ranked by prediction, and it says so
     assert provenance["cost_usd"] == pytest.approx(0.048) and provenance["tokens"] == 12800
-    assert "per = 4 * gx" in sgemm.read_text()
+    assert "(4 * gx) : 4294967295" in sgemm.read_text()
     assert json.loads(decisions.read_text())["decisions"][0]["payload"] == GROUPED4
     stored = log.read_text() + "".join(p.read_text(errors="replace") for p in cache.rglob("*.json"))
     assert PLANTED_KEY not in stored and PLANTED_KEY not in done.stderr + done.stdout

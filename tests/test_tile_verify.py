@@ -66,7 +66,8 @@ def test_a_derived_launch_that_disagrees_with_the_spec_is_could_not_tell(sgemm: 
 
 def test_apply_verifies_tile_then_swizzle_in_one_pipeline_and_logs_both_policies(sgemm: Path) -> None:
     log = sgemm.parent / "run.jsonl"
-    proc = run_cli("apply", "--pass", "tile{TILE=32},swizzle", "--verify", "cpu", "--log", str(log), str(sgemm))
+    proc = run_cli("apply", "--pass", "tile{TILE=32},swizzle{pattern=grouped}", "--verify", "cpu", "--log", str(log),
+                   str(sgemm))
     assert proc.returncode == 0, proc.stderr
     text = sgemm.read_text()
     assert "#ifndef TILE\n#define TILE 32\n#endif\n" in text and "kxform_block = kxform_swizzle_grouped" in text

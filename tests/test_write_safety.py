@@ -18,6 +18,9 @@ import pytest
 
 from conftest import needs_nvcc, run_cli, kxform_exe
 
+SWIZZLE = "swizzle{pattern=grouped}"
+"""These tests are about writing: the pattern is forced (the default needs the model's evidence)."""
+
 KERNEL = """#include <cuda_runtime.h>
 __global__ void tile(float* out, int n) {
     int x = blockIdx.x * 16 + threadIdx.x;
@@ -28,7 +31,7 @@ __global__ void tile(float* out, int n) {
 
 
 def _apply(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300):
-    return run_cli("apply", "--pass", "swizzle", "--verify", "static", *args, cwd=cwd, env=env, timeout=timeout)
+    return run_cli("apply", "--pass", SWIZZLE, "--verify", "static", *args, cwd=cwd, env=env, timeout=timeout)
 
 
 def _errors(stderr: str) -> list[str]:
@@ -65,7 +68,7 @@ def test_file_edited_while_apply_runs_is_refused_not_overwritten(tmp_path: Path)
     def edit_during_run(done: int, total: int, path: str) -> None:
         src.write_text(edited)  # after kxform read the file, before it writes
 
-    config = ApplyConfig(pipeline="swizzle", hw=load_profile("h100"), verify="static", jobs=1,
+    config = ApplyConfig(pipeline=SWIZZLE, hw=load_profile("h100"), verify="static", jobs=1,
                          write_back=WriteBack.WRITE)
     report, _ = run_apply([str(src)], config, progress=edit_during_run)
     assert src.read_text() == edited
@@ -162,7 +165,7 @@ def test_environment_errors_are_exit_2_one_line_and_nothing_written(tmp_path: Pa
     else:
         env = {"KXFORM_CACHE_DIR": str(tmp_path / "a-file" / "cache")}
     before = _snapshot(tmp_path)
-    proc = run_cli("apply", "--pass", "swizzle", *args, "src", cwd=tmp_path, env=env)
+    proc = run_cli("apply", "--pass", SWIZZLE, *args, "src", cwd=tmp_path, env=env)
     assert proc.returncode == 2, proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("kxform: error:"), proc.stderr
@@ -282,7 +285,7 @@ def test_ccbin_from_compile_commands_is_never_run(tmp_path: Path) -> None:
     (tmp_path / "compile_commands.json").write_text(json.dumps([{
         "directory": str(tmp_path), "file": "tile.cu",
         "arguments": ["nvcc", "-ccbin", str(evil), "-c", "tile.cu"]}]))
-    proc = run_cli("apply", "--pass", "swizzle", "--verify", "compile", "-p", ".", "--check", "tile.cu",
+    proc = run_cli("apply", "--pass", SWIZZLE, "--verify", "compile", "-p", ".", "--check", "tile.cu",
                    cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     assert not marker.exists()
@@ -294,7 +297,7 @@ def test_pool_workers_die_with_their_parent(tmp_path: Path) -> None:
     for i in range(60):  # enough work that the pool is still busy when the parent is killed
         (tmp_path / f"k{i}.cu").write_text('#include "local.h"\n' + KERNEL.replace("tile(", f"tile{i}("))
     (tmp_path / "local.h").write_text("#define LOCAL 1\n")
-    proc = subprocess.Popen([kxform_exe(), "apply", "--pass", "swizzle", "--verify", "static", "--check",
+    proc = subprocess.Popen([kxform_exe(), "apply", "--pass", SWIZZLE, "--verify", "static", "--check",
                              "-j", "2", "."], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     workers: list[int] = []
     deadline = time.monotonic() + 60
@@ -362,7 +365,7 @@ def test_runs_into_one_output_directory_lock_only_their_copies(tmp_path: Path) -
     with TreeLock.acquire_copies(str(out), [output_path("a.cu", str(out))]):
         other = _apply("-o", "out", "b.cu", cwd=tmp_path)
         same = _apply("-o", "out", "a.cu", cwd=tmp_path, env={"KXFORM_LOCK_WAIT": "0.5"})
-        waiting = subprocess.Popen([kxform_exe(), "apply", "--pass", "swizzle", "--verify", "static", "-o", "out",
+        waiting = subprocess.Popen([kxform_exe(), "apply", "--pass", SWIZZLE, "--verify", "static", "-o", "out",
                                     "a.cu"], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
         time.sleep(1.5)
         assert waiting.poll() is None and not (out / "a.cu").exists()  # still waiting for the holder

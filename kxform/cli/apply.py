@@ -34,8 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--pass", dest="passes", metavar="NAME[,NAME]",
                    help="passes to run, e.g. swizzle or 'swizzle{pattern=grouped,group=4}' (default: the "
                    "project configuration's 'passes')")
-    p.add_argument("--pattern", help="swizzle pattern (row, column, grouped, diagonal, hilbert, morton, xcd, "
-                   "xcd-grouped); default: chosen from the hardware profile")
+    p.add_argument("--pattern", help="swizzle pattern (row, column, grouped, diagonal, xcd, xcd-grouped; hilbert "
+                   "and morton have no proof and are refused); default: the locality model's choice, else none")
     p.add_argument("--param", action="append", default=[], metavar="K=V", help="pass parameter (repeatable)")
     p.add_argument("--hw", help="hardware profile name or .toml path (default: configured, else h100)")
     p.add_argument("--kernel", action="append", default=[], metavar="NAME", help="only these kernels (repeatable)")

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from kxform.engine.runner import ApplyConfig
-from kxform.errors import UsageError
+from kxform.errors import KxformError, UsageError
 from kxform.log.passlog import PassLog
 from kxform.propose.registry import NAMES, ProposerSpec, canonical
 
@@ -89,6 +89,10 @@ def search_with_claude(args: argparse.Namespace, config: ApplyConfig, log: PassL
         sessions = [s for path, kernels in only.items()
                     for s in search([path], replace(config, kernels=kernels), options, client, record).sessions]
         result = SearchResult(tuple(sessions))
+    failed = next((s for s in result.sessions if s.api_failure), None)
+    if failed is not None:  # an environment failure: exit 2, nothing written or recorded
+        raise ApiUnavailable(f"--proposer claude: the API failed on {failed.file}: {failed.kernel}: "
+                             f"{failed.api_failure}; nothing written, nothing recorded (run again)")
     total = sum((s.usage for s in result.sessions), start=_zero())
     log.write({"schema": 1, "run": log.run_id, "type": "llm_summary", "model": model,
                "kernels": len(result.sessions), "decisions": len(result.decisions), "usage": total.to_json()})
@@ -102,6 +106,10 @@ def search_with_claude(args: argparse.Namespace, config: ApplyConfig, log: PassL
     spec = replace(config.proposer or ProposerSpec(), name="claude", decisions=result.decisions,
                    record="claude session", missing="the claude session found no verified proposal")
     return replace(config, proposer=spec)
+
+
+class ApiUnavailable(KxformError):
+    """The model's API could not be reached, timed out or failed on the server's side."""
 
 
 def _zero():  # type: ignore[no-untyped-def]

@@ -27,6 +27,7 @@ from typing import Any
 from kxform.analysis.manager import AnalysisManager
 from kxform.engine.edits import Edit, apply_edits, check_reparse, unified_diff
 from kxform.engine.pass_api import (
+    FORCED_REFUSED,
     UNCONFIRMED,
     CheckRecord,
     KernelAnalysis,
@@ -63,6 +64,9 @@ class FileTransform:
     timings: dict[str, float] = field(default_factory=dict)
     pending: tuple[Remark, ...] = ()
     """"Applied" remarks held back until the later stages decide (see `final_remarks`)."""
+    syntax_errors: tuple[tuple[str, int], ...] = ()
+    """(kernel, offset of its first syntax error) of each selected kernel whose own
+    definition does not parse: the command line reports the file as an input error."""
 
     @property
     def changed(self) -> bool:
@@ -117,6 +121,19 @@ def unparsable(model: SourceModel, kernel: str, broken: set[str] | None = None) 
     return f"'{reach[0]}', which it calls, does not parse" if reach else None
 
 
+def broken_kernels(model: SourceModel, options: RunOptions) -> tuple[tuple[str, int], ...]:
+    """Selected kernels whose own definition does not parse, each with the offset of the
+    first syntax error in it (or of the definition, when an error before it swallowed it)."""
+    broken = syntax_gate(model)
+    out = []
+    for kernel in model.kernels:
+        if kernel.name in broken and options.selects(kernel.name):
+            inside = [i.span.start for i in model.syntax_issues
+                      if i.span.start < kernel.span.end and kernel.span.start < i.span.end]
+            out.append((kernel.name, max(min(inside), kernel.span.start) if inside else kernel.span.start))
+    return tuple(out)
+
+
 def host_syntax_issue(model: SourceModel) -> int | None:
     """Offset of the first syntax error in host code (outside every kernel and device
     function: those are reported with the kernels they block), if any."""
@@ -155,15 +172,19 @@ def transform_source(
     current = source
     line_map: tuple[int, ...] = ()
     timings: dict[str, float] = {}
+    model: SourceModel | None = parse_model(source)
+    assert model is not None
+    syntax_errors = broken_kernels(model, options)
     for pass_ in passes:
         start = time.perf_counter()
-        current, pass_results, pass_map = _run_pass(current, pass_, run)
+        current, pass_results, pass_map = _run_pass(current, pass_, run, model)
+        model = None  # the next pass parses the rewritten source
         timings[pass_.name] = time.perf_counter() - start
         results.extend(pass_results)
         if pass_map:
             line_map = pass_map if not line_map else tuple(line_map[i - 1] for i in pass_map)
     transform = FileTransform(source, current.data, tuple(results), tuple(run.sink), line_map, timings,
-                              tuple(run.pending))
+                              tuple(run.pending), syntax_errors)
     if finalize:
         transform = replace(transform, remarks=transform.remarks + final_remarks(transform, transform.results),
                             pending=())
@@ -266,8 +287,10 @@ def _kernel(ctx: PassContext, pass_: Pass, run: _Run, kernel: Function, analysis
         for blocker in analysis.blockers:
             ctx.remark(RemarkKind.MISSED, pass_.name, blocker.key, blocker.offset, kernel.name,
                        f"{pass_.name} not applied to '{kernel.name}': {blocker.message}")
+        # stage FORCED_REFUSED: a configuration the user fixed, refused (the report's exit 1, not "nothing to do")
         return KernelResult(path, kernel.name, pass_.name, Outcome.MISSED, line,
-                            tuple(f"{b.key}: {b.message}" for b in analysis.blockers))
+                            tuple(f"{b.key}: {b.message}" for b in analysis.blockers),
+                            stage=FORCED_REFUSED if pass_.explicit else "")
     return _propose_and_check(ctx, pass_, run, analysis, line)
 
 

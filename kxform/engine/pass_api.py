@@ -303,6 +303,9 @@ def narrowed(param: Param) -> Param:
     values = {v for v in POW2 if v in param.values} | {param.default}
     return Param.ints(param.name, sorted(v for v in values if isinstance(v, int)), int(param.default),
                       param.doc, param.origin)
+FORCED_REFUSED = "analyse"
+"""`KernelResult.stage` of a kernel MISSED because the pass's analysis refused a
+configuration the user fixed (`--pattern`, `tile{TILE=32}`): the run exits 1."""
 
 
 class Outcome(enum.Enum):

@@ -103,6 +103,10 @@ def _transform_one(path: str, config: ApplyConfig, includer: str | None = None,
         proposer = config.proposer.build() if config.proposer is not None else None
         transform = transform_source(source, passes, config.hw, options, proposer=proposer, semantic=semantic,
                                      feedback=feedback, toolchain=toolchain, finalize=False)
+        if transform.syntax_errors:  # a kernel that does not parse: the file is bad input, not "nothing to do"
+            kernel, offset = transform.syntax_errors[0]
+            raise InputError(f"syntax error: kernel '{kernel}' does not parse (tree-sitter-cuda); the file is "
+                             "left unchanged", source.location(offset))
         return FileOutcome(path, transform, results=list(transform.results))
     except UsageError:
         raise
@@ -211,6 +215,7 @@ def run_apply(paths: list[str], config: ApplyConfig, progress: Progress | None =
         outcomes = [FileOutcome(str(err.location.path) if err.location else "", error=str(err))
                     for err in sources.refused]
         outcomes += _transform_all(sources, config, progress)
+        _check_kernels_named(config, outcomes)
         report = Report(write_back=config.write_back)
         latest = {o.path: o for o in outcomes if o.transform is not None}  # each file as it stands
 
@@ -235,6 +240,18 @@ def run_apply(paths: list[str], config: ApplyConfig, progress: Progress | None =
             if outcome.error:
                 (report.internal_errors if outcome.internal else report.input_errors).append(outcome.error)
     return report, outcomes
+
+
+def _check_kernels_named(config: ApplyConfig, outcomes: list[FileOutcome]) -> None:
+    """`--kernel NAME` that names no kernel of the files is a usage error (exit 2, nothing
+    written), unless a file could not be read or parsed (NAME may be defined there)."""
+    if not config.kernels or any(o.error for o in outcomes):
+        return
+    defined = {r.kernel for o in outcomes for r in o.results}
+    missing = [name for name in config.kernels if name not in defined and name.split("<", 1)[0] not in defined]
+    if missing:
+        known = ", ".join(sorted(defined)[:8]) or "none"
+        raise UsageError(f"--kernel {missing[0]}: no kernel of that name in the files given (kernels: {known})")
 
 
 def _check_measure(config: ApplyConfig) -> None:

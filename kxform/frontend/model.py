@@ -7,9 +7,11 @@ structure and hand exact ranges to the edit engine. Built by `kxform.frontend.cu
 from __future__ import annotations
 
 import enum
+import functools
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import networkx as nx
 
@@ -160,24 +162,73 @@ class SourceModel:
     syntax_issues: tuple[SyntaxIssue, ...]
     call_graph: nx.DiGraph = field(repr=False)
 
-    @property
+    # Lookups by name are indexed once per model: a scan per kernel made passes quadratic
+    # in the number of kernels of a file. The model is never changed after it is built.
+
+    @functools.cached_property
     def kernels(self) -> tuple[Function, ...]:
         return tuple(f for f in self.functions if f.kind is FunctionKind.KERNEL)
 
+    @functools.cached_property
+    def _functions_by_name(self) -> dict[str, tuple[Function, ...]]:
+        return _group(self.functions, lambda f: f.name)
+
+    @functools.cached_property
+    def _reads_by_function(self) -> dict[str | None, tuple[IndexRead, ...]]:
+        return _group(self.index_reads, lambda r: r.function)
+
+    @functools.cached_property
+    def _reads_by_macro(self) -> dict[str | None, tuple[IndexRead, ...]]:
+        return _group(self.index_reads, lambda r: r.macro)
+
+    @functools.cached_property
+    def _calls_by_caller(self) -> dict[str | None, tuple[CallSite, ...]]:
+        return _group(self.calls, lambda c: c.caller)
+
+    @functools.cached_property
+    def _macros_by_name(self) -> dict[str, MacroDef]:
+        out: dict[str, MacroDef] = {}
+        for macro in self.macros:
+            out.setdefault(macro.name, macro)  # the first definition, as a scan would find
+        return out
+
     def functions_named(self, name: str) -> tuple[Function, ...]:
-        return tuple(f for f in self.functions if f.name == name)
+        return self._functions_by_name.get(name, ())
 
     def reads_in(self, function: str) -> tuple[IndexRead, ...]:
-        return tuple(r for r in self.index_reads if r.function == function)
+        return self._reads_by_function.get(function, ())
+
+    def reads_through(self, macro: str) -> tuple[IndexRead, ...]:
+        """Index reads made through the expansion of `macro`."""
+        return self._reads_by_macro.get(macro, ())
+
+    def calls_from(self, caller: str) -> tuple[CallSite, ...]:
+        return self._calls_by_caller.get(caller, ())
+
+    @functools.cached_property
+    def _calls_by_callee(self) -> dict[str, tuple[CallSite, ...]]:
+        return _group(self.calls, lambda c: c.callee)
+
+    def calls_to(self, callee: str) -> tuple[CallSite, ...]:
+        return self._calls_by_callee.get(callee, ())
 
     def macro(self, name: str) -> MacroDef | None:
-        for macro in self.macros:
-            if macro.name == name:
-                return macro
-        return None
+        return self._macros_by_name.get(name)
 
     def closure(self, root: str) -> set[str]:
         """Names of `root` and every function and macro it reaches."""
         if root not in self.call_graph:
             return {root}
         return {root} | nx.descendants(self.call_graph, root)
+
+
+_T = TypeVar("_T")
+_K = TypeVar("_K")
+
+
+def _group(items: Iterable[_T], key: Callable[[_T], _K]) -> dict[_K, tuple[_T, ...]]:
+    """`items` by `key`, each group in the items' order."""
+    out: dict[_K, list[_T]] = {}
+    for item in items:
+        out.setdefault(key(item), []).append(item)
+    return {k: tuple(v) for k, v in out.items()}

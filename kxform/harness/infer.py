@@ -236,8 +236,8 @@ def _template_types(kernel: Function, spelling: str) -> dict[str, str]:
     return {p.name: arg for p, arg in zip(template_params(kernel), args) if p.kind == "type"}
 
 
-def _plan(source: SourceText, spelling: str) -> _Plan:
-    model = parse_model(source)
+def _plan(source: SourceText, spelling: str, model: SourceModel | None = None) -> _Plan:
+    model = model or parse_model(source)
     name, _ = split_spelling(spelling)
     kernel = find_kernel(model, name)
     spelling = instantiation(model, kernel, spelling)
@@ -384,12 +384,14 @@ def _apply_probe(plan: _Plan, result: ProbeResult) -> None:
 
 
 def infer_spec(source: SourceText, spelling: str, runtime: Runtime | None = None,
-               spec_dir: str | None = None) -> Draft:
+               spec_dir: str | None = None, model: SourceModel | None = None) -> Draft:
     """A draft spec for `spelling` (kernel name or instantiation). With a runtime that can
     watch launches (the CPU runtime), counts and roles are measured at the draft's sizes.
     `spec_dir`: the directory the spec will be written to (its `file` is relative to it;
-    default: beside the source)."""
-    plan = _plan(source, spelling)
+    default: beside the source). `model`: the source's parse, when the caller has it
+    (drafting every kernel of a file would otherwise parse the file once per kernel)."""
+    model = model or parse_model(source)
+    plan = _plan(source, spelling, model)
     result: ProbeResult | None = None
     if runtime is not None and not plan.launch_todos:
         if math.prod(plan.sizes["tiles"]) > MAX_PROBE_ELEMENTS:
@@ -408,7 +410,7 @@ def infer_spec(source: SourceText, spelling: str, runtime: Runtime | None = None
             plan.count_notes.setdefault(param.name, f"element count (not measured: {why})")
     spelling = plan.spelling
     text, todos = _render(plan, over_allocate=False, spec_dir=spec_dir)
-    if not any(launch.kernel == plan.kernel.name for launch in parse_model(source).launches):
+    if not any(launch.kernel == plan.kernel.name for launch in model.launches):
         text = text.replace("\n", f"\n# note: {spelling} is not launched in {source.path}\n", 1)
         todos = [re.sub(r"^line (\d+)", lambda m: f"line {int(m.group(1)) + 1}", t) for t in todos]
     return Draft(text + "\n", tuple(todos), result)

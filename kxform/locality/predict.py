@@ -131,12 +131,13 @@ class Ranking:
 
 
 def candidate_configs(hw: HwProfile, dims: int = 2) -> list[RemapConfig]:
-    """Every library pattern that applies to a grid of `dims` dimensions, with the
-    profile's XCD count and the patterns' defaults (what the swizzle pass offers)."""
+    """Every library pattern that applies to a grid of `dims` dimensions and that the
+    swizzle pass can prove a bijection, with the profile's XCD count and the patterns'
+    defaults (what the swizzle pass offers)."""
     out = []
     for pattern in PATTERNS.values():
-        if pattern.name == "row" or min(dims, 2) not in pattern.dims:
-            continue
+        if pattern.name == "row" or min(dims, 2) not in pattern.dims or pattern.formula is None:
+            continue  # the identity; a grid it does not apply to; a remap the pass cannot prove
         takes = {p.name for p in pattern.params}
         out.append(pattern.resolve({"xcds": hw.xcds} if "xcds" in takes else {}))
     return out

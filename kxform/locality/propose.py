@@ -1,12 +1,14 @@
 """The swizzle pass's default proposer asks the model: glue, on-disk cache, remark text.
 
-`judge(ctx, kernel, two_d)` returns None when the model cannot be asked (no harness
-spec for the kernel, no host compiler) or cannot judge it (the CPU runtime refuses the
-kernel, the traces do not extrapolate): the pass then falls back to its documented rule,
-and says so. Otherwise it returns a `Verdict`: the order to propose, or None with the
-model's reason. Rankings are cached on disk by the content of everything they depend
-on (source, spec, kernel, size, hardware profile, candidates, model version), so a
-second run over the same file costs a file read.
+`judge(source, kernel, hw, two_d)` returns the model's `Verdict` (the order to propose,
+or None with the model's reason), or (None, why) when the model cannot judge the
+kernel: the pass then leaves it alone and says why, since a remap nobody measured or
+predicted can make a kernel slower. Without a harness spec the model judges a drafted
+one (sizing.drafted_spec); it always judges at a timing size of its own
+(sizing.timing_size), never at the small check sizes. Rankings are cached on disk by
+the content of everything they depend on (source, spec, kernel, size, hardware
+profile, candidates, model version), so a second run over the same file costs a file
+read.
 """
 
 from __future__ import annotations
@@ -19,14 +21,17 @@ from pathlib import Path
 from kxform.cache import cache_root, content_key
 from kxform.engine.proposal import Proposal, Provenance
 from kxform.errors import KxformError
+from kxform.frontend.cuda import parse_model
+from kxform.frontend.model import SourceModel
 from kxform.frontend.source import SourceText
 from kxform.harness.model import KernelSpec
 from kxform.hw import HwProfile
 from kxform.locality.predict import Ranking, candidate_configs, rank_orders
-from kxform.locality.trace import ModelRefused, default_size
+from kxform.locality.sizing import drafted_spec, timing_size
+from kxform.locality.trace import ModelRefused
 from kxform.passes.swizzle.patterns import RemapConfig, get_pattern
 
-MODEL_VERSION = "locality-3"
+MODEL_VERSION = "locality-4"
 
 
 @dataclass(frozen=True)
@@ -62,15 +67,18 @@ class Verdict:
         return [p for _, p in sorted(known, key=lambda item: item[0])] + unknown
 
 
-def judge(source: SourceText, kernel: str, hw: HwProfile, two_d: bool) -> tuple[Verdict | None, str]:
+def judge(source: SourceText, kernel: str, hw: HwProfile, two_d: bool,
+          model: SourceModel | None = None) -> tuple[Verdict | None, str]:
     """The model's verdict on `kernel` of `source`, or (None, why it was not asked or
-    could not judge)."""
+    could not judge). `model`: the source's parse (for drafting a spec without one)."""
     if not any(_changes_order(c) for c in candidate_configs(hw, 2 if two_d else 1)):
         return None, "no candidate order differs from row-major here"
     spec, spec_path, why = _spec_for(source.path, kernel)
-    if spec is None or spec_path is None:
-        return None, why
     try:
+        if spec is None or spec_path is None:
+            if why:
+                return None, why
+            spec, spec_path = drafted_spec(source, kernel, model or parse_model(source))
         data = cached_ranking(source, spec, spec_path, hw, 2 if two_d else 1)
     except ModelRefused as exc:
         return None, f"the locality model cannot judge it: {exc.cause}"
@@ -91,23 +99,25 @@ def _changes_order(config: RemapConfig) -> bool:
 def _spec_for(path: str, kernel: str) -> tuple[KernelSpec | None, Path | None, str]:
     from kxform.harness.spec import find_spec_for, load_spec
 
+    """The user's spec of `kernel`; (None, None, "") when there is none (draft one), or
+    (None, None, why) when the model cannot judge without one."""
     if not path or not os.path.isfile(path):
-        return None, None, "no harness spec (the source is not a file)"
+        return None, None, "no harness spec, and none can be drafted (the source is not a file)"
     try:
         found = find_spec_for(path)
         spec = load_spec(found).find(kernel) if found is not None else None
     except KxformError as exc:
         return None, None, f"harness spec unusable: {exc}"
     if spec is None or found is None:
-        return None, None, "no harness spec for this kernel"
+        return None, None, ""
     return spec, found, ""
 
 
 def cached_ranking(source: SourceText, spec: KernelSpec, spec_path: Path, hw: HwProfile,
                    dims: int) -> dict[str, object]:
-    """`rank_orders(...).to_json()` at the spec's default size, from the cache when the
-    same question was answered before; refusals are cached too."""
-    size = default_size(spec)
+    """`rank_orders(...).to_json()` at the model's timing size (sizing.timing_size), from
+    the cache when the same question was answered before; refusals are cached too."""
+    size = timing_size(spec, hw)
     configs = candidate_configs(hw, dims)
     spec_text = spec_path.read_text(encoding="utf-8")
     key = content_key(MODEL_VERSION, source.text, spec_text, spec.name, repr(sorted(size.values.items())),

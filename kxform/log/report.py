@@ -6,7 +6,7 @@ import enum
 from collections import Counter
 from dataclasses import dataclass, field
 
-from kxform.engine.pass_api import KernelResult, Outcome
+from kxform.engine.pass_api import FORCED_REFUSED, KernelResult, Outcome
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 123
 
@@ -34,14 +34,18 @@ class Report:
     unconfirmed: int = 0
     """Applied kernels whose compile check could not confirm the rewrite (the original
     does not compile with the flags kxform has either)."""
+    forced_refused: int = 0
+    """Kernels the pass refused with a configuration the user fixed (MISSED, and exit 1)."""
 
     def add_kernels(self, results: tuple[KernelResult, ...] | list[KernelResult]) -> None:
         for result in results:
+            refused = result.outcome is Outcome.MISSED and result.stage == FORCED_REFUSED
+            self.forced_refused += refused
             self.kernel_outcomes[result.outcome] += 1
             if result.outcome is Outcome.APPLIED and any(
                     c.name == "compile" and c.unconfirmed for c in result.checks):
                 self.unconfirmed += 1
-            if result.outcome is Outcome.FAILED:
+            if result.outcome is Outcome.FAILED or refused:
                 self.failures.append(f"{result.path}:{result.line}: {result.kernel}: {'; '.join(result.reasons)}")
 
     @property
@@ -64,6 +68,9 @@ class Report:
         kernels = ", ".join(f"{self.kernel_outcomes[o]} {o.value}" for o in Outcome if self.kernel_outcomes[o])
         if kernels:
             parts.append(f"kernels: {kernels}")
+        refused = self.forced_refused
+        if refused:
+            parts.append(f"{refused} refused with the configuration given (exit 1)")
         if self.unconfirmed:
             parts.append(f"{self.unconfirmed} applied kernel{'s' if self.unconfirmed != 1 else ''} not confirmed "
                          "by the compiler (the original does not compile here either)")

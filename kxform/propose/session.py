@@ -86,6 +86,9 @@ class KernelSession:
     decision: Decision | None
     stop: str
     ranking: str
+    api_failure: str | None = None
+    """Why the API did not answer (after the SDK's retries): the search is incomplete, so
+    the command line exits 2 and records nothing (a "left alone" would be a guess)."""
 
     @property
     def usage(self) -> Usage:
@@ -121,7 +124,7 @@ def run_kernel(ctx: PassContext, analysis: KernelAnalysis, pass_: Pass, tool: To
             "ranking": context.ranking})
     attempts: list[Attempt] = []
     best: tuple[Attempt, Answer] | None = None
-    stale, stop = 0, f"all {options.attempts} attempts used"
+    stale, stop, failed = 0, f"all {options.attempts} attempts used", None
     seen: dict[str, tuple[int, Evaluation]] = {}
     for index in range(1, options.attempts + 1):
         request = {"model": model, "max_tokens": client.options.max_tokens, "system": SYSTEM,
@@ -135,7 +138,7 @@ def run_kernel(ctx: PassContext, analysis: KernelAnalysis, pass_: Pass, tool: To
             record({"type": "llm_attempt", **where, **attempt.to_json(), "elapsed_s": time.perf_counter() - started})
             if failure.fatal:
                 raise UsageError(f"--proposer claude: {failure}") from None
-            stop = f"API failure: {failure.kind}"
+            stop, failed = f"API failure: {failure.kind}", str(failure)
             break
         provenance = Provenance("claude", model, response.usage.cost_usd, response.usage.tokens, evidence)
         outcome = read_response(response.body, tool, context.kernel, ctx.hw, provenance)
@@ -161,7 +164,7 @@ def run_kernel(ctx: PassContext, analysis: KernelAnalysis, pass_: Pass, tool: To
             stop = f"stopped early: {stale} attempts in a row did not improve on attempt {best[0].index}"
             break
     session = KernelSession(context.path, context.kernel, pass_.name, model, tuple(attempts),
-                            best[0] if best else None, None, stop, context.ranking)
+                            best[0] if best else None, None, stop, context.ranking, failed)
     if best is not None:
         session = replace(session, decision=_decision(session, best[1], best[0]))
     record({"type": "llm_session", **where, "attempts": len(attempts), "best_attempt": best[0].index if best else None,

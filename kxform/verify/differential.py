@@ -170,6 +170,29 @@ def _run_original(runtime: Runtime, request: LaunchRequest, size: str) -> Launch
     return result
 
 
+def _blame_original(verdict: SizeVerdict, runtime: Runtime, request: LaunchRequest) -> SizeVerdict | None:
+    """On a runtime that does not check bounds (the GPU), a mismatch may be the original's
+    fault: one that reads past a buffer reads whatever lies there. Its launch is run
+    again on the bounds-checked CPU runtime; when it fails there, the size is
+    inconclusive and names the original (a spec or kernel error), not a mismatch."""
+    from kxform.runtime.cpu import CpuRuntime
+
+    if isinstance(runtime, CpuRuntime):
+        return None  # it checked bounds already: the original ran cleanly
+    cpu = CpuRuntime()
+    if not cpu.available()[0]:
+        return None
+    try:
+        cpu.run(request)
+    except RuntimeError_ as exc:
+        return replace(verdict, status="inconclusive", outputs=(),
+                       error=f"the original kernel fails at this size on the bounds-checked CPU runtime ({exc}): "
+                             f"a spec or kernel error, not the rewrite's (on {runtime.name}: {verdict.summary()})")
+    except Unsupported:
+        return None
+    return None
+
+
 def _watching(request: LaunchRequest, runtime: Runtime, watch: bool) -> LaunchRequest:
     has_out = any(isinstance(a, BufferArg) and a.role == "out" for a in request.args)
     return replace(request, watch=True) if watch and has_out and runtime.watches_reads else request
@@ -240,7 +263,9 @@ def verify_pair(original: SourceText, rewritten: SourceText, spec: KernelSpec, r
         except Unsupported as exc:
             return SizeVerdict(size.name, "unverified", error=str(exc))
         except RuntimeError_ as exc:
-            return SizeVerdict(size.name, "mismatch", error=f"the rewritten kernel failed where the original ran: {exc}")
+            verdict = SizeVerdict(size.name, "mismatch",
+                                  error=f"the rewritten kernel failed where the original ran: {exc}")
+            return _blame_original(verdict, runtime, request) or verdict
         env = scalars(resolved, extracted[0].params)
         try:
             specs = {name: comparison(spec.compare_for(name), policy.compare, env) for name in before.outputs}
@@ -252,6 +277,8 @@ def verify_pair(original: SourceText, rewritten: SourceText, spec: KernelSpec, r
                        for name, expected in before.outputs.items()}
         verdict = SizeVerdict.from_checks(size.name, _output_checks(resolved, inputs, before.outputs, after.outputs,
                                                                     comparisons, unwritten_both=True))
+        if verdict.status == "mismatch":
+            verdict = _blame_original(verdict, runtime, request) or verdict
         if policy.compare.mode != "bound":
             return verdict
         named = set(re.findall(r"[A-Za-z_]\w*", policy.compare.bound))

@@ -7,7 +7,7 @@ semantics of C's 32-bit `unsigned` arithmetic (formula_eval.py), emits it as the
 kind of `__device__` helper the library patterns emit, and proves that helper a
 bijection exactly as it proves theirs (bijection.py).
 
-    per   = 8 * gx                    # statements: NAME = EXPR, one per line or `;`
+    per   = gx <= 536870911 ? 8 * gx : 4294967295   # statements: NAME = EXPR, one a line or `;`
     first = (pid / per) * 8
     size  = min(gy - first, 8)
     lx    = (pid % per) / size        # lx and ly must be assigned: the logical tile
@@ -398,6 +398,10 @@ class FormulaRemap:
     def helper_name(self) -> str:
         return f"kxform_swizzle_custom_{self.formula.digest}"
 
+    def stages(self) -> tuple[str, ...]:
+        """The remap as formula text, one stage (what the solver proves)."""
+        return (self.formula.canonical,)
+
     def apply(self, bx: int, by: int, gx: int, gy: int) -> tuple[int, int]:
         from kxform.passes.swizzle.formula_eval import evaluate_point
 
@@ -409,7 +413,7 @@ class FormulaRemap:
         lines = [
             f"/* kxform swizzle {self.label()}: logical block (x, y) for physical block (bx, by), from the formula",
             *(f"     {line}" for line in shown),
-            "   (unsigned 32-bit; a bijection on every gx x gy grid with gx, gy <= 65535, checked by kxform). */",
+            "   (unsigned 32-bit; proven by kxform a bijection on every grid with gx*gy < 2^32). */",
             f"static __device__ __forceinline__ uint2 {self.helper_name()}(",
             "    const unsigned bx, const unsigned by, const unsigned gx, const unsigned gy)",
             "{",

@@ -57,18 +57,14 @@ def _reads_block_xy(reads: tuple[IndexRead, ...]) -> bool:
 
 def index_usage(model: SourceModel, kernel: Function) -> IndexUsage:
     """Collect the kernel's index reads over its call closure within this file."""
-    graph = model.call_graph
     reached = model.closure(kernel.name)
-    by_name: dict[str, list[Function]] = {}
-    for function in model.functions:
-        by_name.setdefault(function.name, []).append(function)
-    functions = [kernel] + [f for name in sorted(reached - {kernel.name}) for f in by_name.get(name, [])
+    functions = [kernel] + [f for name in sorted(reached - {kernel.name}) for f in model.functions_named(name)
                             if f.kind is not FunctionKind.HOST]
     macro_names = tuple(sorted(n[len("<macro "):-1] for n in reached if n.startswith("<macro ")))
     reads: list[IndexRead] = []
     for function in functions:
-        reads.extend(r for r in model.index_reads if r.function == function.name and function.body.contains(r.span))
-    macro_reads = [r for r in model.index_reads if r.macro in macro_names]
+        reads.extend(r for r in model.reads_in(function.name) if function.body.contains(r.span))
+    macro_reads = sorted((r for m in macro_names for r in model.reads_through(m)), key=lambda r: r.span.start)
     reads.extend(macro_reads)
     blockers: list[Blocker] = []
     for read in reads:
@@ -84,16 +80,16 @@ def index_usage(model: SourceModel, kernel: Function) -> IndexUsage:
         if reach & reads_xy:
             carriers.append(function)
     type_names = frozenset().union(*(f.template_names for f in functions))
-    external = sorted({c.callee for c in model.calls if c.caller in {f.name for f in functions}
-                       and c.callee not in by_name and c.callee not in type_names
+    callers = {f.name for f in functions}
+    external = sorted({c.callee for name in callers for c in model.calls_from(name)
+                       if not model.functions_named(c.callee) and c.callee not in type_names
                        and not BUILTIN_CALL_RE.match(c.callee) and model.macro(c.callee) is None})
     for name in {c.name for c in carriers}:
-        defs = by_name[name]
+        defs = model.functions_named(name)
         if len(defs) > 1:
             blockers.append(Blocker("OverloadedCarrier", f"device function '{name}' reads the block index and is "
                                     "overloaded; kxform cannot tell which overload each call reaches",
                                     defs[0].span.start))
-    del graph
     return IndexUsage(kernel, tuple(functions), tuple(sorted(reads, key=lambda r: r.span)), tuple(carriers),
                       tuple(m for m in macro_names if _reads_block_xy(tuple(r for r in macro_reads if r.macro == m))),
                       tuple(external), tuple(blockers))

@@ -26,5 +26,5 @@ class LocalityJudgement:
         from kxform.locality.propose import judge  # the locality model (docs/locality-model.md)
 
         two_d = ctx.analysis(IndexUsage, kernel).dims >= 2
-        verdict, not_modelled = judge(ctx.model.source, kernel.name, ctx.hw, two_d)
+        verdict, not_modelled = judge(ctx.model.source, kernel.name, ctx.hw, two_d, ctx.model)
         return cls(verdict, not_modelled)

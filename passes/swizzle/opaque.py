@@ -18,6 +18,7 @@ rewrite. Two groups of refusals:
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from kxform.engine.pass_api import Blocker
 from kxform.frontend.cuda import WORD_RE
@@ -28,6 +29,7 @@ CG_INDEX_RE = re.compile(r"\b(group_index|block_index|block_rank|cluster_index|c
                          r"\s*\(")
 ASM_RE = re.compile(r"\b(asm|__asm__|__asm)\b")
 CALL_IN_MACRO_RE = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+WORD_BYTES_RE = re.compile(rb"(?<!\w)[A-Za-z_]\w*")
 MACRO_NAME_RE = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 """Object-like macros are spelled in capitals by convention: one from another header may hide a read."""
 CUDA_NAMES = frozenset({"__FILE__", "__LINE__", "__func__", "__CUDA_ARCH__", "NULL", "INFINITY", "NAN", "FLT_MAX",
@@ -41,17 +43,22 @@ def _reads_xy(builtin: str, axis: str) -> bool:
     return builtin == "blockIdx" and axis in ("x", "y", "")
 
 
-def _kernel_scope(model: SourceModel) -> set[str]:
+@dataclass(frozen=True)
+class FileFacts:
+    """What `structural_blockers` needs of the whole file, computed once per file (per
+    kernel it made the pass quadratic in the number of kernels): the blockers that hold
+    for every kernel alike, and where each word of the text occurs."""
+
+    blockers: tuple[Blocker, ...]
+    words: dict[bytes, tuple[int, ...]]
+
+
+def file_facts(model: SourceModel) -> FileFacts:
+    """The file-level reads no rewrite could reach, and the word index."""
     scope: set[str] = set()
     for kernel in model.kernels:
         scope |= model.closure(kernel.name)
-    return scope
-
-
-def structural_blockers(model: SourceModel, usage: IndexUsage) -> list[Blocker]:
-    """Reads no rewrite of the syntax could reach (refused whether or not nvcc exists)."""
     blockers: list[Blocker] = []
-    scope = _kernel_scope(model)
     for read in model.index_reads:
         if not _reads_xy(read.builtin, read.axis) or read.macro is not None:
             continue
@@ -69,7 +76,18 @@ def structural_blockers(model: SourceModel, usage: IndexUsage) -> list[Blocker]:
                                     "calls it by name: it may be reached through a functor, a constructor, a function "
                                     "pointer or a template argument that kxform cannot follow", read.span.start))
             break
-    blockers += _address_taken(model, usage)
+    words: dict[bytes, list[int]] = {}
+    for match in WORD_BYTES_RE.finditer(model.source.data):
+        words.setdefault(match.group(), []).append(match.start())
+    return FileFacts(tuple(blockers), {k: tuple(v) for k, v in words.items()})
+
+
+def structural_blockers(model: SourceModel, usage: IndexUsage, facts: FileFacts | None = None) -> list[Blocker]:
+    """Reads no rewrite of the syntax could reach (refused whether or not nvcc exists).
+    `facts`: `file_facts(model)`, computed once for all kernels of the file."""
+    facts = facts or file_facts(model)
+    blockers = list(facts.blockers)
+    blockers += _address_taken(model, usage, facts)
     for function in usage.functions:
         text = model.source.data[function.body.start:function.body.end].decode("utf-8", "replace")
         found = CG_INDEX_RE.search(text)
@@ -80,7 +98,7 @@ def structural_blockers(model: SourceModel, usage: IndexUsage) -> list[Blocker]:
     return blockers
 
 
-def _address_taken(model: SourceModel, usage: IndexUsage) -> list[Blocker]:
+def _address_taken(model: SourceModel, usage: IndexUsage, facts: FileFacts) -> list[Blocker]:
     """A carrier named anywhere but in a call (a function pointer, a template argument)
     would keep its old signature there."""
     names = {c.name for c in usage.carriers}
@@ -88,15 +106,16 @@ def _address_taken(model: SourceModel, usage: IndexUsage) -> list[Blocker]:
         return []
     data = model.source.data
     for name in sorted(names):
-        for match in re.finditer(rb"\b" + re.escape(name.encode()) + rb"\b", data):
-            after = data[match.end():match.end() + 64].lstrip()
-            if after[:1] in (b"(", b"<") or data[max(0, match.start() - 1):match.start()] in (b".", b"~"):
+        encoded = name.encode()
+        for start in facts.words.get(encoded, ()):
+            end = start + len(encoded)
+            after = data[end:end + 64].lstrip()
+            if after[:1] in (b"(", b"<") or data[max(0, start - 1):start] in (b".", b"~"):
                 continue  # a call, a declaration, a template call; a member of another name
-            if _inside_comment_or_macro(model, match.start()):
+            if _inside_comment_or_macro(model, start):
                 continue
             return [Blocker("AddressOfCarrier", f"'{name}' reads the block index and is named other than in a call "
-                            "(its address or a reference is taken): that use would keep the old signature",
-                            match.start())]
+                            "(its address or a reference is taken): that use would keep the old signature", start)]
     return []
 
 

@@ -13,6 +13,7 @@ deliberately conservative.
 from __future__ import annotations
 
 import functools
+import functools
 import re
 
 import tree_sitter
@@ -86,13 +87,20 @@ def _polls(text: str, volatile_names: set[str], pollers: set[str]) -> bool:
 
 def _global_volatiles(model: SourceModel) -> set[str]:
     """Names declared volatile outside every function (`__device__ volatile int flag;`)."""
+    return set(_global_volatiles_of(model.tree))
+
+
+@functools.lru_cache(maxsize=8)
+def _global_volatiles_of(tree: object) -> frozenset[str]:
+    """Once per parse tree: asked per kernel, the walk over the file's top level made the
+    pass quadratic in the number of kernels."""
     names: set[str] = set()
-    for node in model.tree.root_node.named_children:
+    for node in tree.root_node.named_children:  # type: ignore[attr-defined]
         if node.type == "declaration" and node.text and b"volatile" in node.text:
             names |= set(VOLATILE_DECL_RE.findall(node.text.decode("utf-8", "replace")))
             names |= set(re.findall(r"([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*(?:=[^,;]*)?;",
                                     node.text.decode("utf-8", "replace")))
-    return names
+    return frozenset(names)
 
 
 def _pollers(model: SourceModel, functions: tuple[Function, ...], volatile_names: set[str]) -> set[str]:
@@ -107,6 +115,13 @@ def _pollers(model: SourceModel, functions: tuple[Function, ...], volatile_names
     return out
 
 
+@functools.lru_cache(maxsize=8)
+def _cluster_launch(text: str) -> re.Match[str] | None:
+    """The first cluster launch of the file: searched once per file, not once per kernel
+    (which made the pass quadratic in the number of kernels)."""
+    return CLUSTER_LAUNCH_RE.search(text)
+
+
 def _cluster(model: SourceModel, function: Function) -> str | None:
     header = model.source.data[function.span.start:function.body.start].decode("utf-8", "replace")
     body = model.source.data[function.body.start:function.body.end].decode("utf-8", "replace")
@@ -114,7 +129,7 @@ def _cluster(model: SourceModel, function: Function) -> str | None:
     if found:
         return found.group(0).strip("( ")
     if function.kind is FunctionKind.KERNEL:
-        launch = CLUSTER_LAUNCH_RE.search(model.source.text)
+        launch = _cluster_launch(model.source.text)
         if launch and any(l.kernel == function.name for l in model.launches) or \
                 launch and re.search(rf"\b{re.escape(function.name)}\b", model.source.text[launch.start():]):
             return launch.group(0)

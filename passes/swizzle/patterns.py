@@ -58,6 +58,11 @@ class Pattern:
     dims: tuple[int, ...]  # grid dimensionalities it applies to: (1, 2) or (2,)
     reference: Callable[[int, int, int, int, Params], tuple[int, int]]
     c_body: Callable[[Params], str]
+    formula: Callable[[Params], tuple[str, ...]] | None = None
+    """The remap in kxform's formula language, as stages applied in turn (the second reads
+    the first's (lx, ly) as its (bx, by)): what the solver proves, stage by stage, since
+    bijections compose (proof.py); the compiled check then holds the emitted C to it
+    block for block. None: the pattern has no formula, so no proof."""
 
     def resolve(self, raw: Mapping[str, str | int]) -> RemapConfig:
         known = {p.name: p for p in self.params}
@@ -96,6 +101,10 @@ class RemapConfig:
 
     def apply(self, bx: int, by: int, gx: int, gy: int) -> tuple[int, int]:
         return self.pattern.reference(bx, by, gx, gy, self.params)
+
+    def stages(self) -> tuple[str, ...]:
+        """The remap in the formula language, stage by stage (empty: the pattern has none)."""
+        return self.pattern.formula(self.params) if self.pattern.formula is not None else ()
 
     def helper_source(self, newline: str = "\n") -> str:
         """The complete `__device__` helper definition, ending with a newline."""
@@ -152,7 +161,7 @@ def _xcd_ref(pid: int, total: int, xcds: int) -> int:
 
 _XCD_C = """\
 const unsigned total = gx * gy;
-const unsigned per = (total + {x}u - 1u) / {x}u;  /* blocks per XCD, rounded up */
+const unsigned per = total / {x}u + (total % {x}u != 0u);  /* blocks per XCD, rounded up */
 const unsigned tall = total % {x}u == 0u ? {x}u : total % {x}u;  /* XCDs that get `per` blocks */
 const unsigned xcd = pid % {x}u, local = pid / {x}u;
 const unsigned id = xcd < tall ? xcd * per + local : tall * per + (xcd - tall) * (per - 1u) + local;"""
@@ -173,7 +182,8 @@ def _grouped_c(pid: str, group: int, along: str) -> str:
     result = "make_uint2(in_group / size, first + in_group % size)" if along == "y" else \
         "make_uint2(first + in_group % size, in_group / size)"
     return f"""\
-const unsigned per_group = {group}u * {cols};  /* blocks in one group of {group} {'rows' if along == 'y' else 'columns'} */
+/* blocks in one group of {group} {'rows' if along == 'y' else 'columns'} (a group past 2^32 - 1 holds every block) */
+const unsigned per_group = {cols} <= 0xffffffffu / {group}u ? {group}u * {cols} : 0xffffffffu;
 const unsigned first = ({pid} / per_group) * {group}u;
 const unsigned size = {rows} - first < {group}u ? {rows} - first : {group}u;  /* last group may be short */
 const unsigned in_group = {pid} % per_group;
@@ -271,6 +281,21 @@ for (unsigned bit = 0; (pid >> (2u * bit)) != 0u; ++bit) {
 }
 return make_uint2(x, y);"""
 
+def _grouped_formula(group: int, along: str) -> str:
+    rows, cols = ("gy", "gx") if along == "y" else ("gx", "gy")
+    lx, ly = ("inner / size", "first + inner % size") if along == "y" else ("first + inner % size", "inner / size")
+    return (f"span = {cols} <= 4294967295 / {group} ? {group} * {cols} : 4294967295\n"
+            f"first = (pid / span) * {group}\nsize = min({rows} - first, {group})\ninner = pid % span\n"
+            f"lx = {lx}\nly = {ly}")
+
+
+def _xcd_formula(x: int) -> str:
+    return (f"per = total / {x} + (total % {x} != 0)\ntall = total % {x} == 0 ? {x} : total % {x}\n"
+            f"chip = pid % {x}\nlocal = pid / {x}\n"
+            "id = chip < tall ? chip * per + local : tall * per + (chip - tall) * (per - 1) + local\n"
+            "lx = id % gx\nly = id / gx")
+
+
 GROUP = ParamSpec("group", 8, minimum=1, maximum=64)
 ALONG = ParamSpec("along", "y", choices=("y", "x"))
 XCDS = ParamSpec("xcds", 8, minimum=1, maximum=64)
@@ -279,26 +304,31 @@ PATTERNS: dict[str, Pattern] = {
     p.name: p
     for p in (
         Pattern("row", "row raster: the hardware order (identity)", (), (1, 2), _row_ref,
-                lambda p: "return make_uint2(bx, by);"),
+                lambda p: "return make_uint2(bx, by);", lambda p: ("lx = bx\nly = by",)),
         Pattern("column", "column raster: consecutive blocks walk down a column", (), (2,), _column_ref,
-                lambda p: f"{_PID}\nreturn make_uint2(pid / gy, pid % gy);"),
+                lambda p: f"{_PID}\nreturn make_uint2(pid / gy, pid % gy);",
+                lambda p: ("lx = pid / gy\nly = pid % gy",)),
         Pattern("grouped", "grouped raster: `group` rows (or columns) at a time (Triton GROUP_M)",
                 (GROUP, ALONG), (2,), _grouped_pattern_ref,
-                lambda p: f"{_PID}\n{_grouped_c('pid', int(p['group']), str(p['along']))}"),
+                lambda p: f"{_PID}\n{_grouped_c('pid', int(p['group']), str(p['along']))}",
+                lambda p: (_grouped_formula(int(p["group"]), str(p["along"])),)),
         Pattern("diagonal", "diagonal: consecutive blocks on a wrapped diagonal (partition camping)",
                 (), (2,), _diagonal_ref,
-                lambda p: f"{_PID}\nconst unsigned ly = pid % gy;\nreturn make_uint2((pid / gy + ly) % gx, ly);"),
+                lambda p: f"{_PID}\nconst unsigned ly = pid % gy;\nreturn make_uint2((pid / gy + ly) % gx, ly);",
+                lambda p: ("ly = pid % gy\nlx = (pid / gy + ly) % gx",)),
         Pattern("hilbert", "Hilbert curve over the largest power-of-two square, remainder row-major",
                 (), (2,), _curve_ref(_hilbert_d2xy), lambda p: f"{_PID}\n{_SQUARE_C}\n{_HILBERT_C}"),
         Pattern("morton", "Morton (Z-order) over the largest power-of-two square, remainder row-major",
                 (), (2,), _curve_ref(lambda n, d: _morton_d2xy(d)), lambda p: f"{_PID}\n{_SQUARE_C}\n{_MORTON_C}"),
         Pattern("xcd", "XCD-aware: blocks dispatched to one chiplet (pid % xcds) get contiguous tiles",
                 (XCDS,), (1, 2), _xcd_pattern_ref,
-                lambda p: f"{_PID}\n{_XCD_C.format(x=p['xcds'])}\nreturn make_uint2(id % gx, id / gx);"),
+                lambda p: f"{_PID}\n{_XCD_C.format(x=p['xcds'])}\nreturn make_uint2(id % gx, id / gx);",
+                lambda p: (_xcd_formula(int(p["xcds"])),)),
         Pattern("xcd-grouped", "XCD-aware, then grouped raster within the chiplet order",
                 (XCDS, GROUP, ALONG), (2,), _xcd_grouped_ref,
                 lambda p: f"{_PID}\n{_XCD_C.format(x=p['xcds'])}\n"
-                          f"{_grouped_c('id', int(p['group']), str(p['along']))}"),
+                          f"{_grouped_c('id', int(p['group']), str(p['along']))}",
+                lambda p: (_xcd_formula(int(p["xcds"])), _grouped_formula(int(p["group"]), str(p["along"])))),
     )
 }
 

@@ -5,23 +5,25 @@ For each kernel the logical block index is computed once at entry by a small
 the device functions it reaches (which get the index as a new first parameter) and in
 the macros it expands is rewritten to use it. blockIdx.z and gridDim are left alone.
 
-Default choice (no --pattern): when the kernel has a harness spec the CPU runtime can
-run, the locality model (kxform.locality, docs/locality-model.md) ranks every pattern and
-proposes one only when it beats row-major by the model's margins. Otherwise, unmeasured
-and reported as such (with why the model was not asked):
-  chiplet GPU (hw profile xcds > 1): 2-D grid -> xcd-grouped(xcds=X, group=8), 1-D -> xcd(xcds=X)
-  monolithic L2:                     2-D grid -> grouped(group=8, along=y), 1-D -> nothing
-(group 8 is the Triton matmul tutorial's GROUP_M; on a monolithic L2 a 1-D raster is
-already the order that streams best, so no 1-D pattern is proposed there.)
+Default choice (no --pattern, lock or model decision): the locality model
+(kxform.locality, docs/locality-model.md) ranks every pattern at a timing size of its own,
+on the kernel's harness spec or, without one, on a spec it drafts, and a remap is
+proposed only when it beats row-major by the model's margins. Where the model cannot
+judge the kernel, nothing is proposed and the Missed remark (`NotModelled`) says why:
+a remap nobody measured or predicted can make a kernel slower (a 9-point stencil and a
+batched transpose lost 15% and 36% on an H200 to a grouped order written by rule).
 
 A proposer may also propose `pattern=custom` with a remap written in kxform's formula
 language as the proposal's payload (formula.py): it is parsed, checked for wrap-around
-and division by zero at every grid shape, emitted as the helper and proven bijective like
-the library patterns, and verified bit-exact like them.
+and division by zero on sampled grids, emitted as the helper, enumerated like the library
+patterns, proven by the solver (proof.py) a bijection on every grid the GPU allows, and
+verified bit-exact like them. A library pattern is proven through its formula twin, to
+which the enumeration holds its emitted helper block for block.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -29,10 +31,11 @@ from typing import Any
 
 from kxform.passes.swizzle.bijection import check_helper
 from kxform.passes.swizzle.confirm import confirm_coverage
-from kxform.passes.swizzle.opaque import structural_blockers
+from kxform.passes.swizzle.opaque import file_facts, structural_blockers
 from kxform.passes.swizzle.order_safety import order_blockers
 from kxform.engine.edits import Edit
-from kxform.errors import CheckFailed, UsageError
+from kxform.errors import CheckFailed, KxformError, UsageError
+from kxform.log.remarks import RemarkKind
 from kxform.frontend.model import Function, IndexRead, SourceModel, Span
 from kxform.passes.swizzle.index_usage import IndexUsage, index_usage
 from kxform.passes.swizzle.judgement import LocalityJudgement
@@ -49,8 +52,9 @@ from kxform.passes.swizzle.semantic_checks import foreign_through_local, semanti
 BLOCK_VAR = "kxform_block"
 """The logical block index: a local in kernels, the first parameter of device functions."""
 GROUP_DEFAULT = 8
+"""The Triton matmul tutorial's GROUP_M: `group`'s default when a pattern is forced."""
 OPTIONS = ParamSpace((
-    Param.enum("pattern", tuple(PATTERNS), "grouped", doc="default: chosen from the hardware profile"),
+    Param.enum("pattern", tuple(PATTERNS), "grouped", doc="default: the locality model's choice, else none"),
     Param.int_range("group", 1, 64, GROUP_DEFAULT, doc="rows (or columns) per group"),
     Param.enum("along", ("y", "x"), "y", doc="group rows (y) or columns (x)"),
     Param.int_range("xcds", 1, 64, 8, doc="chiplets blocks are dispatched over (default: the hardware profile's)"),
@@ -108,10 +112,11 @@ class Swizzle(Pass):
         model = ctx.model
         results: dict[str, KernelAnalysis] = {}
         usages = {k.name: ctx.analysis(IndexUsage, k) for k in model.kernels}
+        facts = file_facts(model)  # once per file: per kernel, the pass was quadratic in kernels
         for kernel in model.kernels:
             usage = usages[kernel.name]
             blockers = list(usage.blockers) + order_blockers(model, usage.functions)
-            blockers += structural_blockers(model, usage) + _semantic_blockers(ctx, usage)
+            blockers += structural_blockers(model, usage, facts) + _semantic_blockers(ctx, usage)
             if not usage.remapped_reads:
                 blockers.append(Blocker("NoBlockIndexRead", "the kernel does not read blockIdx.x or blockIdx.y",
                                         kernel.span.start))
@@ -127,8 +132,9 @@ class Swizzle(Pass):
         usage = ctx.analysis(IndexUsage, analysis.kernel)
         out = []
         for pattern in PATTERNS.values():
-            if pattern.name == "row" or min(usage.dims, 2) not in pattern.dims:
-                continue  # row is the identity; z is never remapped, so 3-D grids take 2-D patterns
+            if pattern.name == "row" or min(usage.dims, 2) not in pattern.dims or pattern.formula is None:
+                continue  # row is the identity; z is never remapped, so 3-D grids take 2-D patterns;
+                # a pattern without a formula cannot be proven
             config = pattern.resolve({"xcds": ctx.hw.xcds} if "xcds" in {p.name for p in pattern.params} else {})
             out.append(_proposal(analysis.kernel, config, "candidate"))
         judged = ctx.analyses.cached(LocalityJudgement, ctx.model, analysis.kernel)
@@ -144,25 +150,14 @@ class Swizzle(Pass):
             if not two_d and 1 not in config.pattern.dims:
                 return None
             return _proposal(analysis.kernel, config, f"pattern {config.label()} requested by the user")
-        judged = ctx.analysis(LocalityJudgement, analysis.kernel)
-        verdict, not_modelled = judged.verdict, judged.not_modelled
-        if verdict is not None:
-            if verdict.config is None:
-                return None
-            return _proposal(analysis.kernel, verdict.config, verdict.rationale, verdict.provenance)
-        defaults: dict[str, int | str]
-        if ctx.hw.xcds > 1:
-            name, defaults = ("xcd-grouped", {"xcds": ctx.hw.xcds, "group": GROUP_DEFAULT}) if two_d else \
-                ("xcd", {"xcds": ctx.hw.xcds})
-            why = f"{ctx.hw.name} dispatches blocks round-robin over {ctx.hw.xcds} XCDs with separate L2s"
-        elif two_d:
-            name, defaults = "grouped", {"group": GROUP_DEFAULT, "along": "y"}
-            why = f"grouping {GROUP_DEFAULT} tile rows lets blocks that run together share L2 lines on {ctx.hw.name}"
-        else:
+        if not two_d and ctx.hw.xcds <= 1:
+            return None  # a 1-D raster on one L2 is already the order that streams best
+        verdict = ctx.analysis(LocalityJudgement, analysis.kernel).verdict  # the locality model
+        if verdict is None:  # not modelled: no evidence, no rewrite (missed_reason says why)
             return None
-        config = self.config(name, defaults)
-        return _proposal(analysis.kernel, config, f"default rule (unmeasured; not modelled: {not_modelled}): {why}",
-                         Provenance(evidence="rule"))
+        if verdict.config is None:
+            return None
+        return _proposal(analysis.kernel, verdict.config, verdict.rationale, verdict.provenance)
 
     def missed_reason(self, analysis: KernelAnalysis, ctx: PassContext | None = None) -> tuple[str, str]:
         judged = ctx.analyses.cached(LocalityJudgement, ctx.model, analysis.kernel) if ctx is not None else None
@@ -172,6 +167,9 @@ class Swizzle(Pass):
         if self.pattern is not None and usage is not None and usage.dims < 2:
             return ("PatternNeeds2DGrid", f"pattern {self.pattern} needs a 2-D grid; the kernel reads only "
                     "blockIdx.x (1-D patterns: row, xcd)")
+        if judged is not None and judged.not_modelled:
+            return ("NotModelled", f"left alone: no evidence that a remap helps ({judged.not_modelled}); "
+                    "--pattern NAME forces one")
         return ("NoProfitablePattern", "1-D grid on a monolithic L2: the hardware raster order is already the "
                 "best known; no pattern proposed (use --pattern xcd to force one)")
 
@@ -234,9 +232,13 @@ class Swizzle(Pass):
         except UsageError as exc:
             raise CheckFailed("proposal", exc.cause) from None
         records = [_formula_record(config)] if isinstance(config, FormulaRemap) else []
-        report = check_helper(config.helper_source(), config.helper_name())
-        return records + [CheckRecord("bijection", True, f"emitted helper is a bijection on {report.detail}"
-                                      + (" (cached)" if report.cached else ""))]
+        stages = _proof_stages(config)
+        reference = () if isinstance(config, FormulaRemap) else \
+            tuple((s.helper_source(), s.helper_name()) for s in stages)
+        report = check_helper(config.helper_source(), config.helper_name(), reference)
+        records.append(CheckRecord("bijection", True, f"emitted helper is a bijection on {report.detail}"
+                                   + (" (cached)" if report.cached else "")))
+        return records + [_proof_record(stages)] + _moves_record(ctx, proposal, config)
 
     def check_result(self, new_model: SourceModel, proposals: Sequence[Proposal],
                      ctx: PassContext | None = None) -> list[CheckRecord]:
@@ -296,8 +298,10 @@ def _proposal(kernel: Function, config: RemapConfig, why: str, provenance: Prove
 FLOAT_ATOMIC_RE = re.compile(r"\batomic(Add|Sub)\s*\(\s*[^,]*,\s*[^)]*\)")
 
 
+@functools.lru_cache(maxsize=8)
 def uses_float_atomics(text: str) -> bool:
-    """Whether the file accumulates with atomicAdd/atomicSub and mentions float."""
+    """Whether the file accumulates with atomicAdd/atomicSub and mentions float (once per
+    file text: asked per proposal, a scan each time made the pass quadratic in kernels)."""
     return bool(FLOAT_ATOMIC_RE.search(text)) and "float" in text
 
 
@@ -382,6 +386,48 @@ def _formula_record(remap: FormulaRemap) -> CheckRecord:
     return CheckRecord("formula", True, report.detail)
 
 
+def _moves_record(ctx: PassContext, proposal: Proposal, config: RemapConfig | FormulaRemap) -> list[CheckRecord]:
+    """A warning (remark and record) when the remap moves no block at any check size of
+    the kernel's spec: verification would compare the original with itself."""
+    from kxform.passes.swizzle.vacuity import identity_everywhere
+    from kxform.verify.stage import spec_for_file
+
+    try:
+        found = spec_for_file(ctx.model.source.path) if ctx.model.source.path else None
+    except KxformError:
+        return []  # the verify stage reports an unusable spec
+    specs = found.instantiations(proposal.kernel) if found is not None else ()
+    warnings = [w for spec in specs if (w := identity_everywhere(config.apply, spec)) is not None]
+    if not specs or len(warnings) < len(specs):
+        return []
+    kernel = next(k for k in ctx.model.kernels if k.name == proposal.kernel)
+    ctx.remark(RemarkKind.ANALYSIS, "swizzle", "VerifyVacuous", kernel.span.start, kernel.name,
+               f"warning: '{kernel.name}': {warnings[0]}")
+    return [CheckRecord("moves", True, f"warning: {warnings[0]}")]
+
+
+def _proof_stages(config: RemapConfig | FormulaRemap) -> tuple[FormulaRemap, ...]:
+    """The remap as formulas the solver can prove (a custom remap is its own formula)."""
+    if isinstance(config, FormulaRemap):
+        return (config,)
+    try:
+        return tuple(formula_remap(text) for text in config.stages())
+    except FormulaError as exc:  # a library formula outside the language is a defect of the library
+        raise CheckFailed("proof", f"{config.label()}: its formula does not parse: {exc}") from None
+
+
+def _proof_record(stages: tuple[FormulaRemap, ...]) -> CheckRecord:
+    """The solver's proof that the remap is a bijection onto every grid the GPU allows;
+    "not proven" (refuted, or undecided in the time limit) refuses the remap."""
+    from kxform.passes.swizzle.proof import ProofFailed, prove_stages
+
+    try:
+        report = prove_stages(tuple(s.formula for s in stages))
+    except ProofFailed as exc:
+        raise CheckFailed("proof", str(exc)) from None
+    return CheckRecord("proof", True, report.detail + (" (cached)" if report.cached else ""))
+
+
 def _semantic_blockers(ctx: PassContext, usage: IndexUsage) -> list[Blocker]:
     """Index reads libclang found that the syntax cannot see (foreign macros, other files),
     including a foreign macro reached through a macro of this file."""
@@ -405,7 +451,7 @@ def _refuse_shared(ctx: PassContext, results: dict[str, KernelAnalysis]) -> None
             usage = ctx.analysis(IndexUsage, results[name].kernel)
             problem = None
             for carrier in usage.carriers:
-                callers = {c.caller for c in model.calls if c.callee == carrier.name}
+                callers = {c.caller for c in model.calls_to(carrier.name)}
                 outside = sorted(callers - target_scope)
                 if outside:
                     problem = Blocker("SharedDeviceFunction", f"device function '{carrier.name}' reads the block "

@@ -24,8 +24,9 @@ FORMULA_HELP = (
     "Operators: + - * / % << >> & | ^ ~ ! < <= > >= == != && || and c ? a : b; functions min(a, b), max(a, b), "
     "select(c, a, b). Integer constants only. Unsigned 32-bit values: a subtraction below zero, a result of 2^32 "
     "or more, a division or modulo by zero or a shift by 32 or more at any grid shape rejects the formula. It must "
-    "be a bijection on every grid from 1x1 to 65535x65535 (kxform proves it on every grid up to 64x64 and on "
-    "large grids). No comments, no C, at most 2000 characters and 24 statements.")
+    "be a bijection on every grid CUDA allows (gx < 2^31, gy <= 65535, gx*gy < 2^32): an SMT solver proves it, "
+    "and a step that wraps at any such grid (8 * gx, for one) is refused: guard it, as in "
+    "gx <= 536870911 ? 8 * gx : 4294967295. No comments, no C, at most 2000 characters and 24 statements.")
 
 
 def tool_shape(space: ParamSpace) -> ToolShape:

@@ -33,11 +33,12 @@ static __device__ __forceinline__ uint2 kxform_swizzle_xcd_grouped_alongy_group4
 {
     const unsigned pid = by * gx + bx;
     const unsigned total = gx * gy;
-    const unsigned per = (total + 8u - 1u) / 8u;  /* blocks per XCD, rounded up */
+    const unsigned per = total / 8u + (total % 8u != 0u);  /* blocks per XCD, rounded up */
     const unsigned tall = total % 8u == 0u ? 8u : total % 8u;  /* XCDs that get `per` blocks */
     const unsigned xcd = pid % 8u, local = pid / 8u;
     const unsigned id = xcd < tall ? xcd * per + local : tall * per + (xcd - tall) * (per - 1u) + local;
-    const unsigned per_group = 4u * gx;  /* blocks in one group of 4 rows */
+    /* blocks in one group of 4 rows (a group past 2^32 - 1 holds every block) */
+    const unsigned per_group = gx <= 0xffffffffu / 4u ? 4u * gx : 0xffffffffu;
     const unsigned first = (id / per_group) * 4u;
     const unsigned size = gy - first < 4u ? gy - first : 4u;  /* last group may be short */
     const unsigned in_group = id % per_group;

@@ -36,7 +36,8 @@ static __device__ __forceinline__ uint2 kxform_swizzle_grouped_alongy_group8(
     const unsigned bx, const unsigned by, const unsigned gx, const unsigned gy)
 {
     const unsigned pid = by * gx + bx;
-    const unsigned per_group = 8u * gx;  /* blocks in one group of 8 rows */
+    /* blocks in one group of 8 rows (a group past 2^32 - 1 holds every block) */
+    const unsigned per_group = gx <= 0xffffffffu / 8u ? 8u * gx : 0xffffffffu;
     const unsigned first = (pid / per_group) * 8u;
     const unsigned size = gy - first < 8u ? gy - first : 8u;  /* last group may be short */
     const unsigned in_group = pid % per_group;

@@ -22,37 +22,20 @@
     } while (0)
 
 // Top-left pixel of the tile this block produces.
-#if !defined(KXFORM_SWIZZLE_HILBERT_DEFINED) && (defined(__CUDACC__) || defined(__HIPCC__))
-#define KXFORM_SWIZZLE_HILBERT_DEFINED
-/* kxform swizzle hilbert: logical block (x, y) for physical block (bx, by).
+#if !defined(KXFORM_SWIZZLE_GROUPED_ALONGX_GROUP4_DEFINED) && (defined(__CUDACC__) || defined(__HIPCC__))
+#define KXFORM_SWIZZLE_GROUPED_ALONGX_GROUP4_DEFINED
+/* kxform swizzle grouped(along=x,group=4): logical block (x, y) for physical block (bx, by).
    A bijection on every gx x gy grid with gx*gy < 2^32 (checked by kxform). */
-static __device__ __forceinline__ uint2 kxform_swizzle_hilbert(
+static __device__ __forceinline__ uint2 kxform_swizzle_grouped_alongx_group4(
     const unsigned bx, const unsigned by, const unsigned gx, const unsigned gy)
 {
     const unsigned pid = by * gx + bx;
-    const unsigned side = gx < gy ? gx : gy;
-    const unsigned n = 1u << (31 - __clz(side));  /* largest power of two <= min(gx, gy) */
-    if (pid >= n * n) {  /* outside the square: row-major over what is left */
-        unsigned rest = pid - n * n;
-        const unsigned right = gx - n;
-        if (rest < n * right)
-            return make_uint2(n + rest % right, rest / right);
-        rest -= n * right;
-        return make_uint2(rest % gx, n + rest / gx);
-    }
-    unsigned x = 0, y = 0, d = pid;
-    for (unsigned s = 1; s < n; s *= 2u) {
-        const unsigned rx = 1u & (d / 2u);
-        const unsigned ry = 1u & (d ^ rx);
-        if (ry == 0u) {
-            if (rx == 1u) { x = s - 1u - x; y = s - 1u - y; }
-            const unsigned t = x; x = y; y = t;
-        }
-        x += s * rx;
-        y += s * ry;
-        d /= 4u;
-    }
-    return make_uint2(x, y);
+    /* blocks in one group of 4 columns (a group past 2^32 - 1 holds every block) */
+    const unsigned per_group = gy <= 0xffffffffu / 4u ? 4u * gy : 0xffffffffu;
+    const unsigned first = (pid / per_group) * 4u;
+    const unsigned size = gx - first < 4u ? gx - first : 4u;  /* last group may be short */
+    const unsigned in_group = pid % per_group;
+    return make_uint2(first + in_group % size, in_group / size);
 }
 #endif
 
@@ -77,7 +60,7 @@ __device__ void load_tile(const uint2 kxform_block, const float *__restrict__ im
 __global__ void box_blur3x3(const float *__restrict__ in, float *__restrict__ out, int width,
                             int height)
 {
-    const uint2 kxform_block = kxform_swizzle_hilbert(blockIdx.x, blockIdx.y, gridDim.x, gridDim.y);
+    const uint2 kxform_block = kxform_swizzle_grouped_alongx_group4(blockIdx.x, blockIdx.y, gridDim.x, gridDim.y);
     __shared__ float tile[TILE_H + 2 * HALO][TILE_W + 2 * HALO];
     load_tile(kxform_block, in, tile, width, height);
     __syncthreads();

@@ -1,0 +1,70 @@
+"""The swizzle pass's default writes a remap only on the locality model's evidence.
+
+Held-out kernels nobody here tuned (tests/fixtures/heldout, each with the host code
+that launches it and no harness spec): a grouped order written by rule made the 9-point
+box stencil 15% and the batched 32x32 transpose 36% slower on an H200. Without a spec
+the model drafts one and judges at a timing size of its own; where it cannot judge, the
+kernel is left alone with the reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import pytest
+
+from kxform.engine.pass_api import Outcome
+from kxform.harness.spec import load_spec
+from kxform.hw import load_profile
+from kxform.locality.sizing import L2_MULTIPLE, WAVES, timing_size
+
+from conftest import CORPORA
+from swizzle_helpers import outcomes, rewrite
+from test_locality_model import needs_cpu
+
+HELD_OUT = Path(__file__).parent / "fixtures" / "heldout"
+
+
+def _default(name: str) -> tuple[Outcome, str, str]:
+    path = HELD_OUT / f"{name}.cu"
+    result = rewrite(path.read_bytes(), path=str(path), hw="h200", pattern=None)
+    (kernel,) = result.results
+    remark = next(r for r in result.remarks if r.function == name)
+    evidence = kernel.proposal.provenance.evidence if kernel.proposal is not None else ""
+    assert result.changed == (kernel.outcome is Outcome.APPLIED)
+    return kernel.outcome, remark.name, evidence
+
+
+def test_the_timing_size_is_no_check_size_and_streams_through_the_l2() -> None:
+    spec = load_spec(CORPORA / "stencil5" / "kxform.toml").kernel("jacobi5")
+    no_bench = dataclasses.replace(spec, sizes=spec.check_sizes)
+    hw = load_profile("h200")
+    size = timing_size(no_bench, hw)
+    assert size.values not in [s.values for s in spec.check_sizes]
+    launch = no_bench.launch(size)
+    resident = min(hw.max_threads_per_sm // math.prod(launch.block), hw.max_blocks_per_sm or 1 << 30)
+    assert math.prod(launch.grid) >= WAVES * resident * hw.sm_count
+    assert launch.total_bytes >= L2_MULTIPLE * hw.l2_bytes
+    assert timing_size(spec, hw) == spec.bench_sizes[0]  # a size a person chose for timing is kept
+
+
+@needs_cpu
+def test_a_kernel_whose_spec_cannot_be_drafted_is_left_alone_with_the_reason() -> None:
+    outcome, remark, _ = _default("batched_transpose")
+    assert (outcome, remark) == (Outcome.MISSED, "NotModelled")
+
+
+@needs_cpu
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["box9", "naive_transpose"])
+def test_memory_bound_held_out_kernels_are_left_alone(name: str) -> None:
+    assert _default(name)[:2] == (Outcome.MISSED, "NoPredictedGain")
+
+
+@needs_cpu
+@pytest.mark.slow
+def test_the_naive_gemm_is_rewritten_only_on_a_prediction() -> None:
+    outcome, _, evidence = _default("naive_gemm")
+    assert outcome is Outcome.APPLIED and evidence == "predicted"
