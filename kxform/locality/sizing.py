@@ -89,7 +89,7 @@ def drafted_spec(source: SourceText, kernel: str, model: SourceModel) -> tuple[K
         raise ModelRefused(refused.read_text(encoding="utf-8"))
     if not path.is_file():
         try:
-            draft = infer_spec(source, kernel, default_runtime(), model)
+            draft = infer_spec(source, kernel, default_runtime(), model=model)
         except KxformError as exc:
             _write(refused, f"no spec, and none can be drafted: {exc}")
             raise ModelRefused(f"no spec, and none can be drafted: {exc}") from None
