@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from kxform.cli.options import add_config_options, pick, project_config
 from kxform.cli.progress import ProgressBar
-from kxform.errors import UsageError
+from kxform.errors import UsageError, display_path
 from kxform.hw import load_profile
 from kxform.engine.pass_api import KernelResult, Outcome
 from kxform.log.passlog import PassLog
@@ -60,9 +60,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--depfile", metavar="FILE", help="with -o: write a Make-style dependency file (the copies "
                    "depend on the sources, the headers read and the configuration) for build systems")
     add_config_options(p)
+    p.add_argument("--diff", action="store_true", help="print a unified diff; write nothing (with --check: "
+                   "also exit 1 if a file would change)")
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--diff", action="store_true", help="print a unified diff; write nothing")
-    mode.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file would change")
+    mode.add_argument("--check", action="store_true", help="write nothing; name each file that would change "
+                      "('would rewrite PATH') and exit 1 if one would")
     mode.add_argument("-o", "--out-dir", metavar="OUT_DIR", help="write rewritten copies under OUT_DIR")
     p.add_argument("paths", nargs="*", metavar="PATH")  # at least one: checked in run (--lock [FILE] may take it)
     p.set_defaults(func=run)
@@ -95,8 +97,10 @@ def config_from_args(args: argparse.Namespace, project: ProjectConfig | None = N
         raise UsageError("-j must be at least 1")
     if args.depfile and not args.out_dir:
         raise UsageError("--depfile needs -o OUT_DIR (it names the copies written there)")
-    write_back = WriteBack.DIFF if args.diff else WriteBack.CHECK if args.check else \
-        WriteBack.OUT_DIR if args.out_dir else WriteBack.WRITE
+    if args.diff and args.out_dir:
+        raise UsageError("--diff writes nothing: it cannot be combined with -o OUT_DIR")
+    write_back = WriteBack.CHECK_DIFF if args.diff and args.check else WriteBack.DIFF if args.diff else \
+        WriteBack.CHECK if args.check else WriteBack.OUT_DIR if args.out_dir else WriteBack.WRITE
     from kxform.cli.propose_args import proposer_spec
 
     return ApplyConfig(pipeline=pipeline, extra_options=extra, hw=load_profile(pick(args.hw, project and project.hw,
@@ -147,6 +151,8 @@ def run(args: argparse.Namespace) -> int:
     for note in report.notes:
         print(f"kxform: note: {note}", file=sys.stderr)
     _print(outcomes, args.quiet)
+    if config.write_back in (WriteBack.CHECK, WriteBack.CHECK_DIFF):
+        _print_would_rewrite(outcomes)
     try:
         for outcome in outcomes:
             _log_file(log, outcome)
@@ -218,6 +224,14 @@ def _print(outcomes: list[FileOutcome], quiet: bool) -> None:
                       file=sys.stderr)
         if outcome.compile_record is not None and not outcome.compile_record.ok:
             print(f"{outcome.path}: error: rewritten file rejected: {outcome.compile_record.detail}", file=sys.stderr)
+
+
+def _print_would_rewrite(outcomes: list[FileOutcome]) -> None:
+    """black's `would reformat PATH`: one line per file `--check` would change, so a
+    pre-commit hook's failure names its files."""
+    for outcome in outcomes:
+        if outcome.transform is not None and outcome.transform.changed and not outcome.error:
+            print(f"would rewrite {display_path(outcome.path)}", file=sys.stderr)
 
 
 def _checks_line(result: KernelResult) -> str:

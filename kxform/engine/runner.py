@@ -401,7 +401,7 @@ def _write_back(outcomes: list[FileOutcome], config: ApplyConfig, report: Report
     gets an error naming it (and its kernels are marked failed); the others are written,
     each atomically."""
     mode = config.write_back
-    if mode is WriteBack.DIFF:
+    if mode in (WriteBack.DIFF, WriteBack.CHECK_DIFF):
         for outcome in outcomes:
             if outcome.transform is not None and outcome.transform.changed:
                 emit(outcome.transform.diff())
