@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kxform.cli.options import add_config_options, pick, project_config
+from kxform.cli.options import add_config_options, add_walk_options, pick, project_config
 from kxform.cli.progress import ProgressBar
 from kxform.errors import UsageError, display_path
 from kxform.hw import load_profile
@@ -60,6 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--depfile", metavar="FILE", help="with -o: write a Make-style dependency file (the copies "
                    "depend on the sources, the headers read and the configuration) for build systems")
     add_config_options(p)
+    add_walk_options(p)
     p.add_argument("--diff", action="store_true", help="print a unified diff; write nothing (with --check: "
                    "also exit 1 if a file would change)")
     mode = p.add_mutually_exclusive_group()
@@ -110,7 +111,8 @@ def config_from_args(args: argparse.Namespace, project: ProjectConfig | None = N
                        write_back=write_back, out_dir=args.out_dir,
                        build_dir=pick(args.build_dir, project and project.build_dir, None),
                        exclude=Exclude(str(project.root), project.exclude) if project and project.exclude else None,
-                       spec_dirs=project.specs if project else (), proposer=proposer_spec(args, locked))
+                       spec_dirs=project.specs if project else (), proposer=proposer_spec(args, locked),
+                       gitignore=getattr(args, "gitignore", True))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -24,6 +24,11 @@ def add_config_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--no-config", action="store_true", help="ignore any project configuration")
 
 
+def add_walk_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-gitignore", dest="gitignore", action="store_false",
+                        help="also walk into what .gitignore (and .git/info/exclude) ignore")
+
+
 def project_config(args: argparse.Namespace, paths: Sequence[str]) -> ProjectConfig | None:
     """The configuration named by `--config`, else the one found from `paths`, else None."""
     if getattr(args, "no_config", False):

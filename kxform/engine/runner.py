@@ -62,6 +62,8 @@ class ApplyConfig:
     semantic: bool = True
     exclude: Exclude | None = None
     """Files it matches are left out (project configuration's `exclude`)."""
+    gitignore: bool = True
+    """Leave out what git ignores (`--no-gitignore`: False)."""
     spec_dirs: tuple[str, ...] = ()
     """Directories searched for harness specs after the sources' own directories."""
     proposer: Any = None
@@ -183,7 +185,7 @@ def collect_sources(paths: Sequence[str], config: ApplyConfig) -> RunSources:
     """Walk `paths` once for a run of `config`: with `-o OUT_DIR` the headers beside a
     named file count too (kxform.workspace.tree.collect_files, `copies`), and the files
     `config.exclude` matches are left out."""
-    found = collect_files(list(paths), copies=config.write_back is WriteBack.OUT_DIR)
+    found = collect_files(list(paths), copies=config.write_back is WriteBack.OUT_DIR, gitignore=config.gitignore)
     if config.exclude is None:
         kept = found.files
     else:

@@ -10,7 +10,8 @@ refuses at once, naming the holder. The kernel drops the lock when the process e
 however it ends.
 
 A run that writes copies (`-o OUT_DIR`) locks only the copies it writes, one lock file
-per copy under `OUT_DIR/.kxform/locks/`: a build system runs one kxform per source
+per copy under the cache directory's `locks/` (never in OUT_DIR: it holds the copies
+and nothing else): a build system runs one kxform per source
 file, in parallel, into one output directory. Runs that write other copies proceed;
 a run that would write a copy another run is writing (a header both include) waits
 for it, up to `COPY_WAIT_S`, and then refuses: the sources are never written, so
@@ -25,7 +26,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from kxform.cache import cache_root
 from kxform.errors import UsageError, display_path
+from kxform.workspace.files import STATE_DIR, state_dir
 
 LOCK_NAME = "apply.lock"
 COPY_WAIT_S = 600.0
@@ -50,7 +53,11 @@ class TreeLock:
     @contextmanager
     def acquire(paths: Sequence[str]) -> Iterator[Path]:
         """The lock of the tree holding `paths` (a run that writes in place)."""
-        lock_path = tree_root(paths) / ".kxform" / LOCK_NAME
+        root = tree_root(paths)
+        try:
+            lock_path = state_dir(root) / LOCK_NAME
+        except OSError as exc:
+            raise UsageError(f"cannot create {display_path(root / STATE_DIR)}: {exc.strerror or exc}") from None
         with _locked([lock_path], "this tree"):
             yield lock_path
 
@@ -59,7 +66,7 @@ class TreeLock:
     def acquire_copies(out_dir: str, copies: Sequence[Path]) -> Iterator[Path]:
         """The locks of the `copies` a `-o out_dir` run writes (one per copy, taken in a
         fixed order so that two runs never wait on each other crosswise)."""
-        folder = Path(out_dir) / ".kxform" / "locks"
+        folder = cache_root() / "locks"
         names = sorted({hashlib.sha256(os.path.realpath(c).encode()).hexdigest()[:24] for c in copies})
         with _locked([folder / f"{name}.lock" for name in names], f"copies in {display_path(out_dir)}",
                      wait_s=float(os.environ.get("KXFORM_LOCK_WAIT", COPY_WAIT_S))):

@@ -27,7 +27,7 @@ from typing import Any
 from kxform.errors import Location, SpecError
 from kxform.frontend.source import SourceText
 from kxform.propose.lock import FORMAT_VERSION, Decision, load_decisions
-from kxform.workspace.files import write_atomic
+from kxform.workspace.files import state_dir, write_atomic
 
 LOCK_NAME = "kxform.lock"
 LOCK_TIMEOUT_S = 300.0
@@ -121,8 +121,7 @@ def update_lock(path: Path, changes: Mapping[Key, Decision | None]) -> bool:
     again under the lock, so entries another run wrote since this one read it are kept."""
     from filelock import FileLock, Timeout
 
-    guard = path.parent / ".kxform" / f"{path.name}.lck"
-    guard.parent.mkdir(parents=True, exist_ok=True)
+    guard = state_dir(path.parent) / f"{path.name}.lck"
     try:
         with FileLock(str(guard), timeout=LOCK_TIMEOUT_S):
             current = {d.key: d for d in read_lock(path)}
