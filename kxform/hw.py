@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from kxform.errors import KxformError, Location, SpecError, UsageError
+from kxform.errors import KxformError, Location, SpecError, UsageError, did_you_mean
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -152,7 +152,8 @@ def load_profile(name_or_path: str) -> HwProfile:
         if wanted == profile.name or wanted in (a.lower() for a in profile.aliases):
             return profile
     known = ", ".join(p.name for p in profiles)
-    raise UsageError(f"unknown hardware profile {name_or_path!r}; known: {known}")
+    names = [p.name for p in profiles] + [a.lower() for p in profiles for a in p.aliases]
+    raise UsageError(f"unknown hardware profile {name_or_path!r}; known: {known}{did_you_mean(wanted, names)}")
 
 
 # -------------------------------------------------------------------------- detection
