@@ -10,12 +10,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kxform.cli.options import add_config_options, add_walk_options, pick, project_config
+from kxform.cli.options import (add_config_options, add_remark_options, add_walk_options, pick, project_config,
+                                remark_filter)
 from kxform.cli.progress import ProgressBar
 from kxform.errors import UsageError, display_path
 from kxform.hw import load_profile
 from kxform.engine.pass_api import KernelResult, Outcome
 from kxform.log.passlog import PassLog
+from kxform.log.remarks import RemarkFilter
 from kxform.log.report import Report, WriteBack
 from kxform.engine.runner import (ApplyConfig, FileOutcome, check_options, collect_sources, output_path, run_apply,
                                   write_back)
@@ -61,6 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "depend on the sources, the headers read and the configuration) for build systems")
     add_config_options(p)
     add_walk_options(p)
+    add_remark_options(p)
     p.add_argument("--diff", action="store_true", help="print a unified diff; write nothing (with --check: "
                    "also exit 1 if a file would change)")
     mode = p.add_mutually_exclusive_group()
@@ -120,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
     from kxform.workspace.flags import merged_build_dir
 
     lock_args.take_paths(args)
+    shown = remark_filter(args)
     project = project_config(args, args.paths)
     lock = lock_args.lock_mode(args, project)
     config = config_from_args(args, project, locked=lock is not None)
@@ -152,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
             raise
     for note in report.notes:
         print(f"kxform: note: {note}", file=sys.stderr)
-    _print(outcomes, args.quiet)
+    _print(outcomes, args.quiet, shown)
     if config.write_back in (WriteBack.CHECK, WriteBack.CHECK_DIFF):
         _print_would_rewrite(outcomes)
     try:
@@ -211,7 +215,7 @@ def _write_depfile(args: argparse.Namespace, outcomes: list[FileOutcome], source
     write_depfile(args.depfile, targets, deps)
 
 
-def _print(outcomes: list[FileOutcome], quiet: bool) -> None:
+def _print(outcomes: list[FileOutcome], quiet: bool, shown: RemarkFilter) -> None:
     for outcome in outcomes:
         if outcome.error:
             print(f"kxform: error: {outcome.error}", file=sys.stderr)
@@ -219,7 +223,8 @@ def _print(outcomes: list[FileOutcome], quiet: bool) -> None:
         if quiet or outcome.transform is None:
             continue
         for remark in outcome.transform.remarks:
-            print(remark.format(), file=sys.stderr)
+            if shown.shows(remark):
+                print(remark.format(), file=sys.stderr)
         for result in outcome.results:
             if result.outcome is Outcome.APPLIED and result.checks:
                 print(f"{result.path}:{result.line}:1: note: '{result.kernel}' passed: {_checks_line(result)}",
