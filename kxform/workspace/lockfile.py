@@ -9,7 +9,7 @@ different kernels merge. docs/lockfile.md describes every key.
 A kernel is identified by the digest of its own text (`kernel_digests`): an edit
 elsewhere in the file does not touch it, and line endings do not count.
 
-Writers take a file lock (`filelock`, fcntl on POSIX) on a companion file in `.kxform/`
+Writers take a file lock (`filelock`) on a companion file in `.kxform/`
 beside the lockfile, read the lockfile again under it, merge their changes into what
 another run may have written meanwhile, and replace the file atomically (write_atomic:
 temporary file, fsync, rename). A killed run leaves the old lockfile or the new one,
