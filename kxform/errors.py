@@ -6,7 +6,9 @@ prints as one line.
 
 from __future__ import annotations
 
+import difflib
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -88,3 +90,9 @@ class BuildFailed(KxformError):
 
 class VerifyMismatch(KxformError):
     """Original and rewritten kernels produced different outputs."""
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`; did you mean 'x'?` naming the closest of `choices` (difflib), or '' when none is close."""
+    close = difflib.get_close_matches(word, sorted(set(choices)), n=1)
+    return f"; did you mean '{close[0]}'?" if close else ""

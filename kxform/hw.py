@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from kxform.errors import KxformError, Location, SpecError, UsageError
+from kxform.errors import KxformError, Location, SpecError, UsageError, did_you_mean
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -159,7 +159,8 @@ def load_profile(name_or_path: str) -> HwProfile:
         if wanted == profile.name or wanted in (a.lower() for a in profile.aliases):
             return profile
     known = ", ".join(p.name for p in profiles)
-    raise UsageError(f"unknown hardware profile {name_or_path!r}; known: {known}")
+    names = [p.name for p in profiles] + [a.lower() for p in profiles for a in p.aliases]
+    raise UsageError(f"unknown hardware profile {name_or_path!r}; known: {known}{did_you_mean(wanted, names)}")
 
 
 # -------------------------------------------------------------------------- detection
@@ -188,33 +189,50 @@ def match_device(
     return max(candidates, key=lambda p: len(tokens & _name_tokens(p)))
 
 
-def detect() -> HwProfile:
-    """The profile of CUDA device 0, read through pycuda.
+SMI_QUERY = ("nvidia-smi", "--query-gpu=name,compute_cap,memory.total", "--format=csv,noheader,nounits")
+"""What `detect` asks the driver's own tool: no compiled Python package is needed to
+read a GPU's name (pycuda is for running kernels)."""
 
-    Runs in this process: pycuda's `init` creates no context, so a later runtime child
-    process is unaffected.
-    """
+
+def detect() -> HwProfile:
+    """The profile of GPU 0, read with `nvidia-smi` (`SMI_QUERY`) and matched by name and
+    compute capability (`match_name`)."""
+    import shutil
+    import subprocess
+
+    exe = shutil.which(SMI_QUERY[0])
+    if exe is None:
+        raise KxformError("cannot detect the GPU: nvidia-smi is not on PATH (is the NVIDIA driver installed?); "
+                          "pass --hw NAME")
     try:
-        import pycuda.driver as cuda
-    except ImportError as exc:
-        missing = isinstance(exc, ModuleNotFoundError) and (exc.name or "").startswith("pycuda")
-        cause = ("pycuda is not installed (pip install 'kxform[gpu]')" if missing
-                 else f"pycuda cannot be imported: {exc}")
-        raise KxformError(f"cannot detect the GPU: {cause}") from exc
-    try:
-        cuda.init()
-        if cuda.Device.count() == 0:
-            raise KxformError("cannot detect the GPU: no CUDA device")
-        device = cuda.Device(0)
-        attr = cuda.device_attribute
-        name = str(device.name())
-        sm_count = int(device.get_attribute(attr.MULTIPROCESSOR_COUNT))
-        l2_bytes = int(device.get_attribute(attr.L2_CACHE_SIZE))
-    except KxformError:
-        raise
-    except Exception as exc:  # pycuda raises its own error types for driver failures
-        raise KxformError(f"cannot detect the GPU: {exc}") from exc
-    return match_device(name, sm_count, l2_bytes)
+        proc = subprocess.run([exe, *SMI_QUERY[1:]], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise KxformError(f"cannot detect the GPU: nvidia-smi did not run: {exc}") from None
+    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+    if proc.returncode != 0 or not lines:
+        said = " ".join((proc.stderr or proc.stdout).split()) or f"exit status {proc.returncode}"
+        raise KxformError(f"cannot detect the GPU: nvidia-smi: {said}")
+    fields = [f.strip() for f in lines[0].split(",")]
+    if len(fields) < 2:
+        raise KxformError(f"cannot detect the GPU: unexpected nvidia-smi output {lines[0]!r}")
+    return match_name(fields[0], fields[1])
+
+
+def match_name(device_name: str, compute_cap: str, profiles: Iterable[HwProfile] | None = None) -> HwProfile:
+    """The NVIDIA profile of a device named `device_name` ("NVIDIA H100 80GB HBM3") with
+    compute capability `compute_cap` ("9.0"): same architecture, most name tokens in
+    common; a tie goes to the profile that has the model itself as its name or alias
+    (`h100` is the SXM part: a PCIe part says "PCIe" in its name)."""
+    arch = "sm_" + compute_cap.replace(".", "")
+    tokens = set(re.findall(r"[a-z0-9]+", device_name.lower())) - {"nvidia", "tesla"}
+    scored = [(len(tokens & _name_tokens(p)), bool(tokens & {p.name, *p.aliases}), p)
+              for p in (profiles if profiles is not None else list_profiles())
+              if p.vendor == "nvidia" and p.arch == arch]
+    scored = [s for s in scored if s[0] > 0]
+    if not scored:
+        raise KxformError(f"no hardware profile matches {device_name!r} (compute capability {compute_cap}); "
+                          "write one (see docs/hardware.md) and pass its path")
+    return max(scored, key=lambda s: (s[0], s[1]))[2]
 
 
 # --------------------------------------------------------------------------- helpers

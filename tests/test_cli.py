@@ -43,7 +43,20 @@ def test_check_mode_exits_1_and_writes_nothing(tree: Path) -> None:
     proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "--check", "--verify", "static", "src", cwd=tree)
     assert proc.returncode == 1, proc.stderr
     assert "1 file would be rewritten" in proc.stderr
+    assert "would rewrite src/tile.cu\n" in proc.stderr
     assert snapshot(tree) == before
+
+
+def test_check_combines_with_diff(tree: Path) -> None:
+    """black's `--check --diff`: the diff on stdout, the file named, exit 1, nothing written."""
+    before = snapshot(tree)
+    proc = run_cli("apply", "--pass", "swizzle", "--check", "--diff", "--verify", "static", "src", cwd=tree)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout.startswith("--- a/src/tile.cu\n+++ b/src/tile.cu\n")
+    assert "would rewrite src/tile.cu" in proc.stderr and "1 file would be rewritten" in proc.stderr
+    assert snapshot(tree) == before
+    proc = run_cli("apply", "--pass", "swizzle", "--diff", "-o", "out", "src", cwd=tree)
+    assert proc.returncode == 2 and "cannot be combined with -o" in proc.stderr and not (tree / "out").exists()
 
 
 def test_diff_prints_patch_and_writes_nothing(tree: Path) -> None:
@@ -149,7 +162,7 @@ def test_missing_path_symlink_loop_and_usage_errors(tree: Path) -> None:
     assert proc.returncode == 2 and "expected KEY=VALUE" in proc.stderr
     proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "--hw", "gtx480", "src", cwd=tree)
     assert proc.returncode == 2 and "gtx480" in proc.stderr
-    proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "--diff", "--check", "src", cwd=tree)
+    proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "--check", "-o", "out", "src", cwd=tree)
     assert proc.returncode == 2 and "not allowed with argument" in proc.stderr
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -145,6 +146,13 @@ __global__ void tile(float* out, int n) {
 
 
 @needs_nvcc
+def _remarks(proc: subprocess.CompletedProcess[str], cwd: Path) -> str:
+    """The run's whole remark messages, from its pass log (the terminal shows short lines)."""
+    log = cwd / proc.stderr.rsplit("Log: ", 1)[1].strip()
+    return "\n".join(json.loads(line)["message"] for line in log.read_text().splitlines()
+                     if json.loads(line)["type"] == "remark")
+
+
 def test_include_paths_and_defines_reach_the_compile_check(tmp_path: Path) -> None:
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "k.cu").write_text(GUARDED)
@@ -154,11 +162,11 @@ def test_include_paths_and_defines_reach_the_compile_check(tmp_path: Path) -> No
     (tmp_path / "kxform.toml").write_text(config)
     proc = run_cli("apply", "--check", "src", cwd=tmp_path)  # planted: no include dir, no define
     # libclang's view; the pattern is forced, so its refusal is exit 1
-    assert proc.returncode == 1 and "header not found: params.h" in proc.stderr, proc.stderr
+    assert proc.returncode == 1 and "header not found: params.h" in _remarks(proc, tmp_path), proc.stderr
     (tmp_path / "kxform.toml").write_text(config + 'include = ["inc"]\n')
     proc = run_cli("apply", "--check", "src", cwd=tmp_path)  # planted: the define is missing
     assert proc.returncode == 1 and "swizzle not applied to 'tile': compile stage:" in proc.stderr, proc.stderr
-    assert '#error "TILE_W must be defined"' in proc.stderr and "kernels: 1 failed" in proc.stderr
+    assert '#error "TILE_W must be defined"' in _remarks(proc, tmp_path) and "kernels: 1 failed" in proc.stderr
     (tmp_path / "kxform.toml").write_text(config + 'include = ["inc"]\ndefines = ["TILE_W=16"]\n')
     proc = run_cli("apply", "--check", "src", cwd=tmp_path)
     assert proc.returncode == 1 and "1 file would be rewritten" in proc.stderr and "error" not in proc.stderr

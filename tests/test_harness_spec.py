@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import run_cli
 from kxform.errors import SpecError
 from kxform.harness.locate import LineIndex, split_dotted
 from kxform.harness.spec import find_spec_for, load_spec
@@ -375,6 +376,42 @@ def test_find_spec_for(tmp_path: Path) -> None:
     own.write_text(BASE.replace('file = "k.cu"', 'file = "other.cu"'))
     assert find_spec_for(other) == own
     assert find_spec_for(tmp_path / "sub" / "x.cu") is None
+
+
+def test_specs_have_their_own_names_and_the_old_ones_still_work(tmp_path: Path) -> None:
+    """`kxform-spec.toml` and `NAME.kxspec.toml` win over the older `kxform.toml` and
+    `NAME.kxform.toml`, which still work where they hold a spec; a `kxform.toml` holding
+    the project configuration is never taken for a spec."""
+    legacy = write(tmp_path, BASE)
+    (tmp_path / "other.cu").write_text("")
+    shared = tmp_path / "kxform-spec.toml"
+    shared.write_text(BASE)
+    assert find_spec_for(tmp_path / "k.cu") == shared
+    shared.unlink()
+    assert find_spec_for(tmp_path / "k.cu") == legacy
+    own = tmp_path / "k.kxspec.toml"
+    own.write_text(BASE)
+    assert find_spec_for(tmp_path / "k.cu") == own and load_spec(own).kernels
+    legacy.write_text('[tool.kxform]\npasses = ["swizzle"]\n')
+    own.unlink()
+    assert find_spec_for(tmp_path / "k.cu") is None
+
+
+def test_a_drafted_spec_gets_the_spec_name(tmp_path: Path) -> None:
+    (tmp_path / "k.cu").write_text("__global__ void scale(const float* x, float* y, float a, int n) {\n"
+                                   "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = a * x[i]; }\n"
+                                   "void go(const float* x, float* y, int n) { scale<<<(n + 255) / 256, 256>>>(x, y, "
+                                   "2.0f, n); }\n")
+    config = '[tool.kxform]\npasses = ["swizzle"]\n'
+    (tmp_path / "kxform.toml").write_text(config)
+    refused = run_cli("harness", "infer", "--no-measure", "k.cu", "--kernel", "scale", "-o", "kxform.toml",
+                      cwd=tmp_path)
+    assert refused.returncode == 2 and "project configuration's name" in refused.stderr
+    assert (tmp_path / "kxform.toml").read_text() == config
+    drafted = run_cli("harness", "infer", "--no-measure", "k.cu", "--kernel", "scale", "-o", ".", cwd=tmp_path)
+    assert drafted.returncode == 0, drafted.stderr
+    assert (tmp_path / "k.kxspec.toml").is_file() and find_spec_for(tmp_path / "k.cu") == tmp_path / "k.kxspec.toml"
+    assert (tmp_path / "kxform.toml").read_text() == config
 
 
 def test_find_spec_for_reports_broken_sibling_spec(tmp_path: Path) -> None:

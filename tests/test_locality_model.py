@@ -275,3 +275,21 @@ def test_block_orders_under_a_tile_configuration() -> None:
     assert as_is.identity.stats.dram_read_bytes.value == tiled.identity.stats.dram_read_bytes.value == 3 * 64 * 64 * 4
     with pytest.raises(ModelRefused, match="tile pass does not rewrite"):
         rank_tile_orders(source, spec, hw, {"TILE": 64}, "tiles")  # 4096 threads per block
+
+
+@needs_cpu
+@pytest.mark.slow
+def test_a_saving_is_positive_in_inspect_l2_and_in_the_decision() -> None:
+    """One sign convention: the grouped order saves DRAM bytes and time on the tiled SGEMM,
+    and the table, its JSON and the decision text all show that saving as positive."""
+    args = ("inspect", "--l2", str(CORPORA / "sgemm_tiled" / "sgemm_tiled.cu"), "--kernel", "sgemm_tiled",
+            "--hw", "h200")
+    data = json.loads(run_cli(*args, "--json").stdout)
+    grouped = next(o for o in data["orders"] if o["order"] == "grouped(along=y,group=8)")
+    assert grouped["dram_saving"] > 0.5 and grouped["time_saving"] > 0.5
+    assert grouped["dram_saving"] == -grouped["dram_change"]
+    text = run_cli(*args).stdout
+    assert " time saved DRAM saved " in text
+    line = next(ln for ln in text.splitlines() if ln.split()[1:2] == ["grouped(along=y,group=8)"])
+    assert f"{grouped['time_saving']:+.1%}" in line and f"{grouped['dram_saving']:+.1%}" in line
+    assert f"DRAM saved {grouped['dram_saving']:+.1%}" in text

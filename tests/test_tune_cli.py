@@ -108,3 +108,33 @@ def test_log_viewer_and_report_show_the_convergence(workdir: Path) -> None:
     html = (workdir / "r.html").read_text(encoding="utf-8")
     assert f"12 evaluations ({failed} failed), best {best['time_ms']:.4f} ms at evaluation {best['eval']}" in html
     assert "best so far" in html  # the convergence plot (matplotlib is in the test extra)
+
+
+def test_export_writes_a_kernel_tuner_cache_that_reads_back(workdir: Path) -> None:
+    """`--export` writes Kernel Tuner's cache format: the fields Kernel Tuner reads, one
+    record per evaluation keyed by the comma-joined values, failures by class name; kxform's
+    own reader of Kernel Tuner caches loads it back with the same times."""
+    from kxform.search.recorded import load_recording
+
+    (workdir / "out").mkdir()  # away from the recording's space definition (a partial run is not the whole space)
+    proc = tune(workdir, "--objective", "replay:synth_A.json.gz", "--budget", "20", "--json", "--export",
+                "out/kt.json")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    data = json.loads((workdir / "out" / "kt.json").read_text())
+    assert {"device_name", "kernel_name", "tune_params", "tune_params_keys", "objective", "cache"} <= set(data)
+    assert data["kernel_name"] == "synth_kernel" and data["device_name"] == "Test GPU A"
+    assert data["tune_params_keys"] == ["bx", "by", "unroll", "tile"] and data["objective"] == "time"
+    assert len(data["cache"]) == summary["evaluated"] == 20
+    for key, record in data["cache"].items():
+        assert key == ",".join(str(record[name]) for name in data["tune_params_keys"])
+        assert isinstance(record["time"], float) or record["time"] in ("InvalidConfig", "CompilationFailedConfig",
+                                                                        "RuntimeFailedConfig")
+        assert {"compile_time", "verification_time", "benchmark_time"} <= set(record)
+    best = summary["best"]
+    best_key = ",".join(str(best["config"][name]) for name in data["tune_params_keys"])
+    assert data["cache"][best_key]["time"] == best["time_ms"]
+    back = load_recording(workdir / "out" / "kt.json")
+    assert back.kernel == "synth_kernel" and back.device == "Test GPU A" and len(back.search) == 20
+    bad = tune(workdir, "--objective", "replay:synth_A.json.gz", "--budget", "2", "--export", "nodir/kt.json")
+    assert bad.returncode == 2 and "--export nodir/kt.json: its directory does not exist" in bad.stderr

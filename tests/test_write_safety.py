@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -459,3 +460,14 @@ def test_a_moved_tree_hits_the_build_cache_and_a_changed_header_does_not(tmp_pat
     (moved / "include" / "scale.h").write_text("#define SCALE 3.0f\n")
     third = Builder(cache_dir=cache, jobs=1)
     assert third.build(job(moved)).ok and third.nvcc_calls == 1
+
+
+def test_one_lock_library() -> None:
+    """Every lock kxform takes goes through filelock (portable, one behaviour): no second
+    mechanism built on fcntl or msvcrt."""
+    package = Path(__file__).resolve().parent.parent / "kxform"
+    users = sorted(str(p.relative_to(package)) for p in package.rglob("*.py")
+                   if re.search(r"^\s*(import|from)\s+(fcntl|msvcrt)\b", p.read_text(), re.M))
+    assert users == []
+    lockers = {str(p.relative_to(package)) for p in package.rglob("*.py") if "from filelock import" in p.read_text()}
+    assert {"workspace/lock.py", "workspace/lockfile.py"} <= lockers

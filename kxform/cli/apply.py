@@ -10,12 +10,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kxform.cli.options import add_config_options, pick, project_config
+from kxform.cli.options import (add_config_options, add_remark_options, add_walk_options, pick, project_config,
+                                remark_filter)
 from kxform.cli.progress import ProgressBar
-from kxform.errors import UsageError, printable
+from kxform.errors import UsageError, display_path, printable
 from kxform.hw import load_profile
 from kxform.engine.pass_api import KernelResult, Outcome
 from kxform.log.passlog import PassLog
+from kxform.log.remarks import RemarkFilter
 from kxform.log.report import Report, WriteBack
 from kxform.engine.runner import (ApplyConfig, FileOutcome, check_options, collect_sources, output_path, run_apply,
                                   write_back)
@@ -60,9 +62,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--depfile", metavar="FILE", help="with -o: write a Make-style dependency file (the copies "
                    "depend on the sources, the headers read and the configuration) for build systems")
     add_config_options(p)
+    add_walk_options(p)
+    add_remark_options(p)
+    p.add_argument("--diff", action="store_true", help="print a unified diff; write nothing (with --check: "
+                   "also exit 1 if a file would change)")
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--diff", action="store_true", help="print a unified diff; write nothing")
-    mode.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file would change")
+    mode.add_argument("--check", action="store_true", help="write nothing; name each file that would change "
+                      "('would rewrite PATH') and exit 1 if one would")
     mode.add_argument("-o", "--out-dir", metavar="OUT_DIR", help="write rewritten copies under OUT_DIR")
     p.add_argument("paths", nargs="*", metavar="PATH")  # at least one: checked in run (--lock [FILE] may take it)
     p.set_defaults(func=run)
@@ -95,8 +101,10 @@ def config_from_args(args: argparse.Namespace, project: ProjectConfig | None = N
         raise UsageError("-j must be at least 1")
     if args.depfile and not args.out_dir:
         raise UsageError("--depfile needs -o OUT_DIR (it names the copies written there)")
-    write_back = WriteBack.DIFF if args.diff else WriteBack.CHECK if args.check else \
-        WriteBack.OUT_DIR if args.out_dir else WriteBack.WRITE
+    if args.diff and args.out_dir:
+        raise UsageError("--diff writes nothing: it cannot be combined with -o OUT_DIR")
+    write_back = WriteBack.CHECK_DIFF if args.diff and args.check else WriteBack.DIFF if args.diff else \
+        WriteBack.CHECK if args.check else WriteBack.OUT_DIR if args.out_dir else WriteBack.WRITE
     from kxform.cli.propose_args import proposer_spec
 
     return ApplyConfig(pipeline=pipeline, extra_options=extra, hw=load_profile(pick(args.hw, project and project.hw,
@@ -106,7 +114,8 @@ def config_from_args(args: argparse.Namespace, project: ProjectConfig | None = N
                        write_back=write_back, out_dir=args.out_dir,
                        build_dir=pick(args.build_dir, project and project.build_dir, None),
                        exclude=Exclude(str(project.root), project.exclude) if project and project.exclude else None,
-                       spec_dirs=project.specs if project else (), proposer=proposer_spec(args, locked))
+                       spec_dirs=project.specs if project else (), proposer=proposer_spec(args, locked),
+                       gitignore=getattr(args, "gitignore", True))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -114,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
     from kxform.workspace.flags import merged_build_dir
 
     lock_args.take_paths(args)
+    shown = remark_filter(args)
     project = project_config(args, args.paths)
     lock = lock_args.lock_mode(args, project)
     config = config_from_args(args, project, locked=lock is not None)
@@ -146,7 +156,9 @@ def run(args: argparse.Namespace) -> int:
             raise
     for note in report.notes:
         print(f"kxform: note: {note}", file=sys.stderr)
-    _print(outcomes, args.quiet)
+    _print(outcomes, args.quiet, shown)
+    if config.write_back in (WriteBack.CHECK, WriteBack.CHECK_DIFF):
+        _print_would_rewrite(outcomes)
     try:
         for outcome in outcomes:
             _log_file(log, outcome)
@@ -203,7 +215,7 @@ def _write_depfile(args: argparse.Namespace, outcomes: list[FileOutcome], source
     write_depfile(args.depfile, targets, deps)
 
 
-def _print(outcomes: list[FileOutcome], quiet: bool) -> None:
+def _print(outcomes: list[FileOutcome], quiet: bool, shown: RemarkFilter) -> None:
     for outcome in outcomes:
         if outcome.error:
             print(printable(f"kxform: error: {outcome.error}"), file=sys.stderr)
@@ -211,7 +223,8 @@ def _print(outcomes: list[FileOutcome], quiet: bool) -> None:
         if quiet or outcome.transform is None:
             continue
         for remark in outcome.transform.remarks:
-            print(remark.format(), file=sys.stderr)
+            if shown.shows(remark):
+                print(remark.format(), file=sys.stderr)
         for result in outcome.results:
             if result.outcome is Outcome.APPLIED and result.checks:
                 note = f"{result.path}:{result.line}:1: note: '{result.kernel}' passed: {_checks_line(result)}"
@@ -219,6 +232,14 @@ def _print(outcomes: list[FileOutcome], quiet: bool) -> None:
         if outcome.compile_record is not None and not outcome.compile_record.ok:
             print(printable(f"{outcome.path}: error: rewritten file rejected: {outcome.compile_record.detail}"),
                   file=sys.stderr)
+
+
+def _print_would_rewrite(outcomes: list[FileOutcome]) -> None:
+    """black's `would reformat PATH`: one line per file `--check` would change, so a
+    pre-commit hook's failure names its files."""
+    for outcome in outcomes:
+        if outcome.transform is not None and outcome.transform.changed and not outcome.error:
+            print(f"would rewrite {display_path(outcome.path)}", file=sys.stderr)
 
 
 def _checks_line(result: KernelResult) -> str:

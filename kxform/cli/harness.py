@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
+from kxform.harness.spec import SPEC_NAME, SPEC_SUFFIX
+from kxform.workspace.config import CONFIG_NAMES
 from kxform.workspace.files import write_atomic
 from kxform.frontend.source import read_source
 from kxform.harness.model import KernelSpec
@@ -17,7 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     infer = sub.add_parser("infer", help="draft a spec from the file's own launch site (review it)")
     infer.add_argument("file")
     infer.add_argument("--kernel", required=True)
-    infer.add_argument("-o", "--output", help="write the draft here (refuses to overwrite)")
+    infer.add_argument("-o", "--output", help="write the draft here (a directory: DIR/STEM.kxspec.toml; refuses "
+                       "to overwrite, and refuses a project configuration's name)")
     infer.add_argument("--no-measure", action="store_true",
                        help="do not run the kernel on the CPU runtime to measure element counts and roles")
     check = sub.add_parser("check", help="load and validate a spec")
@@ -37,6 +41,11 @@ def run(args: argparse.Namespace) -> int:
 
         cpu = CpuRuntime()
         runtime = cpu if cpu.available()[0] else None
+    if args.output and os.path.isdir(args.output):  # a directory: the spec's own name in it
+        args.output = os.path.join(args.output, f"{Path(args.file).stem}{SPEC_SUFFIX}")
+    if args.output and os.path.basename(args.output) in CONFIG_NAMES:
+        raise UsageError(f"{args.output}: that is the project configuration's name; write the spec as "
+                         f"{SPEC_NAME} or NAME{SPEC_SUFFIX} (docs/harness-spec.md)")
     spec_dir = os.path.dirname(os.path.abspath(args.output)) if args.output else None
     draft = infer_spec(read_source(args.file), args.kernel, runtime, spec_dir)
     where = args.output or "<stdout>"

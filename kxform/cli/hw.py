@@ -2,7 +2,7 @@
 
     kxform hw list [--json]        the shipped profiles, one line each
     kxform hw show NAME [--json]   every figure of one profile with its source
-    kxform hw detect [--json]      the profile of this machine's GPU (needs pycuda)
+    kxform hw detect [--json]      the profile of this machine's GPU (through nvidia-smi)
 
 NAME is a profile name, an alias, or the path of a `.toml` profile file.
 """

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kxform.build.toolchain import Toolchain
-from kxform.cli.options import add_config_options, pick, project_config
+from kxform.cli.options import add_config_options, add_walk_options, pick, project_config
 from kxform.engine.pass_api import PassContext, RunOptions
 from kxform.engine.registry import default_registry
 from kxform.errors import KxformError, UsageError, display_path
@@ -33,6 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "pass asked about, default swizzle)")
     p.add_argument("-p", dest="build_dir", metavar="BUILD_DIR", help="directory with compile_commands.json")
     add_config_options(p)
+    add_walk_options(p)
     p.add_argument("--prompt", metavar="FILE", help="print the context a model would get for --kernel K of FILE "
                    "(what --proposer claude sends), and nothing else")
     p.add_argument("--l2", action="store_true",
@@ -116,7 +117,8 @@ def run(args: argparse.Namespace) -> int:
     passes = pick(args.passes, project and project.passes, None)
     options = dict(project.params) if project is not None and passes else {}
     exclude = Exclude(str(project.root), project.exclude) if project and project.exclude else None
-    files = [str(p) for p in walk_sources(args.paths) if exclude is None or not exclude.matches(p)]
+    files = [str(p) for p in walk_sources(args.paths, gitignore=args.gitignore)
+             if exclude is None or not exclude.matches(p)]
     include, defines = (project.include, project.defines) if project is not None else ((), ())
     with merged_build_dir(files, include, defines, pick(args.build_dir, project and project.build_dir, None)) \
             as build_dir:

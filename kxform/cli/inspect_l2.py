@@ -1,7 +1,8 @@
 """`kxform inspect --l2 [--json] FILE --kernel K [--spec S] [--size NAME] [--hw H]`.
 
 Per candidate block order: predicted L2 hit rate, DRAM bytes read and written, rank and
-margin to row-major (the predicted speed-up minus one), from the locality model
+the predicted time and DRAM bytes saved against row-major (a saving is positive, as in
+the remarks' "saves 12%"), from the locality model
 (docs/locality-model.md). Bad input of any kind is one line on stderr and exit 2.
 """
 
@@ -62,12 +63,12 @@ def _ranking(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 def _print(data: dict) -> None:  # type: ignore[type-arg]
     print(f"{data['kernel']} [{data['size']}] on {data['hw']}: grid {'x'.join(map(str, data['grid']))}, "
           f"{data['occupancy']}")
-    print(f"  {'rank':>4}  {'order':<38}{'L2 hit':>8}{'DRAM read':>12}{'DRAM write':>12}{'vs row':>9}"
-          f"{'DRAM':>8}{'write loc':>10}")
+    print(f"  {'rank':>4}  {'order':<38}{'L2 hit':>8}{'DRAM read':>12}{'DRAM write':>12}{'time saved':>11}"
+          f"{'DRAM saved':>11}{'write loc':>10}")
     for o in data["orders"]:
         same = f"  (= {o['same_as']})" if o["same_as"] else ""
         print(f"  {o['rank']:>4}  {o['order']:<38}{o['l2_hit_rate']:>8.1%}{_gb(o['dram_read_bytes']):>12}"
-              f"{_gb(o['dram_write_bytes']):>12}{o['margin_to_identity']:>+9.1%}{o['dram_change']:>+8.1%}"
+              f"{_gb(o['dram_write_bytes']):>12}{o['time_saving']:>+11.1%}{o['dram_saving']:>+11.1%}"
               f"{o['write_page_locality']:>10.2f}{same}")
     print(f"  proposal: {data['chosen'] or 'none'}: {data['decision']}")
     print(f"  model: {'; '.join(data['notes'])}; {data['seconds']['total']:.1f} s")

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from collections.abc import Sequence
 
 from kxform import __version__
-from kxform.errors import KxformError, printable
+from kxform.errors import KxformError, did_you_mean, printable
 
 SUBCOMMANDS: tuple[str, ...] = ("apply", "inspect", "passes", "verify", "harness", "hw", "log", "report", "tune")
 """Modules of kxform.cli that define subcommands, in help order."""
@@ -33,8 +34,47 @@ class _CMakeDir(argparse.Action):
         parser.exit()
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, with "did you mean" on a mistyped subcommand or choice."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        found = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if found:
+            message += did_you_mean(found.group(1), re.findall(r"'([^']*)'", found.group(2)))
+        super().error(message)
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> list[str]:
+    """Every option of `parser` and of the subcommands below it."""
+    out: list[str] = []
+    for action in parser._actions:
+        out += [o for o in action.option_strings if o.startswith("--")]
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                out += _option_strings(sub)
+    return out
+
+
+def _subparser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            return action.choices[command]  # type: ignore[no-any-return]
+    return parser
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """parse_args, naming the closest option of the subcommand for an unknown one."""
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        sub = _subparser(parser, getattr(args, "command", None))
+        options = _option_strings(sub)
+        hints = "".join(did_you_mean(e.split("=")[0], options) for e in extras[:1] if e.startswith("-"))
+        sub.error(f"unrecognized arguments: {' '.join(extras)}{hints}")
+    return args
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="kxform",
         description="Checked, verified source-to-source rewrites of CUDA/HIP kernels.",
     )
@@ -55,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE

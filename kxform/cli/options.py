@@ -8,9 +8,12 @@ Not a subcommand (no `register`): the subcommands that read the configuration
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Sequence
 from typing import TypeVar
 
+from kxform.errors import UsageError
+from kxform.log.remarks import RemarkFilter
 from kxform.workspace.config import ProjectConfig, find_config, load_config
 
 T = TypeVar("T")
@@ -22,6 +25,31 @@ def add_config_options(parser: argparse.ArgumentParser) -> None:
                        help="project configuration (default: the nearest kxform.toml or pyproject.toml with a "
                        "[tool.kxform] table, walking up from PATH)")
     group.add_argument("--no-config", action="store_true", help="ignore any project configuration")
+
+
+def add_walk_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-gitignore", dest="gitignore", action="store_false",
+                        help="also walk into what .gitignore (and .git/info/exclude) ignore")
+
+
+def add_remark_options(parser: argparse.ArgumentParser) -> None:
+    """clang's remark filters (kxform.log.remarks.RemarkFilter): the log keeps every remark."""
+    for flag, kind in (("-Rpass", "applied"), ("-Rpass-missed", "missed"), ("-Rpass-analysis", "analysis")):
+        parser.add_argument(flag, dest=flag[2:].replace("-", "_"), metavar="REGEX",
+                            help=f"print only {kind} remarks, of passes whose name matches REGEX (with any "
+                            "-Rpass* flag, kinds not named are not printed)")
+
+
+def remark_filter(args: argparse.Namespace) -> RemarkFilter:
+    """The filter `-Rpass*` asked for; a bad regex is a UsageError naming its flag."""
+    compiled: dict[str, re.Pattern[str] | None] = {}
+    for field, flag in (("passed", "pass"), ("missed", "pass_missed"), ("analysis", "pass_analysis")):
+        text = getattr(args, flag, None)
+        try:
+            compiled[field] = re.compile(text) if text is not None else None
+        except re.error as exc:
+            raise UsageError(f"-R{flag.replace('_', '-')}={text}: not a regular expression ({exc})") from None
+    return RemarkFilter(**compiled)
 
 
 def project_config(args: argparse.Namespace, paths: Sequence[str]) -> ProjectConfig | None:

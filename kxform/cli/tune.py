@@ -63,6 +63,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="continue from every stored evaluation of this kernel and hardware")
     p.add_argument("--write", action="store_true", help="write the best values into FILE's #defines")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+    p.add_argument("--export", metavar="FILE", help="write the run's evaluations as a Kernel Tuner cache file "
+                   "(JSON; replays with --objective replay:FILE)")
     p.add_argument("--objective", metavar="gpu|cpu+replay:FILE|replay:FILE",
                    help="gpu (default): rewrite, compile, verify and time on this machine's GPU; cpu+replay:FILE: "
                    "the same on the CPU runtime with the times of a `tune --json` summary FILE; replay:FILE: a "
@@ -237,6 +239,9 @@ def _tune_one(args: argparse.Namespace, log: PassLog | None) -> tuple[dict[str, 
     from kxform.cli.tune_result import pipeline_result
 
     options = _options(args)
+    export = getattr(args, "export", None)
+    if export and not Path(export).resolve().parent.is_dir():  # before any evaluation, not after
+        raise UsageError(f"--export {export}: its directory does not exist")
     source = read_source(args.file)
     _check_kernel(source, args.kernel)
     objective, space, replay_path = _objective(args, source)
@@ -257,6 +262,8 @@ def _tune_one(args: argparse.Namespace, log: PassLog | None) -> tuple[dict[str, 
         summary = tune_summary(result, args, objective, replay_path, str(db.path))
         summary.update(_measured(objective))
         summary["result"] = pipeline_result(objective, result, summary.get("original_ms"))
+        if getattr(args, "export", None):
+            _export(args, space, result, objective.hardware)
         if args.write and result.best is not None:
             try:
                 summary["written"] = _write(args, objective, checker, summary["result"], result.best.config)
@@ -270,6 +277,18 @@ def _tune_one(args: argparse.Namespace, log: PassLog | None) -> tuple[dict[str, 
     if own_log:
         log.close(Report())
     return summary, log.path
+
+
+def _export(args: argparse.Namespace, space: SearchSpace, result: TuneResult, device: str) -> None:
+    """`--export FILE`: the evaluations in Kernel Tuner's cache format, written atomically."""
+    from kxform.search.kt_export import kernel_tuner_cache
+    from kxform.workspace.files import write_atomic
+
+    data = kernel_tuner_cache(result, space.params, args.kernel, device)
+    try:
+        write_atomic(args.export, (json.dumps(data, indent=1) + "\n").encode("utf-8"))
+    except OSError as exc:
+        raise UsageError(f"--export {args.export}: cannot write it ({exc.strerror or exc})") from None
 
 
 def _measured(objective: Objective) -> dict[str, Any]:

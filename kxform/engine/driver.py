@@ -42,6 +42,7 @@ from kxform.engine.pass_api import (
 from kxform.engine.proposer import DeterministicProposer, Proposer
 from kxform.errors import CheckFailed, EditConflict, InputError
 from kxform.frontend.cuda import parse_model
+from kxform.frontend.markers import disabled_at
 from kxform.frontend.model import Function, FunctionKind, SourceModel
 from kxform.frontend.source import SourceText, validate_bytes
 from kxform.hw import HwProfile
@@ -275,6 +276,10 @@ def _kernel(ctx: PassContext, pass_: Pass, run: _Run, kernel: Function, analysis
     line = ctx.model.source.line_col(kernel.span.start)[0]
     if not run.options.selects(kernel.name):
         return KernelResult(path, kernel.name, pass_.name, Outcome.SKIPPED, line, ("not selected",))
+    marker = disabled_at(ctx.model.source, kernel)
+    if marker is not None:
+        return _missed(ctx, pass_, kernel, "DisabledInSource", f"'kxform: off' at line "
+                       f"{ctx.model.source.line_col(marker)[0]}; left unchanged", marker)
     if broken is not None:
         return _missed(ctx, pass_, kernel, "SyntaxError", f"{broken}; left unchanged", kernel.span.start)
     if analysis is None:

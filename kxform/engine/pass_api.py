@@ -28,7 +28,7 @@ from kxform.engine.pass_spec import parse_pass_spec, split_pipeline
 from kxform.engine.policy import DEFAULT_POLICY, VerifyPolicy
 from kxform.engine.proposal import Proposal, Provenance, Rejection, format_value
 from kxform.engine.tool_shape import AnswerRejected, ToolShape
-from kxform.errors import UsageError
+from kxform.errors import UsageError, did_you_mean
 from kxform.frontend.model import Function, SourceModel
 from kxform.hw import HwProfile
 from kxform.log.remarks import Remark, RemarkKind, RemarkSink
@@ -158,7 +158,8 @@ class Pass(abc.ABC):
         names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
         unknown = sorted(set(options) - set(names))
         if unknown:
-            raise UsageError(f"pass {cls.name}: unknown option {unknown[0]!r} (options: {', '.join(names) or 'none'})")
+            raise UsageError(f"pass {cls.name}: unknown option {unknown[0]!r} (options: {', '.join(names) or 'none'})"
+                             f"{did_you_mean(unknown[0], names)}")
         typed: dict[str, ParamValue] = {}
         for key, text in options.items():
             try:

@@ -10,7 +10,7 @@ from importlib import metadata
 
 import networkx as nx
 
-from kxform.errors import UsageError
+from kxform.errors import UsageError, did_you_mean
 from kxform.engine.pass_api import Pass, parse_pass_spec, split_pipeline
 
 PassFactory = Callable[[], type[Pass]]
@@ -37,7 +37,7 @@ class Registry:
             factory = self._factories[name]
         except KeyError:
             known = ", ".join(self.names()) or "none"
-            raise UsageError(f"unknown pass {name!r} (passes: {known})") from None
+            raise UsageError(f"unknown pass {name!r} (passes: {known}){did_you_mean(name, self.names())}") from None
         cls = factory()
         if getattr(cls, "name", None) != name:
             raise UsageError(f"pass module {self._origins[name]} defines {getattr(cls, 'name', None)!r}, not {name!r}")

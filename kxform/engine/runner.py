@@ -62,6 +62,8 @@ class ApplyConfig:
     semantic: bool = True
     exclude: Exclude | None = None
     """Files it matches are left out (project configuration's `exclude`)."""
+    gitignore: bool = True
+    """Leave out what git ignores (`--no-gitignore`: False)."""
     spec_dirs: tuple[str, ...] = ()
     """Directories searched for harness specs after the sources' own directories."""
     proposer: Any = None
@@ -187,7 +189,7 @@ def collect_sources(paths: Sequence[str], config: ApplyConfig) -> RunSources:
     """Walk `paths` once for a run of `config`: with `-o OUT_DIR` the headers beside a
     named file count too (kxform.workspace.tree.collect_files, `copies`), and the files
     `config.exclude` matches are left out."""
-    found = collect_files(list(paths), copies=config.write_back is WriteBack.OUT_DIR)
+    found = collect_files(list(paths), copies=config.write_back is WriteBack.OUT_DIR, gitignore=config.gitignore)
     if config.exclude is None:
         kept = found.files
     else:
@@ -418,7 +420,7 @@ def _write_back(outcomes: list[FileOutcome], config: ApplyConfig, report: Report
     gets an error naming it (and its kernels are marked failed); the others are written,
     each atomically."""
     mode = config.write_back
-    if mode is WriteBack.DIFF:
+    if mode in (WriteBack.DIFF, WriteBack.CHECK_DIFF):
         for outcome in outcomes:
             if outcome.transform is not None and outcome.transform.changed:
                 emit(outcome.transform.diff())

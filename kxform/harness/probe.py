@@ -70,7 +70,7 @@ def probe(source_path: str, spec_text: str, spelling: str, runtime: Runtime,
         return ProbeResult(error=f"the {runtime.name} runtime cannot watch a launch")
     try:
         with tempfile.TemporaryDirectory(prefix="kxform-probe-") as tmp:
-            path = Path(tmp) / "probe.kxform.toml"
+            path = Path(tmp) / "probe.kxspec.toml"
             path.write_text(spec_text.replace('file = "', f'file = "{Path(source_path).parent.resolve()}/', 1))
             kernel = load_spec(path).kernel(spelling)
         extracted = extract_kernel(read_source(source_path), spelling)

@@ -36,7 +36,15 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 SPEC_VERSION = 1
 MAX_TOML_BYTES = 16 << 20
-SPEC_NAME = "kxform.toml"
+SPEC_NAME = "kxform-spec.toml"
+"""A directory's shared spec (its `file` names the source): not `kxform.toml`, the
+project configuration's name, so a spec dropped into a directory never changes how a
+project is configured."""
+SPEC_SUFFIX = ".kxspec.toml"
+"""`<stem>.kxspec.toml`: the spec of one source, beside it."""
+LEGACY_NAMES = ("kxform.toml", ".kxform.toml")
+"""The names specs had before (shared, per-source suffix): still read where they hold
+a spec (a `kxform.toml` with `[tool.kxform]` is a configuration, never a spec)."""
 TOP_KEYS = ("version", "file", "kernel")
 
 __all__ = [
@@ -86,19 +94,23 @@ def load_spec(path: str | os.PathLike[str]) -> HarnessSpec:
 def find_spec_for(source_path: str | os.PathLike[str]) -> Path | None:
     """The spec describing `source_path`, or None.
 
-    Looks for a sibling `kxform.toml` whose `file` names this source, then for
-    `<stem>.kxform.toml` beside it. A sibling `kxform.toml` that cannot be parsed is
-    an error rather than "no spec", so a typo never silently disables verification.
+    Looks for a sibling `kxform-spec.toml` whose `file` names this source, then for
+    `<stem>.kxspec.toml` beside it, then the same under the older names (`kxform.toml`,
+    `<stem>.kxform.toml`). A shared spec that cannot be parsed is an error rather than
+    "no spec", so a typo never silently disables verification.
     """
     source = Path(source_path)
-    shared = source.parent / SPEC_NAME
-    if shared.is_file():
-        display = os.fspath(shared)
-        named = _parse_toml(_read(shared, display), display).get("file")
-        if isinstance(named, str) and _same_file(shared.parent / named, source):
-            return shared
-    own = source.parent / f"{source.stem}.{SPEC_NAME}"
-    return own if own.is_file() else None
+    for shared_name, suffix in ((SPEC_NAME, SPEC_SUFFIX), LEGACY_NAMES):
+        shared = source.parent / shared_name
+        if shared.is_file():
+            display = os.fspath(shared)
+            named = _parse_toml(_read(shared, display), display).get("file")
+            if isinstance(named, str) and _same_file(shared.parent / named, source):
+                return shared
+        own = source.parent / f"{source.stem}{suffix}"
+        if own.is_file():
+            return own
+    return None
 
 
 def _same_file(a: Path, b: Path) -> bool:

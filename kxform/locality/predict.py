@@ -94,6 +94,7 @@ class OrderPrediction:
             "dram_write_bytes": round(s.dram_write_bytes.value),
             "read_page_locality": round(s.read_locality, 3), "write_page_locality": round(s.write_locality, 3),
             "dram_change": round(self.dram_change, 4), "margin_to_identity": round(self.gain, 4),
+            "dram_saving": round(-self.dram_change, 4) + 0.0, "time_saving": round(self.gain, 4),
             "predicted_ms": round(self.time_s * 1e3, 4), "dram_ms": round(self.dram_s * 1e3, 4),
             "write_scatter_ms": round(self.penalty_s * 1e3, 4), "remap_ms": round(self.remap_s * 1e3, 4),
             "sampling_rate": round(s.rate, 5), "steps_simulated": s.steps_simulated, "steps_total": s.steps_total,
@@ -301,8 +302,9 @@ def decide(predictions: tuple[OrderPrediction, ...],
     if not passing:
         if best_other is None:
             return None, "no candidate order"
-        return None, (f"no order beats row-major by the margins (DRAM -{DRAM_MARGIN:.0%}, time +{GAIN_MARGIN:.0%}); "
-                      f"best: {best_other.label} DRAM {best_other.dram_change:+.1%}, time {best_other.gain:+.1%}")
+        return None, (f"no order beats row-major by the margins (DRAM saved {DRAM_MARGIN:.0%}, time saved "
+                      f"{GAIN_MARGIN:.0%}); best: {best_other.label} DRAM saved {-best_other.dram_change:+.1%}, "
+                      f"time saved {best_other.gain:+.1%}")
     best = max(p.gain for p in passing)
     preferred = (lambda p: (p.gain < SHARE_OF_BEST * best,  # most of the best gain first, ...
                             PREFERENCE.index(p.config.pattern.name)  # ... the simplest remap among them
@@ -314,8 +316,9 @@ def decide(predictions: tuple[OrderPrediction, ...],
         why = veto(chosen.config)
         if why is None:
             refused = f"; not {', '.join(vetoed)}" if vetoed else ""
-            return chosen, (f"{chosen.label}: DRAM {chosen.dram_change:+.1%}, predicted time {chosen.gain:+.1%} "
-                            f"(best {best:+.1%}; margins DRAM -{DRAM_MARGIN:.0%}, time +{GAIN_MARGIN:.0%}){refused}")
+            return chosen, (f"{chosen.label}: DRAM saved {-chosen.dram_change:+.1%}, predicted time saved "
+                            f"{chosen.gain:+.1%} (best {best:+.1%}; margins DRAM saved {DRAM_MARGIN:.0%}, time saved "
+                            f"{GAIN_MARGIN:.0%}){refused}")
         vetoed.append(f"{chosen.label} ({why})")
     return None, f"every order that beats row-major by the margins is refused: {'; '.join(vetoed)}"
 

@@ -23,6 +23,7 @@ from kxform import __version__
 from kxform.errors import InputError, Location
 from kxform.engine.pass_api import KernelResult
 from kxform.log.report import Report
+from kxform.workspace.files import STATE_DIR, state_dir
 
 SCHEMA = 1
 
@@ -66,8 +67,10 @@ class PassLog:
         """Create the log and write its first record now, so that a log that cannot be
         written (a directory, a full disk) is a one-line `InputError` before any work."""
         run_id = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
-        target = Path(path) if path else Path(".kxform") / "logs" / f"{run_id}.jsonl"
+        target = Path(path) if path else Path(STATE_DIR) / "logs" / f"{run_id}.jsonl"
         try:
+            if not path:
+                state_dir()
             if target.is_dir():
                 raise IsADirectoryError(21, "is a directory")
             target.parent.mkdir(parents=True, exist_ok=True)

@@ -17,6 +17,7 @@ class WriteBack(enum.Enum):
     WRITE = "write"  # in place (atomic)
     DIFF = "diff"  # print a unified diff, write nothing
     CHECK = "check"  # write nothing; exit 1 if anything would change
+    CHECK_DIFF = "check-diff"  # `--check --diff`: print the diff, write nothing, exit 1 if anything would change
     OUT_DIR = "out-dir"  # write rewritten copies under another directory
 
 
@@ -56,13 +57,13 @@ class Report:
             return EXIT_INPUT
         if self.failures:
             return EXIT_FAILED
-        if self.write_back is WriteBack.CHECK and self.files_changed:
+        if self.write_back in (WriteBack.CHECK, WriteBack.CHECK_DIFF) and self.files_changed:
             return EXIT_FAILED
         return EXIT_OK
 
     def summary(self) -> str:
         verb = {WriteBack.WRITE: "rewritten", WriteBack.OUT_DIR: "rewritten", WriteBack.DIFF: "would be rewritten",
-                WriteBack.CHECK: "would be rewritten"}[self.write_back]
+                WriteBack.CHECK: "would be rewritten", WriteBack.CHECK_DIFF: "would be rewritten"}[self.write_back]
         parts = [f"{self.files_changed} file{'s' if self.files_changed != 1 else ''} {verb}",
                  f"{self.files_unchanged} unchanged"]
         kernels = ", ".join(f"{self.kernel_outcomes[o]} {o.value}" for o in Outcome if self.kernel_outcomes[o])

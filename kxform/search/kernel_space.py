@@ -20,7 +20,7 @@ import numpy as np
 from kxform.engine.params import Config, ParamSpace, ParamValue
 from kxform.engine.pass_api import Pass
 from kxform.engine.registry import Registry, default_registry, order_passes
-from kxform.errors import UsageError
+from kxform.errors import UsageError, did_you_mean
 from kxform.search.compose import Composed, PassSpace, compose, label
 from kxform.search.space import SearchSpace, iter_valid
 
@@ -75,7 +75,8 @@ def parse_passes(text: str, registry: Registry | None = None) -> tuple[str, ...]
     unknown = [n for n in names if n not in known]
     if not names or unknown or len(set(names)) != len(names):
         what = f"unknown pass '{unknown[0]}'" if unknown else "name each pass once" if names else "no pass named"
-        raise UsageError(f"--pass {text!r}: {what} (passes: {', '.join(known) or 'none'})")
+        hint = did_you_mean(unknown[0], known) if unknown else ""
+        raise UsageError(f"--pass {text!r}: {what} (passes: {', '.join(known) or 'none'}){hint}")
     return names
 
 

@@ -2,7 +2,7 @@
 cluster, the database on the driver.
 
 `kxform tune DIR --ray ADDRESS` finds every kernel of the harness specs under DIR
-(`kxform.toml`, `NAME.kxform.toml`) and, per kernel, every bench size of its spec (the
+(`kxform-spec.toml`, `NAME.kxspec.toml`, and the older `kxform.toml`, `NAME.kxform.toml`) and, per kernel, every bench size of its spec (the
 shapes it is tuned for); a kernel the passes find nothing to tune in is skipped with
 the reason. Each (kernel, shape) is a `Job`: a Ray task that requests one GPU
 (`num_gpus=1`), builds the objective from its recipe there, runs the search
@@ -24,6 +24,7 @@ from typing import Any
 from kxform.cache import content_key
 from kxform.engine.params import ParamValue
 from kxform.errors import KxformError
+from kxform.harness.spec import LEGACY_NAMES, SPEC_NAME, SPEC_SUFFIX
 from kxform.search.db import TuneKey, TuningDB
 from kxform.search.objective import Evaluation
 from kxform.search.space import SearchSpace
@@ -76,7 +77,8 @@ def find_jobs(folder: Path, passes: tuple[str, ...] | None, hw: str, *, kernel: 
 
     jobs: list[Job] = []
     skipped: list[tuple[str, str]] = []
-    specs = sorted({*folder.rglob("kxform.toml"), *folder.rglob("*.kxform.toml")})
+    specs = sorted({*folder.rglob(SPEC_NAME), *folder.rglob(f"*{SPEC_SUFFIX}"),
+                    *folder.rglob(LEGACY_NAMES[0]), *folder.rglob(f"*{LEGACY_NAMES[1]}")})
     for spec_path in specs:
         try:
             spec = load_spec(spec_path)

@@ -15,28 +15,51 @@ from pathlib import Path
 
 from kxform.errors import InputError, Location
 from kxform.frontend.source import CUDA_SUFFIXES
+from kxform.workspace.gitignore import GitIgnore
+
+STATE_DIR = ".kxform"
+STATE_IGNORE = b"# Created by kxform: its logs and locks stay out of version control.\n*\n"
+
+
+def state_dir(parent: str | os.PathLike[str] = ".") -> Path:
+    """`parent/.kxform`, created with a `.gitignore` of `*` (as ruff's cache does), so
+    that `git status` never lists kxform's logs and locks. The caller creates what it
+    needs below it; an OSError here is the caller's to report."""
+    folder = Path(parent) / STATE_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    ignore = folder / ".gitignore"
+    if not ignore.exists():
+        try:
+            write_atomic(ignore, STATE_IGNORE)
+        except FileExistsError:  # pragma: no cover - another run wrote it
+            pass
+    return folder
+
 
 SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", ".kxform", "__pycache__", "node_modules", ".venv", "build"})
 
 
-def walk_sources(paths: Sequence[str], suffixes: frozenset[str] = CUDA_SUFFIXES) -> Iterator[Path]:
+def walk_sources(paths: Sequence[str], suffixes: frozenset[str] = CUDA_SUFFIXES,
+                 gitignore: bool = True) -> Iterator[Path]:
     """Yield CUDA/HIP files named by `paths` (files as given, directories walked, sorted).
 
     A file given explicitly is yielded whatever its suffix (the caller asked for it);
-    inside directories only `suffixes` count. Missing paths and symlink loops are
+    inside directories only `suffixes` count, and (`gitignore`) what git ignores is
+    left out (kxform.workspace.gitignore). Missing paths and symlink loops are
     InputErrors; a directory reached twice through links is walked once, and a file
     reached through several names (links) is yielded once, under the first name.
     """
     seen_dirs: set[tuple[int, int]] = set()
     seen_files: set[str] = set()
-    for path in _walk(paths, suffixes, seen_dirs):
+    for path in _walk(paths, suffixes, seen_dirs, gitignore):
         real = os.path.realpath(path)
         if real not in seen_files:
             seen_files.add(real)
             yield path
 
 
-def _walk(paths: Sequence[str], suffixes: frozenset[str], seen_dirs: set[tuple[int, int]]) -> Iterator[Path]:
+def _walk(paths: Sequence[str], suffixes: frozenset[str], seen_dirs: set[tuple[int, int]],
+          gitignore: bool) -> Iterator[Path]:
     for raw in paths:
         path = Path(raw)
         try:
@@ -47,12 +70,13 @@ def _walk(paths: Sequence[str], suffixes: frozenset[str], seen_dirs: set[tuple[i
             cause = "symlink loop" if exc.errno == 40 else (exc.strerror or str(exc))
             raise InputError(cause, Location(raw)) from None
         if stat.S_ISDIR(info.st_mode):
-            yield from _walk_dir(path, suffixes, seen_dirs)
+            yield from _walk_dir(path, suffixes, seen_dirs, GitIgnore.find(path) if gitignore else None)
         else:
             yield path
 
 
-def _walk_dir(root: Path, suffixes: frozenset[str], seen: set[tuple[int, int]]) -> Iterator[Path]:
+def _walk_dir(root: Path, suffixes: frozenset[str], seen: set[tuple[int, int]],
+              ignore: GitIgnore | None) -> Iterator[Path]:
     try:
         info = root.stat()
     except OSError as exc:
@@ -72,9 +96,11 @@ def _walk_dir(root: Path, suffixes: frozenset[str], seen: set[tuple[int, int]]) 
             is_dir = entry.is_dir()
         except OSError:
             is_dir = False
+        if ignore is not None and ignore.ignored(path, is_dir):
+            continue
         if is_dir:
             if entry.name not in SKIPPED_DIRS:
-                yield from _walk_dir(path, suffixes, seen)
+                yield from _walk_dir(path, suffixes, seen, ignore)
         elif path.suffix in suffixes:
             if entry.is_symlink() and not path.exists():
                 continue  # dangling link inside a tree: nothing to read

@@ -9,7 +9,7 @@ different kernels merge. docs/lockfile.md describes every key.
 A kernel is identified by the digest of its own text (`kernel_digests`): an edit
 elsewhere in the file does not touch it, and line endings do not count.
 
-Writers take a file lock (`filelock`, fcntl on POSIX) on a companion file in `.kxform/`
+Writers take a file lock (`filelock`) on a companion file in `.kxform/`
 beside the lockfile, read the lockfile again under it, merge their changes into what
 another run may have written meanwhile, and replace the file atomically (write_atomic:
 temporary file, fsync, rename). A killed run leaves the old lockfile or the new one,
@@ -27,7 +27,7 @@ from typing import Any
 from kxform.errors import Location, SpecError
 from kxform.frontend.source import SourceText
 from kxform.propose.lock import FORMAT_VERSION, Decision, load_decisions
-from kxform.workspace.files import write_atomic
+from kxform.workspace.files import state_dir, write_atomic
 
 LOCK_NAME = "kxform.lock"
 LOCK_TIMEOUT_S = 300.0
@@ -121,8 +121,7 @@ def update_lock(path: Path, changes: Mapping[Key, Decision | None]) -> bool:
     again under the lock, so entries another run wrote since this one read it are kept."""
     from filelock import FileLock, Timeout
 
-    guard = path.parent / ".kxform" / f"{path.name}.lck"
-    guard.parent.mkdir(parents=True, exist_ok=True)
+    guard = state_dir(path.parent) / f"{path.name}.lck"
     try:
         with FileLock(str(guard), timeout=LOCK_TIMEOUT_S):
             current = {d.key: d for d in read_lock(path)}

@@ -18,6 +18,7 @@ from pathlib import Path
 from kxform.errors import InputError, Location
 from kxform.frontend.source import HEADER_SUFFIXES, read_bytes_bounded
 from kxform.workspace.files import walk_sources
+from kxform.workspace.gitignore import GitIgnore
 
 UNIT_SUFFIXES = frozenset({".cu", ".hip"})
 """Files compiled on their own (translation units); every other file is a header."""
@@ -63,18 +64,18 @@ class SourceSet:
     refused: list[InputError] = field(default_factory=list)
 
 
-def collect_files(paths: Sequence[str], copies: bool = False) -> SourceSet:
+def collect_files(paths: Sequence[str], copies: bool = False, gitignore: bool = True) -> SourceSet:
     """CUDA/HIP files under `paths`, plus the `.h`/`.hpp` headers they include with quotes
     (headers hold kernels and device functions too; other headers are not CUDA) when
     those headers are inside the given paths. With `copies` (a run that writes copies
     to `-o OUT_DIR`, never the sources) a header beside or below a named file also
     counts: its copy must sit beside the includer's copy for `#include "..."` to find
-    it there."""
+    it there. With `gitignore`, what git ignores is left out, included headers too."""
     scope = Scope.of(paths, headers_beside_files=copies)
     given = {os.path.realpath(p) for p in paths}
     out = SourceSet()
     seen: set[str] = set()
-    for path in (str(p) for p in walk_sources(paths)):
+    for path in (str(p) for p in walk_sources(paths, gitignore=gitignore)):
         if os.path.realpath(path) not in given and not scope.contains(path):
             out.refused.append(InputError(f"symbolic link to {os.path.realpath(path)}, outside the paths given; "
                                           "not followed", Location(path)))
@@ -100,11 +101,16 @@ def collect_files(paths: Sequence[str], copies: bool = False) -> SourceSet:
                 queue.append(header)
                 if root in units:
                     out.includers.setdefault(real, []).append(root)
-                if real not in seen and scope.contains(header):
+                if real not in seen and scope.contains(header) and not (gitignore and _ignored(header)):
                     seen.add(real)
                     headers.append(header)
     out.files += sorted(headers)
     return out
+
+
+def _ignored(path: str) -> bool:
+    rules = GitIgnore.find(path)
+    return rules is not None and rules.ignored(path)
 
 
 def _local_includes(path: str) -> list[str]:
