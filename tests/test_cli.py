@@ -50,7 +50,7 @@ def test_check_mode_exits_1_and_writes_nothing(tree: Path) -> None:
 def test_check_combines_with_diff(tree: Path) -> None:
     """black's `--check --diff`: the diff on stdout, the file named, exit 1, nothing written."""
     before = snapshot(tree)
-    proc = run_cli("apply", "--pass", "swizzle", "--check", "--diff", "--verify", "static", "src", cwd=tree)
+    proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "--check", "--diff", "--verify", "static", "src", cwd=tree)
     assert proc.returncode == 1, proc.stderr
     assert proc.stdout.startswith("--- a/src/tile.cu\n+++ b/src/tile.cu\n")
     assert "would rewrite src/tile.cu" in proc.stderr and "1 file would be rewritten" in proc.stderr

@@ -59,19 +59,19 @@ def test_outside_a_work_tree_nothing_is_ignored(tmp_path: Path) -> None:
 
 def test_apply_leaves_ignored_kernels_alone_and_kxform_ignores_itself(repo: Path) -> None:
     vendor = (repo / "vendor" / "v.cu").read_bytes()
-    proc = run_cli("apply", "--pass", "swizzle", "--verify", "static", ".", cwd=repo)
+    proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "--verify", "static", ".", cwd=repo)
     assert proc.returncode == 0, proc.stderr
     assert (repo / "vendor" / "v.cu").read_bytes() == vendor and "kxform_block" in (repo / "src" / "k.cu").read_text()
     assert (repo / ".kxform" / ".gitignore").read_text().splitlines()[-1] == "*"
     status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=repo, check=True,
                             capture_output=True, text=True).stdout
     assert ".kxform" not in status and "src/k.cu" in status
-    proc = run_cli("apply", "--pass", "swizzle", "--check", "--verify", "static", "--no-gitignore", ".", cwd=repo)
+    proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "--check", "--verify", "static", "--no-gitignore", ".", cwd=repo)
     assert proc.returncode == 1 and "would rewrite vendor/v.cu" in proc.stderr, proc.stderr
 
 
 def test_out_dir_holds_only_the_copies(repo: Path) -> None:
-    proc = run_cli("apply", "--pass", "swizzle", "--verify", "static", "-o", "out", "src", cwd=repo)
+    proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "--verify", "static", "-o", "out", "src", cwd=repo)
     assert proc.returncode == 0, proc.stderr
     found = sorted(str(p.relative_to(repo / "out")) for p in (repo / "out").rglob("*") if p.is_file())
     assert found == ["src/gen/keep.gen.cu", "src/k.cu"]
