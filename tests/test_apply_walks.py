@@ -76,7 +76,7 @@ def test_other_callers_of_the_run_and_the_lock_plan_still_collect_themselves(tmp
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """run_apply and lock_args.prepare without a collected set walk the paths themselves,
     with the same rules (headers beside a named file for -o, the exclude filter)."""
-    from kxform.engine.runner import ApplyConfig, collect_sources, run_apply
+    from kxform.orchestrate.runner import ApplyConfig, collect_sources, run_apply
     from kxform.hw import load_profile
     from kxform.log.report import WriteBack
     from kxform.propose.registry import ProposerSpec

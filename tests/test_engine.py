@@ -18,7 +18,7 @@ from kxform.engine.edits import Edit
 from kxform.engine.pass_api import Outcome, PassContext, Proposal, Provenance, Rejection, RunOptions
 from kxform.engine.policy import EXACT, LaunchBinding, OutputCompare, VerifyPolicy
 from kxform.engine.registry import default_registry
-from kxform.engine.runner import ApplyConfig, FileOutcome, verify_stage
+from kxform.orchestrate.runner import ApplyConfig, FileOutcome, verify_stage
 from kxform.engine.stages import run_later_stages
 from kxform.errors import UsageError
 from kxform.frontend.source import read_source

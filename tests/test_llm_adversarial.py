@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kxform.engine.pass_api import PassContext, RunOptions
-from kxform.engine.runner import ApplyConfig
+from kxform.orchestrate.runner import ApplyConfig
 from kxform.errors import UsageError
 from kxform.frontend.cuda import parse_model
 from kxform.frontend.source import read_source

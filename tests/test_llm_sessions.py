@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kxform.engine.pass_api import Outcome
-from kxform.engine.runner import ApplyConfig, run_apply
+from kxform.orchestrate.runner import ApplyConfig, run_apply
 from kxform.hw import load_profile
 from kxform.log.report import WriteBack
 from kxform.propose.registry import ProposerSpec

@@ -17,7 +17,7 @@ import pytest
 from conftest import CORPORA, kxform_exe, run_cli
 from kxform.locality.propose import MODEL_VERSION
 from kxform.propose.lock import Decision, load_decisions
-from kxform.workspace.lockfile import digest, read_lock, render, update_lock
+from kxform.propose.lockfile import digest, read_lock, render, update_lock
 
 KERNELS = ("sgemm_tiled", "transpose", "chained_scan", "stencil5", "black_scholes")
 """Applied by the model's prediction, left alone by it, refused (spin-wait), and two more."""

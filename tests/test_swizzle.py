@@ -203,7 +203,7 @@ def test_compile_commands_give_libclang_the_include_paths(tmp_path) -> None:
     import json
 
     from kxform.engine.driver import transform_source
-    from kxform.frontend.semantic import semantic_provider
+    from kxform.build.semantic import semantic_provider
     from kxform.hw import load_profile
     from kxform.engine.pass_api import RunOptions
     from kxform.engine.registry import default_registry
@@ -288,7 +288,7 @@ def test_a_header_takes_the_compile_database_flags_of_the_file_that_includes_it(
 
     from kxform.engine.driver import transform_source
     from kxform.engine.registry import default_registry
-    from kxform.frontend.semantic import semantic_provider
+    from kxform.build.semantic import semantic_provider
     from kxform.frontend.source import read_source
     from kxform.engine.pass_api import RunOptions
     from kxform.hw import load_profile

@@ -54,7 +54,7 @@ def test_one_bad_file_does_not_block_the_rest(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- lost updates
 def test_file_edited_while_apply_runs_is_refused_not_overwritten(tmp_path: Path) -> None:
-    from kxform.engine.runner import ApplyConfig, run_apply
+    from kxform.orchestrate.runner import ApplyConfig, run_apply
     from kxform.hw import load_profile
     from kxform.log.report import WriteBack
 
@@ -191,7 +191,7 @@ def test_file_name_with_a_newline_keeps_errors_on_one_line(tmp_path: Path) -> No
 
 
 def test_error_logs_do_not_pile_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kxform.engine.runner import save_traceback
+    from kxform.orchestrate.runner import save_traceback
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     import tempfile
@@ -353,7 +353,7 @@ def test_runs_into_one_output_directory_lock_only_their_copies(tmp_path: Path) -
     import subprocess
     import time
 
-    from kxform.engine.runner import output_path
+    from kxform.orchestrate.runner import output_path
     from kxform.workspace.lock import TreeLock
 
     (tmp_path / "a.cu").write_text(KERNEL)

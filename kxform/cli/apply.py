@@ -17,7 +17,7 @@ from kxform.hw import load_profile
 from kxform.engine.pass_api import KernelResult, Outcome
 from kxform.log.passlog import PassLog
 from kxform.log.report import Report, WriteBack
-from kxform.engine.runner import (ApplyConfig, FileOutcome, check_options, collect_sources, output_path, run_apply,
+from kxform.orchestrate.runner import (ApplyConfig, FileOutcome, check_options, collect_sources, output_path, run_apply,
                                   write_back)
 from kxform.workspace.tree import SourceSet
 from kxform.workspace.config import ProjectConfig

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from kxform import __version__
 from kxform.engine.pass_api import KernelResult, Outcome
-from kxform.engine.runner import ApplyConfig, FileOutcome, collect_sources
+from kxform.orchestrate.runner import ApplyConfig, FileOutcome, collect_sources
 from kxform.workspace.tree import SourceSet
 from kxform.errors import UsageError
 from kxform.frontend.source import CUDA_SUFFIXES, validate_bytes
@@ -27,7 +27,7 @@ from kxform.propose.lock import Decision
 from kxform.propose.registry import canonical
 from kxform.propose.replay import FilePlan, LockPlan, State, make_plan
 from kxform.workspace.config import ProjectConfig
-from kxform.workspace.lockfile import Key, default_lock_path, kernel_digests, read_lock, update_lock
+from kxform.propose.lockfile import Key, default_lock_path, kernel_digests, read_lock, update_lock
 
 MAX_REASON = 400
 """Characters of a left-alone reason kept in the lockfile (a compiler error can be long)."""

@@ -70,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:  # a defect in kxform: one line, the traceback in a file, exit 123
-        from kxform.engine.runner import save_traceback
+        from kxform.orchestrate.runner import save_traceback
 
         saved = save_traceback(exc)
         cause = " ".join(str(exc).split())

@@ -25,6 +25,7 @@ from kxform.log.report import Report
 from kxform.search.db import TuneKey, TuningDB
 from kxform.search.objective import Objective
 from kxform.search.pipeline import PipelineOptions
+from kxform.cli.progress import interactive
 from kxform.search.progress import Progress
 from kxform.search.space import SearchSpace
 from kxform.search.strategy import DEFAULT, STRATEGIES, Prior
@@ -171,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
             key = TuneKey(kernel_hash, args.kernel, objective.hardware, space.names)
             prior = _prior(args, space, db, key)
             log = PassLog.open(args.log, hw=objective.hardware, pipeline=args.passes, argv=sys.argv[1:])
-            with Progress(enabled=not args.json, total=options.budget, time_s=options.time_s) as progress:
+            with Progress(enabled=not args.json and interactive(sys.stderr), total=options.budget, time_s=options.time_s) as progress:
                 result = tune(space, objective, options, db=db, key=key, prior=prior, on_step=progress.step)
         summary = tune_summary(result, args, objective, replay_path, str(db.path))
         summary.update(_measured(objective))

@@ -1,6 +1,6 @@
 """The pure core: source text in, rewritten text plus per-kernel results and remarks out.
 
-No files, no nvcc, no GPU: those are layers above (kxform.engine.runner). For each pass of
+No files, no nvcc, no GPU: those are layers above (kxform.orchestrate.runner). For each pass of
 the pipeline: parse, analyse, propose, check, collect edits for all kernels, apply them in
 one step, re-parse, and confirm that a second run proposes nothing. Stage errors are
 typed exceptions turned into frozen `KernelResult`s here, in one place; this function
@@ -43,7 +43,7 @@ from kxform.frontend.cuda import parse_model
 from kxform.frontend.model import Function, FunctionKind, SourceModel
 from kxform.frontend.source import SourceText, validate_bytes
 from kxform.hw import HwProfile
-from kxform.log.remarks import Remark, RemarkKind, RemarkSink
+from kxform.engine.remarks import Remark, RemarkKind, RemarkSink
 
 SemanticProvider = Callable[[SourceModel], object]
 """Given a model, return a semantic-layer object (kxform.frontend.semantic) or None."""

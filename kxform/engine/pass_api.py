@@ -27,7 +27,7 @@ from kxform.engine.proposal import Proposal, Provenance, Rejection, format_value
 from kxform.errors import UsageError
 from kxform.frontend.model import Function, SourceModel
 from kxform.hw import HwProfile
-from kxform.log.remarks import Remark, RemarkKind, RemarkSink
+from kxform.engine.remarks import Remark, RemarkKind, RemarkSink
 
 __all__ = [
     "Blocker", "CheckRecord", "KernelAnalysis", "KernelResult", "Outcome", "Pass", "PassContext", "Proposal",

@@ -27,7 +27,7 @@ LATER_STAGES = ("compile", "verify", "measure")
 
 
 class StagedFile(Protocol):
-    """What the stages read and update of one file (kxform.engine.runner.FileOutcome)."""
+    """What the stages read and update of one file (kxform.orchestrate.runner.FileOutcome)."""
 
     path: str
     transform: FileTransform | None

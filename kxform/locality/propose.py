@@ -24,7 +24,7 @@ from kxform.harness.model import KernelSpec
 from kxform.hw import HwProfile
 from kxform.locality.predict import Ranking, candidate_configs, rank_orders
 from kxform.locality.trace import ModelRefused, default_size
-from kxform.passes.swizzle.patterns import RemapConfig, get_pattern
+from kxform.remap import RemapConfig, get_pattern
 
 MODEL_VERSION = "locality-3"
 

@@ -30,7 +30,7 @@ from kxform.engine.pass_api import (
     Rejection,
     RunOptions,
 )
-from kxform.engine.runner import ApplyConfig, FileOutcome, compile_stage, verify_stage
+from kxform.orchestrate.runner import ApplyConfig, FileOutcome, compile_stage, verify_stage
 from kxform.engine.stages import run_later_stages
 from kxform.frontend.source import SourceText
 from kxform.harness.model import KernelSpec
@@ -138,7 +138,7 @@ class Evaluator:
         assert self.config.hw is not None
         semantic = None
         if self.config.semantic:
-            from kxform.frontend.semantic import semantic_provider
+            from kxform.build.semantic import semantic_provider
 
             semantic = semantic_provider(self.source.path, self.config.build_dir)
         options = RunOptions(kernels=(proposal.kernel,), arch=self.config.hw.arch, max_candidates=1)

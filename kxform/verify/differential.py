@@ -42,6 +42,7 @@ from kxform.engine.policy import OutputCompare, VerifyPolicy
 from kxform.verify.verdict import OutputCheck, SizeVerdict, VerifyReport, inputs_finite, vacuity
 from kxform.frontend.source import SourceText
 from kxform.verify.versions import LaunchUndecided, comparison, rewritten_launch
+from kxform.harness.request import NO_FLAGS, UnitFlags, launch_request
 
 EXACT = CompareSpec("exact")
 FLOAT_ATOMIC_RE = re.compile(r"\batomic(Add|Sub)\s*\(\s*[^,]*,\s*[^)]*\)")
@@ -77,41 +78,6 @@ def _compatible(expected: str, given: str) -> bool:
     return expected.lstrip("u").startswith("int") and given.lstrip("u") == expected.lstrip("u")
 
 
-@dataclass(frozen=True)
-class UnitFlags:
-    """Include directories and defines for building extracted units (from -p BUILD_DIR)."""
-
-    include_dirs: tuple[str, ...] = ()
-    defines: tuple[str, ...] = ()
-
-    @classmethod
-    def from_build_dir(cls, build_dir: str | None, path: str) -> UnitFlags:
-        from kxform.build.toolchain import Toolchain
-
-        flags = Toolchain.create(build_dir).project_flags(path)
-        return cls(tuple(flags.include_dirs), tuple(flags.defines))
-
-
-NO_FLAGS = UnitFlags()
-
-
-def launch_request(extracted: ExtractedKernel, resolved: ResolvedLaunch, inputs: dict, label: str,
-                   timeout_s: float, flags: UnitFlags = NO_FLAGS) -> LaunchRequest:
-    """Turn harness inputs into a runtime request for the extracted kernel's entry. The
-    unit is built away from the user's tree, so the file's own directory is an include
-    directory (quoted includes resolve as they did in place)."""
-    args: list[BufferArg | ScalarArg] = []
-    for arg in resolved.args:
-        value = inputs[arg.name]
-        if arg.kind == "scalar":
-            args.append(ScalarArg(arg.name, value))
-        else:
-            args.append(BufferArg(arg.name, np.ascontiguousarray(value), arg.role))
-    return LaunchRequest(source=extracted.source, kernel=extracted.entry, params=extracted.params,
-                         args=tuple(args), grid=resolved.grid, block=resolved.block,
-                         shared_bytes=resolved.shared_bytes, timeout_s=timeout_s, label=label,
-                         filename=extracted.path, defines=flags.defines,
-                         include_dirs=(os.path.dirname(os.path.abspath(extracted.path)), *flags.include_dirs))
 
 
 def _sizes(spec: KernelSpec, names: tuple[str, ...]) -> tuple[SizeSpec, ...]:

@@ -29,7 +29,7 @@ from kxform.errors import CheckFailed, UsageError
 from kxform.frontend.constants import evaluate_constants, fold_constants
 from kxform.frontend.model import SourceModel
 from kxform.frontend.queries import constant_defs
-from kxform.log.remarks import RemarkKind
+from kxform.engine.remarks import RemarkKind
 from kxform.passes.tile import policy, resources
 from kxform.passes.tile.constraints import block_exprs, derive_space, preferred
 from kxform.passes.tile.lift import lift_edits

@@ -97,7 +97,7 @@ def _transform_one(path: str, config: ApplyConfig, includer: str | None = None,
         toolchain = Toolchain.create(config.build_dir)
         semantic = None
         if config.semantic:
-            from kxform.frontend.semantic import semantic_provider
+            from kxform.build.semantic import semantic_provider
 
             semantic = semantic_provider(path, config.build_dir, includer, toolchain)
         proposer = config.proposer.build() if config.proposer is not None else None
