@@ -10,6 +10,7 @@ import pytest
 
 from kxform.build.compile_check import CompileChecker
 from kxform.engine.driver import FileTransform
+from kxform.engine.status import DOES_NOT_COMPILE, ORIGINAL_DOES_NOT_COMPILE, Status
 
 from conftest import needs_nvcc
 from swizzle_helpers import rewrite
@@ -43,15 +44,17 @@ def test_a_rewrite_may_add_no_error_to_an_original_that_does_not_compile(tmp_pat
                                                                        checker: CompileChecker) -> None:
     clean = transform(tmp_path / "a.cu", HOST_ERROR + KERNEL.format(name="k", extra=""))
     (record,) = checker.check_many([clean])
-    assert record.ok and record.detail.startswith("unconfirmed: the original does not compile either")
+    assert record.ok and record.status is Status.UNCONFIRMED and record.key == ORIGINAL_DOES_NOT_COMPILE
+    assert record.detail.startswith("unconfirmed: the original does not compile either")
     assert "removed_api_v1" in record.detail
     strict = replace(checker, strict=True)
     (record,) = strict.check_many([clean])
-    assert not record.ok and record.detail.startswith("unconfirmed")
+    assert not record.ok and record.status is Status.UNCONFIRMED and record.required
     # Planted: a parameter named uint2 shadows the type the prologue declares its variable with.
     broken = transform(tmp_path / "b.cu", HOST_ERROR + KERNEL.format(name="k", extra=", int uint2"))
     (record,) = checker.check_many([broken])
-    assert not record.ok and "the rewrite adds an error the original does not have" in record.detail
+    assert record.status is Status.FAILED and record.key == DOES_NOT_COMPILE and not record.ok
+    assert "the rewrite adds an error the original does not have" in record.detail
     assert "b.cu:" in record.detail
 
 

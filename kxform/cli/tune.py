@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kxform.cache import content_key
+from kxform import exitcodes
 from kxform.errors import InputError, UsageError
 from kxform.frontend.cuda import parse_model
 from kxform.log.passlog import PassLog
@@ -172,7 +173,8 @@ def run(args: argparse.Namespace) -> int:
             key = TuneKey(kernel_hash, args.kernel, objective.hardware, space.names)
             prior = _prior(args, space, db, key)
             log = PassLog.open(args.log, hw=objective.hardware, pipeline=args.passes, argv=sys.argv[1:])
-            with Progress(enabled=not args.json and interactive(sys.stderr), total=options.budget, time_s=options.time_s) as progress:
+            drawn = not args.json and interactive(sys.stderr)
+            with Progress(enabled=drawn, total=options.budget, time_s=options.time_s) as progress:
                 result = tune(space, objective, options, db=db, key=key, prior=prior, on_step=progress.step)
         summary = tune_summary(result, args, objective, replay_path, str(db.path))
         summary.update(_measured(objective))
@@ -186,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(summary, indent=2, default=str))
     else:
         _print(result, summary, log.path)
-    return 0
+    return exitcodes.OK
 
 
 def _measured(objective: Objective) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from kxform.workspace.lock import TreeLock
 from kxform.workspace.tree import SourceSet, collect_files
 from kxform.hw import HwProfile
 from kxform.engine.pass_api import CheckRecord, KernelResult, Outcome, Pass, RunOptions
+from kxform.engine.status import Status
 from kxform.engine.registry import default_registry
 from kxform.log.report import Report, WriteBack
 from kxform.frontend.source import read_source
@@ -314,7 +315,7 @@ def compile_stage(outcomes: list[FileOutcome], config: ApplyConfig, sources: Sou
         if config.verify == "compile":
             raise UsageError("--verify compile needs nvcc (not found on PATH; set KXFORM_NVCC)")
         for outcome in changed:
-            outcome.compile_record = CheckRecord("compile", True, "skipped: nvcc not found")
+            outcome.compile_record = CheckRecord("compile", Status.SKIPPED, "skipped: nvcc not found", "NoCompiler")
             _attach(outcome, outcome.compile_record)
         return
     run = outcomes if run is None else run
@@ -332,7 +333,7 @@ def compile_stage(outcomes: list[FileOutcome], config: ApplyConfig, sources: Sou
             continue
         transform = outcome.transform
         assert transform is not None
-        outcome.results = [replace(r, outcome=Outcome.FAILED, reasons=(record.detail,), stage="compile",
+        outcome.results = [replace(r, outcome=Outcome.FAILED, reasons=(record.detail,), stage="compile", key=record.key,
                                    checks=r.checks + (record,)) if r.outcome is Outcome.APPLIED else r
                            for r in outcome.results]
         outcome.transform = replace(transform, new_data=transform.source.data)
@@ -356,7 +357,7 @@ def verify_stage(outcomes: list[FileOutcome], config: ApplyConfig, runtime: Any 
         if config.verify != "auto":
             raise
         for outcome in changed:
-            _attach(outcome, CheckRecord("verify", True, f"skipped: {exc.cause}"))
+            _attach(outcome, CheckRecord("verify", Status.SKIPPED, f"skipped: {exc.cause}", "NoRuntime"))
         return
     for done, outcome in enumerate(changed, start=1):
         transform = outcome.transform
@@ -436,7 +437,7 @@ def _not_written(outcome: FileOutcome, report: Report, message: str) -> None:
         failed = [r for r in outcome.results if r.outcome is Outcome.APPLIED]
         report.kernel_outcomes[Outcome.APPLIED] -= len(failed)
         report.kernel_outcomes[Outcome.FAILED] += len(failed)
-        outcome.results = [replace(r, outcome=Outcome.FAILED, stage="write", reasons=(message,))
+        outcome.results = [replace(r, outcome=Outcome.FAILED, stage="write", reasons=(message,), key="NotWritten")
                            if r.outcome is Outcome.APPLIED else r for r in outcome.results]
     else:
         report.files_unchanged -= 1

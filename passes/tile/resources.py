@@ -17,6 +17,7 @@ from kxform.build.builder import Builder
 from kxform.build.nvcc import BuildJob, KernelResources
 from kxform.build.toolchain import Toolchain
 from kxform.engine.pass_api import CheckRecord
+from kxform.engine.status import DOES_NOT_COMPILE
 from kxform.errors import CheckFailed
 from kxform.expr import parse_expr
 from kxform.hw import HwProfile
@@ -51,7 +52,8 @@ def check_resources(text: str, path: str, kernel: str, block: tuple[str | None, 
                    defines=defines, extra_flags=flags, source_dir=os.path.dirname(os.path.abspath(path)))
     result = _builder().build(job)
     if not result.ok:
-        raise CheckFailed("resources", f"the candidate does not compile: {result.log.strip().splitlines()[-1:]}")
+        raise CheckFailed("resources", f"the candidate does not compile: {result.log.strip().splitlines()[-1:]}",
+                          key=DOES_NOT_COMPILE)
     entry = _kernel_entry(result.resources, kernel)
     if entry is None:
         return CheckRecord("resources", True, f"skipped: ptxas reported nothing for '{kernel}'")
