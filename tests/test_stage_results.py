@@ -97,7 +97,8 @@ def test_only_a_passed_differential_run_counts_as_verification(held: FileTransfo
 
 def test_remarks_name_the_final_outcome_from_statuses_and_keys(held: FileTransform) -> None:
     result = applied(held)
-    doubt = CheckRecord("compile", Status.UNCONFIRMED, "the original does not compile either", ORIGINAL_DOES_NOT_COMPILE)
+    doubt = CheckRecord("compile", Status.UNCONFIRMED, "the original does not compile either",
+                        ORIGINAL_DOES_NOT_COMPILE)
     (remark,) = final_remarks(held, [replace(result, checks=result.checks + (doubt,))])
     assert remark.name == "AppliedUnconfirmed" and remark.args["confirmed"] is False
     strict = replace(doubt, required=True)
@@ -129,7 +130,8 @@ def test_the_apply_note_reads_statuses_and_figures(held: FileTransform) -> None:
     result = replace(applied(held), checks=(
         CheckRecord("bijection", Status.PASSED, "skipped: planted"),
         CheckRecord("compile", Status.UNCONFIRMED, "nvcc failed"),
-        CheckRecord("verify", Status.PASSED, "ok on the cpu runtime (planted)", figures=(("runtime", "gpu"), ("sizes", 4))),
+        CheckRecord("verify", Status.PASSED, "ok on the cpu runtime (planted)",
+                    figures=(("runtime", "gpu"), ("sizes", 4))),
         CheckRecord("measure", Status.SKIPPED, "timed on the gpu runtime (planted)"),
     ))
     assert _checks_line(result) == "bijection, compile unconfirmed, verify (gpu runtime, 4 sizes), measure skipped"
@@ -146,7 +148,8 @@ def test_the_pass_log_keeps_status_key_and_figures_and_reads_old_logs(held: File
     assert check["figures"] == {"runtime": "cpu"} and check_mark(check) == "UNDECIDED"
     # schema 1: no status, no key; the sentences are all there is
     old = [{"name": "verify", "ok": True, "detail": "skipped: no harness spec"},
-           {"name": "verify", "ok": False, "detail": "k: inconclusive on the cpu runtime (original vs rewritten, 2 sizes)"},
+           {"name": "verify", "ok": False,
+            "detail": "k: inconclusive on the cpu runtime (original vs rewritten, 2 sizes)"},
            {"name": "compile", "ok": True, "detail": "unconfirmed: the original does not compile either"},
            {"name": "compile", "ok": False, "detail": "rewritten file does not compile"},
            {"name": "bijection", "ok": True, "detail": "proved"}]

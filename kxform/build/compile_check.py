@@ -155,8 +155,8 @@ class CompileChecker:
             return CheckRecord("compile", Status.FAILED, f"rewritten file does not compile: {detail}", DOES_NOT_COMPILE)
         new = _new_errors(result.log, original.log)
         if new:
-            return CheckRecord("compile", Status.FAILED, f"the rewrite adds an error the original does not have: {new[0]}",
-                               DOES_NOT_COMPILE)
+            return CheckRecord("compile", Status.FAILED,
+                               f"the rewrite adds an error the original does not have: {new[0]}", DOES_NOT_COMPILE)
         base = first_error(original.log)
         hint = "" if self.build_dir else " (pass -p BUILD_DIR for the project's include paths and defines)"
         return CheckRecord("compile", Status.UNCONFIRMED,

@@ -158,7 +158,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"kxform: error: {log.path}: the pass log is incomplete: {exc.strerror or exc}", file=sys.stderr)
         print(f"kxform: {report.summary()}", file=sys.stderr)
         return report.exit_code if report.exit_code == exitcodes.INTERNAL else max(report.exit_code, exitcodes.USAGE)
-    if args.depfile and report.exit_code in (exitcodes.OK, exitcodes.CHANGES) and not (report.input_errors or report.internal_errors):
+    written = report.exit_code in (exitcodes.OK, exitcodes.CHANGES)
+    if args.depfile and written and not (report.input_errors or report.internal_errors):
         _write_depfile(args, outcomes, sources, project, lock.path if lock is not None else None)
     print(f"kxform: {report.summary()} Log: {log.path}", file=sys.stderr)
     return report.exit_code
