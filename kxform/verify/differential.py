@@ -125,7 +125,7 @@ def _run_original(runtime: Runtime, request: LaunchRequest, size: str) -> Launch
         return SizeVerdict(size, "inconclusive", error=f"the original kernel failed: {exc}")
     if result.unwritten_reads:
         first = result.unwritten_reads[0]
-        return SizeVerdict(size, "inconclusive", error=f"spec error: {first.describe()}")
+        return SizeVerdict(size, "inconclusive", error=f"spec error: {first.describe()}", spec_error=True)
     return result
 
 
@@ -208,7 +208,7 @@ def verify_reference(source: SourceText, spec: KernelSpec, runtime: Runtime, siz
         result = _run_original(runtime, _watching(request, runtime, watch), size.name)
         if isinstance(result, SizeVerdict):
             return replace(result, status="mismatch") if result.status == "inconclusive" and \
-                not (result.error or "").startswith("spec error") else result
+                not result.spec_error else result
         expected = run_reference(spec, resolved, inputs)
         comparisons = compare_outputs(spec, resolved, expected, result.outputs)
         return SizeVerdict.from_checks(size.name, _output_checks(resolved, inputs, result.outputs, expected,
