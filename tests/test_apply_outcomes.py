@@ -35,6 +35,7 @@ def test_measure_without_a_timing_runtime_is_a_usage_error(sgemm: Path) -> None:
     assert sgemm.read_bytes() == before
 
 
+@pytest.mark.slow
 @requires_cpu_runtime
 def test_inconclusive_verification_writes_nothing_and_the_remark_says_why(sgemm: Path) -> None:
     """A spec that declares C `out` although the kernel reads it (beta * C): the poison

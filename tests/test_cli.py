@@ -134,6 +134,7 @@ def test_ten_megabyte_file_is_refused(tree: Path) -> None:
     assert proc.returncode == 2 and "MiB limit" in proc.stderr
 
 
+@pytest.mark.slow
 def test_missing_path_symlink_loop_and_usage_errors(tree: Path) -> None:
     proc = run_cli("apply", "--pass", "swizzle", "nope/", cwd=tree)
     assert proc.returncode == 2 and "kxform: error: nope/: no such file or directory" in proc.stderr
@@ -150,6 +151,7 @@ def test_missing_path_symlink_loop_and_usage_errors(tree: Path) -> None:
     assert proc.returncode == 2 and "not allowed with argument" in proc.stderr
 
 
+@pytest.mark.slow
 def test_inspect_reports_kernels_launches_and_safety(tree: Path) -> None:
     (tree / "src" / "scan.cu").write_text(
         "__global__ void scan(int* f) { if (blockIdx.x) while (atomicAdd(&f[blockIdx.x - 1], 0) == 0) {} }\n"

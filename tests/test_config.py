@@ -96,6 +96,7 @@ def test_invalid_toml_names_file_and_line(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "pyproject.toml:3" in proc.stderr and "invalid TOML" in proc.stderr
 
 
+@pytest.mark.slow
 def test_settings_apply_and_the_command_line_overrides(tmp_path: Path) -> None:
     tree = _tree(tmp_path, '[tool.kxform]\npasses = ["swizzle{pattern=column}"]\nhw = "h200"\n'
                            'verify = "static"\nexclude = ["gen/"]\n', "pyproject.toml")
@@ -140,6 +141,7 @@ __global__ void tile(float* out, int n) {
 """
 
 
+@pytest.mark.slow
 @needs_nvcc
 def test_include_paths_and_defines_reach_the_compile_check(tmp_path: Path) -> None:
     (tmp_path / "src").mkdir()
@@ -162,6 +164,7 @@ def test_include_paths_and_defines_reach_the_compile_check(tmp_path: Path) -> No
     assert "1 file would be rewritten" in proc.stderr and "error" not in proc.stderr, proc.stderr
 
 
+@pytest.mark.slow
 def test_harness_spec_directories(tmp_path: Path) -> None:
     source = (CORPORA / "transpose" / "transpose.cu").read_text()
     (tmp_path / "src").mkdir()
@@ -190,6 +193,7 @@ def test_harness_spec_directories(tmp_path: Path) -> None:
     assert verify["detail"].startswith("skipped: no harness spec"), verify
 
 
+@pytest.mark.slow
 def test_lock_key_turns_the_lockfile_on(tmp_path: Path) -> None:
     tree = _tree(tmp_path, '[tool.kxform]\npasses = ["swizzle"]\nverify = "static"\nlock = true\n')
     assert load_config(tree / "kxform.toml").lock == str((tree / "kxform.lock").resolve())
@@ -203,6 +207,7 @@ def test_lock_key_turns_the_lockfile_on(tmp_path: Path) -> None:
     assert ignored.returncode == 0 and "kxform: lock " not in ignored.stderr
 
 
+@pytest.mark.slow
 def test_inspect_reads_the_configuration(tmp_path: Path) -> None:
     """hw, exclude, include and defines (libclang's view), and the passes it asks."""
     (tmp_path / "src" / "gen").mkdir(parents=True)

@@ -208,6 +208,7 @@ def nvcc_results() -> dict[str, tuple[int, str]]:
         return dict(zip(sources, results, strict=True))
 
 
+@pytest.mark.slow
 @needs_nvcc
 @pytest.mark.parametrize("entry", [e for e in ENTRIES if e["nvcc"]], ids=entry_id)
 def test_compiles_with_nvcc(entry: dict[str, Any], nvcc_results: dict[str, tuple[int, str]]) -> None:

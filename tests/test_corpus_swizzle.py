@@ -59,6 +59,7 @@ GOLDEN_CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("golden", sorted(GOLDEN_CASES))
 def test_golden_rewrite(golden: str) -> None:
     rel, options = GOLDEN_CASES[golden]

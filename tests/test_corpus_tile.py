@@ -24,6 +24,7 @@ GOLDEN = Path(__file__).parent / "golden"
 MANIFEST = tomllib.loads((CORPORA / "index.toml").read_text())["kernel"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entry", MANIFEST, ids=lambda e: e["name"])
 def test_manifest_tile_expectation(entry: dict) -> None:
     path = CORPORA / entry["path"]
@@ -60,6 +61,7 @@ GOLDEN_CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("golden", sorted(GOLDEN_CASES))
 def test_golden_tile_rewrite(golden: str) -> None:
     rel, spec = GOLDEN_CASES[golden]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -37,6 +38,7 @@ __global__ void saxpy(int n, float a, const float* __restrict__ x, float* __rest
 """
 
 
+@pytest.mark.slow
 def test_saxpy_ragged_size(cpu: CpuRuntime) -> None:
     n = 1000
     x, y = RNG.standard_normal(n).astype(np.float32), RNG.standard_normal(n).astype(np.float32)
@@ -129,6 +131,7 @@ __global__ void warp_ops(const float* x, float* down, float* butterfly, unsigned
 """
 
 
+@pytest.mark.slow
 def test_warp_shuffles_votes_and_match(cpu: CpuRuntime) -> None:
     x = RNG.standard_normal(256).astype(np.float32)
     args = [BufferArg("x", x, "in"), BufferArg("down", np.zeros(8, np.float32), "out"),

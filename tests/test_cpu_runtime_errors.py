@@ -69,6 +69,7 @@ def test_endless_loop_hits_the_timeout(cpu: CpuRuntime) -> None:
         launch(cpu, src, timeout_s=1.0)
 
 
+@pytest.mark.slow
 def test_spin_wait_on_a_sibling_thread_makes_progress(cpu: CpuRuntime) -> None:
     src = """__global__ void k(int* out) {
   __shared__ volatile int flag;
@@ -126,12 +127,14 @@ def test_other_unsupported_features(cpu: CpuRuntime, body: str, feature: str) ->
         launch(cpu, src)
 
 
+@pytest.mark.slow
 def test_gpu_library_header_is_unsupported(cpu: CpuRuntime) -> None:
     with pytest.raises(Unsupported, match=r"uses <cub/cub.cuh> \(not emulated\) at probe\[64\]:1"):
         launch(cpu, "#include <cub/cub.cuh>\n__global__ void k(int* out) {}\n")
 
 
 # ------------------------------------------------------------------ faults and bad launches
+@pytest.mark.slow
 def test_out_of_bounds_write_is_a_clear_error(cpu: CpuRuntime) -> None:
     src = "__global__ void k(int* out) { out[threadIdx.x + 64] = 1; }"
     with pytest.raises(RuntimeError_) as err:
@@ -144,6 +147,7 @@ def test_out_of_bounds_write_is_a_clear_error(cpu: CpuRuntime) -> None:
     assert not isinstance(err.value, (Unsupported, LaunchTimeout))
 
 
+@pytest.mark.slow
 def test_failed_device_assert_names_the_condition(cpu: CpuRuntime) -> None:
     src = "#include <cassert>\n__global__ void k(int* out) {\n  assert(threadIdx.x < 10);\n}\n"
     expected = r"device assertion `threadIdx.x < 10` failed at probe\[64\]:3 in thread \(10,0,0\)"
@@ -163,6 +167,7 @@ def test_traps_name_the_thread(cpu: CpuRuntime, body: str, message: str) -> None
         launch(cpu, f"__global__ void k(int* out) {{ {body} }}")
 
 
+@pytest.mark.slow
 def test_compile_error_reports_the_first_error_line(cpu: CpuRuntime) -> None:
     src = "__global__ void k(int* out) {\n  out[0] = not_declared_anywhere;\n}\n"
     expected = r"^probe\[64\]: compile error: probe\[64\]:2:\d+: error: .*not_declared_anywhere"
@@ -170,6 +175,7 @@ def test_compile_error_reports_the_first_error_line(cpu: CpuRuntime) -> None:
         launch(cpu, src)
 
 
+@pytest.mark.slow
 def test_argument_that_does_not_match_the_kernel(cpu: CpuRuntime) -> None:
     src = "__global__ void k(int* out, int n) { out[0] = n; }"
     with pytest.raises(RuntimeError_, match="argument 2: the kernel parameter has 4 bytes but the scalar given has 8"):

@@ -90,6 +90,7 @@ def test_in_bounds_accesses_at_both_ends_are_fine(cpu: CpuRuntime) -> None:
     assert out[0] == 0 and out[9] == 3
 
 
+@pytest.mark.slow
 @needs_nvcc
 def test_plain_apply_never_runs_a_kernel_that_calls_system(tmp_path: Path) -> None:
     marker = tmp_path / "ran"

@@ -93,6 +93,7 @@ def timer(tmp_path_factory: pytest.TempPathFactory) -> CpuTimer:
 # ------------------------------------------------------------------ command line
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(_gpu_here(), reason="a GPU is present: the scripts would run instead of refusing")
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_without_a_gpu_each_script_exits_2_with_one_line(script: str, tmp_path: Path) -> None:
@@ -104,6 +105,7 @@ def test_without_a_gpu_each_script_exits_2_with_one_line(script: str, tmp_path: 
     assert not out.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", SCRIPTS)
 @pytest.mark.parametrize("args, message", [
     (("--kernels", "nope"), "unknown kernel 'nope'"),
@@ -122,6 +124,7 @@ def test_bad_arguments_exit_2_and_touch_nothing(script: str, args: tuple[str, ..
     assert proc.stdout == ""
 
 
+@pytest.mark.slow
 def test_unknown_pattern_is_a_usage_error() -> None:
     proc = _script("bench_swizzle_select.py", "--dry-run", "--patterns", "spiral", timeout=120)
     assert proc.returncode == 2
@@ -189,6 +192,7 @@ def test_faster_first_proposal_and_spread_tolerance() -> None:
     assert noisy.verdict == "no difference" and not noisy.regression
 
 
+@pytest.mark.slow
 def test_default_order_comes_from_the_pass_and_the_model() -> None:
     hw = load_profile("h100-sxm")
     transpose = common.corpus_2d(("transpose",))[0]
@@ -205,6 +209,7 @@ def test_default_order_comes_from_the_pass_and_the_model() -> None:
 # ----------------------------------------------------------------- swizzle selection
 
 
+@pytest.mark.slow
 def test_swizzle_select_dry_run_verifies_on_the_cpu_and_writes_json(tmp_path: Path) -> None:
     out = tmp_path / "select.json"
     proc = _script("bench_swizzle_select.py", "--dry-run", "--kernels", "transpose", "--patterns", "column,xcd",
@@ -308,6 +313,7 @@ def test_correlations_skip_duplicate_orders() -> None:
     assert c["all"]["dram_write_bytes"]["spearman"] is None
 
 
+@pytest.mark.slow
 @needs_nvcc
 def test_l2_ncu_dry_run_builds_the_command_and_the_child_launches_every_order(tmp_path: Path) -> None:
     kernel = common.corpus_2d(("transpose",))[0]
@@ -335,6 +341,7 @@ def test_l2_ncu_dry_run_builds_the_command_and_the_child_launches_every_order(tm
 # ------------------------------------------------------------------------ integrity
 
 
+@pytest.mark.slow
 @needs_nvcc
 def test_integrity_dry_run_checks_inputs_builds_the_cheats(tmp_path: Path) -> None:
     out = tmp_path / "integrity.json"

@@ -156,6 +156,7 @@ def test_rejected_credentials_stop_with_a_clear_error(kernel, monkeypatch: pytes
     assert "ANTHROPIC_API_KEY" in str(err.value) and PLANTED_KEY not in str(err.value)
 
 
+@pytest.mark.slow
 def test_attempts_stop_early_when_they_stop_improving(kernel, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", PLANTED_KEY)
     worse = {**GOOD, "group": 2}

@@ -156,6 +156,7 @@ def test_the_default_proposer_groups_the_gemms(folder: str) -> None:
     assert all(p.provenance.evidence == "predicted" for p in kernel.alternates)
 
 
+@pytest.mark.slow
 @needs_nvcc
 def test_an_order_whose_rewrite_lowers_occupancy_is_vetoed() -> None:
     """The WMMA GEMM's remaps take registers (64 -> 79 per thread: 8 -> 6 blocks per SM on
@@ -222,6 +223,7 @@ class CpuTimedRuntime(CpuRuntime):
         return TimedRun(tuple(samples), outputs=dict(last.outputs) if keep_outputs and last else {})
 
 
+@pytest.mark.slow
 @needs_cpu
 def test_a_measurement_decides_and_is_logged_beside_the_prediction(tmp_path: Path) -> None:
     import dataclasses

@@ -82,6 +82,7 @@ def test_the_first_run_records_every_kernel(recorded: tuple[Path, Path, dict[str
     assert lock_record["decided"] == 5 and lock_record["written"] is True
 
 
+@pytest.mark.slow
 def test_a_replay_reproduces_the_run_byte_for_byte_without_the_proposer(
         recorded: tuple[Path, Path, dict[str, bytes], list[dict]], tmp_path: Path) -> None:
     """Fresh originals plus the lock, with `--proposer claude` and no key: the proposer
@@ -111,6 +112,7 @@ def test_a_replay_reproduces_the_run_byte_for_byte_without_the_proposer(
         (first / "kxform.lock").read_bytes()
 
 
+@pytest.mark.slow
 def test_check_lock_passes_on_the_reproduced_tree_and_catches_a_hand_edit(
         recorded: tuple[Path, Path, dict[str, bytes], list[dict]], tmp_path: Path) -> None:
     originals, first, _, _ = recorded
@@ -144,6 +146,7 @@ def test_check_lock_passes_on_the_reproduced_tree_and_catches_a_hand_edit(
         in new.stderr
 
 
+@pytest.mark.slow
 def test_a_changed_kernel_is_reported_not_redecided(recorded: tuple[Path, Path, dict[str, bytes], list[dict]],
                                                     tmp_path: Path) -> None:
     originals, first, output, _ = recorded
@@ -203,6 +206,7 @@ def test_a_bad_lock_is_a_one_line_error_and_nothing_is_written(tmp_path: Path, c
     assert not (tree / ".kxform").exists()  # not even a log
 
 
+@pytest.mark.slow
 def test_concurrent_runs_leave_one_valid_lock_with_both_entries(tmp_path: Path) -> None:
     tree = _corpus(tmp_path, ("sgemm_tiled", "chained_scan"))
     procs = [subprocess.Popen([kxform_exe(), "apply", "--pass", "swizzle", "--verify", "static", "-q",
@@ -303,6 +307,7 @@ def test_a_kernel_gone_from_its_file_is_reported_then_dropped(
     assert "chained_scan" not in {d.kernel for d in read_lock(tree / "kxform.lock")}
 
 
+@pytest.mark.slow
 def test_the_lock_goes_in_the_depfile_and_the_pre_commit_hook(tmp_path: Path) -> None:
     clientlib = pytest.importorskip("pre_commit.clientlib", reason="pre-commit is not installed (test extra)")
     hooks = {h["id"]: h for h in clientlib.load_manifest(str(Path(__file__).parent.parent / ".pre-commit-hooks.yaml"))}

@@ -25,6 +25,7 @@ def _id(log: Path) -> str:
     return log.stem
 
 
+@pytest.mark.slow
 def test_list_shows_every_run_with_passes_and_counts(runs: tuple[Path, list[Path]]) -> None:
     tree, logs = runs
     proc = run_cli("log", "list", cwd=tree / "sgemm_tiled")  # found walking up, as .git is
@@ -73,6 +74,7 @@ def test_diff_reports_changed_decisions_and_exit_codes(runs: tuple[Path, list[Pa
     assert "time: " in changed.stdout and "per pass: swizzle" in changed.stdout
 
 
+@pytest.mark.slow
 def test_show_and_diff_of_a_tile_then_swizzle_pipeline(tmp_path: Path) -> None:
     """The kernel record's engine fields from real runs: a tile candidate the verify stage
     refused (no differential run under --verify static), then the lift alone applied."""
@@ -149,6 +151,7 @@ def test_list_shows_good_runs_and_fails_on_a_corrupt_file(tmp_path: Path) -> Non
     assert proc.stderr.strip() == f"kxform: error: {logs / 'bad.jsonl'}:2:1: corrupt log: not JSON (Expecting value at column 1)"
 
 
+@pytest.mark.slow
 def test_missing_and_ambiguous_runs(runs: tuple[Path, list[Path]], tmp_path: Path) -> None:
     tree, _ = runs
     for spec, message in (("nope", "no run 'nope'"), ("2", "run '2' is ambiguous (3 runs match)"),

@@ -107,6 +107,7 @@ def test_proposer_options_are_checked(sgemm: Path, args: list[str], words: str) 
     assert done.returncode == 2 and words in done.stderr, done.stderr
 
 
+@pytest.mark.slow
 def test_claude_without_a_key_is_a_clear_error_and_touches_nothing(sgemm: Path, tmp_path: Path) -> None:
     before = sgemm.read_bytes()
     done = run_cli("apply", "--pass", "swizzle", "--proposer", "claude", str(sgemm), cwd=tmp_path,
@@ -116,6 +117,7 @@ def test_claude_without_a_key_is_a_clear_error_and_touches_nothing(sgemm: Path, 
     assert sgemm.read_bytes() == before and not (tmp_path / ".kxform").exists()
 
 
+@pytest.mark.slow
 def test_claude_refuses_measure_without_a_gpu_before_asking(sgemm: Path, tmp_path: Path) -> None:
     replay = tmp_path / "empty.json"
     replay.write_text('{"version": 1, "exchanges": []}')

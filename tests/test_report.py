@@ -112,6 +112,7 @@ def test_report_of_a_real_run_and_determinism(tmp_path: Path) -> None:
     assert out.read_bytes() == first
 
 
+@pytest.mark.slow
 @needs_nvcc
 def test_report_and_log_of_a_verified_tile_then_swizzle_run(tmp_path: Path) -> None:
     """A real `tile{TILE=32},swizzle` run verified on the CPU runtime: two records for one

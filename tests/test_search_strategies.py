@@ -22,6 +22,7 @@ def recording(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-unty
     return load_recording(write_recording(tmp_path_factory.mktemp("rec")))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(STRATEGIES))
 def test_strategy_finds_optimum_without_repeats(recording, name: str) -> None:  # type: ignore[no-untyped-def]
     space, objective = recording.search, recording.objective
@@ -51,6 +52,7 @@ def test_exhaustive_stops_when_everything_is_visited(recording) -> None:  # type
     assert sum(t is None for t in run.times) == len(FAILING)  # failures cost and are recorded
 
 
+@pytest.mark.slow
 def test_model_strategy_beats_random_on_average(recording) -> None:  # type: ignore[no-untyped-def]
     """The model-guided default needs fewer evaluations than random search."""
     optimum = min(recording.times().values())
@@ -65,6 +67,7 @@ def test_model_strategy_beats_random_on_average(recording) -> None:  # type: ign
     assert evals("model") < 0.5 * evals("random")
 
 
+@pytest.mark.slow
 def test_failed_configurations_are_never_proposed_again(recording) -> None:  # type: ignore[no-untyped-def]
     space = recording.search
     failing = space.row_of({"bx": 16, "by": 2, "unroll": 1, "tile": 3})
@@ -81,6 +84,7 @@ def test_failed_configurations_are_never_proposed_again(recording) -> None:  # t
     assert strategy.propose(history) is None
 
 
+@pytest.mark.slow
 def test_prior_from_another_device_starts_at_its_best(tmp_path: Path) -> None:
     other = load_recording(write_recording(tmp_path, "synth_B.json.gz", device="Test GPU B", shift=0.3))
     target = load_recording(write_recording(tmp_path, "synth_A.json.gz"))
@@ -137,6 +141,7 @@ def test_prior_sources_are_weighed_by_agreement_with_measurements(tmp_path: Path
     assert weights[0] > 0.3 and weights[1] == 0.0, weights
 
 
+@pytest.mark.slow
 def test_a_reversed_prior_is_dropped_and_costs_little(tmp_path: Path) -> None:
     """With only a reversed source the prior input becomes constant (the model ignores
     it) and the search still reaches the optimum within a third of the space."""
@@ -150,6 +155,7 @@ def test_a_reversed_prior_is_dropped_and_costs_little(tmp_path: Path) -> None:
     assert run.reach(optimum, 0.0) is not None
 
 
+@pytest.mark.slow
 def test_every_fourth_step_walks_an_agreeing_prior_and_a_dropped_one_is_not_walked(tmp_path: Path) -> None:
     """With a source that agrees with this device, every fourth proposal after the
     first ones is the unvisited configuration the weighted prior ranks best; once the

@@ -64,6 +64,7 @@ def test_a_derived_launch_that_disagrees_with_the_spec_is_could_not_tell(sgemm: 
     assert "could not tell" in (report.sizes[0].error or "") and "the spec says grid (4, 4, 1)" in report.sizes[0].error
 
 
+@pytest.mark.slow
 def test_apply_verifies_tile_then_swizzle_in_one_pipeline_and_logs_both_policies(sgemm: Path) -> None:
     log = sgemm.parent / "run.jsonl"
     proc = run_cli("apply", "--pass", "tile{TILE=32},swizzle", "--verify", "cpu", "--log", str(log), str(sgemm))
@@ -78,6 +79,7 @@ def test_apply_verifies_tile_then_swizzle_in_one_pipeline_and_logs_both_policies
     assert "tile applied to 'sgemm_tiled'" in proc.stderr and "swizzle applied to 'sgemm_tiled'" in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_new_tile_without_a_harness_spec_is_never_written(tmp_path: Path) -> None:
     source = tmp_path / "k.cu"
     source.write_text((CORPORA / "transpose" / "transpose.cu").read_text())

@@ -18,6 +18,7 @@ import fuzz  # noqa: E402
 import mutants  # noqa: E402
 
 
+@pytest.mark.slow
 def test_every_planted_sgemm_rewrite_is_caught(tmp_path: Path) -> None:
     if not CpuRuntime().available()[0]:
         pytest.skip("no host C++ compiler for the CPU runtime")
@@ -52,6 +53,7 @@ def test_fuzz_inputs_are_reproducible_and_varied() -> None:
     assert {m for f in first for m in f[2]} >= {"byte_flip", "truncate", "insert_macro", "inline_ptx"}
 
 
+@pytest.mark.slow
 def test_a_short_fuzz_run_counts_and_finds_nothing(tmp_path: Path) -> None:
     state = tmp_path / "state.jsonl"
     cmd = [sys.executable, str(ROOT / "tools" / "fuzz.py"), "--count", "60", "--seed", "11", "--jobs", "2",

@@ -24,6 +24,7 @@ def tune(workdir: Path, *args: str):  # type: ignore[no-untyped-def]
     return run_cli("tune", "k.cu", "--kernel", "synth_kernel", *args, cwd=workdir, env=env, timeout=120)
 
 
+@pytest.mark.slow
 def test_json_summary_log_and_resume(workdir: Path) -> None:
     first = tune(workdir, "--objective", "replay:synth_A.json.gz", "--budget", "15", "--json", "--log", "tune.jsonl")
     assert first.returncode == 0, first.stderr
@@ -85,6 +86,7 @@ def test_bad_recording_and_kernel(workdir: Path) -> None:
     assert other.returncode == 2 and "no kernel 'other' (kernels: synth_kernel)" in other.stderr
 
 
+@pytest.mark.slow
 def test_log_viewer_and_report_show_the_convergence(workdir: Path) -> None:
     """The `tune` record carries each evaluation in order: `log show` and `report` read them."""
     result = tune(workdir, "--objective", "replay:synth_A.json.gz", "--budget", "12", "--json", "--log", "t.jsonl")

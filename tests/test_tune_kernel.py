@@ -120,6 +120,7 @@ def test_timing_size_by_name_or_by_values() -> None:
 # -- the objective on the CPU runtime ----------------------------------------------------
 
 
+@pytest.mark.slow
 @needs_nvcc
 def test_a_planted_wrong_configuration_is_rejected_by_verification(tmp_path: Path, cpu) -> None:  # type: ignore[no-untyped-def]
     planted = _objective(_copy(tmp_path, planted=True), cpu)
@@ -141,6 +142,7 @@ def test_a_planted_wrong_configuration_is_rejected_by_verification(tmp_path: Pat
     assert planted.phases["TILE=64"].compile_s == 0
 
 
+@pytest.mark.slow
 @needs_nvcc
 def test_failures_go_to_the_database_with_their_reasons_never_as_times(tmp_path: Path, cpu) -> None:  # type: ignore[no-untyped-def]
     objective = _objective(_copy(tmp_path, planted=True), cpu)

@@ -94,6 +94,7 @@ def _patterns_for(entry: dict) -> list[str]:
 CASES = [pytest.param(e, p, id=f"{e['name']}-{p}") for e in SWIZZLABLE for p in _patterns_for(e)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("entry", "pattern"), CASES)
 def test_every_pattern_verifies_bit_exact(runtime: Runtime, entry: dict, pattern: str) -> None:
     original = source_of(entry)
