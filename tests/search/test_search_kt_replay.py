@@ -12,7 +12,7 @@ import pytest
 from kxform.search.recorded import load_recording
 from search_helpers import RESTRICTIONS, write_recording
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 kt_replay = pytest.importorskip("kt_replay")
 if kt_replay.kt_version() is None:
     pytest.skip("Kernel Tuner is not installed (the optional extra `bench`)", allow_module_level=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SOURCES = {"kxform": ROOT / "kxform", "kxform.passes": ROOT / "passes", "kxform.hwdata": ROOT / "hw"}
 
 

@@ -310,7 +310,7 @@ def test_a_kernel_gone_from_its_file_is_reported_then_dropped(
 @pytest.mark.slow
 def test_the_lock_goes_in_the_depfile_and_the_pre_commit_hook(tmp_path: Path) -> None:
     clientlib = pytest.importorskip("pre_commit.clientlib", reason="pre-commit is not installed (test extra)")
-    hooks = {h["id"]: h for h in clientlib.load_manifest(str(Path(__file__).parent.parent / ".pre-commit-hooks.yaml"))}
+    hooks = {h["id"]: h for h in clientlib.load_manifest(str(Path(__file__).parents[2] / ".pre-commit-hooks.yaml"))}
     tree = _corpus(tmp_path, ("sgemm_tiled",))
     (tree / "pyproject.toml").write_text('[tool.kxform]\npasses = ["swizzle"]\nverify = "static"\n')
     hook = hooks["kxform-check-lock"]

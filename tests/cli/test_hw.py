@@ -13,7 +13,7 @@ from kxform.cli.hw import format_profile, format_table
 from kxform.errors import KxformError, SpecError, UsageError
 from kxform.hw import HwProfile, detect, list_profiles, load_profile, load_profile_file, match_device
 
-HW_DIR = Path(__file__).resolve().parent.parent / "hw"
+HW_DIR = Path(__file__).resolve().parents[2] / "hw"
 EXPECTED = {"h100-sxm", "h100-pcie", "h200", "a100", "l40s", "rtx4090", "mi300x", "mi250x"}
 MIB = 1 << 20
 

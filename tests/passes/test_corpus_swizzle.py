@@ -17,7 +17,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parents[1] / "golden"
 MANIFEST = tomllib.loads((CORPORA / "index.toml").read_text())["kernel"]
 REASON_KEYS = {"spin-wait": "SpinWait", "grid-sync": "GridSync"}
 

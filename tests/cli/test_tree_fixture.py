@@ -17,7 +17,7 @@ import pytest
 
 from conftest import NVCC, needs_nvcc, run_cli
 
-FIXTURE = Path(__file__).parent / "fixtures" / "tree"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "tree"
 APPLIED = {"add_tiles", "mul_tiles", "kx_fill_tiles", "row_sums", "tile_copy", "step_fast", "step_exact",
            "finish", "scale_2d"}
 MISSED = {"rows": "IndexReadInForeignMacro", "chained": "SpinWait", "configured": "SemanticUnavailable"}

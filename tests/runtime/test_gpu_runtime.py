@@ -167,7 +167,7 @@ def test_compile_kernel_builds_a_hip_kernel_through_the_shim(tmp_path: Path) -> 
     from kxform.build.extract import extract_kernel
     from kxform.frontend.source import read_source
 
-    path = Path(__file__).resolve().parent.parent / "corpora" / "hip_sgemm" / "sgemm_naive.hip"
+    path = Path(__file__).resolve().parents[2] / "corpora" / "hip_sgemm" / "sgemm_naive.hip"
     extracted = extract_kernel(read_source(path), "sgemm_naive")
     params = (KernelParam("const float* __restrict__", "A"), KernelParam("const float* __restrict__", "B"),
               KernelParam("float* __restrict__", "C"), KernelParam("int", "M"), KernelParam("int", "N"),

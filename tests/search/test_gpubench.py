@@ -30,7 +30,7 @@ from kxform.runtime.cpu import CpuOptions, CpuRuntime
 from kxform.runtime.gpu import DeviceInfo
 from kxform.verify.measure import Timing
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ROOT / "tools"
 sys.path.insert(0, str(TOOLS))
 

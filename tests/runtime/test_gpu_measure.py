@@ -20,7 +20,7 @@ from kxform.runtime.gpu import GpuRuntime
 from kxform.verify.differential import EXACT
 from kxform.verify.measure import MeasurementError, timed_and_checked
 
-KERNELS = (Path(__file__).parent / "fixtures" / "measure" / "cheating_kernels.cu").read_text(encoding="utf-8")
+KERNELS = (Path(__file__).parents[1] / "fixtures" / "measure" / "cheating_kernels.cu").read_text(encoding="utf-8")
 """An honest kernel and two that cheat (shared with tools/bench_integrity.py)."""
 
 

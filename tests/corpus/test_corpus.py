@@ -27,7 +27,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-CORPORA = Path(__file__).resolve().parent.parent / "corpora"
+CORPORA = Path(__file__).resolve().parents[2] / "corpora"
 MANIFEST = CORPORA / "index.toml"
 ENTRIES: list[dict[str, Any]] = tomllib.loads(MANIFEST.read_text(encoding="utf-8"))["kernel"]
 
