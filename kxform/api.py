@@ -24,7 +24,7 @@ from kxform.engine.pass_api import KernelAnalysis, Pass, PassContext, RunOptions
 from kxform.engine.registry import default_registry
 from kxform.errors import InputError, UsageError
 from kxform.frontend.cuda import parse_model
-from kxform.frontend.semantic import semantic_provider
+from kxform.build.semantic import semantic_provider
 from kxform.frontend.source import validate_bytes
 from kxform.hw import HwProfile, load_profile
 from kxform.log.remarks import RemarkSink

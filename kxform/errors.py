@@ -75,8 +75,10 @@ class EditConflict(KxformError):
 class CheckFailed(KxformError):
     """A pass check (bijection, coverage, safety, re-parse, compile, idempotence) failed."""
 
-    def __init__(self, check: str, cause: str, location: Location | None = None) -> None:
+    def __init__(self, check: str, cause: str, location: Location | None = None, key: str = "") -> None:
         self.check = check
+        self.key = key or "CheckFailed"
+        """A stable reason key (kxform.engine.status) for later stages; the message is for people."""
         super().__init__(f"{check}: {cause}", location)
 
 

@@ -27,7 +27,7 @@ from kxform.build.nvcc import BuildJob, BuildResult
 from kxform.build.overlay import walk_includes
 from kxform.build.ptxas import KernelResources
 from kxform.cache import cache_root, content_key
-from kxform.workspace.files import write_atomic
+from kxform.fileio import write_atomic
 
 FORMAT = 2
 """Bumped when the entry layout changes; part of every key, so old entries are ignored."""

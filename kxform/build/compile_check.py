@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kxform.build.builder import Builder
@@ -32,7 +32,8 @@ from kxform.build.nvcc import BuildJob, BuildResult, KernelResources
 from kxform.build.overlay import OverlayFile, walk_includes
 from kxform.build.toolchain import Toolchain
 from kxform.engine.driver import FileTransform
-from kxform.engine.pass_api import UNCONFIRMED, CheckRecord
+from kxform.engine.pass_api import CheckRecord
+from kxform.engine.status import DOES_NOT_COMPILE, ORIGINAL_DOES_NOT_COMPILE, Status
 from kxform.errors import BuildFailed
 
 PROBE = "__global__ void kxform_probe_kernel() {}\n"
@@ -110,7 +111,8 @@ class CompileChecker:
         for i, t in enumerate(transforms):
             path = t.source.path
             if not path.endswith(NVCC_SUFFIXES):
-                records[i] = CheckRecord("compile", True, "skipped: not a CUDA source nvcc can compile (HIP)")
+                records[i] = CheckRecord("compile", Status.SKIPPED, "skipped: not a CUDA source nvcc can compile (HIP)",
+                                         "HipSource")
                 continue
             real = os.path.realpath(path)
             units = [u for u in includers.get(real, ()) if os.path.realpath(u) in originals]
@@ -167,29 +169,31 @@ class CompileChecker:
     def _record(self, result: BuildResult, original: BuildResult | None) -> CheckRecord:
         if result.ok:
             cached = " (cached)" if result.cached else ""
-            return CheckRecord("compile", True, f"nvcc -c -arch={self.arch} succeeded{cached}"
+            return CheckRecord("compile", Status.PASSED, f"nvcc -c -arch={self.arch} succeeded{cached}"
                                f"{_resources(result.resources)}")
         error = first_error(result.log)
         detail = str(error) if error else "nvcc failed"
         if original is None or original.ok:
-            return CheckRecord("compile", False, f"rewritten file does not compile: {detail}")
+            return CheckRecord("compile", Status.FAILED, f"rewritten file does not compile: {detail}", DOES_NOT_COMPILE)
         new = _new_errors(result.log, original.log)
         if new:
-            return CheckRecord("compile", False, f"the rewrite adds an error the original does not have: {new[0]}")
+            return CheckRecord("compile", Status.FAILED,
+                               f"the rewrite adds an error the original does not have: {new[0]}", DOES_NOT_COMPILE)
         base = first_error(original.log)
         hint = "" if self.build_dir else " (pass -p BUILD_DIR for the project's include paths and defines)"
-        return CheckRecord("compile", not self.strict,
-                           f"{UNCONFIRMED}: the original does not compile either ({base or 'nvcc failed'}); the "
-                           f"rewrite adds no error, but nvcc cannot confirm it{hint}")
+        return CheckRecord("compile", Status.UNCONFIRMED,
+                           f"unconfirmed: the original does not compile either ({base or 'nvcc failed'}); the "
+                           f"rewrite adds no error, but nvcc cannot confirm it{hint}", ORIGINAL_DOES_NOT_COMPILE,
+                           required=self.strict)
 
     @staticmethod
     def _combine(records: list[CheckRecord], units: list[str], path: str) -> CheckRecord:
         worst = next((r for r in records if not r.ok), None) or \
-            next((r for r in records if r.unconfirmed), None) or records[0]
+            next((r for r in records if r.status is Status.UNCONFIRMED), None) or records[0]
         if len(units) == 1 and units[0] == path:
             return worst
         where = f"through {units[0]}" if len(units) == 1 else f"through {len(units)} units including it"
-        return CheckRecord(worst.name, worst.ok, f"{worst.detail} ({where})")
+        return replace(worst, detail=f"{worst.detail} ({where})")
 
 
 def _new_errors(rewritten: str, original: str) -> list[Diagnostic]:

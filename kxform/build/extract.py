@@ -20,7 +20,7 @@ from kxform.engine.edits import Edit, apply_edits
 from kxform.errors import InputError, UsageError
 from kxform.frontend.cuda import parse_model
 from kxform.frontend.model import Function, FunctionKind, SourceModel
-from kxform.runtime.base import KernelParam
+from kxform.frontend.signature import KernelParam
 from kxform.frontend.source import SourceText
 
 ENTRY_PREFIX = "kxform_entry_"

@@ -10,11 +10,22 @@ depends on 64-lane wavefronts runs with 32 lanes on such a device.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from kxform.runtime.cpu.source import is_hip
+from kxform.frontend.lexical import blank_comments_and_strings
 
 HIP_FOR_NVCC = str(Path(__file__).resolve().parent / "hip_for_nvcc")
+
+
+_HIP_MARKERS = re.compile(r"#\s*include\s*[<\"]hip/|\bhip(?:ThreadIdx|BlockIdx|BlockDim|GridDim)_[xyz]\b|\b__HIPCC__\b")
+_KXFORM_GUARD = re.compile(r"^[ \t]*#[ \t]*if !defined\(KXFORM_\w+_DEFINED\) && .*$", re.M)
+"""The guard kxform's swizzle puts around its helper names both compilers; not a HIP marker."""
+
+
+def is_hip(source: str) -> bool:
+    """Whether the unit is HIP: it then runs with 64-lane warps (AMD wavefronts)."""
+    return _HIP_MARKERS.search(_KXFORM_GUARD.sub("", blank_comments_and_strings(source))) is not None
 
 
 def hip_include_dirs(source: str) -> tuple[str, ...]:

@@ -4,22 +4,23 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kxform import exitcodes
 from kxform.cli.options import (add_config_options, add_remark_options, add_walk_options, pick, project_config,
                                 remark_filter)
 from kxform.cli.progress import ProgressBar
 from kxform.errors import UsageError, display_path, printable
 from kxform.hw import load_profile
 from kxform.engine.pass_api import KernelResult, Outcome
+from kxform.engine.status import Status
 from kxform.log.passlog import PassLog
 from kxform.log.remarks import RemarkFilter
 from kxform.log.report import Report, WriteBack
-from kxform.engine.runner import (ApplyConfig, FileOutcome, check_options, collect_sources, output_path, run_apply,
+from kxform.orchestrate.runner import (ApplyConfig, FileOutcome, check_options, collect_sources, output_path, run_apply,
                                   write_back)
 from kxform.workspace.tree import SourceSet
 from kxform.workspace.config import ProjectConfig
@@ -168,8 +169,9 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:  # the sources are written already; say the log is incomplete
         print(f"kxform: error: {log.path}: the pass log is incomplete: {exc.strerror or exc}", file=sys.stderr)
         print(f"kxform: {report.summary()}", file=sys.stderr)
-        return max(report.exit_code, 2) if report.exit_code != 123 else 123
-    if args.depfile and report.exit_code in (0, 1) and not (report.input_errors or report.internal_errors):
+        return report.exit_code if report.exit_code == exitcodes.INTERNAL else max(report.exit_code, exitcodes.USAGE)
+    written = report.exit_code in (exitcodes.OK, exitcodes.CHANGES)
+    if args.depfile and written and not (report.input_errors or report.internal_errors):
         _write_depfile(args, outcomes, sources, project, lock.path if lock is not None else None)
     print(f"kxform: {report.summary()} Log: {log.path}", file=sys.stderr)
     return report.exit_code
@@ -246,15 +248,11 @@ def _checks_line(result: KernelResult) -> str:
     """`bijection, reparse, ..., verify (cpu runtime, 4 sizes)`; skipped checks say so."""
     parts = []
     for check in result.checks:
-        if check.detail.startswith("skipped"):
-            parts.append(f"{check.name} skipped")
-        elif check.unconfirmed:
-            parts.append(f"{check.name} unconfirmed")
-        elif check.name == "verify":
-            runtime = "gpu" if "on the gpu runtime" in check.detail else "cpu"
-            counts = re.findall(r"\(original vs rewritten, (\d+) sizes\)", check.detail)
-            sizes = f"{sum(map(int, counts))} sizes" if counts else ""
-            parts.append(f"verify ({runtime} runtime, {sizes})" if sizes else "verify")
+        if check.status is not Status.PASSED:
+            parts.append(f"{check.name} {check.status.value}")
+        elif check.name == "verify" and check.figure("runtime"):
+            sizes = check.figure("sizes")
+            parts.append(f"verify ({check.figure('runtime')} runtime" + (f", {sizes} sizes)" if sizes else ")"))
         else:
             parts.append(check.name)
     return ", ".join(parts)

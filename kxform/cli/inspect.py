@@ -14,9 +14,10 @@ from kxform.build.toolchain import Toolchain
 from kxform.cli.options import add_config_options, add_walk_options, pick, project_config
 from kxform.engine.pass_api import PassContext, RunOptions
 from kxform.engine.registry import default_registry
+from kxform import exitcodes
 from kxform.errors import KxformError, UsageError, display_path
 from kxform.frontend.cuda import parse_model
-from kxform.frontend.semantic import semantic_provider
+from kxform.build.semantic import semantic_provider
 from kxform.frontend.source import read_source
 from kxform.hw import HwProfile, load_profile
 from kxform.log.remarks import RemarkSink
@@ -92,13 +93,13 @@ def run(args: argparse.Namespace) -> int:
         if args.prompt or args.passes or args.build_dir:
             print("kxform: error: --prompt, --pass and -p do not go with --l2 (it models the swizzle pass's orders)",
                   file=sys.stderr)
-            return 2
+            return exitcodes.USAGE
         from kxform.cli.inspect_l2 import run_l2
 
         return run_l2(args)
     if args.spec or args.size or (args.kernel and not args.prompt):
         print("kxform: error: --kernel, --spec and --size go with --l2 (--kernel also with --prompt)", file=sys.stderr)
-        return 2
+        return exitcodes.USAGE
     if args.prompt or args.kernel:
         if not (args.prompt and args.kernel) or args.paths:
             raise UsageError("usage: kxform inspect --prompt FILE --kernel NAME [--hw H] [--pass P] [-p BUILD_DIR]")
@@ -106,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
 
         sys.stdout.write(prompt_for(args.prompt, args.kernel, load_profile(args.hw or "h100"),
                                     args.passes or "swizzle", build_dir=args.build_dir))
-        return 0
+        return exitcodes.OK
     if not args.paths:
         raise UsageError("kxform inspect: give at least one PATH (or --prompt FILE --kernel NAME)")
     from kxform.workspace.flags import merged_build_dir

@@ -12,10 +12,10 @@ import argparse
 import json
 import sys
 
+from kxform import exitcodes
 from kxform.errors import KxformError, SpecError, UsageError
 from kxform.harness.model import KernelSpec
 
-EXIT_USAGE = 2
 
 
 def run_l2(args: argparse.Namespace) -> int:
@@ -23,7 +23,7 @@ def run_l2(args: argparse.Namespace) -> int:
         ranking = _ranking(args)
     except KxformError as exc:
         print(f"kxform: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return exitcodes.USAGE
     data = ranking.to_json()
     if args.json:
         json.dump(data, sys.stdout, indent=2)

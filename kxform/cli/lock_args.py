@@ -18,7 +18,8 @@ from pathlib import Path
 
 from kxform import __version__
 from kxform.engine.pass_api import KernelResult, Outcome
-from kxform.engine.runner import ApplyConfig, FileOutcome, collect_sources
+from kxform.engine.status import REVERTED_WITH_FILE
+from kxform.orchestrate.runner import ApplyConfig, FileOutcome, collect_sources
 from kxform.workspace.tree import SourceSet
 from kxform.errors import UsageError
 from kxform.frontend.source import CUDA_SUFFIXES, validate_bytes
@@ -27,7 +28,7 @@ from kxform.propose.lock import Decision
 from kxform.propose.registry import canonical
 from kxform.propose.replay import FilePlan, LockPlan, State, make_plan
 from kxform.workspace.config import ProjectConfig
-from kxform.workspace.lockfile import Key, default_lock_path, kernel_digests, read_lock, update_lock
+from kxform.propose.lockfile import Key, default_lock_path, kernel_digests, read_lock, update_lock
 
 MAX_REASON = 400
 """Characters of a left-alone reason kept in the lockfile (a compiler error can be long)."""
@@ -206,7 +207,7 @@ def _reconcile_one(out: Reconciled, plan: LockPlan, file: FilePlan, path: str, r
 def _decision(result: KernelResult, key: str, source: str, after: str, proposer: str, hw: str) -> Decision | None:
     """The entry that records `result` (None for a kernel only reverted with its file:
     nothing was decided about it)."""
-    if any(r.startswith("RevertedWithFile") for r in result.reasons):
+    if result.key == REVERTED_WITH_FILE:
         return None
     checks = {"checks": [c.to_json() for c in result.checks]}
     measured = timing(checks)

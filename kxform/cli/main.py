@@ -16,13 +16,11 @@ import sys
 from collections.abc import Sequence
 
 from kxform import __version__
+from kxform import exitcodes
 from kxform.errors import KxformError, did_you_mean, printable
 
 SUBCOMMANDS: tuple[str, ...] = ("apply", "inspect", "passes", "verify", "harness", "hw", "log", "report", "tune")
 """Modules of kxform.cli that define subcommands, in help order."""
-
-EXIT_OK, EXIT_CHANGES, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 123
-
 
 class _CMakeDir(argparse.Action):
     """`kxform --cmake-dir`: where kxformConfig.cmake is installed (package data)."""
@@ -98,24 +96,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(parser, argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
-        return EXIT_USAGE
+        return exitcodes.USAGE
     try:
         return int(args.func(args))
     except KxformError as exc:
         print(printable(f"kxform: error: {exc}"), file=sys.stderr)
-        return EXIT_USAGE
+        return exitcodes.USAGE
     except KeyboardInterrupt:
         print("kxform: interrupted", file=sys.stderr)
-        return 130
+        return exitcodes.INTERRUPTED
     except BrokenPipeError:
-        return EXIT_OK
+        return exitcodes.OK
     except Exception as exc:  # a defect in kxform: one line, the traceback in a file, exit 123
-        from kxform.engine.runner import save_traceback
+        from kxform.orchestrate.runner import save_traceback
 
         saved = save_traceback(exc)
         cause = " ".join(str(exc).split())
         print(f"kxform: internal error: {type(exc).__name__}: {cause} (traceback saved to {saved})", file=sys.stderr)
-        return EXIT_INTERNAL
+        return exitcodes.INTERNAL
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import replace
 
-from kxform.engine.runner import ApplyConfig
+from kxform.orchestrate.runner import ApplyConfig
 from kxform.errors import KxformError, UsageError
 from kxform.log.passlog import PassLog
 from kxform.propose.registry import NAMES, ProposerSpec, canonical

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from kxform.cache import content_key
+from kxform import exitcodes
 from kxform.errors import CheckFailed, InputError, UsageError, display_path, printable
 from kxform.frontend.cuda import parse_model
 from kxform.log.passlog import PassLog
@@ -34,6 +35,7 @@ from kxform.log.report import Report
 from kxform.search.db import TuneKey, TuningDB
 from kxform.search.objective import Objective
 from kxform.search.pipeline import PipelineOptions
+from kxform.cli.progress import interactive
 from kxform.search.progress import Progress
 from kxform.search.space import SearchSpace
 from kxform.search.strategy import DEFAULT, STRATEGIES, Prior
@@ -257,7 +259,8 @@ def _tune_one(args: argparse.Namespace, log: PassLog | None) -> tuple[dict[str, 
             prior = _prior(args, space, db, key)
             if log is None:
                 log = PassLog.open(args.log, hw=objective.hardware, pipeline=args.passes or "", argv=sys.argv[1:])
-            with Progress(enabled=not args.json, total=options.budget, time_s=options.time_s) as progress:
+            drawn = not args.json and interactive(sys.stderr)
+            with Progress(enabled=drawn, total=options.budget, time_s=options.time_s) as progress:
                 result = tune(space, objective, options, db=db, key=key, prior=prior, on_step=progress.step)
         summary = tune_summary(result, args, objective, replay_path, str(db.path))
         summary.update(_measured(objective))

@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from kxform import exitcodes
 from kxform.cli.options import add_config_options, pick, project_config
 from kxform.cli.progress import ProgressBar
 from kxform.errors import UsageError, printable
@@ -15,7 +16,8 @@ from kxform.harness.spec import find_spec_for, load_spec
 from kxform.frontend.source import read_source
 
 
-EXIT_BY_STATUS = {"ok": 0, "mismatch": 1, "inconclusive": 3, "unverified": 3}
+EXIT_BY_STATUS = {"ok": exitcodes.OK, "mismatch": exitcodes.CHANGES, "inconclusive": exitcodes.UNDECIDED,
+                  "unverified": exitcodes.UNDECIDED}
 """`kxform verify` exits 3 when verification could not tell (README, exit codes)."""
 
 

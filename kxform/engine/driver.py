@@ -1,6 +1,6 @@
 """The pure core: source text in, rewritten text plus per-kernel results and remarks out.
 
-No files, no nvcc, no GPU: those are layers above (kxform.engine.runner). For each pass of
+No files, no nvcc, no GPU: those are layers above (kxform.orchestrate.runner). For each pass of
 the pipeline: parse, analyse, propose, check, collect edits for all kernels, apply them in
 one step, re-parse, and confirm that a second run proposes nothing. Stage errors are
 typed exceptions turned into frozen `KernelResult`s here, in one place; this function
@@ -28,7 +28,6 @@ from kxform.analysis.manager import AnalysisManager
 from kxform.engine.edits import Edit, apply_edits, check_reparse, unified_diff
 from kxform.engine.pass_api import (
     FORCED_REFUSED,
-    UNCONFIRMED,
     CheckRecord,
     KernelAnalysis,
     KernelResult,
@@ -40,13 +39,14 @@ from kxform.engine.pass_api import (
     RunOptions,
 )
 from kxform.engine.proposer import DeterministicProposer, Proposer
+from kxform.engine.status import UNVERIFIED, VERIFY_INCONCLUSIVE, Status
 from kxform.errors import CheckFailed, EditConflict, InputError
 from kxform.frontend.cuda import parse_model
 from kxform.frontend.markers import disabled_at
 from kxform.frontend.model import Function, FunctionKind, SourceModel
 from kxform.frontend.source import SourceText, validate_bytes
 from kxform.hw import HwProfile
-from kxform.log.remarks import Remark, RemarkKind, RemarkSink
+from kxform.engine.remarks import Remark, RemarkKind, RemarkSink
 
 SemanticProvider = Callable[[SourceModel], object]
 """Given a model, return a semantic-layer object (kxform.frontend.semantic) or None."""
@@ -192,7 +192,7 @@ def transform_source(
     return transform
 
 
-COULD_NOT_TELL = ("VerifyInconclusive", "Unverified")
+COULD_NOT_TELL = (VERIFY_INCONCLUSIVE, UNVERIFIED)
 """Remark names of kernels verification could not decide (not a failure: nothing proven wrong)."""
 
 
@@ -211,16 +211,16 @@ def final_remarks(transform: FileTransform, results: Sequence[KernelResult]) -> 
             continue
         if result.outcome is Outcome.APPLIED:
             applied = _applied(remark, result.proposal)
-            doubt = next((c for c in result.checks if c.unconfirmed), None)
+            doubt = next((c for c in result.checks if c.status is Status.UNCONFIRMED), None)
             if doubt is not None:
                 applied = replace(applied, name="AppliedUnconfirmed", message=f"{applied.message}; {doubt.name} "
                                   f"check {doubt.detail}", args={**applied.args, "confirmed": False})
             out.append(applied)
             continue
         why = result.reasons[0] if result.reasons else "refused by a later stage"
-        key = why.split(":", 1)[0]
-        verdict = "Unconfirmed" if why.startswith(UNCONFIRMED) else "Failed"
-        name = key if key in COULD_NOT_TELL else f"{result.stage.capitalize() or 'Later'}{verdict}"
+        undecided = result.undecided()
+        verdict = "Unconfirmed" if undecided is not None and undecided.status is Status.UNCONFIRMED else "Failed"
+        name = result.key if result.key in COULD_NOT_TELL else f"{result.stage.capitalize() or 'Later'}{verdict}"
         out.append(replace(remark, kind=RemarkKind.MISSED, name=name,
                            message=f"{remark.pass_name} not applied to '{remark.function}': {result.stage or 'later'} "
                                    f"stage: {why}"))
@@ -275,7 +275,7 @@ def _kernel(ctx: PassContext, pass_: Pass, run: _Run, kernel: Function, analysis
     path = ctx.model.source.path
     line = ctx.model.source.line_col(kernel.span.start)[0]
     if not run.options.selects(kernel.name):
-        return KernelResult(path, kernel.name, pass_.name, Outcome.SKIPPED, line, ("not selected",))
+        return KernelResult(path, kernel.name, pass_.name, Outcome.SKIPPED, line, ("not selected",), key="NotSelected")
     marker = disabled_at(ctx.model.source, kernel)
     if marker is not None:
         return _missed(ctx, pass_, kernel, "DisabledInSource", f"'kxform: off' at line "
@@ -287,7 +287,8 @@ def _kernel(ctx: PassContext, pass_: Pass, run: _Run, kernel: Function, analysis
     if analysis.already_applied:
         ctx.remark(RemarkKind.ANALYSIS, pass_.name, "AlreadyApplied", kernel.span.start, kernel.name,
                    f"{pass_.name} already applied to '{kernel.name}'; nothing to do")
-        return KernelResult(path, kernel.name, pass_.name, Outcome.UNCHANGED, line, ("already applied",))
+        return KernelResult(path, kernel.name, pass_.name, Outcome.UNCHANGED, line, ("already applied",),
+                            key="AlreadyApplied")
     if analysis.blockers:
         for blocker in analysis.blockers:
             ctx.remark(RemarkKind.MISSED, pass_.name, blocker.key, blocker.offset, kernel.name,
@@ -295,7 +296,7 @@ def _kernel(ctx: PassContext, pass_: Pass, run: _Run, kernel: Function, analysis
         # stage FORCED_REFUSED: a configuration the user fixed, refused (the report's exit 1, not "nothing to do")
         return KernelResult(path, kernel.name, pass_.name, Outcome.MISSED, line,
                             tuple(f"{b.key}: {b.message}" for b in analysis.blockers),
-                            stage=FORCED_REFUSED if pass_.explicit else "")
+                            stage=FORCED_REFUSED if pass_.explicit else "", key=analysis.blockers[0].key)
     return _propose_and_check(ctx, pass_, run, analysis, line)
 
 
@@ -303,7 +304,8 @@ def _missed(ctx: PassContext, pass_: Pass, kernel: Function, key: str, message: 
     ctx.remark(RemarkKind.MISSED, pass_.name, key, offset, kernel.name,
                f"{pass_.name} not applied to '{kernel.name}': {message}")
     line = ctx.model.source.line_col(kernel.span.start)[0]
-    return KernelResult(ctx.model.source.path, kernel.name, pass_.name, Outcome.MISSED, line, (f"{key}: {message}",))
+    return KernelResult(ctx.model.source.path, kernel.name, pass_.name, Outcome.MISSED, line, (f"{key}: {message}",),
+                        key=key)
 
 
 def _propose_and_check(ctx: PassContext, pass_: Pass, run: _Run, analysis: KernelAnalysis,
@@ -323,7 +325,7 @@ def _propose_and_check(ctx: PassContext, pass_: Pass, run: _Run, analysis: Kerne
                    f"({len(earlier)} candidate(s) refused)")
         return KernelResult(path, kernel.name, pass_.name, Outcome.FAILED, line,
                             tuple(f"{r.label}: {r.stage}: {r.reason}" for r in earlier), stage=last.stage,
-                            rejected=earlier)
+                            rejected=earlier, key=last.key or f"{last.stage.capitalize()}Failed")
     for rejection in earlier:
         ctx.remark(RemarkKind.ANALYSIS, pass_.name, "CandidateRefused", kernel.span.start, kernel.name,
                    f"{pass_.name} candidate {rejection.label} for '{kernel.name}' refused by the {rejection.stage} "
@@ -343,14 +345,15 @@ def _propose_and_check(ctx: PassContext, pass_: Pass, run: _Run, analysis: Kerne
         try:
             checked.append((proposal, tuple(pass_.check(ctx, proposal))))
         except CheckFailed as exc:
-            rejected.append(Rejection(proposal.label(), "check", str(exc)))
+            rejected.append(Rejection(proposal.label(), "check", str(exc), exc.key))
             ctx.remark(RemarkKind.MISSED, pass_.name, "CheckFailed", kernel.span.start, kernel.name,
                        f"{pass_.name} proposal {proposal.label()} for '{kernel.name}' rejected: {exc.cause}",
                        check=exc.check, proposer=proposal.proposer)
     if not checked:
         return KernelResult(path, kernel.name, pass_.name, Outcome.FAILED, line,
                             tuple(r.reason for r in rejected[len(earlier):]) or ("no proposal passed the checks",),
-                            stage="check", rejected=tuple(rejected))
+                            stage="check", rejected=tuple(rejected),
+                            key=next((r.key for r in rejected[len(earlier):] if r.key), "CheckFailed"))
     (chosen, records), *rest = checked
     return KernelResult(path, kernel.name, pass_.name, Outcome.APPLIED, line, (chosen.rationale,), chosen, records,
                         policy=pass_.verify_policy(ctx, chosen), alternates=tuple(p for p, _ in rest),
@@ -380,7 +383,7 @@ def _apply(ctx: PassContext, pass_: Pass, run: _Run, accepted: list[KernelResult
             raise CheckFailed("size", exc.cause) from None
         new_model = parse_model(new_source)
         check_reparse(len(model.syntax_issues), len(new_model.syntax_issues), source.path)
-        extra = [CheckRecord("reparse", True, f"rewritten file re-parses with {len(new_model.syntax_issues)} "
+        extra = [CheckRecord("reparse", Status.PASSED, f"rewritten file re-parses with {len(new_model.syntax_issues)} "
                              "syntax error region(s), as many as the original")]
         extra.extend(pass_.check_result(new_model, proposals, ctx=ctx))
         run.analyses.carry(model, new_model, pass_.preserves)
@@ -391,7 +394,8 @@ def _apply(ctx: PassContext, pass_: Pass, run: _Run, accepted: list[KernelResult
             ctx.remark(RemarkKind.MISSED, pass_.name, "CheckFailed", 0, result.kernel,
                        f"{pass_.name} {result.proposal.label() if result.proposal else ''} for '{result.kernel}' "
                        f"rejected: {exc}")
-            results.append(replace(result, outcome=Outcome.FAILED, reasons=(str(exc),), stage=stage))
+            key = exc.key if isinstance(exc, CheckFailed) else "EditConflict"
+            results.append(replace(result, outcome=Outcome.FAILED, reasons=(str(exc),), stage=stage, key=key))
         return source, results, ()
     for result in accepted:
         kernel = next(k for k in model.kernels if k.name == result.kernel)
@@ -414,4 +418,4 @@ def _idempotent(pass_: Pass, new_model: SourceModel, run: _Run, proposals: list[
     _, again, _ = _run_pass(source, pass_, again_run, new_model, dry_run=True)
     if any(r.outcome is Outcome.APPLIED for r in again):
         raise CheckFailed("idempotence", "a second run of the pass would change the output again")
-    return CheckRecord("idempotence", True, "a second run proposes no change")
+    return CheckRecord("idempotence", Status.PASSED, "a second run proposes no change")

@@ -31,37 +31,61 @@ from kxform.engine.tool_shape import AnswerRejected, ToolShape
 from kxform.errors import UsageError, did_you_mean
 from kxform.frontend.model import Function, SourceModel
 from kxform.hw import HwProfile
-from kxform.log.remarks import Remark, RemarkKind, RemarkSink
+from kxform.engine.remarks import Remark, RemarkKind, RemarkSink
+from kxform.engine.status import Status
 
 __all__ = [
     "Blocker", "CheckRecord", "KernelAnalysis", "KernelResult", "Outcome", "Pass", "PassContext", "Proposal",
-    "Provenance", "Rejection", "RunOptions", "UNCONFIRMED", "parse_pass_spec", "split_pipeline",
+    "Provenance", "Rejection", "RunOptions", "Status", "parse_pass_spec", "split_pipeline",
 ]
 
 
 A = TypeVar("A")
 
-UNCONFIRMED = "unconfirmed"
-"""How the detail of a check that could neither confirm nor refute a rewrite begins."""
-
 
 @dataclass(frozen=True)
 class CheckRecord:
-    """The result of one check, as logged: name, passed or not, and what it established."""
+    """The result of one check, as logged: its name, a typed status, what it established,
+    and a stable reason key (kxform.engine.status) that later stages read instead of the
+    sentence.
+
+    `status` may be given as a bool (True: passed, False: failed), the form the passes'
+    pre-edit checks use. `required` marks an UNCONFIRMED check the run required to
+    confirm (`--verify compile`): it then stops the rewrite. `figures` are typed details
+    (the runtime a differential run used, how many sizes it ran, the measured times) for
+    reports and the pass log (kxform.log.figures reads them)."""
 
     name: str
-    ok: bool
+    status: Status
     detail: str
+    key: str = ""
+    required: bool = False
+    figures: tuple[tuple[str, float | str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if isinstance(self.status, bool):
+            object.__setattr__(self, "status", Status.PASSED if self.status else Status.FAILED)
+        elif not isinstance(self.status, Status):
+            raise TypeError(f"check {self.name}: status must be a Status, got {self.status!r}")
 
     @property
-    def unconfirmed(self) -> bool:
-        """The check could not tell (the compile check where the original does not compile
-        either): its own outcome, never reported as passed, whether or not `ok` lets the
-        rewrite be written."""
-        return self.detail.startswith(UNCONFIRMED)
+    def ok(self) -> bool:
+        """Whether this check lets the rewrite be written (a skipped check does; one that
+        could not tell does only when unconfirmed and not required)."""
+        if self.status is Status.UNCONFIRMED:
+            return not self.required
+        return self.status in (Status.PASSED, Status.SKIPPED)
+
+    def figure(self, name: str) -> float | str | None:
+        return dict(self.figures).get(name)
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "ok": self.ok, "detail": self.detail}
+        out: dict[str, Any] = {"name": self.name, "status": self.status.value, "ok": self.ok, "detail": self.detail}
+        if self.key:
+            out["key"] = self.key
+        if self.figures:
+            out["figures"] = dict(self.figures)
+        return out
 
 
 @dataclass(frozen=True)
@@ -336,3 +360,10 @@ class KernelResult:
     """Checked candidates not applied (yet): what the later stages may fall back to."""
     rejected: tuple[Rejection, ...] = ()
     """Candidates refused on the way here, by a check or a later stage."""
+    key: str = ""
+    """The stable key of the first reason (a blocker's key, `CheckFailed`'s, or one of
+    kxform.engine.status): what later stages and reports test, never `reasons`' text."""
+
+    def undecided(self) -> CheckRecord | None:
+        """The check that stopped this kernel without refuting it (could not tell), if any."""
+        return next((c for c in self.checks if c.status.could_not_tell and not c.ok), None)

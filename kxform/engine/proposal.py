@@ -98,6 +98,11 @@ class Rejection:
     stage: str
     """`check`, `compile`, `verify`, `measure`, ..."""
     reason: str
+    key: str = ""
+    """The stable key of the refusal (kxform.engine.status), when the stage gave one."""
 
     def to_json(self) -> dict[str, str]:
-        return {"spec": self.label, "stage": self.stage, "reason": self.reason}
+        out = {"spec": self.label, "stage": self.stage, "reason": self.reason}
+        if self.key:
+            out["key"] = self.key
+        return out

@@ -18,6 +18,7 @@ from kxform.build.builder import Builder
 from kxform.build.nvcc import BuildJob, KernelResources
 from kxform.build.toolchain import Toolchain
 from kxform.engine.pass_api import CheckRecord
+from kxform.engine.status import DOES_NOT_COMPILE, Status
 from kxform.errors import CheckFailed
 from kxform.expr import parse_expr
 from kxform.hw import HwProfile
@@ -43,9 +44,10 @@ def check_resources(text: str, path: str, kernel: str, block: tuple[str | None, 
     """ptxas's registers and spills for `kernel` in the rewritten file `text`."""
     nvcc = toolchain.nvcc if toolchain is not None else None
     if nvcc is None or not hw.arch.startswith("sm_"):
-        return CheckRecord("resources", True, f"skipped: no nvcc for {hw.arch} ({RULE})")
+        return CheckRecord("resources", Status.SKIPPED, f"skipped: no nvcc for {hw.arch} ({RULE})", "NoCompiler")
     if not path.endswith((".cu", ".cuh")):
-        return CheckRecord("resources", True, f"skipped: not a CUDA source nvcc can compile ({RULE})")
+        return CheckRecord("resources", Status.SKIPPED, f"skipped: not a CUDA source nvcc can compile ({RULE})",
+                           "HipSource")
     assert toolchain is not None
     include_dirs, defines, flags = toolchain.project_flags(path)
     job = BuildJob(source=text, filename=path, output="check", arch=hw.arch, include_dirs=include_dirs,
@@ -54,10 +56,12 @@ def check_resources(text: str, path: str, kernel: str, block: tuple[str | None, 
     if not result.ok:
         lines = result.log.strip().splitlines()
         first = next((line for line in lines if "error" in line), lines[-1] if lines else "no compiler output")
-        raise CheckFailed("resources", f"the candidate does not compile: {first.strip()}")
+        raise CheckFailed("resources", f"the candidate does not compile: {first.strip()}",
+                          key=DOES_NOT_COMPILE)
     entry = _kernel_entry(result.resources, kernel)
     if entry is None:
-        return CheckRecord("resources", True, f"skipped: ptxas reported nothing for '{kernel}'")
+        return CheckRecord("resources", Status.SKIPPED, f"skipped: ptxas reported nothing for '{kernel}'",
+                           "NoResources")
     if entry.spill_stores or entry.spill_loads:
         raise CheckFailed("resources", f"'{kernel}' spills {entry.spill_stores} B / loads {entry.spill_loads} B "
                           f"at this configuration ({entry.registers} registers)")

@@ -21,13 +21,14 @@ from typing import Protocol, TypeVar
 
 from kxform.engine.driver import FileTransform, final_remarks
 from kxform.engine.pass_api import KernelResult, Outcome, Rejection
+from kxform.engine.status import NO_DIFFERENTIAL_RUN, NOT_FASTER, REVERTED_WITH_FILE, Status
 
 MAX_ROUNDS = 4
 LATER_STAGES = ("compile", "verify", "measure")
 
 
 class StagedFile(Protocol):
-    """What the stages read and update of one file (kxform.engine.runner.FileOutcome)."""
+    """What the stages read and update of one file (kxform.orchestrate.runner.FileOutcome)."""
 
     path: str
     transform: FileTransform | None
@@ -39,13 +40,13 @@ F = TypeVar("F", bound=StagedFile)
 
 def refused(result: KernelResult) -> bool:
     """A candidate a later stage turned down (not a kernel reverted only with its file, nor
-    one whose stage could not tell: an "unconfirmed" compile check, the original failing
+    one whose stage could not tell: an unconfirmed compile check, the original failing
     the same way, says nothing against this candidate, and any other would fare alike)."""
     if result.proposal is None or result.stage not in LATER_STAGES:
         return False
     if result.outcome is Outcome.FAILED:
-        return not any(c.unconfirmed and not c.ok for c in result.checks)
-    return result.outcome is Outcome.MISSED and any(r.startswith("NotFaster") for r in result.reasons)
+        return result.undecided() is None
+    return result.outcome is Outcome.MISSED and result.key == NOT_FASTER
 
 
 def run_later_stages(files: list[F], stages: Sequence[Callable[[list[F]], None]],
@@ -72,7 +73,7 @@ def run_later_stages(files: list[F], stages: Sequence[Callable[[list[F]], None]]
                 assert result.proposal is not None
                 key = (result.pass_name, result.kernel)
                 why = result.reasons[0] if result.reasons else "refused"
-                known[key] = known.get(key, ()) + (Rejection(result.proposal.label(), result.stage, why),)
+                known[key] = known.get(key, ()) + (Rejection(result.proposal.label(), result.stage, why, result.key),)
             retry.append(i)
         if not retry:
             break
@@ -100,7 +101,7 @@ def require_verification(item: StagedFile) -> None:
         if result.outcome is Outcome.APPLIED and result.policy.required and not _verified(result):
             why = next((c.detail for c in result.checks if c.name == "verify"), "no differential run (--verify "
                        "static or compile)")
-            result = replace(result, outcome=Outcome.FAILED, stage="verify",
+            result = replace(result, outcome=Outcome.FAILED, stage="verify", key=NO_DIFFERENTIAL_RUN,
                              reasons=(f"could not verify: this rewrite changes the computation's shape and must pass "
                                       f"a differential run before it is written ({why})",))
         updated.append(result)
@@ -108,7 +109,7 @@ def require_verification(item: StagedFile) -> None:
 
 
 def _verified(result: KernelResult) -> bool:
-    return any(c.name == "verify" and c.ok and not c.detail.startswith("skipped") for c in result.checks)
+    return any(c.name == "verify" and c.status is Status.PASSED for c in result.checks)
 
 
 def _revert_if_refused(item: StagedFile) -> None:
@@ -119,7 +120,7 @@ def _revert_if_refused(item: StagedFile) -> None:
     if not any(refused(r) for r in item.results):
         return
     item.transform = replace(transform, new_data=transform.source.data)
-    item.results = [replace(r, outcome=Outcome.MISSED, stage=r.stage or "verify",
+    item.results = [replace(r, outcome=Outcome.MISSED, stage=r.stage or "verify", key=REVERTED_WITH_FILE,
                             reasons=r.reasons + ("RevertedWithFile: another kernel of this file failed a later "
                                                  "stage",)) if r.outcome is Outcome.APPLIED else r
                     for r in item.results]

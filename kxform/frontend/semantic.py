@@ -175,15 +175,13 @@ def analyse_file(path: str, data: bytes, extra_args: list[str],
                  system_dirs: Sequence[str] | None = None) -> SemanticInfo:
     """Parse with libclang and collect hidden built-in reads, foreign functions and the
     errors that make a function unknown (see the module doc). `system_dirs`: directories
-    whose errors say nothing about the user's code (default: the toolchain's). Never raises."""
+    whose errors say nothing about the user's code (the toolchain's, from
+    kxform.build.semantic). Never raises."""
     missing: list[str] = []
     tu, why = parse_translation_unit(path, data, extra_args, missing)
     if tu is None:
         return SemanticInfo(path, False, why, missing_headers=missing)
-    if system_dirs is None:
-        from kxform.build.toolchain import Toolchain
-
-        system_dirs = Toolchain().system_include_dirs()
+    system_dirs = system_dirs or ()
     info = SemanticInfo(path, True, missing_headers=missing, source=data)
     main = os.path.abspath(path)
     errors = errors_by_file(tu, main, tuple(os.path.realpath(d) for d in (str(PRELUDE_DIR), *system_dirs)))
@@ -307,25 +305,18 @@ def _identifier_at(data: bytes, offset: int) -> str:
     return data[offset:end].decode("utf-8", "replace") or "?"
 
 
-def semantic_provider(path: str, build_dir: str | None, includer: str | None = None,
-                      toolchain: object | None = None) -> Callable[[SourceModel], SemanticInfo | None]:
-    """A provider for the driver: runs libclang only when `needs_semantics` says so.
-
-    A header takes the compile database flags of `includer` (the unit of the run that
-    includes it) when it has no entry of its own, and that unit's directory is searched
-    too (kxform.build.toolchain.Toolchain.libclang_args)."""
-    from kxform.build.toolchain import Toolchain
-
-    service = toolchain if isinstance(toolchain, Toolchain) else Toolchain.create(build_dir)
-    extra = service.libclang_args(path, includer)
-    system = service.system_include_dirs()
+def provider_for(path: str, extra_args: list[str], system_dirs: Sequence[str],
+                 build_dir_given: bool) -> Callable[[SourceModel], SemanticInfo | None]:
+    """A provider for the driver: runs libclang only when `needs_semantics` says so, with
+    the flags and system directories the toolchain gives for `path`
+    (kxform.build.semantic.semantic_provider builds one from a build directory)."""
 
     def provide(model: SourceModel) -> SemanticInfo | None:
         if not needs_semantics(model):
             return None
-        info = analyse_file(path, model.source.data, extra, system)
+        info = analyse_file(path, model.source.data, extra_args, system_dirs)
         info.local_macros = frozenset(m.name for m in model.macros)
-        info.build_dir_given = bool(service.build_dir)
+        info.build_dir_given = build_dir_given
         return info
 
     return provide

@@ -64,7 +64,7 @@ def probe(source_path: str, spec_text: str, spelling: str, runtime: Runtime,
     from kxform.frontend.source import read_source
     from kxform.harness.inputs import make_inputs
     from kxform.harness.spec import load_spec
-    from kxform.verify.differential import launch_request
+    from kxform.harness.request import launch_request
 
     if not runtime.watches_reads:
         return ProbeResult(error=f"the {runtime.name} runtime cannot watch a launch")

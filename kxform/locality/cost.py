@@ -27,7 +27,7 @@ import math
 import re
 
 from kxform.locality.machine import Machine
-from kxform.passes.swizzle.patterns import RemapConfig
+from kxform.remap import RemapConfig
 
 DIV_INSTRUCTIONS = 20
 """CUDA C++ Programming Guide: a 32-bit integer division or modulo by a variable compiles

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from kxform.passes.swizzle.patterns import RemapConfig
+from kxform.remap import RemapConfig
 
 Arrays = tuple[np.ndarray, np.ndarray]
 
@@ -64,7 +64,7 @@ def _xcd_grouped(pid: np.ndarray, gx: int, gy: int, p: dict) -> Arrays:
 
 
 def _square_rest(pid: np.ndarray, n: int, gx: int) -> Arrays:
-    """Row-major position of cells outside the n x n corner square (patterns._square_remainder)."""
+    """Row-major position of cells outside the n x n corner square (kxform.remap._square_remainder)."""
     rest = pid - n * n
     right = gx - n
     in_right = rest < n * right

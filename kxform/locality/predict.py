@@ -43,7 +43,7 @@ from kxform.locality.trace import (
     trace_request,
 )
 from kxform.locality.units import Layout
-from kxform.passes.swizzle.patterns import PATTERNS, RemapConfig
+from kxform.remap import PATTERNS, RemapConfig
 from kxform.runtime.cpu import CpuRuntime
 
 DRAM_MARGIN = 0.10

@@ -29,7 +29,7 @@ from kxform.hw import HwProfile
 from kxform.locality.predict import Ranking, candidate_configs, rank_orders
 from kxform.locality.sizing import drafted_spec, timing_size
 from kxform.locality.trace import ModelRefused
-from kxform.passes.swizzle.patterns import RemapConfig, get_pattern
+from kxform.remap import RemapConfig, get_pattern
 
 MODEL_VERSION = "locality-4"
 

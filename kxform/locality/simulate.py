@@ -30,7 +30,7 @@ from kxform.locality.footprint import Footprints
 from kxform.locality.l2sim import LineCache
 from kxform.locality.machine import Machine
 from kxform.locality.units import REPLICATES, Layout, Unit, UnitBuilder, Wave, line_hash, popcount
-from kxform.passes.swizzle.patterns import RemapConfig
+from kxform.remap import RemapConfig
 
 ELEMENT_BUDGET = 2_000_000
 """Sampled line-accesses generated per order (sets the spatial sampling rate)."""

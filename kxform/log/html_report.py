@@ -24,6 +24,9 @@ from kxform.log.figures import l2_predictions, timing, tune_series
 from kxform.log.reader import Record, Run
 from kxform.log.view import OUTCOMES, check_mark, policy, provenance
 
+_MARKS = {"skip": ("skip", "skipped"), "ok": ("ok", "ok"), "UNDECIDED": ("undecided", "could not tell"),
+          "UNCONFIRMED": ("undecided", "unconfirmed")}
+
 Section = Callable[[Run], str]
 
 _CSS = """
@@ -179,8 +182,7 @@ def _kernel_block(file: str, k: Record) -> str:
         rows = []
         for c in checks:
             detail = str(c.get("detail", ""))
-            mark = {"skip": ("skip", "skipped"), "ok": ("ok", "ok"), "UNDECIDED": ("undecided", "could not tell")}.get(
-                check_mark(c), ("fail", "FAILED"))
+            mark = _MARKS.get(check_mark(c), ("fail", "FAILED"))
             rows.append(f"<tr><td>{esc(c.get('name', '?'))}</td><td class=\"{mark[0]}\">{mark[1]}</td>"
                         f"<td>{esc(detail)}</td></tr>")
         parts.append("<table class=\"checks\"><tr><th>check</th><th>result</th><th>detail</th></tr>"

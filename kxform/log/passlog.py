@@ -1,6 +1,6 @@
 """The pass log: one JSON Lines file per run, documented in docs/pass-log.md.
 
-Records (each a JSON object on one line, `"schema": 1`):
+Records (each a JSON object on one line with its `"schema"`):
   run     - once, first: run id, versions, hardware profile, pipeline, argv, start time
   kernel  - per kernel and pass: outcome, reasons, proposal, every check with its result
   file    - per file: changed or not, the unified diff, timings, input error if any
@@ -25,7 +25,9 @@ from kxform.engine.pass_api import KernelResult
 from kxform.log.report import Report
 from kxform.workspace.files import STATE_DIR, state_dir
 
-SCHEMA = 1
+SCHEMA = 2
+"""2: checks carry `status` (kxform.engine.status), `key` and `figures`, kernels their `key`
+(readers take 1 as well: kxform.log.reader.legacy_status)."""
 
 
 def _versions() -> dict[str, str]:
@@ -45,7 +47,7 @@ def kernel_record(run_id: str, result: KernelResult) -> dict[str, Any]:
     return {
         "type": "kernel", "schema": SCHEMA, "run": run_id, "file": result.path, "kernel": result.kernel,
         "line": result.line, "pass": result.pass_name, "outcome": result.outcome.value,
-        "stage": result.stage or None, "reasons": list(result.reasons),
+        "stage": result.stage or None, "key": result.key or None, "reasons": list(result.reasons),
         "proposal": None if proposal is None else proposal.to_json(),
         "checks": [c.to_json() for c in result.checks],
         "verify_policy": result.policy.to_json() if proposal is not None else None,

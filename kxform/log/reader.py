@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -26,6 +27,30 @@ MAX_LOG_BYTES = 1 << 30
 
 Record = dict[str, Any]
 LOG_DIR = Path(".kxform") / "logs"
+
+
+_LEGACY_UNDECIDED = re.compile(r"^inconclusive:|: (?:inconclusive|unverified) on the \w+ runtime")
+
+
+def legacy_status(check: Record) -> str:
+    """The status of a check written before checks carried one (pass-log schema 1: `ok`
+    and a sentence). Only for reading those logs back; kxform itself never reads a
+    check's sentence."""
+    detail = str(check.get("detail", ""))
+    if detail.startswith("skipped"):
+        return "skipped"
+    if detail.startswith("unconfirmed"):
+        return "unconfirmed"
+    if check.get("ok"):
+        return "passed"
+    return "inconclusive" if check.get("name") == "verify" and _LEGACY_UNDECIDED.search(detail) else "failed"
+
+
+def legacy_key(kernel: Record) -> str:
+    """The reason key of a kernel record written before kernels carried one (schema 1):
+    the word before the first reason's colon, as those reasons were spelled."""
+    reasons = kernel.get("reasons") or []
+    return str(reasons[0]).split(":", 1)[0] if reasons else ""
 
 
 class LogError(InputError):

@@ -6,9 +6,9 @@ import enum
 from collections import Counter
 from dataclasses import dataclass, field
 
+from kxform import exitcodes
 from kxform.engine.pass_api import FORCED_REFUSED, KernelResult, Outcome
-
-EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 123
+from kxform.engine.status import Status
 
 
 class WriteBack(enum.Enum):
@@ -44,7 +44,7 @@ class Report:
             self.forced_refused += refused
             self.kernel_outcomes[result.outcome] += 1
             if result.outcome is Outcome.APPLIED and any(
-                    c.name == "compile" and c.unconfirmed for c in result.checks):
+                    c.name == "compile" and c.status is Status.UNCONFIRMED for c in result.checks):
                 self.unconfirmed += 1
             if result.outcome is Outcome.FAILED or refused:
                 self.failures.append(f"{result.path}:{result.line}: {result.kernel}: {'; '.join(result.reasons)}")
@@ -52,14 +52,14 @@ class Report:
     @property
     def exit_code(self) -> int:
         if self.internal_errors:
-            return EXIT_INTERNAL
+            return exitcodes.INTERNAL
         if self.input_errors:
-            return EXIT_INPUT
+            return exitcodes.USAGE
         if self.failures:
-            return EXIT_FAILED
+            return exitcodes.CHANGES
         if self.write_back in (WriteBack.CHECK, WriteBack.CHECK_DIFF) and self.files_changed:
-            return EXIT_FAILED
-        return EXIT_OK
+            return exitcodes.CHANGES
+        return exitcodes.OK
 
     def summary(self) -> str:
         verb = {WriteBack.WRITE: "rewritten", WriteBack.OUT_DIR: "rewritten", WriteBack.DIFF: "would be rewritten",

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kxform.errors import display_path
 from kxform.log.figures import l2_predictions, timing, tune_series
-from kxform.log.reader import Record, Run
+from kxform.log.reader import Record, Run, legacy_key, legacy_status
 
 OUTCOMES = ("applied", "missed", "unchanged", "failed", "skipped")
 _COLORS = {"applied": "32", "missed": "33", "failed": "31", "skipped": "90", "unchanged": "90",
@@ -170,18 +169,17 @@ def _kernel_lines(kernel: Record, style: Style) -> list[str]:
     return lines
 
 
-_COULD_NOT_TELL = re.compile(r"^inconclusive:|: (?:inconclusive|unverified) on the \w+ runtime")
+MARKS = {"passed": "ok", "skipped": "skip", "failed": "FAIL", "unconfirmed": "UNCONFIRMED",
+         "inconclusive": "UNDECIDED"}
+"""A check's status (kxform.engine.status) as `log show` marks it."""
 
 
 def check_mark(check: Record) -> str:
-    """`skip`, `ok`, `FAIL`, or `UNDECIDED` for a verification that could not tell
-    (inconclusive or unverified: nothing was proven wrong, and nothing was written)."""
-    detail = str(check.get("detail", ""))
-    if detail.startswith("skipped"):
-        return "skip"
-    if check.get("ok"):
-        return "ok"
-    return "UNDECIDED" if check.get("name") == "verify" and _COULD_NOT_TELL.search(detail) else "FAIL"
+    """`ok`, `skip`, `FAIL`, `UNCONFIRMED` (the compile check could not confirm) or
+    `UNDECIDED` (a verification that could not tell: nothing was proven wrong, and
+    nothing was written), from the check's status (schema-1 logs: `legacy_status`)."""
+    status = check.get("status")
+    return MARKS.get(status if isinstance(status, str) else legacy_status(check), "FAIL")
 
 
 def provenance(proposal: Record) -> str:
@@ -274,8 +272,8 @@ def _spec(kernel: Record) -> str:
 
 
 def _reason_key(kernel: Record) -> str:
-    reasons = kernel.get("reasons") or []
-    return str(reasons[0]).split(":", 1)[0] if reasons else ""
+    """The kernel's stable reason key (schema-1 logs: kxform.log.reader.legacy_key)."""
+    return str(kernel.get("key") or "") if "key" in kernel else legacy_key(kernel)
 
 
 def _failed_checks(kernel: Record) -> set[str]:

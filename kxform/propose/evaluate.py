@@ -30,8 +30,9 @@ from kxform.engine.pass_api import (
     Rejection,
     RunOptions,
 )
-from kxform.engine.runner import ApplyConfig, FileOutcome, compile_stage, verify_stage
+from kxform.orchestrate.runner import ApplyConfig, FileOutcome, compile_stage, verify_stage
 from kxform.engine.stages import run_later_stages
+from kxform.engine.status import Status
 from kxform.frontend.source import SourceText
 from kxform.harness.model import KernelSpec
 from kxform.propose.predict import Prediction, WaveFootprint, locality_predictor, pattern_remap
@@ -95,7 +96,7 @@ def rejection_of(result: KernelResult) -> Rejection:
     for rejection in reversed(result.rejected):
         if rejection.stage == result.stage or not result.stage:
             return rejection
-    return Rejection(label, result.stage or "check", "; ".join(result.reasons) or result.outcome.value)
+    return Rejection(label, result.stage or "check", "; ".join(result.reasons) or result.outcome.value, result.key)
 
 
 @dataclass
@@ -127,7 +128,7 @@ class Evaluator:
         if result.outcome is not Outcome.APPLIED:
             return Evaluation(rejection_of(result), result.checks, transform=done.transform)
         record = next((c for c in reversed(result.checks) if c.name == "verify"), None)
-        if record is None or not record.ok or record.detail.startswith("skipped"):
+        if record is None or record.status is not Status.PASSED:
             why = record.detail if record is not None else "no differential run (--verify static or compile)"
             return Evaluation(Rejection(proposal.label(), "verify", f"{why}: only a verified attempt can be kept"),
                               result.checks, transform=done.transform)
@@ -141,7 +142,7 @@ class Evaluator:
         assert self.config.hw is not None
         semantic = None
         if self.config.semantic:
-            from kxform.frontend.semantic import semantic_provider
+            from kxform.build.semantic import semantic_provider
 
             semantic = semantic_provider(self.source.path, self.config.build_dir)
         options = RunOptions(kernels=(proposal.kernel,), arch=self.config.hw.arch, max_candidates=1)
@@ -168,8 +169,10 @@ class Evaluator:
         except RuntimeError_ as exc:
             return Evaluation(Rejection(label, "measure", f"timing failed: {exc}"), result.checks,
                               transform=transform)
-        record = CheckRecord("measure", True, f"size {size}: original {before.median_ms:.4f} ms, rewritten "
-                             f"{after.median_ms:.4f} ms (+-{after.spread_ms:.4f})")
+        record = CheckRecord("measure", Status.PASSED, f"size {size}: original {before.median_ms:.4f} ms, rewritten "
+                             f"{after.median_ms:.4f} ms (+-{after.spread_ms:.4f})",
+                             figures=(("original_ms", before.median_ms), ("rewritten_ms", after.median_ms),
+                                      ("rewritten_spread_ms", after.spread_ms), ("size", size)))
         return Evaluation(None, result.checks + (record,), after.median_ms, before.median_ms, after.spread_ms,
                           transform=transform)
 

@@ -13,7 +13,7 @@ or TOML with `version = 1` and `[[decision]]` tables holding the same keys. The
 lockfile (`kxform.lock`, docs/lockfile.md) is this TOML form with more keys per entry:
 `outcome` (`applied` or `left-alone`), the `source` and `result` digests of the
 kernel's text, the `reason` it was left alone, `hw`, the `kxform` version and measured
-`figures`; kxform.workspace.lockfile writes it. A record is input: every field is
+`figures`; kxform.propose.lockfile writes it. A record is input: every field is
 type-checked and errors name the file, the line (TOML) and the decision; a record of a
 newer format or written by a newer kxform is refused.
 Replayed proposals carry what the record says: the values (typed through the pass's

@@ -1,7 +1,7 @@
 """Replaying a lockfile: which kernels are as they were locked, and the proposer that replays them.
 
 Before an `apply --lock` run, `make_plan` digests every kernel of every file (its own
-text, kxform.workspace.lockfile) and pairs it with the lockfile's entries for that file.
+text, kxform.propose.lockfile) and pairs it with the lockfile's entries for that file.
 Each kernel and pass then is in one `State`:
 
 * `REPLAY`: the kernel's text is what was locked (`source` digest): the recorded decision
@@ -30,7 +30,7 @@ from kxform.engine.proposer import Proposer
 from kxform.errors import KxformError
 from kxform.frontend.source import read_source
 from kxform.propose.lock import Decision, left_alone, replay
-from kxform.workspace.lockfile import kernel_digests, lock_key
+from kxform.propose.lockfile import kernel_digests, lock_key
 
 
 class State(enum.Enum):

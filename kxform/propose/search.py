@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from kxform.build.toolchain import Toolchain
 from kxform.engine.pass_api import Pass, PassContext, RunOptions
 from kxform.engine.registry import default_registry
-from kxform.engine.runner import ApplyConfig
+from kxform.orchestrate.runner import ApplyConfig
 from kxform.workspace.tree import collect_files
 from kxform.errors import KxformError, UsageError
 from kxform.frontend.cuda import parse_model
@@ -76,7 +76,7 @@ def search(paths: Sequence[str], config: ApplyConfig, options: SessionOptions, c
 
 def _search_file(path: str, pass_: Pass, config: ApplyConfig, options: SessionOptions, client: ClaudeClient,
                  runtime: object | None, record: Record) -> list[KernelSession]:
-    from kxform.frontend.semantic import semantic_provider
+    from kxform.build.semantic import semantic_provider
     from kxform.verify.stage import spec_for_file
 
     assert config.hw is not None

@@ -14,6 +14,8 @@ from typing import Literal
 
 import numpy as np
 
+from kxform.frontend.signature import KernelParam
+
 Role = Literal["in", "out", "inout"]
 
 POISON_BYTE = 0xFF
@@ -38,14 +40,6 @@ class ScalarArg:
 
 
 Arg = BufferArg | ScalarArg
-
-
-@dataclass(frozen=True)
-class KernelParam:
-    """One parameter of the kernel as declared in the source: C type text and name."""
-
-    ctype: str
-    name: str
 
 
 @dataclass(frozen=True)

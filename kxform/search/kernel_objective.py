@@ -32,6 +32,7 @@ from typing import Any
 
 from kxform.engine.params import Config
 from kxform.engine.policy import VerifyPolicy
+from kxform.engine.status import DOES_NOT_COMPILE
 from kxform.errors import BuildFailed, CheckFailed, KxformError, Location, UsageError
 from kxform.frontend.source import SourceText, validate_bytes
 from kxform.harness.model import KernelSpec, SizeSpec
@@ -207,7 +208,7 @@ class KernelObjective(Objective):
             if r.outcome in (Outcome.FAILED, Outcome.MISSED, Outcome.SKIPPED):
                 why = r.reasons[0] if r.reasons else r.outcome.value
                 # the tile pass compiles every candidate for ptxas's resources: a build error there is a compile failure
-                failure = Failure.COMPILE if r.stage == "compile" or "does not compile" in why else Failure.INVALID
+                failure = Failure.COMPILE if r.stage == "compile" or r.key == DOES_NOT_COMPILE else Failure.INVALID
                 raise _Refused(failure, f"{r.pass_name}: {r.stage or r.outcome.value}: {why}")
             if r.outcome is Outcome.APPLIED:
                 policy = r.policy if policy is None else policy.then(r.policy)

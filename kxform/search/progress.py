@@ -1,5 +1,6 @@
-"""A progress bar for `kxform tune` with the best time so far (tqdm, on a terminal only,
-as the other commands' bars in `kxform.cli.progress`; silent otherwise)."""
+"""A progress bar for `kxform tune` with the best time so far (tqdm; the caller decides
+whether it is drawn: on a terminal only, as the other commands' bars in
+`kxform.cli.progress`)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,7 @@ class Progress:
     """`with Progress(...) as p: tune(..., on_step=p.step)`."""
 
     def __init__(self, enabled: bool, total: int | None, time_s: float | None) -> None:
-        from kxform.cli.progress import interactive
-
-        self.enabled = enabled and interactive(sys.stderr)
+        self.enabled = enabled
         self.total = total
         self._bar: Any = None
 

@@ -43,6 +43,7 @@ from kxform.engine.policy import OutputCompare, VerifyPolicy
 from kxform.verify.verdict import OutputCheck, SizeVerdict, VerifyReport, inputs_finite, vacuity
 from kxform.frontend.source import SourceText
 from kxform.verify.versions import LaunchUndecided, comparison, rewritten_launch, scalars
+from kxform.harness.request import NO_FLAGS, UnitFlags, launch_request
 
 EXACT = CompareSpec("exact")
 FLOAT_ATOMIC_RE = re.compile(r"\batomic(Add|Sub)\s*\(\s*[^,]*,\s*[^)]*\)")
@@ -78,47 +79,6 @@ def _compatible(expected: str, given: str) -> bool:
     return expected.lstrip("u").startswith("int") and given.lstrip("u") == expected.lstrip("u")
 
 
-@dataclass(frozen=True)
-class UnitFlags:
-    """Include directories and defines for building extracted units (from -p BUILD_DIR)."""
-
-    include_dirs: tuple[str, ...] = ()
-    defines: tuple[str, ...] = ()
-
-    def for_unit(self, path: str | None) -> tuple[str, ...]:
-        """The include directories of a unit extracted from `path`: the file's own directory
-        first (the unit is built away from the user's tree, so quoted includes resolve as
-        they did in place), then these."""
-        own = (os.path.dirname(os.path.abspath(path)),) if path else ()
-        return (*own, *self.include_dirs)
-
-    @classmethod
-    def from_build_dir(cls, build_dir: str | None, path: str) -> UnitFlags:
-        from kxform.build.toolchain import Toolchain
-
-        flags = Toolchain.create(build_dir).project_flags(path)
-        return cls(tuple(flags.include_dirs), tuple(flags.defines))
-
-
-NO_FLAGS = UnitFlags()
-
-
-def launch_request(extracted: ExtractedKernel, resolved: ResolvedLaunch, inputs: dict, label: str,
-                   timeout_s: float, flags: UnitFlags = NO_FLAGS) -> LaunchRequest:
-    """Turn harness inputs into a runtime request for the extracted kernel's entry. The
-    unit is built away from the user's tree, so the file's own directory is an include
-    directory (quoted includes resolve as they did in place)."""
-    args: list[BufferArg | ScalarArg] = []
-    for arg in resolved.args:
-        value = inputs[arg.name]
-        if arg.kind == "scalar":
-            args.append(ScalarArg(arg.name, value))
-        else:
-            args.append(BufferArg(arg.name, np.ascontiguousarray(value), arg.role))
-    return LaunchRequest(source=extracted.source, kernel=extracted.entry, params=extracted.params,
-                         args=tuple(args), grid=resolved.grid, block=resolved.block,
-                         shared_bytes=resolved.shared_bytes, timeout_s=timeout_s, label=label,
-                         filename=extracted.path, defines=flags.defines, include_dirs=flags.for_unit(extracted.path))
 
 
 def _sizes(spec: KernelSpec, names: tuple[str, ...]) -> tuple[SizeSpec, ...]:
@@ -166,7 +126,7 @@ def _run_original(runtime: Runtime, request: LaunchRequest, size: str) -> Launch
         return SizeVerdict(size, "inconclusive", error=f"the original kernel failed: {exc}")
     if result.unwritten_reads:
         first = result.unwritten_reads[0]
-        return SizeVerdict(size, "inconclusive", error=f"spec error: {first.describe()}")
+        return SizeVerdict(size, "inconclusive", error=f"spec error: {first.describe()}", spec_error=True)
     return result
 
 
@@ -304,7 +264,7 @@ def verify_reference(source: SourceText, spec: KernelSpec, runtime: Runtime, siz
         result = _run_original(runtime, _watching(request, runtime, watch), size.name)
         if isinstance(result, SizeVerdict):
             return replace(result, status="mismatch") if result.status == "inconclusive" and \
-                not (result.error or "").startswith("spec error") else result
+                not result.spec_error else result
         expected = run_reference(spec, resolved, inputs)
         comparisons = compare_outputs(spec, resolved, expected, result.outputs)
         return SizeVerdict.from_checks(size.name, _output_checks(resolved, inputs, result.outputs, expected,

@@ -20,9 +20,23 @@ from kxform.engine.pass_api import CheckRecord, KernelResult, Outcome
 from kxform.runtime.base import Runtime, RuntimeError_
 from kxform.frontend.source import SourceText, validate_bytes
 from kxform.engine.policy import VerifyPolicy
+from kxform.engine.status import (
+    NO_HARNESS_SPEC,
+    NOT_FASTER,
+    REVERTED_WITH_FILE,
+    UNVERIFIED,
+    VERIFY_INCONCLUSIVE,
+    VERIFY_MISMATCH,
+    Status,
+)
 from kxform.verify.differential import UnitFlags, verify_pair
 from kxform.verify.measure import measure_pair
 from kxform.verify.verdict import combined_status
+
+
+_VERIFY_STATUS = {"ok": Status.PASSED, "mismatch": Status.FAILED, "inconclusive": Status.INCONCLUSIVE,
+                  "unverified": Status.INCONCLUSIVE}
+_VERIFY_KEYS = {"ok": "", "mismatch": VERIFY_MISMATCH, "inconclusive": VERIFY_INCONCLUSIVE, "unverified": UNVERIFIED}
 
 
 def spec_for_file(path: str, spec_dirs: tuple[str, ...] = ()) -> HarnessSpec | None:
@@ -45,20 +59,22 @@ def verify_file(original: bytes, rewritten: bytes, path: str, results: list[Kern
     except KxformError as exc:
         file_spec, spec_error = None, exc
     records: dict[str, tuple[CheckRecord, ...]] = {}
-    failed: dict[str, tuple[str, str]] = {}
+    failed: dict[str, tuple[str, str, str]] = {}
+    """kernel -> (stage, reason key, message) of what stops it."""
     predictions = _predictions(results)
     applied = [(r.kernel, r.proposal.proposer) for r in results if r.outcome is Outcome.APPLIED and r.proposal]
     replayed = {k for k, _ in applied} - {k for k, who in applied if who != "lock"}  # every pass replayed
     for kernel, policy in _policies(results).items():
         if spec_error is not None:  # a broken spec never silently turns verification off
-            record = CheckRecord("verify", False, f"inconclusive: harness spec unusable: {spec_error}")
+            record = CheckRecord("verify", Status.INCONCLUSIVE, f"inconclusive: harness spec unusable: {spec_error}",
+                                 VERIFY_INCONCLUSIVE)
             records[kernel] = (record,)
-            failed[kernel] = ("inconclusive", f"VerifyInconclusive: {record.detail}")
+            failed[kernel] = ("inconclusive", VERIFY_INCONCLUSIVE, f"VerifyInconclusive: {record.detail}")
             continue
         specs = file_spec.instantiations(kernel) if file_spec is not None else ()
         if not specs:
-            records[kernel] = (CheckRecord("verify", True, "skipped: no harness spec for this kernel "
-                                           "(compile-checked only)"),)
+            records[kernel] = (CheckRecord("verify", Status.SKIPPED, "skipped: no harness spec for this kernel "
+                                           "(compile-checked only)", NO_HARNESS_SPEC),)
             continue
         flags = UnitFlags.from_build_dir(build_dir, path)
         reports = [verify_pair(source, new, spec, runtime, flags=flags, policy=policy) for spec in specs]
@@ -66,15 +82,17 @@ def verify_file(original: bytes, rewritten: bytes, path: str, results: list[Kern
         notes = missing_instantiations(source, kernel, specs)
         detail = " | ".join(f"{r.summary()}: " + "; ".join(v.summary() for v in r.sizes) for r in reports)
         detail += "".join(f"; note: {n}" for n in notes)
-        record = CheckRecord("verify", status == "ok", f"{detail}; policy: {policy.describe()}")
+        key = _VERIFY_KEYS[status]
+        figures = (("runtime", runtime.name), ("sizes", sum(len(r.sizes) for r in reports)))
+        record = CheckRecord("verify", _VERIFY_STATUS[status], f"{detail}; policy: {policy.describe()}", key,
+                             figures=figures)
         records[kernel] = (record,)
         if status == "mismatch":
-            failed[kernel] = ("verify", record.detail)
+            failed[kernel] = ("verify", key, record.detail)
             continue
         if status != "ok":  # inconclusive or unverified: could not tell, so nothing is written
             why = next(r for r in reports if r.status == status).summary()
-            key = "VerifyInconclusive" if status == "inconclusive" else "Unverified"
-            failed[kernel] = (status, f"{key}: {why}")
+            failed[kernel] = (status, key, f"{key}: {why}")
             continue
         if measure and kernel not in replayed:  # a replayed decision was measured when it was made
             timing_record, faster = _measure(source, new, specs[0], runtime, policy)
@@ -82,11 +100,11 @@ def verify_file(original: bytes, rewritten: bytes, path: str, results: list[Kern
                 timing_record = replace(timing_record, detail=f"{timing_record.detail}; {predictions[kernel]}")
             records[kernel] += (timing_record,)
             if not faster:
-                failed[kernel] = ("measure", f"NotFaster: {timing_record.detail}")
+                failed[kernel] = ("measure", NOT_FASTER, f"NotFaster: {timing_record.detail}")
     updated = [_updated(r, records, failed) for r in results]
     keep = not failed
     if not keep:  # the file is not written: kernels that passed go back to unchanged
-        updated = [replace(r, outcome=Outcome.MISSED, stage="verify",
+        updated = [replace(r, outcome=Outcome.MISSED, stage="verify", key=REVERTED_WITH_FILE,
                            reasons=r.reasons + ("RevertedWithFile: another kernel of this file failed "
                                                 "verification, could not be verified, or was not faster",))
                    if r.outcome is Outcome.APPLIED else r for r in updated]
@@ -135,7 +153,7 @@ def _policies(results: list[KernelResult]) -> dict[str, VerifyPolicy]:
 
 
 def _updated(result: KernelResult, records: dict[str, tuple[CheckRecord, ...]],
-             failed: dict[str, tuple[str, str]]) -> KernelResult:
+             failed: dict[str, tuple[str, str, str]]) -> KernelResult:
     """`result` with its kernel's records; a kernel that failed verification (a proven
     mismatch) is FAILED, one verification could not decide (inconclusive, unverified) or
     that was not faster is MISSED, with the reason."""
@@ -144,11 +162,11 @@ def _updated(result: KernelResult, records: dict[str, tuple[CheckRecord, ...]],
     checks = result.checks + records[result.kernel]
     if result.kernel not in failed:
         return replace(result, checks=checks)
-    stage, reason = failed[result.kernel]
+    stage, key, reason = failed[result.kernel]
     if stage == "verify":
-        return replace(result, outcome=Outcome.FAILED, stage="verify", reasons=(reason,), checks=checks)
+        return replace(result, outcome=Outcome.FAILED, stage="verify", reasons=(reason,), checks=checks, key=key)
     return replace(result, outcome=Outcome.MISSED, stage="measure" if stage == "measure" else "verify",
-                   reasons=(reason,), checks=checks)
+                   reasons=(reason,), checks=checks, key=key)
 
 
 def _measure(source: SourceText, new: SourceText, spec: KernelSpec,
@@ -156,10 +174,14 @@ def _measure(source: SourceText, new: SourceText, spec: KernelSpec,
     try:
         before, after, size = measure_pair(source, new, spec, runtime, policy=policy)
     except RuntimeError_ as exc:
-        return CheckRecord("measure", False, f"timing failed: {exc}"), False
+        return CheckRecord("measure", Status.FAILED, f"timing failed: {exc}", "TimingFailed"), False
     faster = after.median_ms + after.spread_ms < before.median_ms - before.spread_ms
     detail = (f"size {size} on {runtime.name}: original {before.median_ms:.4f} ms (+-{before.spread_ms:.4f}), "
               f"rewritten {after.median_ms:.4f} ms (+-{after.spread_ms:.4f}); speedup "
               f"{before.median_ms / after.median_ms:.3f}x (median of {after.samples} launches, "
               f"{after.copies} input set(s) rotated, persisting L2 capped, outputs re-checked after timing)")
-    return CheckRecord("measure", True, detail), faster
+    figures = (("original_ms", before.median_ms), ("rewritten_ms", after.median_ms),
+               ("original_spread_ms", before.spread_ms), ("rewritten_spread_ms", after.spread_ms), ("size", size),
+               ("runtime", runtime.name))
+    return CheckRecord("measure", Status.PASSED if faster else Status.FAILED, detail, "" if faster else NOT_FASTER,
+                       figures=figures), faster

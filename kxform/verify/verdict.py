@@ -60,6 +60,9 @@ class SizeVerdict:
     seconds: float = 0.0
     tolerance: str = ""
     """The comparison used at this size when it was evaluated for it (a derived bound)."""
+    spec_error: bool = False
+    """The inconclusive status is the spec's fault (an `out` buffer the kernel reads), not
+    the kernel's: it stays inconclusive, and names the size first."""
 
     @property
     def ok(self) -> bool:
@@ -125,7 +128,7 @@ class VerifyReport:
             return "no check sizes in the spec"
         status = self.status
         deciding = [s for s in self.sizes if s.status == status]
-        first = next((s for s in deciding if (s.error or "").startswith("spec error")), deciding[0] if deciding else None)
+        first = next((s for s in deciding if s.spec_error), deciding[0] if deciding else None)
         return "" if first is None or status == "ok" else first.summary()
 
     def summary(self) -> str:

@@ -13,45 +13,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from kxform.build.hip import is_hip
+from kxform.frontend.lexical import blank_comments_and_strings
+
 KERNEL_FILE = "kernel.cu"
 """Name under which the request's source is compiled (locations are reported with it)."""
-
-
-def blank_comments_and_strings(text: str) -> str:
-    """`text` with comments and string/char literals replaced by spaces.
-
-    Offsets and line breaks are kept, so a match in the result is at the same offset and
-    line in the original. Literal delimiters stay, so `printf("asm")` scans as `printf("   ")`.
-    """
-    out = list(text)
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == "/" and text.startswith("//", i):
-            end = text.find("\n", i)
-            end = n if end < 0 else end
-            _blank(out, i, end)
-            i = end
-        elif c == "/" and text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            end = n if end < 0 else end + 2
-            _blank(out, i, end)
-            i = end
-        elif c in "\"'":
-            j = i + 1
-            while j < n and text[j] != c and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
-            _blank(out, i + 1, min(j, n))
-            i = j + 1
-        else:
-            i += 1
-    return "".join(out)
-
-
-def _blank(chars: list[str], start: int, end: int) -> None:
-    for k in range(start, end):
-        if chars[k] != "\n":
-            chars[k] = " "
 
 
 _EXTERN_SHARED = re.compile(r"\bextern\b[^;{}]*?\b__shared__\b[^;{}]*;")
@@ -98,16 +64,6 @@ def rewrite_dynamic_shared(source: str) -> str:
         last = m.end()
     pieces.append(source[last:])
     return "".join(pieces)
-
-
-_HIP_MARKERS = re.compile(r"#\s*include\s*[<\"]hip/|\bhip(?:ThreadIdx|BlockIdx|BlockDim|GridDim)_[xyz]\b|\b__HIPCC__\b")
-_KXFORM_GUARD = re.compile(r"^[ \t]*#[ \t]*if !defined\(KXFORM_\w+_DEFINED\) && .*$", re.M)
-"""The guard kxform's swizzle puts around its helper names both compilers; not a HIP marker."""
-
-
-def is_hip(source: str) -> bool:
-    """Whether the unit is HIP: it then runs with 64-lane warps (AMD wavefronts)."""
-    return _HIP_MARKERS.search(_KXFORM_GUARD.sub("", blank_comments_and_strings(source))) is not None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,169 @@
+"""`kxform report`: the HTML page parsed back and checked, and opened in a headless browser."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from conftest import needs_nvcc, run_cli
+from log_fixtures import gpu_style_run, real_run
+
+HAS_MATPLOTLIB = subprocess.run([sys.executable, "-c", "import matplotlib"], capture_output=True).returncode == 0
+BROWSER = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+
+
+class Page(HTMLParser):
+    """Tags, attributes and visible text of a page, with the section each text is under."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+        self.sections: dict[str, list[str]] = {}
+        self._current = ""
+        self._in: list[str] = []
+        self.feed(text)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+        self._in.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self._in:
+            while self._in.pop() != tag:
+                pass
+
+    def handle_data(self, data: str) -> None:
+        if "style" in self._in:
+            return
+        if self._in and self._in[-1] == "h2":
+            self._current = data.strip()
+        self.text.append(data)
+        self.sections.setdefault(self._current, []).append(data)
+
+    def section(self, name: str) -> str:
+        return "".join(self.sections.get(name, []))
+
+    def count(self, tag: str, cls: str | None = None) -> int:
+        return sum(1 for t, a in self.tags if t == tag and (cls is None or cls in (a.get("class") or "").split()))
+
+
+def _report(tmp: Path, log: Path) -> tuple[Path, Page]:
+    out = tmp / "report.html"
+    proc = run_cli("report", str(log), "-o", str(out), cwd=tmp)
+    assert proc.returncode == 0, proc.stderr
+    assert f"written to {out}" in proc.stderr
+    return out, Page(out.read_text(encoding="utf-8"))
+
+
+def _assert_self_contained(page: Page, html: str) -> None:
+    for tag, attrs in page.tags:
+        assert tag not in ("script", "link", "img", "iframe", "object"), tag
+        for name in ("src", "href", "xlink:href", "action"):
+            value = attrs.get(name)
+            assert value is None or value.startswith("#"), (tag, name, value)
+    assert "@import" not in html and "<!DOCTYPE svg" not in html
+    assert all(ref.startswith("#") for ref in re.findall(r"url\(\s*['\"]?([^)'\"]*)", html))  # clip paths only
+    ids = [attrs["id"] for _, attrs in page.tags if attrs.get("id")]
+    assert len(ids) == len(set(ids))  # several plots in one page share no id
+    refs = re.findall(r"url\(#([^)]+)\)", html) + re.findall(r'href="#([^"]+)"', html)
+    assert set(refs) <= set(ids)
+
+
+def test_report_of_a_measured_and_tuned_run(tmp_path: Path) -> None:
+    out, page = _report(tmp_path, gpu_style_run(tmp_path / "run.jsonl"))
+    html = out.read_text(encoding="utf-8")
+    _assert_self_contained(page, html)
+    kernels = page.section("Kernels")
+    assert "sgemm_128" in kernels and "stencil5" in kernels and "applied" in kernels and "missed" in kernels
+    assert "66.1000" in kernels and "1.015x" in kernels and "0.802x" in kernels
+    gemm = page.section("src/gemm.cu")
+    assert "decision swizzle{pattern=grouped,group=8} (deterministic, predicted): predicted by the model" in gemm
+    assert "swizzle{pattern=hilbert} at measure: NotFaster" in gemm and "alternates: swizzle{pattern=column}" in gemm
+    assert '"remap": "grouped"' in gemm and "payload" in gemm
+    assert "int row = kxform_block.y;" in gemm and page.count("span", "add") == 1 and page.count("span", "del") == 1
+    assert "NotFaster: the rewrite was not faster" in page.section("src/stencil.cu")
+    tuning = page.section("Tuning")
+    assert "5 evaluations (1 failed), best 65.1000 ms at evaluation 4" in tuning
+    l2 = page.section("L2 model predictions")
+    assert "58.0%" in l2 and "8740.0" in l2 and "80.0%" in l2
+    assert "future_kind" in page.section("Other records")
+    if HAS_MATPLOTLIB:
+        assert page.count("svg") == 3  # speedups, convergence, L2
+        assert "best so far" in "".join(page.text) and "predicted DRAM reads (MB)" in "".join(page.text)
+    assert out.stat().st_size < 200_000
+
+
+def test_report_of_a_real_run_and_determinism(tmp_path: Path) -> None:
+    log = real_run(tmp_path, "--pass", "swizzle", "--verify", "static")
+    out, page = _report(tmp_path, log)
+    _assert_self_contained(page, out.read_text(encoding="utf-8"))
+    text = "".join(page.text)
+    assert "sgemm_tiled" in text and "transposeNoBankConflicts" in text and "coverage" in text
+    assert page.count("svg") == 0  # no timings, tuning or predictions in this run: no plots
+    first = out.read_bytes()
+    _report(tmp_path, log)
+    assert out.read_bytes() == first
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_report_and_log_of_a_verified_tile_then_swizzle_run(tmp_path: Path) -> None:
+    """A real `tile{TILE=32},swizzle` run verified on the CPU runtime: two records for one
+    kernel (one anchor each), and tile's policy: the launch read from the source, the
+    tolerance it derived, a differential run required."""
+    log = real_run(tmp_path, "--pass", "tile{TILE=32},swizzle{pattern=grouped}", "--verify", "cpu",
+                   corpora=("sgemm_tiled",))
+    out, page = _report(tmp_path, log)
+    _assert_self_contained(page, out.read_text(encoding="utf-8"))
+    kernels = page.section("Kernels")
+    assert kernels.count("sgemm_tiled") >= 2 and "tile{TILE=32}" in kernels
+    assert "swizzle{pattern=grouped,along=y,group=8}" in kernels
+    assert page.count("a") >= 2 and len({a["href"] for t, a in page.tags if t == "a" and a.get("href")}) == 2
+    detail = page.section("sgemm_tiled/sgemm_tiled.cu")
+    assert ("verification policy: launch from sgemm_tiled/sgemm_tiled.cu:95 at TILE=32: grid ((N + TILE - 1) / TILE, "
+            "(M + TILE - 1) / TILE), block (TILE, TILE); outputs the spec's tolerance x2") in detail
+    assert "a differential run is required before writing" in detail
+    assert "verification policy: the spec's launch; outputs bit-exact (the rewrite changes no arithmetic)" in detail
+    assert "#ifndef TILE" in detail and "kxform_block" in detail
+    shown = run_cli("log", "show", str(log), "--no-diff", cwd=tmp_path).stdout
+    assert "sgemm_tiled (line 29) tile: applied  tile{TILE=32}" in shown
+    assert "policy: launch from sgemm_tiled/sgemm_tiled.cu:95 at TILE=32: grid (" in shown
+
+
+def test_without_matplotlib_the_report_says_why(tmp_path: Path) -> None:
+    log = gpu_style_run(tmp_path / "run.jsonl")
+    out = tmp_path / "plain.html"
+    code = ("import sys; sys.modules['matplotlib'] = None; from kxform.cli.main import main; "
+            f"sys.exit(main(['report', {str(log)!r}, '-o', {str(out)!r}]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    page = Page(out.read_text(encoding="utf-8"))
+    assert page.count("svg") == 0
+    assert "plots need matplotlib: pip install 'kxform[report]'" in "".join(page.text)
+    assert "66.1000" in page.section("Kernels")  # the tables are all there
+
+
+def test_missing_run_writes_nothing(tmp_path: Path) -> None:
+    proc = run_cli("report", "nope", "--dir", str(tmp_path), "-o", "r.html", cwd=tmp_path)
+    assert proc.returncode == 2 and "no run 'nope'" in proc.stderr
+    assert not (tmp_path / "r.html").exists()
+
+
+@pytest.mark.skipif(BROWSER is None, reason="no headless browser (apt-get install chromium)")
+def test_report_opens_in_a_headless_browser(tmp_path: Path) -> None:
+    out, _ = _report(tmp_path, gpu_style_run(tmp_path / "run.jsonl"))
+    assert BROWSER is not None
+    proc = subprocess.run([BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
+                           f"file://{out}"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    dom = Page(proc.stdout)
+    assert "sgemm_128" in dom.section("Kernels") and "5 evaluations" in dom.section("Tuning")
+    if HAS_MATPLOTLIB:
+        assert dom.count("svg") == 3

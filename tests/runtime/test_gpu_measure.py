@@ -1,0 +1,68 @@
+"""Measurement integrity on a real GPU: the timer caps the persisting-L2 carveout and
+re-checks the timed launches' outputs, so deliberately cheating kernels do not win.
+
+These need a CUDA GPU and pycuda (tools/gpu-check.sh); elsewhere they are skipped with
+the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kxform.build.builder import Builder
+from kxform.build.nvcc import find_nvcc
+from kxform.runtime.base import BufferArg, KernelParam, LaunchRequest, ScalarArg
+from kxform.runtime.gpu import GpuRuntime
+from kxform.verify.differential import EXACT
+from kxform.verify.measure import MeasurementError, timed_and_checked
+
+KERNELS = (Path(__file__).parents[1] / "fixtures" / "measure" / "cheating_kernels.cu").read_text(encoding="utf-8")
+"""An honest kernel and two that cheat (shared with tools/bench_integrity.py)."""
+
+
+@pytest.fixture(scope="module")
+def gpu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GpuRuntime]:
+    nvcc = find_nvcc()
+    if nvcc is None:
+        pytest.skip("nvcc not found")
+    runtime = GpuRuntime(Builder(cache_dir=tmp_path_factory.mktemp("nvcc-cache"), nvcc=nvcc))
+    ok, reason = runtime.available()
+    if not ok:
+        pytest.skip(reason)
+    with runtime:
+        yield runtime
+
+
+def _request(kernel: str, n: int = 1 << 20) -> LaunchRequest:
+    data = np.random.default_rng(7).uniform(-1, 1, n).astype(np.float32)
+    params = (KernelParam("float*", "out"), KernelParam("const float*", "in"), KernelParam("int", "n"))
+    args = (BufferArg("out", np.zeros(n, np.float32), "out"), BufferArg("in", data, "in"), ScalarArg("n", np.int32(n)))
+    return LaunchRequest(KERNELS, kernel, params, args, ((n + 255) // 256, 1, 1), (256, 1, 1), label=f"{kernel}[1M]")
+
+
+DTYPES = {"out": "float32"}
+
+
+@pytest.mark.gpu
+def test_honest_kernel_times_and_rechecks(gpu: GpuRuntime) -> None:
+    timing = timed_and_checked(gpu, _request("twice"), DTYPES, EXACT, repeat=20)
+    assert timing.samples == 20 and timing.median_ms > 0
+
+
+@pytest.mark.gpu
+def test_kernel_that_skips_work_on_later_launches_is_caught(gpu: GpuRuntime) -> None:
+    with pytest.raises(MeasurementError, match=r"twice_once\[1M\]: output 'out' of the last timed launch differs"):
+        timed_and_checked(gpu, _request("twice_once"), DTYPES, EXACT, repeat=20)
+
+
+@pytest.mark.gpu
+def test_persisting_policy_kernel_gets_no_carveout(gpu: GpuRuntime) -> None:
+    timed = gpu.time(_request("twice_persisting"), warmup=2, repeat=10, keep_outputs=True)
+    assert timed.persisting_l2_bytes == 0
+    single = gpu.run(_request("twice_persisting"))
+    np.testing.assert_array_equal(timed.outputs["out"], single.outputs["out"])
+    assert timed_and_checked(gpu, _request("twice_persisting"), DTYPES, EXACT, repeat=10).samples == 10
