@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 from collections.abc import Callable
 from importlib import metadata
@@ -104,9 +105,11 @@ def default_registry() -> Registry:
     """Built-in passes (modules of `kxform.passes`, pass name = module name with '-' for '_')
     plus third-party ones from the `kxform.passes` entry-point group."""
     registry = Registry()
-    import kxform.passes as builtin
-
-    for info in pkgutil.iter_modules(builtin.__path__):
+    # Found by name, as entry points are: the engine knows where built-in passes live, not
+    # what they are (importing the package here would make the engine depend on its passes).
+    builtin = importlib.util.find_spec("kxform.passes")
+    locations = list(builtin.submodule_search_locations or []) if builtin is not None else []
+    for info in pkgutil.iter_modules(locations):
         if not info.name.startswith("_"):
             registry.register(info.name.replace("_", "-"), _module_factory(f"kxform.passes.{info.name}"),
                               f"kxform.passes.{info.name}")

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kxform.engine import resources
+from kxform.build import resources
 from kxform.engine.edits import Edit, apply_edits
 from kxform.engine.params import Config, Constraint, Param, ParamSpace, ParamValue
 from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance

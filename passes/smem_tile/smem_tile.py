@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kxform.analysis import AccessAnalysis
-from kxform.engine import launch_site, resources
+from kxform.build import resources
+from kxform.engine import launch_site
 from kxform.engine.edits import Edit, apply_edits
 from kxform.engine.params import Config, Constraint, Param, ParamSpace, ParamValue
 from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance

@@ -9,7 +9,7 @@ masks with a parameter minus one; static shared memory within the 48 KiB static 
 and static plus dynamic within the profile's per-block limit; divisibility where a loop
 strides over a tile with no remainder; and couplings the indexing assumes (one thread per
 tile column: blockDim.x == TILE). Register pressure needs the compiler: it is checked per
-candidate with ptxas (kxform.engine.resources).
+candidate with ptxas (kxform.build.resources).
 """
 
 from __future__ import annotations

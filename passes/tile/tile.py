@@ -32,7 +32,7 @@ from kxform.frontend.constants import evaluate_constants, fold_constants
 from kxform.frontend.model import Function
 from kxform.frontend.queries import constant_defs
 from kxform.engine.remarks import RemarkKind
-from kxform.engine import resources
+from kxform.build import resources
 from kxform.passes.tile import policy
 from kxform.passes.tile.constraints import block_exprs, derive_space, preferred
 from kxform.passes.tile.lift import lift_edits

@@ -21,7 +21,7 @@ from kxform.search.space import SearchSpace
 from kxform.verify.differential import verify_pair
 from swizzle_helpers import rewrite
 
-FIXTURES = Path(__file__).parent / "fixtures" / "launch"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "launch"
 
 
 def _spec(path: Path, kernel: str):  # type: ignore[no-untyped-def]

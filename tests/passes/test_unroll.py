@@ -24,7 +24,7 @@ from kxform.verify.differential import verify_pair
 from swizzle_helpers import outcomes, remark_names, rewrite
 
 SGEMM = CORPORA / "sgemm_tiled" / "sgemm_tiled.cu"
-GOLDEN = Path(__file__).parent / "golden" / "sgemm_tiled.unroll4.cu"
+GOLDEN = Path(__file__).parents[1] / "golden" / "sgemm_tiled.unroll4.cu"
 INNER = "loop2"
 """The `for (int k = 0; k < TILE; ++k)` loop of sgemm_tiled, under a bare `#pragma unroll`."""
 

@@ -13,7 +13,7 @@ from conftest import run_cli
 from kxform.frontend.source import SourceText
 from kxform.harness.infer import infer_spec
 
-FIXTURES = Path(__file__).parent / "fixtures" / "launch"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "launch"
 
 HEADER = """#define DATA_TYPE float
 typedef int index_t;

@@ -11,7 +11,7 @@ import pytest
 from conftest import run_cli
 from test_locality_model import needs_cpu
 
-HELD_OUT = Path(__file__).parent / "fixtures" / "heldout"
+HELD_OUT = Path(__file__).parents[1] / "fixtures" / "heldout"
 
 SPEC = """version = 1
 file = "naive_transpose.cu"

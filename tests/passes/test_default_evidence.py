@@ -24,7 +24,7 @@ from conftest import CORPORA
 from swizzle_helpers import outcomes, rewrite
 from test_locality_model import needs_cpu
 
-HELD_OUT = Path(__file__).parent / "fixtures" / "heldout"
+HELD_OUT = Path(__file__).parents[1] / "fixtures" / "heldout"
 
 
 def _default(name: str) -> tuple[Outcome, str, str]:

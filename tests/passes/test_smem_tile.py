@@ -20,7 +20,7 @@ from swizzle_helpers import outcomes, rewrite
 
 NAIVE = CORPORA / "naive"
 GEMM = NAIVE / "gemm" / "naive.cu"
-GOLDEN = Path(__file__).parent / "golden" / "gemm_naive.smem-tile.cu"
+GOLDEN = Path(__file__).parents[1] / "golden" / "gemm_naive.smem-tile.cu"
 DEFAULT = "smem-tile{BM=64,BN=64,BK=16,TM=4,TN=4,PAD=4,VEC=1}"
 """The shape of a hand-written SGEMM: what the golden holds (a bare `smem-tile` proposes nothing)."""
 
@@ -128,7 +128,7 @@ def _verify(path: Path, kernel: str, spec: str, cpu, plant: tuple[bytes, bytes] 
     return report.ok, [s.summary() for s in report.sizes]
 
 
-TN_FIXTURE = Path(__file__).parent / "fixtures" / "smem_tile" / "gemm_tn" / "gemm_tn.cu"
+TN_FIXTURE = Path(__file__).parents[1] / "fixtures" / "smem_tile" / "gemm_tn" / "gemm_tn.cu"
 """A^T B with A stored K x M: the row operand is not contiguous in k (its slice loads along m)."""
 
 

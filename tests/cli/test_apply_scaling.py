@@ -18,7 +18,7 @@ from kxform.log.remarks import RemarkSink
 from kxform.passes.swizzle import Swizzle, opaque
 
 _spec = importlib.util.spec_from_file_location(
-    "bench_apply_scaling", Path(__file__).resolve().parent.parent / "tools" / "bench_apply_scaling.py")
+    "bench_apply_scaling", Path(__file__).resolve().parents[2] / "tools" / "bench_apply_scaling.py")
 assert _spec is not None and _spec.loader is not None
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)

@@ -13,7 +13,7 @@ import pytest
 from conftest import CORPORA, run_cli
 from llm_replies import PLANTED_KEY, error
 
-HELD_OUT = Path(__file__).parent / "fixtures" / "heldout"
+HELD_OUT = Path(__file__).parents[1] / "fixtures" / "heldout"
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from kxform.workspace.files import write_atomic
 from llm_replies import PLANTED_KEY
 from refactor_helpers import NAIVE, reply, session, template_input
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "refactor"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "refactor"
 TIMES = json.loads((FIXTURES / "times.json").read_text())
 
 SESSIONS = {
@@ -128,7 +128,7 @@ def _tool(*args: str, env: dict[str, str]) -> "subprocess.CompletedProcess[str]"
     import subprocess
     import sys
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     return subprocess.run([sys.executable, str(root / "tools" / "refactor_session.py"), *args], capture_output=True,
                           text=True, timeout=300, env={**os.environ, **env}, cwd=root)
 

@@ -21,7 +21,7 @@ from kxform.verify.differential import verify_pair
 from swizzle_helpers import outcomes, remark_names, rewrite
 
 NAIVE = CORPORA / "naive"
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parents[1] / "golden"
 GELU = NAIVE / "gelu_f32" / "naive.cu"
 GELU_BF16 = NAIVE / "gelu_bf16" / "naive.cu"
 

@@ -19,8 +19,8 @@ from kxform.verify.differential import verify_pair
 from swizzle_helpers import outcomes, rewrite
 
 NAIVE = ROOT / "corpora" / "naive"
-GOLDEN = Path(__file__).parent / "golden"
-ROWMAX = Path(__file__).parent / "fixtures" / "rows" / "rowmax"
+GOLDEN = Path(__file__).parents[1] / "golden"
+ROWMAX = Path(__file__).parents[1] / "fixtures" / "rows" / "rowmax"
 
 
 def _file(family: str) -> Path:

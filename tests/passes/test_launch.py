@@ -14,8 +14,8 @@ from kxform.hw import load_profile
 from conftest import needs_nvcc
 from swizzle_helpers import outcomes, remark_names, rewrite
 
-FIXTURES = Path(__file__).parent / "fixtures" / "launch"
-GOLDEN = Path(__file__).parent / "golden"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "launch"
+GOLDEN = Path(__file__).parents[1] / "golden"
 GOLDEN_CASES = {
     "gelu.launch.cu": "gelu/gelu.cu",
     "layernorm_rows.launch.cu": "layernorm_rows/layernorm_rows.cu",
