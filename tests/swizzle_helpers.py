@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from kxform.api import rewrite as _rewrite
 from kxform.engine.driver import FileTransform
 from kxform.engine.pass_api import Outcome
@@ -27,3 +29,14 @@ def outcomes(result: FileTransform) -> dict[str, Outcome]:
 
 def remark_names(result: FileTransform) -> set[str]:
     return {r.name for r in result.remarks}
+
+
+def _cpu_available() -> bool:
+    from kxform.runtime.cpu import CpuRuntime
+
+    return CpuRuntime().available()[0]
+
+
+needs_cpu = pytest.mark.skipif(not _cpu_available(), reason="the model traces on the CPU runtime, which needs a "
+                               "host C++ compiler")
+"""For tests of the locality model, which traces kernels on the CPU runtime."""

@@ -25,10 +25,8 @@ from kxform.locality.predict import candidate_configs, decide, occupancy_veto, r
 from kxform.locality.trace import extract, launch_shape, resolve_size, source_dir
 from kxform.passes.swizzle.patterns import get_pattern
 from kxform.runtime.cpu import CpuRuntime
-from swizzle_helpers import outcomes, rewrite
+from swizzle_helpers import needs_cpu, outcomes, rewrite
 
-needs_cpu = pytest.mark.skipif(not CpuRuntime().available()[0], reason="the model traces on the CPU runtime, "
-                               "which needs a host C++ compiler")
 TRANSPOSE = CORPORA / "transpose" / "transpose.cu"
 GROUPED_LIKE = {"grouped", "xcd-grouped", "hilbert", "morton"}
 

@@ -22,7 +22,7 @@ from kxform.locality.sizing import L2_MULTIPLE, WAVES, timing_size
 
 from conftest import CORPORA
 from swizzle_helpers import outcomes, rewrite
-from test_locality_model import needs_cpu
+from swizzle_helpers import needs_cpu
 
 HELD_OUT = Path(__file__).parents[1] / "fixtures" / "heldout"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from test_locality_model import needs_cpu
+from swizzle_helpers import needs_cpu
 
 HELD_OUT = Path(__file__).parents[1] / "fixtures" / "heldout"
 
