@@ -39,7 +39,7 @@ from kxform.frontend.cuda import parse_model  # noqa: E402
 from kxform.frontend.model import FunctionKind  # noqa: E402
 from kxform.frontend.source import read_source  # noqa: E402
 
-KXFORM = str(Path(sys.executable).parent / "kxform")
+KXFORM = [str(Path(sys.executable).parent / "kxform")]
 TIMEOUT_S = 300
 
 
@@ -64,7 +64,7 @@ def kernels_of(path: Path) -> list[str]:
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run([KXFORM, *args], cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT_S,
+        return subprocess.run([*KXFORM, *args], cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT_S,
                               check=False)
     except subprocess.TimeoutExpired:
         return subprocess.CompletedProcess(args, 124, "", f"timed out after {TIMEOUT_S} s")
@@ -140,7 +140,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="skip files whose path contains this (repeatable)")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--verbose", "-v", action="store_true", help="one line per kernel")
+    parser.add_argument("--kxform", help="the kxform command to measure (default: this environment's)")
     args = parser.parse_args(argv)
+    if args.kxform:
+        KXFORM[:] = args.kxform.split()
     todo = [(f, k) for f, k in collect(args.paths, args.glob)
             if not any(x in str(f) for x in args.exclude)]
     start = time.monotonic()
