@@ -118,7 +118,7 @@ _NOISE = [
 
 def reason_group(outcome: Outcome) -> str:
     """The failure with names, numbers and paths taken out: one cause, one group."""
-    text = outcome.reason
+    text = re.sub(rf"\b{re.escape(outcome.kernel)}\b", "KERNEL", outcome.reason)
     for pattern, repl in _NOISE:
         text = pattern.sub(repl, text)
     text = re.sub(r"\s+", " ", text).strip()
