@@ -7,7 +7,8 @@ kernel at the draft's sizes with every buffer over-allocated (the product of all
 variables), watched: the runtime reports one past the highest byte each buffer was
 touched at, and any read of a poisoned `out` element before a write. A count is then
 the simplest expression over the size variables (a product of up to three of them,
-possibly plus one, or a constant) that equals the measured element extent at every
+possibly plus one or times a small factor such as the 2 of a row holding a gate and an
+up half, or a constant) that equals the measured element extent at every
 probed size: an expression that agrees at two unrelated sizes is the kernel's own.
 """
 
@@ -25,6 +26,8 @@ from kxform.harness.dtypes import numpy_dtype
 from kxform.runtime.base import Runtime, RuntimeError_, UnwrittenRead
 
 MAX_DEGREE = 3
+FACTORS = (2, 3, 4)
+"""Whole multiples of a product tried after the product itself (gate|up, q|k|v, x|y|z|w rows)."""
 PROBE_TIMEOUT_S = 30.0
 
 
@@ -46,13 +49,15 @@ def count_expression(extents: Sequence[int], sizes: Sequence[Mapping[str, int]],
     """The simplest expression over `variables` equal to `extents[i]` at `sizes[i]` for all i."""
     if not extents or any(e <= 0 for e in extents):
         return None
-    for degree in range(1, MAX_DEGREE + 1 if variables else 1):
-        for combo in itertools.combinations_with_replacement(variables, degree):
-            values = [math.prod(size[v] for v in combo) for size in sizes]
-            text = " * ".join(combo)
+    combos = [combo for degree in range(1, MAX_DEGREE + 1 if variables else 1)
+              for combo in itertools.combinations_with_replacement(variables, degree)]
+    for factor in (1, *FACTORS):
+        for combo in combos:
+            values = [factor * math.prod(size[v] for v in combo) for size in sizes]
+            text = " * ".join(combo if factor == 1 else (str(factor), *combo))
             if values == list(extents):
                 return text
-            if [v + 1 for v in values] == list(extents):
+            if factor == 1 and [v + 1 for v in values] == list(extents):
                 return f"{text} + 1"
     return str(extents[0]) if len(set(extents)) == 1 else None
 

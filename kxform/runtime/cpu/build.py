@@ -36,6 +36,8 @@ ABI_TAG = "kxcpu-abi-2"
 """Changes whenever the manifest format or the kernel/host object contract changes."""
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
+LIBRARY_STUB_DIR = Path(__file__).resolve().parent / "libstubs"
+"""Stand-ins for host-library headers (cuBLAS, cuSPARSE, ...), searched after every other directory."""
 COMPILE_TIMEOUT_S = 600.0
 BASE_FLAGS = ("-std=c++17", "-O2", "-fno-strict-aliasing", "-fno-math-errno", "-w")
 # Instrumentation only: no sanitizer runtime is linked, trace.h provides the hooks.
@@ -85,6 +87,7 @@ class KernelUnit:
         """Compiler flags; the emulation headers come before every other include path."""
         flags = [*BASE_FLAGS, f"-I{INCLUDE_DIR}"]
         flags += [f"-I{os.path.abspath(d)}" for d in self.include_dirs]
+        flags += ["-idirafter", str(LIBRARY_STUB_DIR)]
         flags += [f"-D{d.removeprefix('-D')}" for d in self.defines]
         if self.hip:
             flags.append("-DKXCPU_HIP=1")
@@ -133,7 +136,8 @@ class Builder:
     def headers_digest(self) -> str:
         """Hash of the emulation headers (computed once per builder)."""
         if self._headers is None:
-            self._headers = _digest(_tree_stamp(INCLUDE_DIR, contents=True))
+            self._headers = _digest(_tree_stamp(INCLUDE_DIR, contents=True)
+                                   + _tree_stamp(LIBRARY_STUB_DIR, contents=True))
         return self._headers
 
     def unit_key(self, unit: KernelUnit) -> str:

@@ -43,7 +43,7 @@ def check_device_code(unit: object, where: str) -> None:
     """Raise `Unsupported` when nvcc rejects `unit` (a KernelUnit) as device code."""
     from kxform.build import BuildJob, first_error
 
-    from .build import KernelUnit
+    from .build import LIBRARY_STUB_DIR, KernelUnit
 
     assert isinstance(unit, KernelUnit)
     builder = _builder()
@@ -57,7 +57,8 @@ def check_device_code(unit: object, where: str) -> None:
         elif not define.removeprefix("-D").startswith(("KXFORM_CPU_", "KXCPU_")):
             defines.append(define.removeprefix("-D"))
     job = BuildJob(source=unit.device_source or unit.source, filename=where, output="ptx", arch=arch,
-                   include_dirs=tuple(unit.include_dirs), defines=tuple(defines))
+                   include_dirs=tuple(unit.include_dirs), defines=tuple(defines),
+                   extra_flags=("-Xcompiler", f"-idirafter,{LIBRARY_STUB_DIR}"))
     result = builder.build(job)
     if not result.ok:
         error = first_error(result.log)

@@ -77,6 +77,9 @@
 #endif
 
 #include "abi.h"
+#if !defined(KXCPU_HIP)
+#include "host_api.h"
+#endif
 
 /// Lanes per warp: 32 for CUDA, 64 for HIP sources (AMD wavefronts) unless overridden.
 static constexpr int warpSize = KXCPU_WARP_SIZE;
