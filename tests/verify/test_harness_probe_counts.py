@@ -13,7 +13,7 @@ from kxform.harness.probe import count_expression
 from kxform.runtime.cpu import CpuRuntime
 
 SIZES = ({"T": 70, "D": 45}, {"T": 64, "D": 48})
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_plain_product_is_preferred_to_a_multiple() -> None:

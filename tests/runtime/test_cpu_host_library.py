@@ -11,7 +11,7 @@ import pytest
 
 from conftest import needs_nvcc, run_cli
 
-FIXTURE = Path(__file__).parent / "fixtures" / "host_library"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "host_library"
 
 
 @pytest.mark.slow
