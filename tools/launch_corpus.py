@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from kxform.api import explain  # noqa: E402
 from kxform.engine.pass_api import Outcome  # noqa: E402
-from kxform.engine.runner import ApplyConfig, run_apply  # noqa: E402
+from kxform.orchestrate.runner import ApplyConfig, run_apply  # noqa: E402
 from kxform.errors import InputError  # noqa: E402
 from kxform.frontend.cuda import parse_model  # noqa: E402
 from kxform.frontend.source import validate_bytes  # noqa: E402

@@ -2,7 +2,7 @@
 
 The tuning objective already rewrote, checked, compiled and verified the winning
 configuration, but through the pure core only. Writing goes through `apply`'s whole
-path instead (kxform.engine.runner.run_apply): every pass of the pipeline with its
+path instead (kxform.orchestrate.runner.run_apply): every pass of the pipeline with its
 explicit options, libclang's semantic checks, the compile check through every
 translation unit, the differential run on the runtime that tuned it, and the atomic
 write under the tree lock. Anything that path refuses leaves the file untouched and is
@@ -22,7 +22,7 @@ from kxform.search.kernel_objective import KernelObjective
 
 def write_pipeline(args: argparse.Namespace, objective: KernelObjective, pipeline: str) -> dict[str, Any]:
     """Apply `pipeline` (`tile{TILE=32},swizzle{...}`) to the tuned kernel and write it."""
-    from kxform.engine.runner import ApplyConfig, run_apply
+    from kxform.orchestrate.runner import ApplyConfig, run_apply
     from kxform.hw import load_profile
     from kxform.log.report import WriteBack
     from kxform.runtime.gpu import GpuRuntime

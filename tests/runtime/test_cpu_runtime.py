@@ -424,6 +424,10 @@ MACROS = r"""
 __global__ void scale(int n, float* y) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i] = y[i] * (R + P + F + I + T + run + count + size + args + is_ptr);
+}
+"""
+
+
 USER_MACROS = r"""#define T 32
 #define R 1
 #define N 4
@@ -448,6 +452,8 @@ def test_short_macro_names_in_the_source_do_not_reach_the_runtime(cpu: CpuRuntim
     result = launch(cpu, MACROS, "scale", (ScalarArg("n", np.int32(100)), BufferArg("y", y, "inout")),
                     (2, 1, 1), (64, 1, 1))
     np.testing.assert_array_equal(result.outputs["y"], y * 45)
+
+
 def test_single_letter_user_macros_leave_the_runtime_alone(cpu: CpuRuntime) -> None:
     """A user's `#define T 32` before the includes: the runtime's own names are reserved
     ones (`_KxT`), so its templates and launch glue still read as written."""

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import CORPORA, run_cli
 from kxform.propose.lock import Decision
-from kxform.workspace.lockfile import digest, render
+from kxform.propose.lockfile import digest, render
 from llm_replies import PLANTED_KEY, answer
 
 GX77 = "lx = select(gx == 77 && bx == 1, 0, bx)\nly = by"
