@@ -22,15 +22,18 @@ DEST="${KXFORM_WHEELS:-$ROOT/.device-cache/wheels}"
 PYTHON="${PYTHON:-python3}"
 PYCUDA_VERSION="${PYCUDA_VERSION:-2026.1}"
 TARGET_PY="${TARGET_PY:-3.12}"
-MAX_MB="${MAX_MB:-50}"
+MAX_MB="${MAX_MB:-60}"
 
 # pycuda's own runtime dependencies (pytools pulls platformdirs, siphash24 and
 # typing-extensions; mako pulls markupsafe). siphash24 has a compiled core: it must be
 # a cp312 manylinux wheel, which is why everything below is fetched for that platform.
 PYCUDA_DEPS=(pytools platformdirs mako markupsafe siphash24 typing-extensions)
 # kxform's runtime dependencies (pyproject.toml; tomli is not needed on 3.11+).
-RUNTIME_DEPS=("tree-sitter>=0.25" "tree-sitter-cuda>=0.21" "libclang>=18.1" "networkx>=3.0" "numpy>=1.24"
+# numpy is not fetched (about 16 MB: GPU images have it, and pycuda builds against theirs;
+# WITH_NUMPY=1 fetches it); z3-solver (the remap proofs; about 29 MB) is.
+RUNTIME_DEPS=("tree-sitter>=0.25" "tree-sitter-cuda>=0.21" "libclang>=18.1" "networkx>=3.0" "z3-solver>=4.12"
               "pathspec>=0.12" "tqdm>=4.66" "tomli-w>=1.0" "filelock>=3.12")
+[[ "${WITH_NUMPY:-0}" == 1 ]] && RUNTIME_DEPS+=("numpy>=1.24")
 # scipy (the search's model strategy; about 35 MB) is fetched only with WITH_SCIPY=1: GPU
 # images usually have it, and the carried folder has a size limit.
 [[ "${WITH_SCIPY:-0}" == 1 ]] && RUNTIME_DEPS+=("scipy>=1.10")

@@ -30,7 +30,7 @@ PYTHON="${PYTHON:-python3}"
 export CUDA_ROOT="${CUDA_ROOT:-/usr/local/cuda}"
 REPORT_DIR="${OUT:-$WORK/report}"
 DEPS=(pytest hypothesis "tree-sitter>=0.25" "tree-sitter-cuda>=0.21" "libclang>=18.1" "networkx>=3.0" "numpy>=1.24"
-      "pathspec>=0.12" "tqdm>=4.66" pytools platformdirs mako siphash24)
+      "z3-solver>=4.12" "pathspec>=0.12" "tqdm>=4.66" pytools platformdirs mako siphash24)
 # Installed when among the wheels (or taken from the machine's own site-packages): the
 # lockfile's writer and file lock, and scipy (the search's model strategy).
 OPTIONAL_DEPS=("tomli-w>=1.0" "filelock>=3.12" "scipy>=1.10")
