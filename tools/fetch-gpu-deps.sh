@@ -13,7 +13,7 @@
 #
 # Environment: PYTHON (default python3) runs pip; KXFORM_WHEELS overrides the folder;
 # PYCUDA_VERSION pins pycuda (default below, known to build with CUDA 13);
-# TARGET_PY (default 3.12) is the GPU machine's Python version; MAX_MB (default 50) caps the
+# TARGET_PY (default 3.12) is the GPU machine's Python version; MAX_MB (default 60) caps the
 # folder's size.
 set -euo pipefail
 
