@@ -20,7 +20,7 @@ from typing import Any, cast
 
 from kxform.cache import content_key
 from kxform.cli.tune import _check_kernel, _objective, _options, _print, _prior, _spec, tune_summary
-from kxform.errors import UsageError
+from kxform.errors import CheckFailed, UsageError, printable
 from kxform.frontend.source import SourceText, read_source
 from kxform.log.passlog import PassLog
 from kxform.log.report import Report
@@ -78,7 +78,10 @@ def run(args: argparse.Namespace) -> int:
     summary = tune_summary(result, args, named, replay_path, str(db.path))
     summary["workers"] = pool.report().to_json()
     if args.write and result.best is not None:
-        summary["written"] = _write(args, recipe, source, result.best.config)
+        try:
+            summary["written"] = _write(args, recipe, source, result.best.config)
+        except CheckFailed as exc:
+            summary["written"] = {"written": [], "refused": str(exc)}
     log.write({"type": "tune", "schema": 1, "run": log.run_id, **summary})
     log.close(Report())
     if args.json:
@@ -88,6 +91,10 @@ def run(args: argparse.Namespace) -> int:
         report = summary["workers"]
         print(f"kxform: {len(report['workers'])} workers, {report['wall_s']:.1f} s, "
               f"{report['resubmitted']} resubmitted", file=sys.stderr)
+    refused = (summary.get("written") or {}).get("refused")
+    if refused:
+        print(printable(f"kxform: --write: {args.file}: not written: {refused}"), file=sys.stderr)
+        return 1
     return 0
 
 
@@ -134,17 +141,26 @@ def _recipe(args: argparse.Namespace, source: SourceText) -> tuple[Recipe, Searc
 
 def _write(args: argparse.Namespace, recipe: Recipe, source: SourceText, config: dict[str, Any]) -> dict[str, Any]:
     """`--write`: the best configuration's pipeline through `apply`'s every check, verified
-    again here on the CPU runtime (kxform.cli.tune_write), or a replay's `#define`s."""
-    from kxform.search.write import write_defaults
+    again here on the CPU runtime (kxform.cli.tune_write); a replayed configuration typed
+    into the passes' composed space first (kxform.search.recorded_values), never as text."""
+    from kxform.cli.tune import _cpu_checker
+    from kxform.cli.tune_write import write_pipeline
+    from kxform.runtime.cpu import CpuRuntime
+    from kxform.search.kernel_objective import KernelObjective
+    from kxform.search.recorded_values import recorded_pipeline
 
     if isinstance(recipe, KernelRecipe):
-        from kxform.cli.tune_write import write_pipeline
-        from kxform.runtime.cpu import CpuRuntime
-        from kxform.search.kernel_objective import KernelObjective
-
         objective = KernelObjective(recipe.target, recipe.space, CpuRuntime(), recipe.measure)
-        return write_pipeline(args, objective, recipe.space.spec(config))
-    return write_defaults(source, config)
+        pipeline = recipe.space.spec(config)
+    else:
+        objective = _cpu_checker(args, source)  # type: ignore[assignment]
+        pipeline = recorded_pipeline(objective.space, config, args.hw)
+    try:
+        if not pipeline:
+            return {"written": [], "kept_original": True}
+        return write_pipeline(args, objective, pipeline)
+    finally:
+        objective.close()
 
 
 def _run_directory(args: argparse.Namespace) -> int:

@@ -27,6 +27,8 @@ def tuning_labels(offered: Sequence[ParamValue], xcds: int) -> tuple[str, ...]:
         pattern = PATTERNS.get(str(name))
         if pattern is None or pattern.name == "row" or (pattern.name.startswith("xcd") and xcds <= 1):
             continue
+        if pattern.formula is None:  # no formula twin: it cannot be proven a bijection, so never a point
+            continue
         takes = {p.name for p in pattern.params}
         for group in GROUPS if "group" in takes else (None,):
             for along in ("y", "x") if "along" in takes else (None,):

@@ -228,7 +228,7 @@ def test_a_skip_that_drops_the_diagonal_block_is_caught(cpu) -> None:  # type: i
 
 @pytest.mark.slow
 def test_swizzle_runs_after_the_tiling_whatever_the_order_given() -> None:
-    result = rewrite(GEMM.read_bytes(), "swizzle,smem-tile", path=str(GEMM))
+    result = rewrite(GEMM.read_bytes(), f"swizzle{{pattern=grouped}},{DEFAULT}", path=str(GEMM))
     assert [(r.pass_name, r.outcome) for r in result.results] == [("smem-tile", Outcome.APPLIED),
                                                                   ("swizzle", Outcome.APPLIED)]
     text = result.new_data.decode()
@@ -248,7 +248,7 @@ def gpu():  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("spec", ["smem-tile", "smem-tile{BM=128,BN=64,BK=8,TM=8,TN=4,PAD=0,VEC=4}"])
+@pytest.mark.parametrize("spec", [DEFAULT, "smem-tile{BM=128,BN=64,BK=8,TM=8,TN=4,PAD=0,VEC=4}"])
 @pytest.mark.parametrize(("path", "kernel"), [(GEMM, "gemm_naive"), (NAIVE / "syrk" / "naive.cu", "syrk_naive"),
                                               (TN_FIXTURE, "gemm_tn")])
 def test_the_tiled_nests_verify_on_the_gpu(path: Path, kernel: str, spec: str, gpu) -> None:  # type: ignore[no-untyped-def]
@@ -267,7 +267,7 @@ def test_apply_verifies_on_the_cpu_and_writes_the_golden(tmp_path: Path) -> None
     shutil.copytree(NAIVE / "gemm", tmp_path / "gemm")
     path = tmp_path / "gemm" / "naive.cu"
     log = tmp_path / "run.jsonl"
-    proc = run_cli("apply", "--pass", "smem-tile", "--verify", "cpu", "--log", str(log), str(path))
+    proc = run_cli("apply", "--pass", DEFAULT, "--verify", "cpu", "--log", str(log), str(path))
     assert proc.returncode == 0, proc.stderr
     assert path.read_bytes() == GOLDEN.read_bytes()
     (record,) = [json.loads(line) for line in log.read_text().splitlines() if '"type": "kernel"' in line]

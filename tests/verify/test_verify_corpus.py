@@ -88,7 +88,8 @@ def test_kernel_matches_numpy_reference(runtime: Runtime, entry: dict) -> None:
 
 def _patterns_for(entry: dict) -> list[str]:
     dims = 1 if entry["grid_dims"] == 1 else 2
-    return [p.name for p in PATTERNS.values() if p.name != "row" and dims in p.dims]
+    # a pattern without a formula twin cannot be proven, so it is refused (tests/passes/test_patterns.py)
+    return [p.name for p in PATTERNS.values() if p.name != "row" and dims in p.dims and p.formula is not None]
 
 
 CASES = [pytest.param(e, p, id=f"{e['name']}-{p}") for e in SWIZZLABLE for p in _patterns_for(e)]
