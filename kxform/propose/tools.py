@@ -50,7 +50,7 @@ class Tool:
 
     @property
     def pass_name(self) -> str:
-        return self.pass_.name
+        return self.pass_ if isinstance(self.pass_, str) else self.pass_.name
 
     def to_param(self) -> dict[str, Any]:
         """The `tools` entry of a Messages request."""

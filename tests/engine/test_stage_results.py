@@ -33,7 +33,7 @@ SOURCE = "__global__ void k(float* o) { o[blockIdx.y * 9 + blockIdx.x] = 1; }\n"
 @pytest.fixture(scope="module")
 def held() -> FileTransform:
     """One swizzled kernel whose "Applied" remark waits for the later stages."""
-    return transform_source(validate_bytes("k.cu", SOURCE.encode()), [Swizzle()], load_profile("h100"), RunOptions(),
+    return transform_source(validate_bytes("k.cu", SOURCE.encode()), [Swizzle(pattern="grouped")], load_profile("h100"), RunOptions(),
                             finalize=False)
 
 

@@ -89,7 +89,7 @@ def test_tile_and_swizzle_spaces_compose_with_an_off_choice_per_pass() -> None:
     both = kernel_space(data, "sgemm_tiled", parse_passes("swizzle,tile"), path=str(path), hw="h100")
     every = kernel_space(data, "sgemm_tiled", None, path=str(path), hw="h100")
     assert both.passes == ("tile", "swizzle")
-    assert every.passes == ("tile", "swizzle", "unroll")  # its k loop's #pragma unroll factor too
+    assert every.passes == ("tile", "unroll", "swizzle")  # swizzle after every pass that changes the grid  # its k loop's #pragma unroll factor too
     # TILE is the tile pass's; __shared__: rows, vectorize and coarsen leave communicating threads alone
     assert dict(every.not_offered).keys() == {"launch", "rows", "vectorize", "coarsen"}
     assert both.space.names == ("tile", "tile.TILE", "swizzle", "swizzle.pattern")

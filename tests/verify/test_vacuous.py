@@ -68,14 +68,14 @@ def drafted(tmp_path: Path, cpu) -> Path:  # type: ignore[no-untyped-def]
     """The SGEMM and the spec `kxform harness infer` drafts for it, unedited."""
     path = tmp_path / "sgemm.cu"
     path.write_text(SGEMM)
-    proc = run_cli("harness", "infer", "sgemm.cu", "--kernel", "sgemm", "-o", "kxform.toml", cwd=tmp_path)
+    proc = run_cli("harness", "infer", "sgemm.cu", "--kernel", "sgemm", "-o", "kxform-spec.toml", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "fill in" not in proc.stderr, proc.stderr
     return path
 
 
 def test_the_draft_reads_roles_and_counts_off_the_kernel(drafted: Path) -> None:
-    kernel = load_spec(drafted.parent / "kxform.toml").kernel("sgemm")
+    kernel = load_spec(drafted.parent / "kxform-spec.toml").kernel("sgemm")
     assert [(a.name, a.role) for a in kernel.args if a.kind == "buffer"] == [("A", "in"), ("B", "in"), ("C", "inout")]
     assert {a.name: str(a.count) for a in kernel.args if a.kind == "buffer"} == {"A": "M * K", "B": "N * K",
                                                                                 "C": "M * N"}
@@ -84,7 +84,7 @@ def test_the_draft_reads_roles_and_counts_off_the_kernel(drafted: Path) -> None:
 
 @pytest.mark.parametrize("name", sorted(PLANTED))
 def test_planted_sgemm_rewrites_are_caught_with_a_drafted_spec(drafted: Path, name: str, cpu) -> None:  # type: ignore[no-untyped-def]
-    kernel = load_spec(drafted.parent / "kxform.toml").kernel("sgemm")
+    kernel = load_spec(drafted.parent / "kxform-spec.toml").kernel("sgemm")
     original = SourceText(str(drafted), SGEMM.encode())
     assert verify_pair(original, original, kernel, cpu).ok  # the draft can pass ...
     report = verify_pair(original, SourceText(str(drafted), PLANTED[name].encode()), kernel, cpu)
@@ -94,7 +94,7 @@ def test_planted_sgemm_rewrites_are_caught_with_a_drafted_spec(drafted: Path, na
 def test_the_old_draft_is_not_vacuous_either(drafted: Path, cpu) -> None:  # type: ignore[no-untyped-def]
     """With C declared `out` (what the old draft said), the plants are no longer "ok": the
     read of C is reported with its line, and the NaN outputs are inconclusive."""
-    spec = drafted.parent / "kxform.toml"
+    spec = drafted.parent / "kxform-spec.toml"
     text = spec.read_text()
     start = text.index('name = "C"')
     spec.write_text(text[:start] + text[start:].replace('role = "inout"', 'role = "out"', 1).replace(
