@@ -34,7 +34,7 @@ def _file(family: str) -> Path:
 def test_golden_rewrite_and_a_second_run_changes_nothing(family: str, spec: str, golden: str) -> None:
     path = _file(family)
     result = rewrite(path.read_bytes(), spec, path=str(path))
-    assert outcomes(result)[f"{family}_naive"] is Outcome.APPLIED, [r.format() for r in result.remarks]
+    assert outcomes(result)[f"{family}_naive"] is Outcome.APPLIED, [r.format(full=True) for r in result.remarks]
     assert result.new_data == (GOLDEN / golden).read_bytes()
     again = rewrite(result.new_data, spec, path=str(path))
     assert not again.changed and outcomes(again)[f"{family}_naive"] is Outcome.UNCHANGED
@@ -44,7 +44,7 @@ def test_without_values_nothing_is_proposed() -> None:
     path = _file("rmsnorm")
     result = rewrite(path.read_bytes(), "rows", path=str(path))
     assert not result.changed
-    assert any("NoEvidence" in r.format() or "no lanes per row" in r.format() for r in result.remarks)
+    assert any("NoEvidence" in r.format() or "no lanes per row" in r.format(full=True) for r in result.remarks)
 
 
 KERNEL = """#include <cuda_runtime.h>
@@ -77,7 +77,7 @@ def test_refusals_name_their_reason_and_line(body: str, remark: str) -> None:
     text = KERNEL.format(body=body)
     result = rewrite(text, "rows{lanes=32,rows=4}", path="k.cu")
     assert not result.changed
-    said = " ".join(r.format() for r in result.remarks)
+    said = " ".join(r.format(full=True) for r in result.remarks)
     assert remark in said and "(line " in said, said
 
 
@@ -99,7 +99,7 @@ def test_spec_round_trip_space_and_constraints() -> None:
     assert not space.is_valid({"lanes": 64, "rows": 2})  # block reduction needs one row per block
     assert not space.is_valid({"lanes": 4, "rows": 2})  # not whole warps
     refused = rewrite(path.read_bytes(), "rows{lanes=64,rows=2}", path=str(path))
-    assert not refused.changed and "rows == 1" in " ".join(r.format() for r in refused.remarks)
+    assert not refused.changed and "rows == 1" in " ".join(r.format(full=True) for r in refused.remarks)
 
 
 def test_the_tolerance_is_derived_and_stated() -> None:
@@ -286,7 +286,7 @@ def test_the_tolerance_follows_the_element_type(ctype: str, mode: str, stated: s
     body = f"    {ctype} s = 0;\n    for (int i = 0; i < C; i++)\n        s += x[row * C + i];\n    out[row] = s;"
     result = rewrite(KERNEL.format(body=body), "rows{lanes=32,rows=4}", path="k.cu")
     (kernel,) = result.results
-    assert kernel.outcome is Outcome.APPLIED, [r.format() for r in result.remarks]
+    assert kernel.outcome is Outcome.APPLIED, [r.format(full=True) for r in result.remarks]
     assert kernel.policy.compare.mode == mode and stated in kernel.policy.compare.reason
     if ctype == "double":
         assert "1.11e-16" in kernel.policy.compare.reason and kernel.policy.compare.unit == 2.0**-53
