@@ -63,3 +63,15 @@ def cpu(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-de
     if not ok:
         pytest.skip(f"CPU runtime unavailable: {why}")
     return runtime
+
+
+def logged_remarks(proc: subprocess.CompletedProcess[str], cwd: Path | str | None = None) -> str:
+    """A run's remark messages whole, from its pass log (the terminal shows short lines),
+    after what it printed: what a test of a remark's words reads."""
+    import json
+
+    if "Log: " not in proc.stderr:
+        return proc.stderr
+    log = Path(cwd or ".") / proc.stderr.rsplit("Log: ", 1)[1].strip()
+    records = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    return proc.stderr + "\n".join(r.get("message", "") for r in records if r.get("type") == "remark")

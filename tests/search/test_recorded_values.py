@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from conftest import CORPORA, needs_nvcc, run_cli
+from conftest import CORPORA, logged_remarks, needs_nvcc, run_cli
 
 INJECTED = '16\nstatic int x = system("touch pwned");'
 
@@ -85,7 +85,7 @@ def test_lock_entries_outside_the_typed_checked_space_are_refused(sgemm: Path, v
     before = (sgemm / "sgemm_tiled.cu").read_bytes()
     done = run_cli("apply", "--pass", "tile", "--proposer", "lock", "--lock", str(record), "sgemm_tiled.cu",
                    cwd=sgemm, env={"KXFORM_CACHE_DIR": str(sgemm / "cache")})
-    assert done.returncode == 1 and why in done.stderr, done.stderr
+    assert done.returncode == 1 and why in logged_remarks(done, sgemm), done.stderr
     assert (sgemm / "sgemm_tiled.cu").read_bytes() == before
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CORPORA, run_cli
+from conftest import CORPORA, logged_remarks, run_cli
 from kxform.propose.lock import Decision
 from kxform.propose.lockfile import digest, render
 from llm_replies import PLANTED_KEY, answer
@@ -55,7 +55,7 @@ def test_proposer_lock_with_the_gx77_formula_is_refused(sgemm: Path, tmp_path: P
     done = run_cli("apply", "--pass", "swizzle", "--proposer", "lock", "--lock", str(record), "--verify", "static",
                    "--log", str(log), str(sgemm))
     assert done.returncode == 1, done.stderr
-    assert sgemm.read_bytes() == before and REFUTED in done.stderr
+    assert sgemm.read_bytes() == before and REFUTED in logged_remarks(done, sgemm.parent)
     (kernel,) = [r for r in _records(log) if r["type"] == "kernel"]
     assert kernel["outcome"] == "failed" and kernel["stage"] == "check"
 
