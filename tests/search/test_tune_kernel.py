@@ -96,7 +96,8 @@ def test_tile_and_swizzle_spaces_compose_with_an_off_choice_per_pass() -> None:
     assert [c.text for c in both.space.constraints][0] == \
         "not (tile) or (tile.TILE * tile.TILE <= hw.max_threads_per_block)"
     choices = both.space.param("swizzle.pattern").values
-    assert "grouped(along=x,group=16)" in choices and "hilbert" in choices and "row" not in choices
+    assert "grouped(along=x,group=16)" in choices and "row" not in choices
+    assert "hilbert" not in choices and "morton" not in choices  # no formula twin: not provable, never a point
     assert not any(str(c).startswith("xcd") for c in choices)  # one L2 on an H100
     assert len(both.search(_profile("h100"))) == 7 * (len(choices) + 1)
     off = both.defaults()
