@@ -31,7 +31,8 @@ def write_pipeline(args: argparse.Namespace, objective: KernelObjective, pipelin
     spec_dirs = (os.path.dirname(os.path.abspath(args.spec)),) if getattr(args, "spec", None) else ()
     config = ApplyConfig(pipeline=pipeline, hw=load_profile(target.hw), kernels=(target.kernel,),
                          verify="gpu" if isinstance(objective.runtime, GpuRuntime) else "cpu",
-                         write_back=WriteBack.WRITE, build_dir=target.build_dir, spec_dirs=spec_dirs)
+                         write_back=WriteBack.WRITE, build_dir=target.build_dir, spec_dirs=spec_dirs,
+                         expected=((os.path.abspath(target.path), target.data),))
     _, outcomes = run_apply([target.path], config, emit=lambda text: None)
     outcome = outcomes[0] if outcomes else None
     results = [r for r in (outcome.results if outcome else []) if r.kernel == target.kernel]

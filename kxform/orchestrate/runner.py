@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from kxform.build.toolchain import Toolchain
 from kxform.engine.driver import Feedback, FileTransform, transform_source
 from kxform.engine.stages import run_later_stages
-from kxform.errors import InputError, KxformError, UsageError, display_path
+from kxform.errors import InputError, KxformError, Location, UsageError, display_path
 from kxform.workspace.exclude import Exclude
 from kxform.workspace.files import write_atomic
 from kxform.workspace.lock import TreeLock
@@ -69,6 +69,9 @@ class ApplyConfig:
     """Directories searched for harness specs after the sources' own directories."""
     proposer: Any = None
     """A `kxform.propose.registry.ProposerSpec` (built in each worker); None: the default."""
+    expected: tuple[tuple[str, bytes], ...] = ()
+    """(absolute path, content) a caller already judged (`tune --write`): a file that no
+    longer holds that content is refused as changed on disk, never rewritten from new text."""
 
 @dataclass
 class FileOutcome:
@@ -94,6 +97,10 @@ def _transform_one(path: str, config: ApplyConfig, includer: str | None = None,
     `feedback`: candidates the later stages refused in an earlier round."""
     try:
         source = read_source(path)
+        judged = dict(config.expected).get(os.path.abspath(path))
+        if judged is not None and source.data != judged:
+            raise InputError("changed on disk while kxform ran; not written (run kxform again on the new content)",
+                             Location(display_path(path)))
         passes = _pipeline(config.pipeline, config.extra_options)
         assert config.hw is not None
         options = RunOptions(kernels=config.kernels, arch=config.hw.arch)

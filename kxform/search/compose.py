@@ -73,7 +73,15 @@ class Composed:
     """The user's constraints (also in `space`): the only ones that span passes."""
 
     def active(self, config: Config) -> tuple[PassSpace, ...]:
-        """The passes `config` applies, in pipeline order."""
+        """The passes `config` applies, in pipeline order.
+
+        A name the space does not have is an error, never ignored: a configuration
+        written for another space (`TILE` where the space says `tile.TILE`) would
+        otherwise evaluate the original under the label of a rewrite."""
+        unknown = sorted(set(config) - set(self.space.names))
+        if unknown:
+            raise ValueError(f"not in this tuning space: {', '.join(unknown)} "
+                             f"(its names: {', '.join(self.space.names)})")
         return tuple(part for part in self.parts if config.get(part.name) is True)
 
     def pipeline(self, config: Config) -> tuple[Pass, ...]:

@@ -17,7 +17,6 @@ from kxform.search.kernel_objective import KernelObjective, MeasureOptions, Tune
 from kxform.search.kernel_space import kernel_space
 from kxform.hw import load_profile
 from kxform.search.objective import Failure
-from kxform.search.space import SearchSpace
 from kxform.verify.differential import verify_pair
 from swizzle_helpers import rewrite
 
@@ -61,21 +60,22 @@ def test_tuning_the_block_size_rejects_a_size_only_the_differential_run_can_see(
     assert PLANTED in data
     path.write_bytes(data)
     space = kernel_space(data, "gelu_forward", ("launch",), path=str(path), hw="h100")
-    assert space.launch_names == ("GELU_FORWARD_BLOCK_X",)
-    assert space.pipeline({"GELU_FORWARD_BLOCK_X": 512}) == "launch{GELU_FORWARD_BLOCK_X=512}"
+    assert space.space.names == ("launch", "launch.GELU_FORWARD_BLOCK_X")
+    assert space.spec({"launch": True, "launch.GELU_FORWARD_BLOCK_X": 512}) == "launch{GELU_FORWARD_BLOCK_X=512}"
     objective = KernelObjective(TuneTarget(str(path), data, "gelu_forward", _spec(path, "gelu_forward"), "h100"),
                                 space, cpu, MeasureOptions(check_sizes=("ragged",)))
 
     def evaluate(value: int):  # type: ignore[no-untyped-def]
-        prepared = objective.prepare({"GELU_FORWARD_BLOCK_X": value})
+        prepared = objective.prepare({"launch": True, "launch.GELU_FORWARD_BLOCK_X": value})
         return prepared.failure or objective.evaluate(prepared)
 
     wrong = evaluate(512)
     assert wrong.failure is Failure.VERIFY and "elements differ" in wrong.detail
     fine = evaluate(128)  # verified; only timing, which the CPU runtime cannot do, is left
     assert fine.failure is Failure.RUNTIME and fine.detail == "time: the cpu runtime does not time kernels"
-    searched = SearchSpace.build(space.space, load_profile("h100"))
-    values = [searched.config(r)["GELU_FORWARD_BLOCK_X"] for r in range(len(searched))]
+    searched = space.search(load_profile("h100"))
+    configs = [searched.config(r) for r in range(len(searched))]
+    values = sorted({c["launch.GELU_FORWARD_BLOCK_X"] for c in configs if c["launch"]})
     assert values == [32, 64, 128, 256, 512, 1024]  # at least a warp per block
 
 

@@ -66,7 +66,7 @@ def test_a_recorded_configuration_is_written_once_it_verifies(sgemm: Path) -> No
     _recording(sgemm, [8, 16])
     result = _tune_write(sgemm, "--json")
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["written"]["written"] == ["TILE=8"]
+    assert json.loads(result.stdout)["written"]["written"] == ["tile{TILE=8}"]
     source = (sgemm / "sgemm_tiled.cu").read_text()
     assert "#ifndef TILE\n#define TILE 8\n#endif" in source
 
@@ -92,7 +92,11 @@ def test_lock_entries_outside_the_typed_checked_space_are_refused(sgemm: Path, v
 @needs_nvcc
 @pytest.mark.slow
 def test_of_two_writers_that_read_the_same_file_only_the_first_writes(sgemm: Path) -> None:
-    from kxform.errors import InputError
+    """Two tuning runs judged the same content: the first writes; the second finds the
+    file changed and is refused, never re-applying its result to text it did not tune."""
+    import argparse
+
+    from kxform.cli.tune_write import write_pipeline
     from kxform.harness.spec import load_spec
     from kxform.runtime.cpu import CpuRuntime
     from kxform.search.kernel_objective import KernelObjective, MeasureOptions, TuneTarget
@@ -104,7 +108,9 @@ def test_of_two_writers_that_read_the_same_file_only_the_first_writes(sgemm: Pat
     space = kernel_space(data, "sgemm_tiled", ("tile",), path=str(path), hw="h100")
     first, second = (KernelObjective(TuneTarget(str(path), data, "sgemm_tiled", spec), space, CpuRuntime(),
                                      MeasureOptions(check_sizes=("tiles",))) for _ in range(2))
-    first.write({"TILE": 8})
-    with pytest.raises(InputError, match="changed on disk while kxform ran; not written"):
-        second.write({"TILE": 32})
+    args = argparse.Namespace(spec=None)
+    wrote = write_pipeline(args, first, "tile{TILE=8}")
+    assert wrote["written"] == ["tile{TILE=8}"], wrote
+    refused = write_pipeline(args, second, "tile{TILE=32}")
+    assert refused["written"] == [] and "changed on disk while kxform ran; not written" in refused["refused"]
     assert "#define TILE 8\n" in path.read_text()

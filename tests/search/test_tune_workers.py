@@ -244,8 +244,8 @@ def test_the_gpu_recipe_rewrites_compiles_and_verifies_inside_the_worker(tmp_pat
     try:
         [identity] = backend.start()
         assert identity.objective == "cpu" and identity.devices == "0"
-        backend.submit(0, 1, {"TILE": 32})
-        backend.submit(0, 2, {"TILE": 8})
+        backend.submit(0, 1, {"tile": True, "tile.TILE": 32})
+        backend.submit(0, 2, {"tile": True, "tile.TILE": 8})
         done: dict[int, Evaluation | None] = {}
         while len(done) < 2:
             done.update((d.ticket, d.evaluation) for d in backend.wait())
@@ -345,7 +345,8 @@ def test_a_configuration_that_kills_every_worker_is_recorded_as_failed(recording
     [step] = [s for s in run.result.steps if s.config == {"bx": 4, "by": 4, "unroll": 1, "tile": 2}]
     assert step.evaluation.failure is Failure.RUNTIME
     assert step.evaluation.detail.startswith(f"lost its worker {MAX_TRIES} times: worker ")
-    assert run.report.lost == 1 and run.report.resubmitted == MAX_TRIES - 1
+    # Each kill also sends back whatever else was in flight on that worker: at least MAX_TRIES - 1.
+    assert run.report.lost == 1 and run.report.resubmitted >= MAX_TRIES - 1
 
 
 @pytest.mark.slow
