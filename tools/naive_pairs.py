@@ -101,7 +101,7 @@ def spaces(version: Version, hw: str) -> dict[str, Any]:
     is (a space of one configuration is the original alone)."""
     from kxform.hw import load_profile
     from kxform.engine.registry import default_registry
-    from kxform.search.kernel_space import kernel_space
+    from kxform.search.kernel_space import NothingToTune, kernel_space
 
     out: dict[str, Any] = {}
     offered = []
@@ -109,9 +109,8 @@ def spaces(version: Version, hw: str) -> dict[str, Any]:
         try:
             space = kernel_space(version.source.data, version.kernel, (name,), path=version.source.path, hw=hw)
             size = len(space.search(load_profile(hw)))
-        except KxformError as exc:  # "...: 'k' has nothing to tune under tile: NoTileSize: why"
-            text = str(exc)
-            out[name] = {"refused": text.split(f"under {name}: ", 1)[-1]}
+        except NothingToTune as exc:
+            out[name] = {"refused": "; ".join(f"{key}: {why}" for _, key, why in exc.refused) or str(exc)}
             continue
         out[name] = {"configs": size, "params": [p.name for p in space.space.params]}
         if size > 1:

@@ -29,7 +29,13 @@ __all__ = ["KernelSpace", "NothingToTune", "kernel_space", "label", "parse_passe
 
 class NothingToTune(UsageError):
     """No pass (or not the one named) has anything to tune in the kernel: for one file a
-    usage error; for a directory run the kernel's original is kept, with this reason."""
+    usage error; for a directory run the kernel's original is kept, with this reason.
+    `refused` holds (pass, reason key, reason) for each pass, for callers that sort
+    refusals by cause rather than read the message."""
+
+    def __init__(self, message: str, refused: tuple[tuple[str, str, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.refused = refused
 
 
 @dataclass(frozen=True)
@@ -102,13 +108,14 @@ def kernel_space(data: bytes, kernel: str, passes: Sequence[str] | None = None, 
         if valid:
             parts.append(PassSpace(pass_, space))
             continue
-        why = analysis.blockers[0].message if analysis.blockers else \
-            "no configuration of its space meets its constraints" if space.params else \
-            "it offers nothing to tune in this kernel"
+        key, why = (analysis.blockers[0].key, analysis.blockers[0].message) if analysis.blockers else \
+            ("NoValidConfig", "no configuration of its space meets its constraints") if space.params else \
+            ("NothingToTune", "it offers nothing to tune in this kernel")
         if passes is not None:
-            raise NothingToTune(f"{path}: '{kernel}' has nothing to tune under {pass_.name}: {why}")
-        refused.append((pass_.name, why))
+            raise NothingToTune(f"{path}: '{kernel}' has nothing to tune under {pass_.name}: {why}",
+                                ((pass_.name, key, why),))
+        refused.append((pass_.name, key, why))
     if not parts:
-        shown = "; ".join(f"{name}: {why}" for name, why in refused) or "no pass is registered"
-        raise NothingToTune(f"{path}: '{kernel}' has nothing to tune under any pass ({shown})")
-    return KernelSpace(kernel, compose(parts, require, kernel), tuple(refused))
+        shown = "; ".join(f"{name}: {why}" for name, _, why in refused) or "no pass is registered"
+        raise NothingToTune(f"{path}: '{kernel}' has nothing to tune under any pass ({shown})", tuple(refused))
+    return KernelSpace(kernel, compose(parts, require, kernel), tuple((name, why) for name, _, why in refused))

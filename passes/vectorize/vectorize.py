@@ -110,9 +110,11 @@ class Vectorize(Pass):
     def _space(facts: KernelFacts | None, kernel: Function) -> ParamSpace:
         if facts is None or facts.blockers or not facts.widths():
             return ParamSpace()
-        values = [OFF, *(str(w) for w in facts.widths())]
-        return ParamSpace((Param.enum("width", values, OFF, doc=f"elements per thread of '{kernel.name}' (1: as "
-                                      "written)"),))
+        # No "1": the code as written is the composed space's pass-off point, never a
+        # second configuration of this pass that measures the same kernel again.
+        values = [str(w) for w in facts.widths()]
+        return ParamSpace((Param.enum("width", values, values[0],
+                                      doc=f"elements per thread of '{kernel.name}'"),))
 
     def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
         facts = analysis.facts.get("facts") if analysis.facts else kernel_facts(ctx, analysis.kernel)
@@ -122,8 +124,7 @@ class Vectorize(Pass):
                      provenance: Provenance | None = None) -> Proposal:
         space = self.space(ctx, analysis)
         resolved = space.resolve(config)
-        changed = {k: v for k, v in resolved.items() if v != space.param(k).default}
-        return Proposal.of(self.name, analysis.kernel.name, changed, f"configuration {space.label(resolved)}",
+        return Proposal.of(self.name, analysis.kernel.name, dict(resolved), f"configuration {space.label(resolved)}",
                            provenance)
 
     # -- check, edit, verify ------------------------------------------------------------

@@ -199,7 +199,8 @@ def test_default_order_comes_from_the_pass_and_the_model() -> None:
     order = selection.default_order(transpose.source.path, transpose.function, hw)
     assert order.modelled and order.proposals == ()  # the model leaves the transpose alone
     assert "predicted by the model" in order.first_rationale
-    assert {c.pattern.name for c in order.fallback} >= {"column", "grouped", "hilbert"}
+    assert {c.pattern.name for c in order.fallback} >= {"column", "grouped"}
+    assert "hilbert" not in {c.pattern.name for c in order.fallback}  # unprovable: never proposed
     gemm = common.corpus_2d(("templated_matmul_f32",))[0]
     gemm_order = selection.default_order(gemm.source.path, gemm.function, hw)
     assert gemm_order.modelled and gemm_order.proposals[0].label() == "grouped(along=y,group=8)"
