@@ -29,6 +29,7 @@ from kxform.frontend.model import Function, SourceModel
 from kxform.frontend.source import SourceText
 from kxform.harness.dtypes import CTYPE_DTYPES, base_ctype
 from kxform.harness.probe import ProbeResult, probe
+from kxform.harness.request import UnitFlags
 from kxform.harness.roles import Access, draft_roles
 from kxform.runtime.base import Runtime
 
@@ -384,12 +385,14 @@ def _apply_probe(plan: _Plan, result: ProbeResult) -> None:
 
 
 def infer_spec(source: SourceText, spelling: str, runtime: Runtime | None = None,
-               spec_dir: str | None = None, model: SourceModel | None = None) -> Draft:
+               spec_dir: str | None = None, model: SourceModel | None = None,
+               flags: UnitFlags | None = None) -> Draft:
     """A draft spec for `spelling` (kernel name or instantiation). With a runtime that can
     watch launches (the CPU runtime), counts and roles are measured at the draft's sizes.
     `spec_dir`: the directory the spec will be written to (its `file` is relative to it;
     default: beside the source). `model`: the source's parse, when the caller has it
-    (drafting every kernel of a file would otherwise parse the file once per kernel)."""
+    (drafting every kernel of a file would otherwise parse the file once per kernel).
+    `flags`: the unit's include directories and defines, for the measuring run."""
     model = model or parse_model(source)
     plan = _plan(source, spelling, model)
     result: ProbeResult | None = None
@@ -398,7 +401,7 @@ def infer_spec(source: SourceText, spelling: str, runtime: Runtime | None = None
             result = ProbeResult(error="the over-allocated probe buffers would be too large")
         else:
             text, _ = _render(plan, over_allocate=True)
-            result = probe(source.path, text, plan.spelling, runtime, plan.size_vars)
+            result = probe(source.path, text, plan.spelling, runtime, plan.size_vars, flags)
         if result.error is None:
             _apply_probe(plan, result)
         else:

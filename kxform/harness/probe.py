@@ -23,6 +23,7 @@ from pathlib import Path
 
 from kxform.errors import KxformError
 from kxform.harness.dtypes import numpy_dtype
+from kxform.harness.request import UnitFlags
 from kxform.runtime.base import Runtime, RuntimeError_, UnwrittenRead
 
 MAX_DEGREE = 3
@@ -63,13 +64,14 @@ def count_expression(extents: Sequence[int], sizes: Sequence[Mapping[str, int]],
 
 
 def probe(source_path: str, spec_text: str, spelling: str, runtime: Runtime,
-          variables: Sequence[str]) -> ProbeResult:
-    """Run the draft in `spec_text` (buffers over-allocated) at each of its sizes, watched."""
+          variables: Sequence[str], flags: UnitFlags | None = None) -> ProbeResult:
+    """Run the draft in `spec_text` (buffers over-allocated) at each of its sizes, watched.
+    `flags`: the unit's include directories and defines (the project's build flags)."""
     from kxform.build.extract import extract_kernel
     from kxform.frontend.source import read_source
     from kxform.harness.inputs import make_inputs
     from kxform.harness.spec import load_spec
-    from kxform.harness.request import launch_request
+    from kxform.harness.request import NO_FLAGS, launch_request
 
     if not runtime.watches_reads:
         return ProbeResult(error=f"the {runtime.name} runtime cannot watch a launch")
@@ -85,7 +87,8 @@ def probe(source_path: str, spec_text: str, spelling: str, runtime: Runtime,
         for size in sizes:
             resolved = kernel.launch(size)
             inputs = make_inputs(kernel, resolved)
-            request = launch_request(extracted, resolved, inputs, f"{spelling}[{size.name}] probe", PROBE_TIMEOUT_S)
+            request = launch_request(extracted, resolved, inputs, f"{spelling}[{size.name}] probe", PROBE_TIMEOUT_S,
+                                     flags=flags or NO_FLAGS)
             result = runtime.run(replace(request, watch=True))
             for arg in resolved.args:
                 if arg.kind != "buffer":

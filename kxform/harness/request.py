@@ -17,7 +17,7 @@ from kxform.build.extract import ExtractedKernel
 from kxform.harness.launch import ResolvedLaunch
 from kxform.runtime.base import BufferArg, LaunchRequest, ScalarArg
 
-__all__ = ["NO_FLAGS", "UnitFlags", "launch_request"]
+__all__ = ["NO_FLAGS", "UnitFlags", "launch_request", "unit_flags"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,21 @@ class UnitFlags:
 
 
 NO_FLAGS = UnitFlags()
+
+
+def unit_flags(toolchain: object | None, path: str) -> UnitFlags | None:
+    """The project's flags for a unit extracted from `path` (a run's `Toolchain`, whose
+    build directory holds them), or None where the run has none or lacks the file: the
+    model, the draft and the trace then build the unit as the file stands alone."""
+    from kxform.errors import KxformError
+
+    build_dir = getattr(toolchain, "build_dir", None)
+    if not build_dir:
+        return None
+    try:
+        return UnitFlags.from_build_dir(build_dir, path)
+    except KxformError:
+        return None
 
 
 def launch_request(extracted: ExtractedKernel, resolved: ResolvedLaunch, inputs: dict, label: str,

@@ -26,6 +26,7 @@ from kxform.errors import KxformError
 from kxform.frontend.source import SourceText
 from kxform.harness.launch import ResolvedLaunch
 from kxform.harness.model import KernelSpec, SizeSpec
+from kxform.harness.request import UnitFlags
 from kxform.hw import HwProfile
 from kxform.locality import cost, store
 from kxform.locality.dispatch import blocks_for
@@ -146,27 +147,30 @@ def candidate_configs(hw: HwProfile, dims: int = 2) -> list[RemapConfig]:
 
 def rank_orders(source: SourceText, spec: KernelSpec, hw: HwProfile, size: str | SizeSpec | None = None,
                 configs: list[RemapConfig] | None = None, runtime: CpuRuntime | None = None,
-                launch: ResolvedLaunch | None = None) -> Ranking:
+                launch: ResolvedLaunch | None = None, flags: UnitFlags | None = None) -> Ranking:
     """Trace, simulate and rank `configs` (default: every applicable library pattern)
     against row-major. Raises ModelRefused when the kernel cannot be judged. Footprints
     and per-order statistics are cached on disk (store.py). `launch`: the launch to model
-    instead of the spec's at `size` (a rewrite that changes it: kxform.locality.tile)."""
+    instead of the spec's at `size` (a rewrite that changes it: kxform.locality.tile);
+    `flags`: the unit's include directories and defines (the project's build flags)."""
     started = time.perf_counter()
     chosen_size = resolve_size(spec, size)
     shape = launch_shape(spec, chosen_size, launch)
     extracted = extract(source, spec)
     trace_key = store.key(source.text, _spec_text(spec), spec.name, chosen_size.name,
                           repr(sorted(chosen_size.values.items())),
-                          *(() if launch is None else (repr((launch.grid, launch.block, launch.shared_bytes)),)))
+                          *(() if launch is None else (repr((launch.grid, launch.block, launch.shared_bytes)),)),
+                          *(() if flags is None else (repr((flags.include_dirs, flags.defines)),)))
     footprints = store.load_footprints(trace_key)
     cached = footprints is not None
     if footprints is None:
-        request = trace_request(extracted, spec, chosen_size, launch=launch)
+        request = trace_request(extracted, spec, chosen_size, launch=launch, flags=flags)
         footprints = trace_footprints(BlockTracer(request, runtime or default_runtime()), shape.grid)
         store.save_footprints(trace_key, footprints)
     traced = time.perf_counter()
     regs, static_smem, ptxas_note = kernel_registers(extracted.source, extracted.entry, hw.arch,
-                                                     source_dir(extracted))
+                                                     source_dir(extracted),
+                                                     *((flags.include_dirs, flags.defines) if flags else ()))
     occ = occupancy(hw, shape.threads, regs, static_smem + shape.shared_bytes)
     machine = Machine.of(hw, occ)
     layout = Layout.of(tuple(b.nbytes for b in shape.buffers), machine.sector_bytes, machine.line_bytes,

@@ -25,6 +25,7 @@ from kxform.frontend.cuda import parse_model
 from kxform.frontend.model import SourceModel
 from kxform.frontend.source import SourceText
 from kxform.harness.model import KernelSpec
+from kxform.harness.request import UnitFlags
 from kxform.hw import HwProfile
 from kxform.locality.predict import Ranking, candidate_configs, rank_orders
 from kxform.locality.sizing import drafted_spec, timing_size
@@ -68,9 +69,10 @@ class Verdict:
 
 
 def judge(source: SourceText, kernel: str, hw: HwProfile, two_d: bool,
-          model: SourceModel | None = None) -> tuple[Verdict | None, str]:
+          model: SourceModel | None = None, flags: UnitFlags | None = None) -> tuple[Verdict | None, str]:
     """The model's verdict on `kernel` of `source`, or (None, why it was not asked or
-    could not judge). `model`: the source's parse (for drafting a spec without one)."""
+    could not judge). `model`: the source's parse (for drafting a spec without one);
+    `flags`: the unit's include directories and defines (the project's build flags)."""
     if not any(_changes_order(c) for c in candidate_configs(hw, 2 if two_d else 1)):
         return None, "no candidate order differs from row-major here"
     spec, spec_path, why = _spec_for(source.path, kernel)
@@ -78,8 +80,8 @@ def judge(source: SourceText, kernel: str, hw: HwProfile, two_d: bool,
         if spec is None or spec_path is None:
             if why:
                 return None, why
-            spec, spec_path = drafted_spec(source, kernel, model or parse_model(source))
-        data = cached_ranking(source, spec, spec_path, hw, 2 if two_d else 1)
+            spec, spec_path = drafted_spec(source, kernel, model or parse_model(source), flags)
+        data = cached_ranking(source, spec, spec_path, hw, 2 if two_d else 1, flags)
     except ModelRefused as exc:
         return None, f"the locality model cannot judge it: {exc.cause}"
     except KxformError as exc:
@@ -114,14 +116,15 @@ def _spec_for(path: str, kernel: str) -> tuple[KernelSpec | None, Path | None, s
 
 
 def cached_ranking(source: SourceText, spec: KernelSpec, spec_path: Path, hw: HwProfile,
-                   dims: int) -> dict[str, object]:
+                   dims: int, flags: UnitFlags | None = None) -> dict[str, object]:
     """`rank_orders(...).to_json()` at the model's timing size (sizing.timing_size), from
     the cache when the same question was answered before; refusals are cached too."""
     size = timing_size(spec, hw)
     configs = candidate_configs(hw, dims)
     spec_text = spec_path.read_text(encoding="utf-8")
     key = content_key(MODEL_VERSION, source.text, spec_text, spec.name, repr(sorted(size.values.items())),
-                      json.dumps(hw.to_dict(), sort_keys=True, default=str), *[c.label() for c in configs])
+                      json.dumps(hw.to_dict(), sort_keys=True, default=str), *[c.label() for c in configs],
+                      *(() if flags is None else (repr((flags.include_dirs, flags.defines)),)))
     path = cache_root() / "locality" / f"{key}.json"
     if path.is_file():
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -129,7 +132,7 @@ def cached_ranking(source: SourceText, spec: KernelSpec, spec_path: Path, hw: Hw
             raise ModelRefused(str(data["refused"]))
         return dict(data)
     try:
-        ranking: Ranking = rank_orders(source, spec, hw, size, configs)
+        ranking: Ranking = rank_orders(source, spec, hw, size, configs, flags=flags)
         data = ranking.to_json()
     except ModelRefused as exc:
         _write(path, {"refused": exc.cause})

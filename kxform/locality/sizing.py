@@ -25,6 +25,7 @@ from kxform.errors import KxformError
 from kxform.frontend.model import SourceModel
 from kxform.frontend.source import SourceText
 from kxform.harness.model import KernelSpec, SizeSpec
+from kxform.harness.request import UnitFlags
 from kxform.hw import HwProfile
 from kxform.locality.trace import ModelRefused
 
@@ -72,7 +73,8 @@ def _show(size: SizeSpec) -> str:
     return ", ".join(f"{k}={v}" for k, v in size.values.items())
 
 
-def drafted_spec(source: SourceText, kernel: str, model: SourceModel) -> tuple[KernelSpec, Path]:
+def drafted_spec(source: SourceText, kernel: str, model: SourceModel,
+                 flags: UnitFlags | None = None) -> tuple[KernelSpec, Path]:
     """A drafted spec of `kernel` (cached by the source text); ModelRefused when the
     draft is incomplete or cannot be measured. `model`: the source's parse. A kernel
     the file never launches is refused before anything is drafted."""
@@ -82,14 +84,15 @@ def drafted_spec(source: SourceText, kernel: str, model: SourceModel) -> tuple[K
     from kxform.harness.spec import load_spec
     from kxform.locality.trace import default_runtime
 
-    key = content_key(DRAFT_VERSION, source.text, kernel, source.path)
+    key = content_key(DRAFT_VERSION, source.text, kernel, source.path,
+                      *(() if flags is None else (repr((flags.include_dirs, flags.defines)),)))
     path = cache_root() / "drafts" / key / f"{Path(source.path).stem}.kxform.toml"
     refused = path.with_suffix(".refused")
     if refused.is_file():
         raise ModelRefused(refused.read_text(encoding="utf-8"))
     if not path.is_file():
         try:
-            draft = infer_spec(source, kernel, default_runtime(), model=model)
+            draft = infer_spec(source, kernel, default_runtime(), model=model, flags=flags)
         except KxformError as exc:
             _write(refused, f"no spec, and none can be drafted: {exc}")
             raise ModelRefused(f"no spec, and none can be drafted: {exc}") from None

@@ -20,6 +20,7 @@ from kxform.frontend.source import SourceText
 from kxform.harness.inputs import make_inputs
 from kxform.harness.launch import ResolvedLaunch
 from kxform.harness.model import KernelSpec, SizeSpec
+from kxform.harness.request import UnitFlags
 from kxform.runtime.base import BufferArg, LaunchRequest, RuntimeError_, SectorTrace
 from kxform.runtime.cpu import CpuRuntime
 
@@ -141,13 +142,16 @@ def extract(source: SourceText, spec: KernelSpec) -> ExtractedKernel:
 
 
 def trace_request(extracted: ExtractedKernel, spec: KernelSpec, size: SizeSpec,
-                  seed: int | None = None, launch: ResolvedLaunch | None = None) -> LaunchRequest:
-    """The launch of the kernel at `size` (or `launch`) on the spec's real inputs, ready to trace."""
-    from kxform.verify.differential import launch_request
+                  seed: int | None = None, launch: ResolvedLaunch | None = None,
+                  flags: UnitFlags | None = None) -> LaunchRequest:
+    """The launch of the kernel at `size` (or `launch`) on the spec's real inputs, ready to
+    trace; `flags`: the unit's include directories and defines (the project's build flags)."""
+    from kxform.harness.request import NO_FLAGS, launch_request
 
     resolved = launch or spec.launch(size)
     inputs = make_inputs(spec, resolved, seed)
-    return launch_request(extracted, resolved, inputs, f"{spec.name}[{size.name}] traced", timeout_s=600.0)
+    return launch_request(extracted, resolved, inputs, f"{spec.name}[{size.name}] traced", timeout_s=600.0,
+                          flags=flags or NO_FLAGS)
 
 
 def default_size(spec: KernelSpec) -> SizeSpec:

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 from kxform.analysis.manager import AnalysisInput
 from kxform.frontend.model import Function
+from kxform.harness.request import unit_flags
 from kxform.passes.swizzle.index_usage import IndexUsage
 
 
@@ -26,5 +27,6 @@ class LocalityJudgement:
         from kxform.locality.propose import judge  # the locality model (docs/locality-model.md)
 
         two_d = ctx.analysis(IndexUsage, kernel).dims >= 2
-        verdict, not_modelled = judge(ctx.model.source, kernel.name, ctx.hw, two_d, ctx.model)
+        verdict, not_modelled = judge(ctx.model.source, kernel.name, ctx.hw, two_d, ctx.model,
+                                      unit_flags(ctx.toolchain, ctx.model.source.path))
         return cls(verdict, not_modelled)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import CORPORA, ROOT, needs_nvcc, run_cli
+from conftest import CORPORA, ROOT, logged_remarks, needs_nvcc, run_cli
 from kxform.engine.pass_api import Outcome
 from kxform.frontend.source import read_source
 from kxform.harness.spec import load_spec
@@ -297,3 +297,22 @@ def test_a_saving_is_positive_in_inspect_l2_and_in_the_decision() -> None:
     line = next(ln for ln in text.splitlines() if ln.split()[1:2] == ["grouped(along=y,group=8)"])
     assert f"{grouped['time_saving']:+.1%}" in line and f"{grouped['dram_saving']:+.1%}" in line
     assert f"DRAM saved {grouped['dram_saving']:+.1%}" in text
+
+
+@needs_cpu
+@pytest.mark.slow
+def test_the_model_builds_the_kernel_with_the_projects_include_dirs_and_defines(tmp_path: Path) -> None:
+    """examples/demo's sgemm.cu includes demo.h from include/ and needs DEMO_TILE from the
+    build: the model's trace, register count and drafted specs build the unit with the
+    run's -I and -D (as the compile check does), so it can judge, and its order is applied."""
+    import shutil
+
+    demo = tmp_path / "demo"
+    shutil.copytree(ROOT / "examples" / "demo", demo)
+    done = run_cli("apply", "--pass", "swizzle", "-Iinclude", "-DDEMO_TILE=16", "--verify", "compile", "--check",
+                   "src", cwd=demo, env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")})
+    assert done.returncode == 1 and "would rewrite src/sgemm.cu" in done.stderr, done.stderr  # --check: 1
+    remarks = logged_remarks(done, demo)
+    assert "swizzle applied to 'sgemm'" in remarks and "predicted by the model (h100-sxm, size bench" in remarks
+    assert "compile error" not in remarks  # the transpose's drafted spec was measured with the flags too
+    assert "swizzle not applied to 'transpose': predicted by the model" in remarks
