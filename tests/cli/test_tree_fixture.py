@@ -47,8 +47,10 @@ def nvcc_compiles(root: Path, path: Path, *defines: str) -> tuple[bool, str]:
 def test_a_real_looking_tree_is_processed_file_by_file_and_every_written_file_compiles(tmp_path: Path) -> None:
     root = make_tree(tmp_path)
     before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
-    proc = run_cli("apply", "--pass", "swizzle", "--verify", "compile", "-p", "build", "--log", "run.jsonl",
-                   "src", "include", cwd=root, timeout=900)
+    # The pattern is named: what is exercised is where edits go in such a tree; without a
+    # named pattern (and no harness specs) the default leaves every kernel alone.
+    proc = run_cli("apply", "--pass", "swizzle", "--pattern", "grouped", "--verify", "compile", "-p", "build",
+                   "--log", "run.jsonl", "src", "include", cwd=root, timeout=900)
     records = [json.loads(line) for line in (root / "run.jsonl").read_text().splitlines()]
     files = [r for r in records if r["type"] == "file"]
     kernels = {r["kernel"]: r for r in records if r["type"] == "kernel"}
