@@ -17,18 +17,12 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from corpus_apply import ROOT, apply_config, naive_pairs  # noqa: E402
 
 from kxform.api import explain  # noqa: E402
 from kxform.passes.smem_tile.smem_tile import CANDIDATES  # noqa: E402
-from tile_corpus import _apply  # noqa: E402
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 NAME = "smem-tile"
 
@@ -43,10 +37,9 @@ def main() -> int:
     parser.add_argument("--hw", default="h100")
     parser.add_argument("--only", action="append", default=[], help="only these manifest entries")
     args = parser.parse_args()
-    manifest = tomllib.loads((ROOT / "corpora" / "naive" / "index.toml").read_text())["pair"]
     failures = 0
     started = time.perf_counter()
-    for entry in manifest:
+    for entry in naive_pairs():
         if args.only and entry["name"] not in args.only:
             continue
         path = ROOT / "corpora" / "naive" / entry["naive"]
@@ -58,14 +51,14 @@ def main() -> int:
         print(f"{entry['name']:<14} {kernel:<14} tiled     {len(info['constraints'])} constraints")
         for label in ["defaults"] + [_spec(c) for c in CANDIDATES[:args.points]]:
             t0 = time.perf_counter()
-            outcome, detail = _apply(path, NAME if label == "defaults" else label, kernel, args.hw)
-            failures += outcome != "verified"
-            print(f"{'':<30}{label:<52} {outcome}: {detail} ({time.perf_counter() - t0:.0f} s)")
+            applied = apply_config(path, NAME if label == "defaults" else label, kernel, args.hw)
+            failures += not applied.verified
+            print(f"{'':<30}{label:<52} {applied.line()} ({time.perf_counter() - t0:.0f} s)")
     if not args.only or "gemm" in args.only:
         path = ROOT / "corpora" / "naive" / "gemm" / "naive.cu"
-        outcome, detail = _apply(path, f"{NAME},swizzle", "gemm_naive", args.hw)
-        failures += outcome != "verified"
-        print(f"{'gemm':<14} {'gemm_naive':<14} {NAME},swizzle: {outcome}: {detail}")
+        applied = apply_config(path, f"{NAME},swizzle", "gemm_naive", args.hw)
+        failures += not applied.verified
+        print(f"{'gemm':<14} {'gemm_naive':<14} {NAME},swizzle: {applied.line()}")
     print(f"{failures} failure(s); {time.perf_counter() - started:.0f} s")
     return 1 if failures else 0
 

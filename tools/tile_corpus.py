@@ -14,58 +14,19 @@ pipeline on the tiled GEMMs. Prints a table; exit 1 if any verification failed.
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from corpus_apply import ROOT, apply_config, candidates, manifest  # noqa: E402
 
 from kxform.api import explain  # noqa: E402
 from kxform.engine.pass_api import Outcome  # noqa: E402
 from kxform.errors import InputError  # noqa: E402
-from kxform.orchestrate.runner import ApplyConfig, run_apply  # noqa: E402
-from kxform.hw import load_profile  # noqa: E402
-from kxform.log.report import WriteBack  # noqa: E402
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 GEMMS = ("sgemm_tiled", "batched_scores_3d", "macro_index_sqdist")
-
-
-def _apply(path: Path, pipeline: str, kernel: str, hw: str) -> tuple[str, str]:
-    """(outcome, detail) of one `kxform apply --check --verify cpu` run on a copy."""
-    with tempfile.TemporaryDirectory(prefix="kxform-tile-") as tmp:
-        copy = Path(tmp) / path.parent.name
-        shutil.copytree(path.parent, copy)
-        config = ApplyConfig(pipeline=pipeline, hw=load_profile(hw), kernels=(kernel,), verify="cpu",
-                             write_back=WriteBack.CHECK, jobs=1)
-        _, outcomes = run_apply([str(copy / path.name)], config, emit=lambda text: None)
-    results = [r for o in outcomes for r in o.results if r.kernel == kernel]
-    if not results:
-        return "error", "; ".join(o.error or "" for o in outcomes)
-    if any(r.outcome is not Outcome.APPLIED for r in results):
-        bad = next(r for r in results if r.outcome is not Outcome.APPLIED)
-        return bad.outcome.value, (bad.reasons or ("",))[0][:160]
-    verify = next((c for c in results[-1].checks if c.name == "verify"), None)
-    if verify is None or not verify.ok or verify.detail.startswith("skipped"):
-        return "unverified", verify.detail[:160] if verify else "no verify record"
-    policy = results[0].policy.compare.describe().split(" (")[0]
-    exact = "within tolerance" not in verify.detail
-    return "verified", f"{policy}; {'bit-identical' if exact else 'within tolerance'}"
-
-
-def candidates(path: Path, kernel: str, hw: str) -> list[str]:
-    """The tile pass's own candidates (valid configurations nearest the original), as specs."""
-    from kxform.api import _analysed
-
-    pass_, ctx, analysis = _analysed(path.read_bytes(), kernel, "tile", str(path), hw, None)
-    return [p.label() for p in pass_.candidates(ctx, analysis)]
 
 
 def main() -> int:
@@ -74,10 +35,10 @@ def main() -> int:
     parser.add_argument("--hw", default="h100")
     parser.add_argument("--only", action="append", default=[], help="only these manifest entries")
     args = parser.parse_args()
-    manifest = tomllib.loads((ROOT / "corpora" / "index.toml").read_text())["kernel"]
+    entries = manifest()
     lifted, refused, failures = 0, 0, 0
     started = time.perf_counter()
-    for entry in manifest:
+    for entry in entries:
         if args.only and entry["name"] not in args.only:
             continue
         path = ROOT / "corpora" / entry["path"]
@@ -100,24 +61,25 @@ def main() -> int:
         if "spec" not in entry:
             print(f"{'':<32}no harness spec: not verified")
             continue
-        outcome, detail = _apply(path, "tile", kernel, args.hw)
-        if outcome == "unchanged":  # constexprs only: already parameters, nothing to rewrite
-            detail = "already parameters (constexpr): nothing to rewrite at the original values"
+        applied = apply_config(path, "tile", kernel, args.hw)
+        if applied.outcome is Outcome.UNCHANGED:  # constexprs only: already parameters, nothing to rewrite
+            shown = f"{applied.label}: already parameters (constexpr): nothing to rewrite at the original values"
         else:
-            failures += outcome != "verified" or "bit-exact" not in detail
-        print(f"{'':<32}defaults: {outcome}: {detail}")
-        for label in candidates(path, kernel, args.hw)[:args.points]:
-            outcome, detail = _apply(path, label, kernel, args.hw)
-            failures += outcome != "verified"
-            print(f"{'':<32}{label:<34} {outcome}: {detail}")
+            failures += not applied.bit_exact
+            shown = applied.line()
+        print(f"{'':<32}defaults: {shown}")
+        for label in candidates(path, kernel, "tile", args.hw)[:args.points]:
+            applied = apply_config(path, label, kernel, args.hw)
+            failures += not applied.verified
+            print(f"{'':<32}{label:<34} {applied.line()}")
     for name in GEMMS:
-        entry = next(e for e in manifest if e["name"] == name)
+        entry = next(e for e in entries if e["name"] == name)
         if args.only and name not in args.only:
             continue
         path = ROOT / "corpora" / entry["path"]
-        outcome, detail = _apply(path, "tile{TILE=32},swizzle", entry["kernel"], args.hw)
-        failures += outcome != "verified"
-        print(f"{name:<22} tile{{TILE=32}},swizzle: {outcome}: {detail}")
+        applied = apply_config(path, "tile{TILE=32},swizzle", entry["kernel"], args.hw)
+        failures += not applied.verified
+        print(f"{name:<22} tile{{TILE=32}},swizzle: {applied.line()}")
     print(f"kernels: {lifted} lifted, {refused} refused; verification failures: {failures}; "
           f"{time.perf_counter() - started:.0f} s")
     return 1 if failures else 0

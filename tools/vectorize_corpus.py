@@ -18,24 +18,18 @@ import sys
 import time
 from pathlib import Path
 
-import tomllib
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tools"))
+from corpus_apply import ROOT, apply_config, has_spec, manifest_kernels, naive_pairs  # noqa: E402
 
 from kxform.api import explain  # noqa: E402
 from kxform.errors import InputError  # noqa: E402
-from launch_corpus import _apply, _has_spec  # noqa: E402
 
 
 def kernels() -> list[tuple[str, Path, str]]:
     """(label, file, kernel) for the corpus manifest and the naive versions of the naive corpus."""
-    manifest = tomllib.loads((ROOT / "corpora" / "index.toml").read_text())["kernel"]
-    out = [(e["name"], ROOT / "corpora" / e["path"], e["kernel"].split("<")[0]) for e in manifest]
-    pairs = tomllib.loads((ROOT / "corpora" / "naive" / "index.toml").read_text())["pair"]
-    out += [(f"naive/{p['name']}", ROOT / "corpora" / "naive" / p["naive"], p["naive_kernel"]) for p in pairs]
-    return out
+    return manifest_kernels() + [(f"naive/{p['name']}", ROOT / "corpora" / "naive" / p["naive"], p["naive_kernel"])
+                                 for p in naive_pairs()]
 
 
 def _points(params: list[dict]) -> list[dict[str, str]]:
@@ -74,15 +68,14 @@ def main() -> int:
         applies += 1
         params = info["params"]
         print(f"{label:<34} applies      " + "; ".join(f"{p['name']} in {{{', '.join(p['values'])}}}" for p in params))
-        if not args.verify or not _has_spec(path, kernel):
+        if not args.verify or not has_spec(path, kernel):
             continue
         for point in _points(params):
             options = ",".join(f"{k}={v}" for k, v in point.items())
-            outcome, detail = _apply(path, f"{args.pass_name}{{{options}}}", kernel, args.hw)
-            ok = outcome == "verified" and "bit-identical" in detail
-            verified += ok
-            failures += not ok
-            print(f"{'':<34}   {options:<40} {outcome}: {detail}")
+            applied = apply_config(path, f"{args.pass_name}{{{options}}}", kernel, args.hw)
+            verified += applied.identical
+            failures += not applied.identical
+            print(f"{'':<34}   {options:<40} {applied.line()}")
     print(f"\n{args.pass_name}: {applies} kernel(s) apply, {refused} refused; {verified} configuration(s) verified "
           f"bit-exact, {failures} failed ({time.perf_counter() - started:.0f} s)")
     return 1 if failures else 0

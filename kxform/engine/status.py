@@ -12,7 +12,7 @@ import enum
 
 __all__ = [
     "DOES_NOT_COMPILE", "NOT_FASTER", "NO_HARNESS_SPEC", "NO_DIFFERENTIAL_RUN", "ORIGINAL_DOES_NOT_COMPILE",
-    "REVERTED_WITH_FILE", "Status", "UNVERIFIED", "VERIFY_INCONCLUSIVE", "VERIFY_MISMATCH",
+    "REVERTED_WITH_FILE", "Status", "UNVERIFIABLE_LAUNCH", "UNVERIFIED", "VERIFY_INCONCLUSIVE", "VERIFY_MISMATCH",
 ]
 
 
@@ -55,3 +55,6 @@ DOES_NOT_COMPILE = "DoesNotCompile"
 """The rewrite (or a candidate built for its resources) does not compile."""
 ORIGINAL_DOES_NOT_COMPILE = "OriginalDoesNotCompile"
 """The compile check is unconfirmed: the original fails the same way."""
+UNVERIFIABLE_LAUNCH = "UnverifiableLaunch"
+"""A pass's launch check: the rewritten launch reads values the kernel does not receive,
+so no differential run could judge it (could not tell; nothing is written)."""

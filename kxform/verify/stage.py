@@ -31,7 +31,7 @@ from kxform.engine.status import (
 )
 from kxform.verify.differential import UnitFlags, verify_pair
 from kxform.verify.measure import measure_pair
-from kxform.verify.verdict import combined_status
+from kxform.verify.verdict import VerifyReport, combined_status
 
 
 _VERIFY_STATUS = {"ok": Status.PASSED, "mismatch": Status.FAILED, "inconclusive": Status.INCONCLUSIVE,
@@ -83,7 +83,8 @@ def verify_file(original: bytes, rewritten: bytes, path: str, results: list[Kern
         detail = " | ".join(f"{r.summary()}: " + "; ".join(v.summary() for v in r.sizes) for r in reports)
         detail += "".join(f"; note: {n}" for n in notes)
         key = _VERIFY_KEYS[status]
-        figures = (("runtime", runtime.name), ("sizes", sum(len(r.sizes) for r in reports)))
+        figures = (("runtime", runtime.name), ("sizes", sum(len(r.sizes) for r in reports)),
+                   ("max_abs", _max_abs(reports)))
         record = CheckRecord("verify", _VERIFY_STATUS[status], f"{detail}; policy: {policy.describe()}", key,
                              figures=figures)
         records[kernel] = (record,)
@@ -109,6 +110,12 @@ def verify_file(original: bytes, rewritten: bytes, path: str, results: list[Kern
                                                 "verification, could not be verified, or was not faster",))
                    if r.outcome is Outcome.APPLIED else r for r in updated]
     return updated, keep
+
+
+def _max_abs(reports: list[VerifyReport]) -> float:
+    """The largest absolute difference any compared output showed (0.0: bit-identical
+    wherever compared): what a reader tests instead of the sizes' sentences."""
+    return max((o.comparison.max_abs for r in reports for s in r.sizes for o in s.outputs), default=0.0)
 
 
 def missing_instantiations(source: SourceText, kernel: str, specs: tuple[KernelSpec, ...]) -> list[str]:

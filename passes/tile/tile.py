@@ -27,6 +27,7 @@ from kxform.engine.edits import Edit, apply_edits
 from kxform.engine.params import Config, ParamSpace, ParamValue
 from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance
 from kxform.engine.policy import VerifyPolicy
+from kxform.engine.status import UNVERIFIABLE_LAUNCH
 from kxform.errors import CheckFailed, UsageError
 from kxform.frontend.constants import evaluate_constants, fold_constants
 from kxform.frontend.model import Function
@@ -146,7 +147,7 @@ class Tile(Pass):
             return records
         if policy.launch_binding(ctx.model, tiling, config) is None:
             raise CheckFailed("launch", f"the launch of '{proposal.kernel}' reads values the kernel does not receive, "
-                              "so the rewritten launch cannot be verified")
+                              "so the rewritten launch cannot be verified", key=UNVERIFIABLE_LAUNCH)
         text = apply_edits(ctx.model.source, lift_edits(ctx.model, tiling, config)).data.decode("utf-8")
         block = block_exprs(tiling)
         ints = {k: int(v) for k, v in config.items()}

@@ -1,0 +1,198 @@
+"""One pass configuration applied to one corpus kernel, and what its verification
+established: the step every corpus tool (launch_corpus, tile_corpus, smem_tile_corpus,
+rows_corpus, vectorize_corpus) repeats per configuration.
+
+`apply_config` runs the real pipeline, `kxform apply --check --verify cpu` on a copy of
+the kernel's directory (the pass's checks, nvcc, the differential run on the CPU runtime
+against the original at its own launch); nothing is written. `read_results` turns the
+engine's per-kernel results into an `Applied`, read only from typed fields: each
+result's `Outcome` and reason key, the `verify` check's `Status`, its `max_abs` figure
+and the passes' composed verification policy. The sentences are carried for the table
+and never tested: a reworded message changes no verdict.
+
+Also the corpus listings the tools share (the manifest's kernels, the test fixtures'
+kernels, whether a harness spec names a kernel) and a pass's own candidates.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from kxform.engine.pass_api import CheckRecord, KernelResult, Outcome  # noqa: E402
+from kxform.engine.policy import VerifyPolicy  # noqa: E402
+from kxform.engine.status import UNVERIFIABLE_LAUNCH, UNVERIFIED, VERIFY_INCONCLUSIVE, Status  # noqa: E402
+
+COULD_NOT_TELL = frozenset({VERIFY_INCONCLUSIVE, UNVERIFIED, UNVERIFIABLE_LAUNCH})
+"""Reason keys of a configuration nothing could judge: neither verified nor refuted."""
+DETAIL = 160
+"""Characters of a sentence shown in a table cell."""
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What one `apply --check --verify cpu` of a configuration established for a kernel."""
+
+    outcome: Outcome | None
+    """APPLIED when every pass of the pipeline applied; else the first result that did not
+    (its outcome); None when the file itself could not be processed (`error`)."""
+    key: str = ""
+    """The stable reason key of the result that stopped the kernel ("" when applied)."""
+    reason: str = ""
+    """That result's first reason, or the file's error: for people."""
+    verify: CheckRecord | None = None
+    """The differential run's check record (None: none ran)."""
+    policy: VerifyPolicy | None = None
+    """The applied passes' verification policies composed in pipeline order."""
+
+    @property
+    def verified(self) -> bool:
+        """Applied and the differential run passed."""
+        return self.outcome is Outcome.APPLIED and self.verify is not None and self.verify.status is Status.PASSED
+
+    @property
+    def identical(self) -> bool:
+        """Verified with every compared output bit-identical (the run's `max_abs` figure is 0)."""
+        return self.verified and self.verify is not None and self.verify.figure("max_abs") == 0.0
+
+    @property
+    def exact_policy(self) -> bool:
+        """The passes asked for a bit-exact comparison (not a tolerance)."""
+        return self.policy is not None and self.policy.compare.mode == "exact"
+
+    @property
+    def bit_exact(self) -> bool:
+        """Verified under a bit-exact policy: what a rewrite that changes no arithmetic must show."""
+        return self.verified and self.exact_policy
+
+    @property
+    def could_not_tell(self) -> bool:
+        """Stopped because nothing could judge it (inconclusive run, no runtime, a launch
+        the verifier cannot read): its own outcome, never a pass and never a refutation."""
+        return self.outcome is not Outcome.APPLIED and self.key in COULD_NOT_TELL
+
+    @property
+    def label(self) -> str:
+        """The table's word: verified, unverified (applied, no differential run passed or
+        ran), error, or the stopping result's outcome (failed, missed, unchanged, skipped)."""
+        if self.outcome is None:
+            return "error"
+        if self.outcome is not Outcome.APPLIED:
+            return self.outcome.value
+        return "verified" if self.verified else "unverified"
+
+    @property
+    def detail(self) -> str:
+        """The table's note: the policy and whether the outputs were identical, else why not."""
+        if self.outcome is not Outcome.APPLIED:
+            return self.reason[:DETAIL]
+        if not self.verified:
+            return self.verify.detail[:DETAIL] if self.verify is not None else "no verify record"
+        assert self.policy is not None
+        policy = self.policy.compare.describe().split(" (")[0]
+        return f"{policy}; {'bit-identical' if self.identical else 'within tolerance'}"
+
+    def line(self) -> str:
+        return f"{self.label}: {self.detail}"
+
+
+def read_results(results: Sequence[KernelResult], kernel: str, error: str = "") -> Applied:
+    """The `Applied` of `kernel` from one apply run's results (every pass, in order)."""
+    mine = [r for r in results if r.kernel == kernel]
+    if not mine:
+        return Applied(None, reason=error or "the run produced no result for the kernel")
+    verify = next((c for r in reversed(mine) for c in r.checks if c.name == "verify"), None)
+    policy: VerifyPolicy | None = None
+    for r in mine:
+        if r.outcome is Outcome.APPLIED:
+            policy = r.policy if policy is None else policy.then(r.policy)
+    stopped = next((r for r in mine if r.outcome is not Outcome.APPLIED), None)
+    if stopped is not None:
+        return Applied(stopped.outcome, stopped.key, (stopped.reasons or ("",))[0], verify, policy)
+    return Applied(Outcome.APPLIED, "", "", verify, policy)
+
+
+def apply_config(path: Path, pipeline: str, kernel: str, hw: str) -> Applied:
+    """`kxform apply --check --verify cpu` of `pipeline` (`tile{TILE=32},swizzle`) on
+    `kernel`, on a copy of `path`'s directory (its harness spec travels with it)."""
+    from kxform.hw import load_profile
+    from kxform.log.report import WriteBack
+    from kxform.orchestrate.runner import ApplyConfig, run_apply
+
+    with tempfile.TemporaryDirectory(prefix="kxform-corpus-") as tmp:
+        copy = Path(tmp) / path.parent.name
+        shutil.copytree(path.parent, copy)
+        config = ApplyConfig(pipeline=pipeline, hw=load_profile(hw), kernels=(kernel,), verify="cpu",
+                             write_back=WriteBack.CHECK, jobs=1)
+        _, outcomes = run_apply([str(copy / path.name)], config, emit=lambda text: None)
+    error = "; ".join(o.error for o in outcomes if o.error)
+    return read_results([r for o in outcomes for r in o.results], kernel, error)
+
+
+def candidates(path: Path, kernel: str, pass_name: str, hw: str) -> list[str]:
+    """The pass's own candidates for the kernel (valid configurations nearest the
+    original, best first), as pipeline specs."""
+    from kxform.api import _analysed
+
+    pass_, ctx, analysis = _analysed(path.read_bytes(), kernel, pass_name, str(path), hw, None)
+    return [p.label() for p in pass_.candidates(ctx, analysis)]
+
+
+def manifest() -> list[dict]:
+    """The entries of corpora/index.toml."""
+    return tomllib.loads((ROOT / "corpora" / "index.toml").read_text())["kernel"]
+
+
+def naive_pairs() -> list[dict]:
+    """The entries of corpora/naive/index.toml."""
+    return tomllib.loads((ROOT / "corpora" / "naive" / "index.toml").read_text())["pair"]
+
+
+def manifest_kernels() -> list[tuple[str, Path, str]]:
+    """(label, file, kernel) for every entry of the corpus manifest."""
+    return [(e["name"], ROOT / "corpora" / e["path"], e["kernel"].split("<")[0]) for e in manifest()]
+
+
+def fixture_kernels() -> list[tuple[str, Path, str]]:
+    """(label, file, kernel) for every kernel of the `.cu` files under tests/fixtures that parse."""
+    from kxform.errors import InputError
+    from kxform.frontend.cuda import parse_model
+    from kxform.frontend.source import validate_bytes
+
+    out = []
+    for path in sorted((ROOT / "tests" / "fixtures").rglob("*.cu")):
+        try:
+            model = parse_model(validate_bytes(str(path), path.read_bytes()))
+        except InputError:
+            continue
+        rel = path.relative_to(ROOT / "tests" / "fixtures")
+        out += [(f"fixtures/{rel.parent}/{k.name}", path, k.name) for k in model.kernels]
+    return out
+
+
+def has_spec(path: Path, kernel: str) -> bool:
+    """Whether a harness spec beside `path` names `kernel` (and loads)."""
+    from kxform.errors import KxformError
+    from kxform.harness.spec import find_spec_for, load_spec
+
+    found = find_spec_for(path)
+    if found is None:
+        return False
+    try:
+        load_spec(found).kernel(kernel)
+    except KxformError:  # a spec without this kernel, or one that does not load
+        return False
+    return True
