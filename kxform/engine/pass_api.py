@@ -17,7 +17,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
@@ -35,12 +35,16 @@ from kxform.engine.remarks import Remark, RemarkKind, RemarkSink
 from kxform.engine.status import Status
 
 __all__ = [
-    "Blocker", "CheckRecord", "KernelAnalysis", "KernelResult", "Outcome", "Pass", "PassContext", "Proposal",
+    "BlockOrder", "Blocker", "CheckRecord", "KernelAnalysis", "KernelResult", "Outcome", "Pass", "PassContext", "Proposal",
     "Provenance", "Rejection", "RunOptions", "Status", "parse_pass_spec", "split_pipeline",
 ]
 
 
 A = TypeVar("A")
+
+BlockOrder = Callable[[Any, Any, int, int], tuple[Any, Any]]
+"""(bx, by arrays of dispatched blocks, gx, gy) -> (lx, ly): the logical block each
+dispatched block computes, over many blocks at once (numpy arrays of uint64)."""
 
 
 @dataclass(frozen=True)
@@ -304,6 +308,13 @@ class Pass(abc.ABC):
         """How the differential verification of `proposal` launches and compares (see
         kxform.engine.policy). Default: the spec's launch, bit-exact outputs."""
         return DEFAULT_POLICY
+
+    def block_order(self, proposal: Proposal) -> BlockOrder | None:
+        """The order in which the rewrite of `proposal` has the grid's blocks compute their
+        work, for the predictions that rank verified attempts without a GPU
+        (kxform.propose.predict). Default None: the pass keeps the hardware's order, so
+        there is nothing to predict."""
+        return None
 
     # -- describe ---------------------------------------------------------------------
 

@@ -35,7 +35,7 @@ from kxform.engine.stages import run_later_stages
 from kxform.engine.status import Status
 from kxform.frontend.source import SourceText
 from kxform.harness.model import KernelSpec
-from kxform.propose.predict import Prediction, WaveFootprint, locality_predictor, pattern_remap
+from kxform.propose.predict import Prediction, WaveFootprint, locality_predictor
 
 DONE = "done"
 
@@ -177,17 +177,17 @@ class Evaluator:
                           transform=transform)
 
     def _predict(self, proposal: Proposal) -> Prediction | None:
-        from kxform.passes.swizzle.swizzle import config_of
-
-        if self.pass_.name != "swizzle":
+        """The prediction of an attempt whose pass reorders the grid's blocks (the pass says
+        how: `Pass.block_order`); None for a pass that keeps the hardware's order."""
+        order = self.pass_.block_order(proposal)
+        if order is None:
             return None
-        remap = config_of(proposal)
         model = locality_predictor()
         if model is not None:
-            predicted = model.predict(self, remap)  # type: ignore[attr-defined]
+            predicted = model.predict(self, order)  # type: ignore[attr-defined]
             if isinstance(predicted, Prediction):
                 return predicted
-        return None if self.footprint is None else self.footprint.predict(pattern_remap(remap))
+        return None if self.footprint is None else self.footprint.predict(order)
 
 
 class _Fixed:

@@ -3,8 +3,8 @@
 Without a GPU nothing can be timed, so verified attempts are ranked by a prediction,
 and every record says so (`ranked_by: "prediction"`). The L2 model (kxform.locality,
 built separately) is the prediction to use: when it offers `proposer_predictor()`
-returning an object with `predict(kernel_ctx, remap) -> Prediction | None`, it replaces
-the fallback here.
+returning an object with `predict(kernel_ctx, order) -> Prediction | None` (`order`:
+the pass's `block_order`), it replaces the fallback here.
 
 The fallback, `WaveFootprint`, is deliberately simple: blocks are dispatched in waves
 of `sm_count x blocks per SM` (blocks per SM from threads per block only); for each
@@ -17,11 +17,12 @@ and everything else: it is a ranking aid, never a speedup claim.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from kxform.engine.pass_api import BlockOrder
 from kxform.hw import HwProfile
 from kxform.propose.access import Access
 
@@ -29,8 +30,9 @@ MAX_WAVES = 16
 """Waves averaged (the first ones of the grid): enough to see the pattern, cheap."""
 MAX_BLOCKS_PER_SM = 32
 
-Remap = Callable[[np.ndarray, np.ndarray, int, int], tuple[np.ndarray, np.ndarray]]
-"""(bx, by arrays, gx, gy) -> (lx, ly) arrays: a remap over many blocks at once."""
+Remap = BlockOrder
+"""(bx, by arrays, gx, gy) -> (lx, ly) arrays: a block order over many blocks at once
+(a pass supplies it: `Pass.block_order`)."""
 
 
 @dataclass(frozen=True)
@@ -94,23 +96,6 @@ class WaveFootprint:
         basis = (f"wave-footprint heuristic, unmeasured: waves of {self.wave} blocks on the {gx}x{gy} bench grid, "
                  f"first {min(MAX_WAVES, max(1, gx * gy // self.wave))} waves")
         return Prediction(self.bytes_per_wave(remap), self.bytes_per_wave(None), basis)
-
-
-def pattern_remap(config: object) -> Remap:
-    """A vectorised view of a library pattern or a custom formula."""
-    from kxform.passes.swizzle.formula import FormulaRemap
-    from kxform.passes.swizzle.formula_eval import Lanes, evaluate
-
-    if isinstance(config, FormulaRemap):
-        def formula(bx: np.ndarray, by: np.ndarray, gx: int, gy: int) -> tuple[np.ndarray, np.ndarray]:
-            n = len(bx)
-            return evaluate(config.formula, Lanes(bx, by, np.full(n, gx, np.uint64), np.full(n, gy, np.uint64)))
-        return formula
-
-    def library(bx: np.ndarray, by: np.ndarray, gx: int, gy: int) -> tuple[np.ndarray, np.ndarray]:
-        pairs = [config.apply(int(x), int(y), gx, gy) for x, y in zip(bx, by)]  # type: ignore[attr-defined]
-        return (np.array([p[0] for p in pairs], dtype=np.uint64), np.array([p[1] for p in pairs], dtype=np.uint64))
-    return library
 
 
 def locality_predictor() -> object | None:

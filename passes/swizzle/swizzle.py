@@ -40,7 +40,7 @@ from kxform.frontend.model import Function, IndexRead, SourceModel, Span
 from kxform.passes.swizzle.index_usage import IndexUsage, index_usage
 from kxform.passes.swizzle.judgement import LocalityJudgement
 from kxform.engine.params import Config, Param, ParamSpace, ParamValue
-from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance
+from kxform.engine.pass_api import BlockOrder, Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance
 from kxform.engine.policy import EXACT, OutputCompare, VerifyPolicy
 from kxform.engine.rewrite import Helper, insert_at_entry, place_helpers
 from kxform.passes.swizzle.patterns import PATTERNS, RemapConfig, get_pattern
@@ -267,6 +267,12 @@ class Swizzle(Pass):
         return VerifyPolicy(compare=EXACT)
 
     # -- edit -------------------------------------------------------------------------
+
+    def block_order(self, proposal: Proposal) -> BlockOrder:
+        """The remap the proposal asks for, vectorised (what the predictions rank by)."""
+        from kxform.passes.swizzle.block_order import vectorised
+
+        return vectorised(config_of(proposal))
 
     def edit(self, ctx: PassContext, proposals: Sequence[Proposal]) -> list[Edit]:
         model = ctx.model
