@@ -13,6 +13,20 @@ from dataclasses import dataclass
 
 from kxform.errors import BuildFailed, Location
 
+_ENVIRONMENT = re.compile(r"fatal error: [^:]+: No such file or directory|cannot open source file|No space left on "
+                          r"device|Permission denied|Could not open output file|[Cc]annot create temporary|"
+                          r"could not create|not found on PATH")
+"""Compiler messages whose cause is the machine, not the code: a header the original
+found before, a full disk, an unusable temporary directory, a missing tool."""
+
+
+def environment_failure(log: str) -> bool:
+    """Whether a compiler's output says the build failed for a cause of the machine. Read
+    here, where the compiler's own text is first seen; later stages read the reason key
+    (kxform.engine.status.BUILD_ENVIRONMENT) the build gives its failure."""
+    return bool(_ENVIRONMENT.search(log))
+
+
 # EDG front end: `path(12): error: ...`; host compiler: `path:12:5: error: ...`.
 _EDG = re.compile(r"^(?P<path>.+?)\((?P<line>\d+)\): (?P<rest>.*)$")
 _GCC = re.compile(r"^(?P<path>.+?):(?P<line>\d+):(?:(?P<col>\d+):)? (?P<rest>.*)$")

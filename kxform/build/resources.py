@@ -15,10 +15,11 @@ import math
 import os
 
 from kxform.build.builder import Builder
+from kxform.build.diagnostics import environment_failure
 from kxform.build.nvcc import BuildJob, KernelResources
 from kxform.build.toolchain import Toolchain
 from kxform.engine.pass_api import CheckRecord
-from kxform.engine.status import DOES_NOT_COMPILE, Status
+from kxform.engine.status import BUILD_ENVIRONMENT, DOES_NOT_COMPILE, Status
 from kxform.errors import CheckFailed
 from kxform.expr import parse_expr
 from kxform.hw import HwProfile
@@ -57,7 +58,7 @@ def check_resources(text: str, path: str, kernel: str, block: tuple[str | None, 
         lines = result.log.strip().splitlines()
         first = next((line for line in lines if "error" in line), lines[-1] if lines else "no compiler output")
         raise CheckFailed("resources", f"the candidate does not compile: {first.strip()}",
-                          key=DOES_NOT_COMPILE)
+                          key=BUILD_ENVIRONMENT if environment_failure(result.log) else DOES_NOT_COMPILE)
     entry = _kernel_entry(result.resources, kernel)
     if entry is None:
         return CheckRecord("resources", Status.SKIPPED, f"skipped: ptxas reported nothing for '{kernel}'",

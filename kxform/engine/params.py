@@ -223,6 +223,11 @@ def hw_env(hw: object | None) -> dict[str, Value]:
     return out
 
 
+class UnknownName(SpecError):
+    """A constraint reads a name that is no parameter of its space (callers that answer
+    with a reason key catch this type, not the sentence)."""
+
+
 @dataclass(frozen=True)
 class ParamSpace:
     """Typed parameters plus the constraints that couple them."""
@@ -240,7 +245,7 @@ class ParamSpace:
         for constraint in self.constraints:
             unknown = sorted(constraint.params - set(names))
             if unknown:
-                raise SpecError(f"constraint '{constraint.text}' reads unknown name '{unknown[0]}' "
+                raise UnknownName(f"constraint '{constraint.text}' reads unknown name '{unknown[0]}' "
                                 f"(parameters: {', '.join(names) or 'none'})")
 
     def __iter__(self) -> Iterator[Param]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 
 __all__ = [
-    "DOES_NOT_COMPILE", "NOT_FASTER", "NO_HARNESS_SPEC", "NO_DIFFERENTIAL_RUN", "ORIGINAL_DOES_NOT_COMPILE",
+    "BUILD_ENVIRONMENT", "DOES_NOT_COMPILE", "NOT_FASTER", "NO_HARNESS_SPEC", "NO_DIFFERENTIAL_RUN", "ORIGINAL_DOES_NOT_COMPILE",
     "REVERTED_WITH_FILE", "Status", "UNVERIFIABLE_LAUNCH", "UNVERIFIED", "VERIFY_INCONCLUSIVE", "VERIFY_MISMATCH",
 ]
 
@@ -51,6 +51,9 @@ NO_HARNESS_SPEC = "NoHarnessSpec"
 """Verification skipped: no harness spec names the kernel."""
 NO_DIFFERENTIAL_RUN = "NoDifferentialRun"
 """A pass requires a differential run and none happened."""
+BUILD_ENVIRONMENT = "BuildEnvironment"
+"""A build failed for a cause of the machine (a header no longer found, a full disk, a
+missing tool), not of the code: a tuner stops rather than blame the configuration."""
 DOES_NOT_COMPILE = "DoesNotCompile"
 """The rewrite (or a candidate built for its resources) does not compile."""
 ORIGINAL_DOES_NOT_COMPILE = "OriginalDoesNotCompile"

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from kxform.engine.params import Constraint, Param, ParamSpace, ParamValue
+from kxform.engine.params import Constraint, Param, ParamSpace, ParamValue, UnknownName
 from kxform.errors import SpecError
 from kxform.propose.tools import REASONING_FIELDS, Tool
 
@@ -127,9 +127,10 @@ def read_template(data: dict[str, Any], kernel: str) -> Template | Refusal:
 def typed_space(template: Template) -> ParamSpace | Refusal:
     try:
         return template.space()
+    except UnknownName as exc:
+        return Refusal("constraint-name", exc.cause)
     except SpecError as exc:
-        key = "constraint-name" if "unknown name" in exc.cause else "space-type"
-        return Refusal(key, exc.cause)
+        return Refusal("space-type", exc.cause)
 
 
 def config_label(config: dict[str, ParamValue]) -> str:

@@ -23,16 +23,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kxform.build.diagnostics import environment_failure
 from kxform.engine.params import Config
 from kxform.engine.policy import VerifyPolicy
-from kxform.engine.status import DOES_NOT_COMPILE
+from kxform.engine.status import BUILD_ENVIRONMENT, DOES_NOT_COMPILE
 from kxform.errors import BuildFailed, CheckFailed, KxformError, Location, UsageError
 from kxform.frontend.source import SourceText, validate_bytes
 from kxform.harness.model import KernelSpec, SizeSpec
@@ -43,11 +43,6 @@ from kxform.search.recorded_times import RecordedTimes
 from kxform.verify.measure import REPEAT, MeasurementError, Timing, timed_and_checked
 
 MIN_REPEAT = 5
-_ENVIRONMENT = re.compile(r"fatal error: [^:]+: No such file or directory|cannot open source file|No space left on "
-                          r"device|Permission denied|Could not open output file|[Cc]annot create temporary|"
-                          r"could not create|not found on PATH")
-"""Compiler messages whose cause is the machine, not the code: a header the original
-found before, a full disk, an unusable temporary directory, a missing tool."""
 
 
 @dataclass(frozen=True)
@@ -172,7 +167,7 @@ class KernelObjective(Objective):
         try:
             new, policy = self._rewrite(config)
         except _Refused as refused:
-            if refused.failure is Failure.COMPILE:
+            if refused.key == BUILD_ENVIRONMENT:
                 self._environment(refused.reason)
             return self._failed(items, Phases(time.perf_counter() - started), refused.failure, refused.reason)
         rewritten = time.perf_counter()
@@ -180,7 +175,8 @@ class KernelObjective(Objective):
         try:
             extracted = self._compile(new)
         except (RuntimeError_, KxformError) as exc:
-            self._environment(str(exc))
+            if environment_failure(f"{exc}\n{getattr(exc, 'log', '')}"):  # the compiler's own output
+                self._environment(str(exc))
             return self._failed(items, Phases(phases.rewrite_s, time.perf_counter() - rewritten), Failure.COMPILE,
                                 f"compile: {exc}")
         phases = Phases(phases.rewrite_s, time.perf_counter() - rewritten)
@@ -208,8 +204,9 @@ class KernelObjective(Objective):
             if r.outcome in (Outcome.FAILED, Outcome.MISSED, Outcome.SKIPPED):
                 why = r.reasons[0] if r.reasons else r.outcome.value
                 # the tile pass compiles every candidate for ptxas's resources: a build error there is a compile failure
-                failure = Failure.COMPILE if r.stage == "compile" or r.key == DOES_NOT_COMPILE else Failure.INVALID
-                raise _Refused(failure, f"{r.pass_name}: {r.stage or r.outcome.value}: {why}")
+                failure = Failure.COMPILE if r.stage == "compile" or r.key in (DOES_NOT_COMPILE, BUILD_ENVIRONMENT) \
+                    else Failure.INVALID
+                raise _Refused(failure, f"{r.pass_name}: {r.stage or r.outcome.value}: {why}", r.key)
             if r.outcome is Outcome.APPLIED:
                 policy = r.policy if policy is None else policy.then(r.policy)
         return validate_bytes(target.path, result.new_data, rewritten=True), policy or VerifyPolicy()
@@ -243,11 +240,10 @@ class KernelObjective(Objective):
                               Location(self.target.path)) from None
 
     def _environment(self, reason: str) -> None:
-        """BuildFailed (the run stops) when a build failed for a cause of the machine, not
-        of the configuration: such a failure is never stored as the configuration's."""
-        if _ENVIRONMENT.search(reason):
-            raise BuildFailed(f"the build environment failed while tuning '{self.target.kernel}' (the original "
-                              f"built at the start): {reason}", Location(self.target.path))
+        """BuildFailed (the run stops): a build failed for a cause of the machine, not of
+        the configuration, so the failure is never stored as the configuration's."""
+        raise BuildFailed(f"the build environment failed while tuning '{self.target.kernel}' (the original "
+                          f"built at the start): {reason}", Location(self.target.path))
 
     def _failed(self, items: tuple[Any, ...], phases: Phases, failure: Failure, reason: str) -> Prepared:
         self._record(dict(items), phases)
@@ -361,10 +357,12 @@ class KernelObjective(Objective):
 class _Refused(Exception):
     """A pass refused the configuration (or its build failed in the pass's checks)."""
 
-    def __init__(self, failure: Failure, reason: str) -> None:
+    def __init__(self, failure: Failure, reason: str, key: str = "") -> None:
         super().__init__(reason)
         self.failure = failure
         self.reason = reason
+        self.key = key
+        """The stable reason key of the result that refused it (kxform.engine.status)."""
 
 
 def _hardware(runtime: Runtime) -> str:

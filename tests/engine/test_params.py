@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kxform.engine.params import Constraint, Param, ParamSpace, hw_env
+from kxform.engine.params import Constraint, Param, ParamSpace, UnknownName, hw_env
 from kxform.errors import SpecError, UsageError
 from kxform.expr import parse_logic
 from kxform.hw import load_profile
@@ -80,10 +80,11 @@ def test_space_resolve_violations_and_hw() -> None:
 
 
 def test_space_refuses_unknown_names_and_duplicates() -> None:
-    with pytest.raises(SpecError, match="unknown name 'TILE'"):
+    with pytest.raises(UnknownName, match="unknown name 'TILE'"):  # its own type: callers key on it, not on words
         ParamSpace((Param.ints("bx", [1], 1),), (Constraint.parse("TILE > 0"),))
-    with pytest.raises(SpecError, match="defined twice"):
+    with pytest.raises(SpecError, match="defined twice") as duplicate:
         ParamSpace((Param.ints("bx", [1], 1), Param.ints("bx", [2], 2)))
+    assert not isinstance(duplicate.value, UnknownName)
 
 
 def test_a_constraint_renamed_into_a_composed_space_keeps_its_meaning_and_its_guard() -> None:

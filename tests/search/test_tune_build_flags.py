@@ -94,4 +94,4 @@ def test_a_header_lost_during_the_run_is_an_environment_failure_not_a_configurat
     objective = KernelObjective(TuneTarget(str(path), data, "sgemm_tiled", spec), space, CpuRuntime())
     (folder / HEADER).unlink()
     with pytest.raises(BuildFailed, match="the build environment failed while tuning"):
-        objective.prepare({"TILE": 4})
+        objective.prepare({"tile": True, "tile.TILE": 4})
