@@ -22,7 +22,9 @@ The geometric means close the table; the results go to `--out` as JSON (written 
 after every kernel, so a run cut short keeps what it measured).
 
 `--dry-run` does everything but the GPU: both versions verified on the CPU runtime, the
-spaces each pass offers, and both versions built with nvcc for the profile's architecture.
+spaces each pass offers, both versions built with nvcc for the profile's architecture,
+and the first point of the offered space with one pass on confirmed by the tuner's own CPU
+checker (kxform.search.checker: rewritten, built, verified against the original).
 
 Exit status: 0 every kernel verified (and, on a GPU, was measured); 1 something did not
 verify, build or measure (see the table); 2 a usage error or no GPU (one line on stderr).
@@ -46,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpubench_common import (EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, Budget, OneLineParser, device_line,  # noqa: E402
                              gpu_runtime, hardware, split_names, write_json)
-from naive_pairs import Pair, Version, build, gemm_shape, least_bytes, load_pairs, spaces, verify  # noqa: E402
+from naive_pairs import Pair, Version, build, check, gemm_shape, least_bytes, load_pairs, spaces, verify  # noqa: E402
 from pipeline_table import print_table  # noqa: E402
 
 from kxform.errors import KxformError  # noqa: E402
@@ -107,6 +109,7 @@ def run_pair(pair: Pair, runtime: Any, args: Any, hw: str, yardsticks: dict[str,
 
         arch = load_profile(hw).arch
         row["builds"] = {"naive": build(pair.naive, arch), "expert": build(pair.expert, arch)}
+        row["checker"] = check(pair.naive, hw, tuple(row["spaces"]["offered"]))
     else:
         measure(pair, runtime, args, hw, row)
         row["yardstick"] = yardstick(pair, row, yardsticks)
@@ -294,8 +297,9 @@ def ok(row: dict[str, Any], dry_run: bool) -> bool:
     if row.get("skipped") or row.get("failed"):
         return False
     verified = all(v["status"] == "verified" for v in row.get("verify", {}).values())
-    if dry_run:
-        return verified and all(b["ok"] for b in row.get("builds", {}).values())
+    if dry_run:  # a configuration the passes refuse is its own fate; a checker that cannot run or refutes is not
+        refuted = row.get("checker", {}).get("status") in ("error", "verification_failed")
+        return verified and all(b["ok"] for b in row.get("builds", {}).values()) and not refuted
     return verified and not row.get("failed") and row.get("expert_ms") is not None and \
         row.get("kxform", {}).get("status") in ("tuned", "nothing offered")
 

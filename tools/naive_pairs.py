@@ -1,7 +1,8 @@
 """The naive/expert corpus (corpora/naive/index.toml) as tools/bench_pipeline.py uses it:
 the pairs, and the steps that need no GPU: verification against the NumPy reference on a
-runtime, the tuning spaces the existing passes offer for a naive kernel, and the nvcc
-builds of both versions.
+runtime, the tuning spaces the existing passes offer for a naive kernel, one rewritten
+point of the offered space confirmed by the tuner's own CPU checker, and the nvcc builds
+of both versions.
 
 Importable without a GPU; every function here runs (and is tested) on the CPU runtime.
 """
@@ -119,6 +120,48 @@ def spaces(version: Version, hw: str) -> dict[str, Any]:
             out[name]["note"] = "only the code as it is"
     out["offered"] = offered
     return out
+
+
+# ----------------------------------------------------------------- the tuner's checker
+
+
+def check(version: Version, hw: str, passes: tuple[str, ...]) -> dict[str, Any]:
+    """The tuner's CPU checker for the kernel over `passes` (kxform.search.checker: what
+    `kxform tune --write` builds to confirm a result), and the first point of their
+    composed space that switches one pass on (the rewrite nearest the code as it is) checked by it (rewritten, built and verified against the
+    original on the CPU runtime): {"status": "verified" | a failure class | "error" |
+    "nothing offered", "config": the point, "detail": why not}."""
+    from kxform.hw import load_profile
+    from kxform.search.checker import cpu_checker
+
+    if not passes:
+        return {"status": "nothing offered"}
+    try:
+        checker = cpu_checker(version.source, version.kernel, version.spec, passes, hw=hw)
+    except KxformError as exc:  # the spec does not match the kernel, the original does not build here, ...
+        return {"status": "error", "detail": str(exc)}
+    try:
+        space = checker.space.search(load_profile(hw))
+        config = _one_pass_on(space)
+        if config is None:
+            return {"status": "nothing offered"}
+        failure, why = checker.check(config)
+    finally:
+        checker.close()
+    shown = {k: v for k, v in config.items()}
+    if failure is None:
+        return {"status": "verified", "config": shown, "pipeline": checker.space.spec(config)}
+    return {"status": failure.value, "config": shown, "detail": why}
+
+
+def _one_pass_on(space: Any) -> dict[str, Any] | None:
+    """The first configuration of a composed search space with exactly one pass switched on
+    (its on/off parameters are the pass names, without a dot)."""
+    for row in range(len(space)):
+        config = space.config(row)
+        if sum(1 for k, v in config.items() if "." not in k and v is True) == 1:
+            return config
+    return None
 
 
 # ----------------------------------------------------------------- builds

@@ -48,6 +48,15 @@ def _kxform(row: dict[str, Any]) -> str:
     return f"{k['status']}" + (f": {k['detail'][:80]}" if k.get("detail") else "")
 
 
+def _checker(row: dict[str, Any]) -> str:
+    c = row.get("checker")
+    if not c:
+        return "-"
+    if c["status"] == "verified":
+        return f"verified ({c['pipeline']})"
+    return c["status"] + (f": {c['detail'][:80]}" if c.get("detail") else "")
+
+
 def _yardstick(row: dict[str, Any]) -> str:
     y = row.get("yardstick")
     if not y:
@@ -59,17 +68,17 @@ def _yardstick(row: dict[str, Any]) -> str:
 def print_table(rows: list[dict[str, Any]], summary: dict[str, Any], dry_run: bool) -> None:
     if dry_run:
         print("\n| kernel | verified on the CPU (naive / expert) | spaces of the naive kernel | offered | "
-              "nvcc builds (registers naive / expert) |")
-        print("|---|---|---|---|---|")
+              "nvcc builds (registers naive / expert) | the tuner's CPU checker (first point with one pass on) |")
+        print("|---|---|---|---|---|---|")
         for r in rows:
             if r.get("skipped") or r.get("failed"):
-                print(f"| {r['name']} | {'skipped: ' + r['skipped'] if r.get('skipped') else r['failed']} | | | |")
+                print(f"| {r['name']} | {'skipped: ' + r['skipped'] if r.get('skipped') else r['failed']} | | | | |")
                 continue
             b = r["builds"]
             builds = " / ".join(f"ok ({b[s]['registers']})" if b[s]["ok"] else f"FAILED: {b[s]['detail'][:60]}"
                                 for s in ("naive", "expert"))
             print(f"| {r['name']} | {_verified(r)} | {spaces_text(r['spaces'])} | "
-                  f"{', '.join(r['spaces']['offered']) or 'none'} | {builds} |")
+                  f"{', '.join(r['spaces']['offered']) or 'none'} | {builds} | {_checker(r)} |")
         verified = sum(1 for r in rows if r.get("verify") and all(v["status"] == "verified"
                                                                    for v in r["verify"].values()))
         print(f"\n{verified} of {len(rows)} pairs verified on both sides; "

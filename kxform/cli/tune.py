@@ -330,18 +330,13 @@ def _write(args: argparse.Namespace, objective: Objective, checker: Objective | 
 
 
 def _cpu_checker(args: argparse.Namespace, source: SourceText) -> Objective:
-    """The kernel objective on the CPU runtime: it rewrites, builds and verifies (it cannot
-    time); built before the search, so a missing spec or an original that does not build
-    here stops the run before anything is stored."""
-    from kxform.runtime.cpu import CpuRuntime
-    from kxform.search.kernel_objective import KernelObjective, TuneTarget
-    from kxform.search.kernel_space import kernel_space, parse_passes
+    """The run's CPU checker (kxform.search.checker), built before the search, so a missing
+    spec or an original that does not build here stops the run before anything is stored."""
+    from kxform.search.checker import cpu_checker
+    from kxform.search.kernel_space import parse_passes
 
-    spec = _spec(args, source)
-    space = kernel_space(source.data, args.kernel, parse_passes(args.passes) if args.passes else None,
-                         path=source.path, hw=args.hw, build_dir=args.build_dir, require=tuple(args.require))
-    target = TuneTarget(source.path, source.data, args.kernel, spec, args.hw, args.build_dir)
-    return KernelObjective(target, space, CpuRuntime())
+    return cpu_checker(source, args.kernel, _spec(args, source), parse_passes(args.passes) if args.passes else None,
+                       hw=args.hw, build_dir=args.build_dir, require=tuple(args.require))
 
 
 def tune_summary(result: TuneResult, args: argparse.Namespace, objective: Objective, replay: str,

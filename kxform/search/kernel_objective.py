@@ -276,6 +276,15 @@ class KernelObjective(Objective):
         self._record(config, phases)
         return Evaluation.failed(failure, phases.total_s, reason)
 
+    def check(self, config: Config) -> tuple[Failure | None, str]:
+        """`config` rewritten, built and verified, not timed (what a CPU checker answers):
+        (None, "") when it verified, else its failure class and the reason."""
+        prepared = self.prepare(config)
+        if prepared.failure is not None:
+            return prepared.failure.failure, prepared.failure.detail
+        problem = self._verify(prepared.code_key, prepared.payload)
+        return (None, "") if problem is None else (Failure.VERIFY, problem)
+
     def _verify(self, code_key: str, candidate: _Candidate) -> str | None:
         """None when the code verified (once per distinct code), else the reason it did not."""
         from kxform.verify.differential import verify_pair

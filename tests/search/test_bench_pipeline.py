@@ -19,7 +19,7 @@ TOOLS = ROOT / "tools"
 sys.path.insert(0, str(TOOLS))
 
 import bench_pipeline  # noqa: E402
-from naive_pairs import Version, load_pairs, verify  # noqa: E402
+from naive_pairs import Version, check, load_pairs, verify  # noqa: E402
 
 SCRIPT = TOOLS / "bench_pipeline.py"
 
@@ -60,6 +60,8 @@ def test_dry_run_on_two_families(tmp_path: Path) -> None:
     assert rows["residual_add"]["spaces"]["vectorize"]["configs"] == 4
     assert "NoTileSize" in rows["gemm"]["spaces"]["tile"]["refused"]
     assert "NotElementwise" in rows["gemm"]["spaces"]["vectorize"]["refused"]
+    for row in rows.values():  # the tuner's own CPU checker confirmed one rewritten point of each offered space
+        assert row["checker"]["status"] == "verified", row["checker"]
     assert "| gemm | verified / verified |" in done.stdout
     assert "2 of 2 pairs verified on both sides" in done.stdout
 
@@ -76,6 +78,34 @@ def test_a_broken_expert_fails_its_verification(cpu) -> None:  # type: ignore[no
     result = verify(broken, cpu)
     assert result["status"] == "mismatch", result
     assert verify(pair.expert, cpu)["status"] == "verified"
+
+
+def _residual_add(old: str = "", new: str = "") -> Version:
+    from kxform.frontend.source import validate_bytes
+
+    naive = load_pairs(("residual_add",))[0].naive
+    text = naive.source.data.decode()
+    assert old in text
+    return Version(validate_bytes(naive.source.path, text.replace(old, new, 1).encode()), naive.spec, naive.spec_path)
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_the_tuners_checker_confirms_a_rewritten_point() -> None:
+    """The dry run's checker is `kxform tune --write`'s (kxform.search.checker): the first
+    rewritten point of the offered space is rewritten, built and verified by it."""
+    result = check(_residual_add(), "h100", ("launch", "vectorize", "coarsen"))
+    assert result["status"] == "verified", result
+    assert result["pipeline"] and any(v is True for v in result["config"].values())  # a pass is on: a rewrite
+
+
+def test_the_tuners_checker_refuses_a_kernel_its_spec_no_longer_describes() -> None:
+    """A planted mismatch (the kernel's last argument no longer the spec's int): the checker
+    cannot be built, so the row says error, never verified."""
+    broken = _residual_add("const __nv_bfloat16* b, int N)\n{", "const __nv_bfloat16* b, float N)\n{")
+    result = check(broken, "h100", ("launch",))
+    assert result["status"] == "error" and "N" in result["detail"], result
+    assert check(broken, "h100", ()) == {"status": "nothing offered"}
 
 
 @pytest.mark.slow
