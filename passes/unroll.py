@@ -36,6 +36,9 @@ class Unroll(Pass):
     name = "unroll"
     description = "set the #pragma unroll factor of a kernel's loops (a parameter per loop; bit-exact)"
     falls_back = False  # no factor is better without measuring it
+    excludes = ("smem-tile", "rows", "coarsen")
+    """Passes that restructure the loops: its space numbers the loops of the code as
+    written, so in a pipeline after one of them its points would name other loops."""
 
     config: tuple[tuple[str, str], ...] = ()
     """`loop<N>=VALUE` per loop, or `factor=VALUE` for every loop."""
