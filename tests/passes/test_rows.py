@@ -219,7 +219,7 @@ def test_tune_objective_verifies_a_rows_configuration_on_the_cpu_runtime(tmp_pat
     space = kernel_space(data, "rmsnorm_naive", ("rows",), path=str(path), hw="h100")
     objective = KernelObjective(TuneTarget(str(path), data, "rmsnorm_naive", spec, "h100"), space, cpu,
                                 MeasureOptions(check_sizes=("ragged",)))
-    prepared = objective.prepare({"lanes": 32, "rows": 4})
+    prepared = objective.prepare({"rows": True, "rows.lanes": 32, "rows.rows": 4})
     result = prepared.failure or objective.evaluate(prepared)
     # Verified, then timing, which the CPU runtime cannot do: never a time, never a verification failure.
     assert result.failure is Failure.RUNTIME and result.detail == "time: the cpu runtime does not time kernels"
