@@ -25,15 +25,23 @@ point) x along x layout.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kxform.analysis import AccessAnalysis
 from kxform.engine import launch_site
 from kxform.engine.edits import Edit, apply_edits
-from kxform.engine.params import Config, Param, ParamSpace, ParamValue
-from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance
+from kxform.engine.params import Config, Param, ParamSpace
+from kxform.engine.pass_api import (
+    Blocker,
+    CheckRecord,
+    KernelAnalysis,
+    PassContext,
+    Proposal,
+    Provenance,
+    ValuesPass,
+)
 from kxform.engine.policy import LaunchBinding, OutputCompare, VerifyPolicy
 from kxform.errors import CheckFailed, UsageError
 from kxform.frontend.launches import launch_configs
@@ -104,24 +112,14 @@ def shape_of(ctx: PassContext, kernel: Function) -> Shape | Blocker:
 
 
 @dataclass(frozen=True)
-class Coarsen(Pass):
+class Coarsen(ValuesPass):
     name = "coarsen"
+    option_names = ("factor", "along", "layout")
     description = "each thread computes F outputs along x or y, contiguous or strided by the block; the grid " \
                   "divided by F (coarsen{factor=2,along=x,layout=strided}; bit-exact)"
     requires = ("launch", "vectorize")
     falls_back = False
 
-    config: tuple[tuple[str, str], ...] = ()
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, str | ParamValue]) -> Pass:
-        unknown = sorted(set(options) - {"factor", "along", "layout"})
-        if unknown:
-            raise UsageError(f"coarsen has no option {unknown[0]!r} (options: factor, along, layout)")
-        return cls(tuple((k, str(v)) for k, v in options.items()))
-
-    def spec_items(self) -> list[tuple[str, str]]:
-        return list(self.config)
 
     @classmethod
     def describe_options(cls) -> list[str]:

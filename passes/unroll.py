@@ -13,14 +13,22 @@ its space and keeps what measures faster.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kxform.analysis import AccessAnalysis, Loop
 from kxform.engine.edits import Edit
 from kxform.engine.params import Config, Param, ParamSpace, ParamValue
-from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance
+from kxform.engine.pass_api import (
+    Blocker,
+    CheckRecord,
+    KernelAnalysis,
+    PassContext,
+    Proposal,
+    Provenance,
+    ValuesPass,
+)
 from kxform.engine.policy import EXACT, VerifyPolicy
 from kxform.engine.rewrite import set_unroll
 from kxform.errors import CheckFailed, UsageError
@@ -32,7 +40,7 @@ MAX_FACTOR = 16
 
 
 @dataclass(frozen=True)
-class Unroll(Pass):
+class Unroll(ValuesPass):
     name = "unroll"
     description = "set the #pragma unroll factor of a kernel's loops (a parameter per loop; bit-exact)"
     falls_back = False  # no factor is better without measuring it
@@ -40,15 +48,6 @@ class Unroll(Pass):
     """Passes that restructure the loops: its space numbers the loops of the code as
     written, so in a pipeline after one of them its points would name other loops."""
 
-    config: tuple[tuple[str, str], ...] = ()
-    """`loop<N>=VALUE` per loop, or `factor=VALUE` for every loop."""
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, str | ParamValue]) -> Pass:
-        return cls(tuple((k, str(v)) for k, v in options.items()))
-
-    def spec_items(self) -> list[tuple[str, str]]:
-        return list(self.config)
 
     @classmethod
     def describe_options(cls) -> list[str]:

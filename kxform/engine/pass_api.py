@@ -36,7 +36,7 @@ from kxform.engine.status import Status
 
 __all__ = [
     "BlockOrder", "Blocker", "CheckRecord", "KernelAnalysis", "KernelResult", "Outcome", "Pass", "PassContext", "Proposal",
-    "Provenance", "Rejection", "RunOptions", "Status", "parse_pass_spec", "split_pipeline",
+    "Provenance", "Rejection", "RunOptions", "Status", "ValuesPass", "parse_pass_spec", "split_pipeline",
 ]
 
 
@@ -342,6 +342,31 @@ def narrowed(param: Param) -> Param:
 FORCED_REFUSED = "analyse"
 """`KernelResult.stage` of a kernel MISSED because the pass's analysis refused a
 configuration the user fixed (`--pattern`, `tile{TILE=32}`): the run exits 1."""
+
+
+@dataclass(frozen=True)
+class ValuesPass(Pass):
+    """A pass configured by `NAME=VALUE` pairs kept as text (`tile{TILE=32}`,
+    `rows{lanes=32,rows=4}`): the names are the kernel's own parameters, so they are
+    typed and checked against the kernel's space when the pass analyses it, not here.
+    `option_names`: the names every kernel shares (None where they differ per kernel)."""
+
+    option_names: ClassVar[tuple[str, ...] | None] = None
+
+    config: tuple[tuple[str, str], ...] = ()
+    """`NAME=VALUE` per parameter, as given."""
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str | ParamValue]) -> Pass:
+        names = cls.option_names
+        unknown = sorted(set(options) - set(names)) if names is not None else []
+        if names is not None and unknown:
+            raise UsageError(f"pass {cls.name}: unknown option {unknown[0]!r} (options: {', '.join(names)})"
+                             f"{did_you_mean(unknown[0], list(names))}")
+        return cls(tuple((k, str(v)) for k, v in options.items()))  # type: ignore[call-arg]
+
+    def spec_items(self) -> list[tuple[str, str]]:
+        return list(self.config)
 
 
 class Outcome(enum.Enum):

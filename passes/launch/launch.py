@@ -18,14 +18,22 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kxform.build import resources
 from kxform.engine.edits import Edit, apply_edits
 from kxform.engine.params import Config, Constraint, Param, ParamSpace, ParamValue
-from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance
+from kxform.engine.pass_api import (
+    Blocker,
+    CheckRecord,
+    KernelAnalysis,
+    PassContext,
+    Proposal,
+    Provenance,
+    ValuesPass,
+)
 from kxform.engine.policy import VerifyPolicy
 from kxform.engine.status import UNVERIFIABLE_LAUNCH
 from kxform.errors import CheckFailed, UsageError
@@ -54,21 +62,12 @@ class Facts:
 
 
 @dataclass(frozen=True)
-class Launch(Pass):
+class Launch(ValuesPass):
     name = "launch"
     description = "lift a kernel's block size, wherever its launch writes it, into a checked parameter; " \
                   "launch{NAME=VALUE} sets it"
     falls_back = False
 
-    config: tuple[tuple[str, str], ...] = ()
-    """`NAME=VALUE` per block parameter (`GELU_FORWARD_BLOCK_X=128`; see `kxform inspect --pass launch`)."""
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, str | ParamValue]) -> Pass:
-        return cls(tuple((k, str(v)) for k, v in options.items()))
-
-    def spec_items(self) -> list[tuple[str, str]]:
-        return list(self.config)
 
     @classmethod
     def describe_options(cls) -> list[str]:

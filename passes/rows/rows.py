@@ -14,14 +14,22 @@ rows` searches `lanes` and `rows` and keeps what measures faster.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kxform.engine.edits import Edit, apply_edits
 from kxform.engine.launch_site import launch_binding
 from kxform.engine.params import Config, Constraint, Param, ParamSpace, ParamValue
-from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance
+from kxform.engine.pass_api import (
+    Blocker,
+    CheckRecord,
+    KernelAnalysis,
+    PassContext,
+    Proposal,
+    Provenance,
+    ValuesPass,
+)
 from kxform.engine.policy import LaunchBinding, VerifyPolicy
 from kxform.engine.rewrite import RewriteRefused
 from kxform.errors import CheckFailed, UsageError
@@ -38,26 +46,15 @@ ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
 @dataclass(frozen=True)
-class Rows(Pass):
+class Rows(ValuesPass):
     name = "rows"
+    option_names = ("lanes", "rows")
     description = "share each thread's row loops over G threads (a warp fraction, a warp or a block) with " \
                   "shuffle or block reductions; rows{lanes=G,rows=R}"
     falls_back = False
     excludes = ("launch",)
     """Rows per block is this pass's own block size: tuned together, launch's would be a second name for it."""
 
-    config: tuple[tuple[str, str], ...] = ()
-    """`lanes=G` and `rows=R` (rows per block)."""
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, str | ParamValue]) -> Pass:
-        unknown = sorted(set(options) - {"lanes", "rows"})
-        if unknown:
-            raise UsageError(f"pass rows: unknown option {unknown[0]!r} (options: lanes, rows)")
-        return cls(tuple((k, str(v)) for k, v in options.items()))
-
-    def spec_items(self) -> list[tuple[str, str]]:
-        return list(self.config)
 
     @classmethod
     def describe_options(cls) -> list[str]:

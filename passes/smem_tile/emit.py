@@ -100,7 +100,7 @@ def _stage(nest: Nest, P: Mapping[str, str], n: int, threads: str) -> list[str]:
                   *[f"            {store.format(n=n, v=v)} = kx_v.{c};" for v, c in enumerate("xyzw")],
                   "        }",
                   "    }"]
-    index = f"kx_kk + kx_v" if along_k else "kx_kk"
+    index = "kx_kk + kx_v" if along_k else "kx_kk"
     lines += ["    if (!kx_vector)",
               f"        for (int kx_v = 0; kx_v < {vec}; kx_v++) {{",
               f"            const {nest.coord_type} {coord} = {base} + kx_m{'' if along_k else ' + kx_v'};",

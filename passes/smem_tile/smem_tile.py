@@ -16,7 +16,7 @@ sets one; `kxform tune --pass smem_tile` searches the space.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,8 +24,16 @@ from kxform.analysis import AccessAnalysis
 from kxform.build import resources
 from kxform.engine import launch_site
 from kxform.engine.edits import Edit, apply_edits
-from kxform.engine.params import Config, Constraint, Param, ParamSpace, ParamValue
-from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance
+from kxform.engine.params import Config, Constraint, Param, ParamSpace
+from kxform.engine.pass_api import (
+    Blocker,
+    CheckRecord,
+    KernelAnalysis,
+    PassContext,
+    Proposal,
+    Provenance,
+    ValuesPass,
+)
 from kxform.engine.policy import LaunchBinding, VerifyPolicy
 from kxform.errors import CheckFailed, UsageError
 from kxform.frontend.model import Function, SourceModel
@@ -46,25 +54,14 @@ CANDIDATES = ({"BM": 32, "BN": 32, "BK": 8, "TM": 2, "TN": 2, "PAD": 1, "VEC": 1
 
 
 @dataclass(frozen=True)
-class SmemTile(Pass):
+class SmemTile(ValuesPass):
     name = "smem-tile"
+    option_names = tuple(DEFAULTS)
     description = "stage operand tiles of a naive reduction nest in shared memory, TM x TN outputs per thread"
     falls_back = False
     excludes = ("launch",)
     """The block is derived from the tile shape (BN/TN x BM/TM): launch's would be a second name for it."""
 
-    config: tuple[tuple[str, str], ...] = ()
-    """`NAME=VALUE` for BM, BN, BK, TM, TN, PAD, VEC (the same for every recognised kernel)."""
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, str | ParamValue]) -> Pass:
-        unknown = sorted(set(options) - set(DEFAULTS))
-        if unknown:
-            raise UsageError(f"pass {cls.name}: unknown option {unknown[0]!r} (options: {', '.join(DEFAULTS)})")
-        return cls(tuple((k, str(v)) for k, v in options.items()))
-
-    def spec_items(self) -> list[tuple[str, str]]:
-        return list(self.config)
 
     @classmethod
     def describe_options(cls) -> list[str]:

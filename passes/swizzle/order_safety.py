@@ -13,7 +13,6 @@ deliberately conservative.
 from __future__ import annotations
 
 import functools
-import functools
 import re
 
 import tree_sitter

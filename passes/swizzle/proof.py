@@ -279,8 +279,8 @@ def _prove_linear(formula: Formula, name: str) -> str:
     if model is not None:
         raise ProofFailed("refuted", f"not a bijection: with {_value(model, total)} blocks, pid {_value(model, p)} "
                           f"and {_value(model, q)} both map to {name} = {_value(model, first)}")
-    return (f"proven (z3) a permutation of the linear block index, unflattened row-major, for every grid with "
-            f"gx*gy < 2^32")
+    return ("proven (z3) a permutation of the linear block index, unflattened row-major, for every grid with "
+            "gx*gy < 2^32")
 
 
 @functools.lru_cache(maxsize=256)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -25,7 +25,15 @@ from kxform.analysis import AccessAnalysis
 from kxform.analysis.manager import AnalysisInput
 from kxform.engine.edits import Edit, apply_edits
 from kxform.engine.params import Config, ParamSpace, ParamValue
-from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance
+from kxform.engine.pass_api import (
+    Blocker,
+    CheckRecord,
+    KernelAnalysis,
+    PassContext,
+    Proposal,
+    Provenance,
+    ValuesPass,
+)
 from kxform.engine.policy import VerifyPolicy
 from kxform.engine.status import UNVERIFIABLE_LAUNCH
 from kxform.errors import CheckFailed, UsageError
@@ -43,20 +51,11 @@ MAX_CANDIDATES = 24
 
 
 @dataclass(frozen=True)
-class Tile(Pass):
+class Tile(ValuesPass):
     name = "tile"
     description = "lift hard-coded tile sizes into checked, verified parameters; tile{NAME=VALUE} sets them"
     falls_back = False  # lifting at the original values has no alternative worth guessing
 
-    config: tuple[tuple[str, str], ...] = ()
-    """`NAME=VALUE` per lifted parameter (names differ per kernel: see `kxform inspect`)."""
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, str | ParamValue]) -> Pass:
-        return cls(tuple((k, str(v)) for k, v in options.items()))
-
-    def spec_items(self) -> list[tuple[str, str]]:
-        return list(self.config)
 
     @classmethod
     def describe_options(cls) -> list[str]:

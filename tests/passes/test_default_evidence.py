@@ -21,7 +21,7 @@ from kxform.hw import load_profile
 from kxform.locality.sizing import L2_MULTIPLE, WAVES, timing_size
 
 from conftest import CORPORA
-from swizzle_helpers import outcomes, rewrite
+from swizzle_helpers import rewrite
 from swizzle_helpers import needs_cpu
 
 HELD_OUT = Path(__file__).parents[1] / "fixtures" / "heldout"

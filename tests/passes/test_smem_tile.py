@@ -10,7 +10,6 @@ import pytest
 from conftest import CORPORA
 from kxform.api import _analysed
 from kxform.engine.pass_api import Outcome
-from kxform.errors import UsageError
 from kxform.frontend.source import validate_bytes
 from kxform.harness.spec import find_spec_for, load_spec
 from kxform.hw import load_profile

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -123,9 +124,8 @@ def test_inspect_prompt_of_an_unknown_kernel_is_one_line(capsys: pytest.CaptureF
     assert len(err) == 1 and "no kernel 'nope'" in err[0], err
 
 
-def _tool(*args: str, env: dict[str, str]) -> "subprocess.CompletedProcess[str]":
+def _tool(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     import os
-    import subprocess
     import sys
 
     root = Path(__file__).resolve().parents[2]

@@ -69,7 +69,7 @@ def test_an_original_that_does_not_build_here_stops_the_run_and_stores_nothing(t
     before = path.read_bytes()
     result = _tune_write(folder)
     assert result.returncode == 2
-    assert f"the original 'sgemm_tiled' does not build here" in result.stderr
+    assert "the original 'sgemm_tiled' does not build here" in result.stderr
     assert f"fatal error: {HEADER}: No such file or directory" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and path.read_bytes() == before
     if (folder / "tuning.sqlite").exists():

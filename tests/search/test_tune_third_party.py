@@ -21,7 +21,7 @@ import pytest
 
 from conftest import CORPORA, needs_nvcc
 from kxform.engine.edits import Edit
-from kxform.engine.params import Config, Constraint, Param, ParamSpace
+from kxform.engine.params import Constraint, Param, ParamSpace
 from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal
 from kxform.engine.registry import Registry, default_registry
 from kxform.harness.spec import find_spec_for, load_spec

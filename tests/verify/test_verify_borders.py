@@ -4,7 +4,6 @@ is a mismatch (the real CPU runtime, the corpus stencil with its border left alo
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
