@@ -19,8 +19,8 @@ import json
 from collections import Counter
 from collections.abc import Callable
 
-from kxform.log import plots
-from kxform.log.figures import l2_predictions, timing, tune_series
+from kxform.log import plots, sourceview
+from kxform.log.figures import TuneOutcome, l2_predictions, original_ms, timing, tune_outcomes, tune_series
 from kxform.log.reader import Record, Run
 from kxform.log.view import OUTCOMES, check_mark, policy, provenance
 
@@ -59,11 +59,13 @@ def _anchor(file: str, kernel: str, pass_name: str) -> str:
 
 def render(run: Run) -> str:
     """The whole page."""
-    body = [_header(run), _kernel_table(run)] + [section(run) for section in SECTIONS]
+    files = sourceview.views(run)
+    body = [_header(run), _kernel_table(run, files), *(section(run) for section in SECTIONS),
+            sourceview.render(run, files), _other(run)]
     title = f"kxform report {run.run_id}"
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta name=\"viewport\" content=\"width=device-width\"><title>{esc(title)}</title>"
-            f"<style>{_CSS}</style></head><body>\n" + "\n".join(b for b in body if b) + "\n</body></html>\n")
+            f"<style>{_CSS}{sourceview.CSS}</style></head><body>\n" + "\n".join(b for b in body if b) + "\n</body></html>\n")
 
 
 def _header(run: Run) -> str:
@@ -88,7 +90,7 @@ def _header(run: Run) -> str:
             f"<table class=\"run\">{cells}</table>{error_html}")
 
 
-def _kernel_table(run: Run) -> str:
+def _kernel_table(run: Run, files: dict[str, sourceview.FileView]) -> str:
     kernels = run.kernels()
     if not kernels:
         return "<h2>Kernels</h2><p>This run logged no kernels.</p>"
@@ -103,7 +105,9 @@ def _kernel_table(run: Run) -> str:
                                       f'{t.rewritten_ms:.4f}</td><td class="num">{t.speedup:.3f}x</td>'
                                       if t else "<td></td><td></td><td></td>")
         anchor = _anchor(file, name, str(k.get("pass", "")))
-        rows.append(f'<tr><td>{esc(file)}</td><td><a href="#{anchor}">{esc(name)}</a></td>'
+        line = sourceview.line_anchor(files, file, k.get("line"))
+        where = f'<a href="#{line}">{esc(file)}:{esc(k["line"])}</a>' if line else esc(file)
+        rows.append(f'<tr><td>{where}</td><td><a href="#{anchor}">{esc(name)}</a></td>'
                     f"<td>{esc(k.get('pass', ''))}</td><td>{_badge(str(k.get('outcome', '?')))}</td>"
                     f"<td><code>{esc(proposal.get('spec', ''))}</code></td>{times}"
                     f"<td>{esc(', '.join(map(str, failing)))}</td></tr>")
@@ -111,7 +115,7 @@ def _kernel_table(run: Run) -> str:
     table = ("<table class=\"kernels\"><tr><th>file</th><th>kernel</th><th>pass</th><th>outcome</th><th>decision</th>"
              f"{time_heads}<th>failed checks</th></tr>" + "".join(rows) + "</table>")
     plot = _plot_or_note(plots.timings_plot(timed), "speedup of each measured rewrite") if timed else ""
-    return f"<h2>Kernels</h2>{table}{plot}{_files(run)}"
+    return f"<h2>Kernels</h2>{table}{plot}{_files(run, files)}"
 
 
 def _plot_or_note(svg: str | None, what: str) -> str:
@@ -121,7 +125,7 @@ def _plot_or_note(svg: str | None, what: str) -> str:
     return "" if ok else f'<p class="meta">No plot of {esc(what)}: {esc(why)}.</p>'
 
 
-def _files(run: Run) -> str:
+def _files(run: Run, files: dict[str, sourceview.FileView]) -> str:
     """Per file: each kernel's decision, reasons, checks and times; the remarks; the diff."""
     by_file: dict[str, dict[str, list[Record]]] = {}
     for record in run.records:
@@ -136,7 +140,12 @@ def _files(run: Run) -> str:
             out.append(f'<p class="fail">error: {esc(file_record["error"])}</p>')
         out += [_kernel_block(file, k) for k in parts.get("kernel", [])]
         remarks = parts.get("remark", [])
-        if remarks:
+        if remarks and file in files:  # shown whole, under their lines, in the source view
+            kinds = Counter(str(r.get("kind", "?")) for r in remarks)
+            out.append(f'<p class="meta"><a href="#src-{files[file].prefix}">{len(remarks)} remark'
+                       f'{"s" if len(remarks) != 1 else ""} in the source view</a> ('
+                       + ", ".join(f"{n} {esc(k)}" for k, n in sorted(kinds.items())) + ")</p>")
+        elif remarks:
             items = "".join(f"<li><b>{esc(r.get('kind', ''))}</b> {esc(r.get('pass', ''))}/{esc(r.get('name', ''))} "
                             f"line {esc(r.get('line', '?'))}: {esc(r.get('message', ''))}</li>" for r in remarks)
             out.append(f"<h3>Remarks</h3><ul class=\"remarks\">{items}</ul>")
@@ -205,9 +214,10 @@ def _diff(diff: str) -> str:
 
 def _tuning(run: Run) -> str:
     series = tune_series(run.records)
-    if not series:
+    outcomes = tune_outcomes(run.records)
+    if not series and not outcomes:
         return ""
-    out = ["<h2>Tuning</h2>"]
+    out = ["<h2>Tuning</h2>", _tune_table(outcomes)]
     for s in series:
         best = s.best
         failed = sum(1 for e in s.evaluations if e.time_ms is None)
@@ -215,8 +225,32 @@ def _tuning(run: Run) -> str:
                  if best and best.time_ms is not None else "no successful evaluation")
         out.append(f"<h3>{esc(s.file)} {esc(s.kernel)}</h3><p>{esc(s.strategy or 'strategy ?')}: "
                    f"{len(s.evaluations)} evaluations ({failed} failed), {found}</p>")
-        out.append(_plot_or_note(plots.convergence_plot(s), f"tuning convergence of {s.kernel}"))
+        out.append(_plot_or_note(plots.convergence_plot(s, original_ms(run.records, s.file, s.kernel)),
+                                 f"tuning convergence of {s.kernel}"))
+        out.append(_plot_or_note(plots.parameters_plot(s), f"time against each parameter of {s.kernel}"))
     return "".join(out)
+
+
+def _tune_table(outcomes: list[TuneOutcome]) -> str:
+    """The speed-up table of a pipeline tuning run (`tune FILE` or `tune DIR`), and its plot."""
+    if not outcomes:
+        return ""
+
+    def ms(value: float | None) -> str:
+        return "" if value is None else f"{value:.4g}"
+
+    rows = "".join(
+        f"<tr><td>{esc(o.file)}</td><td>{esc(o.kernel)}</td><td>{esc(','.join(o.passes) or '-')}</td>"
+        f"<td><code>{esc(', '.join(f'{k}={v}' for k, v in o.values.items()) or '(original kept)')}</code></td>"
+        f'<td class="num">{ms(o.original_ms)}</td><td class="num">{ms(o.time_ms)}</td>'
+        f'<td class="num">{ms(o.spread_ms)}</td><td class="num">{"" if o.speedup is None else f"{o.speedup:.3f}x"}'
+        f'</td><td class="{"fail" if o.note.startswith("error") else "meta"}">{esc(o.note)}</td></tr>'
+        for o in outcomes)
+    table = ('<table class="tuned"><tr><th>file</th><th>kernel</th><th>passes</th><th>values</th><th>original ms</th>'
+             "<th>best ms</th><th>spread ms</th><th>speed-up</th><th>note</th></tr>" + rows + "</table>")
+    timed = [(o.kernel, t) for o in outcomes if (t := o.timing)]
+    plot = _plot_or_note(plots.timings_plot(timed, "tuned"), "speed-up of each tuned kernel") if timed else ""
+    return table + plot
 
 
 def _l2(run: Run) -> str:
@@ -235,7 +269,7 @@ def _l2(run: Run) -> str:
             f"<td class=\"num\">{'' if x.margin is None else f'{x.margin:+.3f}'}</td></tr>" for x in p.predictions)
         out.append(f"<h3>{esc(p.file)} {esc(p.kernel)}</h3><table class=\"l2\"><tr><th>order</th><th>L2 hit</th>"
                    f"<th>DRAM read MB</th><th>DRAM write MB</th><th>rank</th><th>margin</th></tr>{rows}</table>")
-        out.append(_plot_or_note(plots.l2_plot(p, chosen.get(p.kernel)), f"L2 predictions for {p.kernel}"))
+        out.append(_plot_or_note(plots.l2_plot(p, p.chosen or chosen.get(p.kernel)), f"L2 predictions for {p.kernel}"))
     return "".join(out)
 
 
@@ -255,5 +289,6 @@ def _other(run: Run) -> str:
             "<table><tr><th>type</th><th>records</th><th>example</th></tr>" + "".join(rows) + "</table>")
 
 
-SECTIONS: list[Section] = [_tuning, _l2, _other]
-"""Renderers after the kernel table, in page order (the extension point)."""
+SECTIONS: list[Section] = [_tuning, _l2]
+"""Renderers after the kernel table, in page order (the extension point); the source
+view (kxform.log.sourceview) and the unclaimed records follow them."""

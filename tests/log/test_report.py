@@ -95,8 +95,13 @@ def test_report_of_a_measured_and_tuned_run(tmp_path: Path) -> None:
     assert "58.0%" in l2 and "8740.0" in l2 and "80.0%" in l2
     assert "future_kind" in page.section("Other records")
     if HAS_MATPLOTLIB:
-        assert page.count("svg") == 3  # speedups, convergence, L2
-        assert "best so far" in "".join(page.text) and "predicted DRAM reads (MB)" in "".join(page.text)
+        assert page.count("svg") == 4  # speedups, convergence, time per parameter, L2
+        text = "".join(page.text)
+        assert "best so far" in text and "L2 hit rate (%)" in text and "DRAM GB: read + write (lighter)" in text
+        assert "best 65.1 ms (evaluation 4)" in text  # the optimum's line, labelled
+        convergence = next(svg for svg in re.findall(r"<svg.*?</svg>", html, re.S) if "best so far" in svg)
+        assert ">compile_failed<" in convergence  # the failed evaluation sits in its own strip, by failure class
+        assert "sgemm_128: time against each parameter" in text
     assert out.stat().st_size < 200_000
 
 
