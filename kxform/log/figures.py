@@ -93,9 +93,11 @@ def tune_series(records: Iterable[Record]) -> list[TuneSeries]:
     for record in records:
         if record.get("type") != "tune":
             continue
+        items = record.get("evaluations")
+        if not isinstance(items, list) and not any(k in record for k in ("eval", "params", "time_ms")):
+            continue  # a kernel with nothing to tune, or one that could not be: no evaluation (tune_outcomes)
         key = (str(record.get("file", "")), str(record.get("kernel", "")), str(record.get("strategy", "")))
         entry = series.setdefault(key, TuneSeries(*key))
-        items = record.get("evaluations")
         for item in items if isinstance(items, list) else [record]:
             if isinstance(item, dict):
                 entry.evaluations.append(_evaluation(item, len(entry.evaluations) + 1))

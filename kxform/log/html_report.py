@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from kxform.log import plots, sourceview
 from kxform.log.figures import TuneOutcome, l2_predictions, original_ms, timing, tune_outcomes, tune_series
-from kxform.log.reader import Record, Run
+from kxform.log.reader import Record, Run, relative_to_run
 from kxform.log.view import OUTCOMES, check_mark, policy, provenance
 
 _MARKS = {"skip": ("skip", "skipped"), "ok": ("ok", "ok"), "UNDECIDED": ("undecided", "could not tell"),
@@ -41,6 +41,7 @@ pre.diff{background:#fafafa;border:1px solid #ddd;padding:.5rem;overflow-x:auto;
 .add{background:#e6ffec}.del{background:#ffebe9}.hunk{color:#0550ae}
 .kernel{border-left:3px solid #ddd;padding-left:.8rem;margin:1rem 0}.meta{color:#555}
 figure{margin:.5rem 0}svg{max-width:100%;height:auto}.kernels code{white-space:normal;overflow-wrap:anywhere}
+table.tuned td:last-child{min-width:18em;overflow-wrap:anywhere}
 """
 
 
@@ -85,15 +86,20 @@ def _header(run: Run) -> str:
                               f"unchanged; exit code {summary.get('exit_code', '?')}"))
     cells = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)
     errors = [*(summary.get("input_errors") or []), *(summary.get("internal_errors") or [])]
-    error_html = "".join(f'<p class="fail">error: {esc(e)}</p>' for e in errors)
-    return (f"<h1>kxform run {esc(run.run_id)}</h1><p>{badges or 'no kernels'}</p>"
+    shown = {str(r.get("error")): run.file_of(r) for r in run.of_type("file") if r.get("error")}
+    # an error its file's section shows is named here once, as a link, not repeated whole
+    error_html = "".join(f'<p class="fail">error in <a href="#{_file_anchor(run, shown[e])}">{esc(shown[e])}</a></p>'
+                         if e in shown else f'<p class="fail">error: {esc(e)}</p>'
+                         for e in errors)
+    what = badges or ("a tuning run" if run.of_type("tune") else "no kernels")
+    return (f"<h1>kxform run {esc(run.run_id)}</h1><p>{what}</p>"
             f"<table class=\"run\">{cells}</table>{error_html}")
 
 
 def _kernel_table(run: Run, files: dict[str, sourceview.FileView]) -> str:
     kernels = run.kernels()
-    if not kernels:
-        return "<h2>Kernels</h2><p>This run logged no kernels.</p>"
+    if not kernels:  # a tuning run has its own section
+        return "" if run.of_type("tune") else "<h2>Kernels</h2><p>This run logged no kernels.</p>"
     rows = []
     timed = [(str(k.get("kernel", "")), t) for k in kernels if (t := timing(k))]
     for k in kernels:
@@ -101,6 +107,8 @@ def _kernel_table(run: Run, files: dict[str, sourceview.FileView]) -> str:
         proposal = k.get("proposal") if isinstance(k.get("proposal"), dict) else {}
         t = timing(k)
         failing = [c.get("name") for c in k.get("checks") or [] if isinstance(c, dict) and not c.get("ok")]
+        if not failing and k.get("outcome") in ("missed", "failed") and k.get("key"):
+            failing = [f"{k['key']} (at {k.get('stage') or 'analysis'})"]  # refused before any check ran
         times = "" if not timed else (f'<td class="num">{t.original_ms:.4f}</td><td class="num">'
                                       f'{t.rewritten_ms:.4f}</td><td class="num">{t.speedup:.3f}x</td>'
                                       if t else "<td></td><td></td><td></td>")
@@ -113,9 +121,15 @@ def _kernel_table(run: Run, files: dict[str, sourceview.FileView]) -> str:
                     f"<td>{esc(', '.join(map(str, failing)))}</td></tr>")
     time_heads = "<th>original ms</th><th>rewritten ms</th><th>speedup</th>" if timed else ""
     table = ("<table class=\"kernels\"><tr><th>file</th><th>kernel</th><th>pass</th><th>outcome</th><th>decision</th>"
-             f"{time_heads}<th>failed checks</th></tr>" + "".join(rows) + "</table>")
+             f"{time_heads}<th>failed checks, or why not</th></tr>" + "".join(rows) + "</table>")
     plot = _plot_or_note(plots.timings_plot(timed), "speedup of each measured rewrite") if timed else ""
     return f"<h2>Kernels</h2>{table}{plot}{_files(run, files)}"
+
+
+def _file_anchor(run: Run, file: str) -> str:
+    """The id of `file`'s section: its place among the run's files (names may sanitise alike)."""
+    order = dict.fromkeys(run.file_of(r) for r in run.records if r.get("type") in ("kernel", "remark", "file"))
+    return f"file-{list(order).index(file) + 1}" if file in order else ""
 
 
 def _plot_or_note(svg: str | None, what: str) -> str:
@@ -135,7 +149,7 @@ def _files(run: Run, files: dict[str, sourceview.FileView]) -> str:
     out = []
     for file, parts in by_file.items():
         file_record = (parts.get("file") or [{}])[0]
-        out.append(f"<h2>{esc(file)}</h2>")
+        out.append(f'<h2 id="{_file_anchor(run, file)}">{esc(file)}</h2>')
         if file_record.get("error"):
             out.append(f'<p class="fail">error: {esc(file_record["error"])}</p>')
         out += [_kernel_block(file, k) for k in parts.get("kernel", [])]
@@ -217,21 +231,22 @@ def _tuning(run: Run) -> str:
     outcomes = tune_outcomes(run.records)
     if not series and not outcomes:
         return ""
-    out = ["<h2>Tuning</h2>", _tune_table(outcomes)]
+    out = ["<h2>Tuning</h2>", _tune_table(outcomes, str(run.header.get("cwd") or ""))]
     for s in series:
         best = s.best
         failed = sum(1 for e in s.evaluations if e.time_ms is None)
         found = (f"best {best.time_ms:.4f} ms at evaluation {best.index}: <code>{esc(best.params)}</code>"
                  if best and best.time_ms is not None else "no successful evaluation")
-        out.append(f"<h3>{esc(s.file)} {esc(s.kernel)}</h3><p>{esc(s.strategy or 'strategy ?')}: "
-                   f"{len(s.evaluations)} evaluations ({failed} failed), {found}</p>")
+        out.append(f"<h3>{esc(run.file_of({'file': s.file}))} {esc(s.kernel)}</h3>"
+                   f"<p>{esc(s.strategy or 'strategy ?')}: {len(s.evaluations)} evaluations ({failed} failed), "
+                   f"{found}</p>")
         out.append(_plot_or_note(plots.convergence_plot(s, original_ms(run.records, s.file, s.kernel)),
                                  f"tuning convergence of {s.kernel}"))
         out.append(_plot_or_note(plots.parameters_plot(s), f"time against each parameter of {s.kernel}"))
     return "".join(out)
 
 
-def _tune_table(outcomes: list[TuneOutcome]) -> str:
+def _tune_table(outcomes: list[TuneOutcome], cwd: str) -> str:
     """The speed-up table of a pipeline tuning run (`tune FILE` or `tune DIR`), and its plot."""
     if not outcomes:
         return ""
@@ -240,7 +255,8 @@ def _tune_table(outcomes: list[TuneOutcome]) -> str:
         return "" if value is None else f"{value:.4g}"
 
     rows = "".join(
-        f"<tr><td>{esc(o.file)}</td><td>{esc(o.kernel)}</td><td>{esc(','.join(o.passes) or '-')}</td>"
+        f"<tr><td>{esc(relative_to_run(o.file, cwd))}</td><td>{esc(o.kernel)}</td>"
+        f"<td>{esc(','.join(o.passes) or '-')}</td>"
         f"<td><code>{esc(', '.join(f'{k}={v}' for k, v in o.values.items()) or '(original kept)')}</code></td>"
         f'<td class="num">{ms(o.original_ms)}</td><td class="num">{ms(o.time_ms)}</td>'
         f'<td class="num">{ms(o.spread_ms)}</td><td class="num">{"" if o.speedup is None else f"{o.speedup:.3f}x"}'
@@ -267,9 +283,11 @@ def _l2(run: Run) -> str:
             f"<td class=\"num\">{'' if x.dram_write_bytes is None else f'{x.dram_write_bytes / 1e6:.1f}'}</td>"
             f"<td class=\"num\">{'' if x.rank is None else x.rank}</td>"
             f"<td class=\"num\">{'' if x.margin is None else f'{x.margin:+.3f}'}</td></tr>" for x in p.predictions)
-        out.append(f"<h3>{esc(p.file)} {esc(p.kernel)}</h3><table class=\"l2\"><tr><th>order</th><th>L2 hit</th>"
-                   f"<th>DRAM read MB</th><th>DRAM write MB</th><th>rank</th><th>margin</th></tr>{rows}</table>")
-        out.append(_plot_or_note(plots.l2_plot(p, p.chosen or chosen.get(p.kernel)), f"L2 predictions for {p.kernel}"))
+        out.append(f"<h3>{esc(run.file_of({'file': p.file}))} {esc(p.kernel)}</h3><table class=\"l2\"><tr>"
+                   "<th>order</th><th>L2 hit</th><th>DRAM read MB</th><th>DRAM write MB</th><th>rank</th>"
+                   f"<th>margin</th></tr>{rows}</table>")
+        figure = plots.l2_plot(p, p.chosen or chosen.get(p.kernel))
+        out.append(_plot_or_note(figure, f"L2 predictions for {p.kernel}"))
     return "".join(out)
 
 

@@ -82,7 +82,7 @@ def convergence_plot(series: TuneSeries, original_ms: float | None = None) -> st
     if not series.evaluations or not available()[0]:
         return None
     failed = [e for e in series.evaluations if e.time_ms is None]
-    figure = _figure(6.4, 3.4 if failed else 3.0)
+    figure = _figure(8.0, 3.4 if failed else 3.0)
     if failed:
         axes, strip = figure.subplots(2, 1, sharex=True, height_ratios=[5, 1 + 0.3 * len({e.status for e in failed})])
     else:
@@ -102,8 +102,8 @@ def convergence_plot(series: TuneSeries, original_ms: float | None = None) -> st
         axes.axhline(original_ms, color="#555", linestyle=":", linewidth=1, label=f"original {original_ms:.4g} ms")
     axes.set_ylabel("time (ms)")
     axes.set_title(f"{series.kernel} ({series.strategy or 'tune'})", fontsize="medium")
-    if timed or original_ms is not None:
-        axes.legend(fontsize="small")
+    if timed or original_ms is not None:  # beside the plot: never over an evaluation
+        axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     else:
         axes.text(0.5, 0.5, "no evaluation ran successfully", transform=axes.transAxes, ha="center")
     if strip is not None:
