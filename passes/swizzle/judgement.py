@@ -43,8 +43,9 @@ def prediction_remark(ctx: Any, kernel: Function, verdict: Any) -> None:
     rows = [{"pattern": str(o["order"]), "l2_hit_rate": o.get("l2_hit_rate"),
              "dram_read_bytes": o.get("dram_read_bytes"), "dram_write_bytes": o.get("dram_write_bytes"),
              "rank": o.get("rank"), "margin": o.get("margin_to_identity")} for o in data.get("orders") or ()]
-    listed = "; ".join(f"{r['pattern']}: L2 hit {float(r['l2_hit_rate'] or 0):.0%}, DRAM read "
+    listed = "; ".join(f"{r['pattern']} L2 hit {float(r['l2_hit_rate'] or 0):.0%}, DRAM read "
                        f"{float(r['dram_read_bytes'] or 0) / 1e9:.3g} GB" for r in rows)
+    # the first clause (the best order) is what a terminal line shows
     ctx.remark(RemarkKind.ANALYSIS, "swizzle", "LocalityPrediction", kernel.span.start, kernel.name,
-               f"locality model ({data.get('hw')}, size {data.get('size')}) for '{kernel.name}': {listed}",
+               f"locality model: {listed} ({data.get('hw')}, size {data.get('size')})",
                hw=data.get("hw"), size=data.get("size"), chosen=data.get("chosen"), predictions=rows)
