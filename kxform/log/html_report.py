@@ -2,9 +2,11 @@
 
 The page holds everything inline (style, SVG plots; no script, font, image or
 stylesheet is fetched): per-kernel outcomes with their decisions, reasons and checks,
-before/after times, the diffs, and, when the log has them, tuning convergence (`tune`
-records) and L2-model predictions (`l2` records). Like LLVM's opt-viewer, but one file
-you can attach to a review.
+before/after times, the diffs, and, when the log has them, tuning (convergence, time
+against each parameter, the speed-up table of pipeline tuning: `tune` records) and
+L2-model predictions (`l2` records, swizzle's `LocalityPrediction` remarks); then each
+file's source with its remarks under their lines (kxform.log.sourceview). Like LLVM's
+opt-viewer, but one file you can attach to a review.
 
 Extension point: `SECTIONS` lists the renderers of the page after the kernel table,
 each `(run) -> html`; a new record type gets its renderer added there (and its fields

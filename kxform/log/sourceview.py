@@ -64,10 +64,8 @@ class FileView:
 
     source: FileSource
     prefix: str
-
-    @property
-    def lines(self) -> int:
-        return len(self.source.text.splitlines()) if self.source.text is not None else 0
+    lines: int
+    """How many lines the text has (0 without text)."""
 
 
 def views(run: Run) -> dict[str, FileView]:
@@ -76,7 +74,8 @@ def views(run: Run) -> dict[str, FileView]:
     for record in run.records:
         if record.get("type") == "file" and record.get("file"):
             source = load_source(run, record)
-            out.setdefault(source.file, FileView(source, f"f{len(out) + 1}"))
+            count = len(source.text.splitlines()) if source.text is not None else 0
+            out.setdefault(source.file, FileView(source, f"f{len(out) + 1}", count))
     return out
 
 
