@@ -24,22 +24,24 @@ BROWSER = next((b for b in ("chromium", "chromium-browser", "google-chrome") if 
 needs_browser = pytest.mark.skipif(BROWSER is None, reason="no headless Chromium on PATH (apt-get install chromium)")
 pytestmark = pytest.mark.slow  # a browser takes seconds to start
 WIDTH, HEIGHT = 1280, 1800
+"""The window (a screenshot shows the window; a report taller than it is cut, so the
+apply report, whose figures and source view come after its diffs, gets a taller one)."""
 CONSOLE = re.compile(r":CONSOLE(?::\d+)?\]|Uncaught")
 
 
-def screenshot(page: Path, png: Path, tmp: Path) -> list[str]:
-    """Open `page` in headless Chromium, save a WIDTH x HEIGHT screenshot to `png`; the
+def screenshot(page: Path, png: Path, tmp: Path, height: int = HEIGHT) -> list[str]:
+    """Open `page` in headless Chromium, save a WIDTH x `height` screenshot to `png`; the
     page's console messages (the report runs no script, so any is an error)."""
     assert BROWSER is not None
     proc = subprocess.run([BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                            f"--user-data-dir={tmp / 'chromium-profile'}", "--enable-logging=stderr", "--v=0",
-                           f"--screenshot={png}", f"--window-size={WIDTH},{HEIGHT}", page.resolve().as_uri()],
-                          capture_output=True, text=True, timeout=120)
+                           "--hide-scrollbars", f"--screenshot={png}", f"--window-size={WIDTH},{height}",
+                           page.resolve().as_uri()], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return [line for line in proc.stderr.splitlines() if CONSOLE.search(line)]
 
 
-def assert_rendered(png: Path) -> None:
+def assert_rendered(png: Path, height: int = HEIGHT) -> None:
     """The screenshot exists, has the window's size, and shows something: many colours
     (anti-aliased text, plots), and neither blank nor one colour."""
     import matplotlib.image
@@ -47,7 +49,7 @@ def assert_rendered(png: Path) -> None:
 
     assert png.is_file() and png.stat().st_size > 0, png
     pixels = matplotlib.image.imread(png)
-    assert pixels.shape[:2] == (HEIGHT, WIDTH), pixels.shape
+    assert pixels.shape[:2] == (height, WIDTH), pixels.shape
     rgb = (pixels[..., :3] * 255).astype(np.uint8).reshape(-1, 3)
     colours = len(np.unique(rgb, axis=0))
     background = np.all(rgb == rgb[0], axis=1).mean()
@@ -69,11 +71,11 @@ def _report(cwd: Path, log: Path, name: str) -> Path:
     return out
 
 
-def _check(page: Path, tmp: Path, name: str) -> None:
+def _check(page: Path, tmp: Path, name: str, height: int = HEIGHT) -> None:
     png = tmp / f"report-{name}.png"
-    errors = screenshot(page, png, tmp)
+    errors = screenshot(page, png, tmp, height)
     assert errors == [], errors
-    assert_rendered(png)
+    assert_rendered(png, height)
     _keep(png)
 
 
@@ -99,7 +101,7 @@ def test_apply_report_renders(tmp_path: Path) -> None:
     page = _report(tmp_path, log, "apply")
     html = page.read_text(encoding="utf-8")
     assert "<h2>L2 model predictions</h2>" in html and "<h2>Source</h2>" in html
-    _check(page, tmp_path, "apply")
+    _check(page, tmp_path, "apply", 5600)
 
 
 @needs_browser
@@ -113,7 +115,7 @@ def test_tune_report_renders(tmp_path: Path) -> None:
     page = _report(tmp_path, tmp_path / "t.jsonl", "tune")
     html = page.read_text(encoding="utf-8")
     assert "(1 failed)" in html and ">runtime_failed<" in html and "time against each parameter" in html
-    _check(page, tmp_path, "tune")
+    _check(page, tmp_path, "tune", 2200)
 
 
 @needs_browser
