@@ -199,7 +199,8 @@ def _kernel_block(file: str, k: Record) -> str:
             f"<li><code>{esc(r.get('spec', '?'))}</code> at {esc(r.get('stage', '?'))}: {esc(r.get('reason', ''))}</li>"
             for r in rejected) + "</ul>")
     rationale = proposal.get("rationale") if proposal else None
-    reasons = [r for r in k.get("reasons") or [] if r != rationale]
+    refused = {str(r.get("reason")) for r in rejected}  # a refusal listed above is not repeated
+    reasons = [r for r in k.get("reasons") or [] if r != rationale and r not in refused]
     if reasons:
         parts.append("<ul class=\"reasons\">" + "".join(f"<li>{esc(r)}</li>" for r in reasons) + "</ul>")
     checks = [c for c in k.get("checks") or [] if isinstance(c, dict)]

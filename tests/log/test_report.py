@@ -251,3 +251,18 @@ def test_source_view_of_a_long_file_shows_the_lines_around_its_remarks(tmp_path:
     shown = [int(n) for n in re.findall(r'id="src-f1-L(\d+)"', html)]
     assert shown == [*range(1, 9), *range(1494, 1507)]  # the kernel's line 2 and the remark's, 6 lines each side
     assert "... lines 9-1493 not shown" in html and "... lines 1507-3000 not shown" in html
+
+
+def test_a_refusal_is_listed_once(tmp_path: Path) -> None:
+    """The last candidate's refusal is also the kernel's reason: the page names it once."""
+    log = PassLog.open(str(tmp_path / "r.jsonl"), hw="h100", pipeline="swizzle", argv=["apply"])
+    why = "NotFaster: 0.207 ms against 0.166 ms"
+    log.write({"type": "kernel", "schema": 2, "run": log.run_id, "file": "s.cu", "kernel": "stencil5", "line": 3,
+               "pass": "swizzle", "outcome": "missed", "stage": "measure", "key": "NotFaster", "reasons": [why],
+               "proposal": None, "checks": [], "rejected": [{"spec": "swizzle{pattern=column}", "stage": "measure",
+                                                             "reason": why}]})
+    log.close(Report())
+    out, page = _report(tmp_path, tmp_path / "r.jsonl")
+    assert out.read_text(encoding="utf-8").count(why) == 1
+    assert "swizzle{pattern=column} at measure: " + why in page.section("s.cu")
+    assert "NotFaster (at measure)" in page.section("Kernels")
