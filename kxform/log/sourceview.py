@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import html
 import os
-import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kxform.errors import InputError
+from kxform.frontend.source import read_bytes_bounded
 from kxform.log.reader import Record, Run
 
 MAX_SOURCE_BYTES = 4 << 20
@@ -104,15 +105,12 @@ def load_source(run: Run, record: Mapping[str, object]) -> FileSource:
 
 
 def _read_disk(path: Path) -> tuple[str | None, str]:
-    """The file's text, or None and why; never follows a FIFO or device, never reads without bound."""
+    """The file's text, or None and why: a regular file only (opened without blocking: a
+    FIFO or a device is refused, never read), at most MAX_SOURCE_BYTES."""
     try:
-        info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode):
-            return None, f"{path} is not a regular file"
-        if info.st_size > MAX_SOURCE_BYTES:
-            return None, f"{path} is larger than {MAX_SOURCE_BYTES >> 20} MiB"
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_SOURCE_BYTES + 1)
+        data = read_bytes_bounded(str(path), MAX_SOURCE_BYTES, "the source view")
+    except InputError as exc:
+        return None, f"{path}: {exc.cause}"
     except OSError as exc:
         return None, f"{path} cannot be read ({exc.strerror or exc})"
     if len(data) > MAX_SOURCE_BYTES:

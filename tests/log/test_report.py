@@ -239,7 +239,7 @@ def test_source_view_reads_an_older_log_s_file_from_disk_and_says_so(tmp_path: P
     os.mkfifo(tmp_path / "k.cu")  # never read: it would block
     out, page = _report(tmp_path, _source_log(tmp_path, None, [(2, "Missed", "still shown")], file))
     view = page.section("Source")
-    assert "not shown: the log does not carry the source and" in view and "is not a regular file" in view
+    assert "not shown: the log does not carry the source and" in view and "not a regular file (a FIFO); refused" in view
     assert "still shown" in view
     _assert_self_contained(page, out.read_text(encoding="utf-8"))  # no link into a view without lines
 
