@@ -70,10 +70,12 @@ class FileView:
 
 
 def views(run: Run) -> dict[str, FileView]:
-    """Every file with a `file` record, its source loaded once (the kernel table links into it)."""
+    """Every file of the run with a kernel or a remark (as opt-viewer, files with nothing
+    to say are left out), its source loaded once (the kernel table links into it)."""
+    said = {run.file_of(r) for r in run.records if r.get("type") in ("kernel", "remark")}
     out: dict[str, FileView] = {}
     for record in run.records:
-        if record.get("type") == "file" and record.get("file"):
+        if record.get("type") == "file" and record.get("file") and run.file_of(record) in said:
             source = load_source(run, record)
             count = len(source.text.splitlines()) if source.text is not None else 0
             out.setdefault(source.file, FileView(source, f"f{len(out) + 1}", count))
@@ -119,7 +121,7 @@ def _read_disk(path: Path) -> tuple[str | None, str]:
 
 
 def render(run: Run, files: Mapping[str, FileView]) -> str:
-    """The "Source" section: every file with a `file` record, remarks under their lines."""
+    """The "Source" section: the files of `views`, remarks under their lines."""
     if not files:
         return ""
     remarks: dict[str, list[Record]] = {}

@@ -131,4 +131,5 @@ def test_failed_run_report_renders(tmp_path: Path) -> None:
     html = page.read_text(encoding="utf-8")
     assert "SpinWait (at analyse)" in html and "GridSync (at analyse)" in html  # the table says why not
     assert html.count("does not parse (tree-sitter-cuda)") == 1  # the input error once, in its file's section
+    assert html.count('<h3 id="src-') == 2  # the source view: the two files with kernels and remarks
     _check(page, tmp_path, "failed")
