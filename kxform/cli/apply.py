@@ -17,7 +17,7 @@ from kxform.errors import UsageError, display_path, printable
 from kxform.hw import load_profile
 from kxform.engine.pass_api import KernelResult, Outcome
 from kxform.engine.status import Status
-from kxform.log.passlog import PassLog
+from kxform.log.passlog import PassLog, encode_line_map
 from kxform.log.remarks import RemarkFilter
 from kxform.log.report import Report, WriteBack
 from kxform.orchestrate.runner import (ApplyConfig, FileOutcome, check_options, collect_sources, output_path, run_apply,
@@ -280,5 +280,7 @@ def _log_file(log: PassLog, outcome: FileOutcome) -> None:
                "changed": bool(transform and transform.changed), "error": outcome.error,
                "diff": transform.diff() if transform is not None else "",
                "source": _logged_source(transform),
+               "line_maps": {name: encode_line_map(line_map) for name, line_map in transform.input_maps}
+               if transform is not None else {},
                "compile": outcome.compile_record.to_json() if outcome.compile_record else None,
                "timings_s": transform.timings if transform is not None else {}})

@@ -115,8 +115,8 @@ def _kernel_table(run: Run, files: dict[str, sourceview.FileView]) -> str:
                                       f'{t.rewritten_ms:.4f}</td><td class="num">{t.speedup:.3f}x</td>'
                                       if t else "<td></td><td></td><td></td>")
         anchor = _anchor(file, name, str(k.get("pass", "")))
-        line = sourceview.line_anchor(files, file, k.get("line"))
-        where = f'<a href="#{line}">{esc(file)}:{esc(k["line"])}</a>' if line else esc(file)
+        line = sourceview.line_anchor(files, file, k)
+        where = f'<a href="#{line}">{esc(file)}:{esc(line.rsplit("-L", 1)[1])}</a>' if line else esc(file)
         rows.append(f'<tr><td>{where}</td><td><a href="#{anchor}">{esc(name)}</a></td>'
                     f"<td>{esc(k.get('pass', ''))}</td><td>{_badge(str(k.get('outcome', '?')))}</td>"
                     f"<td><code>{esc(proposal.get('spec', ''))}</code></td>{times}"

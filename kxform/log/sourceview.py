@@ -18,9 +18,11 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kxform.errors import InputError
 from kxform.frontend.source import read_bytes_bounded
+from kxform.log.passlog import decode_line
 from kxform.log.reader import Record, Run
 
 MAX_SOURCE_BYTES = 4 << 20
@@ -67,6 +69,19 @@ class FileView:
     prefix: str
     lines: int
     """How many lines the text has (0 without text)."""
+    line_maps: Mapping[str, Any] | None = None
+    """The `file` record's `line_maps` (None in logs written before it)."""
+
+    def line_of(self, record: Record) -> int | None:
+        """The line of a remark or kernel record in this text: a pass that ran on a file an
+        earlier pass had changed logged lines of that version, mapped back here."""
+        line = record.get("line")
+        if not isinstance(line, int) or isinstance(line, bool):
+            return None
+        runs = (self.line_maps or {}).get(str(record.get("pass", "")))
+        if isinstance(runs, list) and all(isinstance(r, list) and len(r) == 2 for r in runs):
+            return decode_line(runs, line)
+        return line
 
 
 def views(run: Run) -> dict[str, FileView]:
@@ -78,14 +93,18 @@ def views(run: Run) -> dict[str, FileView]:
         if record.get("type") == "file" and record.get("file") and run.file_of(record) in said:
             source = load_source(run, record)
             count = len(source.text.splitlines()) if source.text is not None else 0
-            out.setdefault(source.file, FileView(source, f"f{len(out) + 1}", count))
+            maps = record.get("line_maps")
+            out.setdefault(source.file, FileView(source, f"f{len(out) + 1}", count,
+                                                 maps if isinstance(maps, dict) else None))
     return out
 
 
-def line_anchor(files: Mapping[str, FileView], file: str, line: object) -> str:
-    """The id of `line` of `file` in the source view, or "" when the view has no such line."""
+def line_anchor(files: Mapping[str, FileView], file: str, record: Record) -> str:
+    """The id of a kernel record's line in the source view of `file`, or "" when the view
+    has no such line."""
     view = files.get(file)
-    if view is None or not isinstance(line, int) or not 1 <= line <= view.lines:
+    line = view.line_of(record) if view is not None else None
+    if view is None or line is None or not 1 <= line <= view.lines:
         return ""
     return f"src-{view.prefix}-L{line}"
 
@@ -127,32 +146,32 @@ def render(run: Run, files: Mapping[str, FileView]) -> str:
     remarks: dict[str, list[Record]] = {}
     for remark in run.of_type("remark"):
         remarks.setdefault(run.file_of(remark), []).append(remark)
-    kernels: dict[str, list[int]] = {}
+    kernels: dict[str, list[Record]] = {}
     for kernel in run.kernels():
-        if isinstance(kernel.get("line"), int):
-            kernels.setdefault(run.file_of(kernel), []).append(int(kernel["line"]))
-    several = "," in run.pipeline
+        kernels.setdefault(run.file_of(kernel), []).append(kernel)
     out = ["<h2>Source</h2><p class=\"meta\">Each file with its remarks under the line they name "
            "(<span class=\"r-passed\">Passed</span>, <span class=\"r-missed\">Missed</span>, "
-           "<span class=\"r-analysis\">Analysis</span>)."
-           + (" In a pipeline a later pass's remarks name lines of the file as the earlier passes left it."
-              if several else "") + "</p>"]
+           "<span class=\"r-analysis\">Analysis</span>).</p>"]
     for file, view in files.items():
-        out.append(_file_view(view.source, remarks.get(file, []), kernels.get(file, []), view.prefix))
+        kernel_lines = [line for k in kernels.get(file, []) if (line := view.line_of(k)) is not None]
+        out.append(_file_view(view, remarks.get(file, []), kernel_lines, "," in run.pipeline))
     return "".join(out)
 
 
-def _file_view(source: FileSource, remarks: Sequence[Record], kernel_lines: Sequence[int], prefix: str) -> str:
+def _file_view(view: FileView, remarks: Sequence[Record], kernel_lines: Sequence[int], pipeline: bool) -> str:
+    source, prefix = view.source, view.prefix
+    unmapped = (" In this log a later pass's remarks name lines of the file as the earlier passes left it."
+                if pipeline and view.line_maps is None else "")
     head = (f'<h3 id="src-{prefix}">{_esc(source.file)}</h3><p class="meta source-origin" '
-            f'data-origin="{_esc(source.origin)}">source {_esc(source.note)}</p>')
+            f'data-origin="{_esc(source.origin)}">source {_esc(source.note)}.{_esc(unmapped)}</p>')
     if source.text is None:
         return head + _unplaced(remarks)
     lines = source.text.splitlines()
     by_line: dict[int, list[Record]] = {}
     unplaced = []
     for remark in remarks:
-        line = remark.get("line")
-        if isinstance(line, int) and 1 <= line <= len(lines):
+        line = view.line_of(remark)
+        if line is not None and 1 <= line <= len(lines):
             by_line.setdefault(line, []).append(remark)
         else:
             unplaced.append(remark)

@@ -11,9 +11,11 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conftest import needs_nvcc, run_cli
-from kxform.log.passlog import PassLog
+from kxform.log.passlog import PassLog, decode_line, encode_line_map
 from kxform.log.report import Report
 from log_fixtures import gpu_style_run, real_run
 
@@ -155,6 +157,12 @@ def test_report_and_log_of_a_verified_tile_then_swizzle_run(tmp_path: Path) -> N
     assert "a differential run is required before writing" in detail
     assert "verification policy: the spec's launch; outputs bit-exact (the rewrite changes no arithmetic)" in detail
     assert "#ifndef TILE" in detail and "kxform_block" in detail
+    # swizzle ran on the tiled file: its lines are mapped back, so its remark sits on the kernel's original line
+    html = out.read_text(encoding="utf-8")
+    kernel_line = html[html.index('id="src-f1-L29"'):html.index('id="src-f1-L30"')]
+    assert "__global__ void sgemm_tiled(" in kernel_line
+    assert "<b>Passed</b> tile/Applied" in kernel_line and "<b>Passed</b> swizzle/Applied" in kernel_line
+    assert html.count('<a href="#src-f1-L29">sgemm_tiled/sgemm_tiled.cu:29</a>') == 2  # both records link there
     shown = run_cli("log", "show", str(log), "--no-diff", cwd=tmp_path).stdout
     assert "sgemm_tiled (line 29) tile: applied  tile{TILE=32}" in shown
     assert "policy: launch from sgemm_tiled/sgemm_tiled.cu:95 at TILE=32: grid (" in shown
@@ -266,3 +274,10 @@ def test_a_refusal_is_listed_once(tmp_path: Path) -> None:
     assert out.read_text(encoding="utf-8").count(why) == 1
     assert "swizzle{pattern=column} at measure: " + why in page.section("s.cu")
     assert "NotFaster (at measure)" in page.section("Kernels")
+
+
+@given(st.lists(st.integers(min_value=1, max_value=60), max_size=80).map(sorted))
+def test_a_line_map_survives_its_encoding(line_map: list[int]) -> None:
+    runs = encode_line_map(tuple(line_map))
+    assert [decode_line(runs, n) for n in range(1, len(line_map) + 1)] == line_map
+    assert len(runs) <= len(line_map)
