@@ -17,7 +17,7 @@ from kxform.errors import UsageError, display_path, printable
 from kxform.hw import load_profile
 from kxform.engine.pass_api import KernelResult, Outcome
 from kxform.engine.status import Status
-from kxform.log.passlog import PassLog
+from kxform.log.passlog import PassLog, encode_line_map
 from kxform.log.remarks import RemarkFilter
 from kxform.log.report import Report, WriteBack
 from kxform.orchestrate.runner import (ApplyConfig, FileOutcome, check_options, collect_sources, output_path, run_apply,
@@ -28,6 +28,7 @@ from kxform.workspace.exclude import Exclude
 
 if TYPE_CHECKING:
     from kxform.cli.lock_args import LockMode
+    from kxform.engine.driver import FileTransform
     from kxform.propose.replay import LockPlan
 
 
@@ -258,6 +259,17 @@ def _checks_line(result: KernelResult) -> str:
     return ", ".join(parts)
 
 
+LOGGED_SOURCE_BYTES = 1 << 20
+"""Files up to this size have their text in the log (the report's source view shows the
+remarks on the text the run read); larger ones are read from disk by the viewer."""
+
+
+def _logged_source(transform: FileTransform | None) -> str | None:
+    if transform is None or len(transform.source.data) > LOGGED_SOURCE_BYTES:
+        return None
+    return transform.source.data.decode("utf-8", errors="replace")
+
+
 def _log_file(log: PassLog, outcome: FileOutcome) -> None:
     transform = outcome.transform
     log.kernels(outcome.results)
@@ -267,5 +279,8 @@ def _log_file(log: PassLog, outcome: FileOutcome) -> None:
     log.write({"type": "file", "schema": 1, "run": log.run_id, "file": outcome.path,
                "changed": bool(transform and transform.changed), "error": outcome.error,
                "diff": transform.diff() if transform is not None else "",
+               "source": _logged_source(transform),
+               "line_maps": {name: encode_line_map(line_map) for name, line_map in transform.input_maps}
+               if transform is not None else {},
                "compile": outcome.compile_record.to_json() if outcome.compile_record else None,
                "timings_s": transform.timings if transform is not None else {}})

@@ -71,6 +71,8 @@ def run_dir(args: argparse.Namespace) -> int:
                 "kept_original": True, "reason": exc.cause, "passes": [], "values": {}, "pipeline": ""}}
         except KxformError as exc:
             summary = {"file": target.file, "kernel": target.kernel, "error": exc.cause}
+        if "evaluations" not in summary:  # tune_one logged the others: every kernel is a row of the report's table
+            log.write({"type": "tune", "schema": 1, "run": log.run_id, **summary})
         summaries.append(summary)
     log.close(Report())
     failed = sum(1 for s in summaries if "error" in s or (s.get("written") or {}).get("refused"))

@@ -68,6 +68,10 @@ class FileTransform:
     syntax_errors: tuple[tuple[str, int], ...] = ()
     """(kernel, offset of its first syntax error) of each selected kernel whose own
     definition does not parse: the command line reports the file as an input error."""
+    input_maps: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    """(pass, line map) of each pass that ran on a file an earlier pass had changed: the
+    map takes a line of what the pass read (its remarks' and results' lines) to the line
+    of the original (as `line_map`), so a viewer can show them on the file as it was."""
 
     @property
     def changed(self) -> bool:
@@ -176,7 +180,10 @@ def transform_source(
     model: SourceModel | None = parse_model(source)
     assert model is not None
     syntax_errors = broken_kernels(model, options)
+    input_maps: list[tuple[str, tuple[int, ...]]] = []
     for pass_ in passes:
+        if line_map:
+            input_maps.append((pass_.name, line_map))
         start = time.perf_counter()
         current, pass_results, pass_map = _run_pass(current, pass_, run, model)
         model = None  # the next pass parses the rewritten source
@@ -185,7 +192,7 @@ def transform_source(
         if pass_map:
             line_map = pass_map if not line_map else tuple(line_map[i - 1] for i in pass_map)
     transform = FileTransform(source, current.data, tuple(results), tuple(run.sink), line_map, timings,
-                              tuple(run.pending), syntax_errors)
+                              tuple(run.pending), syntax_errors, tuple(input_maps))
     if finalize:
         transform = replace(transform, remarks=transform.remarks + final_remarks(transform, transform.results),
                             pending=())

@@ -93,9 +93,11 @@ def tune_series(records: Iterable[Record]) -> list[TuneSeries]:
     for record in records:
         if record.get("type") != "tune":
             continue
+        items = record.get("evaluations")
+        if not isinstance(items, list) and not any(k in record for k in ("eval", "params", "time_ms")):
+            continue  # a kernel with nothing to tune, or one that could not be: no evaluation (tune_outcomes)
         key = (str(record.get("file", "")), str(record.get("kernel", "")), str(record.get("strategy", "")))
         entry = series.setdefault(key, TuneSeries(*key))
-        items = record.get("evaluations")
         for item in items if isinstance(items, list) else [record]:
             if isinstance(item, dict):
                 entry.evaluations.append(_evaluation(item, len(entry.evaluations) + 1))
@@ -111,6 +113,59 @@ def _evaluation(item: Record, default_index: int) -> Evaluation:
     return Evaluation(int(index) if _num(index) else default_index, dict(params) if isinstance(params, dict) else {},
                       float(time_ms) if _num(time_ms) else None,
                       str(item.get("status") or ("ok" if _num(time_ms) else "failed")))
+
+
+@dataclass(frozen=True)
+class TuneOutcome:
+    """What one kernel's tuning concluded (a `tune` record's `result`, or its `error`):
+    a row of the speed-up table of a `tune DIR` run."""
+
+    file: str
+    kernel: str
+    passes: tuple[str, ...]
+    values: dict[str, Any]
+    original_ms: float | None
+    time_ms: float | None
+    spread_ms: float | None
+    speedup: float | None
+    note: str
+
+    @property
+    def timing(self) -> Timing | None:
+        if self.original_ms and self.time_ms:
+            return Timing(self.original_ms, self.time_ms)
+        return None
+
+
+def tune_outcomes(records: Iterable[Record]) -> list[TuneOutcome]:
+    """Per kernel of a pipeline tuning run (one `tune` record each), what won against the
+    original, the original kept and why, or the error that stopped it."""
+    out = []
+    for record in records:
+        if record.get("type") != "tune" or not ("result" in record or "error" in record):
+            continue
+        result = record.get("result") if isinstance(record.get("result"), dict) else {}
+        if not result and "error" not in record:
+            continue  # a recorded space: no original to compare with
+        note = (f"error: {record['error']}" if "error" in record else
+                f"original kept: {result.get('reason')}" if result.get("kept_original") else "")
+        values = result.get("values")
+        out.append(TuneOutcome(str(record.get("file", "")), str(record.get("kernel", "")),
+                               tuple(map(str, result.get("passes") or ())),
+                               dict(values) if isinstance(values, dict) else {}, _opt(result.get("original_ms")),
+                               _opt(result.get("time_ms")), _opt(result.get("spread_ms")),
+                               _opt(result.get("speedup")), note))
+    return out
+
+
+def original_ms(records: Iterable[Record], file: str, kernel: str) -> float | None:
+    """The original's time of a tuned kernel (its `tune` record's `result`), if known."""
+    for record in records:
+        if record.get("type") == "tune" and record.get("file") == file and record.get("kernel") == kernel:
+            result = record.get("result")
+            if isinstance(result, dict) and _num(result.get("original_ms")):
+                return float(result["original_ms"])
+    return None
 
 
 @dataclass(frozen=True)
@@ -132,20 +187,31 @@ class PredictionSet:
     hw: str
     size: str
     predictions: tuple[Prediction, ...]
+    chosen: str | None = None
+    """The order the model proposed (a `pattern` of `predictions`), when it says."""
 
 
 def l2_predictions(records: Iterable[Record]) -> list[PredictionSet]:
-    """`l2` records: per kernel, `predictions` = [{pattern, l2_hit_rate, dram_read_bytes, ...}]."""
+    """Per kernel, `predictions` = [{pattern, l2_hit_rate, dram_read_bytes, ...}]: from `l2`
+    records, and from the `LocalityPrediction` remarks `kxform apply` logs (their `args`)."""
     out = []
     for record in records:
-        if record.get("type") != "l2" or not isinstance(record.get("predictions"), list):
+        if record.get("type") == "remark" and record.get("name") == "LocalityPrediction":
+            data = record.get("args") if isinstance(record.get("args"), dict) else {}
+            kernel = record.get("function")
+        elif record.get("type") == "l2":
+            data, kernel = record, record.get("kernel")
+        else:
+            continue
+        if not isinstance(data.get("predictions"), list):
             continue
         rows = tuple(Prediction(str(p.get("pattern", "?")), _opt(p.get("l2_hit_rate")), _opt(p.get("dram_read_bytes")),
                                 _opt(p.get("dram_write_bytes")), int(p["rank"]) if _num(p.get("rank")) else None,
                                 _opt(p.get("margin")))
-                     for p in record["predictions"] if isinstance(p, dict))
-        out.append(PredictionSet(str(record.get("file", "")), str(record.get("kernel", "")),
-                                 str(record.get("hw", "")), str(record.get("size", "")), rows))
+                     for p in data["predictions"] if isinstance(p, dict))
+        chosen = data.get("chosen")
+        out.append(PredictionSet(str(record.get("file", "")), str(kernel or ""), str(data.get("hw", "")),
+                                 str(data.get("size", "")), rows, str(chosen) if isinstance(chosen, str) else None))
     return out
 
 

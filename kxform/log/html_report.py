@@ -2,9 +2,11 @@
 
 The page holds everything inline (style, SVG plots; no script, font, image or
 stylesheet is fetched): per-kernel outcomes with their decisions, reasons and checks,
-before/after times, the diffs, and, when the log has them, tuning convergence (`tune`
-records) and L2-model predictions (`l2` records). Like LLVM's opt-viewer, but one file
-you can attach to a review.
+before/after times, the diffs, and, when the log has them, tuning (convergence, time
+against each parameter, the speed-up table of pipeline tuning: `tune` records) and
+L2-model predictions (`l2` records, swizzle's `LocalityPrediction` remarks); then each
+file's source with its remarks under their lines (kxform.log.sourceview). Like LLVM's
+opt-viewer, but one file you can attach to a review.
 
 Extension point: `SECTIONS` lists the renderers of the page after the kernel table,
 each `(run) -> html`; a new record type gets its renderer added there (and its fields
@@ -19,9 +21,9 @@ import json
 from collections import Counter
 from collections.abc import Callable
 
-from kxform.log import plots
-from kxform.log.figures import l2_predictions, timing, tune_series
-from kxform.log.reader import Record, Run
+from kxform.log import plots, sourceview
+from kxform.log.figures import TuneOutcome, l2_predictions, original_ms, timing, tune_outcomes, tune_series
+from kxform.log.reader import Record, Run, relative_to_run
 from kxform.log.view import OUTCOMES, check_mark, policy, provenance
 
 _MARKS = {"skip": ("skip", "skipped"), "ok": ("ok", "ok"), "UNDECIDED": ("undecided", "could not tell"),
@@ -41,6 +43,7 @@ pre.diff{background:#fafafa;border:1px solid #ddd;padding:.5rem;overflow-x:auto;
 .add{background:#e6ffec}.del{background:#ffebe9}.hunk{color:#0550ae}
 .kernel{border-left:3px solid #ddd;padding-left:.8rem;margin:1rem 0}.meta{color:#555}
 figure{margin:.5rem 0}svg{max-width:100%;height:auto}.kernels code{white-space:normal;overflow-wrap:anywhere}
+table.tuned td:last-child{min-width:18em;overflow-wrap:anywhere}
 """
 
 
@@ -59,11 +62,13 @@ def _anchor(file: str, kernel: str, pass_name: str) -> str:
 
 def render(run: Run) -> str:
     """The whole page."""
-    body = [_header(run), _kernel_table(run)] + [section(run) for section in SECTIONS]
+    files = sourceview.views(run)
+    body = [_header(run), _kernel_table(run, files), *(section(run) for section in SECTIONS),
+            sourceview.render(run, files), _other(run)]
     title = f"kxform report {run.run_id}"
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta name=\"viewport\" content=\"width=device-width\"><title>{esc(title)}</title>"
-            f"<style>{_CSS}</style></head><body>\n" + "\n".join(b for b in body if b) + "\n</body></html>\n")
+            f"<style>{_CSS}{sourceview.CSS}</style></head><body>\n" + "\n".join(b for b in body if b) + "\n</body></html>\n")
 
 
 def _header(run: Run) -> str:
@@ -83,15 +88,20 @@ def _header(run: Run) -> str:
                               f"unchanged; exit code {summary.get('exit_code', '?')}"))
     cells = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)
     errors = [*(summary.get("input_errors") or []), *(summary.get("internal_errors") or [])]
-    error_html = "".join(f'<p class="fail">error: {esc(e)}</p>' for e in errors)
-    return (f"<h1>kxform run {esc(run.run_id)}</h1><p>{badges or 'no kernels'}</p>"
+    shown = {str(r.get("error")): run.file_of(r) for r in run.of_type("file") if r.get("error")}
+    # an error its file's section shows is named here once, as a link, not repeated whole
+    error_html = "".join(f'<p class="fail">error in <a href="#{_file_anchor(run, shown[e])}">{esc(shown[e])}</a></p>'
+                         if e in shown else f'<p class="fail">error: {esc(e)}</p>'
+                         for e in errors)
+    what = badges or ("a tuning run" if run.of_type("tune") else "no kernels")
+    return (f"<h1>kxform run {esc(run.run_id)}</h1><p>{what}</p>"
             f"<table class=\"run\">{cells}</table>{error_html}")
 
 
-def _kernel_table(run: Run) -> str:
+def _kernel_table(run: Run, files: dict[str, sourceview.FileView]) -> str:
     kernels = run.kernels()
-    if not kernels:
-        return "<h2>Kernels</h2><p>This run logged no kernels.</p>"
+    if not kernels:  # a tuning run has its own section
+        return "" if run.of_type("tune") else "<h2>Kernels</h2><p>This run logged no kernels.</p>"
     rows = []
     timed = [(str(k.get("kernel", "")), t) for k in kernels if (t := timing(k))]
     for k in kernels:
@@ -99,19 +109,29 @@ def _kernel_table(run: Run) -> str:
         proposal = k.get("proposal") if isinstance(k.get("proposal"), dict) else {}
         t = timing(k)
         failing = [c.get("name") for c in k.get("checks") or [] if isinstance(c, dict) and not c.get("ok")]
+        if not failing and k.get("outcome") in ("missed", "failed") and k.get("key"):
+            failing = [f"{k['key']} (at {k.get('stage') or 'analysis'})"]  # refused before any check ran
         times = "" if not timed else (f'<td class="num">{t.original_ms:.4f}</td><td class="num">'
                                       f'{t.rewritten_ms:.4f}</td><td class="num">{t.speedup:.3f}x</td>'
                                       if t else "<td></td><td></td><td></td>")
         anchor = _anchor(file, name, str(k.get("pass", "")))
-        rows.append(f'<tr><td>{esc(file)}</td><td><a href="#{anchor}">{esc(name)}</a></td>'
+        line = sourceview.line_anchor(files, file, k)
+        where = f'<a href="#{line}">{esc(file)}:{esc(line.rsplit("-L", 1)[1])}</a>' if line else esc(file)
+        rows.append(f'<tr><td>{where}</td><td><a href="#{anchor}">{esc(name)}</a></td>'
                     f"<td>{esc(k.get('pass', ''))}</td><td>{_badge(str(k.get('outcome', '?')))}</td>"
                     f"<td><code>{esc(proposal.get('spec', ''))}</code></td>{times}"
                     f"<td>{esc(', '.join(map(str, failing)))}</td></tr>")
     time_heads = "<th>original ms</th><th>rewritten ms</th><th>speedup</th>" if timed else ""
     table = ("<table class=\"kernels\"><tr><th>file</th><th>kernel</th><th>pass</th><th>outcome</th><th>decision</th>"
-             f"{time_heads}<th>failed checks</th></tr>" + "".join(rows) + "</table>")
+             f"{time_heads}<th>failed checks, or why not</th></tr>" + "".join(rows) + "</table>")
     plot = _plot_or_note(plots.timings_plot(timed), "speedup of each measured rewrite") if timed else ""
-    return f"<h2>Kernels</h2>{table}{plot}{_files(run)}"
+    return f"<h2>Kernels</h2>{table}{plot}{_files(run, files)}"
+
+
+def _file_anchor(run: Run, file: str) -> str:
+    """The id of `file`'s section: its place among the run's files (names may sanitise alike)."""
+    order = dict.fromkeys(run.file_of(r) for r in run.records if r.get("type") in ("kernel", "remark", "file"))
+    return f"file-{list(order).index(file) + 1}" if file in order else ""
 
 
 def _plot_or_note(svg: str | None, what: str) -> str:
@@ -121,7 +141,7 @@ def _plot_or_note(svg: str | None, what: str) -> str:
     return "" if ok else f'<p class="meta">No plot of {esc(what)}: {esc(why)}.</p>'
 
 
-def _files(run: Run) -> str:
+def _files(run: Run, files: dict[str, sourceview.FileView]) -> str:
     """Per file: each kernel's decision, reasons, checks and times; the remarks; the diff."""
     by_file: dict[str, dict[str, list[Record]]] = {}
     for record in run.records:
@@ -131,12 +151,17 @@ def _files(run: Run) -> str:
     out = []
     for file, parts in by_file.items():
         file_record = (parts.get("file") or [{}])[0]
-        out.append(f"<h2>{esc(file)}</h2>")
+        out.append(f'<h2 id="{_file_anchor(run, file)}">{esc(file)}</h2>')
         if file_record.get("error"):
             out.append(f'<p class="fail">error: {esc(file_record["error"])}</p>')
         out += [_kernel_block(file, k) for k in parts.get("kernel", [])]
         remarks = parts.get("remark", [])
-        if remarks:
+        if remarks and file in files:  # shown whole, under their lines, in the source view
+            kinds = Counter(str(r.get("kind", "?")) for r in remarks)
+            out.append(f'<p class="meta"><a href="#src-{files[file].prefix}">{len(remarks)} remark'
+                       f'{"s" if len(remarks) != 1 else ""} in the source view</a> ('
+                       + ", ".join(f"{n} {esc(k)}" for k, n in sorted(kinds.items())) + ")</p>")
+        elif remarks:
             items = "".join(f"<li><b>{esc(r.get('kind', ''))}</b> {esc(r.get('pass', ''))}/{esc(r.get('name', ''))} "
                             f"line {esc(r.get('line', '?'))}: {esc(r.get('message', ''))}</li>" for r in remarks)
             out.append(f"<h3>Remarks</h3><ul class=\"remarks\">{items}</ul>")
@@ -174,7 +199,8 @@ def _kernel_block(file: str, k: Record) -> str:
             f"<li><code>{esc(r.get('spec', '?'))}</code> at {esc(r.get('stage', '?'))}: {esc(r.get('reason', ''))}</li>"
             for r in rejected) + "</ul>")
     rationale = proposal.get("rationale") if proposal else None
-    reasons = [r for r in k.get("reasons") or [] if r != rationale]
+    refused = {str(r.get("reason")) for r in rejected}  # a refusal listed above is not repeated
+    reasons = [r for r in k.get("reasons") or [] if r != rationale and r not in refused]
     if reasons:
         parts.append("<ul class=\"reasons\">" + "".join(f"<li>{esc(r)}</li>" for r in reasons) + "</ul>")
     checks = [c for c in k.get("checks") or [] if isinstance(c, dict)]
@@ -205,18 +231,45 @@ def _diff(diff: str) -> str:
 
 def _tuning(run: Run) -> str:
     series = tune_series(run.records)
-    if not series:
+    outcomes = tune_outcomes(run.records)
+    if not series and not outcomes:
         return ""
-    out = ["<h2>Tuning</h2>"]
+    out = ["<h2>Tuning</h2>", _tune_table(outcomes, str(run.header.get("cwd") or ""))]
     for s in series:
         best = s.best
         failed = sum(1 for e in s.evaluations if e.time_ms is None)
         found = (f"best {best.time_ms:.4f} ms at evaluation {best.index}: <code>{esc(best.params)}</code>"
                  if best and best.time_ms is not None else "no successful evaluation")
-        out.append(f"<h3>{esc(s.file)} {esc(s.kernel)}</h3><p>{esc(s.strategy or 'strategy ?')}: "
-                   f"{len(s.evaluations)} evaluations ({failed} failed), {found}</p>")
-        out.append(_plot_or_note(plots.convergence_plot(s), f"tuning convergence of {s.kernel}"))
+        out.append(f"<h3>{esc(run.file_of({'file': s.file}))} {esc(s.kernel)}</h3>"
+                   f"<p>{esc(s.strategy or 'strategy ?')}: {len(s.evaluations)} evaluations ({failed} failed), "
+                   f"{found}</p>")
+        out.append(_plot_or_note(plots.convergence_plot(s, original_ms(run.records, s.file, s.kernel)),
+                                 f"tuning convergence of {s.kernel}"))
+        out.append(_plot_or_note(plots.parameters_plot(s), f"time against each parameter of {s.kernel}"))
     return "".join(out)
+
+
+def _tune_table(outcomes: list[TuneOutcome], cwd: str) -> str:
+    """The speed-up table of a pipeline tuning run (`tune FILE` or `tune DIR`), and its plot."""
+    if not outcomes:
+        return ""
+
+    def ms(value: float | None) -> str:
+        return "" if value is None else f"{value:.4g}"
+
+    rows = "".join(
+        f"<tr><td>{esc(relative_to_run(o.file, cwd))}</td><td>{esc(o.kernel)}</td>"
+        f"<td>{esc(','.join(o.passes) or '-')}</td>"
+        f"<td><code>{esc(', '.join(f'{k}={v}' for k, v in o.values.items()) or '(original kept)')}</code></td>"
+        f'<td class="num">{ms(o.original_ms)}</td><td class="num">{ms(o.time_ms)}</td>'
+        f'<td class="num">{ms(o.spread_ms)}</td><td class="num">{"" if o.speedup is None else f"{o.speedup:.3f}x"}'
+        f'</td><td class="{"fail" if o.note.startswith("error") else "meta"}">{esc(o.note)}</td></tr>'
+        for o in outcomes)
+    table = ('<table class="tuned"><tr><th>file</th><th>kernel</th><th>passes</th><th>values</th><th>original ms</th>'
+             "<th>best ms</th><th>spread ms</th><th>speed-up</th><th>note</th></tr>" + rows + "</table>")
+    timed = [(o.kernel, t) for o in outcomes if (t := o.timing)]
+    plot = _plot_or_note(plots.timings_plot(timed, "tuned"), "speed-up of each tuned kernel") if timed else ""
+    return table + plot
 
 
 def _l2(run: Run) -> str:
@@ -233,9 +286,11 @@ def _l2(run: Run) -> str:
             f"<td class=\"num\">{'' if x.dram_write_bytes is None else f'{x.dram_write_bytes / 1e6:.1f}'}</td>"
             f"<td class=\"num\">{'' if x.rank is None else x.rank}</td>"
             f"<td class=\"num\">{'' if x.margin is None else f'{x.margin:+.3f}'}</td></tr>" for x in p.predictions)
-        out.append(f"<h3>{esc(p.file)} {esc(p.kernel)}</h3><table class=\"l2\"><tr><th>order</th><th>L2 hit</th>"
-                   f"<th>DRAM read MB</th><th>DRAM write MB</th><th>rank</th><th>margin</th></tr>{rows}</table>")
-        out.append(_plot_or_note(plots.l2_plot(p, chosen.get(p.kernel)), f"L2 predictions for {p.kernel}"))
+        out.append(f"<h3>{esc(run.file_of({'file': p.file}))} {esc(p.kernel)}</h3><table class=\"l2\"><tr>"
+                   "<th>order</th><th>L2 hit</th><th>DRAM read MB</th><th>DRAM write MB</th><th>rank</th>"
+                   f"<th>margin</th></tr>{rows}</table>")
+        figure = plots.l2_plot(p, p.chosen or chosen.get(p.kernel))
+        out.append(_plot_or_note(figure, f"L2 predictions for {p.kernel}"))
     return "".join(out)
 
 
@@ -255,5 +310,6 @@ def _other(run: Run) -> str:
             "<table><tr><th>type</th><th>records</th><th>example</th></tr>" + "".join(rows) + "</table>")
 
 
-SECTIONS: list[Section] = [_tuning, _l2, _other]
-"""Renderers after the kernel table, in page order (the extension point)."""
+SECTIONS: list[Section] = [_tuning, _l2]
+"""Renderers after the kernel table, in page order (the extension point); the source
+view (kxform.log.sourceview) and the unclaimed records follow them."""

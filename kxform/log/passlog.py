@@ -56,6 +56,28 @@ def kernel_record(run_id: str, result: KernelResult) -> dict[str, Any]:
     }
 
 
+def encode_line_map(line_map: tuple[int, ...]) -> list[list[int]]:
+    """A line map (line i+1 of a text -> `line_map[i]`, its line in the original) as runs
+    `[first_line, delta]`: from `first_line` on, until the next run, line n was line n + delta.
+    Kept lines share one run; an inserted line (mapped to where it went in) is a run of its own."""
+    runs: list[list[int]] = []
+    for index, original in enumerate(line_map):
+        delta = original - (index + 1)
+        if not runs or runs[-1][1] != delta:
+            runs.append([index + 1, delta])
+    return runs
+
+
+def decode_line(runs: list[list[int]], line: int) -> int | None:
+    """The original line of `line` by `encode_line_map`'s runs (None past their start)."""
+    found = None
+    for first, delta in runs:
+        if first > line:
+            break
+        found = line + delta
+    return found
+
+
 class PassLog:
     """Appends records to a JSONL file; created on open, closed with the summary."""
 

@@ -244,9 +244,12 @@ def _other_lines(run: Run, keep: ShowFilter) -> list[str]:
         found = f"best {best.time_ms:.4f} ms at eval {best.index} {best.params}" if best and best.time_ms else "no success"
         lines.append(f"tune {series.file} {series.kernel} ({series.strategy or '?'}): "
                      f"{len(series.evaluations)} evaluations, {found}")
+    kept = {k.get("kernel") for k in run.kernels() if keep.keeps(k)}
     for pset in l2_predictions(run.records):
         if keep.kernel and not fnmatch.fnmatchcase(pset.kernel, keep.kernel):
             continue
+        if keep.active and run.kernels() and pset.kernel not in kept:
+            continue  # the predictions of a kernel the filter leaves out
         lines.append(f"l2 model {pset.file} {pset.kernel} (hw {pset.hw or '?'}, size {pset.size or '?'}):")
         for p in pset.predictions:
             hit = "?" if p.l2_hit_rate is None else f"{100 * p.l2_hit_rate:.1f}%"

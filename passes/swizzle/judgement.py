@@ -30,3 +30,22 @@ class LocalityJudgement:
         verdict, not_modelled = judge(ctx.model.source, kernel.name, ctx.hw, two_d, ctx.model,
                                       unit_flags(ctx.toolchain, ctx.model.source.path))
         return cls(verdict, not_modelled)
+
+
+def prediction_remark(ctx: Any, kernel: Function, verdict: Any) -> None:
+    """An Analysis remark (`LocalityPrediction`) with the model's figures for every order
+    it ranked, so the pass log holds them (docs/pass-log.md: the report's L2 figure):
+    `args` are `hw`, `size`, `chosen` (the order proposed, or null) and `predictions`
+    (`pattern`, `l2_hit_rate`, `dram_read_bytes`, `dram_write_bytes`, `rank`, `margin`)."""
+    from kxform.log.remarks import RemarkKind
+
+    data = verdict.ranking
+    rows = [{"pattern": str(o["order"]), "l2_hit_rate": o.get("l2_hit_rate"),
+             "dram_read_bytes": o.get("dram_read_bytes"), "dram_write_bytes": o.get("dram_write_bytes"),
+             "rank": o.get("rank"), "margin": o.get("margin_to_identity")} for o in data.get("orders") or ()]
+    listed = "; ".join(f"{r['pattern']} L2 hit {float(r['l2_hit_rate'] or 0):.0%}, DRAM read "
+                       f"{float(r['dram_read_bytes'] or 0) / 1e9:.3g} GB" for r in rows)
+    # the first clause (the best order) is what a terminal line shows
+    ctx.remark(RemarkKind.ANALYSIS, "swizzle", "LocalityPrediction", kernel.span.start, kernel.name,
+               f"locality model: {listed} ({data.get('hw')}, size {data.get('size')})",
+               hw=data.get("hw"), size=data.get("size"), chosen=data.get("chosen"), predictions=rows)

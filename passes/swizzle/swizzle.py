@@ -38,7 +38,7 @@ from kxform.errors import CheckFailed, KxformError, UsageError
 from kxform.log.remarks import RemarkKind
 from kxform.frontend.model import Function, IndexRead, SourceModel, Span
 from kxform.passes.swizzle.index_usage import IndexUsage, index_usage
-from kxform.passes.swizzle.judgement import LocalityJudgement
+from kxform.passes.swizzle.judgement import LocalityJudgement, prediction_remark
 from kxform.engine.params import Config, Param, ParamSpace, ParamValue
 from kxform.engine.pass_api import BlockOrder, Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance
 from kxform.engine.policy import EXACT, OutputCompare, VerifyPolicy
@@ -155,6 +155,7 @@ class Swizzle(Pass):
         verdict = ctx.analysis(LocalityJudgement, analysis.kernel).verdict  # the locality model
         if verdict is None:  # not modelled: no evidence, no rewrite (missed_reason says why)
             return None
+        prediction_remark(ctx, analysis.kernel, verdict)  # the figures, for the log and the report
         if verdict.config is None:
             return None
         return _proposal(analysis.kernel, verdict.config, verdict.rationale, verdict.provenance)

@@ -109,7 +109,7 @@ def test_tune_dir_tunes_every_kernel_with_a_spec_and_rejects_the_planted_configu
     (tmp_path / "all.json").write_text(json.dumps({"kernels": [times]}))
     before = source.read_bytes()
     proc = _tune(tmp_path, str(folder), "--pass", "tile", "--objective", "cpu+replay:all.json", "--strategy",
-                 "exhaustive", "--json", "--write")
+                 "exhaustive", "--json", "--write", "--log", "dir.jsonl")
     assert proc.returncode == 0, proc.stderr
     run = json.loads(proc.stdout)
     assert run["failed"] == 0
@@ -123,6 +123,16 @@ def test_tune_dir_tunes_every_kernel_with_a_spec_and_rejects_the_planted_configu
     result = summary["result"]
     assert result["passes"] == [] and result["kept_original"]  # TILE < 16 is slower in the recording
     assert source.read_bytes() == before and summary["written"] == {"written": [], "kept_original": True}
+    # the report's speed-up table has a row per kernel, the one with nothing to tune included
+    page = run_cli("report", "dir.jsonl", "-o", "dir.html", cwd=tmp_path)
+    assert page.returncode == 0, page.stderr
+    html = (tmp_path / "dir.html").read_text(encoding="utf-8")
+    table = html[html.index('<table class="tuned">'):]
+    table = table[:table.index("</table>")]
+    assert table.count("<tr>") == 3 and "layernorm_forward_kernel" in table and "sgemm_tiled" in table
+    assert "original kept: " + naive["reason"].replace("'", "&#x27;") in table
+    assert f'<td class="num">{result["original_ms"]:.4g}</td>' in table
+    assert ">verification_failed<" in html  # the planted configuration, in the failure strip of its plot
     table = _tune(tmp_path, str(folder), "--pass", "tile", "--objective", "cpu+replay:all.json", "--strategy",
                   "exhaustive")
     assert table.returncode == 0, table.stderr
