@@ -19,7 +19,8 @@ from kxform import __version__
 from kxform import exitcodes
 from kxform.errors import KxformError, did_you_mean, printable
 
-SUBCOMMANDS: tuple[str, ...] = ("apply", "inspect", "passes", "verify", "harness", "hw", "log", "report", "tune")
+SUBCOMMANDS: tuple[str, ...] = ("apply", "inspect", "passes", "verify", "harness", "hw", "log", "report", "tune",
+                                 "deps")
 """Modules of kxform.cli that define subcommands, in help order."""
 
 class _CMakeDir(argparse.Action):
