@@ -33,7 +33,10 @@ def render(targets: Iterable[str], deps: Iterable[str]) -> str:
     names = " ".join(escape(str(t)) for t in targets)
     unique = list(dict.fromkeys(os.path.abspath(d) for d in deps))
     lines = [f"{names}:"] + [f" {escape(d)}" for d in unique]
-    return " \\\n".join(lines) + "\n"
+    # gcc -MP: an empty rule per dependency, so that Make re-runs instead of stopping
+    # ("no rule to make target") when a dependency (a header, a configuration) is removed
+    phony = "".join(f"\n{escape(d)}:\n" for d in unique)
+    return " \\\n".join(lines) + "\n" + phony
 
 
 def write_depfile(path: str, targets: Iterable[str], deps: Iterable[str]) -> None:
