@@ -39,7 +39,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from kxform.orchestrate.runner import output_path
-    from kxform.workspace.depfile import write_stamp
     from kxform.workspace.files import walk_sources
     from kxform.workspace.inputs import decision_inputs
 
@@ -51,8 +50,19 @@ def run(args: argparse.Namespace) -> int:
         groups = [(args.stamp, sources)] if args.stamp else \
             [(f"{output_path(s, args.out_dir)}.inputs", [s]) for s in sources]
         planned += [(stamp, decision_inputs(paths, read, project, args.hw, searched)) for stamp, read in groups]
-    written = [stamp for stamp, inputs in planned if write_stamp(stamp, inputs)]
+    written = [stamp for stamp, inputs in planned if _write(stamp, inputs)]
     if not args.quiet:
         names = "".join(f"\n  {name}" for name in written)
         print(f"kxform: {len(planned)} stamp(s) checked, {len(written)} rewritten{names}", file=sys.stderr)
     return exitcodes.OK
+
+
+def _write(stamp: str, inputs: list[Path]) -> bool:
+    """write_stamp, with a file-system failure as one line naming the stamp (exit 2)."""
+    from kxform.errors import InputError, Location
+    from kxform.workspace.depfile import write_stamp
+
+    try:
+        return write_stamp(stamp, inputs)
+    except OSError as exc:
+        raise InputError(f"cannot write the stamp: {exc.strerror or exc}", Location(stamp)) from None

@@ -135,6 +135,10 @@ def test_deps_bad_input_is_one_line_exit_2_and_no_stamp(tmp_path: Path, monkeypa
     with pytest.raises(SystemExit) as usage:
         main(["deps", "src/a.cu"])
     assert usage.value.code == 2 and "one of the arguments --stamp -o/--out-dir is required" in capsys.readouterr().err
+    (proj / "sub" / "file").write_text("")
+    assert main(["deps", "--stamp", "file/all.stamp", "src"]) == 2  # its directory is a file
+    err = capsys.readouterr().err
+    assert err.startswith("kxform: error: file/all.stamp: cannot write the stamp: ") and err.count("\n") == 1
     assert not (proj / "sub" / "out").exists()
 
 
