@@ -38,8 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kxform.orchestrate.runner import output_path
-    from kxform.workspace.files import walk_sources
+    from kxform.workspace.files import output_path, walk_sources
     from kxform.workspace.inputs import decision_inputs
 
     searched = not (args.config or args.no_config)
