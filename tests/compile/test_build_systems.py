@@ -171,6 +171,35 @@ def test_cmake_remakes_the_copies_whose_harness_spec_changed(built: tuple[Path, 
 
 
 @needs_tools
+def test_cmake_stamps_name_the_hardware_profile_file(tmp_path: Path) -> None:
+    """`kxform_transform(demo HW gpu.toml)`: the profile file is a decision input of every
+    source, and editing it rewrites every stamp (the stamp step built alone, as its own
+    target: no kxform apply, no nvcc)."""
+    source, build = tmp_path / "demo", tmp_path / "build"
+    shutil.copytree(DEMO, source)
+    profile = source / "gpu.toml"
+    profile.write_text((ROOT / "hw" / "h200.toml").read_text())
+    lists = source / "CMakeLists.txt"
+    lists.write_text(lists.read_text().replace("kxform_transform(demo)", "kxform_transform(demo HW gpu.toml)"))
+    configured = _configure(source, build)
+    assert configured.returncode == 0, configured.stdout + configured.stderr
+    stamps = [build / "kxform" / "demo" / "src" / f"{name}.inputs" for name in ("main.cu", "sgemm.cu", "transpose.cu")]
+
+    def stamp_step() -> list[float]:
+        done = _run(CMAKE or "cmake", "--build", str(build), "--target", "demo_kxform_inputs")
+        assert done.returncode == 0 and not _reran(done.stdout), done.stdout + done.stderr
+        return [stamp.stat().st_mtime for stamp in stamps]
+
+    stamp_step()
+    assert all(str(profile) in stamp.read_text() for stamp in stamps)
+    for stamp in stamps:
+        os.utime(stamp, (1_000_000_000, 1_000_000_000))
+    assert stamp_step() == [1_000_000_000] * 3  # nothing changed: no stamp rewritten
+    profile.write_text(profile.read_text() + "# edited\n")
+    assert 1_000_000_000 not in stamp_step()
+
+
+@needs_tools
 def test_cmake_misuse_is_a_configure_error(tmp_path: Path) -> None:
     source = tmp_path / "demo"
     shutil.copytree(DEMO, source)
