@@ -47,7 +47,6 @@ def _index(directory: str) -> dict[str, Path]:
     return index
 
 
-
 def dir_specs(directory: str | os.PathLike[str]) -> list[Path]:
     """Every `*.toml` under `directory` (sorted; none if it is missing): the files the
     index of a spec directory reads."""

@@ -96,8 +96,8 @@ def test_cmake_reprocesses_only_what_changed(built: tuple[Path, Path, dict[str, 
     copies = build / "kxform" / "demo" / "src"
     stamps = {name: (copies / name).stat().st_mtime_ns for name in ("sgemm.cu", "transpose.cu", "main.cu")}
     header = source / "src" / "tile.cuh"
-    future = time.time() + 5  # newer than every output (copytree kept the original mtimes)
-    os.utime(header, (future, future))  # the header only sgemm.cu includes
+    now = time.time()  # newer than every output; not in the future, or the builds after would re-run it too
+    os.utime(header, (now, now))  # the header only sgemm.cu includes
     again = _run(CMAKE or "cmake", "--build", str(build))
     assert again.returncode == 0, again.stdout + again.stderr
     assert "kxform src/sgemm.cu" in again.stdout
@@ -262,8 +262,8 @@ def test_plain_makefile_pattern(tmp_path: Path) -> None:
     assert "kxform_block" in (source / "build" / "kx" / "src" / "sgemm.cu").read_text()
     assert (source / "build" / "demo").is_file()
     header = source / "src" / "tile.cuh"
-    future = time.time() + 5  # newer than every output (copytree kept the original mtimes)
-    os.utime(header, (future, future))
+    now = time.time()  # newer than every output; not in the future, or the builds after would re-run it too
+    os.utime(header, (now, now))
     again = _run(MAKE or "make", f"KXFORM={kxform_exe()}", f"NVCC={NVCC}", cwd=source)
     runs = [line for line in again.stdout.splitlines() if " apply " in line]
     assert len(runs) == 1 and runs[0].endswith("src/sgemm.cu"), again.stdout
