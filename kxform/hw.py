@@ -149,9 +149,14 @@ def list_profiles() -> list[HwProfile]:
     return sorted(profiles, key=lambda p: p.name)
 
 
+def is_profile_path(name_or_path: str) -> bool:
+    """Whether `load_profile` reads `name_or_path` as a file (else as a shipped name)."""
+    return name_or_path.endswith(".toml") or "/" in name_or_path or "\\" in name_or_path
+
+
 def load_profile(name_or_path: str) -> HwProfile:
     """A shipped profile by name or alias (case-insensitive), or a `.toml` file by path."""
-    if name_or_path.endswith(".toml") or "/" in name_or_path or "\\" in name_or_path:
+    if is_profile_path(name_or_path):
         return load_profile_file(name_or_path)
     wanted = name_or_path.strip().lower()
     profiles = list_profiles()

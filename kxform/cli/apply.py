@@ -204,8 +204,10 @@ def _write_depfile(args: argparse.Namespace, outcomes: list[FileOutcome], source
                    project: ProjectConfig | None, lock: Path | None = None) -> None:
     """Targets: the copies of the files named on the command line (of every file under a
     named directory); dependencies: every file read (`sources`: the run's files), the
-    configuration and the lockfile."""
+    decision inputs (configuration files, hardware profile file, harness specs) and the
+    lockfile."""
     from kxform.workspace.depfile import write_depfile
+    from kxform.workspace.inputs import decision_inputs
 
     named = [os.path.abspath(p) for p in args.paths]
     def wanted(path: str) -> bool:
@@ -213,8 +215,9 @@ def _write_depfile(args: argparse.Namespace, outcomes: list[FileOutcome], source
         return any(full == p or full.startswith(p.rstrip(os.sep) + os.sep) for p in named)
     targets = [str(output_path(o.path, args.out_dir)) for o in outcomes if wanted(o.path)]
     headers = list(sources.includers)  # quoted includes read, inside the paths or not
-    deps = [o.path for o in outcomes] + headers + ([str(project.path)] if project is not None else []) + \
-        ([str(lock)] if lock is not None and lock.is_file() else [])
+    read = [o.path for o in outcomes]
+    inputs = decision_inputs(args.paths, read, project, args.hw, searched=not (args.config or args.no_config))
+    deps = read + headers + [str(p) for p in inputs] + ([str(lock)] if lock is not None and lock.is_file() else [])
     write_depfile(args.depfile, targets, deps)
 
 

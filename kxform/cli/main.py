@@ -19,7 +19,8 @@ from kxform import __version__
 from kxform import exitcodes
 from kxform.errors import KxformError, did_you_mean, printable
 
-SUBCOMMANDS: tuple[str, ...] = ("apply", "inspect", "passes", "verify", "harness", "hw", "log", "report", "tune")
+SUBCOMMANDS: tuple[str, ...] = ("apply", "inspect", "passes", "verify", "harness", "hw", "log", "report", "tune",
+                                 "deps")
 """Modules of kxform.cli that define subcommands, in help order."""
 
 class _CMakeDir(argparse.Action):
@@ -71,7 +72,9 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpa
     return args
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; `only`: with that one subcommand (a run of it imports no
+    other subcommand's module: `kxform deps`, run on every build, starts faster)."""
     parser = _Parser(
         prog="kxform",
         description="Checked, verified source-to-source rewrites of CUDA/HIP kernels.",
@@ -80,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cmake-dir", action=_CMakeDir, nargs=0,
                         help="print the directory of kxform's CMake package (for -Dkxform_DIR=...) and exit")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMANDS:
+    for name in SUBCOMMANDS if only is None else (only,):
         try:
             module = importlib.import_module(f"kxform.cli.{name}")
         except ModuleNotFoundError as exc:
@@ -92,8 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = _parse(parser, argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(only=given[0] if given and given[0] in SUBCOMMANDS else None)
+    args = _parse(parser, given)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return exitcodes.USAGE

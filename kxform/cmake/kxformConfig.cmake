@@ -14,7 +14,13 @@
 # compile the copies; the source tree is never written (the pass logs go to
 # <output dir>/logs). One custom command per source with a depfile written by kxform
 # (`apply --depfile`): a source is re-processed only when it, a header it includes
-# with quotes, or the project configuration changed. The target's include directories
+# with quotes, or a decision input (the configuration, a hardware profile file, its
+# harness spec, the lock) changed. A depfile names only files that exist, so a step
+# run on every build (the custom target <target>_kxform_inputs, `kxform deps -o`)
+# keeps one stamp per source (<copy>.inputs: the decision inputs and their hashes),
+# rewritten only when it changed; each copy depends on its stamp, so a kxform.toml or a
+# spec added after the first build re-runs kxform, and a no-op build runs nothing but
+# that step. The target's include directories
 # and compile definitions are passed on (-I/-D), so kxform's compile check and
 # verification see what the build sees. Options not given here come from the
 # project configuration ([tool.kxform] in pyproject.toml or kxform.toml), as on the
@@ -61,10 +67,14 @@ function(kxform_transform target)
     list(JOIN KX_PASSES "," passes)
     list(APPEND cmd --pass "${passes}")
   endif()
+  set(deps_cmd "${KXFORM_EXECUTABLE}" deps -q -o "${out_dir}")
   foreach(option HW VERIFY CONFIG)
     if(KX_${option})
       string(TOLOWER "${option}" flag)
       list(APPEND cmd "--${flag}" "${KX_${option}}")
+      if(NOT option STREQUAL "VERIFY")
+        list(APPEND deps_cmd "--${flag}" "${KX_${option}}")
+      endif()
     endif()
   endforeach()
   set(extra_deps "")
@@ -95,6 +105,8 @@ function(kxform_transform target)
 
   set(new_sources "")
   set(original_dirs "")
+  set(stamped "")
+  set(stamps "")
   foreach(src IN LISTS sources)
     get_filename_component(abs "${src}" ABSOLUTE BASE_DIR "${src_dir}")
     set(take FALSE)
@@ -119,16 +131,29 @@ function(kxform_transform target)
     add_custom_command(
       OUTPUT "${copy}"
       COMMAND ${cmd} --log "${out_dir}/logs/${rel}.jsonl" --depfile "${copy}.d" "${rel}"
-      DEPENDS "${abs}" ${extra_deps}
+      DEPENDS "${abs}" "${copy}.inputs" ${extra_deps}
       DEPFILE "${copy}.d"
       WORKING_DIRECTORY "${src_dir}"
       COMMENT "kxform ${rel}"
       COMMAND_EXPAND_LISTS
       VERBATIM)
     list(APPEND new_sources "${copy}")
+    list(APPEND stamped "${rel}")
+    list(APPEND stamps "${copy}.inputs")
     get_filename_component(dir "${abs}" DIRECTORY)
     list(APPEND original_dirs "${dir}")
   endforeach()
+  if(stamps)
+    # Run on every build; BYPRODUCTS lets Ninja restat the stamps (an unchanged one
+    # re-runs nothing), and the target waits for it under every generator.
+    add_custom_target("${target}_kxform_inputs"
+      COMMAND ${deps_cmd} ${stamped}
+      BYPRODUCTS ${stamps}
+      WORKING_DIRECTORY "${src_dir}"
+      COMMENT "kxform: decision inputs of ${target}"
+      VERBATIM)
+    add_dependencies("${target}" "${target}_kxform_inputs")
+  endif()
   set_property(TARGET "${target}" PROPERTY SOURCES ${new_sources})
   if(original_dirs)
     list(REMOVE_DUPLICATES original_dirs)

@@ -37,7 +37,7 @@ def _index(directory: str) -> dict[str, Path]:
         raise SpecError("harness spec directory not found (set in the project configuration's 'specs')",
                         Location(directory))
     index: dict[str, Path] = {}
-    for spec in sorted(root.rglob("*.toml")):
+    for spec in dir_specs(root):
         display = os.fspath(spec)
         data = _parse_toml(_read(spec, display), display)
         named = data.get("file")
@@ -46,3 +46,8 @@ def _index(directory: str) -> dict[str, Path]:
         index.setdefault(os.path.realpath(spec.parent / named), spec)
     return index
 
+
+def dir_specs(directory: str | os.PathLike[str]) -> list[Path]:
+    """Every `*.toml` under `directory` (sorted; none if it is missing): the files the
+    index of a spec directory reads."""
+    return sorted(Path(directory).rglob("*.toml"))

@@ -59,6 +59,7 @@ __all__ = [
     "SizeSpec",
     "find_spec_for",
     "load_spec",
+    "spec_candidates",
 ]
 
 
@@ -100,17 +101,28 @@ def find_spec_for(source_path: str | os.PathLike[str]) -> Path | None:
     "no spec", so a typo never silently disables verification.
     """
     source = Path(source_path)
-    for shared_name, suffix in ((SPEC_NAME, SPEC_SUFFIX), LEGACY_NAMES):
-        shared = source.parent / shared_name
+    for shared, own in _candidate_pairs(source):
         if shared.is_file():
             display = os.fspath(shared)
             named = _parse_toml(_read(shared, display), display).get("file")
             if isinstance(named, str) and _same_file(shared.parent / named, source):
                 return shared
-        own = source.parent / f"{source.stem}{suffix}"
         if own.is_file():
             return own
     return None
+
+
+def spec_candidates(source_path: str | os.PathLike[str]) -> list[Path]:
+    """Every existing file `find_spec_for` reads for `source_path`, in its order (a
+    shared spec is read whichever source its `file` names): a build that depends on
+    them re-runs when a spec is edited, added or removed."""
+    return [path for pair in _candidate_pairs(Path(source_path)) for path in pair if path.is_file()]
+
+
+def _candidate_pairs(source: Path) -> tuple[tuple[Path, Path], ...]:
+    """(shared spec, own spec) beside `source`, under the current names, then the older ones."""
+    return tuple((source.parent / shared, source.parent / f"{source.stem}{suffix}")
+                 for shared, suffix in ((SPEC_NAME, SPEC_SUFFIX), LEGACY_NAMES))
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -28,7 +28,7 @@ from kxform.engine.driver import Feedback, FileTransform, transform_source
 from kxform.engine.stages import run_later_stages
 from kxform.errors import InputError, KxformError, Location, UsageError, display_path
 from kxform.workspace.exclude import Exclude
-from kxform.workspace.files import write_atomic
+from kxform.workspace.files import output_path, write_atomic
 from kxform.workspace.lock import TreeLock
 from kxform.workspace.tree import SourceSet, collect_files
 from kxform.hw import HwProfile
@@ -442,7 +442,7 @@ def _write_back(outcomes: list[FileOutcome], config: ApplyConfig, report: Report
         try:
             if mode is WriteBack.OUT_DIR:
                 assert config.out_dir is not None
-                target = Path(config.out_dir) / _relative(outcome.path)
+                target = output_path(outcome.path, config.out_dir)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 write_atomic(target, transform.new_data)
             elif transform.changed:
@@ -468,18 +468,4 @@ def _not_written(outcome: FileOutcome, report: Report, message: str) -> None:
     else:
         report.files_unchanged -= 1
 
-
-def output_path(path: str, out_dir: str) -> Path:
-    """Where `-o OUT_DIR` writes the copy of `path`."""
-    return Path(out_dir) / _relative(path)
-
-
-def _relative(path: str) -> Path:
-    p = Path(path)
-    if p.is_absolute():
-        try:
-            return p.relative_to(Path.cwd())
-        except ValueError:
-            return Path(*p.parts[1:])
-    return Path(*[part for part in p.parts if part not in ("..",)])
 

@@ -84,13 +84,25 @@ class ProjectConfig:
 
 def find_config(paths: Sequence[str | os.PathLike[str]]) -> Path | None:
     """The configuration file that governs `paths`, or None (see the module docstring)."""
+    candidates = config_candidates(paths)
+    return candidates[-1] if candidates and _has_tool_table(candidates[-1]) else None
+
+
+def config_candidates(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """The files `find_config` reads for `paths`, nearest first: every existing
+    `kxform.toml`/`pyproject.toml` from their common directory up to the one that holds
+    a `[tool.kxform]` table (the last), or up to the root. A build that depends on these
+    notices a configuration added nearer the sources, or a table added to a file."""
     start = _common_dir(paths)
+    read: list[Path] = []
     for directory in (start, *start.parents):
         for name in CONFIG_NAMES:
             candidate = directory / name
-            if candidate.is_file() and _has_tool_table(candidate):
-                return candidate
-    return None
+            if candidate.is_file():
+                read.append(candidate)
+                if _has_tool_table(candidate):
+                    return read
+    return read
 
 
 def load_config(path: str | os.PathLike[str]) -> ProjectConfig:

@@ -11,7 +11,7 @@ from pathlib import Path
 from kxform.errors import InputError, Location
 from kxform.fileio import write_atomic
 
-__all__ = ["rewrite_locked", "walk_sources", "write_atomic"]
+__all__ = ["output_path", "rewrite_locked", "walk_sources", "write_atomic"]
 from kxform.frontend.source import CUDA_SUFFIXES
 from kxform.workspace.gitignore import GitIgnore
 
@@ -125,3 +125,19 @@ def rewrite_locked(path: str | os.PathLike[str], data: bytes, expected: bytes, t
     except Timeout:
         raise InputError(f"another kxform run has held the write lock ({guard}) for {timeout_s:.0f} s; "
                          "not written", Location(os.fspath(path))) from None
+
+
+def output_path(path: str, out_dir: str) -> Path:
+    """Where `-o OUT_DIR` writes the copy of `path` (and where `kxform deps -o` puts its
+    stamp, beside it): its path relative to the working directory, under OUT_DIR."""
+    return Path(out_dir) / _relative(path)
+
+
+def _relative(path: str) -> Path:
+    p = Path(path)
+    if p.is_absolute():
+        try:
+            return p.relative_to(Path.cwd())
+        except ValueError:
+            return Path(*p.parts[1:])
+    return Path(*[part for part in p.parts if part not in ("..",)])

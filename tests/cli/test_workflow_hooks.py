@@ -71,11 +71,13 @@ def test_depfile_lists_sources_headers_and_configuration(tmp_path: Path) -> None
     proc = run_cli("apply", "-o", "out", "--depfile", "out/a.d", "src/a b.cu", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     text = (tmp_path / "out" / "a.d").read_text()
-    target, _, deps = text.partition(":")
+    rule, _, phony = text.partition("\n\n")
+    target, _, deps = rule.partition(":")
     assert target == "out/src/a\\ b.cu"  # as the build names it (-o out)
     listed = [d.strip() for d in deps.replace("\\\n", "\n").split("\n") if d.strip()]
     assert listed == [str(tmp_path / "src" / "a\\ b.cu"), str(tmp_path / "src" / "tile.cuh"),
                       str(tmp_path / "kxform.toml")]
+    assert [line for line in phony.split("\n") if line] == [f"{d}:" for d in listed]  # gcc -MP: a removed header does not stop Make
     assert "kxform_block" in (tmp_path / "out" / "src" / "a b.cu").read_text()
     proc = run_cli("apply", "--depfile", "x.d", "src", cwd=tmp_path)
     assert proc.returncode == 2 and "--depfile needs -o" in proc.stderr and not (tmp_path / "x.d").exists()

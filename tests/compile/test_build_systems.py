@@ -96,14 +96,107 @@ def test_cmake_reprocesses_only_what_changed(built: tuple[Path, Path, dict[str, 
     copies = build / "kxform" / "demo" / "src"
     stamps = {name: (copies / name).stat().st_mtime_ns for name in ("sgemm.cu", "transpose.cu", "main.cu")}
     header = source / "src" / "tile.cuh"
-    future = time.time() + 5  # newer than every output (copytree kept the original mtimes)
-    os.utime(header, (future, future))  # the header only sgemm.cu includes
+    now = time.time()  # newer than every output; not in the future, or the builds after would re-run it too
+    os.utime(header, (now, now))  # the header only sgemm.cu includes
     again = _run(CMAKE or "cmake", "--build", str(build))
     assert again.returncode == 0, again.stdout + again.stderr
     assert "kxform src/sgemm.cu" in again.stdout
     assert "kxform src/transpose.cu" not in again.stdout and "kxform src/main.cu" not in again.stdout
     assert (copies / "sgemm.cu").stat().st_mtime_ns > stamps["sgemm.cu"]
     assert (copies / "transpose.cu").stat().st_mtime_ns == stamps["transpose.cu"]
+
+
+COLUMN = '[tool.kxform]\npasses = ["swizzle"]\nverify = "compile"\n\n[tool.kxform.params]\npattern = "column"\n'
+"""A configuration that rewrites every kernel with the column order (the demo's rewrites
+only sgemm, with the order its model chose)."""
+
+
+def _build(build: Path) -> str:
+    done = _run(CMAKE or "cmake", "--build", str(build))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def _reran(output: str) -> set[str]:
+    """The sources a build re-ran kxform on (its custom commands' comments)."""
+    return set(re.findall(r"kxform (src/\S+)", output))
+
+
+@needs_tools
+def test_cmake_rebuilds_when_a_configuration_is_added_then_removed(built: tuple[Path, Path, dict[str, bytes]]) -> None:
+    """A kxform.toml added after the build, nearer the sources than the project's, governs
+    them: a depfile cannot name it, the stamps of `kxform deps` catch it, every source is
+    re-run and the copies take its settings; the no-op build after it runs nothing, and
+    removing it brings back the first copies."""
+    source, build, _ = built
+    copies = build / "kxform" / "demo" / "src"
+    names = ("main.cu", "sgemm.cu", "transpose.cu")
+    first = {name: (copies / name).read_bytes() for name in names}
+    assert b"kxform_swizzle_column" not in first["sgemm.cu"] and b"kxform_block" not in first["transpose.cu"]
+    added = source / "src" / "kxform.toml"
+    added.write_text(COLUMN)
+    try:
+        assert _reran(_build(build)) == {f"src/{name}" for name in names}
+        for name in ("sgemm.cu", "transpose.cu"):
+            assert "kxform_swizzle_column" in (copies / name).read_text(), name
+        assert _reran(_build(build)) == set()  # the stamps are unchanged: nothing re-runs
+    finally:
+        added.unlink()
+    assert _reran(_build(build)) == {f"src/{name}" for name in names}
+    assert {name: (copies / name).read_bytes() for name in names} == first
+    assert _reran(_build(build)) == set()
+
+
+@needs_tools
+def test_cmake_remakes_the_copies_whose_harness_spec_changed(built: tuple[Path, Path, dict[str, bytes]]) -> None:
+    """sgemm's spec edited and a spec added for transpose: those two copies are remade
+    (the second only through its stamp: no depfile named the file), main.cu's is not."""
+    source, build, _ = built
+    copies = build / "kxform" / "demo" / "src"
+    spec, added = source / "src" / "sgemm.kxspec.toml", source / "src" / "transpose.kxspec.toml"
+    original = spec.read_text()
+    kept = (copies / "main.cu").stat().st_mtime_ns
+    before = (copies / "sgemm.cu").stat().st_mtime_ns
+    spec.write_text(original.replace('name = "ragged"', 'name = "uneven"'))
+    added.write_text("# the transpose's spec, to be written\n")
+    try:
+        assert _reran(_build(build)) == {"src/sgemm.cu", "src/transpose.cu"}
+        assert (copies / "sgemm.cu").stat().st_mtime_ns > before
+        assert (copies / "main.cu").stat().st_mtime_ns == kept
+        assert str(added) in (copies / "transpose.cu.inputs").read_text()
+    finally:
+        spec.write_text(original)
+        added.unlink()
+    assert _reran(_build(build)) == {"src/sgemm.cu", "src/transpose.cu"}
+
+
+@needs_tools
+def test_cmake_stamps_name_the_hardware_profile_file(tmp_path: Path) -> None:
+    """`kxform_transform(demo HW gpu.toml)`: the profile file is a decision input of every
+    source, and editing it rewrites every stamp (the stamp step built alone, as its own
+    target: no kxform apply, no nvcc)."""
+    source, build = tmp_path / "demo", tmp_path / "build"
+    shutil.copytree(DEMO, source)
+    profile = source / "gpu.toml"
+    profile.write_text((ROOT / "hw" / "h200.toml").read_text())
+    lists = source / "CMakeLists.txt"
+    lists.write_text(lists.read_text().replace("kxform_transform(demo)", "kxform_transform(demo HW gpu.toml)"))
+    configured = _configure(source, build)
+    assert configured.returncode == 0, configured.stdout + configured.stderr
+    stamps = [build / "kxform" / "demo" / "src" / f"{name}.inputs" for name in ("main.cu", "sgemm.cu", "transpose.cu")]
+
+    def stamp_step() -> list[float]:
+        done = _run(CMAKE or "cmake", "--build", str(build), "--target", "demo_kxform_inputs")
+        assert done.returncode == 0 and not _reran(done.stdout), done.stdout + done.stderr
+        return [stamp.stat().st_mtime for stamp in stamps]
+
+    stamp_step()
+    assert all(str(profile) in stamp.read_text() for stamp in stamps)
+    for stamp in stamps:
+        os.utime(stamp, (1_000_000_000, 1_000_000_000))
+    assert stamp_step() == [1_000_000_000] * 3  # nothing changed: no stamp rewritten
+    profile.write_text(profile.read_text() + "# edited\n")
+    assert 1_000_000_000 not in stamp_step()
 
 
 @needs_tools
@@ -169,8 +262,20 @@ def test_plain_makefile_pattern(tmp_path: Path) -> None:
     assert "kxform_block" in (source / "build" / "kx" / "src" / "sgemm.cu").read_text()
     assert (source / "build" / "demo").is_file()
     header = source / "src" / "tile.cuh"
-    future = time.time() + 5  # newer than every output (copytree kept the original mtimes)
-    os.utime(header, (future, future))
+    now = time.time()  # newer than every output; not in the future, or the builds after would re-run it too
+    os.utime(header, (now, now))
     again = _run(MAKE or "make", f"KXFORM={kxform_exe()}", f"NVCC={NVCC}", cwd=source)
     runs = [line for line in again.stdout.splitlines() if " apply " in line]
     assert len(runs) == 1 and runs[0].endswith("src/sgemm.cu"), again.stdout
+    added = source / "src" / "kxform.toml"  # a configuration added: build/kx/inputs.stamp catches it
+    added.write_text(COLUMN)
+    steps = []
+    for _ in range(2):
+        done = _run(MAKE or "make", f"KXFORM={kxform_exe()}", f"NVCC={NVCC}", cwd=source)
+        assert done.returncode == 0, done.stdout + done.stderr
+        steps.append([line for line in done.stdout.splitlines() if " apply " in line])
+    assert len(steps[0]) == 3 and steps[1] == [], steps  # every copy remade once, then nothing
+    assert "kxform_swizzle_column" in (source / "build" / "kx" / "src" / "transpose.cu").read_text()
+    added.unlink()  # listed in the depfiles: Make re-runs rather than stops ("no rule to make target")
+    gone = _run(MAKE or "make", f"KXFORM={kxform_exe()}", f"NVCC={NVCC}", cwd=source)
+    assert gone.returncode == 0 and gone.stdout.count(" apply ") == 3, gone.stdout + gone.stderr
