@@ -42,6 +42,7 @@ MAX_FACTOR = 16
 @dataclass(frozen=True)
 class Unroll(ValuesPass):
     name = "unroll"
+    defaults_as_written = True  # its space starts at the values the code has
     description = "set the #pragma unroll factor of a kernel's loops (a parameter per loop; bit-exact)"
     falls_back = False  # no factor is better without measuring it
     excludes = ("smem-tile", "rows", "coarsen")

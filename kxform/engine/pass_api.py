@@ -168,6 +168,10 @@ class Pass(abc.ABC):
     preserves: ClassVar[tuple[type, ...]] = ()
     """Analysis kinds a rewrite by this pass leaves valid (only those that hold no byte
     offsets are carried to the rewritten file: see AnalysisManager.carry)."""
+    defaults_as_written: ClassVar[bool] = False
+    """Whether `tuning_space`'s defaults reproduce the code as written (a lift at the
+    original values): a composed search then never times the pass on at its defaults,
+    which is the original again under another name."""
     falls_back: ClassVar[bool] = True
     """Whether the deterministic proposer may offer `candidates` after the default choice
     (a pass whose default is "change nothing but the form" has no fallback)."""

@@ -173,12 +173,15 @@ def _required(space: ParamSpace, parts: Sequence[PassSpace], text: str, kernel: 
 
 def _choices(part: PassSpace, hw: object | None) -> list[tuple[int, ...]]:
     """Value-index rows of one pass in the composed space: off (flag 0, parameters at
-    their defaults), then on at each of its own valid configurations."""
+    their defaults), then on at each of its own valid configurations, less its defaults
+    where those are the code as written (`Pass.defaults_as_written`)."""
     defaults = tuple(p.values.index(p.default) for p in part.space.params)  # type: ignore[union-attr]
     rows: list[tuple[int, ...]] = [(0, *defaults)]
     if part.space.params:
         own = SearchSpace.build(part.space, hw)
-        rows += [(1, *(int(v) for v in own.codes[r])) for r in range(len(own))]
+        same = type(part.pass_).defaults_as_written
+        rows += [(1, *row) for row in (tuple(int(v) for v in own.codes[r]) for r in range(len(own)))
+                 if not (same and row == defaults)]
     return rows
 
 

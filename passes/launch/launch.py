@@ -64,6 +64,7 @@ class Facts:
 @dataclass(frozen=True)
 class Launch(ValuesPass):
     name = "launch"
+    defaults_as_written = True  # its space starts at the values the code has
     description = "lift a kernel's block size, wherever its launch writes it, into a checked parameter; " \
                   "launch{NAME=VALUE} sets it"
     falls_back = False

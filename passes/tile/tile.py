@@ -53,6 +53,7 @@ MAX_CANDIDATES = 24
 @dataclass(frozen=True)
 class Tile(ValuesPass):
     name = "tile"
+    defaults_as_written = True  # its space starts at the values the code has
     description = "lift hard-coded tile sizes into checked, verified parameters; tile{NAME=VALUE} sets them"
     falls_back = False  # lifting at the original values has no alternative worth guessing
 

@@ -76,7 +76,7 @@ def test_tuning_the_block_size_rejects_a_size_only_the_differential_run_can_see(
     searched = space.search(load_profile("h100"))
     configs = [searched.config(r) for r in range(len(searched))]
     values = sorted({c["launch.GELU_FORWARD_BLOCK_X"] for c in configs if c["launch"]})
-    assert values == [32, 64, 128, 256, 512, 1024]  # at least a warp per block
+    assert values == [32, 64, 128, 512, 1024]  # at least a warp per block; 256, the original, is the pass off
 
 
 @pytest.mark.slow
