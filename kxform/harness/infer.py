@@ -29,7 +29,7 @@ from kxform.frontend.model import Function, SourceModel
 from kxform.frontend.source import SourceText
 from kxform.harness.dtypes import CTYPE_DTYPES, base_ctype
 from kxform.harness.probe import ProbeResult, probe
-from kxform.harness.request import UnitFlags
+from kxform.harness.request import NO_FLAGS, UnitFlags
 from kxform.harness.roles import Access, draft_roles
 from kxform.runtime.base import Runtime
 
@@ -120,15 +120,16 @@ _TYPEDEF_RE = re.compile(r"^\s*(?:typedef\s+([\w\s]+?)\s+([A-Za-z_]\w*)\s*;|usin
                          r"|#\s*define\s+([A-Za-z_]\w*)[ \t]+([A-Za-z_][\w \t]*?)[ \t]*(?://.*)?$)", re.M)
 
 
-def _type_aliases(source: SourceText, model: SourceModel) -> dict[str, str]:
+def _type_aliases(source: SourceText, model: SourceModel, flags: UnitFlags) -> dict[str, str]:
     """Scalar and element types named through `#define DATA_TYPE float`, `typedef float
     real;` or `using real = double;`, in the file and the headers it includes with quotes
-    (found beside it): name -> the C type, when that is a type a spec can hold."""
+    (found beside it or in the unit's include directories): name -> the C type, when that
+    is a type a spec can hold."""
     texts = [source.data.decode("utf-8", "replace")]
-    folder = os.path.dirname(os.path.abspath(source.path))
     for include in model.includes:
-        path = os.path.join(folder, include.target)
-        if not include.system and os.path.isfile(path):
+        found = (os.path.join(folder, include.target) for folder in flags.for_unit(source.path))
+        path = next((p for p in found if os.path.isfile(p)), None)
+        if not include.system and path is not None:
             with open(path, encoding="utf-8", errors="replace") as handle:
                 texts.append(handle.read())
     out: dict[str, str] = {}
@@ -142,15 +143,17 @@ def _type_aliases(source: SourceText, model: SourceModel) -> dict[str, str]:
     return out
 
 
-def _header_values(source: SourceText, names: set[str]) -> dict[str, str]:
-    """Integer values of `names` as the compiler sees them (macros of included headers),
-    from libclang; names it cannot evaluate are left out."""
+def _header_values(source: SourceText, names: set[str], flags: UnitFlags) -> dict[str, str]:
+    """Integer values of `names` as the compiler sees them (macros of included headers,
+    `-D` values), from libclang with the unit's flags; names it cannot evaluate are left
+    out."""
     if not names:
         return {}
     from kxform.build.toolchain import Toolchain
     from kxform.frontend.constants import evaluate_constants
 
-    values = evaluate_constants(source.path, source.data, sorted(names), Toolchain().libclang_args(source.path))
+    args = [*flags.compiler_args(), *Toolchain().libclang_args(source.path)]
+    values = evaluate_constants(source.path, source.data, sorted(names), args)
     return {name: str(value) for name, value in values.items() if value is not None}
 
 
@@ -172,8 +175,8 @@ def _launcher_sizes(model: SourceModel, kernel: Function, size_vars: list[str], 
             and "*" not in p.ctype and types.get(base_ctype(p.ctype), base_ctype(p.ctype)) in INT_CTYPES]
 
 
-def _launch_plan(model: SourceModel, source: SourceText, kernel: Function,
-                 size_vars: list[str]) -> tuple[list[str], list[str], str, str, dict[str, str]]:
+def _launch_plan(model: SourceModel, source: SourceText, kernel: Function, size_vars: list[str],
+                 flags: UnitFlags) -> tuple[list[str], list[str], str, str, dict[str, str]]:
     """grid, block, shared bytes, a note for the grid line, and per field what to fill in.
 
     The launch is read through its `dim3` variables and their fields (`block.x`), the
@@ -194,7 +197,7 @@ def _launch_plan(model: SourceModel, source: SourceText, kernel: Function,
     texts = [*config.grid, *config.block, *([config.shared] if config.shared else [])]
     words = {w for t in texts for w in re.findall(r"(?<![.\w])[A-Za-z_]\w*", t)}
     unknown = words - set(rename) - set(size_vars) - set(macros) - {"dim3", "ceil", "ceilf", "min", "max", "std"}
-    macros.update({k: int(v) for k, v in _header_values(source, unknown).items()})
+    macros.update({k: int(v) for k, v in _header_values(source, unknown, flags).items()})
 
     def read(text: str) -> str:
         renamed = re.sub(r"(?<![.\w])[A-Za-z_]\w*", lambda m: rename.get(m.group(0), m.group(0)), text)
@@ -206,15 +209,17 @@ def _launch_plan(model: SourceModel, source: SourceText, kernel: Function,
     shared = read(config.shared) if config.shared else "0"
     line = source.line_col(launch.span.start)[0]
     todos = {}
+    macro_names = {m.name for m in model.macros}
     for index, (field_name, exprs) in enumerate((("grid", grid), ("block", block), ("shared_bytes", [shared]))):
         unknown_names = _unknown_names(exprs, size_vars)
         if unknown_names:
             written = launch.config[index] if index < len(launch.config) else ""
-            first = next((w for w in re.findall(r"(?<![.\w])[A-Za-z_]\w*", written)
-                          if w not in size_vars and w not in rename and w != "dim3"), unknown_names[0])
-            todos[field_name] = (f"'{first}' in the launch at {source.path}:{line} is computed in host code "
-                                 f"kxform cannot evaluate: write {field_name} in terms of the size variables "
-                                 f"({', '.join(size_vars) or 'none'})")
+            written_names = set(re.findall(r"(?<![.\w])[A-Za-z_]\w*", written))
+            first = next((w for w in unknown_names if w in written_names), unknown_names[0])
+            what = ("is a macro kxform cannot evaluate (give the project's -I/-D or -p BUILD_DIR)"
+                    if first in macro_names else "is computed in host code kxform cannot evaluate")
+            todos[field_name] = (f"'{first}' in the launch at {source.path}:{line} {what}: write {field_name} in "
+                                 f"terms of the size variables ({', '.join(size_vars) or 'none'})")
     return grid, block, shared, f"from the launch at line {line}", todos
 
 
@@ -237,16 +242,16 @@ def _template_types(kernel: Function, spelling: str) -> dict[str, str]:
     return {p.name: arg for p, arg in zip(template_params(kernel), args) if p.kind == "type"}
 
 
-def _plan(source: SourceText, spelling: str, model: SourceModel | None = None) -> _Plan:
+def _plan(source: SourceText, spelling: str, model: SourceModel | None = None, flags: UnitFlags = NO_FLAGS) -> _Plan:
     model = model or parse_model(source)
     name, _ = split_spelling(spelling)
     kernel = find_kernel(model, name)
     spelling = instantiation(model, kernel, spelling)
-    types = {**_type_aliases(source, model), **_template_types(kernel, spelling)}
+    types = {**_type_aliases(source, model, flags), **_template_types(kernel, spelling)}
     scalars = [p for p in kernel.params if "*" not in p.ctype and "[" not in p.ctype]
     size_vars = [p.name for p in scalars if types.get(base_ctype(p.ctype), base_ctype(p.ctype)) in INT_CTYPES]
     size_vars += _launcher_sizes(model, kernel, size_vars, types)
-    grid, block, shared, note, todos = _launch_plan(model, source, kernel, size_vars)
+    grid, block, shared, note, todos = _launch_plan(model, source, kernel, size_vars, flags)
     plan = _Plan(spelling, source, kernel, size_vars, grid, block, shared, note, draft_roles(model, kernel), todos,
                  types=types)
     plan.sizes = {"ragged": _grown(plan, RAGGED, ragged=True), "tiles": _grown(plan, TILES, ragged=False)}
@@ -392,9 +397,11 @@ def infer_spec(source: SourceText, spelling: str, runtime: Runtime | None = None
     `spec_dir`: the directory the spec will be written to (its `file` is relative to it;
     default: beside the source). `model`: the source's parse, when the caller has it
     (drafting every kernel of a file would otherwise parse the file once per kernel).
-    `flags`: the unit's include directories and defines, for the measuring run."""
+    `flags`: the unit's include directories and defines (the project's build flags): the
+    macros the launch reads are evaluated with them, and the measuring run is built with
+    them."""
     model = model or parse_model(source)
-    plan = _plan(source, spelling, model)
+    plan = _plan(source, spelling, model, flags or NO_FLAGS)
     result: ProbeResult | None = None
     if runtime is not None and not plan.launch_todos:
         if math.prod(plan.sizes["tiles"]) > MAX_PROBE_ELEMENTS:
