@@ -28,6 +28,7 @@ from kxform.frontend.launches import launch_configs
 from kxform.frontend.model import Function, SourceModel
 from kxform.frontend.source import SourceText
 from kxform.harness.dtypes import CTYPE_DTYPES, base_ctype
+from kxform.harness.guarded import GuardedLaunch, launch_from_guards
 from kxform.harness.probe import ProbeResult, probe
 from kxform.harness.request import NO_FLAGS, UnitFlags
 from kxform.harness.roles import Access, draft_roles
@@ -187,7 +188,10 @@ def _launch_plan(model: SourceModel, source: SourceText, kernel: Function, size_
     name = kernel.name
     configs = launch_configs(model, name)
     if not configs:
-        why = f"no launch of {name} in {source.path}: write it in terms of the size variables"
+        guessed = launch_from_guards(model, kernel, size_vars)
+        if isinstance(guessed, GuardedLaunch):
+            return list(guessed.grid), list(guessed.block), "0", guessed.note, {}
+        why = f"no launch of {name} in {source.path}, and {guessed}: write it in terms of the size variables"
         return ["1"], ["256"], "0", "", {"grid": why, "block": why}
     config = configs[0]
     launch = config.site
