@@ -79,6 +79,8 @@ class _Plan:
     role_notes: dict[str, str] = field(default_factory=dict)
     types: dict[str, str] = field(default_factory=dict)
     """Type names spelled through a macro or typedef (`DATA_TYPE` -> `float`)."""
+    positive_fill: bool = False
+    """Float inputs drawn from [0.5, 1.5]: from [-1, 1] the outputs were NaN or Inf."""
 
 
 def _numeric_macros(model: SourceModel) -> dict[str, str]:
@@ -297,7 +299,10 @@ def _role(plan: _Plan, param_name: str, ctype: str) -> str:
     return plan.roles.get(param_name, Access(opaque=True)).role(_is_const(ctype))
 
 
-def _fill(dtype: str) -> str:
+def _fill(dtype: str, positive: bool) -> str:
+    if dtype.startswith(("float", "bfloat")) and positive:
+        return ('{ dist = "uniform", low = 0.5, high = 1.5 }  # review: positive, the outputs were NaN or Inf '
+                'with inputs in [-1, 1]')
     if dtype.startswith(("float", "bfloat")):
         return '{ dist = "uniform", low = -1.0, high = 1.0 }'
     return '{ dist = "int", low = 0, high = 100 }'
@@ -353,7 +358,7 @@ def _render(plan: _Plan, over_allocate: bool, spec_dir: str | None = None) -> tu
             note = plan.role_notes.get(param.name, "from the kernel body")
             add(f'role = "{role}"  # {note}')
             if role != "out":
-                add(f"fill = {_fill(dtype or 'float32')}")
+                add(f"fill = {_fill(dtype or 'float32', plan.positive_fill)}")
         else:
             add('kind = "scalar"')
             add(f'dtype = "{dtype or "int32"}"')
@@ -393,6 +398,13 @@ def _apply_probe(plan: _Plan, result: ProbeResult) -> None:
         plan.role_notes[name] = f"measured: {read.describe().split(';')[0]}"
 
 
+def _measure(plan: _Plan, runtime: Runtime, flags: UnitFlags | None) -> ProbeResult:
+    if math.prod(plan.sizes["tiles"]) > MAX_PROBE_ELEMENTS:
+        return ProbeResult(error="the over-allocated probe buffers would be too large")
+    text, _ = _render(plan, over_allocate=True)
+    return probe(plan.source.path, text, plan.spelling, runtime, plan.size_vars, flags)
+
+
 def infer_spec(source: SourceText, spelling: str, runtime: Runtime | None = None,
                spec_dir: str | None = None, model: SourceModel | None = None,
                flags: UnitFlags | None = None) -> Draft:
@@ -408,11 +420,12 @@ def infer_spec(source: SourceText, spelling: str, runtime: Runtime | None = None
     plan = _plan(source, spelling, model, flags or NO_FLAGS)
     result: ProbeResult | None = None
     if runtime is not None and not plan.launch_todos:
-        if math.prod(plan.sizes["tiles"]) > MAX_PROBE_ELEMENTS:
-            result = ProbeResult(error="the over-allocated probe buffers would be too large")
-        else:
-            text, _ = _render(plan, over_allocate=True)
-            result = probe(source.path, text, plan.spelling, runtime, plan.size_vars, flags)
+        result = _measure(plan, runtime, flags)
+        if result.error is None and result.non_finite:  # outside the kernel's domain: try positive inputs
+            plan.positive_fill = True
+            retried = _measure(plan, runtime, flags)
+            plan.positive_fill = retried.error is None and not retried.non_finite
+            result = retried if plan.positive_fill else result
         if result.error is None:
             _apply_probe(plan, result)
         else:

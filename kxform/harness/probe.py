@@ -21,10 +21,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
+
 from kxform.errors import KxformError
-from kxform.harness.dtypes import numpy_dtype
+from kxform.harness.dtypes import FLOAT_DTYPES, numpy_dtype, to_float64
 from kxform.harness.request import UnitFlags
-from kxform.runtime.base import Runtime, RuntimeError_, UnwrittenRead
+from kxform.runtime.base import Runtime, RuntimeError_, UnwrittenRead, poison_mask
 
 MAX_DEGREE = 3
 FACTORS = (2, 3, 4)
@@ -42,6 +44,10 @@ class ProbeResult:
     """Buffer -> elements touched at each probed size (0: untouched)."""
     unwritten_reads: dict[str, UnwrittenRead] = field(default_factory=dict)
     """`out` buffers read before written, with the first such read."""
+    non_finite: dict[str, int] = field(default_factory=dict)
+    """Float outputs with NaN or Inf elements the kernel wrote (inputs are finite), and how
+    many, at the sizes probed: the fills are outside the kernel's domain (a log or a square
+    root of an input drawn from [-1, 1])."""
     error: str | None = None
 
 
@@ -83,6 +89,7 @@ def probe(source_path: str, spec_text: str, spelling: str, runtime: Runtime,
         extracted = extract_kernel(read_source(source_path), spelling)
         extents: dict[str, list[int]] = {}
         reads: dict[str, UnwrittenRead] = {}
+        non_finite: dict[str, int] = {}
         sizes = [s for s in kernel.sizes if not s.bench]
         for size in sizes:
             resolved = kernel.launch(size)
@@ -97,9 +104,22 @@ def probe(source_path: str, spec_text: str, spelling: str, runtime: Runtime,
                 extents.setdefault(arg.name, []).append(-(-result.extents.get(arg.name, 0) // item))
             for read in result.unwritten_reads:
                 reads.setdefault(read.buffer, read)
+            for arg in resolved.args:
+                if arg.kind == "buffer" and arg.name in result.outputs and (bad := _non_finite(
+                        result.outputs[arg.name], arg.dtype)):
+                    non_finite[arg.name] = non_finite.get(arg.name, 0) + bad
     except (KxformError, RuntimeError_) as exc:
         return ProbeResult(error=str(exc))
     values = [dict(s.values) for s in sizes]
     counts = {name: expr for name, found in extents.items()
               if (expr := count_expression(found, values, variables)) is not None}
-    return ProbeResult(counts, {k: tuple(v) for k, v in extents.items()}, reads)
+    return ProbeResult(counts, {k: tuple(v) for k, v in extents.items()}, reads, non_finite)
+
+
+def _non_finite(array: np.ndarray, dtype: str) -> int:
+    """NaN or Inf elements of a float output, the poison of elements never written aside."""
+    if dtype not in FLOAT_DTYPES:
+        return 0
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(to_float64(array.reshape(-1), dtype)) & ~poison_mask(array)
+    return int(bad.sum())
