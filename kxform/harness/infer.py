@@ -29,7 +29,7 @@ from kxform.frontend.model import Function, SourceModel
 from kxform.frontend.source import SourceText
 from kxform.harness.dtypes import CTYPE_DTYPES, base_ctype
 from kxform.harness.guarded import GuardedLaunch, launch_from_guards
-from kxform.harness.probe import ProbeResult, probe
+from kxform.harness.probe import FACTORS, ProbeResult, probe
 from kxform.harness.request import NO_FLAGS, UnitFlags
 from kxform.harness.roles import Access, draft_roles
 from kxform.runtime.base import Runtime
@@ -81,6 +81,25 @@ class _Plan:
     """Type names spelled through a macro or typedef (`DATA_TYPE` -> `float`)."""
     positive_fill: bool = False
     """Float inputs drawn from [0.5, 1.5]: from [-1, 1] the outputs were NaN or Inf."""
+    affine_buffers: frozenset[str] = frozenset()
+    """Buffers every access of the kernel indexes by an affine form (no index read from
+    memory): the same extent at every size is then a constant of the kernel."""
+
+    @property
+    def unused(self) -> frozenset[str]:
+        """Parameters the kernel's body never names."""
+        body = self.source.data[self.kernel.body.start:self.kernel.body.end].decode("utf-8", "replace")
+        named = set(re.findall(r"[A-Za-z_]\w*", body))
+        return frozenset(p.name for p in self.kernel.params if p.name not in named)
+
+    @property
+    def int_high(self) -> int:
+        """The top of integer fills: below every size variable's value at every drafted size,
+        so a value used as an index (`x[targets[b]]` into a row of V) stays inside a
+        dimension, and a table indexed by it (`wte[token * C + c]`) spans `int_high + 1`
+        rows."""
+        values = [v for size in self.sizes.values() for v in size]
+        return min(values) - 1 if values else 100
 
 
 def _numeric_macros(model: SourceModel) -> dict[str, str]:
@@ -259,9 +278,18 @@ def _plan(source: SourceText, spelling: str, model: SourceModel | None = None, f
     size_vars += _launcher_sizes(model, kernel, size_vars, types)
     grid, block, shared, note, todos = _launch_plan(model, source, kernel, size_vars, flags)
     plan = _Plan(spelling, source, kernel, size_vars, grid, block, shared, note, draft_roles(model, kernel), todos,
-                 types=types)
+                 types=types, affine_buffers=_affine_buffers(model, kernel))
     plan.sizes = {"ragged": _grown(plan, RAGGED, ragged=True), "tiles": _grown(plan, TILES, ragged=False)}
     return plan
+
+
+def _affine_buffers(model: SourceModel, kernel: Function) -> frozenset[str]:
+    """Pointer parameters the kernel itself indexes, every time by an affine form."""
+    from kxform.analysis.access import analyse_function
+
+    accesses = [a for a in analyse_function(model, kernel).accesses if a.space == "global"]
+    names = {a.buffer for a in accesses}
+    return frozenset(n for n in names if all(a.affine for a in accesses if a.buffer == n))
 
 
 def _grown(plan: _Plan, base: tuple[int, ...], ragged: bool) -> list[int]:
@@ -299,13 +327,13 @@ def _role(plan: _Plan, param_name: str, ctype: str) -> str:
     return plan.roles.get(param_name, Access(opaque=True)).role(_is_const(ctype))
 
 
-def _fill(dtype: str, positive: bool) -> str:
+def _fill(dtype: str, positive: bool, int_high: int) -> str:
     if dtype.startswith(("float", "bfloat")) and positive:
         return ('{ dist = "uniform", low = 0.5, high = 1.5 }  # review: positive, the outputs were NaN or Inf '
                 'with inputs in [-1, 1]')
     if dtype.startswith(("float", "bfloat")):
         return '{ dist = "uniform", low = -1.0, high = 1.0 }'
-    return '{ dist = "int", low = 0, high = 100 }'
+    return f'{{ dist = "int", low = 0, high = {int_high} }}'
 
 
 def _render(plan: _Plan, over_allocate: bool, spec_dir: str | None = None) -> tuple[str, list[str]]:
@@ -358,7 +386,7 @@ def _render(plan: _Plan, over_allocate: bool, spec_dir: str | None = None) -> tu
             note = plan.role_notes.get(param.name, "from the kernel body")
             add(f'role = "{role}"  # {note}')
             if role != "out":
-                add(f"fill = {_fill(dtype or 'float32', plan.positive_fill)}")
+                add(f"fill = {_fill(dtype or 'float32', plan.positive_fill, plan.int_high)}")
         else:
             add('kind = "scalar"')
             add(f'dtype = "{dtype or "int32"}"')
@@ -383,12 +411,24 @@ def _toml_list(items: list[str]) -> str:
 
 def _apply_probe(plan: _Plan, result: ProbeResult) -> None:
     for name, extents in result.extents.items():
-        if name in result.counts and plan.size_vars and result.counts[name].isdigit():
+        rows = f"{plan.int_high + 1} * "
+        if name in result.counts and plan.size_vars and result.counts[name].isdigit() and \
+                name not in plan.affine_buffers:
             plan.count_notes[name] = (f"the same extent ({result.counts[name]}) at both sizes: a constant, or one "
                                       "the data sets (indices read from another buffer)")
         elif name in result.counts:
             plan.counts[name] = result.counts[name]
             plan.count_notes[name] = f"extent touched at sizes ragged, tiles: {', '.join(map(str, extents))}"
+            if name in result.partial:
+                plan.count_notes[name] += ", its last row read in part"
+            elif result.counts[name].isdigit() and plan.size_vars:
+                plan.count_notes[name] += " (every index of it is affine: a constant of the kernel)"
+            elif result.counts[name].startswith(rows) and plan.int_high + 1 not in FACTORS:
+                plan.count_notes[name] += (f" ({plan.int_high + 1} rows: its row index is read from memory, and "
+                                           f"integer inputs are filled 0..{plan.int_high})")
+        elif not any(extents) and name in plan.unused:
+            plan.counts[name] = "1"
+            plan.count_notes[name] = "the kernel never names this parameter"
         elif not any(extents):
             plan.count_notes[name] = "the kernel did not touch this buffer at the drafted sizes"
         else:
@@ -402,7 +442,8 @@ def _measure(plan: _Plan, runtime: Runtime, flags: UnitFlags | None) -> ProbeRes
     if math.prod(plan.sizes["tiles"]) > MAX_PROBE_ELEMENTS:
         return ProbeResult(error="the over-allocated probe buffers would be too large")
     text, _ = _render(plan, over_allocate=True)
-    return probe(plan.source.path, text, plan.spelling, runtime, plan.size_vars, flags)
+    return probe(plan.source.path, text, plan.spelling, runtime, plan.size_vars, flags,
+                 (*FACTORS, plan.int_high + 1))
 
 
 def infer_spec(source: SourceText, spelling: str, runtime: Runtime | None = None,

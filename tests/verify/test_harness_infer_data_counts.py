@@ -1,0 +1,110 @@
+"""Counts of buffers whose extent the data or the kernel's constants set, measured on the
+CPU runtime: integer inputs are filled below every size variable (an index read from
+memory stays inside the row it indexes), a table indexed by one spans the fill's rows,
+and the same extent at both sizes is a count only where every index of it is affine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kxform.frontend.source import SourceText, validate_bytes
+from kxform.harness.infer import infer_spec
+from kxform.harness.spec import load_spec
+from kxform.runtime.cpu import CpuRuntime
+from kxform.verify.differential import verify_pair
+
+PICK = """__global__ void pick(float* out, const float* logits, const int* targets, int B, int V) {
+    int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b < B) out[b] = logits[(size_t)b * V + targets[b]];
+}
+void run(float* out, const float* logits, const int* targets, int B, int V) {
+    pick<<<(B + 127) / 128, 128>>>(out, logits, targets, B, V);
+}
+"""
+
+GATHER = """__global__ void gather(float* out, const int* ids, const float* table, int N, int C) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < N)
+        for (int c = 0; c < C; c++) out[i * C + c] = table[ids[i] * C + c];
+}
+void run(float* out, const int* ids, const float* table, int N, int C) {
+    gather<<<(N + 127) / 128, 128>>>(out, ids, table, N, C);
+}
+"""
+
+FILTER = """#define K 3
+__global__ void blur(float* out, const float* in, const float* w, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float acc = 0.0f;
+        for (int k = 0; k < K * K; k++) acc += w[k] * in[i];
+        out[i] = acc;
+    }
+}
+void run(float* out, const float* in, const float* w, int n) {
+    blur<<<(n + 127) / 128, 128>>>(out, in, w, n);
+}
+"""
+
+LOOKUP = """__global__ void lookup(float* out, const int* idx, const float* lut, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = lut[idx[i] % 7];
+}
+void run(float* out, const int* idx, const float* lut, int n) {
+    lookup<<<(n + 127) / 128, 128>>>(out, idx, lut, n);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def runtime() -> CpuRuntime:
+    cpu = CpuRuntime()
+    if not cpu.available()[0]:
+        pytest.skip("no host C++ compiler for the CPU runtime")
+    return cpu
+
+
+def _draft(tmp_path: Path, text: str, kernel: str, runtime: CpuRuntime) -> str:
+    path = tmp_path / f"{kernel}.cu"
+    path.write_text(text)
+    return infer_spec(SourceText(str(path), text.encode()), kernel, runtime).text
+
+
+def _arg(text: str, name: str) -> str:
+    return text.split(f'name = "{name}"')[1].split("[[")[0]
+
+
+@pytest.mark.slow
+def test_an_index_read_from_memory_stays_in_its_row_and_the_draft_verifies(tmp_path: Path,
+                                                                           runtime: CpuRuntime) -> None:
+    text = _draft(tmp_path, PICK, "pick", runtime)
+    assert 'count = "B * V"  # measured' in _arg(text, "logits") and "last row read in part" in _arg(text, "logits")
+    high = int(_arg(text, "targets").split("high = ")[1].split()[0])
+    values = [int(line.split()[2]) for line in text.splitlines() if line.startswith(("B = ", "V = "))]
+    assert high < min(values)  # every target is inside its row at every drafted size
+    (tmp_path / "pick.kxspec.toml").write_text(text)
+    spec = load_spec(tmp_path / "pick.kxspec.toml").kernel("pick")
+    original = validate_bytes(str(tmp_path / "pick.cu"), PICK.encode())
+    assert verify_pair(original, original, spec, runtime).status == "ok"
+    planted = validate_bytes(str(tmp_path / "pick.cu"), PICK.replace("+ targets[b]", "+ targets[b] / 2").encode())
+    assert verify_pair(original, planted, spec, runtime).status == "mismatch"
+
+
+@pytest.mark.slow
+def test_a_table_indexed_by_data_spans_the_rows_the_fill_reaches(tmp_path: Path, runtime: CpuRuntime) -> None:
+    text = _draft(tmp_path, GATHER, "gather", runtime)
+    high = int(_arg(text, "ids").split("high = ")[1].split()[0])
+    table = _arg(text, "table")
+    assert f'count = "{high + 1} * C"  # measured' in table and "its row index is read from memory" in table
+    assert "# fill in:" not in text
+
+
+@pytest.mark.slow
+def test_the_same_extent_at_both_sizes_is_a_count_only_where_every_index_is_affine(tmp_path: Path,
+                                                                                    runtime: CpuRuntime) -> None:
+    text = _draft(tmp_path, FILTER, "blur", runtime)
+    assert 'count = "9"  # measured' in _arg(text, "w") and "a constant of the kernel" in _arg(text, "w")
+    lookup = _draft(tmp_path, LOOKUP, "lookup", runtime)  # 7 entries, but only the data says so
+    assert "# fill in: the same extent (7) at both sizes" in _arg(lookup, "lut")
