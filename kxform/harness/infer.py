@@ -27,11 +27,12 @@ from kxform.frontend.cuda import parse_model
 from kxform.frontend.launches import launch_configs
 from kxform.frontend.model import Function, SourceModel
 from kxform.frontend.source import SourceText
+from kxform.harness.draft import DraftPlan, apply_probe, render
 from kxform.harness.dtypes import CTYPE_DTYPES, base_ctype
 from kxform.harness.guarded import GuardedLaunch, launch_from_guards
 from kxform.harness.probe import FACTORS, ProbeResult, probe
 from kxform.harness.request import NO_FLAGS, UnitFlags
-from kxform.harness.roles import Access, draft_roles
+from kxform.harness.roles import draft_roles
 from kxform.runtime.base import Runtime
 
 INT_CTYPES = ("int", "unsigned", "unsigned int", "int64_t", "size_t", "long long", "int32_t", "uint32_t",
@@ -42,7 +43,6 @@ TILES = (64, 48, 32, 80, 96, 112, 16, 128)
 one that divides no tile and one of tile multiples; all distinct, so counts can be told
 apart. Each grows until the launch has MIN_BLOCKS blocks along every dimension it sets."""
 MAX_PROBE_ELEMENTS = 1 << 24
-MIN_PROBE_ELEMENTS = 1 << 16
 MIN_BLOCKS = 3
 """Blocks along every grid dimension a size variable sets, at every drafted size: with
 one block, a bug in how blocks share the work (x and y swapped, a wrong tile) cannot
@@ -56,50 +56,6 @@ class Draft:
     text: str
     todos: tuple[str, ...] = ()
     probe: ProbeResult | None = field(default=None, compare=False)
-
-
-@dataclass
-class _Plan:
-    """Everything the draft says, before it is written out."""
-
-    spelling: str
-    source: SourceText
-    kernel: Function
-    size_vars: list[str]
-    grid: list[str]
-    block: list[str]
-    shared: str
-    launch_note: str
-    roles: dict[str, Access]
-    launch_todos: dict[str, str] = field(default_factory=dict)
-    sizes: dict[str, list[int]] = field(default_factory=dict)
-    """Values of the size variables at each drafted size (`ragged`, `tiles`)."""
-    counts: dict[str, str] = field(default_factory=dict)
-    count_notes: dict[str, str] = field(default_factory=dict)
-    role_notes: dict[str, str] = field(default_factory=dict)
-    types: dict[str, str] = field(default_factory=dict)
-    """Type names spelled through a macro or typedef (`DATA_TYPE` -> `float`)."""
-    positive_fill: bool = False
-    """Float inputs drawn from [0.5, 1.5]: from [-1, 1] the outputs were NaN or Inf."""
-    affine_buffers: frozenset[str] = frozenset()
-    """Buffers every access of the kernel indexes by an affine form (no index read from
-    memory): the same extent at every size is then a constant of the kernel."""
-
-    @property
-    def unused(self) -> frozenset[str]:
-        """Parameters the kernel's body never names."""
-        body = self.source.data[self.kernel.body.start:self.kernel.body.end].decode("utf-8", "replace")
-        named = set(re.findall(r"[A-Za-z_]\w*", body))
-        return frozenset(p.name for p in self.kernel.params if p.name not in named)
-
-    @property
-    def int_high(self) -> int:
-        """The top of integer fills: below every size variable's value at every drafted size,
-        so a value used as an index (`x[targets[b]]` into a row of V) stays inside a
-        dimension, and a table indexed by it (`wte[token * C + c]`) spans `int_high + 1`
-        rows."""
-        values = [v for size in self.sizes.values() for v in size]
-        return min(values) - 1 if values else 100
 
 
 def _numeric_macros(model: SourceModel) -> dict[str, str]:
@@ -267,7 +223,7 @@ def _template_types(kernel: Function, spelling: str) -> dict[str, str]:
     return {p.name: arg for p, arg in zip(template_params(kernel), args) if p.kind == "type"}
 
 
-def _plan(source: SourceText, spelling: str, model: SourceModel | None = None, flags: UnitFlags = NO_FLAGS) -> _Plan:
+def _plan(source: SourceText, spelling: str, model: SourceModel | None = None, flags: UnitFlags = NO_FLAGS) -> DraftPlan:
     model = model or parse_model(source)
     name, _ = split_spelling(spelling)
     kernel = find_kernel(model, name)
@@ -277,7 +233,7 @@ def _plan(source: SourceText, spelling: str, model: SourceModel | None = None, f
     size_vars = [p.name for p in scalars if types.get(base_ctype(p.ctype), base_ctype(p.ctype)) in INT_CTYPES]
     size_vars += _launcher_sizes(model, kernel, size_vars, types)
     grid, block, shared, note, todos = _launch_plan(model, source, kernel, size_vars, flags)
-    plan = _Plan(spelling, source, kernel, size_vars, grid, block, shared, note, draft_roles(model, kernel), todos,
+    plan = DraftPlan(spelling, source, kernel, size_vars, grid, block, shared, note, draft_roles(model, kernel), todos,
                  types=types, affine_buffers=_affine_buffers(model, kernel))
     plan.sizes = {"ragged": _grown(plan, RAGGED, ragged=True), "tiles": _grown(plan, TILES, ragged=False)}
     return plan
@@ -292,7 +248,7 @@ def _affine_buffers(model: SourceModel, kernel: Function) -> frozenset[str]:
     return frozenset(n for n in names if all(a.affine for a in accesses if a.buffer == n))
 
 
-def _grown(plan: _Plan, base: tuple[int, ...], ragged: bool) -> list[int]:
+def _grown(plan: DraftPlan, base: tuple[int, ...], ragged: bool) -> list[int]:
     """The base values of the size variables, doubled (plus one at the ragged size, so a
     value stays odd: a partial last block along every dimension) until every grid
     dimension that a size variable sets launches MIN_BLOCKS blocks or more."""
@@ -317,131 +273,14 @@ def _grown(plan: _Plan, base: tuple[int, ...], ragged: bool) -> list[int]:
     return [values[n] for n in plan.size_vars]
 
 
-def _is_const(ctype: str) -> bool:
-    return ctype.lstrip().startswith("const") or " const" in ctype.split("*")[0]
-
-
-def _role(plan: _Plan, param_name: str, ctype: str) -> str:
-    if param_name in plan.role_notes:
-        return "inout"
-    return plan.roles.get(param_name, Access(opaque=True)).role(_is_const(ctype))
-
-
-def _fill(dtype: str, positive: bool, int_high: int) -> str:
-    if dtype.startswith(("float", "bfloat")) and positive:
-        return ('{ dist = "uniform", low = 0.5, high = 1.5 }  # review: positive, the outputs were NaN or Inf '
-                'with inputs in [-1, 1]')
-    if dtype.startswith(("float", "bfloat")):
-        return '{ dist = "uniform", low = -1.0, high = 1.0 }'
-    return f'{{ dist = "int", low = 0, high = {int_high} }}'
-
-
-def _render(plan: _Plan, over_allocate: bool, spec_dir: str | None = None) -> tuple[str, list[str]]:
-    """The draft's text and the list of lines to fill in ("line N: why")."""
-    lines: list[str] = []
-    todos: list[str] = []
-
-    def add(text: str, todo: str = "") -> None:
-        lines.append(text + (f"  # fill in: {todo}" if todo else ""))
-        if todo:
-            todos.append(f"line {len(lines)}: {todo}")
-
-    spelling = plan.spelling
-    add(f"# DRAFT written by `kxform harness infer` from {plan.source.path}: review every line marked 'review'"
-        " and fill in every line marked 'fill in'.")
-    add("version = 1")
-    where = plan.source.path.rsplit("/", 1)[-1] if spec_dir is None else \
-        os.path.relpath(os.path.abspath(plan.source.path), os.path.abspath(spec_dir)).replace(os.sep, "/")
-    add(f'file = "{where}"')
-    add("")
-    add(f'[kernel."{spelling}"]')
-    add(f'description = "{spelling} (drafted; describe it)"')
-    add("seed = 0")
-    todos_of = plan.launch_todos
-    add(f"grid = {_toml_list(plan.grid)}" + (f"  # {plan.launch_note}" if plan.launch_note and "grid" not in todos_of
-                                             else ""), todos_of.get("grid", ""))
-    add(f"block = {_toml_list(plan.block)}", todos_of.get("block", ""))
-    add(f'shared_bytes = "{plan.shared}"', todos_of.get("shared_bytes", ""))
-    add('compare = { mode = "ulp", ulps = 2 }  # review: exact for integer outputs')
-    add("")
-    product = " * ".join(plan.size_vars) if plan.size_vars else "65536"
-    for param in plan.kernel.params:
-        base = base_ctype(param.ctype)
-        dtype = CTYPE_DTYPES.get(plan.types.get(base, base))
-        add(f'[[kernel."{spelling}".args]]')
-        add(f'name = "{param.name}"')
-        if "*" in param.ctype or "[" in param.ctype:
-            add('kind = "buffer"')
-            add(f'dtype = "{dtype or "float32"}"', "" if dtype else f"element type {base_ctype(param.ctype)!r} "
-                "has no spec dtype")
-            if over_allocate:  # room for data-dependent indices too (an index buffer filled 0..100)
-                add(f'count = "max({product}, {MIN_PROBE_ELEMENTS})"')
-            elif param.name in plan.counts and plan.count_notes[param.name].startswith("extent"):
-                add(f'count = "{plan.counts[param.name]}"  # measured: {plan.count_notes[param.name]}')
-            elif param.name in plan.counts:
-                add(f'count = "{plan.counts[param.name]}"  # review: {plan.count_notes[param.name]}')
-            else:
-                add(f'count = "{product}"', plan.count_notes.get(param.name, "element count"))
-            role = _role(plan, param.name, param.ctype)
-            note = plan.role_notes.get(param.name, "from the kernel body")
-            add(f'role = "{role}"  # {note}')
-            if role != "out":
-                add(f"fill = {_fill(dtype or 'float32', plan.positive_fill, plan.int_high)}")
-        else:
-            add('kind = "scalar"')
-            add(f'dtype = "{dtype or "int32"}"')
-            add(f'value = "{param.name}"' if param.name in plan.size_vars else 'value = "1"  # review')
-        add("")
-    for size, values in plan.sizes.items():
-        add(f'[[kernel."{spelling}".sizes]]')
-        add(f'name = "{size}"')
-        for var, value in zip(plan.size_vars, values):
-            add(f"{var} = {value}  # review")
-        add("")
-    return "\n".join(lines), todos
-
-
 def _values(base: tuple[int, ...], n: int) -> list[int]:
     return [base[i] if i < len(base) else base[-1] + 2 * (i - len(base) + 1) for i in range(n)]
 
 
-def _toml_list(items: list[str]) -> str:
-    return "[" + ", ".join(f'"{i}"' for i in items) + "]"
-
-
-def _apply_probe(plan: _Plan, result: ProbeResult) -> None:
-    for name, extents in result.extents.items():
-        rows = f"{plan.int_high + 1} * "
-        if name in result.counts and plan.size_vars and result.counts[name].isdigit() and \
-                name not in plan.affine_buffers:
-            plan.count_notes[name] = (f"the same extent ({result.counts[name]}) at both sizes: a constant, or one "
-                                      "the data sets (indices read from another buffer)")
-        elif name in result.counts:
-            plan.counts[name] = result.counts[name]
-            plan.count_notes[name] = f"extent touched at sizes ragged, tiles: {', '.join(map(str, extents))}"
-            if name in result.partial:
-                plan.count_notes[name] += ", its last row read in part"
-            elif result.counts[name].isdigit() and plan.size_vars:
-                plan.count_notes[name] += " (every index of it is affine: a constant of the kernel)"
-            elif result.counts[name].startswith(rows) and plan.int_high + 1 not in FACTORS:
-                plan.count_notes[name] += (f" ({plan.int_high + 1} rows: its row index is read from memory, and "
-                                           f"integer inputs are filled 0..{plan.int_high})")
-        elif not any(extents) and name in plan.unused:
-            plan.counts[name] = "1"
-            plan.count_notes[name] = "the kernel never names this parameter"
-        elif not any(extents):
-            plan.count_notes[name] = "the kernel did not touch this buffer at the drafted sizes"
-        else:
-            plan.count_notes[name] = (f"extents touched ({', '.join(map(str, extents))} elements) match no "
-                                      "product of the size variables")
-    for name, read in result.unwritten_reads.items():
-        plan.role_notes[name] = f"measured: {read.describe().split(';')[0]}"
-
-
-def _measure(plan: _Plan, runtime: Runtime, flags: UnitFlags | None) -> ProbeResult:
+def _measure(plan: DraftPlan, runtime: Runtime, flags: UnitFlags | None) -> ProbeResult:
     if math.prod(plan.sizes["tiles"]) > MAX_PROBE_ELEMENTS:
         return ProbeResult(error="the over-allocated probe buffers would be too large")
-    text, _ = _render(plan, over_allocate=True)
+    text, _ = render(plan, over_allocate=True)
     return probe(plan.source.path, text, plan.spelling, runtime, plan.size_vars, flags,
                  (*FACTORS, plan.int_high + 1))
 
@@ -468,7 +307,7 @@ def infer_spec(source: SourceText, spelling: str, runtime: Runtime | None = None
             plan.positive_fill = retried.error is None and not retried.non_finite
             result = retried if plan.positive_fill else result
         if result.error is None:
-            _apply_probe(plan, result)
+            apply_probe(plan, result)
         else:
             for param in plan.kernel.params:
                 plan.count_notes[param.name] = f"element count (the measuring run failed: {result.error})"
@@ -477,7 +316,7 @@ def infer_spec(source: SourceText, spelling: str, runtime: Runtime | None = None
         for param in plan.kernel.params:
             plan.count_notes.setdefault(param.name, f"element count (not measured: {why})")
     spelling = plan.spelling
-    text, todos = _render(plan, over_allocate=False, spec_dir=spec_dir)
+    text, todos = render(plan, over_allocate=False, spec_dir=spec_dir)
     if not any(launch.kernel == plan.kernel.name for launch in model.launches):
         text = text.replace("\n", f"\n# note: {spelling} is not launched in {source.path}\n", 1)
         todos = [re.sub(r"^line (\d+)", lambda m: f"line {int(m.group(1)) + 1}", t) for t in todos]
