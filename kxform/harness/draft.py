@@ -17,6 +17,8 @@ from kxform.harness.roles import Access
 
 MIN_PROBE_ELEMENTS = 1 << 16
 """The least every buffer of the measuring run is over-allocated to."""
+MAX_CUBE_ELEMENTS = 1 << 24
+"""The most a buffer of a measuring run over-allocated to the cube of a size is."""
 
 
 @dataclass
@@ -40,6 +42,9 @@ class DraftPlan:
     role_notes: dict[str, str] = field(default_factory=dict)
     types: dict[str, str] = field(default_factory=dict)
     """Type names spelled through a macro or typedef (`DATA_TYPE` -> `float`)."""
+    cube: bool = False
+    """Over-allocate the measuring run to the cube of the largest size variable: at the
+    product of the variables the kernel read past a buffer (`in[z * n * n + ...]`)."""
     positive_fill: bool = False
     """Float inputs drawn from [0.5, 1.5]: from [-1, 1] the outputs were NaN or Inf."""
     affine_buffers: frozenset[str] = frozenset()
@@ -82,6 +87,16 @@ def _fill(dtype: str, positive: bool, int_high: int) -> str:
     return f'{{ dist = "int", low = 0, high = {int_high} }}'
 
 
+def _over_allocated(plan: DraftPlan, product: str) -> str:
+    """The measuring run's element count: the product of the size variables, or with
+    `plan.cube` (a first run read past it) room for any count a probe can name: a factor
+    times a product of three of the largest variable, within MAX_CUBE_ELEMENTS."""
+    if not plan.cube or not plan.size_vars:
+        return f"max({product}, {MIN_PROBE_ELEMENTS})"
+    largest = f"max({', '.join(plan.size_vars)})" if len(plan.size_vars) > 1 else plan.size_vars[0]
+    return f"max({product}, min({max(FACTORS)} * {largest} ** 3, {MAX_CUBE_ELEMENTS}), {MIN_PROBE_ELEMENTS})"
+
+
 def render(plan: DraftPlan, over_allocate: bool, spec_dir: str | None = None) -> tuple[str, list[str]]:
     """The draft's text and the list of lines to fill in ("line N: why")."""
     lines: list[str] = []
@@ -120,8 +135,8 @@ def render(plan: DraftPlan, over_allocate: bool, spec_dir: str | None = None) ->
             add('kind = "buffer"')
             add(f'dtype = "{dtype or "float32"}"', "" if dtype else f"element type {base_ctype(param.ctype)!r} "
                 "has no spec dtype")
-            if over_allocate:  # room for data-dependent indices too (an index buffer filled 0..100)
-                add(f'count = "max({product}, {MIN_PROBE_ELEMENTS})"')
+            if over_allocate:  # room for data-dependent indices too (an index buffer's values)
+                add(f'count = "{_over_allocated(plan, product)}"')
             elif param.name in plan.counts and plan.count_notes[param.name].startswith("extent"):
                 add(f'count = "{plan.counts[param.name]}"  # measured: {plan.count_notes[param.name]}')
             elif param.name in plan.counts:

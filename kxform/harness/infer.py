@@ -281,8 +281,14 @@ def _measure(plan: DraftPlan, runtime: Runtime, flags: UnitFlags | None) -> Prob
     if math.prod(plan.sizes["tiles"]) > MAX_PROBE_ELEMENTS:
         return ProbeResult(error="the over-allocated probe buffers would be too large")
     text, _ = render(plan, over_allocate=True)
-    return probe(plan.source.path, text, plan.spelling, runtime, plan.size_vars, flags,
-                 (*FACTORS, plan.int_high + 1))
+    result = probe(plan.source.path, text, plan.spelling, runtime, plan.size_vars, flags,
+                   (*FACTORS, plan.int_high + 1))
+    if result.error is not None and "out-of-bounds" in result.error and not plan.cube:
+        plan.cube = True  # a count of a higher degree than the product (n * n * batch)
+        retried = _measure(plan, runtime, flags)
+        plan.cube = retried.error is None
+        return retried if plan.cube else result
+    return result
 
 
 def infer_spec(source: SourceText, spelling: str, runtime: Runtime | None = None,

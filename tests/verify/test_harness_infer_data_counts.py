@@ -108,3 +108,23 @@ def test_the_same_extent_at_both_sizes_is_a_count_only_where_every_index_is_affi
     assert 'count = "9"  # measured' in _arg(text, "w") and "a constant of the kernel" in _arg(text, "w")
     lookup = _draft(tmp_path, LOOKUP, "lookup", runtime)  # 7 entries, but only the data says so
     assert "# fill in: the same extent (7) at both sizes" in _arg(lookup, "lut")
+
+
+BATCHED = """__global__ void batched_scale(float* out, const float* in, int n, int batch) {
+    int x = blockIdx.x * 16 + threadIdx.x, y = blockIdx.y * 16 + threadIdx.y;
+    size_t base = (size_t)blockIdx.z * n * n;
+    if (x < n && y < n) out[base + y * n + x] = 2.0f * in[base + y * n + x];
+}
+void run(float* out, const float* in, int n, int batch) {
+    dim3 grid((n + 15) / 16, (n + 15) / 16, batch);
+    batched_scale<<<grid, dim3(16, 16)>>>(out, in, n, batch);
+}
+"""
+
+
+@pytest.mark.slow
+def test_a_count_of_higher_degree_than_the_product_is_measured_in_a_larger_run(tmp_path: Path,
+                                                                                 runtime: CpuRuntime) -> None:
+    text = _draft(tmp_path, BATCHED, "batched_scale", runtime)  # n * batch at first: read past
+    assert 'count = "n * n * batch"  # measured' in _arg(text, "in")
+    assert 'count = "n * n * batch"  # measured' in _arg(text, "out") and "# fill in:" not in text
