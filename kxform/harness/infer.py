@@ -26,6 +26,7 @@ from kxform.frontend.c_expr import c_to_expr
 from kxform.frontend.cuda import parse_model
 from kxform.frontend.launches import launch_configs
 from kxform.frontend.model import Function, SourceModel
+from kxform.frontend.queries import int_value, split_args
 from kxform.frontend.source import SourceText
 from kxform.harness.draft import DraftPlan, apply_probe, render
 from kxform.harness.dtypes import CTYPE_DTYPES, base_ctype
@@ -153,14 +154,39 @@ def _launcher_sizes(model: SourceModel, kernel: Function, size_vars: list[str], 
             and "*" not in p.ctype and types.get(base_ctype(p.ctype), base_ctype(p.ctype)) in INT_CTYPES]
 
 
+def _caller_constants(model: SourceModel, kernel: Function) -> dict[str, int]:
+    """Parameters of the function that launches the kernel which every call of it in the
+    file passes the same integer constant (`launch_silu_mul(out, gate, up, n, 512)` for
+    `block_size`): the launch reads them as that constant. None where it is not called."""
+    configs = launch_configs(model, kernel.name)
+    if not configs:
+        return {}
+    site = configs[0].site
+    host = next((f for f in model.functions if f.name == site.function and f.body.contains(site.span)), None)
+    calls = [c for c in model.calls if host is not None and c.callee == host.name]
+    if host is None or not calls:
+        return {}
+    macros = _numeric_macros(model)
+    written = [split_args(model.source.data[c.args_span.start + 1:c.args_span.end - 1].decode("utf-8", "replace"))
+               for c in calls]
+    out = {}
+    for index, param in enumerate(host.params):
+        values = {int_value(macros.get(args[index].strip(), args[index])) if index < len(args) else None
+                  for args in written}
+        if len(values) == 1 and (value := values.pop()) is not None and "*" not in param.ctype:
+            out[param.name] = value
+    return out
+
+
 def _launch_plan(model: SourceModel, source: SourceText, kernel: Function, size_vars: list[str],
-                 flags: UnitFlags) -> tuple[list[str], list[str], str, str, dict[str, str]]:
+                 flags: UnitFlags, passed: dict[str, int]) -> tuple[list[str], list[str], str, str, dict[str, str]]:
     """grid, block, shared bytes, a note for the grid line, and per field what to fill in.
 
     The launch is read through its `dim3` variables and their fields (`block.x`), the
     launcher's constant locals and the macros the file and its headers define
     (kxform.frontend.launches); host variables passed to the kernel become the size
-    variables they bind (`rows` passed as `N`); C casts and `ceil()` over a float division
+    variables they bind (`rows` passed as `N`), and parameters of the launcher that every
+    call in the file passes one constant (`passed`) are that constant; C casts and `ceil()` over a float division
     are read as integer expressions (kxform.frontend.c_expr)."""
     name = kernel.name
     configs = launch_configs(model, name)
@@ -174,7 +200,7 @@ def _launch_plan(model: SourceModel, source: SourceText, kernel: Function, size_
     launch = config.site
     rename = {arg.strip(): param.name for arg, param in zip(launch.args, kernel.params)
               if re.fullmatch(r"[A-Za-z_]\w*", arg.strip()) and "*" not in param.ctype}
-    macros = {k: int(v) for k, v in _numeric_macros(model).items()}
+    macros = {**{k: int(v) for k, v in _numeric_macros(model).items()}, **passed}
     texts = [*config.grid, *config.block, *([config.shared] if config.shared else [])]
     words = {w for t in texts for w in re.findall(r"(?<![.\w])[A-Za-z_]\w*", t)}
     unknown = words - set(rename) - set(size_vars) - set(macros) - {"dim3", "ceil", "ceilf", "min", "max", "std"}
@@ -201,7 +227,10 @@ def _launch_plan(model: SourceModel, source: SourceText, kernel: Function, size_
                     if first in macro_names else "is computed in host code kxform cannot evaluate")
             todos[field_name] = (f"'{first}' in the launch at {source.path}:{line} {what}: write {field_name} in "
                                  f"terms of the size variables ({', '.join(size_vars) or 'none'})")
-    return grid, block, shared, f"from the launch at line {line}", todos
+    given = [f"{k} = {v}" for k, v in passed.items() if k in words and k not in rename]
+    note = f"from the launch at line {line}" + (f" ({', '.join(given)} at every call of {launch.function})"
+                                                  if given else "")
+    return grid, block, shared, note, todos
 
 
 def instantiation(model: SourceModel, kernel: Function, spelling: str) -> str:
@@ -231,10 +260,11 @@ def _plan(source: SourceText, spelling: str, model: SourceModel | None = None, f
     types = {**_type_aliases(source, model, flags), **_template_types(kernel, spelling)}
     scalars = [p for p in kernel.params if "*" not in p.ctype and "[" not in p.ctype]
     size_vars = [p.name for p in scalars if types.get(base_ctype(p.ctype), base_ctype(p.ctype)) in INT_CTYPES]
-    size_vars += _launcher_sizes(model, kernel, size_vars, types)
-    grid, block, shared, note, todos = _launch_plan(model, source, kernel, size_vars, flags)
-    plan = DraftPlan(spelling, source, kernel, size_vars, grid, block, shared, note, draft_roles(model, kernel), todos,
-                 types=types, affine_buffers=_affine_buffers(model, kernel))
+    passed = _caller_constants(model, kernel)
+    size_vars += [v for v in _launcher_sizes(model, kernel, size_vars, types) if v not in passed]
+    grid, block, shared, note, todos = _launch_plan(model, source, kernel, size_vars, flags, passed)
+    plan = DraftPlan(spelling, source, kernel, size_vars, grid, block, shared, note, draft_roles(model, kernel),
+                     todos, types=types, affine_buffers=_affine_buffers(model, kernel))
     plan.sizes = {"ragged": _grown(plan, RAGGED, ragged=True), "tiles": _grown(plan, TILES, ragged=False)}
     return plan
 
@@ -261,12 +291,13 @@ def _grown(plan: DraftPlan, base: tuple[int, ...], ragged: bool) -> list[int]:
             continue
         if expr.variables & set(values) and expr.variables <= set(values):
             exprs.append(expr)
+    fixed = set(re.findall(r"[A-Za-z_]\w*", " ".join(plan.block)))  # a block size stays a block size
     for _ in range(32):
         try:
             short = [e for e in exprs if int(e.evaluate(values)) < MIN_BLOCKS]
         except (SpecError, TypeError, ValueError, ZeroDivisionError):
             break
-        grown = {n: values[n] * 2 + (1 if ragged else 0) for e in short for n in e.variables}
+        grown = {n: values[n] * 2 + (1 if ragged else 0) for e in short for n in e.variables if n not in fixed}
         if not short or math.prod({**values, **grown}.values()) > MAX_PROBE_ELEMENTS:
             break
         values.update(grown)

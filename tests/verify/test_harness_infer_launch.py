@@ -129,3 +129,38 @@ void launch_row_scale(float *out, const float *in, int rows, int cols)
     sizes = draft.text.split("sizes]]")[1]
     assert "cols = " in sizes and "rows = " in sizes  # rows is a size of its own, not a kernel argument
     assert not any("grid" in todo for todo in draft.todos)
+
+
+CALLER = """__global__ void scale(float *out, const float *in, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = 2.0f * in[i];
+}
+
+static void launch_scale(float *out, const float *in, int n, int block_size)
+{
+    scale<<<(n + block_size - 1) / block_size, block_size>>>(out, in, n);
+}
+
+void scale_all(float *out, const float *in, int n)
+{
+    launch_scale(out, in, n, 512);
+}
+"""
+
+
+def test_a_block_size_every_caller_passes_as_one_constant_is_that_constant(tmp_path: Path) -> None:
+    (tmp_path / "scale.cu").write_text(CALLER)
+    text = _draft(tmp_path / "scale.cu", "scale")
+    assert 'grid = ["(n + 512 - 1) / 512"]  # from the launch at line 9 (block_size = 512 at every call of ' \
+        'launch_scale)' in text
+    assert 'block = ["512"]\n' in text
+    assert "block_size = " not in text.split("sizes]]")[1]  # not a size variable
+
+
+def test_a_block_size_the_callers_pass_differently_is_a_size_variable(tmp_path: Path) -> None:
+    (tmp_path / "scale.cu").write_text(CALLER.replace("launch_scale(out, in, n, 512);",
+                                                      "launch_scale(out, in, n, 512);\n    launch_scale(out, in, n, 128);"))
+    text = _draft(tmp_path / "scale.cu", "scale")
+    sizes = text.split("sizes]]")[1]
+    assert 'block = ["block_size"]' in text and "block_size = 45  # review" in sizes  # never grown (a block)
