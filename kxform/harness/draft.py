@@ -42,6 +42,8 @@ class DraftPlan:
     role_notes: dict[str, str] = field(default_factory=dict)
     types: dict[str, str] = field(default_factory=dict)
     """Type names spelled through a macro or typedef (`DATA_TYPE` -> `float`)."""
+    multiples: dict[str, int] = field(default_factory=dict)
+    """Size variables the launcher requires to be a multiple of a constant (their values are)."""
     cube: bool = False
     """Over-allocate the measuring run to the cube of the largest size variable: at the
     product of the variables the kernel read past a buffer (`in[z * n * n + ...]`)."""
@@ -157,7 +159,8 @@ def render(plan: DraftPlan, over_allocate: bool, spec_dir: str | None = None) ->
         add(f'[[kernel."{spelling}".sizes]]')
         add(f'name = "{size}"')
         for var, value in zip(plan.size_vars, values):
-            add(f"{var} = {value}  # review")
+            step = plan.multiples.get(var)
+            add(f"{var} = {value}  # review" + (f": a multiple of {step}, as the launcher requires" if step else ""))
         add("")
     return "\n".join(lines), todos
 

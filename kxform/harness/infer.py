@@ -37,7 +37,7 @@ from kxform.harness.roles import draft_roles
 from kxform.runtime.base import Runtime
 
 INT_CTYPES = ("int", "unsigned", "unsigned int", "int64_t", "size_t", "long long", "int32_t", "uint32_t",
-              "long", "unsigned long", "unsigned long long", "uint64_t")
+              "long", "unsigned long", "unsigned long long", "uint64_t", "uint")
 RAGGED = (70, 45, 33, 37, 29, 23, 19, 17)
 TILES = (64, 48, 32, 80, 96, 112, 16, 128)
 """Values the size variables (in parameter order) start from at the two drafted sizes:
@@ -154,6 +154,25 @@ def _launcher_sizes(model: SourceModel, kernel: Function, size_vars: list[str], 
             and "*" not in p.ctype and types.get(base_ctype(p.ctype), base_ctype(p.ctype)) in INT_CTYPES]
 
 
+_MULTIPLE_RES = (re.compile(r"\bif\s*\(\s*\(?\s*([A-Za-z_]\w*)\s*%\s*(\d+)\s*\)?\s*(?:!=\s*0\s*)?\)"),
+                 re.compile(r"\b\w*(?:assert|ASSERT|CHECK)\w*\s*\(\s*\(?\s*([A-Za-z_]\w*)\s*%\s*(\d+)\s*\)?\s*==\s*0"))
+
+
+def _required_multiples(model: SourceModel, kernel: Function) -> dict[str, int]:
+    """Kernel parameters the launching function requires to be a multiple of a constant
+    (`if (head_size % 8 != 0) exit(1);`, `assert(n % 4 == 0)`): the drafted sizes are."""
+    configs = launch_configs(model, kernel.name)
+    site = configs[0].site if configs else None
+    host = next((f for f in model.functions if site is not None and f.name == site.function
+                 and f.body.contains(site.span)), None)
+    if host is None or site is None:
+        return {}
+    rename = {arg.strip(): param.name for arg, param in zip(site.args, kernel.params)}
+    body = model.source.data[host.body.start:host.body.end].decode("utf-8", "replace")
+    return {rename.get(m.group(1), m.group(1)): int(m.group(2)) for pattern in _MULTIPLE_RES
+            for m in pattern.finditer(body) if int(m.group(2)) > 1}
+
+
 def _caller_constants(model: SourceModel, kernel: Function) -> dict[str, int]:
     """Parameters of the function that launches the kernel which every call of it in the
     file passes the same integer constant (`launch_silu_mul(out, gate, up, n, 512)` for
@@ -264,7 +283,8 @@ def _plan(source: SourceText, spelling: str, model: SourceModel | None = None, f
     size_vars += [v for v in _launcher_sizes(model, kernel, size_vars, types) if v not in passed]
     grid, block, shared, note, todos = _launch_plan(model, source, kernel, size_vars, flags, passed)
     plan = DraftPlan(spelling, source, kernel, size_vars, grid, block, shared, note, draft_roles(model, kernel),
-                     todos, types=types, affine_buffers=_affine_buffers(model, kernel))
+                     todos, types=types, affine_buffers=_affine_buffers(model, kernel),
+                     multiples=_required_multiples(model, kernel))
     plan.sizes = {"ragged": _grown(plan, RAGGED, ragged=True), "tiles": _grown(plan, TILES, ragged=False)}
     return plan
 
@@ -282,7 +302,11 @@ def _grown(plan: DraftPlan, base: tuple[int, ...], ragged: bool) -> list[int]:
     """The base values of the size variables, doubled (plus one at the ragged size, so a
     value stays odd: a partial last block along every dimension) until every grid
     dimension that a size variable sets launches MIN_BLOCKS blocks or more."""
-    values = dict(zip(plan.size_vars, _values(base, len(plan.size_vars))))
+    def rounded(name: str, value: int) -> int:
+        step = plan.multiples.get(name, 1)
+        return -(-value // step) * step
+
+    values = {n: rounded(n, v) for n, v in zip(plan.size_vars, _values(base, len(plan.size_vars)))}
     exprs = []
     for text in ([] if plan.launch_todos else plan.grid):
         try:
@@ -297,7 +321,8 @@ def _grown(plan: DraftPlan, base: tuple[int, ...], ragged: bool) -> list[int]:
             short = [e for e in exprs if int(e.evaluate(values)) < MIN_BLOCKS]
         except (SpecError, TypeError, ValueError, ZeroDivisionError):
             break
-        grown = {n: values[n] * 2 + (1 if ragged else 0) for e in short for n in e.variables if n not in fixed}
+        grown = {n: rounded(n, values[n] * 2 + (1 if ragged else 0)) for e in short for n in e.variables
+                 if n not in fixed}
         if not short or math.prod({**values, **grown}.values()) > MAX_PROBE_ELEMENTS:
             break
         values.update(grown)

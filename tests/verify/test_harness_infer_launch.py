@@ -164,3 +164,30 @@ def test_a_block_size_the_callers_pass_differently_is_a_size_variable(tmp_path: 
     text = _draft(tmp_path / "scale.cu", "scale")
     sizes = text.split("sizes]]")[1]
     assert 'block = ["block_size"]' in text and "block_size = 45  # review" in sizes  # never grown (a block)
+
+
+def test_sizes_the_launcher_requires_to_be_multiples_are_drafted_as_multiples(tmp_path: Path) -> None:
+    (tmp_path / "pack.cu").write_text("""#include <cstdio>
+#include <cstdlib>
+__global__ void pack(unsigned *out, const unsigned *in, const uint n, const uint width)
+{
+    uint i = blockIdx.x * 128 + threadIdx.x;
+    if (i < n * (width / 8)) out[i] = in[i];
+}
+
+void launch_pack(unsigned *out, const unsigned *in, uint n, uint width)
+{
+    if (width % 8 != 0) {
+        fprintf(stderr, "width must be a multiple of 8\\n");
+        exit(1);
+    }
+    assert(n % 2 == 0);
+    pack<<<(n * (width / 8) + 127) / 128, 128>>>(out, in, n, width);
+}
+""")
+    text = _draft(tmp_path / "pack.cu", "pack")
+    sizes = text.split("sizes]]")[1]
+    assert "width = 48  # review: a multiple of 8, as the launcher requires" in sizes  # 45 rounded up
+    values = [int(line.split()[2]) for line in text.splitlines() if line.startswith(("n = ", "width = "))]
+    assert values and all(v % 2 == 0 for v in values[::2]) and all(v % 8 == 0 for v in values[1::2]), values
+    assert 'dtype = "uint32"' in text.split('name = "n"')[1].split("[[")[0]  # `uint` is a size, not an element
