@@ -25,7 +25,7 @@ from kxform.expr import parse_expr
 from kxform.frontend.c_expr import c_to_expr
 from kxform.frontend.cuda import parse_model
 from kxform.frontend.launches import launch_configs
-from kxform.frontend.model import Function, SourceModel
+from kxform.frontend.model import Function, LaunchSite, SourceModel
 from kxform.frontend.queries import int_value, split_args
 from kxform.frontend.source import SourceText
 from kxform.harness.draft import DraftPlan, apply_probe, render
@@ -197,16 +197,17 @@ def _caller_constants(model: SourceModel, kernel: Function) -> dict[str, int]:
     return out
 
 
-def _launch_plan(model: SourceModel, source: SourceText, kernel: Function, size_vars: list[str],
-                 flags: UnitFlags, passed: dict[str, int]) -> tuple[list[str], list[str], str, str, dict[str, str]]:
+def _launch_plan(model: SourceModel, source: SourceText, kernel: Function, size_vars: list[str], flags: UnitFlags,
+                 passed: dict[str, int], bound: frozenset[str]) -> tuple[list[str], list[str], str, str, dict[str, str]]:
     """grid, block, shared bytes, a note for the grid line, and per field what to fill in.
 
     The launch is read through its `dim3` variables and their fields (`block.x`), the
     launcher's constant locals and the macros the file and its headers define
     (kxform.frontend.launches); host variables passed to the kernel become the size
     variables they bind (`rows` passed as `N`), and parameters of the launcher that every
-    call in the file passes one constant (`passed`) are that constant; C casts and `ceil()` over a float division
-    are read as integer expressions (kxform.frontend.c_expr)."""
+    call in the file passes one constant (`passed`; template arguments of the first call
+    of a launcher named in `bound`) are that constant; C casts and `ceil()` over a float
+    division are read as integer expressions (kxform.frontend.c_expr)."""
     name = kernel.name
     configs = launch_configs(model, name)
     if not configs:
@@ -247,7 +248,8 @@ def _launch_plan(model: SourceModel, source: SourceText, kernel: Function, size_
             todos[field_name] = (f"'{first}' in the launch at {source.path}:{line} {what}: write {field_name} in "
                                  f"terms of the size variables ({', '.join(size_vars) or 'none'})")
     given = [f"{k} = {v}" for k, v in passed.items() if k in words and k not in rename]
-    note = f"from the launch at line {line}" + (f" ({', '.join(given)} at every call of {launch.function})"
+    where = "the first call of" if launch.function in bound else "every call of"
+    note = f"from the launch at line {line}" + (f" ({', '.join(given)} at {where} {launch.function})"
                                                   if given else "")
     return grid, block, shared, note, todos
 
@@ -259,8 +261,28 @@ def instantiation(model: SourceModel, kernel: Function, spelling: str) -> str:
     if args or not kernel.template_params:
         return spelling
     site = next((s for s in model.launches if s.kernel == name and s.template_args), None)
-    return f"{name}<{', '.join(split_spelling('k' + site.template_args)[1])}>" if site is not None and \
-        site.template_args else spelling
+    if site is None or not site.template_args:
+        return spelling
+    bound = host_bindings(model, site)
+    return f"{name}<{', '.join(bound.get(a.strip(), a) for a in split_spelling('k' + site.template_args)[1])}>"
+
+
+def host_bindings(model: SourceModel, site: LaunchSite) -> dict[str, str]:
+    """Template parameters of the function template a launch sits in, bound by the first
+    call of it in the file that spells its arguments (`run_matmul<float, 16>(...)`: `T` ->
+    `float`, `TILE` -> `16`): the launch `matmul_tiled<T, TILE><<<...>>>` is drafted at that
+    instantiation."""
+    from kxform.frontend.queries import template_params
+
+    host = next((f for f in model.functions if f.name == site.function and f.body.contains(site.span)), None)
+    if host is None or not host.template_params:
+        return {}
+    for call in model.calls:
+        head = model.source.data[call.span.start:call.args_span.start].decode("utf-8", "replace").strip()
+        if call.callee == host.name and head.endswith(">"):
+            _, args = split_spelling(head)
+            return {p.name: arg for p, arg in zip(template_params(host), args)}
+    return {}
 
 
 def _template_types(kernel: Function, spelling: str) -> dict[str, str]:
@@ -280,8 +302,12 @@ def _plan(source: SourceText, spelling: str, model: SourceModel | None = None, f
     scalars = [p for p in kernel.params if "*" not in p.ctype and "[" not in p.ctype]
     size_vars = [p.name for p in scalars if types.get(base_ctype(p.ctype), base_ctype(p.ctype)) in INT_CTYPES]
     passed = _caller_constants(model, kernel)
+    configs = launch_configs(model, kernel.name)
+    bindings = host_bindings(model, configs[0].site) if configs else {}
+    passed.update({k: value for k, v in bindings.items() if (value := int_value(v)) is not None})
+    bound = frozenset({configs[0].site.function or ""} if bindings else ())
     size_vars += [v for v in _launcher_sizes(model, kernel, size_vars, types) if v not in passed]
-    grid, block, shared, note, todos = _launch_plan(model, source, kernel, size_vars, flags, passed)
+    grid, block, shared, note, todos = _launch_plan(model, source, kernel, size_vars, flags, passed, bound)
     plan = DraftPlan(spelling, source, kernel, size_vars, grid, block, shared, note, draft_roles(model, kernel),
                      todos, types=types, affine_buffers=_affine_buffers(model, kernel),
                      multiples=_required_multiples(model, kernel))

@@ -191,3 +191,35 @@ void launch_pack(unsigned *out, const unsigned *in, uint n, uint width)
     values = [int(line.split()[2]) for line in text.splitlines() if line.startswith(("n = ", "width = "))]
     assert values and all(v % 2 == 0 for v in values[::2]) and all(v % 8 == 0 for v in values[1::2]), values
     assert 'dtype = "uint32"' in text.split('name = "n"')[1].split("[[")[0]  # `uint` is a size, not an element
+
+
+HOST_TEMPLATE = """template <typename T, int TILE>
+__global__ void scale_tiles(T *out, const T *in, int n)
+{
+    int i = blockIdx.x * TILE + threadIdx.x;
+    if (i < n) out[i] = in[i] + in[i];
+}
+
+template <typename T, int TILE>
+void run_scale(T *out, const T *in, int n)
+{
+    dim3 block(TILE);
+    dim3 grid((n + TILE - 1) / TILE);
+    scale_tiles<T, TILE><<<grid, block>>>(out, in, n);
+}
+
+void run_all(float *f, const float *fin, double *d, const double *din, int n)
+{
+    run_scale<float, 64>(f, fin, n);
+    run_scale<double, 128>(d, din, n);
+}
+"""
+
+
+def test_a_launch_inside_a_function_template_is_drafted_at_its_first_spelled_call(tmp_path: Path) -> None:
+    (tmp_path / "scale.cu").write_text(HOST_TEMPLATE)
+    text = _draft(tmp_path / "scale.cu", "scale_tiles")
+    assert '[kernel."scale_tiles<float, 64>"]' in text
+    assert 'grid = ["(n + 64 - 1) / 64"]  # from the launch at line 13 (TILE = 64 at the first call of run_scale)' \
+        in text
+    assert 'block = ["64"]' in text and text.count('dtype = "float32"') == 2 and "# fill in:" not in text.split("[[")[0]
