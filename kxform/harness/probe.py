@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from kxform.errors import KxformError
+from kxform.expr import Expr
 from kxform.harness.dtypes import FLOAT_DTYPES, numpy_dtype, to_float64
 from kxform.harness.request import UnitFlags
 from kxform.runtime.base import Runtime, RuntimeError_, UnwrittenRead, poison_mask
@@ -109,9 +110,11 @@ def probe(source_path: str, spec_text: str, spelling: str, runtime: Runtime,
         extents: dict[str, list[int]] = {}
         reads: dict[str, UnwrittenRead] = {}
         non_finite: dict[str, int] = {}
+        grids: list[tuple[int, int, int]] = []
         sizes = [s for s in kernel.sizes if not s.bench]
         for size in sizes:
             resolved = kernel.launch(size)
+            grids.append(resolved.grid)
             inputs = make_inputs(kernel, resolved)
             request = launch_request(extracted, resolved, inputs, f"{spelling}[{size.name}] probe", PROBE_TIMEOUT_S,
                                      flags=flags or NO_FLAGS)
@@ -132,11 +135,26 @@ def probe(source_path: str, spec_text: str, spelling: str, runtime: Runtime,
     values = [dict(s.values) for s in sizes]
     counts = {name: expr for name, found in extents.items()
               if (expr := count_expression(found, values, variables, factors)) is not None}
+    per_block = _per_block_counts(kernel.grid, grids)
+    counts.update({name: per_block[tuple(found)] for name, found in extents.items()
+                   if name not in counts and tuple(found) in per_block})
     read_only = {a.name for a in kernel.args if a.kind == "buffer" and a.role != "out"}
     partial = {name: expr for name, found in extents.items() if name not in counts and name in read_only
                and (expr := covering_expression(found, values, variables)) is not None}
     return ProbeResult({**counts, **partial}, {k: tuple(v) for k, v in extents.items()}, reads, non_finite,
                        frozenset(partial))
+
+
+def _per_block_counts(grid: Sequence[Expr], launched: Sequence[tuple[int, int, int]]) -> dict[tuple[int, ...], str]:
+    """Extents a buffer of one element per block has (`partial[blockIdx.x]`, a scan's
+    flags): each grid dimension, and the whole grid, at every probed size, by expression."""
+    out: dict[tuple[int, ...], str] = {}
+    texts = [f"({e.text})" if any(op in e.text for op in "+-") else e.text for e in grid]
+    if len(grid) > 1:
+        out[tuple(math.prod(g[:len(grid)]) for g in launched)] = " * ".join(texts)
+    for axis in reversed(range(len(grid))):
+        out[tuple(g[axis] for g in launched)] = grid[axis].text
+    return {k: v for k, v in out.items() if any(n > 1 for n in k)}
 
 
 def covering_expression(extents: Sequence[int], sizes: Sequence[Mapping[str, int]],

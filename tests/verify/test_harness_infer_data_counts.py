@@ -128,3 +128,35 @@ def test_a_count_of_higher_degree_than_the_product_is_measured_in_a_larger_run(t
     text = _draft(tmp_path, BATCHED, "batched_scale", runtime)  # n * batch at first: read past
     assert 'count = "n * n * batch"  # measured' in _arg(text, "in")
     assert 'count = "n * n * batch"  # measured' in _arg(text, "out") and "# fill in:" not in text
+
+
+PARTIAL = """#define THREADS 128
+__global__ void partial_sums(const float* in, float* partial, int n) {
+    __shared__ float s[THREADS];
+    int i = blockIdx.x * THREADS + threadIdx.x;
+    s[threadIdx.x] = i < n ? in[i] : 0.0f;
+    __syncthreads();
+    for (int step = THREADS / 2; step > 0; step >>= 1) {
+        if (threadIdx.x < step) s[threadIdx.x] += s[threadIdx.x + step];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) partial[blockIdx.x] = s[0];
+}
+void run(const float* in, float* partial, int n) {
+    partial_sums<<<(n + THREADS - 1) / THREADS, THREADS>>>(in, partial, n);
+}
+"""
+
+
+@pytest.mark.slow
+def test_a_buffer_of_one_element_per_block_is_counted_by_the_grid(tmp_path: Path, runtime: CpuRuntime) -> None:
+    text = _draft(tmp_path, PARTIAL, "partial_sums", runtime)
+    assert 'count = "(n + 128 - 1) / 128"  # measured' in _arg(text, "partial"), _arg(text, "partial")
+    assert "# fill in:" not in text
+    (tmp_path / "p.kxspec.toml").write_text(text)
+    spec = load_spec(tmp_path / "p.kxspec.toml").kernel("partial_sums")
+    original = validate_bytes(str(tmp_path / "partial_sums.cu"), PARTIAL.encode())
+    assert verify_pair(original, original, spec, runtime).status == "ok"
+    planted = PARTIAL.replace("partial[blockIdx.x] = s[0]", "partial[blockIdx.x] = s[1]")
+    assert verify_pair(original, validate_bytes(str(tmp_path / "partial_sums.cu"), planted.encode()), spec,
+                       runtime).status == "mismatch"
