@@ -2,7 +2,8 @@
 
 What the file says is used where it can be read: the kernel's parameters (pointers become
 buffers, integer scalars size variables), the launch configuration (`dim3 grid(...)`
-declarations and `<<<...>>>` arguments, numeric `#define`s substituted), and each
+declarations and `<<<...>>>` arguments, numeric `#define`s substituted, or the kernel's
+own guards where the file never launches it: kxform.harness.guarded), and each
 buffer's role from the kernel body (`kxform.harness.roles`: read only -> in, written only
 -> out, both -> inout). Element counts are measured: the CPU runtime runs the kernel at
 the draft's sizes and reports the extent each buffer spans, and reads of `out` buffers
