@@ -5,6 +5,7 @@ a `fill in` on every line it could not settle; and what a measuring run adds to 
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -12,9 +13,10 @@ from dataclasses import dataclass, field
 from kxform.frontend.model import Function
 from kxform.frontend.source import SourceText
 from kxform.harness.dtypes import CTYPE_DTYPES, base_ctype
-from kxform.harness.probe import FACTORS, ProbeResult
+from kxform.harness.probe import FACTORS, MAX_DEGREE, ProbeResult
 from kxform.harness.roles import Access
 
+MAX_PROBE_ELEMENTS = 1 << 24
 MIN_PROBE_ELEMENTS = 1 << 16
 """The least every buffer of the measuring run is over-allocated to."""
 MAX_CUBE_ELEMENTS = 1 << 24
@@ -52,6 +54,20 @@ class DraftPlan:
     affine_buffers: frozenset[str] = frozenset()
     """Buffers every access of the kernel indexes by an affine form (no index read from
     memory): the same extent at every size is then a constant of the kernel."""
+
+    @property
+    def probe_product(self) -> str:
+        """What the measuring run over-allocates a buffer to: the product of the size
+        variables, or where that is too large (many integer parameters: scores, offsets,
+        a diagonal) the largest count a probe can name, a factor times the product of the
+        three variables with the largest values."""
+        if not self.size_vars:
+            return "65536"
+        tiles = dict(zip(self.size_vars, self.sizes.get("tiles", ())))
+        if math.prod(tiles.values()) <= MAX_PROBE_ELEMENTS:
+            return " * ".join(self.size_vars)
+        top = sorted(self.size_vars, key=lambda v: -tiles.get(v, 0))[:MAX_DEGREE]
+        return " * ".join((str(max(FACTORS)), *top))
 
     @property
     def unused(self) -> frozenset[str]:
@@ -138,7 +154,7 @@ def render(plan: DraftPlan, over_allocate: bool, spec_dir: str | None = None) ->
             add(f'dtype = "{dtype or "float32"}"', "" if dtype else f"element type {base_ctype(param.ctype)!r} "
                 "has no spec dtype")
             if over_allocate:  # room for data-dependent indices too (an index buffer's values)
-                add(f'count = "{_over_allocated(plan, product)}"')
+                add(f'count = "{_over_allocated(plan, plan.probe_product)}"')
             elif param.name in plan.counts and plan.count_notes[param.name].startswith("extent"):
                 add(f'count = "{plan.counts[param.name]}"  # measured: {plan.count_notes[param.name]}')
             elif param.name in plan.counts:

@@ -29,7 +29,7 @@ from kxform.frontend.launches import launch_configs
 from kxform.frontend.model import Function, LaunchSite, SourceModel
 from kxform.frontend.queries import int_value, split_args
 from kxform.frontend.source import SourceText
-from kxform.harness.draft import DraftPlan, apply_probe, render
+from kxform.harness.draft import MAX_PROBE_ELEMENTS, DraftPlan, apply_probe, render
 from kxform.harness.dtypes import CTYPE_DTYPES, base_ctype
 from kxform.harness.guarded import GuardedLaunch, launch_from_guards
 from kxform.harness.probe import FACTORS, ProbeResult, probe
@@ -44,7 +44,6 @@ TILES = (64, 48, 32, 80, 96, 112, 16, 128)
 """Values the size variables (in parameter order) start from at the two drafted sizes:
 one that divides no tile and one of tile multiples; all distinct, so counts can be told
 apart. Each grows until the launch has MIN_BLOCKS blocks along every dimension it sets."""
-MAX_PROBE_ELEMENTS = 1 << 24
 MIN_BLOCKS = 3
 """Blocks along every grid dimension a size variable sets, at every drafted size: with
 one block, a bug in how blocks share the work (x and y swapped, a wrong tile) cannot
@@ -361,7 +360,8 @@ def _values(base: tuple[int, ...], n: int) -> list[int]:
 
 
 def _measure(plan: DraftPlan, runtime: Runtime, flags: UnitFlags | None) -> ProbeResult:
-    if math.prod(plan.sizes["tiles"]) > MAX_PROBE_ELEMENTS:
+    if any(parse_expr(plan.probe_product).evaluate(dict(zip(plan.size_vars, values))) > MAX_PROBE_ELEMENTS
+           for values in plan.sizes.values()):
         return ProbeResult(error="the over-allocated probe buffers would be too large")
     text, _ = render(plan, over_allocate=True)
     result = probe(plan.source.path, text, plan.spelling, runtime, plan.size_vars, flags,

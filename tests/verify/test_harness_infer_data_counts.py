@@ -160,3 +160,20 @@ def test_a_buffer_of_one_element_per_block_is_counted_by_the_grid(tmp_path: Path
     planted = PARTIAL.replace("partial[blockIdx.x] = s[0]", "partial[blockIdx.x] = s[1]")
     assert verify_pair(original, validate_bytes(str(tmp_path / "partial_sums.cu"), planted.encode()), spec,
                        runtime).status == "mismatch"
+
+
+MANY_INTS = """__global__ void affine_ints(int* out, const int* in, int n, int a, int b, int c, int d, int e) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a * in[i] + b - c + d * e;
+}
+void run(int* out, const int* in, int n, int a, int b, int c, int d, int e) {
+    affine_ints<<<(n + 255) / 256, 256>>>(out, in, n, a, b, c, d, e);
+}
+"""
+
+
+@pytest.mark.slow
+def test_a_kernel_with_many_integer_parameters_is_measured_within_bounds(tmp_path: Path, runtime: CpuRuntime) -> None:
+    text = _draft(tmp_path, MANY_INTS, "affine_ints", runtime)  # the product of six values would be too large
+    assert 'count = "n"  # measured' in _arg(text, "in") and 'count = "n"  # measured' in _arg(text, "out")
+    assert "too large" not in text and "# fill in:" not in text
