@@ -46,6 +46,9 @@ class DraftPlan:
     """Type names spelled through a macro or typedef (`DATA_TYPE` -> `float`)."""
     multiples: dict[str, int] = field(default_factory=dict)
     """Size variables the launcher requires to be a multiple of a constant (their values are)."""
+    zeroed: dict[str, str] = field(default_factory=dict)
+    """Buffers that start at zero (flags, counters), with why: a `volatile` pointer, or one
+    the launching function clears (`cudaMemset(d_flags, 0, ...)`) before the launch."""
     cube: bool = False
     """Over-allocate the measuring run to the cube of the largest size variable: at the
     product of the variables the kernel read past a buffer (`in[z * n * n + ...]`)."""
@@ -165,7 +168,8 @@ def render(plan: DraftPlan, over_allocate: bool, spec_dir: str | None = None) ->
             note = plan.role_notes.get(param.name, "from the kernel body")
             add(f'role = "{role}"  # {note}')
             if role != "out":
-                add(f"fill = {_fill(dtype or 'float32', plan.positive_fill, plan.int_high)}")
+                add(f'fill = {{ dist = "const", value = 0 }}  # review: {plan.zeroed[param.name]}'
+                    if param.name in plan.zeroed else f"fill = {_fill(dtype or 'float32', plan.positive_fill, plan.int_high)}")
         else:
             add('kind = "scalar"')
             add(f'dtype = "{dtype or "int32"}"')

@@ -173,6 +173,26 @@ def _required_multiples(model: SourceModel, kernel: Function) -> dict[str, int]:
             for m in pattern.finditer(body) if int(m.group(2)) > 1}
 
 
+def _zeroed(model: SourceModel, kernel: Function) -> dict[str, str]:
+    """Buffers a launch needs at zero: `volatile` pointers (flags other blocks spin on) and
+    the arguments the launching function clears with `cudaMemset(x, 0, ...)`."""
+    out = {p.name: "volatile: a flag or counter, cleared" for p in kernel.params
+           if "*" in p.ctype and re.search(r"\bvolatile\b", p.ctype)}
+    configs = launch_configs(model, kernel.name)
+    site = configs[0].site if configs else None
+    host = next((f for f in model.functions if site is not None and f.name == site.function
+                 and f.body.contains(site.span)), None)
+    if host is None or site is None:
+        return out
+    body = model.source.data[host.body.start:site.span.start].decode("utf-8", "replace")
+    cleared = set(re.findall(r"\b(?:cudaMemset|cudaMemsetAsync|hipMemset|hipMemsetAsync)\s*\(\s*([A-Za-z_]\w*)\s*,\s*0\s*,",
+                             body))
+    for arg, param in zip(site.args, kernel.params):
+        if arg.strip() in cleared and "*" in param.ctype:
+            out.setdefault(param.name, f"cleared before the launch (cudaMemset({arg.strip()}, 0, ...))")
+    return out
+
+
 def _caller_constants(model: SourceModel, kernel: Function) -> dict[str, int]:
     """Parameters of the function that launches the kernel which every call of it in the
     file passes the same integer constant (`launch_silu_mul(out, gate, up, n, 512)` for
@@ -310,7 +330,7 @@ def _plan(source: SourceText, spelling: str, model: SourceModel | None = None, f
     grid, block, shared, note, todos = _launch_plan(model, source, kernel, size_vars, flags, passed, bound)
     plan = DraftPlan(spelling, source, kernel, size_vars, grid, block, shared, note, draft_roles(model, kernel),
                      todos, types=types, affine_buffers=_affine_buffers(model, kernel),
-                     multiples=_required_multiples(model, kernel))
+                     multiples=_required_multiples(model, kernel), zeroed=_zeroed(model, kernel))
     plan.sizes = {"ragged": _grown(plan, RAGGED, ragged=True), "tiles": _grown(plan, TILES, ragged=False)}
     return plan
 

@@ -58,3 +58,27 @@ def test_outputs_non_finite_at_any_input_keep_the_plain_fill(tmp_path: Path, run
     _, draft, _ = _draft(tmp_path, always, "log_ratio", runtime)
     assert draft.probe is not None and draft.probe.non_finite  # the measuring run saw it
     assert "low = 0.5" not in draft.text and draft.text.count('low = -1.0, high = 1.0 }') == 2
+
+
+COUNTED = """__global__ void count_hits(const float* x, int* hits, volatile int* done, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n && x[i] > 0.0f) atomicAdd(hits, 1);
+    if (threadIdx.x == 0) done[blockIdx.x] = done[blockIdx.x] + 1;
+}
+void run(const float* x, int* d_hits, int* d_done, int n) {
+    int blocks = (n + 255) / 256;
+    cudaMemset(d_hits, 0, sizeof(int));
+    count_hits<<<blocks, 256>>>(x, d_hits, d_done, n);
+}
+"""
+
+
+def test_flags_and_counters_the_launcher_clears_start_at_zero(tmp_path: Path) -> None:
+    path = tmp_path / "hits.cu"
+    path.write_text(COUNTED)
+    text = infer_spec(SourceText(str(path), COUNTED.encode()), "count_hits").text
+    arg = {name: text.split(f'name = "{name}"')[1].split("[[")[0] for name in ("x", "hits", "done")}
+    assert 'fill = { dist = "const", value = 0 }  # review: cleared before the launch (cudaMemset(d_hits, 0, ...))' \
+        in arg["hits"]
+    assert 'fill = { dist = "const", value = 0 }  # review: volatile: a flag or counter, cleared' in arg["done"]
+    assert 'dist = "uniform"' in arg["x"]  # data keeps its random fill
