@@ -191,8 +191,16 @@ def _toml_list(items: list[str]) -> str:
 
 def apply_probe(plan: DraftPlan, result: ProbeResult) -> None:
     for name, extents in result.extents.items():
-        rows = f"{plan.int_high + 1} * "
+        rows, reach = f"{plan.int_high + 1} * ", str(plan.int_high + 1)
+        ctype = next((p.ctype for p in plan.kernel.params if p.name == name), "")
         if name in result.counts and plan.size_vars and result.counts[name].isdigit() and \
+                name not in plan.affine_buffers and int(result.counts[name]) <= plan.int_high + 1 and \
+                _role(plan, name, ctype) != "out":  # reached through values read from memory: they stop at the fill's top
+            plan.counts[name] = reach
+            plan.count_notes[name] = (f"extent touched at sizes ragged, tiles: {', '.join(map(str, extents))} "
+                                      f"(indices or bounds read from memory reach at most {reach}: integer inputs "
+                                      f"are filled 0..{plan.int_high})")
+        elif name in result.counts and plan.size_vars and result.counts[name].isdigit() and \
                 name not in plan.affine_buffers:
             plan.count_notes[name] = (f"the same extent ({result.counts[name]}) at both sizes: a constant, or one "
                                       "the data sets (indices read from another buffer)")

@@ -336,12 +336,18 @@ def _plan(source: SourceText, spelling: str, model: SourceModel | None = None, f
 
 
 def _affine_buffers(model: SourceModel, kernel: Function) -> frozenset[str]:
-    """Pointer parameters the kernel itself indexes, every time by an affine form."""
+    """Pointer parameters the kernel itself indexes, every time by an affine form inside
+    loops whose bounds are affine too (no index or bound read from memory)."""
     from kxform.analysis.access import analyse_function
+    from kxform.analysis.affine import Affine
 
-    accesses = [a for a in analyse_function(model, kernel).accesses if a.space == "global"]
+    analysis = analyse_function(model, kernel)
+    accesses = [a for a in analysis.accesses if a.space == "global"]
+    data_bounds = {loop.id for loop in analysis.loops if not isinstance(loop.init, Affine)
+                   or not isinstance(loop.bound, Affine)}  # `for (j = row_ptr[r]; j < row_ptr[r + 1]; ...)`
     names = {a.buffer for a in accesses}
-    return frozenset(n for n in names if all(a.affine for a in accesses if a.buffer == n))
+    return frozenset(n for n in names if all(a.affine and not data_bounds & set(a.loops)
+                                             for a in accesses if a.buffer == n))
 
 
 def _grown(plan: DraftPlan, base: tuple[int, ...], ragged: bool) -> list[int]:
