@@ -17,6 +17,9 @@ from kxform.harness.probe import FACTORS, MAX_DEGREE, ProbeResult
 from kxform.harness.roles import Access
 
 MAX_PROBE_ELEMENTS = 1 << 24
+FLOAT_SCALAR = "0.75"
+"""A float scalar's drafted value: neither 0 nor 1 (a weight of 1 or a decay of 0 would
+leave an input unchanged and the comparison could not fail)."""
 MIN_PROBE_ELEMENTS = 1 << 16
 """The least every buffer of the measuring run is over-allocated to."""
 MAX_CUBE_ELEMENTS = 1 << 24
@@ -173,7 +176,9 @@ def render(plan: DraftPlan, over_allocate: bool, spec_dir: str | None = None) ->
         else:
             add('kind = "scalar"')
             add(f'dtype = "{dtype or "int32"}"')
-            add(f'value = "{param.name}"' if param.name in plan.size_vars else 'value = "1"  # review')
+            add(f'value = "{param.name}"' if param.name in plan.size_vars else
+                f'value = "{FLOAT_SCALAR}"  # review' if (dtype or "").startswith(("float", "bfloat")) else
+                'value = "1"  # review')
         add("")
     for size, values in plan.sizes.items():
         add(f'[[kernel."{spelling}".sizes]]')

@@ -82,3 +82,24 @@ def test_flags_and_counters_the_launcher_clears_start_at_zero(tmp_path: Path) ->
         in arg["hits"]
     assert 'fill = { dist = "const", value = 0 }  # review: volatile: a flag or counter, cleared' in arg["done"]
     assert 'dist = "uniform"' in arg["x"]  # data keeps its random fill
+
+
+MOMENTUM = """__global__ void momentum(float* m, const float* g, int n, float beta) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) m[i] = beta * m[i] + (1.0f - beta) * g[i];
+}
+void run(float* m, const float* g, int n, float beta) {
+    momentum<<<(n + 255) / 256, 256>>>(m, g, n, beta);
+}
+"""
+
+
+@pytest.mark.slow
+def test_a_float_scalar_is_drafted_neither_zero_nor_one_so_its_update_shows(tmp_path: Path,
+                                                                           runtime: CpuRuntime) -> None:
+    path, draft, spec = _draft(tmp_path, MOMENTUM, "momentum", runtime)
+    assert 'value = "0.75"  # review' in draft.text.split('name = "beta"')[1]
+    original = validate_bytes(str(path), MOMENTUM.encode())
+    assert verify_pair(original, original, spec, runtime).status == "ok"  # with beta = 1, m would not change
+    planted = validate_bytes(str(path), MOMENTUM.replace("(1.0f - beta)", "(1.0f + beta)").encode())
+    assert verify_pair(original, planted, spec, runtime).status == "mismatch"
