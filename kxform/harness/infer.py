@@ -257,12 +257,14 @@ def _launch_plan(model: SourceModel, source: SourceText, kernel: Function, size_
     line = source.line_col(launch.span.start)[0]
     todos = {}
     macro_names = {m.name for m in model.macros}
+    dim3_names = {v.name for v in (config.grid_var, config.block_var) if v is not None}  # name what they read
     for index, (field_name, exprs) in enumerate((("grid", grid), ("block", block), ("shared_bytes", [shared]))):
         unknown_names = _unknown_names(exprs, size_vars)
         if unknown_names:
             written = launch.config[index] if index < len(launch.config) else ""
-            written_names = set(re.findall(r"(?<![.\w])[A-Za-z_]\w*", written))
-            first = next((w for w in unknown_names if w in written_names), unknown_names[0])
+            written_names = [w for w in re.findall(r"(?<![.\w])[A-Za-z_]\w*", written)
+                             if w not in size_vars and w not in rename and w != "dim3" and w not in dim3_names]
+            first = next((w for w in unknown_names if w in written_names), (written_names or unknown_names)[0])
             what = ("is a macro kxform cannot evaluate (give the project's -I/-D or -p BUILD_DIR)"
                     if first in macro_names else "is computed in host code kxform cannot evaluate")
             todos[field_name] = (f"'{first}' in the launch at {source.path}:{line} {what}: write {field_name} in "
