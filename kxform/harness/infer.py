@@ -26,12 +26,13 @@ from kxform.expr import parse_expr
 from kxform.frontend.c_expr import c_to_expr
 from kxform.frontend.cuda import parse_model
 from kxform.frontend.launches import launch_configs
-from kxform.frontend.model import Function, LaunchSite, SourceModel
-from kxform.frontend.queries import int_value, split_args
+from kxform.frontend.model import Function, SourceModel
+from kxform.frontend.queries import int_value
 from kxform.frontend.source import SourceText
 from kxform.harness.draft import MAX_PROBE_ELEMENTS, DraftPlan, apply_probe, render
 from kxform.harness.dtypes import CTYPE_DTYPES, base_ctype
 from kxform.harness.guarded import GuardedLaunch, launch_from_guards
+from kxform.harness.launcher import caller_constants, host_bindings, launching_function, required_multiples, zeroed
 from kxform.harness.probe import FACTORS, ProbeResult, probe
 from kxform.harness.request import NO_FLAGS, UnitFlags
 from kxform.harness.roles import draft_roles
@@ -141,80 +142,15 @@ def _launcher_sizes(model: SourceModel, kernel: Function, size_vars: list[str], 
     to the kernel (`k<<<rows, 256>>>(out, cols)`): sizes the spec needs as variables of
     their own."""
     configs = launch_configs(model, kernel.name)
-    if not configs:
+    found = launching_function(model, kernel)
+    if found is None:
         return []
-    site = configs[0].site
-    host = next((f for f in model.functions if f.name == site.function and f.body.contains(site.span)), None)
-    if host is None:
-        return []
+    site, host = found
     passed = {arg.strip() for arg in site.args}
     texts = " ".join((*configs[0].grid, *configs[0].block, configs[0].shared or ""))
     words = set(re.findall(r"(?<![.\w])[A-Za-z_]\w*", texts))
     return [p.name for p in host.params if p.name in words and p.name not in passed and p.name not in size_vars
             and "*" not in p.ctype and types.get(base_ctype(p.ctype), base_ctype(p.ctype)) in INT_CTYPES]
-
-
-_MULTIPLE_RES = (re.compile(r"\bif\s*\(\s*\(?\s*([A-Za-z_]\w*)\s*%\s*(\d+)\s*\)?\s*(?:!=\s*0\s*)?\)"),
-                 re.compile(r"\b\w*(?:assert|ASSERT|CHECK)\w*\s*\(\s*\(?\s*([A-Za-z_]\w*)\s*%\s*(\d+)\s*\)?\s*==\s*0"))
-
-
-def _required_multiples(model: SourceModel, kernel: Function) -> dict[str, int]:
-    """Kernel parameters the launching function requires to be a multiple of a constant
-    (`if (head_size % 8 != 0) exit(1);`, `assert(n % 4 == 0)`): the drafted sizes are."""
-    configs = launch_configs(model, kernel.name)
-    site = configs[0].site if configs else None
-    host = next((f for f in model.functions if site is not None and f.name == site.function
-                 and f.body.contains(site.span)), None)
-    if host is None or site is None:
-        return {}
-    rename = {arg.strip(): param.name for arg, param in zip(site.args, kernel.params)}
-    body = model.source.data[host.body.start:host.body.end].decode("utf-8", "replace")
-    return {rename.get(m.group(1), m.group(1)): int(m.group(2)) for pattern in _MULTIPLE_RES
-            for m in pattern.finditer(body) if int(m.group(2)) > 1}
-
-
-def _zeroed(model: SourceModel, kernel: Function) -> dict[str, str]:
-    """Buffers a launch needs at zero: `volatile` pointers (flags other blocks spin on) and
-    the arguments the launching function clears with `cudaMemset(x, 0, ...)`."""
-    out = {p.name: "volatile: a flag or counter, cleared" for p in kernel.params
-           if "*" in p.ctype and re.search(r"\bvolatile\b", p.ctype)}
-    configs = launch_configs(model, kernel.name)
-    site = configs[0].site if configs else None
-    host = next((f for f in model.functions if site is not None and f.name == site.function
-                 and f.body.contains(site.span)), None)
-    if host is None or site is None:
-        return out
-    body = model.source.data[host.body.start:site.span.start].decode("utf-8", "replace")
-    cleared = set(re.findall(r"\b(?:cudaMemset|cudaMemsetAsync|hipMemset|hipMemsetAsync)\s*\(\s*([A-Za-z_]\w*)\s*,\s*0\s*,",
-                             body))
-    for arg, param in zip(site.args, kernel.params):
-        if arg.strip() in cleared and "*" in param.ctype:
-            out.setdefault(param.name, f"cleared before the launch (cudaMemset({arg.strip()}, 0, ...))")
-    return out
-
-
-def _caller_constants(model: SourceModel, kernel: Function) -> dict[str, int]:
-    """Parameters of the function that launches the kernel which every call of it in the
-    file passes the same integer constant (`launch_silu_mul(out, gate, up, n, 512)` for
-    `block_size`): the launch reads them as that constant. None where it is not called."""
-    configs = launch_configs(model, kernel.name)
-    if not configs:
-        return {}
-    site = configs[0].site
-    host = next((f for f in model.functions if f.name == site.function and f.body.contains(site.span)), None)
-    calls = [c for c in model.calls if host is not None and c.callee == host.name]
-    if host is None or not calls:
-        return {}
-    macros = _numeric_macros(model)
-    written = [split_args(model.source.data[c.args_span.start + 1:c.args_span.end - 1].decode("utf-8", "replace"))
-               for c in calls]
-    out = {}
-    for index, param in enumerate(host.params):
-        values = {int_value(macros.get(args[index].strip(), args[index])) if index < len(args) else None
-                  for args in written}
-        if len(values) == 1 and (value := values.pop()) is not None and "*" not in param.ctype:
-            out[param.name] = value
-    return out
 
 
 def _launch_plan(model: SourceModel, source: SourceText, kernel: Function, size_vars: list[str], flags: UnitFlags,
@@ -289,24 +225,6 @@ def instantiation(model: SourceModel, kernel: Function, spelling: str) -> str:
     return f"{name}<{', '.join(bound.get(a.strip(), a) for a in split_spelling('k' + site.template_args)[1])}>"
 
 
-def host_bindings(model: SourceModel, site: LaunchSite) -> dict[str, str]:
-    """Template parameters of the function template a launch sits in, bound by the first
-    call of it in the file that spells its arguments (`run_matmul<float, 16>(...)`: `T` ->
-    `float`, `TILE` -> `16`): the launch `matmul_tiled<T, TILE><<<...>>>` is drafted at that
-    instantiation."""
-    from kxform.frontend.queries import template_params
-
-    host = next((f for f in model.functions if f.name == site.function and f.body.contains(site.span)), None)
-    if host is None or not host.template_params:
-        return {}
-    for call in model.calls:
-        head = model.source.data[call.span.start:call.args_span.start].decode("utf-8", "replace").strip()
-        if call.callee == host.name and head.endswith(">"):
-            _, args = split_spelling(head)
-            return {p.name: arg for p, arg in zip(template_params(host), args)}
-    return {}
-
-
 def _template_types(kernel: Function, spelling: str) -> dict[str, str]:
     """Type template parameters bound by the instantiation (`T` -> `float`)."""
     from kxform.frontend.queries import template_params
@@ -323,7 +241,7 @@ def _plan(source: SourceText, spelling: str, model: SourceModel | None = None, f
     types = {**_type_aliases(source, model, flags), **_template_types(kernel, spelling)}
     scalars = [p for p in kernel.params if "*" not in p.ctype and "[" not in p.ctype]
     size_vars = [p.name for p in scalars if types.get(base_ctype(p.ctype), base_ctype(p.ctype)) in INT_CTYPES]
-    passed = _caller_constants(model, kernel)
+    passed = caller_constants(model, kernel, _numeric_macros(model))
     configs = launch_configs(model, kernel.name)
     bindings = host_bindings(model, configs[0].site) if configs else {}
     passed.update({k: value for k, v in bindings.items() if (value := int_value(v)) is not None})
@@ -332,7 +250,7 @@ def _plan(source: SourceText, spelling: str, model: SourceModel | None = None, f
     grid, block, shared, note, todos = _launch_plan(model, source, kernel, size_vars, flags, passed, bound)
     plan = DraftPlan(spelling, source, kernel, size_vars, grid, block, shared, note, draft_roles(model, kernel),
                      todos, types=types, affine_buffers=_affine_buffers(model, kernel),
-                     multiples=_required_multiples(model, kernel), zeroed=_zeroed(model, kernel))
+                     multiples=required_multiples(model, kernel), zeroed=zeroed(model, kernel))
     plan.sizes = {"ragged": _grown(plan, RAGGED, ragged=True), "tiles": _grown(plan, TILES, ragged=False)}
     return plan
 
