@@ -48,6 +48,10 @@ class GuardedLaunch:
 def launch_from_guards(model: SourceModel, kernel: Function, size_vars: list[str]) -> GuardedLaunch | str:
     """The launch the kernel's guards imply, or why there is none (a sentence)."""
     functions = closure_functions(model, kernel)
+    broken = next((i for f in functions for i in model.syntax_issues
+                   if f.span.start <= i.span.start < f.span.end), None)
+    if broken is not None:
+        return f"the kernel does not parse (line {model.source.line_col(broken.span.start)[0]})"
     text = "\n".join(model.source.data[f.span.start:f.span.end].decode("utf-8", "replace") for f in functions)
     block_axes = [a for a in AXES if re.search(rf"\bblockIdx\s*\.\s*{a}\b", text)]
     thread_axes = [a for a in AXES if re.search(rf"\b(?:threadIdx|blockDim)\s*\.\s*{a}\b", text)]

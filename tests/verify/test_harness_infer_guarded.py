@@ -131,3 +131,10 @@ def test_a_draft_from_the_guards_verifies_the_original_and_catches_a_planted_bug
     planted = TWO_D.replace("blockIdx.y * 8", "blockIdx.y * 4")  # a wrong tile along y
     report = verify_pair(original, validate_bytes(str(path), planted.encode()), spec, runtime)
     assert report.status == "mismatch", report.summary()
+
+
+def test_a_kernel_that_does_not_parse_is_refused_as_such() -> None:
+    text = "__global__ void k(float* out, int n) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n" \
+           "    if (i < n) out[i] = = 1.0f;\n}\n"
+    found = _launch(text, "k", ["n"])
+    assert found == "the kernel does not parse (line 3)"
