@@ -176,7 +176,8 @@ def _launch_plan(model: SourceModel, source: SourceText, kernel: Function, size_
     launch = config.site
     rename = {arg.strip(): param.name for arg, param in zip(launch.args, kernel.params)
               if re.fullmatch(r"[A-Za-z_]\w*", arg.strip()) and "*" not in param.ctype}
-    macros = {**{k: int(v) for k, v in _numeric_macros(model).items()}, **passed}
+    macros = {**{k: int(v) for k, v in _numeric_macros(model).items()},
+              **{k: v for k, v in passed.items() if k not in rename and k not in size_vars}}  # sizes stay sizes
     texts = [*config.grid, *config.block, *([config.shared] if config.shared else [])]
     words = {w for t in texts for w in re.findall(r"(?<![.\w])[A-Za-z_]\w*", t)}
     unknown = words - set(rename) - set(size_vars) - set(macros) - {"dim3", "ceil", "ceilf", "min", "max", "std"}

@@ -223,3 +223,10 @@ def test_a_launch_inside_a_function_template_is_drafted_at_its_first_spelled_cal
     assert 'grid = ["(n + 64 - 1) / 64"]  # from the launch at line 13 (TILE = 64 at the first call of run_scale)' \
         in text
     assert 'block = ["64"]' in text and text.count('dtype = "float32"') == 2 and "# fill in:" not in text.split("[[")[0]
+
+
+def test_a_size_every_caller_passes_as_a_constant_stays_a_size_variable(tmp_path: Path) -> None:
+    (tmp_path / "scale.cu").write_text(CALLER.replace("launch_scale(out, in, n, 512);",
+                                                      "launch_scale(out, in, 4096, 512);"))
+    text = _draft(tmp_path / "scale.cu", "scale")
+    assert 'grid = ["(n + 512 - 1) / 512"]' in text and "n = " in text.split("sizes]]")[1]
