@@ -15,6 +15,7 @@ file does not show, dynamic shared memory. The draft marks the result for review
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -85,6 +86,9 @@ def launch_from_guards(model: SourceModel, kernel: Function, size_vars: list[str
             return f"the guards step blockIdx.{axis} by different block sizes ({', '.join(map(str, steps))})"
         guards.append(axis_bounds[0].guard)
     defaults = DEFAULT_BLOCKS[max(1, len(thread_axes))]
+    most = _max_threads(kernel)
+    if most is not None and len(thread_axes) <= 1:
+        defaults = (min(defaults[0], most),)  # `__launch_bounds__(128)`: at most 128 threads
     used_default = False
     last = AXES.index(max(block_axes + thread_axes, key=AXES.index))
     for index, axis in enumerate(AXES[:last + 1]):
@@ -104,11 +108,19 @@ def launch_from_guards(model: SourceModel, kernel: Function, size_vars: list[str
         else:
             extent = bounds[axis][0].extent
             grid.append(extent if steps == {None} else f"ceil_div({extent}, {size})")
+    if most is not None and math.prod(int(b) for b in block) > most:
+        return f"the block the guards imply ({'x'.join(block)}) exceeds {kernel.launch_bounds}"
     if used_default and re.search(r"\b__shared__\b", text):
         return "the kernel has shared arrays sized for a block size the file does not show"
     note = (f"review: no launch in the file; from the kernel's guards ({'; '.join(dict.fromkeys(guards))}), "
             f"block {'x'.join(block)}{' (any: the kernel reads blockDim)' if used_default else ''}")
     return GuardedLaunch(tuple(grid), tuple(block), note)
+
+
+def _max_threads(kernel: Function) -> int | None:
+    """The first argument of the kernel's `__launch_bounds__`, when it is a literal."""
+    found = re.match(r"__launch_bounds__\s*\(\s*(\d+)", kernel.launch_bounds or "")
+    return int(found.group(1)) if found else None
 
 
 def _axis_bound(comparison: Comparison, size_vars: set[str]) -> tuple[str, AxisBound] | None:

@@ -53,6 +53,8 @@ def _launch(text: str, kernel: str, size_vars: list[str]) -> GuardedLaunch | str
     (TWO_D, "scale_2d", ["rows", "cols"], ("ceil_div(cols, 16)", "ceil_div(rows, 8)"), ("16", "8")),
     (PER_ROW, "row_scale", ["rows", "cols"], ("rows",), ("256",)),
     (GRID_STRIDE, "fill", ["n"], ("ceil_div(n, 256)",), ("256",)),
+    (ONE_D.replace("void twice", "void __launch_bounds__(128) twice"), "twice", ["n"], ("ceil_div(n, 128)",),
+     ("128",)),
 ])
 def test_the_guards_give_the_grid_and_the_written_constants_the_block(
         text: str, kernel: str, size_vars: list[str], grid: tuple[str, ...], block: tuple[str, ...]) -> None:
@@ -95,6 +97,11 @@ __global__ void k(float* out, int n) {
     out[blockIdx.y] = 0.0f;
 }
 """, "k", "no guard bounds blockIdx.y"),
+    ("""__global__ void __launch_bounds__(64) k(float* out, int n) {
+    int i = blockIdx.x * 256 + threadIdx.x;
+    if (i < n) out[i] = 1.0f;
+}
+""", "k", "the block the guards imply (256) exceeds __launch_bounds__(64)"),
 ])
 def test_a_launch_the_guards_do_not_settle_is_refused_with_the_reason(text: str, kernel: str, why: str) -> None:
     found = _launch(text, kernel, ["n", "m"] if "int m" in text else ["n"])
