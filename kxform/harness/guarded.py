@@ -7,7 +7,8 @@ covers `n` along y in blocks of 16. Where every block axis the kernel reads has 
 bound, the same on every access, the grid is `ceil_div(bound, block)` along it (the bound
 itself where a block handles one index: `row = blockIdx.x; if (row >= rows) return;`).
 The block is the constant the index is written with, else a default the kernel accepts
-because it reads `blockDim` (256 threads along x, 16 x 16 for two axes). Anything less
+because it reads `blockDim` (256 threads along x, 16 x 16 for two axes; no more than
+its `__launch_bounds__` allows). Anything less
 certain is refused with the reason: a block axis with no bound, bounds that disagree, a
 thread index with neither a constant nor `blockDim`, shared arrays sized for a block the
 file does not show, dynamic shared memory. The draft marks the result for review.
