@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from kxform.build.extract import split_spelling
 from kxform.frontend.launches import launch_configs
 from kxform.frontend.model import Function, LaunchSite, SourceModel
-from kxform.frontend.queries import int_value, split_args
+from kxform.frontend.queries import int_value, split_args, template_params
 
 
 def launching_function(model: SourceModel, kernel: Function) -> tuple[LaunchSite, Function] | None:
@@ -68,7 +68,7 @@ def caller_constants(model: SourceModel, kernel: Function, macros: Mapping[str, 
     """Parameters of the function that launches the kernel which every call of it in the
     file passes the same integer constant (`launch_silu_mul(out, gate, up, n, 512)` for
     `block_size`, a numeric macro of `macros` counting as its value): the launch reads
-    them as that constant. None where it is not called."""
+    them as that constant. Empty where it is not called."""
     found = launching_function(model, kernel)
     calls = [c for c in model.calls if found is not None and c.callee == found[1].name]
     if found is None or not calls:
@@ -90,8 +90,6 @@ def host_bindings(model: SourceModel, site: LaunchSite) -> dict[str, str]:
     call of it in the file that spells its arguments (`run_matmul<float, 16>(...)`: `T` ->
     `float`, `TILE` -> `16`): the launch `matmul_tiled<T, TILE><<<...>>>` is drafted at that
     instantiation."""
-    from kxform.frontend.queries import template_params
-
     host = _host_of(model, site)
     if host is None or not host.template_params:
         return {}
