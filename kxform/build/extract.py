@@ -103,6 +103,24 @@ def _blank(source: SourceText, start: int, end: int, origin: str) -> Edit:
     return Edit(start, end, "\n" * source.data.count(b"\n", start, end), origin)
 
 
+def _issue_in_reach(model: SourceModel, kernel: str) -> int | None:
+    """The offset of a syntax error that the unit of `kernel` would carry: one inside the
+    kernel or a function it reaches, or one no function holds before a kernel (an
+    unbalanced brace can swallow what follows). An error inside host functions, which the
+    unit drops, or after every kernel (`BOOL WINAPI DllMain(...)` under `#ifdef _WIN32`:
+    the preprocessor removes it, and otherwise the unit's build says so) does not block."""
+    reach = model.closure(kernel)
+    functions = [f for f in model.functions if f.name in reach or f.kind is not FunctionKind.HOST]
+    last_device = max((f.span.end for f in functions), default=0)
+    for issue in model.syntax_issues:
+        host = any(f.kind is FunctionKind.HOST and f.span.start <= issue.span.start < f.span.end
+                   for f in model.functions)
+        inside = any(f.span.start < issue.span.end and issue.span.start < f.span.end for f in functions)
+        if inside or (not host and issue.span.start < last_device):
+            return issue.span.start
+    return None
+
+
 def find_kernel(model: SourceModel, name: str) -> Function:
     matches = [k for k in model.kernels if k.name == name]
     if not matches:
@@ -117,10 +135,10 @@ def find_kernel(model: SourceModel, name: str) -> Function:
 def extract_kernel(source: SourceText, spelling: str) -> ExtractedKernel:
     """Build the standalone unit for `spelling` (a kernel name or template instantiation)."""
     model = parse_model(source)
-    if model.syntax_issues:
-        issue = model.syntax_issues[0]
-        raise InputError("syntax error; cannot extract a kernel", source.location(issue.span.start))
     name, args = split_spelling(spelling)
+    issue = _issue_in_reach(model, name)
+    if issue is not None:
+        raise InputError("syntax error; cannot extract a kernel", source.location(issue))
     kernel = find_kernel(model, name)
     bindings = _template_bindings(kernel, args, spelling)
     closure = model.closure(kernel.name)

@@ -7,11 +7,13 @@ import os
 import sys
 from pathlib import Path
 
+from kxform.cli.options import add_config_options, add_flag_options, project_config
 from kxform.harness.spec import SPEC_NAME, SPEC_SUFFIX
 from kxform.workspace.config import CONFIG_NAMES
 from kxform.workspace.files import write_atomic
 from kxform.frontend.source import read_source
 from kxform.harness.model import KernelSpec
+from kxform.harness.request import UnitFlags
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,6 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        "to overwrite, and refuses a project configuration's name)")
     infer.add_argument("--no-measure", action="store_true",
                        help="do not run the kernel on the CPU runtime to measure element counts and roles")
+    add_flag_options(infer)
+    add_config_options(infer)
     check = sub.add_parser("check", help="load and validate a spec")
     check.add_argument("spec")
     p.set_defaults(func=run)
@@ -47,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.output}: that is the project configuration's name; write the spec as "
                          f"{SPEC_NAME} or NAME{SPEC_SUFFIX} (docs/harness-spec.md)")
     spec_dir = os.path.dirname(os.path.abspath(args.output)) if args.output else None
-    draft = infer_spec(read_source(args.file), args.kernel, runtime, spec_dir)
+    draft = infer_spec(read_source(args.file), args.kernel, runtime, spec_dir, flags=_unit_flags(args))
     where = args.output or "<stdout>"
     if args.output:
         if os.path.exists(args.output):
@@ -60,6 +64,19 @@ def run(args: argparse.Namespace) -> int:
         line, _, why = todo.partition(": ")
         print(f"kxform: {where}:{line.removeprefix('line ')}: fill in: {why}", file=sys.stderr)
     return 0
+
+
+def _unit_flags(args: argparse.Namespace) -> UnitFlags:
+    """The file's build flags as `kxform apply` takes them: `-p BUILD_DIR`'s entry, then
+    `-I`/`-D`, then the project configuration's `include`/`defines`."""
+    from kxform.workspace.flags import merged_build_dir
+
+    project = project_config(args, [args.file])
+    include = tuple(os.path.abspath(d) for d in args.include) + (project.include if project else ())
+    defines = tuple(args.define) + (project.defines if project else ())
+    build_dir = args.build_dir or (project.build_dir if project else None)
+    with merged_build_dir([args.file], include, defines, build_dir) as merged:
+        return UnitFlags.from_build_dir(merged, args.file)
 
 
 def _check(path: str) -> int:

@@ -27,6 +27,16 @@ def add_config_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--no-config", action="store_true", help="ignore any project configuration")
 
 
+def add_flag_options(parser: argparse.ArgumentParser) -> None:
+    """The project's build flags: a compilation database, include directories, defines."""
+    parser.add_argument("-p", "--build-dir", dest="build_dir", metavar="BUILD_DIR",
+                        help="directory holding compile_commands.json (include paths and defines)")
+    parser.add_argument("-I", dest="include", action="append", default=[], metavar="DIR",
+                        help="include directory (repeatable; before the configuration's)")
+    parser.add_argument("-D", dest="define", action="append", default=[], metavar="NAME[=VALUE]",
+                        help="preprocessor define (repeatable; before the configuration's)")
+
+
 def add_walk_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-gitignore", dest="gitignore", action="store_false",
                         help="also walk into what .gitignore (and .git/info/exclude) ignore")

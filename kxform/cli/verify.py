@@ -4,11 +4,12 @@ or (`--program`) build and run two self-checking programs and compare what they 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from kxform import exitcodes
-from kxform.cli.options import add_config_options, pick, project_config
+from kxform.cli.options import add_config_options, add_flag_options, pick, project_config
 from kxform.cli.progress import ProgressBar
 from kxform.errors import UsageError, printable
 from kxform.harness.dirs import spec_in_dirs
@@ -33,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, help="input seed (default: the spec's)")
     p.add_argument("--reference", action="store_true", help="compare with the spec's NumPy reference")
     p.add_argument("--sanitize", action="store_true", help="run under compute-sanitizer (GPU runtime)")
-    p.add_argument("-p", dest="build_dir", metavar="BUILD_DIR", help="compile_commands.json for include paths/defines")
+    add_flag_options(p)
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per launch (default 120)")
     p.add_argument("--program", action="store_true", help="whole-program mode: files with their own main()")
     p.add_argument("--mask", action="append", default=[], metavar="REGEX",
@@ -81,8 +82,9 @@ def run(args: argparse.Namespace) -> int:
     original = read_source(args.original)
     sizes = tuple(args.size)
     flags = UnitFlags.from_build_dir(pick(args.build_dir, project and project.build_dir, None), args.original)
-    if project is not None:
-        flags = UnitFlags(flags.include_dirs + project.include, flags.defines + project.defines)
+    include = tuple(os.path.abspath(d) for d in args.include) + (project.include if project else ())
+    defines = tuple(args.define) + (project.defines if project else ())
+    flags = UnitFlags(flags.include_dirs + include, flags.defines + defines)
     rewritten = read_source(args.rewritten) if args.rewritten else None
     reports = []
     with ProgressBar(unit="size") as bar:

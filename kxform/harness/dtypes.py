@@ -102,7 +102,7 @@ CTYPE_DTYPES: dict[str, str] = {
     "unsigned int": "uint32", "int64_t": "int64", "long long": "int64", "uint64_t": "uint64",
     "unsigned long long": "uint64", "int8_t": "int8", "char": "int8", "uint8_t": "uint8",
     "unsigned char": "uint8", "int32_t": "int32", "uint32_t": "uint32", "short": "int16", "int16_t": "int16",
-    "size_t": "uint64",
+    "size_t": "uint64", "uint": "uint32", "ushort": "uint16", "unsigned short": "uint16",
 }
 
 

@@ -2,7 +2,8 @@
 
 What the file says is used where it can be read: the kernel's parameters (pointers become
 buffers, integer scalars size variables), the launch configuration (`dim3 grid(...)`
-declarations and `<<<...>>>` arguments, numeric `#define`s substituted), and each
+declarations and `<<<...>>>` arguments, numeric `#define`s substituted, or the kernel's
+own guards where the file never launches it: kxform.harness.guarded), and each
 buffer's role from the kernel body (`kxform.harness.roles`: read only -> in, written only
 -> out, both -> inout). Element counts are measured: the CPU runtime runs the kernel at
 the draft's sizes and reports the extent each buffer spans, and reads of `out` buffers
@@ -26,22 +27,24 @@ from kxform.frontend.c_expr import c_to_expr
 from kxform.frontend.cuda import parse_model
 from kxform.frontend.launches import launch_configs
 from kxform.frontend.model import Function, SourceModel
+from kxform.frontend.queries import int_value
 from kxform.frontend.source import SourceText
+from kxform.harness.draft import MAX_PROBE_ELEMENTS, DraftPlan, apply_probe, render
 from kxform.harness.dtypes import CTYPE_DTYPES, base_ctype
-from kxform.harness.probe import ProbeResult, probe
-from kxform.harness.request import UnitFlags
-from kxform.harness.roles import Access, draft_roles
+from kxform.harness.guarded import GuardedLaunch, launch_from_guards
+from kxform.harness.launcher import caller_constants, host_bindings, launching_function, required_multiples, zeroed
+from kxform.harness.probe import FACTORS, ProbeResult, probe
+from kxform.harness.request import NO_FLAGS, UnitFlags
+from kxform.harness.roles import draft_roles
 from kxform.runtime.base import Runtime
 
 INT_CTYPES = ("int", "unsigned", "unsigned int", "int64_t", "size_t", "long long", "int32_t", "uint32_t",
-              "long", "unsigned long", "unsigned long long", "uint64_t")
+              "long", "unsigned long", "unsigned long long", "uint64_t", "uint")
 RAGGED = (70, 45, 33, 37, 29, 23, 19, 17)
 TILES = (64, 48, 32, 80, 96, 112, 16, 128)
 """Values the size variables (in parameter order) start from at the two drafted sizes:
 one that divides no tile and one of tile multiples; all distinct, so counts can be told
 apart. Each grows until the launch has MIN_BLOCKS blocks along every dimension it sets."""
-MAX_PROBE_ELEMENTS = 1 << 24
-MIN_PROBE_ELEMENTS = 1 << 16
 MIN_BLOCKS = 3
 """Blocks along every grid dimension a size variable sets, at every drafted size: with
 one block, a bug in how blocks share the work (x and y swapped, a wrong tile) cannot
@@ -55,29 +58,6 @@ class Draft:
     text: str
     todos: tuple[str, ...] = ()
     probe: ProbeResult | None = field(default=None, compare=False)
-
-
-@dataclass
-class _Plan:
-    """Everything the draft says, before it is written out."""
-
-    spelling: str
-    source: SourceText
-    kernel: Function
-    size_vars: list[str]
-    grid: list[str]
-    block: list[str]
-    shared: str
-    launch_note: str
-    roles: dict[str, Access]
-    launch_todos: dict[str, str] = field(default_factory=dict)
-    sizes: dict[str, list[int]] = field(default_factory=dict)
-    """Values of the size variables at each drafted size (`ragged`, `tiles`)."""
-    counts: dict[str, str] = field(default_factory=dict)
-    count_notes: dict[str, str] = field(default_factory=dict)
-    role_notes: dict[str, str] = field(default_factory=dict)
-    types: dict[str, str] = field(default_factory=dict)
-    """Type names spelled through a macro or typedef (`DATA_TYPE` -> `float`)."""
 
 
 def _numeric_macros(model: SourceModel) -> dict[str, str]:
@@ -120,15 +100,16 @@ _TYPEDEF_RE = re.compile(r"^\s*(?:typedef\s+([\w\s]+?)\s+([A-Za-z_]\w*)\s*;|usin
                          r"|#\s*define\s+([A-Za-z_]\w*)[ \t]+([A-Za-z_][\w \t]*?)[ \t]*(?://.*)?$)", re.M)
 
 
-def _type_aliases(source: SourceText, model: SourceModel) -> dict[str, str]:
+def _type_aliases(source: SourceText, model: SourceModel, flags: UnitFlags) -> dict[str, str]:
     """Scalar and element types named through `#define DATA_TYPE float`, `typedef float
     real;` or `using real = double;`, in the file and the headers it includes with quotes
-    (found beside it): name -> the C type, when that is a type a spec can hold."""
+    (found beside it or in the unit's include directories): name -> the C type, when that
+    is a type a spec can hold."""
     texts = [source.data.decode("utf-8", "replace")]
-    folder = os.path.dirname(os.path.abspath(source.path))
     for include in model.includes:
-        path = os.path.join(folder, include.target)
-        if not include.system and os.path.isfile(path):
+        found = (os.path.join(folder, include.target) for folder in flags.for_unit(source.path))
+        path = next((p for p in found if os.path.isfile(p)), None)
+        if not include.system and path is not None:
             with open(path, encoding="utf-8", errors="replace") as handle:
                 texts.append(handle.read())
     out: dict[str, str] = {}
@@ -142,15 +123,17 @@ def _type_aliases(source: SourceText, model: SourceModel) -> dict[str, str]:
     return out
 
 
-def _header_values(source: SourceText, names: set[str]) -> dict[str, str]:
-    """Integer values of `names` as the compiler sees them (macros of included headers),
-    from libclang; names it cannot evaluate are left out."""
+def _header_values(source: SourceText, names: set[str], flags: UnitFlags) -> dict[str, str]:
+    """Integer values of `names` as the compiler sees them (macros of included headers,
+    `-D` values), from libclang with the unit's flags; names it cannot evaluate are left
+    out."""
     if not names:
         return {}
     from kxform.build.toolchain import Toolchain
     from kxform.frontend.constants import evaluate_constants
 
-    values = evaluate_constants(source.path, source.data, sorted(names), Toolchain().libclang_args(source.path))
+    args = [*flags.compiler_args(), *Toolchain().libclang_args(source.path)]
+    values = evaluate_constants(source.path, source.data, sorted(names), args)
     return {name: str(value) for name, value in values.items() if value is not None}
 
 
@@ -159,12 +142,10 @@ def _launcher_sizes(model: SourceModel, kernel: Function, size_vars: list[str], 
     to the kernel (`k<<<rows, 256>>>(out, cols)`): sizes the spec needs as variables of
     their own."""
     configs = launch_configs(model, kernel.name)
-    if not configs:
+    found = launching_function(model, kernel)
+    if found is None:
         return []
-    site = configs[0].site
-    host = next((f for f in model.functions if f.name == site.function and f.body.contains(site.span)), None)
-    if host is None:
-        return []
+    site, host = found
     passed = {arg.strip() for arg in site.args}
     texts = " ".join((*configs[0].grid, *configs[0].block, configs[0].shared or ""))
     words = set(re.findall(r"(?<![.\w])[A-Za-z_]\w*", texts))
@@ -172,29 +153,35 @@ def _launcher_sizes(model: SourceModel, kernel: Function, size_vars: list[str], 
             and "*" not in p.ctype and types.get(base_ctype(p.ctype), base_ctype(p.ctype)) in INT_CTYPES]
 
 
-def _launch_plan(model: SourceModel, source: SourceText, kernel: Function,
-                 size_vars: list[str]) -> tuple[list[str], list[str], str, str, dict[str, str]]:
+def _launch_plan(model: SourceModel, source: SourceText, kernel: Function, size_vars: list[str], flags: UnitFlags,
+                 passed: dict[str, int], bound: frozenset[str]) -> tuple[list[str], list[str], str, str, dict[str, str]]:
     """grid, block, shared bytes, a note for the grid line, and per field what to fill in.
 
     The launch is read through its `dim3` variables and their fields (`block.x`), the
     launcher's constant locals and the macros the file and its headers define
     (kxform.frontend.launches); host variables passed to the kernel become the size
-    variables they bind (`rows` passed as `N`); C casts and `ceil()` over a float division
-    are read as integer expressions (kxform.frontend.c_expr)."""
+    variables they bind (`rows` passed as `N`), and parameters of the launcher that every
+    call in the file passes one constant (`passed`; template arguments of the first call
+    of a launcher named in `bound`) are that constant; C casts and `ceil()` over a float
+    division are read as integer expressions (kxform.frontend.c_expr)."""
     name = kernel.name
     configs = launch_configs(model, name)
     if not configs:
-        why = f"no launch of {name} in {source.path}: write it in terms of the size variables"
+        guessed = launch_from_guards(model, kernel, size_vars)
+        if isinstance(guessed, GuardedLaunch):
+            return list(guessed.grid), list(guessed.block), "0", guessed.note, {}
+        why = f"no launch of {name} in {source.path}, and {guessed}: write it in terms of the size variables"
         return ["1"], ["256"], "0", "", {"grid": why, "block": why}
     config = configs[0]
     launch = config.site
     rename = {arg.strip(): param.name for arg, param in zip(launch.args, kernel.params)
               if re.fullmatch(r"[A-Za-z_]\w*", arg.strip()) and "*" not in param.ctype}
-    macros = {k: int(v) for k, v in _numeric_macros(model).items()}
+    macros = {**{k: int(v) for k, v in _numeric_macros(model).items()},
+              **{k: v for k, v in passed.items() if k not in rename and k not in size_vars}}  # sizes stay sizes
     texts = [*config.grid, *config.block, *([config.shared] if config.shared else [])]
     words = {w for t in texts for w in re.findall(r"(?<![.\w])[A-Za-z_]\w*", t)}
     unknown = words - set(rename) - set(size_vars) - set(macros) - {"dim3", "ceil", "ceilf", "min", "max", "std"}
-    macros.update({k: int(v) for k, v in _header_values(source, unknown).items()})
+    macros.update({k: int(v) for k, v in _header_values(source, unknown, flags).items()})
 
     def read(text: str) -> str:
         renamed = re.sub(r"(?<![.\w])[A-Za-z_]\w*", lambda m: rename.get(m.group(0), m.group(0)), text)
@@ -206,16 +193,24 @@ def _launch_plan(model: SourceModel, source: SourceText, kernel: Function,
     shared = read(config.shared) if config.shared else "0"
     line = source.line_col(launch.span.start)[0]
     todos = {}
+    macro_names = {m.name for m in model.macros}
+    dim3_names = {v.name for v in (config.grid_var, config.block_var) if v is not None}  # name what they read
     for index, (field_name, exprs) in enumerate((("grid", grid), ("block", block), ("shared_bytes", [shared]))):
         unknown_names = _unknown_names(exprs, size_vars)
         if unknown_names:
             written = launch.config[index] if index < len(launch.config) else ""
-            first = next((w for w in re.findall(r"(?<![.\w])[A-Za-z_]\w*", written)
-                          if w not in size_vars and w not in rename and w != "dim3"), unknown_names[0])
-            todos[field_name] = (f"'{first}' in the launch at {source.path}:{line} is computed in host code "
-                                 f"kxform cannot evaluate: write {field_name} in terms of the size variables "
-                                 f"({', '.join(size_vars) or 'none'})")
-    return grid, block, shared, f"from the launch at line {line}", todos
+            written_names = [w for w in re.findall(r"(?<![.\w])[A-Za-z_]\w*", written)
+                             if w not in size_vars and w not in rename and w != "dim3" and w not in dim3_names]
+            first = next((w for w in unknown_names if w in written_names), (written_names or unknown_names)[0])
+            what = ("is a macro kxform cannot evaluate (give the project's -I/-D or -p BUILD_DIR)"
+                    if first in macro_names else "is computed in host code kxform cannot evaluate")
+            todos[field_name] = (f"'{first}' in the launch at {source.path}:{line} {what}: write {field_name} in "
+                                 f"terms of the size variables ({', '.join(size_vars) or 'none'})")
+    given = [f"{k} = {v}" for k, v in passed.items() if k in words and k not in rename]
+    where = "the first call of" if launch.function in bound else "every call of"
+    note = f"from the launch at line {line}" + (f" ({', '.join(given)} at {where} {launch.function})"
+                                                  if given else "")
+    return grid, block, shared, note, todos
 
 
 def instantiation(model: SourceModel, kernel: Function, spelling: str) -> str:
@@ -225,8 +220,10 @@ def instantiation(model: SourceModel, kernel: Function, spelling: str) -> str:
     if args or not kernel.template_params:
         return spelling
     site = next((s for s in model.launches if s.kernel == name and s.template_args), None)
-    return f"{name}<{', '.join(split_spelling('k' + site.template_args)[1])}>" if site is not None and \
-        site.template_args else spelling
+    if site is None or not site.template_args:
+        return spelling
+    bound = host_bindings(model, site)
+    return f"{name}<{', '.join(bound.get(a.strip(), a) for a in split_spelling('k' + site.template_args)[1])}>"
 
 
 def _template_types(kernel: Function, spelling: str) -> dict[str, str]:
@@ -237,27 +234,52 @@ def _template_types(kernel: Function, spelling: str) -> dict[str, str]:
     return {p.name: arg for p, arg in zip(template_params(kernel), args) if p.kind == "type"}
 
 
-def _plan(source: SourceText, spelling: str, model: SourceModel | None = None) -> _Plan:
+def _plan(source: SourceText, spelling: str, model: SourceModel | None = None, flags: UnitFlags = NO_FLAGS) -> DraftPlan:
     model = model or parse_model(source)
     name, _ = split_spelling(spelling)
     kernel = find_kernel(model, name)
     spelling = instantiation(model, kernel, spelling)
-    types = {**_type_aliases(source, model), **_template_types(kernel, spelling)}
+    types = {**_type_aliases(source, model, flags), **_template_types(kernel, spelling)}
     scalars = [p for p in kernel.params if "*" not in p.ctype and "[" not in p.ctype]
     size_vars = [p.name for p in scalars if types.get(base_ctype(p.ctype), base_ctype(p.ctype)) in INT_CTYPES]
-    size_vars += _launcher_sizes(model, kernel, size_vars, types)
-    grid, block, shared, note, todos = _launch_plan(model, source, kernel, size_vars)
-    plan = _Plan(spelling, source, kernel, size_vars, grid, block, shared, note, draft_roles(model, kernel), todos,
-                 types=types)
+    passed = caller_constants(model, kernel, _numeric_macros(model))
+    configs = launch_configs(model, kernel.name)
+    bindings = host_bindings(model, configs[0].site) if configs else {}
+    passed.update({k: value for k, v in bindings.items() if (value := int_value(v)) is not None})
+    bound = frozenset({configs[0].site.function or ""} if bindings else ())
+    size_vars += [v for v in _launcher_sizes(model, kernel, size_vars, types) if v not in passed]
+    grid, block, shared, note, todos = _launch_plan(model, source, kernel, size_vars, flags, passed, bound)
+    plan = DraftPlan(spelling, source, kernel, size_vars, grid, block, shared, note, draft_roles(model, kernel),
+                     todos, types=types, affine_buffers=_affine_buffers(model, kernel),
+                     multiples=required_multiples(model, kernel), zeroed=zeroed(model, kernel))
     plan.sizes = {"ragged": _grown(plan, RAGGED, ragged=True), "tiles": _grown(plan, TILES, ragged=False)}
     return plan
 
 
-def _grown(plan: _Plan, base: tuple[int, ...], ragged: bool) -> list[int]:
+def _affine_buffers(model: SourceModel, kernel: Function) -> frozenset[str]:
+    """Pointer parameters the kernel itself indexes, every time by an affine form inside
+    loops whose bounds are affine too (no index or bound read from memory)."""
+    from kxform.analysis.access import analyse_function
+    from kxform.analysis.affine import Affine
+
+    analysis = analyse_function(model, kernel)
+    accesses = [a for a in analysis.accesses if a.space == "global"]
+    data_bounds = {loop.id for loop in analysis.loops if not isinstance(loop.init, Affine)
+                   or not isinstance(loop.bound, Affine)}  # `for (j = row_ptr[r]; j < row_ptr[r + 1]; ...)`
+    names = {a.buffer for a in accesses}
+    return frozenset(n for n in names if all(a.affine and not data_bounds & set(a.loops)
+                                             for a in accesses if a.buffer == n))
+
+
+def _grown(plan: DraftPlan, base: tuple[int, ...], ragged: bool) -> list[int]:
     """The base values of the size variables, doubled (plus one at the ragged size, so a
     value stays odd: a partial last block along every dimension) until every grid
     dimension that a size variable sets launches MIN_BLOCKS blocks or more."""
-    values = dict(zip(plan.size_vars, _values(base, len(plan.size_vars))))
+    def rounded(name: str, value: int) -> int:
+        step = plan.multiples.get(name, 1)
+        return -(-value // step) * step
+
+    values = {n: rounded(n, v) for n, v in zip(plan.size_vars, _values(base, len(plan.size_vars)))}
     exprs = []
     for text in ([] if plan.launch_todos else plan.grid):
         try:
@@ -266,122 +288,37 @@ def _grown(plan: _Plan, base: tuple[int, ...], ragged: bool) -> list[int]:
             continue
         if expr.variables & set(values) and expr.variables <= set(values):
             exprs.append(expr)
+    fixed = set(re.findall(r"[A-Za-z_]\w*", " ".join(plan.block)))  # a block size stays a block size
     for _ in range(32):
         try:
             short = [e for e in exprs if int(e.evaluate(values)) < MIN_BLOCKS]
         except (SpecError, TypeError, ValueError, ZeroDivisionError):
             break
-        grown = {n: values[n] * 2 + (1 if ragged else 0) for e in short for n in e.variables}
+        grown = {n: rounded(n, values[n] * 2 + (1 if ragged else 0)) for e in short for n in e.variables
+                 if n not in fixed}
         if not short or math.prod({**values, **grown}.values()) > MAX_PROBE_ELEMENTS:
             break
         values.update(grown)
     return [values[n] for n in plan.size_vars]
 
 
-def _is_const(ctype: str) -> bool:
-    return ctype.lstrip().startswith("const") or " const" in ctype.split("*")[0]
-
-
-def _role(plan: _Plan, param_name: str, ctype: str) -> str:
-    if param_name in plan.role_notes:
-        return "inout"
-    return plan.roles.get(param_name, Access(opaque=True)).role(_is_const(ctype))
-
-
-def _fill(dtype: str) -> str:
-    if dtype.startswith(("float", "bfloat")):
-        return '{ dist = "uniform", low = -1.0, high = 1.0 }'
-    return '{ dist = "int", low = 0, high = 100 }'
-
-
-def _render(plan: _Plan, over_allocate: bool, spec_dir: str | None = None) -> tuple[str, list[str]]:
-    """The draft's text and the list of lines to fill in ("line N: why")."""
-    lines: list[str] = []
-    todos: list[str] = []
-
-    def add(text: str, todo: str = "") -> None:
-        lines.append(text + (f"  # fill in: {todo}" if todo else ""))
-        if todo:
-            todos.append(f"line {len(lines)}: {todo}")
-
-    spelling = plan.spelling
-    add(f"# DRAFT written by `kxform harness infer` from {plan.source.path}: review every line marked 'review'"
-        " and fill in every line marked 'fill in'.")
-    add("version = 1")
-    where = plan.source.path.rsplit("/", 1)[-1] if spec_dir is None else \
-        os.path.relpath(os.path.abspath(plan.source.path), os.path.abspath(spec_dir)).replace(os.sep, "/")
-    add(f'file = "{where}"')
-    add("")
-    add(f'[kernel."{spelling}"]')
-    add(f'description = "{spelling} (drafted; describe it)"')
-    add("seed = 0")
-    todos_of = plan.launch_todos
-    add(f"grid = {_toml_list(plan.grid)}" + (f"  # {plan.launch_note}" if plan.launch_note and "grid" not in todos_of
-                                             else ""), todos_of.get("grid", ""))
-    add(f"block = {_toml_list(plan.block)}", todos_of.get("block", ""))
-    add(f'shared_bytes = "{plan.shared}"', todos_of.get("shared_bytes", ""))
-    add('compare = { mode = "ulp", ulps = 2 }  # review: exact for integer outputs')
-    add("")
-    product = " * ".join(plan.size_vars) if plan.size_vars else "65536"
-    for param in plan.kernel.params:
-        base = base_ctype(param.ctype)
-        dtype = CTYPE_DTYPES.get(plan.types.get(base, base))
-        add(f'[[kernel."{spelling}".args]]')
-        add(f'name = "{param.name}"')
-        if "*" in param.ctype or "[" in param.ctype:
-            add('kind = "buffer"')
-            add(f'dtype = "{dtype or "float32"}"', "" if dtype else f"element type {base_ctype(param.ctype)!r} "
-                "has no spec dtype")
-            if over_allocate:  # room for data-dependent indices too (an index buffer filled 0..100)
-                add(f'count = "max({product}, {MIN_PROBE_ELEMENTS})"')
-            elif param.name in plan.counts and plan.count_notes[param.name].startswith("extent"):
-                add(f'count = "{plan.counts[param.name]}"  # measured: {plan.count_notes[param.name]}')
-            elif param.name in plan.counts:
-                add(f'count = "{plan.counts[param.name]}"  # review: {plan.count_notes[param.name]}')
-            else:
-                add(f'count = "{product}"', plan.count_notes.get(param.name, "element count"))
-            role = _role(plan, param.name, param.ctype)
-            note = plan.role_notes.get(param.name, "from the kernel body")
-            add(f'role = "{role}"  # {note}')
-            if role != "out":
-                add(f"fill = {_fill(dtype or 'float32')}")
-        else:
-            add('kind = "scalar"')
-            add(f'dtype = "{dtype or "int32"}"')
-            add(f'value = "{param.name}"' if param.name in plan.size_vars else 'value = "1"  # review')
-        add("")
-    for size, values in plan.sizes.items():
-        add(f'[[kernel."{spelling}".sizes]]')
-        add(f'name = "{size}"')
-        for var, value in zip(plan.size_vars, values):
-            add(f"{var} = {value}  # review")
-        add("")
-    return "\n".join(lines), todos
-
-
 def _values(base: tuple[int, ...], n: int) -> list[int]:
     return [base[i] if i < len(base) else base[-1] + 2 * (i - len(base) + 1) for i in range(n)]
 
 
-def _toml_list(items: list[str]) -> str:
-    return "[" + ", ".join(f'"{i}"' for i in items) + "]"
-
-
-def _apply_probe(plan: _Plan, result: ProbeResult) -> None:
-    for name, extents in result.extents.items():
-        if name in result.counts and plan.size_vars and result.counts[name].isdigit():
-            plan.count_notes[name] = (f"the same extent ({result.counts[name]}) at both sizes: a constant, or one "
-                                      "the data sets (indices read from another buffer)")
-        elif name in result.counts:
-            plan.counts[name] = result.counts[name]
-            plan.count_notes[name] = f"extent touched at sizes ragged, tiles: {', '.join(map(str, extents))}"
-        elif not any(extents):
-            plan.count_notes[name] = "the kernel did not touch this buffer at the drafted sizes"
-        else:
-            plan.count_notes[name] = (f"extents touched ({', '.join(map(str, extents))} elements) match no "
-                                      "product of the size variables")
-    for name, read in result.unwritten_reads.items():
-        plan.role_notes[name] = f"measured: {read.describe().split(';')[0]}"
+def _measure(plan: DraftPlan, runtime: Runtime, flags: UnitFlags | None) -> ProbeResult:
+    if any(parse_expr(plan.probe_product).evaluate(dict(zip(plan.size_vars, values))) > MAX_PROBE_ELEMENTS
+           for values in plan.sizes.values()):
+        return ProbeResult(error="the over-allocated probe buffers would be too large")
+    text, _ = render(plan, over_allocate=True)
+    result = probe(plan.source.path, text, plan.spelling, runtime, plan.size_vars, flags,
+                   (*FACTORS, plan.int_high + 1))
+    if result.error is not None and "out-of-bounds" in result.error and not plan.cube:
+        plan.cube = True  # a count of a higher degree than the product (n * n * batch)
+        retried = _measure(plan, runtime, flags)
+        plan.cube = retried.error is None
+        return retried if plan.cube else result
+    return result
 
 
 def infer_spec(source: SourceText, spelling: str, runtime: Runtime | None = None,
@@ -392,18 +329,21 @@ def infer_spec(source: SourceText, spelling: str, runtime: Runtime | None = None
     `spec_dir`: the directory the spec will be written to (its `file` is relative to it;
     default: beside the source). `model`: the source's parse, when the caller has it
     (drafting every kernel of a file would otherwise parse the file once per kernel).
-    `flags`: the unit's include directories and defines, for the measuring run."""
+    `flags`: the unit's include directories and defines (the project's build flags): the
+    macros the launch reads are evaluated with them, and the measuring run is built with
+    them."""
     model = model or parse_model(source)
-    plan = _plan(source, spelling, model)
+    plan = _plan(source, spelling, model, flags or NO_FLAGS)
     result: ProbeResult | None = None
     if runtime is not None and not plan.launch_todos:
-        if math.prod(plan.sizes["tiles"]) > MAX_PROBE_ELEMENTS:
-            result = ProbeResult(error="the over-allocated probe buffers would be too large")
-        else:
-            text, _ = _render(plan, over_allocate=True)
-            result = probe(source.path, text, plan.spelling, runtime, plan.size_vars, flags)
+        result = _measure(plan, runtime, flags)
+        if result.error is None and result.non_finite:  # outside the kernel's domain: try positive inputs
+            plan.positive_fill = True
+            retried = _measure(plan, runtime, flags)
+            plan.positive_fill = retried.error is None and not retried.non_finite
+            result = retried if plan.positive_fill else result
         if result.error is None:
-            _apply_probe(plan, result)
+            apply_probe(plan, result)
         else:
             for param in plan.kernel.params:
                 plan.count_notes[param.name] = f"element count (the measuring run failed: {result.error})"
@@ -412,7 +352,7 @@ def infer_spec(source: SourceText, spelling: str, runtime: Runtime | None = None
         for param in plan.kernel.params:
             plan.count_notes.setdefault(param.name, f"element count (not measured: {why})")
     spelling = plan.spelling
-    text, todos = _render(plan, over_allocate=False, spec_dir=spec_dir)
+    text, todos = render(plan, over_allocate=False, spec_dir=spec_dir)
     if not any(launch.kernel == plan.kernel.name for launch in model.launches):
         text = text.replace("\n", f"\n# note: {spelling} is not launched in {source.path}\n", 1)
         todos = [re.sub(r"^line (\d+)", lambda m: f"line {int(m.group(1)) + 1}", t) for t in todos]

@@ -34,6 +34,11 @@ class UnitFlags:
         own = (os.path.dirname(os.path.abspath(path)),) if path else ()
         return (*own, *self.include_dirs)
 
+    def compiler_args(self) -> tuple[str, ...]:
+        """`-IDIR` and `-DNAME[=V]` of these flags, for a front end that parses the file in
+        place (libclang evaluating the macros a launch reads)."""
+        return (*(f"-I{d}" for d in self.include_dirs), *(f"-D{d}" for d in self.defines))
+
     @classmethod
     def from_build_dir(cls, build_dir: str | None, path: str) -> UnitFlags:
         from kxform.build.toolchain import Toolchain

@@ -69,3 +69,33 @@ def test_every_corpus_kernel_extracts_to_a_unit_nvcc_builds(entry: dict, tmp_pat
                                                         arch="sm_90", source_dir=str(path.parent)))
     assert result.ok, result.log
     assert f".entry {ext.entry}(" in result.output.decode()
+
+
+WINDOWS_ENTRY = """#include <cuda_runtime.h>
+#ifdef _WIN32
+#include <windows.h>
+BOOL WINAPI DllMain(HINSTANCE instance, DWORD reason, LPVOID reserved) { return TRUE; }
+#endif
+__global__ void scale(float* out, int n) { if (threadIdx.x < n) out[threadIdx.x] *= 2.0f; }
+"""
+
+
+@needs_nvcc
+def test_a_syntax_error_in_host_code_the_unit_drops_does_not_block_extraction(tmp_path: Path) -> None:
+    from kxform.build.builder import Builder
+    from kxform.build.nvcc import BuildJob
+
+    source = validate_bytes(str(tmp_path / "win.cu"), WINDOWS_ENTRY.encode())
+    unit = extract_kernel(source, "scale")  # DllMain: dropped with the host code
+    assert "__device__ __forceinline__ void scale" in unit.source
+    result = Builder(cache_dir=tmp_path).build(BuildJob(unit.source, filename=str(tmp_path / "win.cu"), output="ptx",
+                                                        arch="sm_90", source_dir=str(tmp_path)))
+    assert result.ok, result.log
+
+
+def test_a_syntax_error_in_the_kernel_or_before_it_still_blocks_extraction(tmp_path: Path) -> None:
+    from kxform.errors import InputError
+
+    inside = WINDOWS_ENTRY.replace("*= 2.0f;", "*= = 2.0f;")
+    with pytest.raises(InputError, match="syntax error; cannot extract a kernel"):
+        extract_kernel(validate_bytes(str(tmp_path / "a.cu"), inside.encode()), "scale")

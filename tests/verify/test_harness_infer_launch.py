@@ -129,3 +129,104 @@ void launch_row_scale(float *out, const float *in, int rows, int cols)
     sizes = draft.text.split("sizes]]")[1]
     assert "cols = " in sizes and "rows = " in sizes  # rows is a size of its own, not a kernel argument
     assert not any("grid" in todo for todo in draft.todos)
+
+
+CALLER = """__global__ void scale(float *out, const float *in, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = 2.0f * in[i];
+}
+
+static void launch_scale(float *out, const float *in, int n, int block_size)
+{
+    scale<<<(n + block_size - 1) / block_size, block_size>>>(out, in, n);
+}
+
+void scale_all(float *out, const float *in, int n)
+{
+    launch_scale(out, in, n, 512);
+}
+"""
+
+
+def test_a_block_size_every_caller_passes_as_one_constant_is_that_constant(tmp_path: Path) -> None:
+    (tmp_path / "scale.cu").write_text(CALLER)
+    text = _draft(tmp_path / "scale.cu", "scale")
+    assert 'grid = ["(n + 512 - 1) / 512"]  # from the launch at line 9 (block_size = 512 at every call of ' \
+        'launch_scale)' in text
+    assert 'block = ["512"]\n' in text
+    assert "block_size = " not in text.split("sizes]]")[1]  # not a size variable
+
+
+def test_a_block_size_the_callers_pass_differently_is_a_size_variable(tmp_path: Path) -> None:
+    (tmp_path / "scale.cu").write_text(CALLER.replace("launch_scale(out, in, n, 512);",
+                                                      "launch_scale(out, in, n, 512);\n    launch_scale(out, in, n, 128);"))
+    text = _draft(tmp_path / "scale.cu", "scale")
+    sizes = text.split("sizes]]")[1]
+    assert 'block = ["block_size"]' in text and "block_size = 45  # review" in sizes  # never grown (a block)
+
+
+def test_sizes_the_launcher_requires_to_be_multiples_are_drafted_as_multiples(tmp_path: Path) -> None:
+    (tmp_path / "pack.cu").write_text("""#include <cstdio>
+#include <cstdlib>
+__global__ void pack(unsigned *out, const unsigned *in, const uint n, const uint width)
+{
+    uint i = blockIdx.x * 128 + threadIdx.x;
+    if (i < n * (width / 8)) out[i] = in[i];
+}
+
+void launch_pack(unsigned *out, const unsigned *in, uint n, uint width)
+{
+    if (width % 8 != 0) {
+        fprintf(stderr, "width must be a multiple of 8\\n");
+        exit(1);
+    }
+    assert(n % 2 == 0);
+    pack<<<(n * (width / 8) + 127) / 128, 128>>>(out, in, n, width);
+}
+""")
+    text = _draft(tmp_path / "pack.cu", "pack")
+    sizes = text.split("sizes]]")[1]
+    assert "width = 48  # review: a multiple of 8, as the launcher requires" in sizes  # 45 rounded up
+    values = [int(line.split()[2]) for line in text.splitlines() if line.startswith(("n = ", "width = "))]
+    assert values and all(v % 2 == 0 for v in values[::2]) and all(v % 8 == 0 for v in values[1::2]), values
+    assert 'dtype = "uint32"' in text.split('name = "n"')[1].split("[[")[0]  # `uint` is a size, not an element
+
+
+HOST_TEMPLATE = """template <typename T, int TILE>
+__global__ void scale_tiles(T *out, const T *in, int n)
+{
+    int i = blockIdx.x * TILE + threadIdx.x;
+    if (i < n) out[i] = in[i] + in[i];
+}
+
+template <typename T, int TILE>
+void run_scale(T *out, const T *in, int n)
+{
+    dim3 block(TILE);
+    dim3 grid((n + TILE - 1) / TILE);
+    scale_tiles<T, TILE><<<grid, block>>>(out, in, n);
+}
+
+void run_all(float *f, const float *fin, double *d, const double *din, int n)
+{
+    run_scale<float, 64>(f, fin, n);
+    run_scale<double, 128>(d, din, n);
+}
+"""
+
+
+def test_a_launch_inside_a_function_template_is_drafted_at_its_first_spelled_call(tmp_path: Path) -> None:
+    (tmp_path / "scale.cu").write_text(HOST_TEMPLATE)
+    text = _draft(tmp_path / "scale.cu", "scale_tiles")
+    assert '[kernel."scale_tiles<float, 64>"]' in text
+    assert 'grid = ["(n + 64 - 1) / 64"]  # from the launch at line 13 (TILE = 64 at the first call of run_scale)' \
+        in text
+    assert 'block = ["64"]' in text and text.count('dtype = "float32"') == 2 and "# fill in:" not in text.split("[[")[0]
+
+
+def test_a_size_every_caller_passes_as_a_constant_stays_a_size_variable(tmp_path: Path) -> None:
+    (tmp_path / "scale.cu").write_text(CALLER.replace("launch_scale(out, in, n, 512);",
+                                                      "launch_scale(out, in, 4096, 512);"))
+    text = _draft(tmp_path / "scale.cu", "scale")
+    assert 'grid = ["(n + 512 - 1) / 512"]' in text and "n = " in text.split("sizes]]")[1]
