@@ -22,6 +22,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kxform.engine.edits import Edit
 from kxform.engine.params import ParamValue
@@ -74,6 +75,9 @@ class Refactor(Pass):
 
     def missed_reason(self, analysis: KernelAnalysis, ctx: PassContext | None = None) -> tuple[str, str]:
         return ("NoTemplate", NO_TEMPLATE)
+
+    def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
+        return {"status": "needs a template", "reasons": [NO_TEMPLATE]}
 
     # -- check, edit, verify ------------------------------------------------------------
 

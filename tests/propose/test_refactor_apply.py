@@ -181,3 +181,36 @@ def test_the_pass_spec_prints_back_and_the_pass_is_registered() -> None:
     registry = default_registry()
     assert "refactor" in registry.names()
     assert registry.parse("refactor").spec() == "refactor"
+
+
+@pytest.mark.slow
+def test_apply_with_claude_runs_a_refactoring_session_writes_the_verified_rewrite_and_locks_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`kxform apply --pass refactor --proposer claude --lock`, the API answered from recorded
+    wire traffic: the kept template is written through the ordinary pipeline and recorded in
+    the lockfile, which then replays it on a fresh copy with no traffic."""
+    path = _copy(tmp_path)
+    traffic = tmp_path / "traffic.json"
+    code = (FIXTURES / "transpose.cu").read_text()
+    traffic.write_text(json.dumps([{"body": reply(template_input(code, PARAMS, GRID, BLOCK, CONSTRAINTS)).body}]))
+    monkeypatch.setenv("KXFORM_LLM_REPLAY", str(traffic))
+    monkeypatch.setenv("KXFORM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "")
+    lock = path.parent / "kxform.lock"
+    status = main(["apply", "--pass", "refactor", "--proposer", "claude", "--attempts", "1", f"--lock={lock}",
+                   "--log", str(path.parent / "log.jsonl"), str(path)])
+    out = capsys.readouterr()
+    assert status == 0, out.out + out.err
+    written = path.read_text()
+    assert "#define TILE 16" in written and "transpose_naive<<<dim3(" in written
+    (entry,) = read_lock(lock)
+    assert (entry.pass_name, entry.proposer, entry.outcome) == ("refactor", "claude", "applied")
+    assert Template.from_payload(entry.payload).kernel == KERNEL and entry.result.startswith("sha256:")
+    (record,) = [r for r in _log_kernels(path) if r["pass"] == "refactor"]
+    assert record["outcome"] == "applied" and {c["name"]: c["status"] for c in record["checks"]}["verify"] == "passed"
+    # the lock replays on a fresh copy without any traffic
+    monkeypatch.delenv("KXFORM_LLM_REPLAY")
+    fresh = _copy(tmp_path / "fresh")
+    shutil.copy(lock, fresh.parent / "kxform.lock")
+    again, text = _apply(fresh, fresh.parent / "kxform.lock", capsys)
+    assert again == 0 and fresh.read_text() == written, text
