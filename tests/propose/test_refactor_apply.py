@@ -214,3 +214,16 @@ def test_apply_with_claude_runs_a_refactoring_session_writes_the_verified_rewrit
     shutil.copy(lock, fresh.parent / "kxform.lock")
     again, text = _apply(fresh, fresh.parent / "kxform.lock", capsys)
     assert again == 0 and fresh.read_text() == written, text
+
+
+def test_a_locked_template_without_a_harness_spec_is_not_written(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Nothing unverified is written: without a spec no differential run can confirm it."""
+    path = _copy(tmp_path)
+    (path.parent / "kxform.toml").unlink()
+    before = path.read_bytes()
+    lock = _lock_with(path, _template((FIXTURES / "transpose.cu").read_text()))
+    status, text = _apply(path, lock, capsys)
+    assert status != 0 and path.read_bytes() == before, text
+    (record,) = [r for r in _log_kernels(path) if r["pass"] == "refactor"]
+    assert record["outcome"] == "failed" and record["key"] == "NoDifferentialRun", record
