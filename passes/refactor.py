@@ -34,7 +34,7 @@ from kxform.engine.pass_api import (
     Proposal,
 )
 from kxform.engine.policy import VerifyPolicy
-from kxform.errors import CheckFailed, KxformError, SpecError
+from kxform.errors import CheckFailed, KxformError
 from kxform.propose.template import Template, config_label
 from kxform.propose.template_rules import Original, validate
 from kxform.propose.template_session import rewrite_edits
@@ -119,10 +119,12 @@ def read_proposal(proposal: Proposal) -> tuple[Template, dict[str, ParamValue]]:
         raise CheckFailed("template", "the proposal carries no template (payload)", key="TemplateRefused")
     try:
         template = Template.from_payload(proposal.payload)
-        template.space()
-    except (ValueError, KeyError, TypeError, AttributeError, SpecError) as exc:
-        cause = exc.cause if isinstance(exc, KxformError) else f"{type(exc).__name__}: {exc}"
-        raise CheckFailed("template", f"the payload is not a template: {cause}", key="TemplateRefused") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CheckFailed("template", f"the payload is not a template: {type(exc).__name__}: {exc}",
+                          key="TemplateRefused") from None
+    wrong = _shape_problem(template)
+    if wrong:
+        raise CheckFailed("template", f"the payload is not a template: {wrong}", key="TemplateRefused")
     options = proposal.options
     named = options.get(DIGEST_KEY)
     if named != template_digest(template):
@@ -137,6 +139,19 @@ def read_proposal(proposal: Proposal) -> tuple[Template, dict[str, ParamValue]]:
         raise CheckFailed("configuration", f"`{wrong}` must be an integer, not {json.dumps(config[wrong])}",
                           key="TemplateRefused")
     return template, config
+
+
+def _shape_problem(template: Template) -> str:
+    """What in a payload has the wrong type (the rules judge the values), or ""."""
+    texts = {"kernel": (template.kernel,), "code": (template.code,), "grid": template.grid, "block": template.block,
+             "constraints": template.constraints, "params": tuple(n for n, _ in template.params)}
+    for key, items in texts.items():
+        if not all(isinstance(t, str) for t in items):
+            return f"`{key}` must hold strings"
+    values = [v for _, vs in template.params for v in vs] + [v for _, v in template.original or ()]
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return "parameter values must be integers"
+    return ""
 
 
 def _sizes_can_tell(ctx: PassContext, template: Template, config: dict[str, ParamValue]) -> list[CheckRecord]:

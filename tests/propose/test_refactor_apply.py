@@ -163,6 +163,25 @@ def test_a_locked_entry_whose_values_do_not_fit_its_template_is_refused(
     assert record["key"] == "TemplateRefused" and expected in " ".join(record["reasons"]), record
 
 
+@pytest.mark.parametrize("payload, expected", [
+    ("not json", "the payload is not a template: JSONDecodeError"),
+    ('{"kernel": "transpose_naive", "code": 5, "params": {}, "constraints": [], "grid": ["1"], "block": ["1"], '
+     '"original": null}', "`code` must hold strings"),
+    ('{"kernel": "transpose_naive", "code": "", "params": {"TILE": [1.5]}, "constraints": [], "grid": ["1"], '
+     '"block": ["1"], "original": null}', "parameter values must be integers"),
+])
+def test_a_locked_payload_that_is_no_template_is_refused(payload: str, expected: str, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    path = _copy(tmp_path)
+    before = path.read_bytes()
+    lock = _lock_with(path, _template(""))
+    lock.write_text(lock.read_text().replace(json.dumps(_template("").payload()), json.dumps(payload)))
+    status, text = _apply(path, lock, capsys)
+    assert status != 0 and path.read_bytes() == before, text
+    (record,) = [r for r in _log_kernels(path) if r["pass"] == "refactor"]
+    assert record["key"] == "TemplateRefused" and expected in " ".join(record["reasons"]), record
+
+
 def test_without_a_template_the_pass_proposes_nothing_and_says_why(tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     path = _copy(tmp_path)
