@@ -5,8 +5,16 @@ against the original on the CPU runtime (every check size, a covering sample of 
 space), and the file is written only with --write (else the diff is printed).
 
     ANTHROPIC_API_KEY=... .venv/bin/python tools/refactor_session.py FILE --kernel K \\
-        [--attempts 4] [--hw h100] [--runtime cpu|gpu] [--record kept.json] [--log session.jsonl] [--write]
+        [--attempts 4] [--hw h100] [--runtime cpu|gpu] [--lock kxform.lock] [--record kept.json]
+        [--log session.jsonl] [--write]
     .venv/bin/python tools/refactor_session.py FILE --kernel K --replay kept.json [--write]
+    kxform apply --pass refactor --proposer lock --lock kxform.lock FILE
+
+`--lock` records the kept decision in the lockfile (docs/lockfile.md: the kernel's
+digest, the template as payload, its tuned configuration as params), which `kxform apply
+--pass refactor --proposer lock --lock kxform.lock FILE` replays through the ordinary
+pipeline, without a model: the template's rules, the compile check, the differential
+verification at the recorded configuration, the atomic write, remarks and the pass log.
 
 Exit 0 when a verified refactoring was kept (and written with --write), 1 when none
 was, 2 for bad input (one line naming the cause).
@@ -31,7 +39,8 @@ from kxform.frontend.source import read_source  # noqa: E402
 from kxform.hw import load_profile  # noqa: E402
 from kxform.log.remarks import RemarkSink  # noqa: E402
 from kxform.propose.lock import load_decisions, write_decisions  # noqa: E402
-from kxform.propose.refactor_run import Rewritten, refactor_kernel, replay  # noqa: E402
+from kxform.propose.lockfile import update_lock  # noqa: E402
+from kxform.propose.refactor_run import Rewritten, lock_entry, refactor_kernel, replay  # noqa: E402
 from kxform.propose.session import SessionOptions  # noqa: E402
 from kxform.runtime.base import Runtime  # noqa: E402
 from kxform.verify.differential import pick_runtime  # noqa: E402
@@ -57,6 +66,12 @@ def _session(args: argparse.Namespace, ctx: PassContext, spec: object, runtime: 
     print(f"cost: {session.usage.to_json()}")
     if done is not None and args.record:
         write_decisions(args.record, [done.decision])
+    if done is not None and args.lock:
+        lock = Path(args.lock)
+        entry = lock_entry(args.file, lock, ctx.model, done, ctx.hw.name)
+        update_lock(lock, {entry.key: entry})
+        print(f"recorded in {args.lock}: replay with kxform apply --pass refactor --proposer lock --lock {args.lock} "
+              f"{args.file}")
     return done
 
 
@@ -67,6 +82,8 @@ def main() -> int:
     parser.add_argument("--hw", default="h100")
     parser.add_argument("--attempts", type=int, default=4)
     parser.add_argument("--record", help="save the kept decision (JSON) for --replay")
+    parser.add_argument("--lock", help="record the kept decision in this lockfile (kxform.lock) for "
+                        "kxform apply --pass refactor --proposer lock --lock FILE")
     parser.add_argument("--replay", help="apply a recorded decision without calling a model")
     parser.add_argument("--log", help="append the prompt and every attempt as JSON lines")
     parser.add_argument("--write", action="store_true", help="write the file (atomically); else print the diff")

@@ -6,13 +6,17 @@ logged through `record`) with the refactoring context and tool, the template eva
 with its tuned configuration (`params`: the template's digest and each parameter's
 value; `payload`: the template) and the rewritten file, re-verified at that
 configuration. `replay` takes such a decision (from `write_decisions`' record) and
-does the same without a model: validate, verify, rewrite. Nothing here writes a file:
-the caller writes `Rewritten.data` atomically, or prints the diff.
+does the same without a model: validate, verify, rewrite. `lock_entry` is the kept
+decision as a `kxform.lock` entry (the kernel's digests before and after, the hardware
+profile, this kxform), which `kxform apply --pass refactor --proposer lock` replays
+through the ordinary pipeline (passes/refactor.py). Nothing here writes a file: the
+caller writes `Rewritten.data` atomically, or prints the diff.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from kxform.engine.params import ParamValue
 from kxform.engine.pass_api import KernelAnalysis, PassContext
@@ -67,8 +71,22 @@ def replay(model: SourceModel, decision: Decision, spec: KernelSpec | None, runt
     config = {k: v for k, v in decision.params if k != "template"}
     refusal = validate(template, Original.of(model, template.kernel, hw))
     if refusal is not None:
-        raise CheckFailed(f"{decision.kernel}: the recorded template is refused: {refusal.key}: {refusal.message}")
+        raise CheckFailed("template", f"{decision.kernel}: the recorded template is refused: {refusal.key}: "
+                          f"{refusal.message}")
     return _written(model, template, config, spec, runtime, decision)
+
+
+def lock_entry(path: str, lock_path: Path, model: SourceModel, done: Rewritten, hw: str) -> Decision:
+    """The lockfile entry of a kept refactoring of `path` (docs/lockfile.md): replayed
+    while the kernel's text is the one it was decided on, `as locked` once rewritten."""
+    from kxform import __version__
+    from kxform.propose.lockfile import kernel_digests, lock_key
+
+    kernel = done.decision.kernel
+    before = kernel_digests(model.source)[kernel]
+    after = kernel_digests(validate_bytes(model.source.path, done.data)).get(kernel, "")
+    return replace(done.decision, file=lock_key(path, lock_path.parent), source=before,
+                   result=after if after != before else "", hw=hw, kxform=__version__, outcome="applied")
 
 
 def _written(model: SourceModel, template: Template, config: dict[str, ParamValue], spec: KernelSpec | None,
@@ -77,14 +95,14 @@ def _written(model: SourceModel, template: Template, config: dict[str, ParamValu
     from kxform.verify.differential import verify_pair
 
     if spec is None:
-        raise CheckFailed(f"{template.kernel}: no harness spec: nothing unverified is written")
+        raise CheckFailed("verify", f"{template.kernel}: no harness spec: nothing unverified is written")
     data = rewrite(model, template, config)
     function = next(f for f in model.functions if f.name == template.kernel)
     policy = VerifyPolicy(launch_of(template, config), comparison(original_sums(model, function, None)), True)
     report = verify_pair(model.source, validate_bytes(model.source.path, data), spec, runtime,
                          sizes=tuple(s.name for s in spec.check_sizes), policy=policy)
     if not report.ok:
-        raise CheckFailed(f"{template.kernel} at {config_label(config)}: the rewritten file does not verify: "
-                          f"{report.reason}")
+        raise CheckFailed("verify", f"{template.kernel} at {config_label(config)}: the rewritten file does not "
+                          f"verify: {report.reason}")
     return Rewritten(decision, data, f"{template.kernel} at {config_label(config)}: verified ({runtime.name}) at "
                      f"{', '.join(s.name for s in spec.check_sizes)}")

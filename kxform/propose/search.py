@@ -3,7 +3,9 @@
 The search writes nothing. It returns, per kernel, the decision its best verified
 attempt earned; `kxform apply` then runs its ordinary pipeline with those decisions
 replayed (the `lock` proposer), so what is written went through every check and the
-verification once more, exactly like any other rewrite.
+verification once more, exactly like any other rewrite. For `--pass refactor` the
+session is a refactoring session (kxform.propose.refactor_run): its decision carries the
+kept template and its configuration.
 """
 
 from __future__ import annotations
@@ -96,15 +98,38 @@ def _search_file(path: str, pass_: Pass, config: ApplyConfig, options: SessionOp
         analysis = analyses.get(kernel.name)
         if analysis is None or not analysis.applicable or not run_options.selects(kernel.name):
             continue  # the apply run reports why (blockers, already applied, not selected)
+        spec = file_spec.find(kernel.name) if file_spec is not None else None
+        if pass_.name == "refactor":  # the answer is a template, not a point of the pass's space
+            out.extend(_refactor(ctx, kernel.name, spec, runtime, client, options, record))
+            continue
         space = pass_.space(ctx, analysis)
         if not len(space):
             record({"type": "llm_skipped", "file": path, "kernel": kernel.name,
                     "reason": f"pass {pass_.name} has no parameters to propose for this kernel"})
             continue
         tool = tool_for(pass_, space)
-        spec = file_spec.find(kernel.name) if file_spec is not None else None
         context = build_context(ctx, analysis, spec, runtime, options.measure, space_text(tool, space))
         evaluator = Evaluator(source, pass_, replace(config, measure=options.measure), runtime, spec,
                               context.footprint)
         out.append(run_kernel(ctx, analysis, pass_, tool, context, evaluator, client, options, record))
     return out
+
+
+def _refactor(ctx: PassContext, kernel: str, spec: object, runtime: object | None, client: ClaudeClient,
+              options: SessionOptions, record: Record) -> list[KernelSession]:
+    """A refactoring session (kxform.propose.refactor_run): its decision carries the kept
+    template and its configuration, which the apply run replays through passes/refactor.py."""
+    from kxform.errors import CheckFailed
+    from kxform.propose.refactor_run import refactor_kernel
+
+    if runtime is None:
+        record({"type": "llm_skipped", "file": ctx.model.source.path, "kernel": kernel,
+                "reason": "refactor: a template is verified on a runtime before it is kept (not with --verify static "
+                          "or compile)"})
+        return []
+    try:
+        session, done = refactor_kernel(ctx, kernel, spec, runtime, client, options, record)  # type: ignore[arg-type]
+    except CheckFailed as exc:  # the kept template did not verify again at its tuned configuration
+        record({"type": "llm_skipped", "file": ctx.model.source.path, "kernel": kernel, "reason": str(exc)})
+        return []
+    return [replace(session, decision=done.decision if done is not None else None)]

@@ -175,6 +175,11 @@ def c_expression(text: str, names: Mapping[str, str]) -> str:
 def rewrite(model: SourceModel, template: Template, config: Mapping[str, ParamValue]) -> bytes:
     """The file with the kernel at `config` and every launch of it given the template's
     grid and block (as `dim3(...)` over the launch's own arguments)."""
+    return apply_edits(model.source, rewrite_edits(model, template, config)).data
+
+
+def rewrite_edits(model: SourceModel, template: Template, config: Mapping[str, ParamValue]) -> list[Edit]:
+    """The edits of `rewrite`: the kernel's definition, and each launch's grid and block."""
     original = Original.of(model, template.kernel, None)
     defines = "".join(f"#define {k} {v}\n" for k, v in config.items())
     undefs = "".join(f"\n#undef {k}" for k in config)
@@ -188,4 +193,4 @@ def rewrite(model: SourceModel, template: Template, config: Mapping[str, ParamVa
         for index, dims in ((0, template.grid), (1, template.block)):
             text = ", ".join(c_expression(d, names) for d in dims)
             edits.append(replace_config(site, index, f"dim3({text})", "refactor"))
-    return apply_edits(model.source, edits).data
+    return edits
