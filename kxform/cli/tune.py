@@ -13,7 +13,8 @@ one JSON object) and, with `--write`, into the source: a pipeline result through
 values are typed into the passes' space (nothing from a recording is copied into the
 source as text) and apply verifies it on the CPU runtime.
 `kxform tune DIR` tunes every kernel a harness spec under DIR describes
-(kxform.cli.tune_dir).
+(kxform.cli.tune_dir); `--sizes`/`--dispatch` tune one kernel at several sizes and
+write the per-size winners as a C++ header (kxform.cli.tune_sizes).
 """
 
 from __future__ import annotations

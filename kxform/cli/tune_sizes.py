@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +53,7 @@ def run_sizes(args: argparse.Namespace) -> int:
         gpu_runtime().close()  # without a GPU: one line, before any work
     log = PassLog.open(args.log, hw=args.hw, pipeline=args.passes or "", argv=sys.argv[1:])
     summaries: list[dict[str, Any]] = []
-    with build_flags(args) as merged:
+    with _closing(log), build_flags(args) as merged:
         passes = parse_passes(args.passes) if args.passes is not None else None
         space = kernel_space(source.data, args.kernel, passes, path=source.path, hw=args.hw,
                              build_dir=merged.build_dir, require=tuple(args.require))
@@ -62,7 +64,6 @@ def run_sizes(args: argparse.Namespace) -> int:
             one = argparse.Namespace(**{**vars(merged), "size": size.name, "log": None, "export": None})
             summary = tune_merged(one, log)[0]
             summaries.append({**summary, "size_values": dict(size.values)})
-    log.close(Report())
     classes = [size_class(size, summary) for size, summary in zip(sizes, summaries)]
     out: dict[str, Any] = {"file": args.file, "kernel": args.kernel, "sizes": summaries, "dispatch": None}
     if args.dispatch is not None:
@@ -77,6 +78,15 @@ def run_sizes(args: argparse.Namespace) -> int:
              "config": None if c.config is None else dict(c.config)} for c in table.classes]}
     _show(args, out, log.path)
     return 0
+
+
+@contextmanager
+def _closing(log: PassLog) -> Iterator[None]:
+    """The run's pass log closed however the sizes' runs end."""
+    try:
+        yield
+    finally:
+        log.close(Report())
 
 
 def _refuse_options(args: argparse.Namespace, workers: bool) -> None:

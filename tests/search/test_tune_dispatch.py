@@ -194,3 +194,23 @@ def test_a_generated_header_is_replaced_and_any_other_file_is_refused(tmp_path: 
     assert foreign.read_text() == "#pragma once\n" + MARKER + "\n"
     with pytest.raises(InputError, match="is a directory"):
         check_writable(str(tmp_path))
+
+
+def test_a_recording_of_several_sizes_gives_each_size_its_own_times(tmp_path: Path) -> None:
+    from kxform.search.recorded_times import load_times
+
+    def summary(size: str, ms: float) -> dict[str, Any]:
+        return {"kernel": KERNEL, "size": size, "original_ms": ms * 2,
+                "evaluations": [{"params": {"tile": True, "tile.TILE": 8}, "time_ms": ms}]}
+
+    path = tmp_path / "sizes.json"
+    path.write_text(json.dumps({"kernel": KERNEL, "sizes": [summary("tiles", 1.5), summary("bench", 7.0)]}))
+    config = {"tile.TILE": 8, "tile": True}  # any order
+    for size, ms in (("tiles", 1.5), ("bench", 7.0)):
+        times = load_times(path, KERNEL, size)
+        timing = times.timing(config)
+        assert timing is not None and timing.median_ms == ms and times.original is not None
+        assert times.original.median_ms == ms * 2
+    assert load_times(path, KERNEL, "ragged").timing(config) is None  # a size it lacks has no times
+    with pytest.raises(InputError, match="times of kernel 'sgemm_tiled', not 'other'"):
+        load_times(path, "other", "tiles")
