@@ -13,7 +13,8 @@ one JSON object) and, with `--write`, into the source: a pipeline result through
 values are typed into the passes' space (nothing from a recording is copied into the
 source as text) and apply verifies it on the CPU runtime.
 `kxform tune DIR` tunes every kernel a harness spec under DIR describes
-(kxform.cli.tune_dir).
+(kxform.cli.tune_dir); `--sizes`/`--dispatch` tune one kernel at several sizes and
+write the per-size winners as a C++ header (kxform.cli.tune_sizes).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -73,6 +76,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "recorded space instead")
     p.add_argument("--size", metavar="NAME|VAR=V,...",
                    help="timing size: a size of the spec, or values overriding its bench size (default: the bench size)")
+    p.add_argument("--sizes", metavar="NAME[,NAME]", help="tune at each of these sizes of the spec, one after "
+                   "another (default with --dispatch: every bench size)")
+    p.add_argument("--dispatch", metavar="OUT.h", help="write a C++ header picking the fastest verified "
+                   "configuration per size class (docs/search.md, \"Per-size dispatch\")")
     p.add_argument("--repeat", type=int, default=50, metavar="N", help="timed launches per configuration, at most "
                    "(default: 50)")
     p.add_argument("--launch-budget", type=float, default=2.0, metavar="S",
@@ -129,10 +136,11 @@ def _kernel_objective(args: argparse.Namespace, source: SourceText,
         raise UsageError(f"--repeat {args.repeat}: must be at least 1")
     if not (math.isfinite(args.launch_budget) and args.launch_budget > 0):
         raise UsageError(f"--launch-budget {args.launch_budget:g}: must be a positive number of seconds")
-    recorded = load_times(times, args.kernel) if times is not None else None
-    runtime = gpu_runtime() if recorded is None else _cpu_runtime()  # first: without one nothing can be measured
+    gpu = gpu_runtime() if times is None else None  # first: without one nothing can be measured
     spec = _spec(args, source)
     size = timing_size(spec, args.size)
+    recorded = load_times(times, args.kernel, size.name) if times is not None else None
+    runtime = gpu if gpu is not None else _cpu_runtime()
     space = kernel_space(source.data, args.kernel, passes, path=source.path, hw=args.hw, build_dir=args.build_dir,
                          require=tuple(args.require))
     target = TuneTarget(source.path, source.data, args.kernel, spec, args.hw, args.build_dir)
@@ -197,6 +205,10 @@ def _options(args: argparse.Namespace) -> TuneOptions:
 def run(args: argparse.Namespace) -> int:
     from kxform.cli import tune_workers
 
+    if getattr(args, "sizes", None) is not None or getattr(args, "dispatch", None) is not None:  # several timing sizes, and a dispatch header
+        from kxform.cli.tune_sizes import run_sizes
+
+        return run_sizes(args)
     if tune_workers.wanted(args):  # several timing workers: GPUs of this host, or a Ray cluster
         return tune_workers.run(args)
     if Path(args.file).is_dir():
@@ -224,6 +236,14 @@ def tune_one(args: argparse.Namespace, log: PassLog | None = None) -> tuple[dict
     Every configuration is built with the flags the original is: the file's directory
     (added per unit), `-I`/`-D`, the configuration's `include`/`defines` and the build
     directory's compile database, merged into one database for the run."""
+    with build_flags(args) as merged:
+        return _tune_one(merged, log)
+
+
+@contextmanager
+def build_flags(args: argparse.Namespace) -> Iterator[argparse.Namespace]:
+    """`args` with `build_dir` naming one compile database for the run: the file's
+    directory, `-I`/`-D`, the configuration's `include`/`defines` and `-p`'s database."""
     import os
 
     from kxform.cli.options import project_config
@@ -234,7 +254,12 @@ def tune_one(args: argparse.Namespace, log: PassLog | None = None) -> tuple[dict
     defines = tuple(args.define) + (project.defines if project else ())
     build_dir = args.build_dir or (project.build_dir if project else None)
     with merged_build_dir([args.file], include, defines, build_dir) as merged:
-        return _tune_one(argparse.Namespace(**{**vars(args), "build_dir": merged}), log)
+        yield argparse.Namespace(**{**vars(args), "build_dir": merged})
+
+
+def tune_merged(args: argparse.Namespace, log: PassLog | None = None) -> tuple[dict[str, Any], Path]:
+    """`tune_one` for `args` already through `build_flags`."""
+    return _tune_one(args, log)
 
 
 def _tune_one(args: argparse.Namespace, log: PassLog | None) -> tuple[dict[str, Any], Path]:

@@ -44,9 +44,11 @@ def config_key(config: Mapping[str, Any]) -> str:
     return json.dumps({k: config[k] for k in sorted(config)}, sort_keys=True)
 
 
-def load_times(path: str | Path, kernel: str) -> RecordedTimes:
-    """Read the times of `kernel` from a `tune --json` summary: one kernel's, or a
-    directory run's (`kernels`: one summary per kernel; a kernel it lacks has no times)."""
+def load_times(path: str | Path, kernel: str, size: str | None = None) -> RecordedTimes:
+    """Read the times of `kernel` from a `tune --json` summary: one kernel's, a
+    directory run's (`kernels`: one summary per kernel; a kernel it lacks has no times)
+    or a run over several sizes (`sizes`: one summary per timing size, picked by `size`;
+    a size it lacks has no times)."""
     shown = str(path)
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -58,6 +60,11 @@ def load_times(path: str | Path, kernel: str) -> RecordedTimes:
         raise InputError(f"{shown}:{exc.lineno}: not JSON: {exc.msg}") from None
     if isinstance(data, dict) and isinstance(data.get("kernels"), list):
         data = next((k for k in data["kernels"] if isinstance(k, dict) and k.get("kernel") == kernel),
+                    {"kernel": kernel, "evaluations": []})
+    if isinstance(data, dict) and isinstance(data.get("sizes"), list):
+        if data.get("kernel") not in (None, kernel):
+            raise InputError(f"{shown}: times of kernel '{data.get('kernel')}', not '{kernel}'")
+        data = next((s for s in data["sizes"] if isinstance(s, dict) and s.get("size") == size),
                     {"kernel": kernel, "evaluations": []})
     if isinstance(data, dict) and data.get("kernel") not in (None, kernel):
         raise InputError(f"{shown}: times of kernel '{data.get('kernel')}', not '{kernel}'")

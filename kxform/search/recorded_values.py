@@ -5,7 +5,8 @@ values as its writer stored them: data, never code. Before a recorded best can b
 written, each name must be exactly one parameter of the passes' composed space (`TILE`
 -> `tile.TILE`), each value must have that parameter's type and be one of its values
 (`Param.typed`: the string "32" is not the integer 32, and no text is pasted into the
-source), the passes it names apply, and the composed constraints hold. What comes out is
+source), the passes it names apply (a pass's own switch, as `tune --export` records
+it, `tile: false`, says whether it does),  and the composed constraints hold. What comes out is
 a pass pipeline spec that `kxform apply` then runs with every check and a differential
 run (kxform.cli.tune_write).
 """
@@ -38,17 +39,26 @@ def recorded_config(space: KernelSpace, recorded: Mapping[str, object], hw: obje
     """The composed configuration a recording's configuration stands for: typed, its
     passes applied, every constraint holding; CheckFailed naming what is wrong."""
     config = space.defaults()
+    switches = {str(name): value for name, value in recorded.items() if str(name) in space.passes}
     for name, value in recorded.items():
+        if str(name) in switches:
+            continue
         qualified = qualified_name(space, str(name))
-        try:
-            config[qualified] = space.space.param(qualified).typed(value)
-        except UsageError as exc:
-            raise CheckFailed("space", printable(exc.cause)) from None
+        config[qualified] = _typed(space, qualified, value)
         config[qualified.split(".", 1)[0]] = True  # the pass whose parameter it is applies
+    for name, value in switches.items():  # a recording of a composed space (`tune --export`) says which apply
+        config[name] = _typed(space, name, value)
     broken = space.space.violations(config, hw)
     if broken:
         raise CheckFailed("constraints", printable(f"{space.space.label(config)} breaks {broken[0].describe()}"))
     return config
+
+
+def _typed(space: KernelSpace, name: str, value: object) -> ParamValue:
+    try:
+        return space.space.param(name).typed(value)
+    except UsageError as exc:
+        raise CheckFailed("space", printable(exc.cause)) from None
 
 
 def recorded_pipeline(space: KernelSpace, recorded: Mapping[str, object], hw_name: str) -> str:

@@ -114,3 +114,31 @@ def test_of_two_writers_that_read_the_same_file_only_the_first_writes(sgemm: Pat
     refused = write_pipeline(args, second, "tile{TILE=32}")
     assert refused["written"] == [] and "changed on disk while kxform ran; not written" in refused["refused"]
     assert "#define TILE 8\n" in path.read_text()
+
+
+@pytest.mark.parametrize(("recorded", "pipeline"), [
+    ({"tile": True, "tile.TILE": 8}, "tile{TILE=8}"),
+    ({"tile.TILE": 8, "tile": True}, "tile{TILE=8}"),
+    ({"tile": False, "tile.TILE": 16}, ""),  # the original, as `tune --export` records it
+    ({"tile.TILE": 8, "tile": False}, ""),  # the switch decides, whatever the order
+    ({"TILE": 8}, "tile{TILE=8}"),  # a bare name: its pass applies
+])
+def test_a_recording_of_the_composed_space_keeps_its_pass_switches(sgemm: Path, recorded: dict[str, Any],
+                                                                   pipeline: str) -> None:
+    from kxform.search.kernel_space import kernel_space
+    from kxform.search.recorded_values import recorded_pipeline
+
+    path = sgemm / "sgemm_tiled.cu"
+    space = kernel_space(path.read_bytes(), "sgemm_tiled", ("tile",), path=str(path), hw="h100")
+    assert recorded_pipeline(space, recorded, "h100") == pipeline
+
+
+def test_a_pass_switch_of_the_wrong_type_is_refused(sgemm: Path) -> None:
+    from kxform.errors import CheckFailed
+    from kxform.search.kernel_space import kernel_space
+    from kxform.search.recorded_values import recorded_pipeline
+
+    path = sgemm / "sgemm_tiled.cu"
+    space = kernel_space(path.read_bytes(), "sgemm_tiled", ("tile",), path=str(path), hw="h100")
+    with pytest.raises(CheckFailed, match="tile"):
+        recorded_pipeline(space, {"tile": "off; system(1)", "tile.TILE": 8}, "h100")
