@@ -92,7 +92,7 @@ def test_tile_and_swizzle_spaces_compose_with_an_off_choice_per_pass() -> None:
     assert both.passes == ("tile", "swizzle")
     assert every.passes == ("tile", "unroll", "swizzle")  # swizzle after every pass that changes the grid  # its k loop's #pragma unroll factor too
     # TILE is the tile pass's; __shared__: rows, vectorize and coarsen leave communicating threads alone
-    assert dict(every.not_offered).keys() == {"launch", "rows", "vectorize", "coarsen", "smem-tile"}
+    assert dict(every.not_offered).keys() == {"launch", "rows", "vectorize", "coarsen", "smem-tile", "refactor"}
     assert both.space.names == ("tile", "tile.TILE", "swizzle", "swizzle.pattern")
     assert [c.text for c in both.space.constraints][0] == \
         "not (tile) or (tile.TILE * tile.TILE <= hw.max_threads_per_block)"
