@@ -32,7 +32,7 @@ SESSIONS = [
      "ly = first + (pid % per) % size"),
     ("transpose", "transpose.cu", "transposeNoBankConflicts",
      "ly = pid % gy\nlx = (pid / gy + ly) % (gx - 1)", "division-by-zero",
-     "ly = pid % gy\nlx = (pid / gy + ly) % gx"),
+     "ly = pid % gy\nlx = pid / gy"),  # column-major: a skewed `(pid / gy + ly) % gx` takes the solver ~60 s
     ("templated_matmul", "matmul_tiled.cu", "matmul_tiled",
      "row = pid / gx\ncol = pid % gx\nlx = row % 2 == 0 ? col : gx - col\nly = row", "range",
      "row = pid / gx\ncol = pid % gx\nlx = row % 2 == 0 ? col : gx - 1 - col\nly = row"),
@@ -67,7 +67,7 @@ def test_a_written_answer_is_proved_applied_and_verified(tmp_path: Path, keyed: 
                                          records)
     first, second = [r for r in records if r["type"] == "llm_attempt"]
     assert first["status"] == "failed" and first["stage"] == "check" and why in first["reason"]
-    assert second["status"] == "verified" and second["improved"]
+    assert second["status"] == "verified" and second["improved"], {k: second.get(k) for k in ("stage", "reason")}
     assert [c["name"] for c in second["checks"]][:2] == ["formula", "bijection"]
     assert "verified on the cpu runtime" in next(c["detail"] for c in second["checks"] if c["name"] == "verify")
     # the rejection went back to the model as the tool result of its first call
