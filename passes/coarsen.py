@@ -41,6 +41,7 @@ from kxform.engine.pass_api import (
     Proposal,
     Provenance,
     ValuesPass,
+    resolve_proposal,
 )
 from kxform.engine.policy import LaunchBinding, OutputCompare, VerifyPolicy
 from kxform.errors import CheckFailed, UsageError
@@ -190,10 +191,7 @@ class Coarsen(ValuesPass):
         shape = shape_of(ctx, kernel)
         if isinstance(shape, Blocker):
             raise CheckFailed("shape", shape.message)
-        try:
-            config = self._space(shape, kernel).resolve(proposal.options)
-        except UsageError as exc:
-            raise CheckFailed("proposal", exc.cause) from None
+        config = resolve_proposal(self._space(shape, kernel), proposal.options)
         return [CheckRecord("independent", True, "no communication between threads; the body reads the coarsened "
                             f"axis ({config['along']}) only through its index"),
                 CheckRecord("guards", True, "every output keeps the guards as written")]

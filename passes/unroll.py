@@ -28,10 +28,11 @@ from kxform.engine.pass_api import (
     Proposal,
     Provenance,
     ValuesPass,
+    resolve_proposal,
 )
 from kxform.engine.policy import EXACT, VerifyPolicy
 from kxform.engine.rewrite import set_unroll
-from kxform.errors import CheckFailed, UsageError
+from kxform.errors import UsageError
 from kxform.frontend.model import Function
 
 AUTO, FULL = "auto", "full"
@@ -119,10 +120,7 @@ class Unroll(ValuesPass):
     def check(self, ctx: PassContext, proposal: Proposal) -> list[CheckRecord]:
         kernel = _kernel(ctx, proposal.kernel)
         space = self.space(ctx, KernelAnalysis(kernel))
-        try:
-            config = space.resolve(proposal.options)
-        except UsageError as exc:
-            raise CheckFailed("proposal", exc.cause) from None
+        config = resolve_proposal(space, proposal.options)
         return [CheckRecord("factors", True, f"{space.label(config)}: each factor within its loop's trip count")]
 
     def edit(self, ctx: PassContext, proposals: Sequence[Proposal]) -> list[Edit]:

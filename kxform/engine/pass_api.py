@@ -28,7 +28,7 @@ from kxform.engine.pass_spec import parse_pass_spec, split_pipeline
 from kxform.engine.policy import DEFAULT_POLICY, VerifyPolicy
 from kxform.engine.proposal import Proposal, Provenance, Rejection, format_value
 from kxform.engine.tool_shape import AnswerRejected, ToolShape
-from kxform.errors import UsageError, did_you_mean
+from kxform.errors import CheckFailed, UsageError, did_you_mean
 from kxform.frontend.model import Function, SourceModel
 from kxform.hw import HwProfile
 from kxform.engine.remarks import Remark, RemarkKind, RemarkSink
@@ -36,7 +36,8 @@ from kxform.engine.status import Status
 
 __all__ = [
     "BlockOrder", "Blocker", "CheckRecord", "KernelAnalysis", "KernelResult", "Outcome", "Pass", "PassContext", "Proposal",
-    "Provenance", "Rejection", "RunOptions", "Status", "ValuesPass", "parse_pass_spec", "split_pipeline",
+    "Provenance", "Rejection", "RunOptions", "Status", "ValuesPass", "check_constraints", "parse_pass_spec",
+    "resolve_proposal", "split_pipeline",
 ]
 
 
@@ -346,6 +347,27 @@ def narrowed(param: Param) -> Param:
 FORCED_REFUSED = "analyse"
 """`KernelResult.stage` of a kernel MISSED because the pass's analysis refused a
 configuration the user fixed (`--pattern`, `tile{TILE=32}`): the run exits 1."""
+
+
+def resolve_proposal(space: ParamSpace, options: Mapping[str, ParamValue]) -> Config:
+    """A proposal's options as a point of `space`; CheckFailed("proposal") naming what
+    is not (an unknown name, a value outside its domain)."""
+    try:
+        return space.resolve(options)
+    except UsageError as exc:
+        raise CheckFailed("proposal", exc.cause) from None
+
+
+def check_constraints(space: ParamSpace, config: Config, hw: HwProfile,
+                      label: Callable[[Config], str] | None = None) -> CheckRecord:
+    """The passed `constraints` record of `config`, or CheckFailed("constraints") naming
+    the first derived constraint it breaks on `hw`. `label`: how the pass prints a point."""
+    shown = (label or space.label)(config)
+    broken = space.violations(config, hw)
+    if broken:
+        raise CheckFailed("constraints", f"{shown} breaks {broken[0].describe()}")
+    return CheckRecord("constraints", True, f"{len(space.constraints)} derived constraint(s) hold at {shown} on "
+                                            f"{hw.name}")
 
 
 @dataclass(frozen=True)

@@ -33,10 +33,12 @@ from kxform.engine.pass_api import (
     Proposal,
     Provenance,
     ValuesPass,
+    check_constraints,
+    resolve_proposal,
 )
 from kxform.engine.policy import VerifyPolicy
 from kxform.engine.status import UNVERIFIABLE_LAUNCH
-from kxform.errors import CheckFailed, UsageError
+from kxform.errors import CheckFailed
 from kxform.frontend.constants import evaluate_constants
 from kxform.frontend.model import Function, FunctionKind, SourceModel
 from kxform.passes.launch import assumptions, policy
@@ -159,15 +161,8 @@ class Launch(ValuesPass):
 
     def check(self, ctx: PassContext, proposal: Proposal) -> list[CheckRecord]:
         fact = _facts(ctx, proposal.kernel)
-        try:
-            config = fact.space.resolve(proposal.options)
-        except UsageError as exc:
-            raise CheckFailed("proposal", exc.cause) from None
-        broken = fact.space.violations(config, ctx.hw)
-        if broken:
-            raise CheckFailed("constraints", f"{fact.space.label(config)} breaks {broken[0].describe()}")
-        records = [CheckRecord("constraints", True, f"{len(fact.space.constraints)} derived constraint(s) hold at "
-                               f"{fact.space.label(config)} on {ctx.hw.name}")]
+        config = resolve_proposal(fact.space, proposal.options)
+        records = [check_constraints(fact.space, config, ctx.hw)]
         if config == fact.space.defaults():
             return records
         if policy.launch_binding(ctx.model, fact.geometry, config) is None:

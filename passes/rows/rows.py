@@ -29,6 +29,8 @@ from kxform.engine.pass_api import (
     Proposal,
     Provenance,
     ValuesPass,
+    check_constraints,
+    resolve_proposal,
 )
 from kxform.engine.policy import LaunchBinding, VerifyPolicy
 from kxform.engine.rewrite import RewriteRefused
@@ -139,13 +141,8 @@ class Rows(ValuesPass):
         if found.blockers:
             raise CheckFailed("plan", found.blockers[0].message)
         space = self.space(ctx, KernelAnalysis(kernel))
-        try:
-            config = space.resolve(proposal.options)
-        except UsageError as exc:
-            raise CheckFailed("proposal", exc.cause) from None
-        broken = space.violations(config, ctx.hw)
-        if broken:
-            raise CheckFailed("constraints", f"{space.label(config)} breaks {broken[0].describe()}")
+        config = resolve_proposal(space, proposal.options)
+        check_constraints(space, config, ctx.hw)  # raises on the first broken constraint
         loops = ", ".join(f"'{loop.var}' (line {ctx.model.source.line_col(loop.span.start)[0]})" for loop in found.loops)
         sums = ", ".join(f"{r.var} ({r.op}, identity {r.identity})" for r in found.reductions) or "none"
         return [CheckRecord("constraints", True, f"{space.label(config)}: {len(space.constraints)} constraint(s) hold"),

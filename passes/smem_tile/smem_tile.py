@@ -33,9 +33,11 @@ from kxform.engine.pass_api import (
     Proposal,
     Provenance,
     ValuesPass,
+    check_constraints,
+    resolve_proposal,
 )
 from kxform.engine.policy import LaunchBinding, VerifyPolicy
-from kxform.errors import CheckFailed, UsageError
+from kxform.errors import CheckFailed
 from kxform.frontend.model import Function, SourceModel
 from kxform.passes.smem_tile import emit
 from kxform.passes.smem_tile.barriers import missing_barriers
@@ -112,15 +114,8 @@ class SmemTile(ValuesPass):
     def check(self, ctx: PassContext, proposal: Proposal) -> list[CheckRecord]:
         nest = _nest(ctx, proposal.kernel)
         space = space_of(nest, ctx)
-        try:
-            config = space.resolve(proposal.options)
-        except UsageError as exc:
-            raise CheckFailed("proposal", exc.cause) from None
-        broken = space.violations(config, ctx.hw)
-        if broken:
-            raise CheckFailed("constraints", f"{_label(config)} breaks {broken[0].describe()}")
-        records = [CheckRecord("constraints", True, f"{len(space.constraints)} derived constraint(s) hold at "
-                               f"{_label(config)} on {ctx.hw.name}")]
+        config = resolve_proposal(space, proposal.options)
+        records = [check_constraints(space, config, ctx.hw, _label)]
         text = apply_edits(ctx.model.source, _edits(ctx, nest, config)).data.decode("utf-8")
         block = (emit.macro(nest, "BN") + " / " + emit.macro(nest, "TN"),
                  emit.macro(nest, "BM") + " / " + emit.macro(nest, "TM"))

@@ -33,10 +33,12 @@ from kxform.engine.pass_api import (
     Proposal,
     Provenance,
     ValuesPass,
+    check_constraints,
+    resolve_proposal,
 )
 from kxform.engine.policy import VerifyPolicy
 from kxform.engine.status import UNVERIFIABLE_LAUNCH
-from kxform.errors import CheckFailed, UsageError
+from kxform.errors import CheckFailed
 from kxform.frontend.constants import evaluate_constants, fold_constants
 from kxform.frontend.model import Function
 from kxform.frontend.queries import constant_defs
@@ -134,15 +136,8 @@ class Tile(ValuesPass):
 
     def check(self, ctx: PassContext, proposal: Proposal) -> list[CheckRecord]:
         tiling, space = _facts(ctx, proposal.kernel)
-        try:
-            config = space.resolve(proposal.options)
-        except UsageError as exc:
-            raise CheckFailed("proposal", exc.cause) from None
-        broken = space.violations(config, ctx.hw)
-        if broken:
-            raise CheckFailed("constraints", f"{space.label(config)} breaks {broken[0].describe()}")
-        records = [CheckRecord("constraints", True, f"{len(space.constraints)} derived constraint(s) hold at "
-                               f"{space.label(config)} on {ctx.hw.name}")]
+        config = resolve_proposal(space, proposal.options)
+        records = [check_constraints(space, config, ctx.hw)]
         if config == space.defaults():
             return records
         if policy.launch_binding(ctx.model, tiling, config) is None:

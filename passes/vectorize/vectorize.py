@@ -27,7 +27,16 @@ from typing import Any
 from kxform.engine import launch_site
 from kxform.engine.edits import Edit, apply_edits
 from kxform.engine.params import Config, Param, ParamSpace, ParamValue
-from kxform.engine.pass_api import Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance
+from kxform.engine.pass_api import (
+    Blocker,
+    CheckRecord,
+    KernelAnalysis,
+    Pass,
+    PassContext,
+    Proposal,
+    Provenance,
+    resolve_proposal,
+)
 from kxform.engine.policy import LaunchBinding, OutputCompare, VerifyPolicy
 from kxform.errors import CheckFailed, UsageError
 from kxform.frontend.cuda import parse_model
@@ -134,10 +143,7 @@ class Vectorize(Pass):
         facts = kernel_facts(ctx, kernel)
         if facts.blockers:
             raise CheckFailed("shape", facts.blockers[0].message)
-        try:
-            width = self._space(facts, kernel).resolve(proposal.options)["width"]
-        except UsageError as exc:
-            raise CheckFailed("proposal", exc.cause) from None
+        width = resolve_proposal(self._space(facts, kernel), proposal.options)["width"]
         wide = ", ".join(f"{b.name} ({b.element} x{width})" for b in facts.widened)
         kept = [b.name for b in facts.buffers if not b.widened]
         checks = [CheckRecord("contiguous", True, f"widened: {wide}" + (f"; read as written: {', '.join(kept)}"
