@@ -76,6 +76,9 @@ def parse(argv: list[str] | None) -> Any:
     p.add_argument("-j", "--jobs", type=int, default=min(8, os.cpu_count() or 1), help="kxform tune's build jobs")
     p.add_argument("--hw", help="hardware profile (default: from the device; dry run: h100)")
     p.add_argument("--no-baselines", action="store_true", help="skip the copy and cuBLAS yardsticks")
+    p.add_argument("--merge", nargs="+", metavar="JSON",
+                   help="no run: join the results of runs over parts of the corpus (one per GPU, say), print "
+                        "their table and write them to --out")
     args = p.parse_args(argv)
     if args.budget < 1 or args.jobs < 1:
         p.error("--budget and -j must be at least 1")
@@ -103,6 +106,7 @@ def run_pair(pair: Pair, runtime: Any, args: Any, hw: str, yardsticks: dict[str,
                            "expert_kernel": pair.expert.kernel, "yardstick_kind": pair.yardstick}
     started = time.perf_counter()
     row["verify"] = {"naive": verify(pair.naive, runtime), "expert": verify(pair.expert, runtime)}
+    row["steps_s"] = {"verify": round(time.perf_counter() - started, 1)}
     row["spaces"] = spaces(pair.naive, hw)
     if args.dry_run:
         from kxform.hw import load_profile
@@ -128,6 +132,7 @@ def measure(pair: Pair, runtime: Any, args: Any, hw: str, row: dict[str, Any]) -
     size = spec.bench_sizes[0]
     row["size"] = {"name": size.name, **size.values}
     inputs = make_inputs(spec, spec.launch(size))  # the expert's spec has the same arguments and seed
+    started = time.perf_counter()
     try:
         row["original_ms"] = time_version(pair.naive, runtime, size, inputs, args.launch_budget)
         if row["verify"]["expert"]["status"] == "verified":
@@ -137,7 +142,12 @@ def measure(pair: Pair, runtime: Any, args: Any, hw: str, row: dict[str, Any]) -
         return
     finally:
         del inputs
+    tuned = time.perf_counter()
+    row["steps_s"]["time"] = round(tuned - started, 1)
+    print(f"{pair.name}: verified and timed; kxform tune ({args.budget} evaluations, passes "
+          f"{','.join(row['spaces']['offered']) or 'none'})", file=sys.stderr, flush=True)
     row["kxform"] = tune_column(pair, args, hw, row["spaces"]["offered"])
+    row["steps_s"]["tune"] = round(time.perf_counter() - tuned, 1)
     speeds(row)
 
 
@@ -203,7 +213,18 @@ def tune_column(pair: Pair, args: Any, hw: str, offered: list[str]) -> dict[str,
     return {"status": "tuned", "passes": passes, "evaluated": summary["evaluated"], "failed": summary["failed"],
             "space_size": summary["space_size"], "best_config": best["config"] if best else None,
             "best_ms": best["time_ms"] if best else None, "tune_original_ms": original, "raw_speedup": raw,
-            "speedup": max(raw or 1.0, 1.0), "kept": "tuned" if raw and raw > 1.0 else "original"}
+            "speedup": max(raw or 1.0, 1.0), "kept": "tuned" if raw and raw > 1.0 else "original",
+            "phases_s": summary.get("phases_s"), "failures": _failure_counts(evaluations)}
+
+
+def _failure_counts(evaluations: list[dict[str, Any]]) -> dict[str, Any]:
+    """How many evaluations failed in each class, with the first reason of each class."""
+    counts: dict[str, Any] = {}
+    for e in evaluations:
+        if e.get("status", "ok") != "ok":
+            entry = counts.setdefault(e["status"], {"count": 0, "first": str(e.get("detail", ""))[:300]})
+            entry["count"] += 1
+    return counts
 
 
 def run_limited(command: list[str], timeout_s: float, cwd: str) -> tuple[int | None, str, str]:
@@ -304,8 +325,36 @@ def ok(row: dict[str, Any], dry_run: bool) -> bool:
         row.get("kxform", {}).get("status") in ("tuned", "nothing offered")
 
 
+def merge(paths: list[str], out: str | None) -> int:
+    """One table and one JSON from runs over parts of the corpus, in the manifest's order;
+    the runs must agree on device, profile, budget and passes (else they do not compare)."""
+    try:
+        docs = [json.loads(Path(p).read_text(encoding="utf-8")) for p in paths]
+    except (OSError, json.JSONDecodeError) as exc:
+        print(f"{TOOL}: error: --merge: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    keys = ("device", "profile", "budget", "passes", "dry_run")
+    for path, doc in zip(paths[1:], docs[1:]):
+        differ = [k for k in keys if doc.get(k) != docs[0].get(k)]
+        if differ:
+            print(f"{TOOL}: error: --merge: {path} differs from {paths[0]} in {', '.join(differ)}", file=sys.stderr)
+            return EXIT_USAGE
+    order = {pair.name: i for i, pair in enumerate(load_pairs(()))}
+    rows = sorted((r for d in docs for r in d["kernels"]), key=lambda r: order.get(r["name"], len(order)))
+    merged = {**docs[0], "kernels": rows, "geomean": summary(rows), "merged_from": [str(p) for p in paths],
+              "total_s": max(d.get("total_s") or 0.0 for d in docs),
+              "baselines": next((d["baselines"] for d in docs if d.get("baselines")), None)}
+    print(f"device: {merged['device']}; profile {merged['profile']}; budget {merged['budget']} evaluations; "
+          f"passes {merged['passes']}; {len(docs)} runs merged", flush=True)
+    print_table(rows, merged["geomean"], bool(merged.get("dry_run")))
+    write_json(out, merged)
+    return EXIT_OK if all(ok(r, bool(merged.get("dry_run"))) for r in rows) else EXIT_FINDINGS
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    if args.merge:
+        return merge(args.merge, args.out)
     try:
         pairs = load_pairs(split_names(args.kernels))
     except KxformError as exc:

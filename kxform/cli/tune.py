@@ -378,7 +378,23 @@ def tune_summary(result: TuneResult, args: argparse.Namespace, objective: Object
         "best": None if best is None else {"config": best.config, "time_ms": best.evaluation.time_ms,
                                            "spread_ms": best.evaluation.spread_ms, "found_at": best.index + 1},
         "evaluations": [_evaluation(step) for step in result.steps],
+        "phases_s": _phase_totals(objective),
     }
+
+
+def _phase_totals(objective: Objective) -> dict[str, float] | None:
+    """Seconds the run's configurations spent rewriting, compiling, verifying and timing,
+    summed (None for an objective that does not record them): where a tune's time went."""
+    phases = getattr(objective, "phases", None)
+    if not isinstance(phases, dict) or not phases:
+        return None
+    totals = {"rewrite": 0.0, "compile": 0.0, "verify": 0.0, "time": 0.0}
+    for recorded in phases.values():
+        totals["rewrite"] += recorded.rewrite_s
+        totals["compile"] += recorded.compile_s
+        totals["verify"] += recorded.verify_s
+        totals["time"] += recorded.time_s
+    return {name: round(value, 3) for name, value in totals.items()}
 
 
 def _evaluation(step: Step) -> dict[str, Any]:

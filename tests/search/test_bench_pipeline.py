@@ -243,3 +243,31 @@ def test_gpu_table_rows_and_geomean_line(capsys: pytest.CaptureFixture[str]) -> 
     assert "swizzle: 15 evals (2 failed), tuned kept (swizzle=column)" in out
     assert "| cut | the --budget-s time was spent |" in out
     assert "geometric mean over 1 kernels: kxform 2.00x, expert 4.00x, fraction of the expert's log speed-up 50%" in out
+
+
+def test_merge_joins_runs_in_manifest_order_and_refuses_runs_that_do_not_compare(tmp_path: Path) -> None:
+    """Runs over parts of the corpus (one per GPU) become one table: rows in the manifest's
+    order, the geometric means recomputed over all of them; runs on another device or
+    budget are refused, naming the difference."""
+    base = {"tool": "bench_pipeline", "device": "GPU X", "profile": "h100", "dry_run": False, "budget": 40,
+            "passes": "offered", "total_s": 10.0, "baselines": None}
+    tuned = {"status": "tuned", "passes": ["launch"], "evaluated": 40, "failed": 0, "kept": "tuned",
+             "best_config": {"launch": True}, "speedup": 2.0}
+    gemm = {"name": "gemm", "size": {"name": "bench", "M": 64}, "original_ms": 8.0, "expert_ms": 1.0,
+            "kxform": tuned, "yardstick": None}
+    add = {"name": "residual_add", "size": {"name": "bench", "N": 64}, "original_ms": 2.0, "expert_ms": 1.0,
+           "kxform": tuned, "yardstick": None}
+    for row in (gemm, add):
+        bench_pipeline.speeds(row)
+    (tmp_path / "a.json").write_text(json.dumps({**base, "kernels": [gemm]}))
+    (tmp_path / "b.json").write_text(json.dumps({**base, "total_s": 30.0, "kernels": [add]}))
+    out = tmp_path / "all.json"
+    done = run_tool("--merge", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--out", str(out), timeout=300)
+    merged = json.loads(out.read_text())
+    assert [r["name"] for r in merged["kernels"]] == ["residual_add", "gemm"]
+    assert merged["geomean"]["kernels"] == 2 and merged["total_s"] == 30.0
+    assert merged["geomean"]["expert_speedup"] == pytest.approx(math.sqrt(8.0 * 2.0))
+    assert "geometric mean over 2 kernels" in done.stdout and "2 runs merged" in done.stdout
+    (tmp_path / "c.json").write_text(json.dumps({**base, "budget": 16, "kernels": [add]}))
+    refused = run_tool("--merge", str(tmp_path / "a.json"), str(tmp_path / "c.json"), timeout=300)
+    assert refused.returncode == 2 and "differs from" in refused.stderr and "budget" in refused.stderr
