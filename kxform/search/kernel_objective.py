@@ -326,14 +326,15 @@ class KernelObjective(Objective):
                                  self.options.time_timeout_s, self._flags)
         dtypes = {arg.name: arg.dtype for arg in launch.args}
         mode = spec.compare if uses_float_atomics(source) else EXACT
-        return timed_and_checked(self.runtime, request, dtypes, mode, self._repeat(request))
+        return timed_and_checked(self.runtime, request, dtypes, mode, self._repeat)
 
-    def _repeat(self, request: LaunchRequest) -> int:
+    def _repeat(self, probe_ms: float) -> int:
+        """Timed launches for a kernel whose single launch took `probe_ms`: enough to fill
+        the launch budget (at least MIN_REPEAT, at most `repeat`)."""
         budget = self.options.launch_budget_s
         if budget is None:
             return self.options.repeat
-        probe = self.runtime.run(request).elapsed_ms or 0.0
-        fits = int(budget * 1000.0 / probe) if probe > 0 else self.options.repeat
+        fits = int(budget * 1000.0 / probe_ms) if probe_ms > 0 else self.options.repeat
         return max(MIN_REPEAT, min(self.options.repeat, fits))
 
     def _recorded(self, config: Config) -> Timing:

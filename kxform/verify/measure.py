@@ -13,7 +13,7 @@ under timing, fails here (`MeasurementError`) instead of winning.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from kxform.engine.policy import VerifyPolicy
@@ -48,11 +48,14 @@ def timing_of(samples: list[float], copies: int = 1) -> Timing:
 
 
 def timed_and_checked(runtime: Runtime, request: LaunchRequest, dtypes: Mapping[str, str], mode: CompareSpec,
-                      repeat: int = REPEAT) -> Timing:
+                      repeat: int | Callable[[float], int] = REPEAT) -> Timing:
     """Time `request` and check that the last timed launch wrote what a single launch writes
-    (`dtypes`: the spec dtype of each output, `mode`: how outputs compare)."""
+    (`dtypes`: the spec dtype of each output, `mode`: how outputs compare). `repeat` may be
+    a function of the single launch's milliseconds (a count that fills a time budget), so
+    that one launch both probes the time and is the reference."""
     single = runtime.run(request)
-    timed = runtime.time(request, warmup=WARMUP, repeat=repeat, keep_outputs=True)
+    count = repeat(single.elapsed_ms or 0.0) if callable(repeat) else repeat
+    timed = runtime.time(request, warmup=WARMUP, repeat=count, keep_outputs=True)
     label = request.label or request.kernel
     if timed.persisting_l2_bytes not in (None, 0):
         raise MeasurementError(f"{label}: the persisting-L2 carveout is {timed.persisting_l2_bytes} bytes while "

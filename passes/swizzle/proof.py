@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from dataclasses import dataclass
 
 import z3
@@ -42,6 +43,10 @@ TIME_LIMIT_MS = 60_000
 PROVER_VERSION = "1"
 
 _W = 32
+
+_SOLVER_LOCK = threading.Lock()
+"""z3's Python API shares one context between threads and is not safe to call from several
+at once (the tuner prepares candidates on worker threads): one proof at a time."""
 
 
 class ProofFailed(Exception):
@@ -215,7 +220,8 @@ def prove_formula(formula: Formula) -> ProofReport:
     marker = cache_root() / "proof" / f"{key}.ok"
     if marker.exists():
         return ProofReport(marker.read_text(encoding="utf-8"), cached=True)
-    detail = _prove(formula)
+    with _SOLVER_LOCK:
+        detail = _prove(formula)
     marker.parent.mkdir(parents=True, exist_ok=True)
     tmp = marker.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(detail, encoding="utf-8")

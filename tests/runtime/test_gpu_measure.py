@@ -66,3 +66,17 @@ def test_persisting_policy_kernel_gets_no_carveout(gpu: GpuRuntime) -> None:
     single = gpu.run(_request("twice_persisting"))
     np.testing.assert_array_equal(timed.outputs["out"], single.outputs["out"])
     assert timed_and_checked(gpu, _request("twice_persisting"), DTYPES, EXACT, repeat=10).samples == 10
+
+
+@pytest.mark.gpu
+def test_the_reference_launch_is_the_probe_that_sets_the_count(gpu: GpuRuntime) -> None:
+    """A count that depends on the kernel's time is taken from the single reference launch
+    (no launch of its own): the function sees that launch's milliseconds."""
+    seen: list[float] = []
+
+    def count(probe_ms: float) -> int:
+        seen.append(probe_ms)
+        return 7
+
+    assert timed_and_checked(gpu, _request("twice"), DTYPES, EXACT, repeat=count).samples == 7
+    assert len(seen) == 1 and seen[0] > 0

@@ -247,3 +247,64 @@ def test_reference_module_that_fails_to_import(tmp_path: Path) -> None:
     launch = kernel.launch("small")
     with pytest.raises(SpecError, match=r"importing reference ref\.py failed: ModuleNotFoundError"):
         run_reference(kernel, launch, make_inputs(kernel, launch))
+
+
+_SPECIAL = [0.0, -0.0, 1.0, -1.0, 1e-30, float("inf"), float("-inf"), float("nan")]
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize("spec", [EXACT, ULP0, ULP2, CompareSpec("allclose", rtol=1e-3, atol=1e-6)],
+                         ids=["exact", "ulp0", "ulp2", "allclose"])
+@given(pairs=st.lists(st.tuples(st.sampled_from(_SPECIAL) | st.floats(-1e4, 1e4, width=32),
+                                st.sampled_from(["same", "nudge", "other", "nan"])), min_size=1, max_size=40))
+def test_compare_judges_every_element_as_the_elementwise_definition(
+        name: str, spec: CompareSpec, pairs: list[tuple[float, str]]) -> None:
+    """compare() evaluates tolerances only where the bits differ: the verdict, the count,
+    the first mismatch and the maxima are what the element-by-element definition gives
+    (identical NaNs differ outside exact mode, -0 and +0 are 0 ULP apart but not bit-exact)."""
+    encode = (lambda v: float_to_bf16(np.array(v, np.float32))) if name == "bfloat16" else \
+        (lambda v: np.array(v, dtype=name))
+    decode = (lambda a: bf16_to_float32(a).astype(np.float64)) if name == "bfloat16" else \
+        (lambda a: a.astype(np.float64))
+    values = np.array([v for v, _ in pairs])
+    exp = encode(values)
+    act = exp.copy()
+    for i, (_, how) in enumerate(pairs):
+        if how == "nudge":
+            act[i] = act[i] + np.array(1, act.dtype) if name == "bfloat16" else np.nextafter(act[i], act.dtype.type(np.inf))
+        elif how == "other":
+            act[i] = encode(np.array([values[i] * 0.5 + 3.0]))[0]
+        elif how == "nan":
+            act[i] = encode(np.array([np.nan]))[0]
+    e, a = decode(exp), decode(act)
+    bits = exp.view(f"u{exp.dtype.itemsize}") != act.view(f"u{act.dtype.itemsize}")
+    if spec.mode == "exact":
+        want = bits
+    elif spec.mode == "ulp":
+        want = np.isnan(e) | np.isnan(a) | (ulp_distance(exp, act) > spec.ulps)
+    else:
+        with np.errstate(invalid="ignore", over="ignore"):
+            want = ~((a == e) | (np.abs(a - e) <= spec.atol + spec.rtol * np.abs(e)))
+    got = compare(exp, act, spec, dtype=name)
+    assert got.mismatches == int(want.sum()) and got.ok == (not want.any())
+    assert got.first_mismatch == (int(np.argmax(want)) if want.any() else None)
+    usable = ~(np.isnan(e) | np.isnan(a))
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        diff = np.where(a == e, 0.0, np.abs(a - e))
+        rel = np.where(diff == 0, 0.0, diff / np.abs(e))
+    assert got.max_abs == (float(diff[usable].max()) if usable.any() else 0.0) or np.isnan(got.max_abs)
+    assert got.max_rel == (float(rel[usable].max()) if usable.any() else 0.0) or np.isnan(got.max_rel)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.float32, np.float64, np.dtype("V12")])
+def test_poison_mask_finds_whole_poisoned_elements_only(dtype: object) -> None:
+    """One word per element where the size allows, bytes otherwise: a partly poisoned
+    element is written."""
+    from kxform.runtime.base import POISON_BYTE, poison_mask
+
+    array = np.zeros(6, dtype=dtype)
+    raw = array.view(np.uint8).reshape(6, -1)
+    raw[1] = POISON_BYTE
+    raw[4] = POISON_BYTE
+    raw[2, 0] = POISON_BYTE  # only one byte: written
+    assert poison_mask(array).tolist() == [False, True, raw.shape[1] == 1, False, True, False]
