@@ -21,6 +21,7 @@ from pathlib import Path
 from kxform.cache import cache_root, content_key
 from kxform.engine.proposal import Proposal, Provenance
 from kxform.errors import KxformError
+from kxform.fileio import write_atomic
 from kxform.frontend.cuda import parse_model
 from kxform.frontend.model import SourceModel
 from kxform.frontend.source import SourceText
@@ -143,9 +144,7 @@ def cached_ranking(source: SourceText, spec: KernelSpec, spec_path: Path, hw: Hw
 
 def _write(path: Path, data: dict[str, object]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data, indent=1).encode("utf-8"))
 
 
 def _config_of(label: str) -> RemapConfig:

@@ -17,11 +17,11 @@ launch has `WAVES` full waves of blocks and its buffers are `L2_MULTIPLE` times 
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 
 from kxform.cache import cache_root, content_key
 from kxform.errors import KxformError
+from kxform.fileio import write_atomic
 from kxform.frontend.model import SourceModel
 from kxform.frontend.source import SourceText
 from kxform.harness.model import KernelSpec, SizeSpec
@@ -123,7 +123,5 @@ def _toml_string(value: str) -> str:
 
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, text.encode("utf-8"))
 

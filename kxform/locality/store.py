@@ -14,12 +14,12 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 
 from kxform.cache import cache_root, content_key
+from kxform.fileio import write_atomic
 from kxform.locality.footprint import Footprints
 from kxform.locality.simulate import Estimate, OrderStats
 from kxform.locality.trace import BlockSectors
@@ -37,9 +37,7 @@ def key(*parts: str) -> str:
 
 def _atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    write_atomic(path, data)
 
 
 def save_footprints(name: str, fp: Footprints) -> None:

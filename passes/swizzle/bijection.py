@@ -11,7 +11,6 @@ Results are cached by the hash of the helpers and the compiler.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from pathlib import Path
 from kxform.build.toolchain import HostCompiler
 from kxform.cache import cache_root, content_key
 from kxform.errors import CheckFailed
+from kxform.fileio import write_atomic
 
 EXHAUSTIVE_SIDE = 64
 LARGE_SHAPES: tuple[tuple[int, int], ...] = (
@@ -131,9 +131,7 @@ def check_helper(helper_source: str, helper_name: str,
     if reference:
         detail += ", equal to the proven formula on each"
     marker.parent.mkdir(parents=True, exist_ok=True)
-    tmp_marker = marker.with_suffix(f".{os.getpid()}.tmp")
-    tmp_marker.write_text(detail, encoding="utf-8")
-    os.replace(tmp_marker, marker)
+    write_atomic(marker, detail.encode())  # a temporary name of its own: threads check side by side
     report = BijectionReport(True, shapes, detail, cached=False)
     _memo[key] = report
     return report

@@ -25,13 +25,13 @@ and blocks). Formula size is already bounded by the parser (formula.MAX_NODES).
 from __future__ import annotations
 
 import functools
-import os
 import threading
 from dataclasses import dataclass
 
 import z3
 
 from kxform.cache import cache_root, content_key
+from kxform.fileio import write_atomic
 from kxform.passes.swizzle.formula import Binary, Call, Formula, Node, Num, Unary, Var, show
 
 GX_MAX = 2**31 - 1
@@ -223,9 +223,7 @@ def prove_formula(formula: Formula) -> ProofReport:
     with _SOLVER_LOCK:
         detail = _prove(formula)
     marker.parent.mkdir(parents=True, exist_ok=True)
-    tmp = marker.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(detail, encoding="utf-8")
-    os.replace(tmp, marker)
+    write_atomic(marker, detail.encode())  # a temporary name of its own: threads prove side by side
     return ProofReport(detail, cached=False)
 
 

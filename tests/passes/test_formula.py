@@ -238,3 +238,35 @@ def test_the_pass_refuses_the_gx77_formula_with_the_counter_example() -> None:
     (kernel,) = result.results
     assert kernel.outcome is Outcome.FAILED and kernel.stage == "check"
     assert "proof: not a bijection: on grid 77x" in kernel.reasons[0]
+
+
+def test_proofs_from_many_threads_at_once_all_succeed_and_cache_once(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tuner prepares candidates on worker threads: threads proving the same new formula
+    together each get the proof (z3 is called one proof at a time, each cache file is
+    written under a name of its own), and one cache entry is left."""
+    import threading
+
+    from kxform.passes.swizzle import proof
+
+    monkeypatch.setenv("KXFORM_CACHE_DIR", str(tmp_path / "cache"))
+    proof._prove.cache_clear()
+    formula = parse_formula("lx = (bx + by) % gx\nly = by")
+    start, results, errors = threading.Barrier(8), [], []
+
+    def prove() -> None:
+        start.wait()
+        try:
+            results.append(proof.prove_formula(formula).detail)
+        except Exception as exc:  # noqa: BLE001 - the test reports any failure
+            errors.append(exc)
+
+    threads = [threading.Thread(target=prove) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    proof._prove.cache_clear()
+    assert not errors and len(results) == 8 and all(r.startswith("proven (z3)") for r in results)
+    assert [p.name for p in (tmp_path / "cache").rglob("*") if p.is_file()] == [next(
+        (tmp_path / "cache").rglob("*.ok")).name]
