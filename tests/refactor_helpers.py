@@ -19,6 +19,7 @@ from kxform.propose.template import refactor_tool
 from kxform.propose.template_session import TemplateEvaluator
 from kxform.runtime.cpu import CpuRuntime
 from llm_replies import client, message, tool_use
+from template_inputs import template_input  # noqa: F401 - the tests import it from here too
 
 NAIVE = Path(__file__).resolve().parent.parent / "corpora" / "naive"
 
@@ -28,12 +29,6 @@ class RefactorPass:
     """The pass name the loop records (the template is the whole proposal)."""
 
     name: str = "refactor"
-
-
-def template_input(code: str, params: list[dict[str, Any]], grid: list[str], block: list[str],
-                   constraints: list[str] | None = None) -> dict[str, Any]:
-    return {"last_attempt": "first attempt", "expectation": "fewer, wider accesses per thread", "code": code,
-            "params": params, "constraints": constraints or [], "grid": grid, "block": block}
 
 
 def reply(data: dict[str, Any]):  # type: ignore[no-untyped-def]

@@ -7,35 +7,8 @@ from __future__ import annotations
 import pytest
 
 from llm_replies import PLANTED_KEY  # skips the module without the anthropic client
-from refactor_helpers import reply, session, template_input
-
-GELU = """__global__ void gelu_f32_naive(float* out, const float* inp, int N)
-{{
-    int base = (blockIdx.x * blockDim.x + threadIdx.x) * VEC;
-    for (int k = 0; k < VEC; k++) {{
-        int i = base + k;
-        {guard} {{
-            float x = inp[i];
-            float cube = 0.044715f * x * x * x;
-            out[i] = {scale}0.5f * x * (1.0f + tanhf(GELU_SCALING_FACTOR * (x + cube)));
-        }}
-    }}
-}}"""
-PARAMS = [{"name": "BLOCK", "values": [64, 128, 256], "original": 128}, {"name": "VEC", "values": [1, 2, 4],
-                                                                          "original": 1}]
-GRID, BLOCK = ["ceil_div(N, BLOCK * VEC)"], ["BLOCK"]
-
-
-def gelu(guard: str = "if (i < N)", scale: str = "", before: str = "", after: str = "", params=None,
-         grid=None, block=None, constraints=None, code: str | None = None) -> dict:
-    text = code if code is not None else before + GELU.format(guard=guard, scale=scale) + after
-    return template_input(text, params if params is not None else PARAMS, grid or GRID, block or BLOCK,
-                          constraints)
-
-
-def with_body(extra: str) -> dict:
-    return gelu(guard=f"{extra}\n        if (i < N)")
-
+from refactor_helpers import reply, session
+from template_inputs import BLOCK, GELU, GRID, OVERRUN, PARAMS, RACE_BY_BLOCK, gelu, with_body  # noqa: F401
 
 FAST = [
     ("an include", gelu(before="#include <stdio.h>\n"), "validate", "include"),
@@ -85,11 +58,8 @@ SLOW = [
     ("wrong only at a ragged size", gelu(guard="if (i < (N / 64) * 64)"), "mismatch"),
     ("wrong only for one parameter value", gelu(scale="(VEC == 2 ? 1.5f : 1.0f) * "), "mismatch"),
     ("off by more than the tolerance", gelu(scale="1.0001f * "), "mismatch"),
-    ("out of bounds for large parameters", gelu(guard="if (VEC == 4 || i < N)"), "mismatch"),
-    ("a race that appears only for some block sizes",
-     gelu(code=GELU.format(guard="if (i < N)", scale="r * ").replace(
-         "int base", "__shared__ float s[BLOCK];\n    s[threadIdx.x] = 1.0f;\n    float r = BLOCK >= 256 ? "
-         "s[BLOCK - 1 - threadIdx.x] : s[threadIdx.x];\n    int base")), "mismatch"),
+    ("out of bounds for large parameters", OVERRUN, "mismatch"),
+    ("a race that appears only for some block sizes", RACE_BY_BLOCK, "mismatch"),
     ("reading uninitialised shared memory",
      gelu(code=GELU.format(guard="if (i < N)", scale="s[threadIdx.x] * ").replace(
          "int base", "__shared__ float s[BLOCK];\n    if (threadIdx.x > 0) s[threadIdx.x] = 1.0f;\n    __syncthreads();"
@@ -121,49 +91,6 @@ def test_a_wrong_template_fails_verification(monkeypatch: pytest.MonkeyPatch, na
 
 def test_the_hostile_suite_is_large_enough() -> None:
     assert len(FAST) + len(SLOW) >= 25
-
-
-def _gpu_or_skip() -> None:
-    from kxform.runtime.gpu import GpuRuntime
-
-    runtime = GpuRuntime(sanitize=True)
-    try:
-        ok, why = runtime.available()
-    finally:
-        runtime.close()
-    if not ok:
-        pytest.skip(f"gpu runtime with compute-sanitizer unavailable: {why}")
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("name, expected", [("a race that appears only for some block sizes", "racecheck"),
-                                            ("out of bounds for large parameters", "memcheck")])
-def test_the_sanitizers_reject_a_planted_template_on_the_gpu(name: str, expected: str) -> None:
-    """racecheck sees the missing barrier and memcheck the overrun, on the sampled configurations."""
-    from kxform.frontend.cuda import parse_model
-    from kxform.frontend.source import read_source
-    from kxform.harness.spec import load_spec
-    from kxform.hw import load_profile
-    from kxform.propose.template import read_template
-    from kxform.propose.template_verify import covering_sample, sanitize_template
-    from refactor_helpers import NAIVE
-
-    _gpu_or_skip()
-    data = next(d for n, d, _ in SLOW if n == name)
-    template = read_template(data, "gelu_f32_naive")
-    model = parse_model(read_source(NAIVE / "gelu_f32" / "naive.cu"))
-    kernel = next(f for f in model.functions if f.name == "gelu_f32_naive")
-    spec = load_spec(NAIVE / "gelu_f32" / "kxform.toml").kernel("gelu_f32_naive")
-    sample = covering_sample(template.space(), load_profile("h100"), dict(template.original or ()))
-    found = sanitize_template(model.source, kernel, template, spec, sample)
-    assert found is not None and found.key in ("memcheck", "racecheck"), found
-    if expected == "memcheck":  # the overrun is memcheck's finding, whatever the outputs
-        assert found.key == "memcheck", found
-    else:  # the race shows only where the reversed read crosses warps: BLOCK = 256
-        assert "BLOCK=256" in found.message, found
-    clean = read_template(gelu(), "gelu_f32_naive")
-    assert sanitize_template(model.source, kernel, clean, spec, covering_sample(clean.space(), load_profile("h100")))\
-        is None
 
 
 @pytest.mark.slow
