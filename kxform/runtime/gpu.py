@@ -20,6 +20,7 @@ import hashlib
 import itertools
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -509,6 +510,11 @@ def _last_line(text: str) -> str:
     return next((" ".join(ln.split()) for ln in reversed(text.splitlines()) if ln.strip()), "no output")
 
 
+_SUMMARY = re.compile(r"[A-Z]+ SUMMARY:")
+"""The closing tally of a tool: ERROR SUMMARY (memcheck, initcheck, synccheck), LEAK
+SUMMARY, RACECHECK SUMMARY (racecheck's, also with 0 hazards)."""
+
+
 def sanitizer_error(log: str) -> str:
     """The first error compute-sanitizer reported, with its `at <function>` line, or "".
 
@@ -520,7 +526,7 @@ def sanitizer_error(log: str) -> str:
     found: list[str] = []
     for index, line in enumerate(lines):
         text = line.strip()
-        banner = text.startswith(("COMPUTE-SANITIZER", "ERROR SUMMARY", "LEAK SUMMARY"))
+        banner = text.startswith("COMPUTE-SANITIZER") or _SUMMARY.match(text) is not None  # each tool's tally
         if not text or line.startswith("  ") or banner:
             continue
         where = next((ln.strip() for ln in lines[index + 1:index + 3] if ln.strip().startswith("at ")), "")

@@ -37,9 +37,9 @@ def parse_gpus(text: str) -> tuple[str, ...]:
     """`--gpus all|N|LIST` as the devices to pin the workers to (`CUDA_VISIBLE_DEVICES`
     values, indices into this process's own visible devices where it has any)."""
     text = text.strip()
-    if text == "all":
-        count = count_gpus()
-        indices = list(range(count))
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    if text == "all":  # the devices this process may use: those CUDA_VISIBLE_DEVICES names, else the host's
+        indices = list(range(len(visible) if visible else count_gpus()))
     elif text.isdigit() and "," not in text and len(text) < 4:
         if int(text) < 1:
             raise UsageError(f"--gpus {text}: must be at least 1 GPU")
@@ -51,7 +51,6 @@ def parse_gpus(text: str) -> tuple[str, ...]:
             raise UsageError(f"--gpus {text!r}: expected all, a count, or a list of device numbers (0,1,3)") from None
         if len(set(indices)) != len(indices) or min(indices) < 0:
             raise UsageError(f"--gpus {text}: device numbers must be distinct and not negative")
-    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
     if visible:
         if max(indices) >= len(visible):
             raise UsageError(f"--gpus {text}: this process sees {len(visible)} devices (CUDA_VISIBLE_DEVICES="

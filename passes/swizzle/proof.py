@@ -45,8 +45,16 @@ PROVER_VERSION = "1"
 _W = 32
 
 _SOLVER_LOCK = threading.Lock()
-"""z3's Python API shares one context between threads and is not safe to call from several
-at once (the tuner prepares candidates on worker threads): one proof at a time."""
+"""One proof at a time (the tuner prepares candidates on worker threads)."""
+_LOCAL = threading.local()
+
+
+def _ctx() -> z3.Context:
+    """The z3 context of the proof running on this thread. Every proof has a context of its
+    own: z3's default context is shared by all threads and its reference counts are not
+    thread-safe, so terms freed late on another thread (an exception's traceback) while a
+    proof runs there corrupted it (a segfault or 'unreachable' in a tuning run)."""
+    return _LOCAL.context  # type: ignore[no-any-return]
 
 
 class ProofFailed(Exception):
@@ -80,7 +88,7 @@ class _Encoder:
 
     def eval(self, node: Node, when: z3.BoolRef) -> z3.ArithRef:
         if isinstance(node, Num):
-            return z3.IntVal(node.value)
+            return z3.IntVal(node.value, _ctx())
         if isinstance(node, Var):
             return self.env[node.name]
         if isinstance(node, Unary):
@@ -109,20 +117,20 @@ class _Encoder:
         b = self.eval(node.right, when)
         if op in ("/", "%"):
             self.hazard(when, b == 0, node, "division by zero" if op == "/" else "modulo by zero")
-            safe = z3.If(b == 0, z3.IntVal(1), b)
+            safe = z3.If(b == 0, z3.IntVal(1, _ctx()), b)
             return a / safe if op == "/" else a % safe
         if op in ("<<", ">>"):
             self.hazard(when, b >= 32, node, "shift by 32 or more")
             if isinstance(node.right, Num):
-                factor = z3.IntVal(2 ** min(node.right.value, 31))
+                factor = z3.IntVal(2 ** min(node.right.value, 31), _ctx())
             else:
-                factor = _int(z3.BitVecVal(1, _W) << _bv(z3.If(b < 32, b, z3.IntVal(31))))
+                factor = _int(z3.BitVecVal(1, _W, _ctx()) << _bv(z3.If(b < 32, b, z3.IntVal(31, _ctx()))))
             if op == ">>":
                 return a / factor
             return self.wrapping(a * factor, when, node, "left shift past 32 bits")
         if op == "-":
             self.hazard(when, a < b, node, "subtraction below zero")
-            return z3.If(a < b, z3.IntVal(0), a - b)
+            return z3.If(a < b, z3.IntVal(0, _ctx()), a - b)
         if op == "+":
             return self.wrapping(a + b, when, node, "sum of 2^32 or more")
         if op == "*":
@@ -131,7 +139,7 @@ class _Encoder:
 
     def wrapping(self, value: z3.ArithRef, when: z3.BoolRef, node: Node, what: str) -> z3.ArithRef:
         self.hazard(when, value >= _LIMIT, node, what)
-        return z3.If(value >= _LIMIT, z3.IntVal(0), value)
+        return z3.If(value >= _LIMIT, z3.IntVal(0, _ctx()), value)
 
 
 _LIMIT = 2**32
@@ -146,7 +154,7 @@ def _int(value: z3.BitVecRef) -> z3.ArithRef:
 
 
 def _bool(cond: z3.BoolRef) -> z3.ArithRef:
-    return z3.If(cond, z3.IntVal(1), z3.IntVal(0))
+    return z3.If(cond, z3.IntVal(1, _ctx()), z3.IntVal(0, _ctx()))
 
 
 _BINARY = {
@@ -159,25 +167,25 @@ _BINARY = {
 
 
 def _grid() -> tuple[z3.ArithRef, z3.ArithRef, list[z3.BoolRef]]:
-    gx, gy = z3.Ints("gx gy")
+    gx, gy = z3.Ints("gx gy", _ctx())
     domain = [gx >= 1, gx <= GX_MAX, gy >= 1, gy <= GY_MAX, gx * gy < _LIMIT]
     return gx, gy, domain
 
 
 def _block(gx: z3.ArithRef, gy: z3.ArithRef, tag: str) -> tuple[_Encoder, list[z3.BoolRef]]:
-    bx, by = z3.Ints(f"bx{tag} by{tag}")
+    bx, by = z3.Ints(f"bx{tag} by{tag}", _ctx())
     return _Encoder(bx, by, gx, gy), [bx >= 0, bx < gx, by >= 0, by < gy]
 
 
 def _outputs(formula: Formula, enc: _Encoder) -> tuple[z3.ArithRef, z3.ArithRef]:
     for name, node in formula.statements:
-        enc.env[name] = enc.eval(node, z3.BoolVal(True))
+        enc.env[name] = enc.eval(node, z3.BoolVal(True, _ctx()))
     return enc.env["lx"], enc.env["ly"]
 
 
 def _solve(claims: list[z3.BoolRef], claim: str) -> z3.ModelRef | None:
     """A model of `claims` (a counter-example to what they negate), None when unsat."""
-    solver = z3.Solver()
+    solver = z3.Solver(ctx=_ctx())
     solver.set("timeout", TIME_LIMIT_MS)
     solver.add(*claims)
     answer = solver.check()
@@ -221,6 +229,8 @@ def prove_formula(formula: Formula) -> ProofReport:
     if marker.exists():
         return ProofReport(marker.read_text(encoding="utf-8"), cached=True)
     with _SOLVER_LOCK:
+        if marker.exists():  # proven by another thread while this one waited
+            return ProofReport(marker.read_text(encoding="utf-8"), cached=True)
         detail = _prove(formula)
     marker.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(marker, detail.encode())  # a temporary name of its own: threads prove side by side
@@ -259,15 +269,15 @@ def _prove_linear(formula: Formula, name: str) -> str:
     """`name` a permutation of [0, total) for every total < 2^32, pid and total free: the
     unflattening (`% gx`, `/ gx`) of an index below gx*gy is a bijection onto the grid,
     so the remap is one. One variable less of nonlinear arithmetic than the 2-D claim."""
-    total, p, q = z3.Ints("total p q")
+    total, p, q = z3.Ints("total p q", _ctx())
     domain = [total >= 1, total < _LIMIT]
     values = []
     for pid in (p, q):
-        enc = _Encoder(pid, z3.IntVal(0), z3.IntVal(1), z3.IntVal(1))
+        enc = _Encoder(pid, z3.IntVal(0, _ctx()), z3.IntVal(1, _ctx()), z3.IntVal(1, _ctx()))
         enc.env.update(pid=pid, total=total)
         for stmt, node in formula.statements:
             if stmt not in ("lx", "ly"):
-                enc.env[stmt] = enc.eval(node, z3.BoolVal(True))
+                enc.env[stmt] = enc.eval(node, z3.BoolVal(True, _ctx()))
         values.append((enc, enc.env[name]))
     (enc, first), (_, second) = values
     inside = [p >= 0, p < total, q >= 0, q < total]
@@ -289,6 +299,14 @@ def _prove_linear(formula: Formula, name: str) -> str:
 
 @functools.lru_cache(maxsize=256)
 def _prove(formula: Formula) -> str:
+    _LOCAL.context = z3.Context()
+    try:
+        return _prove_in_context(formula)
+    finally:
+        _LOCAL.context = None
+
+
+def _prove_in_context(formula: Formula) -> str:
     linear = _linear_form(formula)
     if linear is not None:
         return _prove_linear(formula, linear)

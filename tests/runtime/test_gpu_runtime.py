@@ -201,6 +201,8 @@ def test_sanitizer_error_line() -> None:
         """)
     assert sanitizer_error(log) == "Invalid __global__ write of size 4 bytes at fault(int *)+0x70"
     assert sanitizer_error("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n") == ""
+    racecheck = "========= COMPUTE-SANITIZER\n========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n"
+    assert sanitizer_error(racecheck) == ""  # racecheck's clean tally is not a finding
     api_first = "========= Program hit CUDA_ERROR_LAUNCH_FAILED (error 719)\n" + log
     assert sanitizer_error(api_first).startswith("Invalid __global__ write")
     assert sanitizer_error("========= Program hit CUDA_ERROR_LAUNCH_FAILED (error 719)\n").startswith("Program hit")

@@ -44,6 +44,8 @@ def test_gpus_option_indexes_the_visible_devices(monkeypatch: pytest.MonkeyPatch
     assert parse_gpus("2") == ("4", "5") and parse_gpus("2,0") == ("7", "4")
     with pytest.raises(UsageError, match="sees 3 devices"):
         parse_gpus("4")
+    monkeypatch.setenv("PATH", "")  # `all` is the visible devices: no nvidia-smi asked (it would list the host's)
+    assert parse_gpus("all") == ("4", "5", "7")
 
 
 @pytest.mark.parametrize("text, message", [("0", "at least 1"), ("x", "expected all, a count"),
