@@ -54,8 +54,10 @@ class Rows(ValuesPass):
     description = "share each thread's row loops over G threads (a warp fraction, a warp or a block) with " \
                   "shuffle or block reductions; rows{lanes=G,rows=R}"
     falls_back = False
-    excludes = ("launch",)
-    """Rows per block is this pass's own block size: tuned together, launch's would be a second name for it."""
+    excludes = ("launch", "coarsen")
+    """Rows per block is this pass's own block size: tuned together, launch's would be a second name for it.
+    coarsen gives a thread several rows where this pass gives a row several threads; composed, the
+    rewritten launch is one the verifier cannot read (every such point of a tune was "could not tell")."""
 
 
     @classmethod

@@ -193,14 +193,17 @@ def test_the_tuning_space_of_rows_and_launch_together_has_one_owner_of_the_block
     from kxform.search.kernel_space import kernel_space, parse_passes
 
     path = _file("layernorm")
-    both = kernel_space(path.read_bytes(), "layernorm_naive", parse_passes("launch,rows"), path=str(path), hw="h100")
-    assert set(both.passes) == {"rows", "launch"} and {"rows.lanes", "rows.rows"} <= set(both.space.names)
+    both = kernel_space(path.read_bytes(), "layernorm_naive", parse_passes("launch,rows,coarsen"), path=str(path),
+                        hw="h100")
+    assert set(both.passes) == {"rows", "launch", "coarsen"} and {"rows.lanes", "rows.rows"} <= set(both.space.names)
     valid = both.search(load_profile("h100"))
     configs = [valid.config(r) for r in range(len(valid))]
     pipelines = [both.spec(c) for c in configs]
     assert "rows{lanes=32,rows=8}" in pipelines and "rows{lanes=256,rows=1}" in pipelines
     assert "launch{LAYERNORM_NAIVE_BLOCK_X=256}" in pipelines
     assert not any("rows{" in p and "launch{" in p for p in pipelines)  # rows excludes launch
+    assert not any("rows{" in p and "coarsen{" in p for p in pipelines)  # and coarsen (rows per thread)
+    assert any("coarsen{" in p for p in pipelines)
     assert len(set(pipelines)) == len(configs)  # no rewrite is searched twice
 
 

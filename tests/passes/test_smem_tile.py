@@ -187,10 +187,13 @@ def test_the_tuning_space_is_the_pass_space_and_a_point_becomes_a_pipeline() -> 
     assert space.space.is_valid(point, hw)
     assert not space.space.is_valid({**point, "smem_tile.TM": 1, "smem_tile.TN": 1}, hw)  # 8192 threads
     assert not space.space.is_valid({**point, "smem_tile.BK": 64, "smem_tile.PAD": 8}, hw)  # 64 KiB of slices
-    both = kernel_space(GEMM.read_bytes(), "gemm_naive", ("launch", "smem-tile"), path=str(GEMM), hw="h100")
+    both = kernel_space(GEMM.read_bytes(), "gemm_naive", ("launch", "coarsen", "smem-tile"), path=str(GEMM),
+                        hw="h100")
     valid = both.search(hw)
     specs = [both.spec(valid.config(r)) for r in range(len(valid))]
     assert not any("launch" in s and "smem-tile" in s for s in specs)  # both set the block: never together
+    assert not any("coarsen" in s and "smem-tile" in s for s in specs)  # both set the outputs per thread
+    assert any("coarsen" in s for s in specs) and any("smem-tile" in s for s in specs)
 
 
 @pytest.mark.slow
