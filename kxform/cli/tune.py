@@ -30,8 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from kxform.cache import content_key
-from kxform import exitcodes
-from kxform.errors import CheckFailed, InputError, UsageError, display_path, printable
+from kxform.errors import CheckFailed, InputError, UsageError, printable
 from kxform.frontend.cuda import parse_model
 from kxform.log.passlog import PassLog
 from kxform.log.report import Report
