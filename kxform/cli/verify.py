@@ -6,15 +6,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from kxform import exitcodes
 from kxform.cli.options import add_config_options, add_flag_options, pick, project_config
 from kxform.cli.progress import ProgressBar
-from kxform.errors import UsageError, printable
+from kxform.errors import KxformError, UsageError, printable
 from kxform.harness.dirs import spec_in_dirs
 from kxform.harness.spec import find_spec_for, load_spec
-from kxform.frontend.source import read_source
+from kxform.frontend.source import SourceText, read_source
+from kxform.harness.model import KernelSpec
 
 
 EXIT_BY_STATUS = {"ok": exitcodes.OK, "mismatch": exitcodes.CHANGES, "inconclusive": exitcodes.UNDECIDED,
@@ -103,9 +105,33 @@ def run(args: argparse.Namespace) -> int:
         for verdict in report.sizes:
             print(printable(f"  {verdict.summary()}"), file=sys.stderr if not verdict.ok else sys.stdout)
         print(printable(report.summary()))
+    if rewritten is not None:
+        for note in _vacuity_warnings(rewritten, args.kernel, kernel_specs):
+            print(printable(f"kxform: warning: {note}"), file=sys.stderr)
     if len(kernel_specs) > 1 or kernel_specs[0].name != args.kernel:
         from kxform.verify.stage import missing_instantiations
 
         for note in missing_instantiations(original, kernel_specs[0].base_name, kernel_specs):
             print(f"kxform: note: {note}", file=sys.stderr)
     return EXIT_BY_STATUS[combined_status(reports)]
+
+
+def _vacuity_warnings(rewritten: SourceText, kernel: str, specs: Sequence[KernelSpec]) -> list[str]:
+    """What the verification just run could not tell, as each registered pass sees it in
+    the rewritten file (`Pass.verify_warnings`: a remap that moves no block at any check
+    size, say), once per distinct warning."""
+    from kxform.engine.registry import default_registry
+    from kxform.frontend.cuda import parse_model
+
+    try:
+        model = parse_model(rewritten)
+    except KxformError:
+        return []  # the verification above has already said what is wrong with the file
+    registry = default_registry()
+    out: list[str] = []
+    for name in registry.names():
+        for spec in specs:
+            for warning in registry.get(name)().verify_warnings(model, kernel, spec):
+                if warning not in out:
+                    out.append(warning)
+    return out

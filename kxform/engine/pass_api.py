@@ -321,6 +321,12 @@ class Pass(abc.ABC):
         there is nothing to predict."""
         return None
 
+    def verify_warnings(self, rewritten: SourceModel, kernel: str, spec: Any) -> list[str]:
+        """What verifying `kernel` of a file this pass rewrote cannot tell at the sizes of
+        `spec` (a KernelSpec), as warnings for `kxform verify` (a remap that moves no block
+        at any check size "verifies" whatever it does). Default: none."""
+        return []
+
     # -- describe ---------------------------------------------------------------------
 
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:

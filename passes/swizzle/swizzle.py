@@ -269,6 +269,17 @@ class Swizzle(Pass):
 
     # -- edit -------------------------------------------------------------------------
 
+    def verify_warnings(self, rewritten: SourceModel, kernel: str, spec: Any) -> list[str]:
+        """The remaps `kernel` calls that move no block at any check size of `spec`."""
+        from kxform.passes.swizzle.vacuity import vacuous_remaps
+
+        function = next((k for k in rewritten.kernels if k.name == kernel.split("<")[0].strip()), None)
+        if function is None:
+            return []
+        data = rewritten.source.data
+        return vacuous_remaps(data.decode("utf-8", "replace"),
+                              data[function.span.start:function.span.end].decode("utf-8", "replace"), spec)
+
     def block_order(self, proposal: Proposal) -> BlockOrder:
         """The remap the proposal asks for, vectorised (what the predictions rank by)."""
         from kxform.passes.swizzle.block_order import vectorised

@@ -78,6 +78,45 @@ def test_a_remap_that_moves_no_block_at_the_check_sizes_is_verified_with_a_warni
 
 
 @needs_cpu
+def test_kxform_verify_warns_when_the_rewritten_remap_moves_no_block(tmp_path: Path) -> None:
+    """`kxform verify ORIGINAL REWRITTEN` reads the remap back from the rewritten file and
+    warns as apply does; a spec with a size that moves a block gives no warning."""
+    path = _tree(tmp_path, [(30, 30), (50, 20)])  # grids 1x4 and 2x3
+    out = tmp_path / "out"
+    done = run_cli("apply", "--pass", "swizzle", "--pattern", "xcd", "--param", "xcds=8", "-o", str(out), str(path))
+    assert done.returncode == 0, done.stderr
+    rewritten = next(out.rglob("naive_transpose.cu"))
+    verified = run_cli("verify", str(path), str(rewritten), "--kernel", "naive_transpose", "--runtime", "cpu")
+    assert verified.returncode == 0, verified.stderr
+    assert "kxform: warning: the remap moves no block at any check size of the spec (s0 1x4, s1 2x3)" \
+        in verified.stderr
+    moving = _tree(tmp_path / "more", [(30, 30), (256, 256)])  # one grid of 8x32 blocks
+    verified = run_cli("verify", str(moving), str(rewritten), "--kernel", "naive_transpose", "--runtime", "cpu")
+    assert verified.returncode == 0, verified.stderr
+    assert "moves no block" not in verified.stderr
+
+
+@pytest.mark.parametrize("helper", ["grouped", "xcd-grouped", "custom"])
+def test_the_remap_is_read_back_from_its_helper(helper: str) -> None:
+    """A library pattern through its label, a custom remap through its formula: the remap
+    read back from the emitted helper maps every block as the one that emitted it."""
+    from kxform.passes.swizzle.formula import formula_remap
+    from kxform.passes.swizzle.vacuity import remaps_in
+    from kxform.remap import get_pattern
+
+    if helper == "custom":
+        remap = formula_remap("lx = select(gx * gy > 8, (bx + 1) % gx, bx)\nly = by")
+    else:
+        remap = get_pattern(helper).resolve({"group": 3, "along": "x"} | ({"xcds": 4} if "xcd" in helper else {}))
+    found = remaps_in("#include <x.h>\n" + remap.helper_source("\r\n"))
+    assert list(found) == [remap.helper_name()]
+    apply = found[remap.helper_name()]
+    for gx, gy in ((1, 1), (3, 5), (7, 2), (9, 4)):
+        assert [apply(bx, by, gx, gy) for by in range(gy) for bx in range(gx)] == \
+            [remap.apply(bx, by, gx, gy) for by in range(gy) for bx in range(gx)]
+
+
+@needs_cpu
 def test_an_original_that_reads_out_of_bounds_is_named_not_the_rewrite(tmp_path: Path) -> None:
     """The spec gives `in` 40 elements too few: the original itself reads past it, so no
     size can compare anything (inconclusive, exit 3), and the message names the original."""
