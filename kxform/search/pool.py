@@ -15,7 +15,11 @@ worker that dies takes its tickets with it only until the backend reports them l
 they are then submitted again (the backend's own restart, Ray's actor restarts and
 task retries, comes first; this is the last resort once it gave up), and a
 configuration that loses its worker MAX_TRIES times is recorded as `runtime_failed`,
-so that a configuration that kills its worker cannot stall the run. After
+so that a configuration that kills its worker cannot stall the run. A lost
+configuration is submitted again *alone* (to an idle worker, which takes nothing else
+until it is done): it may only have been in flight beside the one that killed the
+worker, and alone it cannot be charged with another's kill. Only the killer goes on
+losing its worker. After
 `on_result` asks to stop, the evaluations in flight still come in and are recorded.
 
 Reference check: before tuning, every worker evaluates one reference configuration
@@ -112,6 +116,8 @@ class _Flight:
     worker: int
     config: dict[str, ParamValue]
     tries: int = 1
+    alone: bool = False
+    """Submitted again after a loss: runs with no other configuration on its worker."""
 
 
 @dataclass
@@ -158,11 +164,13 @@ class WorkerPool:
         `on_result` returns False; the evaluations in flight then still finish."""
         started = time.perf_counter()
         flights: dict[int, _Flight] = {}
+        waiting: list[int] = []  # tickets lost once, to be submitted again alone
         load = [0] * len(self.identities)
         taking = True
         try:
             while True:
-                while taking:
+                self._submit_alone(waiting, flights, load)
+                while taking and not waiting:  # lost configurations first, or an idle worker never comes
                     worker = self._free(load)
                     if worker is None:
                         if not flights and not any(map(self.backend.alive, range(len(load)))):
@@ -178,14 +186,16 @@ class WorkerPool:
                     self.backend.submit(worker, ticket, config)
                 if not flights:
                     return
+                if len(waiting) == len(flights):  # nothing runs, and no idle worker is alive to take them
+                    raise InputError("every worker was lost: the run cannot go on")
                 for done in self.backend.wait():
                     flight = flights.get(done.ticket)
-                    if flight is None:
+                    if flight is None or done.ticket in waiting:
                         continue  # not in flight: never accepted twice
-                    load[flight.worker] -= 1
-                    evaluation = self._settle(done, flight, load)
+                    load[flight.worker] -= self.slots if flight.alone else 1
+                    evaluation = self._settle(done, flight, waiting)
                     if evaluation is None:
-                        continue  # submitted again
+                        continue  # to be submitted again
                     del flights[done.ticket]
                     self.counts[done.worker] += 1
                     if not on_result(done.ticket, Prepared(tuple(flight.config.items())), evaluation):
@@ -193,25 +203,35 @@ class WorkerPool:
         finally:
             self.wall_s = time.perf_counter() - started
 
-    def _settle(self, done: Done, flight: _Flight, load: list[int]) -> Evaluation | None:
-        """The evaluation to record for `done`, or None when it was submitted again."""
+    def _settle(self, done: Done, flight: _Flight, waiting: list[int]) -> Evaluation | None:
+        """The evaluation to record for `done`, or None when it waits to be submitted again."""
         if done.evaluation is not None:
             return self._normalised(done.worker, done.evaluation)
         if flight.tries >= MAX_TRIES:
             self.lost += 1
             return Evaluation.failed(Failure.RUNTIME, 0.0, f"lost its worker {flight.tries} times: {done.why}")
-        worker = self._free(load, any_load=True)
-        if worker is None:
-            raise InputError(f"every worker was lost ({done.why})")
-        flight.worker, flight.tries = worker, flight.tries + 1
-        load[worker] += 1
+        flight.tries += 1
+        flight.alone = True
+        waiting.append(done.ticket)
         self.resubmitted += 1
-        self.backend.submit(worker, done.ticket, flight.config)
         return None
 
-    def _free(self, load: list[int], any_load: bool = False) -> int | None:
+    def _submit_alone(self, waiting: list[int], flights: dict[int, _Flight], load: list[int]) -> None:
+        """Submit lost configurations again, each to an idle live worker that then takes
+        nothing else until it is done (its load is all its slots)."""
+        while waiting:
+            idle = [w for w in range(len(load)) if load[w] == 0 and self.backend.alive(w)]
+            if not idle:
+                return
+            ticket = waiting.pop(0)
+            flight = flights[ticket]
+            flight.worker = idle[0]
+            load[idle[0]] += self.slots
+            self.backend.submit(idle[0], ticket, flight.config)
+
+    def _free(self, load: list[int]) -> int | None:
         """The live worker with the fewest configurations in flight (below `slots`)."""
-        live = [w for w in range(len(load)) if self.backend.alive(w) and (any_load or load[w] < self.slots)]
+        live = [w for w in range(len(load)) if self.backend.alive(w) and load[w] < self.slots]
         return min(live, key=lambda w: (load[w], w)) if live else None
 
     def _normalised(self, worker: int, evaluation: Evaluation) -> Evaluation:

@@ -354,6 +354,21 @@ def test_a_configuration_that_kills_every_worker_is_recorded_as_failed(recording
     assert run.report.lost == 1 and run.report.resubmitted >= MAX_TRIES - 1
 
 
+def test_a_configuration_in_flight_beside_the_killer_is_not_charged_with_its_kills(recording: Path,
+                                                                                    tmp_path: Path) -> None:
+    """One worker, two configurations in flight: a kill takes the killer's neighbour too
+    (when one is in flight beside it). Submitted again alone, the neighbour is evaluated;
+    only the killer is recorded as failed (charged with every kill, the neighbour went
+    back beside it and was lost MAX_TRIES times too)."""
+    killer = "4,4,1,2"
+    recipe = ReplayRecipe(str(recording), crash_key=killer)
+    run = run_pool(LocalBackend(recipe, ("0",)), recording, 85, tmp_path / "k.db", strategy="exhaustive")
+    assert_complete(run, 85)
+    lost = [s for s in run.result.steps if s.evaluation.detail.startswith("lost its worker")]
+    assert [s.config for s in lost] == [{"bx": 4, "by": 4, "unroll": 1, "tile": 2}]
+    assert run.report.lost == 1 and run.report.resubmitted >= MAX_TRIES - 1
+
+
 @pytest.mark.slow
 def test_cli_directory_on_a_cluster_without_gpus_is_one_line(tmp_path: Path) -> None:
     """`--ray local` on this machine starts a Ray cluster with no GPU: the jobs would
