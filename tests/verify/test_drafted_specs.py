@@ -50,18 +50,10 @@ PLANTS = {
 }
 
 
-@pytest.fixture(scope="module")
-def runtime() -> CpuRuntime:
-    cpu = CpuRuntime()
-    if not cpu.available()[0]:
-        pytest.skip("no host C++ compiler for the CPU runtime")
-    return cpu
-
-
-def _drafted(tmp_path: Path, text: str, kernel: str, runtime: CpuRuntime):  # type: ignore[no-untyped-def]
+def _drafted(tmp_path: Path, text: str, kernel: str, cpu: CpuRuntime):  # type: ignore[no-untyped-def]
     path = tmp_path / f"{kernel}.cu"
     path.write_text(text)
-    draft = infer_spec(SourceText(str(path), text.encode()), kernel, runtime)
+    draft = infer_spec(SourceText(str(path), text.encode()), kernel, cpu)
     (tmp_path / "kxform.toml").write_text(draft.text)
     return path, load_spec(tmp_path / "kxform.toml").kernel(kernel)
 
@@ -69,18 +61,18 @@ def _drafted(tmp_path: Path, text: str, kernel: str, runtime: CpuRuntime):  # ty
 @pytest.mark.slow
 @pytest.mark.parametrize("text, kernel", [(SAXPY, "saxpy"), (REDUCE, "block_sum")])
 def test_a_drafted_spec_of_a_1d_kernel_launches_several_blocks_and_catches_planted_bugs(
-        tmp_path: Path, runtime: CpuRuntime, text: str, kernel: str) -> None:
-    path, spec = _drafted(tmp_path, text, kernel, runtime)
+        tmp_path: Path, cpu: CpuRuntime, text: str, kernel: str) -> None:
+    path, spec = _drafted(tmp_path, text, kernel, cpu)
     for size in spec.check_sizes:
         blocks = spec.launch(size).grid[0]
         n = size.values["n"]
         assert blocks >= MIN_BLOCKS and n % spec.launch(size).block[0] != 0 or size.name == "tiles", (size, blocks)
     original = validate_bytes(str(path), text.encode())
-    assert verify_pair(original, original, spec, runtime).status == "ok"
+    assert verify_pair(original, original, spec, cpu).status == "ok"
     for wanted, planted in PLANTS[kernel]:
         assert text.count(wanted) == 1
         bad = validate_bytes(str(path), text.replace(wanted, planted).encode(), rewritten=True)
-        report = verify_pair(original, bad, spec, runtime)
+        report = verify_pair(original, bad, spec, cpu)
         assert report.status == "mismatch", (planted, report.summary(), [s.summary() for s in report.sizes])
 
 

@@ -58,18 +58,10 @@ void run(float* out, const int* idx, const float* lut, int n) {
 """
 
 
-@pytest.fixture(scope="module")
-def runtime() -> CpuRuntime:
-    cpu = CpuRuntime()
-    if not cpu.available()[0]:
-        pytest.skip("no host C++ compiler for the CPU runtime")
-    return cpu
-
-
-def _draft(tmp_path: Path, text: str, kernel: str, runtime: CpuRuntime) -> str:
+def _draft(tmp_path: Path, text: str, kernel: str, cpu: CpuRuntime) -> str:
     path = tmp_path / f"{kernel}.cu"
     path.write_text(text)
-    return infer_spec(SourceText(str(path), text.encode()), kernel, runtime).text
+    return infer_spec(SourceText(str(path), text.encode()), kernel, cpu).text
 
 
 def _arg(text: str, name: str) -> str:
@@ -78,8 +70,8 @@ def _arg(text: str, name: str) -> str:
 
 @pytest.mark.slow
 def test_an_index_read_from_memory_stays_in_its_row_and_the_draft_verifies(tmp_path: Path,
-                                                                           runtime: CpuRuntime) -> None:
-    text = _draft(tmp_path, PICK, "pick", runtime)
+                                                                           cpu: CpuRuntime) -> None:
+    text = _draft(tmp_path, PICK, "pick", cpu)
     assert 'count = "B * V"  # measured' in _arg(text, "logits") and "last row read in part" in _arg(text, "logits")
     high = int(_arg(text, "targets").split("high = ")[1].split()[0])
     values = [int(line.split()[2]) for line in text.splitlines() if line.startswith(("B = ", "V = "))]
@@ -87,14 +79,14 @@ def test_an_index_read_from_memory_stays_in_its_row_and_the_draft_verifies(tmp_p
     (tmp_path / "pick.kxspec.toml").write_text(text)
     spec = load_spec(tmp_path / "pick.kxspec.toml").kernel("pick")
     original = validate_bytes(str(tmp_path / "pick.cu"), PICK.encode())
-    assert verify_pair(original, original, spec, runtime).status == "ok"
+    assert verify_pair(original, original, spec, cpu).status == "ok"
     planted = validate_bytes(str(tmp_path / "pick.cu"), PICK.replace("+ targets[b]", "+ targets[b] / 2").encode())
-    assert verify_pair(original, planted, spec, runtime).status == "mismatch"
+    assert verify_pair(original, planted, spec, cpu).status == "mismatch"
 
 
 @pytest.mark.slow
-def test_a_table_indexed_by_data_spans_the_rows_the_fill_reaches(tmp_path: Path, runtime: CpuRuntime) -> None:
-    text = _draft(tmp_path, GATHER, "gather", runtime)
+def test_a_table_indexed_by_data_spans_the_rows_the_fill_reaches(tmp_path: Path, cpu: CpuRuntime) -> None:
+    text = _draft(tmp_path, GATHER, "gather", cpu)
     high = int(_arg(text, "ids").split("high = ")[1].split()[0])
     table = _arg(text, "table")
     assert f'count = "{high + 1} * C"  # measured' in table and "its row index is read from memory" in table
@@ -103,10 +95,10 @@ def test_a_table_indexed_by_data_spans_the_rows_the_fill_reaches(tmp_path: Path,
 
 @pytest.mark.slow
 def test_the_same_extent_at_both_sizes_is_a_count_where_every_index_is_affine_or_within_the_fill(tmp_path: Path,
-                                                                                    runtime: CpuRuntime) -> None:
-    text = _draft(tmp_path, FILTER, "blur", runtime)
+                                                                                    cpu: CpuRuntime) -> None:
+    text = _draft(tmp_path, FILTER, "blur", cpu)
     assert 'count = "9"  # measured' in _arg(text, "w") and "a constant of the kernel" in _arg(text, "w")
-    lookup = _draft(tmp_path, LOOKUP, "lookup", runtime)  # past the fill's reach: only the data says how far
+    lookup = _draft(tmp_path, LOOKUP, "lookup", cpu)  # past the fill's reach: only the data says how far
     assert "# fill in:" in _arg(lookup, "lut")
 
 
@@ -124,8 +116,8 @@ void run(float* out, const float* in, int n, int batch) {
 
 @pytest.mark.slow
 def test_a_count_of_higher_degree_than_the_product_is_measured_in_a_larger_run(tmp_path: Path,
-                                                                                 runtime: CpuRuntime) -> None:
-    text = _draft(tmp_path, BATCHED, "batched_scale", runtime)  # n * batch at first: read past
+                                                                                 cpu: CpuRuntime) -> None:
+    text = _draft(tmp_path, BATCHED, "batched_scale", cpu)  # n * batch at first: read past
     assert 'count = "n * n * batch"  # measured' in _arg(text, "in")
     assert 'count = "n * n * batch"  # measured' in _arg(text, "out") and "# fill in:" not in text
 
@@ -149,17 +141,17 @@ void run(const float* in, float* partial, int n) {
 
 
 @pytest.mark.slow
-def test_a_buffer_of_one_element_per_block_is_counted_by_the_grid(tmp_path: Path, runtime: CpuRuntime) -> None:
-    text = _draft(tmp_path, PARTIAL, "partial_sums", runtime)
+def test_a_buffer_of_one_element_per_block_is_counted_by_the_grid(tmp_path: Path, cpu: CpuRuntime) -> None:
+    text = _draft(tmp_path, PARTIAL, "partial_sums", cpu)
     assert 'count = "(n + 128 - 1) / 128"  # measured' in _arg(text, "partial"), _arg(text, "partial")
     assert "# fill in:" not in text
     (tmp_path / "p.kxspec.toml").write_text(text)
     spec = load_spec(tmp_path / "p.kxspec.toml").kernel("partial_sums")
     original = validate_bytes(str(tmp_path / "partial_sums.cu"), PARTIAL.encode())
-    assert verify_pair(original, original, spec, runtime).status == "ok"
+    assert verify_pair(original, original, spec, cpu).status == "ok"
     planted = PARTIAL.replace("partial[blockIdx.x] = s[0]", "partial[blockIdx.x] = s[1]")
     assert verify_pair(original, validate_bytes(str(tmp_path / "partial_sums.cu"), planted.encode()), spec,
-                       runtime).status == "mismatch"
+                       cpu).status == "mismatch"
 
 
 MANY_INTS = """__global__ void affine_ints(int* out, const int* in, int n, int a, int b, int c, int d, int e) {
@@ -173,8 +165,8 @@ void run(int* out, const int* in, int n, int a, int b, int c, int d, int e) {
 
 
 @pytest.mark.slow
-def test_a_kernel_with_many_integer_parameters_is_measured_within_bounds(tmp_path: Path, runtime: CpuRuntime) -> None:
-    text = _draft(tmp_path, MANY_INTS, "affine_ints", runtime)  # the product of six values would be too large
+def test_a_kernel_with_many_integer_parameters_is_measured_within_bounds(tmp_path: Path, cpu: CpuRuntime) -> None:
+    text = _draft(tmp_path, MANY_INTS, "affine_ints", cpu)  # the product of six values would be too large
     assert 'count = "n"  # measured' in _arg(text, "in") and 'count = "n"  # measured' in _arg(text, "out")
     assert "too large" not in text and "# fill in:" not in text
 
@@ -196,8 +188,8 @@ void run(int rows, const int* row_ptr, const int* cols, const float* vals, const
 
 @pytest.mark.slow
 def test_buffers_reached_through_indices_and_bounds_read_from_memory_span_the_fills_reach(
-        tmp_path: Path, runtime: CpuRuntime) -> None:
-    text = _draft(tmp_path, CSR, "spmv", runtime)
+        tmp_path: Path, cpu: CpuRuntime) -> None:
+    text = _draft(tmp_path, CSR, "spmv", cpu)
     high = int(_arg(text, "cols").split("high = ")[1].split()[0])
     for name in ("cols", "vals", "x"):  # a loop bound, a loop index and a gathered index, all data
         assert f'count = "{high + 1}"  # measured' in _arg(text, name), _arg(text, name)

@@ -24,38 +24,30 @@ void run(float* out, const float* s, const float* x, int n) {
 """
 
 
-@pytest.fixture(scope="module")
-def runtime() -> CpuRuntime:
-    cpu = CpuRuntime()
-    if not cpu.available()[0]:
-        pytest.skip("no host C++ compiler for the CPU runtime")
-    return cpu
-
-
-def _draft(tmp_path: Path, text: str, kernel: str, runtime: CpuRuntime):  # type: ignore[no-untyped-def]
+def _draft(tmp_path: Path, text: str, kernel: str, cpu: CpuRuntime):  # type: ignore[no-untyped-def]
     path = tmp_path / f"{kernel}.cu"
     path.write_text(text)
-    draft = infer_spec(SourceText(str(path), text.encode()), kernel, runtime)
+    draft = infer_spec(SourceText(str(path), text.encode()), kernel, cpu)
     (tmp_path / f"{kernel}.kxspec.toml").write_text(draft.text)
     return path, draft, load_spec(tmp_path / f"{kernel}.kxspec.toml").kernel(kernel)
 
 
 @pytest.mark.slow
 def test_inputs_outside_the_kernels_domain_are_drafted_positive_and_verify(tmp_path: Path,
-                                                                            runtime: CpuRuntime) -> None:
-    path, draft, spec = _draft(tmp_path, LOG_RATIO, "log_ratio", runtime)
+                                                                            cpu: CpuRuntime) -> None:
+    path, draft, spec = _draft(tmp_path, LOG_RATIO, "log_ratio", cpu)
     assert not draft.todos, draft.todos
     assert draft.text.count('fill = { dist = "uniform", low = 0.5, high = 1.5 }  # review: positive') == 2
     original = validate_bytes(str(path), LOG_RATIO.encode())
-    assert verify_pair(original, original, spec, runtime).status == "ok"
+    assert verify_pair(original, original, spec, cpu).status == "ok"
     planted = validate_bytes(str(path), LOG_RATIO.replace("s[i] / x[i]", "x[i] / s[i]").encode())
-    assert verify_pair(original, planted, spec, runtime).status == "mismatch"
+    assert verify_pair(original, planted, spec, cpu).status == "mismatch"
 
 
 @pytest.mark.slow
-def test_outputs_non_finite_at_any_input_keep_the_plain_fill(tmp_path: Path, runtime: CpuRuntime) -> None:
+def test_outputs_non_finite_at_any_input_keep_the_plain_fill(tmp_path: Path, cpu: CpuRuntime) -> None:
     always = LOG_RATIO.replace("logf(s[i] / x[i]) + sqrtf(x[i])", "s[i] / (x[i] - x[i])")
-    _, draft, _ = _draft(tmp_path, always, "log_ratio", runtime)
+    _, draft, _ = _draft(tmp_path, always, "log_ratio", cpu)
     assert draft.probe is not None and draft.probe.non_finite  # the measuring run saw it
     assert "low = 0.5" not in draft.text and draft.text.count('low = -1.0, high = 1.0 }') == 2
 
@@ -96,10 +88,10 @@ void run(float* m, const float* g, int n, float beta) {
 
 @pytest.mark.slow
 def test_a_float_scalar_is_drafted_neither_zero_nor_one_so_its_update_shows(tmp_path: Path,
-                                                                           runtime: CpuRuntime) -> None:
-    path, draft, spec = _draft(tmp_path, MOMENTUM, "momentum", runtime)
+                                                                           cpu: CpuRuntime) -> None:
+    path, draft, spec = _draft(tmp_path, MOMENTUM, "momentum", cpu)
     assert 'value = "0.75"  # review' in draft.text.split('name = "beta"')[1]
     original = validate_bytes(str(path), MOMENTUM.encode())
-    assert verify_pair(original, original, spec, runtime).status == "ok"  # with beta = 1, m would not change
+    assert verify_pair(original, original, spec, cpu).status == "ok"  # with beta = 1, m would not change
     planted = validate_bytes(str(path), MOMENTUM.replace("(1.0f - beta)", "(1.0f + beta)").encode())
-    assert verify_pair(original, planted, spec, runtime).status == "mismatch"
+    assert verify_pair(original, planted, spec, cpu).status == "mismatch"

@@ -116,27 +116,19 @@ def test_the_draft_says_why_when_the_guards_do_not_settle_the_launch(tmp_path: P
                for todo in draft.todos), draft.todos
 
 
-@pytest.fixture(scope="module")
-def runtime() -> CpuRuntime:
-    cpu = CpuRuntime()
-    if not cpu.available()[0]:
-        pytest.skip("no host C++ compiler for the CPU runtime")
-    return cpu
-
-
 @pytest.mark.slow
 def test_a_draft_from_the_guards_verifies_the_original_and_catches_a_planted_bug(tmp_path: Path,
-                                                                                  runtime: CpuRuntime) -> None:
+                                                                                  cpu: CpuRuntime) -> None:
     path = tmp_path / "scale.cu"
     path.write_text(TWO_D)
-    draft = infer_spec(SourceText(str(path), TWO_D.encode()), "scale_2d", runtime)
+    draft = infer_spec(SourceText(str(path), TWO_D.encode()), "scale_2d", cpu)
     assert not draft.todos, draft.todos
     (tmp_path / "scale.kxspec.toml").write_text(draft.text)
     spec = load_spec(tmp_path / "scale.kxspec.toml").kernel("scale_2d")
     original = validate_bytes(str(path), TWO_D.encode())
-    assert verify_pair(original, original, spec, runtime).status == "ok"
+    assert verify_pair(original, original, spec, cpu).status == "ok"
     planted = TWO_D.replace("blockIdx.y * 8", "blockIdx.y * 4")  # a wrong tile along y
-    report = verify_pair(original, validate_bytes(str(path), planted.encode()), spec, runtime)
+    report = verify_pair(original, validate_bytes(str(path), planted.encode()), spec, cpu)
     assert report.status == "mismatch", report.summary()
 
 
