@@ -76,10 +76,12 @@ def compare(
     if exp.dtype != want or act.dtype != want:
         raise ValueError(f"dtype mismatch: {name} needs {want}, got {exp.dtype} and {act.dtype}")
     exp, act = exp.reshape(-1), act.reshape(-1)
-    bad = _mismatch_mask(exp, act, spec, name)
+    where = np.flatnonzero(_bits_differ(exp, act))  # the only elements either step decodes
+    bad = _mismatch_mask(exp, act, where, spec, name)
     if unwritten_both is None:
-        return _summarise(exp, act, bad, name)
-    return replace(_summarise(exp, act, bad & ~unwritten_both, name), unwritten_both=int(unwritten_both.sum()))
+        return _summarise(exp, act, where, bad, name)
+    return replace(_summarise(exp, act, where, bad & ~unwritten_both, name),
+                   unwritten_both=int(unwritten_both.sum()))
 
 
 def _infer_dtype(array: np.ndarray) -> str:
@@ -98,15 +100,16 @@ def _bits_differ(exp: np.ndarray, act: np.ndarray) -> np.ndarray:
     return differ
 
 
-def _mismatch_mask(exp: np.ndarray, act: np.ndarray, spec: CompareSpec, name: str) -> np.ndarray:
-    """Elements that do not match under `spec`. Outside exact mode the tolerance is only
-    evaluated where the bits differ (identical bits are equal unless they are a NaN), so
-    a verified output of 10^8 elements costs one pass, not a float64 copy of both sides."""
+def _mismatch_mask(exp: np.ndarray, act: np.ndarray, where: np.ndarray, spec: CompareSpec, name: str) -> np.ndarray:
+    """Elements that do not match under `spec` (`where`: the indices whose bits differ).
+    The tolerance is only evaluated there (identical bits are equal unless they are a
+    NaN), so a verified output of 10^8 elements costs one pass, not a float64 copy of
+    both sides."""
     is_float = name in FLOAT_DTYPES
-    differ = _bits_differ(exp, act)
     if spec.mode == "exact":
+        differ = np.zeros(exp.shape, dtype=bool)
+        differ[where] = True
         return differ
-    where = np.flatnonzero(differ)
     e, a = exp[where], act[where]
     if spec.mode == "ulp" and is_float:
         off = _nan_mask(e, name) | _nan_mask(a, name) | (ulp_distance(e, a) > np.uint64(spec.ulps))
@@ -158,10 +161,9 @@ def int_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return diff.view(np.uint64)  # int64 wrap-around viewed unsigned is the exact distance
 
 
-def _summarise(exp: np.ndarray, act: np.ndarray, bad: np.ndarray, name: str) -> Comparison:
+def _summarise(exp: np.ndarray, act: np.ndarray, where: np.ndarray, bad: np.ndarray, name: str) -> Comparison:
     # Elements with identical bits add 0 to both maxima (or nothing, as NaNs): only the
-    # elements whose bits differ are decoded.
-    where = np.flatnonzero(_bits_differ(exp, act))
+    # elements whose bits differ (`where`) are decoded.
     e64, a64 = to_float64(exp[where], name), to_float64(act[where], name)
     usable = ~(np.isnan(e64) | np.isnan(a64))
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
