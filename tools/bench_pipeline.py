@@ -156,13 +156,13 @@ def time_version(version: Version, runtime: Any, size: Any, inputs: dict[str, An
     the number of timed launches fills about `budget_s` seconds (5 to 50)."""
     from kxform.build.extract import extract_kernel
     from kxform.verify.differential import EXACT, launch_request, uses_float_atomics
-    from kxform.verify.measure import timed_and_checked
+    from kxform.verify.measure import launches_to_fill, timed_and_checked
 
     resolved = version.spec.launch(size)
     request = launch_request(extract_kernel(version.source, version.kernel), resolved, inputs,
                              f"{version.kernel}[{size.name}]", 600.0)
     def repeat(probe: float) -> int:
-        return max(MIN_REPEAT, min(MAX_REPEAT, int(budget_s * 1000.0 / probe) if probe > 0 else MAX_REPEAT))
+        return launches_to_fill(budget_s, probe, MIN_REPEAT, MAX_REPEAT)
 
     mode = version.spec.compare if uses_float_atomics(version.source) else EXACT
     dtypes = {arg.name: arg.dtype for arg in resolved.args}

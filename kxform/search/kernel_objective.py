@@ -40,7 +40,7 @@ from kxform.runtime.base import LaunchRequest, Runtime, RuntimeError_, Unsupport
 from kxform.search.kernel_space import KernelSpace, label
 from kxform.search.objective import Evaluation, Failure, Objective, Prepared
 from kxform.search.recorded_times import RecordedTimes
-from kxform.verify.measure import REPEAT, MeasurementError, Timing, timed_and_checked
+from kxform.verify.measure import REPEAT, MeasurementError, Timing, launches_to_fill, timed_and_checked
 
 MIN_REPEAT = 5
 
@@ -334,8 +334,7 @@ class KernelObjective(Objective):
         budget = self.options.launch_budget_s
         if budget is None:
             return self.options.repeat
-        fits = int(budget * 1000.0 / probe_ms) if probe_ms > 0 else self.options.repeat
-        return max(MIN_REPEAT, min(self.options.repeat, fits))
+        return launches_to_fill(budget, probe_ms, MIN_REPEAT, self.options.repeat)
 
     def _recorded(self, config: Config) -> Timing:
         assert self.options.recorded is not None

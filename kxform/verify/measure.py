@@ -47,6 +47,14 @@ def timing_of(samples: list[float], copies: int = 1) -> Timing:
     return Timing(statistics.median(samples), (q[2] - q[0]) / 2, len(samples), copies)
 
 
+def launches_to_fill(budget_s: float, probe_ms: float, least: int, most: int) -> int:
+    """Timed launches of a kernel whose single launch took `probe_ms` that fill about
+    `budget_s` seconds, at least `least` and at most `most` (`most` when the probe took
+    no measurable time)."""
+    fits = int(budget_s * 1000.0 / probe_ms) if probe_ms > 0 else most
+    return max(least, min(most, fits))
+
+
 def timed_and_checked(runtime: Runtime, request: LaunchRequest, dtypes: Mapping[str, str], mode: CompareSpec,
                       repeat: int | Callable[[float], int] = REPEAT) -> Timing:
     """Time `request` and check that the last timed launch wrote what a single launch writes

@@ -18,7 +18,7 @@ from kxform.build.nvcc import find_nvcc
 from kxform.runtime.base import BufferArg, KernelParam, LaunchRequest, ScalarArg
 from kxform.runtime.gpu import GpuRuntime
 from kxform.verify.differential import EXACT
-from kxform.verify.measure import MeasurementError, timed_and_checked
+from kxform.verify.measure import MeasurementError, launches_to_fill, timed_and_checked
 
 KERNELS = (Path(__file__).parents[1] / "fixtures" / "measure" / "cheating_kernels.cu").read_text(encoding="utf-8")
 """An honest kernel and two that cheat (shared with tools/bench_integrity.py)."""
@@ -80,3 +80,11 @@ def test_the_reference_launch_is_the_probe_that_sets_the_count(gpu: GpuRuntime) 
 
     assert timed_and_checked(gpu, _request("twice"), DTYPES, EXACT, repeat=count).samples == 7
     assert len(seen) == 1 and seen[0] > 0
+
+
+def test_the_launch_count_fills_the_budget_within_its_bounds() -> None:
+    """Runs without a GPU: 0.5 s of 20 ms launches is 25; clamped to [5, 50]; a probe
+    that took no measurable time gets the most."""
+    assert launches_to_fill(0.5, 20.0, 5, 50) == 25
+    assert launches_to_fill(0.5, 1.0, 5, 50) == 50 and launches_to_fill(0.5, 400.0, 5, 50) == 5
+    assert launches_to_fill(0.5, 0.0, 5, 50) == 50
