@@ -88,6 +88,10 @@ CASES = (
          "NX=8192,NY=8192", "NX=4096,NY=4096", reference=COPY),
     Case("sgemm_128/tile", "sgemm_128", "sgemm_128.cu", "sgemm_128", ("tile",), "M=2048,N=2048,K=2048",
          "M=1024,N=1024,K=1024", SGEMM_128_REQUIRE, reference=GEMM),
+    Case("sgemm_tiled/tile+swizzle+unroll", "sgemm_tiled", "sgemm_tiled.cu", "sgemm_tiled",
+         ("tile", "swizzle", "unroll"), "M=4096,N=4096,K=4096", "M=2048,N=2048,K=2048", reference=GEMM),
+    Case("sgemm_128/tile+swizzle+unroll", "sgemm_128", "sgemm_128.cu", "sgemm_128", ("tile", "swizzle", "unroll"),
+         "M=4096,N=4096,K=4096", "M=2048,N=2048,K=2048", SGEMM_128_REQUIRE, reference=GEMM),
     Case("softmax_rows/tile", "softmax", "softmax.cu", "softmax_rows", ("tile",), "R=32768,C=2048",
          "R=8192,C=2048", reference=COPY),
     Case("transpose/tile", "transpose", "transpose.cu", "transposeNoBankConflicts", ("tile",),
@@ -108,7 +112,9 @@ CASES = (
          "M=1024,N=1024,K=1024", reference=GEMM),
 )
 """Every corpus kernel the tile pass lifts (corpora/index.toml: tile = "lifts" or
-"parameters"), under `tile`; the two first also under `tile,swizzle`. The smith-waterman
+"parameters"), under `tile`; the two first also under `tile,swizzle`, and the two hand-tiled
+SGEMMs under every pass that offers them a space (tile, swizzle, unroll: the launch pass
+refuses them, their block size follows the tile) at 4096^3 (cuBLAS's yardstick). The smith-waterman
 step computes one anti-diagonal per launch (latency-bound): it has no yardstick."""
 
 LAUNCH_FIXTURES = ROOT / "tests" / "fixtures" / "launch"

@@ -29,19 +29,8 @@ from refactor_helpers import NAIVE, reply, session, template_input
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "refactor"
 TIMES = json.loads((FIXTURES / "times.json").read_text())
 
-SESSIONS = {
-    "gelu_f32": ([{"name": "BLOCK", "values": [64, 128, 256], "original": 128},
-                  {"name": "VEC", "values": [1, 4], "original": 1}],
-                 ["ceil_div(N, BLOCK * VEC)"], ["BLOCK"], ["BLOCK % 32 == 0"]),
-    "layernorm": ([{"name": "ROWS", "values": [1, 2, 4, 8], "original": None}],
-                  ["ceil_div(N, ROWS)"], ["32 * ROWS"], []),
-    "matvec": ([{"name": "LANES", "values": [8, 16, 32], "original": None},
-                {"name": "ROWS", "values": [1, 2, 4, 8], "original": None}],
-               ["ceil_div(M, ROWS)"], ["LANES * ROWS"], ["(LANES * ROWS) % 32 == 0"]),
-    "transpose": ([{"name": "TILE", "values": [8, 16, 32], "original": 16}],
-                  ["ceil_div(cols, TILE)", "ceil_div(rows, TILE)"], ["TILE", "TILE"],
-                  ["TILE * TILE <= hw.max_threads_per_block"]),
-}
+SESSIONS = {family: (entry["params"], entry["grid"], entry["block"], entry["constraints"])
+            for family, entry in json.loads((FIXTURES / "sessions.json").read_text()).items() if family != "about"}
 
 
 def _timing(family: str):  # type: ignore[no-untyped-def]
