@@ -25,10 +25,8 @@ GPU or ncu.
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import pickle
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -55,7 +53,8 @@ from gpubench_common import (  # noqa: E402
     write_json,
 )
 from l2_ncu_report import correlations, print_correlations, print_kernel, spearman  # noqa: E402,F401
-from ncu_csv import NcuOutput, parse_ncu_csv  # noqa: E402
+from kxform.profile.ncu_csv import NcuOutput, parse_ncu_csv  # noqa: E402
+from kxform.profile.nsight import find_ncu  # noqa: E402
 
 from kxform.build.extract import extract_kernel  # noqa: E402
 from kxform.errors import KxformError  # noqa: E402
@@ -95,15 +94,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.raw and Path(args.raw).exists() and not Path(args.raw).is_dir():
         parser.error(f"--raw {args.raw} is not a directory")
     return args
-
-
-def find_ncu(given: str | None) -> str | None:
-    """`--ncu`, $NCU, ncu on PATH, /usr/local/cuda/bin/ncu, or the newest /opt/nvidia/nsight-compute."""
-    for candidate in (given, os.environ.get("NCU"), shutil.which("ncu"), "/usr/local/cuda/bin/ncu",
-                      *sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu"), reverse=True)):
-        if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -55,9 +55,16 @@ def _session(args: argparse.Namespace, ctx: PassContext, spec: object, runtime: 
     client = ClaudeClient(ClientOptions(model=os.environ.get(MODEL_ENV) or DEFAULT_MODEL))
     log = open(args.log, "a", encoding="utf-8") if args.log else None
     try:
+        gpu = None
+        if runtime.name == "gpu" and spec is not None:  # measured times and Nsight Compute summaries
+            from kxform.propose.template_timing import GpuTemplateTiming
+
+            function = next(f for f in ctx.model.functions if f.name == args.kernel)
+            gpu = GpuTemplateTiming(ctx.model.source, function, spec, runtime)  # type: ignore[arg-type]
         session, done = refactor_kernel(ctx, args.kernel, spec, runtime, client,  # type: ignore[arg-type]
                                         SessionOptions(args.attempts, 2),
-                                        lambda r: log.write(json.dumps(r) + "\n") if log else None)
+                                        lambda r: log.write(json.dumps(r) + "\n") if log else None,
+                                        timing=gpu, profiler=gpu)
     finally:
         if log:
             log.close()
@@ -88,7 +95,8 @@ def main() -> int:
     parser.add_argument("--log", help="append the prompt and every attempt as JSON lines")
     parser.add_argument("--write", action="store_true", help="write the file (atomically); else print the diff")
     parser.add_argument("--runtime", choices=("cpu", "gpu"), default="cpu",
-                        help="where templates are verified (gpu: also compute-sanitizer memcheck and racecheck)")
+                        help="where templates are verified (gpu: also compute-sanitizer memcheck and racecheck, "
+                        "tuning on measured times, Nsight Compute summaries in the prompt)")
     args = parser.parse_args()
     try:
         hw = load_profile(args.hw)

@@ -78,7 +78,7 @@ class Evaluation:
     def summary(self) -> str:
         if not self.verified:
             return f"rejected at {self.stage}: {self.reason}"
-        tuned = "".join(f"; {c.detail}" for c in self.checks if c.name == "tune")
+        tuned = "".join(f"; {c.detail}" for c in self.checks if c.name in ("tune", "nsight"))
         if self.time_ms is not None and self.baseline_ms:
             return (f"verified; measured {self.time_ms:.4f} ms (+-{self.spread_ms or 0:.4f}) vs original "
                     f"{self.baseline_ms:.4f} ms: {self.baseline_ms / self.time_ms:.3f}x{tuned}")

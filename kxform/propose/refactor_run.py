@@ -32,6 +32,7 @@ from kxform.propose.session import KernelSession, Record, SessionOptions, run_ke
 from kxform.propose.template import PASS_NAME, Template, config_label
 from kxform.propose.template_rules import Original, validate
 from kxform.propose.template_session import TemplateEvaluator, Timing, rewrite
+from kxform.propose.template_timing import GpuTemplateTiming
 from kxform.propose.template_verify import comparison, launch_of, original_sums
 from kxform.runtime.base import Runtime
 
@@ -49,12 +50,16 @@ class _Name:
 
 
 def refactor_kernel(ctx: PassContext, kernel: str, spec: KernelSpec | None, runtime: Runtime, client: ClaudeClient,
-                    options: SessionOptions, record: Record, timing: Timing | None = None
-                    ) -> tuple[KernelSession, Rewritten | None]:
-    context, tool = refactor_context(ctx, kernel, spec, runtime, options.measure)
+                    options: SessionOptions, record: Record, timing: Timing | None = None,
+                    profiler: GpuTemplateTiming | None = None) -> tuple[KernelSession, Rewritten | None]:
+    """`timing` ranks and tunes verified templates; `profiler` (on a GPU) gives the prompt
+    Nsight Compute's summary of the original and each kept configuration's feedback."""
+    context, tool = refactor_context(ctx, kernel, spec, runtime, options.measure,
+                                     profiler.profile_original if profiler is not None else None)
     if timing is not None:  # verified attempts are ranked by their tuned times
         context = replace(context, ranking="time")
-    evaluator = TemplateEvaluator(ctx.model, kernel, spec, runtime, ctx.hw, timing)
+    evaluator = TemplateEvaluator(ctx.model, kernel, spec, runtime, ctx.hw, timing,
+                                  profiler=profiler.profile_configuration if profiler is not None else None)
     function = next(f for f in ctx.model.functions if f.name == kernel)
     session = run_kernel(ctx, KernelAnalysis(function), _Name(), tool, context, evaluator, client,  # type: ignore[arg-type]
                          options, record)

@@ -45,6 +45,8 @@ from kxform.search.objective import Failure, Objective, Prepared
 
 Timing = Callable[[Template, Mapping[str, ParamValue]], float | None]
 """Milliseconds of one configuration (None: not timed)."""
+Profiler = Callable[[Template, Mapping[str, ParamValue]], str]
+"""A profiler's summary of one configuration (kxform.propose.template_timing on a GPU)."""
 
 
 @dataclass
@@ -62,6 +64,8 @@ class TemplateEvaluator:
     """Tuning evaluations at most (each outside the verified sample is verified first)."""
     kept: dict[str, tuple[Template, dict[str, ParamValue]]] = field(default_factory=dict)
     """Proposal label -> the template and its tuned configuration (for the rewrite)."""
+    profiler: Profiler | None = None
+    """Profiles the kept configuration (its summary goes back to the model as a check)."""
 
     def evaluate(self, analysis: KernelAnalysis, proposal: Proposal) -> Evaluation:
         label = proposal.label()
@@ -95,6 +99,9 @@ class TemplateEvaluator:
         self.kept[label] = (template, best)
         checks.append(CheckRecord("tune", True, f"kept {config_label(best)}" +
                                   (f": {time_ms:.4f} ms" if time_ms is not None else " (not timed)")))
+        if self.profiler is not None:
+            checks.append(CheckRecord("nsight", True, f"Nsight Compute of {config_label(best)}: "
+                                      f"{self.profiler(template, best)}"))
         return Evaluation(None, tuple(checks), time_ms, baseline)
 
     def _tune(self, template: Template, sample: list[dict[str, ParamValue]],

@@ -9,7 +9,8 @@ checked against a single launch), its launch count filling `launch_budget_s`. A
 configuration's launch is the template's (grid and block as expressions of the sizes
 and the parameters), exactly as its verification launched it. A configuration that
 fails to build or measure has no time (None): the tuner records it as a failure, and it
-is never kept.
+is never kept. The same object profiles the original and a configuration with Nsight
+Compute (`kxform.profile.nsight`) for the refactoring prompt and its feedback.
 """
 
 from __future__ import annotations
@@ -56,24 +57,40 @@ class GpuTemplateTiming:
 
     def __call__(self, template: Template, config: Mapping[str, ParamValue]) -> float | None:
         from kxform.propose.template import config_label
-        from kxform.propose.template_verify import instantiate, launch_of
-        from kxform.verify.versions import rewritten_launch
 
         label = config_label(dict(config))
         try:
-            source = instantiate(self.original, self.kernel, template, dict(config))
-            params = self._params()
-            policy = VerifyPolicy(launch_of(template, dict(config)), required=True)
-            launch = rewritten_launch(self.resolved, params, policy.launch)
+            source, launch = self._version(template, config)
             return self._timed(source, launch, label).median_ms
         except Exception as exc:  # noqa: BLE001 - one configuration's failure is its own, never the run's
             self.failures[label] = " ".join(str(exc).split())[:300]
             return None
 
-    def _params(self):  # type: ignore[no-untyped-def]
+    def profile_original(self) -> str:
+        """Nsight Compute's summary of the original at the timing size (the prompt's section)."""
         from kxform.build.extract import extract_kernel
+        from kxform.profile.nsight import summary_text
 
-        return extract_kernel(self.original, self.spec.name).params
+        return "The original: " + summary_text(extract_kernel(self.original, self.spec.name), self.spec, self.size)
+
+    def profile_configuration(self, template: Template, config: Mapping[str, ParamValue]) -> str:
+        """Nsight Compute's summary of the template at `config` (a kept attempt's feedback)."""
+        from kxform.build.extract import extract_kernel
+        from kxform.profile.nsight import summary_text
+
+        source, launch = self._version(template, config)
+        return summary_text(extract_kernel(source, self.spec.name), self.spec, self.size, launch)
+
+    def _version(self, template: Template, config: Mapping[str, ParamValue]) -> tuple[SourceText, object]:
+        """The file with the template at `config`, and its launch at the timing size."""
+        from kxform.build.extract import extract_kernel
+        from kxform.propose.template_verify import instantiate, launch_of
+        from kxform.verify.versions import rewritten_launch
+
+        source = instantiate(self.original, self.kernel, template, dict(config))
+        params = extract_kernel(self.original, self.spec.name).params
+        policy = VerifyPolicy(launch_of(template, dict(config)), required=True)
+        return source, rewritten_launch(self.resolved, params, policy.launch)
 
     def _timed(self, source: SourceText, launch: object, version: str) -> Timing:
         from kxform.build.extract import extract_kernel

@@ -36,7 +36,7 @@ sys.path.insert(0, str(TOOLS))
 
 common = importlib.import_module("gpubench_common")
 selection = importlib.import_module("swizzle_selection")
-ncu_csv = importlib.import_module("ncu_csv")
+from kxform.profile import ncu_csv  # noqa: E402
 select = importlib.import_module("bench_swizzle_select")
 l2_ncu = importlib.import_module("bench_l2_ncu")
 integrity = importlib.import_module("bench_integrity")

@@ -95,3 +95,29 @@ def test_a_header_lost_during_the_run_is_an_environment_failure_not_a_configurat
     (folder / HEADER).unlink()
     with pytest.raises(BuildFailed, match="the build environment failed while tuning"):
         objective.prepare({"tile": True, "tile.TILE": 4})
+
+
+@needs_nvcc
+@pytest.mark.gpu
+def test_on_the_gpu_a_kernel_including_a_local_header_is_tuned_and_written(tmp_path: Path) -> None:
+    """The GPU objective builds every configuration with the header's directory, times it
+    and writes the best: no configuration fails to build, the identity included."""
+    from kxform.runtime.gpu import GpuRuntime
+
+    runtime = GpuRuntime()
+    ok, why = runtime.available()
+    runtime.close()
+    if not ok:
+        pytest.skip(f"gpu runtime unavailable: {why}")
+    folder = tmp_path / "k"
+    path = _with_header(folder)
+    env = {"KXFORM_CACHE_DIR": str(folder / "cache")}
+    result = run_cli("tune", "sgemm_tiled.cu", "--kernel", "sgemm_tiled", "--strategy", "exhaustive",
+                     "--size", "M=1024,N=1024,K=1024", "--launch-budget", "0.05", "--db", "tuning.sqlite",
+                     "--write", "--json", cwd=folder, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr
+    summary, _ = json.JSONDecoder().raw_decode(result.stdout[result.stdout.index("{"):])
+    statuses = [e["status"] for e in summary["evaluations"]]
+    assert len(statuses) >= 2 and "compile_failed" not in statuses, summary["evaluations"]
+    assert summary["best"] is not None and summary["best"]["time_ms"] > 0
+    assert f'#include "{HEADER}"' in path.read_text() and "#define TILE" in path.read_text()
