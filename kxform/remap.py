@@ -317,9 +317,12 @@ PATTERNS: dict[str, Pattern] = {
                 (), (2,), _diagonal_ref,
                 lambda p: f"{_PID}\nconst unsigned ly = pid % gy;\nreturn make_uint2((pid / gy + ly) % gx, ly);",
                 # as two stages that compose to the same map: the column raster, then a cyclic
-                # shift of each column's tiles by its row (each proven in a fraction of a second;
-                # the one-stage formula takes the solver seconds to a minute under load)
-                lambda p: ("lx = pid / gy\nly = pid % gy", "lx = (bx + by) % gx\nly = by")),
+                # shift of each column's tiles by its row, written without a modulo of a sum
+                # ((bx + by) % gx as bx + (by % gx), less gx where it reaches gx): each stage is
+                # proven in a fraction of a second by every z3 release; the one-stage formula,
+                # and z3 4.15 on `(bx + by) % gx`, run past the solver's limit
+                lambda p: ("lx = pid / gy\nly = pid % gy",
+                           "s = bx + by % gx\nlx = select(s >= gx, s - gx, s)\nly = by")),
         Pattern("hilbert", "Hilbert curve over the largest power-of-two square, remainder row-major",
                 (), (2,), _curve_ref(_hilbert_d2xy), lambda p: f"{_PID}\n{_SQUARE_C}\n{_HILBERT_C}"),
         Pattern("morton", "Morton (Z-order) over the largest power-of-two square, remainder row-major",

@@ -183,21 +183,92 @@ def _outputs(formula: Formula, enc: _Encoder) -> tuple[z3.ArithRef, z3.ArithRef]
     return enc.env["lx"], enc.env["ly"]
 
 
-def _solve(claims: list[z3.BoolRef], claim: str) -> z3.ModelRef | None:
-    """A model of `claims` (a counter-example to what they negate), None when unsat."""
-    solver = z3.Solver(ctx=_ctx())
-    solver.set("timeout", TIME_LIMIT_MS)
-    solver.add(*claims)
-    answer = solver.check()
-    if answer == z3.unsat:
-        return None
-    if answer == z3.sat:
-        return solver.model()
-    raise ProofFailed("unknown", f"could not prove {claim} (solver: {solver.reason_unknown() or 'unknown'} "
-                      f"within {TIME_LIMIT_MS // 1000} s); not proven is refused")
+STRATEGIES = ("smt", "qfnia", "simplify-then-smt")
+"""The solvers a claim is handed to at once (a portfolio): z3's default, its nonlinear
+integer tactic, and preprocessing (simplify, solve-eqs, purify-arith) before the default.
+Which one decides a nonlinear claim quickly varies between claims and z3 releases (z3
+4.15 decides a grouped remap's range only after preprocessing and its injectivity only
+with qfnia, each in seconds, while the default runs past the limit on both), so the first
+definite answer wins and the others are interrupted."""
 
 
-def _value(model: z3.ModelRef, term: z3.ArithRef) -> int:
+def _strategy(name: str, ctx: z3.Context) -> z3.Solver:
+    if name == "qfnia":
+        return z3.Tactic("qfnia", ctx=ctx).solver()
+    if name == "simplify-then-smt":
+        steps = [z3.Tactic(t, ctx=ctx) for t in ("simplify", "solve-eqs", "purify-arith", "smt")]
+        return z3.Then(*steps, ctx=ctx).solver()
+    return z3.Solver(ctx=ctx)
+
+
+@dataclass
+class _Model:
+    """A counter-example found in a strategy's own context: terms are evaluated there."""
+
+    model: z3.ModelRef
+    ctx: z3.Context
+
+    def eval(self, term: z3.ExprRef, model_completion: bool = True) -> z3.ExprRef:
+        return self.model.eval(term.translate(self.ctx), model_completion=model_completion)
+
+
+def _solve(claims: list[z3.BoolRef], claim: str) -> _Model | None:
+    """A model of `claims` (a counter-example to what they negate), None when unsat. Each
+    strategy of the portfolio runs on a thread of its own with the claims translated into
+    a context of its own (a z3 context is used by one thread at a time); the first sat or
+    unsat decides, and a claim no strategy decides within TIME_LIMIT_MS is "unknown"."""
+    jobs = []
+    for name in STRATEGIES:  # translated here, on the proof's thread, before any other thread starts
+        ctx = z3.Context()
+        jobs.append((name, ctx, [c.translate(ctx) for c in claims]))
+    decided: list[tuple[str, z3.CheckSatResult, _Model | None]] = []
+    reasons: dict[str, str] = {}
+    done = threading.Event()
+    lock = threading.Lock()
+
+    def run(name: str, ctx: z3.Context, translated: list[z3.BoolRef]) -> None:
+        answer, found, why = z3.unknown, None, "not run: decided by another solver"
+        try:
+            solver = _strategy(name, ctx)
+            solver.set("timeout", TIME_LIMIT_MS)
+            solver.add(*translated)
+            if done.is_set():  # decided by another strategy before this one started
+                return
+            answer = solver.check()
+            found = _Model(solver.model(), ctx) if answer == z3.sat else None
+            why = solver.reason_unknown() if answer == z3.unknown else ""
+        except z3.Z3Exception as exc:  # interrupted, or a tactic that gave up
+            answer, found, why = z3.unknown, None, str(exc)
+        finally:
+            _finish(name, answer, found, why)
+
+    def _finish(name: str, answer: z3.CheckSatResult, found: _Model | None, why: str) -> None:
+        with lock:
+            if answer in (z3.sat, z3.unsat) and not decided:
+                decided.append((name, answer, found))
+                done.set()
+            reasons[name] = why or "unknown"
+            if len(reasons) == len(jobs):
+                done.set()
+
+    threads = [threading.Thread(target=run, args=job, daemon=True) for job in jobs]
+    for thread in threads:
+        thread.start()
+    done.wait()
+    for name, ctx, _ in jobs:
+        if not decided or name != decided[0][0]:  # the winner's context still holds its model
+            ctx.interrupt()
+    for thread in threads:
+        thread.join()
+    if decided:
+        _, answer, model = decided[0]
+        return model if answer == z3.sat else None
+    said = "; ".join(f"{name}: {why}" for name, why in sorted(reasons.items()))
+    raise ProofFailed("unknown", f"could not prove {claim} (solvers: {said} within {TIME_LIMIT_MS // 1000} s); "
+                      "not proven is refused")
+
+
+def _value(model: _Model, term: z3.ArithRef) -> int:
     return model.eval(term, model_completion=True).as_long()  # type: ignore[no-any-return]
 
 

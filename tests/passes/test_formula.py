@@ -209,8 +209,47 @@ def test_an_undecided_proof_is_a_refusal(monkeypatch: pytest.MonkeyPatch) -> Non
     assert err.value.kind == "unknown" and "not proven is refused" in str(err.value)
 
 
+def _with_failing_strategy(monkeypatch: pytest.MonkeyPatch, strategies: tuple[str, ...]) -> None:
+    """The portfolio with `fail`, a strategy that never decides (z3's `fail` tactic)."""
+    import z3
+
+    from kxform.passes.swizzle import proof
+
+    real = proof._strategy
+    monkeypatch.setattr(proof, "STRATEGIES", strategies)
+    monkeypatch.setattr(proof, "_strategy", lambda name, ctx: z3.Tactic("fail", ctx=ctx).solver() if name == "fail"
+                        else real(name, ctx))
+    proof._prove.cache_clear()
+
+
+def test_a_claim_one_solver_of_the_portfolio_decides_is_decided(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kxform.passes.swizzle import proof
+
+    _with_failing_strategy(monkeypatch, ("fail", "smt"))
+    try:
+        assert proof._prove(parse_formula("lx = pid / gy\nly = pid % gy")).startswith("proven (z3)")
+        with pytest.raises(proof.ProofFailed) as err:  # a counter-example read from the deciding solver's context
+            proof._prove(parse_formula(GX77))
+        assert err.value.kind == "refuted" and "on grid 77x" in str(err.value)
+    finally:
+        proof._prove.cache_clear()
+
+
+def test_a_claim_no_solver_decides_is_unknown_with_each_solvers_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kxform.passes.swizzle import proof
+
+    _with_failing_strategy(monkeypatch, ("fail", "fail"))
+    try:
+        with pytest.raises(proof.ProofFailed) as err:
+            proof._prove(parse_formula("lx = pid / gy\nly = pid % gy"))
+    finally:
+        proof._prove.cache_clear()
+    assert err.value.kind == "unknown" and "fail: " in str(err.value) and "not proven is refused" in str(err.value)
+
+
 @pytest.mark.parametrize("name, params", [("row", {}), ("column", {}), ("grouped", {"group": 8, "along": "y"}),
-                                          ("grouped", {"group": 3, "along": "x"}), ("diagonal", {}),
+                                          ("grouped", {"group": 3, "along": "x"}), ("grouped", {"group": 32, "along": "x"}),
+                                          ("diagonal", {}), ("xcd", {"xcds": 32}),
                                           ("xcd", {"xcds": 8}), ("xcd-grouped", {"xcds": 8, "group": 4})])
 @pytest.mark.slow
 def test_every_library_pattern_with_a_formula_is_proven(name: str, params: dict[str, object]) -> None:
