@@ -112,7 +112,7 @@ def test_on_the_gpu_a_kernel_including_a_local_header_is_tuned_and_written(tmp_p
     folder = tmp_path / "k"
     path = _with_header(folder)
     env = {"KXFORM_CACHE_DIR": str(folder / "cache")}
-    result = run_cli("tune", "sgemm_tiled.cu", "--kernel", "sgemm_tiled", "--strategy", "exhaustive",
+    result = run_cli("tune", "sgemm_tiled.cu", "--kernel", "sgemm_tiled", "--pass", "tile", "--strategy", "exhaustive",
                      "--size", "M=1024,N=1024,K=1024", "--launch-budget", "0.05", "--db", "tuning.sqlite",
                      "--write", "--json", cwd=folder, env=env, timeout=600)
     assert result.returncode == 0, result.stderr
