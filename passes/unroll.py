@@ -13,6 +13,8 @@ its space and keeps what measures faster.
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -153,14 +155,33 @@ def eligible_loops(ctx: PassContext, kernel: Function) -> tuple[Loop, ...]:
 
 def _param(ctx: PassContext, number: int, loop: Loop) -> Param:
     trip = loop.trip
-    factors = [str(2**i) for i in range(6) if 2**i <= (trip if trip is not None else MAX_FACTOR)]
+    named = _named_bounds(ctx, loop)
+    # a trip count through a name (`k < TM`) holds only while the name keeps its value: in a
+    # composed tune the tile pass changes it, so the factors must not depend on it (a factor
+    # past the trip count is a legal hint that unrolls the loop fully: the same arithmetic)
+    limit = trip if trip is not None and not named else MAX_FACTOR
+    factors = [str(2**i) for i in range(6) if 2**i <= limit]
     current = AUTO if loop.pragma is None else FULL if loop.pragma == "" else loop.pragma
     values = [AUTO, *factors] + ([FULL] if trip is not None else [])
     if current not in values:
         values.append(current)  # a factor spelled through a name (`#pragma unroll TM`) stays a choice
     extent = f"{trip} iterations" if trip is not None else "trip count not known"
+    if trip is not None and named:
+        extent += f" through {', '.join(named)} (factors up to {MAX_FACTOR} whatever its value)"
     return Param.enum(f"loop{number}", values, current,
                       doc=f"line {_line(ctx, loop)}: `for ({loop.var} ...)`, {extent}")
+
+
+_NOT_NAMES = frozenset({"int", "unsigned", "long", "short", "char", "size_t", "const", "auto", "signed", "sizeof"})
+
+
+def _named_bounds(ctx: PassContext, loop: Loop) -> tuple[str, ...]:
+    """The names other than the loop variable its header reads (macros, constants)."""
+    text = ctx.model.source.data[loop.header.start:loop.header.end].decode("utf-8", "replace")
+    start = re.search(r"\bfor\s*\(", text)
+    clauses = text[start.end():text.rfind(")")] if start else ""
+    names = dict.fromkeys(re.findall(r"\b[A-Za-z_]\w*\b", clauses))
+    return tuple(n for n in names if n != loop.var and n not in _NOT_NAMES)
 
 
 def _line(ctx: PassContext, loop: Loop) -> int:

@@ -76,6 +76,22 @@ def test_the_check_rejects_a_planted_factor_beyond_the_trip_count() -> None:
     assert pass_.verify_policy(ctx, good).compare == EXACT
 
 
+def test_factors_of_a_loop_bounded_through_a_name_survive_a_new_value_of_the_name() -> None:
+    """`for (k = 0; k < TILE; ++k)`: in a composed tune the tile pass changes TILE, so the
+    factors offered must not depend on its value: with TILE = 4 every factor the space
+    offered at TILE = 16 still passes the check (a factor past the trip count unrolls fully)."""
+    space = space_of(SGEMM.read_bytes(), "sgemm_tiled", "unroll", path=str(SGEMM))
+    assert "through TILE" in space.param(INNER).doc
+    smaller = SGEMM.read_bytes().replace(b"#define TILE 16", b"#define TILE 4")
+    assert smaller != SGEMM.read_bytes()
+    model = parse_model(validate_bytes(str(SGEMM), smaller))
+    ctx = PassContext(model, load_profile("h100"), RunOptions(), RemarkSink())
+    pass_ = default_registry().parse("unroll")
+    analysis = pass_.analyse(ctx)["sgemm_tiled"]
+    for factor in space.param(INNER).values:
+        assert [r.name for r in pass_.check(ctx, pass_.proposal_for(ctx, analysis, {INNER: factor}))] == ["factors"]
+
+
 def test_spec_round_trip_and_space_through_the_pass_api() -> None:
     registry = default_registry()
     assert "unroll" in registry.names()
