@@ -32,7 +32,7 @@ from kxform.analysis.walk import WalkState, Walker
 from kxform.frontend.constants import fold_constants
 from kxform.frontend.cuda import parse_tree
 from kxform.frontend.model import Function, FunctionKind, SourceModel, Span
-from kxform.frontend.queries import constant_defs, shared_decls, template_params, unroll_pragmas
+from kxform.frontend.queries import constant_defs, once, shared_decls, template_params, unroll_pragmas
 
 _EXPRESSION = re.compile(r"[\w\s.+\-*/%()<>&|^~]+")
 _QUALIFIERS = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict|struct)\b|\*|&")
@@ -222,6 +222,10 @@ def _uses(model: SourceModel, function: Function, name: str) -> bool:
 
 
 def _constants(model: SourceModel) -> dict[str, int]:
+    return dict(once(model, "folded_constants", lambda: _folded_constants(model)))
+
+
+def _folded_constants(model: SourceModel) -> dict[str, int]:
     defs = [d for d in constant_defs(model) if d.function is None]
     with warnings.catch_warnings():  # Python's parser warns about C literals (`1e-5f`) before refusing them
         warnings.simplefilter("ignore", SyntaxWarning)

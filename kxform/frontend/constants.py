@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import hashlib
 import re
+import threading
 from collections.abc import Iterable, Mapping
 
 from kxform.errors import SpecError
@@ -56,10 +58,36 @@ def _evaluate(cursor) -> int | None:  # type: ignore[no-untyped-def]
 
 
 def evaluate_constants(path: str, data: bytes, names: Iterable[str], extra_args: list[str]) -> dict[str, int | None]:
-    """The integer value of each name (a macro or a constant visible at the end of the file)."""
+    """The integer value of each name (a macro or a constant visible at the end of the file).
+
+    Values are remembered per file text and compiler arguments: a file of many kernels is
+    asked once per kernel (a drafted spec each), and a parse per question made `apply`'s
+    cost grow with the square of the kernels in a file; only names not yet evaluated for
+    this text cost a parse."""
     wanted = sorted(set(names))
     if not wanted:
         return {}
+    key = (path, hashlib.sha256(data).hexdigest(), tuple(extra_args))
+    with _KNOWN_LOCK:
+        known = _KNOWN.get(key, {})
+        missing = [name for name in wanted if name not in known]
+    if missing:
+        found = _evaluate_names(path, data, missing, extra_args)
+        with _KNOWN_LOCK:
+            known = {**_KNOWN.pop(key, {}), **found}
+            _KNOWN[key] = known
+            while len(_KNOWN) > _KNOWN_FILES:
+                _KNOWN.pop(next(iter(_KNOWN)))
+    return {name: known[name] for name in wanted}
+
+
+_KNOWN: dict[tuple[str, str, tuple[str, ...]], dict[str, int | None]] = {}
+"""(path, text digest, arguments) -> the names evaluated for it, oldest file first."""
+_KNOWN_LOCK = threading.Lock()
+_KNOWN_FILES = 16
+
+
+def _evaluate_names(path: str, data: bytes, wanted: list[str], extra_args: list[str]) -> dict[str, int | None]:
     from kxform.frontend.semantic import parse_translation_unit
 
     probes = "".join(f"\nconstexpr long long {PROBE}{name} = (long long)({name});" for name in wanted)

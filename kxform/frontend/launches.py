@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 from kxform.frontend.cuda import mask_for_parse
-from kxform.frontend.model import Function, LaunchSite, SourceModel, Span
+from kxform.frontend.model import Function, LaunchSite, SourceModel, Span, once
 from kxform.frontend.queries import split_args
 
 
@@ -50,8 +50,18 @@ class LaunchConfig:
     variables: tuple[HostVar, ...] = ()
 
 
+def _masked(model: SourceModel) -> bytes:
+    return once(model, "masked_for_parse", lambda: mask_for_parse(model.source.data))
+
+
 def dim3_vars(model: SourceModel, function: Function) -> tuple[Dim3Var, ...]:
-    data = mask_for_parse(model.source.data)
+    """`dim3 name(...)` declarations of `function` (once per function and model: a host
+    function launching many kernels is asked once per kernel)."""
+    return once(model, f"dim3_vars@{function.span.start}", lambda: _dim3_vars(model, function))
+
+
+def _dim3_vars(model: SourceModel, function: Function) -> tuple[Dim3Var, ...]:
+    data = _masked(model)
     body = function.body
     out = []
     for match in re.finditer(rb"\bdim3\s+([A-Za-z_]\w*)\s*(=\s*dim3\s*)?([({])", data[body.start:body.end]):
@@ -87,8 +97,12 @@ _LOCAL_VAR_RE = re.compile(rb"(?<![\w.>])" + _SCALAR + rb"\s+([A-Za-z_]\w*)\s*=(
 def host_vars(model: SourceModel, function: Function) -> tuple[HostVar, ...]:
     """Scalar declarations with one declarator whose value does not change: `const int
     blocks = EXPR;`, and `int threads = 256;` when nothing in the function assigns,
-    increments or takes the address of `threads` afterwards."""
-    data = mask_for_parse(model.source.data)
+    increments or takes the address of `threads` afterwards (once per function and model)."""
+    return once(model, f"host_vars@{function.span.start}", lambda: _host_vars(model, function))
+
+
+def _host_vars(model: SourceModel, function: Function) -> tuple[HostVar, ...]:
+    data = _masked(model)
     body = function.body
     out = []
     for pattern, constant in ((_HOST_VAR_RE, True), (_LOCAL_VAR_RE, False)):

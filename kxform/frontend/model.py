@@ -166,6 +166,13 @@ class SourceModel:
     # in the number of kernels of a file. The model is never changed after it is built.
 
     @functools.cached_property
+    def derived(self) -> dict[str, object]:
+        """Facts other modules derive from the whole file (queries over the tree), by name,
+        computed once per model (`frontend.queries.once`): asked once per kernel, each
+        was a scan of the file, quadratic in the kernels of a file."""
+        return {}
+
+    @functools.cached_property
     def kernels(self) -> tuple[Function, ...]:
         return tuple(f for f in self.functions if f.kind is FunctionKind.KERNEL)
 
@@ -232,3 +239,13 @@ def _group(items: Iterable[_T], key: Callable[[_T], _K]) -> dict[_K, tuple[_T, .
     for item in items:
         out.setdefault(key(item), []).append(item)
     return {k: tuple(v) for k, v in out.items()}
+
+
+T = TypeVar("T")
+
+
+def once(model: SourceModel, name: str, compute: Callable[[], T]) -> T:
+    """`compute()` for `model`, computed the first time it is asked (`SourceModel.derived`)."""
+    if name not in model.derived:
+        model.derived[name] = compute()
+    return model.derived[name]  # type: ignore[return-value]

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import tree_sitter
 
 from kxform.frontend.cuda import _language
-from kxform.frontend.model import Function, SourceModel, Span
+from kxform.frontend.model import Function, SourceModel, Span, once
 
 _QUERIES = {
     "shared": "(declaration (type_qualifier) @q) @decl",
@@ -83,6 +83,10 @@ class SharedDecl:
 
 
 def shared_decls(model: SourceModel) -> tuple[SharedDecl, ...]:
+    return once(model, "shared_decls", lambda: _shared_decls(model))
+
+
+def _shared_decls(model: SourceModel) -> tuple[SharedDecl, ...]:
     out: list[SharedDecl] = []
     for decl in _captures("shared", model.tree.root_node).get("decl", []):
         if not any(_text(c) == "__shared__" for c in decl.children if c.type == "type_qualifier"):
@@ -311,6 +315,10 @@ def _uncommented(text: str) -> str:
 
 
 def constant_defs(model: SourceModel) -> tuple[ConstantDef, ...]:
+    return once(model, "constant_defs", lambda: _constant_defs(model))
+
+
+def _constant_defs(model: SourceModel) -> tuple[ConstantDef, ...]:
     out = [ConstantDef(m.name, "macro", _uncommented(m.body), m.body_span, m.span, None)
            for m in model.macros if not m.is_function_like and m.body_span is not None and _uncommented(m.body)]
     for decl in _captures("constexpr", model.tree.root_node).get("decl", []):

@@ -64,3 +64,39 @@ def test_model_lookups_by_name_agree_with_a_scan() -> None:
         assert model.calls_from(function.name) == tuple(c for c in model.calls if c.caller == function.name)
         assert model.calls_to(function.name) == tuple(c for c in model.calls if c.callee == function.name)
     assert model.functions_named("nosuch") == () and model.macro("NOSUCH") is None
+
+
+def _default_apply_counting(n: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """The default swizzle (no pattern: a drafted spec and the locality model per kernel)
+    over a file of `n` kernels, counting the whole-file steps that were once per kernel:
+    libclang parses for constants, the parse mask and the file digest."""
+    from kxform.analysis import manager
+    from kxform.frontend import constants, cuda, launches
+
+    counts = {"libclang": 0, "mask": 0, "digest": 0}
+    evaluate, mask, blake = constants._evaluate_names, cuda.mask_for_parse, manager.hashlib.blake2b
+
+    def counted(name: str, real):  # type: ignore[no-untyped-def]
+        def call(*args, **kwargs):  # type: ignore[no-untyped-def]
+            counts[name] += 1
+            return real(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(constants, "_evaluate_names", counted("libclang", evaluate))
+    monkeypatch.setattr(launches, "mask_for_parse", counted("mask", mask))
+    monkeypatch.setattr(manager.hashlib, "blake2b", counted("digest", blake))
+    constants._KNOWN.clear()
+    work = tmp_path / str(n)
+    work.mkdir()
+    bench.run_once(n, None, work)
+    return counts
+
+
+def test_the_default_swizzle_parses_a_file_a_bounded_number_of_times(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    small = _default_apply_counting(16, tmp_path, monkeypatch)
+    large = _default_apply_counting(64, tmp_path, monkeypatch)
+    assert small["libclang"] >= 1, small  # the drafted specs do ask for constants
+    # four times the kernels, no more whole-file work (it was one parse per launched kernel)
+    assert large["libclang"] <= max(small["libclang"], 2) and large["mask"] <= max(small["mask"], 1), (small, large)
+    assert large["digest"] <= small["digest"] + 2, (small, large)
