@@ -86,3 +86,27 @@ def bound_edits(model: SourceModel, kernel: Function, bounds: tuple[LaunchBound,
         at = model.source.insertion_point(kernel.span.start)
         edits.append(Edit(at, at, definitions, f"launch: {kernel.name}: launch bounds"))
     return edits
+
+
+ADDED_MIN_BLOCKS = (0, 1, 2, 4)
+"""Values of an added `KERNEL_MIN_BLOCKS` (0: no attribute)."""
+
+
+def added_bound_name(kernel: str) -> str:
+    return launch_site.parameter_name(kernel, "MIN_BLOCKS")
+
+
+def added_bound_edits(model: SourceModel, kernel: Function, block_names: tuple[str, ...], value: int) -> list[Edit]:
+    """`__launch_bounds__(BLOCK_X * ..., MIN_BLOCKS)` after `__global__`, with the name's
+    definition before the kernel; nothing at 0 (the code as it is)."""
+    if value <= 0 or not block_names:
+        return []
+    data = model.source.data
+    match = re.compile(rb"__global__").search(data, kernel.span.start, kernel.body.start)
+    if match is None:
+        return []
+    name = added_bound_name(kernel.name)
+    origin = f"launch: {kernel.name}: {name}"
+    definition = launch_site.define_parameter(model, kernel.span.start, name, value, f"{origin}: definition")
+    attribute = f" __launch_bounds__({' * '.join(block_names)}, {name})"
+    return [*definition, Edit(match.end(), match.end(), attribute, f"{origin}: attribute")]

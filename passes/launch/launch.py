@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,7 +43,7 @@ from kxform.errors import CheckFailed
 from kxform.frontend.constants import evaluate_constants
 from kxform.frontend.model import Function, FunctionKind, SourceModel
 from kxform.passes.launch import assumptions, policy
-from kxform.passes.launch.bounds import RANGES
+from kxform.passes.launch.bounds import ADDED_MIN_BLOCKS, RANGES, added_bound_name
 from kxform.passes.launch.geometry import Geometry, constant_names, find_geometry
 from kxform.passes.launch.rewrite import lift_edits
 
@@ -98,7 +99,7 @@ class Launch(ValuesPass):
                                         "per dimension", kernel.span.start))
             config = fact.space.resolve({k: v for k, v in given.items() if k in fact.space.names}) if not blockers \
                 else {}
-            defaults = fact.geometry.all_defaults()
+            defaults = {**fact.geometry.all_defaults(), **_added_defaults(fact)}
             done = bool(fact.geometry.dims) and fact.geometry.lifted and \
                 all(config.get(n, v) == v for n, v in defaults.items())
             out[kernel.name] = KernelAnalysis(kernel, tuple(blockers), {"facts": fact, "config": config},
@@ -108,7 +109,7 @@ class Launch(ValuesPass):
     def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
         fact: Facts = analysis.facts["facts"]
         config: dict[str, ParamValue] = analysis.facts["config"]
-        defaults = fact.geometry.all_defaults()
+        defaults = {**fact.geometry.all_defaults(), **_added_defaults(fact)}
         changed = {n: config[n] for n, v in defaults.items() if config.get(n, v) != v}
         why = f"set {', '.join(f'{k}={v}' for k, v in changed.items())} (requested)" if changed else \
             f"lift the block size {', '.join(f'{n} ({v})' for n, v in defaults.items())} into parameters"
@@ -126,6 +127,7 @@ class Launch(ValuesPass):
             for bound in fact.geometry.bounds:
                 point[bound.name] = max(bound.value, math.prod(point[n] for n in names)) \
                     if bound.kind == "MAX_THREADS" else bound.value
+            point.update(_added_defaults(fact))
         valid = [p for p in points if p != defaults and math.prod(int(p[n]) for n in names) >= MIN_THREADS
                  and space.is_valid(p, ctx.hw)]
         valid.sort(key=lambda p: (sum(abs(math.log2(int(p[n]) / int(defaults[n]))) for n in space.names),
@@ -142,7 +144,8 @@ class Launch(ValuesPass):
         space = super().tuning_space(ctx, analysis)
         if not space.params:
             return space
-        floor = Constraint.parse(f"{' * '.join(space.names)} >= {MIN_THREADS}",
+        block = [n for n in space.names if n in analysis.facts["facts"].geometry.names]
+        floor = Constraint.parse(f"{' * '.join(block)} >= {MIN_THREADS}",
                                  "at least a warp of threads per block (a smaller one leaves lanes idle)")
         return ParamSpace(space.params, (*space.constraints, floor))
 
@@ -237,6 +240,10 @@ def _facts(ctx: PassContext, kernel_name: str) -> Facts:
     params += tuple(Param.int_range(b.name, RANGES[b.kind][0], max(RANGES[b.kind][1], b.value), b.value,
                                     doc=f"__launch_bounds__ {b.kind.lower()} of '{kernel_name}'",
                                     origin=f"{model.source.path}:{b.line}") for b in geometry.bounds)
+    if _may_add_bounds(model, kernel, geometry):
+        params += (Param.ints(added_bound_name(kernel_name), ADDED_MIN_BLOCKS, 0,
+                              doc=f"__launch_bounds__ added to '{kernel_name}' (its block, this many blocks per SM; "
+                              "0: none)", origin=f"{model.source.path}:{model.source.line_col(kernel.span.start)[0]}"),)
     known = {p.name for p in params}
     space = ParamSpace(params, tuple(c for c in constraints if c.params <= known))
     fact = Facts(geometry, space if not blockers else ParamSpace(), closure, blockers)
@@ -244,6 +251,27 @@ def _facts(ctx: PassContext, kernel_name: str) -> Facts:
         _FACTS.clear()
     _FACTS[key] = (model, fact)
     return fact
+
+
+def _may_add_bounds(model: SourceModel, kernel: Function, geometry: Geometry) -> bool:
+    """Launch bounds may be added where the kernel has none, every launch of the file takes
+    the lifted block (the attribute's maximum), and the block's names can be defined before
+    the kernel (a name already lifted must be defined there)."""
+    if geometry.bounds or not geometry.dims or re.search(rb"__launch_bounds__", model.source.data[
+            kernel.span.start:kernel.body.start]):
+        return False
+    for dim in geometry.dims:
+        if len(dim.places) != len(geometry.launches):
+            return False
+        macro = model.macro(dim.name) if dim.lifted else None
+        if dim.lifted and (macro is None or macro.span.start > kernel.span.start):
+            return False
+    return True
+
+
+def _added_defaults(fact: Facts) -> dict[str, ParamValue]:
+    """The added launch-bounds parameter at its default (0: none), where the space has it."""
+    return {p.name: p.default for p in fact.space.params if p.name == added_bound_name(fact.geometry.kernel.name)}
 
 
 PASS = Launch

@@ -24,6 +24,7 @@ from kxform.frontend.cuda import parse_model
 from kxform.frontend.launches import launch_configs
 from kxform.frontend.model import SourceModel
 from kxform.frontend.source import SourceText
+from kxform.passes.launch.bounds import added_bound_name
 from kxform.passes.launch.geometry import Geometry
 from kxform.passes.launch.rewrite import lift_edits
 
@@ -57,7 +58,8 @@ def launch_binding(model: SourceModel, geometry: Geometry, config: Config) -> La
 
 
 def verify_policy(model: SourceModel, geometry: Geometry, closure: frozenset[str], config: Config) -> VerifyPolicy:
-    if all(config.get(n, v) == v for n, v in geometry.all_defaults().items()):
+    added = int(config.get(added_bound_name(geometry.kernel.name), 0) or 0)
+    if all(config.get(n, v) == v for n, v in geometry.all_defaults().items()) and not added:
         return VerifyPolicy(compare=OutputCompare("exact", reason="at the original values only names change"))
     if all(config.get(d.name, d.value) == d.value for d in geometry.dims):
         return VerifyPolicy(compare=OutputCompare("exact", reason="only the launch bounds change: they steer register "

@@ -22,7 +22,7 @@ from kxform.engine import launch_site
 from kxform.engine.edits import Edit
 from kxform.engine.params import Config
 from kxform.frontend.model import SourceModel
-from kxform.passes.launch.bounds import bound_edits
+from kxform.passes.launch.bounds import added_bound_edits, added_bound_name, bound_edits
 from kxform.passes.launch.geometry import BlockDim, Geometry
 
 
@@ -31,6 +31,9 @@ def lift_edits(model: SourceModel, geometry: Geometry, config: Config) -> list[E
     definitions: list[Edit] = []
     start = _function_start(model, min([lc.site.span.start for lc in geometry.launches] +
                                        [p.span.start for d in geometry.dims for p in d.places]))
+    added = int(config.get(added_bound_name(geometry.kernel.name), 0) or 0)
+    if added:  # the attribute reads the block's names: define them before the kernel
+        start = min(start, geometry.kernel.span.start)
     for dim in geometry.dims:
         value = int(config.get(dim.name, dim.value))
         origin = f"launch: {geometry.kernel.name}: {dim.name}"
@@ -48,6 +51,11 @@ def lift_edits(model: SourceModel, geometry: Geometry, config: Config) -> list[E
     ints = {k: int(v) for k, v in config.items()}
     for edit in bound_edits(model, geometry.kernel, geometry.bounds, ints):
         edits[(edit.start, edit.end)] = edit
+    for edit in added_bound_edits(model, geometry.kernel, geometry.names, added):
+        if edit.start == edit.end and edit.text.startswith("#ifndef"):
+            definitions.append(edit)  # beside the block's definitions, after them
+        else:
+            edits[(edit.start, edit.end)] = edit
     if definitions:  # one insertion, the dimensions in order (x, y, z)
         first = definitions[0]
         edits[(first.start, first.end)] = Edit(first.start, first.end, "".join(d.text for d in definitions),

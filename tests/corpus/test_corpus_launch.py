@@ -46,7 +46,10 @@ def test_the_expectations_name_manifest_kernels() -> None:
 def test_lifted(name: str) -> None:
     info = _explain(name)
     assert info["status"] == "liftable", info["reasons"]
-    assert len(info["params"]) == 1 and info["params"][0]["name"].endswith("_BLOCK_X")
+    block = [p for p in info["params"] if not p["name"].endswith("_MIN_BLOCKS")]  # launch bounds it may add
+    assert len(block) == 1 and block[0]["name"].endswith("_BLOCK_X")
+    assert [p["name"] for p in info["params"] if p not in block] in ([], [block[0]["name"][:-len("BLOCK_X")] +
+                                                                           "MIN_BLOCKS"])
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED))

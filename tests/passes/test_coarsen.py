@@ -126,7 +126,8 @@ def test_the_tuning_space_spans_launch_vectorize_and_coarsen() -> None:
     space = kernel_space(gelu.read_bytes(), "gelu_f32_naive", parse_passes("coarsen,vectorize,launch"),
                          path=str(gelu), hw="h100")
     assert space.passes == ("launch", "vectorize", "coarsen")  # the order `requires` gives
-    assert space.space.names == ("launch", "launch.GELU_F32_NAIVE_BLOCK_X", "vectorize", "vectorize.width",
+    assert space.space.names == ("launch", "launch.GELU_F32_NAIVE_BLOCK_X", "launch.GELU_F32_NAIVE_MIN_BLOCKS",
+                                 "vectorize", "vectorize.width",
                                  "coarsen", "coarsen.factor", "coarsen.along", "coarsen.layout")
     point = {**space.defaults(), "vectorize": True, "vectorize.width": 4, "coarsen": True, "coarsen.factor": 2,
              "coarsen.layout": "strided"}

@@ -190,7 +190,7 @@ def test_an_unknown_parameter_is_named_with_the_known_ones() -> None:
     path = FIXTURES / "gelu" / "gelu.cu"
     result = rewrite(path.read_bytes(), "launch{BLOCK=64}", path=str(path))
     assert not result.changed
-    assert any("BLOCK is not a block parameter of any kernel in this file (parameters: GELU_FORWARD_BLOCK_X)"
+    assert any("BLOCK is not a block parameter of any kernel in this file (parameters: GELU_FORWARD_BLOCK_X, GELU_FORWARD_MIN_BLOCKS)"
                in r.message for r in result.remarks)
 
 
@@ -200,7 +200,7 @@ def test_a_block_size_macro_from_an_included_header_is_lifted(tmp_path: Path) ->
     source.write_text('#include "params.h"\n' + LAUNCHER +
                       "void run(float *x, int n) { scale<<<(n + ROW_THREADS - 1) / ROW_THREADS, ROW_THREADS>>>(x, n); }\n")
     info = explain(source.read_bytes(), "scale", "launch", path=str(source))
-    assert [(p["name"], p["default"]) for p in info["params"]] == [("SCALE_BLOCK_X", 64)]
+    assert [(p["name"], p["default"]) for p in info["params"]] == [("SCALE_BLOCK_X", 64), ("SCALE_MIN_BLOCKS", 0)]
     result = rewrite(source.read_bytes(), "launch", path=str(source))
     assert b"scale<<<(n + SCALE_BLOCK_X - 1) / SCALE_BLOCK_X, SCALE_BLOCK_X>>>" in result.new_data
     assert b"#ifndef SCALE_BLOCK_X\n#define SCALE_BLOCK_X 64\n#endif\nvoid run" in result.new_data
@@ -303,3 +303,28 @@ def test_golden_rewrites_compile(golden: str, tmp_path: Path) -> None:
                    source_dir=str(source.parent))
     result = Builder(cache_dir=tmp_path).build(job)
     assert result.ok, result.log
+
+
+@needs_nvcc
+def test_launch_bounds_are_added_with_the_block_as_their_maximum() -> None:
+    """Where the kernel has none: `__launch_bounds__(BLOCK, MIN_BLOCKS)` after `__global__`,
+    the block's names defined before the kernel (the attribute reads them)."""
+    path = FIXTURES / "gelu" / "gelu.cu"
+    result = rewrite(path.read_bytes(), "launch{GELU_FORWARD_MIN_BLOCKS=2}", path=str(path))
+    assert result.changed, [r.message for r in result.remarks]
+    text = result.new_data.decode()
+    attribute = "__global__ __launch_bounds__(GELU_FORWARD_BLOCK_X, GELU_FORWARD_MIN_BLOCKS) void gelu_forward("
+    assert attribute in text
+    assert text.index("#define GELU_FORWARD_BLOCK_X 256") < text.index(attribute)
+    assert text.index("#define GELU_FORWARD_MIN_BLOCKS 2") < text.index(attribute)
+
+
+def test_launch_bounds_are_not_offered_where_the_block_is_defined_after_the_kernel() -> None:
+    """A block size already lifted before its launcher (after the kernel) cannot bound the
+    kernel: the attribute would read a name not yet defined."""
+    lifted = LAUNCHER + ("#define SCALE_BLOCK_X 128\nvoid run(float *x, int n) "
+                         "{ scale<<<(n + SCALE_BLOCK_X - 1) / SCALE_BLOCK_X, SCALE_BLOCK_X>>>(x, n); }\n")
+    names = space_of(lifted.encode(), "scale", "launch", path="k.cu").names
+    assert names == ("SCALE_BLOCK_X",)
+    first = LAUNCHER + "void run(float *x, int n) { scale<<<(n + 127) / 128, 128>>>(x, n); }\n"
+    assert space_of(first.encode(), "scale", "launch", path="k.cu").names == ("SCALE_BLOCK_X", "SCALE_MIN_BLOCKS")

@@ -60,23 +60,31 @@ def test_tuning_the_block_size_rejects_a_size_only_the_differential_run_can_see(
     assert PLANTED in data
     path.write_bytes(data)
     space = kernel_space(data, "gelu_forward", ("launch",), path=str(path), hw="h100")
-    assert space.space.names == ("launch", "launch.GELU_FORWARD_BLOCK_X")
-    assert space.spec({"launch": True, "launch.GELU_FORWARD_BLOCK_X": 512}) == "launch{GELU_FORWARD_BLOCK_X=512}"
+    assert space.space.names == ("launch", "launch.GELU_FORWARD_BLOCK_X", "launch.GELU_FORWARD_MIN_BLOCKS")
+    assert space.spec({"launch": True, "launch.GELU_FORWARD_BLOCK_X": 512, "launch.GELU_FORWARD_MIN_BLOCKS": 0}) == \
+        "launch{GELU_FORWARD_BLOCK_X=512,GELU_FORWARD_MIN_BLOCKS=0}"
     objective = KernelObjective(TuneTarget(str(path), data, "gelu_forward", _spec(path, "gelu_forward"), "h100"),
                                 space, cpu, MeasureOptions(check_sizes=("ragged",)))
 
-    def evaluate(value: int):  # type: ignore[no-untyped-def]
-        prepared = objective.prepare({"launch": True, "launch.GELU_FORWARD_BLOCK_X": value})
+    def evaluate(value: int, min_blocks: int = 0):  # type: ignore[no-untyped-def]
+        prepared = objective.prepare({"launch": True, "launch.GELU_FORWARD_BLOCK_X": value,
+                                      "launch.GELU_FORWARD_MIN_BLOCKS": min_blocks})
         return prepared.failure or objective.evaluate(prepared)
 
     wrong = evaluate(512)
     assert wrong.failure is Failure.VERIFY and "elements differ" in wrong.detail
     fine = evaluate(128)  # verified; only timing, which the CPU runtime cannot do, is left
     assert fine.failure is Failure.RUNTIME and fine.detail == "time: the cpu runtime does not time kernels"
+    bounded = evaluate(128, 2)  # launch bounds added (the block, 2 blocks per SM): built, verified bit-exact
+    assert bounded.failure is Failure.RUNTIME and bounded.detail == "time: the cpu runtime does not time kernels"
     searched = space.search(load_profile("h100"))
     configs = [searched.config(r) for r in range(len(searched))]
-    values = sorted({c["launch.GELU_FORWARD_BLOCK_X"] for c in configs if c["launch"]})
+    values = sorted({c["launch.GELU_FORWARD_BLOCK_X"] for c in configs
+                     if c["launch"] and c["launch.GELU_FORWARD_MIN_BLOCKS"] == 0})
     assert values == [32, 64, 128, 512, 1024]  # at least a warp per block; 256, the original, is the pass off
+    bounded = sorted({c["launch.GELU_FORWARD_MIN_BLOCKS"] for c in configs
+                      if c["launch"] and c["launch.GELU_FORWARD_BLOCK_X"] == 256})
+    assert bounded == [1, 2, 4]  # the original block with launch bounds added
 
 
 @pytest.mark.slow

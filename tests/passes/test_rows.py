@@ -200,7 +200,8 @@ def test_the_tuning_space_of_rows_and_launch_together_has_one_owner_of_the_block
     configs = [valid.config(r) for r in range(len(valid))]
     pipelines = [both.spec(c) for c in configs]
     assert "rows{lanes=32,rows=8}" in pipelines and "rows{lanes=256,rows=1}" in pipelines
-    assert "launch{LAYERNORM_NAIVE_BLOCK_X=256}" in pipelines
+    assert "launch{LAYERNORM_NAIVE_BLOCK_X=256,LAYERNORM_NAIVE_MIN_BLOCKS=0}" in pipelines
+    assert "launch{LAYERNORM_NAIVE_BLOCK_X=256,LAYERNORM_NAIVE_MIN_BLOCKS=2}" in pipelines  # launch bounds added
     assert not any("rows{" in p and "launch{" in p for p in pipelines)  # rows excludes launch
     assert not any("rows{" in p and "coarsen{" in p for p in pipelines)  # and coarsen (rows per thread)
     assert any("coarsen{" in p for p in pipelines)
