@@ -39,6 +39,9 @@ GX_MAX = 2**31 - 1
 GY_MAX = 65535
 """gridDim.y limit."""
 TIME_LIMIT_MS = 60_000
+QUICK_MS = 2_000
+"""The default solver alone first, this long: most claims are decided in milliseconds; only
+the rest go to the portfolio (STRATEGIES) for the full limit."""
 """Per claim; beyond it the solver's answer is "unknown", which refuses the remap."""
 PROVER_VERSION = "1"
 
@@ -209,7 +212,8 @@ class _Model:
     ctx: z3.Context
 
     def eval(self, term: z3.ExprRef, model_completion: bool = True) -> z3.ExprRef:
-        return self.model.eval(term.translate(self.ctx), model_completion=model_completion)
+        here = term if term.ctx == self.ctx else term.translate(self.ctx)
+        return self.model.eval(here, model_completion=model_completion)
 
 
 def _solve(claims: list[z3.BoolRef], claim: str) -> _Model | None:
@@ -217,16 +221,25 @@ def _solve(claims: list[z3.BoolRef], claim: str) -> _Model | None:
     strategy of the portfolio runs on a thread of its own with the claims translated into
     a context of its own (a z3 context is used by one thread at a time); the first sat or
     unsat decides, and a claim no strategy decides within TIME_LIMIT_MS is "unknown"."""
+    if QUICK_MS > 0:  # most claims are decided at once: no threads for them
+        quick = z3.Solver(ctx=_ctx())
+        quick.set("timeout", min(QUICK_MS, TIME_LIMIT_MS))
+        quick.add(*claims)
+        answer = quick.check()
+        if answer == z3.unsat:
+            return None
+        if answer == z3.sat:
+            return _Model(quick.model(), _ctx())
     jobs = []
     for name in STRATEGIES:  # translated here, on the proof's thread, before any other thread starts
         ctx = z3.Context()
         jobs.append((name, ctx, [c.translate(ctx) for c in claims]))
-    decided: list[tuple[str, z3.CheckSatResult, _Model | None]] = []
-    reasons: dict[str, str] = {}
+    decided: list[tuple[int, z3.CheckSatResult, _Model | None]] = []
+    reasons: dict[int, str] = {}
     done = threading.Event()
     lock = threading.Lock()
 
-    def run(name: str, ctx: z3.Context, translated: list[z3.BoolRef]) -> None:
+    def run(index: int, name: str, ctx: z3.Context, translated: list[z3.BoolRef]) -> None:
         answer, found, why = z3.unknown, None, "not run: decided by another solver"
         try:
             solver = _strategy(name, ctx)
@@ -240,30 +253,30 @@ def _solve(claims: list[z3.BoolRef], claim: str) -> _Model | None:
         except z3.Z3Exception as exc:  # interrupted, or a tactic that gave up
             answer, found, why = z3.unknown, None, str(exc)
         finally:
-            _finish(name, answer, found, why)
+            _finish(index, answer, found, why)
 
-    def _finish(name: str, answer: z3.CheckSatResult, found: _Model | None, why: str) -> None:
+    def _finish(index: int, answer: z3.CheckSatResult, found: _Model | None, why: str) -> None:
         with lock:
             if answer in (z3.sat, z3.unsat) and not decided:
-                decided.append((name, answer, found))
+                decided.append((index, answer, found))
                 done.set()
-            reasons[name] = why or "unknown"
+            reasons[index] = why or "unknown"
             if len(reasons) == len(jobs):
                 done.set()
 
-    threads = [threading.Thread(target=run, args=job, daemon=True) for job in jobs]
+    threads = [threading.Thread(target=run, args=(i, *job), daemon=True) for i, job in enumerate(jobs)]
     for thread in threads:
         thread.start()
     done.wait()
-    for name, ctx, _ in jobs:
-        if not decided or name != decided[0][0]:  # the winner's context still holds its model
+    for i, (_, ctx, _) in enumerate(jobs):
+        if not decided or i != decided[0][0]:  # the winner's context still holds its model
             ctx.interrupt()
     for thread in threads:
         thread.join()
     if decided:
         _, answer, model = decided[0]
         return model if answer == z3.sat else None
-    said = "; ".join(f"{name}: {why}" for name, why in sorted(reasons.items()))
+    said = "; ".join(f"{jobs[i][0]}: {why}" for i, why in sorted(reasons.items()))
     raise ProofFailed("unknown", f"could not prove {claim} (solvers: {said} within {TIME_LIMIT_MS // 1000} s); "
                       "not proven is refused")
 

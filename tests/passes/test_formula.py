@@ -217,6 +217,7 @@ def _with_failing_strategy(monkeypatch: pytest.MonkeyPatch, strategies: tuple[st
 
     real = proof._strategy
     monkeypatch.setattr(proof, "STRATEGIES", strategies)
+    monkeypatch.setattr(proof, "QUICK_MS", 0)  # straight to the portfolio
     monkeypatch.setattr(proof, "_strategy", lambda name, ctx: z3.Tactic("fail", ctx=ctx).solver() if name == "fail"
                         else real(name, ctx))
     proof._prove.cache_clear()
