@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import os
 import pickle
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -53,8 +52,8 @@ from gpubench_common import (  # noqa: E402
     write_json,
 )
 from l2_ncu_report import correlations, print_correlations, print_kernel, spearman  # noqa: E402,F401
-from kxform.profile.ncu_csv import NcuOutput, parse_ncu_csv  # noqa: E402
-from kxform.profile.nsight import find_ncu  # noqa: E402
+from kxform.profile.ncu_csv import NcuOutput  # noqa: E402
+from kxform.profile.nsight import find_ncu, run_ncu  # noqa: E402
 
 from kxform.build.extract import extract_kernel  # noqa: E402
 from kxform.errors import KxformError  # noqa: E402
@@ -188,13 +187,13 @@ def run_kernel(kernel: CorpusKernel, hw: HwProfile, runtime: Runtime | None, ncu
     if dry_run:
         return out
     log.parent.mkdir(parents=True, exist_ok=True)
-    measured = profile(command, log, timeout_s)
+    measured = run_ncu(command, log, timeout_s)
     if isinstance(measured, str) and "No kernels were profiled" in measured:
         # the name filter matched nothing: the child launches only these orders, so filter by count alone
         command = ncu_command(ncu or "ncu", [], len(variants), log, job)
         out["command"] = " ".join(command)
         out["note"] = f"no launch matched the kernel-name filter ({measured}); profiled without it"
-        measured = profile(command, log, timeout_s)
+        measured = run_ncu(command, log, timeout_s)
     if isinstance(measured, str):
         out["status"] = measured
         return out
@@ -255,26 +254,6 @@ def ncu_command(ncu: str, entries: list[str], launches: int, log: Path, job: Pat
     return [ncu, "--clock-control", "none", "--target-processes", "all", "--metrics", ",".join(METRICS), "--csv",
             "--print-units", "base", *where, "--launch-count", str(launches), "--log-file", str(log),
             sys.executable, str(Path(__file__).resolve()), "--child", str(job)]
-
-
-def profile(command: list[str], log: Path, timeout_s: float) -> NcuOutput | str:
-    """Run ncu; its parsed output, or one line saying why there is none."""
-    env = {**os.environ, "LC_ALL": "C", "PYTHONUNBUFFERED": "1"}
-    try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=env, check=False)
-    except subprocess.TimeoutExpired:
-        return f"ncu timed out after {timeout_s:g} s"
-    text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
-    parsed = parse_ncu_csv(text + "\n" + proc.stdout)
-    if proc.returncode != 0 or not parsed.launches:
-        why = (parsed.errors[0] if parsed.errors else _last_line(proc.stderr) or _last_line(text)
-               or f"exit status {proc.returncode}")
-        return f"ncu failed (exit {proc.returncode}): {why}"
-    return parsed
-
-
-def _last_line(text: str) -> str:
-    return next((" ".join(line.split()) for line in reversed(text.splitlines()) if line.strip()), "")
 
 
 def _predicted(p: OrderPrediction) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kxform.profile.ncu_csv import NcuLaunch, parse_ncu_csv
+from kxform.profile.ncu_csv import NcuLaunch, NcuOutput, parse_ncu_csv
 
 FIGURES = (
     ("gpu__time_duration.sum", "duration", "ns"),
@@ -126,7 +126,9 @@ def summary_text(extracted: Any, spec: Any, size: Any, launch: Any = None, ncu: 
     return f"No Nsight Compute summary: {' '.join(found.split())[:300]}"
 
 
-def _run(cmd: list[str], log: Path, timeout_s: float) -> NcuLaunch | str:
+def run_ncu(cmd: list[str], log: Path, timeout_s: float) -> NcuOutput | str:
+    """Run an ncu command line that writes `--log-file log`; its parsed launches, or one
+    line saying why there are none (also tools/bench_l2_ncu.py's runner)."""
     env = {**os.environ, "LC_ALL": "C", "PYTHONUNBUFFERED": "1"}
     if log.exists():
         log.unlink()
@@ -140,7 +142,12 @@ def _run(cmd: list[str], log: Path, timeout_s: float) -> NcuLaunch | str:
         said = parsed.errors[0] if parsed.errors else _last_line(proc.stderr) or _last_line(text) or \
             _last_line(proc.stdout) or f"exit status {proc.returncode}"
         return f"ncu failed (exit {proc.returncode}): {said}"
-    return parsed.launches[0]
+    return parsed
+
+
+def _run(cmd: list[str], log: Path, timeout_s: float) -> NcuLaunch | str:
+    found = run_ncu(cmd, log, timeout_s)
+    return found.launches[0] if isinstance(found, NcuOutput) else found
 
 
 def _last_line(text: str) -> str:
