@@ -15,7 +15,6 @@ with the kernel's own uses of them): one owner per value.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 import re
@@ -210,11 +209,6 @@ def closure_of(model: SourceModel, kernel: Function) -> frozenset[str]:
                                                for f in model.functions)) | {kernel.name}
 
 
-@functools.lru_cache(maxsize=64)
-def _evaluated(path: str, data: bytes, names: tuple[str, ...], args: tuple[str, ...]) -> dict[str, int | None]:
-    return evaluate_constants(path, data, names, list(args))
-
-
 _FACTS: dict[tuple[int, str, tuple[str, ...]], tuple[SourceModel, Facts]] = {}
 
 
@@ -230,7 +224,7 @@ def _facts(ctx: PassContext, kernel_name: str) -> Facts:
         return hit[1]
     kernel = next(k for k in model.kernels if k.name == kernel_name)
     constants = constant_names(model, kernel)
-    values = _evaluated(model.source.path, model.source.data, constants, args) if constants else {}
+    values = evaluate_constants(model.source.path, model.source.data, constants, list(args)) if constants else {}
     geometry = find_geometry(model, kernel, values)
     closure = closure_of(model, kernel)
     constraints, refusals = assumptions.derive(model, geometry, closure)
