@@ -100,7 +100,7 @@ UNARY_OPS: dict[type[ast.unaryop], Callable[[Number], Number]] = {
 }
 
 
-Value = int | float | bool
+Value = int | float | bool | str
 Compiled = Callable[[Mapping[str, Value]], Value]
 
 COMPARE_OPS: dict[type[ast.cmpop], Callable[[Value, Value], bool]] = {
@@ -147,6 +147,9 @@ class Expr:
             raise SpecError(f"expression '{self.text}': overflow") from None
         except _EvalError as err:
             raise SpecError(f"expression '{self.text}': {err}") from None
+        except TypeError:  # a name in arithmetic (`layout + 1`, layout an enum): no meaning
+            raise SpecError(f"expression '{self.text}': a name (an enum's value) in arithmetic or an ordering") \
+                from None
 
     def evaluate_int(self, env: Mapping[str, Value]) -> int:
         """Value that must be an integer (counts, dimensions): floats are refused."""
@@ -175,7 +178,8 @@ def parse_expr(source: str | int | float) -> Expr:
 
 def parse_logic(source: str | int | float | bool) -> Expr:
     """Parse and validate a logic expression (a constraint): arithmetic plus comparisons,
-    `and`/`or`/`not`, `True`/`False`, `is_pow2()` and dotted names such as `hw.l2_bytes`."""
+    `and`/`or`/`not`, `True`/`False`, `is_pow2()`, dotted names such as `hw.l2_bytes`, and
+    quoted names compared with `==`/`!=` (an enum parameter's value: `layout == "contiguous"`)."""
     return _parse(source, logic=True)
 
 
@@ -200,12 +204,26 @@ def _parse(source: str | int | float | bool, logic: bool) -> Expr:
         reason = _disallowed(node, logic)
         if reason:
             raise SpecError(f"expression '{text}': {reason}")
+    if logic:
+        _check_names_compared(nodes, text)
     functions = {id(n.func) for n in nodes if isinstance(n, ast.Call)}
     inner = {id(n.value) for n in nodes if isinstance(n, ast.Attribute)}
     names = frozenset(n.id for n in nodes if isinstance(n, ast.Name) and id(n) not in functions
                       and id(n) not in inner)
     names |= frozenset(_dotted(n) for n in nodes if isinstance(n, ast.Attribute) and id(n) not in inner)
     return Expr(text=text, variables=names, tree=tree, logic=logic, compiled=_compile(tree.body, logic))
+
+
+def _check_names_compared(nodes: list[ast.AST], text: str) -> None:
+    """A quoted name (an enum parameter's value: `layout == "contiguous"`) may only be an
+    operand of `==` or `!=`: arithmetic or ordering on it has no meaning."""
+    compared: set[int] = set()
+    for node in nodes:
+        if isinstance(node, ast.Compare) and all(isinstance(op, (ast.Eq, ast.NotEq)) for op in node.ops):
+            compared.update(id(operand) for operand in (node.left, *node.comparators))
+    for node in nodes:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in compared:
+            raise SpecError(f"expression '{text}': the name {node.value!r} may only be compared with == or !=")
 
 
 def evaluate(source: str | int | float, env: Mapping[str, Number]) -> Number:
@@ -250,6 +268,8 @@ def _disallowed(node: ast.AST, logic: bool) -> str | None:
     if isinstance(node, ast.Constant):
         if isinstance(node.value, bool):
             return None if logic else f"literal {node.value!r} is not a number"
+        if isinstance(node.value, str) and logic:
+            return None  # a name of an enum's domain; _parse admits it only beside == or !=
         if not isinstance(node.value, (int, float)):
             return f"literal {node.value!r} is not a number"
     if isinstance(node, ast.Attribute) and (not isinstance(node.value, (ast.Name, ast.Attribute))

@@ -293,8 +293,7 @@ class ParamSpace:
 
     def violations(self, config: Config, hw: object | None = None) -> list[Constraint]:
         """The constraints `config` breaks (an expression error counts as broken)."""
-        numbers = {k: v for k, v in config.items() if not isinstance(v, str)}  # enums are not numbers
-        env: dict[str, Value] = {**hw_env(hw), **numbers}
+        env: dict[str, Value] = {**hw_env(hw), **config}  # an enum's value is compared as a quoted name
         broken = []
         for constraint in self.constraints:
             try:

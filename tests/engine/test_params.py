@@ -21,7 +21,7 @@ def test_logic_grammar_chains_and_dotted_names() -> None:
 
 
 @pytest.mark.parametrize("text", ["__import__('os')", "x.__class__", "f(x)", "[x]", "x if y else z",
-                                  "lambda: 1", "'a' == x", "x[0]", "(x).y.z()"])
+                                  "lambda: 1", "'a' < x", "'a' + x == 1", "x[0]", "(x).y.z()"])
 def test_logic_grammar_refuses_code(text: str) -> None:
     with pytest.raises(SpecError):
         parse_logic(text)
@@ -101,3 +101,19 @@ def test_a_constraint_renamed_into_a_composed_space_keeps_its_meaning_and_its_gu
     for bad in ("tile..TILE", "tile.", "1tile.TILE"):
         with pytest.raises(SpecError, match="not an identifier"):
             Param.ints(bad, (1,), 1)
+
+
+def test_an_enum_value_is_compared_as_a_quoted_name() -> None:
+    """`loads == "each" or layout == "contiguous"`: the enum's value in == and != only; in
+    arithmetic it is an error, never a silent truth."""
+
+    space = ParamSpace((Param.enum("layout", ("contiguous", "strided"), "contiguous"),
+                        Param.enum("loads", ("each", "once"), "each")),
+                       (Constraint.parse('loads == "each" or layout == "contiguous"', "no element is shared"),))
+    verdicts = {(lay, lo): space.is_valid({"layout": lay, "loads": lo})
+                for lay in ("contiguous", "strided") for lo in ("each", "once")}
+    assert verdicts == {("contiguous", "each"): True, ("contiguous", "once"): True, ("strided", "each"): True,
+                        ("strided", "once"): False}
+    assert parse_logic('layout != "strided"').holds({"layout": "contiguous"})
+    with pytest.raises(SpecError, match="arithmetic"):
+        parse_logic("layout + 1 > 0").holds({"layout": "strided"})

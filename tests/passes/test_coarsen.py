@@ -9,8 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import CORPORA
+from swizzle_helpers import outcomes, remark_names, rewrite
+
 from kxform.api import space_of
 from kxform.engine.pass_api import Outcome
 from kxform.engine.policy import VerifyPolicy
@@ -18,7 +19,6 @@ from kxform.engine.registry import default_registry
 from kxform.frontend.source import validate_bytes
 from kxform.harness.spec import find_spec_for, load_spec
 from kxform.verify.differential import verify_pair
-from swizzle_helpers import outcomes, remark_names, rewrite
 
 NAIVE = CORPORA / "naive"
 GOLDEN = Path(__file__).parents[1] / "golden"
@@ -70,7 +70,9 @@ def test_space_order_and_spec_through_the_pass_api() -> None:
         ["launch", "vectorize", "coarsen"]
     assert default_registry().parse("coarsen{factor=2,along=y}").spec() == "coarsen{factor=2,along=y}"
     space = space_of(JACOBI.read_bytes(), "jacobi2d_naive", "coarsen", path=str(JACOBI))
-    assert space.names == ("factor", "along", "layout") and space.param("along").values == ("x", "y")
+    assert space.names == ("factor", "along", "layout", "loads") and space.param("along").values == ("x", "y")
+    gemm = space_of(GEMM.read_bytes(), "gemm_naive", "coarsen", path=str(GEMM))
+    assert gemm.names == ("factor", "along", "layout")  # its loads are in the k loop: none is offered once
 
 
 def _verify(cpu, path: Path, kernel: str, spec: str, new: bytes | None = None):  # type: ignore[no-untyped-def]
@@ -170,3 +172,157 @@ def test_after_a_new_block_size_the_launch_keeps_its_original_values() -> None:
                                    "JACOBI2D_NAIVE_BLOCK_X": 32}
     assert dict(launch.defaults) == {"JACOBI2D_NAIVE_BLOCK_Y": 8, "JACOBI2D_NAIVE_COARSEN": 1,
                                      "JACOBI2D_NAIVE_BLOCK_X": 32}
+
+
+# -- loads=once: an element two of a thread's outputs read is loaded once ------------------------------------------
+
+
+def _reuse(text: str | bytes, kernel: str, axis: str, path: str = "k.cu"):  # type: ignore[no-untyped-def]
+    from kxform.analysis.access import analyse_function
+    from kxform.analysis.reuse import analyse_reuse
+    from kxform.frontend.cuda import parse_model
+
+    model = parse_model(validate_bytes(path, text.encode() if isinstance(text, str) else text))
+    fn = next(k for k in model.kernels if k.name == kernel)
+    return analyse_reuse(model, fn, analyse_function(model, fn), axis)
+
+
+def test_the_groups_of_a_stencil_are_its_rows_or_columns() -> None:
+    """Along y, jacobi's centre, upper and lower loads are one column of A (shifts 0, 1, -1,
+    and the boundary copy's centre again); the left and right loads are other columns,
+    read once each. Along x the row (left, centre, right) is the group."""
+    along_y = _reuse(JACOBI.read_bytes(), "jacobi2d_naive", "y")
+    shifts = [sorted(load.shift for load in g.loads) for g in along_y.groups]
+    assert shifts == [[-1, 0, 0, 1], [0], [0]]
+    assert [g.shares(4) for g in along_y.groups] == [True, False, False]
+    assert along_y.groups[0].slots(4) == 6 and str(along_y.groups[0].step) == "N"
+    assert [s.access.text for s in along_y.stores] == ["B[i * N + j]"] * 2 and along_y.scalars == {"N"}
+    along_x = _reuse(JACOBI.read_bytes(), "jacobi2d_naive", "x")
+    assert sorted(load.shift for load in along_x.groups[0].loads) == [-1, 0, 0, 1]
+    assert "no load outside a loop" in _reuse(GEMM.read_bytes(), "gemm_naive", "x")
+
+
+STENCIL = """__global__ void k(float* out, const float* in, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i > 0 && i < n - 1)
+        out[i] = in[i - 1] + in[i] + in[i + 1];
+}
+void run(float* o, const float* x, int n) { k<<<(n + 127) / 128, 128>>>(o, x, n); }
+"""
+
+
+@pytest.mark.parametrize(("change", "why"), [
+    ("out[i] = in[i - 1] + in[i] + in[i + 1];", None),
+    ("out[i] = in[i - 1] + in[i] + in[i + 1] + use(in);", "escapes"),
+    ("{ float* p = out; p[i] = in[i - 1] + in[i] + in[i + 1]; }", "not a subscript of a pointer parameter"),
+    ("for (int r = 0; r < 2; ++r) out[i + r] = in[i - 1] + in[i] + in[i + 1];", "inside a loop"),
+    ("out[i * i] = in[i - 1] + in[i] + in[i + 1];", "not affine"),
+    ("out[i] = in[i - 1] + *(&in[i]) + in[i + 1];", "address"),
+])
+def test_what_may_share_a_register_and_what_may_not(change: str, why: str | None) -> None:
+    """A loaded buffer that escapes (passed to a call) or whose element's address is taken
+    is not cached; a store the analysis cannot bound per thread (through a local pointer,
+    in a loop, not affine) leaves nothing cached."""
+    text = STENCIL.replace("out[i] = in[i - 1] + in[i] + in[i + 1];", change)
+    if "use(" in text:
+        text = "__device__ float use(const float* p) { return p[0]; }\n" + text
+    reuse = _reuse(text, "k", "x")
+    if why is None:
+        assert [sorted(x.shift for x in g.loads) for g in reuse.groups] == [[0, 1, 2]]  # relative to in[i - 1]
+    elif why == "escapes":
+        assert isinstance(reuse, str)  # `in` is passed to use(): no load of it is cached
+    elif why == "address":
+        assert [sorted(x.shift for x in g.loads) for g in reuse.groups] == [[0, 2]]  # &in[i] is a pointer
+    else:
+        assert isinstance(reuse, str) and why in reuse, reuse
+
+
+def test_loads_once_golden_rewrite_and_its_space() -> None:
+    spec = "coarsen{factor=4,along=y,loads=once}"
+    result = rewrite(JACOBI.read_bytes(), spec, path=str(JACOBI))
+    (kernel,) = result.results
+    assert kernel.outcome is Outcome.APPLIED, [r.format() for r in result.remarks]
+    assert result.new_data == (GOLDEN / "jacobi2d.coarsen4y.once.cu").read_bytes()
+    assert any(c.name == "loads" and "runs the plain loop" in c.detail for c in kernel.checks)
+    again = rewrite(result.new_data, spec, path=str(JACOBI))
+    assert not again.changed
+    strided = rewrite(JACOBI.read_bytes(), "coarsen{factor=4,along=y,layout=strided,loads=once}", path=str(JACOBI))
+    assert "BadOption" in remark_names(strided) and not strided.changed
+    space = space_of(JACOBI.read_bytes(), "jacobi2d_naive", "coarsen", path=str(JACOBI))
+    assert not space.is_valid({"factor": "4", "along": "y", "layout": "strided", "loads": "once"})
+    assert space.is_valid({"factor": "4", "along": "y", "layout": "contiguous", "loads": "once"})
+
+
+def test_restrict_on_both_buffers_needs_no_run_time_check() -> None:
+    restricted = STENCIL.replace("float* out, const float* in", "float* __restrict__ out, const float* __restrict__ in")
+    text = rewrite(restricted, "coarsen{factor=4,loads=once}").new_data.decode()
+    assert "kx_overlap" not in text and "kx_r0[K_COARSEN + 2]" in text
+    text = rewrite(STENCIL, "coarsen{factor=4,loads=once}").new_data.decode()
+    assert "if (!kx_overlap) {" in text and text.count("for (int kx_f = 0;") == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "kernel", "spec"), [
+    ("jacobi2d", "jacobi2d_naive", "coarsen{factor=4,along=y,loads=once}"),
+    ("jacobi2d", "jacobi2d_naive", "coarsen{factor=8,along=x,loads=once}"),
+    ("jacobi2d", "jacobi2d_naive", "launch{JACOBI2D_NAIVE_BLOCK_Y=2},coarsen{factor=2,along=y,loads=once}")])
+def test_loads_once_verifies_bit_exact(cpu, name: str, kernel: str, spec: str) -> None:  # type: ignore[no-untyped-def]
+    report, _ = _verify(cpu, NAIVE / name / "naive.cu", kernel, spec)
+    assert report.ok, [s.summary() for s in report.sizes]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("plant", ["register", "flag"])
+def test_a_wrong_register_or_a_flag_never_set_fails(cpu, plant: str) -> None:  # type: ignore[no-untyped-def]
+    """The register of the row below taken for the centre, or a flag that stays unset
+    after the load (the register read before it holds anything): the differential run
+    must reject both."""
+    spec = "coarsen{factor=4,along=y,loads=once}"
+    good = rewrite(JACOBI.read_bytes(), spec, path=str(JACOBI)).new_data
+    if plant == "register":
+        broken = good.replace(b"kx_r0[kx_f + 1] = A[i * N + j]", b"kx_r0[kx_f + 2] = A[i * N + j]", 1)
+    else:
+        broken = good.replace(b"(kx_h0[kx_f + 2] = true)", b"(kx_h0[kx_f + 2] = true) && false", 1)
+    assert broken != good
+    report, _ = _verify(cpu, JACOBI, "jacobi2d_naive", spec, new=broken)
+    assert not report.ok
+
+
+TWICE = """__global__ void twice(float* out, const float* in, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        out[i] = in[i] * 2.0f;
+        out[i] += in[i];
+    }
+}
+void run(float* o, const float* x, int n) { twice<<<(n + 63) / 64, 64>>>(o, x, n); }
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("check", [True, False])
+def test_buffers_that_overlap_at_run_time_take_the_plain_loop(cpu, check: bool) -> None:  # type: ignore[no-untyped-def]
+    """In place (`out == in`), `in[i]` read after `out[i] = ...` is the stored value: a
+    register filled before the store would give 3a where the code gives 4a. The overlap
+    check sends such a thread to the plain loop; with the check planted away the result
+    must differ, so the test can tell."""
+    import numpy as np
+
+    from kxform.runtime.base import BufferArg, LaunchRequest, ScalarArg
+
+    text = rewrite(TWICE, "coarsen{factor=4,loads=once}").new_data.decode()
+    assert "kx_overlap = kx_overlap ||" in text
+    if not check:
+        text = text.replace("kx_overlap = kx_overlap ||", "kx_overlap = false &&")
+    driver = text.replace("__global__ void twice(", "__device__ void twice(").split("void run(")[0] + (
+        "__global__ void in_place(float* buf, int n) { twice(buf, buf, n); }\n")
+    n = 1000
+    data = np.random.default_rng(7).standard_normal(n).astype(np.float32)
+    grid = (((n + 63) // 64 + 3) // 4, 1, 1)
+    result = cpu.run(LaunchRequest(source=driver, kernel="in_place", params=(),
+                                   args=(BufferArg("buf", data.copy(), "inout"), ScalarArg("n", np.int32(n))),
+                                   grid=grid, block=(64, 1, 1), label="in_place[loads=once]"))
+    expected = data * np.float32(2) + data * np.float32(2)
+    assert np.array_equal(result.outputs["buf"], expected) is check

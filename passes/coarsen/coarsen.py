@@ -14,12 +14,20 @@ as written inside the loop, so each output keeps its own; an early `return` beco
 so the result is bit-exact. Refused, with the line: threads that communicate (shared
 memory, barriers, shuffles, atomics), a body that reads the coarsened axis's
 `threadIdx`/`blockIdx`/`blockDim`/`gridDim` after the index (its meaning changes), an
-early return inside a loop, a launch whose grid has no such axis. Loads shared between
-the F outputs are left to the compiler (not yet hoisted by the pass).
+early return inside a loop, a launch whose grid has no such axis.
+
+`loads=once` (contiguous layout; offered where some element is read by two of a
+thread's outputs, kxform.analysis.reuse) gives each such element a register that the
+first output needing it fills and later ones read (passes/coarsen/loads.py): a stencil's
+rows or columns are loaded once per thread, not once per output. Unless the cached and
+stored buffers are all `__restrict__`, a thread whose cached and stored elements may
+overlap runs the plain loop (checked at run time). Loads inside loops (a GEMM's row of
+A in its k loop) are not cached: sharing them needs the k loops of the outputs fused,
+which is what smem-tile's TM x TN register tile does.
 
 No evidence, no rewrite: without `factor` nothing is proposed; `kxform tune --pass
 coarsen` searches factor (2, 4, 8: factor 1 is the kernel as it is, the space's "off"
-point) x along x layout.
+point) x along x layout (x loads where offered).
 """
 
 from __future__ import annotations
@@ -29,10 +37,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kxform.passes.coarsen.loads import Cached, cache_loads
+from kxform.passes.launch.launch import closure_of
+from kxform.passes.launch.policy import communication
+from kxform.passes.vectorize.pattern import index_axis, statements
+from kxform.passes.vectorize.vectorize import rewritten_binding
+
 from kxform.analysis import AccessAnalysis
+from kxform.analysis.reuse import Reuse, analyse_reuse
 from kxform.engine import launch_site
 from kxform.engine.edits import Edit, apply_edits
-from kxform.engine.params import Config, Param, ParamSpace
+from kxform.engine.params import Config, Constraint, Param, ParamSpace
 from kxform.engine.pass_api import (
     Blocker,
     CheckRecord,
@@ -41,19 +56,17 @@ from kxform.engine.pass_api import (
     Proposal,
     Provenance,
     ValuesPass,
+    check_constraints,
     resolve_proposal,
 )
 from kxform.engine.policy import LaunchBinding, OutputCompare, VerifyPolicy
 from kxform.errors import CheckFailed, UsageError
 from kxform.frontend.launches import launch_configs
 from kxform.frontend.model import Function, SourceModel
-from kxform.passes.launch.launch import closure_of
-from kxform.passes.launch.policy import communication
-from kxform.passes.vectorize.pattern import index_axis, statements
-from kxform.passes.vectorize.vectorize import rewritten_binding
 
 FACTORS = ("1", "2", "4", "8")
 LAYOUTS = ("contiguous", "strided")
+LOADS = ("each", "once")
 _INDEX_RE = re.compile(r"^(?P<type>(?:const\s+)?(?:unsigned\s+int|int|unsigned|size_t|long|long\s+long|int64_t))\s+"
                        r"(?P<var>[A-Za-z_]\w*)\s*=\s*(?P<init>[^;]+);$", re.S)
 
@@ -66,6 +79,19 @@ class Shape:
     rest: str
     axes: tuple[str, ...] = ()
     """The axes (x, y) a thread may take several outputs along."""
+    rest_at: int = 0
+    """Where `rest` starts in the file (a byte offset)."""
+    reuse: tuple[tuple[str, Reuse | str], ...] = ()
+    """Per axis: the loads a thread's outputs share (kxform.analysis.reuse), or why none."""
+
+    def reuse_along(self, axis: str) -> Reuse | str:
+        return dict(self.reuse).get(axis, f"the kernel cannot be coarsened along {axis}")
+
+    @property
+    def reuse_axes(self) -> tuple[str, ...]:
+        """The axes along which some element is read by two outputs (at the largest factor)."""
+        top = int(FACTORS[-1])
+        return tuple(a for a, r in self.reuse if isinstance(r, Reuse) and r.shared(top))
 
 
 def name_of(kernel: str) -> str:
@@ -104,18 +130,21 @@ def shape_of(ctx: PassContext, kernel: Function) -> Shape | Blocker:
         if any(s <= at < e for s, e in loops):
             return Blocker("ReturnInLoop", f"a `return` inside a loop (line {line(base + at)[0]}) cannot become the "
                            "next output's `continue`", base + at)
+    rest_at = base + len(body[:rest_at].encode("utf-8"))
     shape = Shape(tuple(indices), rest)
     why = [_axis_blocker(model, kernel, shape, a) for a in "xy" if any(axis == a for _, axis, _, _ in indices)]
     axes = tuple(a for a, w in zip([a for a in "xy" if any(axis == a for _, axis, _, _ in indices)], why) if w is None)
     if not axes:
         return why[0] if why else Blocker("NoThreadIndex", "the kernel indexes neither x nor y", kernel.span.start)
-    return Shape(shape.indices, rest, axes)
+    analysis = ctx.analysis(AccessAnalysis, kernel)
+    reuse = tuple((a, analyse_reuse(model, kernel, analysis, a)) for a in axes)
+    return Shape(shape.indices, rest, axes, rest_at, reuse)
 
 
 @dataclass(frozen=True)
 class Coarsen(ValuesPass):
     name = "coarsen"
-    option_names = ("factor", "along", "layout")
+    option_names = ("factor", "along", "layout", "loads")
     description = "each thread computes F outputs along x or y, contiguous or strided by the block; the grid " \
                   "divided by F (coarsen{factor=2,along=x,layout=strided}; bit-exact)"
     requires = ("launch", "vectorize")
@@ -124,8 +153,10 @@ class Coarsen(ValuesPass):
 
     @classmethod
     def describe_options(cls) -> list[str]:
-        return ["factor=1|2|4|8 outputs per thread, along=x|y (an axis the kernel indexes), layout=contiguous|strided; "
-                "no factor: nothing is proposed"]
+        return [("factor=1|2|4|8 outputs per thread, along=x|y (an axis the kernel indexes), layout=contiguous|strided; "
+                 "no factor: nothing is proposed"),
+                ("loads=each|once: once loads an element two of a thread's contiguous outputs read into a register "
+                 "(offered where the kernel has such loads)")]
 
     def analyse(self, ctx: PassContext) -> dict[str, KernelAnalysis]:
         out = {}
@@ -137,7 +168,11 @@ class Coarsen(ValuesPass):
             blockers = [shape] if isinstance(shape, Blocker) else []
             if not blockers and self.config:
                 try:
-                    self._space(shape, kernel).resolve(dict(self.config))
+                    space = self._space(shape, kernel)
+                    broken = space.violations(space.resolve(dict(self.config)))
+                    if broken:
+                        raise UsageError(f"{space.label(space.resolve(dict(self.config)))}: {broken[0].reason} "
+                                         f"({broken[0].text})")
                 except UsageError as exc:
                     blockers.append(Blocker("BadOption", exc.cause, kernel.span.start))
             out[kernel.name] = KernelAnalysis(kernel, tuple(blockers), {"shape": shape})
@@ -148,10 +183,21 @@ class Coarsen(ValuesPass):
         if not isinstance(shape, Shape):
             return ParamSpace()
         axes = list(shape.axes)
-        return ParamSpace((Param.enum("factor", factors, factors[0], doc=f"outputs per thread of '{kernel.name}'"),
-                           Param.enum("along", axes, axes[0], doc="the axis whose outputs a thread takes"),
-                           Param.enum("layout", LAYOUTS, "contiguous", doc="a thread's outputs adjacent, or a block "
-                                      "apart")))
+        params = [Param.enum("factor", factors, factors[0], doc=f"outputs per thread of '{kernel.name}'"),
+                  Param.enum("along", axes, axes[0], doc="the axis whose outputs a thread takes"),
+                  Param.enum("layout", LAYOUTS, "contiguous", doc="a thread's outputs adjacent, or a block apart")]
+        sharing = shape.reuse_axes
+        if not sharing:
+            return ParamSpace(tuple(params))
+        params.append(Param.enum("loads", LOADS, "each", doc="an element two of a thread's outputs read: loaded by "
+                                 "each output, or once into a register"))
+        constraints = [Constraint.parse('loads == "each" or layout == "contiguous"', "outputs a block apart share "
+                                        "no element")]
+        if len(sharing) < len(axes):
+            along = " or ".join(f'along == "{a}"' for a in sharing)
+            constraints.append(Constraint.parse(f'loads == "each" or {along}', "no element is read by two outputs "
+                                                f"along {', '.join(a for a in axes if a not in sharing)}"))
+        return ParamSpace(tuple(params), tuple(constraints))
 
     def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
         shape = analysis.facts.get("shape") if analysis.facts else shape_of(ctx, analysis.kernel)
@@ -191,10 +237,15 @@ class Coarsen(ValuesPass):
         shape = shape_of(ctx, kernel)
         if isinstance(shape, Blocker):
             raise CheckFailed("shape", shape.message)
-        config = resolve_proposal(self._space(shape, kernel), proposal.options)
-        return [CheckRecord("independent", True, "no communication between threads; the body reads the coarsened "
-                            f"axis ({config['along']}) only through its index"),
-                CheckRecord("guards", True, "every output keeps the guards as written")]
+        space = self._space(shape, kernel)
+        config = resolve_proposal(space, proposal.options)
+        records = [check_constraints(space, config, ctx.hw),
+                   CheckRecord("independent", True, "no communication between threads; the body reads the coarsened "
+                               f"axis ({config['along']}) only through its index"),
+                   CheckRecord("guards", True, "every output keeps the guards as written")]
+        if config.get("loads") == "once":
+            records.append(_loads_record(ctx.model, shape, config))
+        return records
 
     def edit(self, ctx: PassContext, proposals: Sequence[Proposal]) -> list[Edit]:
         return [e for p in proposals for e in _edits(ctx, p)]
@@ -244,8 +295,38 @@ def _edits(ctx: PassContext, proposal: Proposal) -> list[Edit]:
     name = name_of(kernel.name)
     origin = f"coarsen: {kernel.name}"
     newline = model.source.newline
-    body = model.source.data[kernel.body.start + 1:kernel.body.end - 1].decode("utf-8")
+    data = model.source.data
+    body = data[kernel.body.start + 1:kernel.body.end - 1].decode("utf-8")
     ind = re.match(r"\r?\n*([ \t]*)", body).group(1) or "    "
+    plain = _loop(shape, axis, layout, name, shape.rest, ind)
+    cached = _cached(model, shape, axis, factor, name) if options.get("loads") == "once" else None
+    if isinstance(cached, Cached):
+        end = kernel.body.end - 1
+        rest = bytearray(data[shape.rest_at:end])
+        for start, stop, text in reversed(cached.replacements):
+            rest[start - shape.rest_at:stop - shape.rest_at] = text.encode("utf-8")
+        once = [ind + d for d in cached.declarations] + _loop(shape, axis, layout, name, rest.decode("utf-8"), ind)
+        if cached.check:
+            lines = [ind + c for c in cached.check] + [f"{ind}if (!kx_overlap) {{"] + [ind + x for x in once] + \
+                [f"{ind}}} else {{"] + [ind + x for x in plain] + [f"{ind}}}"]
+        else:
+            lines = once
+    else:
+        lines = plain
+    edits = [*launch_site.define_parameter(model, kernel.span.start, name, factor, f"{origin}: factor"),
+             Edit(kernel.body.start + 1, kernel.body.end - 1, newline + newline.join(lines) + newline,
+                  f"{origin}: body")]
+    index = "xyz".index(axis)
+    for config in launch_configs(model, kernel.name):
+        spans, _ = launch_site.dim_spans(model, config, 0)
+        span = spans[index]
+        text = data[span.start:span.end].decode("utf-8")
+        edits.append(Edit(span.start, span.end, f"(({text}) + {name} - 1) / {name}", f"{origin}: grid"))
+    return edits
+
+
+def _loop(shape: Shape, axis: str, layout: str, name: str, rest: str, ind: str) -> list[str]:
+    """The per-output loop over `rest` (the body after the indices), at indentation `ind`."""
     lines = [f"{ind}#pragma unroll", f"{ind}for (int kx_f = 0; kx_f < {name}; ++kx_f) {{"]
     for text, a, var, ctype in shape.indices:
         if a != axis:
@@ -254,21 +335,33 @@ def _edits(ctx: PassContext, proposal: Proposal) -> list[Edit]:
             lines.append(f"{ind * 2}{ctype} {var} = (blockIdx.{a} * blockDim.{a} + threadIdx.{a}) * {name} + kx_f;")
         else:
             lines.append(f"{ind * 2}{ctype} {var} = (blockIdx.{a} * {name} + kx_f) * blockDim.{a} + threadIdx.{a};")
-    rest = re.sub(r"\breturn\s*;", "continue;", shape.rest.rstrip())
-    rows = rest.split("\n")
+    rows = re.sub(r"\breturn\s*;", "continue;", rest.rstrip()).split("\n")
     lines += [ind * 2 + rows[0].lstrip()] + [(ind + row) if row.strip() else "" for row in rows[1:]]
     lines.append(f"{ind}}}")
-    edits = [*launch_site.define_parameter(model, kernel.span.start, name, factor, f"{origin}: factor"),
-             Edit(kernel.body.start + 1, kernel.body.end - 1, newline + newline.join(lines) + newline,
-                  f"{origin}: body")]
-    index = "xyz".index(axis)
-    data = model.source.data
-    for config in launch_configs(model, kernel.name):
-        spans, _ = launch_site.dim_spans(model, config, 0)
-        span = spans[index]
-        text = data[span.start:span.end].decode("utf-8")
-        edits.append(Edit(span.start, span.end, f"(({text}) + {name} - 1) / {name}", f"{origin}: grid"))
-    return edits
+    return lines
+
+
+def _cached(model: SourceModel, shape: Shape, axis: str, factor: int, name: str) -> Cached | str:
+    reuse = shape.reuse_along(axis)
+    if isinstance(reuse, str):
+        return reuse
+    return cache_loads(reuse, factor, axis, name, model.source.data)
+
+
+def _loads_record(model: SourceModel, shape: Shape, config: Config) -> CheckRecord:
+    """loads=once: which loads share registers, and how stores are kept from them."""
+    if config["layout"] != "contiguous":
+        raise CheckFailed("loads", "loads=once needs layout=contiguous: outputs a block apart share no element")
+    cached = _cached(model, shape, str(config["along"]), int(str(config["factor"])), "F")
+    if isinstance(cached, str):
+        raise CheckFailed("loads", cached)
+    shared = len(cached.replacements)
+    if not cached.pairs:
+        return CheckRecord("loads", True, f"{shared} loads share registers; no store can write a cached element "
+                           "(every cached and stored buffer is __restrict__, or nothing is stored)")
+    pairs = ", ".join(f"{a}/{b}" for a, b in cached.pairs)
+    return CheckRecord("loads", True, f"{shared} loads share registers; a thread whose cached and stored elements "
+                       f"may overlap ({pairs}: not both __restrict__) runs the plain loop (checked at run time)")
 
 
 def _kernel(model: SourceModel, name: str) -> Function:
