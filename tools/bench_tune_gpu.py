@@ -252,6 +252,8 @@ def run_case(loaded: Loaded, runtime: Any, strategy: str, budget: int, limit: in
                              "verify": mean([p.verify_s for p in phases]), "time": mean([p.time_s for p in phases]),
                              "total": mean([p.total_s for p in phases])},
         "wall_s": time.perf_counter() - started,
+        "measurements": [{"config": _label(s.config), "ms": s.evaluation.time_ms,
+                          "failure": s.evaluation.failure.value if s.evaluation.failure else None} for s in measured],
     }
 
 

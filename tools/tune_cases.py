@@ -144,7 +144,13 @@ LAUNCH_CASES = (
 """The block size alone (`--pass launch`) of every kernel the launch pass lifts and can
 verify (tools/launch_corpus.py): the corpus's and the launch fixtures' naive kernels.
 Run them with `tools/bench_tune_gpu.py --case NAME/launch ...`."""
-CASES = CASES + LAUNCH_CASES
+COARSEN_CASES = (
+    Case("jacobi2d_naive/coarsen", "naive/jacobi2d", "naive.cu", "jacobi2d_naive", ("coarsen",), "N=8192", "N=4096",
+         reference=COPY),
+)
+"""coarsen alone on the naive 5-point stencil, swept exhaustively: every factor, axis and
+layout, with its loads each time or once (`loads=once`), timed in one process."""
+CASES = CASES + LAUNCH_CASES + COARSEN_CASES
 
 
 def pick(names: list[str] | None, default: tuple[str, ...], only_tile: bool = False) -> list[Case]:

@@ -111,6 +111,11 @@ class Reuse:
     def shared(self, factor: int) -> tuple[LoadGroup, ...]:
         return tuple(g for g in self.groups if g.shares(factor))
 
+    def restricted(self, factor: int) -> bool:
+        """Every buffer cached at `factor` and every stored buffer is `__restrict__`: no
+        store can reach a cached element, by the programmer's promise."""
+        return all(g.buffer.restrict and s.buffer.restrict for g in self.shared(factor) for s in self.stores)
+
 
 def split_index(index: Affine, axis: str) -> Split | None:
     """`index` as `step * (blockIdx.a * blockDim.a + threadIdx.a) + rest`, None when it

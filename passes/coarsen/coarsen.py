@@ -93,6 +93,13 @@ class Shape:
         top = int(FACTORS[-1])
         return tuple(a for a, r in self.reuse if isinstance(r, Reuse) and r.shared(top))
 
+    @property
+    def unchecked_reuse_axes(self) -> tuple[str, ...]:
+        """The reuse axes whose cached and stored buffers are all `__restrict__` (no run-time
+        overlap check, no second loop)."""
+        top = int(FACTORS[-1])
+        return tuple(a for a, r in self.reuse if a in self.reuse_axes and isinstance(r, Reuse) and r.restricted(top))
+
 
 def name_of(kernel: str) -> str:
     return f"{kernel.upper()}_COARSEN"
@@ -179,14 +186,15 @@ class Coarsen(ValuesPass):
         return out
 
     @staticmethod
-    def _space(shape: Shape | Blocker | None, kernel: Function, factors: Sequence[str] = FACTORS) -> ParamSpace:
+    def _space(shape: Shape | Blocker | None, kernel: Function, factors: Sequence[str] = FACTORS,
+               tuning: bool = False) -> ParamSpace:
         if not isinstance(shape, Shape):
             return ParamSpace()
         axes = list(shape.axes)
         params = [Param.enum("factor", factors, factors[0], doc=f"outputs per thread of '{kernel.name}'"),
                   Param.enum("along", axes, axes[0], doc="the axis whose outputs a thread takes"),
                   Param.enum("layout", LAYOUTS, "contiguous", doc="a thread's outputs adjacent, or a block apart")]
-        sharing = shape.reuse_axes
+        sharing = shape.unchecked_reuse_axes if tuning else shape.reuse_axes
         if not sharing:
             return ParamSpace(tuple(params))
         params.append(Param.enum("loads", LOADS, "each", doc="an element two of a thread's outputs read: loaded by "
@@ -206,9 +214,15 @@ class Coarsen(ValuesPass):
     def tuning_space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
         """The factors worth timing while the pass is on: 2, 4, 8. Factor 1 is the kernel as
         it is under either layout, which the composed space's "off" point already times;
-        kept, it would be timed twice more."""
+        kept, it would be timed twice more.
+
+        `loads=once` only where it needs no run-time overlap check (every cached and stored
+        buffer `__restrict__`): with the check and the plain loop beside it, it was slower
+        than `loads=each` at every factor of jacobi2d on an H200 (5-16%; docs/vectorize.md),
+        so timing it elsewhere spends the budget on points that lose. `kxform apply` still
+        takes it where asked."""
         shape = analysis.facts.get("shape") if analysis.facts else shape_of(ctx, analysis.kernel)
-        return self._space(shape, analysis.kernel, tuple(f for f in FACTORS if f != "1"))
+        return self._space(shape, analysis.kernel, tuple(f for f in FACTORS if f != "1"), tuning=True)
 
     def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
         given = dict(self.config)

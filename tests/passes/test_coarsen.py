@@ -326,3 +326,16 @@ def test_buffers_that_overlap_at_run_time_take_the_plain_loop(cpu, check: bool) 
                                    grid=grid, block=(64, 1, 1), label="in_place[loads=once]"))
     expected = data * np.float32(2) + data * np.float32(2)
     assert np.array_equal(result.outputs["buf"], expected) is check
+
+
+def test_the_tuning_space_times_loads_once_only_where_no_run_time_check_is_needed() -> None:
+    """With the overlap check and the plain loop beside it, `loads=once` lost to `each` at
+    every factor of jacobi2d on an H200; `kxform tune` times it only where every cached and
+    stored buffer is `__restrict__`, while the pass's own space (apply) always offers it."""
+    from kxform.search.kernel_space import kernel_space
+
+    restricted = STENCIL.replace("float* out, const float* in", "float* __restrict__ out, const float* __restrict__ in")
+    plain = kernel_space(STENCIL.encode(), "k", ("coarsen",), path="k.cu", hw="h100")
+    promised = kernel_space(restricted.encode(), "k", ("coarsen",), path="k.cu", hw="h100")
+    assert "coarsen.loads" not in plain.space.names and "coarsen.loads" in promised.space.names
+    assert "loads" in space_of(STENCIL, "k", "coarsen").names
