@@ -147,9 +147,17 @@ Run them with `tools/bench_tune_gpu.py --case NAME/launch ...`."""
 COARSEN_CASES = (
     Case("jacobi2d_naive/coarsen", "naive/jacobi2d", "naive.cu", "jacobi2d_naive", ("coarsen",), "N=8192", "N=4096",
          reference=COPY),
+    Case("gemm_naive/coarsen", "naive/gemm", "naive.cu", "gemm_naive", ("coarsen",), "M=2048,N=2048,K=2048",
+         "M=1024,N=1024,K=1024", reference=GEMM),
+    Case("matvec_naive/coarsen", "naive/matvec", "naive.cu", "matvec_naive", ("coarsen",), "bench", "M=4096,N=4096",
+         reference=COPY),
+    Case("syrk_naive/coarsen", "naive/syrk", "naive.cu", "syrk_naive", ("coarsen",), "N=2048,M=2048",
+         "N=1024,M=1024"),
 )
-"""coarsen alone on the naive 5-point stencil, swept exhaustively: every factor, axis and
-layout, with its loads each time or once (`loads=once`), timed in one process."""
+"""coarsen alone on naive kernels where `loads=once` shares loads, swept exhaustively:
+every factor, axis and layout, with its loads each time or once, timed in one process
+(the stencil's outputs share rows or columns; the GEMMs' and the matrix-vector product's
+share a row of A or the vector at each iteration of their loop)."""
 CASES = CASES + LAUNCH_CASES + COARSEN_CASES
 
 

@@ -146,9 +146,34 @@ def shift_between(first: Split, other: Split) -> int | None:
     return d if diff == first.step.scaled(d) else None
 
 
-def analyse_reuse(model: SourceModel, kernel: Function, analysis: AccessAnalysis, axis: str) -> Reuse | str:
-    """The load groups and store sites of `kernel` along `axis`, or why no load can be
-    served from a register (one line)."""
+@dataclass(frozen=True)
+class Cacheable:
+    """Which global buffers of a kernel a register may hold elements of, and the symbols an
+    index may read for its split to mean the same at every output."""
+
+    kernel: Function
+    data: bytes
+    pointers: dict[str, Buffer]
+    escaped: frozenset[str]
+    """Pointer parameters used other than as `name[...]` (passed on, copied, offset)."""
+    written: frozenset[str]
+    scalars: frozenset[str]
+    allowed: frozenset[str]
+
+    def load(self, access: MemoryAccess, axis: str, loop_var: str = "") -> Split | None:
+        """The split of a load a register may serve (None: it may not): a direct subscript
+        of a pointer parameter the kernel never writes and never lets escape, of a scalar
+        element type, whose value is taken (not its address)."""
+        buffer = self.pointers.get(access.buffer)
+        if (buffer is None or not access.read or access.write or access.atomic
+                or access.buffer in self.written or access.buffer in self.escaped or not _direct(access)
+                or buffer.element not in SCALAR_ELEMENTS or _address_taken(self.data, access)
+                or "volatile" in _param_type(self.kernel, buffer.name)):
+            return None
+        return _split(access, axis, self.allowed | ({loop_var} if loop_var else set()))
+
+
+def cacheable(model: SourceModel, kernel: Function, analysis: AccessAnalysis) -> Cacheable:
     data = model.source.data
     body = data[kernel.body.start:kernel.body.end].decode("utf-8", "replace")
     scalars = frozenset(p.name for p in kernel.params if p.name not in {b.name for b in analysis.buffers}
@@ -159,33 +184,36 @@ def analyse_reuse(model: SourceModel, kernel: Function, analysis: AccessAnalysis
     for access in analysis.accesses:
         if access.buffer in pointers and _direct(access):
             direct[access.buffer] = direct.get(access.buffer, 0) + 1
-    uses = {name: len(re.findall(rf"\b{re.escape(name)}\b", _code(body))) for name in pointers}
-    escaped = sorted(name for name in pointers if uses[name] != direct.get(name, 0))
-    written = {a.buffer for a in analysis.accesses if a.write}
+    code = _code(body)  # a member (`threadIdx.x`) is not a use of a buffer named `x`
+    uses = {name: len(re.findall(rf"(?<![.\w])(?<!->){re.escape(name)}\b", code)) for name in pointers}
+    escaped = frozenset(name for name in pointers if uses[name] != direct.get(name, 0))
+    written = frozenset(a.buffer for a in analysis.accesses if a.write)
+    return Cacheable(kernel, data, pointers, escaped, written, scalars, frozenset(allowed))
+
+
+def analyse_reuse(model: SourceModel, kernel: Function, analysis: AccessAnalysis, axis: str) -> Reuse | str:
+    """The load groups (outside loops) and store sites of `kernel` along `axis`, or why no
+    load can be served from a register (one line)."""
+    able = cacheable(model, kernel, analysis)
     stores = []
     for access in analysis.accesses:
         if not access.write or access.space == "local":
             continue
         where = f"line {access.line}"
-        if access.space != "global" or access.buffer in escaped or not _direct(access):
+        if access.space != "global" or access.buffer in able.escaped or not _direct(access):
             return f"the store `{access.text}` ({where}) is not a subscript of a pointer parameter used only so"
         if access.loops:
             return f"the store `{access.text}` ({where}) is inside a loop: its elements have no range per thread"
-        split = _split(access, axis, allowed)
+        split = _split(access, axis, able.allowed)
         if split is None:
             return f"the store `{access.text}` ({where}) is not affine in the thread index"
-        stores.append(StoreSite(pointers[access.buffer], split, access))
+        stores.append(StoreSite(able.pointers[access.buffer], split, access))
     groups: list[tuple[Buffer, Split, list[SharedLoad]]] = []
     for access in analysis.accesses:
-        buffer = pointers.get(access.buffer)
-        if (buffer is None or not access.read or access.write or access.atomic or access.loops
-                or access.buffer in written or access.buffer in escaped or not _direct(access)
-                or buffer.element not in SCALAR_ELEMENTS or _address_taken(data, access)
-                or "volatile" in _param_type(kernel, buffer.name)):
-            continue
-        split = _split(access, axis, allowed)
+        split = able.load(access, axis) if not access.loops else None
         if split is None:
             continue
+        buffer = able.pointers[access.buffer]
         for group_buffer, first, loads in groups:
             shift = shift_between(first, split) if group_buffer.name == buffer.name else None
             if shift is not None:
@@ -195,7 +223,8 @@ def analyse_reuse(model: SourceModel, kernel: Function, analysis: AccessAnalysis
             groups.append((buffer, split, [SharedLoad(access, 0)]))
     if not groups:
         return "no load outside a loop reads a buffer the kernel never writes with an index affine in the thread index"
-    return Reuse(tuple(LoadGroup(b, s.step, s.rest, tuple(loads)) for b, s, loads in groups), tuple(stores), scalars)
+    return Reuse(tuple(LoadGroup(b, s.step, s.rest, tuple(loads)) for b, s, loads in groups), tuple(stores),
+                 able.scalars)
 
 
 def _split(access: MemoryAccess, axis: str, allowed: set[str] | frozenset[str]) -> Split | None:

@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kxform.passes.coarsen.jam import Jam, find_jam, jam_lines
 from kxform.passes.coarsen.loads import Cached, cache_loads
 from kxform.passes.launch.launch import closure_of
 from kxform.passes.launch.policy import communication
@@ -82,10 +83,29 @@ class Shape:
     rest_at: int = 0
     """Where `rest` starts in the file (a byte offset)."""
     reuse: tuple[tuple[str, Reuse | str], ...] = ()
-    """Per axis: the loads a thread's outputs share (kxform.analysis.reuse), or why none."""
+    """Per axis: the loads outside loops a thread's outputs share (kxform.analysis.reuse),
+    or why none."""
+    jams: tuple[tuple[str, Jam | str], ...] = ()
+    """Per axis: the outputs' loops run as one with the loads they share hoisted
+    (passes/coarsen/jam.py), or why not."""
 
     def reuse_along(self, axis: str) -> Reuse | str:
         return dict(self.reuse).get(axis, f"the kernel cannot be coarsened along {axis}")
+
+    def jam_along(self, axis: str) -> Jam | str:
+        return dict(self.jams).get(axis, f"the kernel cannot be coarsened along {axis}")
+
+    def once_pairs(self, tuning: bool) -> tuple[tuple[str, str], ...]:
+        """The (axis, layout) pairs at which `loads=once` shares something: a jam at either
+        layout; registers across outputs at the contiguous layout only, and for tuning only
+        where no run-time check is needed (it lost to `loads=each` with one)."""
+        pairs = []
+        for axis in self.axes:
+            if isinstance(self.jam_along(axis), Jam):
+                pairs += [(axis, layout) for layout in LAYOUTS]
+            elif axis in (self.unchecked_reuse_axes if tuning else self.reuse_axes):
+                pairs.append((axis, "contiguous"))
+        return tuple(pairs)
 
     @property
     def reuse_axes(self) -> tuple[str, ...]:
@@ -145,7 +165,9 @@ def shape_of(ctx: PassContext, kernel: Function) -> Shape | Blocker:
         return why[0] if why else Blocker("NoThreadIndex", "the kernel indexes neither x nor y", kernel.span.start)
     analysis = ctx.analysis(AccessAnalysis, kernel)
     reuse = tuple((a, analyse_reuse(model, kernel, analysis, a)) for a in axes)
-    return Shape(shape.indices, rest, axes, rest_at, reuse)
+    jams = tuple((a, find_jam(model, kernel, analysis, a, next(v for _, x, v, _ in indices if x == a), len(indices)))
+                 for a in axes)
+    return Shape(shape.indices, rest, axes, rest_at, reuse, jams)
 
 
 @dataclass(frozen=True)
@@ -176,6 +198,10 @@ class Coarsen(ValuesPass):
             if not blockers and self.config:
                 try:
                     space = self._space(shape, kernel)
+                    if "loads" in dict(self.config) and "loads" not in space.names:
+                        why = "; ".join(f"along {a}: {shape.jam_along(a)}, and {shape.reuse_along(a)}"
+                                        for a in shape.axes)
+                        raise UsageError(f"loads: no element is read by two of a thread's outputs ({why})")
                     broken = space.violations(space.resolve(dict(self.config)))
                     if broken:
                         raise UsageError(f"{space.label(space.resolve(dict(self.config)))}: {broken[0].reason} "
@@ -194,18 +220,16 @@ class Coarsen(ValuesPass):
         params = [Param.enum("factor", factors, factors[0], doc=f"outputs per thread of '{kernel.name}'"),
                   Param.enum("along", axes, axes[0], doc="the axis whose outputs a thread takes"),
                   Param.enum("layout", LAYOUTS, "contiguous", doc="a thread's outputs adjacent, or a block apart")]
-        sharing = shape.unchecked_reuse_axes if tuning else shape.reuse_axes
-        if not sharing:
+        pairs = shape.once_pairs(tuning)
+        if not pairs:
             return ParamSpace(tuple(params))
         params.append(Param.enum("loads", LOADS, "each", doc="an element two of a thread's outputs read: loaded by "
                                  "each output, or once into a register"))
-        constraints = [Constraint.parse('loads == "each" or layout == "contiguous"', "outputs a block apart share "
-                                        "no element")]
-        if len(sharing) < len(axes):
-            along = " or ".join(f'along == "{a}"' for a in sharing)
-            constraints.append(Constraint.parse(f'loads == "each" or {along}', "no element is read by two outputs "
-                                                f"along {', '.join(a for a in axes if a not in sharing)}"))
-        return ParamSpace(tuple(params), tuple(constraints))
+        if len(pairs) == len(axes) * len(LAYOUTS):
+            return ParamSpace(tuple(params))
+        where = " or ".join(f'(along == "{a}" and layout == "{lay}")' for a, lay in pairs)
+        return ParamSpace(tuple(params), (Constraint.parse(f'loads == "each" or {where}', "loads=once shares no "
+                                                           "element at the other axes and layouts"),))
 
     def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
         shape = analysis.facts.get("shape") if analysis.facts else shape_of(ctx, analysis.kernel)
@@ -313,8 +337,13 @@ def _edits(ctx: PassContext, proposal: Proposal) -> list[Edit]:
     body = data[kernel.body.start + 1:kernel.body.end - 1].decode("utf-8")
     ind = re.match(r"\r?\n*([ \t]*)", body).group(1) or "    "
     plain = _loop(shape, axis, layout, name, shape.rest, ind)
-    cached = _cached(model, shape, axis, factor, name) if options.get("loads") == "once" else None
-    if isinstance(cached, Cached):
+    once = options.get("loads") == "once"
+    jam = shape.jam_along(axis) if once else None
+    cached = _cached(model, shape, axis, factor, name) if once and not isinstance(jam, Jam) else None
+    if isinstance(jam, Jam):
+        index = next(_index_line(shape, a, layout, name) for _, a, _, _ in shape.indices if a == axis)
+        lines = jam_lines(jam, data, shape.indices, axis, index, name, ind)
+    elif isinstance(cached, Cached):
         end = kernel.body.end - 1
         rest = bytearray(data[shape.rest_at:end])
         for start, stop, text in reversed(cached.replacements):
@@ -342,21 +371,26 @@ def _edits(ctx: PassContext, proposal: Proposal) -> list[Edit]:
 def _loop(shape: Shape, axis: str, layout: str, name: str, rest: str, ind: str) -> list[str]:
     """The per-output loop over `rest` (the body after the indices), at indentation `ind`."""
     lines = [f"{ind}#pragma unroll", f"{ind}for (int kx_f = 0; kx_f < {name}; ++kx_f) {{"]
-    for text, a, var, ctype in shape.indices:
-        if a != axis:
-            lines.append(ind * 2 + text)
-        elif layout == "contiguous":
-            lines.append(f"{ind * 2}{ctype} {var} = (blockIdx.{a} * blockDim.{a} + threadIdx.{a}) * {name} + kx_f;")
-        else:
-            lines.append(f"{ind * 2}{ctype} {var} = (blockIdx.{a} * {name} + kx_f) * blockDim.{a} + threadIdx.{a};")
+    for text, a, _, _ in shape.indices:
+        lines.append(ind * 2 + (text if a != axis else _index_line(shape, a, layout, name)))
     rows = re.sub(r"\breturn\s*;", "continue;", rest.rstrip()).split("\n")
     lines += [ind * 2 + rows[0].lstrip()] + [(ind + row) if row.strip() else "" for row in rows[1:]]
     lines.append(f"{ind}}}")
     return lines
 
 
+def _index_line(shape: Shape, axis: str, layout: str, name: str) -> str:
+    """The coarsened axis's index declaration for output `kx_f`."""
+    _, _, var, ctype = next(i for i in shape.indices if i[1] == axis)
+    if layout == "contiguous":
+        return f"{ctype} {var} = (blockIdx.{axis} * blockDim.{axis} + threadIdx.{axis}) * {name} + kx_f;"
+    return f"{ctype} {var} = (blockIdx.{axis} * {name} + kx_f) * blockDim.{axis} + threadIdx.{axis};"
+
+
 def _cached(model: SourceModel, shape: Shape, axis: str, factor: int, name: str) -> Cached | str:
     reuse = shape.reuse_along(axis)
+    if isinstance(shape.jam_along(axis), Jam):
+        return "the outputs' loop is jammed instead"
     if isinstance(reuse, str):
         return reuse
     return cache_loads(reuse, factor, axis, name, model.source.data)
@@ -364,6 +398,12 @@ def _cached(model: SourceModel, shape: Shape, axis: str, factor: int, name: str)
 
 def _loads_record(model: SourceModel, shape: Shape, config: Config) -> CheckRecord:
     """loads=once: which loads share registers, and how stores are kept from them."""
+    jam = shape.jam_along(str(config["along"]))
+    if isinstance(jam, Jam):
+        count = sum(len(h.spans) for h in jam.hoisted)
+        return CheckRecord("loads", True, f"the outputs' loops run as one; {count} loads of an element every output "
+                           "reads at an iteration are made once per iteration, outside any condition the loop adds; "
+                           "nothing is stored inside the loop, so no check is needed")
     if config["layout"] != "contiguous":
         raise CheckFailed("loads", "loads=once needs layout=contiguous: outputs a block apart share no element")
     cached = _cached(model, shape, str(config["along"]), int(str(config["factor"])), "F")

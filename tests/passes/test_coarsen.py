@@ -71,8 +71,8 @@ def test_space_order_and_spec_through_the_pass_api() -> None:
     assert default_registry().parse("coarsen{factor=2,along=y}").spec() == "coarsen{factor=2,along=y}"
     space = space_of(JACOBI.read_bytes(), "jacobi2d_naive", "coarsen", path=str(JACOBI))
     assert space.names == ("factor", "along", "layout", "loads") and space.param("along").values == ("x", "y")
-    gemm = space_of(GEMM.read_bytes(), "gemm_naive", "coarsen", path=str(GEMM))
-    assert gemm.names == ("factor", "along", "layout")  # its loads are in the k loop: none is offered once
+    conv = NAIVE / "conv2d" / "naive.cu"  # every load is under the window's bounds check: nothing is shared
+    assert space_of(conv.read_bytes(), "conv2d_naive", "coarsen", path=str(conv)).names == ("factor", "along", "layout")
 
 
 def _verify(cpu, path: Path, kernel: str, spec: str, new: bytes | None = None):  # type: ignore[no-untyped-def]
@@ -339,3 +339,95 @@ def test_the_tuning_space_times_loads_once_only_where_no_run_time_check_is_neede
     promised = kernel_space(restricted.encode(), "k", ("coarsen",), path="k.cu", hw="h100")
     assert "coarsen.loads" not in plain.space.names and "coarsen.loads" in promised.space.names
     assert "loads" in space_of(STENCIL, "k", "coarsen").names
+
+
+# -- loads=once with one loop: the outputs' loops run as one -------------------------------------------------------
+
+
+def test_jammed_gemm_golden_rewrite_and_its_record() -> None:
+    """Along x, a naive GEMM's outputs share the row of A: one load of `A[i * K + k]` per
+    iteration serves the F outputs; their accumulators become an array."""
+    spec = "coarsen{factor=4,along=x,loads=once}"
+    result = rewrite(GEMM.read_bytes(), spec, path=str(GEMM))
+    (kernel,) = result.results
+    assert kernel.outcome is Outcome.APPLIED, [r.format() for r in result.remarks]
+    assert result.new_data == (GOLDEN / "gemm_naive.coarsen4x.once.cu").read_bytes()
+    (record,) = [c for c in kernel.checks if c.name == "loads"]
+    assert "loops run as one; 1 loads" in record.detail and "no check is needed" in record.detail
+    assert not rewrite(result.new_data, spec, path=str(GEMM)).changed
+    along_y = rewrite(GEMM.read_bytes(), "coarsen{factor=4,along=y,layout=strided,loads=once}", path=str(GEMM))
+    assert "const float kx_s0 = B[(size_t)k * N + j];" in along_y.new_data.decode()
+    space = space_of(GEMM.read_bytes(), "gemm_naive", "coarsen", path=str(GEMM))
+    assert space.names[-1] == "loads" and not space.constraints  # every axis and layout
+
+
+LOOP = """__global__ void k(float* out, const float* a, const float* w, int n, int m)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float acc = 0.0f;
+        for (int r = 0; r < m; ++r)
+            acc += a[(size_t)r * n + i] * w[r];
+        out[i] = acc;
+    }
+}
+void run(float* o, const float* a, const float* w, int n, int m) { k<<<(n + 127) / 128, 128>>>(o, a, w, n, m); }
+"""
+
+
+@pytest.mark.parametrize(("change", "why"), [
+    ("", None),
+    ("acc += a[(size_t)r * n + i] * w[r];", None),
+    ("{ if (r == 3) continue; acc += a[(size_t)r * n + i] * w[r]; }", "continue"),
+    ("{ acc += a[(size_t)r * n + i] * w[r]; out[i] = acc; }", "before the loop's end"),
+    ("if (r % 2) acc += a[(size_t)r * n + i] * w[r];", "no load in the loop"),
+])
+def test_what_the_jam_takes_and_refuses(change: str, why: str | None) -> None:
+    """`w[r]` is the same element for every output, so it is hoisted, unless it is read
+    under a condition of the loop's own (the original might not load it at that
+    iteration); a `continue` or a store inside the loop refuses the jam."""
+    from kxform.passes.coarsen.coarsen import shape_of
+    from kxform.passes.coarsen.jam import Jam
+
+    text = LOOP.replace("acc += a[(size_t)r * n + i] * w[r];", change) if change else LOOP
+    from kxform.api import kernel_context
+
+    ctx = kernel_context(text, "k", path="k.cu")
+    jam = shape_of(ctx, ctx.model.kernels[0]).jam_along("x")
+    if why is None:
+        assert isinstance(jam, Jam) and [h.text for h in jam.hoisted] == ["w[r]"]
+    else:
+        assert isinstance(jam, str) and why in jam, jam
+    bounded = LOOP.replace("r < m", "r < i")
+    ctx = kernel_context(bounded, "k", path="k.cu")
+    assert "bounds read an output's own values" in shape_of(ctx, ctx.model.kernels[0]).jam_along("x")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "kernel", "spec"), [
+    ("gemm", "gemm_naive", "coarsen{factor=4,along=x,loads=once}"),
+    ("gemm", "gemm_naive", "coarsen{factor=8,along=y,layout=strided,loads=once}"),
+    ("matvec", "matvec_naive", "coarsen{factor=4,layout=strided,loads=once}"),
+    ("syrk", "syrk_naive", "coarsen{factor=2,along=y,loads=once}"),
+    ("gemm", "gemm_naive", "launch{GEMM_NAIVE_BLOCK_X=64},coarsen{factor=2,along=x,loads=once}")])
+def test_jammed_loops_verify_bit_exact(cpu, name: str, kernel: str, spec: str) -> None:  # type: ignore[no-untyped-def]
+    report, _ = _verify(cpu, NAIVE / name / "naive.cu", kernel, spec)
+    assert report.ok, [s.summary() for s in report.sizes]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("plant", ["element", "guard"])
+def test_a_hoisted_load_of_the_wrong_element_or_an_output_past_its_guard_fails(  # type: ignore[no-untyped-def]
+        cpu, plant: str) -> None:
+    """The hoisted register loaded from the next element of A's row, or the epilogue run
+    for an output whose guard failed (gemm's ragged N = 100 is no multiple of 32 x 4: it
+    writes past the row): the differential run must reject both."""
+    spec = "coarsen{factor=4,along=x,loads=once}"
+    good = rewrite(GEMM.read_bytes(), spec, path=str(GEMM)).new_data
+    if plant == "element":
+        broken = good.replace(b"kx_s0 = A[(size_t)i * K + k];", b"kx_s0 = A[(size_t)i * K + (k + 1) % K];")
+    else:
+        broken = good.replace(b"        if (kx_ok[kx_f]) {\n            C[", b"        if (i < M) {\n            C[")
+    assert broken != good
+    report, _ = _verify(cpu, GEMM, "gemm_naive", spec, new=broken)
+    assert not report.ok
