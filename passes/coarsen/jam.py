@@ -9,7 +9,8 @@ The shape taken (after the thread indices):
         E                 // the rest: per output
     }
 
-becomes, with `kx_f` over the outputs and each name N declared in D an array `N[F]`:
+becomes, with `kx_f` over the outputs and each name N declared in D kept in `kx_N[F]`
+between the phases:
 
     ok[f] = G; if (ok[f]) D                     for every f
     if (any ok) for (...) {
@@ -130,13 +131,18 @@ def find_jam(model: SourceModel, kernel: Function, analysis: AccessAnalysis, axi
 
 def jam_lines(jam: Jam, data: bytes, indices: tuple[tuple[str, str, str, str], ...], axis: str, index: str,
               name: str, ind: str) -> list[str]:
-    """The jammed body: `index` is the coarsened axis's index declaration for output kx_f."""
-    names = [n for _, n, _ in jam.declared]
+    """The jammed body: `index` is the coarsened axis's index declaration for output kx_f.
 
-    def per_output(text: str) -> str:
-        for n in names:
-            text = re.sub(rf"(?<![\w.])(?<!->){re.escape(n)}\b", f"{n}[kx_f]", text)
-        return re.sub(r"\breturn\s*;", "continue;", text)
+    Each phase of an output declares D's names as the original does and takes their
+    values from (and gives them back to) arrays `kx_<name>[F]`, so the statements are the
+    original's text, unchanged: the compiler sees the same expressions (its choice of
+    where to fuse a multiply and an add into an FMA follows their shape; renaming `acc`
+    to `acc[kx_f]` changed it for `beta * C + alpha * acc`)."""
+    def text_of(span: tuple[int, int], replace: tuple[tuple[int, int, str], ...] = ()) -> str:
+        out = bytearray(data[span[0]:span[1]])
+        for start, end, text in sorted(replace, reverse=True):
+            out[start - span[0]:end - span[0]] = text.encode("utf-8")
+        return re.sub(r"\breturn\s*;", "continue;", out.decode("utf-8"))
 
     def block(text: str, depth: int) -> list[str]:
         rows = text.strip().split("\n")
@@ -150,26 +156,26 @@ def jam_lines(jam: Jam, data: bytes, indices: tuple[tuple[str, str, str, str], .
         return [f"{ind}#pragma unroll", f"{ind}for (int kx_f = 0; kx_f < {name}; ++kx_f) {{", ind * 2 + index,
                 *statements, f"{ind}}}"]
 
+    take = [f"{ind * 3}{ctype} {n} = kx_{n}[kx_f];" for ctype, n, _ in jam.declared]
+    give = [f"{ind * 3}kx_{n}[kx_f] = {n};" for _, n, _ in jam.declared]
     other = [ind + text for text, a, _, _ in indices if a != axis]
     lines = [*other, f"{ind}bool kx_ok[{name}];"]
-    lines += [f"{ind}{ctype} {n}[{name}];" for ctype, n, _ in jam.declared]
-    inits = [f"{ind * 3}{n}[kx_f] = {per_output(init)};" for _, n, init in jam.declared if init]
+    lines += [f"{ind}{ctype} kx_{n}[{name}];" for ctype, n, _ in jam.declared]
+    declare = [f"{ind * 3}{ctype} {n}{' = ' + init if init else ''};" for ctype, n, init in jam.declared]
     lines += each([f"{ind * 2}kx_ok[kx_f] = {jam.guard};",
-                   *([f"{ind * 2}if (kx_ok[kx_f]) {{", *inits, f"{ind * 2}}}"] if inits else [])])
+                   *([f"{ind * 2}if (kx_ok[kx_f]) {{", *declare, *give, f"{ind * 2}}}"] if jam.declared else [])])
     lines += [f"{ind}bool kx_any = false;", f"{ind}#pragma unroll",
               f"{ind}for (int kx_f = 0; kx_f < {name}; ++kx_f)", f"{ind * 2}kx_any = kx_any || kx_ok[kx_f];"]
-    body = bytearray(data[jam.body[0]:jam.body[1]])
-    for start, end, text in sorted(((s, e, h.register) for h in jam.hoisted for s, e in h.spans), reverse=True):
-        body[start - jam.body[0]:end - jam.body[0]] = text.encode("utf-8")
+    hoisted = tuple((s, e, h.register) for h in jam.hoisted for s, e in h.spans)
     header = data[jam.header[0]:jam.header[1]].decode("utf-8").strip()
     lines += [f"{ind}if (kx_any) {{", f"{ind * 2}{header} {{"]
     lines += [f"{ind * 3}const {h.element} {h.register} = {h.text};" for h in jam.hoisted]
     lines += [ind * 2 + row if row else "" for row in
-              each([f"{ind * 2}if (kx_ok[kx_f])", *block(per_output(body.decode("utf-8")), 3)])]
+              each([f"{ind * 2}if (kx_ok[kx_f]) {{", *take, *block(text_of(jam.body, hoisted), 3), *give,
+                    f"{ind * 2}}}"])]
     lines += [f"{ind * 2}}}", f"{ind}}}"]
     if jam.epilogue is not None:
-        text = per_output(data[jam.epilogue[0]:jam.epilogue[1]].decode("utf-8"))
-        lines += each([f"{ind * 2}if (kx_ok[kx_f]) {{", *block(text, 3), f"{ind * 2}}}"])
+        lines += each([f"{ind * 2}if (kx_ok[kx_f]) {{", *take, *block(text_of(jam.epilogue), 3), f"{ind * 2}}}"])
     return lines
 
 

@@ -10,13 +10,14 @@ __global__ void gemm_naive(float* C, const float* A, const float* B, int M, int 
 {
     int i = blockIdx.y * blockDim.y + threadIdx.y;
     bool kx_ok[GEMM_NAIVE_COARSEN];
-    float acc[GEMM_NAIVE_COARSEN];
+    float kx_acc[GEMM_NAIVE_COARSEN];
     #pragma unroll
     for (int kx_f = 0; kx_f < GEMM_NAIVE_COARSEN; ++kx_f) {
         int j = (blockIdx.x * blockDim.x + threadIdx.x) * GEMM_NAIVE_COARSEN + kx_f;
         kx_ok[kx_f] = (i < M && j < N);
         if (kx_ok[kx_f]) {
-            acc[kx_f] = 0.0f;
+            float acc = 0.0f;
+            kx_acc[kx_f] = acc;
         }
     }
     bool kx_any = false;
@@ -29,8 +30,11 @@ __global__ void gemm_naive(float* C, const float* A, const float* B, int M, int 
             #pragma unroll
             for (int kx_f = 0; kx_f < GEMM_NAIVE_COARSEN; ++kx_f) {
                 int j = (blockIdx.x * blockDim.x + threadIdx.x) * GEMM_NAIVE_COARSEN + kx_f;
-                if (kx_ok[kx_f])
-                    acc[kx_f] += kx_s0 * B[(size_t)k * N + j];
+                if (kx_ok[kx_f]) {
+                    float acc = kx_acc[kx_f];
+                    acc += kx_s0 * B[(size_t)k * N + j];
+                    kx_acc[kx_f] = acc;
+                }
             }
         }
     }
@@ -38,7 +42,8 @@ __global__ void gemm_naive(float* C, const float* A, const float* B, int M, int 
     for (int kx_f = 0; kx_f < GEMM_NAIVE_COARSEN; ++kx_f) {
         int j = (blockIdx.x * blockDim.x + threadIdx.x) * GEMM_NAIVE_COARSEN + kx_f;
         if (kx_ok[kx_f]) {
-            C[(size_t)i * N + j] = alpha * acc[kx_f] + beta * C[(size_t)i * N + j];
+            float acc = kx_acc[kx_f];
+            C[(size_t)i * N + j] = alpha * acc + beta * C[(size_t)i * N + j];
         }
     }
 }

@@ -427,7 +427,8 @@ def test_a_hoisted_load_of_the_wrong_element_or_an_output_past_its_guard_fails( 
     if plant == "element":
         broken = good.replace(b"kx_s0 = A[(size_t)i * K + k];", b"kx_s0 = A[(size_t)i * K + (k + 1) % K];")
     else:
-        broken = good.replace(b"        if (kx_ok[kx_f]) {\n            C[", b"        if (i < M) {\n            C[")
+        broken = good.replace(b"        if (kx_ok[kx_f]) {\n            float acc = kx_acc[kx_f];\n            C[",
+                              b"        if (i < M) {\n            float acc = kx_acc[kx_f];\n            C[")
     assert broken != good
     report, _ = _verify(cpu, GEMM, "gemm_naive", spec, new=broken)
     assert not report.ok
