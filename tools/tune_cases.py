@@ -153,6 +153,7 @@ COARSEN_CASES = (
          reference=COPY),
     Case("syrk_naive/coarsen", "naive/syrk", "naive.cu", "syrk_naive", ("coarsen",), "N=2048,M=2048",
          "N=1024,M=1024"),
+    Case("mm2_kernel1/coarsen", "naive/mm2", "naive.cu", "mm2_kernel1", ("coarsen",), "bench", "bench"),
 )
 """coarsen alone on naive kernels where `loads=once` shares loads, swept exhaustively:
 every factor, axis and layout, with its loads each time or once, timed in one process
