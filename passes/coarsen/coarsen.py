@@ -21,9 +21,10 @@ thread's outputs, kxform.analysis.reuse) gives each such element a register that
 first output needing it fills and later ones read (passes/coarsen/loads.py): a stencil's
 rows or columns are loaded once per thread, not once per output. Unless the cached and
 stored buffers are all `__restrict__`, a thread whose cached and stored elements may
-overlap runs the plain loop (checked at run time). Loads inside loops (a GEMM's row of
-A in its k loop) are not cached: sharing them needs the k loops of the outputs fused,
-which is what smem-tile's TM x TN register tile does.
+overlap runs the plain loop (checked at run time). Where the body is a guard,
+declarations and one loop (a GEMM's k loop), `loads=once` runs the outputs' loops as one
+instead and makes a load every output makes at an iteration once (passes/coarsen/jam.py:
+a GEMM's row of A along x).
 
 No evidence, no rewrite: without `factor` nothing is proposed; `kxform tune --pass
 coarsen` searches factor (2, 4, 8: factor 1 is the kernel as it is, the space's "off"
