@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from corpus_apply import ROOT, apply_config, has_spec, manifest_kernels, naive_pairs  # noqa: E402
 
-from kxform.api import explain  # noqa: E402
+from kxform.api import explain, space_of  # noqa: E402
 from kxform.errors import InputError  # noqa: E402
 
 
@@ -70,7 +70,12 @@ def main() -> int:
         print(f"{label:<34} applies      " + "; ".join(f"{p['name']} in {{{', '.join(p['values'])}}}" for p in params))
         if not args.verify or not has_spec(path, kernel):
             continue
-        for point in _points(params):
+        space = space_of(path.read_bytes(), kernel, args.pass_name, path=str(path), hw=args.hw)
+        points = _points(params)
+        valid = [p for p in points if not space.violations(space.resolve(p))]
+        if len(valid) < len(points):
+            print(f"{'':<34}   {len(points) - len(valid)} combination(s) outside the space's constraints: not run")
+        for point in valid:
             options = ",".join(f"{k}={v}" for k, v in point.items())
             applied = apply_config(path, f"{args.pass_name}{{{options}}}", kernel, args.hw)
             verified += applied.identical
