@@ -160,6 +160,20 @@ class Cacheable:
     scalars: frozenset[str]
     allowed: frozenset[str]
 
+    def scalar(self, element: str) -> bool:
+        """A register holds the element as a value: a scalar or vector type, or a name the
+        file makes one (`typedef float DATA_TYPE;`, `#define real double`, `using T = float;`)."""
+        if element in SCALAR_ELEMENTS:
+            return True
+        text = self.data.decode("utf-8", "replace")
+        name = re.escape(element)
+        for pattern in (rf"\btypedef\s+([\w\s]+?)\s+{name}\s*;", rf"^[ \t]*#[ \t]*define[ \t]+{name}[ \t]+([\w \t]+?)[ \t]*$",
+                        rf"\busing\s+{name}\s*=\s*([\w\s]+?)\s*;"):
+            found = re.search(pattern, text, flags=re.MULTILINE)
+            if found and " ".join(found.group(1).split()) in SCALAR_ELEMENTS:
+                return True
+        return False
+
     def load(self, access: MemoryAccess, axis: str, loop_var: str = "") -> Split | None:
         """The split of a load a register may serve (None: it may not): a direct subscript
         of a pointer parameter the kernel never writes and never lets escape, of a scalar
@@ -167,7 +181,7 @@ class Cacheable:
         buffer = self.pointers.get(access.buffer)
         if (buffer is None or not access.read or access.write or access.atomic
                 or access.buffer in self.written or access.buffer in self.escaped or not _direct(access)
-                or buffer.element not in SCALAR_ELEMENTS or _address_taken(self.data, access)
+                or not self.scalar(buffer.element) or _address_taken(self.data, access)
                 or "volatile" in _param_type(self.kernel, buffer.name)):
             return None
         return _split(access, axis, self.allowed | ({loop_var} if loop_var else set()))

@@ -432,3 +432,17 @@ def test_a_hoisted_load_of_the_wrong_element_or_an_output_past_its_guard_fails( 
     assert broken != good
     report, _ = _verify(cpu, GEMM, "gemm_naive", spec, new=broken)
     assert not report.ok
+
+
+@pytest.mark.parametrize(("alias", "shared"), [
+    ("typedef float DATA_TYPE;", True), ("#define DATA_TYPE double", True), ("using DATA_TYPE = int;", True),
+    ("struct DATA_TYPE { float v[8]; };", False)])
+def test_an_element_type_named_by_the_file_is_looked_through(alias: str, shared: bool) -> None:
+    """PolyBench's `typedef float DATA_TYPE;`: a register holds the value; a struct it would
+    copy whole is not cached."""
+    text = alias + "\n" + STENCIL.replace("float* out, const float* in", "DATA_TYPE* out, const DATA_TYPE* in")
+    if not shared:
+        text = text.replace("in[i - 1] + in[i] + in[i + 1]", "in[i - 1].v[0] + in[i].v[0] + in[i + 1].v[0]").replace(
+            "out[i] =", "out[i].v[0] =")
+    reuse = _reuse(text, "k", "x")
+    assert (not isinstance(reuse, str) and bool(reuse.shared(4))) is shared, reuse
