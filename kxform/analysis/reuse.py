@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kxform.analysis.access import AccessAnalysis
+from kxform.analysis.access import AccessAnalysis, analyse_function, closure_functions
 from kxform.analysis.affine import Affine
 from kxform.analysis.records import Buffer, MemoryAccess
 from kxform.frontend.model import Function, SourceModel
@@ -159,6 +159,9 @@ class Cacheable:
     written: frozenset[str]
     scalars: frozenset[str]
     allowed: frozenset[str]
+    writers: tuple[str, ...] = ()
+    """Functions of this file the kernel reaches that store to memory (or update it
+    atomically): their stores are not the kernel's accesses, so no register is safe."""
 
     def scalar(self, element: str) -> bool:
         """A register holds the element as a value: a scalar or vector type, or a name the
@@ -202,13 +205,16 @@ def cacheable(model: SourceModel, kernel: Function, analysis: AccessAnalysis) ->
     uses = {name: len(re.findall(rf"(?<![.\w])(?<!->){re.escape(name)}\b", code)) for name in pointers}
     escaped = frozenset(name for name in pointers if uses[name] != direct.get(name, 0))
     written = frozenset(a.buffer for a in analysis.accesses if a.write)
-    return Cacheable(kernel, data, pointers, escaped, written, scalars, frozenset(allowed))
+    writers = tuple(f.name for f in closure_functions(model, kernel)[1:] if _stores(model, f))
+    return Cacheable(kernel, data, pointers, escaped, written, scalars, frozenset(allowed), writers)
 
 
 def analyse_reuse(model: SourceModel, kernel: Function, analysis: AccessAnalysis, axis: str) -> Reuse | str:
     """The load groups (outside loops) and store sites of `kernel` along `axis`, or why no
     load can be served from a register (one line)."""
     able = cacheable(model, kernel, analysis)
+    if able.writers:
+        return f"the kernel calls `{able.writers[0]}`, which stores to memory the analysis does not see as the kernel's"
     stores = []
     for access in analysis.accesses:
         if not access.write or access.space == "local":
@@ -239,6 +245,16 @@ def analyse_reuse(model: SourceModel, kernel: Function, analysis: AccessAnalysis
         return "no load outside a loop reads a buffer the kernel never writes with an index affine in the thread index"
     return Reuse(tuple(LoadGroup(b, s.step, s.rest, tuple(loads)) for b, s, loads in groups), tuple(stores),
                  able.scalars)
+
+
+def _stores(model: SourceModel, function: Function) -> bool:
+    """`function` may store to memory: a store or atomic the analysis records, or any
+    assignment through a subscript or a dereference (a global pointer variable is no
+    buffer of the analysis's; a local array counts too: conservative)."""
+    if any((a.write and a.space != "local") or a.atomic for a in analyse_function(model, function).accesses):
+        return True
+    body = _code(model.source.data[function.body.start:function.body.end].decode("utf-8", "replace"))
+    return re.search(r"(?:\]|\*\s*[A-Za-z_]\w*|->\s*\w+)\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|\batomic\w*\s*\(", body) is not None
 
 
 def _split(access: MemoryAccess, axis: str, allowed: set[str] | frozenset[str]) -> Split | None:

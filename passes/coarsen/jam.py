@@ -108,6 +108,8 @@ def find_jam(model: SourceModel, kernel: Function, analysis: AccessAnalysis, axi
         return f"the store `{stores[0].text}` (line {stores[0].line}) is before the loop's end"
     locals_ = _locals(root) - {loop.var} - {v for v in _index_vars(rest_indices=root, skip=skip)} | {var}
     able = cacheable(model, kernel, analysis)
+    if able.writers:
+        return f"the kernel calls `{able.writers[0]}`, which stores to memory: a hoisted load could pass its store"
     groups: dict[tuple[str, Affine], list[Any]] = {}
     for access in analysis.accesses:
         if access.loops != (loop.id,) or not body.start_byte <= access.span.start < body.end_byte:

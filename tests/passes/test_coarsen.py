@@ -446,3 +446,22 @@ def test_an_element_type_named_by_the_file_is_looked_through(alias: str, shared:
             "out[i] =", "out[i].v[0] =")
     reuse = _reuse(text, "k", "x")
     assert (not isinstance(reuse, str) and bool(reuse.shared(4))) is shared, reuse
+
+
+def test_a_called_function_that_stores_leaves_nothing_cached() -> None:
+    """A device function of the file that stores to memory (through a pointer the analysis
+    cannot follow) might write an element a register holds: neither the registers across
+    outputs nor the jam is offered; a pure helper changes nothing."""
+    from kxform.api import kernel_context
+    from kxform.passes.coarsen.coarsen import shape_of
+    from kxform.passes.coarsen.jam import Jam
+
+    for helper, blocked in [("__device__ float twice(float v) { return 2.0f * v; }\n", False),
+                            ("__device__ float twice(float v) { g_log[0] = v; return 2.0f * v; }\n", True)]:
+        stencil = "__device__ float* g_log;\n" + helper + STENCIL.replace("in[i - 1] +", "twice(in[i - 1]) +")
+        reuse = _reuse(stencil, "k", "x")
+        assert isinstance(reuse, str) is blocked and (not blocked or "calls `twice`" in reuse), reuse
+        loop = "__device__ float* g_log;\n" + helper + LOOP.replace("acc += a[", "acc += twice(w[r]) * a[")
+        ctx = kernel_context(loop, "k", path="k.cu")
+        jam = shape_of(ctx, ctx.model.kernels[-1]).jam_along("x")
+        assert isinstance(jam, Jam) is not blocked, jam
