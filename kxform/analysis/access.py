@@ -31,8 +31,8 @@ from kxform.analysis.records import Buffer, Loop, MemoryAccess, Reduction
 from kxform.analysis.walk import WalkState, Walker
 from kxform.frontend.constants import fold_constants
 from kxform.frontend.cuda import parse_tree
-from kxform.frontend.model import Function, FunctionKind, SourceModel, Span
-from kxform.frontend.queries import constant_defs, once, shared_decls, template_params, unroll_pragmas
+from kxform.frontend.model import Function, FunctionKind, SourceModel, Span, once
+from kxform.frontend.queries import constant_defs, shared_decls, template_params, unroll_pragmas
 
 _EXPRESSION = re.compile(r"[\w\s.+\-*/%()<>&|^~]+")
 _QUALIFIERS = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict|struct)\b|\*|&")
@@ -133,9 +133,7 @@ def analyse_function(model: SourceModel, function: Function) -> AccessAnalysis:
         if buffer.space == "shared":
             env.names[name] = Evaluated(Pointer(name, Affine()))
     state = WalkState(model, function, buffers, pragmas=_pragmas(model, function))
-    root = model.tree.root_node.descendant_for_byte_range(function.body.start, function.body.end)
-    while root is not None and not (root.type == "compound_statement" and root.start_byte == function.body.start):
-        root = root.parent
+    root = model.body_node(function)
     if root is not None:
         Walker(state, env).statement(root)
     loop_facts(state)

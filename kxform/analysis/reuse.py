@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from kxform.analysis.access import AccessAnalysis, analyse_function, closure_functions
 from kxform.analysis.affine import Affine
 from kxform.analysis.records import Buffer, MemoryAccess
+from kxform.frontend.lexical import blank_comments_and_strings
 from kxform.frontend.model import Function, SourceModel
 
 SCALAR_ELEMENTS = frozenset({
@@ -71,11 +72,15 @@ class LoadGroup:
     def low(self) -> int:
         return min(load.shift for load in self.loads)
 
+    @property
+    def high(self) -> int:
+        return max(load.shift for load in self.loads)
+
     def slots(self, factor: int) -> int:
         """Distinct elements the group reads over `factor` outputs."""
         if self.step.value == 0:
             return 1
-        return factor + max(load.shift for load in self.loads) - self.low
+        return factor + self.high - self.low
 
     def slot(self, load: SharedLoad) -> int:
         """The register a load uses at output 0 (it uses `slot + f` at output f)."""
@@ -154,6 +159,8 @@ class Cacheable:
     kernel: Function
     data: bytes
     pointers: dict[str, Buffer]
+    registers: frozenset[str]
+    """Pointer parameters whose element a register holds as a value (`Cacheable.scalar`)."""
     escaped: frozenset[str]
     """Pointer parameters used other than as `name[...]` (passed on, copied, offset)."""
     written: frozenset[str]
@@ -163,20 +170,6 @@ class Cacheable:
     """Functions of this file the kernel reaches that store to memory (or update it
     atomically): their stores are not the kernel's accesses, so no register is safe."""
 
-    def scalar(self, element: str) -> bool:
-        """A register holds the element as a value: a scalar or vector type, or a name the
-        file makes one (`typedef float DATA_TYPE;`, `#define real double`, `using T = float;`)."""
-        if element in SCALAR_ELEMENTS:
-            return True
-        text = self.data.decode("utf-8", "replace")
-        name = re.escape(element)
-        for pattern in (rf"\btypedef\s+([\w\s]+?)\s+{name}\s*;", rf"^[ \t]*#[ \t]*define[ \t]+{name}[ \t]+([\w \t]+?)[ \t]*$",
-                        rf"\busing\s+{name}\s*=\s*([\w\s]+?)\s*;"):
-            found = re.search(pattern, text, flags=re.MULTILINE)
-            if found and " ".join(found.group(1).split()) in SCALAR_ELEMENTS:
-                return True
-        return False
-
     def load(self, access: MemoryAccess, axis: str, loop_var: str = "") -> Split | None:
         """The split of a load a register may serve (None: it may not): a direct subscript
         of a pointer parameter the kernel never writes and never lets escape, of a scalar
@@ -184,7 +177,7 @@ class Cacheable:
         buffer = self.pointers.get(access.buffer)
         if (buffer is None or not access.read or access.write or access.atomic
                 or access.buffer in self.written or access.buffer in self.escaped or not _direct(access)
-                or not self.scalar(buffer.element) or _address_taken(self.data, access)
+                or access.buffer not in self.registers or _address_taken(self.data, access)
                 or "volatile" in _param_type(self.kernel, buffer.name)):
             return None
         return _split(access, axis, self.allowed | ({loop_var} if loop_var else set()))
@@ -201,18 +194,36 @@ def cacheable(model: SourceModel, kernel: Function, analysis: AccessAnalysis) ->
     for access in analysis.accesses:
         if access.buffer in pointers and _direct(access):
             direct[access.buffer] = direct.get(access.buffer, 0) + 1
-    code = _code(body)  # a member (`threadIdx.x`) is not a use of a buffer named `x`
+    code = blank_comments_and_strings(body)  # a member (`threadIdx.x`) is not a use of a buffer named `x`
     uses = {name: len(re.findall(rf"(?<![.\w])(?<!->){re.escape(name)}\b", code)) for name in pointers}
     escaped = frozenset(name for name in pointers if uses[name] != direct.get(name, 0))
     written = frozenset(a.buffer for a in analysis.accesses if a.write)
     writers = tuple(f.name for f in closure_functions(model, kernel)[1:] if _stores(model, f))
-    return Cacheable(kernel, data, pointers, escaped, written, scalars, frozenset(allowed), writers)
+    text = data.decode("utf-8", "replace")
+    registers = frozenset(name for name, b in pointers.items() if _register_type(text, b.element))
+    return Cacheable(kernel, data, pointers, registers, escaped, written, scalars, frozenset(allowed), writers)
 
 
-def analyse_reuse(model: SourceModel, kernel: Function, analysis: AccessAnalysis, axis: str) -> Reuse | str:
+def _register_type(text: str, element: str) -> bool:
+    """A register holds the element as a value: a scalar or vector type, or a name the file
+    `text` makes one (`typedef float DATA_TYPE;`, `#define real double`, `using T = float;`)."""
+    if element in SCALAR_ELEMENTS:
+        return True
+    name = re.escape(element)
+    for pattern in (rf"\btypedef\s+([\w\s]+?)\s+{name}\s*;", rf"^[ \t]*#[ \t]*define[ \t]+{name}[ \t]+([\w \t]+?)[ \t]*$",
+                    rf"\busing\s+{name}\s*=\s*([\w\s]+?)\s*;"):
+        found = re.search(pattern, text, flags=re.MULTILINE)
+        if found and " ".join(found.group(1).split()) in SCALAR_ELEMENTS:
+            return True
+    return False
+
+
+def analyse_reuse(model: SourceModel, kernel: Function, analysis: AccessAnalysis, axis: str,
+                  able: Cacheable | None = None) -> Reuse | str:
     """The load groups (outside loops) and store sites of `kernel` along `axis`, or why no
-    load can be served from a register (one line)."""
-    able = cacheable(model, kernel, analysis)
+    load can be served from a register (one line). `able`: the kernel's `cacheable` facts,
+    when the caller has them (they do not depend on the axis)."""
+    able = able or cacheable(model, kernel, analysis)
     if able.writers:
         return f"the kernel calls `{able.writers[0]}`, which stores to memory the analysis does not see as the kernel's"
     stores = []
@@ -253,7 +264,7 @@ def _stores(model: SourceModel, function: Function) -> bool:
     buffer of the analysis's; a local array counts too: conservative)."""
     if any((a.write and a.space != "local") or a.atomic for a in analyse_function(model, function).accesses):
         return True
-    body = _code(model.source.data[function.body.start:function.body.end].decode("utf-8", "replace"))
+    body = blank_comments_and_strings(model.source.data[function.body.start:function.body.end].decode("utf-8", "replace"))
     return re.search(r"(?:\]|\*\s*[A-Za-z_]\w*|->\s*\w+)\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|\batomic\w*\s*\(", body) is not None
 
 
@@ -279,7 +290,3 @@ def _address_taken(data: bytes, access: MemoryAccess) -> bool:
 def _param_type(kernel: Function, name: str) -> str:
     return next((p.ctype for p in kernel.params if p.name == name), "")
 
-
-def _code(text: str) -> str:
-    """`text` without comments and string literals (a name in a comment is no use)."""
-    return re.sub(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\])*\"", " ", text, flags=re.DOTALL)

@@ -48,6 +48,16 @@ class EditResult:
     line they were inserted at)."""
 
 
+def spliced(data: bytes, start: int, end: int, replacements: Iterable[tuple[int, int, str]]) -> str:
+    """`data[start:end]` as text with each `(from, to, text)` replacement (file offsets
+    inside the range, none overlapping) made: new code a rewrite builds from a piece of the
+    file, some of its expressions replaced."""
+    out = bytearray(data[start:end])
+    for begin, stop, text in sorted(replacements, reverse=True):
+        out[begin - start:stop - start] = text.encode("utf-8")
+    return out.decode("utf-8")
+
+
 def _check_conflicts(source: SourceText, edits: list[Edit]) -> None:
     for before, after in zip(edits, edits[1:]):
         overlap = after.start < before.end or (

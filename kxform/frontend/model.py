@@ -11,7 +11,7 @@ import functools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import networkx as nx
 
@@ -164,6 +164,13 @@ class SourceModel:
 
     # Lookups by name are indexed once per model: a scan per kernel made passes quadratic
     # in the number of kernels of a file. The model is never changed after it is built.
+
+    def body_node(self, function: Function) -> Any:
+        """The tree's compound statement of `function`'s body; None where there is none."""
+        node = self.tree.root_node.descendant_for_byte_range(function.body.start, function.body.end)
+        while node is not None and not (node.type == "compound_statement" and node.start_byte == function.body.start):
+            node = node.parent
+        return node
 
     @functools.cached_property
     def derived(self) -> dict[str, object]:

@@ -46,9 +46,9 @@ from kxform.passes.vectorize.pattern import index_axis, statements
 from kxform.passes.vectorize.vectorize import rewritten_binding
 
 from kxform.analysis import AccessAnalysis
-from kxform.analysis.reuse import Reuse, analyse_reuse
+from kxform.analysis.reuse import Reuse, analyse_reuse, cacheable
 from kxform.engine import launch_site
-from kxform.engine.edits import Edit, apply_edits
+from kxform.engine.edits import Edit, apply_edits, spliced
 from kxform.engine.params import Config, Constraint, Param, ParamSpace
 from kxform.engine.pass_api import (
     Blocker,
@@ -165,9 +165,9 @@ def shape_of(ctx: PassContext, kernel: Function) -> Shape | Blocker:
     if not axes:
         return why[0] if why else Blocker("NoThreadIndex", "the kernel indexes neither x nor y", kernel.span.start)
     analysis = ctx.analysis(AccessAnalysis, kernel)
-    reuse = tuple((a, analyse_reuse(model, kernel, analysis, a)) for a in axes)
-    jams = tuple((a, find_jam(model, kernel, analysis, a, next(v for _, x, v, _ in indices if x == a), len(indices)))
-                 for a in axes)
+    able = cacheable(model, kernel, analysis)
+    reuse = tuple((a, analyse_reuse(model, kernel, analysis, a, able)) for a in axes)
+    jams = tuple((a, find_jam(model, kernel, analysis, a, shape.indices, able)) for a in axes)
     return Shape(shape.indices, rest, axes, rest_at, reuse, jams)
 
 
@@ -203,10 +203,10 @@ class Coarsen(ValuesPass):
                         why = "; ".join(f"along {a}: {shape.jam_along(a)}, and {shape.reuse_along(a)}"
                                         for a in shape.axes)
                         raise UsageError(f"loads: no element is read by two of a thread's outputs ({why})")
-                    broken = space.violations(space.resolve(dict(self.config)))
+                    config = space.resolve(dict(self.config))
+                    broken = space.violations(config)
                     if broken:
-                        raise UsageError(f"{space.label(space.resolve(dict(self.config)))}: {broken[0].reason} "
-                                         f"({broken[0].text})")
+                        raise UsageError(f"{space.label(config)}: {broken[0].reason} ({broken[0].text})")
                 except UsageError as exc:
                     blockers.append(Blocker("BadOption", exc.cause, kernel.span.start))
             out[kernel.name] = KernelAnalysis(kernel, tuple(blockers), {"shape": shape})
@@ -340,21 +340,17 @@ def _edits(ctx: PassContext, proposal: Proposal) -> list[Edit]:
     plain = _loop(shape, axis, layout, name, shape.rest, ind)
     once = options.get("loads") == "once"
     jam = shape.jam_along(axis) if once else None
-    cached = _cached(model, shape, axis, factor, name) if once and not isinstance(jam, Jam) else None
+    cached = _cached(model, shape, axis, factor, name) if once else None
     if isinstance(jam, Jam):
-        index = next(_index_line(shape, a, layout, name) for _, a, _, _ in shape.indices if a == axis)
-        lines = jam_lines(jam, data, shape.indices, axis, index, name, ind)
+        lines = jam_lines(jam, data, shape.indices, axis, _index_line(shape, axis, layout, name), name, ind)
     elif isinstance(cached, Cached):
-        end = kernel.body.end - 1
-        rest = bytearray(data[shape.rest_at:end])
-        for start, stop, text in reversed(cached.replacements):
-            rest[start - shape.rest_at:stop - shape.rest_at] = text.encode("utf-8")
-        once = [ind + d for d in cached.declarations] + _loop(shape, axis, layout, name, rest.decode("utf-8"), ind)
+        rest = spliced(data, shape.rest_at, kernel.body.end - 1, cached.replacements)
+        cached_loop = [ind + d for d in cached.declarations] + _loop(shape, axis, layout, name, rest, ind)
         if cached.check:
-            lines = [ind + c for c in cached.check] + [f"{ind}if (!kx_overlap) {{"] + [ind + x for x in once] + \
-                [f"{ind}}} else {{"] + [ind + x for x in plain] + [f"{ind}}}"]
+            lines = [ind + c for c in cached.check] + [f"{ind}if (!kx_overlap) {{"] + \
+                [ind + x for x in cached_loop] + [f"{ind}}} else {{"] + [ind + x for x in plain] + [f"{ind}}}"]
         else:
-            lines = once
+            lines = cached_loop
     else:
         lines = plain
     edits = [*launch_site.define_parameter(model, kernel.span.start, name, factor, f"{origin}: factor"),

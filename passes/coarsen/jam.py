@@ -30,13 +30,15 @@ buffers alias: no run-time check.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from kxform.analysis import AccessAnalysis
 from kxform.analysis.affine import Affine
-from kxform.analysis.reuse import cacheable
+from kxform.analysis.reuse import Cacheable, cacheable
+from kxform.engine.edits import spliced
 from kxform.frontend.model import Function, SourceModel
 
 _TYPE_WORDS = re.compile(r"\b(?:const|constexpr|register)\b\s*")
@@ -66,21 +68,21 @@ class Jam:
     hoisted: tuple[Hoisted, ...]
 
 
-def find_jam(model: SourceModel, kernel: Function, analysis: AccessAnalysis, axis: str, var: str,
-             skip: int) -> Jam | str:
-    """The jam of `kernel`'s body along `axis` (`var` the axis's index, `skip` the leading
-    index declarations), or why its shape is not one (one line)."""
+def find_jam(model: SourceModel, kernel: Function, analysis: AccessAnalysis, axis: str,
+             indices: tuple[tuple[str, str, str, str], ...], able: Cacheable | None = None) -> Jam | str:
+    """The jam of `kernel`'s body along `axis`, or why its shape is not one (one line).
+    `indices`: the leading index declarations (text, axis, name, type); `able`: the
+    kernel's `cacheable` facts, when the caller has them."""
     data = model.source.data
-    root = model.tree.root_node.descendant_for_byte_range(kernel.body.start, kernel.body.end)
-    while root is not None and not (root.type == "compound_statement" and root.start_byte == kernel.body.start):
-        root = root.parent
+    root = model.body_node(kernel)
     if root is None:
         return "the body is not a block"
-    rest = [n for n in root.named_children if n.type != "comment"][skip:]
+    var = next(name for _, a, name, _ in indices if a == axis)
+    rest = [n for n in root.named_children if n.type != "comment"][len(indices):]
     guard, inner = _guarded(rest)
     if guard is None:
         return "the body after the indices is not one `if (...) { ... }` or an early `return` and the rest"
-    declarations = [n for n in _leading(inner, "declaration")]
+    declarations = list(itertools.takewhile(lambda n: n.type == "declaration", inner))
     after = inner[len(declarations):]
     if not after or after[0].type != "for_statement":
         return "the guarded statements are not declarations and then one `for` loop"
@@ -106,8 +108,8 @@ def find_jam(model: SourceModel, kernel: Function, analysis: AccessAnalysis, axi
               and any(n.start_byte <= a.span.start < n.end_byte for n in [*declarations, loop_node])]
     if stores:
         return f"the store `{stores[0].text}` (line {stores[0].line}) is before the loop's end"
-    locals_ = _locals(root) - {loop.var} - {v for v in _index_vars(rest_indices=root, skip=skip)} | {var}
-    able = cacheable(model, kernel, analysis)
+    locals_ = (_locals(root) - {loop.var} - {name for _, _, name, _ in indices}) | {var}
+    able = able or cacheable(model, kernel, analysis)
     if able.writers:
         return f"the kernel calls `{able.writers[0]}`, which stores to memory: a hoisted load could pass its store"
     groups: dict[tuple[str, Affine], list[Any]] = {}
@@ -141,10 +143,7 @@ def jam_lines(jam: Jam, data: bytes, indices: tuple[tuple[str, str, str, str], .
     where to fuse a multiply and an add into an FMA follows their shape; renaming `acc`
     to `acc[kx_f]` changed it for `beta * C + alpha * acc`)."""
     def text_of(span: tuple[int, int], replace: tuple[tuple[int, int, str], ...] = ()) -> str:
-        out = bytearray(data[span[0]:span[1]])
-        for start, end, text in sorted(replace, reverse=True):
-            out[start - span[0]:end - span[0]] = text.encode("utf-8")
-        return re.sub(r"\breturn\s*;", "continue;", out.decode("utf-8"))
+        return re.sub(r"\breturn\s*;", "continue;", spliced(data, span[0], span[1], replace))
 
     def block(text: str, depth: int) -> list[str]:
         rows = text.strip().split("\n")
@@ -198,15 +197,6 @@ def _guarded(rest: list[Any]) -> tuple[str | None, list[Any]]:
     return None, []
 
 
-def _leading(nodes: list[Any], kind: str) -> list[Any]:
-    out = []
-    for node in nodes:
-        if node.type != kind:
-            break
-        out.append(node)
-    return out
-
-
 def _declared(node: Any) -> list[tuple[str, str, str]] | None:
     """[(type, name, initialiser)] of `T a = x, b;` (None: arrays, pointers, references)."""
     declarators = node.children_by_field_name("declarator")
@@ -242,16 +232,6 @@ def _locals(root: Any) -> set[str]:
                 if declarator is not None:
                     out.add(_text(declarator))
         stack.extend(node.named_children)
-    return out
-
-
-def _index_vars(rest_indices: Any, skip: int) -> set[str]:
-    """The names the leading index declarations define (the same for every output, but the
-    coarsened one, which the caller adds back)."""
-    out = set()
-    for node in [n for n in rest_indices.named_children if n.type != "comment"][:skip]:
-        names = _declared(node) or []
-        out |= {n for _, n, _ in names}
     return out
 
 

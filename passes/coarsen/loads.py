@@ -69,7 +69,7 @@ def cache_loads(reuse: Reuse, factor: int, axis: str, name: str, data: bytes) ->
         return f"no element is read by two of a thread's {factor} outputs"
     declarations, replacements = [], []
     for number, group in enumerate(groups):
-        size = "1" if group.step.value == 0 else f"{name} + {group.slots(1) - 1}"
+        size = "1" if group.step.value == 0 else f"{name} + {group.high - group.low}"
         declarations += [f"{group.buffer.element} kx_r{number}[{size}];", f"bool kx_h{number}[{size}] = {{}};"]
         for load in group.loads:
             slot = group.slot(load)
@@ -94,11 +94,9 @@ def _overlap_check(groups: tuple[LoadGroup, ...], stores: tuple[StoreSite, ...],
              "bool kx_overlap = false;"]
     ends: dict[str, list[str]] = {}
     for group in groups:
-        first = 0 if group.step.value == 0 else group.low
-        last = first if group.step.value == 0 else group.low + group.slots(1) - 1
-        ends.setdefault(group.buffer.name, [])
-        for at in (f"kx_v0 + ({first})", f"kx_v0 + ({last}) + {name} - 1") if group.step.value != 0 else ("kx_v0",):
-            ends[group.buffer.name].append(f"{c_text(group.step)} * ({at}) + {c_text(group.rest)}")
+        at = ("kx_v0",) if group.step.value == 0 else (f"kx_v0 + ({group.low})", f"kx_v0 + ({group.high}) + {name} - 1")
+        ends.setdefault(group.buffer.name, []).extend(f"{c_text(group.step)} * ({a}) + {c_text(group.rest)}"
+                                                      for a in at)
     stored: dict[str, list[str]] = {}
     for site in stores:
         for at in ("kx_v0", f"kx_v0 + {name} - 1"):
@@ -106,9 +104,7 @@ def _overlap_check(groups: tuple[LoadGroup, ...], stores: tuple[StoreSite, ...],
             if text not in stored.setdefault(site.buffer.name, []):
                 stored[site.buffer.name].append(text)
     ranges: dict[str, str] = {}
-    for buffer, texts in list(ends.items()) + list(stored.items()):
-        if buffer in ranges:
-            continue
+    for buffer, texts in [*ends.items(), *stored.items()]:  # a cached buffer is never stored: no name twice
         var = f"kx_{buffer}"
         lines.append(f"long long {var}_lo = {texts[0]}, {var}_hi = {var}_lo;")
         for text in texts[1:]:
