@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from kxform.engine import launch_site
 from kxform.engine.edits import Edit
+from kxform.engine.params import Config
 from kxform.frontend.model import Function, SourceModel, Span
 from kxform.frontend.queries import int_value
 
@@ -94,6 +95,11 @@ ADDED_MIN_BLOCKS = (0, 1, 2, 4)
 
 def added_bound_name(kernel: str) -> str:
     return launch_site.parameter_name(kernel, "MIN_BLOCKS")
+
+
+def added_min_blocks(kernel: str, config: Config) -> int:
+    """The added `KERNEL_MIN_BLOCKS` a configuration asks for (0: none)."""
+    return int(config.get(added_bound_name(kernel), 0) or 0)
 
 
 def added_bound_edits(model: SourceModel, kernel: Function, block_names: tuple[str, ...], value: int) -> list[Edit]:

@@ -24,7 +24,7 @@ from kxform.frontend.cuda import parse_model
 from kxform.frontend.launches import launch_configs
 from kxform.frontend.model import SourceModel
 from kxform.frontend.source import SourceText
-from kxform.passes.launch.bounds import added_bound_name
+from kxform.passes.launch.bounds import added_min_blocks
 from kxform.passes.launch.geometry import Geometry
 from kxform.passes.launch.rewrite import lift_edits
 
@@ -58,7 +58,7 @@ def launch_binding(model: SourceModel, geometry: Geometry, config: Config) -> La
 
 
 def verify_policy(model: SourceModel, geometry: Geometry, closure: frozenset[str], config: Config) -> VerifyPolicy:
-    added = int(config.get(added_bound_name(geometry.kernel.name), 0) or 0)
+    added = added_min_blocks(geometry.kernel.name, config)
     if all(config.get(n, v) == v for n, v in geometry.all_defaults().items()) and not added:
         return VerifyPolicy(compare=OutputCompare("exact", reason="at the original values only names change"))
     if all(config.get(d.name, d.value) == d.value for d in geometry.dims):

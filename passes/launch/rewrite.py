@@ -22,7 +22,7 @@ from kxform.engine import launch_site
 from kxform.engine.edits import Edit
 from kxform.engine.params import Config
 from kxform.frontend.model import SourceModel
-from kxform.passes.launch.bounds import added_bound_edits, added_bound_name, bound_edits
+from kxform.passes.launch.bounds import added_bound_edits, added_min_blocks, bound_edits
 from kxform.passes.launch.geometry import BlockDim, Geometry
 
 
@@ -31,7 +31,7 @@ def lift_edits(model: SourceModel, geometry: Geometry, config: Config) -> list[E
     definitions: list[Edit] = []
     start = _function_start(model, min([lc.site.span.start for lc in geometry.launches] +
                                        [p.span.start for d in geometry.dims for p in d.places]))
-    added = int(config.get(added_bound_name(geometry.kernel.name), 0) or 0)
+    added = added_min_blocks(geometry.kernel.name, config)
     if added:  # the attribute reads the block's names: define them before the kernel
         start = min(start, geometry.kernel.span.start)
     for dim in geometry.dims:
