@@ -14,7 +14,6 @@ its space and keeps what measures faster.
 from __future__ import annotations
 
 import re
-
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any

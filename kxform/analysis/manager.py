@@ -19,7 +19,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
-from kxform.frontend.model import Function, SourceModel
+from kxform.frontend.model import Function, SourceModel, once
 
 MAX_ENTRIES = 4096
 """Cached analyses kept at most (a long tuning run touches many versions of a file)."""
@@ -53,8 +53,6 @@ A = TypeVar("A")
 def source_version(model: SourceModel) -> str:
     """The version key of a parsed file: its path and a digest of its bytes (once per model:
     a digest of the whole file per lookup made lookups quadratic in a file's kernels)."""
-    from kxform.frontend.queries import once
-
     return once(model, "source_version",
                 lambda: f"{model.source.path}@{hashlib.blake2b(model.source.data, digest_size=16).hexdigest()}")
 

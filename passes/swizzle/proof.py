@@ -39,10 +39,10 @@ GX_MAX = 2**31 - 1
 GY_MAX = 65535
 """gridDim.y limit."""
 TIME_LIMIT_MS = 60_000
+"""Per claim; beyond it the solver's answer is "unknown", which refuses the remap."""
 QUICK_MS = 2_000
 """The default solver alone first, this long: most claims are decided in milliseconds; only
 the rest go to the portfolio (STRATEGIES) for the full limit."""
-"""Per claim; beyond it the solver's answer is "unknown", which refuses the remap."""
 PROVER_VERSION = "1"
 
 _W = 32
