@@ -175,7 +175,7 @@ class SourceModel:
     @functools.cached_property
     def derived(self) -> dict[str, object]:
         """Facts other modules derive from the whole file (queries over the tree), by name,
-        computed once per model (`frontend.queries.once`): asked once per kernel, each
+        computed once per model (`once` below): asked once per kernel, each
         was a scan of the file, quadratic in the kernels of a file."""
         return {}
 
