@@ -30,9 +30,17 @@ from kxform.hw import HwProfile, load_profile
 from kxform.log.remarks import RemarkSink
 
 
-def rewrite(data: str | bytes, spec: str = "swizzle", *, path: str = "<memory>.cu", hw: str = "h100",
-            kernels: tuple[str, ...] = (), semantic: bool = False, build_dir: str | None = None,
-            **options: str) -> FileTransform:
+def rewrite(
+    data: str | bytes,
+    spec: str = "swizzle",
+    *,
+    path: str = "<memory>.cu",
+    hw: str = "h100",
+    kernels: tuple[str, ...] = (),
+    semantic: bool = False,
+    build_dir: str | None = None,
+    **options: str,
+) -> FileTransform:
     """Run the pipeline `spec` (e.g. "swizzle" or "swizzle{pattern=grouped}") over `data`.
 
     `options` go to every pass that takes them (like --pattern/--param); `semantic`
@@ -42,14 +50,28 @@ def rewrite(data: str | bytes, spec: str = "swizzle", *, path: str = "<memory>.c
     raw = data.encode("utf-8") if isinstance(data, str) else data
     passes = _pipeline(spec, tuple(sorted(options.items())))
     provider = semantic_provider(path, build_dir) if semantic else None
-    profile = _shipped_profile(hw) if not hw.endswith(".toml") and "/" not in hw and "\\" not in hw else \
-        load_profile(hw)
-    return transform_source(validate_bytes(path, raw), passes, profile, RunOptions(kernels=kernels),
-                            semantic=provider, toolchain=Toolchain.create(build_dir))
+    profile = (
+        _shipped_profile(hw) if not hw.endswith(".toml") and "/" not in hw and "\\" not in hw else load_profile(hw)
+    )
+    return transform_source(
+        validate_bytes(path, raw),
+        passes,
+        profile,
+        RunOptions(kernels=kernels),
+        semantic=provider,
+        toolchain=Toolchain.create(build_dir),
+    )
 
 
-def space_of(data: str | bytes, kernel: str, pass_name: str = "tile", *, path: str = "<memory>.cu",
-             hw: str = "h100", build_dir: str | None = None) -> ParamSpace:
+def space_of(
+    data: str | bytes,
+    kernel: str,
+    pass_name: str = "tile",
+    *,
+    path: str = "<memory>.cu",
+    hw: str = "h100",
+    build_dir: str | None = None,
+) -> ParamSpace:
     """The parameter space of `kernel` in the file `data` under pass `pass_name` (the tile
     pass: its lifted tile sizes with their domains and derived constraints). UsageError
     when the kernel is not in the file; an empty space when the pass refuses the kernel
@@ -58,34 +80,56 @@ def space_of(data: str | bytes, kernel: str, pass_name: str = "tile", *, path: s
     return pass_.space(ctx, analysis) if not analysis.blockers else ParamSpace()
 
 
-def explain(data: str | bytes, kernel: str, pass_name: str = "tile", *, path: str = "<memory>.cu",
-            hw: str = "h100", build_dir: str | None = None) -> dict[str, Any]:
+def explain(
+    data: str | bytes,
+    kernel: str,
+    pass_name: str = "tile",
+    *,
+    path: str = "<memory>.cu",
+    hw: str = "h100",
+    build_dir: str | None = None,
+) -> dict[str, Any]:
     """What the pass makes of `kernel` (as `kxform inspect --json` shows it)."""
     pass_, ctx, analysis = _analysed(data, kernel, pass_name, path, hw, build_dir)
     return pass_.describe(ctx, analysis)
 
 
-def rewrite_with(data: str | bytes, kernel: str, config: Mapping[str, ParamValue], pass_name: str = "tile", *,
-                 path: str = "<memory>.cu", hw: str = "h100", build_dir: str | None = None) -> FileTransform:
+def rewrite_with(
+    data: str | bytes,
+    kernel: str,
+    config: Mapping[str, ParamValue],
+    pass_name: str = "tile",
+    *,
+    path: str = "<memory>.cu",
+    hw: str = "h100",
+    build_dir: str | None = None,
+) -> FileTransform:
     """`data` with `kernel` rewritten at `config` (a point of `space_of`), checked like any
     proposal (constraints, ptxas where nvcc exists, re-parse, idempotence). Differential
     verification is the caller's next step (`kxform.verify`), with the result's policy:
     `result.results[i].policy`."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
     pass_ = default_registry().get(pass_name).from_options(dict(config))
-    return transform_source(validate_bytes(path, raw), [pass_], load_profile(hw), RunOptions(kernels=(kernel,)),
-                            toolchain=Toolchain.create(build_dir))
+    return transform_source(
+        validate_bytes(path, raw),
+        [pass_],
+        load_profile(hw),
+        RunOptions(kernels=(kernel,)),
+        toolchain=Toolchain.create(build_dir),
+    )
 
 
-def _analysed(data: str | bytes, kernel: str, pass_name: str, path: str, hw: str,
-              build_dir: str | None) -> tuple[Pass, PassContext, KernelAnalysis]:
+def _analysed(
+    data: str | bytes, kernel: str, pass_name: str, path: str, hw: str, build_dir: str | None
+) -> tuple[Pass, PassContext, KernelAnalysis]:
     pass_ = default_registry().get(pass_name)()
     ctx = kernel_context(data, kernel, path=path, hw=hw, build_dir=build_dir)
     return pass_, ctx, analyse_kernel(pass_, ctx, kernel)
 
 
-def kernel_context(data: str | bytes, kernel: str, *, path: str = "<memory>.cu", hw: str = "h100",
-                   build_dir: str | None = None) -> PassContext:
+def kernel_context(
+    data: str | bytes, kernel: str, *, path: str = "<memory>.cu", hw: str = "h100", build_dir: str | None = None
+) -> PassContext:
     """The context passes analyse `kernel` of the file `data` in (libclang consulted with
     `build_dir`'s flags); InputError when the kernel does not parse, UsageError when the
     file has no such kernel."""
@@ -98,11 +142,18 @@ def kernel_context(data: str | bytes, kernel: str, *, path: str = "<memory>.cu",
         raise UsageError(f"{path}: no kernel '{kernel}' (kernels: {known})")
     broken = unparsable(model, kernel)
     if broken is not None:  # as `apply` refuses it; the rest of the file is no concern
-        raise InputError(f"syntax error: {broken} (tree-sitter-cuda could not parse it)",
-                         source.location(defined.span.start))
+        raise InputError(
+            f"syntax error: {broken} (tree-sitter-cuda could not parse it)", source.location(defined.span.start)
+        )
     toolchain = Toolchain.create(build_dir)
-    return PassContext(model, load_profile(hw), RunOptions(kernels=(kernel,)), RemarkSink(),
-                       semantic_provider(path, build_dir, toolchain=toolchain)(model), toolchain)
+    return PassContext(
+        model,
+        load_profile(hw),
+        RunOptions(kernels=(kernel,)),
+        RemarkSink(),
+        semantic_provider(path, build_dir, toolchain=toolchain)(model),
+        toolchain,
+    )
 
 
 def analyse_kernel(pass_: Pass, ctx: PassContext, kernel: str) -> KernelAnalysis:
@@ -114,14 +165,27 @@ def analyse_kernel(pass_: Pass, ctx: PassContext, kernel: str) -> KernelAnalysis
     return analyses[kernel]
 
 
-def rewrite_passes(data: str | bytes, passes: Sequence[Pass], *, path: str = "<memory>.cu", hw: str = "h100",
-                   kernels: tuple[str, ...] = (), build_dir: str | None = None) -> FileTransform:
+def rewrite_passes(
+    data: str | bytes,
+    passes: Sequence[Pass],
+    *,
+    path: str = "<memory>.cu",
+    hw: str = "h100",
+    kernels: tuple[str, ...] = (),
+    build_dir: str | None = None,
+) -> FileTransform:
     """`data` rewritten by pass instances (any registry's), checked like `rewrite`."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    profile = _shipped_profile(hw) if not hw.endswith(".toml") and "/" not in hw and "\\" not in hw else \
-        load_profile(hw)
-    return transform_source(validate_bytes(path, raw), list(passes), profile, RunOptions(kernels=kernels),
-                            toolchain=Toolchain.create(build_dir))
+    profile = (
+        _shipped_profile(hw) if not hw.endswith(".toml") and "/" not in hw and "\\" not in hw else load_profile(hw)
+    )
+    return transform_source(
+        validate_bytes(path, raw),
+        list(passes),
+        profile,
+        RunOptions(kernels=kernels),
+        toolchain=Toolchain.create(build_dir),
+    )
 
 
 @functools.lru_cache(maxsize=32)

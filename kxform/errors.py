@@ -28,8 +28,7 @@ def printable(text: str, keep: str = "") -> str:
     `display_path` writes them; the characters of `keep` (a diff's newlines) stay."""
     if text.isprintable():
         return text
-    return "".join(ch if ch.isprintable() or ch in keep else ch.encode("unicode_escape").decode("ascii")
-                   for ch in text)
+    return "".join(ch if ch.isprintable() or ch in keep else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
 @dataclass(frozen=True)

@@ -148,8 +148,9 @@ class Expr:
         except _EvalError as err:
             raise SpecError(f"expression '{self.text}': {err}") from None
         except TypeError:  # a name in arithmetic (`layout + 1`, layout an enum): no meaning
-            raise SpecError(f"expression '{self.text}': a name (an enum's value) in arithmetic or an ordering") \
-                from None
+            raise SpecError(
+                f"expression '{self.text}': a name (an enum's value) in arithmetic or an ordering"
+            ) from None
 
     def evaluate_int(self, env: Mapping[str, Value]) -> int:
         """Value that must be an integer (counts, dimensions): floats are refused."""
@@ -208,8 +209,7 @@ def _parse(source: str | int | float | bool, logic: bool) -> Expr:
         _check_names_compared(nodes, text)
     functions = {id(n.func) for n in nodes if isinstance(n, ast.Call)}
     inner = {id(n.value) for n in nodes if isinstance(n, ast.Attribute)}
-    names = frozenset(n.id for n in nodes if isinstance(n, ast.Name) and id(n) not in functions
-                      and id(n) not in inner)
+    names = frozenset(n.id for n in nodes if isinstance(n, ast.Name) and id(n) not in functions and id(n) not in inner)
     names |= frozenset(_dotted(n) for n in nodes if isinstance(n, ast.Attribute) and id(n) not in inner)
     return Expr(text=text, variables=names, tree=tree, logic=logic, compiled=_compile(tree.body, logic))
 
@@ -244,8 +244,7 @@ _ARITH_NODES = (
     *BINARY_OPS,
     *UNARY_OPS,
 )
-_LOGIC_NODES = (*_ARITH_NODES, ast.Compare, ast.BoolOp, ast.And, ast.Or, ast.Not, ast.Attribute,
-                *COMPARE_OPS)
+_LOGIC_NODES = (*_ARITH_NODES, ast.Compare, ast.BoolOp, ast.And, ast.Or, ast.Not, ast.Attribute, *COMPARE_OPS)
 
 
 def _dotted(node: ast.AST) -> str:
@@ -272,8 +271,9 @@ def _disallowed(node: ast.AST, logic: bool) -> str | None:
             return None  # a name of an enum's domain; _parse admits it only beside == or !=
         if not isinstance(node.value, (int, float)):
             return f"literal {node.value!r} is not a number"
-    if isinstance(node, ast.Attribute) and (not isinstance(node.value, (ast.Name, ast.Attribute))
-                                            or node.attr.startswith("_")):
+    if isinstance(node, ast.Attribute) and (
+        not isinstance(node.value, (ast.Name, ast.Attribute)) or node.attr.startswith("_")
+    ):
         return "only names may be dotted, with public field names (hw.l2_bytes)"
     if isinstance(node, ast.Call):
         return _bad_call(node, functions)
@@ -300,6 +300,7 @@ def _lookup(name: str) -> Compiled:
         except KeyError:
             known = ", ".join(sorted(k for k in env if "." not in k)) or "none"
             raise _EvalError(f"unknown variable '{name}' (defined: {known})") from None
+
     return get
 
 
@@ -345,6 +346,7 @@ def _compile_compare(node: ast.Compare, logic: bool) -> Compiled:
                 return False
             left = right
         return True
+
     return compare
 
 

@@ -40,8 +40,10 @@ def write_atomic(path: str | os.PathLike[str], data: bytes, *, expected: bytes |
             raise InputError("not a regular file; not written", Location(os.fspath(path)))
         mode, owner = stat.S_IMODE(info.st_mode), (info.st_uid, info.st_gid)
         if expected is not None and not mode & 0o222:
-            raise InputError("file is read-only; not rewritten (make it writable to let kxform rewrite it)",
-                             Location(os.fspath(path)))
+            raise InputError(
+                "file is read-only; not rewritten (make it writable to let kxform rewrite it)",
+                Location(os.fspath(path)),
+            )
     if expected is not None:
         _check_unchanged(target, expected, os.fspath(path))
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".kxform-tmp", dir=directory)
@@ -81,8 +83,9 @@ def _check_unchanged(target: Path, expected: bytes, shown: str) -> None:
     except FileNotFoundError:
         raise InputError("deleted while kxform ran; not written", Location(shown)) from None
     if current != expected:
-        raise InputError("changed on disk while kxform ran; not written (run kxform again on the new content)",
-                         Location(shown))
+        raise InputError(
+            "changed on disk while kxform ran; not written (run kxform again on the new content)", Location(shown)
+        )
 
 
 def _umask() -> int:

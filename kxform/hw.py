@@ -27,13 +27,27 @@ _DATA_PACKAGE = "kxform.hwdata"
 _REPO_HW_DIR = Path(__file__).resolve().parent.parent / "hw"
 
 _INT_FIGURES = (
-    "sm_count", "l2_bytes", "xcds", "smem_per_sm", "smem_per_block", "regs_per_sm",
-    "regs_per_block", "max_threads_per_block", "max_threads_per_sm", "warp_size",
+    "sm_count",
+    "l2_bytes",
+    "xcds",
+    "smem_per_sm",
+    "smem_per_block",
+    "regs_per_sm",
+    "regs_per_block",
+    "max_threads_per_block",
+    "max_threads_per_sm",
+    "warp_size",
 )
 _OPTIONAL_INT_FIGURES = ("l2_bytes_per_xcd", "l2_slices")
 _LOCALITY_INT_FIGURES = (
-    "max_blocks_per_sm", "l2_line_bytes", "l2_sector_bytes", "l2_ways", "l2_partitions", "schedulers_per_sm",
-    "dram_page_bytes", "clock_mhz",
+    "max_blocks_per_sm",
+    "l2_line_bytes",
+    "l2_sector_bytes",
+    "l2_ways",
+    "l2_partitions",
+    "schedulers_per_sm",
+    "dram_page_bytes",
+    "clock_mhz",
 )
 """Optional figures the L2/DRAM locality model reads (kxform.locality; docs/locality-model.md)."""
 _SOURCED = tuple(f for f in _INT_FIGURES if f != "xcds") + ("mem_bandwidth_gbs",)
@@ -116,12 +130,22 @@ def parse_profile(data: Mapping[str, Any], path: str) -> HwProfile:
     aliases = _str_list(data.get("aliases", []), "aliases", path)
     sources = _sources(data, optional, path)
     return HwProfile(
-        name=data["name"], vendor=vendor, arch=data["arch"], sm_count=ints["sm_count"],
-        l2_bytes=ints["l2_bytes"], xcds=ints["xcds"], smem_per_sm=ints["smem_per_sm"],
-        smem_per_block=ints["smem_per_block"], regs_per_sm=ints["regs_per_sm"],
-        regs_per_block=ints["regs_per_block"], max_threads_per_block=ints["max_threads_per_block"],
-        max_threads_per_sm=ints["max_threads_per_sm"], warp_size=ints["warp_size"],
-        mem_bandwidth_gbs=float(bandwidth), aliases=aliases, sources=sources,
+        name=data["name"],
+        vendor=vendor,
+        arch=data["arch"],
+        sm_count=ints["sm_count"],
+        l2_bytes=ints["l2_bytes"],
+        xcds=ints["xcds"],
+        smem_per_sm=ints["smem_per_sm"],
+        smem_per_block=ints["smem_per_block"],
+        regs_per_sm=ints["regs_per_sm"],
+        regs_per_block=ints["regs_per_block"],
+        max_threads_per_block=ints["max_threads_per_block"],
+        max_threads_per_sm=ints["max_threads_per_sm"],
+        warp_size=ints["warp_size"],
+        mem_bandwidth_gbs=float(bandwidth),
+        aliases=aliases,
+        sources=sources,
         **optional,
     )
 
@@ -182,7 +206,8 @@ def match_device(
     bandwidth figure matters. MIG slices and unknown parts match nothing.
     """
     candidates = [
-        p for p in (profiles if profiles is not None else list_profiles())
+        p
+        for p in (profiles if profiles is not None else list_profiles())
         if p.vendor == "nvidia" and p.sm_count == sm_count and _close(p.l2_bytes, l2_bytes)
     ]
     if not candidates:
@@ -207,8 +232,9 @@ def detect() -> HwProfile:
 
     exe = shutil.which(SMI_QUERY[0])
     if exe is None:
-        raise KxformError("cannot detect the GPU: nvidia-smi is not on PATH (is the NVIDIA driver installed?); "
-                          "pass --hw NAME")
+        raise KxformError(
+            "cannot detect the GPU: nvidia-smi is not on PATH (is the NVIDIA driver installed?); pass --hw NAME"
+        )
     try:
         proc = subprocess.run([exe, *SMI_QUERY[1:]], capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -230,13 +256,17 @@ def match_name(device_name: str, compute_cap: str, profiles: Iterable[HwProfile]
     (`h100` is the SXM part: a PCIe part says "PCIe" in its name)."""
     arch = "sm_" + compute_cap.replace(".", "")
     tokens = set(re.findall(r"[a-z0-9]+", device_name.lower())) - {"nvidia", "tesla"}
-    scored = [(len(tokens & _name_tokens(p)), bool(tokens & {p.name, *p.aliases}), p)
-              for p in (profiles if profiles is not None else list_profiles())
-              if p.vendor == "nvidia" and p.arch == arch]
+    scored = [
+        (len(tokens & _name_tokens(p)), bool(tokens & {p.name, *p.aliases}), p)
+        for p in (profiles if profiles is not None else list_profiles())
+        if p.vendor == "nvidia" and p.arch == arch
+    ]
     scored = [s for s in scored if s[0] > 0]
     if not scored:
-        raise KxformError(f"no hardware profile matches {device_name!r} (compute capability {compute_cap}); "
-                          "write one (see docs/hardware.md) and pass its path")
+        raise KxformError(
+            f"no hardware profile matches {device_name!r} (compute capability {compute_cap}); "
+            "write one (see docs/hardware.md) and pass its path"
+        )
     return max(scored, key=lambda s: (s[0], s[1]))[2]
 
 
@@ -247,8 +277,7 @@ def _shipped_texts() -> list[tuple[str, str]]:
     """(origin, text) of each shipped profile: installed package data, else the repo's hw/."""
     try:
         root = resources.files(_DATA_PACKAGE)
-        found = [(f"hw/{e.name}", e.read_text(encoding="utf-8"))
-                 for e in root.iterdir() if e.name.endswith(".toml")]
+        found = [(f"hw/{e.name}", e.read_text(encoding="utf-8")) for e in root.iterdir() if e.name.endswith(".toml")]
     except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError, TypeError):
         found = []
     if found:
@@ -292,9 +321,7 @@ def _str_list(value: object, key: str, path: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _check_consistency(
-    vendor: str, ints: Mapping[str, int], optional: Mapping[str, int | None], path: str
-) -> None:
+def _check_consistency(vendor: str, ints: Mapping[str, int], optional: Mapping[str, int | None], path: str) -> None:
     if ints["warp_size"] not in _WARP_SIZES[vendor]:
         raise _bad(path, "warp_size", f"{ints['warp_size']} is not a {vendor} warp size")
     if vendor == "nvidia" and ints["xcds"] != 1:

@@ -124,6 +124,7 @@ class RemapConfig:
 
 # --- shared pieces -------------------------------------------------------------------------
 
+
 def _pow2_floor(value: int) -> int:
     return 1 << (value.bit_length() - 1)
 
@@ -180,10 +181,13 @@ def _grouped_ref(pid: int, gx: int, gy: int, group: int, along: str) -> tuple[in
 
 def _grouped_c(pid: str, group: int, along: str) -> str:
     rows, cols = ("gy", "gx") if along == "y" else ("gx", "gy")
-    result = "make_uint2(in_group / size, first + in_group % size)" if along == "y" else \
-        "make_uint2(first + in_group % size, in_group / size)"
+    result = (
+        "make_uint2(in_group / size, first + in_group % size)"
+        if along == "y"
+        else "make_uint2(first + in_group % size, in_group / size)"
+    )
     return f"""\
-/* blocks in one group of {group} {'rows' if along == 'y' else 'columns'} (a group past 2^32 - 1 holds every block) */
+/* blocks in one group of {group} {"rows" if along == "y" else "columns"} (a group past 2^32 - 1 holds every block) */
 const unsigned per_group = {cols} <= 0xffffffffu / {group}u ? {group}u * {cols} : 0xffffffffu;
 const unsigned first = ({pid} / per_group) * {group}u;
 const unsigned size = {rows} - first < {group}u ? {rows} - first : {group}u;  /* last group may be short */
@@ -192,6 +196,7 @@ return {result};"""
 
 
 # --- the patterns ------------------------------------------------------------------------
+
 
 def _row_ref(bx: int, by: int, gx: int, gy: int, p: Params) -> tuple[int, int]:
     return bx, by
@@ -246,6 +251,7 @@ def _curve_ref(curve: Callable[[int, int], tuple[int, int]]) -> Callable[..., tu
         if pid >= n * n:
             return _square_remainder(pid, n, gx)
         return curve(n, pid)
+
     return ref
 
 
@@ -282,19 +288,24 @@ for (unsigned bit = 0; (pid >> (2u * bit)) != 0u; ++bit) {
 }
 return make_uint2(x, y);"""
 
+
 def _grouped_formula(group: int, along: str) -> str:
     rows, cols = ("gy", "gx") if along == "y" else ("gx", "gy")
     lx, ly = ("inner / size", "first + inner % size") if along == "y" else ("first + inner % size", "inner / size")
-    return (f"span = {cols} <= 4294967295 / {group} ? {group} * {cols} : 4294967295\n"
-            f"first = (pid / span) * {group}\nsize = min({rows} - first, {group})\ninner = pid % span\n"
-            f"lx = {lx}\nly = {ly}")
+    return (
+        f"span = {cols} <= 4294967295 / {group} ? {group} * {cols} : 4294967295\n"
+        f"first = (pid / span) * {group}\nsize = min({rows} - first, {group})\ninner = pid % span\n"
+        f"lx = {lx}\nly = {ly}"
+    )
 
 
 def _xcd_formula(x: int) -> str:
-    return (f"per = total / {x} + (total % {x} != 0)\ntall = total % {x} == 0 ? {x} : total % {x}\n"
-            f"chip = pid % {x}\nlocal = pid / {x}\n"
-            "id = chip < tall ? chip * per + local : tall * per + (chip - tall) * (per - 1) + local\n"
-            "lx = id % gx\nly = id / gx")
+    return (
+        f"per = total / {x} + (total % {x} != 0)\ntall = total % {x} == 0 ? {x} : total % {x}\n"
+        f"chip = pid % {x}\nlocal = pid / {x}\n"
+        "id = chip < tall ? chip * per + local : tall * per + (chip - tall) * (per - 1) + local\n"
+        "lx = id % gx\nly = id / gx"
+    )
 
 
 GROUP = ParamSpec("group", 8, minimum=1, maximum=64)
@@ -304,38 +315,81 @@ XCDS = ParamSpec("xcds", 8, minimum=1, maximum=64)
 PATTERNS: dict[str, Pattern] = {
     p.name: p
     for p in (
-        Pattern("row", "row raster: the hardware order (identity)", (), (1, 2), _row_ref,
-                lambda p: "return make_uint2(bx, by);", lambda p: ("lx = bx\nly = by",)),
-        Pattern("column", "column raster: consecutive blocks walk down a column", (), (2,), _column_ref,
-                lambda p: f"{_PID}\nreturn make_uint2(pid / gy, pid % gy);",
-                lambda p: ("lx = pid / gy\nly = pid % gy",)),
-        Pattern("grouped", "grouped raster: `group` rows (or columns) at a time (Triton GROUP_M)",
-                (GROUP, ALONG), (2,), _grouped_pattern_ref,
-                lambda p: f"{_PID}\n{_grouped_c('pid', int(p['group']), str(p['along']))}",
-                lambda p: (_grouped_formula(int(p["group"]), str(p["along"])),)),
-        Pattern("diagonal", "diagonal: consecutive blocks on a wrapped diagonal (partition camping)",
-                (), (2,), _diagonal_ref,
-                lambda p: f"{_PID}\nconst unsigned ly = pid % gy;\nreturn make_uint2((pid / gy + ly) % gx, ly);",
-                # as two stages that compose to the same map: the column raster, then a cyclic
-                # shift of each column's tiles by its row, written without a modulo of a sum
-                # ((bx + by) % gx as bx + (by % gx), less gx where it reaches gx): each stage is
-                # proven in a fraction of a second by every z3 release; the one-stage formula,
-                # and z3 4.15 on `(bx + by) % gx`, run past the solver's limit
-                lambda p: ("lx = pid / gy\nly = pid % gy",
-                           "s = bx + by % gx\nlx = select(s >= gx, s - gx, s)\nly = by")),
-        Pattern("hilbert", "Hilbert curve over the largest power-of-two square, remainder row-major",
-                (), (2,), _curve_ref(_hilbert_d2xy), lambda p: f"{_PID}\n{_SQUARE_C}\n{_HILBERT_C}"),
-        Pattern("morton", "Morton (Z-order) over the largest power-of-two square, remainder row-major",
-                (), (2,), _curve_ref(lambda n, d: _morton_d2xy(d)), lambda p: f"{_PID}\n{_SQUARE_C}\n{_MORTON_C}"),
-        Pattern("xcd", "XCD-aware: blocks dispatched to one chiplet (pid % xcds) get contiguous tiles",
-                (XCDS,), (1, 2), _xcd_pattern_ref,
-                lambda p: f"{_PID}\n{_XCD_C.format(x=p['xcds'])}\nreturn make_uint2(id % gx, id / gx);",
-                lambda p: (_xcd_formula(int(p["xcds"])),)),
-        Pattern("xcd-grouped", "XCD-aware, then grouped raster within the chiplet order",
-                (XCDS, GROUP, ALONG), (2,), _xcd_grouped_ref,
-                lambda p: f"{_PID}\n{_XCD_C.format(x=p['xcds'])}\n"
-                          f"{_grouped_c('id', int(p['group']), str(p['along']))}",
-                lambda p: (_xcd_formula(int(p["xcds"])), _grouped_formula(int(p["group"]), str(p["along"])))),
+        Pattern(
+            "row",
+            "row raster: the hardware order (identity)",
+            (),
+            (1, 2),
+            _row_ref,
+            lambda p: "return make_uint2(bx, by);",
+            lambda p: ("lx = bx\nly = by",),
+        ),
+        Pattern(
+            "column",
+            "column raster: consecutive blocks walk down a column",
+            (),
+            (2,),
+            _column_ref,
+            lambda p: f"{_PID}\nreturn make_uint2(pid / gy, pid % gy);",
+            lambda p: ("lx = pid / gy\nly = pid % gy",),
+        ),
+        Pattern(
+            "grouped",
+            "grouped raster: `group` rows (or columns) at a time (Triton GROUP_M)",
+            (GROUP, ALONG),
+            (2,),
+            _grouped_pattern_ref,
+            lambda p: f"{_PID}\n{_grouped_c('pid', int(p['group']), str(p['along']))}",
+            lambda p: (_grouped_formula(int(p["group"]), str(p["along"])),),
+        ),
+        Pattern(
+            "diagonal",
+            "diagonal: consecutive blocks on a wrapped diagonal (partition camping)",
+            (),
+            (2,),
+            _diagonal_ref,
+            lambda p: f"{_PID}\nconst unsigned ly = pid % gy;\nreturn make_uint2((pid / gy + ly) % gx, ly);",
+            # as two stages that compose to the same map: the column raster, then a cyclic
+            # shift of each column's tiles by its row, written without a modulo of a sum
+            # ((bx + by) % gx as bx + (by % gx), less gx where it reaches gx): each stage is
+            # proven in a fraction of a second by every z3 release; the one-stage formula,
+            # and z3 4.15 on `(bx + by) % gx`, run past the solver's limit
+            lambda p: ("lx = pid / gy\nly = pid % gy", "s = bx + by % gx\nlx = select(s >= gx, s - gx, s)\nly = by"),
+        ),
+        Pattern(
+            "hilbert",
+            "Hilbert curve over the largest power-of-two square, remainder row-major",
+            (),
+            (2,),
+            _curve_ref(_hilbert_d2xy),
+            lambda p: f"{_PID}\n{_SQUARE_C}\n{_HILBERT_C}",
+        ),
+        Pattern(
+            "morton",
+            "Morton (Z-order) over the largest power-of-two square, remainder row-major",
+            (),
+            (2,),
+            _curve_ref(lambda n, d: _morton_d2xy(d)),
+            lambda p: f"{_PID}\n{_SQUARE_C}\n{_MORTON_C}",
+        ),
+        Pattern(
+            "xcd",
+            "XCD-aware: blocks dispatched to one chiplet (pid % xcds) get contiguous tiles",
+            (XCDS,),
+            (1, 2),
+            _xcd_pattern_ref,
+            lambda p: f"{_PID}\n{_XCD_C.format(x=p['xcds'])}\nreturn make_uint2(id % gx, id / gx);",
+            lambda p: (_xcd_formula(int(p["xcds"])),),
+        ),
+        Pattern(
+            "xcd-grouped",
+            "XCD-aware, then grouped raster within the chiplet order",
+            (XCDS, GROUP, ALONG),
+            (2,),
+            _xcd_grouped_ref,
+            lambda p: f"{_PID}\n{_XCD_C.format(x=p['xcds'])}\n{_grouped_c('id', int(p['group']), str(p['along']))}",
+            lambda p: (_xcd_formula(int(p["xcds"])), _grouped_formula(int(p["group"]), str(p["along"]))),
+        ),
     )
 }
 

@@ -49,8 +49,10 @@ from kxform.propose.template_verify import (
 DIGEST_KEY = "template"
 """The proposal value naming the payload (the first 10 hex digits of its SHA-256)."""
 
-NO_TEMPLATE = ("a refactoring comes only from a model (--proposer claude, tools/refactor_session.py) or from a lock "
-               "that records one (--proposer lock --lock kxform.lock); none was given for this kernel")
+NO_TEMPLATE = (
+    "a refactoring comes only from a model (--proposer claude, tools/refactor_session.py) or from a lock "
+    "that records one (--proposer lock --lock kxform.lock); none was given for this kernel"
+)
 
 
 def template_digest(template: Template) -> str:
@@ -60,8 +62,10 @@ def template_digest(template: Template) -> str:
 @dataclass(frozen=True)
 class Refactor(Pass):
     name = "refactor"
-    description = ("replace a kernel by a template over integer parameters at one configuration, from a model or a "
-                   "lock (no rule of its own); verified at that configuration before it is written")
+    description = (
+        "replace a kernel by a template over integer parameters at one configuration, from a model or a "
+        "lock (no rule of its own); verified at that configuration before it is written"
+    )
     falls_back = False
 
     def analyse(self, ctx: PassContext) -> dict[str, KernelAnalysis]:
@@ -92,8 +96,10 @@ class Refactor(Pass):
             domains = ", ".join(f"{p.name}: {list(p.values)}" for p in space.params)
             why = f"breaks {broken[0].describe()}" if broken else f"is not a point of the template's space ({domains})"
             raise CheckFailed("configuration", f"{config_label(config)} {why}", key="TemplateRefused")
-        records = [CheckRecord("template", True, f"the template's rules hold; digest {template_digest(template)}"),
-                   CheckRecord("configuration", True, f"{config_label(config)} is a valid point of its space")]
+        records = [
+            CheckRecord("template", True, f"the template's rules hold; digest {template_digest(template)}"),
+            CheckRecord("configuration", True, f"{config_label(config)} is a valid point of its space"),
+        ]
         return records + _sizes_can_tell(ctx, template, config)
 
     def edit(self, ctx: PassContext, proposals: Sequence[Proposal]) -> list[Edit]:
@@ -108,8 +114,9 @@ class Refactor(Pass):
         sums floats in a loop; required: a rewrite no differential run confirmed is refused."""
         template, config = read_proposal(proposal)
         function = Original.of(ctx.model, template.kernel, ctx.hw).kernel
-        return VerifyPolicy(launch_of(template, config), comparison(original_sums(ctx.model, function, ctx.hw)),
-                            required=True)
+        return VerifyPolicy(
+            launch_of(template, config), comparison(original_sums(ctx.model, function, ctx.hw)), required=True
+        )
 
 
 def read_proposal(proposal: Proposal) -> tuple[Template, dict[str, ParamValue]]:
@@ -120,31 +127,43 @@ def read_proposal(proposal: Proposal) -> tuple[Template, dict[str, ParamValue]]:
     try:
         template = Template.from_payload(proposal.payload)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise CheckFailed("template", f"the payload is not a template: {type(exc).__name__}: {exc}",
-                          key="TemplateRefused") from None
+        raise CheckFailed(
+            "template", f"the payload is not a template: {type(exc).__name__}: {exc}", key="TemplateRefused"
+        ) from None
     wrong = _shape_problem(template)
     if wrong:
         raise CheckFailed("template", f"the payload is not a template: {wrong}", key="TemplateRefused")
     options = proposal.options
     named = options.get(DIGEST_KEY)
     if named != template_digest(template):
-        raise CheckFailed("template", f"`{DIGEST_KEY}={named}` does not name the payload (its digest is "
-                          f"{template_digest(template)})", key="TemplateRefused")
+        raise CheckFailed(
+            "template",
+            f"`{DIGEST_KEY}={named}` does not name the payload (its digest is {template_digest(template)})",
+            key="TemplateRefused",
+        )
     if template.kernel != proposal.kernel:
-        raise CheckFailed("template", f"the template is for '{template.kernel}', not '{proposal.kernel}'",
-                          key="TemplateRefused")
+        raise CheckFailed(
+            "template", f"the template is for '{template.kernel}', not '{proposal.kernel}'", key="TemplateRefused"
+        )
     config = {k: v for k, v in options.items() if k != DIGEST_KEY}
     wrong = next((k for k, v in config.items() if isinstance(v, bool) or not isinstance(v, int)), None)
     if wrong is not None:
-        raise CheckFailed("configuration", f"`{wrong}` must be an integer, not {json.dumps(config[wrong])}",
-                          key="TemplateRefused")
+        raise CheckFailed(
+            "configuration", f"`{wrong}` must be an integer, not {json.dumps(config[wrong])}", key="TemplateRefused"
+        )
     return template, config
 
 
 def _shape_problem(template: Template) -> str:
     """What in a payload has the wrong type (the rules judge the values), or ""."""
-    texts = {"kernel": (template.kernel,), "code": (template.code,), "grid": template.grid, "block": template.block,
-             "constraints": template.constraints, "params": tuple(n for n, _ in template.params)}
+    texts = {
+        "kernel": (template.kernel,),
+        "code": (template.code,),
+        "grid": template.grid,
+        "block": template.block,
+        "constraints": template.constraints,
+        "params": tuple(n for n, _ in template.params),
+    }
     for key, items in texts.items():
         if not all(isinstance(t, str) for t in items):
             return f"`{key}` must hold strings"
@@ -167,13 +186,26 @@ def _sizes_can_tell(ctx: PassContext, template: Template, config: dict[str, Para
     spec = file_spec.find(template.kernel) if file_spec is not None else None
     if spec is None:
         return []
-    point = Template(template.kernel, template.code, tuple((k, (int(v),)) for k, v in config.items()),
-                     template.constraints, template.grid, template.block, None)
+    point = Template(
+        template.kernel,
+        template.code,
+        tuple((k, (int(v),)) for k, v in config.items()),
+        template.constraints,
+        template.grid,
+        template.block,
+        None,
+    )
     refusal = ragged_problem(spec, point) or blocks_problem(spec, template, [config])
     if refusal is not None:
         raise CheckFailed("sizes", f"{refusal.key}: {refusal.message}", key="TemplateCouldNotTell")
-    return [CheckRecord("sizes", True, f"check sizes {', '.join(s.name for s in spec.check_sizes)} are ragged and "
-                        f"launch several blocks per dimension at {config_label(config)}")]
+    return [
+        CheckRecord(
+            "sizes",
+            True,
+            f"check sizes {', '.join(s.name for s in spec.check_sizes)} are ragged and "
+            f"launch several blocks per dimension at {config_label(config)}",
+        )
+    ]
 
 
 PASS = Refactor

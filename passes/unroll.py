@@ -51,11 +51,12 @@ class Unroll(ValuesPass):
     """Passes that restructure the loops: its space numbers the loops of the code as
     written, so in a pipeline after one of them its points would name other loops."""
 
-
     @classmethod
     def describe_options(cls) -> list[str]:
-        return ["loop<N>=auto|full|1|2|4|... for the N-th loop (kxform inspect --pass unroll lists them), or "
-                "factor=VALUE for every loop; none: nothing is proposed"]
+        return [
+            "loop<N>=auto|full|1|2|4|... for the N-th loop (kxform inspect --pass unroll lists them), or "
+            "factor=VALUE for every loop; none: nothing is proposed"
+        ]
 
     # -- analyse and propose -----------------------------------------------------------
 
@@ -66,11 +67,25 @@ class Unroll(ValuesPass):
         unknown = sorted(set(dict(self.config)) - set(known) - {"factor"})
         for kernel in ctx.model.kernels:
             space = spaces[kernel.name]
-            blockers = [Blocker("NoUnrollableLoop", f"'{kernel.name}' has no counted for loop that starts its own "
-                                "line", kernel.span.start)] if not len(space) else []
+            blockers = (
+                [
+                    Blocker(
+                        "NoUnrollableLoop",
+                        f"'{kernel.name}' has no counted for loop that starts its own line",
+                        kernel.span.start,
+                    )
+                ]
+                if not len(space)
+                else []
+            )
             if unknown:
-                blockers.append(Blocker("UnknownLoop", f"{unknown[0]} is not a loop of any kernel in this file "
-                                        f"(loops: {', '.join(known) or 'none'})", kernel.span.start))
+                blockers.append(
+                    Blocker(
+                        "UnknownLoop",
+                        f"{unknown[0]} is not a loop of any kernel in this file (loops: {', '.join(known) or 'none'})",
+                        kernel.span.start,
+                    )
+                )
             try:
                 wanted = self._requested(space)
             except UsageError as exc:
@@ -85,8 +100,9 @@ class Unroll(ValuesPass):
         given = dict(self.config)
         wanted = {k: v for k, v in given.items() if k in space.names}
         if "factor" in given:
-            wanted.update({p.name: given["factor"] for p in space if p.name not in wanted
-                           and given["factor"] in (p.values or ())})
+            wanted.update(
+                {p.name: given["factor"] for p in space if p.name not in wanted and given["factor"] in (p.values or ())}
+            )
         return space.resolve(wanted) if wanted else {}
 
     def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
@@ -94,27 +110,36 @@ class Unroll(ValuesPass):
         changed = {k: v for k, v in self._requested(space).items() if v != space.param(k).default}
         if not changed:
             return None
-        return Proposal.of(self.name, analysis.kernel.name, changed,
-                           f"set {', '.join(f'{k}={v}' for k, v in changed.items())} (requested)")
+        return Proposal.of(
+            self.name,
+            analysis.kernel.name,
+            changed,
+            f"set {', '.join(f'{k}={v}' for k, v in changed.items())} (requested)",
+        )
 
     def candidates(self, ctx: PassContext, analysis: KernelAnalysis) -> list[Proposal]:
         return []
 
     def missed_reason(self, analysis: KernelAnalysis, ctx: PassContext | None = None) -> tuple[str, str]:
-        return ("NoEvidence", "no unroll factor was requested; factors are chosen by measurement "
-                "(kxform tune) or given (unroll{loop1=4})")
+        return (
+            "NoEvidence",
+            "no unroll factor was requested; factors are chosen by measurement "
+            "(kxform tune) or given (unroll{loop1=4})",
+        )
 
     def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
         loops = eligible_loops(ctx, analysis.kernel)
         return ParamSpace(tuple(_param(ctx, n, loop) for n, loop in enumerate(loops, 1)))
 
-    def proposal_for(self, ctx: PassContext, analysis: KernelAnalysis, config: Config,
-                     provenance: Provenance | None = None) -> Proposal:
+    def proposal_for(
+        self, ctx: PassContext, analysis: KernelAnalysis, config: Config, provenance: Provenance | None = None
+    ) -> Proposal:
         space = self.space(ctx, analysis)
         resolved = space.resolve(config)
         changed = {k: v for k, v in resolved.items() if v != space.param(k).default}
-        return Proposal.of(self.name, analysis.kernel.name, changed, f"configuration {space.label(resolved)}",
-                           provenance)
+        return Proposal.of(
+            self.name, analysis.kernel.name, changed, f"configuration {space.label(resolved)}", provenance
+        )
 
     # -- check, edit, verify ------------------------------------------------------------
 
@@ -147,9 +172,14 @@ class Unroll(ValuesPass):
 def eligible_loops(ctx: PassContext, kernel: Function) -> tuple[Loop, ...]:
     """Counted `for` loops of the kernel that start their line (a pragma can precede them)."""
     source = ctx.model.source
-    return tuple(loop for loop in ctx.analysis(AccessAnalysis, kernel).loops
-                 if loop.kind == "for" and loop.var and loop.trip != 0 and
-                 not source.data[source.line_start(loop.span.start):loop.span.start].strip())
+    return tuple(
+        loop
+        for loop in ctx.analysis(AccessAnalysis, kernel).loops
+        if loop.kind == "for"
+        and loop.var
+        and loop.trip != 0
+        and not source.data[source.line_start(loop.span.start) : loop.span.start].strip()
+    )
 
 
 def _param(ctx: PassContext, number: int, loop: Loop) -> Param:
@@ -167,8 +197,9 @@ def _param(ctx: PassContext, number: int, loop: Loop) -> Param:
     extent = f"{trip} iterations" if trip is not None else "trip count not known"
     if trip is not None and named:
         extent += f" through {', '.join(named)} (factors up to {MAX_FACTOR} whatever its value)"
-    return Param.enum(f"loop{number}", values, current,
-                      doc=f"line {_line(ctx, loop)}: `for ({loop.var} ...)`, {extent}")
+    return Param.enum(
+        f"loop{number}", values, current, doc=f"line {_line(ctx, loop)}: `for ({loop.var} ...)`, {extent}"
+    )
 
 
 _NOT_NAMES = frozenset({"int", "unsigned", "long", "short", "char", "size_t", "const", "auto", "signed", "sizeof"})
@@ -176,9 +207,9 @@ _NOT_NAMES = frozenset({"int", "unsigned", "long", "short", "char", "size_t", "c
 
 def _named_bounds(ctx: PassContext, loop: Loop) -> tuple[str, ...]:
     """The names other than the loop variable its header reads (macros, constants)."""
-    text = ctx.model.source.data[loop.header.start:loop.header.end].decode("utf-8", "replace")
+    text = ctx.model.source.data[loop.header.start : loop.header.end].decode("utf-8", "replace")
     start = re.search(r"\bfor\s*\(", text)
-    clauses = text[start.end():text.rfind(")")] if start else ""
+    clauses = text[start.end() : text.rfind(")")] if start else ""
     names = dict.fromkeys(re.findall(r"\b[A-Za-z_]\w*\b", clauses))
     return tuple(n for n in names if n != loop.var and n not in _NOT_NAMES)
 

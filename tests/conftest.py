@@ -28,12 +28,12 @@ def kxform_exe() -> str:
     return found
 
 
-def run_cli(*args: str, cwd: Path | str | None = None, env: dict[str, str] | None = None,
-            timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, cwd: Path | str | None = None, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     full_env = dict(os.environ)
     full_env.update(env or {})
-    return subprocess.run([kxform_exe(), *args], cwd=cwd, capture_output=True, text=True, env=full_env,
-                          timeout=timeout)
+    return subprocess.run([kxform_exe(), *args], cwd=cwd, capture_output=True, text=True, env=full_env, timeout=timeout)
 
 
 NVCC = find_nvcc()

@@ -12,8 +12,8 @@ import pytest
 # environment) the modules that drive it are skipped, with the reason.
 httpx2 = pytest.importorskip("httpx2", reason="the anthropic client is not installed: pip install 'kxform[llm]'")
 
-from kxform.propose.client import ClaudeClient, ClientOptions
-from kxform.propose.wire import ReplayTransport, Reply
+from kxform.propose.client import ClaudeClient, ClientOptions  # noqa: E402
+from kxform.propose.wire import ReplayTransport, Reply  # noqa: E402
 
 MODEL = "claude-sonnet-4-6"
 PLANTED_KEY = "sk-ant-api03-PLANTED-test-key-never-to-be-stored-0123456789"
@@ -22,11 +22,23 @@ _ids = itertools.count(1)
 USAGE = {"input_tokens": 6000, "output_tokens": 400, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
 
 
-def message(content: list[dict[str, Any]], stop: str = "tool_use", usage: dict[str, int] | None = None,
-            **extra: Any) -> Reply:
+def message(
+    content: list[dict[str, Any]], stop: str = "tool_use", usage: dict[str, int] | None = None, **extra: Any
+) -> Reply:
     n = next(_ids)
-    return Reply({"id": f"msg_{n:04d}", "type": "message", "role": "assistant", "model": MODEL, "content": content,
-                  "stop_reason": stop, "stop_sequence": None, "usage": usage or USAGE, **extra})
+    return Reply(
+        {
+            "id": f"msg_{n:04d}",
+            "type": "message",
+            "role": "assistant",
+            "model": MODEL,
+            "content": content,
+            "stop_reason": stop,
+            "stop_sequence": None,
+            "usage": usage or USAGE,
+            **extra,
+        }
+    )
 
 
 def tool_use(data: Any, name: str = "propose_swizzle") -> dict[str, Any]:
@@ -35,9 +47,16 @@ def tool_use(data: Any, name: str = "propose_swizzle") -> dict[str, Any]:
 
 def answer(pattern: str = "custom", formula: str | None = None, **params: Any) -> Reply:
     """A well-formed call of the swizzle tool."""
-    data = {"last_attempt": "first attempt: A is shared along x, B along y",
-            "expectation": "grouping rows keeps a wave's A and B panels in L2",
-            "pattern": pattern, "group": None, "along": None, "xcds": None, "formula": formula, **params}
+    data = {
+        "last_attempt": "first attempt: A is shared along x, B along y",
+        "expectation": "grouping rows keeps a wave's A and B panels in L2",
+        "pattern": pattern,
+        "group": None,
+        "along": None,
+        "xcds": None,
+        "formula": formula,
+        **params,
+    }
     return message([tool_use(data)])
 
 

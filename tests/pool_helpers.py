@@ -25,8 +25,14 @@ class PoolRun:
     """Rows the database holds for the run's key afterwards."""
 
 
-def run_pool(backend: Backend, recording: Path, budget: int, db_path: Path, strategy: str = "model",
-             on_step: Callable[[Step], None] | None = None) -> PoolRun:
+def run_pool(
+    backend: Backend,
+    recording: Path,
+    budget: int,
+    db_path: Path,
+    strategy: str = "model",
+    on_step: Callable[[Step], None] | None = None,
+) -> PoolRun:
     """Tune the recording's space on `backend`'s workers; the database on this process."""
     rec = load_recording(recording)
     pool = WorkerPool(backend)
@@ -34,8 +40,15 @@ def run_pool(backend: Backend, recording: Path, budget: int, db_path: Path, stra
         identity = pool.start(rec.search.config(0))
         key = TuneKey("synth", "synth_kernel", identity.hardware, rec.search.names)
         with TuningDB(db_path) as db:
-            result = tune(rec.search, None, TuneOptions(strategy=strategy, budget=budget), db=db, key=key,
-                          runner=pool.run, on_step=on_step)
+            result = tune(
+                rec.search,
+                None,
+                TuneOptions(strategy=strategy, budget=budget),
+                db=db,
+                key=key,
+                runner=pool.run,
+                on_step=on_step,
+            )
             stored = len(db.all(key))
     finally:
         pool.close()

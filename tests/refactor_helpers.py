@@ -42,13 +42,22 @@ def session(family: str, replies: list, timing=None, attempts: int = 1, sums=Non
     hw = load_profile("h100")
     spec = load_spec(NAIVE / family / "kxform.toml").kernel(kernel)
     function = next(f for f in model.functions if f.name == kernel)
-    signature = model.source.data[function.params_span.start:function.params_span.end].decode()
+    signature = model.source.data[function.params_span.start : function.params_span.end].decode()
     tool = refactor_tool(kernel, signature)
     ctx = PassContext(model, hw, RunOptions(arch=hw.arch), RemarkSink())
     context = KernelContext(str(path), kernel, (Section("Source", model.source.text),))
     evaluator = TemplateEvaluator(model, kernel, spec, CpuRuntime(), hw, timing, sums)
     claude, _ = client(replies, retries=0, use_cache=False)
     records: list[dict] = []
-    result = run_kernel(ctx, None, RefactorPass(), tool, context, evaluator, claude,  # type: ignore[arg-type]
-                        SessionOptions(attempts, 2), records.append)
+    result = run_kernel(
+        ctx,
+        None,
+        RefactorPass(),
+        tool,
+        context,
+        evaluator,
+        claude,  # type: ignore[arg-type]
+        SessionOptions(attempts, 2),
+        records.append,
+    )
     return result, evaluator, model, records

@@ -17,8 +17,14 @@ FAILING = {"16,2,1,3"}
 
 def synthetic_time(bx: int, by: int, unroll: int, tile: int, shift: float = 0.0) -> float:
     """A smooth bowl in log-space with an interaction, minimum near bx=4, by=4, tile=2."""
-    return 1.0 + 0.3 * (math.log2(bx) - 2 - shift) ** 2 + 0.2 * (math.log2(by) - 2) ** 2 \
-        + 0.15 * (tile - 2) ** 2 - 0.1 * unroll * (tile == 2) + 0.01 * bx * by / 32
+    return (
+        1.0
+        + 0.3 * (math.log2(bx) - 2 - shift) ** 2
+        + 0.2 * (math.log2(by) - 2) ** 2
+        + 0.15 * (tile - 2) ** 2
+        - 0.1 * unroll * (tile == 2)
+        + 0.01 * bx * by / 32
+    )
 
 
 def valid(config: dict[str, int]) -> bool:
@@ -33,18 +39,30 @@ def records(shift: float = 0.0) -> dict[str, Any]:
             continue
         key = ",".join(map(str, values))
         time: Any = "RuntimeFailedConfig" if key in FAILING else synthetic_time(**config, shift=shift)
-        cache[key] = {**config, "time": time, "compile_time": 900.0, "verification_time": 0,
-                      "benchmark_time": 100.0}
+        cache[key] = {**config, "time": time, "compile_time": 900.0, "verification_time": 0, "benchmark_time": 100.0}
     return cache
 
 
-def write_recording(folder: Path, name: str = "synth_A.json.gz", *, kernel: str = "synth_kernel",
-                    device: str = "Test GPU A", shift: float = 0.0, definition: bool = True,
-                    mutate: Any = None) -> Path:
+def write_recording(
+    folder: Path,
+    name: str = "synth_A.json.gz",
+    *,
+    kernel: str = "synth_kernel",
+    device: str = "Test GPU A",
+    shift: float = 0.0,
+    definition: bool = True,
+    mutate: Any = None,
+) -> Path:
     """Write a recording (and, with `definition`, its `*.space.json`) into `folder`."""
-    data: dict[str, Any] = {"device_name": device, "kernel_name": kernel, "problem_size": [64, 64],
-                            "tune_params_keys": list(PARAMS), "tune_params": PARAMS, "objective": "time",
-                            "cache": records(shift)}
+    data: dict[str, Any] = {
+        "device_name": device,
+        "kernel_name": kernel,
+        "problem_size": [64, 64],
+        "tune_params_keys": list(PARAMS),
+        "tune_params": PARAMS,
+        "objective": "time",
+        "cache": records(shift),
+    }
     if mutate is not None:
         mutate(data)
     path = folder / name
@@ -56,10 +74,14 @@ def write_recording(folder: Path, name: str = "synth_A.json.gz", *, kernel: str 
 
 
 def write_definition(path: Path, restrictions: list[str] | None = None) -> None:
-    spec = {"ConfigurationSpace": {
-        "TuningParameters": [{"Name": n, "Type": "int", "Values": json.dumps(v), "Default": v[0]}
-                             for n, v in PARAMS.items()],
-        "Conditions": [{"Expression": e, "Parameters": []} for e in (restrictions or RESTRICTIONS)]}}
+    spec = {
+        "ConfigurationSpace": {
+            "TuningParameters": [
+                {"Name": n, "Type": "int", "Values": json.dumps(v), "Default": v[0]} for n, v in PARAMS.items()
+            ],
+            "Conditions": [{"Expression": e, "Parameters": []} for e in (restrictions or RESTRICTIONS)],
+        }
+    }
     path.write_text(json.dumps(spec))
 
 

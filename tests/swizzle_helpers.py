@@ -11,8 +11,15 @@ from kxform.engine.driver import FileTransform
 from kxform.engine.pass_api import Outcome
 
 
-def rewrite(text: str | bytes, spec: str = "swizzle", hw: str = "h100", kernels: tuple[str, ...] = (),
-            path: str = "k.cu", semantic: bool = False, **options: str | None) -> FileTransform:
+def rewrite(
+    text: str | bytes,
+    spec: str = "swizzle",
+    hw: str = "h100",
+    kernels: tuple[str, ...] = (),
+    path: str = "k.cu",
+    semantic: bool = False,
+    **options: str | None,
+) -> FileTransform:
     """`spec` on `text`. A bare `swizzle` on a text that is no file is given
     `pattern=grouped`: those tests are about the rewrite, and without a file the default
     has no evidence, so it proposes nothing (tests/test_default_evidence.py);
@@ -37,6 +44,7 @@ def _cpu_available() -> bool:
     return CpuRuntime().available()[0]
 
 
-needs_cpu = pytest.mark.skipif(not _cpu_available(), reason="the model traces on the CPU runtime, which needs a "
-                               "host C++ compiler")
+needs_cpu = pytest.mark.skipif(
+    not _cpu_available(), reason="the model traces on the CPU runtime, which needs a host C++ compiler"
+)
 """For tests of the locality model, which traces kernels on the CPU runtime."""

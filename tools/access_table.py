@@ -20,7 +20,6 @@ from pathlib import Path
 import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from kxform.analysis import AccessAnalysis, Affine, Loop, analyse_function  # noqa: E402
 from kxform.errors import KxformError  # noqa: E402
@@ -48,9 +47,11 @@ def kernel_row(name: str, a: AccessAnalysis) -> str:
     causes = Counter(str(x.index).removeprefix("not affine, because ")[:50] for x in a.accesses if not x.affine)
     why = cell("; ".join(f"{n}x {c}" for c, n in causes.most_common(2)) or "-")
     spaces = Counter(x.space for x in a.accesses)
-    return (f"| {name} | {loops} | {len(a.accesses)} ({spaces['global']} global, {spaces['shared']} shared, "
-            f"{spaces['local']} local) | "
-            f"{len(affine)} | {contiguous} | {why} | {'yes' if a.barriers else 'no'} |")
+    return (
+        f"| {name} | {loops} | {len(a.accesses)} ({spaces['global']} global, {spaces['shared']} shared, "
+        f"{spaces['local']} local) | "
+        f"{len(affine)} | {contiguous} | {why} | {'yes' if a.barriers else 'no'} |"
+    )
 
 
 def access_rows(name: str, a: AccessAnalysis) -> list[str]:
@@ -58,9 +59,11 @@ def access_rows(name: str, a: AccessAnalysis) -> list[str]:
     for x in a.accesses:
         loops = ",".join(a.loop(i).var or a.loop(i).kind for i in x.loops) or "-"
         stride = a.thread_stride(x)
-        rows.append(f"| {name} | {x.line} | {cell(x.text)} | {x.space} {x.element} | {x.mode} | {cell(x.index)} | "
-                    f"{stride if isinstance(stride, Affine) else '-'} | {loops} | "
-                    f"{cell(' && '.join(str(g) for g in x.guards) or '-')} |")
+        rows.append(
+            f"| {name} | {x.line} | {cell(x.text)} | {x.space} {x.element} | {x.mode} | {cell(x.index)} | "
+            f"{stride if isinstance(stride, Affine) else '-'} | {loops} | "
+            f"{cell(' && '.join(str(g) for g in x.guards) or '-')} |"
+        )
     return rows
 
 
@@ -83,8 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         for function in model.kernels:
             if function.name == name:
                 kernels.append((entry["name"], analyse_function(model, function)))
-    print("| kernel | loops (depth-indented) | accesses | affine | contiguous in threadIdx.x | not affine, because "
-          "| barrier |")
+    print(
+        "| kernel | loops (depth-indented) | accesses | affine | contiguous in threadIdx.x | not affine, because "
+        "| barrier |"
+    )
     print("|---|---|---|---|---|---|---|")
     for name, a in kernels:
         print(kernel_row(name, a))

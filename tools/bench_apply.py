@@ -98,8 +98,11 @@ def main() -> int:
                     shutil.move(str(root / "ctree"), str(root / "moved" / "ctree"))
                 tree = "moved/ctree" if label.startswith("third") else "ctree"
                 log = root / f"{label[:5]}.jsonl"
-                secs, proc = run(["apply", "--pass", "swizzle", "--diff", "--verify", "compile", "-q",
-                                  "--log", str(log), tree], root, env)
+                secs, proc = run(
+                    ["apply", "--pass", "swizzle", "--diff", "--verify", "compile", "-q", "--log", str(log), tree],
+                    root,
+                    env,
+                )
                 fresh, cached = compile_stats(log)
                 rows.append((label, secs, fresh, cached))
             print(f"\n{'compile check run':<24}{'seconds':>9}{'nvcc compiles':>15}{'cache hits':>12}")
@@ -108,7 +111,9 @@ def main() -> int:
         else:
             print("nvcc not found: compile-check runs skipped")
         ok = rate >= opts.target
-        print(f"\nstatic throughput {rate:.0f} files/s: {'meets' if ok else 'MISSES'} the {opts.target:.0f} files/s target")
+        print(
+            f"\nstatic throughput {rate:.0f} files/s: {'meets' if ok else 'MISSES'} the {opts.target:.0f} files/s target"
+        )
         return 0 if ok else 1
 
 

@@ -37,9 +37,11 @@ def kernel_file(n: int) -> str:
             row = f"row_{i}(threadIdx.y)"
         else:
             row = "blockIdx.y * 16 + threadIdx.y"
-        parts.append(f"__global__ void k{i}(float* out, const float* in, int n) {{\n"
-                     f"    int x = blockIdx.x * 16 + threadIdx.x;\n    int y = {row};\n"
-                     f"    if (x < n && y < n) out[y * n + x] = in[x * n + y] * {i % 7 + 1}.0f;\n}}\n")
+        parts.append(
+            f"__global__ void k{i}(float* out, const float* in, int n) {{\n"
+            f"    int x = blockIdx.x * 16 + threadIdx.x;\n    int y = {row};\n"
+            f"    if (x < n && y < n) out[y * n + x] = in[x * n + y] * {i % 7 + 1}.0f;\n}}\n"
+        )
     parts.append("void launch_all(float* out, const float* in, int n) {\n    dim3 b(16, 16), g(n / 16, n / 16);\n")
     parts += [f"    k{i}<<<g, b>>>(out, in, n);\n" for i in range(0, n, 8)]
     parts.append("}\n")
@@ -51,8 +53,20 @@ def run_once(n: int, pattern: str | None, workdir: Path) -> float:
 
     path = workdir / f"many_{n}.cu"
     path.write_text(kernel_file(n))
-    argv = ["apply", "--pass", "swizzle", "--verify", "static", "--check", "-q", "-j", "1",
-            "--log", str(workdir / f"run_{n}.jsonl"), str(path)]
+    argv = [
+        "apply",
+        "--pass",
+        "swizzle",
+        "--verify",
+        "static",
+        "--check",
+        "-q",
+        "-j",
+        "1",
+        "--log",
+        str(workdir / f"run_{n}.jsonl"),
+        str(path),
+    ]
     if pattern:
         argv[3:3] = ["--pattern", pattern]
     out = sys.stdout

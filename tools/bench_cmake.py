@@ -39,8 +39,11 @@ def measure(work: Path, generator: str, with_kxform: bool, env: dict[str, str]) 
         lists = source / "CMakeLists.txt"
         lists.write_text(lists.read_text().replace("kxform_transform(demo)", ""))
     cmake_dir = subprocess.run(["kxform", "--cmake-dir"], capture_output=True, text=True, env=env).stdout.strip()
-    figures = {"configure": _timed(["cmake", "-S", str(source), "-B", str(build), "-G", generator,
-                                    f"-Dkxform_DIR={cmake_dir}"], env)}
+    figures = {
+        "configure": _timed(
+            ["cmake", "-S", str(source), "-B", str(build), "-G", generator, f"-Dkxform_DIR={cmake_dir}"], env
+        )
+    }
     figures["build"] = _timed(["cmake", "--build", str(build)], env)
     figures["no-op build"] = _timed(["cmake", "--build", str(build)], env)
     header = source / "src" / "tile.cuh"
@@ -69,8 +72,10 @@ def main() -> None:
             with tempfile.TemporaryDirectory(prefix="kxform-bench-cmake-") as work:
                 results[label].append(measure(Path(work), args.generator, with_kxform, env))
     version = subprocess.run(["cmake", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-    print(f"examples/demo (3 CUDA sources, 2 kernels), {version}, generator {args.generator}, "
-          f"{os.cpu_count()} cores, median of {args.repeat}")
+    print(
+        f"examples/demo (3 CUDA sources, 2 kernels), {version}, generator {args.generator}, "
+        f"{os.cpu_count()} cores, median of {args.repeat}"
+    )
     steps = list(results["with kxform_transform"][0])
     print(f"{'step':<32}{'with kxform':>14}{'plain':>10}")
     for step in steps:

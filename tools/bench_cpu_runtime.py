@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import sys
 import tempfile
 import time
 from dataclasses import replace
@@ -24,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kxform.runtime.base import (
     BufferArg,
@@ -73,12 +71,22 @@ def elementwise_request() -> tuple[LaunchRequest, np.ndarray]:
     v = 1.5 * x.astype(np.float64) + 0.25
     expected = 0.5 * v * (1 + np.tanh(0.7978845608 * (v + 0.044715 * v**3)))
     req = LaunchRequest(
-        source=ELEMENTWISE, kernel="scale_bias_gelu",
-        params=tuple(KernelParam(t, p) for t, p in (("int", "n"), ("float", "a"), ("float", "b"),
-                                                     ("const float*", "x"), ("float*", "y"))),
-        args=(ScalarArg("n", np.int32(n)), ScalarArg("a", np.float32(1.5)), ScalarArg("b", np.float32(0.25)),
-              BufferArg("x", x, "in"), BufferArg("y", np.empty_like(x), "out")),
-        grid=(n // 256, 1, 1), block=(256, 1, 1), label="scale_bias_gelu[n=2^20]",
+        source=ELEMENTWISE,
+        kernel="scale_bias_gelu",
+        params=tuple(
+            KernelParam(t, p)
+            for t, p in (("int", "n"), ("float", "a"), ("float", "b"), ("const float*", "x"), ("float*", "y"))
+        ),
+        args=(
+            ScalarArg("n", np.int32(n)),
+            ScalarArg("a", np.float32(1.5)),
+            ScalarArg("b", np.float32(0.25)),
+            BufferArg("x", x, "in"),
+            BufferArg("y", np.empty_like(x), "out"),
+        ),
+        grid=(n // 256, 1, 1),
+        block=(256, 1, 1),
+        label="scale_bias_gelu[n=2^20]",
     )
     return req, expected.astype(np.float32)
 
@@ -89,12 +97,30 @@ def gemm_request() -> tuple[LaunchRequest, np.ndarray]:
     a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
     b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
     req = LaunchRequest(
-        source=GEMM, kernel="sgemm_tiled",
-        params=tuple(KernelParam(t, p) for t, p in (("int", "M"), ("int", "N"), ("int", "K"), ("const float*", "A"),
-                                                     ("const float*", "B"), ("float*", "C"))),
-        args=(ScalarArg("M", np.int32(m)), ScalarArg("N", np.int32(n)), ScalarArg("K", np.int32(k)),
-              BufferArg("A", a, "in"), BufferArg("B", b, "in"), BufferArg("C", np.empty((m, n), np.float32), "out")),
-        grid=(n // 16, m // 16, 1), block=(16, 16, 1), label="sgemm_tiled[512^3]",
+        source=GEMM,
+        kernel="sgemm_tiled",
+        params=tuple(
+            KernelParam(t, p)
+            for t, p in (
+                ("int", "M"),
+                ("int", "N"),
+                ("int", "K"),
+                ("const float*", "A"),
+                ("const float*", "B"),
+                ("float*", "C"),
+            )
+        ),
+        args=(
+            ScalarArg("M", np.int32(m)),
+            ScalarArg("N", np.int32(n)),
+            ScalarArg("K", np.int32(k)),
+            BufferArg("A", a, "in"),
+            BufferArg("B", b, "in"),
+            BufferArg("C", np.empty((m, n), np.float32), "out"),
+        ),
+        grid=(n // 16, m // 16, 1),
+        block=(16, 16, 1),
+        label="sgemm_tiled[512^3]",
     )
     return req, (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
 
@@ -116,9 +142,11 @@ def bench(name: str, request: LaunchRequest, expected: np.ndarray, runtime: CpuR
     ok = bool(np.allclose(out, expected, rtol=1e-4, atol=1e-4)) and sum(result.unwritten.values()) == 0
     cached = [timed(runtime, request) for _ in range(repeat)]
     best = min(cached, key=lambda c: c[0])
-    print(f"{name:<34} cold {cold:6.2f} s (kernel {result.elapsed_ms or 0:7.1f} ms)   "
-          f"cached best of {repeat} {best[0]:6.2f} s (kernel {best[1].elapsed_ms or 0:7.1f} ms)   "
-          f"{'ok' if ok else 'WRONG RESULT'}   {'<5 s' if max(cold, best[0]) < 5 else 'OVER 5 s'}")
+    print(
+        f"{name:<34} cold {cold:6.2f} s (kernel {result.elapsed_ms or 0:7.1f} ms)   "
+        f"cached best of {repeat} {best[0]:6.2f} s (kernel {best[1].elapsed_ms or 0:7.1f} ms)   "
+        f"{'ok' if ok else 'WRONG RESULT'}   {'<5 s' if max(cold, best[0]) < 5 else 'OVER 5 s'}"
+    )
     return ok and max(cold, best[0]) < 5
 
 
@@ -126,14 +154,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--workers", type=int, default=None)
-    parser.add_argument("--cache-dir", type=Path, default=None,
-                        help="cache to use (default: a fresh temporary one per kernel, so 'cold' is cold)")
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="cache to use (default: a fresh temporary one per kernel, so 'cold' is cold)",
+    )
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="kxcpu-bench-"))
     good = True
     try:
-        cases = (("elementwise 2^20 (gelu)", elementwise_request), ("sgemm 512^3, 16x16 tiles", gemm_request),
-                 ("sgemm 512^3, 2 blocks traced", traced_gemm_request))
+        cases = (
+            ("elementwise 2^20 (gelu)", elementwise_request),
+            ("sgemm 512^3, 16x16 tiles", gemm_request),
+            ("sgemm 512^3, 2 blocks traced", traced_gemm_request),
+        )
         for i, (name, make) in enumerate(cases):
             cache = args.cache_dir or scratch / str(i)
             runtime = CpuRuntime(CpuOptions(workers=args.workers, cache_dir=cache))

@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpubench_common import (  # noqa: E402
     OneLineParser,
@@ -59,8 +58,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = OneLineParser(prog=TOOL, description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--out", metavar="FILE", help="write the results as JSON")
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_REPEAT} timed launches instead of {REPEAT}")
-    parser.add_argument("--dry-run", action="store_true", help="no GPU: input checks, nvcc builds of the cheating "
-                        "kernels and a CPU-runtime run of the corpus kernel at a check size; nothing is timed")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="no GPU: input checks, nvcc builds of the cheating "
+        "kernels and a CPU-runtime run of the corpus kernel at a check size; nothing is timed",
+    )
     parser.add_argument("--kernel", default="stencil5", help="2-D corpus kernel of part (a) (default: stencil5)")
     parser.add_argument("--size", help="its size (default: its first bench size; a check size with --dry-run)")
     parser.add_argument("--cheat-n", type=int, default=1 << 22, help="elements of the cheating kernels' buffers")
@@ -79,8 +82,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         kernel = corpus_2d((args.kernel,))[0]
-        size = kernel.spec.size(args.size) if args.size else (
-            _largest_check(kernel.spec) if args.dry_run else (kernel.spec.bench_sizes or kernel.spec.check_sizes[-1:])[0])
+        size = (
+            kernel.spec.size(args.size)
+            if args.size
+            else (
+                _largest_check(kernel.spec)
+                if args.dry_run
+                else (kernel.spec.bench_sizes or kernel.spec.check_sizes[-1:])[0]
+            )
+        )
     except KxformError as exc:
         return usage_exit(TOOL, str(exc))
     repeat = args.repeat or (QUICK_REPEAT if args.quick else REPEAT)
@@ -98,9 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     not_run = [c["name"] for c in checks if c["ok"] is None]
     held = len(checks) - len(failed) - len(not_run)
     report["summary"] = {"checks": len(checks), "held": held, "failed": failed, "not_run": not_run}
-    line = (f"integrity: {held} / {len(checks)} checks held"
-            + (f"; FAILED: {', '.join(failed)}" if failed else "")
-            + (f"; not run here: {len(not_run)}" if not_run else ""))
+    line = (
+        f"integrity: {held} / {len(checks)} checks held"
+        + (f"; FAILED: {', '.join(failed)}" if failed else "")
+        + (f"; not run here: {len(not_run)}" if not_run else "")
+    )
     report["summary"]["line"] = line
     write_json(args.out, report)
     print(f"\n{line}")
@@ -127,8 +139,9 @@ def corpus_part(kernel: Any, size: str, runtime: Any, repeat: int, dry_run: bool
     resolved = spec.launch(size)
     inputs = make_inputs(spec, resolved)
     fresh = make_inputs(spec, resolved, spec.seed + 1)
-    request = launch_request(extract_kernel(kernel.source, spec.name), resolved, inputs,
-                             f"{spec.name}[{size}] integrity", 600.0)
+    request = launch_request(
+        extract_kernel(kernel.source, spec.name), resolved, inputs, f"{spec.name}[{size}] integrity", 600.0
+    )
     dtypes = {arg.name: arg.dtype for arg in resolved.args}
     mode = spec.compare if uses_float_atomics(kernel.source) else EXACT
     l2 = runtime.device_info().l2_bytes if runtime is not None else None
@@ -144,38 +157,56 @@ def corpus_part(kernel: Any, size: str, runtime: Any, repeat: int, dry_run: bool
         share = float(np.count_nonzero(arg.data)) / max(arg.data.size, 1)
         _check(checks, f"input '{arg.name}' non-zero", share > 0.5, f"{share:.1%} of {arg.data.size} elements")
         differs = not np.array_equal(np.asarray(fresh[arg.name]), arg.data)
-        _check(checks, f"input '{arg.name}' re-randomised", differs, "another seed gives other data" if differs
-               else "another seed gives the same data")
+        _check(
+            checks,
+            f"input '{arg.name}' re-randomised",
+            differs,
+            "another seed gives other data" if differs else "another seed gives the same data",
+        )
     if dry_run:
         from kxform.verify.differential import pick_runtime
 
         result = pick_runtime("cpu").run(request)
         unwritten = sum(result.unwritten.values())
-        _check(checks, "single launch writes every output (CPU runtime)", unwritten == 0,
-               f"{unwritten} elements left unwritten")
+        _check(
+            checks,
+            "single launch writes every output (CPU runtime)",
+            unwritten == 0,
+            f"{unwritten} elements left unwritten",
+        )
         _check(checks, "timing re-checks outputs, carveout capped", None, "needs a GPU")
         return out
     assert l2 is not None
     capped = _timed(runtime, request, dtypes, mode, repeat)
     out["l2_bytes"] = l2
     out["capped"] = capped
-    _check(checks, "timed with the carveout capped at 0 and the last launch's outputs re-checked",
-           "error" not in capped, capped.get("error") or f"median {capped['median_ms']:.4f} ms "
-           f"+- {capped['spread_ms']:.4f} over {capped['samples']} launches")
+    _check(
+        checks,
+        "timed with the carveout capped at 0 and the last launch's outputs re-checked",
+        "error" not in capped,
+        capped.get("error")
+        or f"median {capped['median_ms']:.4f} ms +- {capped['spread_ms']:.4f} over {capped['samples']} launches",
+    )
     if "error" not in capped:
         fits = total < 2 * l2
         copies = capped["copies"]
-        _check(checks, "a launch cannot read the previous launch's inputs from L2", copies > 1 if fits else True,
-               f"{total / 2**20:.1f} MiB of buffers vs {l2 / 2**20:.0f} MiB L2: "
-               + (f"rotated over {copies} input sets" if fits else f"{total / l2:.1f} times the L2"))
+        _check(
+            checks,
+            "a launch cannot read the previous launch's inputs from L2",
+            copies > 1 if fits else True,
+            f"{total / 2**20:.1f} MiB of buffers vs {l2 / 2**20:.0f} MiB L2: "
+            + (f"rotated over {copies} input sets" if fits else f"{total / l2:.1f} times the L2"),
+        )
     uncapped = _uncapped(runtime, request, l2, repeat)
     out["uncapped"] = uncapped
     if "error" in uncapped or "error" in capped:
         _check(checks, "carveout left at the device maximum", None, uncapped.get("error") or "capped run failed")
     else:
         ratio = capped["median_ms"] / uncapped["median_ms"]
-        print(f"  capped {capped['median_ms']:.4f} ms, carveout at {uncapped['persisting_l2_bytes']} bytes "
-              f"{uncapped['median_ms']:.4f} ms (capped / uncapped {ratio:.3f})")
+        print(
+            f"  capped {capped['median_ms']:.4f} ms, carveout at {uncapped['persisting_l2_bytes']} bytes "
+            f"{uncapped['median_ms']:.4f} ms (capped / uncapped {ratio:.3f})"
+        )
     return out
 
 
@@ -189,8 +220,12 @@ def _timed(runtime: Runtime, request: LaunchRequest, dtypes: dict[str, str], mod
 
 
 def _figures(timing: Timing) -> dict[str, Any]:
-    return {"median_ms": round(timing.median_ms, 6), "spread_ms": round(timing.spread_ms, 6),
-            "samples": timing.samples, "copies": timing.copies}
+    return {
+        "median_ms": round(timing.median_ms, 6),
+        "spread_ms": round(timing.spread_ms, 6),
+        "samples": timing.samples,
+        "copies": timing.copies,
+    }
 
 
 def _uncapped(runtime: Any, request: LaunchRequest, l2: int, repeat: int) -> dict[str, Any]:
@@ -203,7 +238,10 @@ def _uncapped(runtime: Any, request: LaunchRequest, l2: int, repeat: int) -> dic
             timed = other.time(request, warmup=WARMUP, repeat=repeat, persisting_l2_limit=l2)
         except RuntimeError_ as exc:
             return {"error": str(exc)}
-    return {**_figures(timing_of(list(timed.samples_ms), timed.copies)), "persisting_l2_bytes": timed.persisting_l2_bytes}
+    return {
+        **_figures(timing_of(list(timed.samples_ms), timed.copies)),
+        "persisting_l2_bytes": timed.persisting_l2_bytes,
+    }
 
 
 # ---------------------------------------------------------------------- (b) cheating kernels
@@ -214,8 +252,16 @@ def cheat_request(kernel: str, n: int) -> LaunchRequest:
     data = np.random.default_rng(7).uniform(-1, 1, n).astype(np.float32)
     params = (KernelParam("float*", "out"), KernelParam("const float*", "in"), KernelParam("int", "n"))
     args = (BufferArg("out", np.zeros(n, np.float32), "out"), BufferArg("in", data, "in"), ScalarArg("n", np.int32(n)))
-    return LaunchRequest(CHEATS.read_text(encoding="utf-8"), kernel, params, args, ((n + 255) // 256, 1, 1),
-                         (256, 1, 1), label=f"{kernel}[{n}]", filename=str(CHEATS))
+    return LaunchRequest(
+        CHEATS.read_text(encoding="utf-8"),
+        kernel,
+        params,
+        args,
+        ((n + 255) // 256, 1, 1),
+        (256, 1, 1),
+        label=f"{kernel}[{n}]",
+        filename=str(CHEATS),
+    )
 
 
 def cheats_part(runtime: Any, n: int, repeat: int, dry_run: bool) -> dict[str, Any]:
@@ -239,26 +285,44 @@ def cheats_part(runtime: Any, n: int, repeat: int, dry_run: bool) -> dict[str, A
     results = {name: _timed(runtime, cheat_request(name, n), DTYPES, EXACT, repeat) for name in names}
     out["timings"] = results
     honest, once, persisting = (results[k] for k in names)
-    _check(checks, "honest kernel times and re-checks", "error" not in honest,
-           honest.get("error") or f"median {honest['median_ms']:.4f} ms +- {honest['spread_ms']:.4f}")
-    _check(checks, "kernel that skips work on later launches is caught", bool(once.get("caught")),
-           once.get("error") or f"NOT caught: timed {once['median_ms']:.4f} ms as if it did the work")
+    _check(
+        checks,
+        "honest kernel times and re-checks",
+        "error" not in honest,
+        honest.get("error") or f"median {honest['median_ms']:.4f} ms +- {honest['spread_ms']:.4f}",
+    )
+    _check(
+        checks,
+        "kernel that skips work on later launches is caught",
+        bool(once.get("caught")),
+        once.get("error") or f"NOT caught: timed {once['median_ms']:.4f} ms as if it did the work",
+    )
     if "error" in persisting or "error" in honest:
-        _check(checks, "evict_last kernel gains nothing with the carveout capped", False,
-               persisting.get("error") or "honest kernel failed")
+        _check(
+            checks,
+            "evict_last kernel gains nothing with the carveout capped",
+            False,
+            persisting.get("error") or "honest kernel failed",
+        )
     else:
         gain = honest["median_ms"] - persisting["median_ms"]
         ok = gain <= honest["spread_ms"] + persisting["spread_ms"] + 0.02 * honest["median_ms"]
-        _check(checks, "evict_last kernel gains nothing with the carveout capped", ok,
-               f"{persisting['median_ms']:.4f} ms vs honest {honest['median_ms']:.4f} ms "
-               f"({honest['median_ms'] / persisting['median_ms']:.3f}x)")
+        _check(
+            checks,
+            "evict_last kernel gains nothing with the carveout capped",
+            ok,
+            f"{persisting['median_ms']:.4f} ms vs honest {honest['median_ms']:.4f} ms "
+            f"({honest['median_ms'] / persisting['median_ms']:.3f}x)",
+        )
         request = cheat_request("twice_persisting", n)
         uncapped = _uncapped(runtime, request, runtime.device_info().l2_bytes, repeat)
         out["persisting_uncapped"] = uncapped
         if "error" not in uncapped:
-            print(f"  evict_last kernel with the carveout at {uncapped['persisting_l2_bytes']} bytes: "
-                  f"{uncapped['median_ms']:.4f} ms ({honest['median_ms'] / uncapped['median_ms']:.3f}x the honest "
-                  "kernel): what the cap takes away")
+            print(
+                f"  evict_last kernel with the carveout at {uncapped['persisting_l2_bytes']} bytes: "
+                f"{uncapped['median_ms']:.4f} ms ({honest['median_ms'] / uncapped['median_ms']:.3f}x the honest "
+                "kernel): what the cap takes away"
+            )
     return out
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,7 +29,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from kxform.frontend.source import read_source  # noqa: E402
 from kxform.harness.model import SizeSpec  # noqa: E402
@@ -45,7 +43,9 @@ CORPUS = {
     "stencil5": ("stencil5", "jacobi5"),
 }
 ISSUE_12_NCU = {  # NVIDIA H200, ncu, 128x128-tile SGEMM at 8192^3 (issue 12): L2 hit rate, DRAM read bytes
-    "row": (0.58, 8.74e9), "grouped(along=y,group=8)": (0.80, 3.51e9), "column": (0.70, 8.74e9),
+    "row": (0.58, 8.74e9),
+    "grouped(along=y,group=8)": (0.80, 3.51e9),
+    "column": (0.70, 8.74e9),
 }
 
 
@@ -62,14 +62,18 @@ def _source_path(name: str) -> str:
 
 def _print_ranking(r: Ranking) -> None:
     print(f"{r.kernel} [{r.size}] on {r.hw}: grid {r.grid}, {r.occupancy}")
-    print(f"  trace {r.seconds['trace']:.2f} s, simulate {r.seconds['simulate']:.2f} s, "
-          f"total {r.seconds['total']:.2f} s   ({'; '.join(r.notes)})")
+    print(
+        f"  trace {r.seconds['trace']:.2f} s, simulate {r.seconds['simulate']:.2f} s, "
+        f"total {r.seconds['total']:.2f} s   ({'; '.join(r.notes)})"
+    )
     print(f"  {'order':<38}{'sim s':>7}{'L2 hit':>8}{'DRAM read':>11}{'+-':>7}{'write':>9}{'vs row':>9}")
     for p in sorted(r.predictions, key=lambda p: p.rank):
         s = p.stats
         sim = "same" if p.same_as else f"{s.seconds:.2f}"
-        print(f"  {p.label:<38}{sim:>7}{s.hit_rate.value:>8.1%}{s.dram_read_bytes.value / 1e9:>9.3f}GB"
-              f"{s.dram_read_bytes.rel():>7.2%}{s.dram_write_bytes.value / 1e9:>7.3f}GB{p.gain:>+9.1%}")
+        print(
+            f"  {p.label:<38}{sim:>7}{s.hit_rate.value:>8.1%}{s.dram_read_bytes.value / 1e9:>9.3f}GB"
+            f"{s.dram_read_bytes.rel():>7.2%}{s.dram_write_bytes.value / 1e9:>7.3f}GB{p.gain:>+9.1%}"
+        )
     print(f"  proposal: {r.chosen.label if r.chosen else 'none'} ({r.decision})")
 
 
@@ -108,6 +112,7 @@ def _spearman(a: list[float], b: list[float]) -> float:
             same = [i for i, x in enumerate(v) if x == value]
             r[same] = np.mean(r[same])
         return r
+
     return float(np.corrcoef(ranks(a), ranks(b))[0, 1])
 
 
@@ -137,8 +142,10 @@ def gpu_results() -> None:
             wrong += not ok
             check = "ok" if ok else "WRONG"
         print(f"{name:<14}{pattern:<14}{gain:>+11.1%}{speedup:>10.3f}  {check}")
-    print(f"pairs: {len(rows)}; Spearman rank correlation (predicted gain, measured speed-up): "
-          f"{_spearman(pred, meas):.3f}; effects above 3% with the wrong sign: {wrong}\n")
+    print(
+        f"pairs: {len(rows)}; Spearman rank correlation (predicted gain, measured speed-up): "
+        f"{_spearman(pred, meas):.3f}; effects above 3% with the wrong sign: {wrong}\n"
+    )
     ranking = _rank("sgemm_128", "h200", None)
     _print_ranking(ranking)
     print(f"  {'order':<28}{'hit (model)':>12}{'hit (ncu)':>10}{'DRAM read (model)':>19}{'(ncu)':>9}{'diff':>8}")
@@ -146,8 +153,10 @@ def gpu_results() -> None:
         if p.label in ISSUE_12_NCU:
             hit, dram = ISSUE_12_NCU[p.label]
             got = p.stats.dram_read_bytes.value
-            print(f"  {p.label:<28}{p.stats.hit_rate.value:>12.1%}{hit:>10.0%}{got / 1e9:>17.2f}GB{dram / 1e9:>7.2f}GB"
-                  f"{got / dram - 1:>+8.1%}")
+            print(
+                f"  {p.label:<28}{p.stats.hit_rate.value:>12.1%}{hit:>10.0%}{got / 1e9:>17.2f}GB{dram / 1e9:>7.2f}GB"
+                f"{got / dram - 1:>+8.1%}"
+            )
 
 
 def main() -> None:

@@ -32,7 +32,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpubench_common import (  # noqa: E402
     OneLineParser,
@@ -72,10 +71,16 @@ PROFILER_BROKEN = ("ERR_NVGPUCTRPERM", "Failed to initialize the profiler", "Lib
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = OneLineParser(prog=TOOL, description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--out", metavar="FILE", help="write the results as JSON (atomically, after every kernel)")
-    parser.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK_KERNELS)} (the model's default "
-                        "sizes, so the first script's rankings are reused)")
-    parser.add_argument("--dry-run", action="store_true", help="no GPU: rank, rewrite and build (sm_90), print the "
-                        "ncu command of each kernel; profile nothing")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"only {', '.join(QUICK_KERNELS)} (the model's default sizes, so the first script's rankings are reused)",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="no GPU: rank, rewrite and build (sm_90), print the ncu command of each kernel; profile nothing",
+    )
     parser.add_argument("--kernels", help="comma-separated manifest names (default: every 2-D corpus kernel)")
     parser.add_argument("--hw", help="hardware profile (default: the detected GPU's; h100-sxm with --dry-run)")
     parser.add_argument("--ncu", help="the ncu executable (default: $NCU, PATH, /usr/local/cuda/bin/ncu)")
@@ -109,16 +114,24 @@ def main(argv: list[str] | None = None) -> int:
     ncu = find_ncu(args.ncu)
     if not args.dry_run:
         if ncu is None:
-            print(f"{TOOL}: no ncu: not given (--ncu), not $NCU, not on PATH, not in /usr/local/cuda/bin",
-                  file=sys.stderr)
+            print(
+                f"{TOOL}: no ncu: not given (--ncu), not $NCU, not on PATH, not in /usr/local/cuda/bin", file=sys.stderr
+            )
             return EXIT_USAGE
         runtime = gpu_runtime(TOOL)
     try:
         hw = hw_given or (hardware(runtime, None) if runtime is not None else load_profile("h100-sxm"))
     except KxformError as exc:
         return usage_exit(TOOL, f"{exc} (or pass --hw NAME)")
-    report: dict[str, Any] = {"tool": TOOL, "device": device_line(runtime), "hw": hw.name, "ncu": ncu,
-                              "metrics": list(METRICS), "dry_run": args.dry_run, "kernels": []}
+    report: dict[str, Any] = {
+        "tool": TOOL,
+        "device": device_line(runtime),
+        "hw": hw.name,
+        "ncu": ncu,
+        "metrics": list(METRICS),
+        "dry_run": args.dry_run,
+        "kernels": [],
+    }
     print(f"{TOOL}: device {report['device']}, profile {hw.name}, ncu {ncu or 'not found'}", flush=True)
     budget = Budget(args.budget_s)
     failures = 0
@@ -131,8 +144,16 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"\n== {kernel.name}: not run ({why})")
                 continue
             try:
-                result = run_kernel(kernel, hw, runtime, ncu, Path(scratch), args.timeout_s, args.dry_run,
-                                    logs=Path(args.raw) if args.raw else None)
+                result = run_kernel(
+                    kernel,
+                    hw,
+                    runtime,
+                    ncu,
+                    Path(scratch),
+                    args.timeout_s,
+                    args.dry_run,
+                    logs=Path(args.raw) if args.raw else None,
+                )
             except Exception as exc:  # noqa: BLE001 - one kernel's failure must not lose the others' figures
                 result = {"kernel": kernel.name, "status": f"failed: {type(exc).__name__}: {exc}", "orders": []}
             failures += result["status"] != "ok"
@@ -154,24 +175,41 @@ def main(argv: list[str] | None = None) -> int:
 # ----------------------------------------------------------------------- one kernel
 
 
-def run_kernel(kernel: CorpusKernel, hw: HwProfile, runtime: Runtime | None, ncu: str | None, scratch: Path,
-               timeout_s: float, dry_run: bool, size_name: str | None = None,
-               logs: Path | None = None) -> dict[str, Any]:
+def run_kernel(
+    kernel: CorpusKernel,
+    hw: HwProfile,
+    runtime: Runtime | None,
+    ncu: str | None,
+    scratch: Path,
+    timeout_s: float,
+    dry_run: bool,
+    size_name: str | None = None,
+    logs: Path | None = None,
+) -> dict[str, Any]:
     """Rank, rewrite, build and profile the distinct orders of one kernel (at the model's
     default size, or the spec's size `size_name`); ncu's output goes to `logs` (default:
     `scratch`)."""
     from kxform.locality.trace import ModelRefused, default_size
 
     size = kernel.spec.size(size_name) if size_name else default_size(kernel.spec)
-    out: dict[str, Any] = {"kernel": kernel.name, "function": kernel.function, "size": size.name, "status": "ok",
-                           "orders": []}
+    out: dict[str, Any] = {
+        "kernel": kernel.name,
+        "function": kernel.function,
+        "size": size.name,
+        "status": "ok",
+        "orders": [],
+    }
     try:
         ranking = rank_orders(kernel.source, kernel.spec, hw, size, candidate_configs(hw, 2))
     except ModelRefused as exc:
         out["status"] = f"not modelled: {exc.cause}"
         return out
-    out.update(grid=list(ranking.grid), occupancy=ranking.occupancy, chosen=ranking.chosen.label if ranking.chosen
-               else None, model_seconds=round(ranking.seconds["total"], 2))
+    out.update(
+        grid=list(ranking.grid),
+        occupancy=ranking.occupancy,
+        chosen=ranking.chosen.label if ranking.chosen else None,
+        model_seconds=round(ranking.seconds["total"], 2),
+    )
     distinct = [p for p in ranking.predictions if p.same_as is None]
     variants = []
     for prediction in distinct:
@@ -198,8 +236,9 @@ def run_kernel(kernel: CorpusKernel, hw: HwProfile, runtime: Runtime | None, ncu
         out["status"] = measured
         return out
     if len(measured.launches) != len(variants):
-        out["status"] = (f"ncu profiled {len(measured.launches)} launches for {len(variants)} orders"
-                         + (f": {measured.errors[0]}" if measured.errors else ""))
+        out["status"] = f"ncu profiled {len(measured.launches)} launches for {len(variants)} orders" + (
+            f": {measured.errors[0]}" if measured.errors else ""
+        )
         return out
     attach(out["orders"], [label for label, _ in variants], measured)
     return out
@@ -215,13 +254,16 @@ def attach(orders: list[dict[str, Any]], labels: list[str], measured: NcuOutput)
         metrics = by_label.get(order["same_as"] or order["order"])
         if metrics is not None:
             pct = metrics.get(METRICS[0])
-            order.update(measured_l2_hit_rate=None if pct is None else round(pct / 100, 4),
-                         measured_dram_read_bytes=metrics.get(METRICS[1]),
-                         measured_dram_write_bytes=metrics.get(METRICS[2]))
+            order.update(
+                measured_l2_hit_rate=None if pct is None else round(pct / 100, 4),
+                measured_dram_read_bytes=metrics.get(METRICS[1]),
+                measured_dram_write_bytes=metrics.get(METRICS[2]),
+            )
 
 
-def _entries(kernel: CorpusKernel, variants: list[tuple[str, Any]], runtime: Runtime | None,
-             hw: HwProfile) -> list[str]:
+def _entries(
+    kernel: CorpusKernel, variants: list[tuple[str, Any]], runtime: Runtime | None, hw: HwProfile
+) -> list[str]:
     """The cubin entry of every variant, built in parallel for the device (or for `hw`'s
     arch in a dry run): the names ncu filters on. The child's launches find the cubins in
     the build cache."""
@@ -232,8 +274,9 @@ def _entries(kernel: CorpusKernel, variants: list[tuple[str, Any]], runtime: Run
 
     resolved = kernel.spec.launch(kernel.spec.check_sizes[0])
     inputs = make_inputs(kernel.spec, resolved)
-    requests = [launch_request(extracted, resolved, inputs, f"{kernel.name} {label}", 60.0)
-                for label, extracted in variants]
+    requests = [
+        launch_request(extracted, resolved, inputs, f"{kernel.name} {label}", 60.0) for label, extracted in variants
+    ]
     builder = Builder() if runtime is None else None
 
     def build(request: Any) -> str:
@@ -251,16 +294,40 @@ def ncu_command(ncu: str, entries: list[str], launches: int, log: Path, job: Pat
     (no `entries`: no name filter)."""
     names = "|".join(entries)
     where = ["--kernel-name-base", "mangled", "--kernel-name", f"regex:^({names})$"] if entries else []
-    return [ncu, "--clock-control", "none", "--target-processes", "all", "--metrics", ",".join(METRICS), "--csv",
-            "--print-units", "base", *where, "--launch-count", str(launches), "--log-file", str(log),
-            sys.executable, str(Path(__file__).resolve()), "--child", str(job)]
+    return [
+        ncu,
+        "--clock-control",
+        "none",
+        "--target-processes",
+        "all",
+        "--metrics",
+        ",".join(METRICS),
+        "--csv",
+        "--print-units",
+        "base",
+        *where,
+        "--launch-count",
+        str(launches),
+        "--log-file",
+        str(log),
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        str(job),
+    ]
 
 
 def _predicted(p: OrderPrediction) -> dict[str, Any]:
     s = p.stats
-    return {"order": p.label, "rank": p.rank, "same_as": p.same_as, "predicted_l2_hit_rate": round(s.hit_rate.value, 4),
-            "predicted_dram_read_bytes": round(s.dram_read_bytes.value),
-            "predicted_dram_write_bytes": round(s.dram_write_bytes.value), "predicted_gain": round(p.gain, 4)}
+    return {
+        "order": p.label,
+        "rank": p.rank,
+        "same_as": p.same_as,
+        "predicted_l2_hit_rate": round(s.hit_rate.value, 4),
+        "predicted_dram_read_bytes": round(s.dram_read_bytes.value),
+        "predicted_dram_write_bytes": round(s.dram_write_bytes.value),
+        "predicted_gain": round(p.gain, 4),
+    }
 
 
 # ---------------------------------------------------------------------- the child

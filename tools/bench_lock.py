@@ -77,8 +77,13 @@ def main() -> int:
             tree = root / f"replay-{i}"
             copy_corpus(tree)
             (tree / "kxform.lock").write_bytes(lock)
-            replay.append(run([*common, "--proposer", "claude", "--lock", "."], tree,
-                              dict(env, ANTHROPIC_API_KEY="", KXFORM_LLM_REPLAY="")))
+            replay.append(
+                run(
+                    [*common, "--proposer", "claude", "--lock", "."],
+                    tree,
+                    dict(env, ANTHROPIC_API_KEY="", KXFORM_LLM_REPLAY=""),
+                )
+            )
         last = root / f"replay-{opts.repeat - 1}"
         log = [json.loads(line) for line in (last / "run.jsonl").read_text().splitlines()]
         kernels = [r for r in log if r["type"] == "kernel"]
@@ -86,16 +91,22 @@ def main() -> int:
         same = sources(last) == output
         lock_kept = (last / "kxform.lock").read_bytes() == lock
     entries = lock.count(b"\n[[decision]]\n")
-    print(f"corpus: {len(output)} files, pipeline {opts.passes}, --verify {opts.verify}, {entries} lock entries, "
-          f"{len(lock)} bytes")
+    print(
+        f"corpus: {len(output)} files, pipeline {opts.passes}, --verify {opts.verify}, {entries} lock entries, "
+        f"{len(lock)} bytes"
+    )
     print(f"{'run':<26}{'wall s':>9}")
     print(f"{'decide (cold cache)':<26}{cold:>9.2f}")
     print(f"{'decide (warm cache)':<26}{statistics.median(warm):>9.2f}")
     print(f"{'replay from kxform.lock':<26}{statistics.median(replay):>9.2f}")
-    print(f"replay vs cold decide: {cold / statistics.median(replay):.1f}x faster; vs warm: "
-          f"{statistics.median(warm) / statistics.median(replay):.1f}x")
-    print(f"replay reproduced the sources byte for byte: {same}; lock unchanged: {lock_kept}; "
-          f"proposers in the replay's log: {', '.join(proposers) or 'none'} (claude without a key: never asked)")
+    print(
+        f"replay vs cold decide: {cold / statistics.median(replay):.1f}x faster; vs warm: "
+        f"{statistics.median(warm) / statistics.median(replay):.1f}x"
+    )
+    print(
+        f"replay reproduced the sources byte for byte: {same}; lock unchanged: {lock_kept}; "
+        f"proposers in the replay's log: {', '.join(proposers) or 'none'} (claude without a key: never asked)"
+    )
     return 0 if same and lock_kept and proposers in (["lock"], []) else 1
 
 

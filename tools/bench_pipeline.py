@@ -44,10 +44,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gpubench_common import (EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, Budget, OneLineParser, device_line,  # noqa: E402
-                             gpu_runtime, hardware, split_names, write_json)
+from gpubench_common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    EXIT_USAGE,
+    Budget,
+    OneLineParser,
+    device_line,  # noqa: E402
+    gpu_runtime,
+    hardware,
+    split_names,
+    write_json,
+)
 from naive_pairs import Pair, Version, build, check, gemm_shape, least_bytes, load_pairs, spaces, verify  # noqa: E402
 from pipeline_table import print_table  # noqa: E402
 
@@ -66,9 +75,13 @@ def parse(argv: list[str] | None) -> Any:
     p.add_argument("--budget", type=int, default=40, help="kxform tune evaluations per kernel (default 40)")
     p.add_argument("--kernels", metavar="A,B", help="pairs to run (default: all, in the manifest's order)")
     p.add_argument("--out", metavar="PATH", help="write the results as JSON here")
-    p.add_argument("--passes", default="offered", metavar="offered|all|P,Q",
-                   help="kxform tune's --pass: the passes that offer a space (default), all (no --pass: "
-                   "tune picks the pipeline) or a list")
+    p.add_argument(
+        "--passes",
+        default="offered",
+        metavar="offered|all|P,Q",
+        help="kxform tune's --pass: the passes that offer a space (default), all (no --pass: "
+        "tune picks the pipeline) or a list",
+    )
     p.add_argument("--quick", action="store_true", help="shorter timing per version (0.25 s of launches)")
     p.add_argument("--launch-budget", type=float, help="seconds of timed launches per version (default 0.5)")
     p.add_argument("--budget-s", type=float, help="start no new kernel after this many seconds")
@@ -76,9 +89,13 @@ def parse(argv: list[str] | None) -> Any:
     p.add_argument("-j", "--jobs", type=int, default=min(8, os.cpu_count() or 1), help="kxform tune's build jobs")
     p.add_argument("--hw", help="hardware profile (default: from the device; dry run: h100)")
     p.add_argument("--no-baselines", action="store_true", help="skip the copy and cuBLAS yardsticks")
-    p.add_argument("--merge", nargs="+", metavar="JSON",
-                   help="no run: join the results of runs over parts of the corpus (one per GPU, say), print "
-                        "their table and write them to --out")
+    p.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="JSON",
+        help="no run: join the results of runs over parts of the corpus (one per GPU, say), print "
+        "their table and write them to --out",
+    )
     args = p.parse_args(argv)
     if args.budget < 1 or args.jobs < 1:
         p.error("--budget and -j must be at least 1")
@@ -102,8 +119,13 @@ def parse(argv: list[str] | None) -> Any:
 
 
 def run_pair(pair: Pair, runtime: Any, args: Any, hw: str, yardsticks: dict[str, Any] | None) -> dict[str, Any]:
-    row: dict[str, Any] = {"name": pair.name, "family": pair.family, "naive_kernel": pair.naive.kernel,
-                           "expert_kernel": pair.expert.kernel, "yardstick_kind": pair.yardstick}
+    row: dict[str, Any] = {
+        "name": pair.name,
+        "family": pair.family,
+        "naive_kernel": pair.naive.kernel,
+        "expert_kernel": pair.expert.kernel,
+        "yardstick_kind": pair.yardstick,
+    }
     started = time.perf_counter()
     row["verify"] = {"naive": verify(pair.naive, runtime), "expert": verify(pair.expert, runtime)}
     row["steps_s"] = {"verify": round(time.perf_counter() - started, 1)}
@@ -144,8 +166,12 @@ def measure(pair: Pair, runtime: Any, args: Any, hw: str, row: dict[str, Any]) -
         del inputs
     tuned = time.perf_counter()
     row["steps_s"]["time"] = round(tuned - started, 1)
-    print(f"{pair.name}: verified and timed; kxform tune ({args.budget} evaluations, passes "
-          f"{','.join(row['spaces']['offered']) or 'none'})", file=sys.stderr, flush=True)
+    print(
+        f"{pair.name}: verified and timed; kxform tune ({args.budget} evaluations, passes "
+        f"{','.join(row['spaces']['offered']) or 'none'})",
+        file=sys.stderr,
+        flush=True,
+    )
     row["kxform"] = tune_column(pair, args, hw, row["spaces"]["offered"])
     row["steps_s"]["tune"] = round(time.perf_counter() - tuned, 1)
     speeds(row)
@@ -159,8 +185,10 @@ def time_version(version: Version, runtime: Any, size: Any, inputs: dict[str, An
     from kxform.verify.measure import launches_to_fill, timed_and_checked
 
     resolved = version.spec.launch(size)
-    request = launch_request(extract_kernel(version.source, version.kernel), resolved, inputs,
-                             f"{version.kernel}[{size.name}]", 600.0)
+    request = launch_request(
+        extract_kernel(version.source, version.kernel), resolved, inputs, f"{version.kernel}[{size.name}]", 600.0
+    )
+
     def repeat(probe: float) -> int:
         return launches_to_fill(budget_s, probe, MIN_REPEAT, MAX_REPEAT)
 
@@ -179,10 +207,30 @@ def tune_passes(args: Any, offered: list[str]) -> list[str] | None:
 
 
 def tune_command(pair: Pair, args: Any, hw: str, passes: list[str] | None, scratch: Path) -> list[str]:
-    command = [sys.executable, "-m", "kxform.cli.main", "tune", pair.naive.source.path, "--kernel",
-               pair.naive.kernel, "--spec", str(pair.naive.spec_path), "--budget", str(args.budget), "--json",
-               "--db", str(scratch / "tune.sqlite"), "--log", str(scratch / f"{pair.name}.jsonl"), "--hw", hw,
-               "-j", str(args.jobs), "--launch-budget", str(args.launch_budget)]
+    command = [
+        sys.executable,
+        "-m",
+        "kxform.cli.main",
+        "tune",
+        pair.naive.source.path,
+        "--kernel",
+        pair.naive.kernel,
+        "--spec",
+        str(pair.naive.spec_path),
+        "--budget",
+        str(args.budget),
+        "--json",
+        "--db",
+        str(scratch / "tune.sqlite"),
+        "--log",
+        str(scratch / f"{pair.name}.jsonl"),
+        "--hw",
+        hw,
+        "-j",
+        str(args.jobs),
+        "--launch-budget",
+        str(args.launch_budget),
+    ]
     return command + (["--pass", ",".join(passes)] if passes is not None else [])
 
 
@@ -196,26 +244,44 @@ def tune_column(pair: Pair, args: Any, hw: str, offered: list[str]) -> dict[str,
         command = tune_command(pair, args, hw, passes, Path(scratch))
         code, stdout, stderr = run_limited(command, args.tune_timeout, scratch)
     if code is None:
-        return {"status": "timed out", "speedup": 1.0, "passes": passes,
-                "detail": f"kxform tune ran past {args.tune_timeout:g} s; the original is kept"}
+        return {
+            "status": "timed out",
+            "speedup": 1.0,
+            "passes": passes,
+            "detail": f"kxform tune ran past {args.tune_timeout:g} s; the original is kept",
+        }
     said = (stderr or stdout).strip().splitlines()
     if code != 0:
         return {"status": "failed", "speedup": 1.0, "passes": passes, "detail": said[-1] if said else f"exit {code}"}
     try:
         summary = json.loads(stdout)
     except json.JSONDecodeError:
-        return {"status": "failed", "speedup": 1.0, "passes": passes,
-                "detail": f"kxform tune --json printed no JSON: {stdout.strip()[:200]!r}"}
+        return {
+            "status": "failed",
+            "speedup": 1.0,
+            "passes": passes,
+            "detail": f"kxform tune --json printed no JSON: {stdout.strip()[:200]!r}",
+        }
     best, original = summary.get("best"), summary.get("original_ms")
     raw = original / best["time_ms"] if best and original and best.get("time_ms") else None
     evaluations = summary.get("evaluations") or []
     if best and evaluations and best["config"] == evaluations[0]["params"]:
         raw = 1.0  # the first evaluation is the code as it is: its time against the original is noise
-    return {"status": "tuned", "passes": passes, "evaluated": summary["evaluated"], "failed": summary["failed"],
-            "space_size": summary["space_size"], "best_config": best["config"] if best else None,
-            "best_ms": best["time_ms"] if best else None, "tune_original_ms": original, "raw_speedup": raw,
-            "speedup": max(raw or 1.0, 1.0), "kept": "tuned" if raw and raw > 1.0 else "original",
-            "phases_s": summary.get("phases_s"), "failures": _failure_counts(evaluations)}
+    return {
+        "status": "tuned",
+        "passes": passes,
+        "evaluated": summary["evaluated"],
+        "failed": summary["failed"],
+        "space_size": summary["space_size"],
+        "best_config": best["config"] if best else None,
+        "best_ms": best["time_ms"] if best else None,
+        "tune_original_ms": original,
+        "raw_speedup": raw,
+        "speedup": max(raw or 1.0, 1.0),
+        "kept": "tuned" if raw and raw > 1.0 else "original",
+        "phases_s": summary.get("phases_s"),
+        "failures": _failure_counts(evaluations),
+    }
 
 
 def _failure_counts(evaluations: list[dict[str, Any]]) -> dict[str, Any]:
@@ -231,8 +297,9 @@ def _failure_counts(evaluations: list[dict[str, Any]]) -> dict[str, Any]:
 def run_limited(command: list[str], timeout_s: float, cwd: str) -> tuple[int | None, str, str]:
     """Run `command` in a session of its own; past `timeout_s` the whole session (the tune
     and its GPU worker) is killed and the exit code is None."""
-    proc = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         stdout, stderr = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -267,8 +334,14 @@ def baselines(pairs: list[Pair]) -> dict[str, Any] | None:
     """Copy bandwidth and cuBLAS times for the GEMM-shaped pairs' bench shapes, from
     tools/gpu_baselines.py in its own process; None (said once) when it cannot run."""
     shapes = sorted({s for s in (gemm_shape(p, p.naive.spec.bench_sizes[0]) for p in pairs) if s})
-    command = [sys.executable, str(Path(__file__).resolve().parent / "gpu_baselines.py"), "--json",
-               "--copy-mib", str(COPY_MIB), *(f"--gemm={','.join(map(str, s))}" for s in shapes)]
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve().parent / "gpu_baselines.py"),
+        "--json",
+        "--copy-mib",
+        str(COPY_MIB),
+        *(f"--gemm={','.join(map(str, s))}" for s in shapes),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         said = (done.stderr or done.stdout).strip().splitlines()
@@ -289,13 +362,21 @@ def yardstick(pair: Pair, row: dict[str, Any], data: dict[str, Any] | None) -> d
         match = next((g for g in data.get("gemm", []) if g["shape"] == shape), None)
         if match is None:
             return None
-        return {"kind": "cublas", "shape": shape, "cublas_ms": match["ms"],
-                **{k: (match["ms"] / v if v else None) for k, v in times.items()}}
+        return {
+            "kind": "cublas",
+            "shape": shape,
+            "cublas_ms": match["ms"],
+            **{k: (match["ms"] / v if v else None) for k, v in times.items()},
+        }
     if not data.get("copy"):
         return None
     nbytes, gbps = least_bytes(pair.naive.spec, size), data["copy"]["gbps"]
-    return {"kind": "copy", "least_bytes": nbytes, "copy_gbps": gbps,
-            **{k: (nbytes / v / 1e6 / gbps if v else None) for k, v in times.items()}}
+    return {
+        "kind": "copy",
+        "least_bytes": nbytes,
+        "copy_gbps": gbps,
+        **{k: (nbytes / v / 1e6 / gbps if v else None) for k, v in times.items()},
+    }
 
 
 # ----------------------------------------------------------------------- summary
@@ -311,8 +392,13 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     measured = [r for r in rows if r.get("original_ms") and r.get("expert_ms") and "kxform" in r]
     kx = geomean([r["kxform"]["speedup"] for r in measured])
     ex = geomean([r["expert_speedup"] for r in measured])
-    return {"kernels": len(measured), "kxform_speedup": kx, "expert_speedup": ex, "fraction": log_fraction(kx, ex),
-            "slower_than_original": sum(1 for r in measured if r["kxform"]["speedup"] < 1.0)}
+    return {
+        "kernels": len(measured),
+        "kxform_speedup": kx,
+        "expert_speedup": ex,
+        "fraction": log_fraction(kx, ex),
+        "slower_than_original": sum(1 for r in measured if r["kxform"]["speedup"] < 1.0),
+    }
 
 
 def ok(row: dict[str, Any], dry_run: bool) -> bool:
@@ -322,8 +408,12 @@ def ok(row: dict[str, Any], dry_run: bool) -> bool:
     if dry_run:  # a configuration the passes refuse is its own fate; a checker that cannot run or refutes is not
         refuted = row.get("checker", {}).get("status") in ("error", "verification_failed")
         return verified and all(b["ok"] for b in row.get("builds", {}).values()) and not refuted
-    return verified and not row.get("failed") and row.get("expert_ms") is not None and \
-        row.get("kxform", {}).get("status") in ("tuned", "nothing offered")
+    return (
+        verified
+        and not row.get("failed")
+        and row.get("expert_ms") is not None
+        and row.get("kxform", {}).get("status") in ("tuned", "nothing offered")
+    )
 
 
 def merge(paths: list[str], out: str | None) -> int:
@@ -342,11 +432,19 @@ def merge(paths: list[str], out: str | None) -> int:
             return EXIT_USAGE
     order = {pair.name: i for i, pair in enumerate(load_pairs(()))}
     rows = sorted((r for d in docs for r in d["kernels"]), key=lambda r: order.get(r["name"], len(order)))
-    merged = {**docs[0], "kernels": rows, "geomean": summary(rows), "merged_from": [str(p) for p in paths],
-              "total_s": max(d.get("total_s") or 0.0 for d in docs),
-              "baselines": next((d["baselines"] for d in docs if d.get("baselines")), None)}
-    print(f"device: {merged['device']}; profile {merged['profile']}; budget {merged['budget']} evaluations; "
-          f"passes {merged['passes']}; {len(docs)} runs merged", flush=True)
+    merged = {
+        **docs[0],
+        "kernels": rows,
+        "geomean": summary(rows),
+        "merged_from": [str(p) for p in paths],
+        "total_s": max(d.get("total_s") or 0.0 for d in docs),
+        "baselines": next((d["baselines"] for d in docs if d.get("baselines")), None),
+    }
+    print(
+        f"device: {merged['device']}; profile {merged['profile']}; budget {merged['budget']} evaluations; "
+        f"passes {merged['passes']}; {len(docs)} runs merged",
+        flush=True,
+    )
     print_table(rows, merged["geomean"], bool(merged.get("dry_run")))
     write_json(out, merged)
     return EXIT_OK if all(ok(r, bool(merged.get("dry_run"))) for r in rows) else EXIT_FINDINGS
@@ -372,8 +470,11 @@ def main(argv: list[str] | None = None) -> int:
         yardsticks = None if args.no_baselines else baselines(pairs)
     budget = Budget(args.budget_s)
     device = device_line(runtime)
-    print(f"device: {device}; profile {hw}; budget {args.budget} evaluations; passes {args.passes}"
-          f"{'; dry run' if args.dry_run else ''}", flush=True)
+    print(
+        f"device: {device}; profile {hw}; budget {args.budget} evaluations; passes {args.passes}"
+        f"{'; dry run' if args.dry_run else ''}",
+        flush=True,
+    )
     rows: list[dict[str, Any]] = []
     for pair in pairs:
         if budget.exhausted():
@@ -382,8 +483,12 @@ def main(argv: list[str] | None = None) -> int:
         try:
             row = run_pair(pair, runtime, args, hw, yardsticks)
         except Exception as exc:  # noqa: BLE001 - one kernel's failure must not lose the others' figures
-            row = {"name": pair.name, "family": pair.family, "failed": f"{type(exc).__name__}: {exc}"[:400],
-                   "wall_s": None}
+            row = {
+                "name": pair.name,
+                "family": pair.family,
+                "failed": f"{type(exc).__name__}: {exc}"[:400],
+                "wall_s": None,
+            }
         rows.append(row)
         print(f"{pair.name}: done in {row['wall_s']} s", file=sys.stderr, flush=True)
         write_json(args.out, document(args, device, hw, yardsticks, rows, budget))
@@ -394,11 +499,22 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_OK if all(ok(r, args.dry_run) for r in rows) else EXIT_FINDINGS
 
 
-def document(args: Any, device: str, hw: str, yardsticks: dict[str, Any] | None, rows: list[dict[str, Any]],
-             budget: Budget) -> dict[str, Any]:
-    return {"tool": TOOL, "device": device, "profile": hw, "dry_run": args.dry_run, "budget": args.budget,
-            "passes": args.passes, "launch_budget_s": args.launch_budget, "total_s": round(budget.elapsed(), 1),
-            "baselines": yardsticks, "geomean": summary(rows), "kernels": rows}
+def document(
+    args: Any, device: str, hw: str, yardsticks: dict[str, Any] | None, rows: list[dict[str, Any]], budget: Budget
+) -> dict[str, Any]:
+    return {
+        "tool": TOOL,
+        "device": device,
+        "profile": hw,
+        "dry_run": args.dry_run,
+        "budget": args.budget,
+        "passes": args.passes,
+        "launch_budget_s": args.launch_budget,
+        "total_s": round(budget.elapsed(), 1),
+        "baselines": yardsticks,
+        "geomean": summary(rows),
+        "kernels": rows,
+    }
 
 
 if __name__ == "__main__":

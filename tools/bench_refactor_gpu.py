@@ -31,8 +31,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpubench_common import write_json  # noqa: E402
 
@@ -48,15 +46,22 @@ def recorded() -> dict[str, dict[str, Any]]:
     for family, entry in sessions.items():
         if family == "about":
             continue
-        out[family] = {"last_attempt": "first attempt", "expectation": "recorded template",
-                       "code": (FIXTURES / f"{family}.cu").read_text(), **entry}
+        out[family] = {
+            "last_attempt": "first attempt",
+            "expectation": "recorded template",
+            "code": (FIXTURES / f"{family}.cu").read_text(),
+            **entry,
+        }
     return out
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--families", default="layernorm,transpose", help="recorded templates to run (comma-separated; "
-                   "'all' for every one)")
+    p.add_argument(
+        "--families",
+        default="layernorm,transpose",
+        help="recorded templates to run (comma-separated; 'all' for every one)",
+    )
     p.add_argument("--out", metavar="PATH", help="write the results as JSON here")
     p.add_argument("--hw", help="hardware profile (default: the device's; h100 with --dry-run)")
     p.add_argument("--budget", type=int, default=24, help="tuning evaluations per template (default 24)")
@@ -73,8 +78,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def run_family(family: str, data: dict[str, Any], runtime: Any, hw: Any, budget: int, launch_budget: float,
-               timed: bool) -> dict[str, Any]:
+def run_family(
+    family: str, data: dict[str, Any], runtime: Any, hw: Any, budget: int, launch_budget: float, timed: bool
+) -> dict[str, Any]:
     from kxform.engine.proposal import Proposal
     from kxform.frontend.cuda import parse_model
     from kxform.frontend.source import read_source
@@ -89,8 +95,12 @@ def run_family(family: str, data: dict[str, Any], runtime: Any, hw: Any, budget:
     function = next(f for f in model.functions if f.name == kernel)
     template = read_template(data, kernel)
     timing = GpuTemplateTiming(model.source, function, spec, runtime, launch_budget_s=launch_budget) if timed else None
-    row: dict[str, Any] = {"family": family, "kernel": kernel, "runtime": runtime.name,
-                           "size": timing.size.name if timing else None}
+    row: dict[str, Any] = {
+        "family": family,
+        "kernel": kernel,
+        "runtime": runtime.name,
+        "size": timing.size.name if timing else None,
+    }
     if timing is not None:
         row["original_ms"] = round(timing.original_timing().median_ms, 4)
     evaluator = TemplateEvaluator(model, kernel, spec, runtime, hw, timing, budget=budget)
@@ -102,9 +112,14 @@ def run_family(family: str, data: dict[str, Any], runtime: Any, hw: Any, budget:
         row.update(status="rejected", stage=evaluation.rejection.stage, reason=evaluation.rejection.reason)
         return row
     _, config = evaluator.kept[proposal.label()]
-    row.update(status="verified", checks=[f"{c.name}: {c.detail}" for c in evaluation.checks],
-               kept=config_label(config), kept_ms=evaluation.time_ms, reproducing_ms=evaluation.baseline_ms,
-               failures=dict(timing.failures) if timing else {})
+    row.update(
+        status="verified",
+        checks=[f"{c.name}: {c.detail}" for c in evaluation.checks],
+        kept=config_label(config),
+        kept_ms=evaluation.time_ms,
+        reproducing_ms=evaluation.baseline_ms,
+        failures=dict(timing.failures) if timing else {},
+    )
     if timing is not None and evaluation.time_ms:
         row["speedup"] = round(row["original_ms"] / evaluation.time_ms, 3)
     return row
@@ -137,8 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for family in args.names:
         try:
-            row = run_family(family, templates[family], runtime, hw, args.budget, args.launch_budget,
-                             not args.dry_run)
+            row = run_family(family, templates[family], runtime, hw, args.budget, args.launch_budget, not args.dry_run)
         except Exception as exc:  # noqa: BLE001 - one family's failure must not lose the others' figures
             row = {"family": family, "status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
         rows.append(row)
@@ -146,8 +160,10 @@ def main(argv: list[str] | None = None) -> int:
         write_json(args.out, {"tool": TOOL, "device": device, "hw": hw.name, "budget": args.budget, "rows": rows})
     print(f"\n{'family':<12}{'status':<10}{'original ms':>12}{'kept ms':>10}{'speed-up':>10}  kept / reason")
     for r in rows:
-        print(f"{r['family']:<12}{r['status']:<10}{r.get('original_ms') or '-':>12}{r.get('kept_ms') or '-':>10}"
-              f"{r.get('speedup') or '-':>10}  {r.get('kept') or r.get('reason', '')[:100]}")
+        print(
+            f"{r['family']:<12}{r['status']:<10}{r.get('original_ms') or '-':>12}{r.get('kept_ms') or '-':>10}"
+            f"{r.get('speedup') or '-':>10}  {r.get('kept') or r.get('reason', '')[:100]}"
+        )
     getattr(runtime, "close", lambda: None)()
     return 0 if all(r["status"] == "verified" for r in rows) else 1
 

@@ -32,7 +32,6 @@ from typing import Any
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one BLAS thread per worker process
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
 
 import numpy as np  # noqa: E402
 
@@ -62,8 +61,9 @@ def default_spaces() -> list[Path]:
     folder = spaces_dir()
     if folder is None:
         raise SystemExit("bench_search: no ../shared/bench-spaces found above the repository; pass --space FILE")
-    return sorted(p for p in folder.iterdir() if p.name.endswith((".json.gz", ".json"))
-                  and not p.name.endswith(".space.json"))
+    return sorted(
+        p for p in folder.iterdir() if p.name.endswith((".json.gz", ".json")) and not p.name.endswith(".space.json")
+    )
 
 
 # ---------------------------------------------------------------------- kxform runs
@@ -80,8 +80,10 @@ def _recording(path: str) -> Recording:
 
 def _source(recording: Recording) -> PriorSource:
     search = recording.search
-    return PriorSource(Path(recording.path).name, [(search.config(r), recording.objective.records[search.key(r)].time_ms)
-                                                   for r in range(len(search))])
+    return PriorSource(
+        Path(recording.path).name,
+        [(search.config(r), recording.objective.records[search.key(r)].time_ms) for r in range(len(search))],
+    )
 
 
 def _prior(path: str, prior_paths: tuple[str, ...]) -> Prior | None:
@@ -98,8 +100,15 @@ def run_kxform(job: tuple[str, str, int, int, tuple[str, ...]]) -> dict[str, Any
     recording = _recording(path)
     optimum = min(recording.times().values())
     prior = _prior(path, prior_paths) if prior_paths else None
-    run = replay(recording.search, recording.objective, strategy, seed, budget, prior=prior,
-                 stop_below=optimum * (1 + min(THRESHOLDS)))
+    run = replay(
+        recording.search,
+        recording.objective,
+        strategy,
+        seed,
+        budget,
+        prior=prior,
+        stop_below=optimum * (1 + min(THRESHOLDS)),
+    )
     return {"times": list(run.times), "costs": list(run.costs_s), "strategy_s": run.strategy_s}
 
 
@@ -133,8 +142,13 @@ class Row:
 
     def to_json(self) -> dict[str, Any]:
         cut = len((self.truncated or {}).get(min(THRESHOLDS), ()))
-        out: dict[str, Any] = {"label": self.label, "runs": self.runs, "errors": self.errors[:3],
-                               "truncated_runs": cut, "mean_run_s": self.wall_s}
+        out: dict[str, Any] = {
+            "label": self.label,
+            "runs": self.runs,
+            "errors": self.errors[:3],
+            "truncated_runs": cut,
+            "mean_run_s": self.wall_s,
+        }
         for within in THRESHOLDS:
             tag = f"{round(within * 100)}pct"
             out[f"evals_{tag}"] = _quartiles(self.evals[within])
@@ -154,8 +168,9 @@ def _quartiles(values: list[float]) -> list[float | None]:
 def score(label: str, results: list[dict[str, Any]], optimum: float) -> Row:
     evals: dict[float, list[float]] = {w: [] for w in THRESHOLDS}
     gpu: dict[float, list[float]] = {w: [] for w in THRESHOLDS}
-    errors = sorted({r["error"] for r in results if "error" in r} | {r["error_note"] for r in results
-                                                                       if "error_note" in r})
+    errors = sorted(
+        {r["error"] for r in results if "error" in r} | {r["error_note"] for r in results if "error_note" in r}
+    )
     ok = [r for r in results if "error" not in r]
     truncated: dict[float, list[int]] = {w: [] for w in THRESHOLDS}
     for result in ok:
@@ -167,8 +182,15 @@ def score(label: str, results: list[dict[str, Any]], optimum: float) -> Row:
             if result.get("truncated") and reached is None:
                 truncated[within].append(len(result["times"]))
     walls = [r["wall_s"] for r in ok if "wall_s" in r]
-    return Row(label, len(ok), evals, gpu, errors, {w: tuple(v) for w, v in truncated.items()},
-               float(np.mean(walls)) if walls else None)
+    return Row(
+        label,
+        len(ok),
+        evals,
+        gpu,
+        errors,
+        {w: tuple(v) for w, v in truncated.items()},
+        float(np.mean(walls)) if walls else None,
+    )
 
 
 def _cell(values: list[float], budget_note: str, fmt: str) -> str:
@@ -183,19 +205,27 @@ def _cell(values: list[float], budget_note: str, fmt: str) -> str:
 
 def print_table(name: str, optimum: float, size: int, rows: list[Row], budget: int) -> None:
     print(f"\n## {name}: {size} valid configurations, optimum {optimum:.4g} ms, budget {budget}")
-    print(f"{'strategy':<48}{'runs':>5}  {'evals to 5%':>20}{'evals to 1%':>20}{'GPU s to 5%':>24}"
-          f"{'GPU s to 1%':>24}{'reach 1%':>9}")
+    print(
+        f"{'strategy':<48}{'runs':>5}  {'evals to 5%':>20}{'evals to 1%':>20}{'GPU s to 5%':>24}"
+        f"{'GPU s to 1%':>24}{'reach 1%':>9}"
+    )
     for row in rows:
         if not row.runs:
             print(f"{row.label:<48}{0:>5}  not run: {row.errors[0] if row.errors else 'no cached run'}")
             continue
         over = f">{budget}"
-        print(f"{row.label:<48}{row.runs:>5}  {_cell(row.evals[0.05], over, '.0f'):>20}"
-              f"{_cell(row.evals[0.01], over, '.0f'):>20}{_cell(row.gpu_s[0.05], 'never', '.0f'):>24}"
-              f"{_cell(row.gpu_s[0.01], 'never', '.0f'):>24}{row.reached(0.01):>9.2f}"
-              + (f"  ({len(row.truncated[0.01])} cut by the timeout"
-                 + ("" if row.median_exact(0.01) else ", median not exact") + ")"
-                 if row.truncated and row.truncated[0.01] else ""))
+        print(
+            f"{row.label:<48}{row.runs:>5}  {_cell(row.evals[0.05], over, '.0f'):>20}"
+            f"{_cell(row.evals[0.01], over, '.0f'):>20}{_cell(row.gpu_s[0.05], 'never', '.0f'):>24}"
+            f"{_cell(row.gpu_s[0.01], 'never', '.0f'):>24}{row.reached(0.01):>9.2f}"
+            + (
+                f"  ({len(row.truncated[0.01])} cut by the timeout"
+                + ("" if row.median_exact(0.01) else ", median not exact")
+                + ")"
+                if row.truncated and row.truncated[0.01]
+                else ""
+            )
+        )
 
 
 # ---------------------------------------------------------------------- driver
@@ -213,8 +243,9 @@ def _priors_for(path: Path, recording: Recording, spaces: list[Path], given: lis
     return tuple(out)
 
 
-def run_kernel_tuner(spaces: list[Path], recordings: dict[Path, Recording], args: argparse.Namespace,
-                     pool: Any) -> tuple[dict[Path, list[Row]], str]:
+def run_kernel_tuner(
+    spaces: list[Path], recordings: dict[Path, Recording], args: argparse.Namespace, pool: Any
+) -> tuple[dict[Path, list[Row]], str]:
     """Kernel Tuner's rows: every strategy (or `--kt-strategy`) for `--seeds` seeds on
     every space, each run stopped once within 1% of the optimum, from the on-disk
     cache where a run is there. Runs go seed by seed across spaces and strategies, so
@@ -232,27 +263,48 @@ def run_kernel_tuner(spaces: list[Path], recordings: dict[Path, Recording], args
     scratch = folder / "scratch"
     scratch.mkdir(parents=True, exist_ok=True)
     cache = kt_replay.RunCache(folder / "kt_runs.sqlite")
-    labels = [(label, options) for label, options in kt_replay.kt_strategies()
-              if not args.kt_strategy or label in args.kt_strategy or label.split(":")[0] in args.kt_strategy]
+    labels = [
+        (label, options)
+        for label, options in kt_replay.kt_strategies()
+        if not args.kt_strategy or label in args.kt_strategy or label.split(":")[0] in args.kt_strategy
+    ]
     planned: list[tuple[Path, str, dict[str, Any]]] = []
     for path in spaces:
         recording = recordings[path]
         restrictions = load_definition(Path(recording.definition))[1] if recording.definition else []
         target = min(recording.times().values()) * (1 + min(THRESHOLDS))
-        digest, jobs = kt_replay.make_jobs(path, restrictions, args.budget, args.seeds, scratch, labels, args.timeout,
-                                           target_ms=target, stall_s=args.stall)
+        digest, jobs = kt_replay.make_jobs(
+            path,
+            restrictions,
+            args.budget,
+            args.seeds,
+            scratch,
+            labels,
+            args.timeout,
+            target_ms=target,
+            stall_s=args.stall,
+        )
         planned.extend((path, digest, job) for job in jobs)
     planned.sort(key=lambda item: item[2]["seed"])  # seed by seed: balanced when interrupted
-    todo = [(path, digest, job) for path, digest, job in planned
-            if cache.lookup(digest, job["label"], job["seed"], args.budget, version, job["target_ms"]) is None]
-    print(f"# Kernel Tuner {version}: {len(planned) - len(todo)} runs cached, "
-          f"{0 if args.kernel_tuner_cached else len(todo)} to run", file=sys.stderr, flush=True)
+    todo = [
+        (path, digest, job)
+        for path, digest, job in planned
+        if cache.lookup(digest, job["label"], job["seed"], args.budget, version, job["target_ms"]) is None
+    ]
+    print(
+        f"# Kernel Tuner {version}: {len(planned) - len(todo)} runs cached, "
+        f"{0 if args.kernel_tuner_cached else len(todo)} to run",
+        file=sys.stderr,
+        flush=True,
+    )
     if not args.kernel_tuner_cached and todo:
         done = 0
         for index, result in pool.imap_unordered(_indexed_kt, list(enumerate(job for _, _, job in todo))):
             path, digest, job = todo[index]
-            cache.put(kt_replay.RunCache.key(digest, job["label"], job["seed"], args.budget, version,
-                                             job["target_ms"]), result)
+            cache.put(
+                kt_replay.RunCache.key(digest, job["label"], job["seed"], args.budget, version, job["target_ms"]),
+                result,
+            )
             done += 1
             if done % 50 == 0:
                 print(f"# Kernel Tuner: {done}/{len(todo)} runs", file=sys.stderr, flush=True)
@@ -282,21 +334,43 @@ def main() -> int:
     parser.add_argument("--space", nargs="+", type=Path, default=[], metavar="FILE", help="recordings to replay")
     parser.add_argument("--seeds", type=int, default=30, help="runs per strategy and space (default: 30)")
     parser.add_argument("--budget", type=int, default=1000, help="evaluations per run (default: 1000)")
-    parser.add_argument("--prior", nargs="+", type=Path, default=[], metavar="FILE",
-                        help="recordings to warm-start from (default: the other spaces of the same kernel)")
+    parser.add_argument(
+        "--prior",
+        nargs="+",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        help="recordings to warm-start from (default: the other spaces of the same kernel)",
+    )
     parser.add_argument("--json", type=Path, metavar="OUT", help="write every figure as JSON")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
     parser.add_argument("--timeout", type=int, default=900, help="seconds per Kernel Tuner run before it is dropped")
-    parser.add_argument("--stall", type=float, default=15.0,
-                        help="seconds without a new evaluation before a Kernel Tuner run is cut (default: 15)")
+    parser.add_argument(
+        "--stall",
+        type=float,
+        default=15.0,
+        help="seconds without a new evaluation before a Kernel Tuner run is cut (default: 15)",
+    )
     parser.add_argument("--no-kernel-tuner", action="store_true", help="replay kxform's strategies only")
-    parser.add_argument("--kernel-tuner-cached", action="store_true",
-                        help="use only the Kernel Tuner runs already cached (the runs column says how many)")
-    parser.add_argument("--kt-strategy", nargs="+", default=[], metavar="NAME",
-                        help="run only these Kernel Tuner strategies (default: all)")
+    parser.add_argument(
+        "--kernel-tuner-cached",
+        action="store_true",
+        help="use only the Kernel Tuner runs already cached (the runs column says how many)",
+    )
+    parser.add_argument(
+        "--kt-strategy",
+        nargs="+",
+        default=[],
+        metavar="NAME",
+        help="run only these Kernel Tuner strategies (default: all)",
+    )
     parser.add_argument("--kt-only", action="store_true", help="run (and cache) Kernel Tuner's runs only")
-    parser.add_argument("--min-runs", type=int, default=10,
-                        help="runs a Kernel Tuner strategy needs to count as its best on a space (default: 10)")
+    parser.add_argument(
+        "--min-runs",
+        type=int,
+        default=10,
+        help="runs a Kernel Tuner strategy needs to count as its best on a space (default: 10)",
+    )
     args = parser.parse_args()
     if args.seeds < 1 or args.budget < 1:
         parser.error("--seeds and --budget must be at least 1")
@@ -309,8 +383,11 @@ def main() -> int:
         return 2
     report: dict[str, Any] = {"budget": args.budget, "seeds": args.seeds, "spaces": {}}
     with mp.get_context("spawn").Pool(max(args.jobs, 1), maxtasksperchild=50) as pool:
-        kt_rows, kt_note = ({}, "Kernel Tuner skipped (--no-kernel-tuner)") if args.no_kernel_tuner else \
-            run_kernel_tuner(spaces, recordings, args, pool)
+        kt_rows, kt_note = (
+            ({}, "Kernel Tuner skipped (--no-kernel-tuner)")
+            if args.no_kernel_tuner
+            else run_kernel_tuner(spaces, recordings, args, pool)
+        )
         print(f"# {kt_note}")
         report["kernel_tuner"] = kt_note
         if args.kt_only:
@@ -328,16 +405,21 @@ def main() -> int:
             for name, prior_paths in variants:
                 jobs = [(str(path), name, seed, args.budget, prior_paths) for seed in range(args.seeds)]
                 results = pool.map(run_kxform, jobs)
-                label = f"kxform {name}" + (" + prior " + ",".join(Path(p).name.split(".")[0] for p in prior_paths)
-                                            if prior_paths else "")
+                label = f"kxform {name}" + (
+                    " + prior " + ",".join(Path(p).name.split(".")[0] for p in prior_paths) if prior_paths else ""
+                )
                 rows.append(score(label, results, optimum))
                 strategy_s = sum(r["strategy_s"] for r in results) / max(sum(len(r["times"]) for r in results), 1)
                 print(f"# {path.name}: {label}: {1000 * strategy_s:.2f} ms of search per proposal", file=sys.stderr)
             all_rows = rows + kt_rows.get(path, [])
             print_table(path.name, optimum, len(recording.search), all_rows, args.budget)
-            report["spaces"][path.name] = {"optimum_ms": optimum, "valid": len(recording.search),
-                                           "priors": list(priors[path]), "rows": [r.to_json() for r in all_rows],
-                                           **goal(rows, kt_rows.get(path, []), args.min_runs)}
+            report["spaces"][path.name] = {
+                "optimum_ms": optimum,
+                "valid": len(recording.search),
+                "priors": list(priors[path]),
+                "rows": [r.to_json() for r in all_rows],
+                **goal(rows, kt_rows.get(path, []), args.min_runs),
+            }
     print_goals(report)
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
@@ -355,12 +437,19 @@ def goal(rows: list[Row], kt: list[Row], min_runs: int) -> dict[str, Any]:
     best = min(ran, key=key)
     plain = next(r for r in rows if r.label == f"kxform {DEFAULT}")
     primed = next((r for r in rows if r.label.startswith(f"kxform {DEFAULT} + prior")), None)
-    out = {"kt_best": best.label, "kt_best_runs": best.runs, "kt_best_evals_1pct": best.median_evals(0.01),
-           "kt_best_median_exact": best.median_exact(0.01),
-           "kt_fewer_runs_lower": [f"{r.label} ({r.runs} runs, {r.median_evals(0.01):.0f})" for r in kt
-                                   if 0 < r.runs < min_runs and key(r) < key(best)],
-           "kxform_evals_1pct": plain.median_evals(0.01),
-           "ratio": plain.median_evals(0.01) / best.median_evals(0.01)}
+    out = {
+        "kt_best": best.label,
+        "kt_best_runs": best.runs,
+        "kt_best_evals_1pct": best.median_evals(0.01),
+        "kt_best_median_exact": best.median_exact(0.01),
+        "kt_fewer_runs_lower": [
+            f"{r.label} ({r.runs} runs, {r.median_evals(0.01):.0f})"
+            for r in kt
+            if 0 < r.runs < min_runs and key(r) < key(best)
+        ],
+        "kxform_evals_1pct": plain.median_evals(0.01),
+        "ratio": plain.median_evals(0.01) / best.median_evals(0.01),
+    }
     if primed is not None:
         out["kxform_prior_evals_1pct"] = primed.median_evals(0.01)
         out["ratio_prior"] = primed.median_evals(0.01) / best.median_evals(0.01)
@@ -373,11 +462,15 @@ def print_goals(report: dict[str, Any]) -> None:
         if "kt_best" not in data:
             print(f"{name}: no Kernel Tuner rows")
             continue
-        line = (f"{name}: {data['kt_best']} {data['kt_best_evals_1pct']:.0f}; kxform {data['kxform_evals_1pct']:.0f} "
-                f"(ratio {data['ratio']:.2f}: {'met' if data['ratio'] <= 1 / 3 else 'NOT met'})")
+        line = (
+            f"{name}: {data['kt_best']} {data['kt_best_evals_1pct']:.0f}; kxform {data['kxform_evals_1pct']:.0f} "
+            f"(ratio {data['ratio']:.2f}: {'met' if data['ratio'] <= 1 / 3 else 'NOT met'})"
+        )
         if "ratio_prior" in data:
-            line += (f"; with prior {data['kxform_prior_evals_1pct']:.0f} (ratio {data['ratio_prior']:.2f}: "
-                     f"{'met' if data['ratio_prior'] <= 0.1 else 'NOT met'})")
+            line += (
+                f"; with prior {data['kxform_prior_evals_1pct']:.0f} (ratio {data['ratio_prior']:.2f}: "
+                f"{'met' if data['ratio_prior'] <= 0.1 else 'NOT met'})"
+            )
         if data.get("kt_fewer_runs_lower"):
             line += f" [fewer than the minimum runs, lower: {', '.join(data['kt_fewer_runs_lower'])}]"
         print(line)

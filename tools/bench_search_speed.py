@@ -32,19 +32,29 @@ from kxform.search.strategy import STRATEGIES, History, load_strategy, make_stra
 
 def synthetic_space() -> ParamSpace:
     return ParamSpace(
-        (Param.ints("bx", [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], 32),
-         Param.ints("by", [1, 2, 4, 8, 16, 32, 64], 1),
-         Param.int_range("tx", 1, 24, 1), Param.int_range("ty", 1, 24, 1),
-         Param.ints("unroll", [0, 1, 2, 4, 8], 0), Param.ints("vec", [1, 2, 4], 1)),
-        (Constraint.parse("32 <= bx * by <= 1024"), Constraint.parse("tx * ty * vec <= 96")))
+        (
+            Param.ints("bx", [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], 32),
+            Param.ints("by", [1, 2, 4, 8, 16, 32, 64], 1),
+            Param.int_range("tx", 1, 24, 1),
+            Param.int_range("ty", 1, 24, 1),
+            Param.ints("unroll", [0, 1, 2, 4, 8], 0),
+            Param.ints("vec", [1, 2, 4], 1),
+        ),
+        (Constraint.parse("32 <= bx * by <= 1024"), Constraint.parse("tx * ty * vec <= 96")),
+    )
 
 
 def synthetic_time(config: dict[str, int]) -> float | None:
     if config["tx"] * config["ty"] > 48 and config["unroll"] == 8:
         return None  # a region that fails to compile
     threads = math.log2(config["bx"] * config["by"])
-    return math.exp(0.2 * (threads - 8) ** 2 + 0.05 * (config["tx"] - 4) ** 2 + 0.05 * (config["ty"] - 2) ** 2
-                    + 0.1 * abs(math.log2(config["vec"]) - 1) - 0.02 * config["unroll"] * (config["tx"] > 2))
+    return math.exp(
+        0.2 * (threads - 8) ** 2
+        + 0.05 * (config["tx"] - 4) ** 2
+        + 0.05 * (config["ty"] - 2) ** 2
+        + 0.1 * abs(math.log2(config["vec"]) - 1)
+        - 0.02 * config["unroll"] * (config["tx"] > 2)
+    )
 
 
 def main() -> int:
@@ -55,8 +65,10 @@ def main() -> int:
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     started = time.perf_counter()
     space = SearchSpace.build(synthetic_space())
-    print(f"space: {len(space)} valid of {space.params.cardinality()} configurations, "
-          f"enumerated in {time.perf_counter() - started:.2f} s")
+    print(
+        f"space: {len(space)} valid of {space.params.cardinality()} configurations, "
+        f"enumerated in {time.perf_counter() - started:.2f} s"
+    )
     for name in STRATEGIES:
         load_strategy(name)  # module imports (scipy) are not the strategy's work
         samples: list[float] = []
@@ -77,10 +89,12 @@ def main() -> int:
                 history.start(row)
                 history.add(row, synthetic_time(space.config(row)))
         ms, cpu_ms = 1000 * np.asarray(samples), 1000 * np.asarray(cpu)
-        print(f"{name:<12} per proposal, CPU: mean {cpu_ms.mean():.2f} ms, median {np.median(cpu_ms):.2f} ms, "
-              f"p95 {np.percentile(cpu_ms, 95):.2f} ms; wall: mean {ms.mean():.2f} ms, median {np.median(ms):.2f} ms, "
-              f"p95 {np.percentile(ms, 95):.2f} ms, max {ms.max():.1f} ms over {ms.size} proposals; "
-              f"set-up {1000 * np.mean(setup):.0f} ms")
+        print(
+            f"{name:<12} per proposal, CPU: mean {cpu_ms.mean():.2f} ms, median {np.median(cpu_ms):.2f} ms, "
+            f"p95 {np.percentile(cpu_ms, 95):.2f} ms; wall: mean {ms.mean():.2f} ms, median {np.median(ms):.2f} ms, "
+            f"p95 {np.percentile(ms, 95):.2f} ms, max {ms.max():.1f} ms over {ms.size} proposals; "
+            f"set-up {1000 * np.mean(setup):.0f} ms"
+        )
     return 0
 
 

@@ -16,19 +16,19 @@ import argparse
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 from kxform.api import rewrite
 from kxform.harness.spec import load_spec
 from kxform.passes.swizzle.patterns import PATTERNS
 from kxform.frontend.source import read_source, validate_bytes
 from kxform.verify.differential import pick_runtime, verify_pair
 from kxform.verify.measure import measure_pair
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
 
 DEFAULT_KERNELS = ("sgemm_tiled", "transpose", "stencil5")
 
@@ -60,8 +60,11 @@ def main() -> int:
             wins = after.median_ms + after.spread_ms < before.median_ms - before.spread_ms
             slower = after.median_ms - after.spread_ms > before.median_ms + before.spread_ms
             verdict = "faster" if wins else "slower" if slower else "no difference"
-            print(f"{name:<16}{pattern.name:<14}{before.median_ms:>14.4f}{after.median_ms:>14.4f}"
-                  f"{before.median_ms / after.median_ms:>9.3f}  {verdict}", flush=True)
+            print(
+                f"{name:<16}{pattern.name:<14}{before.median_ms:>14.4f}{after.median_ms:>14.4f}"
+                f"{before.median_ms / after.median_ms:>9.3f}  {verdict}",
+                flush=True,
+            )
     return 0
 
 

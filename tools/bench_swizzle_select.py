@@ -29,7 +29,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpubench_common import (  # noqa: E402
     OneLineParser,
@@ -67,10 +66,14 @@ QUICK_REPEAT = 10
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = OneLineParser(prog=TOOL, description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--out", metavar="FILE", help="write the results as JSON (atomically, after every kernel)")
-    parser.add_argument("--quick", action="store_true", help=f"{QUICK_REPEAT} timed launches per version "
-                        f"instead of {REPEAT}")
-    parser.add_argument("--dry-run", action="store_true", help="no GPU: verify on the CPU runtime and compute "
-                        "the default order; time nothing")
+    parser.add_argument(
+        "--quick", action="store_true", help=f"{QUICK_REPEAT} timed launches per version instead of {REPEAT}"
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="no GPU: verify on the CPU runtime and compute the default order; time nothing",
+    )
     parser.add_argument("--kernels", help="comma-separated manifest names (default: every 2-D corpus kernel)")
     parser.add_argument("--patterns", help="comma-separated library patterns (default: all)")
     parser.add_argument("--hw", help="hardware profile (default: the detected GPU's; h100-sxm with --dry-run)")
@@ -111,10 +114,21 @@ def main(argv: list[str] | None = None) -> int:
         except KxformError as exc:
             return usage_exit(TOOL, f"{exc} (or pass --hw NAME)")
     repeat = args.repeat or (QUICK_REPEAT if args.quick else REPEAT)
-    report: dict[str, Any] = {"tool": TOOL, "device": device_line(runtime), "hw": hw.name, "repeat": repeat,
-                              "quick": args.quick, "dry_run": args.dry_run, "tolerance": TOLERANCE, "kernels": []}
-    print(f"{TOOL}: device {report['device']}, profile {hw.name}, {repeat} timed launches per version"
-          f"{' (dry run: nothing is timed)' if args.dry_run else ''}", flush=True)
+    report: dict[str, Any] = {
+        "tool": TOOL,
+        "device": device_line(runtime),
+        "hw": hw.name,
+        "repeat": repeat,
+        "quick": args.quick,
+        "dry_run": args.dry_run,
+        "tolerance": TOLERANCE,
+        "kernels": [],
+    }
+    print(
+        f"{TOOL}: device {report['device']}, profile {hw.name}, {repeat} timed launches per version"
+        f"{' (dry run: nothing is timed)' if args.dry_run else ''}",
+        flush=True,
+    )
     budget = Budget(args.budget_s)
     failures = 0
     for kernel in kernels:
@@ -145,8 +159,16 @@ def main(argv: list[str] | None = None) -> int:
 # ----------------------------------------------------------------------- one kernel
 
 
-def run_kernel(kernel: CorpusKernel, hw: HwProfile, runtime: Runtime, patterns: tuple[str, ...], repeat: int,
-               timed: bool, jobs: int, size_name: str | None = None) -> dict[str, Any]:
+def run_kernel(
+    kernel: CorpusKernel,
+    hw: HwProfile,
+    runtime: Runtime,
+    patterns: tuple[str, ...],
+    repeat: int,
+    timed: bool,
+    jobs: int,
+    size_name: str | None = None,
+) -> dict[str, Any]:
     """Sweep, verify and time one kernel (at its first bench size, or the spec's size
     `size_name`); judge the default order. Never raises for a version that fails: its
     status says why."""
@@ -156,8 +178,9 @@ def run_kernel(kernel: CorpusKernel, hw: HwProfile, runtime: Runtime, patterns: 
     configs = _with_proposals(sweep_configs(hw, patterns), default.proposals + default.fallback, patterns)
     original = order_key(None, grid)
     keys = {c.label(): order_key(c, grid) for c in configs}
-    versions: dict[str, dict[str, Any]] = {original: {"order": "row (original)", "key": original, "status": "ok",
-                                                      "aliases": []}}
+    versions: dict[str, dict[str, Any]] = {
+        original: {"order": "row (original)", "key": original, "status": "ok", "aliases": []}
+    }
     sources: dict[str, SourceText] = {}
     for config in configs:
         key = keys[config.label()]
@@ -190,8 +213,9 @@ def run_kernel(kernel: CorpusKernel, hw: HwProfile, runtime: Runtime, patterns: 
     return result
 
 
-def _with_proposals(configs: list[RemapConfig], proposed: tuple[RemapConfig, ...],
-                    patterns: tuple[str, ...]) -> list[RemapConfig]:
+def _with_proposals(
+    configs: list[RemapConfig], proposed: tuple[RemapConfig, ...], patterns: tuple[str, ...]
+) -> list[RemapConfig]:
     """The sweep plus any configuration the proposer would try that it lacks."""
     labels = {c.label() for c in configs}
     extra = [c for c in proposed if c.label() not in labels and (not patterns or c.pattern.name in patterns)]
@@ -204,8 +228,10 @@ def _prebuild(runtime: Runtime, kernel: CorpusKernel, sources: list[SourceText],
     size = kernel.spec.check_sizes[0]
     resolved = kernel.spec.launch(size)
     inputs = make_inputs(kernel.spec, resolved)
-    requests = [launch_request(extract_kernel(s, kernel.spec.name), resolved, inputs, f"{kernel.name} build", 60.0)
-                for s in [kernel.source, *sources]]
+    requests = [
+        launch_request(extract_kernel(s, kernel.spec.name), resolved, inputs, f"{kernel.name} build", 60.0)
+        for s in [kernel.source, *sources]
+    ]
 
     def build(request: Any) -> None:
         try:
@@ -217,16 +243,23 @@ def _prebuild(runtime: Runtime, kernel: CorpusKernel, sources: list[SourceText],
         list(pool.map(build, requests))
 
 
-def _time_all(runtime: Runtime, kernel: CorpusKernel, size: str, sources: dict[str, SourceText],
-              versions: dict[str, dict[str, Any]], repeat: int) -> dict[str, Timing]:
+def _time_all(
+    runtime: Runtime,
+    kernel: CorpusKernel,
+    size: str,
+    sources: dict[str, SourceText],
+    versions: dict[str, dict[str, Any]],
+    repeat: int,
+) -> dict[str, Timing]:
     """The original, every verified variant, then the original again, on one set of inputs."""
     resolved = kernel.spec.launch(size)
     inputs = make_inputs(kernel.spec, resolved)
     dtypes = {arg.name: arg.dtype for arg in resolved.args}
 
     def one(source: SourceText, label: str) -> Timing:
-        request = launch_request(extract_kernel(source, kernel.spec.name), resolved, inputs,
-                                 f"{kernel.spec.name}[{size}] {label}", 600.0)
+        request = launch_request(
+            extract_kernel(source, kernel.spec.name), resolved, inputs, f"{kernel.spec.name}[{size}] {label}", 600.0
+        )
         mode = kernel.spec.compare if uses_float_atomics(source) else EXACT
         return timed_and_checked(runtime, request, dtypes, mode, repeat)
 
@@ -257,16 +290,29 @@ def _both(first: Timing, second: Timing) -> Timing:
     """The original timed before and after the variants: the mean of the two medians, with
     a spread that covers the drift between them."""
     drift = abs(first.median_ms - second.median_ms) / 2
-    return Timing(statistics.fmean((first.median_ms, second.median_ms)),
-                  max(first.spread_ms, second.spread_ms, drift), first.samples + second.samples, first.copies)
+    return Timing(
+        statistics.fmean((first.median_ms, second.median_ms)),
+        max(first.spread_ms, second.spread_ms, drift),
+        first.samples + second.samples,
+        first.copies,
+    )
 
 
 # -------------------------------------------------------------------------- reporting
 
 
-def _result(kernel: CorpusKernel, hw: HwProfile, size: str, grid: tuple[int, int, int], default: Any,
-            versions: dict[str, dict[str, Any]], timings: dict[str, Timing], order: list[str],
-            fallback: list[str], judgement: Judgement | None) -> dict[str, Any]:
+def _result(
+    kernel: CorpusKernel,
+    hw: HwProfile,
+    size: str,
+    grid: tuple[int, int, int],
+    default: Any,
+    versions: dict[str, dict[str, Any]],
+    timings: dict[str, Timing],
+    order: list[str],
+    fallback: list[str],
+    judgement: Judgement | None,
+) -> dict[str, Any]:
     original = next(iter(versions))
     base = timings.get(original)
     rows = []
@@ -274,8 +320,12 @@ def _result(kernel: CorpusKernel, hw: HwProfile, size: str, grid: tuple[int, int
         row = dict(entry)
         timing = timings.get(key)
         if timing is not None:
-            row.update(median_ms=round(timing.median_ms, 5), spread_ms=round(timing.spread_ms, 5),
-                       samples=timing.samples, copies=timing.copies)
+            row.update(
+                median_ms=round(timing.median_ms, 5),
+                spread_ms=round(timing.spread_ms, 5),
+                samples=timing.samples,
+                copies=timing.copies,
+            )
             if base is not None:
                 row["speedup"] = round(base.median_ms / timing.median_ms, 4)
         row["default_rank"] = order.index(key) + 1 if key in order else None
@@ -283,17 +333,28 @@ def _result(kernel: CorpusKernel, hw: HwProfile, size: str, grid: tuple[int, int
         rows.append(row)
     label = {k: v["order"] for k, v in versions.items()}
     out: dict[str, Any] = {
-        "kernel": kernel.name, "function": kernel.function, "size": size, "grid": list(grid), "hw": hw.name,
-        "status": "ok", "modelled": default.modelled,
+        "kernel": kernel.name,
+        "function": kernel.function,
+        "size": size,
+        "grid": list(grid),
+        "hw": hw.name,
+        "status": "ok",
+        "modelled": default.modelled,
         "default_order": [c.label() for c in default.proposals],
-        "default_rationale": default.first_rationale, "model_ranking": [c.label() for c in default.fallback],
+        "default_rationale": default.first_rationale,
+        "model_ranking": [c.label() for c in default.fallback],
         "versions": rows,
     }
     if judgement is not None:
-        out.update(best=label[judgement.best], best_is_original=judgement.best_is_original,
-                   first=label[judgement.first] if judgement.first else None, verdict=judgement.verdict,
-                   regression=judgement.regression, evaluations_to_best=judgement.evaluations_to_best,
-                   model_ranking_to_best=judgement.fallback_to_best)
+        out.update(
+            best=label[judgement.best],
+            best_is_original=judgement.best_is_original,
+            first=label[judgement.first] if judgement.first else None,
+            verdict=judgement.verdict,
+            regression=judgement.regression,
+            evaluations_to_best=judgement.evaluations_to_best,
+            model_ranking_to_best=judgement.fallback_to_best,
+        )
     else:
         out.update(verdict="not timed")
     return out
@@ -314,9 +375,11 @@ def _print_kernel(r: dict[str, Any]) -> None:
         print(f"  {v['order']:<40}{median:>12}{spread:>9}{speedup:>9}{ranks[0]:>9}{ranks[1]:>7}  {v['status']}{same}")
     if "evaluations_to_best" in r:
         evals = r["evaluations_to_best"]
-        print(f"  default: {r['first'] or 'leave alone'} -> {r['verdict']}; best: {r['best']}; evaluations to reach "
-              f"it: {'never' if evals is None else evals}; along the model's ranking: "
-              f"{r['model_ranking_to_best'] if r['model_ranking_to_best'] is not None else 'never'}")
+        print(
+            f"  default: {r['first'] or 'leave alone'} -> {r['verdict']}; best: {r['best']}; evaluations to reach "
+            f"it: {'never' if evals is None else evals}; along the model's ranking: "
+            f"{r['model_ranking_to_best'] if r['model_ranking_to_best'] is not None else 'never'}"
+        )
     else:
         print(f"  default: {first} ({r['verdict']})")
 
@@ -329,17 +392,26 @@ def summary(kernels: list[dict[str, Any]]) -> dict[str, Any]:
     alone_miss = [k["kernel"] for k in judged if k["verdict"] == "leave alone (misses a gain)"]
     evals = [k["evaluations_to_best"] for k in judged if k["evaluations_to_best"] is not None]
     never = [k["kernel"] for k in judged if k["evaluations_to_best"] is None]
-    line = (f"regressions of the default: {len(regressions)} / {len(judged)} kernels"
-            + (f" ({', '.join(regressions)})" if regressions else "")
-            + f"; correct leave-alone: {alone_ok}; leave-alone missing a gain: {len(alone_miss)}"
-            + (f" ({', '.join(alone_miss)})" if alone_miss else "")
-            + (f"; evaluations to the best: median {statistics.median(evals):g}, max {max(evals)}" if evals else "")
-            + (f"; never reached: {', '.join(never)}" if never else ""))
+    line = (
+        f"regressions of the default: {len(regressions)} / {len(judged)} kernels"
+        + (f" ({', '.join(regressions)})" if regressions else "")
+        + f"; correct leave-alone: {alone_ok}; leave-alone missing a gain: {len(alone_miss)}"
+        + (f" ({', '.join(alone_miss)})" if alone_miss else "")
+        + (f"; evaluations to the best: median {statistics.median(evals):g}, max {max(evals)}" if evals else "")
+        + (f"; never reached: {', '.join(never)}" if never else "")
+    )
     if not judged:
         line = f"nothing timed ({len(kernels)} kernels listed)"
-    return {"kernels": len(kernels), "judged": len(judged), "regressions": regressions,
-            "correct_leave_alone": alone_ok, "leave_alone_missing_gain": alone_miss,
-            "evaluations_to_best": evals, "never_reached": never, "line": line}
+    return {
+        "kernels": len(kernels),
+        "judged": len(judged),
+        "regressions": regressions,
+        "correct_leave_alone": alone_ok,
+        "leave_alone_missing_gain": alone_miss,
+        "evaluations_to_best": evals,
+        "never_reached": never,
+        "line": line,
+    }
 
 
 if __name__ == "__main__":

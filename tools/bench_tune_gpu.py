@@ -37,8 +37,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from tune_cases import CASES, Loaded, load, mean, pick, profile_for, require_gpu, write_json  # noqa: E402
 
@@ -53,9 +51,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="a short run (under about 3 minutes)")
     p.add_argument("--out", metavar="PATH", help="write the results as JSON here")
     p.add_argument("--budget", type=int, help="evaluations per strategy run (default 40; quick 12)")
-    p.add_argument("--case", action="append", dest="cases", metavar="NAME",
-                   help=f"a case to run, repeatable (default: all; quick: {', '.join(QUICK_CASES)}); "
-                   f"cases: {', '.join(c.name for c in CASES)}")
+    p.add_argument(
+        "--case",
+        action="append",
+        dest="cases",
+        metavar="NAME",
+        help=f"a case to run, repeatable (default: all; quick: {', '.join(QUICK_CASES)}); "
+        f"cases: {', '.join(c.name for c in CASES)}",
+    )
     p.add_argument("--strategy", default=None, help="kxform strategy (default: the default strategy)")
     p.add_argument("--exhaustive-limit", type=int, help="sweep spaces up to this size (default 100; quick 8)")
     p.add_argument("-j", "--jobs", type=int, default=min(8, os.cpu_count() or 1), help="candidates built in parallel")
@@ -79,8 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     hw = profile_for(runtime, args.hw)
     cases = pick(args.cases, QUICK_CASES if args.quick else tuple(c.name for c in CASES))
     device = runtime.device_info().name
-    print(f"device: {device}; profile {hw}; strategy {strategy}; budget {budget}; exhaustive up to {limit}; "
-          f"{args.jobs} build jobs{'; quick' if args.quick else ''}", flush=True)
+    print(
+        f"device: {device}; profile {hw}; strategy {strategy}; budget {budget}; exhaustive up to {limit}; "
+        f"{args.jobs} build jobs{'; quick' if args.quick else ''}",
+        flush=True,
+    )
     results = []
     started = time.perf_counter()
     loaded_cases = [load(case, args.quick, hw) for case in cases]
@@ -91,8 +97,13 @@ def main(argv: list[str] | None = None) -> int:
                 result = run_case(loaded, runtime, strategy, budget, limit, args, Path(scratch))
             except Exception as exc:  # noqa: BLE001 - one case's failure must not lose the others' figures
                 print(f"\n{loaded.case.name}: failed: {type(exc).__name__}: {str(exc)[:400]}", flush=True)
-                results.append({"case": loaded.case.name, "passes": list(loaded.case.passes),
-                                "failed": f"{type(exc).__name__}: {exc}"})
+                results.append(
+                    {
+                        "case": loaded.case.name,
+                        "passes": list(loaded.case.passes),
+                        "failed": f"{type(exc).__name__}: {exc}",
+                    }
+                )
                 continue
             result["yardstick"] = yardstick(loaded, result, yardsticks)
             results.append(result)
@@ -106,11 +117,30 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _document(device: str, hw: str, strategy: str, budget: int, limit: int, args: argparse.Namespace,
-              started: float, results: list[dict[str, Any]], yardsticks: dict[str, Any] | None) -> dict[str, Any]:
-    return {"tool": "bench_tune_gpu", "device": device, "profile": hw, "strategy": strategy, "budget": budget,
-            "exhaustive_limit": limit, "quick": args.quick, "total_s": time.perf_counter() - started,
-            "baselines": yardsticks, "geomean": geomean(results), "cases": results}
+def _document(
+    device: str,
+    hw: str,
+    strategy: str,
+    budget: int,
+    limit: int,
+    args: argparse.Namespace,
+    started: float,
+    results: list[dict[str, Any]],
+    yardsticks: dict[str, Any] | None,
+) -> dict[str, Any]:
+    return {
+        "tool": "bench_tune_gpu",
+        "device": device,
+        "profile": hw,
+        "strategy": strategy,
+        "budget": budget,
+        "exhaustive_limit": limit,
+        "quick": args.quick,
+        "total_s": time.perf_counter() - started,
+        "baselines": yardsticks,
+        "geomean": geomean(results),
+        "cases": results,
+    }
 
 
 def _gemm_shape(loaded: Loaded) -> tuple[int, int, int, int] | None:
@@ -131,8 +161,14 @@ def baselines(loaded_cases: list[Loaded]) -> dict[str, Any] | None:
     import subprocess
 
     shapes = sorted({shape for shape in map(_gemm_shape, loaded_cases) if shape})
-    command = [sys.executable, str(Path(__file__).resolve().parent / "gpu_baselines.py"), "--json",
-               "--copy-mib", str(COPY_MIB), *(f"--gemm={','.join(map(str, s))}" for s in shapes)]
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve().parent / "gpu_baselines.py"),
+        "--json",
+        "--copy-mib",
+        str(COPY_MIB),
+        *(f"--gemm={','.join(map(str, s))}" for s in shapes),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         said = (done.stderr or done.stdout).strip().splitlines()
@@ -140,9 +176,14 @@ def baselines(loaded_cases: list[Loaded]) -> dict[str, Any] | None:
         return None
     data = json.loads(done.stdout)
     copy = data["copy"]
-    print(f"yardsticks ({data['library']}): copy {copy['gbps']:.0f} GB/s; "
-          + "; ".join(f"cuBLAS {'x'.join(map(str, g['shape']))} {g['ms']:.4f} ms ({g['tflops']:.1f} TFLOP/s)"
-                      for g in data["gemm"]), flush=True)
+    print(
+        f"yardsticks ({data['library']}): copy {copy['gbps']:.0f} GB/s; "
+        + "; ".join(
+            f"cuBLAS {'x'.join(map(str, g['shape']))} {g['ms']:.4f} ms ({g['tflops']:.1f} TFLOP/s)"
+            for g in data["gemm"]
+        ),
+        flush=True,
+    )
     return data
 
 
@@ -165,13 +206,27 @@ def yardstick(loaded: Loaded, result: dict[str, Any], data: dict[str, Any] | Non
         match = next((g for g in data["gemm"] if g["shape"] == shape), None)
         if match is None:
             return None
-        return {"kind": "gemm", "note": ref.note, "cublas_ms": match["ms"], "shape": shape,
-                "original_fraction": _ratio(match["ms"], original), "tuned_fraction": _ratio(match["ms"], tuned)}
+        return {
+            "kind": "gemm",
+            "note": ref.note,
+            "cublas_ms": match["ms"],
+            "shape": shape,
+            "original_fraction": _ratio(match["ms"], original),
+            "tuned_fraction": _ratio(match["ms"], tuned),
+        }
     nbytes = least_bytes(loaded)
     gbps = data["copy"]["gbps"]
-    frac = (lambda ms: nbytes / ms / 1e6 / gbps if ms else None)
-    return {"kind": "copy", "least_bytes": nbytes, "copy_gbps": gbps,
-            "original_fraction": frac(original), "tuned_fraction": frac(tuned)}
+
+    def frac(ms: float | None) -> float | None:
+        return nbytes / ms / 1e6 / gbps if ms else None
+
+    return {
+        "kind": "copy",
+        "least_bytes": nbytes,
+        "copy_gbps": gbps,
+        "original_fraction": frac(original),
+        "tuned_fraction": frac(tuned),
+    }
 
 
 def geomean(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -187,7 +242,10 @@ def geomean(results: list[dict[str, Any]]) -> dict[str, Any]:
         speed = r["original_ms"] / best if best else 1.0
         raw.append(speed)
         kept.append(max(speed, 1.0))
-    mean_of = (lambda xs: math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None)
+
+    def mean_of(xs: list[float]) -> float | None:
+        return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
+
     return {"kernels": len(kept), "kept": mean_of(kept), "best_tuned": mean_of(raw)}
 
 
@@ -195,12 +253,15 @@ def geomean_line(results: list[dict[str, Any]]) -> str:
     g = geomean(results)
     if not g["kernels"]:
         return "-"
-    return (f"{g['kept']:.3f}x over {g['kernels']} kernels (the original kept where nothing faster verified; "
-            f"the tuned best alone: {g['best_tuned']:.3f}x)")
+    return (
+        f"{g['kept']:.3f}x over {g['kernels']} kernels (the original kept where nothing faster verified; "
+        f"the tuned best alone: {g['best_tuned']:.3f}x)"
+    )
 
 
-def run_case(loaded: Loaded, runtime: Any, strategy: str, budget: int, limit: int, args: argparse.Namespace,
-             scratch: Path) -> dict[str, Any]:
+def run_case(
+    loaded: Loaded, runtime: Any, strategy: str, budget: int, limit: int, args: argparse.Namespace, scratch: Path
+) -> dict[str, Any]:
     from kxform.search.db import TuneKey, TuningDB
     from kxform.search.kernel_objective import KernelObjective, MeasureOptions
     from kxform.search.pipeline import PipelineOptions
@@ -219,12 +280,22 @@ def run_case(loaded: Loaded, runtime: Any, strategy: str, budget: int, limit: in
     with TuningDB(scratch / f"{loaded.case.name.replace('/', '_')}.sqlite") as db:
         sweep = None
         if len(search) <= limit:
-            sweep = tune(search, objective, TuneOptions("exhaustive", budget=len(search), pipeline=parallel),
-                         db=db, key=key)
-        run = tune(search, objective, TuneOptions(strategy, budget=min(budget, len(search)), seed=args.seed,
-                                                  pipeline=PipelineOptions(jobs=args.jobs, ahead=2),
-                                                  start_at_defaults=True),
-                   db=db, key=key)
+            sweep = tune(
+                search, objective, TuneOptions("exhaustive", budget=len(search), pipeline=parallel), db=db, key=key
+            )
+        run = tune(
+            search,
+            objective,
+            TuneOptions(
+                strategy,
+                budget=min(budget, len(search)),
+                seed=args.seed,
+                pipeline=PipelineOptions(jobs=args.jobs, ahead=2),
+                start_at_defaults=True,
+            ),
+            db=db,
+            key=key,
+        )
     measured = [s for s in (sweep or run).steps if s.source == "measured"]
     if sweep is not None:
         measured += [s for s in run.steps if s.source == "measured"]
@@ -233,27 +304,49 @@ def run_case(loaded: Loaded, runtime: Any, strategy: str, budget: int, limit: in
     ok = [s for s in measured if s.evaluation.ok]
     best = run.best
     return {
-        "case": loaded.case.name, "kernel": loaded.case.kernel, "passes": list(loaded.space.passes),
-        "size": loaded.size.name, "space_size": len(search), "exhaustive": sweep is not None,
-        "evaluated": len(measured), "verified": len(ok),
+        "case": loaded.case.name,
+        "kernel": loaded.case.kernel,
+        "passes": list(loaded.space.passes),
+        "size": loaded.size.name,
+        "space_size": len(search),
+        "exhaustive": sweep is not None,
+        "evaluated": len(measured),
+        "verified": len(ok),
         "failures": dict(Counter(s.evaluation.failure.value for s in measured if s.evaluation.failure)),
         "failure_examples": _examples(measured),
-        "original_ms": original.median_ms, "default_config": default,
-        "default_ms": default_eval.time_ms, "default_failure": default_eval.detail if not default_eval.ok else None,
+        "original_ms": original.median_ms,
+        "default_config": default,
+        "default_ms": default_eval.time_ms,
+        "default_failure": default_eval.detail if not default_eval.ok else None,
         "best_known_ms": best_known,
         "best_known_config": _best_config(sweep or run),
-        "strategy": {"name": strategy, "evaluations": len(run.steps), "best_ms": best.evaluation.time_ms if best else None,
-                     "best_config": best.config if best else None, "evals_to_best": best.index + 1 if best else None,
-                     "evals_to_near_best": _evals_to(run, best_known, NEAR), "search_s_per_eval":
-                         run.strategy_s / max(len(run.steps), 1)},
+        "strategy": {
+            "name": strategy,
+            "evaluations": len(run.steps),
+            "best_ms": best.evaluation.time_ms if best else None,
+            "best_config": best.config if best else None,
+            "evals_to_best": best.index + 1 if best else None,
+            "evals_to_near_best": _evals_to(run, best_known, NEAR),
+            "search_s_per_eval": run.strategy_s / max(len(run.steps), 1),
+        },
         "speedup_vs_default": _ratio(default_eval.time_ms, best_known),
         "speedup_vs_original": _ratio(original.median_ms, best_known),
-        "seconds_per_eval": {"rewrite": mean([p.rewrite_s for p in phases]), "compile": mean([p.compile_s for p in phases]),
-                             "verify": mean([p.verify_s for p in phases]), "time": mean([p.time_s for p in phases]),
-                             "total": mean([p.total_s for p in phases])},
+        "seconds_per_eval": {
+            "rewrite": mean([p.rewrite_s for p in phases]),
+            "compile": mean([p.compile_s for p in phases]),
+            "verify": mean([p.verify_s for p in phases]),
+            "time": mean([p.time_s for p in phases]),
+            "total": mean([p.total_s for p in phases]),
+        },
         "wall_s": time.perf_counter() - started,
-        "measurements": [{"config": _label(s.config), "ms": s.evaluation.time_ms,
-                          "failure": s.evaluation.failure.value if s.evaluation.failure else None} for s in measured],
+        "measurements": [
+            {
+                "config": _label(s.config),
+                "ms": s.evaluation.time_ms,
+                "failure": s.evaluation.failure.value if s.evaluation.failure else None,
+            }
+            for s in measured
+        ],
     }
 
 
@@ -296,30 +389,40 @@ def _ms(value: float | None) -> str:
 def report(r: dict[str, Any]) -> None:
     s = r["strategy"]
     per = r["seconds_per_eval"]
-    print(f"\n{r['case']} (size {r['size']}): {r['space_size']} valid configurations"
-          f"{', swept exhaustively' if r['exhaustive'] else ''}; {r['evaluated']} evaluated, {r['verified']} verified"
-          f"{', failures ' + str(r['failures']) if r['failures'] else ''}")
+    print(
+        f"\n{r['case']} (size {r['size']}): {r['space_size']} valid configurations"
+        f"{', swept exhaustively' if r['exhaustive'] else ''}; {r['evaluated']} evaluated, {r['verified']} verified"
+        f"{', failures ' + str(r['failures']) if r['failures'] else ''}"
+    )
     for kind, example in r["failure_examples"].items():
         print(f"  e.g. {kind}: {example}")
-    print(f"  original {_ms(r['original_ms'])}; default {r['default_config']} {_ms(r['default_ms'])}; "
-          f"best known {r['best_known_config']} {_ms(r['best_known_ms'])}")
+    print(
+        f"  original {_ms(r['original_ms'])}; default {r['default_config']} {_ms(r['default_ms'])}; "
+        f"best known {r['best_known_config']} {_ms(r['best_known_ms'])}"
+    )
     vs_default = "-" if r["speedup_vs_default"] is None else f"{r['speedup_vs_default']:.3f}x"
     vs_original = "-" if r["speedup_vs_original"] is None else f"{r['speedup_vs_original']:.3f}x"
     print(f"  speedup of the best: {vs_default} over the default configuration, {vs_original} over the original")
     if r.get("yardstick"):
         print(f"  yardstick: {yardstick_text(r['yardstick'])}")
-    print(f"  {s['name']}: {s['evaluations']} evaluations, best {s['best_config']} {_ms(s['best_ms'])} at evaluation "
-          f"{s['evals_to_best']}; within {NEAR:.0%} of the best known at evaluation {s['evals_to_near_best'] or '-'}; "
-          f"search {1000 * s['search_s_per_eval']:.1f} ms per proposal")
+    print(
+        f"  {s['name']}: {s['evaluations']} evaluations, best {s['best_config']} {_ms(s['best_ms'])} at evaluation "
+        f"{s['evals_to_best']}; within {NEAR:.0%} of the best known at evaluation {s['evals_to_near_best'] or '-'}; "
+        f"search {1000 * s['search_s_per_eval']:.1f} ms per proposal"
+    )
     if per["total"] is not None:
-        print(f"  seconds per evaluation: rewrite+checks {per['rewrite']:.2f}, compile {per['compile']:.2f}, "
-              f"verify {per['verify']:.2f}, time {per['time']:.2f}, total {per['total']:.2f}; case wall {r['wall_s']:.0f} s",
-              flush=True)
+        print(
+            f"  seconds per evaluation: rewrite+checks {per['rewrite']:.2f}, compile {per['compile']:.2f}, "
+            f"verify {per['verify']:.2f}, time {per['time']:.2f}, total {per['total']:.2f}; case wall {r['wall_s']:.0f} s",
+            flush=True,
+        )
 
 
 def summary_table(results: list[dict[str, Any]]) -> None:
-    print("\n| case | space | verified/evaluated | evals to best | to 2% | original ms | tuned ms | speedup "
-          "| vs default | yardstick (original -> tuned) | s/eval |")
+    print(
+        "\n| case | space | verified/evaluated | evals to best | to 2% | original ms | tuned ms | speedup "
+        "| vs default | yardstick (original -> tuned) | s/eval |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         if r.get("failed"):
@@ -329,10 +432,12 @@ def summary_table(results: list[dict[str, Any]]) -> None:
         speed = "-" if r["speedup_vs_default"] is None else f"{r['speedup_vs_default']:.3f}x"
         tuned_speed = _ratio(r["original_ms"], s["best_ms"])
         per = r["seconds_per_eval"]["total"]
-        print(f"| {r['case']} ({r['size']}) | {r['space_size']} | {r['verified']}/{r['evaluated']} | "
-              f"{s['evals_to_best'] or '-'} | {s['evals_to_near_best'] or '-'} | {_num(r['original_ms'])} | "
-              f"{_num(s['best_ms'])} | {'-' if tuned_speed is None else f'{tuned_speed:.3f}x'} | {speed} | "
-              f"{yardstick_text(r.get('yardstick'))} | {'-' if per is None else f'{per:.2f}'} |")
+        print(
+            f"| {r['case']} ({r['size']}) | {r['space_size']} | {r['verified']}/{r['evaluated']} | "
+            f"{s['evals_to_best'] or '-'} | {s['evals_to_near_best'] or '-'} | {_num(r['original_ms'])} | "
+            f"{_num(s['best_ms'])} | {'-' if tuned_speed is None else f'{tuned_speed:.3f}x'} | {speed} | "
+            f"{yardstick_text(r.get('yardstick'))} | {'-' if per is None else f'{per:.2f}'} |"
+        )
 
 
 def _num(value: float | None) -> str:
@@ -342,7 +447,10 @@ def _num(value: float | None) -> str:
 def yardstick_text(y: dict[str, Any] | None) -> str:
     if not y:
         return "-"
-    pct = (lambda f: "-" if f is None else f"{100 * f:.1f}%")
+
+    def pct(f: float | None) -> str:
+        return "-" if f is None else f"{100 * f:.1f}%"
+
     what = "of cuBLAS" if y["kind"] == "gemm" else "of copy bandwidth"
     return f"{pct(y['original_fraction'])} -> {pct(y['tuned_fraction'])} {what}"
 

@@ -42,8 +42,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from tune_cases import Loaded, fail, load, pick, profile_for, require_gpu, write_json  # noqa: E402
 
@@ -60,11 +58,20 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="a short run (under about 3 minutes)")
     p.add_argument("--out", metavar="PATH", help="write the results as JSON here")
     p.add_argument("--budget", type=int, help="evaluations per tool and strategy (default 30; quick 10)")
-    p.add_argument("--case", action="append", dest="cases", metavar="NAME",
-                   help=f"a case, repeatable (default: {', '.join(FULL_CASES)}; quick: {', '.join(QUICK_CASES)})")
-    p.add_argument("--kt-strategy", action="append", dest="kt_strategies", metavar="NAME",
-                   help=f"Kernel Tuner strategies (default: {', '.join(KT_STRATEGIES)}; quick: "
-                   f"{', '.join(QUICK_KT_STRATEGIES)})")
+    p.add_argument(
+        "--case",
+        action="append",
+        dest="cases",
+        metavar="NAME",
+        help=f"a case, repeatable (default: {', '.join(FULL_CASES)}; quick: {', '.join(QUICK_CASES)})",
+    )
+    p.add_argument(
+        "--kt-strategy",
+        action="append",
+        dest="kt_strategies",
+        metavar="NAME",
+        help=f"Kernel Tuner strategies (default: {', '.join(KT_STRATEGIES)}; quick: {', '.join(QUICK_KT_STRATEGIES)})",
+    )
     p.add_argument("-j", "--jobs", type=int, default=min(8, os.cpu_count() or 1), help="kxform build jobs")
     p.add_argument("--hw", help="hardware profile for the constraints (default: from the device)")
     p.add_argument("--seed", type=int, default=0)
@@ -98,8 +105,11 @@ def main(argv: list[str] | None = None) -> int:
     cases = pick(args.cases, QUICK_CASES if args.quick else FULL_CASES, only_tile=True)
     strategies = args.kt_strategies or list(QUICK_KT_STRATEGIES if args.quick else KT_STRATEGIES)
     device = runtime.device_info().name
-    print(f"device: {device}; profile {hw}; Kernel Tuner {kt_version} ({', '.join(strategies)}); kxform {DEFAULT}; "
-          f"budget {budget}{'; quick' if args.quick else ''}", flush=True)
+    print(
+        f"device: {device}; profile {hw}; Kernel Tuner {kt_version} ({', '.join(strategies)}); kxform {DEFAULT}; "
+        f"budget {budget}{'; quick' if args.quick else ''}",
+        flush=True,
+    )
     results = []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kxform-bench-kt-") as scratch:
@@ -111,21 +121,37 @@ def main(argv: list[str] | None = None) -> int:
     runtime.close()
     total = time.perf_counter() - started
     print(f"total {total:.0f} s")
-    write_json(args.out, {"tool": "bench_tune_kt_live", "device": device, "profile": hw, "kernel_tuner": kt_version,
-                          "kxform_strategy": DEFAULT, "budget": budget, "quick": args.quick, "total_s": total,
-                          "cases": results})
+    write_json(
+        args.out,
+        {
+            "tool": "bench_tune_kt_live",
+            "device": device,
+            "profile": hw,
+            "kernel_tuner": kt_version,
+            "kxform_strategy": DEFAULT,
+            "budget": budget,
+            "quick": args.quick,
+            "total_s": total,
+            "cases": results,
+        },
+    )
     return 0
 
 
 # -- one case -----------------------------------------------------------------------------
 
 
-def compare_case(loaded: Loaded, runtime: Any, budget: int, strategies: list[str], args: argparse.Namespace,
-                 scratch: Path) -> dict[str, Any]:
+def compare_case(
+    loaded: Loaded, runtime: Any, budget: int, strategies: list[str], args: argparse.Namespace, scratch: Path
+) -> dict[str, Any]:
     from kxform.search.kernel_objective import KernelObjective, MeasureOptions
 
-    objective = KernelObjective(loaded.target, loaded.space, runtime,
-                                MeasureOptions(size=loaded.size, launch_budget_s=0.3 if args.quick else 0.5))
+    objective = KernelObjective(
+        loaded.target,
+        loaded.space,
+        runtime,
+        MeasureOptions(size=loaded.size, launch_budget_s=0.3 if args.quick else 0.5),
+    )
     runs = [run_kxform(loaded, objective, budget, args, scratch)]
     setup = kt_setup(loaded, objective)
     for strategy in strategies:
@@ -140,8 +166,13 @@ def compare_case(loaded: Loaded, runtime: Any, budget: int, strategies: list[str
     for run in runs:
         run["best_retimed_ms"] = retimed.get(_label(run["best_config"])) if run["best_config"] else None
         run["evals_to_near"], run["gpu_s_to_near"] = _to_near(run, retimed, best)
-    return {"case": loaded.case.name, "size": loaded.size.name, "space_size": len(loaded.search),
-            "best_either_ms": best, "runs": runs}
+    return {
+        "case": loaded.case.name,
+        "size": loaded.size.name,
+        "space_size": len(loaded.search),
+        "best_either_ms": best,
+        "runs": runs,
+    }
 
 
 def _retime(objective: Any, config: dict[str, Any]) -> float | None:
@@ -157,7 +188,9 @@ def _retime(objective: Any, config: dict[str, Any]) -> float | None:
     return evaluation.time_ms
 
 
-def _to_near(run: dict[str, Any], retimed: dict[str, float | None], best: float | None) -> tuple[int | None, float | None]:
+def _to_near(
+    run: dict[str, Any], retimed: dict[str, float | None], best: float | None
+) -> tuple[int | None, float | None]:
     """The first evaluation whose best-so-far configuration is within NEAR of `best` on kxform's timer."""
     if best is None:
         return None, None
@@ -178,10 +211,19 @@ def run_kxform(loaded: Loaded, objective: Any, budget: int, args: argparse.Names
     started = time.perf_counter()
     with TuningDB(scratch / f"kx-{loaded.case.name.replace('/', '_')}.sqlite") as db:
         key = TuneKey(loaded.case.name, loaded.case.kernel, objective.hardware, search.names)
-        result = tune(search, objective, TuneOptions(DEFAULT, budget=min(budget, len(search)), seed=args.seed,
-                                                     pipeline=PipelineOptions(jobs=args.jobs, ahead=2),
-                                                     start_at_defaults=True),  # as `kxform tune` on a kernel
-                      db=db, key=key)
+        result = tune(
+            search,
+            objective,
+            TuneOptions(
+                DEFAULT,
+                budget=min(budget, len(search)),
+                seed=args.seed,
+                pipeline=PipelineOptions(jobs=args.jobs, ahead=2),
+                start_at_defaults=True,
+            ),  # as `kxform tune` on a kernel
+            db=db,
+            key=key,
+        )
     wall = time.perf_counter() - started
     best_so_far, improvements, cumulative, spent = [], [], [], 0.0
     best_ms = None
@@ -195,11 +237,19 @@ def run_kxform(loaded: Loaded, objective: Any, budget: int, args: argparse.Names
         if current is not None:
             best_so_far.append((step.index + 1, current))
     best = result.best
-    return {"tool": "kxform", "strategy": DEFAULT, "evaluations": len(result.steps),
-            "valid": sum(1 for s in result.steps if s.evaluation.ok),
-            "best_config": best.config if best else None, "best_own_ms": best.evaluation.time_ms if best else None,
-            "evals_to_best": best.index + 1 if best else None, "wall_s": wall,
-            "best_so_far": best_so_far, "improvements": improvements, "gpu_s_cumulative": cumulative}
+    return {
+        "tool": "kxform",
+        "strategy": DEFAULT,
+        "evaluations": len(result.steps),
+        "valid": sum(1 for s in result.steps if s.evaluation.ok),
+        "best_config": best.config if best else None,
+        "best_own_ms": best.evaluation.time_ms if best else None,
+        "evals_to_best": best.index + 1 if best else None,
+        "wall_s": wall,
+        "best_so_far": best_so_far,
+        "improvements": improvements,
+        "gpu_s_cumulative": cumulative,
+    }
 
 
 # -- Kernel Tuner --------------------------------------------------------------------------
@@ -248,13 +298,17 @@ def kt_setup(loaded: Loaded, objective: Any) -> dict[str, Any]:
     original = objective.runtime.run(launch_request(unit, resolved, inputs, f"{target.kernel} original", 600.0))
     answer = [original.outputs.get(arg.name) if arg.role in ("out", "inout") else None for arg in resolved.args]
     env = scalars(resolved, params)
-    modes = [comparison(target.spec.compare_for(arg.name), policy.compare, env) if a is not None else None
-             for arg, a in zip(resolved.args, answer)]
+    modes = [
+        comparison(target.spec.compare_for(arg.name), policy.compare, env) if a is not None else None
+        for arg, a in zip(resolved.args, answer)
+    ]
     dtypes = [arg.dtype for arg in resolved.args]
 
     def verify(expected: list[Any], got: list[Any], atol: float | None = None) -> bool:
-        return all(e is None or compare(np.asarray(e), np.asarray(g).reshape(np.asarray(e).shape), m, dtype=d).ok
-                   for e, g, m, d in zip(expected, got, modes, dtypes))
+        return all(
+            e is None or compare(np.asarray(e), np.asarray(g).reshape(np.asarray(e).shape), m, dtype=d).ok
+            for e, g, m, d in zip(expected, got, modes, dtypes)
+        )
 
     hw = load_profile(target.hw)
 
@@ -267,10 +321,21 @@ def kt_setup(loaded: Loaded, objective: Any) -> dict[str, Any]:
         return tile.space.is_valid(config, hw)
 
     valid = [own.config(r) for r in range(len(own))]
-    tune_params = {name: [v for v in tile.space.param(name).values if any(c[name] == v for c in valid)]
-                   for name in tile.space.names}
-    return {"source": unit.source, "name": unit.entry, "grid": grid, "arguments": arguments, "answer": answer,
-            "verify": verify, "restriction": restriction, "tune_params": tune_params, "block_names": block_names}
+    tune_params = {
+        name: [v for v in tile.space.param(name).values if any(c[name] == v for c in valid)]
+        for name in tile.space.names
+    }
+    return {
+        "source": unit.source,
+        "name": unit.entry,
+        "grid": grid,
+        "arguments": arguments,
+        "answer": answer,
+        "verify": verify,
+        "restriction": restriction,
+        "tune_params": tune_params,
+        "block_names": block_names,
+    }
 
 
 def run_kernel_tuner(loaded: Loaded, setup: dict[str, Any], strategy: str, budget: int, seed: int) -> dict[str, Any]:
@@ -279,12 +344,24 @@ def run_kernel_tuner(loaded: Loaded, setup: dict[str, Any], strategy: str, budge
     started = time.perf_counter()
     try:
         results, _ = tune_kernel(
-            setup["name"], setup["source"], problem_size=setup["grid"], arguments=setup["arguments"],
-            tune_params=setup["tune_params"], grid_div_x=[1], grid_div_y=[1], grid_div_z=[1],
-            restrictions=setup["restriction"], answer=setup["answer"], verify=setup["verify"],
+            setup["name"],
+            setup["source"],
+            problem_size=setup["grid"],
+            arguments=setup["arguments"],
+            tune_params=setup["tune_params"],
+            grid_div_x=[1],
+            grid_div_y=[1],
+            grid_div_z=[1],
+            restrictions=setup["restriction"],
+            answer=setup["answer"],
+            verify=setup["verify"],
             lang="pycuda",  # nvcc, as kxform compiles; "CUDA" may pick NVRTC, which lacks the host headers
-            block_size_names=setup["block_names"], strategy=strategy,
-            strategy_options={"max_fevals": budget}, quiet=True, seed=seed)
+            block_size_names=setup["block_names"],
+            strategy=strategy,
+            strategy_options={"max_fevals": budget},
+            quiet=True,
+            seed=seed,
+        )
         error = None
     except Exception as exc:  # a strategy that cannot run is reported, the others go on
         results, error = [], f"{type(exc).__name__}: {exc}"
@@ -293,8 +370,14 @@ def run_kernel_tuner(loaded: Loaded, setup: dict[str, Any], strategy: str, budge
     best_so_far, improvements, cumulative, spent = [], [], [], 0.0
     best_ms, current, best_index = None, None, None
     for index, row in enumerate(results, start=1):
-        spent += sum(float(row.get(k) or 0.0) for k in ("compile_time", "verification_time", "benchmark_time")
-                     if isinstance(row.get(k), (int, float))) / 1000.0
+        spent += (
+            sum(
+                float(row.get(k) or 0.0)
+                for k in ("compile_time", "verification_time", "benchmark_time")
+                if isinstance(row.get(k), (int, float))
+            )
+            / 1000.0
+        )
         cumulative.append(spent)
         t = row.get("time")
         config = {n: row[n] for n in names if n in row}
@@ -303,11 +386,20 @@ def run_kernel_tuner(loaded: Loaded, setup: dict[str, Any], strategy: str, budge
             improvements.append(config)
         if current is not None:
             best_so_far.append((index, current))
-    return {"tool": "kernel_tuner", "strategy": strategy, "evaluations": len(results),
-            "valid": sum(1 for r in results if isinstance(r.get("time"), (int, float))),
-            "best_config": current if best_index else None, "best_own_ms": best_ms, "evals_to_best": best_index,
-            "wall_s": wall, "error": error, "best_so_far": best_so_far, "improvements": improvements,
-            "gpu_s_cumulative": cumulative}
+    return {
+        "tool": "kernel_tuner",
+        "strategy": strategy,
+        "evaluations": len(results),
+        "valid": sum(1 for r in results if isinstance(r.get("time"), (int, float))),
+        "best_config": current if best_index else None,
+        "best_own_ms": best_ms,
+        "evals_to_best": best_index,
+        "wall_s": wall,
+        "error": error,
+        "best_so_far": best_so_far,
+        "improvements": improvements,
+        "gpu_s_cumulative": cumulative,
+    }
 
 
 def _label(config: dict[str, Any]) -> str:
@@ -318,17 +410,23 @@ def _label(config: dict[str, Any]) -> str:
 
 def report(r: dict[str, Any]) -> None:
     best = r["best_either_ms"]
-    print(f"\n{r['case']} (size {r['size']}, {r['space_size']} valid configurations); best either found "
-          f"{'-' if best is None else f'{best:.4f} ms'} (kxform timer)")
-    print("| tool | strategy | evaluations | valid | best (own timer) | best (kxform timer) | at eval | "
-          f"evals to {NEAR:.0%} | GPU s to {NEAR:.0%} | wall s |")
+    print(
+        f"\n{r['case']} (size {r['size']}, {r['space_size']} valid configurations); best either found "
+        f"{'-' if best is None else f'{best:.4f} ms'} (kxform timer)"
+    )
+    print(
+        "| tool | strategy | evaluations | valid | best (own timer) | best (kxform timer) | at eval | "
+        f"evals to {NEAR:.0%} | GPU s to {NEAR:.0%} | wall s |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for run in r["runs"]:
         own = "-" if run["best_own_ms"] is None else f"{run['best_own_ms']:.4f}"
         kx = "-" if run["best_retimed_ms"] is None else f"{run['best_retimed_ms']:.4f}"
         near_s = "-" if run["gpu_s_to_near"] is None else f"{run['gpu_s_to_near']:.1f}"
-        print(f"| {run['tool']} | {run['strategy']} | {run['evaluations']} | {run['valid']} | {own} {run['best_config']} | "
-              f"{kx} | {run['evals_to_best'] or '-'} | {run['evals_to_near'] or '-'} | {near_s} | {run['wall_s']:.0f} |")
+        print(
+            f"| {run['tool']} | {run['strategy']} | {run['evaluations']} | {run['valid']} | {own} {run['best_config']} | "
+            f"{kx} | {run['evals_to_best'] or '-'} | {run['evals_to_near'] or '-'} | {near_s} | {run['wall_s']:.0f} |"
+        )
         if run.get("error"):
             print(f"  {run['strategy']} failed: {run['error'][:300]}")
     sys.stdout.flush()

@@ -27,8 +27,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from tune_cases import CASES, Loaded, load, pick, profile_for, require_gpu, write_json  # noqa: E402
 
@@ -87,11 +85,20 @@ def one_run(loaded: Loaded, gpus: int, args: argparse.Namespace, strategy: str) 
     for step in result.steps:
         if step.evaluation.failure is not None:
             failures[step.evaluation.failure.value] = failures.get(step.evaluation.failure.value, 0) + 1
-    return {"gpus": gpus, "device": identity.hardware, "start_s": round(ready, 2), "wall_s": round(report.wall_s, 2),
-            "evaluations": len(result.steps), "evals_per_min": round(len(result.steps) / report.wall_s * 60, 2),
-            "best_ms": best.evaluation.time_ms if best else None, "best_config": best.config if best else None,
-            "found_at": best.index + 1 if best else None, "failures": failures,
-            "strategy_s": round(result.strategy_s, 2), **report.to_json()}
+    return {
+        "gpus": gpus,
+        "device": identity.hardware,
+        "start_s": round(ready, 2),
+        "wall_s": round(report.wall_s, 2),
+        "evaluations": len(result.steps),
+        "evals_per_min": round(len(result.steps) / report.wall_s * 60, 2),
+        "best_ms": best.evaluation.time_ms if best else None,
+        "best_config": best.config if best else None,
+        "found_at": best.index + 1 if best else None,
+        "failures": failures,
+        "strategy_s": round(result.strategy_s, 2),
+        **report.to_json(),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,8 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     strategy = args.strategy or DEFAULT
     [case] = pick([args.case], ())
     loaded = load(case, args.quick, hw)
-    print(f"{case.name} at {loaded.size.name}: {len(loaded.search)} configurations; {available} GPUs here; "
-          f"strategy {strategy}; budget {args.budget}; {args.jobs} in flight per GPU", flush=True)
+    print(
+        f"{case.name} at {loaded.size.name}: {len(loaded.search)} configurations; {available} GPUs here; "
+        f"strategy {strategy}; budget {args.budget}; {args.jobs} in flight per GPU",
+        flush=True,
+    )
     runs: list[dict[str, Any]] = []
     skipped = [n for n in args.counts if n > available]
     for gpus in (n for n in args.counts if n <= available):
@@ -121,23 +131,37 @@ def main(argv: list[str] | None = None) -> int:
         write_json(args.out, _document(case.name, loaded, strategy, args, runs, skipped))
     if skipped:
         print(f"skipped (more than the {available} GPUs here): {', '.join(map(str, skipped))}")
-    print(f"\n{'gpus':>4} {'wall s':>8} {'evals/min':>10} {'speed-up':>8} {'best ms':>10} {'at':>4} "
-          f"{'failed':>6} {'per GPU':>16} {'factors':>22}")
+    print(
+        f"\n{'gpus':>4} {'wall s':>8} {'evals/min':>10} {'speed-up':>8} {'best ms':>10} {'at':>4} "
+        f"{'failed':>6} {'per GPU':>16} {'factors':>22}"
+    )
     for run in runs:
         print(_line(run, runs[0]))
     bests = [r["best_ms"] for r in runs if r["best_ms"]]
     if bests:
-        print(f"bests within {NEAR:.0%} of each other: {max(bests) <= min(bests) * (1 + NEAR)} "
-              f"({min(bests):.4g} to {max(bests):.4g} ms)")
+        print(
+            f"bests within {NEAR:.0%} of each other: {max(bests) <= min(bests) * (1 + NEAR)} "
+            f"({min(bests):.4g} to {max(bests):.4g} ms)"
+        )
     write_json(args.out, _document(case.name, loaded, strategy, args, runs, skipped))
     return 0
 
 
-def _document(case: str, loaded: Loaded, strategy: str, args: argparse.Namespace, runs: list[dict[str, Any]],
-              skipped: list[int]) -> dict[str, Any]:
-    return {"tool": "bench_tune_multigpu", "case": case, "size": loaded.size.name, "space": len(loaded.search),
-            "strategy": strategy, "budget": args.budget, "jobs": args.jobs, "seed": args.seed, "runs": runs,
-            "skipped_counts": skipped}
+def _document(
+    case: str, loaded: Loaded, strategy: str, args: argparse.Namespace, runs: list[dict[str, Any]], skipped: list[int]
+) -> dict[str, Any]:
+    return {
+        "tool": "bench_tune_multigpu",
+        "case": case,
+        "size": loaded.size.name,
+        "space": len(loaded.search),
+        "strategy": strategy,
+        "budget": args.budget,
+        "jobs": args.jobs,
+        "seed": args.seed,
+        "runs": runs,
+        "skipped_counts": skipped,
+    }
 
 
 def _line(run: dict[str, Any], first: dict[str, Any]) -> str:
@@ -145,8 +169,10 @@ def _line(run: dict[str, Any], first: dict[str, Any]) -> str:
     best = f"{run['best_ms']:.4g}" if run["best_ms"] else "-"
     per = ",".join(str(w["evaluations"]) for w in run["workers"])
     factors = ",".join(f"{w['factor']:.3f}" for w in run["workers"])
-    return (f"{run['gpus']:>4} {run['wall_s']:>8.1f} {run['evals_per_min']:>10.1f} {speedup:>7.2f}x {best:>10} "
-            f"{run['found_at'] or '-':>4} {sum(run['failures'].values()):>6} {per:>16} {factors:>22}")
+    return (
+        f"{run['gpus']:>4} {run['wall_s']:>8.1f} {run['evals_per_min']:>10.1f} {speedup:>7.2f}x {best:>10} "
+        f"{run['found_at'] or '-':>4} {sum(run['failures'].values()):>6} {per:>16} {factors:>22}"
+    )
 
 
 if __name__ == "__main__":

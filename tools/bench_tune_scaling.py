@@ -25,8 +25,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_search import spaces_dir  # noqa: E402
 from tune_cases import write_json  # noqa: E402
@@ -88,21 +86,37 @@ def one_run(kind: str, space_path: Path, workers: int, args: argparse.Namespace,
             ready = time.perf_counter() - started
             key = TuneKey("bench", recording.kernel, identity.hardware, recording.search.names)
             with TuningDB(Path(folder) / "t.sqlite") as db:
-                result = tune(recording.search, None, TuneOptions(strategy=args.strategy, budget=args.budget,
-                                                                  seed=args.seed), db=db, key=key, runner=pool.run)
+                result = tune(
+                    recording.search,
+                    None,
+                    TuneOptions(strategy=args.strategy, budget=args.budget, seed=args.seed),
+                    db=db,
+                    key=key,
+                    runner=pool.run,
+                )
                 stored = len(db.all(key))
         finally:
             pool.close()
     report = pool.report()
     configs = {tuple(sorted(s.config.items())) for s in result.steps}
     best = result.best
-    return {"backend": kind, "workers": workers, "fault_drill": bool(crash), "start_s": round(ready, 2),
-            "wall_s": round(report.wall_s, 3), "evaluations": len(result.steps), "distinct": len(configs),
-            "stored": stored, "evals_per_min": round(len(result.steps) / report.wall_s * 60, 1),
-            "best_ms": best.evaluation.time_ms if best else None, "found_at": best.index + 1 if best else None,
-            "strategy_s": round(result.strategy_s, 2), "resubmitted": report.resubmitted,
-            "per_worker": [w.evaluations for w in report.workers],
-            "crashed": bool(crash) and Path(crash).exists()}
+    return {
+        "backend": kind,
+        "workers": workers,
+        "fault_drill": bool(crash),
+        "start_s": round(ready, 2),
+        "wall_s": round(report.wall_s, 3),
+        "evaluations": len(result.steps),
+        "distinct": len(configs),
+        "stored": stored,
+        "evals_per_min": round(len(result.steps) / report.wall_s * 60, 1),
+        "best_ms": best.evaluation.time_ms if best else None,
+        "found_at": best.index + 1 if best else None,
+        "strategy_s": round(result.strategy_s, 2),
+        "resubmitted": report.resubmitted,
+        "per_worker": [w.evaluations for w in report.workers],
+        "crashed": bool(crash) and Path(crash).exists(),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,23 +143,30 @@ def main(argv: list[str] | None = None) -> int:
         if kind == "ray":
             ray.shutdown()
     print(f"\n{space.name}: budget {args.budget}, strategy {args.strategy}, pace {args.pace} x recorded cost")
-    print(f"{'backend':8} {'workers':>7} {'drill':>5} {'wall s':>8} {'evals/min':>10} {'speed-up':>8} "
-          f"{'best ms':>10} {'at':>4} {'strategy s':>10} {'distinct':>8} {'stored':>6} {'resub':>5}")
+    print(
+        f"{'backend':8} {'workers':>7} {'drill':>5} {'wall s':>8} {'evals/min':>10} {'speed-up':>8} "
+        f"{'best ms':>10} {'at':>4} {'strategy s':>10} {'distinct':>8} {'stored':>6} {'resub':>5}"
+    )
     for row in rows:
         print(_line(row, rows))
-    write_json(args.out, {"space": str(space), "budget": args.budget, "pace": args.pace, "strategy": args.strategy,
-                          "runs": rows})
+    write_json(
+        args.out,
+        {"space": str(space), "budget": args.budget, "pace": args.pace, "strategy": args.strategy, "runs": rows},
+    )
     return 0
 
 
 def _line(row: dict[str, Any], rows: list[dict[str, Any]]) -> str:
-    base = next((r for r in rows if r["backend"] == row["backend"] and r["workers"] == 1
-                 and not r["fault_drill"]), None)
+    base = next(
+        (r for r in rows if r["backend"] == row["backend"] and r["workers"] == 1 and not r["fault_drill"]), None
+    )
     speedup = f"{base['wall_s'] / row['wall_s']:.2f}x" if base else "-"
     best = f"{row['best_ms']:.4g}" if row["best_ms"] is not None else "-"
-    return (f"{row['backend']:8} {row['workers']:>7} {'kill' if row['fault_drill'] else '':>5} {row['wall_s']:>8.2f} "
-            f"{row['evals_per_min']:>10.1f} {speedup:>8} {best:>10} {row['found_at'] or '-':>4} "
-            f"{row['strategy_s']:>10.2f} {row['distinct']:>8} {row['stored']:>6} {row['resubmitted']:>5}")
+    return (
+        f"{row['backend']:8} {row['workers']:>7} {'kill' if row['fault_drill'] else '':>5} {row['wall_s']:>8.2f} "
+        f"{row['evals_per_min']:>10.1f} {speedup:>8} {best:>10} {row['found_at'] or '-':>4} "
+        f"{row['strategy_s']:>10.2f} {row['distinct']:>8} {row['stored']:>6} {row['resubmitted']:>5}"
+    )
 
 
 if __name__ == "__main__":

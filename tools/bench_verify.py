@@ -33,14 +33,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
 from kxform.engine.driver import transform_source
 from kxform.errors import UsageError
 from kxform.build.extract import extract_kernel
@@ -53,6 +45,13 @@ from kxform.engine.registry import default_registry
 from kxform.runtime.base import LaunchRequest, LaunchResult, Runtime
 from kxform.frontend.source import SourceText, validate_bytes
 from kxform.verify.differential import VerifyReport, launch_request, pick_runtime, verify_pair
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
 
 CORPORA = ROOT / "corpora"
 DEFAULT_KERNELS = ("sgemm_tiled", "fused_bias_gelu", "layernorm", "softmax", "transpose", "stencil5")
@@ -122,8 +121,9 @@ def timed_medians(runtime: Runtime, case: Case, size: str) -> tuple[float, float
     inputs = make_inputs(case.spec, resolved, None)
     medians = []
     for source, version in zip((case.original, case.rewritten), VERSIONS, strict=True):
-        request = launch_request(extract_kernel(source, case.spec.name), resolved, inputs,
-                                 f"{case.spec.name}[{size}] {version}", 120.0)
+        request = launch_request(
+            extract_kernel(source, case.spec.name), resolved, inputs, f"{case.spec.name}[{size}] {version}", 120.0
+        )
         medians.append(statistics.median(runtime.time(request, warmup=3, repeat=20).samples_ms))
     return medians[0], medians[1]
 
@@ -162,8 +162,10 @@ def print_table(rows: list[Row], gpu: bool) -> None:
     print(header + (f"{'time() orig / rewr ms':>24}" if gpu else ""))
     for row in rows:
         size = row.size if row.sizes == 1 else f"{row.size} (/{row.sizes})"
-        line = (f"{row.kernel:<18}{size:<22}{statistics.median(row.wall_ms):>9.2f}"
-                f"{statistics.median(row.kernel_ms):>12.3f}{row.overhead_ms:>13.2f}")
+        line = (
+            f"{row.kernel:<18}{size:<22}{statistics.median(row.wall_ms):>9.2f}"
+            f"{statistics.median(row.kernel_ms):>12.3f}{row.overhead_ms:>13.2f}"
+        )
         if row.timed_ms is not None:
             line += f"{row.timed_ms[0]:>13.4f} / {row.timed_ms[1]:.4f}"
         print(line)
@@ -180,8 +182,11 @@ def main() -> int:
     names = [n.strip() for n in opts.kernels.split(",") if n.strip()]
     unknown = [n for n in names if n not in manifest]
     if unknown or opts.repeat < 1:
-        parser.error(f"unknown corpus kernels (or none with a spec): {', '.join(unknown)}" if unknown
-                     else "--repeat must be at least 1")
+        parser.error(
+            f"unknown corpus kernels (or none with a spec): {', '.join(unknown)}"
+            if unknown
+            else "--repeat must be at least 1"
+        )
     try:
         runtime = pick_runtime(opts.runtime)
     except UsageError as exc:
@@ -207,13 +212,17 @@ def main() -> int:
     worst = max((r.overhead_ms for r in rows), default=0.0)
     elapsed = time.perf_counter() - started
     if runtime.name != "gpu":
-        print(f"\nworst overhead {worst:.1f} ms per kernel and size on the {runtime.name} runtime "
-              f"(no target; the {opts.target_ms:g} ms target is for the GPU runtime); {elapsed:.0f} s")
+        print(
+            f"\nworst overhead {worst:.1f} ms per kernel and size on the {runtime.name} runtime "
+            f"(no target; the {opts.target_ms:g} ms target is for the GPU runtime); {elapsed:.0f} s"
+        )
         return 2 if failed else 0
     met = worst < opts.target_ms and not failed
     verdict = "meets" if met else "MISSES"
-    print(f"\nworst overhead {worst:.1f} ms per kernel and size: {verdict} the {opts.target_ms:g} ms target; "
-          f"{elapsed:.0f} s")
+    print(
+        f"\nworst overhead {worst:.1f} ms per kernel and size: {verdict} the {opts.target_ms:g} ms target; "
+        f"{elapsed:.0f} s"
+    )
     return 2 if failed else (0 if met else 1)
 
 

@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -135,8 +133,9 @@ def apply_config(path: Path, pipeline: str, kernel: str, hw: str) -> Applied:
     with tempfile.TemporaryDirectory(prefix="kxform-corpus-") as tmp:
         copy = Path(tmp) / path.parent.name
         shutil.copytree(path.parent, copy)
-        config = ApplyConfig(pipeline=pipeline, hw=load_profile(hw), kernels=(kernel,), verify="cpu",
-                             write_back=WriteBack.CHECK, jobs=1)
+        config = ApplyConfig(
+            pipeline=pipeline, hw=load_profile(hw), kernels=(kernel,), verify="cpu", write_back=WriteBack.CHECK, jobs=1
+        )
         _, outcomes = run_apply([str(copy / path.name)], config, emit=lambda text: None)
     error = "; ".join(o.error for o in outcomes if o.error)
     return read_results([r for o in outcomes for r in o.results], kernel, error)

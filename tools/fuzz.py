@@ -40,7 +40,9 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SEEDS = sorted(p for p in (ROOT / "corpora").glob("*/*") if p.suffix in (".cu", ".hip") and "syntax_error" not in str(p))
+SEEDS = sorted(
+    p for p in (ROOT / "corpora").glob("*/*") if p.suffix in (".cu", ".hip") and "syntax_error" not in str(p)
+)
 TOKEN_RE = re.compile(rb"[A-Za-z_]\w*|\d+(?:\.\d*)?[fFuUlL]*|<<<|>>>|->|::|[<>=!+\-*/%&|^]=?|\S")
 PATTERNS = ("grouped", "column", "diagonal", "hilbert", "morton", "xcd", "xcd-grouped", None)
 
@@ -69,7 +71,7 @@ def token_delete(data: bytes, rng: random.Random) -> bytes:
     if not toks:
         return data
     t = rng.choice(toks)
-    return data[:t.start()] + data[t.end():]
+    return data[: t.start()] + data[t.end() :]
 
 
 def token_duplicate(data: bytes, rng: random.Random) -> bytes:
@@ -77,11 +79,11 @@ def token_duplicate(data: bytes, rng: random.Random) -> bytes:
     if not toks:
         return data
     t = rng.choice(toks)
-    return data[:t.end()] + b" " + t.group(0) + data[t.end():]
+    return data[: t.end()] + b" " + t.group(0) + data[t.end() :]
 
 
 def truncate(data: bytes, rng: random.Random) -> bytes:
-    return data[:rng.randrange(len(data) + 1)]
+    return data[: rng.randrange(len(data) + 1)]
 
 
 def swap_indices(data: bytes, rng: random.Random) -> bytes:
@@ -91,13 +93,18 @@ def swap_indices(data: bytes, rng: random.Random) -> bytes:
     m = rng.choice(spots)
     builtin = rng.choice([b"blockIdx", b"threadIdx", b"gridDim", b"blockDim", m.group(1)])
     axis = rng.choice([b"x", b"y", b"z"])
-    return data[:m.start()] + builtin + b"." + axis + data[m.end():]
+    return data[: m.start()] + builtin + b"." + axis + data[m.end() :]
 
 
 MACROS = (
-    b"#define KXF_IDX(a) blockIdx.a\n", b"#define KXF_ROW blockIdx.y\n", b"#define KXF_P(a, b) a##b\n",
-    b"#define KXF_COL (KXF_ROW + blockIdx.x)\n", b"#define KXF_ASM(r) asm(\"mov.u32 %0, %%ctaid.x;\" : \"=r\"(r))\n",
-    b"#define blockIdx blockIdx\n", b"#define KXF_CALL(f) f()\n", b"#define KXF_S(x) #x\n",
+    b"#define KXF_IDX(a) blockIdx.a\n",
+    b"#define KXF_ROW blockIdx.y\n",
+    b"#define KXF_P(a, b) a##b\n",
+    b"#define KXF_COL (KXF_ROW + blockIdx.x)\n",
+    b'#define KXF_ASM(r) asm("mov.u32 %0, %%ctaid.x;" : "=r"(r))\n',
+    b"#define blockIdx blockIdx\n",
+    b"#define KXF_CALL(f) f()\n",
+    b"#define KXF_S(x) #x\n",
 )
 USES = (b"KXF_IDX(y)", b"KXF_ROW", b"KXF_P(block, Idx).x", b"KXF_COL", b"KXF_P(blockI, dx).y", b"(int)KXF_ROW")
 
@@ -110,7 +117,7 @@ def insert_macro(data: bytes, rng: random.Random) -> bytes:
     spots = list(re.finditer(rb"\bblockIdx\.[xy]\b", out))
     if spots and rng.random() < 0.8:
         m = rng.choice(spots)
-        out = out[:m.start()] + rng.choice(USES) + out[m.end():]
+        out = out[: m.start()] + rng.choice(USES) + out[m.end() :]
     return out
 
 
@@ -122,13 +129,18 @@ def if_zero(data: bytes, rng: random.Random) -> bytes:
     return b"\n".join(lines[:a] + [head] + lines[a:b] + [b"#endif"] + lines[b:])
 
 
-PTX = (b'{ unsigned kxf_r; asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(kxf_r)); (void)kxf_r; }',
-       b'{ unsigned kxf_r; asm("mov.u32 %0, %%nctaid.x;" : "=r"(kxf_r)); (void)kxf_r; }',
-       b'asm volatile("" ::: "memory");', b'{ int kxf_v; asm("mov.b32 %0, 1;" : "=r"(kxf_v)); }')
+PTX = (
+    b'{ unsigned kxf_r; asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(kxf_r)); (void)kxf_r; }',
+    b'{ unsigned kxf_r; asm("mov.u32 %0, %%nctaid.x;" : "=r"(kxf_r)); (void)kxf_r; }',
+    b'asm volatile("" ::: "memory");',
+    b'{ int kxf_v; asm("mov.b32 %0, 1;" : "=r"(kxf_v)); }',
+)
 
 
 def inline_ptx(data: bytes, rng: random.Random) -> bytes:
-    bodies = [m.end() for m in re.finditer(rb"__global__[^{;]*\{", data)] or [m.end() for m in re.finditer(rb"\{", data)]
+    bodies = [m.end() for m in re.finditer(rb"__global__[^{;]*\{", data)] or [
+        m.end() for m in re.finditer(rb"\{", data)
+    ]
     if not bodies:
         return data
     at = rng.choice(bodies)
@@ -142,11 +154,23 @@ def deep_nest(data: bytes, rng: random.Random) -> bytes:
     m = rng.choice(spots)
     depth = rng.choice([50, 300, 1000, 3000])
     kind = rng.choice([(b"(", b")"), (b"{", b"}"), (b"-(", b")"), (b"!(", b")")])
-    return data[:m.start()] + kind[0] * depth + m.group(0) + kind[1] * depth + data[m.end():]
+    return data[: m.start()] + kind[0] * depth + m.group(0) + kind[1] * depth + data[m.end() :]
 
 
-MUTATORS = {f.__name__: f for f in (byte_flip, token_delete, token_duplicate, truncate, swap_indices, insert_macro,
-                                     if_zero, inline_ptx, deep_nest)}
+MUTATORS = {
+    f.__name__: f
+    for f in (
+        byte_flip,
+        token_delete,
+        token_duplicate,
+        truncate,
+        swap_indices,
+        insert_macro,
+        if_zero,
+        inline_ptx,
+        deep_nest,
+    )
+}
 
 
 def make_input(seed: int, index: int) -> tuple[Path, bytes, list[str], str | None, bool]:
@@ -195,8 +219,9 @@ def run_one(args: tuple[int, int, float, float, int]) -> dict:
     return _done(row, started)
 
 
-def _through_api(row: dict, path: Path, data: bytes, pattern: str | None, semantic: bool, timeout: float,
-                 verify_share: float) -> None:
+def _through_api(
+    row: dict, path: Path, data: bytes, pattern: str | None, semantic: bool, timeout: float, verify_share: float
+) -> None:
     from kxform.api import rewrite
     from kxform.engine.pass_api import Outcome
     from kxform.errors import KxformError
@@ -204,8 +229,14 @@ def _through_api(row: dict, path: Path, data: bytes, pattern: str | None, semant
     options = {"pattern": pattern} if pattern else {}
     signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
-        result = rewrite(data, "swizzle", path=str(path), hw="mi300x" if pattern in ("xcd", "xcd-grouped") else "h100",
-                         semantic=semantic, **options)
+        result = rewrite(
+            data,
+            "swizzle",
+            path=str(path),
+            hw="mi300x" if pattern in ("xcd", "xcd-grouped") else "h100",
+            semantic=semantic,
+            **options,
+        )
     except Hang:
         row["status"] = "hang"
         return
@@ -214,7 +245,9 @@ def _through_api(row: dict, path: Path, data: bytes, pattern: str | None, semant
         return
     except BaseException as exc:  # noqa: BLE001 - a crash is what we are looking for
         signal.setitimer(signal.ITIMER_REAL, 0)
-        row.update(status="crash", error=f"{type(exc).__name__}: {str(exc)[:200]}", trace=traceback.format_exc()[-2000:])
+        row.update(
+            status="crash", error=f"{type(exc).__name__}: {str(exc)[:200]}", trace=traceback.format_exc()[-2000:]
+        )
         return
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
@@ -244,10 +277,20 @@ def _confirm(path: Path, new: bytes, applied: list[str]) -> dict:
     for name in applied:
         kernel = next(k for k in model.kernels if k.name == name)
         verdict = confirm(model, kernel, PROLOGUE_MARK, builder=_BUILDER)
-        verdicts[name] = "unsafe: " + ", ".join(verdict.unmapped) if verdict.confirmed and verdict.unmapped else \
-            "safe" if verdict.confirmed else f"unconfirmable: {verdict.why_not[:120]}"
-    worst = "unsafe" if any(v.startswith("unsafe") for v in verdicts.values()) else \
-        "unconfirmable" if any(v.startswith("unconfirmable") for v in verdicts.values()) else "safe"
+        verdicts[name] = (
+            "unsafe: " + ", ".join(verdict.unmapped)
+            if verdict.confirmed and verdict.unmapped
+            else "safe"
+            if verdict.confirmed
+            else f"unconfirmable: {verdict.why_not[:120]}"
+        )
+    worst = (
+        "unsafe"
+        if any(v.startswith("unsafe") for v in verdicts.values())
+        else "unconfirmable"
+        if any(v.startswith("unconfirmable") for v in verdicts.values())
+        else "safe"
+    )
     return {"confirm": worst, "kernels": verdicts}
 
 
@@ -265,8 +308,13 @@ def _verify(path: Path, original: bytes, new: bytes, applied: list[str]) -> dict
     for name in applied:
         for kernel in load_spec(spec_path).instantiations(name):
             try:
-                report = verify_pair(SourceText(str(path), original), SourceText(str(path), new), kernel,
-                                     CpuRuntime(CpuOptions(workers=1)), timeout_s=20)
+                report = verify_pair(
+                    SourceText(str(path), original),
+                    SourceText(str(path), new),
+                    kernel,
+                    CpuRuntime(CpuOptions(workers=1)),
+                    timeout_s=20,
+                )
             except KxformError as exc:
                 statuses.append(f"unverifiable: {exc.cause[:80]}")
                 continue
@@ -281,9 +329,25 @@ def _cli(path: Path, data: bytes, timeout: float) -> dict:
         target.write_bytes(data)
         exe = Path(sys.executable).parent / "kxform"
         try:
-            proc = subprocess.run([str(exe), "apply", "--pass", "swizzle", "--verify", "static", "--diff", "-q",
-                                   "--log", str(Path(tmp) / "log.jsonl"), str(target)],
-                                  capture_output=True, text=True, timeout=max(60.0, timeout * 4), cwd=tmp)
+            proc = subprocess.run(
+                [
+                    str(exe),
+                    "apply",
+                    "--pass",
+                    "swizzle",
+                    "--verify",
+                    "static",
+                    "--diff",
+                    "-q",
+                    "--log",
+                    str(Path(tmp) / "log.jsonl"),
+                    str(target),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=max(60.0, timeout * 4),
+                cwd=tmp,
+            )
         except subprocess.TimeoutExpired:
             return {"cli": "hang"}
         untouched = target.read_bytes() == data
@@ -309,8 +373,8 @@ def summary(rows: dict[int, dict], elapsed: float, tried_now: int) -> str:
     count = lambda pred: sum(1 for r in values if pred(r))  # noqa: E731
     accepted = count(lambda r: r["status"] == "accepted")
     lines = [
-        f"inputs tried:              {len(values)}" + (f" ({tried_now} in this run, {tried_now / elapsed:.1f}/s)"
-                                                       if elapsed > 0 and tried_now else ""),
+        f"inputs tried:              {len(values)}"
+        + (f" ({tried_now} in this run, {tried_now / elapsed:.1f}/s)" if elapsed > 0 and tried_now else ""),
         f"crashes:                   {count(lambda r: r['status'] == 'crash' or str(r.get('cli', '')).startswith('crash'))}",
         f"hangs:                     {count(lambda r: r['status'] == 'hang' or r.get('cli') == 'hang')}",
         f"rejected (input errors):   {count(lambda r: r['status'] == 'rejected')}",
@@ -339,8 +403,11 @@ def main() -> int:
     parser.add_argument("--verify-share", type=float, default=0.02, help="share of accepted rewrites run on the CPU")
     parser.add_argument("--cli-every", type=int, default=100, help="every Nth input also goes through the CLI")
     parser.add_argument("--replay", type=int, help="run input I alone and print its row")
-    parser.add_argument("--recheck", action="store_true",
-                        help="run again the inputs whose rewrite the compiler could not confirm (after a fix)")
+    parser.add_argument(
+        "--recheck",
+        action="store_true",
+        help="run again the inputs whose rewrite the compiler could not confirm (after a fix)",
+    )
     opts = parser.parse_args()
     from kxform.build.nvcc import find_nvcc
 
@@ -357,8 +424,11 @@ def main() -> int:
     todo = [i for i in range(opts.count) if i not in rows]
     if opts.recheck:
         todo = sorted(i for i, r in rows.items() if r.get("confirm") == "unconfirmable")
-    print(f"fuzz: seed {opts.seed}, {len(rows)} inputs done, {len(todo)} to go, {opts.jobs} workers, "
-          f"nvcc {'at ' + nvcc if nvcc else 'missing (no compiler confirmation)'}", flush=True)
+    print(
+        f"fuzz: seed {opts.seed}, {len(rows)} inputs done, {len(todo)} to go, {opts.jobs} workers, "
+        f"nvcc {'at ' + nvcc if nvcc else 'missing (no compiler confirmation)'}",
+        flush=True,
+    )
     started = time.perf_counter()
     deadline = started + opts.minutes * 60 if opts.minutes else None
     findings = Path(opts.out)
@@ -369,8 +439,12 @@ def main() -> int:
             rows[row["i"]] = row
             out.write(json.dumps(row) + "\n")
             tried += 1
-            if row["status"] in ("crash", "hang") or row.get("confirm") == "unsafe" or \
-                    str(row.get("verify", "")).startswith("mismatch") or str(row.get("cli", "")).startswith("crash"):
+            if (
+                row["status"] in ("crash", "hang")
+                or row.get("confirm") == "unsafe"
+                or str(row.get("verify", "")).startswith("mismatch")
+                or str(row.get("cli", "")).startswith("crash")
+            ):
                 findings.mkdir(exist_ok=True)
                 path, data, *_ = make_input(opts.seed, row["i"])
                 (findings / f"input-{row['i']}{path.suffix}").write_bytes(data)

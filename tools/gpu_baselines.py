@@ -21,7 +21,8 @@ import argparse
 import json
 import statistics
 import sys
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:

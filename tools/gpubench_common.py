@@ -22,8 +22,6 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -64,8 +62,11 @@ def corpus_2d(names: Sequence[str] = ()) -> list[CorpusKernel]:
     """The corpus kernels with a 2-D grid that the swizzle pass applies to and nvcc builds,
     those of FIRST_KERNELS first; `names` selects entries (UsageError naming the known ones)."""
     manifest = tomllib.loads((ROOT / "corpora" / "index.toml").read_text(encoding="utf-8"))["kernel"]
-    eligible = [e for e in manifest if e.get("grid_dims") == 2 and e.get("spec") and e.get("nvcc")
-                and e.get("swizzle") == "applies"]
+    eligible = [
+        e
+        for e in manifest
+        if e.get("grid_dims") == 2 and e.get("spec") and e.get("nvcc") and e.get("swizzle") == "applies"
+    ]
     known = [e["name"] for e in eligible]
     unknown = [n for n in names if n not in known]
     if unknown:
@@ -100,7 +101,7 @@ def sweep_configs(hw: HwProfile, patterns: Sequence[str] = ()) -> list[RemapConf
         if pattern.name == "row" or 2 not in pattern.dims or (patterns and pattern.name not in patterns):
             continue
         takes = {p.name for p in pattern.params}
-        for xcds in ((hw.xcds, 8) if "xcds" in takes else (None,)):
+        for xcds in (hw.xcds, 8) if "xcds" in takes else (None,):
             config = pattern.resolve({"xcds": xcds} if xcds is not None else {})
             out.setdefault(config.label(), config)
     return list(out.values())
@@ -122,8 +123,9 @@ def variant(kernel: CorpusKernel, config: RemapConfig, hw: HwProfile) -> SourceT
     from kxform.api import rewrite
     from kxform.engine.pass_api import Outcome
 
-    result = rewrite(kernel.source.data, path=kernel.source.path, kernels=(kernel.function,), hw=hw.name,
-                     **config.options())
+    result = rewrite(
+        kernel.source.data, path=kernel.source.path, kernels=(kernel.function,), hw=hw.name, **config.options()
+    )
     applied = [r for r in result.results if r.outcome is Outcome.APPLIED]
     if not applied:
         why = "; ".join(r for res in result.results for r in res.reasons) or "no result"
@@ -142,8 +144,10 @@ def gpu_runtime(tool: str) -> Any:
     runtime = GpuRuntime()
     ok, why = runtime.available()
     if not ok:
-        print(f"{tool}: no GPU: {why} (run on a CUDA machine, after tools/gpu-check.sh's setup, or use --dry-run)",
-              file=sys.stderr)
+        print(
+            f"{tool}: no GPU: {why} (run on a CUDA machine, after tools/gpu-check.sh's setup, or use --dry-run)",
+            file=sys.stderr,
+        )
         raise SystemExit(EXIT_USAGE)
     return runtime
 

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from kxform.frontend.cuda import parse_model  # noqa: E402
 from kxform.frontend.model import FunctionKind  # noqa: E402
@@ -64,8 +63,7 @@ def kernels_of(path: Path) -> list[str]:
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run([*KXFORM, *args], cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT_S,
-                              check=False)
+        return subprocess.run([*KXFORM, *args], cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired:
         return subprocess.CompletedProcess(args, 124, "", f"timed out after {TIMEOUT_S} s")
 
@@ -95,8 +93,18 @@ def draft_kernel(path: Path, kernel: str) -> Outcome:
         if proc.returncode != 0:
             return Outcome(path, kernel, "check", _last_line(proc))
         kernel_name = _kernel_in_spec(spec) or kernel
-        proc = _run("verify", str(source), str(source), "--spec", str(spec), "--kernel", kernel_name,
-                    "--runtime", "cpu", cwd=copy)
+        proc = _run(
+            "verify",
+            str(source),
+            str(source),
+            "--spec",
+            str(spec),
+            "--kernel",
+            kernel_name,
+            "--runtime",
+            "cpu",
+            cwd=copy,
+        )
         if proc.returncode != 0:
             return Outcome(path, kernel, "verify", _last_line(proc))
         return Outcome(path, kernel, "pass", "")
@@ -136,16 +144,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("paths", nargs="+", type=Path)
     parser.add_argument("--glob", default="*.cu", help="file pattern under each directory (default *.cu)")
-    parser.add_argument("--exclude", action="append", default=[],
-                        help="skip files whose path contains this (repeatable)")
+    parser.add_argument(
+        "--exclude", action="append", default=[], help="skip files whose path contains this (repeatable)"
+    )
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--verbose", "-v", action="store_true", help="one line per kernel")
     parser.add_argument("--kxform", help="the kxform command to measure (default: this environment's)")
     args = parser.parse_args(argv)
     if args.kxform:
         KXFORM[:] = args.kxform.split()
-    todo = [(f, k) for f, k in collect(args.paths, args.glob)
-            if not any(x in str(f) for x in args.exclude)]
+    todo = [(f, k) for f, k in collect(args.paths, args.glob) if not any(x in str(f) for x in args.exclude)]
     start = time.monotonic()
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         outcomes = list(pool.map(lambda fk: draft_kernel(*fk), todo))
@@ -154,8 +162,10 @@ def main(argv: list[str] | None = None) -> int:
         for o in outcomes:
             print(f"{o.path}:{o.kernel}: {o.stage}{': ' + o.reason if o.reason else ''}")
     total = len(outcomes)
-    print(f"drafts passing infer + check + self-verify with no hand edit: {passed} of {total}"
-          f" ({100.0 * passed / total if total else 0.0:.0f}%), {time.monotonic() - start:.0f} s")
+    print(
+        f"drafts passing infer + check + self-verify with no hand edit: {passed} of {total}"
+        f" ({100.0 * passed / total if total else 0.0:.0f}%), {time.monotonic() - start:.0f} s"
+    )
     groups = Counter(reason_group(o) for o in outcomes if o.stage != "pass")
     for group, count in groups.most_common():
         print(f"  {count:3d}  {group}")

@@ -54,8 +54,14 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-PYATF_TECHNIQUES = ("auc_bandit", "differential_evolution", "pattern_search", "round_robin",
-                    "simulated_annealing", "torczon")
+PYATF_TECHNIQUES = (
+    "auc_bandit",
+    "differential_evolution",
+    "pattern_search",
+    "round_robin",
+    "simulated_annealing",
+    "torczon",
+)
 REPLAY_PROTOCOL = "2"
 """Bumped when what a cached run means changes."""
 STALL_S = 15.0
@@ -155,8 +161,12 @@ def _install_hooks() -> None:
                 _Watch.seen.add(key)
                 _Watch.last_new = time.monotonic()
             value = result.get("time")
-            if (_Watch.target is not None and isinstance(value, (int, float)) and not isinstance(value, bool)
-                    and value <= _Watch.target):
+            if (
+                _Watch.target is not None
+                and isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and value <= _Watch.target
+            ):
                 _Watch.reached = True
         return results
 
@@ -222,10 +232,21 @@ def run_kt(job: dict[str, Any]) -> dict[str, Any]:
     cut = False
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # Kernel Tuner prints despite quiet=True
-            tune_kernel(data["kernel_name"], f"__global__ void {data['kernel_name']}() {{}}",
-                        data["problem_size"], [], data["tune_params"], restrictions=job["restrictions"] or None,
-                        strategy=strategy, strategy_options=options, cache=job["cache"],
-                        simulation_mode=True, quiet=True, verbose=False, lang="CUDA")
+            tune_kernel(
+                data["kernel_name"],
+                f"__global__ void {data['kernel_name']}() {{}}",
+                data["problem_size"],
+                [],
+                data["tune_params"],
+                restrictions=job["restrictions"] or None,
+                strategy=strategy,
+                strategy_options=options,
+                cache=job["cache"],
+                simulation_mode=True,
+                quiet=True,
+                verbose=False,
+                lang="CUDA",
+            )
     except Exception as exc:  # a strategy that cannot run here is reported, not fatal
         if not _Watch.reached:  # some strategies let the stop at the target escape: the run is complete
             return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:200]}
@@ -259,8 +280,9 @@ def _evaluations(data: dict[str, Any], returned: list[dict[str, Any]], budget: i
         record = data["cache"][key]
         value = record.get("time")
         times.append(float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None)
-        costs.append(sum(float(record.get(f, 0) or 0) for f in ("compile_time", "verification_time",
-                                                                  "benchmark_time")) / 1000.0)
+        costs.append(
+            sum(float(record.get(f, 0) or 0) for f in ("compile_time", "verification_time", "benchmark_time")) / 1000.0
+        )
     return {"times": times, "costs": costs}
 
 
@@ -281,8 +303,9 @@ class RunCache:
         row = self.db.execute("SELECT result FROM runs WHERE key = ?", (key,)).fetchone()
         return None if row is None else json.loads(row[0])
 
-    def lookup(self, digest: str, label: str, seed: int, budget: int, version: str,
-               target: float | None) -> dict[str, Any] | None:
+    def lookup(
+        self, digest: str, label: str, seed: int, budget: int, version: str, target: float | None
+    ) -> dict[str, Any] | None:
         """The cached run stopped at `target`, else a cached full run that ran (it
         begins with the same evaluations; an error there may come from another
         environment, e.g. before the pyATF shim)."""
@@ -297,14 +320,34 @@ class RunCache:
             self.db.execute("INSERT OR REPLACE INTO runs VALUES (?, ?)", (key, json.dumps(result)))
 
 
-def make_jobs(recording: Path, restrictions: list[str], budget: int, seeds: int, scratch: Path,
-              labels: list[tuple[str, dict[str, Any]]], timeout_s: int = 600,
-              target_ms: float | None = None, stall_s: float = STALL_S) -> tuple[str, list[dict[str, Any]]]:
+def make_jobs(
+    recording: Path,
+    restrictions: list[str],
+    budget: int,
+    seeds: int,
+    scratch: Path,
+    labels: list[tuple[str, dict[str, Any]]],
+    timeout_s: int = 600,
+    target_ms: float | None = None,
+    stall_s: float = STALL_S,
+) -> tuple[str, list[dict[str, Any]]]:
     """The content digest of `recording` and one job per strategy and seed."""
     digest = hashlib.sha256(recording.read_bytes()).hexdigest()[:16]
     plain = _plain_copy(recording, scratch)
-    jobs = [{"cache": str(plain), "restrictions": restrictions, "label": label, "options": options,
-             "budget": budget, "seed": seed, "scratch": str(scratch), "timeout_s": timeout_s, "target_ms": target_ms,
-             "stall_s": stall_s}
-            for label, options in labels for seed in range(seeds)]
+    jobs = [
+        {
+            "cache": str(plain),
+            "restrictions": restrictions,
+            "label": label,
+            "options": options,
+            "budget": budget,
+            "seed": seed,
+            "scratch": str(scratch),
+            "timeout_s": timeout_s,
+            "target_ms": target_ms,
+            "stall_s": stall_s,
+        }
+        for label, options in labels
+        for seed in range(seeds)
+    ]
     return digest, jobs

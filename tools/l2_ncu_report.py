@@ -15,17 +15,21 @@ def print_kernel(r: dict[str, Any]) -> None:
         print(f"  command: {r['command']}")
     if not r["orders"]:
         return
-    print(f"  {'order':<38}{'rank':>5}{'L2 hit':>9}{'(ncu)':>8}{'DRAM read':>12}{'(ncu)':>11}{'ratio':>7}"
-          f"{'write':>10}{'(ncu)':>10}  same order as")
+    print(
+        f"  {'order':<38}{'rank':>5}{'L2 hit':>9}{'(ncu)':>8}{'DRAM read':>12}{'(ncu)':>11}{'ratio':>7}"
+        f"{'write':>10}{'(ncu)':>10}  same order as"
+    )
     for o in r["orders"]:
         hit = o.get("measured_l2_hit_rate")
         read = o.get("measured_dram_read_bytes")
         write = o.get("measured_dram_write_bytes")
         ratio = f"{o['predicted_dram_read_bytes'] / read:.2f}" if read else "-"
-        print(f"  {o['order']:<38}{o['rank']:>5}{o['predicted_l2_hit_rate']:>9.1%}"
-              f"{'-' if hit is None else f'{hit:.1%}':>8}{o['predicted_dram_read_bytes'] / 1e9:>10.3f}GB"
-              f"{'-' if read is None else f'{read / 1e9:.3f}GB':>11}{ratio:>7}"
-              f"{o['predicted_dram_write_bytes'] / 1e9:>8.3f}GB{'-' if write is None else f'{write / 1e9:.3f}GB':>10}  {o['same_as'] or ''}")
+        print(
+            f"  {o['order']:<38}{o['rank']:>5}{o['predicted_l2_hit_rate']:>9.1%}"
+            f"{'-' if hit is None else f'{hit:.1%}':>8}{o['predicted_dram_read_bytes'] / 1e9:>10.3f}GB"
+            f"{'-' if read is None else f'{read / 1e9:.3f}GB':>11}{ratio:>7}"
+            f"{o['predicted_dram_write_bytes'] / 1e9:>8.3f}GB{'-' if write is None else f'{write / 1e9:.3f}GB':>10}  {o['same_as'] or ''}"
+        )
 
 
 FIGURES = (("L2 hit rate", "l2_hit_rate"), ("DRAM read", "dram_read_bytes"), ("DRAM write", "dram_write_bytes"))
@@ -55,9 +59,13 @@ def spearman(a: list[float], b: list[float]) -> float | None:
 
 def correlations(kernels: list[dict[str, Any]]) -> dict[str, Any]:
     """Spearman of predicted against measured, over every measured distinct order and per kernel."""
+
     def pairs(orders: list[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:
-        got = [(o[f"predicted_{key}"], o[f"measured_{key}"]) for o in orders
-               if not o["same_as"] and o.get(f"measured_{key}") is not None]
+        got = [
+            (o[f"predicted_{key}"], o[f"measured_{key}"])
+            for o in orders
+            if not o["same_as"] and o.get(f"measured_{key}") is not None
+        ]
         return [float(p) for p, _ in got], [float(m) for _, m in got]
 
     everything = [o for k in kernels for o in k.get("orders", [])]

@@ -20,9 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from corpus_apply import apply_config, candidates, fixture_kernels, has_spec, manifest_kernels  # noqa: E402
 
@@ -64,7 +62,7 @@ def main() -> int:
         applied = apply_config(path, "launch", kernel, args.hw)
         failures += not applied.bit_exact
         print(f"{'':<54}defaults: {applied.line()}")
-        for spec in candidates(path, kernel, "launch", args.hw)[:args.points]:
+        for spec in candidates(path, kernel, "launch", args.hw)[: args.points]:
             applied = apply_config(path, spec, kernel, args.hw)
             if applied.could_not_tell:  # the launch the source writes is not the spec's: nothing written
                 unverifiable += 1
@@ -72,8 +70,10 @@ def main() -> int:
                 continue
             failures += not applied.verified
             print(f"{'':<54}{spec:<46} {applied.line()}")
-    print(f"kernels: {lifted} lifted, {refused} refused; verification failures: {failures}; not verifiable "
-          f"(refused, nothing written): {unverifiable}; {time.perf_counter() - started:.0f} s")
+    print(
+        f"kernels: {lifted} lifted, {refused} refused; verification failures: {failures}; not verifiable "
+        f"(refused, nothing written): {unverifiable}; {time.perf_counter() - started:.0f} s"
+    )
     return 1 if failures else 0
 
 

@@ -51,7 +51,6 @@ from kxform.runtime.cpu import CpuRuntime  # noqa: E402
 from kxform.verify.differential import verify_pair  # noqa: E402
 
 
-
 @dataclass
 class Plant:
     kind: str
@@ -116,16 +115,25 @@ def plants(source: SourceText, spelling: str, hw: str) -> tuple[list[Plant], lis
     axis, major = _axis_reads(reads)
     out: list[Plant] = []
     skipped: list[str] = []
-    out.append(Plant("non-bijective", _edit(data, [(r.span.start, r.span.end, f"({_spelled(r, axis)} / 2)")
-                                                   for r in major])))
+    out.append(
+        Plant("non-bijective", _edit(data, [(r.span.start, r.span.end, f"({_spelled(r, axis)} / 2)") for r in major]))
+    )
     xs = [r for r in reads if r.axis == "x"]
     if xs:
         out.append(Plant("xy-swap", _edit(data, [(xs[0].span.start, xs[0].span.end, _spelled(xs[0], "y"))])))
-    out.append(Plant("off-by-one", _edit(data, [(r.span.start, r.span.end, f"({_spelled(r, axis)} + 1)")
-                                                for r in major])))
+    out.append(
+        Plant("off-by-one", _edit(data, [(r.span.start, r.span.end, f"({_spelled(r, axis)} + 1)") for r in major]))
+    )
     if len(major) >= 2:
-        out.append(Plant("partial-remap", _edit(data, [
-            (r.span.start, r.span.end, f"({_grid(r, axis)} - 1 - {_spelled(r, axis)})") for r in major[1:]])))
+        out.append(
+            Plant(
+                "partial-remap",
+                _edit(
+                    data,
+                    [(r.span.start, r.span.end, f"({_grid(r, axis)} - 1 - {_spelled(r, axis)})") for r in major[1:]],
+                ),
+            )
+        )
     else:
         skipped.append(f"partial-remap: one read of blockIdx.{axis} only")
     name = split_spelling(spelling)[0]
@@ -137,14 +145,26 @@ def plants(source: SourceText, spelling: str, hw: str) -> tuple[list[Plant], lis
     if result.changed and at >= 0 and result.new_data.find(marker.encode(), at) > 0:
         prologue_end = result.new_data.find(b";", at)
         head, tail = result.new_data[:at], result.new_data[at:prologue_end]
-        out.append(Plant("wrong-grid", head + tail.replace(marker.encode(), f"{grid_x} + 1, ".encode(), 1)
-                         + result.new_data[prologue_end:]))
+        out.append(
+            Plant(
+                "wrong-grid",
+                head + tail.replace(marker.encode(), f"{grid_x} + 1, ".encode(), 1) + result.new_data[prologue_end:],
+            )
+        )
         use = result.new_data.find(b"kxform_block.y", prologue_end)
         if pattern == "column" and use > 0:  # kxform's remap, with one read of y left physical
-            out.append(Plant("partial-swizzle", result.new_data[:use] + _spelled(reads[0], "y").encode()
-                             + result.new_data[use + len(b"kxform_block.y"):]))
+            out.append(
+                Plant(
+                    "partial-swizzle",
+                    result.new_data[:use]
+                    + _spelled(reads[0], "y").encode()
+                    + result.new_data[use + len(b"kxform_block.y") :],
+                )
+            )
     else:
-        skipped.append(f"wrong-grid: kxform does not rewrite it ({'; '.join(r for k in result.results for r in k.reasons)[:120]})")
+        skipped.append(
+            f"wrong-grid: kxform does not rewrite it ({'; '.join(r for k in result.results for r in k.reasons)[:120]})"
+        )
     tile = _tile_plant(data, reads)
     if tile is not None:
         out.append(Plant("wrong-tile", tile))
@@ -155,11 +175,13 @@ def plants(source: SourceText, spelling: str, hw: str) -> tuple[list[Plant], lis
 
 def _tile_plant(data: bytes, reads: list[IndexRead]) -> bytes | None:
     for read in reads:
-        after = re.match(rb"\s*\*\s*(\(?[A-Za-z_0-9.]+(?:\s*[-+]\s*[A-Za-z_0-9.]+)?\)?)", data[read.span.end:])
+        after = re.match(rb"\s*\*\s*(\(?[A-Za-z_0-9.]+(?:\s*[-+]\s*[A-Za-z_0-9.]+)?\)?)", data[read.span.end :])
         if after:
             start, end = read.span.end + after.start(1), read.span.end + after.end(1)
             return _edit(data, [(start, end, f"(({after.group(1).decode()}) / 2)")])
-        before = re.search(rb"(\(?[A-Za-z_0-9.]+\)?)\s*\*\s*\(?\s*$", data[max(0, read.span.start - 40):read.span.start])
+        before = re.search(
+            rb"(\(?[A-Za-z_0-9.]+\)?)\s*\*\s*\(?\s*$", data[max(0, read.span.start - 40) : read.span.start]
+        )
         if before:
             base = max(0, read.span.start - 40)
             start, end = base + before.start(1), base + before.end(1)
@@ -225,8 +247,9 @@ def main() -> int:
     share = 100.0 * caught / planted if planted else 0.0
     print(f"{'total':<24}{f'{caught}/{planted}':>16}  ({share:.1f}% caught, {time.perf_counter() - started:.0f} s)")
     if opts.json:
-        Path(opts.json).write_text(json.dumps([{**asdict(r), "caught": r.caught, "planted": r.planted} for r in rows],
-                                              indent=1))
+        Path(opts.json).write_text(
+            json.dumps([{**asdict(r), "caught": r.caught, "planted": r.planted} for r in rows], indent=1)
+        )
     return 0 if caught == planted else 1
 
 

@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -72,9 +70,18 @@ def load_pairs(names: tuple[str, ...] = ()) -> list[Pair]:
     unknown = [n for n in names if n not in known]
     if unknown:
         raise UsageError(f"unknown kernel {unknown[0]!r} (corpus pairs: {', '.join(known)})")
-    return [Pair(e["name"], e["family"], _version(e, "naive"), _version(e, "expert"), e["yardstick"],
-                 tuple(e.get("cublas", ())))
-            for e in entries if not names or e["name"] in names]
+    return [
+        Pair(
+            e["name"],
+            e["family"],
+            _version(e, "naive"),
+            _version(e, "expert"),
+            e["yardstick"],
+            tuple(e.get("cublas", ())),
+        )
+        for e in entries
+        if not names or e["name"] in names
+    ]
 
 
 # ----------------------------------------------------------------- verification
@@ -177,14 +184,26 @@ def build(version: Version, arch: str) -> dict[str, Any]:
 
     try:
         extracted = extract_kernel(version.source, version.kernel)
-        request = LaunchRequest(extracted.source, extracted.entry, extracted.params, (), (1, 1, 1), (1, 1, 1),
-                                label=f"{version.kernel} build", filename=extracted.path)
+        request = LaunchRequest(
+            extracted.source,
+            extracted.entry,
+            extracted.params,
+            (),
+            (1, 1, 1),
+            (1, 1, 1),
+            label=f"{version.kernel} build",
+            filename=extracted.path,
+        )
         compiled = compile_kernel(Builder(), request, arch)
     except KxformError as exc:
         return {"ok": False, "detail": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
     resources = compiled.resources
-    return {"ok": True, "arch": arch, "registers": getattr(resources, "registers", None),
-            "shared_bytes": getattr(resources, "shared_bytes", None)}
+    return {
+        "ok": True,
+        "arch": arch,
+        "registers": getattr(resources, "registers", None),
+        "shared_bytes": getattr(resources, "shared_bytes", None),
+    }
 
 
 def least_bytes(spec: KernelSpec, size: Any) -> int:

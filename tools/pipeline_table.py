@@ -67,35 +67,50 @@ def _yardstick(row: dict[str, Any]) -> str:
 
 def print_table(rows: list[dict[str, Any]], summary: dict[str, Any], dry_run: bool) -> None:
     if dry_run:
-        print("\n| kernel | verified on the CPU (naive / expert) | spaces of the naive kernel | offered | "
-              "nvcc builds (registers naive / expert) | the tuner's CPU checker (first point with one pass on) |")
+        print(
+            "\n| kernel | verified on the CPU (naive / expert) | spaces of the naive kernel | offered | "
+            "nvcc builds (registers naive / expert) | the tuner's CPU checker (first point with one pass on) |"
+        )
         print("|---|---|---|---|---|---|")
         for r in rows:
             if r.get("skipped") or r.get("failed"):
                 print(f"| {r['name']} | {'skipped: ' + r['skipped'] if r.get('skipped') else r['failed']} | | | | |")
                 continue
             b = r["builds"]
-            builds = " / ".join(f"ok ({b[s]['registers']})" if b[s]["ok"] else f"FAILED: {b[s]['detail'][:60]}"
-                                for s in ("naive", "expert"))
-            print(f"| {r['name']} | {_verified(r)} | {spaces_text(r['spaces'])} | "
-                  f"{', '.join(r['spaces']['offered']) or 'none'} | {builds} | {_checker(r)} |")
-        verified = sum(1 for r in rows if r.get("verify") and all(v["status"] == "verified"
-                                                                   for v in r["verify"].values()))
-        print(f"\n{verified} of {len(rows)} pairs verified on both sides; "
-              f"{sum(1 for r in rows if r.get('spaces', {}).get('offered'))} naive kernels with a space to tune")
+            builds = " / ".join(
+                f"ok ({b[s]['registers']})" if b[s]["ok"] else f"FAILED: {b[s]['detail'][:60]}"
+                for s in ("naive", "expert")
+            )
+            print(
+                f"| {r['name']} | {_verified(r)} | {spaces_text(r['spaces'])} | "
+                f"{', '.join(r['spaces']['offered']) or 'none'} | {builds} | {_checker(r)} |"
+            )
+        verified = sum(
+            1 for r in rows if r.get("verify") and all(v["status"] == "verified" for v in r["verify"].values())
+        )
+        print(
+            f"\n{verified} of {len(rows)} pairs verified on both sides; "
+            f"{sum(1 for r in rows if r.get('spaces', {}).get('offered'))} naive kernels with a space to tune"
+        )
         return
-    print("\n| kernel | size | original ms | kxform ms | expert ms | kxform | expert | fraction (log) | "
-          "yardstick (original / kxform / expert) | kxform tune |")
+    print(
+        "\n| kernel | size | original ms | kxform ms | expert ms | kxform | expert | fraction (log) | "
+        "yardstick (original / kxform / expert) | kxform tune |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if r.get("skipped") or r.get("failed"):
             print(f"| {r['name']} | {r.get('skipped') or r.get('failed')} | | | | | | | | |")
             continue
         size = ",".join(f"{k}={v}" for k, v in r["size"].items() if k != "name")
-        print(f"| {r['name']} | {size} | {_ms(r.get('original_ms'))} | {_ms(r.get('kxform_ms'))} | "
-              f"{_ms(r.get('expert_ms'))} | {_x(r['kxform']['speedup'])} | {_x(r.get('expert_speedup'))} | "
-              f"{_pct(r.get('fraction'))} | {_yardstick(r)} | {_kxform(r)} |")
+        print(
+            f"| {r['name']} | {size} | {_ms(r.get('original_ms'))} | {_ms(r.get('kxform_ms'))} | "
+            f"{_ms(r.get('expert_ms'))} | {_x(r['kxform']['speedup'])} | {_x(r.get('expert_speedup'))} | "
+            f"{_pct(r.get('fraction'))} | {_yardstick(r)} | {_kxform(r)} |"
+        )
     s = summary
-    print(f"\ngeometric mean over {s['kernels']} kernels: kxform {_x(s['kxform_speedup'])}, expert "
-          f"{_x(s['expert_speedup'])}, fraction of the expert's log speed-up {_pct(s['fraction'])}; "
-          f"kernels slower than their original: {s['slower_than_original']}")
+    print(
+        f"\ngeometric mean over {s['kernels']} kernels: kxform {_x(s['kxform_speedup'])}, expert "
+        f"{_x(s['expert_speedup'])}, fraction of the expert's log speed-up {_pct(s['fraction'])}; "
+        f"kernels slower than their original: {s['slower_than_original']}"
+    )

@@ -30,7 +30,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from kxform.engine.pass_api import PassContext, RunOptions  # noqa: E402
 from kxform.errors import KxformError  # noqa: E402
@@ -61,10 +60,17 @@ def _session(args: argparse.Namespace, ctx: PassContext, spec: object, runtime: 
 
             function = next(f for f in ctx.model.functions if f.name == args.kernel)
             gpu = GpuTemplateTiming(ctx.model.source, function, spec, runtime)  # type: ignore[arg-type]
-        session, done = refactor_kernel(ctx, args.kernel, spec, runtime, client,  # type: ignore[arg-type]
-                                        SessionOptions(args.attempts, 2),
-                                        lambda r: log.write(json.dumps(r) + "\n") if log else None,
-                                        timing=gpu, profiler=gpu)
+        session, done = refactor_kernel(
+            ctx,
+            args.kernel,
+            spec,
+            runtime,
+            client,  # type: ignore[arg-type]
+            SessionOptions(args.attempts, 2),
+            lambda r: log.write(json.dumps(r) + "\n") if log else None,
+            timing=gpu,
+            profiler=gpu,
+        )
     finally:
         if log:
             log.close()
@@ -77,8 +83,10 @@ def _session(args: argparse.Namespace, ctx: PassContext, spec: object, runtime: 
         lock = Path(args.lock)
         entry = lock_entry(args.file, lock, ctx.model, done, ctx.hw.name)
         update_lock(lock, {entry.key: entry})
-        print(f"recorded in {args.lock}: replay with kxform apply --pass refactor --proposer lock --lock {args.lock} "
-              f"{args.file}")
+        print(
+            f"recorded in {args.lock}: replay with kxform apply --pass refactor --proposer lock --lock {args.lock} "
+            f"{args.file}"
+        )
     return done
 
 
@@ -89,14 +97,21 @@ def main() -> int:
     parser.add_argument("--hw", default="h100")
     parser.add_argument("--attempts", type=int, default=4)
     parser.add_argument("--record", help="save the kept decision (JSON) for --replay")
-    parser.add_argument("--lock", help="record the kept decision in this lockfile (kxform.lock) for "
-                        "kxform apply --pass refactor --proposer lock --lock FILE")
+    parser.add_argument(
+        "--lock",
+        help="record the kept decision in this lockfile (kxform.lock) for "
+        "kxform apply --pass refactor --proposer lock --lock FILE",
+    )
     parser.add_argument("--replay", help="apply a recorded decision without calling a model")
     parser.add_argument("--log", help="append the prompt and every attempt as JSON lines")
     parser.add_argument("--write", action="store_true", help="write the file (atomically); else print the diff")
-    parser.add_argument("--runtime", choices=("cpu", "gpu"), default="cpu",
-                        help="where templates are verified (gpu: also compute-sanitizer memcheck and racecheck, "
-                        "tuning on measured times, Nsight Compute summaries in the prompt)")
+    parser.add_argument(
+        "--runtime",
+        choices=("cpu", "gpu"),
+        default="cpu",
+        help="where templates are verified (gpu: also compute-sanitizer memcheck and racecheck, "
+        "tuning on measured times, Nsight Compute summaries in the prompt)",
+    )
     args = parser.parse_args()
     try:
         hw = load_profile(args.hw)
@@ -124,8 +139,9 @@ def main() -> int:
         print(f"wrote {args.file}")
     else:
         old = model.source.data.decode("utf-8", "replace").splitlines(keepends=True)
-        sys.stdout.writelines(difflib.unified_diff(old, done.data.decode().splitlines(keepends=True), args.file,
-                                                   args.file))
+        sys.stdout.writelines(
+            difflib.unified_diff(old, done.data.decode().splitlines(keepends=True), args.file, args.file)
+        )
     return 0
 
 

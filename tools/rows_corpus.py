@@ -17,22 +17,27 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from corpus_apply import ROOT, apply_config  # noqa: E402
 
-FAMILIES = ("layernorm", "rmsnorm", "softmax", "residual_layernorm", "embedding", "bias_grad", "cross_entropy",
-            "matvec")
+FAMILIES = (
+    "layernorm",
+    "rmsnorm",
+    "softmax",
+    "residual_layernorm",
+    "embedding",
+    "bias_grad",
+    "cross_entropy",
+    "matvec",
+)
 NAIVE = ROOT / "corpora" / "naive"
 
 
 def run(family: str, lanes: int, rows: int) -> tuple[bool, str]:
     """Whether `rows{lanes,rows}` of the family's naive kernel verified, and the evidence
     (the verify record's sizes and policy, else why it stopped)."""
-    applied = apply_config(NAIVE / family / "naive.cu", f"rows{{lanes={lanes},rows={rows}}}", f"{family}_naive",
-                           "h100")
+    applied = apply_config(NAIVE / family / "naive.cu", f"rows{{lanes={lanes},rows={rows}}}", f"{family}_naive", "h100")
     if applied.verify is not None:
         return applied.verified, applied.verify.detail
     return False, f"{applied.label}: {applied.reason}"
@@ -50,8 +55,11 @@ def main() -> int:
             start = time.perf_counter()
             ok, detail = run(family, lanes, rows)
             failed += not ok
-            print(f"{family:20s} lanes={lanes:<4d} rows={rows:<3d} {'ok  ' if ok else 'FAIL'} "
-                  f"{time.perf_counter() - start:5.1f}s  {detail}", flush=True)
+            print(
+                f"{family:20s} lanes={lanes:<4d} rows={rows:<3d} {'ok  ' if ok else 'FAIL'} "
+                f"{time.perf_counter() - start:5.1f}s  {detail}",
+                flush=True,
+            )
     print(f"{failed} failed")
     return 1 if failed else 0
 

@@ -15,9 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from corpus_apply import ROOT, apply_config, naive_pairs  # noqa: E402
 
@@ -49,7 +47,7 @@ def main() -> int:
             print(f"{entry['name']:<14} {kernel:<14} refused   {info['reasons'][0][:140]}")
             continue
         print(f"{entry['name']:<14} {kernel:<14} tiled     {len(info['constraints'])} constraints")
-        for label in ["defaults"] + [_spec(c) for c in CANDIDATES[:args.points]]:
+        for label in ["defaults"] + [_spec(c) for c in CANDIDATES[: args.points]]:
             t0 = time.perf_counter()
             applied = apply_config(path, NAME if label == "defaults" else label, kernel, args.hw)
             failures += not applied.verified

@@ -108,8 +108,13 @@ class Judgement:
         return self.verdict == "regression"
 
 
-def judge_default(order: Sequence[str], fallback: Sequence[str], timings: Mapping[str, Timing],
-                  original: str, tolerance: float = TOLERANCE) -> Judgement:
+def judge_default(
+    order: Sequence[str],
+    fallback: Sequence[str],
+    timings: Mapping[str, Timing],
+    original: str,
+    tolerance: float = TOLERANCE,
+) -> Judgement:
     """Judge the default proposer's `order` (order keys, first first) against `timings`
     (order key -> timing; the original's key is `original`; versions that did not verify
     or measure are absent: an evaluation that cannot reach anything)."""

@@ -16,9 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from corpus_apply import ROOT, apply_config, candidates, manifest  # noqa: E402
 
@@ -68,7 +66,7 @@ def main() -> int:
             failures += not applied.bit_exact
             shown = applied.line()
         print(f"{'':<32}defaults: {shown}")
-        for label in candidates(path, kernel, "tile", args.hw)[:args.points]:
+        for label in candidates(path, kernel, "tile", args.hw)[: args.points]:
             applied = apply_config(path, label, kernel, args.hw)
             failures += not applied.verified
             print(f"{'':<32}{label:<34} {applied.line()}")
@@ -80,8 +78,10 @@ def main() -> int:
         applied = apply_config(path, "tile{TILE=32},swizzle", entry["kernel"], args.hw)
         failures += not applied.verified
         print(f"{name:<22} tile{{TILE=32}},swizzle: {applied.line()}")
-    print(f"kernels: {lifted} lifted, {refused} refused; verification failures: {failures}; "
-          f"{time.perf_counter() - started:.0f} s")
+    print(
+        f"kernels: {lifted} lifted, {refused} refused; verification failures: {failures}; "
+        f"{time.perf_counter() - started:.0f} s"
+    )
     return 1 if failures else 0
 
 

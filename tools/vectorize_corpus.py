@@ -18,7 +18,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from corpus_apply import ROOT, apply_config, has_spec, manifest_kernels, naive_pairs  # noqa: E402
 
@@ -28,8 +27,9 @@ from kxform.errors import InputError  # noqa: E402
 
 def kernels() -> list[tuple[str, Path, str]]:
     """(label, file, kernel) for the corpus manifest and the naive versions of the naive corpus."""
-    return manifest_kernels() + [(f"naive/{p['name']}", ROOT / "corpora" / "naive" / p["naive"], p["naive_kernel"])
-                                 for p in naive_pairs()]
+    return manifest_kernels() + [
+        (f"naive/{p['name']}", ROOT / "corpora" / "naive" / p["naive"], p["naive_kernel"]) for p in naive_pairs()
+    ]
 
 
 def _points(params: list[dict]) -> list[dict[str, str]]:
@@ -81,8 +81,10 @@ def main() -> int:
             verified += applied.identical
             failures += not applied.identical
             print(f"{'':<34}   {options:<40} {applied.line()}")
-    print(f"\n{args.pass_name}: {applies} kernel(s) apply, {refused} refused; {verified} configuration(s) verified "
-          f"bit-exact, {failures} failed ({time.perf_counter() - started:.0f} s)")
+    print(
+        f"\n{args.pass_name}: {applies} kernel(s) apply, {refused} refused; {verified} configuration(s) verified "
+        f"bit-exact, {failures} failed ({time.perf_counter() - started:.0f} s)"
+    )
     return 1 if failures else 0
 
 

@@ -12,6 +12,17 @@ from kxform.analysis.manager import Analysis, AnalysisManager
 from kxform.analysis.records import Buffer, Comparison, Guard, Loop, MemoryAccess, Reduction
 
 __all__ = [
-    "AccessAnalysis", "Affine", "Analysis", "AnalysisManager", "Buffer", "Comparison", "Guard", "Index", "Loop",
-    "MemoryAccess", "NotAffine", "Reduction", "analyse_function",
+    "AccessAnalysis",
+    "Affine",
+    "Analysis",
+    "AnalysisManager",
+    "Buffer",
+    "Comparison",
+    "Guard",
+    "Index",
+    "Loop",
+    "MemoryAccess",
+    "NotAffine",
+    "Reduction",
+    "analyse_function",
 ]

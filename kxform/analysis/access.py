@@ -82,8 +82,7 @@ class AccessAnalysis:
             if loop.var and isinstance(loop.init, Affine):
                 index = index.substitute(loop.var, loop.init + Affine.symbol(loop.var))
             elif loop.var and loop.var in index.symbols:
-                return NotAffine(f"the loop variable `{loop.var}` starts at a value that is {loop.init}",
-                                 index.symbols)
+                return NotAffine(f"the loop variable `{loop.var}` starts at a value that is {loop.init}", index.symbols)
         return index
 
     def thread_stride(self, access: MemoryAccess, axis: str = "x") -> Affine | None:
@@ -113,8 +112,15 @@ class AccessAnalysis:
     def thread_shared_writes(self) -> tuple[MemoryAccess, ...]:
         """Global writes every thread of a block makes to the same element, unguarded by a
         thread-index condition (a race unless the values agree)."""
-        return tuple(a for a in self.accesses if a.write and a.space == "global" and not a.atomic and
-                     a.thread_invariant and not any("threadIdx" in g.condition for g in a.guards))
+        return tuple(
+            a
+            for a in self.accesses
+            if a.write
+            and a.space == "global"
+            and not a.atomic
+            and a.thread_invariant
+            and not any("threadIdx" in g.condition for g in a.guards)
+        )
 
     @property
     def communicates(self) -> bool:
@@ -137,16 +143,23 @@ def analyse_function(model: SourceModel, function: Function) -> AccessAnalysis:
     if root is not None:
         Walker(state, env).statement(root)
     loop_facts(state)
-    return AccessAnalysis(function, tuple(buffers.values()), tuple(d.loop for d in state.loops),
-                          tuple(state.accesses), tuple(state.barriers), tuple(state.atomics),
-                          tuple(dict.fromkeys(state.calls)))
+    return AccessAnalysis(
+        function,
+        tuple(buffers.values()),
+        tuple(d.loop for d in state.loops),
+        tuple(state.accesses),
+        tuple(state.barriers),
+        tuple(state.atomics),
+        tuple(dict.fromkeys(state.calls)),
+    )
 
 
 def closure_functions(model: SourceModel, kernel: Function) -> tuple[Function, ...]:
     """The kernel and every device function of this file it reaches (by name), kernel first."""
     reached = sorted(model.closure(kernel.name) - {kernel.name})
-    return (kernel,) + tuple(f for name in reached for f in model.functions_named(name)
-                             if f.kind is not FunctionKind.HOST)
+    return (kernel,) + tuple(
+        f for name in reached for f in model.functions_named(name) if f.kind is not FunctionKind.HOST
+    )
 
 
 def element_type(ctype: str) -> str:
@@ -157,8 +170,13 @@ def _buffers(model: SourceModel, function: Function) -> dict[str, Buffer]:
     out: dict[str, Buffer] = {}
     for param in function.params:
         if "*" in param.ctype or "[" in param.ctype:
-            out[param.name] = Buffer(param.name, "global", element_type(param.ctype.replace("[]", "")),
-                                     "restrict" in param.ctype, bool(re.search(r"\bconst\b", param.ctype)))
+            out[param.name] = Buffer(
+                param.name,
+                "global",
+                element_type(param.ctype.replace("[]", "")),
+                "restrict" in param.ctype,
+                bool(re.search(r"\bconst\b", param.ctype)),
+            )
     constants = _constants(model)
     for decl in shared_decls(model):
         inside = function.body.contains(decl.span)
@@ -168,8 +186,14 @@ def _buffers(model: SourceModel, function: Function) -> dict[str, Buffer]:
         out[decl.name] = Buffer(decl.name, "shared", element_type(decl.ctype), False, False, extents)
     for name, ctype, sizes in _local_arrays(model, function):
         if name not in out:
-            out[name] = Buffer(name, "local", element_type(ctype), False, False,
-                               tuple(_extent(e, Env(constants=constants)) for e in sizes))
+            out[name] = Buffer(
+                name,
+                "local",
+                element_type(ctype),
+                False,
+                False,
+                tuple(_extent(e, Env(constants=constants)) for e in sizes),
+            )
     return out
 
 
@@ -180,12 +204,18 @@ def _local_arrays(model: SourceModel, function: Function) -> list[tuple[str, str
     stack = [root] if root is not None else []
     while stack:
         node = stack.pop()
-        if node.type == "declaration" and function.body.start <= node.start_byte and not any(
+        if (
+            node.type == "declaration"
+            and function.body.start <= node.start_byte
+            and not any(
                 c.type in ("type_qualifier", "storage_class_specifier") and c.text in (b"__shared__", b"extern")
-                for c in node.children):
+                for c in node.children
+            )
+        ):
             for declarator in node.children_by_field_name("declarator"):
-                target = declarator.child_by_field_name("declarator") if declarator.type == "init_declarator" \
-                    else declarator
+                target = (
+                    declarator.child_by_field_name("declarator") if declarator.type == "init_declarator" else declarator
+                )
                 sizes: list[str] = []
                 while target is not None and target.type == "array_declarator":
                     size = target.child_by_field_name("size")
@@ -193,8 +223,9 @@ def _local_arrays(model: SourceModel, function: Function) -> list[tuple[str, str
                     target = target.child_by_field_name("declarator")
                 if sizes and target is not None and target.type == "identifier" and target.text:
                     type_node = node.child_by_field_name("type")
-                    out.append((target.text.decode(), type_node.text.decode() if type_node and type_node.text else "",
-                                sizes))
+                    out.append(
+                        (target.text.decode(), type_node.text.decode() if type_node and type_node.text else "", sizes)
+                    )
         stack.extend(node.named_children)
     return out
 
@@ -215,7 +246,7 @@ def _parse_expression(text: str) -> Any:
 
 
 def _uses(model: SourceModel, function: Function, name: str) -> bool:
-    body = model.source.data[function.body.start:function.body.end]
+    body = model.source.data[function.body.start : function.body.end]
     return re.search(rb"\b" + re.escape(name.encode()) + rb"\b", body) is not None
 
 
@@ -255,7 +286,7 @@ def _pragmas(model: SourceModel, function: Function) -> dict[int, tuple[str, Spa
         after = len(data) if line_end < 0 else line_end + 1
         rest = data[after:]
         start = after + (len(rest) - len(rest.lstrip()))
-        if data[start:start + 3] in (b"for", b"whi") or data[start:start + 2] == b"do":
+        if data[start : start + 3] in (b"for", b"whi") or data[start : start + 2] == b"do":
             out[start] = (pragma.factor or "", Span(model.source.line_start(pragma.span.start), after))
     return out
 

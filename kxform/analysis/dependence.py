@@ -22,8 +22,16 @@ from kxform.analysis.syntax import assigned_names
 from kxform.analysis.walk import WalkState
 from kxform.frontend.model import Span
 
-_CALL_OPS = {"fmaxf": "max", "fmax": "max", "max": "max", "fminf": "min", "fmin": "min", "min": "min",
-             "__hmax": "max", "__hmin": "min"}
+_CALL_OPS = {
+    "fmaxf": "max",
+    "fmax": "max",
+    "max": "max",
+    "fminf": "min",
+    "fmin": "min",
+    "min": "min",
+    "__hmax": "max",
+    "__hmin": "min",
+}
 _COMPOUND_OPS = {"+=": "+", "-=": "+", "*=": "*"}
 
 
@@ -33,8 +41,9 @@ def loop_facts(state: WalkState) -> None:
         loop, node = draft.loop, draft.node
         body = node.child_by_field_name("body")
         reductions, carried = _scalars(state, loop, node)
-        in_memory, array_reductions = _memory(loop, [a for a in state.accesses if loop.id in a.loops],
-                                              [d.loop for d in state.loops])
+        in_memory, array_reductions = _memory(
+            loop, [a for a in state.accesses if loop.id in a.loops], [d.loop for d in state.loops]
+        )
         carried += in_memory
         reductions += array_reductions
         barrier = any(loop.body.contains(s) for s in state.barriers) if body is not None else False
@@ -52,7 +61,8 @@ def _outermost_array_carriers(state: WalkState) -> None:
         for reduction in loop.reductions:
             outer = loop
             while outer.parent is not None and any(
-                    r.var == reduction.var and r.op == reduction.op for r in state.loops[outer.parent].loop.reductions):
+                r.var == reduction.var and r.op == reduction.op for r in state.loops[outer.parent].loop.reductions
+            ):
                 outer = state.loops[outer.parent].loop
             fixed.append(replace(reduction, loop=outer.id, read_after=_read_after(state, reduction.var, outer)))
         draft.loop = replace(loop, reductions=tuple(fixed))
@@ -69,9 +79,16 @@ def _read_after(state: WalkState, name: str, carrier: Loop) -> tuple[Span, ...]:
     if scope is None:
         return ()
     uses = sorted(_mentions(scope, name), key=lambda u: u.start_byte)
-    return tuple(Span(use.start_byte, use.end_byte) for use in uses if use.start_byte >= carrier.span.end and not (
-        use.parent.type == "assignment_expression" and use.parent.child_by_field_name("left") == use and
-        text(use.parent.child_by_field_name("operator")) == "="))
+    return tuple(
+        Span(use.start_byte, use.end_byte)
+        for use in uses
+        if use.start_byte >= carrier.span.end
+        and not (
+            use.parent.type == "assignment_expression"
+            and use.parent.child_by_field_name("left") == use
+            and text(use.parent.child_by_field_name("operator")) == "="
+        )
+    )
 
 
 def _scalars(state: WalkState, loop: Loop, node: Any) -> tuple[list[Reduction], list[str]]:
@@ -98,8 +115,10 @@ def _reduction(state: WalkState, loop: Loop, node: Any, name: str) -> Reduction 
     for use in _mentions(node, name):
         update = _update_of(use, name)
         if update is None:
-            return f"`{name}` is assigned in one iteration and read in another (line " \
-                   f"{state.model.source.line_col(use.start_byte)[0]})"
+            return (
+                f"`{name}` is assigned in one iteration and read in another (line "
+                f"{state.model.source.line_col(use.start_byte)[0]})"
+            )
         statement, op = update
         ops.add(op)
         span = Span(statement.start_byte, statement.end_byte)
@@ -112,16 +131,21 @@ def _reduction(state: WalkState, loop: Loop, node: Any, name: str) -> Reduction 
     if declaration is not None:
         decl, declarator = declaration
         value = declarator.child_by_field_name("value") if declarator.type == "init_declarator" else None
-        ctype, init, where = short(decl.child_by_field_name("type")), short(value) if value is not None else "", \
-            decl.start_byte
+        ctype, init, where = (
+            short(decl.child_by_field_name("type")),
+            short(value) if value is not None else "",
+            decl.start_byte,
+        )
     return Reduction(name, ops.pop(), ctype, init, tuple(updates), _outermost_carrier(state, loop, where))
 
 
 def _outermost_carrier(state: WalkState, loop: Loop, declared: int) -> int:
     """The outermost loop around `loop` (itself included) that does not contain the declaration."""
     current = loop
-    while current.parent is not None and not state.loops[current.parent].loop.span.start <= declared < \
-            state.loops[current.parent].loop.span.end:
+    while (
+        current.parent is not None
+        and not state.loops[current.parent].loop.span.start <= declared < state.loops[current.parent].loop.span.end
+    ):
         current = state.loops[current.parent].loop
     return current.id
 
@@ -134,8 +158,9 @@ def _declarations(node: Any, name: str) -> list[tuple[Any, Any]]:
         current = stack.pop()
         if current.type in ("declaration", "parameter_declaration"):
             for declarator in current.children_by_field_name("declarator"):
-                target = declarator.child_by_field_name("declarator") if declarator.type == "init_declarator" \
-                    else declarator
+                target = (
+                    declarator.child_by_field_name("declarator") if declarator.type == "init_declarator" else declarator
+                )
                 while target is not None and target.type not in ("identifier",):
                     target = target.child_by_field_name("declarator")
                 if target is not None and text(target) == name:
@@ -150,8 +175,11 @@ def _visible_declaration(state: WalkState, loop_node: Any, name: str) -> tuple[A
     scope = loop_node.parent
     while scope is not None:
         if scope.type in ("compound_statement", "for_statement", "function_definition"):
-            found = [d for d in _declarations(scope, name) if d[0].start_byte < loop_node.start_byte and
-                     _encloses(d[0].parent, loop_node)]
+            found = [
+                d
+                for d in _declarations(scope, name)
+                if d[0].start_byte < loop_node.start_byte and _encloses(d[0].parent, loop_node)
+            ]
             if found:
                 return max(found, key=lambda d: d[0].start_byte)
         scope = scope.parent
@@ -180,8 +208,13 @@ def _update_of(use: Any, name: str) -> tuple[Any, str] | None:
     if parent is not None and parent.type == "assignment_expression" and parent.child_by_field_name("left") == use:
         return _accumulation(parent, name)
     node = use
-    while node.parent is not None and node.parent.type in ("parenthesized_expression", "argument_list",
-                                                           "binary_expression", "call_expression", "cast_expression"):
+    while node.parent is not None and node.parent.type in (
+        "parenthesized_expression",
+        "argument_list",
+        "binary_expression",
+        "call_expression",
+        "cast_expression",
+    ):
         node = node.parent
     assignment = node.parent
     if assignment is None or assignment.type != "assignment_expression":
@@ -212,8 +245,12 @@ def _accumulation(assignment: Any, name: str) -> tuple[Any, str] | None:
         args = right.child_by_field_name("arguments")
         named = [_strip(a) for a in args.named_children] if args is not None else []
         mine = [a for a in named if a.type == "identifier" and text(a) == name]
-        if function in _CALL_OPS and len(named) == 2 and len(mine) == 1 and \
-                not any(_mentions(a, name) for a in named if a not in mine):
+        if (
+            function in _CALL_OPS
+            and len(named) == 2
+            and len(mine) == 1
+            and not any(_mentions(a, name) for a in named if a not in mine)
+        ):
             return assignment, _CALL_OPS[function]
     return None
 
@@ -245,8 +282,10 @@ def _memory(loop: Loop, accesses: list[MemoryAccess], loops: list[Loop]) -> tupl
             if other is write or other.buffer != write.buffer:
                 continue
             if not isinstance(other.index, Affine) or other.index != write.index:
-                out.append(f"{write.buffer} is written at [{write.index}] and accessed at [{other.index}] in the "
-                           "loop: iterations may depend on each other")
+                out.append(
+                    f"{write.buffer} is written at [{write.index}] and accessed at [{other.index}] in the "
+                    "loop: iterations may depend on each other"
+                )
                 break
     return list(dict.fromkeys(out)), list(reductions.values())
 
@@ -283,7 +322,7 @@ def _by_range(access: MemoryAccess, loop: Loop, loops: list[Loop]) -> object:
     index = access.index
     if not isinstance(index, Affine):
         return index
-    inner = access.loops[access.loops.index(loop.id) + 1:] if loop.id in access.loops else ()
+    inner = access.loops[access.loops.index(loop.id) + 1 :] if loop.id in access.loops else ()
     for loop_id in inner:
         other = loops[loop_id]
         if other.var:

@@ -21,9 +21,28 @@ from kxform.frontend.queries import int_value
 
 BUILTIN_STRUCTS = ("threadIdx", "blockIdx", "blockDim", "gridDim")
 HIP_BUILTINS = {f"hip{b[0].upper()}{b[1:]}_{a}": f"{b}.{a}" for b in BUILTIN_STRUCTS for a in "xyz"}
-SIZEOF = {"float": 4, "double": 8, "int": 4, "unsigned": 4, "unsigned int": 4, "half": 2, "__half": 2,
-          "__nv_bfloat16": 2, "char": 1, "short": 2, "long": 8, "long long": 8, "size_t": 8, "float2": 8,
-          "float4": 16, "int4": 16, "int2": 8, "double2": 16, "half2": 4, "__half2": 4}
+SIZEOF = {
+    "float": 4,
+    "double": 8,
+    "int": 4,
+    "unsigned": 4,
+    "unsigned int": 4,
+    "half": 2,
+    "__half": 2,
+    "__nv_bfloat16": 2,
+    "char": 1,
+    "short": 2,
+    "long": 8,
+    "long long": 8,
+    "size_t": 8,
+    "float2": 8,
+    "float4": 16,
+    "int4": 16,
+    "int2": 8,
+    "double2": 16,
+    "half2": 4,
+    "__half2": 4,
+}
 
 
 @dataclass(frozen=True)
@@ -84,8 +103,7 @@ def evaluate(node: Any, env: Env) -> Evaluated:
     handler = _HANDLERS.get(kind)
     if handler is not None:
         return handler(node, env)
-    return Evaluated(NotAffine(f"`{short(node)}` is not an integer expression kxform reads",
-                               _depends_below(node, env)))
+    return Evaluated(NotAffine(f"`{short(node)}` is not an integer expression kxform reads", _depends_below(node, env)))
 
 
 def _number(node: Any, env: Env) -> Evaluated:
@@ -186,13 +204,19 @@ def _combine(op: str, lv: Index, rv: Index, node: Any, env: Env, depends: frozen
             return NotAffine(f"`{short(node)}` multiplies two varying values", depends)
         return product
     if op == "<<" and rv.value is not None and 0 <= rv.value < 63:
-        return lv.scaled(2 ** rv.value)
+        return lv.scaled(2**rv.value)
     if lv.value is not None and rv.value is not None:
         folded = _fold(op, lv.value, rv.value)
         if folded is not None:
             return Affine.const(folded)
-    words = {"/": "integer division", "%": "a remainder", ">>": "a right shift", "&": "a bitwise and",
-             "|": "a bitwise or", "^": "an exclusive or"}
+    words = {
+        "/": "integer division",
+        "%": "a remainder",
+        ">>": "a right shift",
+        "&": "a bitwise and",
+        "|": "a bitwise or",
+        "^": "an exclusive or",
+    }
     what = words.get(op, f"the operator `{op}`")
     return NotAffine(f"{what} in `{short(node)}`", depends)
 
@@ -220,8 +244,12 @@ def _pointer_expr(node: Any, env: Env) -> Evaluated:
             offset = _combine("+", target.value.offset, index.index, node, env, _symbols(target) | _symbols(index))
             return Evaluated(Pointer(target.value.buffer, offset), target.via | index.via)
     inner = evaluate(arg, env) if arg is not None else Evaluated(NotAffine("an empty expression"))
-    return Evaluated(NotAffine(f"`{short(node)}` is loaded from memory" if op == "*" else
-                               f"the address `{short(node)}`", _symbols(inner)), inner.via)
+    return Evaluated(
+        NotAffine(
+            f"`{short(node)}` is loaded from memory" if op == "*" else f"the address `{short(node)}`", _symbols(inner)
+        ),
+        inner.via,
+    )
 
 
 def _loaded(node: Any, env: Env) -> Evaluated:
@@ -234,7 +262,7 @@ def _call(node: Any, env: Env) -> Evaluated:
 
 
 def _sizeof(node: Any, env: Env) -> Evaluated:
-    spelled = short(node)[len("sizeof"):].strip().strip("()").strip()
+    spelled = short(node)[len("sizeof") :].strip().strip("()").strip()
     size = SIZEOF.get(spelled)
     return Evaluated(Affine.const(size)) if size is not None else Evaluated(Affine.symbol(f"sizeof({spelled})"))
 

@@ -53,8 +53,11 @@ A = TypeVar("A")
 def source_version(model: SourceModel) -> str:
     """The version key of a parsed file: its path and a digest of its bytes (once per model:
     a digest of the whole file per lookup made lookups quadratic in a file's kernels)."""
-    return once(model, "source_version",
-                lambda: f"{model.source.path}@{hashlib.blake2b(model.source.data, digest_size=16).hexdigest()}")
+    return once(
+        model,
+        "source_version",
+        lambda: f"{model.source.path}@{hashlib.blake2b(model.source.data, digest_size=16).hexdigest()}",
+    )
 
 
 def kernel_key(kernel: Function) -> tuple[str, int]:

@@ -32,12 +32,45 @@ from kxform.analysis.records import Buffer, MemoryAccess
 from kxform.frontend.lexical import blank_comments_and_strings
 from kxform.frontend.model import Function, SourceModel
 
-SCALAR_ELEMENTS = frozenset({
-    "float", "double", "int", "unsigned", "unsigned int", "long", "long long", "unsigned long",
-    "unsigned long long", "short", "unsigned short", "char", "unsigned char", "signed char", "size_t",
-    "int64_t", "uint64_t", "int32_t", "uint32_t", "int16_t", "uint16_t", "int8_t", "uint8_t", "half",
-    "__half", "__nv_bfloat16", "__hip_bfloat16", "float2", "float4", "double2", "int2", "int4", "half2",
-    "__half2", "__nv_bfloat162"})
+SCALAR_ELEMENTS = frozenset(
+    {
+        "float",
+        "double",
+        "int",
+        "unsigned",
+        "unsigned int",
+        "long",
+        "long long",
+        "unsigned long",
+        "unsigned long long",
+        "short",
+        "unsigned short",
+        "char",
+        "unsigned char",
+        "signed char",
+        "size_t",
+        "int64_t",
+        "uint64_t",
+        "int32_t",
+        "uint32_t",
+        "int16_t",
+        "uint16_t",
+        "int8_t",
+        "uint8_t",
+        "half",
+        "__half",
+        "__nv_bfloat16",
+        "__hip_bfloat16",
+        "float2",
+        "float4",
+        "double2",
+        "int2",
+        "int4",
+        "half2",
+        "__half2",
+        "__nv_bfloat162",
+    }
+)
 """Element types a register holds as a value (a load of a struct would copy the struct)."""
 
 _ASSIGNED = r"(?:\+\+|--)\s*{0}\b|\b{0}\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|\b{0}\s*(?:\+\+|--)"
@@ -175,19 +208,30 @@ class Cacheable:
         of a pointer parameter the kernel never writes and never lets escape, of a scalar
         element type, whose value is taken (not its address)."""
         buffer = self.pointers.get(access.buffer)
-        if (buffer is None or not access.read or access.write or access.atomic
-                or access.buffer in self.written or access.buffer in self.escaped or not _direct(access)
-                or access.buffer not in self.registers or _address_taken(self.data, access)
-                or "volatile" in _param_type(self.kernel, buffer.name)):
+        if (
+            buffer is None
+            or not access.read
+            or access.write
+            or access.atomic
+            or access.buffer in self.written
+            or access.buffer in self.escaped
+            or not _direct(access)
+            or access.buffer not in self.registers
+            or _address_taken(self.data, access)
+            or "volatile" in _param_type(self.kernel, buffer.name)
+        ):
             return None
         return _split(access, axis, self.allowed | ({loop_var} if loop_var else set()))
 
 
 def cacheable(model: SourceModel, kernel: Function, analysis: AccessAnalysis) -> Cacheable:
     data = model.source.data
-    body = data[kernel.body.start:kernel.body.end].decode("utf-8", "replace")
-    scalars = frozenset(p.name for p in kernel.params if p.name not in {b.name for b in analysis.buffers}
-                        and not re.search(_ASSIGNED.format(re.escape(p.name)), body))
+    body = data[kernel.body.start : kernel.body.end].decode("utf-8", "replace")
+    scalars = frozenset(
+        p.name
+        for p in kernel.params
+        if p.name not in {b.name for b in analysis.buffers} and not re.search(_ASSIGNED.format(re.escape(p.name)), body)
+    )
     allowed = scalars | {f"{b}.{a}" for b in ("threadIdx", "blockIdx", "blockDim", "gridDim") for a in "xyz"}
     pointers = {b.name: b for b in analysis.buffers if b.space == "global"}
     direct: dict[str, int] = {}
@@ -210,16 +254,20 @@ def _register_type(text: str, element: str) -> bool:
     if element in SCALAR_ELEMENTS:
         return True
     name = re.escape(element)
-    for pattern in (rf"\btypedef\s+([\w\s]+?)\s+{name}\s*;", rf"^[ \t]*#[ \t]*define[ \t]+{name}[ \t]+([\w \t]+?)[ \t]*$",
-                    rf"\busing\s+{name}\s*=\s*([\w\s]+?)\s*;"):
+    for pattern in (
+        rf"\btypedef\s+([\w\s]+?)\s+{name}\s*;",
+        rf"^[ \t]*#[ \t]*define[ \t]+{name}[ \t]+([\w \t]+?)[ \t]*$",
+        rf"\busing\s+{name}\s*=\s*([\w\s]+?)\s*;",
+    ):
         found = re.search(pattern, text, flags=re.MULTILINE)
         if found and " ".join(found.group(1).split()) in SCALAR_ELEMENTS:
             return True
     return False
 
 
-def analyse_reuse(model: SourceModel, kernel: Function, analysis: AccessAnalysis, axis: str,
-                  able: Cacheable | None = None) -> Reuse | str:
+def analyse_reuse(
+    model: SourceModel, kernel: Function, analysis: AccessAnalysis, axis: str, able: Cacheable | None = None
+) -> Reuse | str:
     """The load groups (outside loops) and store sites of `kernel` along `axis`, or why no
     load can be served from a register (one line). `able`: the kernel's `cacheable` facts,
     when the caller has them (they do not depend on the axis)."""
@@ -254,8 +302,9 @@ def analyse_reuse(model: SourceModel, kernel: Function, analysis: AccessAnalysis
             groups.append((buffer, split, [SharedLoad(access, 0)]))
     if not groups:
         return "no load outside a loop reads a buffer the kernel never writes with an index affine in the thread index"
-    return Reuse(tuple(LoadGroup(b, s.step, s.rest, tuple(loads)) for b, s, loads in groups), tuple(stores),
-                 able.scalars)
+    return Reuse(
+        tuple(LoadGroup(b, s.step, s.rest, tuple(loads)) for b, s, loads in groups), tuple(stores), able.scalars
+    )
 
 
 def _stores(model: SourceModel, function: Function) -> bool:
@@ -264,8 +313,12 @@ def _stores(model: SourceModel, function: Function) -> bool:
     buffer of the analysis's; a local array counts too: conservative)."""
     if any((a.write and a.space != "local") or a.atomic for a in analyse_function(model, function).accesses):
         return True
-    body = blank_comments_and_strings(model.source.data[function.body.start:function.body.end].decode("utf-8", "replace"))
-    return re.search(r"(?:\]|\*\s*[A-Za-z_]\w*|->\s*\w+)\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|\batomic\w*\s*\(", body) is not None
+    body = blank_comments_and_strings(
+        model.source.data[function.body.start : function.body.end].decode("utf-8", "replace")
+    )
+    return (
+        re.search(r"(?:\]|\*\s*[A-Za-z_]\w*|->\s*\w+)\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|\batomic\w*\s*\(", body) is not None
+    )
 
 
 def _split(access: MemoryAccess, axis: str, allowed: set[str] | frozenset[str]) -> Split | None:
@@ -283,10 +336,9 @@ def _direct(access: MemoryAccess) -> bool:
 
 def _address_taken(data: bytes, access: MemoryAccess) -> bool:
     """`&A[i]` (a pointer, not a load); `a & A[i]` is refused alike."""
-    before = data[max(0, access.span.start - 64):access.span.start].rstrip()
+    before = data[max(0, access.span.start - 64) : access.span.start].rstrip()
     return before.endswith(b"&") and not before.endswith(b"&&")
 
 
 def _param_type(kernel: Function, name: str) -> str:
     return next((p.ctype for p in kernel.params if p.name == name), "")
-

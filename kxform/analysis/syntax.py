@@ -44,8 +44,9 @@ def declared_here(block: Any) -> set[str]:
     for child in block.named_children:
         if child.type == "declaration":
             for declarator in child.children_by_field_name("declarator"):
-                target = declarator.child_by_field_name("declarator") if declarator.type == "init_declarator" \
-                    else declarator
+                target = (
+                    declarator.child_by_field_name("declarator") if declarator.type == "init_declarator" else declarator
+                )
                 name = declared_name(target)
                 if name is not None:
                     out.add(text(name))
@@ -79,8 +80,11 @@ def early_exit(node: Any) -> Any:
     consequence = node.child_by_field_name("consequence")
     if consequence is None:
         return None
-    last = consequence.named_children[-1] if consequence.type == "compound_statement" and \
-        consequence.named_children else consequence
+    last = (
+        consequence.named_children[-1]
+        if consequence.type == "compound_statement" and consequence.named_children
+        else consequence
+    )
     if last.type not in ("return_statement", "continue_statement", "break_statement"):
         return None
     return unwrap(node.child_by_field_name("condition"))

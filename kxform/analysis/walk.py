@@ -33,9 +33,11 @@ from kxform.analysis.syntax import (
 )
 from kxform.frontend.model import Function, SourceModel, Span
 
-BARRIER_RE = re.compile(r"^(__syncthreads\w*|__syncwarp|__shfl\w*|__ballot\w*|__any\w*|__all\w*|__activemask|"
-                        r"__threadfence\w*|grid\.sync|cooperative_groups::\w+|__reduce_\w+_sync|__match\w*|"
-                        r"(nvcuda::)?wmma::\w+)$")
+BARRIER_RE = re.compile(
+    r"^(__syncthreads\w*|__syncwarp|__shfl\w*|__ballot\w*|__any\w*|__all\w*|__activemask|"
+    r"__threadfence\w*|grid\.sync|cooperative_groups::\w+|__reduce_\w+_sync|__match\w*|"
+    r"(nvcuda::)?wmma::\w+)$"
+)
 WARP_COLLECTIVE_RE = re.compile(r"^(nvcuda::)?wmma::\w+$")
 """Warp-collective calls whose array arguments are fragments they may write."""
 ATOMIC_RE = re.compile(r"^atomic\w+$")
@@ -93,8 +95,7 @@ class Walker:
         elif kind in ("expression_statement", "return_statement"):
             for child in node.named_children:
                 self.expression(child)
-        elif kind in ("comment", "break_statement", "continue_statement", "goto_statement",
-                      "labeled_statement"):
+        elif kind in ("comment", "break_statement", "continue_statement", "goto_statement", "labeled_statement"):
             for child in node.named_children:
                 if child.type.endswith("statement"):
                     self.statement(child)
@@ -111,8 +112,9 @@ class Walker:
             self.statement(child)
             exit_cond = early_exit(child)
             if exit_cond is not None:
-                self.guards = self.guards + (Guard(short(exit_cond), False, node_span(child), "exit",
-                                                   bounds(exit_cond, False, self.env)),)
+                self.guards = self.guards + (
+                    Guard(short(exit_cond), False, node_span(child), "exit", bounds(exit_cond, False, self.env)),
+                )
         self.guards = saved
         for name, outer in declared.items():
             if outer is None:
@@ -126,8 +128,9 @@ class Walker:
         local_arrays = {n for n, b in self.state.buffers.items() if b.space == "local"}
         for declarator in node.children_by_field_name("declarator"):
             value = declarator.child_by_field_name("value") if declarator.type == "init_declarator" else None
-            target = declarator.child_by_field_name("declarator") if declarator.type == "init_declarator" \
-                else declarator
+            target = (
+                declarator.child_by_field_name("declarator") if declarator.type == "init_declarator" else declarator
+            )
             name_node = declared_name(target)
             if value is not None:
                 self.expression(value)
@@ -152,8 +155,12 @@ class Walker:
         self.expression(cond)
         where = node_span(node)
         before = self.env
-        branches = [(node.child_by_field_name("consequence"),
-                     Guard(short(cond), True, where, "if", bounds(cond, True, self.env)))]
+        branches = [
+            (
+                node.child_by_field_name("consequence"),
+                Guard(short(cond), True, where, "if", bounds(cond, True, self.env)),
+            )
+        ]
         alternative = node.child_by_field_name("alternative")
         if alternative is not None:
             inner = alternative.named_children[-1] if alternative.type == "else_clause" else alternative
@@ -203,11 +210,23 @@ class Walker:
         step = loop_step(node.child_by_field_name("update"), var, self.env)
         header_end = body.start_byte if body is not None and kind == "for" else node.end_byte
         pragma = state.pragmas.get(node.start_byte)
-        record = Loop(loop_id, kind, var, self.loop_stack[-1] if self.loop_stack else None, len(self.loop_stack),
-                      init_value.index, op, bound, step, node_span(node), Span(node.start_byte, header_end),
-                      node_span(body) if body is not None else node_span(node),
-                      pragma[0] if pragma else None, pragma[1] if pragma else None,
-                      exits=has_jump(body))
+        record = Loop(
+            loop_id,
+            kind,
+            var,
+            self.loop_stack[-1] if self.loop_stack else None,
+            len(self.loop_stack),
+            init_value.index,
+            op,
+            bound,
+            step,
+            node_span(node),
+            Span(node.start_byte, header_end),
+            node_span(body) if body is not None else node_span(node),
+            pragma[0] if pragma else None,
+            pragma[1] if pragma else None,
+            exits=has_jump(body),
+        )
         state.loops.append(LoopDraft(record, node))
         outer = self.loop_stack
         self.loop_stack = outer + (loop_id,)
@@ -272,8 +291,11 @@ class Walker:
         if op in ("+=", "-=") and not isinstance(value.value, Pointer):
             step = value.value if op == "+=" else (-value.value if isinstance(value.value, Affine) else value.value)
             if isinstance(old.value, Pointer):
-                offset = old.value.offset + step if isinstance(old.value.offset, Affine) and \
-                    isinstance(step, Affine) else NotAffine(f"`{name}` is moved by `{op}` a value that is {step}")
+                offset = (
+                    old.value.offset + step
+                    if isinstance(old.value.offset, Affine) and isinstance(step, Affine)
+                    else NotAffine(f"`{name}` is moved by `{op}` a value that is {step}")
+                )
                 self.bind(name, Evaluated(Pointer(old.value.buffer, offset), old.via | value.via))
                 return
             if isinstance(old.value, Affine) and isinstance(step, Affine):
@@ -295,8 +317,12 @@ class Walker:
         if atomic:
             self.state.atomics.append(span)
         for i, arg in enumerate(args.named_children if args is not None else ()):
-            if atomic and i == 0 and arg.type == "pointer_expression" and \
-                    text(arg.child_by_field_name("operator")) == "&":
+            if (
+                atomic
+                and i == 0
+                and arg.type == "pointer_expression"
+                and text(arg.child_by_field_name("operator")) == "&"
+            ):
                 target = arg.child_by_field_name("argument")
                 if target is not None and target.type == "subscript_expression":
                     self.access(target, read=True, write=True, atomic=True)
@@ -323,8 +349,17 @@ class Walker:
         if node.type == "pointer_expression":
             pointer = evaluate(node.child_by_field_name("argument"), self.env)
             if isinstance(pointer.value, Pointer):
-                self._record(node, pointer.value.buffer, pointer.value.offset, (pointer.value.offset,), pointer,
-                             read, write, atomic, update)
+                self._record(
+                    node,
+                    pointer.value.buffer,
+                    pointer.value.offset,
+                    (pointer.value.offset,),
+                    pointer,
+                    read,
+                    write,
+                    atomic,
+                    update,
+                )
             self.expression(node.child_by_field_name("argument"))
             return
         base, indices = subscript_chain(node)
@@ -334,8 +369,9 @@ class Walker:
         if target is None or not isinstance(target.value, Pointer):
             if base.type not in ("identifier", "field_expression"):
                 self.expression(base)
-            if base.type == "identifier" and (text(base) in self.env.names or
-                                              text(base) in {p.name for p in self.state.function.params}):
+            if base.type == "identifier" and (
+                text(base) in self.env.names or text(base) in {p.name for p in self.state.function.params}
+            ):
                 self._unknown(node, text(base), read, write, atomic, update)
             return
         pointer = target.value
@@ -353,21 +389,47 @@ class Walker:
         why = NotAffine(f"`{name}` does not point into a buffer kxform can name")
         self._record(node, name, why, (why,), Evaluated(why), read, write, atomic, update)
 
-    def _record(self, node: Any, buffer_name: str, index: Any, subscripts: tuple[Any, ...], via: Evaluated,
-                read: bool, write: bool, atomic: bool, update: str = "") -> None:
+    def _record(
+        self,
+        node: Any,
+        buffer_name: str,
+        index: Any,
+        subscripts: tuple[Any, ...],
+        via: Evaluated,
+        read: bool,
+        write: bool,
+        atomic: bool,
+        update: str = "",
+    ) -> None:
         state = self.state
         buffer = state.buffers[buffer_name]
-        carriers = tuple(sorted(n for n in via.via if n in self.env.names and
-                                _mentions_block(self.env.names[n].value)))
-        state.accesses.append(MemoryAccess(
-            buffer.name, buffer.space, buffer.element, read, write, index, subscripts, short(node), node_span(node),
-            state.model.source.line_col(node.start_byte)[0], state.function.name, self.loop_stack, self.guards,
-            carriers, atomic, update))
+        carriers = tuple(sorted(n for n in via.via if n in self.env.names and _mentions_block(self.env.names[n].value)))
+        state.accesses.append(
+            MemoryAccess(
+                buffer.name,
+                buffer.space,
+                buffer.element,
+                read,
+                write,
+                index,
+                subscripts,
+                short(node),
+                node_span(node),
+                state.model.source.line_col(node.start_byte)[0],
+                state.function.name,
+                self.loop_stack,
+                self.guards,
+                carriers,
+                atomic,
+                update,
+            )
+        )
 
 
 def _mentions_block(value: Any) -> bool:
     symbols = value.offset.symbols if isinstance(value, Pointer) else value.symbols
     return bool(symbols & set(BLOCK_AXES))
+
 
 def _flatten(offset: Any, indices: list[Any], extents: tuple[Affine | None, ...]) -> Any:
     """Row-major element offset of `base[i0][i1]...` (extents of the inner dimensions known)."""
@@ -381,8 +443,10 @@ def _flatten(offset: Any, indices: list[Any], extents: tuple[Affine | None, ...]
         bad = next(i for i in indices if isinstance(i, NotAffine))
         return NotAffine(bad.reason, frozenset().union(*(i.symbols for i in indices)))
     if len(extents) != len(indices) or any(e is None for e in extents[1:]):
-        return NotAffine("a multi-dimensional subscript of an array whose extents kxform cannot read",
-                         frozenset().union(*(i.symbols for i in indices)))
+        return NotAffine(
+            "a multi-dimensional subscript of an array whose extents kxform cannot read",
+            frozenset().union(*(i.symbols for i in indices)),
+        )
     flat = Affine()
     for index, extent in zip(indices, extents):
         flat = flat * (extent or Affine.const(1)) + index

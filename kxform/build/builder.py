@@ -72,8 +72,9 @@ class Builder:
         result = run_nvcc(self.nvcc, job, self.timeout_s)
         if result.resources:
             names = demangle([r.mangled for r in result.resources], self.demangler)
-            result = replace(result, resources=tuple(
-                replace(r, demangled=n) for r, n in zip(result.resources, names, strict=True)))
+            result = replace(
+                result, resources=tuple(replace(r, demangled=n) for r, n in zip(result.resources, names, strict=True))
+            )
         if self.cache is not None:
             self.cache.put(key, result, job.filename)
         return result

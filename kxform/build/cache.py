@@ -35,7 +35,6 @@ FILE_MARK = "\x00kxform-file\x00"
 """Stands for the job's filename in stored logs (a hit then names the file it serves)."""
 
 
-
 def default_cache_dir() -> Path:
     """`$KXFORM_CACHE_DIR/nvcc`, else `~/.cache/kxform/nvcc` (see `kxform.cache`)."""
     return cache_root() / "nvcc"
@@ -51,8 +50,15 @@ def job_key(job: BuildJob, version: str) -> str:
     options = [_portable(option, base) for option in job.options()]
     overlay = [part for f in job.overlay for part in (_portable(f.path, base), f.text, str(f.line_map))]
     return content_key(
-        f"kxform-nvcc-cache/{FORMAT}", version, Path(job.filename).suffix, line_map, *options, job.source,
-        str(len(overlay)), *overlay, *header_digests(job, base),
+        f"kxform-nvcc-cache/{FORMAT}",
+        version,
+        Path(job.filename).suffix,
+        line_map,
+        *options,
+        job.source,
+        str(len(overlay)),
+        *overlay,
+        *header_digests(job, base),
     )
 
 
@@ -76,8 +82,10 @@ def header_digests(job: BuildJob, base: Path) -> list[str]:
     (kxform.build.overlay.walk_includes), with the job's rewritten files in place."""
     replaced = {f.path: f.text.encode("utf-8") for f in job.overlay}
     dirs = [(base / d).resolve() for d in job.include_dirs]
-    return [f"{name}:{hashlib.sha256(data).hexdigest()}"
-            for name, _, data in walk_includes(base, job.source, dirs, replaced)]
+    return [
+        f"{name}:{hashlib.sha256(data).hexdigest()}"
+        for name, _, data in walk_includes(base, job.source, dirs, replaced)
+    ]
 
 
 class BuildCache:
@@ -119,8 +127,10 @@ class BuildCache:
         if result.output is not None:
             write_atomic(out_path, result.output)
         meta = {
-            "format": FORMAT, "has_output": result.output is not None,
+            "format": FORMAT,
+            "has_output": result.output is not None,
             "log": result.log.replace(filename, FILE_MARK) if filename else result.log,
-            "resources": [r.to_json() for r in result.resources], "seconds": result.seconds,
+            "resources": [r.to_json() for r in result.resources],
+            "seconds": result.seconds,
         }
         write_atomic(meta_path, json.dumps(meta, indent=1).encode("utf-8"))

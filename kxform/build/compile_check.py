@@ -46,8 +46,11 @@ def _resources(resources: tuple[KernelResources, ...]) -> str:
     """`; sgemm 40 regs 2048 B smem 0 B spilled, ...` from ptxas -v: what the rewrite costs."""
     if not resources:
         return ""
-    parts = [f"{r.demangled.split('(')[0]} {r.registers} regs {r.shared_bytes} B smem "
-             f"{r.spill_stores + r.spill_loads} B spilled" for r in resources]
+    parts = [
+        f"{r.demangled.split('(')[0]} {r.registers} regs {r.shared_bytes} B smem "
+        f"{r.spill_stores + r.spill_loads} B spilled"
+        for r in resources
+    ]
     return "; " + ", ".join(parts)
 
 
@@ -60,8 +63,9 @@ class CompileChecker:
     notes: list[str] = field(default_factory=list)
 
     @classmethod
-    def create(cls, build_dir: str | None, arch: str, jobs: int, strict: bool = False,
-               toolchain: Toolchain | None = None) -> CompileChecker | None:
+    def create(
+        cls, build_dir: str | None, arch: str, jobs: int, strict: bool = False, toolchain: Toolchain | None = None
+    ) -> CompileChecker | None:
         toolchain = toolchain or Toolchain.create(build_dir)
         if toolchain.nvcc is None:
             return None
@@ -79,21 +83,39 @@ class CompileChecker:
     def _flags(self, path: str, includer: str | None) -> CompileFlags:
         return self.toolchain.project_flags(path, includer)
 
-    def _job(self, path: str, text: str, line_map: tuple[int, ...] | None, flags: CompileFlags,
-             overlay: tuple[OverlayFile, ...] = ()) -> BuildJob:
-        return BuildJob(source=text, filename=path, output="check", arch=self.arch,
-                        include_dirs=tuple(flags.include_dirs), defines=tuple(flags.defines),
-                        extra_flags=tuple(flags.extra_flags), source_dir=os.path.dirname(os.path.abspath(path)),
-                        line_map=line_map, overlay=overlay,
-                        source_path=os.path.realpath(path) if overlay else None)
+    def _job(
+        self,
+        path: str,
+        text: str,
+        line_map: tuple[int, ...] | None,
+        flags: CompileFlags,
+        overlay: tuple[OverlayFile, ...] = (),
+    ) -> BuildJob:
+        return BuildJob(
+            source=text,
+            filename=path,
+            output="check",
+            arch=self.arch,
+            include_dirs=tuple(flags.include_dirs),
+            defines=tuple(flags.defines),
+            extra_flags=tuple(flags.extra_flags),
+            source_dir=os.path.dirname(os.path.abspath(path)),
+            line_map=line_map,
+            overlay=overlay,
+            source_path=os.path.realpath(path) if overlay else None,
+        )
 
     def check_many(self, transforms: list[FileTransform]) -> list[CheckRecord]:
         """Each file on its own (no include graph): `check_tree` with no includers."""
         return self.check_tree(transforms, {}, {})
 
-    def check_tree(self, transforms: Sequence[FileTransform], includers: Mapping[str, Sequence[str]],
-                   originals: Mapping[str, bytes] | None = None,
-                   in_place: Sequence[FileTransform] = ()) -> list[CheckRecord]:
+    def check_tree(
+        self,
+        transforms: Sequence[FileTransform],
+        includers: Mapping[str, Sequence[str]],
+        originals: Mapping[str, bytes] | None = None,
+        in_place: Sequence[FileTransform] = (),
+    ) -> list[CheckRecord]:
         """One record per rewritten file. `includers`: real path of a header -> the units of
         the run that include it; `originals`: real path -> current bytes of every file of
         the run (units that include a rewritten header without being rewritten);
@@ -104,15 +126,18 @@ class CompileChecker:
         changed.update({os.path.realpath(t.source.path): t for t in transforms})
         for real, t in changed.items():
             originals.setdefault(real, t.source.data)
-        overlay = {real: OverlayFile(real, t.source.path, t.new_data.decode("utf-8"), t.line_map or None)
-                   for real, t in changed.items()}
+        overlay = {
+            real: OverlayFile(real, t.source.path, t.new_data.decode("utf-8"), t.line_map or None)
+            for real, t in changed.items()
+        }
         records: dict[int, CheckRecord] = {}
         plan: dict[str, list[int]] = {}
         for i, t in enumerate(transforms):
             path = t.source.path
             if not path.endswith(NVCC_SUFFIXES):
-                records[i] = CheckRecord("compile", Status.SKIPPED, "skipped: not a CUDA source nvcc can compile (HIP)",
-                                         "HipSource")
+                records[i] = CheckRecord(
+                    "compile", Status.SKIPPED, "skipped: not a CUDA source nvcc can compile (HIP)", "HipSource"
+                )
                 continue
             real = os.path.realpath(path)
             units = [u for u in includers.get(real, ()) if os.path.realpath(u) in originals]
@@ -126,9 +151,14 @@ class CompileChecker:
                 records[i] = self._combine([outcomes[u] for u in units], units, transforms[i].source.path)
         return [records[i] for i in range(len(transforms))]
 
-    def _check_units(self, units: list[str], changed: Mapping[str, FileTransform], originals: Mapping[str, bytes],
-                     overlay: Mapping[str, OverlayFile],
-                     includers: Mapping[str, Sequence[str]]) -> dict[str, CheckRecord]:
+    def _check_units(
+        self,
+        units: list[str],
+        changed: Mapping[str, FileTransform],
+        originals: Mapping[str, bytes],
+        overlay: Mapping[str, OverlayFile],
+        includers: Mapping[str, Sequence[str]],
+    ) -> dict[str, CheckRecord]:
         new_jobs, old_jobs = [], []
         for unit in units:
             real = os.path.realpath(unit)
@@ -158,38 +188,57 @@ class CompileChecker:
         TMPDIR, a broken toolchain) no source is to blame: BuildFailed, the run stops (exit
         2) and nothing is written, instead of judging the rewrite against a compiler that
         cannot run."""
-        job = BuildJob(source=PROBE, filename=os.path.join(os.path.dirname(os.path.abspath(unit)), "kxform_probe.cu"),
-                       output="check", arch=self.arch, source_dir=os.path.dirname(os.path.abspath(unit)))
+        job = BuildJob(
+            source=PROBE,
+            filename=os.path.join(os.path.dirname(os.path.abspath(unit)), "kxform_probe.cu"),
+            output="check",
+            arch=self.arch,
+            source_dir=os.path.dirname(os.path.abspath(unit)),
+        )
         probe = self.builder.build(job)
         if not probe.ok:
             lines = [line.strip() for line in probe.log.strip().splitlines() if line.strip()]
-            raise BuildFailed(f"nvcc does not build even an empty kernel here, so no compile check can judge a "
-                              f"rewrite; nothing written: {lines[0] if lines else 'nvcc failed'}")
+            raise BuildFailed(
+                f"nvcc does not build even an empty kernel here, so no compile check can judge a "
+                f"rewrite; nothing written: {lines[0] if lines else 'nvcc failed'}"
+            )
 
     def _record(self, result: BuildResult, original: BuildResult | None) -> CheckRecord:
         if result.ok:
             cached = " (cached)" if result.cached else ""
-            return CheckRecord("compile", Status.PASSED, f"nvcc -c -arch={self.arch} succeeded{cached}"
-                               f"{_resources(result.resources)}")
+            return CheckRecord(
+                "compile", Status.PASSED, f"nvcc -c -arch={self.arch} succeeded{cached}{_resources(result.resources)}"
+            )
         error = first_error(result.log)
         detail = str(error) if error else "nvcc failed"
         if original is None or original.ok:
             return CheckRecord("compile", Status.FAILED, f"rewritten file does not compile: {detail}", DOES_NOT_COMPILE)
         new = _new_errors(result.log, original.log)
         if new:
-            return CheckRecord("compile", Status.FAILED,
-                               f"the rewrite adds an error the original does not have: {new[0]}", DOES_NOT_COMPILE)
+            return CheckRecord(
+                "compile",
+                Status.FAILED,
+                f"the rewrite adds an error the original does not have: {new[0]}",
+                DOES_NOT_COMPILE,
+            )
         base = first_error(original.log)
         hint = "" if self.build_dir else " (pass -p BUILD_DIR for the project's include paths and defines)"
-        return CheckRecord("compile", Status.UNCONFIRMED,
-                           f"unconfirmed: the original does not compile either ({base or 'nvcc failed'}); the "
-                           f"rewrite adds no error, but nvcc cannot confirm it{hint}", ORIGINAL_DOES_NOT_COMPILE,
-                           required=self.strict)
+        return CheckRecord(
+            "compile",
+            Status.UNCONFIRMED,
+            f"unconfirmed: the original does not compile either ({base or 'nvcc failed'}); the "
+            f"rewrite adds no error, but nvcc cannot confirm it{hint}",
+            ORIGINAL_DOES_NOT_COMPILE,
+            required=self.strict,
+        )
 
     @staticmethod
     def _combine(records: list[CheckRecord], units: list[str], path: str) -> CheckRecord:
-        worst = next((r for r in records if not r.ok), None) or \
-            next((r for r in records if r.status is Status.UNCONFIRMED), None) or records[0]
+        worst = (
+            next((r for r in records if not r.ok), None)
+            or next((r for r in records if r.status is Status.UNCONFIRMED), None)
+            or records[0]
+        )
         if len(units) == 1 and units[0] == path:
             return worst
         where = f"through {units[0]}" if len(units) == 1 else f"through {len(units)} units including it"

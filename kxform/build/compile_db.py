@@ -30,29 +30,102 @@ _DB_NAME = "compile_commands.json"
 
 # Options whose value is the next argument (when not glued as `-oX` or `--opt=X`).
 _DROP_WITH_VALUE = {
-    "-o", "--output-file", "-arch", "--gpu-architecture", "-code", "--gpu-code", "-gencode",
-    "--generate-code", "-MF", "-MT", "-MQ", "--dependency-output", "-x", "--x",
-    "--options-file", "-optf", "-rdc", "--relocatable-device-code",
+    "-o",
+    "--output-file",
+    "-arch",
+    "--gpu-architecture",
+    "-code",
+    "--gpu-code",
+    "-gencode",
+    "--generate-code",
+    "-MF",
+    "-MT",
+    "-MQ",
+    "--dependency-output",
+    "-x",
+    "--x",
+    "--options-file",
+    "-optf",
+    "-rdc",
+    "--relocatable-device-code",
 }
-_DROP = {"-c", "--compile", "-M", "-MM", "-MD", "-MMD", "-MP", "--generate-dependencies",
-         "--generate-nonsystem-dependencies", "-cubin", "--cubin", "-ptx", "--ptx", "-E",
-         "-dc", "--device-c", "-dw", "--device-w"}
+_DROP = {
+    "-c",
+    "--compile",
+    "-M",
+    "-MM",
+    "-MD",
+    "-MMD",
+    "-MP",
+    "--generate-dependencies",
+    "--generate-nonsystem-dependencies",
+    "-cubin",
+    "--cubin",
+    "-ptx",
+    "--ptx",
+    "-E",
+    "-dc",
+    "--device-c",
+    "-dw",
+    "--device-w",
+}
 # Relocatable device code is dropped: kxform loads each cubin on its own, which needs
 # a fully linked (non-relocatable) image.
-_DROP_PREFIXES = ("-arch=", "--gpu-architecture=", "-code=", "--gpu-code=", "-gencode=",
-                  "--generate-code=", "-MF", "-MT", "-MQ", "--dependency-output=",
-                  "--output-file=", "--options-file=", "-rdc=", "--relocatable-device-code=")
+_DROP_PREFIXES = (
+    "-arch=",
+    "--gpu-architecture=",
+    "-code=",
+    "--gpu-code=",
+    "-gencode=",
+    "--generate-code=",
+    "-MF",
+    "-MT",
+    "-MQ",
+    "--dependency-output=",
+    "--output-file=",
+    "--options-file=",
+    "-rdc=",
+    "--relocatable-device-code=",
+)
 _KEEP_WITH_VALUE = {"-isystem", "-include", "-std", "--std", "-idirafter", "-iquote", "-U", "--undefine-macro"}
 _PATH_VALUED = {"-isystem", "-include", "-idirafter", "-iquote"}
 _KEEP_PREFIXES = ("-std=", "--std=", "-U", "--undefine-macro=", "-isystem", "-iquote", "-idirafter")
-_KEEP_NVCC = {"--expt-relaxed-constexpr", "-expt-relaxed-constexpr", "--expt-extended-lambda",
-              "-expt-extended-lambda", "--extended-lambda", "-extended-lambda"}
+_KEEP_NVCC = {
+    "--expt-relaxed-constexpr",
+    "-expt-relaxed-constexpr",
+    "--expt-extended-lambda",
+    "-expt-extended-lambda",
+    "--extended-lambda",
+    "-extended-lambda",
+}
 """nvcc language switches: they change what the front end accepts, and run nothing."""
-_IGNORED_WITH_VALUE = {"-ccbin", "--compiler-bindir", "-Xcompiler", "--compiler-options", "-Xptxas",
-                       "--ptxas-options", "-Xcudafe", "-Xlinker", "--linker-options", "-Xnvlink",
-                       "--nvlink-options", "-Xarchive", "--archive-options", "-L", "--library-path",
-                       "-l", "--library", "-odir", "--output-directory", "-ldir", "--libdevice-directory",
-                       "-t", "--threads", "-maxrregcount", "--maxrregcount"}
+_IGNORED_WITH_VALUE = {
+    "-ccbin",
+    "--compiler-bindir",
+    "-Xcompiler",
+    "--compiler-options",
+    "-Xptxas",
+    "--ptxas-options",
+    "-Xcudafe",
+    "-Xlinker",
+    "--linker-options",
+    "-Xnvlink",
+    "--nvlink-options",
+    "-Xarchive",
+    "--archive-options",
+    "-L",
+    "--library-path",
+    "-l",
+    "--library",
+    "-odir",
+    "--output-directory",
+    "-ldir",
+    "--libdevice-directory",
+    "-t",
+    "--threads",
+    "-maxrregcount",
+    "--maxrregcount",
+}
 _SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c", ".cuh", ".hip")
 _UNIT_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c", ".hip")
 
@@ -130,14 +203,16 @@ def _parse_entry(entry: object, index: int, db: Path, ignored: list[str]) -> tup
         except ValueError as exc:
             raise InputError(f"entry {index}: cannot split 'command': {exc}", Location(str(db))) from exc
     else:
-        raise InputError(f"invalid compilation database: entry {index} has neither 'arguments' nor 'command'",
-                         Location(str(db)))
+        raise InputError(
+            f"invalid compilation database: entry {index} has neither 'arguments' nor 'command'", Location(str(db))
+        )
     source = _absolute(str(directory / entry["file"]))
     return source, flags_from_argv(argv, directory, source, ignored)
 
 
-def flags_from_argv(argv: Sequence[str], directory: Path, source: str,
-                    ignored: list[str] | None = None) -> CompileFlags:
+def flags_from_argv(
+    argv: Sequence[str], directory: Path, source: str, ignored: list[str] | None = None
+) -> CompileFlags:
     """Split one compiler command line into kxform's include dirs, defines and flags.
 
     Only what cannot run another program is taken (the module doc lists it); what

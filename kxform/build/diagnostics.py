@@ -13,9 +13,11 @@ from dataclasses import dataclass
 
 from kxform.errors import BuildFailed, Location
 
-_ENVIRONMENT = re.compile(r"fatal error: [^:]+: No such file or directory|cannot open source file|No space left on "
-                          r"device|Permission denied|Could not open output file|[Cc]annot create temporary|"
-                          r"could not create|not found on PATH")
+_ENVIRONMENT = re.compile(
+    r"fatal error: [^:]+: No such file or directory|cannot open source file|No space left on "
+    r"device|Permission denied|Could not open output file|[Cc]annot create temporary|"
+    r"could not create|not found on PATH"
+)
 """Compiler messages whose cause is the machine, not the code: a header the original
 found before, a full disk, an unusable temporary directory, a missing tool."""
 
@@ -101,8 +103,11 @@ def located_errors(log: str) -> list[Diagnostic]:
             match = pattern.match(line)
             if match and _SEVERE.match(match.group("rest")):
                 col = int(match.groupdict().get("col") or 0)
-                out.append(Diagnostic(match.group("path"), int(match.group("line")), col,
-                                      " ".join(match.group("rest").split())))
+                out.append(
+                    Diagnostic(
+                        match.group("path"), int(match.group("line")), col, " ".join(match.group("rest").split())
+                    )
+                )
                 break
     return out
 

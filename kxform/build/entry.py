@@ -36,7 +36,7 @@ def split_template(spelling: str) -> tuple[str, tuple[str, ...]]:
     open_at = text.find("<")
     if open_at < 0 or not text.endswith(">"):
         return text, ()
-    return text[:open_at].strip(), tuple(a.strip() for a in _split_top(text[open_at + 1:-1], ","))
+    return text[:open_at].strip(), tuple(a.strip() for a in _split_top(text[open_at + 1 : -1], ","))
 
 
 def instantiation_text(spelling: str, param_types: Sequence[str], source: str) -> str:
@@ -80,10 +80,10 @@ def _template_header(name: str, source: str) -> list[tuple[str, str | None]] | N
         close = _matching(source, match.end() - 1, "<", ">")
         if close < 0:
             continue
-        tail = source[close + 1:]
+        tail = source[close + 1 :]
         decl = tail[: min((i for i in (tail.find("{"), tail.find(";")) if i >= 0), default=len(tail))]
         if "__global__" in decl and re.search(rf"\b{re.escape(name)}\s*\(", decl):
-            return _parse_header(source[match.end():close])
+            return _parse_header(source[match.end() : close])
     return None
 
 
@@ -157,7 +157,7 @@ def demangle(names: Sequence[str], tool: str | None) -> list[str]:
         return list(names)
     out: list[str] = []
     for start in range(0, len(names), 200):
-        chunk = list(names[start:start + 200])
+        chunk = list(names[start : start + 200])
         try:
             proc = subprocess.run([tool, *chunk], capture_output=True, text=True, timeout=60, check=False)
         except (OSError, subprocess.TimeoutExpired):
@@ -187,8 +187,7 @@ def match_entry(spelling: str, entries: Mapping[str, str]) -> str:
     name without namespaces, then the base name alone (`gemm`, for a module holding one
     specialisation). Raises `EntryNotFound` naming the candidates otherwise.
     """
-    names = {m: _mangled_base(m) if d == m and m.startswith("_Z") else function_name(d)
-             for m, d in entries.items()}
+    names = {m: _mangled_base(m) if d == m and m.startswith("_Z") else function_name(d) for m, d in entries.items()}
     want = _normal(spelling)
     tests: tuple[Callable[[str], bool], ...] = (
         lambda n: _normal(n) == want,
@@ -222,7 +221,7 @@ def _mangled_base(mangled: str) -> str:
         assert digits is not None
         length = int(digits.group())
         start = pos + len(digits.group())
-        parts.append(mangled[start:start + length])
+        parts.append(mangled[start : start + length])
         pos = start + length
         if not (match and match.group(1)):
             break

@@ -51,7 +51,7 @@ def split_spelling(spelling: str) -> tuple[str, list[str]]:
     inner = rest.rstrip()[:-1]
     args, depth, current = [], 0, ""
     for char in inner:
-        depth += char in "<(" 
+        depth += char in "<("
         depth -= char in ">)"
         if char == "," and depth == 0:
             args.append(current.strip())
@@ -69,8 +69,10 @@ def _template_bindings(kernel: Function, args: list[str], spelling: str) -> dict
             raise UsageError(f"kernel '{kernel.name}' is not a template; got {spelling!r}")
         return {}
     if not args:
-        raise UsageError(f"kernel '{kernel.name}' is a template {kernel.template_params}: "
-                         f"name an instantiation, e.g. --kernel '{kernel.name}<...>'")
+        raise UsageError(
+            f"kernel '{kernel.name}' is a template {kernel.template_params}: "
+            f"name an instantiation, e.g. --kernel '{kernel.name}<...>'"
+        )
     names, defaults = [], []
     for part in _split_top(kernel.template_params.strip()[1:-1]):
         match = _TEMPLATE_PARAM.match(part.strip())
@@ -81,7 +83,7 @@ def _template_bindings(kernel: Function, args: list[str], spelling: str) -> dict
     if len(args) > len(names):
         raise UsageError(f"{spelling!r}: '{kernel.name}' takes {len(names)} template arguments")
     bound = dict(zip(names, args))
-    for name, default in zip(names[len(args):], defaults[len(args):]):
+    for name, default in zip(names[len(args) :], defaults[len(args) :]):
         if default is None:
             raise UsageError(f"{spelling!r}: template argument for '{name}' missing")
         bound[name] = default
@@ -113,8 +115,9 @@ def _issue_in_reach(model: SourceModel, kernel: str) -> int | None:
     functions = [f for f in model.functions if f.name in reach or f.kind is not FunctionKind.HOST]
     last_device = max((f.span.end for f in functions), default=0)
     for issue in model.syntax_issues:
-        host = any(f.kind is FunctionKind.HOST and f.span.start <= issue.span.start < f.span.end
-                   for f in model.functions)
+        host = any(
+            f.kind is FunctionKind.HOST and f.span.start <= issue.span.start < f.span.end for f in model.functions
+        )
         inside = any(f.span.start < issue.span.end and issue.span.start < f.span.end for f in functions)
         if inside or (not host and issue.span.start < last_device):
             return issue.span.start
@@ -127,8 +130,9 @@ def find_kernel(model: SourceModel, name: str) -> Function:
         known = ", ".join(sorted({k.name for k in model.kernels})) or "none"
         raise UsageError(f"{model.source.path}: no kernel named '{name}' (kernels: {known})")
     if len(matches) > 1:
-        raise UsageError(f"{model.source.path}: kernel '{name}' is defined {len(matches)} times (overloads are "
-                         "not supported)")
+        raise UsageError(
+            f"{model.source.path}: kernel '{name}' is defined {len(matches)} times (overloads are not supported)"
+        )
     return matches[0]
 
 
@@ -144,28 +148,36 @@ def extract_kernel(source: SourceText, spelling: str) -> ExtractedKernel:
     closure = model.closure(kernel.name)
     edits: list[Edit] = []
     for function in model.functions:
-        drop = function.kind is FunctionKind.HOST or (function.kind is FunctionKind.KERNEL and
-                                                      function.name not in closure)
+        drop = function.kind is FunctionKind.HOST or (
+            function.kind is FunctionKind.KERNEL and function.name not in closure
+        )
         if drop:
             edits.append(_blank(source, function.span.start, function.span.end, f"drop {function.name}"))
     header_end = kernel.params_span.start
     global_at = source.data.find(b"__global__", kernel.span.start, header_end)
     if global_at < 0:
-        raise InputError(f"kernel '{kernel.name}' is declared through a macro; extraction needs a literal "
-                         "__global__", source.location(kernel.span.start))
+        raise InputError(
+            f"kernel '{kernel.name}' is declared through a macro; extraction needs a literal __global__",
+            source.location(kernel.span.start),
+        )
     edits.append(Edit(global_at, global_at + len("__global__"), "__device__ __forceinline__", "entry"))
     if kernel.launch_bounds:
         at = source.data.find(kernel.launch_bounds.encode(), kernel.span.start, header_end)
         edits.append(Edit(at, at + len(kernel.launch_bounds.encode()), "", "launch bounds move to entry"))
-    params = tuple(KernelParam(_substitute(p.ctype, bindings), p.name or f"arg{i}")
-                   for i, p in enumerate(kernel.params))
+    params = tuple(
+        KernelParam(_substitute(p.ctype, bindings), p.name or f"arg{i}") for i, p in enumerate(kernel.params)
+    )
     entry = ENTRY_PREFIX + kernel.name
     call = f"{kernel.name}<{', '.join(args)}>" if kernel.template_params else kernel.name
     bounds = f"{_substitute(kernel.launch_bounds, bindings)} " if kernel.launch_bounds else ""
-    wrapper = (f"\n/* kxform: launch entry for {spelling} */\n"
-               f"extern \"C\" __global__ void {bounds}{entry}("
-               + ", ".join(f"{p.ctype} {p.name}" for p in params)
-               + f") {{\n    {call}(" + ", ".join(p.name for p in params) + ");\n}\n")
+    wrapper = (
+        f"\n/* kxform: launch entry for {spelling} */\n"
+        f'extern "C" __global__ void {bounds}{entry}('
+        + ", ".join(f"{p.ctype} {p.name}" for p in params)
+        + f") {{\n    {call}("
+        + ", ".join(p.name for p in params)
+        + ");\n}\n"
+    )
     text = apply_edits(source, edits).data.decode("utf-8")
     if not text.endswith("\n"):
         text += "\n"

@@ -26,7 +26,12 @@ from kxform.build.ptxas import KernelResources, parse_ptxas_info
 from kxform.errors import BuildFailed
 
 __all__ = [
-    "BuildJob", "BuildResult", "KernelResources", "OutputKind", "find_nvcc", "nvcc_version",
+    "BuildJob",
+    "BuildResult",
+    "KernelResources",
+    "OutputKind",
+    "find_nvcc",
+    "nvcc_version",
     "run_nvcc",
 ]
 
@@ -171,8 +176,13 @@ def _run(command: list[str], cwd: str, timeout_s: float) -> tuple[int, str]:
     compiler it started."""
     try:
         proc = subprocess.Popen(
-            command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            errors="replace", start_new_session=True,
+            command,
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            start_new_session=True,
         )
     except OSError as exc:
         return -1, f"cannot run {command[0]}: {exc.strerror}"

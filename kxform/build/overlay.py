@@ -93,8 +93,9 @@ class Mirror:
         return out
 
 
-def walk_includes(base: Path, text: str, include_dirs: Sequence[Path],
-                  replaced: Mapping[str, bytes] | None = None) -> Iterator[tuple[str, str, bytes]]:
+def walk_includes(
+    base: Path, text: str, include_dirs: Sequence[Path], replaced: Mapping[str, bytes] | None = None
+) -> Iterator[tuple[str, str, bytes]]:
     """Project headers reached from `text` (a file in `base`) through `#include "..."`,
     resolved as the compiler does (the including file's directory, then `include_dirs`):
     `(spelling, real path, content)` each once, with `replaced` content where given.

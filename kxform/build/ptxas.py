@@ -48,10 +48,15 @@ class KernelResources:
 
     def to_json(self) -> dict[str, object]:
         return {
-            "mangled": self.mangled, "demangled": self.demangled, "registers": self.registers,
-            "shared_bytes": self.shared_bytes, "spill_stores": self.spill_stores,
-            "spill_loads": self.spill_loads, "stack_bytes": self.stack_bytes,
-            "constant_bytes": self.constant_bytes, "arch": self.arch,
+            "mangled": self.mangled,
+            "demangled": self.demangled,
+            "registers": self.registers,
+            "shared_bytes": self.shared_bytes,
+            "spill_stores": self.spill_stores,
+            "spill_loads": self.spill_loads,
+            "stack_bytes": self.stack_bytes,
+            "constant_bytes": self.constant_bytes,
+            "arch": self.arch,
         }
 
     @classmethod
@@ -61,10 +66,14 @@ class KernelResources:
             return value if isinstance(value, int) else 0
 
         return cls(
-            mangled=str(data["mangled"]), demangled=str(data.get("demangled", data["mangled"])),
-            registers=num("registers"), shared_bytes=num("shared_bytes"),
-            spill_stores=num("spill_stores"), spill_loads=num("spill_loads"),
-            stack_bytes=num("stack_bytes"), constant_bytes=num("constant_bytes"),
+            mangled=str(data["mangled"]),
+            demangled=str(data.get("demangled", data["mangled"])),
+            registers=num("registers"),
+            shared_bytes=num("shared_bytes"),
+            spill_stores=num("spill_stores"),
+            spill_loads=num("spill_loads"),
+            stack_bytes=num("stack_bytes"),
+            constant_bytes=num("constant_bytes"),
             arch=str(data.get("arch", "")),
         )
 
@@ -99,7 +108,10 @@ def _with_usage(record: KernelResources, registers: int, line: str) -> KernelRes
     lmem = sum(_pair(m) for m in _LMEM.finditer(line))
     cumulative = max((int(m.group(1)) for m in _CUMULATIVE.finditer(line)), default=0)
     return replace(
-        record, registers=registers, shared_bytes=smem, constant_bytes=cmem,
+        record,
+        registers=registers,
+        shared_bytes=smem,
+        constant_bytes=cmem,
         stack_bytes=max(record.stack_bytes, cumulative, lmem),
     )
 

@@ -16,13 +16,15 @@ from kxform.frontend.semantic import SemanticInfo, provider_for
 __all__ = ["semantic_provider"]
 
 
-def semantic_provider(path: str, build_dir: str | None, includer: str | None = None,
-                      toolchain: Toolchain | None = None) -> Callable[[SourceModel], SemanticInfo | None]:
+def semantic_provider(
+    path: str, build_dir: str | None, includer: str | None = None, toolchain: Toolchain | None = None
+) -> Callable[[SourceModel], SemanticInfo | None]:
     """A provider for the driver: runs libclang only when the model needs it.
 
     A header takes the compile database flags of `includer` (the unit of the run that
     includes it) when it has no entry of its own, and that unit's directory is searched
     too (Toolchain.libclang_args)."""
     service = toolchain if isinstance(toolchain, Toolchain) else Toolchain.create(build_dir)
-    return provider_for(path, service.libclang_args(path, includer), service.system_include_dirs(),
-                        bool(service.build_dir))
+    return provider_for(
+        path, service.libclang_args(path, includer), service.system_include_dirs(), bool(service.build_dir)
+    )

@@ -52,8 +52,9 @@ def find_host_compiler(preferred: str | None, env_cxx: str | None, search_path: 
         if exe is None:
             continue
         try:
-            proc = subprocess.run([exe, *parts[1:], "--version"], capture_output=True, text=True, timeout=60,
-                                  check=False)
+            proc = subprocess.run(
+                [exe, *parts[1:], "--version"], capture_output=True, text=True, timeout=60, check=False
+            )
         except (OSError, subprocess.SubprocessError):
             continue
         if proc.returncode == 0 and proc.stdout.strip():
@@ -64,8 +65,9 @@ def find_host_compiler(preferred: str | None, env_cxx: str | None, search_path: 
 @functools.lru_cache(maxsize=8)
 def _resource_include(command: tuple[str, ...]) -> tuple[str, ...]:
     try:
-        out = subprocess.run([*command, "-print-file-name=include"], capture_output=True, text=True,
-                             timeout=10).stdout.strip()
+        out = subprocess.run(
+            [*command, "-print-file-name=include"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ()
     return ("-isystem", out) if out and os.path.isdir(out) else ()
@@ -86,8 +88,12 @@ def cuda_include_dirs() -> tuple[str, ...]:
     nvcc = find_nvcc()
     found = _from_nvcc(nvcc) if nvcc else []
     if not found:
-        for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"),
-                     str(Path(nvcc).resolve().parent.parent) if nvcc else None, "/usr/local/cuda"):
+        for root in (
+            os.environ.get("CUDA_HOME"),
+            os.environ.get("CUDA_PATH"),
+            str(Path(nvcc).resolve().parent.parent) if nvcc else None,
+            "/usr/local/cuda",
+        ):
             if root:
                 found = _from_root(Path(root))
                 if found:
@@ -97,8 +103,9 @@ def cuda_include_dirs() -> tuple[str, ...]:
 
 def _from_nvcc(nvcc: str) -> list[str]:
     try:
-        proc = subprocess.run([nvcc, "--dryrun", "-c", "kxform-probe.cu"], capture_output=True, text=True,
-                              timeout=30, check=False)
+        proc = subprocess.run(
+            [nvcc, "--dryrun", "-c", "kxform-probe.cu"], capture_output=True, text=True, timeout=30, check=False
+        )
     except (OSError, subprocess.SubprocessError):
         return []
     dirs: list[str] = []
@@ -107,8 +114,11 @@ def _from_nvcc(nvcc: str) -> list[str]:
         if not match:
             continue
         words = shlex.split(match.group(2).replace('"', " "))
-        dirs += [os.path.normpath(w[2:] if w.startswith("-I") else w) for w in words
-                 if w not in ("-isystem", "-I") and (w.startswith("-I") or os.path.isabs(w))]
+        dirs += [
+            os.path.normpath(w[2:] if w.startswith("-I") else w)
+            for w in words
+            if w not in ("-isystem", "-I") and (w.startswith("-I") or os.path.isabs(w))
+        ]
     return [d for d in dirs if os.path.isdir(d)]
 
 
@@ -175,8 +185,10 @@ class Toolchain:
         if database is None or not database.ignored:
             return None
         shown = ", ".join(database.ignored[:6]) + (", ..." if len(database.ignored) > 6 else "")
-        return (f"{database.path}: ignored flags that could run other programs or that kxform does not need "
-                f"(only include paths, defines and the language standard are taken): {shown}")
+        return (
+            f"{database.path}: ignored flags that could run other programs or that kxform does not need "
+            f"(only include paths, defines and the language standard are taken): {shown}"
+        )
 
     def cuda_include_dirs(self) -> tuple[str, ...]:
         """The CUDA toolkit's header directories (CCCL's included), most specific first."""
@@ -200,8 +212,14 @@ class Toolchain:
         include paths, defines and standard, and the toolkit's include directories last."""
         include_dirs, defines, flags = self.project_flags(path, includer)
         here = os.path.dirname(os.path.abspath(path)) or "."
-        args = [*self.compiler_include_dirs(), "-I", here, *(f"-I{d}" for d in include_dirs),
-                *(f"-D{d}" for d in defines), *(f for f in flags if f.startswith(("-std=", "-U")))]
+        args = [
+            *self.compiler_include_dirs(),
+            "-I",
+            here,
+            *(f"-I{d}" for d in include_dirs),
+            *(f"-D{d}" for d in defines),
+            *(f for f in flags if f.startswith(("-std=", "-U"))),
+        ]
         pairs = iter(flags)
         for flag in pairs:
             if flag in ("-isystem", "-iquote", "-idirafter", "-include"):

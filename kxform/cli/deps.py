@@ -19,16 +19,22 @@ from kxform.cli.options import add_config_options, add_walk_options, project_con
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "deps", help="stamp the files kxform's decisions read (configuration, specs, hardware profile), for builds",
+        "deps",
+        help="stamp the files kxform's decisions read (configuration, specs, hardware profile), for builds",
         description="Record the decision inputs of PATHS (the project configuration files searched, a hardware "
         "profile file, the harness specs) with their SHA-256 in a stamp, rewritten only when that record changed. "
         "Run it on every build and make the copies of `apply -o` depend on the stamp: a configuration or spec "
-        "added, removed or edited then re-runs kxform, and nothing else does (docs/build-integration.md).")
+        "added, removed or edited then re-runs kxform, and nothing else does (docs/build-integration.md).",
+    )
     out = p.add_mutually_exclusive_group(required=True)
     out.add_argument("--stamp", metavar="FILE", help="one stamp for every source under PATHS")
-    out.add_argument("-o", "--out-dir", metavar="OUT_DIR",
-                     help="one stamp per source, OUT_DIR/SOURCE.inputs beside the copy `apply -o OUT_DIR` writes; "
-                     "each PATH read as a run of apply on that PATH alone reads it (as CMake runs it)")
+    out.add_argument(
+        "-o",
+        "--out-dir",
+        metavar="OUT_DIR",
+        help="one stamp per source, OUT_DIR/SOURCE.inputs beside the copy `apply -o OUT_DIR` writes; "
+        "each PATH read as a run of apply on that PATH alone reads it (as CMake runs it)",
+    )
     p.add_argument("--hw", help="hardware profile name or .toml path, as given to apply (a path is an input)")
     add_config_options(p)
     add_walk_options(p)
@@ -46,8 +52,11 @@ def run(args: argparse.Namespace) -> int:
     for paths in [args.paths] if args.stamp else [[path] for path in args.paths]:
         project = project_config(args, paths)
         sources = [str(s) for s in walk_sources(paths, gitignore=args.gitignore)]
-        groups = [(args.stamp, sources)] if args.stamp else \
-            [(f"{output_path(s, args.out_dir)}.inputs", [s]) for s in sources]
+        groups = (
+            [(args.stamp, sources)]
+            if args.stamp
+            else [(f"{output_path(s, args.out_dir)}.inputs", [s]) for s in sources]
+        )
         planned += [(stamp, decision_inputs(paths, read, project, args.hw, searched)) for stamp, read in groups]
     written = [stamp for stamp, inputs in planned if _write(stamp, inputs)]
     if not args.quiet:

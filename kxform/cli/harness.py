@@ -22,10 +22,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     infer = sub.add_parser("infer", help="draft a spec from the file's own launch site (review it)")
     infer.add_argument("file")
     infer.add_argument("--kernel", required=True)
-    infer.add_argument("-o", "--output", help="write the draft here (a directory: DIR/STEM.kxspec.toml; refuses "
-                       "to overwrite, and refuses a project configuration's name)")
-    infer.add_argument("--no-measure", action="store_true",
-                       help="do not run the kernel on the CPU runtime to measure element counts and roles")
+    infer.add_argument(
+        "-o",
+        "--output",
+        help="write the draft here (a directory: DIR/STEM.kxspec.toml; refuses "
+        "to overwrite, and refuses a project configuration's name)",
+    )
+    infer.add_argument(
+        "--no-measure",
+        action="store_true",
+        help="do not run the kernel on the CPU runtime to measure element counts and roles",
+    )
     add_flag_options(infer)
     add_config_options(infer)
     check = sub.add_parser("check", help="load and validate a spec")
@@ -48,8 +55,10 @@ def run(args: argparse.Namespace) -> int:
     if args.output and os.path.isdir(args.output):  # a directory: the spec's own name in it
         args.output = os.path.join(args.output, f"{Path(args.file).stem}{SPEC_SUFFIX}")
     if args.output and os.path.basename(args.output) in CONFIG_NAMES:
-        raise UsageError(f"{args.output}: that is the project configuration's name; write the spec as "
-                         f"{SPEC_NAME} or NAME{SPEC_SUFFIX} (docs/harness-spec.md)")
+        raise UsageError(
+            f"{args.output}: that is the project configuration's name; write the spec as "
+            f"{SPEC_NAME} or NAME{SPEC_SUFFIX} (docs/harness-spec.md)"
+        )
     spec_dir = os.path.dirname(os.path.abspath(args.output)) if args.output else None
     draft = infer_spec(read_source(args.file), args.kernel, runtime, spec_dir, flags=_unit_flags(args))
     where = args.output or "<stdout>"
@@ -92,13 +101,18 @@ def _check(path: str) -> int:
             need = resolved.total_bytes
             if memory and need > memory:
                 largest = max((a for a in resolved.args if a.kind == "buffer"), key=lambda a: a.nbytes)
-                raise SpecError(f"kernel '{name}' size '{size.name}': its buffers need {_bytes(need)} "
-                                f"('{largest.name}' alone {_bytes(largest.nbytes)}), more than this machine's "
-                                f"{_bytes(memory)} of memory; check the counts and the size values", size.location)
+                raise SpecError(
+                    f"kernel '{name}' size '{size.name}': its buffers need {_bytes(need)} "
+                    f"('{largest.name}' alone {_bytes(largest.nbytes)}), more than this machine's "
+                    f"{_bytes(memory)} of memory; check the counts and the size values",
+                    size.location,
+                )
         for warning in one_block_warnings(kernel):
             print(f"kxform: warning: {warning}", file=sys.stderr)
-        print(f"{name}: {len(kernel.args)} args, {len(kernel.sizes)} sizes, compare {kernel.compare}, largest size "
-              f"{_bytes(max(kernel.launch(s).total_bytes for s in kernel.sizes))} of buffers")
+        print(
+            f"{name}: {len(kernel.args)} args, {len(kernel.sizes)} sizes, compare {kernel.compare}, largest size "
+            f"{_bytes(max(kernel.launch(s).total_bytes for s in kernel.sizes))} of buffers"
+        )
     return 0
 
 
@@ -110,9 +124,11 @@ def one_block_warnings(kernel: KernelSpec) -> list[str]:
         grid = kernel.launch(size).grid
         for axis, expr, blocks in zip("xyz", kernel.grid, grid):
             if blocks == 1 and expr.variables:
-                out.append(f"{size.location}: kernel '{kernel.name}' size '{size.name}' launches 1 block along "
-                           f"{axis} ({expr.text} = 1): a bug in how blocks share the work cannot show at this size; "
-                           "add a size of 3 or more blocks with a partial last one")
+                out.append(
+                    f"{size.location}: kernel '{kernel.name}' size '{size.name}' launches 1 block along "
+                    f"{axis} ({expr.text} = 1): a bug in how blocks share the work cannot show at this size; "
+                    "add a size of 3 or more blocks with a partial last one"
+                )
     return out
 
 

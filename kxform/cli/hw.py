@@ -21,7 +21,8 @@ _KIB = 1 << 10
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "hw", help="list, show or detect GPU hardware profiles",
+        "hw",
+        help="list, show or detect GPU hardware profiles",
         description="GPU hardware profiles: the figures passes and tuners reason with.",
     )
     actions = parser.add_subparsers(dest="hw_action", metavar="ACTION", required=True)
@@ -55,10 +56,18 @@ def format_table(profiles: list[HwProfile]) -> str:
     """One line per profile, aligned columns."""
     rows = [("NAME", "VENDOR", "ARCH", "SMS", "L2", "XCDS", "BANDWIDTH", "ALIASES")]
     for p in profiles:
-        rows.append((
-            p.name, p.vendor, p.arch, str(p.sm_count), _bytes(p.l2_bytes), str(p.xcds),
-            f"{p.mem_bandwidth_gbs:g} GB/s", ", ".join(p.aliases) or "-",
-        ))
+        rows.append(
+            (
+                p.name,
+                p.vendor,
+                p.arch,
+                str(p.sm_count),
+                _bytes(p.l2_bytes),
+                str(p.xcds),
+                f"{p.mem_bandwidth_gbs:g} GB/s",
+                ", ".join(p.aliases) or "-",
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 

@@ -29,17 +29,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("inspect", help="show kernels, launch sites and what each pass makes of them")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--hw", help="hardware profile for constraints and previews (default: configured, else h100)")
-    p.add_argument("--pass", dest="passes", metavar="NAME[,NAME]",
-                   help="only these passes (default: the configured 'passes', else all; with --prompt: the one "
-                   "pass asked about, default swizzle)")
+    p.add_argument(
+        "--pass",
+        dest="passes",
+        metavar="NAME[,NAME]",
+        help="only these passes (default: the configured 'passes', else all; with --prompt: the one "
+        "pass asked about, default swizzle)",
+    )
     p.add_argument("-p", dest="build_dir", metavar="BUILD_DIR", help="directory with compile_commands.json")
     add_config_options(p)
     add_walk_options(p)
-    p.add_argument("--prompt", metavar="FILE", help="print the context a model would get for --kernel K of FILE "
-                   "(what --proposer claude sends), and nothing else")
-    p.add_argument("--l2", action="store_true",
-                   help="predict L2 hit rate and DRAM traffic of every block order (one FILE, --kernel; "
-                        "needs a harness spec and a host compiler; docs/locality-model.md)")
+    p.add_argument(
+        "--prompt",
+        metavar="FILE",
+        help="print the context a model would get for --kernel K of FILE "
+        "(what --proposer claude sends), and nothing else",
+    )
+    p.add_argument(
+        "--l2",
+        action="store_true",
+        help="predict L2 hit rate and DRAM traffic of every block order (one FILE, --kernel; "
+        "needs a harness spec and a host compiler; docs/locality-model.md)",
+    )
     p.add_argument("--kernel", metavar="NAME", help="the kernel for --prompt or --l2")
     p.add_argument("--spec", help="with --l2: harness spec (default: the kxform.toml beside FILE)")
     p.add_argument("--size", help="with --l2: spec size to model (default: its first bench size)")
@@ -47,14 +58,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def inspect_file(path: str, hw: HwProfile | str, passes: str | None = None,
-                 build_dir: str | None = None, options: Mapping[str, str] | None = None) -> dict[str, Any]:
+def inspect_file(
+    path: str,
+    hw: HwProfile | str,
+    passes: str | None = None,
+    build_dir: str | None = None,
+    options: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """What kxform sees in `path`; `options` (the configured `params`) go to the passes
     named in `passes`, as `apply` hands them."""
     profile = load_profile(hw) if isinstance(hw, str) else hw
     registry = default_registry()
-    pipeline = registry.pipeline(passes, dict(options or {})) if passes else \
-        [registry.get(n)() for n in registry.names()]
+    pipeline = (
+        registry.pipeline(passes, dict(options or {})) if passes else [registry.get(n)() for n in registry.names()]
+    )
     source = read_source(path)
     model = parse_model(source)
     semantic = semantic_provider(path, build_dir)(model)
@@ -71,8 +88,9 @@ def inspect_file(path: str, hw: HwProfile | str, passes: str | None = None,
             "template": kernel.template_params,
             "params": [f"{p.ctype} {p.name}".strip() for p in kernel.params],
             "launch_bounds": kernel.launch_bounds,
-            "passes": {name: per_kernel[kernel.name] for name, per_kernel in described.items()
-                       if kernel.name in per_kernel},
+            "passes": {
+                name: per_kernel[kernel.name] for name, per_kernel in described.items() if kernel.name in per_kernel
+            },
         }
         entry.update({name: d["status"] for name, d in entry["passes"].items()})
         kernels.append(entry)
@@ -81,9 +99,17 @@ def inspect_file(path: str, hw: HwProfile | str, passes: str | None = None,
         "hw": profile.name,
         "kernels": kernels,
         "device_functions": [f.name for f in model.functions if f.kind.value == "device"],
-        "launches": [{"kernel": launch.kernel, "template_args": launch.template_args, "config": list(launch.config),
-                      "style": launch.style, "line": source.line_col(launch.span.start)[0], "in": launch.function}
-                     for launch in model.launches],
+        "launches": [
+            {
+                "kernel": launch.kernel,
+                "template_args": launch.template_args,
+                "config": list(launch.config),
+                "style": launch.style,
+                "line": source.line_col(launch.span.start)[0],
+                "in": launch.function,
+            }
+            for launch in model.launches
+        ],
         "syntax_errors": [str(source.location(i.span.start)) for i in model.syntax_issues],
     }
 
@@ -91,8 +117,10 @@ def inspect_file(path: str, hw: HwProfile | str, passes: str | None = None,
 def run(args: argparse.Namespace) -> int:
     if args.l2:
         if args.prompt or args.passes or args.build_dir:
-            print("kxform: error: --prompt, --pass and -p do not go with --l2 (it models the swizzle pass's orders)",
-                  file=sys.stderr)
+            print(
+                "kxform: error: --prompt, --pass and -p do not go with --l2 (it models the swizzle pass's orders)",
+                file=sys.stderr,
+            )
             return exitcodes.USAGE
         from kxform.cli.inspect_l2 import run_l2
 
@@ -105,8 +133,15 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("usage: kxform inspect --prompt FILE --kernel NAME [--hw H] [--pass P] [-p BUILD_DIR]")
         from kxform.propose.show import prompt_for
 
-        sys.stdout.write(prompt_for(args.prompt, args.kernel, load_profile(args.hw or "h100"),
-                                    args.passes or "swizzle", build_dir=args.build_dir))
+        sys.stdout.write(
+            prompt_for(
+                args.prompt,
+                args.kernel,
+                load_profile(args.hw or "h100"),
+                args.passes or "swizzle",
+                build_dir=args.build_dir,
+            )
+        )
         return exitcodes.OK
     if not args.paths:
         raise UsageError("kxform inspect: give at least one PATH (or --prompt FILE --kernel NAME)")
@@ -118,11 +153,13 @@ def run(args: argparse.Namespace) -> int:
     passes = pick(args.passes, project and project.passes, None)
     options = dict(project.params) if project is not None and passes else {}
     exclude = Exclude(str(project.root), project.exclude) if project and project.exclude else None
-    files = [str(p) for p in walk_sources(args.paths, gitignore=args.gitignore)
-             if exclude is None or not exclude.matches(p)]
+    files = [
+        str(p) for p in walk_sources(args.paths, gitignore=args.gitignore) if exclude is None or not exclude.matches(p)
+    ]
     include, defines = (project.include, project.defines) if project is not None else ((), ())
-    with merged_build_dir(files, include, defines, pick(args.build_dir, project and project.build_dir, None)) \
-            as build_dir:
+    with merged_build_dir(
+        files, include, defines, pick(args.build_dir, project and project.build_dir, None)
+    ) as build_dir:
         for path in files:
             try:
                 reports.append(inspect_file(path, hw, passes, build_dir, options))
@@ -146,8 +183,10 @@ def _print_table(report: dict[str, Any]) -> None:
             _print_pass(name, info)
     for launch in report["launches"]:
         targs = launch["template_args"] or ""
-        print(f"  launch {launch['kernel']}{targs} <<<{', '.join(launch['config'])}>>> line {launch['line']} "
-              f"({launch['style']})")
+        print(
+            f"  launch {launch['kernel']}{targs} <<<{', '.join(launch['config'])}>>> line {launch['line']} "
+            f"({launch['style']})"
+        )
     for error in report["syntax_errors"]:
         print(f"  syntax error at {error}")
 

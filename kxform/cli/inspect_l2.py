@@ -17,7 +17,6 @@ from kxform.errors import KxformError, SpecError, UsageError
 from kxform.harness.model import KernelSpec
 
 
-
 def run_l2(args: argparse.Namespace) -> int:
     try:
         ranking = _ranking(args)
@@ -49,8 +48,10 @@ def _ranking(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     source = read_source(path)
     spec_path = args.spec or find_spec_for(path)
     if spec_path is None:
-        raise SpecError(f"{path}: no harness spec for kernel '{args.kernel}' (pass --spec, or draft one with "
-                        f"kxform harness infer {path} --kernel {args.kernel})")
+        raise SpecError(
+            f"{path}: no harness spec for kernel '{args.kernel}' (pass --spec, or draft one with "
+            f"kxform harness infer {path} --kernel {args.kernel})"
+        )
     spec: KernelSpec = load_spec(spec_path).kernel(args.kernel)
     if args.size is not None:
         spec.size(args.size)  # unknown size: a SpecError naming the known ones
@@ -61,15 +62,21 @@ def _ranking(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 
 def _print(data: dict) -> None:  # type: ignore[type-arg]
-    print(f"{data['kernel']} [{data['size']}] on {data['hw']}: grid {'x'.join(map(str, data['grid']))}, "
-          f"{data['occupancy']}")
-    print(f"  {'rank':>4}  {'order':<38}{'L2 hit':>8}{'DRAM read':>12}{'DRAM write':>12}{'time saved':>11}"
-          f"{'DRAM saved':>11}{'write loc':>10}")
+    print(
+        f"{data['kernel']} [{data['size']}] on {data['hw']}: grid {'x'.join(map(str, data['grid']))}, "
+        f"{data['occupancy']}"
+    )
+    print(
+        f"  {'rank':>4}  {'order':<38}{'L2 hit':>8}{'DRAM read':>12}{'DRAM write':>12}{'time saved':>11}"
+        f"{'DRAM saved':>11}{'write loc':>10}"
+    )
     for o in data["orders"]:
         same = f"  (= {o['same_as']})" if o["same_as"] else ""
-        print(f"  {o['rank']:>4}  {o['order']:<38}{o['l2_hit_rate']:>8.1%}{_gb(o['dram_read_bytes']):>12}"
-              f"{_gb(o['dram_write_bytes']):>12}{o['time_saving']:>+11.1%}{o['dram_saving']:>+11.1%}"
-              f"{o['write_page_locality']:>10.2f}{same}")
+        print(
+            f"  {o['rank']:>4}  {o['order']:<38}{o['l2_hit_rate']:>8.1%}{_gb(o['dram_read_bytes']):>12}"
+            f"{_gb(o['dram_write_bytes']):>12}{o['time_saving']:>+11.1%}{o['dram_saving']:>+11.1%}"
+            f"{o['write_page_locality']:>10.2f}{same}"
+        )
     print(f"  proposal: {data['chosen'] or 'none'}: {data['decision']}")
     print(f"  model: {'; '.join(data['notes'])}; {data['seconds']['total']:.1f} s")
 

@@ -81,16 +81,21 @@ def lock_mode(args: argparse.Namespace, project: ProjectConfig | None) -> LockMo
         path = path.relative_to(Path.cwd())  # as messages name it
     write = not (args.check or args.diff or replay_only)
     if write and path.suffix == ".json":
-        raise UsageError(f"--lock {path}: the lockfile is TOML; a .json decision record is only replayed "
-                         "(--proposer lock --lock FILE)")
+        raise UsageError(
+            f"--lock {path}: the lockfile is TOML; a .json decision record is only replayed "
+            "(--proposer lock --lock FILE)"
+        )
     if replay_only and not path.is_file():
-        raise UsageError(f"--proposer lock: no lockfile at {path} (record one with kxform apply --lock, or name a "
-                         "decision record with --lock FILE)")
+        raise UsageError(
+            f"--proposer lock: no lockfile at {path} (record one with kxform apply --lock, or name a "
+            "decision record with --lock FILE)"
+        )
     return LockMode(path, write, args.check or replay_only, args.relock, args.check)
 
 
-def prepare(mode: LockMode, config: ApplyConfig, paths: Sequence[str], sources: SourceSet | None = None
-            ) -> tuple[ApplyConfig, LockPlan, dict[str, tuple[str, ...]] | None]:
+def prepare(
+    mode: LockMode, config: ApplyConfig, paths: Sequence[str], sources: SourceSet | None = None
+) -> tuple[ApplyConfig, LockPlan, dict[str, tuple[str, ...]] | None]:
     """Read the lockfile and plan the run over `sources`, the files the run processes
     (default: collected from `paths` here, as run_apply would); the returned config's
     proposer replays it. With `--proposer claude`, also which kernels claude must be
@@ -121,8 +126,11 @@ def unlocked(plan: LockPlan, config: ApplyConfig, kernels: Sequence[str]) -> dic
     passes = [p.name for p in default_registry().pipeline(config.pipeline, dict(config.extra_options))]
     out = {}
     for path, file in plan.files:
-        names = tuple(k for k, _ in file.digests if (not kernels or k in kernels)
-                      and any(plan.state(path, k, name)[0] is State.NEW for name in passes))
+        names = tuple(
+            k
+            for k, _ in file.digests
+            if (not kernels or k in kernels) and any(plan.state(path, k, name)[0] is State.NEW for name in passes)
+        )
         if names:
             out[path] = names
     return out
@@ -147,10 +155,16 @@ class Reconciled:
         return len(self.changed) + len(self.unlocked) + len(self.stale)
 
     def to_json(self) -> dict[str, object]:
-        return {"replayed": self.replayed, "as_locked": self.as_locked, "decided": self.decided,
-                "changed": len(self.changed), "unlocked": len(self.unlocked), "stale": len(self.stale),
-                "recorded": sum(1 for d in self.changes.values() if d is not None),
-                "dropped": sum(1 for d in self.changes.values() if d is None)}
+        return {
+            "replayed": self.replayed,
+            "as_locked": self.as_locked,
+            "decided": self.decided,
+            "changed": len(self.changed),
+            "unlocked": len(self.unlocked),
+            "stale": len(self.stale),
+            "recorded": sum(1 for d in self.changes.values() if d is not None),
+            "dropped": sum(1 for d in self.changes.values() if d is None),
+        }
 
 
 def reconcile(plan: LockPlan, outcomes: Sequence[FileOutcome], config: ApplyConfig) -> Reconciled:
@@ -171,14 +185,17 @@ def reconcile(plan: LockPlan, outcomes: Sequence[FileOutcome], config: ApplyConf
         if not config.kernels:  # a partial run says nothing of the kernels it did not look at
             for entry in file.entries:
                 if entry.source and file.digest(entry.kernel) is None:
-                    out.stale.append(f"{plan.path}: '{entry.kernel}' ({entry.pass_name}) of {entry.file} is locked "
-                                     "but no longer in the file")
+                    out.stale.append(
+                        f"{plan.path}: '{entry.kernel}' ({entry.pass_name}) of {entry.file} is locked "
+                        "but no longer in the file"
+                    )
                     out.changes[entry.key] = None
     return out
 
 
-def _reconcile_one(out: Reconciled, plan: LockPlan, file: FilePlan, path: str, result: KernelResult, after: str,
-                   proposer: str, hw: str) -> None:
+def _reconcile_one(
+    out: Reconciled, plan: LockPlan, file: FilePlan, path: str, result: KernelResult, after: str, proposer: str, hw: str
+) -> None:
     """One kernel and pass: count it, report it, or record it (`after`: the digest of
     the kernel's text after the run)."""
     state, entry = plan.state(path, result.kernel, result.pass_name)
@@ -187,14 +204,20 @@ def _reconcile_one(out: Reconciled, plan: LockPlan, file: FilePlan, path: str, r
         out.replayed += 1
         if entry is not None and entry.hw and entry.hw != hw:
             out.other_hw.add(entry.hw)
-        if entry is not None and entry.source and result.outcome is Outcome.APPLIED and \
-                after != (entry.result or entry.source):
+        if (
+            entry is not None
+            and entry.source
+            and result.outcome is Outcome.APPLIED
+            and after != (entry.result or entry.source)
+        ):
             out.changes[entry.key] = replace(entry, result=after)  # same decision, the rewrite's text changed
     elif state is State.AS_LOCKED:
         out.as_locked += 1
     elif state is State.CHANGED:
-        out.changed.append(f"{where} changed since it was locked in {plan.path}; left as it is (re-decide: kxform "
-                           f"apply --lock --relock --kernel {result.kernel} {path}, or delete its entry)")
+        out.changed.append(
+            f"{where} changed since it was locked in {plan.path}; left as it is (re-decide: kxform "
+            f"apply --lock --relock --kernel {result.kernel} {path}, or delete its entry)"
+        )
     elif plan.strict:
         out.unlocked.append(f"{where} is not in {plan.path} (record it: kxform apply --lock {path})")
     else:
@@ -213,32 +236,58 @@ def _decision(result: KernelResult, key: str, source: str, after: str, proposer:
     measured = timing(checks)
     figures: tuple[tuple[str, float | str], ...] = ()
     if measured is not None:
-        figures = tuple((k, v) for k, v in (("original_ms", measured.original_ms),
-                                            ("rewritten_ms", measured.rewritten_ms),
-                                            ("original_spread_ms", measured.original_spread_ms),
-                                            ("rewritten_spread_ms", measured.rewritten_spread_ms),
-                                            ("size", measured.size), ("runtime", measured.runtime))
-                        if v is not None and v != "")
+        figures = tuple(
+            (k, v)
+            for k, v in (
+                ("original_ms", measured.original_ms),
+                ("rewritten_ms", measured.rewritten_ms),
+                ("original_spread_ms", measured.original_spread_ms),
+                ("rewritten_spread_ms", measured.rewritten_spread_ms),
+                ("size", measured.size),
+                ("runtime", measured.runtime),
+            )
+            if v is not None and v != ""
+        )
     proposal = result.proposal
     provenance = proposal.provenance if proposal is not None else None
-    common = dict(file=key, hw=hw, kxform=__version__, source=source, figures=figures,
-                  proposer=provenance.proposer if provenance else proposer,
-                  model=(provenance.model or "") if provenance else "",
-                  cost_usd=provenance.cost_usd if provenance else None,
-                  tokens=provenance.tokens if provenance else None)
+    common = dict(
+        file=key,
+        hw=hw,
+        kxform=__version__,
+        source=source,
+        figures=figures,
+        proposer=provenance.proposer if provenance else proposer,
+        model=(provenance.model or "") if provenance else "",
+        cost_usd=provenance.cost_usd if provenance else None,
+        tokens=provenance.tokens if provenance else None,
+    )
     if result.outcome is Outcome.APPLIED and proposal is not None:
-        return Decision(result.kernel, result.pass_name, proposal.values, payload=proposal.payload or "",
-                        rationale=proposal.rationale, evidence=proposal.provenance.evidence,
-                        result=after if after != source else "", **common)  # type: ignore[arg-type]
+        return Decision(
+            result.kernel,
+            result.pass_name,
+            proposal.values,
+            payload=proposal.payload or "",
+            rationale=proposal.rationale,
+            evidence=proposal.provenance.evidence,
+            result=after if after != source else "",
+            **common,
+        )  # type: ignore[arg-type]
     why = "; ".join(result.reasons) or "no reason given"
     if result.outcome is Outcome.UNCHANGED:
         why = f"nothing to do: {why}"
     elif result.stage:
         why = f"{result.outcome.value} at the {result.stage} stage: {why}"
     if len(why) > MAX_REASON:
-        why = why[:MAX_REASON - 3] + "..."
-    return Decision(result.kernel, result.pass_name, (), outcome="left-alone", reason=" ".join(why.split()),
-                    evidence="measured" if measured is not None else "rule", **common)  # type: ignore[arg-type]
+        why = why[: MAX_REASON - 3] + "..."
+    return Decision(
+        result.kernel,
+        result.pass_name,
+        (),
+        outcome="left-alone",
+        reason=" ".join(why.split()),
+        evidence="measured" if measured is not None else "rule",
+        **common,
+    )  # type: ignore[arg-type]
 
 
 def record(mode: LockMode, reconciled: Reconciled) -> bool:
@@ -251,13 +300,19 @@ def record(mode: LockMode, reconciled: Reconciled) -> bool:
 def summary(mode: LockMode, reconciled: Reconciled, written: bool | None, why_not: str = "") -> str:
     """`kxform: lock kxform.lock: 3 replayed, 1 decided; written`"""
     parts = [f"{reconciled.replayed} replayed"]
-    for count, words in ((reconciled.as_locked, "already as locked"), (reconciled.decided, "decided"),
-                         (len(reconciled.changed), "changed since locked"),
-                         (len(reconciled.unlocked), "not in the lock"),
-                         (len(reconciled.stale), "locked but gone")):
+    for count, words in (
+        (reconciled.as_locked, "already as locked"),
+        (reconciled.decided, "decided"),
+        (len(reconciled.changed), "changed since locked"),
+        (len(reconciled.unlocked), "not in the lock"),
+        (len(reconciled.stale), "locked but gone"),
+    ):
         if count:
             parts.append(f"{count} {words}")
     state = "written" if written else "unchanged" if written is not None else f"not written ({why_not})"
-    note = f" (replayed decisions made for {', '.join(sorted(reconciled.other_hw))}: --relock to decide for this " \
-        "hardware)" if reconciled.other_hw else ""
+    note = (
+        f" (replayed decisions made for {', '.join(sorted(reconciled.other_hw))}: --relock to decide for this hardware)"
+        if reconciled.other_hw
+        else ""
+    )
     return f"kxform: lock {mode.path}: {', '.join(parts)}; {state}{note}"

@@ -17,12 +17,19 @@ from kxform.log.view import OUTCOMES, ShowFilter, Style, diff_lines, list_lines,
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("log", help="list, show and compare the pass logs of earlier runs",
-                              description="Read pass logs (.kxform/logs or given files). RUN: a log file, 'last', "
-                              "'last~N', or a run id or unique prefix.")
+    p = subparsers.add_parser(
+        "log",
+        help="list, show and compare the pass logs of earlier runs",
+        description="Read pass logs (.kxform/logs or given files). RUN: a log file, 'last', "
+        "'last~N', or a run id or unique prefix.",
+    )
     p.add_argument("--dir", metavar="DIR", help="log directory (default: the nearest .kxform/logs)")
-    p.add_argument("--color", choices=("auto", "always", "never"), default="auto",
-                   help="colour output (default: when stdout is a terminal and NO_COLOR is unset)")
+    p.add_argument(
+        "--color",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="colour output (default: when stdout is a terminal and NO_COLOR is unset)",
+    )
     actions = p.add_subparsers(dest="log_action", metavar="ACTION", required=True)
     ls = actions.add_parser("list", help="runs with date, passes and counts (oldest first)")
     ls.add_argument("paths", nargs="*", metavar="PATH", help="log files or directories (default: the log directory)")
@@ -31,8 +38,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     show.add_argument("--kernel", metavar="K", help="only this kernel (a glob works: 'sgemm*')")
     show.add_argument("--outcome", choices=OUTCOMES, help="only kernels with this outcome")
     show.add_argument("--no-diff", action="store_true", help="leave out the diffs")
-    diff = actions.add_parser("diff", help="what changed between two runs: decisions, outcomes, times "
-                              "(exit 1 when a decision or outcome changed)")
+    diff = actions.add_parser(
+        "diff",
+        help="what changed between two runs: decisions, outcomes, times (exit 1 when a decision or outcome changed)",
+    )
     diff.add_argument("run1", metavar="RUN1")
     diff.add_argument("run2", metavar="RUN2")
     p.set_defaults(func=run)
@@ -54,8 +63,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.log_action == "diff":
         directory = find_log_dir(args.dir)
-        lines, changed = diff_lines(resolve_run(args.run1, directory).printable(),
-                                    resolve_run(args.run2, directory).printable(), style)
+        lines, changed = diff_lines(
+            resolve_run(args.run1, directory).printable(), resolve_run(args.run2, directory).printable(), style
+        )
         _emit(lines)
         return 1 if changed else 0
     raise UsageError(f"unknown log action {args.log_action!r}")

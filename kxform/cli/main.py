@@ -19,9 +19,20 @@ from kxform import __version__
 from kxform import exitcodes
 from kxform.errors import KxformError, did_you_mean, printable
 
-SUBCOMMANDS: tuple[str, ...] = ("apply", "inspect", "passes", "verify", "harness", "hw", "log", "report", "tune",
-                                 "deps")
+SUBCOMMANDS: tuple[str, ...] = (
+    "apply",
+    "inspect",
+    "passes",
+    "verify",
+    "harness",
+    "hw",
+    "log",
+    "report",
+    "tune",
+    "deps",
+)
 """Modules of kxform.cli that define subcommands, in help order."""
+
 
 class _CMakeDir(argparse.Action):
     """`kxform --cmake-dir`: where kxformConfig.cmake is installed (package data)."""
@@ -80,8 +91,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         description="Checked, verified source-to-source rewrites of CUDA/HIP kernels.",
     )
     parser.add_argument("--version", action="version", version=f"kxform {__version__}")
-    parser.add_argument("--cmake-dir", action=_CMakeDir, nargs=0,
-                        help="print the directory of kxform's CMake package (for -Dkxform_DIR=...) and exit")
+    parser.add_argument(
+        "--cmake-dir",
+        action=_CMakeDir,
+        nargs=0,
+        help="print the directory of kxform's CMake package (for -Dkxform_DIR=...) and exit",
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS if only is None else (only,):
         try:

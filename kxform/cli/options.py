@@ -21,33 +21,61 @@ T = TypeVar("T")
 
 def add_config_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--config", metavar="FILE",
-                       help="project configuration (default: the nearest kxform.toml or pyproject.toml with a "
-                       "[tool.kxform] table, walking up from PATH)")
+    group.add_argument(
+        "--config",
+        metavar="FILE",
+        help="project configuration (default: the nearest kxform.toml or pyproject.toml with a "
+        "[tool.kxform] table, walking up from PATH)",
+    )
     group.add_argument("--no-config", action="store_true", help="ignore any project configuration")
 
 
 def add_flag_options(parser: argparse.ArgumentParser) -> None:
     """The project's build flags: a compilation database, include directories, defines."""
-    parser.add_argument("-p", "--build-dir", dest="build_dir", metavar="BUILD_DIR",
-                        help="directory holding compile_commands.json (include paths and defines)")
-    parser.add_argument("-I", dest="include", action="append", default=[], metavar="DIR",
-                        help="include directory (repeatable; before the configuration's)")
-    parser.add_argument("-D", dest="define", action="append", default=[], metavar="NAME[=VALUE]",
-                        help="preprocessor define (repeatable; before the configuration's)")
+    parser.add_argument(
+        "-p",
+        "--build-dir",
+        dest="build_dir",
+        metavar="BUILD_DIR",
+        help="directory holding compile_commands.json (include paths and defines)",
+    )
+    parser.add_argument(
+        "-I",
+        dest="include",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="include directory (repeatable; before the configuration's)",
+    )
+    parser.add_argument(
+        "-D",
+        dest="define",
+        action="append",
+        default=[],
+        metavar="NAME[=VALUE]",
+        help="preprocessor define (repeatable; before the configuration's)",
+    )
 
 
 def add_walk_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--no-gitignore", dest="gitignore", action="store_false",
-                        help="also walk into what .gitignore (and .git/info/exclude) ignore")
+    parser.add_argument(
+        "--no-gitignore",
+        dest="gitignore",
+        action="store_false",
+        help="also walk into what .gitignore (and .git/info/exclude) ignore",
+    )
 
 
 def add_remark_options(parser: argparse.ArgumentParser) -> None:
     """clang's remark filters (kxform.log.remarks.RemarkFilter): the log keeps every remark."""
     for flag, kind in (("-Rpass", "applied"), ("-Rpass-missed", "missed"), ("-Rpass-analysis", "analysis")):
-        parser.add_argument(flag, dest=flag[2:].replace("-", "_"), metavar="REGEX",
-                            help=f"print only {kind} remarks, of passes whose name matches REGEX (with any "
-                            "-Rpass* flag, kinds not named are not printed)")
+        parser.add_argument(
+            flag,
+            dest=flag[2:].replace("-", "_"),
+            metavar="REGEX",
+            help=f"print only {kind} remarks, of passes whose name matches REGEX (with any "
+            "-Rpass* flag, kinds not named are not printed)",
+        )
 
 
 def remark_filter(args: argparse.Namespace) -> RemarkFilter:

@@ -24,8 +24,9 @@ def interactive(stream: TextIO | None = None) -> bool:
 class ProgressBar:
     """Callable as the runner's `Progress`: `(done, total, path, stage)`; `close()` when done."""
 
-    def __init__(self, enabled: bool = True, unit: str = "file", stream: TextIO | None = None,
-                 delay: float = 0.5) -> None:
+    def __init__(
+        self, enabled: bool = True, unit: str = "file", stream: TextIO | None = None, delay: float = 0.5
+    ) -> None:
         self.stream = stream or sys.stderr
         self.enabled = enabled and interactive(self.stream)
         self.unit = unit
@@ -38,8 +39,15 @@ class ProgressBar:
             return
         if self._bar is None or stage != self._stage:
             self.close()
-            self._bar = tqdm(total=total, desc=stage, unit=self.unit, file=self.stream, leave=False,
-                             dynamic_ncols=True, delay=self.delay)
+            self._bar = tqdm(
+                total=total,
+                desc=stage,
+                unit=self.unit,
+                file=self.stream,
+                leave=False,
+                dynamic_ncols=True,
+                delay=self.delay,
+            )
             self._stage = stage
         self._bar.set_postfix_str(path[-48:], refresh=False)
         self._bar.update(max(done - self._bar.n, 0))

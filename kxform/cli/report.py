@@ -11,9 +11,12 @@ from kxform.workspace.files import write_atomic
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("report", help="write one run's pass log as a self-contained HTML report",
-                              description="RUN: a log file, 'last', 'last~N', or a run id or unique prefix "
-                              "(in the nearest .kxform/logs or --dir). Plots need matplotlib (kxform[report]).")
+    p = subparsers.add_parser(
+        "report",
+        help="write one run's pass log as a self-contained HTML report",
+        description="RUN: a log file, 'last', 'last~N', or a run id or unique prefix "
+        "(in the nearest .kxform/logs or --dir). Plots need matplotlib (kxform[report]).",
+    )
     p.add_argument("run", metavar="RUN")
     p.add_argument("-o", "--output", metavar="FILE", help="output file (default: kxform-report-RUNID.html)")
     p.add_argument("--dir", metavar="DIR", help="log directory (default: the nearest .kxform/logs)")

@@ -48,52 +48,108 @@ NO_OBJECTIVE = "tuning needs a GPU or a recorded space (--objective replay:FILE)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("tune", help="search a kernel's parameters for the fastest configuration",
-                              description="Tune a kernel's parameters on a GPU, or against a recorded space.")
-    p.add_argument("file", metavar="FILE|DIR", help="CUDA/HIP source holding the kernel, or a directory: every "
-                   "kernel a harness spec under it describes")
+    p = subparsers.add_parser(
+        "tune",
+        help="search a kernel's parameters for the fastest configuration",
+        description="Tune a kernel's parameters on a GPU, or against a recorded space.",
+    )
+    p.add_argument(
+        "file",
+        metavar="FILE|DIR",
+        help="CUDA/HIP source holding the kernel, or a directory: every kernel a harness spec under it describes",
+    )
     p.add_argument("--kernel", metavar="K", help="kernel to tune (required with FILE; with DIR only this one)")
-    p.add_argument("--pass", dest="passes", metavar="NAME[,NAME]",
-                   help="passes whose parameters span the space (default: every pass with something to tune in "
-                   "the kernel; which apply is searched too)")
+    p.add_argument(
+        "--pass",
+        dest="passes",
+        metavar="NAME[,NAME]",
+        help="passes whose parameters span the space (default: every pass with something to tune in "
+        "the kernel; which apply is searched too)",
+    )
     p.add_argument("--spec", metavar="S", help="harness spec (kxform.toml) for building, verifying and timing")
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--budget", type=int, metavar="N", help="evaluations, at most (default: 200)")
     budget.add_argument("--time", type=float, metavar="T", help="stop once evaluations have cost T seconds")
-    p.add_argument("--strategy", default=DEFAULT, choices=sorted(STRATEGIES),
-                   help=f"search strategy (default: {DEFAULT})")
+    p.add_argument(
+        "--strategy", default=DEFAULT, choices=sorted(STRATEGIES), help=f"search strategy (default: {DEFAULT})"
+    )
     p.add_argument("--seed", type=int, default=0, help="random seed of the strategy (default: 0)")
-    p.add_argument("--resume", action="store_true",
-                   help="continue from every stored evaluation of this kernel and hardware")
+    p.add_argument(
+        "--resume", action="store_true", help="continue from every stored evaluation of this kernel and hardware"
+    )
     p.add_argument("--write", action="store_true", help="write the best values into FILE's #defines")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
-    p.add_argument("--export", metavar="FILE", help="write the run's evaluations as a Kernel Tuner cache file "
-                   "(JSON; replays with --objective replay:FILE)")
-    p.add_argument("--objective", metavar="gpu|cpu+replay:FILE|replay:FILE",
-                   help="gpu (default): rewrite, compile, verify and time on this machine's GPU; cpu+replay:FILE: "
-                   "the same on the CPU runtime with the times of a `tune --json` summary FILE; replay:FILE: a "
-                   "recorded space instead")
-    p.add_argument("--size", metavar="NAME|VAR=V,...",
-                   help="timing size: a size of the spec, or values overriding its bench size (default: the bench size)")
-    p.add_argument("--sizes", metavar="NAME[,NAME]", help="tune at each of these sizes of the spec, one after "
-                   "another (default with --dispatch: every bench size)")
-    p.add_argument("--dispatch", metavar="OUT.h", help="write a C++ header picking the fastest verified "
-                   "configuration per size class (docs/search.md, \"Per-size dispatch\")")
-    p.add_argument("--repeat", type=int, default=50, metavar="N", help="timed launches per configuration, at most "
-                   "(default: 50)")
-    p.add_argument("--launch-budget", type=float, default=2.0, metavar="S",
-                   help="seconds of timed launches per configuration, about: a probe launch sets the count, "
-                   "at least 5 (default: 2)")
-    p.add_argument("--require", action="append", default=[], metavar="EXPR",
-                   help="an extra constraint on the parameters (kxform's expression language), repeatable")
+    p.add_argument(
+        "--export",
+        metavar="FILE",
+        help="write the run's evaluations as a Kernel Tuner cache file (JSON; replays with --objective replay:FILE)",
+    )
+    p.add_argument(
+        "--objective",
+        metavar="gpu|cpu+replay:FILE|replay:FILE",
+        help="gpu (default): rewrite, compile, verify and time on this machine's GPU; cpu+replay:FILE: "
+        "the same on the CPU runtime with the times of a `tune --json` summary FILE; replay:FILE: a "
+        "recorded space instead",
+    )
+    p.add_argument(
+        "--size",
+        metavar="NAME|VAR=V,...",
+        help="timing size: a size of the spec, or values overriding its bench size (default: the bench size)",
+    )
+    p.add_argument(
+        "--sizes",
+        metavar="NAME[,NAME]",
+        help="tune at each of these sizes of the spec, one after another (default with --dispatch: every bench size)",
+    )
+    p.add_argument(
+        "--dispatch",
+        metavar="OUT.h",
+        help="write a C++ header picking the fastest verified "
+        'configuration per size class (docs/search.md, "Per-size dispatch")',
+    )
+    p.add_argument(
+        "--repeat", type=int, default=50, metavar="N", help="timed launches per configuration, at most (default: 50)"
+    )
+    p.add_argument(
+        "--launch-budget",
+        type=float,
+        default=2.0,
+        metavar="S",
+        help="seconds of timed launches per configuration, about: a probe launch sets the count, "
+        "at least 5 (default: 2)",
+    )
+    p.add_argument(
+        "--require",
+        action="append",
+        default=[],
+        metavar="EXPR",
+        help="an extra constraint on the parameters (kxform's expression language), repeatable",
+    )
     p.add_argument("--hw", default="h100", metavar="NAME", help="hardware profile for the constraints (default: h100)")
     p.add_argument("-p", "--build-dir", metavar="DIR", help="directory holding compile_commands.json")
-    p.add_argument("-I", dest="include", action="append", default=[], metavar="DIR",
-                   help="include directory (repeatable; before the configuration's)")
-    p.add_argument("-D", dest="define", action="append", default=[], metavar="NAME[=VALUE]",
-                   help="preprocessor define (repeatable; before the configuration's)")
-    p.add_argument("--prior", nargs="+", default=[], metavar="FILE",
-                   help="recordings of this kernel elsewhere to warm-start from (the database is also used)")
+    p.add_argument(
+        "-I",
+        dest="include",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="include directory (repeatable; before the configuration's)",
+    )
+    p.add_argument(
+        "-D",
+        dest="define",
+        action="append",
+        default=[],
+        metavar="NAME[=VALUE]",
+        help="preprocessor define (repeatable; before the configuration's)",
+    )
+    p.add_argument(
+        "--prior",
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="recordings of this kernel elsewhere to warm-start from (the database is also used)",
+    )
     p.add_argument("--db", metavar="PATH", help="tuning database (default: the user cache's tuning.sqlite)")
     p.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="candidates prepared in parallel")
     p.add_argument("--log", metavar="FILE", help="pass log path (default: .kxform/logs/RUN.jsonl)")
@@ -121,8 +177,9 @@ def _objective(args: argparse.Namespace, source: SourceText) -> tuple[Objective,
     return recording.objective, recording.search, path
 
 
-def _kernel_objective(args: argparse.Namespace, source: SourceText,
-                      times: str | None) -> tuple[Objective, SearchSpace, str]:
+def _kernel_objective(
+    args: argparse.Namespace, source: SourceText, times: str | None
+) -> tuple[Objective, SearchSpace, str]:
     """Rewrite, compile, verify and time on this machine's GPU (one line and exit 2 without
     one), or verify on the CPU runtime and take the times recorded in `times`."""
     from kxform.hw import load_profile
@@ -140,13 +197,23 @@ def _kernel_objective(args: argparse.Namespace, source: SourceText,
     size = timing_size(spec, args.size)
     recorded = load_times(times, args.kernel, size.name) if times is not None else None
     runtime = gpu if gpu is not None else _cpu_runtime()
-    space = kernel_space(source.data, args.kernel, passes, path=source.path, hw=args.hw, build_dir=args.build_dir,
-                         require=tuple(args.require))
+    space = kernel_space(
+        source.data,
+        args.kernel,
+        passes,
+        path=source.path,
+        hw=args.hw,
+        build_dir=args.build_dir,
+        require=tuple(args.require),
+    )
     target = TuneTarget(source.path, source.data, args.kernel, spec, args.hw, args.build_dir)
     search = space.search(load_profile(args.hw))
-    objective = KernelObjective(target, space, runtime, MeasureOptions(size=size, repeat=args.repeat,
-                                                                          launch_budget_s=args.launch_budget,
-                                                                          recorded=recorded))
+    objective = KernelObjective(
+        target,
+        space,
+        runtime,
+        MeasureOptions(size=size, repeat=args.repeat, launch_budget_s=args.launch_budget, recorded=recorded),
+    )
     return objective, search, ""
 
 
@@ -162,8 +229,10 @@ def _spec(args: argparse.Namespace, source: SourceText):  # type: ignore[no-unty
 
     path = args.spec or find_spec_for(source.path)
     if path is None:
-        raise UsageError(f"{source.path}: no harness spec names this file; tuning verifies and times "
-                         f"'{args.kernel}' from one (--spec S, docs/harness-spec.md)")
+        raise UsageError(
+            f"{source.path}: no harness spec names this file; tuning verifies and times "
+            f"'{args.kernel}' from one (--spec S, docs/harness-spec.md)"
+        )
     return load_spec(path).kernel(args.kernel)
 
 
@@ -181,8 +250,10 @@ def _prior(args: argparse.Namespace, space: SearchSpace, db: TuningDB, key: Tune
     sources = []
     for path in args.prior:
         recording = load_recording(path)
-        results = [(recording.search.config(r), recording.objective.records[recording.search.key(r)].time_ms)
-                   for r in range(len(recording.search))]
+        results = [
+            (recording.search.config(r), recording.objective.records[recording.search.key(r)].time_ms)
+            for r in range(len(recording.search))
+        ]
         sources.append(PriorSource(f"{recording.kernel}@{recording.device} ({path})", results))
     for label, stored in db.related(key).items():
         sources.append(PriorSource(label, [(s.config, s.evaluation.time_ms) for s in stored]))
@@ -197,14 +268,22 @@ def _options(args: argparse.Namespace) -> TuneOptions:
     if args.jobs < 1:
         raise UsageError("-j must be at least 1")
     budget = args.budget if args.budget is not None else (None if args.time is not None else 200)
-    return TuneOptions(strategy=args.strategy, budget=budget, time_s=args.time, seed=args.seed, resume=args.resume,
-                       pipeline=PipelineOptions(jobs=args.jobs, ahead=args.jobs))
+    return TuneOptions(
+        strategy=args.strategy,
+        budget=budget,
+        time_s=args.time,
+        seed=args.seed,
+        resume=args.resume,
+        pipeline=PipelineOptions(jobs=args.jobs, ahead=args.jobs),
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from kxform.cli import tune_workers
 
-    if getattr(args, "sizes", None) is not None or getattr(args, "dispatch", None) is not None:  # several timing sizes, and a dispatch header
+    if (
+        getattr(args, "sizes", None) is not None or getattr(args, "dispatch", None) is not None
+    ):  # several timing sizes, and a dispatch header
         from kxform.cli.tune_sizes import run_sizes
 
         return run_sizes(args)
@@ -215,8 +294,9 @@ def run(args: argparse.Namespace) -> int:
 
         return run_dir(args)
     if args.kernel is None:
-        raise UsageError(f"{args.file}: --kernel K is required with a file (a directory tunes every kernel with a "
-                         "spec)")
+        raise UsageError(
+            f"{args.file}: --kernel K is required with a file (a directory tunes every kernel with a spec)"
+        )
     summary, log_path = tune_one(args)
     if args.json:
         print(json.dumps(summary, indent=2, default=str))
@@ -332,8 +412,13 @@ def _measured(objective: Objective) -> dict[str, Any]:
     return {"size": objective.size.name, "original_ms": original}
 
 
-def _write(args: argparse.Namespace, objective: Objective, checker: Objective | None, result: dict[str, Any],
-           config: dict[str, Any]) -> dict[str, Any]:
+def _write(
+    args: argparse.Namespace,
+    objective: Objective,
+    checker: Objective | None,
+    result: dict[str, Any],
+    config: dict[str, Any],
+) -> dict[str, Any]:
     """`--write`: a pipeline that won, through `apply`'s every check; nothing when the
     original was kept. A configuration from a recorded space is typed into the passes'
     composed space first (kxform.search.recorded_values: never copied as text), then
@@ -359,23 +444,47 @@ def _cpu_checker(args: argparse.Namespace, source: SourceText) -> Objective:
     from kxform.search.checker import cpu_checker
     from kxform.search.kernel_space import parse_passes
 
-    return cpu_checker(source, args.kernel, _spec(args, source), parse_passes(args.passes) if args.passes else None,
-                       hw=args.hw, build_dir=args.build_dir, require=tuple(args.require))
+    return cpu_checker(
+        source,
+        args.kernel,
+        _spec(args, source),
+        parse_passes(args.passes) if args.passes else None,
+        hw=args.hw,
+        build_dir=args.build_dir,
+        require=tuple(args.require),
+    )
 
 
-def tune_summary(result: TuneResult, args: argparse.Namespace, objective: Objective, replay: str,
-                 db_path: str) -> dict[str, Any]:
+def tune_summary(
+    result: TuneResult, args: argparse.Namespace, objective: Objective, replay: str, db_path: str
+) -> dict[str, Any]:
     best = result.best
     return {
-        "file": args.file, "kernel": args.kernel, "objective": objective.name, "recording": replay or None,
-        "hardware": objective.hardware, "strategy": result.strategy, "seed": args.seed,
-        "space_size": result.space_size, "evaluated": len(result.steps), "measured": result.measured,
+        "file": args.file,
+        "kernel": args.kernel,
+        "objective": objective.name,
+        "recording": replay or None,
+        "hardware": objective.hardware,
+        "strategy": result.strategy,
+        "seed": args.seed,
+        "space_size": result.space_size,
+        "evaluated": len(result.steps),
+        "measured": result.measured,
         "from_database": sum(1 for s in result.steps if s.source != "measured"),
-        "failed": sum(1 for s in result.steps if not s.evaluation.ok), "stopped": result.stopped,
-        "cost_s": round(result.cost_s, 6), "strategy_s": round(result.strategy_s, 6),
-        "prior": list(result.prior_sources), "database": db_path,
-        "best": None if best is None else {"config": best.config, "time_ms": best.evaluation.time_ms,
-                                           "spread_ms": best.evaluation.spread_ms, "found_at": best.index + 1},
+        "failed": sum(1 for s in result.steps if not s.evaluation.ok),
+        "stopped": result.stopped,
+        "cost_s": round(result.cost_s, 6),
+        "strategy_s": round(result.strategy_s, 6),
+        "prior": list(result.prior_sources),
+        "database": db_path,
+        "best": None
+        if best is None
+        else {
+            "config": best.config,
+            "time_ms": best.evaluation.time_ms,
+            "spread_ms": best.evaluation.spread_ms,
+            "found_at": best.index + 1,
+        },
         "evaluations": [_evaluation(step) for step in result.steps],
         "phases_s": _phase_totals(objective),
     }
@@ -399,9 +508,16 @@ def _phase_totals(objective: Objective) -> dict[str, float] | None:
 def _evaluation(step: Step) -> dict[str, Any]:
     """One evaluation in the shape the log viewers read (docs/pass-log.md, `tune`)."""
     e = step.evaluation
-    return {"eval": step.index + 1, "params": step.config, "time_ms": e.time_ms,
-            "status": e.failure.value if e.failure else "ok", "source": step.source,
-            "spread_ms": e.spread_ms, "cost_s": e.cost_s, "detail": e.detail}
+    return {
+        "eval": step.index + 1,
+        "params": step.config,
+        "time_ms": e.time_ms,
+        "status": e.failure.value if e.failure else "ok",
+        "source": step.source,
+        "spread_ms": e.spread_ms,
+        "cost_s": e.cost_s,
+        "detail": e.detail,
+    }
 
 
 def _print(summary: dict[str, Any], log_path: Path) -> None:
@@ -414,13 +530,17 @@ def _print(summary: dict[str, Any], log_path: Path) -> None:
         values = printable(", ".join(f"{k}={v}" for k, v in best["config"].items()))  # recorded values are data
         print(f"best: {best['time_ms']:.4g} ms ({values}), found at evaluation {best['found_at']}")
         if summary.get("original_ms"):
-            print(f"original: {summary['original_ms']:.4g} ms at size {summary['size']}: speedup "
-                  f"{summary['original_ms'] / best['time_ms']:.3f}x")
+            print(
+                f"original: {summary['original_ms']:.4g} ms at size {summary['size']}: speedup "
+                f"{summary['original_ms'] / best['time_ms']:.3f}x"
+            )
     line = result_line(summary)
     if line:
         print(format_table([TABLE_HEADER, table_row(summary)]))
         print(line)
-    print(f"kxform: {summary['evaluated']} evaluations ({summary['measured']} measured, "
-          f"{summary['from_database']} from the database, {summary['failed']} failed) of {summary['space_size']} "
-          f"configurations, stopped: {summary['stopped']}, cost {summary['cost_s']:.1f} s. Log: {log_path}",
-          file=sys.stderr)
+    print(
+        f"kxform: {summary['evaluated']} evaluations ({summary['measured']} measured, "
+        f"{summary['from_database']} from the database, {summary['failed']} failed) of {summary['space_size']} "
+        f"configurations, stopped: {summary['stopped']}, cost {summary['cost_s']:.1f} s. Log: {log_path}",
+        file=sys.stderr,
+    )

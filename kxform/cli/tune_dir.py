@@ -52,8 +52,9 @@ def run_dir(args: argparse.Namespace) -> int:
     from kxform.cli.tune_result import TABLE_HEADER, format_table, table_note, table_row
 
     if args.objective is not None and args.objective.startswith("replay:"):
-        raise UsageError(f"--objective {args.objective}: a recorded space is one kernel's; a directory takes gpu "
-                         "or cpu+replay:FILE")
+        raise UsageError(
+            f"--objective {args.objective}: a recorded space is one kernel's; a directory takes gpu or cpu+replay:FILE"
+        )
     found = targets(Path(args.file), args.kernel)
     if args.objective in (None, "gpu"):
         from kxform.search.kernel_objective import gpu_runtime
@@ -62,13 +63,17 @@ def run_dir(args: argparse.Namespace) -> int:
     log = PassLog.open(args.log, hw=args.hw, pipeline=args.passes or "", argv=sys.argv[1:])
     summaries: list[dict[str, Any]] = []
     for target in found:
-        one = argparse.Namespace(**{**vars(args), "file": target.file, "kernel": target.kernel, "spec": target.spec,
-                                    "log": None})
+        one = argparse.Namespace(
+            **{**vars(args), "file": target.file, "kernel": target.kernel, "spec": target.spec, "log": None}
+        )
         try:
             summary, _ = tune_one(one, log)
         except NothingToTune as exc:  # the original is kept: not a failure
-            summary = {"file": target.file, "kernel": target.kernel, "result": {
-                "kept_original": True, "reason": exc.cause, "passes": [], "values": {}, "pipeline": ""}}
+            summary = {
+                "file": target.file,
+                "kernel": target.kernel,
+                "result": {"kept_original": True, "reason": exc.cause, "passes": [], "values": {}, "pipeline": ""},
+            }
         except KxformError as exc:
             summary = {"file": target.file, "kernel": target.kernel, "error": exc.cause}
         if "evaluations" not in summary:  # tune_one logged the others: every kernel is a row of the report's table

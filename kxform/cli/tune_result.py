@@ -28,26 +28,47 @@ def pipeline_result(objective: Objective, result: TuneResult, baseline_ms: float
     original_ms = original.evaluation.time_ms if original is not None else baseline_ms
     original_spread = original.evaluation.spread_ms if original is not None else 0.0
     best = result.best
-    base: dict[str, Any] = {"original_ms": original_ms, "original_spread_ms": original_spread,
-                            "considered": list(space.passes),
-                            "not_offered": [{"pass": name, "reason": why} for name, why in space.not_offered]}
+    base: dict[str, Any] = {
+        "original_ms": original_ms,
+        "original_spread_ms": original_spread,
+        "considered": list(space.passes),
+        "not_offered": [{"pass": name, "reason": why} for name, why in space.not_offered],
+    }
     why = _why_kept(best, original_ms, original_spread, space.applied(best.config) if best else ())
     if why is not None or best is None:
-        return {**base, "kept_original": True, "reason": why, "passes": [], "values": {}, "pipeline": "",
-                "time_ms": original_ms, "spread_ms": original_spread, "speedup": 1.0 if original_ms else None}
+        return {
+            **base,
+            "kept_original": True,
+            "reason": why,
+            "passes": [],
+            "values": {},
+            "pipeline": "",
+            "time_ms": original_ms,
+            "spread_ms": original_spread,
+            "speedup": 1.0 if original_ms else None,
+        }
     time_ms = best.evaluation.time_ms
     assert time_ms is not None and original_ms is not None
-    return {**base, "kept_original": False, "reason": None, "passes": list(space.applied(best.config)),
-            "values": space.won(best.config), "pipeline": space.spec(best.config), "time_ms": time_ms,
-            "spread_ms": best.evaluation.spread_ms, "speedup": round(original_ms / time_ms, 4)}
+    return {
+        **base,
+        "kept_original": False,
+        "reason": None,
+        "passes": list(space.applied(best.config)),
+        "values": space.won(best.config),
+        "pipeline": space.spec(best.config),
+        "time_ms": time_ms,
+        "spread_ms": best.evaluation.spread_ms,
+        "speedup": round(original_ms / time_ms, 4),
+    }
 
 
 def _original_step(result: TuneResult, defaults: dict[str, Any]) -> Step | None:
     return next((s for s in result.steps if s.config == defaults and s.evaluation.ok), None)
 
 
-def _why_kept(best: Step | None, original_ms: float | None, original_spread: float,
-              applied: tuple[str, ...]) -> str | None:
+def _why_kept(
+    best: Step | None, original_ms: float | None, original_spread: float, applied: tuple[str, ...]
+) -> str | None:
     if best is None:
         return "no configuration was verified and timed"
     if not applied:
@@ -58,8 +79,10 @@ def _why_kept(best: Step | None, original_ms: float | None, original_spread: flo
     assert time_ms is not None
     margin = max(original_spread, best.evaluation.spread_ms)
     if time_ms >= original_ms - margin:
-        return (f"the fastest verified configuration ({time_ms:.4g} ms) is not faster than the original "
-                f"({original_ms:.4g} ms) by more than the spread ({margin:.2g} ms)")
+        return (
+            f"the fastest verified configuration ({time_ms:.4g} ms) is not faster than the original "
+            f"({original_ms:.4g} ms) by more than the spread ({margin:.2g} ms)"
+        )
     return None
 
 
@@ -70,8 +93,10 @@ def result_line(summary: dict[str, Any]) -> str:
         return ""
     if result["kept_original"]:
         return f"kept the original: {result['reason']}"
-    return (f"applied: {result['pipeline']}: {result['time_ms']:.4g} ms +- {result['spread_ms']:.2g} against "
-            f"{result['original_ms']:.4g} ms +- {result['original_spread_ms']:.2g}: speed-up {result['speedup']:.3f}x")
+    return (
+        f"applied: {result['pipeline']}: {result['time_ms']:.4g} ms +- {result['spread_ms']:.2g} against "
+        f"{result['original_ms']:.4g} ms +- {result['original_spread_ms']:.2g}: speed-up {result['speedup']:.3f}x"
+    )
 
 
 TABLE_HEADER = ("FILE", "KERNEL", "PASSES", "VALUES", "ORIGINAL ms", "BEST ms", "SPREAD ms", "SPEED-UP")
@@ -84,10 +109,16 @@ def table_row(summary: dict[str, Any]) -> tuple[str, ...]:
         return (summary["file"], summary["kernel"], "-", "(error)", "-", "-", "-", "-")
     values = ", ".join(f"{k}={v}" for k, v in result.get("values", {}).items()) or "(original kept)"
     timed = result.get("time_ms") is not None
-    return (summary["file"], summary["kernel"], ",".join(result.get("passes", [])) or "-", values,
-            _ms(result.get("original_ms")), _ms(result.get("time_ms")),
-            _ms(result.get("spread_ms")) if timed else "-",
-            f"{result['speedup']:.3f}x" if result.get("speedup") else "-")
+    return (
+        summary["file"],
+        summary["kernel"],
+        ",".join(result.get("passes", [])) or "-",
+        values,
+        _ms(result.get("original_ms")),
+        _ms(result.get("time_ms")),
+        _ms(result.get("spread_ms")) if timed else "-",
+        f"{result['speedup']:.3f}x" if result.get("speedup") else "-",
+    )
 
 
 def table_note(summary: dict[str, Any]) -> str:

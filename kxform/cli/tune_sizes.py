@@ -55,11 +55,25 @@ def run_sizes(args: argparse.Namespace) -> int:
     summaries: list[dict[str, Any]] = []
     with _closing(log), build_flags(args) as merged:
         passes = parse_passes(args.passes) if args.passes is not None else None
-        space = kernel_space(source.data, args.kernel, passes, path=source.path, hw=args.hw,
-                             build_dir=merged.build_dir, require=tuple(args.require))
+        space = kernel_space(
+            source.data,
+            args.kernel,
+            passes,
+            path=source.path,
+            hw=args.hw,
+            build_dir=merged.build_dir,
+            require=tuple(args.require),
+        )
         if args.dispatch is not None:  # names that clash in C++, sizes with equal values: before any evaluation
-            render(build_table(args.kernel, space.passes, space.space.params, space.defaults(),
-                               [SizeClass(s.name, dict(s.values), None) for s in sizes]))
+            render(
+                build_table(
+                    args.kernel,
+                    space.passes,
+                    space.space.params,
+                    space.defaults(),
+                    [SizeClass(s.name, dict(s.values), None) for s in sizes],
+                )
+            )
         for size in sizes:
             one = argparse.Namespace(**{**vars(merged), "size": size.name, "log": None, "export": None})
             summary = tune_merged(one, log)[0]
@@ -69,13 +83,24 @@ def run_sizes(args: argparse.Namespace) -> int:
     if args.dispatch is not None:
         missing = next((c.name for c, s in zip(classes, summaries) if s["best"] is None), None)
         if missing is not None:
-            raise InputError(f"--dispatch {args.dispatch}: size '{missing}': no configuration was verified and "
-                             "timed, so it has no entry; nothing written")
+            raise InputError(
+                f"--dispatch {args.dispatch}: size '{missing}': no configuration was verified and "
+                "timed, so it has no entry; nothing written"
+            )
         table = build_table(args.kernel, space.passes, space.space.params, space.defaults(), classes)
         write_header(args.dispatch, table)
-        out["dispatch"] = {"path": args.dispatch, "classes": [
-            {"size": c.name, "values": dict(c.values), "original": c.config is None,
-             "config": None if c.config is None else dict(c.config)} for c in table.classes]}
+        out["dispatch"] = {
+            "path": args.dispatch,
+            "classes": [
+                {
+                    "size": c.name,
+                    "values": dict(c.values),
+                    "original": c.config is None,
+                    "config": None if c.config is None else dict(c.config),
+                }
+                for c in table.classes
+            ],
+        }
     _show(args, out, log.path)
     return 0
 
@@ -92,13 +117,24 @@ def _closing(log: PassLog) -> Iterator[None]:
 def _refuse_options(args: argparse.Namespace, workers: bool) -> None:
     if Path(args.file).is_dir() or args.kernel is None:
         raise UsageError("--sizes/--dispatch tune one kernel: FILE --kernel K")
-    clash = ("--size" if args.size else "--write" if args.write else "--export" if args.export else
-             "--gpus/--ray" if workers else None)
+    clash = (
+        "--size"
+        if args.size
+        else "--write"
+        if args.write
+        else "--export"
+        if args.export
+        else "--gpus/--ray"
+        if workers
+        else None
+    )
     if clash:
         raise UsageError(f"--sizes/--dispatch: {clash} is one size's option")
     if args.objective is not None and args.objective.startswith("replay:"):
-        raise UsageError(f"--objective {args.objective}: a recorded space has no sizes; --sizes/--dispatch take "
-                         "gpu or cpu+replay:FILE")
+        raise UsageError(
+            f"--objective {args.objective}: a recorded space has no sizes; --sizes/--dispatch take "
+            "gpu or cpu+replay:FILE"
+        )
 
 
 def chosen_sizes(spec: KernelSpec, text: str | None) -> tuple[SizeSpec, ...]:
@@ -109,8 +145,7 @@ def chosen_sizes(spec: KernelSpec, text: str | None) -> tuple[SizeSpec, ...]:
     known = {s.name: s for s in spec.sizes}
     for name in names:
         if name not in known:
-            raise UsageError(f"--sizes {text}: kernel '{spec.name}' has no size '{name}' "
-                             f"(sizes: {', '.join(known)})")
+            raise UsageError(f"--sizes {text}: kernel '{spec.name}' has no size '{name}' (sizes: {', '.join(known)})")
     if len(set(names)) != len(names):
         raise UsageError(f"--sizes {text}: a size is named twice")
     return tuple(known[n] for n in names)
@@ -121,8 +156,7 @@ def size_class(size: SizeSpec, summary: dict[str, Any]) -> SizeClass:
     result = summary.get("result") or {}
     best = summary.get("best")
     kept = result.get("kept_original", True) or best is None
-    return SizeClass(size.name, dict(size.values), None if kept else best["config"],
-                     result.get("time_ms"))
+    return SizeClass(size.name, dict(size.values), None if kept else best["config"], result.get("time_ms"))
 
 
 def _show(args: argparse.Namespace, out: dict[str, Any], log_path: Path) -> None:
@@ -136,16 +170,24 @@ def _show(args: argparse.Namespace, out: dict[str, Any], log_path: Path) -> None
         result = summary.get("result") or {}
         values = ", ".join(f"{k}={v}" for k, v in result.get("values", {}).items()) or "(original kept)"
         size = ",".join(f"{k}={v}" for k, v in summary.get("size_values", {}).items())
-        rows.append((summary.get("size") or "-", size, ",".join(result.get("passes", [])) or "-", printable(values),
-                     _ms(result.get("original_ms")), _ms(result.get("time_ms")),
-                     f"{result['speedup']:.3f}x" if result.get("speedup") else "-"))
+        rows.append(
+            (
+                summary.get("size") or "-",
+                size,
+                ",".join(result.get("passes", [])) or "-",
+                printable(values),
+                _ms(result.get("original_ms")),
+                _ms(result.get("time_ms")),
+                f"{result['speedup']:.3f}x" if result.get("speedup") else "-",
+            )
+        )
     print(format_table(rows))
     if out["dispatch"]:
-        print(f"kxform: wrote {out['dispatch']['path']} ({len(out['dispatch']['classes'])} size classes)",
-              file=sys.stderr)
+        print(
+            f"kxform: wrote {out['dispatch']['path']} ({len(out['dispatch']['classes'])} size classes)", file=sys.stderr
+        )
     print(f"kxform: {len(out['sizes'])} sizes tuned. Log: {log_path}", file=sys.stderr)
 
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
-

@@ -35,12 +35,18 @@ from kxform.search.workers import KernelRecipe, Recipe, ReplayRecipe
 
 
 def add_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--gpus", metavar="all|N|LIST",
-                   help="time on several GPUs of this host at once: all, a count, or device numbers (0,2,3); "
-                   "with --ray, the number of workers")
-    p.add_argument("--ray", metavar="ADDRESS|auto|local",
-                   help="time on the GPUs of a Ray cluster (auto: the running one; local: start one here); "
-                   "needs kxform[distributed]")
+    p.add_argument(
+        "--gpus",
+        metavar="all|N|LIST",
+        help="time on several GPUs of this host at once: all, a count, or device numbers (0,2,3); "
+        "with --ray, the number of workers",
+    )
+    p.add_argument(
+        "--ray",
+        metavar="ADDRESS|auto|local",
+        help="time on the GPUs of a Ray cluster (auto: the running one; local: start one here); "
+        "needs kxform[distributed]",
+    )
 
 
 def wanted(args: argparse.Namespace) -> bool:
@@ -70,8 +76,7 @@ def run(args: argparse.Namespace) -> int:
             prior = _prior(args, space, db, key)
             log = PassLog.open(args.log, hw=identity.hardware, pipeline=args.passes, argv=sys.argv[1:])
             with Progress(enabled=not args.json, total=options.budget, time_s=options.time_s) as progress:
-                result = tune(space, None, options, db=db, key=key, prior=prior, on_step=progress.step,
-                              runner=pool.run)
+                result = tune(space, None, options, db=db, key=key, prior=prior, on_step=progress.step, runner=pool.run)
     finally:
         pool.close()
     named = cast(Objective, SimpleNamespace(name=identity.objective, hardware=identity.hardware))
@@ -89,8 +94,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print(result, summary, log.path)
         report = summary["workers"]
-        print(f"kxform: {len(report['workers'])} workers, {report['wall_s']:.1f} s, "
-              f"{report['resubmitted']} resubmitted", file=sys.stderr)
+        print(
+            f"kxform: {len(report['workers'])} workers, {report['wall_s']:.1f} s, {report['resubmitted']} resubmitted",
+            file=sys.stderr,
+        )
     refused = (summary.get("written") or {}).get("refused")
     if refused:
         print(printable(f"kxform: --write: {args.file}: not written: {refused}"), file=sys.stderr)
@@ -131,11 +138,17 @@ def _recipe(args: argparse.Namespace, source: SourceText) -> tuple[Recipe, Searc
     if args.repeat < 1:
         raise UsageError(f"--repeat {args.repeat}: must be at least 1")
     spec = _spec(args, source)
-    kspace = kernel_space(source.data, args.kernel, passes, path=source.path, hw=args.hw, build_dir=args.build_dir,
-                          require=tuple(args.require))
+    kspace = kernel_space(
+        source.data,
+        args.kernel,
+        passes,
+        path=source.path,
+        hw=args.hw,
+        build_dir=args.build_dir,
+        require=tuple(args.require),
+    )
     target = TuneTarget(source.path, source.data, args.kernel, spec, args.hw, args.build_dir)
-    measure = MeasureOptions(size=timing_size(spec, args.size), repeat=args.repeat,
-                             launch_budget_s=args.launch_budget)
+    measure = MeasureOptions(size=timing_size(spec, args.size), repeat=args.repeat, launch_budget_s=args.launch_budget)
     return KernelRecipe(target, kspace, measure), kspace.search(load_profile(args.hw)), ""
 
 
@@ -173,22 +186,35 @@ def _run_directory(args: argparse.Namespace) -> int:
     if args.ray is None:
         raise UsageError(f"{args.file}: a directory is tuned over a Ray cluster (--ray ADDRESS|auto|local)")
     if args.objective not in (None, "gpu") or args.write or args.resume or args.prior:
-        raise UsageError(f"{args.file}: a directory is tuned on GPUs only, without --objective, --write, "
-                         "--resume or --prior")
+        raise UsageError(
+            f"{args.file}: a directory is tuned on GPUs only, without --objective, --write, --resume or --prior"
+        )
     ray = import_ray()
     options = replace(_options(args), start_at_defaults=True)
-    jobs, skipped = find_jobs(Path(args.file), parse_passes(args.passes) if args.passes else None, args.hw, kernel=args.kernel,
-                              build_dir=args.build_dir, require=tuple(args.require))
+    jobs, skipped = find_jobs(
+        Path(args.file),
+        parse_passes(args.passes) if args.passes else None,
+        args.hw,
+        kernel=args.kernel,
+        build_dir=args.build_dir,
+        require=tuple(args.require),
+    )
     if not jobs:
-        raise UsageError(f"{args.file}: nothing to tune ({len(skipped)} kernels skipped"
-                         f"{': ' + skipped[0][0] + ': ' + skipped[0][1] if skipped else ''})")
+        raise UsageError(
+            f"{args.file}: nothing to tune ({len(skipped)} kernels skipped"
+            f"{': ' + skipped[0][0] + ': ' + skipped[0][1] if skipped else ''})"
+        )
     connect(ray, args.ray)
     if cluster_gpus(ray) < 1:  # the jobs would wait for a GPU that never comes
         raise UsageError(f"--ray {args.ray}: the cluster has no GPU")
     with TuningDB(args.db) as db:
         results = spread(jobs, options, ray, db, on_done=None if args.json else _job_line)
-    summary = {"directory": args.file, "database": str(db.path), "jobs": [_job_json(r) for r in results],
-               "skipped": [{"kernel": label, "reason": why} for label, why in skipped]}
+    summary = {
+        "directory": args.file,
+        "database": str(db.path),
+        "jobs": [_job_json(r) for r in results],
+        "skipped": [{"kernel": label, "reason": why} for label, why in skipped],
+    }
     if args.json:
         print(json.dumps(summary, indent=2, default=str))
     else:
@@ -199,9 +225,16 @@ def _run_directory(args: argparse.Namespace) -> int:
 
 def _job_json(result: JobResult) -> dict[str, Any]:
     best = result.best()
-    return {"job": result.label, "hardware": result.hardware, "host": result.host, "devices": result.devices,
-            "evaluated": len(result.steps), "stopped": result.stopped, "error": result.error or None,
-            "best": None if best is None else {"config": best[0], "time_ms": best[1].time_ms}}
+    return {
+        "job": result.label,
+        "hardware": result.hardware,
+        "host": result.host,
+        "devices": result.devices,
+        "evaluated": len(result.steps),
+        "stopped": result.stopped,
+        "error": result.error or None,
+        "best": None if best is None else {"config": best[0], "time_ms": best[1].time_ms},
+    }
 
 
 def _job_line(result: JobResult) -> None:
@@ -212,5 +245,7 @@ def _job_line(result: JobResult) -> None:
         print(f"{result.label}: no configuration ran ({len(result.steps)} evaluations) on {result.host}")
     else:
         values = ", ".join(f"{k}={v}" for k, v in best[0].items())
-        print(f"{result.label}: best {best[1].time_ms:.4g} ms ({values}) of {len(result.steps)} evaluations "
-              f"on {result.host} GPU {result.devices}")
+        print(
+            f"{result.label}: best {best[1].time_ms:.4g} ms ({values}) of {len(result.steps)} evaluations "
+            f"on {result.host} GPU {result.devices}"
+        )

@@ -29,18 +29,29 @@ def write_pipeline(args: argparse.Namespace, objective: KernelObjective, pipelin
 
     target = objective.target
     spec_dirs = (os.path.dirname(os.path.abspath(args.spec)),) if getattr(args, "spec", None) else ()
-    config = ApplyConfig(pipeline=pipeline, hw=load_profile(target.hw), kernels=(target.kernel,),
-                         verify="gpu" if isinstance(objective.runtime, GpuRuntime) else "cpu",
-                         write_back=WriteBack.WRITE, build_dir=target.build_dir, spec_dirs=spec_dirs,
-                         expected=((os.path.abspath(target.path), target.data),))
+    config = ApplyConfig(
+        pipeline=pipeline,
+        hw=load_profile(target.hw),
+        kernels=(target.kernel,),
+        verify="gpu" if isinstance(objective.runtime, GpuRuntime) else "cpu",
+        write_back=WriteBack.WRITE,
+        build_dir=target.build_dir,
+        spec_dirs=spec_dirs,
+        expected=((os.path.abspath(target.path), target.data),),
+    )
     _, outcomes = run_apply([target.path], config, emit=lambda text: None)
     outcome = outcomes[0] if outcomes else None
     results = [r for r in (outcome.results if outcome else []) if r.kernel == target.kernel]
     failed = next((r for r in results if r.outcome is not Outcome.APPLIED), None)
     if outcome is None or outcome.error or failed is not None or not results:
-        why = (outcome.error if outcome and outcome.error else
-               f"{failed.pass_name}: {failed.stage or failed.outcome.value}: "
-               f"{failed.reasons[0] if failed.reasons else failed.outcome.value}" if failed else "nothing was applied")
+        why = (
+            outcome.error
+            if outcome and outcome.error
+            else f"{failed.pass_name}: {failed.stage or failed.outcome.value}: "
+            f"{failed.reasons[0] if failed.reasons else failed.outcome.value}"
+            if failed
+            else "nothing was applied"
+        )
         return {"written": [], "pipeline": pipeline, "refused": why}
     checks = sorted({c.name for r in results for c in r.checks})
     return {"written": [pipeline], "pipeline": pipeline, "checks": checks}

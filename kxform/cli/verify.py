@@ -19,16 +19,21 @@ from kxform.frontend.source import SourceText, read_source
 from kxform.harness.model import KernelSpec
 
 
-EXIT_BY_STATUS = {"ok": exitcodes.OK, "mismatch": exitcodes.CHANGES, "inconclusive": exitcodes.UNDECIDED,
-                  "unverified": exitcodes.UNDECIDED}
+EXIT_BY_STATUS = {
+    "ok": exitcodes.OK,
+    "mismatch": exitcodes.CHANGES,
+    "inconclusive": exitcodes.UNDECIDED,
+    "unverified": exitcodes.UNDECIDED,
+}
 """`kxform verify` exits 3 when verification could not tell (README, exit codes)."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("verify", help="differentially verify a rewritten kernel against the original")
     p.add_argument("original")
-    p.add_argument("rewritten", nargs="?", help="omit with --reference to check the original against its spec's "
-                   "NumPy reference")
+    p.add_argument(
+        "rewritten", nargs="?", help="omit with --reference to check the original against its spec's NumPy reference"
+    )
     p.add_argument("--kernel", help="kernel (templated: an instantiation, e.g. 'gemm<float, 64>')")
     p.add_argument("--spec", help="harness spec (default: kxform.toml beside the original)")
     p.add_argument("--runtime", choices=("auto", "gpu", "cpu"), default="auto")
@@ -39,8 +44,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_flag_options(p)
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per launch (default 120)")
     p.add_argument("--program", action="store_true", help="whole-program mode: files with their own main()")
-    p.add_argument("--mask", action="append", default=[], metavar="REGEX",
-                   help="--program: lines matching REGEX are not compared (e.g. timings)")
+    p.add_argument(
+        "--mask",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="--program: lines matching REGEX are not compared (e.g. timings)",
+    )
     p.add_argument("--rtol", type=float, default=1e-5, help="--program: relative tolerance for numbers")
     p.add_argument("--arch", default=None, help="--program: nvcc arch (default: detected or sm_90)")
     add_config_options(p)
@@ -52,8 +62,9 @@ def _run_programs(args: argparse.Namespace) -> int:
 
     if not args.rewritten:
         raise UsageError("--program needs ORIGINAL and REWRITTEN")
-    report = verify_programs(args.original, args.rewritten, masks=tuple(args.mask), rtol=args.rtol,
-                             arch=args.arch, timeout_s=args.timeout)
+    report = verify_programs(
+        args.original, args.rewritten, masks=tuple(args.mask), rtol=args.rtol, arch=args.arch, timeout_s=args.timeout
+    )
     print(printable(report.summary()))
     return 0 if report.ok else 1
 
@@ -69,11 +80,16 @@ def run(args: argparse.Namespace) -> int:
     if not args.rewritten and not args.reference:
         raise UsageError("give REWRITTEN, or --reference to check ORIGINAL against its spec")
     project = project_config(args, [args.original])
-    spec_path = Path(args.spec) if args.spec else find_spec_for(args.original) or \
-        (spec_in_dirs(args.original, project.specs) if project else None)
+    spec_path = (
+        Path(args.spec)
+        if args.spec
+        else find_spec_for(args.original) or (spec_in_dirs(args.original, project.specs) if project else None)
+    )
     if spec_path is None:
-        raise UsageError(f"{args.original}: no harness spec found (kxform.toml beside it); write one or run "
-                         f"'kxform harness infer {args.original} --kernel {args.kernel}'")
+        raise UsageError(
+            f"{args.original}: no harness spec found (kxform.toml beside it); write one or run "
+            f"'kxform harness infer {args.original} --kernel {args.kernel}'"
+        )
     spec = load_spec(spec_path)
     kernel_specs = spec.instantiations(args.kernel) or (spec.kernel(args.kernel),)
     runtime = pick_runtime(args.runtime)
@@ -91,15 +107,18 @@ def run(args: argparse.Namespace) -> int:
     reports = []
     with ProgressBar(unit="size") as bar:
         for kernel_spec in kernel_specs:  # every instantiation of a template the spec lists
+
             def moved(done: int, total: int, name: str, label: str = kernel_spec.name) -> None:
                 bar(done, total, f"{label} {name}" if len(kernel_specs) > 1 else name, stage="verify")
 
             if rewritten is None:
-                report = verify_reference(original, kernel_spec, runtime, sizes, args.seed, args.timeout, flags,
-                                          progress=moved)
+                report = verify_reference(
+                    original, kernel_spec, runtime, sizes, args.seed, args.timeout, flags, progress=moved
+                )
             else:
-                report = verify_pair(original, rewritten, kernel_spec, runtime, sizes, args.seed, args.timeout,
-                                     flags, progress=moved)
+                report = verify_pair(
+                    original, rewritten, kernel_spec, runtime, sizes, args.seed, args.timeout, flags, progress=moved
+                )
             reports.append(report)
     for report in reports:
         for verdict in report.sizes:

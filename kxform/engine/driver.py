@@ -103,8 +103,10 @@ def syntax_gate(model: SourceModel) -> set[str]:
     definition and the functions it reaches parse (`unparsable`)."""
     broken: set[str] = set()
     for function in model.functions:
-        if any(issue.span.start < function.span.end and function.span.start < issue.span.end
-               for issue in model.syntax_issues):
+        if any(
+            issue.span.start < function.span.end and function.span.start < issue.span.end
+            for issue in model.syntax_issues
+        ):
             broken.add(function.name)
             continue
         node = model.tree.root_node.descendant_for_byte_range(function.span.start, function.span.end)
@@ -133,8 +135,11 @@ def broken_kernels(model: SourceModel, options: RunOptions) -> tuple[tuple[str, 
     out = []
     for kernel in model.kernels:
         if kernel.name in broken and options.selects(kernel.name):
-            inside = [i.span.start for i in model.syntax_issues
-                      if i.span.start < kernel.span.end and kernel.span.start < i.span.end]
+            inside = [
+                i.span.start
+                for i in model.syntax_issues
+                if i.span.start < kernel.span.end and kernel.span.start < i.span.end
+            ]
             out.append((kernel.name, max(min(inside), kernel.span.start) if inside else kernel.span.start))
     return tuple(out)
 
@@ -171,8 +176,7 @@ def transform_source(
     """Run `passes` over `source`. With `finalize` (the pure core on its own) the held-back
     "Applied" remarks are emitted at once; the runner passes False and emits them after
     its later stages (`final_remarks`)."""
-    run = _Run(hw, options, proposer or DeterministicProposer(), semantic, RemarkSink(), feedback or {},
-               toolchain, [])
+    run = _Run(hw, options, proposer or DeterministicProposer(), semantic, RemarkSink(), feedback or {}, toolchain, [])
     results: list[KernelResult] = []
     current = source
     line_map: tuple[int, ...] = ()
@@ -191,11 +195,21 @@ def transform_source(
         results.extend(pass_results)
         if pass_map:
             line_map = pass_map if not line_map else tuple(line_map[i - 1] for i in pass_map)
-    transform = FileTransform(source, current.data, tuple(results), tuple(run.sink), line_map, timings,
-                              tuple(run.pending), syntax_errors, tuple(input_maps))
+    transform = FileTransform(
+        source,
+        current.data,
+        tuple(results),
+        tuple(run.sink),
+        line_map,
+        timings,
+        tuple(run.pending),
+        syntax_errors,
+        tuple(input_maps),
+    )
     if finalize:
-        transform = replace(transform, remarks=transform.remarks + final_remarks(transform, transform.results),
-                            pending=())
+        transform = replace(
+            transform, remarks=transform.remarks + final_remarks(transform, transform.results), pending=()
+        )
     return transform
 
 
@@ -220,41 +234,61 @@ def final_remarks(transform: FileTransform, results: Sequence[KernelResult]) -> 
             applied = _applied(remark, result.proposal)
             doubt = next((c for c in result.checks if c.status is Status.UNCONFIRMED), None)
             if doubt is not None:
-                applied = replace(applied, name="AppliedUnconfirmed", message=f"{applied.message}; {doubt.name} "
-                                  f"check {doubt.detail}", args={**applied.args, "confirmed": False})
+                applied = replace(
+                    applied,
+                    name="AppliedUnconfirmed",
+                    message=f"{applied.message}; {doubt.name} check {doubt.detail}",
+                    args={**applied.args, "confirmed": False},
+                )
             out.append(applied)
             continue
         why = result.reasons[0] if result.reasons else "refused by a later stage"
         undecided = result.undecided()
         verdict = "Unconfirmed" if undecided is not None and undecided.status is Status.UNCONFIRMED else "Failed"
         name = result.key if result.key in COULD_NOT_TELL else f"{result.stage.capitalize() or 'Later'}{verdict}"
-        out.append(replace(remark, kind=RemarkKind.MISSED, name=name,
-                           message=f"{remark.pass_name} not applied to '{remark.function}': {result.stage or 'later'} "
-                                   f"stage: {why}"))
+        out.append(
+            replace(
+                remark,
+                kind=RemarkKind.MISSED,
+                name=name,
+                message=f"{remark.pass_name} not applied to '{remark.function}': {result.stage or 'later'} "
+                f"stage: {why}",
+            )
+        )
     return tuple(out)
 
 
 def _applied(remark: Remark, proposal: Proposal) -> Remark:
-    return replace(remark, message=f"{proposal.pass_name} applied to '{proposal.kernel}': {proposal.label()} "
-                                   f"({proposal.rationale})",
-                   args={"proposer": proposal.proposer, "measured": proposal.measured, **proposal.options})
+    return replace(
+        remark,
+        message=f"{proposal.pass_name} applied to '{proposal.kernel}': {proposal.label()} ({proposal.rationale})",
+        args={"proposer": proposal.proposer, "measured": proposal.measured, **proposal.options},
+    )
 
 
-def _run_pass(source: SourceText, pass_: Pass, run: _Run, model: SourceModel | None = None,
-              dry_run: bool = False) -> tuple[SourceText, list[KernelResult], tuple[int, ...]]:
+def _run_pass(
+    source: SourceText, pass_: Pass, run: _Run, model: SourceModel | None = None, dry_run: bool = False
+) -> tuple[SourceText, list[KernelResult], tuple[int, ...]]:
     """One pass over one file. `dry_run` (the idempotence check) stops before editing:
     the result then tells only whether some proposal would be accepted (the source comes
     back unchanged, the accepted kernels are APPLIED results without edits)."""
     model = model or parse_model(source)
     broken = syntax_gate(model)
     duplicates = _duplicates(model)
-    ctx = PassContext(model, run.hw, run.options, run.sink, run.semantic(model) if run.semantic else None,
-                      run.toolchain, run.analyses)
+    ctx = PassContext(
+        model, run.hw, run.options, run.sink, run.semantic(model) if run.semantic else None, run.toolchain, run.analyses
+    )
     host_issue = host_syntax_issue(model)
     if host_issue is not None and not dry_run:
-        ctx.remark(RemarkKind.ANALYSIS, pass_.name, "HostSyntaxError", host_issue, None,
-                   f"host code does not parse at line {source.line_col(host_issue)[0]} (tree-sitter-cuda); kernels "
-                   "whose own definitions and callees parse are analysed as usual")
+        ctx.remark(
+            RemarkKind.ANALYSIS,
+            pass_.name,
+            "HostSyntaxError",
+            host_issue,
+            None,
+            f"host code does not parse at line {source.line_col(host_issue)[0]} (tree-sitter-cuda); kernels "
+            "whose own definitions and callees parse are analysed as usual",
+        )
     analyses = pass_.analyse(ctx)
     results: list[KernelResult] = []
     accepted: list[KernelResult] = []
@@ -264,9 +298,18 @@ def _run_pass(source: SourceText, pass_: Pass, run: _Run, model: SourceModel | N
             if kernel.name not in reported:
                 reported.add(kernel.name)
                 at = ", ".join(map(str, duplicates[kernel.name]))
-                results.append(_missed(ctx, pass_, kernel, "DuplicateDefinition", f"'{kernel.name}' is defined "
-                                       f"{len(duplicates[kernel.name])} times (lines {at}: #if variants?); kxform "
-                                       "rewrites a kernel only when it has one definition", kernel.span.start))
+                results.append(
+                    _missed(
+                        ctx,
+                        pass_,
+                        kernel,
+                        "DuplicateDefinition",
+                        f"'{kernel.name}' is defined "
+                        f"{len(duplicates[kernel.name])} times (lines {at}: #if variants?); kxform "
+                        "rewrites a kernel only when it has one definition",
+                        kernel.span.start,
+                    )
+                )
             continue
         analysis = analyses.get(kernel.name)
         result = _kernel(ctx, pass_, run, kernel, analysis, unparsable(model, kernel.name, broken))
@@ -277,66 +320,123 @@ def _run_pass(source: SourceText, pass_: Pass, run: _Run, model: SourceModel | N
     return _apply(ctx, pass_, run, accepted, results)
 
 
-def _kernel(ctx: PassContext, pass_: Pass, run: _Run, kernel: Function, analysis: KernelAnalysis | None,
-            broken: str | None) -> KernelResult | None:
+def _kernel(
+    ctx: PassContext, pass_: Pass, run: _Run, kernel: Function, analysis: KernelAnalysis | None, broken: str | None
+) -> KernelResult | None:
     path = ctx.model.source.path
     line = ctx.model.source.line_col(kernel.span.start)[0]
     if not run.options.selects(kernel.name):
         return KernelResult(path, kernel.name, pass_.name, Outcome.SKIPPED, line, ("not selected",), key="NotSelected")
     marker = disabled_at(ctx.model.source, kernel)
     if marker is not None:
-        return _missed(ctx, pass_, kernel, "DisabledInSource", f"'kxform: off' at line "
-                       f"{ctx.model.source.line_col(marker)[0]}; left unchanged", marker)
+        return _missed(
+            ctx,
+            pass_,
+            kernel,
+            "DisabledInSource",
+            f"'kxform: off' at line {ctx.model.source.line_col(marker)[0]}; left unchanged",
+            marker,
+        )
     if broken is not None:
         return _missed(ctx, pass_, kernel, "SyntaxError", f"{broken}; left unchanged", kernel.span.start)
     if analysis is None:
         return None
     if analysis.already_applied:
-        ctx.remark(RemarkKind.ANALYSIS, pass_.name, "AlreadyApplied", kernel.span.start, kernel.name,
-                   f"{pass_.name} already applied to '{kernel.name}'; nothing to do")
-        return KernelResult(path, kernel.name, pass_.name, Outcome.UNCHANGED, line, ("already applied",),
-                            key="AlreadyApplied")
+        ctx.remark(
+            RemarkKind.ANALYSIS,
+            pass_.name,
+            "AlreadyApplied",
+            kernel.span.start,
+            kernel.name,
+            f"{pass_.name} already applied to '{kernel.name}'; nothing to do",
+        )
+        return KernelResult(
+            path, kernel.name, pass_.name, Outcome.UNCHANGED, line, ("already applied",), key="AlreadyApplied"
+        )
     if analysis.blockers:
         for blocker in analysis.blockers:
-            ctx.remark(RemarkKind.MISSED, pass_.name, blocker.key, blocker.offset, kernel.name,
-                       f"{pass_.name} not applied to '{kernel.name}': {blocker.message}")
+            ctx.remark(
+                RemarkKind.MISSED,
+                pass_.name,
+                blocker.key,
+                blocker.offset,
+                kernel.name,
+                f"{pass_.name} not applied to '{kernel.name}': {blocker.message}",
+            )
         # stage FORCED_REFUSED: a configuration the user fixed, refused (the report's exit 1, not "nothing to do")
-        return KernelResult(path, kernel.name, pass_.name, Outcome.MISSED, line,
-                            tuple(f"{b.key}: {b.message}" for b in analysis.blockers),
-                            stage=FORCED_REFUSED if pass_.explicit else "", key=analysis.blockers[0].key)
+        return KernelResult(
+            path,
+            kernel.name,
+            pass_.name,
+            Outcome.MISSED,
+            line,
+            tuple(f"{b.key}: {b.message}" for b in analysis.blockers),
+            stage=FORCED_REFUSED if pass_.explicit else "",
+            key=analysis.blockers[0].key,
+        )
     return _propose_and_check(ctx, pass_, run, analysis, line)
 
 
 def _missed(ctx: PassContext, pass_: Pass, kernel: Function, key: str, message: str, offset: int) -> KernelResult:
-    ctx.remark(RemarkKind.MISSED, pass_.name, key, offset, kernel.name,
-               f"{pass_.name} not applied to '{kernel.name}': {message}")
+    ctx.remark(
+        RemarkKind.MISSED,
+        pass_.name,
+        key,
+        offset,
+        kernel.name,
+        f"{pass_.name} not applied to '{kernel.name}': {message}",
+    )
     line = ctx.model.source.line_col(kernel.span.start)[0]
-    return KernelResult(ctx.model.source.path, kernel.name, pass_.name, Outcome.MISSED, line, (f"{key}: {message}",),
-                        key=key)
+    return KernelResult(
+        ctx.model.source.path, kernel.name, pass_.name, Outcome.MISSED, line, (f"{key}: {message}",), key=key
+    )
 
 
-def _propose_and_check(ctx: PassContext, pass_: Pass, run: _Run, analysis: KernelAnalysis,
-                       line: int) -> KernelResult:
+def _propose_and_check(ctx: PassContext, pass_: Pass, run: _Run, analysis: KernelAnalysis, line: int) -> KernelResult:
     """Checked candidates, best first: the first is applied, the rest are alternates."""
     kernel = analysis.kernel
     path = ctx.model.source.path
     earlier = run.feedback.get((pass_.name, kernel.name), ())
     refused = {r.label for r in earlier}
     budget = max(1, run.options.max_candidates) - len(earlier)
-    proposals = [p for p in run.proposer.propose(pass_, ctx, analysis, earlier) if p.label() not in refused] \
-        if budget > 0 else []
+    proposals = (
+        [p for p in run.proposer.propose(pass_, ctx, analysis, earlier) if p.label() not in refused]
+        if budget > 0
+        else []
+    )
     if not proposals and earlier:
         last = earlier[-1]
-        ctx.remark(RemarkKind.MISSED, pass_.name, f"{last.stage.capitalize()}Failed", kernel.span.start, kernel.name,
-                   f"{pass_.name} not applied to '{kernel.name}': {last.stage} stage: {last.reason} "
-                   f"({len(earlier)} candidate(s) refused)")
-        return KernelResult(path, kernel.name, pass_.name, Outcome.FAILED, line,
-                            tuple(f"{r.label}: {r.stage}: {r.reason}" for r in earlier), stage=last.stage,
-                            rejected=earlier, key=last.key or f"{last.stage.capitalize()}Failed")
+        ctx.remark(
+            RemarkKind.MISSED,
+            pass_.name,
+            f"{last.stage.capitalize()}Failed",
+            kernel.span.start,
+            kernel.name,
+            f"{pass_.name} not applied to '{kernel.name}': {last.stage} stage: {last.reason} "
+            f"({len(earlier)} candidate(s) refused)",
+        )
+        return KernelResult(
+            path,
+            kernel.name,
+            pass_.name,
+            Outcome.FAILED,
+            line,
+            tuple(f"{r.label}: {r.stage}: {r.reason}" for r in earlier),
+            stage=last.stage,
+            rejected=earlier,
+            key=last.key or f"{last.stage.capitalize()}Failed",
+        )
     for rejection in earlier:
-        ctx.remark(RemarkKind.ANALYSIS, pass_.name, "CandidateRefused", kernel.span.start, kernel.name,
-                   f"{pass_.name} candidate {rejection.label} for '{kernel.name}' refused by the {rejection.stage} "
-                   f"stage: {rejection.reason}", stage=rejection.stage)
+        ctx.remark(
+            RemarkKind.ANALYSIS,
+            pass_.name,
+            "CandidateRefused",
+            kernel.span.start,
+            kernel.name,
+            f"{pass_.name} candidate {rejection.label} for '{kernel.name}' refused by the {rejection.stage} "
+            f"stage: {rejection.reason}",
+            stage=rejection.stage,
+        )
     if not proposals:
         key, message = _nothing_proposed(run.proposer, pass_, analysis, ctx)
         return _missed(ctx, pass_, kernel, key, message, kernel.span.start)
@@ -346,29 +446,53 @@ def _propose_and_check(ctx: PassContext, pass_: Pass, run: _Run, analysis: Kerne
         if len(checked) >= budget:
             break
         if proposal.kernel != kernel.name or proposal.pass_name != pass_.name:
-            rejected.append(Rejection(proposal.label(), "check", f"proposal for {proposal.pass_name}:"
-                                      f"{proposal.kernel} ignored"))
+            rejected.append(
+                Rejection(proposal.label(), "check", f"proposal for {proposal.pass_name}:{proposal.kernel} ignored")
+            )
             continue
         try:
             checked.append((proposal, tuple(pass_.check(ctx, proposal))))
         except CheckFailed as exc:
             rejected.append(Rejection(proposal.label(), "check", str(exc), exc.key))
-            ctx.remark(RemarkKind.MISSED, pass_.name, "CheckFailed", kernel.span.start, kernel.name,
-                       f"{pass_.name} proposal {proposal.label()} for '{kernel.name}' rejected: {exc.cause}",
-                       check=exc.check, proposer=proposal.proposer)
+            ctx.remark(
+                RemarkKind.MISSED,
+                pass_.name,
+                "CheckFailed",
+                kernel.span.start,
+                kernel.name,
+                f"{pass_.name} proposal {proposal.label()} for '{kernel.name}' rejected: {exc.cause}",
+                check=exc.check,
+                proposer=proposal.proposer,
+            )
     if not checked:
-        return KernelResult(path, kernel.name, pass_.name, Outcome.FAILED, line,
-                            tuple(r.reason for r in rejected[len(earlier):]) or ("no proposal passed the checks",),
-                            stage="check", rejected=tuple(rejected),
-                            key=next((r.key for r in rejected[len(earlier):] if r.key), "CheckFailed"))
+        return KernelResult(
+            path,
+            kernel.name,
+            pass_.name,
+            Outcome.FAILED,
+            line,
+            tuple(r.reason for r in rejected[len(earlier) :]) or ("no proposal passed the checks",),
+            stage="check",
+            rejected=tuple(rejected),
+            key=next((r.key for r in rejected[len(earlier) :] if r.key), "CheckFailed"),
+        )
     (chosen, records), *rest = checked
-    return KernelResult(path, kernel.name, pass_.name, Outcome.APPLIED, line, (chosen.rationale,), chosen, records,
-                        policy=pass_.verify_policy(ctx, chosen), alternates=tuple(p for p, _ in rest),
-                        rejected=tuple(rejected))
+    return KernelResult(
+        path,
+        kernel.name,
+        pass_.name,
+        Outcome.APPLIED,
+        line,
+        (chosen.rationale,),
+        chosen,
+        records,
+        policy=pass_.verify_policy(ctx, chosen),
+        alternates=tuple(p for p, _ in rest),
+        rejected=tuple(rejected),
+    )
 
 
-def _nothing_proposed(proposer: Proposer, pass_: Pass, analysis: KernelAnalysis,
-                      ctx: PassContext) -> tuple[str, str]:
+def _nothing_proposed(proposer: Proposer, pass_: Pass, analysis: KernelAnalysis, ctx: PassContext) -> tuple[str, str]:
     """Why no proposal came: the proposer's own reason when it has one (`why_nothing`: a
     lockfile entry that leaves the kernel alone, a record without the kernel), else the pass's."""
     explain = getattr(proposer, "why_nothing", None)
@@ -376,8 +500,9 @@ def _nothing_proposed(proposer: Proposer, pass_: Pass, analysis: KernelAnalysis,
     return found or pass_.missed_reason(analysis, ctx)
 
 
-def _apply(ctx: PassContext, pass_: Pass, run: _Run, accepted: list[KernelResult],
-           results: list[KernelResult]) -> tuple[SourceText, list[KernelResult], tuple[int, ...]]:
+def _apply(
+    ctx: PassContext, pass_: Pass, run: _Run, accepted: list[KernelResult], results: list[KernelResult]
+) -> tuple[SourceText, list[KernelResult], tuple[int, ...]]:
     model = ctx.model
     source = model.source
     proposals = [r.proposal for r in accepted if r.proposal is not None]
@@ -390,17 +515,29 @@ def _apply(ctx: PassContext, pass_: Pass, run: _Run, accepted: list[KernelResult
             raise CheckFailed("size", exc.cause) from None
         new_model = parse_model(new_source)
         check_reparse(len(model.syntax_issues), len(new_model.syntax_issues), source.path)
-        extra = [CheckRecord("reparse", Status.PASSED, f"rewritten file re-parses with {len(new_model.syntax_issues)} "
-                             "syntax error region(s), as many as the original")]
+        extra = [
+            CheckRecord(
+                "reparse",
+                Status.PASSED,
+                f"rewritten file re-parses with {len(new_model.syntax_issues)} "
+                "syntax error region(s), as many as the original",
+            )
+        ]
         extra.extend(pass_.check_result(new_model, proposals, ctx=ctx))
         run.analyses.carry(model, new_model, pass_.preserves)
         extra.append(_idempotent(pass_, new_model, run, proposals))
     except (CheckFailed, EditConflict) as exc:
         stage = exc.check if isinstance(exc, CheckFailed) else "edit"
         for result in accepted:
-            ctx.remark(RemarkKind.MISSED, pass_.name, "CheckFailed", 0, result.kernel,
-                       f"{pass_.name} {result.proposal.label() if result.proposal else ''} for '{result.kernel}' "
-                       f"rejected: {exc}")
+            ctx.remark(
+                RemarkKind.MISSED,
+                pass_.name,
+                "CheckFailed",
+                0,
+                result.kernel,
+                f"{pass_.name} {result.proposal.label() if result.proposal else ''} for '{result.kernel}' "
+                f"rejected: {exc}",
+            )
             key = exc.key if isinstance(exc, CheckFailed) else "EditConflict"
             results.append(replace(result, outcome=Outcome.FAILED, reasons=(str(exc),), stage=stage, key=key))
         return source, results, ()
@@ -408,8 +545,12 @@ def _apply(ctx: PassContext, pass_: Pass, run: _Run, accepted: list[KernelResult
         kernel = next(k for k in model.kernels if k.name == result.kernel)
         line, col = source.line_col(kernel.span.start)
         assert result.proposal is not None
-        run.pending.append(_applied(Remark(RemarkKind.PASSED, pass_.name, "Applied", source.path, line, col,
-                                           kernel.name, ""), result.proposal))
+        run.pending.append(
+            _applied(
+                Remark(RemarkKind.PASSED, pass_.name, "Applied", source.path, line, col, kernel.name, ""),
+                result.proposal,
+            )
+        )
         results.append(replace(result, checks=result.checks + tuple(extra)))
     return new_source, results, edited.line_map
 
@@ -420,8 +561,17 @@ def _idempotent(pass_: Pass, new_model: SourceModel, run: _Run, proposals: list[
     proposal accepted, so the second run stops before editing (no recursion)."""
     kernels = tuple(p.kernel for p in proposals)
     source = new_model.source
-    again_run = _Run(run.hw, replace(run.options, kernels=kernels), DeterministicProposer(), None, RemarkSink(), {},
-                     run.toolchain, [], run.analyses)
+    again_run = _Run(
+        run.hw,
+        replace(run.options, kernels=kernels),
+        DeterministicProposer(),
+        None,
+        RemarkSink(),
+        {},
+        run.toolchain,
+        [],
+        run.analyses,
+    )
     _, again, _ = _run_pass(source, pass_, again_run, new_model, dry_run=True)
     if any(r.outcome is Outcome.APPLIED for r in again):
         raise CheckFailed("idempotence", "a second run of the pass would change the output again")

@@ -54,7 +54,7 @@ def spliced(data: bytes, start: int, end: int, replacements: Iterable[tuple[int,
     file, some of its expressions replaced."""
     out = bytearray(data[start:end])
     for begin, stop, text in sorted(replacements, reverse=True):
-        out[begin - start:stop - start] = text.encode("utf-8")
+        out[begin - start : stop - start] = text.encode("utf-8")
     return out.decode("utf-8")
 
 
@@ -85,7 +85,7 @@ def apply_edits(source: SourceText, edits: Iterable[Edit]) -> EditResult:
     line_map: list[int] = []
     cursor = 0
     for edit in plain:
-        kept = data[cursor:edit.start]
+        kept = data[cursor : edit.start]
         pieces.append(kept)
         _extend_line_map(line_map, source, cursor, kept)
         new = edit.text.encode("utf-8")

@@ -29,8 +29,10 @@ def guarded(helper: Helper, newline: str = "\n") -> str:
     """The helper inside its own include guard, so a translation unit that includes two
     rewritten files (or one twice) defines it once; compiled only by CUDA/HIP compilers,
     so a header whose kernels sit behind `#ifdef __CUDACC__` stays valid host C++."""
-    return (f"#if !defined({helper.guard}) && (defined(__CUDACC__) || defined(__HIPCC__)){newline}"
-            f"#define {helper.guard}{newline}{helper.source}#endif{newline}")
+    return (
+        f"#if !defined({helper.guard}) && (defined(__CUDACC__) || defined(__HIPCC__)){newline}"
+        f"#define {helper.guard}{newline}{helper.source}#endif{newline}"
+    )
 
 
 def helper_offset(model: SourceModel, offset: int) -> int:
@@ -57,8 +59,12 @@ def _is_file_guard(node: Any) -> bool:
         return False
     name = node.child_by_field_name("name")
     define = next((c for c in node.named_children if c.type == "preproc_def"), None)
-    if name is None or define is None or define.child_by_field_name("name") is None or \
-            define.child_by_field_name("name").text != name.text:
+    if (
+        name is None
+        or define is None
+        or define.child_by_field_name("name") is None
+        or define.child_by_field_name("name").text != name.text
+    ):
         return False
     siblings = [c for c in node.parent.named_children if c.type not in ("comment", "preproc_call")]
     return siblings == [node]  # `#pragma once` beside the guard is fine

@@ -45,6 +45,8 @@ def parameter_name(kernel: str, what: str) -> str:
 def launch_parameters(kernel: str) -> frozenset[str]:
     """Every name a launch parameter of `kernel` can have."""
     return frozenset(parameter_name(kernel, what) for what in LAUNCH_PARAMETERS)
+
+
 _NAME_RE = re.compile(r"[A-Za-z_]\w*")
 _CAP_RE = re.compile(r"(?:std::)?(?:min|MIN)\s*(?:<\s*\w+\s*>)?\s*\((?P<size>.+),\s*(?P<cap>\d+)[uU]?\s*\)", re.S)
 
@@ -78,11 +80,11 @@ def _strip(data: bytes, span: Span) -> Span:
     """`span` without surrounding whitespace and enclosing parentheses."""
     start, end = span.start, span.end
     while True:
-        while start < end and data[start:start + 1].isspace():
+        while start < end and data[start : start + 1].isspace():
             start += 1
-        while end > start and data[end - 1:end].isspace():
+        while end > start and data[end - 1 : end].isspace():
             end -= 1
-        if data[start:start + 1] == b"(" and data[end - 1:end] == b")" and _closes(data, start) == end - 1:
+        if data[start : start + 1] == b"(" and data[end - 1 : end] == b")" and _closes(data, start) == end - 1:
             start, end = start + 1, end - 1
             continue
         return Span(start, end)
@@ -102,7 +104,7 @@ def arg_spans(data: bytes, span: Span) -> tuple[Span, ...]:
     """The top-level comma-separated parts of `span` (`16, 16` -> two spans), stripped."""
     parts, depth, start = [], 0, span.start
     for i in range(span.start, span.end):
-        char = data[i:i + 1]
+        char = data[i : i + 1]
         depth += char in (b"(", b"[", b"{", b"<")
         depth -= char in (b")", b"]", b"}", b">")
         if char == b"," and depth == 0:
@@ -128,7 +130,7 @@ def dim_spans(model: SourceModel, config: LaunchConfig, which: int) -> tuple[tup
     if len(site.config_spans) <= which:
         return (), ()
     span = _strip(data, site.config_spans[which])
-    if re.match(rb"dim3\s*\(", data[span.start:span.end]):
+    if re.match(rb"dim3\s*\(", data[span.start : span.end]):
         open_at = data.index(b"(", span.start)
         close = _closes(data, open_at)
         if close is not None:
@@ -146,16 +148,17 @@ def written(model: SourceModel, config: LaunchConfig, which: int, axis: int) -> 
     return _follow(model, host, config.site.span.start, spans[axis], via)
 
 
-def _follow(model: SourceModel, host: Function | None, before: int, span: Span, via: tuple[str, ...],
-            depth: int = 0) -> Written:
+def _follow(
+    model: SourceModel, host: Function | None, before: int, span: Span, via: tuple[str, ...], depth: int = 0
+) -> Written:
     data = model.source.data
     span = _strip(data, span)
-    text = data[span.start:span.end].decode("utf-8")
+    text = data[span.start : span.end].decode("utf-8")
     if int_value(text) is not None:
         return Written("literal", text, span, via)
     cap = _CAP_RE.fullmatch(text)
     if cap is not None:  # `std::min(d, 1024)`: the literal caps a size from the problem
-        at = span.start + len(text[:cap.start("cap")].encode("utf-8"))
+        at = span.start + len(text[: cap.start("cap")].encode("utf-8"))
         return Written("literal", cap.group("cap"), Span(at, at + len(cap.group("cap"))), via, caps=text)
     if not _NAME_RE.fullmatch(text) or depth > 4:
         return Written("expression", text, span, via)
@@ -182,7 +185,7 @@ def through_caller(model: SourceModel, config: LaunchConfig, place: Written) -> 
         return None, lines
     args = calls[0].args_span
     span = arg_spans(model.source.data, Span(args.start + 1, args.end - 1))[index]
-    text = model.source.data[span.start:span.end].decode("utf-8")
+    text = model.source.data[span.start : span.end].decode("utf-8")
     if int_value(text) is None and not _NAME_RE.fullmatch(text):
         return None, lines
     kind: WrittenKind = "literal" if int_value(text) is not None else "constant"
@@ -207,7 +210,7 @@ def grid_spans(model: SourceModel, config: LaunchConfig, axis: int) -> tuple[Spa
     out, todo = [spans[axis]], [spans[axis]]
     while todo:
         span = todo.pop()
-        for name in set(_NAME_RE.findall(data[span.start:span.end].decode("utf-8"))):
+        for name in set(_NAME_RE.findall(data[span.start : span.end].decode("utf-8"))):
             var = locals_.pop(name, None)
             if var is not None:
                 out.append(_initializer(data, var.span))
@@ -220,8 +223,9 @@ def set_written(place: Written, text: str, origin: str) -> Edit:
     return Edit(place.span.start, place.span.end, text, origin)
 
 
-def follow_block(model: SourceModel, config: LaunchConfig, axis: int, old: Written, name: str,
-                 origin: str) -> list[Edit]:
+def follow_block(
+    model: SourceModel, config: LaunchConfig, axis: int, old: Written, name: str, origin: str
+) -> list[Edit]:
     """Edits that make grid dimension `axis` divide by `name` where it divided by the
     block's old value: the literal itself (`256` -> `NAME`), and the literal one less that
     a ceil-division adds (`+ 255` -> `+ NAME - 1`); a constant's name becomes `name`.
@@ -232,8 +236,9 @@ def follow_block(model: SourceModel, config: LaunchConfig, axis: int, old: Writt
         if span.contains(old.span) or old.span.contains(span):
             continue
         if old.kind == "constant":
-            for match in re.finditer(rb"(?<![.\w])" + re.escape(old.text.encode()) + rb"(?![\w])",
-                                     data[span.start:span.end]):
+            for match in re.finditer(
+                rb"(?<![.\w])" + re.escape(old.text.encode()) + rb"(?![\w])", data[span.start : span.end]
+            ):
                 edits.append(Edit(span.start + match.start(), span.start + match.end(), name, origin))
             continue
         value = old.value
@@ -245,7 +250,7 @@ def follow_block(model: SourceModel, config: LaunchConfig, axis: int, old: Writt
         for lit in literals:
             if lit.value == value:
                 edits.append(Edit(lit.span.start, lit.span.end, name, origin))
-            elif lit.value == value - 1 and data[:lit.span.start].rstrip().endswith(b"+"):
+            elif lit.value == value - 1 and data[: lit.span.start].rstrip().endswith(b"+"):
                 edits.append(Edit(lit.span.start, lit.span.end, f"{name} - 1", origin))
     return edits
 
@@ -261,9 +266,9 @@ def replace_template_args(model: SourceModel, site: LaunchSite, text: str, origi
     """Replace the template argument list of a templated launch (`<float, 64>` -> `text`)."""
     data = model.source.data
     start = data.index(site.kernel.encode(), site.span.start) + len(site.kernel)
-    while data[start:start + 1].isspace():
+    while data[start : start + 1].isspace():
         start += 1
-    if data[start:start + 1] != b"<" or site.template_args is None:
+    if data[start : start + 1] != b"<" or site.template_args is None:
         raise ValueError(f"{origin}: the launch of '{site.kernel}' has no template arguments")
     end = start + len(site.template_args.encode("utf-8"))
     return Edit(start, end, text, origin)
@@ -278,10 +283,16 @@ def define_parameter(model: SourceModel, before: int, name: str, value: int, ori
     return [Edit(at, at, f"#ifndef {name}{newline}#define {name} {value}{newline}#endif{newline}", origin)]
 
 
-def launch_binding(model: SourceModel, kernel: Function, config: LaunchConfig, names: Iterable[str],
-                   values: Mapping[str, int], defaults: Mapping[str, int],
-                   fixed: Mapping[str, int] | None = None, aliases: Mapping[str, str] | None = None
-                   ) -> LaunchBinding | None:
+def launch_binding(
+    model: SourceModel,
+    kernel: Function,
+    config: LaunchConfig,
+    names: Iterable[str],
+    values: Mapping[str, int],
+    defaults: Mapping[str, int],
+    fixed: Mapping[str, int] | None = None,
+    aliases: Mapping[str, str] | None = None,
+) -> LaunchBinding | None:
     """The launch of `config` as expressions over the kernel's parameters and `names`: the
     host variables passed to the kernel are renamed to the parameters they are passed as
     (`rows` passed as `N`). A dimension that reads none of `names` stays the spec's own;
@@ -289,8 +300,11 @@ def launch_binding(model: SourceModel, kernel: Function, config: LaunchConfig, n
     names first (a launching function's parameter to the name its value is lifted into)."""
     names = set(names)
     aliases = dict(aliases or {})
-    host_to_param = {arg.strip(): param.name for arg, param in zip(config.site.args, kernel.params)
-                     if _NAME_RE.fullmatch(arg.strip())}
+    host_to_param = {
+        arg.strip(): param.name
+        for arg, param in zip(config.site.args, kernel.params)
+        if _NAME_RE.fullmatch(arg.strip())
+    }
 
     def translate(text: str) -> str | None | bool:
         text = _NAME_RE.sub(lambda m: aliases.get(m.group(0), m.group(0)), text)
@@ -312,8 +326,14 @@ def launch_binding(model: SourceModel, kernel: Function, config: LaunchConfig, n
     if shared is None:
         return None
     line = model.source.line_col(config.site.span.start)[0]
-    return LaunchBinding(dims[0], dims[1], None if shared is True else str(shared), tuple(values.items()),
-                         tuple(defaults.items()), f"{model.source.path}:{line}")
+    return LaunchBinding(
+        dims[0],
+        dims[1],
+        None if shared is True else str(shared),
+        tuple(values.items()),
+        tuple(defaults.items()),
+        f"{model.source.path}:{line}",
+    )
 
 
 def other_uses(model: SourceModel, function: Function, name: str, allowed: Iterable[Span]) -> int | None:
@@ -322,8 +342,9 @@ def other_uses(model: SourceModel, function: Function, name: str, allowed: Itera
     data = model.source.data
     allowed = tuple(allowed)
     declared = [v.span for v in (*host_vars(model, function), *dim3_vars(model, function)) if v.name == name]
-    for match in re.finditer(rb"(?<![.\w])" + re.escape(name.encode()) + rb"(?![\w])",
-                             data[function.body.start:function.body.end]):
+    for match in re.finditer(
+        rb"(?<![.\w])" + re.escape(name.encode()) + rb"(?![\w])", data[function.body.start : function.body.end]
+    ):
         at = Span(function.body.start + match.start(), function.body.start + match.end())
         if not any(s.contains(at) for s in (*allowed, *declared)):
             return model.source.line_col(at.start)[0]

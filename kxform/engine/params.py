@@ -45,8 +45,10 @@ class Param:
 
     def __post_init__(self) -> None:
         if not all(part.isidentifier() for part in self.name.split(".")):
-            raise SpecError(f"parameter name {self.name!r} is not an identifier (or dotted identifiers, "
-                            "`tile.TILE`, in a composed space)")
+            raise SpecError(
+                f"parameter name {self.name!r} is not an identifier (or dotted identifiers, "
+                "`tile.TILE`, in a composed space)"
+            )
         if len(self.values) == 0:
             raise SpecError(f"parameter '{self.name}' has no values")
         for value in (self.default, *self._sample_values()):
@@ -63,8 +65,9 @@ class Param:
         return cls(name, "int", tuple(sorted(set(values))), default, doc, origin)
 
     @classmethod
-    def int_range(cls, name: str, low: int, high: int, default: int, step: int = 1, doc: str = "",
-                  origin: str = "") -> Param:
+    def int_range(
+        cls, name: str, low: int, high: int, default: int, step: int = 1, doc: str = "", origin: str = ""
+    ) -> Param:
         """An integer parameter over `low..high` (inclusive) in steps of `step`."""
         if step < 1 or high < low:
             raise SpecError(f"parameter '{name}': empty range {low}..{high} step {step}")
@@ -99,8 +102,10 @@ class Param:
         try:
             _check_type(self, value)
         except SpecError:
-            raise UsageError(f"{self.name}={value!r:.60}: a {type(value).__name__}, expected "
-                             f"{_KIND_WORDS[self.kind]} of {self.describe_values()}") from None
+            raise UsageError(
+                f"{self.name}={value!r:.60}: a {type(value).__name__}, expected "
+                f"{_KIND_WORDS[self.kind]} of {self.describe_values()}"
+            ) from None
         if value not in self.values:
             raise UsageError(f"{self.name}={value!r:.60}: not one of {self.describe_values()}")
         return value  # type: ignore[return-value]  # its type was checked above
@@ -132,8 +137,11 @@ class Param:
 
 
 def _check_type(param: Param, value: object) -> None:
-    ok = {"int": isinstance(value, int) and not isinstance(value, bool),
-          "bool": isinstance(value, bool), "enum": isinstance(value, str)}[param.kind]
+    ok = {
+        "int": isinstance(value, int) and not isinstance(value, bool),
+        "bool": isinstance(value, bool),
+        "enum": isinstance(value, str),
+    }[param.kind]
     if not ok:
         raise SpecError(f"parameter '{param.name}' ({param.kind}): value {value!r} has the wrong type")
 
@@ -245,8 +253,10 @@ class ParamSpace:
         for constraint in self.constraints:
             unknown = sorted(constraint.params - set(names))
             if unknown:
-                raise UnknownName(f"constraint '{constraint.text}' reads unknown name '{unknown[0]}' "
-                                f"(parameters: {', '.join(names) or 'none'})")
+                raise UnknownName(
+                    f"constraint '{constraint.text}' reads unknown name '{unknown[0]}' "
+                    f"(parameters: {', '.join(names) or 'none'})"
+                )
 
     def __iter__(self) -> Iterator[Param]:
         return iter(self.params)
@@ -311,5 +321,4 @@ class ParamSpace:
         return ",".join(f"{p.name}={p.format(config[p.name])}" for p in self.params if p.name in config)
 
     def to_json(self) -> dict[str, Any]:
-        return {"params": [p.to_json() for p in self.params],
-                "constraints": [c.to_json() for c in self.constraints]}
+        return {"params": [p.to_json() for p in self.params], "constraints": [c.to_json() for c in self.constraints]}

@@ -35,9 +35,24 @@ from kxform.engine.remarks import Remark, RemarkKind, RemarkSink
 from kxform.engine.status import Status
 
 __all__ = [
-    "BlockOrder", "Blocker", "CheckRecord", "KernelAnalysis", "KernelResult", "Outcome", "Pass", "PassContext", "Proposal",
-    "Provenance", "Rejection", "RunOptions", "Status", "ValuesPass", "check_constraints", "parse_pass_spec",
-    "resolve_proposal", "split_pipeline",
+    "BlockOrder",
+    "Blocker",
+    "CheckRecord",
+    "KernelAnalysis",
+    "KernelResult",
+    "Outcome",
+    "Pass",
+    "PassContext",
+    "Proposal",
+    "Provenance",
+    "Rejection",
+    "RunOptions",
+    "Status",
+    "ValuesPass",
+    "check_constraints",
+    "parse_pass_spec",
+    "resolve_proposal",
+    "split_pipeline",
 ]
 
 
@@ -149,8 +164,9 @@ class PassContext:
         (kxform.analysis.manager): what passes, proposers and the prompt all read."""
         return self.analyses.get(kind, self, kernel)
 
-    def remark(self, kind: RemarkKind, pass_name: str, name: str, offset: int, function: str | None,
-               message: str, **args: Any) -> None:
+    def remark(
+        self, kind: RemarkKind, pass_name: str, name: str, offset: int, function: str | None, message: str, **args: Any
+    ) -> None:
         line, col = self.model.source.line_col(offset)
         self.remarks.emit(Remark(kind, pass_name, name, self.model.source.path, line, col, function, message, args))
 
@@ -191,8 +207,10 @@ class Pass(abc.ABC):
         names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
         unknown = sorted(set(options) - set(names))
         if unknown:
-            raise UsageError(f"pass {cls.name}: unknown option {unknown[0]!r} (options: {', '.join(names) or 'none'})"
-                             f"{did_you_mean(unknown[0], names)}")
+            raise UsageError(
+                f"pass {cls.name}: unknown option {unknown[0]!r} (options: {', '.join(names) or 'none'})"
+                f"{did_you_mean(unknown[0], names)}"
+            )
         typed: dict[str, ParamValue] = {}
         for key, text in options.items():
             try:
@@ -207,8 +225,11 @@ class Pass(abc.ABC):
         return f"{self.name}{{{','.join(f'{k}={v}' for k, v in items)}}}" if items else self.name
 
     def spec_items(self) -> list[tuple[str, str]]:
-        return [(f.name, format_value(getattr(self, f.name))) for f in dataclasses.fields(self)  # type: ignore[arg-type]
-                if getattr(self, f.name) is not None and getattr(self, f.name) != f.default]
+        return [
+            (f.name, format_value(getattr(self, f.name)))
+            for f in dataclasses.fields(self)  # type: ignore[arg-type]
+            if getattr(self, f.name) is not None and getattr(self, f.name) != f.default
+        ]
 
     @property
     def explicit(self) -> bool:
@@ -218,8 +239,9 @@ class Pass(abc.ABC):
     @classmethod
     def describe_options(cls) -> list[str]:
         """Lines for `kxform passes`: each option with its type and domain."""
-        return [f"{p.name} ({p.kind}): {p.describe_values()}" + (f" - {p.doc}" if p.doc else "")
-                for p in cls.option_space()]
+        return [
+            f"{p.name} ({p.kind}): {p.describe_values()}" + (f" - {p.doc}" if p.doc else "") for p in cls.option_space()
+        ]
 
     # -- analyse and propose ---------------------------------------------------------------
 
@@ -244,12 +266,12 @@ class Pass(abc.ABC):
         """The parameter space of one kernel (default: the pass's options)."""
         return self.option_space()
 
-    def proposal_for(self, ctx: PassContext, analysis: KernelAnalysis, config: Config,
-                     provenance: Provenance | None = None) -> Proposal:
+    def proposal_for(
+        self, ctx: PassContext, analysis: KernelAnalysis, config: Config, provenance: Provenance | None = None
+    ) -> Proposal:
         """The proposal that rewrites the kernel at `config` (a point of `space`)."""
         values = {k: v for k, v in config.items()}
-        return Proposal.of(self.name, analysis.kernel.name, values, "configuration given by the caller",
-                           provenance)
+        return Proposal.of(self.name, analysis.kernel.name, values, "configuration given by the caller", provenance)
 
     def tuning_space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
         """The points of `space` a tuner times for this kernel, their defaults the code as it
@@ -271,11 +293,14 @@ class Pass(abc.ABC):
         """The description of this pass's proposal tool over `space` (and any nullable
         parameters or payload field): default, every parameter required, constraints stated."""
         constraints = "; ".join(c.describe() for c in space.constraints)
-        return ToolShape(f"Propose one configuration of the `{self.name}` pass for this kernel. Every parameter is "
-                         "required." + (f" Constraints kxform checks: {constraints}." if constraints else ""))
+        return ToolShape(
+            f"Propose one configuration of the `{self.name}` pass for this kernel. Every parameter is "
+            "required." + (f" Constraints kxform checks: {constraints}." if constraints else "")
+        )
 
-    def read_answer(self, data: Mapping[str, Any], space: ParamSpace,
-                    hw: object) -> tuple[dict[str, ParamValue], str | None]:
+    def read_answer(
+        self, data: Mapping[str, Any], space: ParamSpace, hw: object
+    ) -> tuple[dict[str, ParamValue], str | None]:
         """The configuration (and payload) of a tool input that matched the schema; raise
         AnswerRejected naming what is wrong. Default: every parameter parsed by its type."""
         config: dict[str, ParamValue] = {}
@@ -300,8 +325,9 @@ class Pass(abc.ABC):
     def edit(self, ctx: PassContext, proposals: Sequence[Proposal]) -> list[Edit]:
         """The byte edits that apply all accepted proposals of one file."""
 
-    def check_result(self, new_model: SourceModel, proposals: Sequence[Proposal],
-                     ctx: PassContext | None = None) -> list[CheckRecord]:
+    def check_result(
+        self, new_model: SourceModel, proposals: Sequence[Proposal], ctx: PassContext | None = None
+    ) -> list[CheckRecord]:
         """Checks of the rewritten file itself (after re-parsing it); raise CheckFailed.
 
         The driver adds the generic ones (re-parse, idempotence); a pass adds what only
@@ -331,8 +357,7 @@ class Pass(abc.ABC):
 
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
         """What `kxform inspect` shows for this pass and kernel (JSON-ready)."""
-        status = "already applied" if analysis.already_applied else "applicable" if analysis.applicable \
-            else "refused"
+        status = "already applied" if analysis.already_applied else "applicable" if analysis.applicable else "refused"
         return {"status": status, "reasons": [f"{b.key}: {b.message}" for b in analysis.blockers]}
 
 
@@ -348,8 +373,11 @@ def narrowed(param: Param) -> Param:
     if param.kind != "int" or len(param.values) <= TUNED_INT_VALUES:
         return param
     values = {v for v in POW2 if v in param.values} | {param.default}
-    return Param.ints(param.name, sorted(v for v in values if isinstance(v, int)), int(param.default),
-                      param.doc, param.origin)
+    return Param.ints(
+        param.name, sorted(v for v in values if isinstance(v, int)), int(param.default), param.doc, param.origin
+    )
+
+
 FORCED_REFUSED = "analyse"
 """`KernelResult.stage` of a kernel MISSED because the pass's analysis refused a
 configuration the user fixed (`--pattern`, `tile{TILE=32}`): the run exits 1."""
@@ -364,16 +392,18 @@ def resolve_proposal(space: ParamSpace, options: Mapping[str, ParamValue]) -> Co
         raise CheckFailed("proposal", exc.cause) from None
 
 
-def check_constraints(space: ParamSpace, config: Config, hw: HwProfile,
-                      label: Callable[[Config], str] | None = None) -> CheckRecord:
+def check_constraints(
+    space: ParamSpace, config: Config, hw: HwProfile, label: Callable[[Config], str] | None = None
+) -> CheckRecord:
     """The passed `constraints` record of `config`, or CheckFailed("constraints") naming
     the first derived constraint it breaks on `hw`. `label`: how the pass prints a point."""
     shown = (label or space.label)(config)
     broken = space.violations(config, hw)
     if broken:
         raise CheckFailed("constraints", f"{shown} breaks {broken[0].describe()}")
-    return CheckRecord("constraints", True, f"{len(space.constraints)} derived constraint(s) hold at {shown} on "
-                                            f"{hw.name}")
+    return CheckRecord(
+        "constraints", True, f"{len(space.constraints)} derived constraint(s) hold at {shown} on {hw.name}"
+    )
 
 
 @dataclass(frozen=True)
@@ -393,8 +423,10 @@ class ValuesPass(Pass):
         names = cls.option_names
         unknown = sorted(set(options) - set(names)) if names is not None else []
         if names is not None and unknown:
-            raise UsageError(f"pass {cls.name}: unknown option {unknown[0]!r} (options: {', '.join(names)})"
-                             f"{did_you_mean(unknown[0], list(names))}")
+            raise UsageError(
+                f"pass {cls.name}: unknown option {unknown[0]!r} (options: {', '.join(names)})"
+                f"{did_you_mean(unknown[0], list(names))}"
+            )
         return cls(tuple((k, str(v)) for k, v in options.items()))  # type: ignore[call-arg]
 
     def spec_items(self) -> list[tuple[str, str]]:

@@ -63,8 +63,14 @@ class LaunchBinding:
     def to_json(self) -> dict[str, Any]:
         if self.is_spec:
             return {"launch": "spec"}
-        return {"grid": list(self.grid or ()), "block": list(self.block or ()), "shared_bytes": self.shared_bytes,
-                "values": dict(self.values), "defaults": dict(self.defaults), "origin": self.origin}
+        return {
+            "grid": list(self.grid or ()),
+            "block": list(self.block or ()),
+            "shared_bytes": self.shared_bytes,
+            "values": dict(self.values),
+            "defaults": dict(self.defaults),
+            "origin": self.origin,
+        }
 
 
 SPEC_LAUNCH = LaunchBinding()
@@ -125,12 +131,19 @@ class VerifyPolicy:
         return VerifyPolicy(launch, compare, self.required or later.required)
 
     def describe(self) -> str:
-        launch = "the spec's launch" if self.launch.is_spec else \
-            f"launch from {self.launch.origin or 'the source'} at {_values(self.launch.values)}"
+        launch = (
+            "the spec's launch"
+            if self.launch.is_spec
+            else f"launch from {self.launch.origin or 'the source'} at {_values(self.launch.values)}"
+        )
         return f"{launch}; outputs {self.compare.describe()}"
 
     def to_json(self) -> dict[str, Any]:
-        compare: dict[str, Any] = {"mode": self.compare.mode, "scale": self.compare.scale, "reason": self.compare.reason}
+        compare: dict[str, Any] = {
+            "mode": self.compare.mode,
+            "scale": self.compare.scale,
+            "reason": self.compare.reason,
+        }
         if self.compare.mode == "bound":
             compare.update(bound=self.compare.bound, unit=self.compare.unit)
         return {"launch": self.launch.to_json(), "compare": compare, "required": self.required}
@@ -144,8 +157,12 @@ def _looser(first: OutputCompare, second: OutputCompare) -> OutputCompare:
         return max(spec, key=lambda c: c.scale)
     bounds = [c for c in (first, second) if c.mode == "bound"]
     if len(bounds) == 2:
-        return OutputCompare("bound", reason=f"{first.reason}; then {second.reason}",
-                             bound=f"({first.bound}) + ({second.bound})", unit=max(first.unit, second.unit))
+        return OutputCompare(
+            "bound",
+            reason=f"{first.reason}; then {second.reason}",
+            bound=f"({first.bound}) + ({second.bound})",
+            unit=max(first.unit, second.unit),
+        )
     if bounds:
         return bounds[0]
     return second if second != EXACT else first

@@ -59,8 +59,15 @@ class Proposal:
     """Free-form content a pass may accept beyond its typed values (a custom remap formula)."""
 
     @classmethod
-    def of(cls, pass_name: str, kernel: str, values: Mapping[str, ParamValue], rationale: str,
-           provenance: Provenance | None = None, payload: str | None = None) -> Proposal:
+    def of(
+        cls,
+        pass_name: str,
+        kernel: str,
+        values: Mapping[str, ParamValue],
+        rationale: str,
+        provenance: Provenance | None = None,
+        payload: str | None = None,
+    ) -> Proposal:
         return cls(pass_name, kernel, tuple(values.items()), rationale, provenance or Provenance(), payload)
 
     @property
@@ -81,9 +88,14 @@ class Proposal:
         return f"{self.pass_name}{{{inner}}}" if inner else self.pass_name
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"spec": self.label(), "params": dict(self.values), "rationale": self.rationale,
-                                "proposer": self.proposer, "measured": self.measured,
-                                "provenance": self.provenance.to_json()}
+        data: dict[str, Any] = {
+            "spec": self.label(),
+            "params": dict(self.values),
+            "rationale": self.rationale,
+            "proposer": self.proposer,
+            "measured": self.measured,
+            "provenance": self.provenance.to_json(),
+        }
         if self.payload is not None:
             data["payload"] = self.payload
         return data

@@ -19,8 +19,9 @@ from kxform.engine.pass_api import KernelAnalysis, Pass, PassContext, Proposal, 
 class Proposer(Protocol):
     name: str
 
-    def propose(self, pass_: Pass, ctx: PassContext, analysis: KernelAnalysis,
-                rejected: Sequence[Rejection] = ()) -> list[Proposal]:
+    def propose(
+        self, pass_: Pass, ctx: PassContext, analysis: KernelAnalysis, rejected: Sequence[Rejection] = ()
+    ) -> list[Proposal]:
         """Proposals to try, best first (may be empty). `rejected`: earlier proposals for
         this kernel that a check or a later stage refused, with the reason."""
 
@@ -37,8 +38,9 @@ class DeterministicProposer:
 
     name = "heuristic"
 
-    def propose(self, pass_: Pass, ctx: PassContext, analysis: KernelAnalysis,
-                rejected: Sequence[Rejection] = ()) -> list[Proposal]:
+    def propose(
+        self, pass_: Pass, ctx: PassContext, analysis: KernelAnalysis, rejected: Sequence[Rejection] = ()
+    ) -> list[Proposal]:
         proposal = pass_.default_proposal(ctx, analysis)
         if proposal is None:
             return []

@@ -94,6 +94,7 @@ def _module_factory(module_name: str) -> PassFactory:
         if cls is None:
             raise UsageError(f"pass module {module_name} defines no PASS")
         return cls
+
     return load
 
 
@@ -111,8 +112,9 @@ def default_registry() -> Registry:
     locations = list(builtin.submodule_search_locations or []) if builtin is not None else []
     for info in pkgutil.iter_modules(locations):
         if not info.name.startswith("_"):
-            registry.register(info.name.replace("_", "-"), _module_factory(f"kxform.passes.{info.name}"),
-                              f"kxform.passes.{info.name}")
+            registry.register(
+                info.name.replace("_", "-"), _module_factory(f"kxform.passes.{info.name}"), f"kxform.passes.{info.name}"
+            )
     for entry in metadata.entry_points(group="kxform.passes"):
         registry.register(entry.name, _entry_point_factory(entry), f"entry point {entry.value}")
     return registry

@@ -82,7 +82,7 @@ def shorten(message: str, room: int) -> str:
             text = message[:i]
             break
     if len(text) + 4 > room:
-        text = text[:room - 4].rsplit(" ", 1)[0]
+        text = text[: room - 4].rsplit(" ", 1)[0]
     return text.rstrip(" :;,.(") + " ..."
 
 
@@ -99,8 +99,9 @@ class RemarkFilter:
     def shows(self, remark: Remark) -> bool:
         if self.passed is None and self.missed is None and self.analysis is None:
             return True
-        pattern = {RemarkKind.PASSED: self.passed, RemarkKind.MISSED: self.missed,
-                   RemarkKind.ANALYSIS: self.analysis}[remark.kind]
+        pattern = {RemarkKind.PASSED: self.passed, RemarkKind.MISSED: self.missed, RemarkKind.ANALYSIS: self.analysis}[
+            remark.kind
+        ]
         return pattern is not None and pattern.search(remark.pass_name) is not None
 
 

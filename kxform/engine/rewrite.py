@@ -26,8 +26,16 @@ from kxform.errors import CheckFailed
 from kxform.frontend.model import Function, SourceModel
 from kxform.frontend.queries import split_args, template_params
 
-__all__ = ["Helper", "RewriteRefused", "add_template_params", "insert_at_entry", "instantiate", "place_helpers",
-           "replace_loop", "set_unroll"]
+__all__ = [
+    "Helper",
+    "RewriteRefused",
+    "add_template_params",
+    "insert_at_entry",
+    "instantiate",
+    "place_helpers",
+    "replace_loop",
+    "set_unroll",
+]
 
 
 class RewriteRefused(CheckFailed):
@@ -40,7 +48,7 @@ class RewriteRefused(CheckFailed):
 def body_indent(model: SourceModel, function: Function) -> str:
     """The indentation of the body's first statement (one level inside the function's own)."""
     source = model.source
-    rest = source.data[function.body.start + 1:function.body.end]
+    rest = source.data[function.body.start + 1 : function.body.end]
     stripped = rest.lstrip(b" \t\r\n")
     first = function.body.start + 1 + (len(rest) - len(stripped))
     if stripped and not stripped.startswith(b"}"):
@@ -93,21 +101,23 @@ def add_template_params(model: SourceModel, function: Function, params: Sequence
         close = header + len(function.template_params.encode()) - 1
         return Edit(close, close, ", " + ", ".join(params), origin)
     at = model.source.insertion_point(function.span.start)
-    if at != function.span.start and data[at:function.span.start].strip():
+    if at != function.span.start and data[at : function.span.start].strip():
         raise RewriteRefused(f"'{function.name}' does not start its line; kxform adds a template header only there")
     indent = model.source.indent_at(function.span.start)
     return Edit(at, at, f"{indent}template <{', '.join(params)}>{model.source.newline}", origin)
 
 
-def instantiate(model: SourceModel, function: Function, args: Sequence[str], origin: str,
-                added: Sequence[str] = ()) -> Edit:
+def instantiate(
+    model: SourceModel, function: Function, args: Sequence[str], origin: str, added: Sequence[str] = ()
+) -> Edit:
     """An explicit instantiation of `function` at `args`, on the line after its definition;
     `added`: the template parameters `add_template_params` gives it in the same rewrite."""
     if not function.template_params and not added:
         raise RewriteRefused(f"'{function.name}' is not a template")
-    params = model.source.data[function.params_span.start:function.params_span.end].decode("utf-8")
-    qualifier = "__global__ " if function.kind.value == "kernel" else "__device__ " if function.kind.value == "device" \
-        else ""
+    params = model.source.data[function.params_span.start : function.params_span.end].decode("utf-8")
+    qualifier = (
+        "__global__ " if function.kind.value == "kernel" else "__device__ " if function.kind.value == "device" else ""
+    )
     names = [p.name for p in template_params(function)] + [re.findall(r"\w+", a.split("=")[0])[-1] for a in added]
     if len(args) > len(names) or len(args) < len([p for p in template_params(function) if p.default is None]):
         raise RewriteRefused(f"'{function.name}' takes {len(names)} template argument(s), not {len(args)}")
@@ -128,7 +138,7 @@ def _types_only(params: str) -> str:
         head, _, last = words.rpartition(" ")
         name_only = last.lstrip("*&")
         if head and name_only.isidentifier() and "[" not in last:
-            parts.append((head + " " + last[:len(last) - len(name_only)]).rstrip())
+            parts.append((head + " " + last[: len(last) - len(name_only)]).rstrip())
         else:
             parts.append(words)
     return f"({', '.join(parts)})"
@@ -157,8 +167,10 @@ def set_unroll(model: SourceModel, loop: Loop, factor: str | None, origin: str) 
     if factor is None:
         raise RewriteRefused("the loop has no #pragma unroll to remove")
     at = source.line_start(loop.span.start)
-    if source.data[at:loop.span.start].strip():
-        raise RewriteRefused(f"the loop at line {source.line_col(loop.span.start)[0]} does not start its line; a "
-                             "pragma cannot be placed before it alone")
+    if source.data[at : loop.span.start].strip():
+        raise RewriteRefused(
+            f"the loop at line {source.line_col(loop.span.start)[0]} does not start its line; a "
+            "pragma cannot be placed before it alone"
+        )
     indent = source.indent_at(loop.span.start)
     return Edit(at, at, f"{indent}#pragma unroll{' ' + factor if factor else ''}{newline}", origin)

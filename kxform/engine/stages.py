@@ -49,8 +49,11 @@ def refused(result: KernelResult) -> bool:
     return result.outcome is Outcome.MISSED and result.key == NOT_FASTER
 
 
-def run_later_stages(files: list[F], stages: Sequence[Callable[[list[F]], None]],
-                     retransform: Callable[[str, dict[tuple[str, str], tuple[Rejection, ...]]], F]) -> list[F]:
+def run_later_stages(
+    files: list[F],
+    stages: Sequence[Callable[[list[F]], None]],
+    retransform: Callable[[str, dict[tuple[str, str], tuple[Rejection, ...]]], F],
+) -> list[F]:
     """Run `stages` over the changed files, retrying refused candidates; returns the files
     in their final state (same order), with final remarks."""
     current = list(files)
@@ -85,8 +88,9 @@ def run_later_stages(files: list[F], stages: Sequence[Callable[[list[F]], None]]
     for item in current:
         _revert_if_refused(item)
         if item.transform is not None:
-            item.transform = replace(item.transform, pending=(),
-                                     remarks=item.transform.remarks + final_remarks(item.transform, item.results))
+            item.transform = replace(
+                item.transform, pending=(), remarks=item.transform.remarks + final_remarks(item.transform, item.results)
+            )
     return current
 
 
@@ -99,11 +103,20 @@ def require_verification(item: StagedFile) -> None:
     updated = []
     for result in item.results:
         if result.outcome is Outcome.APPLIED and result.policy.required and not _verified(result):
-            why = next((c.detail for c in result.checks if c.name == "verify"), "no differential run (--verify "
-                       "static or compile)")
-            result = replace(result, outcome=Outcome.FAILED, stage="verify", key=NO_DIFFERENTIAL_RUN,
-                             reasons=(f"could not verify: this rewrite changes the computation's shape and must pass "
-                                      f"a differential run before it is written ({why})",))
+            why = next(
+                (c.detail for c in result.checks if c.name == "verify"),
+                "no differential run (--verify static or compile)",
+            )
+            result = replace(
+                result,
+                outcome=Outcome.FAILED,
+                stage="verify",
+                key=NO_DIFFERENTIAL_RUN,
+                reasons=(
+                    f"could not verify: this rewrite changes the computation's shape and must pass "
+                    f"a differential run before it is written ({why})",
+                ),
+            )
         updated.append(result)
     item.results = updated
 
@@ -120,7 +133,15 @@ def _revert_if_refused(item: StagedFile) -> None:
     if not any(refused(r) for r in item.results):
         return
     item.transform = replace(transform, new_data=transform.source.data)
-    item.results = [replace(r, outcome=Outcome.MISSED, stage=r.stage or "verify", key=REVERTED_WITH_FILE,
-                            reasons=r.reasons + ("RevertedWithFile: another kernel of this file failed a later "
-                                                 "stage",)) if r.outcome is Outcome.APPLIED else r
-                    for r in item.results]
+    item.results = [
+        replace(
+            r,
+            outcome=Outcome.MISSED,
+            stage=r.stage or "verify",
+            key=REVERTED_WITH_FILE,
+            reasons=r.reasons + ("RevertedWithFile: another kernel of this file failed a later stage",),
+        )
+        if r.outcome is Outcome.APPLIED
+        else r
+        for r in item.results
+    ]

@@ -23,8 +23,24 @@ if TYPE_CHECKING:
         Span,
     )
 
-_HOMES = {"parse_model": "cuda", "parse_tree": "cuda", **{name: "model" for name in (
-    "CallSite", "Function", "FunctionKind", "IndexRead", "LaunchSite", "MacroDef", "Param", "SourceModel", "Span")}}
+_HOMES = {
+    "parse_model": "cuda",
+    "parse_tree": "cuda",
+    **{
+        name: "model"
+        for name in (
+            "CallSite",
+            "Function",
+            "FunctionKind",
+            "IndexRead",
+            "LaunchSite",
+            "MacroDef",
+            "Param",
+            "SourceModel",
+            "Span",
+        )
+    },
+}
 
 __all__ = sorted(_HOMES)
 

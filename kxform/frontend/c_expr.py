@@ -17,16 +17,44 @@ from collections.abc import Iterable, Mapping
 from kxform.errors import SpecError
 from kxform.expr import parse_expr
 
-SIZEOF = {"char": 1, "int8_t": 1, "uint8_t": 1, "short": 2, "half": 2, "__half": 2, "__nv_bfloat16": 2,
-          "hip_bfloat16": 2, "bf16": 2, "int": 4, "unsigned": 4, "unsigned int": 4, "uint": 4, "float": 4,
-          "int32_t": 4, "uint32_t": 4, "double": 8, "long long": 8, "int64_t": 8, "uint64_t": 8, "size_t": 8,
-          "float2": 8, "int2": 8, "float4": 16, "int4": 16, "double2": 16}
-_CAST_RE = re.compile(r"\(\s*(?:const\s+)?(?:unsigned\s+|signed\s+)?(?:int|long long|long|size_t|unsigned|short|uint|"
-                      r"int64_t|int32_t|uint32_t|uint64_t)\s*\)")
+SIZEOF = {
+    "char": 1,
+    "int8_t": 1,
+    "uint8_t": 1,
+    "short": 2,
+    "half": 2,
+    "__half": 2,
+    "__nv_bfloat16": 2,
+    "hip_bfloat16": 2,
+    "bf16": 2,
+    "int": 4,
+    "unsigned": 4,
+    "unsigned int": 4,
+    "uint": 4,
+    "float": 4,
+    "int32_t": 4,
+    "uint32_t": 4,
+    "double": 8,
+    "long long": 8,
+    "int64_t": 8,
+    "uint64_t": 8,
+    "size_t": 8,
+    "float2": 8,
+    "int2": 8,
+    "float4": 16,
+    "int4": 16,
+    "double2": 16,
+}
+_CAST_RE = re.compile(
+    r"\(\s*(?:const\s+)?(?:unsigned\s+|signed\s+)?(?:int|long long|long|size_t|unsigned|short|uint|"
+    r"int64_t|int32_t|uint32_t|uint64_t)\s*\)"
+)
 _FLOAT_CAST_RE = re.compile(r"\(\s*(?:float|double)\s*\)|static_cast<\s*(?:float|double)\s*>")
 _FLOAT_LITERAL_RE = re.compile(r"\b(\d+)\.0*[fF]?(?![\w.])")
-_CEIL_DIV_NAMES_RE = re.compile(r"(?<![.\w])(?:iDivUp|idivup|cdiv|ceildiv|ceilDiv|div_up|divUp|DIV_UP|CEIL_DIV|"
-                                r"CEILDIV|DIVUP)\s*\(")
+_CEIL_DIV_NAMES_RE = re.compile(
+    r"(?<![.\w])(?:iDivUp|idivup|cdiv|ceildiv|ceilDiv|div_up|divUp|DIV_UP|CEIL_DIV|"
+    r"CEILDIV|DIVUP)\s*\("
+)
 """Host helpers named for rounding up a division (CUDA samples' `iDivUp`, `cdiv`, ...), read
 as `ceil_div`; at the original values the launch read must still give the spec's."""
 _CEIL_RE = re.compile(r"\b(?:std::)?ceil[fl]?\s*\(")
@@ -49,7 +77,7 @@ def _top_level_division(inner: str) -> tuple[str, str] | None:
         depth += char == "("
         depth -= char == ")"
         if char == "/" and depth == 0:
-            return inner[:i], inner[i + 1:]
+            return inner[:i], inner[i + 1 :]
     return None
 
 
@@ -62,7 +90,7 @@ def _ceil_to_ceil_div(text: str) -> str:
         close = _balanced(text, match.end() - 1)
         if close is None:
             return text
-        raw = text[match.end():close]
+        raw = text[match.end() : close]
         if not _FLOAT_CAST_RE.search(raw) and not _FLOAT_LITERAL_RE.search(raw):
             return text  # `ceil(n / 256)` over ints divides first: not a rounding up
         inner = _FLOAT_LITERAL_RE.sub(r"\1", _FLOAT_CAST_RE.sub("", raw))
@@ -72,7 +100,7 @@ def _ceil_to_ceil_div(text: str) -> str:
             parts = _top_level_division(inner)
         if parts is None:
             return text
-        text = f"{text[:match.start()]}ceil_div({parts[0].strip()}, {parts[1].strip()}){text[close + 1:]}"
+        text = f"{text[: match.start()]}ceil_div({parts[0].strip()}, {parts[1].strip()}){text[close + 1 :]}"
 
 
 def c_to_expr(text: str, names: Iterable[str], fixed: Mapping[str, int] | None = None) -> str | None:
@@ -82,8 +110,11 @@ def c_to_expr(text: str, names: Iterable[str], fixed: Mapping[str, int] | None =
     out = _CEIL_DIV_NAMES_RE.sub("ceil_div(", _ceil_to_ceil_div(text))
     out = _CAST_RE.sub("", out)
     if fixed:
-        out = re.sub(r"[A-Za-z_]\w*", lambda m: str(fixed[m.group(0)]) if m.group(0) in fixed and
-                     m.group(0) not in set(names) else m.group(0), out)
+        out = re.sub(
+            r"[A-Za-z_]\w*",
+            lambda m: str(fixed[m.group(0)]) if m.group(0) in fixed and m.group(0) not in set(names) else m.group(0),
+            out,
+        )
     out = re.sub(r"static_cast<[^>]*>\s*", "", out)
     out = re.sub(r"\b(\d+)[uUlL]+\b", r"\1", out)
     out = re.sub(r"\bstd::(min|max)\b", r"\1", out)

@@ -99,7 +99,7 @@ def _evaluate_names(path: str, data: bytes, wanted: list[str], extra_args: list[
     values: dict[str, int | None] = {name: None for name in wanted}
     for cursor in tu.cursor.get_children():
         if cursor.kind == ci.CursorKind.VAR_DECL and cursor.spelling.startswith(PROBE):
-            values[cursor.spelling[len(PROBE):]] = _evaluate(cursor)
+            values[cursor.spelling[len(PROBE) :]] = _evaluate(cursor)
     return values
 
 

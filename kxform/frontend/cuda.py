@@ -141,8 +141,14 @@ class _FunctionIndex:
 def _declarator_name(node: tree_sitter.Node | None) -> tree_sitter.Node | None:
     """Follow `declarator` fields down to the identifier a declaration names."""
     while node is not None:
-        if node.type in ("identifier", "field_identifier", "qualified_identifier", "operator_name",
-                         "destructor_name", "template_function"):
+        if node.type in (
+            "identifier",
+            "field_identifier",
+            "qualified_identifier",
+            "operator_name",
+            "destructor_name",
+            "template_function",
+        ):
             return node
         inner = node.child_by_field_name("declarator")
         if inner is None:
@@ -177,8 +183,11 @@ def _short_name(node: tree_sitter.Node) -> str:
 def _params(param_list: tree_sitter.Node) -> tuple[Param, ...]:
     params: list[Param] = []
     for child in param_list.named_children:
-        if child.type not in ("parameter_declaration", "optional_parameter_declaration",
-                              "variadic_parameter_declaration"):
+        if child.type not in (
+            "parameter_declaration",
+            "optional_parameter_declaration",
+            "variadic_parameter_declaration",
+        ):
             continue
         name_node = _declarator_name(child.child_by_field_name("declarator"))
         full = _text(child)
@@ -186,7 +195,7 @@ def _params(param_list: tree_sitter.Node) -> tuple[Param, ...]:
             params.append(Param(full.strip(), "", _span(child)))
             continue
         before = full[: name_node.start_byte - child.start_byte]
-        after = full[name_node.end_byte - child.start_byte:]
+        after = full[name_node.end_byte - child.start_byte :]
         if child.type == "optional_parameter_declaration":
             after = after.split("=", 1)[0]
         ctype = " ".join((before + after).split())
@@ -245,8 +254,15 @@ def _macro_defs(root: tree_sitter.Node) -> tuple[list[MacroDef], list[IndexRead]
             continue
         name = _text(name_node)
         body = _text(value) if value is not None else ""
-        macros.append(MacroDef(name, _span(node), body, _span(value) if value is not None else None,
-                               node.type == "preproc_function_def"))
+        macros.append(
+            MacroDef(
+                name,
+                _span(node),
+                body,
+                _span(value) if value is not None else None,
+                node.type == "preproc_function_def",
+            )
+        )
         if value is None:
             continue
         base = value.start_byte
@@ -263,8 +279,9 @@ def _macro_defs(root: tree_sitter.Node) -> tuple[list[MacroDef], list[IndexRead]
     return macros, reads
 
 
-def _launch(call: tree_sitter.Node, callee: tree_sitter.Node, args: tree_sitter.Node,
-            function: str | None) -> LaunchSite | None:
+def _launch(
+    call: tree_sitter.Node, callee: tree_sitter.Node, args: tree_sitter.Node, function: str | None
+) -> LaunchSite | None:
     config_node = next((c for c in call.named_children if c.type == "kernel_call_syntax"), None)
     style = None if config_node is not None else LAUNCH_FUNCTIONS.get(_text(callee))
     if config_node is None and style is None:
@@ -276,8 +293,16 @@ def _launch(call: tree_sitter.Node, callee: tree_sitter.Node, args: tree_sitter.
             targs = callee.child_by_field_name("arguments")
             template_args = _text(targs) if targs is not None else None
         nodes = [c for c in config_node.named_children if c.type != "comment"]
-        return LaunchSite(_short_name(callee), template_args, tuple(_text(c) for c in nodes), arg_texts, _span(call),
-                          "chevron", function, tuple(_span(c) for c in nodes))
+        return LaunchSite(
+            _short_name(callee),
+            template_args,
+            tuple(_text(c) for c in nodes),
+            arg_texts,
+            _span(call),
+            "chevron",
+            function,
+            tuple(_span(c) for c in nodes),
+        )
     if style is None or not arg_texts:
         return None
     kernel_text = arg_texts[0]
@@ -289,8 +314,16 @@ def _launch(call: tree_sitter.Node, callee: tree_sitter.Node, args: tree_sitter.
         template_args = "<" + rest
     count = 5 if style == "hipLaunchKernelGGL" else 4
     arg_nodes = [a for a in args.named_children if a.type != "comment"]
-    return LaunchSite(kernel_text.split("::")[-1].strip(), template_args, arg_texts[1:count],
-                      arg_texts[count:], _span(call), style, function, tuple(_span(a) for a in arg_nodes[1:count]))
+    return LaunchSite(
+        kernel_text.split("::")[-1].strip(),
+        template_args,
+        arg_texts[1:count],
+        arg_texts[count:],
+        _span(call),
+        style,
+        function,
+        tuple(_span(a) for a in arg_nodes[1:count]),
+    )
 
 
 def parse_model(source: SourceText, tree: tree_sitter.Tree | None = None) -> SourceModel:
@@ -298,8 +331,9 @@ def parse_model(source: SourceText, tree: tree_sitter.Tree | None = None) -> Sou
     tree = tree or parse_tree(source.data)
     root = tree.root_node
     macros, macro_reads = _macro_defs(root)
-    attribute_macros = {m.name: m.body for m in macros
-                        if not m.is_function_like and re.search(r"__(global|device|host)__", m.body)}
+    attribute_macros = {
+        m.name: m.body for m in macros if not m.is_function_like and re.search(r"__(global|device|host)__", m.body)
+    }
 
     functions: list[Function] = []
     for node in _captures("function", root).get("fn", []):
@@ -319,20 +353,32 @@ def parse_model(source: SourceText, tree: tree_sitter.Tree | None = None) -> Sou
         name = _text(ident)
         parent = ident.parent
         if name in INDEX_BUILTINS:
-            if parent is not None and parent.type == "field_expression" and \
-                    parent.child_by_field_name("argument") == ident:
+            if (
+                parent is not None
+                and parent.type == "field_expression"
+                and parent.child_by_field_name("argument") == ident
+            ):
                 field = parent.child_by_field_name("field")
                 axis = _text(field) if field is not None else ""
                 node = parent
             else:
                 axis, node = "", ident
-            reads.append(IndexRead(name, axis if axis in ("x", "y", "z") else "", _span(node),
-                                   index.enclosing(node.start_byte), _text(node)))
+            reads.append(
+                IndexRead(
+                    name,
+                    axis if axis in ("x", "y", "z") else "",
+                    _span(node),
+                    index.enclosing(node.start_byte),
+                    _text(node),
+                )
+            )
         elif name in HIP_INDEX:
             builtin, axis = HIP_INDEX[name]
             reads.append(IndexRead(builtin, axis, _span(ident), index.enclosing(ident.start_byte), name))
-        elif name in macro_names and (parent is None or parent.type not in ("preproc_def", "preproc_function_def",
-                                                                            "preproc_ifdef", "preproc_defined")):
+        elif name in macro_names and (
+            parent is None
+            or parent.type not in ("preproc_def", "preproc_function_def", "preproc_ifdef", "preproc_defined")
+        ):
             user = index.enclosing(ident.start_byte)
             if user is not None:
                 macro_uses.append(MacroUse(name, _span(ident), user))
@@ -351,8 +397,15 @@ def parse_model(source: SourceText, tree: tree_sitter.Tree | None = None) -> Sou
         if launch is not None:
             launches.append(launch)
         elif caller is not None:
-            calls.append(CallSite(caller, _short_name(callee), _span(call), _span(args),
-                                  sum(1 for a in args.named_children if a.type != "comment")))
+            calls.append(
+                CallSite(
+                    caller,
+                    _short_name(callee),
+                    _span(call),
+                    _span(args),
+                    sum(1 for a in args.named_children if a.type != "comment"),
+                )
+            )
     calls.sort(key=lambda c: c.span)
     launches.sort(key=lambda launch: launch.span)
 
@@ -385,8 +438,13 @@ def macro_node(name: str) -> str:
     return f"<macro {name}>"
 
 
-def _call_graph(functions: list[Function], calls: list[CallSite], launches: list[LaunchSite],
-                macros: list[MacroDef], macro_uses: list[MacroUse]) -> nx.DiGraph:
+def _call_graph(
+    functions: list[Function],
+    calls: list[CallSite],
+    launches: list[LaunchSite],
+    macros: list[MacroDef],
+    macro_uses: list[MacroUse],
+) -> nx.DiGraph:
     graph: nx.DiGraph = nx.DiGraph()
     for function in functions:
         graph.add_node(function.name, kind=function.kind.value, defined=True)

@@ -7,6 +7,7 @@ use of a constant from any other host use and can rewrite the launch consistentl
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -64,15 +65,22 @@ def _dim3_vars(model: SourceModel, function: Function) -> tuple[Dim3Var, ...]:
     data = _masked(model)
     body = function.body
     out = []
-    for match in re.finditer(rb"\bdim3\s+([A-Za-z_]\w*)\s*(=\s*dim3\s*)?([({])", data[body.start:body.end]):
+    for match in re.finditer(rb"\bdim3\s+([A-Za-z_]\w*)\s*(=\s*dim3\s*)?([({])", data[body.start : body.end]):
         open_at = body.start + match.start(3)
         close = _matching(data, open_at)
         if close is None:
             continue
         end = data.find(b";", close)
-        inner = data[open_at + 1:close].decode("utf-8")
-        out.append(Dim3Var(match.group(1).decode(), tuple(split_args(inner)), Span(body.start + match.start(), end + 1),
-                           Span(open_at + 1, close), function.name))
+        inner = data[open_at + 1 : close].decode("utf-8")
+        out.append(
+            Dim3Var(
+                match.group(1).decode(),
+                tuple(split_args(inner)),
+                Span(body.start + match.start(), end + 1),
+                Span(open_at + 1, close),
+                function.name,
+            )
+        )
     return tuple(out)
 
 
@@ -110,10 +118,11 @@ def _host_vars(model: SourceModel, function: Function) -> tuple[HostVar, ...]:
             end = _statement_end(data, match.end(), body.end)
             if end is None or (not constant and _changed(data, match.group(1), end, body.end)):
                 continue
-            if not constant and re.search(rb"\b(?:const|constexpr)\s+$", data[max(body.start, match.start() - 12):
-                                                                              match.start()]):
+            if not constant and re.search(
+                rb"\b(?:const|constexpr)\s+$", data[max(body.start, match.start() - 12) : match.start()]
+            ):
                 continue  # already read as a constant
-            text = data[match.end():end].decode("utf-8").strip()
+            text = data[match.end() : end].decode("utf-8").strip()
             out.append(HostVar(match.group(1).decode(), text, Span(match.start(), end + 1), function.name))
     return tuple(sorted(out, key=lambda v: v.span))
 
@@ -121,15 +130,28 @@ def _host_vars(model: SourceModel, function: Function) -> tuple[HostVar, ...]:
 def _changed(data: bytes, name: bytes, start: int, limit: int) -> bool:
     """Whether `name` is assigned, incremented or has its address taken in [start, limit)."""
     word = re.escape(name)
-    return re.search(rb"(?<![\w.])" + word + rb"\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|(?:\+\+|--)\s*" + word + rb"\b|\b" +
-                     word + rb"\s*(?:\+\+|--)|&\s*" + word + rb"\b(?!\s*[\[.])", data[start:limit]) is not None
+    return (
+        re.search(
+            rb"(?<![\w.])"
+            + word
+            + rb"\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|(?:\+\+|--)\s*"
+            + word
+            + rb"\b|\b"
+            + word
+            + rb"\s*(?:\+\+|--)|&\s*"
+            + word
+            + rb"\b(?!\s*[\[.])",
+            data[start:limit],
+        )
+        is not None
+    )
 
 
 def _statement_end(data: bytes, start: int, limit: int) -> int | None:
     """The `;` ending the initializer at `start`; None when a top-level comma declares more."""
     depth = 0
     for i in range(start, limit):
-        char = data[i:i + 1]
+        char = data[i : i + 1]
         if char in (b"(", b"[", b"{"):
             depth += 1
         elif char in (b")", b"]", b"}"):
@@ -148,8 +170,11 @@ def launch_configs(model: SourceModel, kernel: str) -> tuple[LaunchConfig, ...]:
             continue
         host = next((f for f in model.functions if f.name == site.function and f.body.contains(site.span)), None)
         variables = {v.name: v for v in dim3_vars(model, host) if v.span.end <= site.span.start} if host else {}
-        scalars = {v.name: v for v in host_vars(model, host) if v.span.end <= site.span.start
-                   and v.name not in site.args} if host else {}
+        scalars = (
+            {v.name: v for v in host_vars(model, host) if v.span.end <= site.span.start and v.name not in site.args}
+            if host
+            else {}
+        )
         used: dict[str, HostVar] = {}
         fields: dict[str, tuple[str, ...]] = {name: var.args for name, var in variables.items()}
         fields.update(_function_macros(model))
@@ -172,7 +197,7 @@ def _function_macros(model: SourceModel) -> dict[str, tuple[str, ...]]:
     for macro in model.macros:
         if not macro.is_function_like:
             continue
-        head = _MACRO_HEAD_RE.match(model.source.data[macro.span.start:macro.span.end].decode("utf-8", "replace"))
+        head = _MACRO_HEAD_RE.match(model.source.data[macro.span.start : macro.span.end].decode("utf-8", "replace"))
         if head is not None and head.group(1) == macro.name:
             params = tuple(p.strip() for p in head.group(2).split(",") if p.strip())
             out[_MACRO_KEY + macro.name] = (" ".join(macro.body.split()), *params)
@@ -183,8 +208,9 @@ def expand_function_macros(text: str, fields: dict[str, tuple[str, ...]]) -> str
     """`text` with each call of a function-like macro replaced by its body, the arguments
     (parenthesised) in place of the parameters."""
     for _ in range(4):
-        match = next((m for m in re.finditer(r"(?<![.\w])([A-Za-z_]\w*)\s*\(", text)
-                      if _MACRO_KEY + m.group(1) in fields), None)
+        match = next(
+            (m for m in re.finditer(r"(?<![.\w])([A-Za-z_]\w*)\s*\(", text) if _MACRO_KEY + m.group(1) in fields), None
+        )
         if match is None:
             return text
         depth, end = 0, None
@@ -197,31 +223,37 @@ def expand_function_macros(text: str, fields: dict[str, tuple[str, ...]]) -> str
         if end is None:
             return text
         body, *params = fields[_MACRO_KEY + match.group(1)]
-        args = split_args(text[match.end():end])
+        args = split_args(text[match.end() : end])
         if len(args) != len(params):
             return text
         values = dict(zip(params, args))
-        expanded = re.sub(r"(?<![.\w])[A-Za-z_]\w*", lambda m: f"({values[m.group(0)]})" if m.group(0) in values
-                          else m.group(0), body)
-        text = f"{text[:match.start()]}({expanded}){text[end + 1:]}"
+        expanded = re.sub(r"(?<![.\w])[A-Za-z_]\w*", functools.partial(_argument_of, values), body)
+        text = f"{text[: match.start()]}({expanded}){text[end + 1 :]}"
     return text
 
 
 def dim3_field(text: str, fields: dict[str, tuple[str, ...]]) -> str:
     """`text` with each read of a `dim3` variable's field (`block.x`) replaced by that
     argument of its declaration (`dim3 block(32, 8)`: `block.y` -> `(8)`; a missing one is 1)."""
+
     def one(match: re.Match[str]) -> str:
         args = fields[match.group(1)]
         index = "xyz".index(match.group(2))
         return f"({args[index]})" if index < len(args) else "1"
+
     names = "|".join(re.escape(n) for n in fields if not n.startswith(_MACRO_KEY))
     if not names:
         return text
     return re.sub(rf"(?<![.\w])({names})\s*\.\s*([xyz])\b", one, text)
 
 
-def _expand(text: str, scalars: dict[str, HostVar], used: dict[str, HostVar],
-            fields: dict[str, tuple[str, ...]] | None = None, depth: int = 0) -> str:
+def _expand(
+    text: str,
+    scalars: dict[str, HostVar],
+    used: dict[str, HostVar],
+    fields: dict[str, tuple[str, ...]] | None = None,
+    depth: int = 0,
+) -> str:
     """`text` with the scalar host variables it reads replaced by their initializers, and
     the `dim3` fields it reads (`block.x`) by the values they were declared with."""
     if depth > 4:
@@ -234,6 +266,7 @@ def _expand(text: str, scalars: dict[str, HostVar], used: dict[str, HostVar],
             return match.group(0)
         used[var.name] = var
         return f"({_expand(var.text, scalars, used, fields, depth + 1)})"
+
     return re.sub(r"(?<![.\w])[A-Za-z_]\w*(?!\s*\()", one, text)
 
 
@@ -243,3 +276,9 @@ def _dims(text: str, variables: dict[str, Dim3Var]) -> tuple[tuple[str, ...], Di
         return variables[text].args, variables[text]
     call = re.fullmatch(r"dim3\s*\((.*)\)", text, re.S)
     return (tuple(split_args(call.group(1))) if call else (text,)), None
+
+
+def _argument_of(values: dict[str, str], match: re.Match[str]) -> str:
+    """A macro parameter's argument, parenthesised; any other name as it is."""
+    name = match.group(0)
+    return f"({values[name]})" if name in values else name

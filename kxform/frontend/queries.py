@@ -28,7 +28,7 @@ _QUERIES = {
     "name": "[(identifier) (type_identifier)] @name",
     "for": "(for_statement) @loop",
     "constexpr": "(declaration (type_qualifier) @q (init_declarator declarator: (identifier) @name value: (_) @value)) "
-                 "@decl",
+    "@decl",
 }
 PRAGMA_UNROLL_RE = re.compile(rb"^[ \t]*#[ \t]*pragma[ \t]+unroll\b[ \t]*\(?[ \t]*([A-Za-z_]\w*|\d+)?", re.M)
 
@@ -102,8 +102,17 @@ def _shared_decls(model: SourceModel) -> tuple[SharedDecl, ...]:
                 continue
             present = [e for e in extents if e is not None]
             dynamic = any(_text(c) == "extern" for c in decl.children) or len(present) != len(extents)
-            out.append(SharedDecl(_text(declarator), ctype, tuple(_text(e) for e in present),
-                                  tuple(_span(e) for e in present), _span(decl), _owner(model, decl), dynamic))
+            out.append(
+                SharedDecl(
+                    _text(declarator),
+                    ctype,
+                    tuple(_text(e) for e in present),
+                    tuple(_span(e) for e in present),
+                    _span(decl),
+                    _owner(model, decl),
+                    dynamic,
+                )
+            )
     return tuple(out)
 
 
@@ -171,8 +180,18 @@ class NameUse:
     comparison or condition's text, else empty."""
 
 
-_STATEMENTS = ("expression_statement", "declaration", "for_statement", "return_statement", "if_statement",
-               "while_statement", "preproc_def", "preproc_function_def", "field_declaration", "init_declarator")
+_STATEMENTS = (
+    "expression_statement",
+    "declaration",
+    "for_statement",
+    "return_statement",
+    "if_statement",
+    "while_statement",
+    "preproc_def",
+    "preproc_function_def",
+    "field_declaration",
+    "init_declarator",
+)
 
 
 def name_uses(model: SourceModel, names: frozenset[str] | set[str]) -> tuple[NameUse, ...]:
@@ -182,9 +201,12 @@ def name_uses(model: SourceModel, names: frozenset[str] | set[str]) -> tuple[Nam
         if node.text not in wanted:
             continue
         parent = node.parent
-        if parent is not None and (parent.type in ("preproc_def", "preproc_function_def") and
-                                   parent.child_by_field_name("name") == node or
-                                   parent.type == "init_declarator" and parent.child_by_field_name("declarator") == node):
+        if parent is not None and (
+            parent.type in ("preproc_def", "preproc_function_def")
+            and parent.child_by_field_name("name") == node
+            or parent.type == "init_declarator"
+            and parent.child_by_field_name("declarator") == node
+        ):
             continue  # the definition itself
         operator = other = ""
         if parent is not None and parent.type == "binary_expression":
@@ -196,9 +218,17 @@ def name_uses(model: SourceModel, names: frozenset[str] | set[str]) -> tuple[Nam
             statement = statement.parent
         function = enclosing_function(model, node.start_byte)
         params = {p.name for p in function.params} if function is not None else set()
-        out.append(NameUse(_text(node), _span(node), function.name if function is not None else None, operator,
-                           other, _span(statement) if statement is not None else _span(node),
-                           _decides(node, set(names), params)))
+        out.append(
+            NameUse(
+                _text(node),
+                _span(node),
+                function.name if function is not None else None,
+                operator,
+                other,
+                _span(statement) if statement is not None else _span(node),
+                _decides(node, set(names), params),
+            )
+        )
     return tuple(sorted(out, key=lambda u: u.span))
 
 
@@ -237,8 +267,11 @@ def _names(node: tree_sitter.Node | None) -> set[str]:
 def macro_body_uses(model: SourceModel, names: frozenset[str] | set[str]) -> dict[str, tuple[str, ...]]:
     """Macro name -> the asked-for names its body mentions (bodies are not parsed as code)."""
     word = re.compile(r"[A-Za-z_]\w*")
-    return {m.name: tuple(sorted(set(word.findall(m.body)) & set(names))) for m in model.macros
-            if set(word.findall(m.body)) & set(names)}
+    return {
+        m.name: tuple(sorted(set(word.findall(m.body)) & set(names)))
+        for m in model.macros
+        if set(word.findall(m.body)) & set(names)
+    }
 
 
 @dataclass(frozen=True)
@@ -267,8 +300,18 @@ def loops(model: SourceModel, within: Span | None = None) -> tuple[Loop, ...]:
         if cond is not None and cond.type == "binary_expression" and _text(cond.child_by_field_name("left")) == var:
             op, bound = _text(cond.child_by_field_name("operator")), _text(cond.child_by_field_name("right"))
         header_end = body.start_byte if body is not None else node.end_byte
-        out.append(Loop(var, start, op, bound, _loop_step(update, var), Span(node.start_byte, header_end),
-                        _span(body) if body is not None else _span(node), _owner(model, node)))
+        out.append(
+            Loop(
+                var,
+                start,
+                op,
+                bound,
+                _loop_step(update, var),
+                Span(node.start_byte, header_end),
+                _span(body) if body is not None else _span(node),
+                _owner(model, node),
+            )
+        )
     return tuple(sorted(out, key=lambda loop: loop.header))
 
 
@@ -292,8 +335,14 @@ def _loop_step(update: tree_sitter.Node | None, var: str) -> str:
     if update.type == "assignment_expression" and _text(update.child_by_field_name("left")) == var:
         op = _text(update.child_by_field_name("operator"))
         right = _text(update.child_by_field_name("right"))
-        return {"+=": right, "-=": f"-({right})", "*=": f"*{right}", ">>=": f">>{right}", "<<=": f"<<{right}",
-                "/=": f"/{right}"}.get(op, "")
+        return {
+            "+=": right,
+            "-=": f"-({right})",
+            "*=": f"*{right}",
+            ">>=": f">>{right}",
+            "<<=": f"<<{right}",
+            "/=": f"/{right}",
+        }.get(op, "")
     return ""
 
 
@@ -319,8 +368,11 @@ def constant_defs(model: SourceModel) -> tuple[ConstantDef, ...]:
 
 
 def _constant_defs(model: SourceModel) -> tuple[ConstantDef, ...]:
-    out = [ConstantDef(m.name, "macro", _uncommented(m.body), m.body_span, m.span, None)
-           for m in model.macros if not m.is_function_like and m.body_span is not None and _uncommented(m.body)]
+    out = [
+        ConstantDef(m.name, "macro", _uncommented(m.body), m.body_span, m.span, None)
+        for m in model.macros
+        if not m.is_function_like and m.body_span is not None and _uncommented(m.body)
+    ]
     for decl in _captures("constexpr", model.tree.root_node).get("decl", []):
         if not any(_text(c) == "constexpr" for c in decl.children if c.type == "type_qualifier"):
             continue

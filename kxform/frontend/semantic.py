@@ -31,9 +31,20 @@ from kxform.frontend.clang_diagnostics import errors_by_file, is_cascade, missin
 from kxform.frontend.model import Function, FunctionKind, SourceModel
 
 PRELUDE_DIR = Path(__file__).parent / "prelude"
-BASE_ARGS = ["-x", "cuda", "--cuda-host-only", "-nocudainc", "-nocudalib", "-Wno-unknown-cuda-version",
-             "-std=c++17", "-ferror-limit=0", "-include", str(PRELUDE_DIR / "kxform_cuda_prelude.h"),
-             "-I", str(PRELUDE_DIR / "stubs")]
+BASE_ARGS = [
+    "-x",
+    "cuda",
+    "--cuda-host-only",
+    "-nocudainc",
+    "-nocudalib",
+    "-Wno-unknown-cuda-version",
+    "-std=c++17",
+    "-ferror-limit=0",
+    "-include",
+    str(PRELUDE_DIR / "kxform_cuda_prelude.h"),
+    "-I",
+    str(PRELUDE_DIR / "stubs"),
+]
 BUILTIN_NAMES = frozenset({"blockIdx", "gridDim", "threadIdx", "blockDim"})
 MAX_STUBBED_HEADERS = 12
 
@@ -97,8 +108,15 @@ class SemanticInfo:
         if not self.ok:
             return f"libclang could not analyse the file ({self.diagnostic})"
         for function in functions:
-            inside = next((m for offset, m in self.errors if function.span.start <= offset < function.span.end
-                           and not is_cascade(m, self.source[function.span.start:offset])), None)
+            inside = next(
+                (
+                    m
+                    for offset, m in self.errors
+                    if function.span.start <= offset < function.span.end
+                    and not is_cascade(m, self.source[function.span.start : offset])
+                ),
+                None,
+            )
             reason = inside or self.broken.get(function.name)
             if reason is not None:
                 return f"libclang could not analyse '{function.name}' ({reason})"
@@ -128,12 +146,24 @@ def external_device_calls(model: SourceModel) -> list[str]:
     defined = {f.name for f in model.functions}
     device = {f.name for f in model.functions if f.kind is not FunctionKind.HOST}
     defined |= frozenset().union(*(f.template_names for f in model.functions if f.name in device))
-    return sorted({c.callee for c in model.calls if c.caller in device and c.callee not in defined
-                   and not BUILTIN_CALL_RE.match(c.callee) and model.macro(c.callee) is None})
+    return sorted(
+        {
+            c.callee
+            for c in model.calls
+            if c.caller in device
+            and c.callee not in defined
+            and not BUILTIN_CALL_RE.match(c.callee)
+            and model.macro(c.callee) is None
+        }
+    )
 
 
-def parse_translation_unit(path: str, data: bytes, extra_args: list[str],  # type: ignore[no-untyped-def]
-                           missing: list[str] | None = None):
+def parse_translation_unit(
+    path: str,
+    data: bytes,
+    extra_args: list[str],  # type: ignore[no-untyped-def]
+    missing: list[str] | None = None,
+):
     """libclang's translation unit of `data` as `path`, or the reason it could not parse it.
 
     A header that cannot be found is parsed as an empty file (its name, as spelled in
@@ -148,10 +178,12 @@ def parse_translation_unit(path: str, data: bytes, extra_args: list[str],  # typ
     try:
         for _ in range(MAX_STUBBED_HEADERS + 1):
             try:
-                tu = ci.Index.create().parse(path, args=BASE_ARGS + extra_args + ["-idirafter", stubs],
-                                             unsaved_files=[(path, data.decode("utf-8"))],
-                                             options=ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD
-                                             | ci.TranslationUnit.PARSE_INCOMPLETE)
+                tu = ci.Index.create().parse(
+                    path,
+                    args=BASE_ARGS + extra_args + ["-idirafter", stubs],
+                    unsaved_files=[(path, data.decode("utf-8"))],
+                    options=ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD | ci.TranslationUnit.PARSE_INCOMPLETE,
+                )
             except ci.TranslationUnitLoadError as exc:
                 return None, f"libclang failed to load the file: {exc}"
             name = missing_header(tu)
@@ -171,8 +203,9 @@ def parse_translation_unit(path: str, data: bytes, extra_args: list[str],  # typ
     return tu, ""
 
 
-def analyse_file(path: str, data: bytes, extra_args: list[str],
-                 system_dirs: Sequence[str] | None = None) -> SemanticInfo:
+def analyse_file(
+    path: str, data: bytes, extra_args: list[str], system_dirs: Sequence[str] | None = None
+) -> SemanticInfo:
     """Parse with libclang and collect hidden built-in reads, foreign functions and the
     errors that make a function unknown (see the module doc). `system_dirs`: directories
     whose errors say nothing about the user's code (the toolchain's, from
@@ -196,13 +229,22 @@ def _in_main(cursor, main: str) -> bool:  # type: ignore[no-untyped-def]
     return loc.file is not None and os.path.abspath(loc.file.name) == main
 
 
-def _visit_top(cursor, main: str, data: bytes, info: SemanticInfo,  # type: ignore[no-untyped-def]
-               errors: dict[str, list[tuple[int, str]]]) -> None:
+def _visit_top(
+    cursor,
+    main: str,
+    data: bytes,
+    info: SemanticInfo,  # type: ignore[no-untyped-def]
+    errors: dict[str, list[tuple[int, str]]],
+) -> None:
     import clang.cindex as ci
 
     kinds = (ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE, ci.CursorKind.CXX_METHOD)
-    if cursor.kind in (ci.CursorKind.NAMESPACE, ci.CursorKind.LINKAGE_SPEC, ci.CursorKind.STRUCT_DECL,
-                       ci.CursorKind.CLASS_DECL):
+    if cursor.kind in (
+        ci.CursorKind.NAMESPACE,
+        ci.CursorKind.LINKAGE_SPEC,
+        ci.CursorKind.STRUCT_DECL,
+        ci.CursorKind.CLASS_DECL,
+    ):
         for child in cursor.get_children():
             _visit_top(child, main, data, info, errors)
         return
@@ -216,9 +258,18 @@ def _visit_top(cursor, main: str, data: bytes, info: SemanticInfo,  # type: igno
             loc = target.location
             if loc.file is not None and os.path.abspath(loc.file.name) != main:
                 info.foreign_calls[target.spelling] = ForeignFunction(loc.file.name, _builtins_read(target))
-        if node.kind in (ci.CursorKind.CALL_EXPR, ci.CursorKind.DECL_REF_EXPR, ci.CursorKind.TYPE_REF,
-                         ci.CursorKind.MEMBER_REF_EXPR, ci.CursorKind.TEMPLATE_REF) and \
-                cursor.spelling not in info.broken and node.referenced is not None:
+        if (
+            node.kind
+            in (
+                ci.CursorKind.CALL_EXPR,
+                ci.CursorKind.DECL_REF_EXPR,
+                ci.CursorKind.TYPE_REF,
+                ci.CursorKind.MEMBER_REF_EXPR,
+                ci.CursorKind.TEMPLATE_REF,
+            )
+            and cursor.spelling not in info.broken
+            and node.referenced is not None
+        ):
             reason = _broken_declaration(node.referenced, cursor, errors)
             if reason is not None:
                 info.broken[cursor.spelling] = reason
@@ -237,9 +288,10 @@ def _member_read(function, node, main: str, data: bytes, info: SemanticInfo) -> 
     if _spelled_in_main(base.location, main, data, base.spelling):
         return  # written in this file (also as a macro argument): the syntax sees it
     offset = base.location.offset
-    if data[offset:offset + 3] != b"hip":
-        info.hidden_reads.append(HiddenRead(function.spelling, offset, _identifier_at(data, offset), node.spelling,
-                                            base.spelling))
+    if data[offset : offset + 3] != b"hip":
+        info.hidden_reads.append(
+            HiddenRead(function.spelling, offset, _identifier_at(data, offset), node.spelling, base.spelling)
+        )
 
 
 def _broken_declaration(decl, user, errors: dict[str, list[tuple[int, str]]]) -> str | None:  # type: ignore[no-untyped-def]
@@ -255,8 +307,11 @@ def _broken_declaration(decl, user, errors: dict[str, list[tuple[int, str]]]) ->
     own = user.extent
     for offset, message in found:
         if extent.start.offset <= offset <= extent.end.offset:
-            in_user = own.start.file is not None and os.path.abspath(own.start.file.name) == name and \
-                own.start.offset <= offset <= own.end.offset
+            in_user = (
+                own.start.file is not None
+                and os.path.abspath(own.start.file.name) == name
+                and own.start.offset <= offset <= own.end.offset
+            )
             if not in_user:
                 return f"'{decl.spelling}' does not parse: {message}"
     return None
@@ -279,7 +334,7 @@ def _spelled_in_main(location, main: str, data: bytes, spelling: str) -> bool:  
         return False
     if os.path.abspath(ci.File(file_obj).name) != main:
         return False
-    return data[offset.value:offset.value + len(spelling)] == spelling.encode()
+    return data[offset.value : offset.value + len(spelling)] == spelling.encode()
 
 
 def _builtins_read(cursor, depth: int = 0) -> frozenset[str]:  # type: ignore[no-untyped-def]
@@ -305,8 +360,9 @@ def _identifier_at(data: bytes, offset: int) -> str:
     return data[offset:end].decode("utf-8", "replace") or "?"
 
 
-def provider_for(path: str, extra_args: list[str], system_dirs: Sequence[str],
-                 build_dir_given: bool) -> Callable[[SourceModel], SemanticInfo | None]:
+def provider_for(
+    path: str, extra_args: list[str], system_dirs: Sequence[str], build_dir_given: bool
+) -> Callable[[SourceModel], SemanticInfo | None]:
     """A provider for the driver: runs libclang only when `needs_semantics` says so, with
     the flags and system directories the toolchain gives for `path`
     (kxform.build.semantic.semantic_provider builds one from a build directory)."""

@@ -109,8 +109,13 @@ def validate_bytes(path: str, data: bytes, rewritten: bool = False) -> SourceTex
     return SourceText(path, data)
 
 
-_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a directory"),
+)
 
 
 def file_kind(mode: int) -> str:
@@ -141,8 +146,7 @@ def read_bytes_bounded(name: str, limit: int = MAX_SOURCE_BYTES, what: str = "a 
             raise InputError(f"not a regular file ({file_kind(info.st_mode)}); refused", Location(name))
         if info.st_size > limit:
             raise InputError(
-                f"file is {info.st_size / 1e6:.1f} MB, over the {limit // (1024 * 1024)} MiB limit "
-                f"for {what}",
+                f"file is {info.st_size / 1e6:.1f} MB, over the {limit // (1024 * 1024)} MiB limit for {what}",
                 Location(name),
             )
         chunks, total = [], 0

@@ -56,7 +56,11 @@ class Comparison:
 
 
 def compare(
-    expected: np.ndarray, actual: np.ndarray, spec: CompareSpec, *, dtype: str | None = None,
+    expected: np.ndarray,
+    actual: np.ndarray,
+    spec: CompareSpec,
+    *,
+    dtype: str | None = None,
     unwritten_both: np.ndarray | None = None,
 ) -> Comparison:
     """Compare `actual` with `expected` under `spec`.
@@ -80,8 +84,7 @@ def compare(
     bad = _mismatch_mask(exp, act, where, spec, name)
     if unwritten_both is None:
         return _summarise(exp, act, where, bad, name)
-    return replace(_summarise(exp, act, where, bad & ~unwritten_both, name),
-                   unwritten_both=int(unwritten_both.sum()))
+    return replace(_summarise(exp, act, where, bad & ~unwritten_both, name), unwritten_both=int(unwritten_both.sum()))
 
 
 def _infer_dtype(array: np.ndarray) -> str:
@@ -175,7 +178,5 @@ def _summarise(exp: np.ndarray, act: np.ndarray, where: np.ndarray, bad: np.ndar
     if count == 0:
         return Comparison(True, max_abs, max_rel, None, 0, exp.size)
     first = int(np.argmax(bad))
-    values = to_float64(exp[first:first + 1], name), to_float64(act[first:first + 1], name)
-    return Comparison(
-        False, max_abs, max_rel, first, count, exp.size, float(values[0][0]), float(values[1][0])
-    )
+    values = to_float64(exp[first : first + 1], name), to_float64(act[first : first + 1], name)
+    return Comparison(False, max_abs, max_rel, first, count, exp.size, float(values[0][0]), float(values[1][0]))

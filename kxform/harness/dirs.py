@@ -34,8 +34,9 @@ def _index(directory: str) -> dict[str, Path]:
     """Map of real source path to spec path for one directory (first spec wins, sorted)."""
     root = Path(directory)
     if not root.is_dir():
-        raise SpecError("harness spec directory not found (set in the project configuration's 'specs')",
-                        Location(directory))
+        raise SpecError(
+            "harness spec directory not found (set in the project configuration's 'specs')", Location(directory)
+        )
     index: dict[str, Path] = {}
     for spec in dir_specs(root):
         display = os.fspath(spec)

@@ -78,7 +78,7 @@ class DraftPlan:
     @property
     def unused(self) -> frozenset[str]:
         """Parameters the kernel's body never names."""
-        body = self.source.data[self.kernel.body.start:self.kernel.body.end].decode("utf-8", "replace")
+        body = self.source.data[self.kernel.body.start : self.kernel.body.end].decode("utf-8", "replace")
         named = set(re.findall(r"[A-Za-z_]\w*", body))
         return frozenset(p.name for p in self.kernel.params if p.name not in named)
 
@@ -104,8 +104,10 @@ def _role(plan: DraftPlan, param_name: str, ctype: str) -> str:
 
 def _fill(dtype: str, positive: bool, int_high: int) -> str:
     if dtype.startswith(("float", "bfloat")) and positive:
-        return ('{ dist = "uniform", low = 0.5, high = 1.5 }  # review: positive, the outputs were NaN or Inf '
-                'with inputs in [-1, 1]')
+        return (
+            '{ dist = "uniform", low = 0.5, high = 1.5 }  # review: positive, the outputs were NaN or Inf '
+            "with inputs in [-1, 1]"
+        )
     if dtype.startswith(("float", "bfloat")):
         return '{ dist = "uniform", low = -1.0, high = 1.0 }'
     return f'{{ dist = "int", low = 0, high = {int_high} }}'
@@ -132,19 +134,27 @@ def render(plan: DraftPlan, over_allocate: bool, spec_dir: str | None = None) ->
             todos.append(f"line {len(lines)}: {todo}")
 
     spelling = plan.spelling
-    add(f"# DRAFT written by `kxform harness infer` from {plan.source.path}: review every line marked 'review'"
-        " and fill in every line marked 'fill in'.")
+    add(
+        f"# DRAFT written by `kxform harness infer` from {plan.source.path}: review every line marked 'review'"
+        " and fill in every line marked 'fill in'."
+    )
     add("version = 1")
-    where = plan.source.path.rsplit("/", 1)[-1] if spec_dir is None else \
-        os.path.relpath(os.path.abspath(plan.source.path), os.path.abspath(spec_dir)).replace(os.sep, "/")
+    where = (
+        plan.source.path.rsplit("/", 1)[-1]
+        if spec_dir is None
+        else os.path.relpath(os.path.abspath(plan.source.path), os.path.abspath(spec_dir)).replace(os.sep, "/")
+    )
     add(f'file = "{where}"')
     add("")
     add(f'[kernel."{spelling}"]')
     add(f'description = "{spelling} (drafted; describe it)"')
     add("seed = 0")
     todos_of = plan.launch_todos
-    add(f"grid = {_toml_list(plan.grid)}" + (f"  # {plan.launch_note}" if plan.launch_note and "grid" not in todos_of
-                                             else ""), todos_of.get("grid", ""))
+    add(
+        f"grid = {_toml_list(plan.grid)}"
+        + (f"  # {plan.launch_note}" if plan.launch_note and "grid" not in todos_of else ""),
+        todos_of.get("grid", ""),
+    )
     add(f"block = {_toml_list(plan.block)}", todos_of.get("block", ""))
     add(f'shared_bytes = "{plan.shared}"', todos_of.get("shared_bytes", ""))
     add('compare = { mode = "ulp", ulps = 2 }  # review: exact for integer outputs')
@@ -157,8 +167,10 @@ def render(plan: DraftPlan, over_allocate: bool, spec_dir: str | None = None) ->
         add(f'name = "{param.name}"')
         if "*" in param.ctype or "[" in param.ctype:
             add('kind = "buffer"')
-            add(f'dtype = "{dtype or "float32"}"', "" if dtype else f"element type {base_ctype(param.ctype)!r} "
-                "has no spec dtype")
+            add(
+                f'dtype = "{dtype or "float32"}"',
+                "" if dtype else f"element type {base_ctype(param.ctype)!r} has no spec dtype",
+            )
             if over_allocate:  # room for data-dependent indices too (an index buffer's values)
                 add(f'count = "{_over_allocated(plan, plan.probe_product)}"')
             elif param.name in plan.counts and plan.count_notes[param.name].startswith("extent"):
@@ -171,14 +183,21 @@ def render(plan: DraftPlan, over_allocate: bool, spec_dir: str | None = None) ->
             note = plan.role_notes.get(param.name, "from the kernel body")
             add(f'role = "{role}"  # {note}')
             if role != "out":
-                add(f'fill = {{ dist = "const", value = 0 }}  # review: {plan.zeroed[param.name]}'
-                    if param.name in plan.zeroed else f"fill = {_fill(dtype or 'float32', plan.positive_fill, plan.int_high)}")
+                add(
+                    f'fill = {{ dist = "const", value = 0 }}  # review: {plan.zeroed[param.name]}'
+                    if param.name in plan.zeroed
+                    else f"fill = {_fill(dtype or 'float32', plan.positive_fill, plan.int_high)}"
+                )
         else:
             add('kind = "scalar"')
             add(f'dtype = "{dtype or "int32"}"')
-            add(f'value = "{param.name}"' if param.name in plan.size_vars else
-                f'value = "{FLOAT_SCALAR}"  # review' if (dtype or "").startswith(("float", "bfloat")) else
-                'value = "1"  # review')
+            add(
+                f'value = "{param.name}"'
+                if param.name in plan.size_vars
+                else f'value = "{FLOAT_SCALAR}"  # review'
+                if (dtype or "").startswith(("float", "bfloat"))
+                else 'value = "1"  # review'
+            )
         add("")
     for size, values in plan.sizes.items():
         add(f'[[kernel."{spelling}".sizes]]')
@@ -198,17 +217,30 @@ def apply_probe(plan: DraftPlan, result: ProbeResult) -> None:
     for name, extents in result.extents.items():
         rows, reach = f"{plan.int_high + 1} * ", str(plan.int_high + 1)
         ctype = next((p.ctype for p in plan.kernel.params if p.name == name), "")
-        if name in result.counts and plan.size_vars and result.counts[name].isdigit() and \
-                name not in plan.affine_buffers and int(result.counts[name]) <= plan.int_high + 1 and \
-                _role(plan, name, ctype) != "out":  # reached through values read from memory: they stop at the fill's top
+        if (
+            name in result.counts
+            and plan.size_vars
+            and result.counts[name].isdigit()
+            and name not in plan.affine_buffers
+            and int(result.counts[name]) <= plan.int_high + 1
+            and _role(plan, name, ctype) != "out"
+        ):  # reached through values read from memory: they stop at the fill's top
             plan.counts[name] = reach
-            plan.count_notes[name] = (f"extent touched at sizes ragged, tiles: {', '.join(map(str, extents))} "
-                                      f"(indices or bounds read from memory reach at most {reach}: integer inputs "
-                                      f"are filled 0..{plan.int_high})")
-        elif name in result.counts and plan.size_vars and result.counts[name].isdigit() and \
-                name not in plan.affine_buffers:
-            plan.count_notes[name] = (f"the same extent ({result.counts[name]}) at both sizes: a constant, or one "
-                                      "the data sets (indices read from another buffer)")
+            plan.count_notes[name] = (
+                f"extent touched at sizes ragged, tiles: {', '.join(map(str, extents))} "
+                f"(indices or bounds read from memory reach at most {reach}: integer inputs "
+                f"are filled 0..{plan.int_high})"
+            )
+        elif (
+            name in result.counts
+            and plan.size_vars
+            and result.counts[name].isdigit()
+            and name not in plan.affine_buffers
+        ):
+            plan.count_notes[name] = (
+                f"the same extent ({result.counts[name]}) at both sizes: a constant, or one "
+                "the data sets (indices read from another buffer)"
+            )
         elif name in result.counts:
             plan.counts[name] = result.counts[name]
             plan.count_notes[name] = f"extent touched at sizes ragged, tiles: {', '.join(map(str, extents))}"
@@ -217,15 +249,18 @@ def apply_probe(plan: DraftPlan, result: ProbeResult) -> None:
             elif result.counts[name].isdigit() and plan.size_vars:
                 plan.count_notes[name] += " (every index of it is affine: a constant of the kernel)"
             elif result.counts[name].startswith(rows) and plan.int_high + 1 not in FACTORS:
-                plan.count_notes[name] += (f" ({plan.int_high + 1} rows: its row index is read from memory, and "
-                                           f"integer inputs are filled 0..{plan.int_high})")
+                plan.count_notes[name] += (
+                    f" ({plan.int_high + 1} rows: its row index is read from memory, and "
+                    f"integer inputs are filled 0..{plan.int_high})"
+                )
         elif not any(extents) and name in plan.unused:
             plan.counts[name] = "1"
             plan.count_notes[name] = "the kernel never names this parameter"
         elif not any(extents):
             plan.count_notes[name] = "the kernel did not touch this buffer at the drafted sizes"
         else:
-            plan.count_notes[name] = (f"extents touched ({', '.join(map(str, extents))} elements) match no "
-                                      "product of the size variables")
+            plan.count_notes[name] = (
+                f"extents touched ({', '.join(map(str, extents))} elements) match no product of the size variables"
+            )
     for name, read in result.unwritten_reads.items():
         plan.role_notes[name] = f"measured: {read.describe().split(';')[0]}"

@@ -97,17 +97,39 @@ def to_float64(array: np.ndarray, name: str) -> np.ndarray:
 # C spellings of the element types a harness dtype can stand for (pointee of a buffer
 # parameter, or a scalar parameter's type), used to check a spec against the kernel.
 CTYPE_DTYPES: dict[str, str] = {
-    "float": "float32", "double": "float64", "__half": "float16", "half": "float16",
-    "__nv_bfloat16": "bfloat16", "nv_bfloat16": "bfloat16", "int": "int32", "unsigned": "uint32",
-    "unsigned int": "uint32", "int64_t": "int64", "long long": "int64", "uint64_t": "uint64",
-    "unsigned long long": "uint64", "int8_t": "int8", "char": "int8", "uint8_t": "uint8",
-    "unsigned char": "uint8", "int32_t": "int32", "uint32_t": "uint32", "short": "int16", "int16_t": "int16",
-    "size_t": "uint64", "uint": "uint32", "ushort": "uint16", "unsigned short": "uint16",
+    "float": "float32",
+    "double": "float64",
+    "__half": "float16",
+    "half": "float16",
+    "__nv_bfloat16": "bfloat16",
+    "nv_bfloat16": "bfloat16",
+    "int": "int32",
+    "unsigned": "uint32",
+    "unsigned int": "uint32",
+    "int64_t": "int64",
+    "long long": "int64",
+    "uint64_t": "uint64",
+    "unsigned long long": "uint64",
+    "int8_t": "int8",
+    "char": "int8",
+    "uint8_t": "uint8",
+    "unsigned char": "uint8",
+    "int32_t": "int32",
+    "uint32_t": "uint32",
+    "short": "int16",
+    "int16_t": "int16",
+    "size_t": "uint64",
+    "uint": "uint32",
+    "ushort": "uint16",
+    "unsigned short": "uint16",
 }
 
 
 def base_ctype(ctype: str) -> str:
     """`const float* __restrict__` -> `float`: the element type without qualifiers."""
-    words = [w for w in re.sub(r"[*&]", " ", ctype).split()
-             if w not in ("const", "volatile", "__restrict__", "__restrict", "restrict")]
+    words = [
+        w
+        for w in re.sub(r"[*&]", " ", ctype).split()
+        if w not in ("const", "volatile", "__restrict__", "__restrict", "restrict")
+    ]
     return " ".join(words)

@@ -57,9 +57,7 @@ def quoted_list(options: Iterable[str]) -> str:
 class Table:
     """One TOML table under validation: a mapping plus its key path and a human label."""
 
-    def __init__(
-        self, data: Mapping[str, object], key_path: KeyPath, label: str, source: SpecSource
-    ) -> None:
+    def __init__(self, data: Mapping[str, object], key_path: KeyPath, label: str, source: SpecSource) -> None:
         self.data = data
         self.key_path = key_path
         self.label = label

@@ -167,8 +167,9 @@ def _npy(table: Table, _dtype: str, spec_dir: Path) -> FillSpec:
     rel = table.required_string("path")
     path = (spec_dir / rel).resolve()
     if not path.is_relative_to(spec_dir.resolve()):
-        table.fail("path", f"npy file '{rel}' is outside the spec's directory (a spec reads only files beside "
-                   "it or below)")
+        table.fail(
+            "path", f"npy file '{rel}' is outside the spec's directory (a spec reads only files beside it or below)"
+        )
     if not path.is_file():
         table.fail("path", f"npy file '{rel}' not found (looked for {path})")
     return NpyFill(path)
@@ -187,7 +188,7 @@ def _const(table: Table, dtype: str, _: Path) -> FillSpec:
 
 def _need_float(table: Table, dtype: str, what: str) -> None:
     if not is_float(dtype):
-        table.fail("dist", f"{what} fill needs a floating-point dtype, not {dtype} (use dist = \"int\")")
+        table.fail("dist", f'{what} fill needs a floating-point dtype, not {dtype} (use dist = "int")')
 
 
 def _check_int_range(table: Table, dtype: str, key: str, value: int) -> None:

@@ -50,11 +50,12 @@ class GuardedLaunch:
 def launch_from_guards(model: SourceModel, kernel: Function, size_vars: list[str]) -> GuardedLaunch | str:
     """The launch the kernel's guards imply, or why there is none (a sentence)."""
     functions = closure_functions(model, kernel)
-    broken = next((i for f in functions for i in model.syntax_issues
-                   if f.span.start <= i.span.start < f.span.end), None)
+    broken = next(
+        (i for f in functions for i in model.syntax_issues if f.span.start <= i.span.start < f.span.end), None
+    )
     if broken is not None:
         return f"the kernel does not parse (line {model.source.line_col(broken.span.start)[0]})"
-    text = "\n".join(model.source.data[f.span.start:f.span.end].decode("utf-8", "replace") for f in functions)
+    text = "\n".join(model.source.data[f.span.start : f.span.end].decode("utf-8", "replace") for f in functions)
     block_axes = [a for a in AXES if re.search(rf"\bblockIdx\s*\.\s*{a}\b", text)]
     thread_axes = [a for a in AXES if re.search(rf"\b(?:threadIdx|blockDim)\s*\.\s*{a}\b", text)]
     if not block_axes:
@@ -67,8 +68,13 @@ def launch_from_guards(model: SourceModel, kernel: Function, size_vars: list[str
         hidden = next((a for a in analysis.accesses if a.space == "global" and a.write and not a.affine), None)
         if hidden is not None:
             return f"the write {hidden.text} (line {hidden.line}) has an index kxform cannot read ({hidden.index})"
-        comparisons = [c for access in analysis.accesses if access.space == "global"
-                       for guard in access.guards for c in guard.bounds]
+        comparisons = [
+            c
+            for access in analysis.accesses
+            if access.space == "global"
+            for guard in access.guards
+            for c in guard.bounds
+        ]
         comparisons += [Comparison(loop.init, loop.op, loop.bound) for loop in analysis.loops if loop.kind == "for"]
         for comparison in comparisons:
             found = _axis_bound(comparison, set(size_vars))
@@ -92,7 +98,7 @@ def launch_from_guards(model: SourceModel, kernel: Function, size_vars: list[str
         defaults = (min(defaults[0], most),)  # `__launch_bounds__(128)`: at most 128 threads
     used_default = False
     last = AXES.index(max(block_axes + thread_axes, key=AXES.index))
-    for index, axis in enumerate(AXES[:last + 1]):
+    for axis in AXES[: last + 1]:
         steps = {b.per_block for b in bounds[axis]} if axis in block_axes else set()
         constant = next((s for s in steps if s), None)
         if constant is not None:
@@ -113,8 +119,10 @@ def launch_from_guards(model: SourceModel, kernel: Function, size_vars: list[str
         return f"the block the guards imply ({'x'.join(block)}) exceeds {kernel.launch_bounds}"
     if used_default and re.search(r"\b__shared__\b", text):
         return "the kernel has shared arrays sized for a block size the file does not show"
-    note = (f"review: no launch in the file; from the kernel's guards ({'; '.join(dict.fromkeys(guards))}), "
-            f"block {'x'.join(block)}{' (any: the kernel reads blockDim)' if used_default else ''}")
+    note = (
+        f"review: no launch in the file; from the kernel's guards ({'; '.join(dict.fromkeys(guards))}), "
+        f"block {'x'.join(block)}{' (any: the kernel reads blockDim)' if used_default else ''}"
+    )
     return GuardedLaunch(tuple(grid), tuple(block), note)
 
 

@@ -38,8 +38,21 @@ from kxform.harness.request import NO_FLAGS, UnitFlags
 from kxform.harness.roles import draft_roles
 from kxform.runtime.base import Runtime
 
-INT_CTYPES = ("int", "unsigned", "unsigned int", "int64_t", "size_t", "long long", "int32_t", "uint32_t",
-              "long", "unsigned long", "unsigned long long", "uint64_t", "uint")
+INT_CTYPES = (
+    "int",
+    "unsigned",
+    "unsigned int",
+    "int64_t",
+    "size_t",
+    "long long",
+    "int32_t",
+    "uint32_t",
+    "long",
+    "unsigned long",
+    "unsigned long long",
+    "uint64_t",
+    "uint",
+)
 RAGGED = (70, 45, 33, 37, 29, 23, 19, 17)
 TILES = (64, 48, 32, 80, 96, 112, 16, 128)
 """Values the size variables (in parameter order) start from at the two drafted sizes:
@@ -96,8 +109,11 @@ def _unknown_names(exprs: list[str], size_vars: list[str]) -> list[str]:
     return unknown
 
 
-_TYPEDEF_RE = re.compile(r"^\s*(?:typedef\s+([\w\s]+?)\s+([A-Za-z_]\w*)\s*;|using\s+([A-Za-z_]\w*)\s*=\s*([\w\s]+?)\s*;"
-                         r"|#\s*define\s+([A-Za-z_]\w*)[ \t]+([A-Za-z_][\w \t]*?)[ \t]*(?://.*)?$)", re.M)
+_TYPEDEF_RE = re.compile(
+    r"^\s*(?:typedef\s+([\w\s]+?)\s+([A-Za-z_]\w*)\s*;|using\s+([A-Za-z_]\w*)\s*=\s*([\w\s]+?)\s*;"
+    r"|#\s*define\s+([A-Za-z_]\w*)[ \t]+([A-Za-z_][\w \t]*?)[ \t]*(?://.*)?$)",
+    re.M,
+)
 
 
 def _type_aliases(source: SourceText, model: SourceModel, flags: UnitFlags) -> dict[str, str]:
@@ -115,8 +131,13 @@ def _type_aliases(source: SourceText, model: SourceModel, flags: UnitFlags) -> d
     out: dict[str, str] = {}
     for text in texts:
         for match in _TYPEDEF_RE.finditer(text):
-            ctype, name = (match.group(1), match.group(2)) if match.group(2) else \
-                (match.group(4), match.group(3)) if match.group(3) else (match.group(6), match.group(5))
+            ctype, name = (
+                (match.group(1), match.group(2))
+                if match.group(2)
+                else (match.group(4), match.group(3))
+                if match.group(3)
+                else (match.group(6), match.group(5))
+            )
             ctype = " ".join(ctype.split())
             if ctype in CTYPE_DTYPES:
                 out.setdefault(name, ctype)
@@ -149,12 +170,26 @@ def _launcher_sizes(model: SourceModel, kernel: Function, size_vars: list[str], 
     passed = {arg.strip() for arg in site.args}
     texts = " ".join((*configs[0].grid, *configs[0].block, configs[0].shared or ""))
     words = set(re.findall(r"(?<![.\w])[A-Za-z_]\w*", texts))
-    return [p.name for p in host.params if p.name in words and p.name not in passed and p.name not in size_vars
-            and "*" not in p.ctype and types.get(base_ctype(p.ctype), base_ctype(p.ctype)) in INT_CTYPES]
+    return [
+        p.name
+        for p in host.params
+        if p.name in words
+        and p.name not in passed
+        and p.name not in size_vars
+        and "*" not in p.ctype
+        and types.get(base_ctype(p.ctype), base_ctype(p.ctype)) in INT_CTYPES
+    ]
 
 
-def _launch_plan(model: SourceModel, source: SourceText, kernel: Function, size_vars: list[str], flags: UnitFlags,
-                 passed: dict[str, int], bound: frozenset[str]) -> tuple[list[str], list[str], str, str, dict[str, str]]:
+def _launch_plan(
+    model: SourceModel,
+    source: SourceText,
+    kernel: Function,
+    size_vars: list[str],
+    flags: UnitFlags,
+    passed: dict[str, int],
+    bound: frozenset[str],
+) -> tuple[list[str], list[str], str, str, dict[str, str]]:
     """grid, block, shared bytes, a note for the grid line, and per field what to fill in.
 
     The launch is read through its `dim3` variables and their fields (`block.x`), the
@@ -174,10 +209,15 @@ def _launch_plan(model: SourceModel, source: SourceText, kernel: Function, size_
         return ["1"], ["256"], "0", "", {"grid": why, "block": why}
     config = configs[0]
     launch = config.site
-    rename = {arg.strip(): param.name for arg, param in zip(launch.args, kernel.params)
-              if re.fullmatch(r"[A-Za-z_]\w*", arg.strip()) and "*" not in param.ctype}
-    macros = {**{k: int(v) for k, v in _numeric_macros(model).items()},
-              **{k: v for k, v in passed.items() if k not in rename and k not in size_vars}}  # sizes stay sizes
+    rename = {
+        arg.strip(): param.name
+        for arg, param in zip(launch.args, kernel.params)
+        if re.fullmatch(r"[A-Za-z_]\w*", arg.strip()) and "*" not in param.ctype
+    }
+    macros = {
+        **{k: int(v) for k, v in _numeric_macros(model).items()},
+        **{k: v for k, v in passed.items() if k not in rename and k not in size_vars},
+    }  # sizes stay sizes
     texts = [*config.grid, *config.block, *([config.shared] if config.shared else [])]
     words = {w for t in texts for w in re.findall(r"(?<![.\w])[A-Za-z_]\w*", t)}
     unknown = words - set(rename) - set(size_vars) - set(macros) - {"dim3", "ceil", "ceilf", "min", "max", "std"}
@@ -199,17 +239,24 @@ def _launch_plan(model: SourceModel, source: SourceText, kernel: Function, size_
         unknown_names = _unknown_names(exprs, size_vars)
         if unknown_names:
             written = launch.config[index] if index < len(launch.config) else ""
-            written_names = [w for w in re.findall(r"(?<![.\w])[A-Za-z_]\w*", written)
-                             if w not in size_vars and w not in rename and w != "dim3" and w not in dim3_names]
+            written_names = [
+                w
+                for w in re.findall(r"(?<![.\w])[A-Za-z_]\w*", written)
+                if w not in size_vars and w not in rename and w != "dim3" and w not in dim3_names
+            ]
             first = next((w for w in unknown_names if w in written_names), (written_names or unknown_names)[0])
-            what = ("is a macro kxform cannot evaluate (give the project's -I/-D or -p BUILD_DIR)"
-                    if first in macro_names else "is computed in host code kxform cannot evaluate")
-            todos[field_name] = (f"'{first}' in the launch at {source.path}:{line} {what}: write {field_name} in "
-                                 f"terms of the size variables ({', '.join(size_vars) or 'none'})")
+            what = (
+                "is a macro kxform cannot evaluate (give the project's -I/-D or -p BUILD_DIR)"
+                if first in macro_names
+                else "is computed in host code kxform cannot evaluate"
+            )
+            todos[field_name] = (
+                f"'{first}' in the launch at {source.path}:{line} {what}: write {field_name} in "
+                f"terms of the size variables ({', '.join(size_vars) or 'none'})"
+            )
     given = [f"{k} = {v}" for k, v in passed.items() if k in words and k not in rename]
     where = "the first call of" if launch.function in bound else "every call of"
-    note = f"from the launch at line {line}" + (f" ({', '.join(given)} at {where} {launch.function})"
-                                                  if given else "")
+    note = f"from the launch at line {line}" + (f" ({', '.join(given)} at {where} {launch.function})" if given else "")
     return grid, block, shared, note, todos
 
 
@@ -234,7 +281,9 @@ def _template_types(kernel: Function, spelling: str) -> dict[str, str]:
     return {p.name: arg for p, arg in zip(template_params(kernel), args) if p.kind == "type"}
 
 
-def _plan(source: SourceText, spelling: str, model: SourceModel | None = None, flags: UnitFlags = NO_FLAGS) -> DraftPlan:
+def _plan(
+    source: SourceText, spelling: str, model: SourceModel | None = None, flags: UnitFlags = NO_FLAGS
+) -> DraftPlan:
     model = model or parse_model(source)
     name, _ = split_spelling(spelling)
     kernel = find_kernel(model, name)
@@ -249,9 +298,22 @@ def _plan(source: SourceText, spelling: str, model: SourceModel | None = None, f
     bound = frozenset({configs[0].site.function or ""} if bindings else ())
     size_vars += [v for v in _launcher_sizes(model, kernel, size_vars, types) if v not in passed]
     grid, block, shared, note, todos = _launch_plan(model, source, kernel, size_vars, flags, passed, bound)
-    plan = DraftPlan(spelling, source, kernel, size_vars, grid, block, shared, note, draft_roles(model, kernel),
-                     todos, types=types, affine_buffers=_affine_buffers(model, kernel),
-                     multiples=required_multiples(model, kernel), zeroed=zeroed(model, kernel))
+    plan = DraftPlan(
+        spelling,
+        source,
+        kernel,
+        size_vars,
+        grid,
+        block,
+        shared,
+        note,
+        draft_roles(model, kernel),
+        todos,
+        types=types,
+        affine_buffers=_affine_buffers(model, kernel),
+        multiples=required_multiples(model, kernel),
+        zeroed=zeroed(model, kernel),
+    )
     plan.sizes = {"ragged": _grown(plan, RAGGED, ragged=True), "tiles": _grown(plan, TILES, ragged=False)}
     return plan
 
@@ -264,24 +326,27 @@ def _affine_buffers(model: SourceModel, kernel: Function) -> frozenset[str]:
 
     analysis = analyse_function(model, kernel)
     accesses = [a for a in analysis.accesses if a.space == "global"]
-    data_bounds = {loop.id for loop in analysis.loops if not isinstance(loop.init, Affine)
-                   or not isinstance(loop.bound, Affine)}  # `for (j = row_ptr[r]; j < row_ptr[r + 1]; ...)`
+    data_bounds = {
+        loop.id for loop in analysis.loops if not isinstance(loop.init, Affine) or not isinstance(loop.bound, Affine)
+    }  # `for (j = row_ptr[r]; j < row_ptr[r + 1]; ...)`
     names = {a.buffer for a in accesses}
-    return frozenset(n for n in names if all(a.affine and not data_bounds & set(a.loops)
-                                             for a in accesses if a.buffer == n))
+    return frozenset(
+        n for n in names if all(a.affine and not data_bounds & set(a.loops) for a in accesses if a.buffer == n)
+    )
 
 
 def _grown(plan: DraftPlan, base: tuple[int, ...], ragged: bool) -> list[int]:
     """The base values of the size variables, doubled (plus one at the ragged size, so a
     value stays odd: a partial last block along every dimension) until every grid
     dimension that a size variable sets launches MIN_BLOCKS blocks or more."""
+
     def rounded(name: str, value: int) -> int:
         step = plan.multiples.get(name, 1)
         return -(-value // step) * step
 
     values = {n: rounded(n, v) for n, v in zip(plan.size_vars, _values(base, len(plan.size_vars)))}
     exprs = []
-    for text in ([] if plan.launch_todos else plan.grid):
+    for text in [] if plan.launch_todos else plan.grid:
         try:
             expr = parse_expr(text)
         except SpecError:
@@ -294,8 +359,9 @@ def _grown(plan: DraftPlan, base: tuple[int, ...], ragged: bool) -> list[int]:
             short = [e for e in exprs if int(e.evaluate(values)) < MIN_BLOCKS]
         except (SpecError, TypeError, ValueError, ZeroDivisionError):
             break
-        grown = {n: rounded(n, values[n] * 2 + (1 if ragged else 0)) for e in short for n in e.variables
-                 if n not in fixed}
+        grown = {
+            n: rounded(n, values[n] * 2 + (1 if ragged else 0)) for e in short for n in e.variables if n not in fixed
+        }
         if not short or math.prod({**values, **grown}.values()) > MAX_PROBE_ELEMENTS:
             break
         values.update(grown)
@@ -307,12 +373,13 @@ def _values(base: tuple[int, ...], n: int) -> list[int]:
 
 
 def _measure(plan: DraftPlan, runtime: Runtime, flags: UnitFlags | None) -> ProbeResult:
-    if any(parse_expr(plan.probe_product).evaluate(dict(zip(plan.size_vars, values))) > MAX_PROBE_ELEMENTS
-           for values in plan.sizes.values()):
+    if any(
+        parse_expr(plan.probe_product).evaluate(dict(zip(plan.size_vars, values))) > MAX_PROBE_ELEMENTS
+        for values in plan.sizes.values()
+    ):
         return ProbeResult(error="the over-allocated probe buffers would be too large")
     text, _ = render(plan, over_allocate=True)
-    result = probe(plan.source.path, text, plan.spelling, runtime, plan.size_vars, flags,
-                   (*FACTORS, plan.int_high + 1))
+    result = probe(plan.source.path, text, plan.spelling, runtime, plan.size_vars, flags, (*FACTORS, plan.int_high + 1))
     if result.error is not None and "out-of-bounds" in result.error and not plan.cube:
         plan.cube = True  # a count of a higher degree than the product (n * n * batch)
         retried = _measure(plan, runtime, flags)
@@ -321,9 +388,14 @@ def _measure(plan: DraftPlan, runtime: Runtime, flags: UnitFlags | None) -> Prob
     return result
 
 
-def infer_spec(source: SourceText, spelling: str, runtime: Runtime | None = None,
-               spec_dir: str | None = None, model: SourceModel | None = None,
-               flags: UnitFlags | None = None) -> Draft:
+def infer_spec(
+    source: SourceText,
+    spelling: str,
+    runtime: Runtime | None = None,
+    spec_dir: str | None = None,
+    model: SourceModel | None = None,
+    flags: UnitFlags | None = None,
+) -> Draft:
     """A draft spec for `spelling` (kernel name or instantiation). With a runtime that can
     watch launches (the CPU runtime), counts and roles are measured at the draft's sizes.
     `spec_dir`: the directory the spec will be written to (its `file` is relative to it;

@@ -112,8 +112,10 @@ def resolve(kernel: KernelSpec, size: SizeSpec) -> ResolvedLaunch:
         shared = _evaluate_int(kernel.shared_bytes, env, "shared_bytes")
         if not 0 <= shared <= MAX_SHARED_BYTES:
             raise SpecError(f"shared_bytes = {shared} outside 0..{MAX_SHARED_BYTES}")
-        csr = {name: _csr_dims(group.name, group.rows, group.cols, group.nnz_per_row, env)
-               for name, group in kernel.csr_groups.items()}
+        csr = {
+            name: _csr_dims(group.name, group.rows, group.cols, group.nnz_per_row, env)
+            for name, group in kernel.csr_groups.items()
+        }
         args = tuple(_resolve_arg(arg, env, csr) for arg in kernel.args)
         _check_memory(args)
     except SpecError as err:
@@ -135,8 +137,10 @@ def _check_memory(args: tuple[ResolvedArg, ...]) -> None:
     need = sum(a.nbytes for a in args)
     limit = host_memory_bytes()
     if limit is not None and need > limit:
-        raise SpecError(f"its buffers need {need / 1e9:.1f} GB, more than this machine's memory "
-                        f"({limit / 1e9:.1f} GB); use a smaller size")
+        raise SpecError(
+            f"its buffers need {need / 1e9:.1f} GB, more than this machine's memory "
+            f"({limit / 1e9:.1f} GB); use a smaller size"
+        )
 
 
 def _evaluate_int(expr: Expr, env: Mapping[str, int], what: str) -> int:
@@ -198,9 +202,7 @@ def _eval(expr: Expr, env: Mapping[str, int], what: str) -> int | float:
         raise SpecError(f"{what} value: {err.cause}") from None
 
 
-def _buffer_shape(
-    arg: ArgSpec, env: Mapping[str, int], what: str, dims: CsrDims | None
-) -> tuple[int, ...]:
+def _buffer_shape(arg: ArgSpec, env: Mapping[str, int], what: str, dims: CsrDims | None) -> tuple[int, ...]:
     if arg.shape is not None:
         shape = tuple(_evaluate_int(e, env, f"{what} shape[{i}]") for i, e in enumerate(arg.shape))
     elif arg.count is not None:

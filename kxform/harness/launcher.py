@@ -29,8 +29,10 @@ def _host_of(model: SourceModel, site: LaunchSite) -> Function | None:
     return next((f for f in model.functions if f.name == site.function and f.body.contains(site.span)), None)
 
 
-_MULTIPLE_RES = (re.compile(r"\bif\s*\(\s*\(?\s*([A-Za-z_]\w*)\s*%\s*(\d+)\s*\)?\s*(?:!=\s*0\s*)?\)"),
-                 re.compile(r"\b\w*(?:assert|ASSERT|CHECK)\w*\s*\(\s*\(?\s*([A-Za-z_]\w*)\s*%\s*(\d+)\s*\)?\s*==\s*0"))
+_MULTIPLE_RES = (
+    re.compile(r"\bif\s*\(\s*\(?\s*([A-Za-z_]\w*)\s*%\s*(\d+)\s*\)?\s*(?:!=\s*0\s*)?\)"),
+    re.compile(r"\b\w*(?:assert|ASSERT|CHECK)\w*\s*\(\s*\(?\s*([A-Za-z_]\w*)\s*%\s*(\d+)\s*\)?\s*==\s*0"),
+)
 
 
 def required_multiples(model: SourceModel, kernel: Function) -> dict[str, int]:
@@ -41,23 +43,31 @@ def required_multiples(model: SourceModel, kernel: Function) -> dict[str, int]:
         return {}
     site, host = found
     rename = {arg.strip(): param.name for arg, param in zip(site.args, kernel.params)}
-    body = model.source.data[host.body.start:host.body.end].decode("utf-8", "replace")
-    return {rename.get(m.group(1), m.group(1)): int(m.group(2)) for pattern in _MULTIPLE_RES
-            for m in pattern.finditer(body) if int(m.group(2)) > 1}
+    body = model.source.data[host.body.start : host.body.end].decode("utf-8", "replace")
+    return {
+        rename.get(m.group(1), m.group(1)): int(m.group(2))
+        for pattern in _MULTIPLE_RES
+        for m in pattern.finditer(body)
+        if int(m.group(2)) > 1
+    }
 
 
 def zeroed(model: SourceModel, kernel: Function) -> dict[str, str]:
     """Buffers a launch needs at zero: `volatile` pointers (flags other blocks spin on) and
     the arguments the launching function clears with `cudaMemset(x, 0, ...)`."""
-    out = {p.name: "volatile: a flag or counter, cleared" for p in kernel.params
-           if "*" in p.ctype and re.search(r"\bvolatile\b", p.ctype)}
+    out = {
+        p.name: "volatile: a flag or counter, cleared"
+        for p in kernel.params
+        if "*" in p.ctype and re.search(r"\bvolatile\b", p.ctype)
+    }
     found = launching_function(model, kernel)
     if found is None:
         return out
     site, host = found
-    body = model.source.data[host.body.start:site.span.start].decode("utf-8", "replace")
-    cleared = set(re.findall(r"\b(?:cudaMemset|cudaMemsetAsync|hipMemset|hipMemsetAsync)\s*\(\s*([A-Za-z_]\w*)\s*,\s*0\s*,",
-                             body))
+    body = model.source.data[host.body.start : site.span.start].decode("utf-8", "replace")
+    cleared = set(
+        re.findall(r"\b(?:cudaMemset|cudaMemsetAsync|hipMemset|hipMemsetAsync)\s*\(\s*([A-Za-z_]\w*)\s*,\s*0\s*,", body)
+    )
     for arg, param in zip(site.args, kernel.params):
         if arg.strip() in cleared and "*" in param.ctype:
             out.setdefault(param.name, f"cleared before the launch (cudaMemset({arg.strip()}, 0, ...))")
@@ -74,12 +84,15 @@ def caller_constants(model: SourceModel, kernel: Function, macros: Mapping[str, 
     if found is None or not calls:
         return {}
     host = found[1]
-    written = [split_args(model.source.data[c.args_span.start + 1:c.args_span.end - 1].decode("utf-8", "replace"))
-               for c in calls]
+    written = [
+        split_args(model.source.data[c.args_span.start + 1 : c.args_span.end - 1].decode("utf-8", "replace"))
+        for c in calls
+    ]
     out = {}
     for index, param in enumerate(host.params):
-        values = {int_value(macros.get(args[index].strip(), args[index])) if index < len(args) else None
-                  for args in written}
+        values = {
+            int_value(macros.get(args[index].strip(), args[index])) if index < len(args) else None for args in written
+        }
         if len(values) == 1 and (value := values.pop()) is not None and "*" not in param.ctype:
             out[param.name] = value
     return out
@@ -94,7 +107,7 @@ def host_bindings(model: SourceModel, site: LaunchSite) -> dict[str, str]:
     if host is None or not host.template_params:
         return {}
     for call in model.calls:
-        head = model.source.data[call.span.start:call.args_span.start].decode("utf-8", "replace").strip()
+        head = model.source.data[call.span.start : call.args_span.start].decode("utf-8", "replace").strip()
         if call.callee == host.name and head.endswith(">"):
             _, args = split_spelling(head)
             return {p.name: arg for p, arg in zip(template_params(host), args)}

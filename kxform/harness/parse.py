@@ -31,7 +31,15 @@ from kxform.harness.model import (
 )
 
 KERNEL_KEYS = (
-    "description", "seed", "grid", "block", "shared_bytes", "compare", "reference", "args", "sizes",
+    "description",
+    "seed",
+    "grid",
+    "block",
+    "shared_bytes",
+    "compare",
+    "reference",
+    "args",
+    "sizes",
 )
 SCALAR_KEYS = ("name", "kind", "dtype", "value")
 BUFFER_KEYS = ("name", "kind", "dtype", "role", "count", "shape", "fill", "compare")
@@ -136,8 +144,11 @@ def _parse_buffer_fill(entry: Table, role: str, dtype: str, spec_dir: Path) -> F
     fill_table = entry.table("fill", entry.label)
     if role == "out":
         if fill_table is not None:
-            entry.fail("fill", "an out buffer is poisoned before launch and takes no fill "
-                       "(use role = \"inout\" to give it initial data)")
+            entry.fail(
+                "fill",
+                "an out buffer is poisoned before launch and takes no fill "
+                '(use role = "inout" to give it initial data)',
+            )
         return None
     if fill_table is None:
         entry.fail(None, f"missing 'fill' (role '{role}' needs initial data)")
@@ -182,8 +193,11 @@ def _parse_reference(table: Table, spec_dir: Path) -> str | None:
         table.fail("reference", f"reference '{text}' must look like 'module.py:function'")
     module = (spec_dir / match["module"]).resolve()
     if not module.is_relative_to(spec_dir.resolve()):
-        table.fail("reference", f"reference module '{match['module']}' is outside the spec's directory (a spec "
-                   "runs only code beside it or below)")
+        table.fail(
+            "reference",
+            f"reference module '{match['module']}' is outside the spec's directory (a spec "
+            "runs only code beside it or below)",
+        )
     if not module.is_file():
         table.fail("reference", f"reference module '{match['module']}' not found next to the spec")
     return text

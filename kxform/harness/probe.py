@@ -54,14 +54,21 @@ class ProbeResult:
     error: str | None = None
 
 
-def count_expression(extents: Sequence[int], sizes: Sequence[Mapping[str, int]],
-                     variables: Sequence[str], factors: Sequence[int] = FACTORS) -> str | None:
+def count_expression(
+    extents: Sequence[int],
+    sizes: Sequence[Mapping[str, int]],
+    variables: Sequence[str],
+    factors: Sequence[int] = FACTORS,
+) -> str | None:
     """The simplest expression over `variables` equal to `extents[i]` at `sizes[i]` for all i
     (a product of up to MAX_DEGREE of them, possibly plus one or times one of `factors`)."""
     if not extents or any(e <= 0 for e in extents):
         return None
-    combos = [combo for degree in range(1, MAX_DEGREE + 1 if variables else 1)
-              for combo in itertools.combinations_with_replacement(variables, degree)]
+    combos = [
+        combo
+        for degree in range(1, MAX_DEGREE + 1 if variables else 1)
+        for combo in itertools.combinations_with_replacement(variables, degree)
+    ]
     for factor in (1, *factors):
         for combo in combos:
             values = [factor * math.prod(size[v] for v in combo) for size in sizes]
@@ -80,16 +87,27 @@ def _padded_combos(variables: Sequence[str]) -> list[tuple[str, ...]]:
     """Products with at least one `(v + 1)` factor (`nx * (ny + 1)`: a grid with a halo
     column), after every plain product."""
     terms = [*variables, *(f"({v} + 1)" for v in variables)]
-    return [combo for degree in range(1, MAX_DEGREE + 1) for combo in
-            itertools.combinations_with_replacement(terms, degree) if any(t.startswith("(") for t in combo)]
+    return [
+        combo
+        for degree in range(1, MAX_DEGREE + 1)
+        for combo in itertools.combinations_with_replacement(terms, degree)
+        if any(t.startswith("(") for t in combo)
+    ]
 
 
 def _product(combo: Sequence[str], size: Mapping[str, int]) -> int:
     return math.prod(size[t[1:-5]] + 1 if t.startswith("(") else size[t] for t in combo)
 
 
-def probe(source_path: str, spec_text: str, spelling: str, runtime: Runtime,
-          variables: Sequence[str], flags: UnitFlags | None = None, factors: Sequence[int] = FACTORS) -> ProbeResult:
+def probe(
+    source_path: str,
+    spec_text: str,
+    spelling: str,
+    runtime: Runtime,
+    variables: Sequence[str],
+    flags: UnitFlags | None = None,
+    factors: Sequence[int] = FACTORS,
+) -> ProbeResult:
     """Run the draft in `spec_text` (buffers over-allocated) at each of its sizes, watched.
     `flags`: the unit's include directories and defines (the project's build flags).
     `factors`: the whole multiples of a product a count may be (count_expression)."""
@@ -116,8 +134,9 @@ def probe(source_path: str, spec_text: str, spelling: str, runtime: Runtime,
             resolved = kernel.launch(size)
             grids.append(resolved.grid)
             inputs = make_inputs(kernel, resolved)
-            request = launch_request(extracted, resolved, inputs, f"{spelling}[{size.name}] probe", PROBE_TIMEOUT_S,
-                                     flags=flags or NO_FLAGS)
+            request = launch_request(
+                extracted, resolved, inputs, f"{spelling}[{size.name}] probe", PROBE_TIMEOUT_S, flags=flags or NO_FLAGS
+            )
             result = runtime.run(replace(request, watch=True))
             for arg in resolved.args:
                 if arg.kind != "buffer":
@@ -127,22 +146,39 @@ def probe(source_path: str, spec_text: str, spelling: str, runtime: Runtime,
             for read in result.unwritten_reads:
                 reads.setdefault(read.buffer, read)
             for arg in resolved.args:
-                if arg.kind == "buffer" and arg.name in result.outputs and (bad := _non_finite(
-                        result.outputs[arg.name], arg.dtype)):
+                if (
+                    arg.kind == "buffer"
+                    and arg.name in result.outputs
+                    and (bad := _non_finite(result.outputs[arg.name], arg.dtype))
+                ):
                     non_finite[arg.name] = non_finite.get(arg.name, 0) + bad
     except (KxformError, RuntimeError_) as exc:
         return ProbeResult(error=str(exc))
     values = [dict(s.values) for s in sizes]
-    counts = {name: expr for name, found in extents.items()
-              if (expr := count_expression(found, values, variables, factors)) is not None}
+    counts = {
+        name: expr
+        for name, found in extents.items()
+        if (expr := count_expression(found, values, variables, factors)) is not None
+    }
     per_block = _per_block_counts(kernel.grid, grids)
-    counts.update({name: per_block[tuple(found)] for name, found in extents.items()
-                   if name not in counts and tuple(found) in per_block})
+    counts.update(
+        {
+            name: per_block[tuple(found)]
+            for name, found in extents.items()
+            if name not in counts and tuple(found) in per_block
+        }
+    )
     read_only = {a.name for a in kernel.args if a.kind == "buffer" and a.role != "out"}
-    partial = {name: expr for name, found in extents.items() if name not in counts and name in read_only
-               and (expr := covering_expression(found, values, variables)) is not None}
-    return ProbeResult({**counts, **partial}, {k: tuple(v) for k, v in extents.items()}, reads, non_finite,
-                       frozenset(partial))
+    partial = {
+        name: expr
+        for name, found in extents.items()
+        if name not in counts
+        and name in read_only
+        and (expr := covering_expression(found, values, variables)) is not None
+    }
+    return ProbeResult(
+        {**counts, **partial}, {k: tuple(v) for k, v in extents.items()}, reads, non_finite, frozenset(partial)
+    )
 
 
 def _per_block_counts(grid: Sequence[Expr], launched: Sequence[tuple[int, int, int]]) -> dict[tuple[int, ...], str]:
@@ -151,14 +187,15 @@ def _per_block_counts(grid: Sequence[Expr], launched: Sequence[tuple[int, int, i
     out: dict[tuple[int, ...], str] = {}
     texts = [f"({e.text})" if any(op in e.text for op in "+-") else e.text for e in grid]
     if len(grid) > 1:
-        out[tuple(math.prod(g[:len(grid)]) for g in launched)] = " * ".join(texts)
+        out[tuple(math.prod(g[: len(grid)]) for g in launched)] = " * ".join(texts)
     for axis in reversed(range(len(grid))):
         out[tuple(g[axis] for g in launched)] = grid[axis].text
     return {k: v for k, v in out.items() if any(n > 1 for n in k)}
 
 
-def covering_expression(extents: Sequence[int], sizes: Sequence[Mapping[str, int]],
-                        variables: Sequence[str]) -> str | None:
+def covering_expression(
+    extents: Sequence[int], sizes: Sequence[Mapping[str, int]], variables: Sequence[str]
+) -> str | None:
     """The smallest product of up to MAX_DEGREE `variables` that covers `extents[i]` at
     `sizes[i]` by less than the largest variable's value (one row) at every size: an input
     whose last row is read in part (`logits[b * V + target]`, a stencil's shifted read
@@ -167,8 +204,11 @@ def covering_expression(extents: Sequence[int], sizes: Sequence[Mapping[str, int
     if not extents or any(e <= 0 for e in extents) or not variables:
         return None
     best: tuple[int, str] | None = None
-    plain = [combo for degree in range(1, MAX_DEGREE + 1)
-             for combo in itertools.combinations_with_replacement(variables, degree)]
+    plain = [
+        combo
+        for degree in range(1, MAX_DEGREE + 1)
+        for combo in itertools.combinations_with_replacement(variables, degree)
+    ]
     for combo in [*plain, *_padded_combos(variables)]:
         products = [_product(combo, size) for size in sizes]
         if all(0 <= p - e < max(size[v] for v in variables) for p, e, size in zip(products, extents, sizes)):

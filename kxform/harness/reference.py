@@ -60,8 +60,9 @@ def _import(path: Path, kernel: KernelSpec) -> ModuleType:
     try:
         key = (path, path.stat().st_mtime_ns)
     except OSError as err:
-        raise SpecError(f"kernel '{kernel.name}': cannot read reference {path}: {err.strerror}",
-                        kernel.location) from None
+        raise SpecError(
+            f"kernel '{kernel.name}': cannot read reference {path}: {err.strerror}", kernel.location
+        ) from None
     if key in _MODULES:
         return _MODULES[key]
     name = "kxform_reference_" + hashlib.sha256(str(path).encode()).hexdigest()[:16]
@@ -73,8 +74,7 @@ def _import(path: Path, kernel: KernelSpec) -> ModuleType:
         spec.loader.exec_module(module)
     except Exception as err:  # the user's module may raise anything while importing
         raise SpecError(
-            f"kernel '{kernel.name}': importing reference {path.name} failed: "
-            f"{type(err).__name__}: {err}",
+            f"kernel '{kernel.name}': importing reference {path.name} failed: {type(err).__name__}: {err}",
             kernel.location,
         ) from err
     _MODULES[key] = module
@@ -114,8 +114,7 @@ def check_outputs(kernel: KernelSpec, resolved: ResolvedLaunch, result: object) 
     outputs = {a.name: a for a in resolved.args if a.kind == "buffer" and a.role != "in"}
     extra = sorted(set(result) - set(outputs))
     if extra:
-        raise SpecError(f"{where} returned '{extra[0]}', which is not an out/inout buffer",
-                        kernel.location)
+        raise SpecError(f"{where} returned '{extra[0]}', which is not an out/inout buffer", kernel.location)
     checked: dict[str, np.ndarray] = {}
     for name, arg in outputs.items():
         if name not in result:
@@ -140,12 +139,13 @@ def _as_buffer(value: np.ndarray, arg: ResolvedArg) -> np.ndarray:
 
 
 def compare_outputs(
-    kernel: KernelSpec, resolved: ResolvedLaunch, expected: Mapping[str, np.ndarray],
+    kernel: KernelSpec,
+    resolved: ResolvedLaunch,
+    expected: Mapping[str, np.ndarray],
     actual: Mapping[str, np.ndarray],
 ) -> dict[str, Comparison]:
     """Compare every output buffer with its expected value under its compare spec."""
     return {
-        name: compare(expected[name], actual[name], kernel.compare_for(name),
-                      dtype=resolved.arg(name).dtype)
+        name: compare(expected[name], actual[name], kernel.compare_for(name), dtype=resolved.arg(name).dtype)
         for name in expected
     }

@@ -65,8 +65,14 @@ def unit_flags(toolchain: object | None, path: str) -> UnitFlags | None:
         return None
 
 
-def launch_request(extracted: ExtractedKernel, resolved: ResolvedLaunch, inputs: dict, label: str,
-                   timeout_s: float, flags: UnitFlags = NO_FLAGS) -> LaunchRequest:
+def launch_request(
+    extracted: ExtractedKernel,
+    resolved: ResolvedLaunch,
+    inputs: dict,
+    label: str,
+    timeout_s: float,
+    flags: UnitFlags = NO_FLAGS,
+) -> LaunchRequest:
     """Turn harness inputs into a runtime request for the extracted kernel's entry. The
     unit is built away from the user's tree, so the file's own directory is an include
     directory (quoted includes resolve as they did in place)."""
@@ -77,7 +83,17 @@ def launch_request(extracted: ExtractedKernel, resolved: ResolvedLaunch, inputs:
             args.append(ScalarArg(arg.name, value))
         else:
             args.append(BufferArg(arg.name, np.ascontiguousarray(value), arg.role))
-    return LaunchRequest(source=extracted.source, kernel=extracted.entry, params=extracted.params,
-                         args=tuple(args), grid=resolved.grid, block=resolved.block,
-                         shared_bytes=resolved.shared_bytes, timeout_s=timeout_s, label=label,
-                         filename=extracted.path, defines=flags.defines, include_dirs=flags.for_unit(extracted.path))
+    return LaunchRequest(
+        source=extracted.source,
+        kernel=extracted.entry,
+        params=extracted.params,
+        args=tuple(args),
+        grid=resolved.grid,
+        block=resolved.block,
+        shared_bytes=resolved.shared_bytes,
+        timeout_s=timeout_s,
+        label=label,
+        filename=extracted.path,
+        defines=flags.defines,
+        include_dirs=flags.for_unit(extracted.path),
+    )

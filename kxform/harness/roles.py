@@ -71,14 +71,24 @@ def _climb_pointer(node: tree_sitter.Node) -> tree_sitter.Node:
             return node
         if parent.type in ("parenthesized_expression", "cast_expression"):
             node = parent
-        elif parent.type == "binary_expression" and _text(parent.child_by_field_name("operator")) in ("+", "-") \
-                and parent.child_by_field_name("left") == node:
+        elif (
+            parent.type == "binary_expression"
+            and _text(parent.child_by_field_name("operator")) in ("+", "-")
+            and parent.child_by_field_name("left") == node
+        ):
             node = parent
-        elif parent.type == "binary_expression" and _text(parent.child_by_field_name("operator")) == "+" \
-                and parent.child_by_field_name("right") == node:
+        elif (
+            parent.type == "binary_expression"
+            and _text(parent.child_by_field_name("operator")) == "+"
+            and parent.child_by_field_name("right") == node
+        ):
             node = parent
-        elif parent.type == "argument_list" and parent.parent is not None and \
-                parent.parent.type == "call_expression" and _call_name(parent.parent) in CASTS:
+        elif (
+            parent.type == "argument_list"
+            and parent.parent is not None
+            and parent.parent.type == "call_expression"
+            and _call_name(parent.parent) in CASTS
+        ):
             node = parent.parent
         else:
             return node
@@ -116,9 +126,14 @@ class _Analysis:
         parent = _skip_parens(pointer)
         if parent is None:
             return Access(opaque=True)
-        if parent.type == "subscript_expression" and parent.child_by_field_name("argument") in (pointer, None) or \
-                parent.type == "pointer_expression" and _text(parent.child_by_field_name("operator")) == "*" or \
-                parent.type == "field_expression" and _text(parent.child_by_field_name("operator")) == "->":
+        if (
+            parent.type == "subscript_expression"
+            and parent.child_by_field_name("argument") in (pointer, None)
+            or parent.type == "pointer_expression"
+            and _text(parent.child_by_field_name("operator")) == "*"
+            or parent.type == "field_expression"
+            and _text(parent.child_by_field_name("operator")) == "->"
+        ):
             if parent.type == "subscript_expression" and parent.child_by_field_name("argument") != _outer(pointer):
                 return Access(read=True)  # the pointer is the index (`x[p]`): not our access
             return self.element_use(parent, depth)
@@ -130,8 +145,7 @@ class _Analysis:
             return Access()  # comparisons and tests of the pointer itself
         return Access(opaque=True)
 
-    def argument(self, call: tree_sitter.Node, args: tree_sitter.Node, pointer: tree_sitter.Node,
-                 depth: int) -> Access:
+    def argument(self, call: tree_sitter.Node, args: tree_sitter.Node, pointer: tree_sitter.Node, depth: int) -> Access:
         name = _call_name(call)
         if ATOMIC_RE.match(name):
             return Access(read=True, written=True)
@@ -145,7 +159,6 @@ class _Analysis:
             return Access(opaque=True)
         return self.function_param(callees[0], index, depth + 1)
 
-
     def element_use(self, access: tree_sitter.Node, depth: int) -> Access:
         """A dereference `p[i]`, `*p`, `p->f`: read, written or both, by where it stands. An
         element passed to a device function of the file by non-const reference is what
@@ -153,9 +166,12 @@ class _Analysis:
         node = access
         while True:
             parent = _skip_parens(node)
-            if parent is not None and parent.type == "field_expression" and \
-                    _text(parent.child_by_field_name("operator")) == "." and \
-                    parent.child_by_field_name("argument") == _outer(node):
+            if (
+                parent is not None
+                and parent.type == "field_expression"
+                and _text(parent.child_by_field_name("operator")) == "."
+                and parent.child_by_field_name("argument") == _outer(node)
+            ):
                 node = parent  # p[i].x: the member access stands where the element does
                 continue
             break
@@ -163,8 +179,11 @@ class _Analysis:
         if parent is None:
             return Access(read=True)
         if parent.type == "assignment_expression" and parent.child_by_field_name("left") == _outer(node):
-            return Access(written=True) if _text(parent.child_by_field_name("operator")) == "=" else \
-                Access(read=True, written=True)
+            return (
+                Access(written=True)
+                if _text(parent.child_by_field_name("operator")) == "="
+                else Access(read=True, written=True)
+            )
         if parent.type == "update_expression":
             return Access(read=True, written=True)
         if parent.type == "pointer_expression" and _text(parent.child_by_field_name("operator")) == "&":
@@ -180,8 +199,9 @@ class _Analysis:
             return self.by_reference(parent.parent, parent, node, depth)
         return Access(read=True)
 
-    def by_reference(self, call: tree_sitter.Node, args: tree_sitter.Node, element: tree_sitter.Node,
-                     depth: int) -> Access:
+    def by_reference(
+        self, call: tree_sitter.Node, args: tree_sitter.Node, element: tree_sitter.Node, depth: int
+    ) -> Access:
         callees = self.model.functions_named(_call_name(call))
         index = [c for c in args.named_children if c.type != "comment"].index(_outer(element))
         if len(callees) != 1 or index >= len(callees[0].params):
@@ -212,8 +232,11 @@ def _is_alias_definition(node: tree_sitter.Node) -> bool:
     parent = node.parent
     while parent is not None and parent.type in ("pointer_declarator", "reference_declarator"):
         parent = parent.parent
-    return parent is not None and parent.type in ("init_declarator", "declaration") and \
-        parent.child_by_field_name("value") != node
+    return (
+        parent is not None
+        and parent.type in ("init_declarator", "declaration")
+        and parent.child_by_field_name("value") != node
+    )
 
 
 def _aliases(body: tree_sitter.Node, name: str) -> set[str]:
@@ -226,8 +249,11 @@ def _aliases(body: tree_sitter.Node, name: str) -> set[str]:
         if node.type == "init_declarator":
             declarator = node.child_by_field_name("declarator")
             value = node.child_by_field_name("value")
-            if declarator is not None and value is not None and declarator.type in ("pointer_declarator",
-                                                                                    "reference_declarator"):
+            if (
+                declarator is not None
+                and value is not None
+                and declarator.type in ("pointer_declarator", "reference_declarator")
+            ):
                 inner = declarator.child_by_field_name("declarator")
                 while inner is not None and inner.type in ("pointer_declarator", "reference_declarator"):
                     inner = inner.child_by_field_name("declarator")
@@ -259,5 +285,8 @@ def _points_into(value: tree_sitter.Node, names: set[str]) -> bool:
 def draft_roles(model: SourceModel, kernel: Function) -> dict[str, Access]:
     """How the kernel uses each pointer parameter (by name)."""
     analysis = _Analysis(model)
-    return {param.name: analysis.function_param(kernel, i, 0) for i, param in enumerate(kernel.params)
-            if "*" in param.ctype or "[" in param.ctype}
+    return {
+        param.name: analysis.function_param(kernel, i, 0)
+        for i, param in enumerate(kernel.params)
+        if "*" in param.ctype or "[" in param.ctype
+    }

@@ -71,7 +71,9 @@ def load_spec(path: str | os.PathLike[str]) -> HarnessSpec:
     data = _parse_toml(text, display)
     root = Table(data, (), "", SpecSource(display, LineIndex(text)))
     if "tool" in data:  # docs/configuration.md: the two kinds of kxform.toml never stand in for each other
-        raise root.source.error(("tool", "kxform"), "this is a project configuration ([tool.kxform]), not a harness spec")
+        raise root.source.error(
+            ("tool", "kxform"), "this is a project configuration ([tool.kxform]), not a harness spec"
+        )
     root.check_keys(TOP_KEYS)
     version = root.integer("version")
     if version != SPEC_VERSION:
@@ -121,8 +123,10 @@ def spec_candidates(source_path: str | os.PathLike[str]) -> list[Path]:
 
 def _candidate_pairs(source: Path) -> tuple[tuple[Path, Path], ...]:
     """(shared spec, own spec) beside `source`, under the current names, then the older ones."""
-    return tuple((source.parent / shared, source.parent / f"{source.stem}{suffix}")
-                 for shared, suffix in ((SPEC_NAME, SPEC_SUFFIX), LEGACY_NAMES))
+    return tuple(
+        (source.parent / shared, source.parent / f"{source.stem}{suffix}")
+        for shared, suffix in ((SPEC_NAME, SPEC_SUFFIX), LEGACY_NAMES)
+    )
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -110,12 +110,19 @@ def _curve(curve: Callable[[int, np.ndarray], Arrays]) -> Callable[[np.ndarray, 
         cx, cy = curve(n, np.where(inside, pid, 0))
         rx, ry = _square_rest(pid, n, gx)
         return np.where(inside, cx, rx), np.where(inside, cy, ry)
+
     return order
 
 
 VECTORISED: dict[str, Callable[[np.ndarray, int, int, dict], Arrays]] = {
-    "row": _row, "column": _column, "grouped": _grouped, "diagonal": _diagonal,
-    "hilbert": _curve(_hilbert_d2xy), "morton": _curve(_morton_d2xy), "xcd": _xcd, "xcd-grouped": _xcd_grouped,
+    "row": _row,
+    "column": _column,
+    "grouped": _grouped,
+    "diagonal": _diagonal,
+    "hilbert": _curve(_hilbert_d2xy),
+    "morton": _curve(_morton_d2xy),
+    "xcd": _xcd,
+    "xcd-grouped": _xcd_grouped,
 }
 
 

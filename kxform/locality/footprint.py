@@ -149,8 +149,12 @@ def _pos(grid: tuple[int, int, int], axis: int, cls: int) -> tuple[int, int]:
 
 
 def _class_keys(grid: tuple[int, int, int]) -> list[tuple[int, int, int]]:
-    keys = [(cx, cy, cz) for cx, _ in _axis_classes(grid[0]) for cy, _ in _axis_classes(grid[1])
-            for cz, _ in _axis_classes(grid[2])]
+    keys = [
+        (cx, cy, cz)
+        for cx, _ in _axis_classes(grid[0])
+        for cy, _ in _axis_classes(grid[1])
+        for cz, _ in _axis_classes(grid[2])
+    ]
     return keys
 
 
@@ -178,8 +182,11 @@ def fit(tracer: BlockTracer, grid: tuple[int, int, int], seed: int = 12) -> Foot
         for s, (a, b) in enumerate(zip(base.streams(), traces[partner].streams())):
             delta = _shift(a, b)
             if delta is None:
-                problem = problem or f"{_stream_name(tracer, s)} in block {partner} are not those of block " \
+                problem = (
+                    problem
+                    or f"{_stream_name(tracer, s)} in block {partner} are not those of block "
                     f"{middle} moved by a constant"
+                )
                 continue
             shifts[s, axis] = delta
     footprints = Footprints(grid, reps, shifts, traced=tracer.traced, verified=len(checks))
@@ -189,8 +196,10 @@ def fit(tracer: BlockTracer, grid: tuple[int, int, int], seed: int = 12) -> Foot
         return footprints
     if grid[0] * grid[1] * grid[2] <= FULL_TRACE_LIMIT:
         return _trace_all(tracer, grid)
-    raise ModelRefused(f"the traces of sampled blocks do not follow an affine tiling ({problem}); "
-                       f"the grid ({grid[0]}x{grid[1]}x{grid[2]}) is too large to trace whole")
+    raise ModelRefused(
+        f"the traces of sampled blocks do not follow an affine tiling ({problem}); "
+        f"the grid ({grid[0]}x{grid[1]}x{grid[2]}) is too large to trace whole"
+    )
 
 
 def _first_mismatch(footprints: Footprints, checks: list[BlockSectors], tracer: BlockTracer) -> str | None:
@@ -211,8 +220,14 @@ def _trace_all(tracer: BlockTracer, grid: tuple[int, int, int]) -> Footprints:
     blocks = [(x, y, z) for z in range(grid[2]) for y in range(grid[1]) for x in range(grid[0])]
     traces = tracer.trace(blocks)
     n_streams = len(traces[0].streams())
-    return Footprints(grid, {t.block: t for t in traces}, np.zeros((n_streams, 3), dtype=np.int64), exact=True,
-                      traced=tracer.traced, verified=0)
+    return Footprints(
+        grid,
+        {t.block: t for t in traces},
+        np.zeros((n_streams, 3), dtype=np.int64),
+        exact=True,
+        traced=tracer.traced,
+        verified=0,
+    )
 
 
 def trace_footprints(tracer: BlockTracer, grid: tuple[int, int, int]) -> Footprints:

@@ -66,7 +66,7 @@ class LineCache:
         seen = old >= 0
         if not seen.any():
             return seen
-        counts = self.counts[:self.unit]
+        counts = self.counts[: self.unit]
         after = np.concatenate([np.cumsum(counts[::-1])[::-1][1:], [0]]) if self.unit else np.zeros(0, np.int64)
         safe = np.where(seen, old, 0)
         distance = after[safe] + 0.5 * counts[safe] + 0.5 * pending
@@ -77,8 +77,9 @@ class LineCache:
         prob = np.where(lam >= self.step * (len(self.table) - 1), 0.0, self.table[index])
         return seen & (self.rng.random(len(lines)) < prob)
 
-    def commit(self, lines: np.ndarray, rmask: np.ndarray, wmask: np.ndarray,
-               resident: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def commit(
+        self, lines: np.ndarray, rmask: np.ndarray, wmask: np.ndarray, resident: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Apply one unit's accesses to the unique `lines`; returns per line the sectors read
         from DRAM and the sectors that became dirty."""
         valid = np.where(resident, self.valid[lines], 0).astype(np.uint8)
@@ -92,10 +93,9 @@ class LineCache:
             self.counts = np.concatenate([self.counts, np.zeros(len(self.counts), dtype=np.int64)])
         seen = old[old >= 0]
         if len(seen):
-            self.counts[:self.unit] -= np.bincount(seen, minlength=self.unit)[:self.unit]
+            self.counts[: self.unit] -= np.bincount(seen, minlength=self.unit)[: self.unit]
         self.counts[self.unit] = len(lines)
         self.last[lines] = self.unit
         self.unit += 1
         self.touched.append(lines)
         return missed, new_dirty
-

@@ -11,8 +11,15 @@ from dataclasses import dataclass
 from kxform.hw import HwProfile
 from kxform.locality.occupancy import Occupancy
 
-DEFAULTS = {"l2_line_bytes": 128, "l2_sector_bytes": 32, "l2_ways": 16, "l2_partitions": 1,
-            "schedulers_per_sm": 4, "clock_mhz": 1500, "dram_page_bytes": 1024}
+DEFAULTS = {
+    "l2_line_bytes": 128,
+    "l2_sector_bytes": 32,
+    "l2_ways": 16,
+    "l2_partitions": 1,
+    "schedulers_per_sm": 4,
+    "clock_mhz": 1500,
+    "dram_page_bytes": 1024,
+}
 
 
 @dataclass(frozen=True)
@@ -58,7 +65,20 @@ class Machine:
         domains = max(1, hw.xcds)
         partitions = 1 if domains > 1 else int(values["l2_partitions"])
         per_domain = hw.l2_bytes_per_xcd or hw.l2_bytes // domains
-        return cls(hw.name, domains, max(1, hw.sm_count // domains), occ.blocks_per_sm, partitions, per_domain,
-                   int(values["l2_line_bytes"]), int(values["l2_sector_bytes"]), int(values["l2_ways"]),
-                   int(values["schedulers_per_sm"]), int(values["clock_mhz"]), int(values["dram_page_bytes"]),
-                   hw.mem_bandwidth_gbs, hw.sm_count, tuple(notes))
+        return cls(
+            hw.name,
+            domains,
+            max(1, hw.sm_count // domains),
+            occ.blocks_per_sm,
+            partitions,
+            per_domain,
+            int(values["l2_line_bytes"]),
+            int(values["l2_sector_bytes"]),
+            int(values["l2_ways"]),
+            int(values["schedulers_per_sm"]),
+            int(values["clock_mhz"]),
+            int(values["dram_page_bytes"]),
+            hw.mem_bandwidth_gbs,
+            hw.sm_count,
+            tuple(notes),
+        )

@@ -41,8 +41,10 @@ class Occupancy:
 
     def describe(self) -> str:
         regs = f"{self.registers} regs" if self.registers is not None else "registers unknown"
-        return f"{self.blocks_per_sm} blocks/SM ({self.limiter}; {self.threads} threads, {regs}, " \
-               f"{self.shared_bytes} B smem)"
+        return (
+            f"{self.blocks_per_sm} blocks/SM ({self.limiter}; {self.threads} threads, {regs}, "
+            f"{self.shared_bytes} B smem)"
+        )
 
 
 def occupancy(hw: HwProfile, threads: int, registers: int | None, shared_bytes: int) -> Occupancy:
@@ -66,8 +68,14 @@ def occupancy(hw: HwProfile, threads: int, registers: int | None, shared_bytes: 
     return Occupancy(max(1, limits[limiter]), limiter, registers, shared_bytes, threads)
 
 
-def kernel_registers(source: str, entry: str, arch: str, source_dir: str | None,
-                     include_dirs: tuple[str, ...] = (), defines: tuple[str, ...] = ()) -> tuple[int | None, int, str]:
+def kernel_registers(
+    source: str,
+    entry: str,
+    arch: str,
+    source_dir: str | None,
+    include_dirs: tuple[str, ...] = (),
+    defines: tuple[str, ...] = (),
+) -> tuple[int | None, int, str]:
     """(registers per thread, static shared bytes, note) of `entry` from ptxas (cached by
     content); (None, 0, why) when nvcc is missing, the target is not NVIDIA or it fails."""
     if not arch.startswith("sm_"):
@@ -78,8 +86,17 @@ def kernel_registers(source: str, entry: str, arch: str, source_dir: str | None,
 
     try:
         builder = Builder()
-        result = builder.build(BuildJob(source=source, filename="locality.cu", output="cubin", arch=arch,
-                                        include_dirs=include_dirs, defines=defines, source_dir=source_dir))
+        result = builder.build(
+            BuildJob(
+                source=source,
+                filename="locality.cu",
+                output="cubin",
+                arch=arch,
+                include_dirs=include_dirs,
+                defines=defines,
+                source_dir=source_dir,
+            )
+        )
     except BuildFailed as exc:
         return None, 0, f"registers unknown ({exc.cause})"
     found = result.entry(entry) if result.ok else None

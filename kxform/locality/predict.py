@@ -15,6 +15,7 @@ import hashlib
 import multiprocessing
 import os
 import time
+from typing import Any
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from collections.abc import Callable
@@ -89,16 +90,27 @@ class OrderPrediction:
     def to_json(self) -> dict[str, object]:
         s = self.stats
         return {
-            "order": self.label, "rank": self.rank, "same_as": self.same_as,
-            "l2_hit_rate": round(s.hit_rate.value, 4), "l2_hit_rate_se": round(s.hit_rate.se, 4),
-            "dram_read_bytes": round(s.dram_read_bytes.value), "dram_read_bytes_se": round(s.dram_read_bytes.se),
+            "order": self.label,
+            "rank": self.rank,
+            "same_as": self.same_as,
+            "l2_hit_rate": round(s.hit_rate.value, 4),
+            "l2_hit_rate_se": round(s.hit_rate.se, 4),
+            "dram_read_bytes": round(s.dram_read_bytes.value),
+            "dram_read_bytes_se": round(s.dram_read_bytes.se),
             "dram_write_bytes": round(s.dram_write_bytes.value),
-            "read_page_locality": round(s.read_locality, 3), "write_page_locality": round(s.write_locality, 3),
-            "dram_change": round(self.dram_change, 4), "margin_to_identity": round(self.gain, 4),
-            "dram_saving": round(-self.dram_change, 4) + 0.0, "time_saving": round(self.gain, 4),
-            "predicted_ms": round(self.time_s * 1e3, 4), "dram_ms": round(self.dram_s * 1e3, 4),
-            "write_scatter_ms": round(self.penalty_s * 1e3, 4), "remap_ms": round(self.remap_s * 1e3, 4),
-            "sampling_rate": round(s.rate, 5), "steps_simulated": s.steps_simulated, "steps_total": s.steps_total,
+            "read_page_locality": round(s.read_locality, 3),
+            "write_page_locality": round(s.write_locality, 3),
+            "dram_change": round(self.dram_change, 4),
+            "margin_to_identity": round(self.gain, 4),
+            "dram_saving": round(-self.dram_change, 4) + 0.0,
+            "time_saving": round(self.gain, 4),
+            "predicted_ms": round(self.time_s * 1e3, 4),
+            "dram_ms": round(self.dram_s * 1e3, 4),
+            "write_scatter_ms": round(self.penalty_s * 1e3, 4),
+            "remap_ms": round(self.remap_s * 1e3, 4),
+            "sampling_rate": round(s.rate, 5),
+            "steps_simulated": s.steps_simulated,
+            "steps_total": s.steps_total,
             "seconds": round(s.seconds, 3),
         }
 
@@ -124,9 +136,14 @@ class Ranking:
 
     def to_json(self) -> dict[str, object]:
         return {
-            "kernel": self.kernel, "size": self.size, "hw": self.hw, "grid": list(self.grid),
-            "occupancy": self.occupancy, "chosen": self.chosen.label if self.chosen else None,
-            "decision": self.decision, "notes": list(self.notes),
+            "kernel": self.kernel,
+            "size": self.size,
+            "hw": self.hw,
+            "grid": list(self.grid),
+            "occupancy": self.occupancy,
+            "chosen": self.chosen.label if self.chosen else None,
+            "decision": self.decision,
+            "notes": list(self.notes),
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "orders": [p.to_json() for p in self.predictions],
         }
@@ -145,9 +162,16 @@ def candidate_configs(hw: HwProfile, dims: int = 2) -> list[RemapConfig]:
     return out
 
 
-def rank_orders(source: SourceText, spec: KernelSpec, hw: HwProfile, size: str | SizeSpec | None = None,
-                configs: list[RemapConfig] | None = None, runtime: CpuRuntime | None = None,
-                launch: ResolvedLaunch | None = None, flags: UnitFlags | None = None) -> Ranking:
+def rank_orders(
+    source: SourceText,
+    spec: KernelSpec,
+    hw: HwProfile,
+    size: str | SizeSpec | None = None,
+    configs: list[RemapConfig] | None = None,
+    runtime: CpuRuntime | None = None,
+    launch: ResolvedLaunch | None = None,
+    flags: UnitFlags | None = None,
+) -> Ranking:
     """Trace, simulate and rank `configs` (default: every applicable library pattern)
     against row-major. Raises ModelRefused when the kernel cannot be judged. Footprints
     and per-order statistics are cached on disk (store.py). `launch`: the launch to model
@@ -157,10 +181,15 @@ def rank_orders(source: SourceText, spec: KernelSpec, hw: HwProfile, size: str |
     chosen_size = resolve_size(spec, size)
     shape = launch_shape(spec, chosen_size, launch)
     extracted = extract(source, spec)
-    trace_key = store.key(source.text, _spec_text(spec), spec.name, chosen_size.name,
-                          repr(sorted(chosen_size.values.items())),
-                          *(() if launch is None else (repr((launch.grid, launch.block, launch.shared_bytes)),)),
-                          *(() if flags is None else (repr((flags.include_dirs, flags.defines)),)))
+    trace_key = store.key(
+        source.text,
+        _spec_text(spec),
+        spec.name,
+        chosen_size.name,
+        repr(sorted(chosen_size.values.items())),
+        *(() if launch is None else (repr((launch.grid, launch.block, launch.shared_bytes)),)),
+        *(() if flags is None else (repr((flags.include_dirs, flags.defines)),)),
+    )
     footprints = store.load_footprints(trace_key)
     cached = footprints is not None
     if footprints is None:
@@ -168,13 +197,18 @@ def rank_orders(source: SourceText, spec: KernelSpec, hw: HwProfile, size: str |
         footprints = trace_footprints(BlockTracer(request, runtime or default_runtime()), shape.grid)
         store.save_footprints(trace_key, footprints)
     traced = time.perf_counter()
-    regs, static_smem, ptxas_note = kernel_registers(extracted.source, extracted.entry, hw.arch,
-                                                     source_dir(extracted),
-                                                     *((flags.include_dirs, flags.defines) if flags else ()))
+    regs, static_smem, ptxas_note = kernel_registers(
+        extracted.source,
+        extracted.entry,
+        hw.arch,
+        source_dir(extracted),
+        *((flags.include_dirs, flags.defines) if flags else ()),
+    )
     occ = occupancy(hw, shape.threads, regs, static_smem + shape.shared_bytes)
     machine = Machine.of(hw, occ)
-    layout = Layout.of(tuple(b.nbytes for b in shape.buffers), machine.sector_bytes, machine.line_bytes,
-                       machine.dram_page_bytes)
+    layout = Layout.of(
+        tuple(b.nbytes for b in shape.buffers), machine.sector_bytes, machine.line_bytes, machine.dram_page_bytes
+    )
     simulator = OrderSimulator(footprints, machine, layout)
     dims = 2 if len(spec.grid) >= 2 else 1
     wanted: list[RemapConfig | None] = [None, *(configs if configs is not None else candidate_configs(hw, dims))]
@@ -184,19 +218,28 @@ def rank_orders(source: SourceText, spec: KernelSpec, hw: HwProfile, size: str |
     predictions = _predict(results, shape.grid, shape.threads, machine)
     chosen, decision = decide(predictions, occupancy_veto(source, spec, hw, shape.threads, shape.shared_bytes, occ))
     how = "every block" if footprints.exact else "affine fit"
-    notes = (ptxas_note, f"traced {footprints.traced} blocks ({how}, {footprints.verified} held out"
-             f"{'; cached' if cached else ''})", *machine.notes)
+    notes = (
+        ptxas_note,
+        f"traced {footprints.traced} blocks ({how}, {footprints.verified} held out{'; cached' if cached else ''})",
+        *machine.notes,
+    )
     seconds = {"trace": traced - started, "simulate": simulated - traced, "total": time.perf_counter() - started}
-    return Ranking(spec.name, shape.size, hw.name, shape.grid, occ.describe(), predictions, chosen, decision,
-                   notes, seconds)
+    return Ranking(
+        spec.name, shape.size, hw.name, shape.grid, occ.describe(), predictions, chosen, decision, notes, seconds
+    )
 
 
 def cost_constants() -> tuple[object, ...]:
     """What the simulation's results depend on besides its inputs (part of the cache key)."""
     from kxform.locality import simulate
 
-    return (simulate.ELEMENT_BUDGET, simulate.UNIT_BUDGET, simulate.MIDDLE_WINDOWS, simulate.MAX_BINS,
-            simulate.MIN_SAMPLED_LINES)
+    return (
+        simulate.ELEMENT_BUDGET,
+        simulate.UNIT_BUDGET,
+        simulate.MIDDLE_WINDOWS,
+        simulate.MAX_BINS,
+        simulate.MIN_SAMPLED_LINES,
+    )
 
 
 def _spec_text(spec: KernelSpec) -> str:
@@ -207,8 +250,9 @@ def _spec_text(spec: KernelSpec) -> str:
         return repr(spec)
 
 
-def _simulate_distinct(simulator: OrderSimulator, wanted: list[RemapConfig | None],
-                       grid: tuple[int, int, int], sim_key: str) -> list[tuple[RemapConfig | None, OrderStats, str | None]]:
+def _simulate_distinct(
+    simulator: OrderSimulator, wanted: list[RemapConfig | None], grid: tuple[int, int, int], sim_key: str
+) -> list[tuple[RemapConfig | None, OrderStats, str | None]]:
     """Simulate each distinct dispatch order once (xcd with one XCD is row-major, ...),
     reusing cached statistics, the rest in parallel."""
     total = grid[0] * grid[1] * grid[2]
@@ -267,12 +311,17 @@ def _order_key(config: RemapConfig | None, grid: tuple[int, int, int]) -> str:
     return hashlib.sha256(np.ascontiguousarray(mapping).tobytes()).hexdigest()
 
 
-def _predict(results: list[tuple[RemapConfig | None, OrderStats, str | None]], grid: tuple[int, int, int],
-             threads: int, machine: Machine) -> tuple[OrderPrediction, ...]:
+def _predict(
+    results: list[tuple[RemapConfig | None, OrderStats, str | None]],
+    grid: tuple[int, int, int],
+    threads: int,
+    machine: Machine,
+) -> tuple[OrderPrediction, ...]:
     raw = []
     for config, stats, same in results:
-        dram, penalty = cost.dram_seconds(stats.dram_read_bytes.value, stats.dram_write_bytes.value,
-                                          stats.write_locality, machine)
+        dram, penalty = cost.dram_seconds(
+            stats.dram_read_bytes.value, stats.dram_write_bytes.value, stats.write_locality, machine
+        )
         remap = cost.remap_seconds(config, grid, threads, machine)
         raw.append((config, stats, same, remap, dram, penalty, dram + penalty + remap))
     base = raw[0]
@@ -288,8 +337,9 @@ def _predict(results: list[tuple[RemapConfig | None, OrderStats, str | None]], g
     return tuple(ranked)
 
 
-def decide(predictions: tuple[OrderPrediction, ...],
-           veto: Callable[[RemapConfig], str | None] = lambda config: None) -> tuple[OrderPrediction | None, str]:
+def decide(
+    predictions: tuple[OrderPrediction, ...], veto: Callable[[RemapConfig], str | None] = lambda config: None
+) -> tuple[OrderPrediction | None, str]:
     """The order to propose (or None) and why, by the documented margins. `veto` may
     refuse an order that passes them (its reason); the next passing order is taken."""
     identity = next(p for p in predictions if p.config is None)
@@ -306,29 +356,40 @@ def decide(predictions: tuple[OrderPrediction, ...],
     if not passing:
         if best_other is None:
             return None, "no candidate order"
-        return None, (f"no order beats row-major by the margins (DRAM saved {DRAM_MARGIN:.0%}, time saved "
-                      f"{GAIN_MARGIN:.0%}); best: {best_other.label} DRAM saved {-best_other.dram_change:+.1%}, "
-                      f"time saved {best_other.gain:+.1%}")
+        return None, (
+            f"no order beats row-major by the margins (DRAM saved {DRAM_MARGIN:.0%}, time saved "
+            f"{GAIN_MARGIN:.0%}); best: {best_other.label} DRAM saved {-best_other.dram_change:+.1%}, "
+            f"time saved {best_other.gain:+.1%}"
+        )
     best = max(p.gain for p in passing)
-    preferred = (lambda p: (p.gain < SHARE_OF_BEST * best,  # most of the best gain first, ...
-                            PREFERENCE.index(p.config.pattern.name)  # ... the simplest remap among them
-                            if p.config is not None and p.config.pattern.name in PREFERENCE else len(PREFERENCE),
-                            -p.gain))
+
+    def preferred(p: Any) -> tuple[bool, int, float]:
+        return (
+            p.gain < SHARE_OF_BEST * best,  # most of the best gain first, ...
+            PREFERENCE.index(p.config.pattern.name)  # ... the simplest remap among them
+            if p.config is not None and p.config.pattern.name in PREFERENCE
+            else len(PREFERENCE),
+            -p.gain,
+        )
+
     vetoed = []
     for chosen in sorted(passing, key=preferred):
         assert chosen.config is not None
         why = veto(chosen.config)
         if why is None:
             refused = f"; not {', '.join(vetoed)}" if vetoed else ""
-            return chosen, (f"{chosen.label}: DRAM saved {-chosen.dram_change:+.1%}, predicted time saved "
-                            f"{chosen.gain:+.1%} (best {best:+.1%}; margins DRAM saved {DRAM_MARGIN:.0%}, time saved "
-                            f"{GAIN_MARGIN:.0%}){refused}")
+            return chosen, (
+                f"{chosen.label}: DRAM saved {-chosen.dram_change:+.1%}, predicted time saved "
+                f"{chosen.gain:+.1%} (best {best:+.1%}; margins DRAM saved {DRAM_MARGIN:.0%}, time saved "
+                f"{GAIN_MARGIN:.0%}){refused}"
+            )
         vetoed.append(f"{chosen.label} ({why})")
     return None, f"every order that beats row-major by the margins is refused: {'; '.join(vetoed)}"
 
 
-def occupancy_veto(source: SourceText, spec: KernelSpec, hw: HwProfile, threads: int, dynamic_smem: int,
-                   original: Occupancy) -> Callable[[RemapConfig], str | None]:
+def occupancy_veto(
+    source: SourceText, spec: KernelSpec, hw: HwProfile, threads: int, dynamic_smem: int, original: Occupancy
+) -> Callable[[RemapConfig], str | None]:
     """A veto for `decide`: an order whose rewritten kernel fits fewer blocks per SM than
     the original. The model simulates memory traffic only; a remap's index arithmetic can
     take registers (a WMMA GEMM went from 64 to 79 per thread, 8 to 6 blocks per SM, and
@@ -349,14 +410,17 @@ def occupancy_veto(source: SourceText, spec: KernelSpec, hw: HwProfile, threads:
         after = occupancy(hw, threads, registers, static_smem + dynamic_smem)
         if after.blocks_per_sm >= original.blocks_per_sm:
             return None
-        return (f"its rewrite fits {after.blocks_per_sm} blocks/SM instead of {original.blocks_per_sm} "
-                f"({original.registers} -> {registers} registers per thread; {after.limiter})")
+        return (
+            f"its rewrite fits {after.blocks_per_sm} blocks/SM instead of {original.blocks_per_sm} "
+            f"({original.registers} -> {registers} registers per thread; {after.limiter})"
+        )
 
     return veto
 
 
-def _remapped_resources(source: SourceText, spec: KernelSpec, hw: HwProfile,
-                        config: RemapConfig) -> tuple[int | None, int, str]:
+def _remapped_resources(
+    source: SourceText, spec: KernelSpec, hw: HwProfile, config: RemapConfig
+) -> tuple[int | None, int, str]:
     """ptxas's registers and static shared memory of the kernel rewritten at `config`."""
     from kxform.api import rewrite_with  # the pass pipeline imports this module: import late
     from kxform.engine.pass_api import Outcome

@@ -63,14 +63,22 @@ class Verdict:
             if order is None:
                 unknown.append(proposal)
                 continue
-            why = (f"candidate ranked {order['rank']} by the model: {_figures(order)}, "
-                   f"{float(order['margin_to_identity']):+.1%} vs row-major")  # type: ignore[arg-type]
+            why = (
+                f"candidate ranked {order['rank']} by the model: {_figures(order)}, "
+                f"{float(order['margin_to_identity']):+.1%} vs row-major"
+            )  # type: ignore[arg-type]
             known.append((int(order["rank"]), replace(proposal, rationale=why, provenance=self.provenance)))  # type: ignore[call-overload]
         return [p for _, p in sorted(known, key=lambda item: item[0])] + unknown
 
 
-def judge(source: SourceText, kernel: str, hw: HwProfile, two_d: bool,
-          model: SourceModel | None = None, flags: UnitFlags | None = None) -> tuple[Verdict | None, str]:
+def judge(
+    source: SourceText,
+    kernel: str,
+    hw: HwProfile,
+    two_d: bool,
+    model: SourceModel | None = None,
+    flags: UnitFlags | None = None,
+) -> tuple[Verdict | None, str]:
     """The model's verdict on `kernel` of `source`, or (None, why it was not asked or
     could not judge). `model`: the source's parse (for drafting a spec without one);
     `flags`: the unit's include directories and defines (the project's build flags)."""
@@ -116,16 +124,24 @@ def _spec_for(path: str, kernel: str) -> tuple[KernelSpec | None, Path | None, s
     return spec, found, ""
 
 
-def cached_ranking(source: SourceText, spec: KernelSpec, spec_path: Path, hw: HwProfile,
-                   dims: int, flags: UnitFlags | None = None) -> dict[str, object]:
+def cached_ranking(
+    source: SourceText, spec: KernelSpec, spec_path: Path, hw: HwProfile, dims: int, flags: UnitFlags | None = None
+) -> dict[str, object]:
     """`rank_orders(...).to_json()` at the model's timing size (sizing.timing_size), from
     the cache when the same question was answered before; refusals are cached too."""
     size = timing_size(spec, hw)
     configs = candidate_configs(hw, dims)
     spec_text = spec_path.read_text(encoding="utf-8")
-    key = content_key(MODEL_VERSION, source.text, spec_text, spec.name, repr(sorted(size.values.items())),
-                      json.dumps(hw.to_dict(), sort_keys=True, default=str), *[c.label() for c in configs],
-                      *(() if flags is None else (repr((flags.include_dirs, flags.defines)),)))
+    key = content_key(
+        MODEL_VERSION,
+        source.text,
+        spec_text,
+        spec.name,
+        repr(sorted(size.values.items())),
+        json.dumps(hw.to_dict(), sort_keys=True, default=str),
+        *[c.label() for c in configs],
+        *(() if flags is None else (repr((flags.include_dirs, flags.defines)),)),
+    )
     path = cache_root() / "locality" / f"{key}.json"
     if path.is_file():
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -163,15 +179,19 @@ def rationale(data: dict[str, object]) -> str:
     if not isinstance(chosen, str):
         return f"{head}: {data['decision']}; row-major: {_figures(row)}"
     pick = orders[chosen]
-    return (f"{head}: {chosen} {_figures(pick)} vs row-major {_figures(row)}; saves "
-            f"{float(pick['margin_to_identity']):.1%} of row-major's predicted memory time ({pick['predicted_ms']} "
-            f"vs {row['predicted_ms']} ms; compute is not modelled, so a compute-bound kernel gains less); "
-            f"sampling error of DRAM reads +-{_rel(pick):.1%}")
+    return (
+        f"{head}: {chosen} {_figures(pick)} vs row-major {_figures(row)}; saves "
+        f"{float(pick['margin_to_identity']):.1%} of row-major's predicted memory time ({pick['predicted_ms']} "
+        f"vs {row['predicted_ms']} ms; compute is not modelled, so a compute-bound kernel gains less); "
+        f"sampling error of DRAM reads +-{_rel(pick):.1%}"
+    )
 
 
 def _figures(order: dict[str, object]) -> str:
-    return (f"L2 hit {float(order['l2_hit_rate']):.0%}, DRAM read {float(order['dram_read_bytes']) / 1e9:.3g} GB, "  # type: ignore[arg-type]
-            f"write {float(order['dram_write_bytes']) / 1e9:.3g} GB")  # type: ignore[arg-type]
+    return (
+        f"L2 hit {float(order['l2_hit_rate']):.0%}, DRAM read {float(order['dram_read_bytes']) / 1e9:.3g} GB, "  # type: ignore[arg-type]
+        f"write {float(order['dram_write_bytes']) / 1e9:.3g} GB"
+    )  # type: ignore[arg-type]
 
 
 def _rel(order: dict[str, object]) -> float:

@@ -123,8 +123,9 @@ class OrderSimulator:
         self.grid = footprints.grid
         self.blocks = self.grid[0] * self.grid[1] * self.grid[2]
         spl = machine.line_bytes // machine.sector_bytes
-        self.lines_per_block = float(np.mean([sum(len(np.unique(s // spl)) for s in r.streams())
-                                              for r in footprints.reps.values()]))
+        self.lines_per_block = float(
+            np.mean([sum(len(np.unique(s // spl)) for s in r.streams()) for r in footprints.reps.values()])
+        )
         self.k = machine.blocks_per_sm
         self.bins = plan_bins(self.lines_per_block, machine)
         self.stride = self.bins // self.k
@@ -182,8 +183,9 @@ class OrderSimulator:
         started = time.perf_counter()
         m = self.machine
         rng = np.random.default_rng(self.seed)
-        caches = [LineCache(self.layout.total_lines, m.partition_lines * self.rate, m.ways, rng)
-                  for _ in range(m.partitions)]
+        caches = [
+            LineCache(self.layout.total_lines, m.partition_lines * self.rate, m.ways, rng) for _ in range(m.partitions)
+        ]
         exact, mids, units = _Acc(), [], 0
         for domain, start, stop, measure, stratum in self.plan:
             for cache in caches:
@@ -191,8 +193,9 @@ class OrderSimulator:
             window = _Acc()
             waves: dict[int, Wave] = {}
             for t in range(start, stop):
-                active = range(max(0, (t - self.bins) // self.stride + 1), min(self._subwaves(domain),
-                                                                               t // self.stride + 1))
+                active = range(
+                    max(0, (t - self.bins) // self.stride + 1), min(self._subwaves(domain), t // self.stride + 1)
+                )
                 waves = {s: waves[s] if s in waves else self._subwave(config, domain, s) for s in active}
                 units_now = self.builder.units([(waves[s], t - s * self.stride) for s in active])
                 step = _step(caches, units_now, self.builder.threshold, self.builder.lpp)
@@ -209,8 +212,9 @@ class OrderSimulator:
         blocks = blocks_for(config, self.grid, domain + m.domains * local)
         return self.builder.wave(blocks, np.arange(len(local)) % m.partitions)
 
-    def _finish(self, config: RemapConfig | None, exact: _Acc, mids: list[_Acc], units: int, simulated: int,
-                started: float) -> OrderStats:
+    def _finish(
+        self, config: RemapConfig | None, exact: _Acc, mids: list[_Acc], units: int, simulated: int, started: float
+    ) -> OrderStats:
         scale = self.machine.sector_bytes / self.rate
         n_mid = self._middle_segments()
         read, write, near = exact.read, exact.write, exact.near
@@ -244,9 +248,21 @@ class OrderSimulator:
         page_sectors = self.layout.sectors_per_page
         locality_r = read / (visits_r * page_sectors) if visits_r else 1.0
         locality_w = write / (visits_w * page_sectors) if visits_w else 1.0
-        return OrderStats(label, Estimate(read * scale, se_read), Estimate(write * scale, 0.0),
-                          Estimate(hit, se_hit), locality_r, locality_w, (reads_req + writes_req) * self.machine.sector_bytes, lookups,
-                          total_steps, simulated, self.rate, units, time.perf_counter() - started)
+        return OrderStats(
+            label,
+            Estimate(read * scale, se_read),
+            Estimate(write * scale, 0.0),
+            Estimate(hit, se_hit),
+            locality_r,
+            locality_w,
+            (reads_req + writes_req) * self.machine.sector_bytes,
+            lookups,
+            total_steps,
+            simulated,
+            self.rate,
+            units,
+            time.perf_counter() - started,
+        )
 
 
 def _exact_requests(fp: Footprints) -> tuple[int, int]:
@@ -346,9 +362,11 @@ def _partitioned(caches: list[LineCache], units: list[Unit], acc: _Acc, lpp: int
         copies, copy_rmask, copy_res = near[c]
         res = cache.resident(merged.lines, len(merged.lines) + len(copies))
         n = len(copies)
-        missed, dirty = cache.commit(np.concatenate([copies, merged.lines]),
-                                     np.concatenate([copy_rmask, merged.rmask]),
-                                     np.concatenate([np.zeros(n, np.uint8), merged.wmask]),
-                                     np.concatenate([copy_res, res]))
+        missed, dirty = cache.commit(
+            np.concatenate([copies, merged.lines]),
+            np.concatenate([copy_rmask, merged.rmask]),
+            np.concatenate([np.zeros(n, np.uint8), merged.wmask]),
+            np.concatenate([copy_res, res]),
+        )
         out.append((merged.lines, missed[n:], dirty[n:]))
     return out

@@ -50,8 +50,11 @@ def timing_size(spec: KernelSpec, hw: HwProfile) -> SizeSpec:
     if not base.values:
         raise ModelRefused("the spec has no size variables to scale up to a timing size")
     for doublings in range(1, MAX_DOUBLINGS + 1):
-        size = SizeSpec(f"timing({base.name} x{1 << doublings})", True,
-                        {name: value << doublings for name, value in base.values.items()})
+        size = SizeSpec(
+            f"timing({base.name} x{1 << doublings})",
+            True,
+            {name: value << doublings for name, value in base.values.items()},
+        )
         try:
             launch = spec.launch(size)
         except KxformError as exc:
@@ -62,8 +65,10 @@ def timing_size(spec: KernelSpec, hw: HwProfile) -> SizeSpec:
             resident = min(resident, hw.max_blocks_per_sm)
         waves = math.prod(launch.grid) / (resident * hw.sm_count)
         if launch.total_bytes > MAX_BYTES:
-            raise ModelRefused(f"no timing size: at {_show(size)} the buffers are {launch.total_bytes >> 20} MiB "
-                               f"(at most {MAX_BYTES >> 20} on the CPU runtime) with {waves:.1f} waves of blocks")
+            raise ModelRefused(
+                f"no timing size: at {_show(size)} the buffers are {launch.total_bytes >> 20} MiB "
+                f"(at most {MAX_BYTES >> 20} on the CPU runtime) with {waves:.1f} waves of blocks"
+            )
         if waves >= WAVES and launch.total_bytes >= L2_MULTIPLE * hw.l2_bytes:
             return size
     raise ModelRefused(f"no timing size within {MAX_DOUBLINGS} doublings of size {base.name}")
@@ -73,8 +78,9 @@ def _show(size: SizeSpec) -> str:
     return ", ".join(f"{k}={v}" for k, v in size.values.items())
 
 
-def drafted_spec(source: SourceText, kernel: str, model: SourceModel,
-                 flags: UnitFlags | None = None) -> tuple[KernelSpec, Path]:
+def drafted_spec(
+    source: SourceText, kernel: str, model: SourceModel, flags: UnitFlags | None = None
+) -> tuple[KernelSpec, Path]:
     """A drafted spec of `kernel` (cached by the source text); ModelRefused when the
     draft is incomplete or cannot be measured. `model`: the source's parse. A kernel
     the file never launches is refused before anything is drafted."""
@@ -84,8 +90,13 @@ def drafted_spec(source: SourceText, kernel: str, model: SourceModel,
     from kxform.harness.spec import load_spec
     from kxform.locality.trace import default_runtime
 
-    key = content_key(DRAFT_VERSION, source.text, kernel, source.path,
-                      *(() if flags is None else (repr((flags.include_dirs, flags.defines)),)))
+    key = content_key(
+        DRAFT_VERSION,
+        source.text,
+        kernel,
+        source.path,
+        *(() if flags is None else (repr((flags.include_dirs, flags.defines)),)),
+    )
     path = cache_root() / "drafts" / key / f"{Path(source.path).stem}.kxform.toml"
     refused = path.with_suffix(".refused")
     if refused.is_file():
@@ -124,4 +135,3 @@ def _toml_string(value: str) -> str:
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, text.encode("utf-8"))
-

@@ -69,8 +69,9 @@ def load_footprints(name: str) -> Footprints | None:
                 half = len(streams) // 2
                 block = tuple(rep["block"])
                 reps[tuple(rep["class"])] = BlockSectors(block, tuple(streams[:half]), tuple(streams[half:]))
-            return Footprints(tuple(meta["grid"]), reps, data["shifts"], meta["exact"], meta["traced"],
-                              meta["verified"])
+            return Footprints(
+                tuple(meta["grid"]), reps, data["shifts"], meta["exact"], meta["traced"], meta["verified"]
+            )
     except (OSError, ValueError, KeyError):
         return None
 

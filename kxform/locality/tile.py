@@ -20,8 +20,13 @@ from kxform.locality.predict import Ranking, rank_orders
 from kxform.locality.trace import ModelRefused, extract, resolve_size
 
 
-def rank_tile_orders(source: SourceText, spec: KernelSpec, hw: HwProfile, config: Mapping[str, ParamValue],
-                     size: str | SizeSpec | None = None) -> Ranking:
+def rank_tile_orders(
+    source: SourceText,
+    spec: KernelSpec,
+    hw: HwProfile,
+    config: Mapping[str, ParamValue],
+    size: str | SizeSpec | None = None,
+) -> Ranking:
     """Every candidate block order of `spec`'s kernel rewritten by the tile pass at `config`
     (tile parameter -> value), ranked against row-major at its own launch. ModelRefused
     when the tile pass refuses the configuration or its launch cannot be derived."""

@@ -110,8 +110,11 @@ class BlockTracer:
         return [self._known[b] for b in blocks]
 
     def _convert(self, trace: SectorTrace) -> BlockSectors:
-        return BlockSectors(trace.block, tuple(_sorted(trace.reads[n]) for n in self.buffers),
-                            tuple(_sorted(trace.writes[n]) for n in self.buffers))
+        return BlockSectors(
+            trace.block,
+            tuple(_sorted(trace.reads[n]) for n in self.buffers),
+            tuple(_sorted(trace.writes[n]) for n in self.buffers),
+        )
 
     @property
     def traced(self) -> int:
@@ -141,17 +144,23 @@ def extract(source: SourceText, spec: KernelSpec) -> ExtractedKernel:
     return extracted
 
 
-def trace_request(extracted: ExtractedKernel, spec: KernelSpec, size: SizeSpec,
-                  seed: int | None = None, launch: ResolvedLaunch | None = None,
-                  flags: UnitFlags | None = None) -> LaunchRequest:
+def trace_request(
+    extracted: ExtractedKernel,
+    spec: KernelSpec,
+    size: SizeSpec,
+    seed: int | None = None,
+    launch: ResolvedLaunch | None = None,
+    flags: UnitFlags | None = None,
+) -> LaunchRequest:
     """The launch of the kernel at `size` (or `launch`) on the spec's real inputs, ready to
     trace; `flags`: the unit's include directories and defines (the project's build flags)."""
     from kxform.harness.request import NO_FLAGS, launch_request
 
     resolved = launch or spec.launch(size)
     inputs = make_inputs(spec, resolved, seed)
-    return launch_request(extracted, resolved, inputs, f"{spec.name}[{size.name}] traced", timeout_s=600.0,
-                          flags=flags or NO_FLAGS)
+    return launch_request(
+        extracted, resolved, inputs, f"{spec.name}[{size.name}] traced", timeout_s=600.0, flags=flags or NO_FLAGS
+    )
 
 
 def default_size(spec: KernelSpec) -> SizeSpec:
@@ -171,4 +180,3 @@ def default_runtime() -> CpuRuntime:
     if not ok:
         raise ModelRefused(f"the CPU runtime is unavailable: {why}")
     return runtime
-

@@ -54,8 +54,9 @@ class Layout:
         for size in sizes:
             bases.append(at // sector_bytes)
             at += -(-max(size, 1) // BUFFER_ALIGN_BYTES) * BUFFER_ALIGN_BYTES
-        return cls(sector_bytes, line_bytes // sector_bytes, max(1, page_bytes // line_bytes), tuple(bases),
-                   at // line_bytes)
+        return cls(
+            sector_bytes, line_bytes // sector_bytes, max(1, page_bytes // line_bytes), tuple(bases), at // line_bytes
+        )
 
 
 def line_hash(lines: np.ndarray) -> np.ndarray:

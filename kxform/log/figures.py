@@ -15,8 +15,10 @@ from typing import Any
 
 Record = dict[str, Any]
 
-_MEASURE = re.compile(r"size (?P<size>\S+) on (?P<runtime>\w+): original (?P<before>[\d.]+) ms "
-                      r"\(\+-(?P<before_spread>[\d.]+)\), rewritten (?P<after>[\d.]+) ms \(\+-(?P<after_spread>[\d.]+)\)")
+_MEASURE = re.compile(
+    r"size (?P<size>\S+) on (?P<runtime>\w+): original (?P<before>[\d.]+) ms "
+    r"\(\+-(?P<before_spread>[\d.]+)\), rewritten (?P<after>[\d.]+) ms \(\+-(?P<after_spread>[\d.]+)\)"
+)
 
 
 @dataclass(frozen=True)
@@ -42,13 +44,24 @@ def timing(kernel: Record) -> Timing | None:
             continue
         figures = check.get("figures")
         if isinstance(figures, dict) and _num(figures.get("original_ms")) and _num(figures.get("rewritten_ms")):
-            return Timing(float(figures["original_ms"]), float(figures["rewritten_ms"]),
-                          _opt(figures.get("original_spread_ms")), _opt(figures.get("rewritten_spread_ms")),
-                          str(figures.get("size", "")), str(figures.get("runtime", "")))
+            return Timing(
+                float(figures["original_ms"]),
+                float(figures["rewritten_ms"]),
+                _opt(figures.get("original_spread_ms")),
+                _opt(figures.get("rewritten_spread_ms")),
+                str(figures.get("size", "")),
+                str(figures.get("runtime", "")),
+            )
         match = _MEASURE.search(str(check.get("detail", "")))
         if match:
-            return Timing(float(match["before"]), float(match["after"]), float(match["before_spread"]),
-                          float(match["after_spread"]), match["size"], match["runtime"])
+            return Timing(
+                float(match["before"]),
+                float(match["after"]),
+                float(match["before_spread"]),
+                float(match["after_spread"]),
+                match["size"],
+                match["runtime"],
+            )
     return None
 
 
@@ -110,9 +123,12 @@ def _evaluation(item: Record, default_index: int) -> Evaluation:
     index = item.get("eval", item.get("index", default_index))
     time_ms = item.get("time_ms")
     params = item.get("params")
-    return Evaluation(int(index) if _num(index) else default_index, dict(params) if isinstance(params, dict) else {},
-                      float(time_ms) if _num(time_ms) else None,
-                      str(item.get("status") or ("ok" if _num(time_ms) else "failed")))
+    return Evaluation(
+        int(index) if _num(index) else default_index,
+        dict(params) if isinstance(params, dict) else {},
+        float(time_ms) if _num(time_ms) else None,
+        str(item.get("status") or ("ok" if _num(time_ms) else "failed")),
+    )
 
 
 @dataclass(frozen=True)
@@ -147,14 +163,27 @@ def tune_outcomes(records: Iterable[Record]) -> list[TuneOutcome]:
         result = record.get("result") if isinstance(record.get("result"), dict) else {}
         if not result and "error" not in record:
             continue  # a recorded space: no original to compare with
-        note = (f"error: {record['error']}" if "error" in record else
-                f"original kept: {result.get('reason')}" if result.get("kept_original") else "")
+        note = (
+            f"error: {record['error']}"
+            if "error" in record
+            else f"original kept: {result.get('reason')}"
+            if result.get("kept_original")
+            else ""
+        )
         values = result.get("values")
-        out.append(TuneOutcome(str(record.get("file", "")), str(record.get("kernel", "")),
-                               tuple(map(str, result.get("passes") or ())),
-                               dict(values) if isinstance(values, dict) else {}, _opt(result.get("original_ms")),
-                               _opt(result.get("time_ms")), _opt(result.get("spread_ms")),
-                               _opt(result.get("speedup")), note))
+        out.append(
+            TuneOutcome(
+                str(record.get("file", "")),
+                str(record.get("kernel", "")),
+                tuple(map(str, result.get("passes") or ())),
+                dict(values) if isinstance(values, dict) else {},
+                _opt(result.get("original_ms")),
+                _opt(result.get("time_ms")),
+                _opt(result.get("spread_ms")),
+                _opt(result.get("speedup")),
+                note,
+            )
+        )
     return out
 
 
@@ -205,13 +234,29 @@ def l2_predictions(records: Iterable[Record]) -> list[PredictionSet]:
             continue
         if not isinstance(data.get("predictions"), list):
             continue
-        rows = tuple(Prediction(str(p.get("pattern", "?")), _opt(p.get("l2_hit_rate")), _opt(p.get("dram_read_bytes")),
-                                _opt(p.get("dram_write_bytes")), int(p["rank"]) if _num(p.get("rank")) else None,
-                                _opt(p.get("margin")))
-                     for p in data["predictions"] if isinstance(p, dict))
+        rows = tuple(
+            Prediction(
+                str(p.get("pattern", "?")),
+                _opt(p.get("l2_hit_rate")),
+                _opt(p.get("dram_read_bytes")),
+                _opt(p.get("dram_write_bytes")),
+                int(p["rank"]) if _num(p.get("rank")) else None,
+                _opt(p.get("margin")),
+            )
+            for p in data["predictions"]
+            if isinstance(p, dict)
+        )
         chosen = data.get("chosen")
-        out.append(PredictionSet(str(record.get("file", "")), str(kernel or ""), str(data.get("hw", "")),
-                                 str(data.get("size", "")), rows, str(chosen) if isinstance(chosen, str) else None))
+        out.append(
+            PredictionSet(
+                str(record.get("file", "")),
+                str(kernel or ""),
+                str(data.get("hw", "")),
+                str(data.get("size", "")),
+                rows,
+                str(chosen) if isinstance(chosen, str) else None,
+            )
+        )
     return out
 
 

@@ -26,8 +26,12 @@ from kxform.log.figures import TuneOutcome, l2_predictions, original_ms, timing,
 from kxform.log.reader import Record, Run, relative_to_run
 from kxform.log.view import OUTCOMES, check_mark, policy, provenance
 
-_MARKS = {"skip": ("skip", "skipped"), "ok": ("ok", "ok"), "UNDECIDED": ("undecided", "could not tell"),
-          "UNCONFIRMED": ("undecided", "unconfirmed")}
+_MARKS = {
+    "skip": ("skip", "skipped"),
+    "ok": ("ok", "ok"),
+    "UNDECIDED": ("undecided", "could not tell"),
+    "UNCONFIRMED": ("undecided", "unconfirmed"),
+}
 
 Section = Callable[[Run], str]
 
@@ -63,12 +67,19 @@ def _anchor(file: str, kernel: str, pass_name: str) -> str:
 def render(run: Run) -> str:
     """The whole page."""
     files = sourceview.views(run)
-    body = [_header(run), _kernel_table(run, files), *(section(run) for section in SECTIONS),
-            sourceview.render(run, files), _other(run)]
+    body = [
+        _header(run),
+        _kernel_table(run, files),
+        *(section(run) for section in SECTIONS),
+        sourceview.render(run, files),
+        _other(run),
+    ]
     title = f"kxform report {run.run_id}"
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<meta name=\"viewport\" content=\"width=device-width\"><title>{esc(title)}</title>"
-            f"<style>{_CSS}{sourceview.CSS}</style></head><body>\n" + "\n".join(b for b in body if b) + "\n</body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width"><title>{esc(title)}</title>'
+        f"<style>{_CSS}{sourceview.CSS}</style></head><body>\n" + "\n".join(b for b in body if b) + "\n</body></html>\n"
+    )
 
 
 def _header(run: Run) -> str:
@@ -76,26 +87,38 @@ def _header(run: Run) -> str:
     versions = header.get("versions") if isinstance(header.get("versions"), dict) else {}
     counts = run.outcome_counts()
     badges = " ".join(f"{_badge(o)} {counts[o]}" for o in OUTCOMES if counts[o])
-    rows = [("run", run.run_id), ("started", f"{run.started:%Y-%m-%d %H:%M:%S} UTC" if run.started else "?"),
-            ("duration", f"{run.duration_s:.1f} s" if run.duration_s is not None else "? (incomplete run)"),
-            ("passes", run.pipeline), ("hardware", run.hw), ("kxform", versions.get("kxform", "?")),
-            ("command", "kxform " + " ".join(map(str, header.get("argv") or [])))]
+    rows = [
+        ("run", run.run_id),
+        ("started", f"{run.started:%Y-%m-%d %H:%M:%S} UTC" if run.started else "?"),
+        ("duration", f"{run.duration_s:.1f} s" if run.duration_s is not None else "? (incomplete run)"),
+        ("passes", run.pipeline),
+        ("hardware", run.hw),
+        ("kxform", versions.get("kxform", "?")),
+        ("command", "kxform " + " ".join(map(str, header.get("argv") or []))),
+    ]
     config = run.first("config")
     if config:
         rows.append(("configuration", config.get("path", "?")))
     if summary:
-        rows.append(("files", f"{summary.get('files_changed', 0)} changed, {summary.get('files_unchanged', 0)} "
-                              f"unchanged; exit code {summary.get('exit_code', '?')}"))
+        rows.append(
+            (
+                "files",
+                f"{summary.get('files_changed', 0)} changed, {summary.get('files_unchanged', 0)} "
+                f"unchanged; exit code {summary.get('exit_code', '?')}",
+            )
+        )
     cells = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)
     errors = [*(summary.get("input_errors") or []), *(summary.get("internal_errors") or [])]
     shown = {str(r.get("error")): run.file_of(r) for r in run.of_type("file") if r.get("error")}
     # an error its file's section shows is named here once, as a link, not repeated whole
-    error_html = "".join(f'<p class="fail">error in <a href="#{_file_anchor(run, shown[e])}">{esc(shown[e])}</a></p>'
-                         if e in shown else f'<p class="fail">error: {esc(e)}</p>'
-                         for e in errors)
+    error_html = "".join(
+        f'<p class="fail">error in <a href="#{_file_anchor(run, shown[e])}">{esc(shown[e])}</a></p>'
+        if e in shown
+        else f'<p class="fail">error: {esc(e)}</p>'
+        for e in errors
+    )
     what = badges or ("a tuning run" if run.of_type("tune") else "no kernels")
-    return (f"<h1>kxform run {esc(run.run_id)}</h1><p>{what}</p>"
-            f"<table class=\"run\">{cells}</table>{error_html}")
+    return f'<h1>kxform run {esc(run.run_id)}</h1><p>{what}</p><table class="run">{cells}</table>{error_html}'
 
 
 def _kernel_table(run: Run, files: dict[str, sourceview.FileView]) -> str:
@@ -111,19 +134,30 @@ def _kernel_table(run: Run, files: dict[str, sourceview.FileView]) -> str:
         failing = [c.get("name") for c in k.get("checks") or [] if isinstance(c, dict) and not c.get("ok")]
         if not failing and k.get("outcome") in ("missed", "failed") and k.get("key"):
             failing = [f"{k['key']} (at {k.get('stage') or 'analysis'})"]  # refused before any check ran
-        times = "" if not timed else (f'<td class="num">{t.original_ms:.4f}</td><td class="num">'
-                                      f'{t.rewritten_ms:.4f}</td><td class="num">{t.speedup:.3f}x</td>'
-                                      if t else "<td></td><td></td><td></td>")
+        times = (
+            ""
+            if not timed
+            else (
+                f'<td class="num">{t.original_ms:.4f}</td><td class="num">'
+                f'{t.rewritten_ms:.4f}</td><td class="num">{t.speedup:.3f}x</td>'
+                if t
+                else "<td></td><td></td><td></td>"
+            )
+        )
         anchor = _anchor(file, name, str(k.get("pass", "")))
         line = sourceview.line_anchor(files, file, k)
         where = f'<a href="#{line}">{esc(file)}:{esc(line.rsplit("-L", 1)[1])}</a>' if line else esc(file)
-        rows.append(f'<tr><td>{where}</td><td><a href="#{anchor}">{esc(name)}</a></td>'
-                    f"<td>{esc(k.get('pass', ''))}</td><td>{_badge(str(k.get('outcome', '?')))}</td>"
-                    f"<td><code>{esc(proposal.get('spec', ''))}</code></td>{times}"
-                    f"<td>{esc(', '.join(map(str, failing)))}</td></tr>")
+        rows.append(
+            f'<tr><td>{where}</td><td><a href="#{anchor}">{esc(name)}</a></td>'
+            f"<td>{esc(k.get('pass', ''))}</td><td>{_badge(str(k.get('outcome', '?')))}</td>"
+            f"<td><code>{esc(proposal.get('spec', ''))}</code></td>{times}"
+            f"<td>{esc(', '.join(map(str, failing)))}</td></tr>"
+        )
     time_heads = "<th>original ms</th><th>rewritten ms</th><th>speedup</th>" if timed else ""
-    table = ("<table class=\"kernels\"><tr><th>file</th><th>kernel</th><th>pass</th><th>outcome</th><th>decision</th>"
-             f"{time_heads}<th>failed checks, or why not</th></tr>" + "".join(rows) + "</table>")
+    table = (
+        '<table class="kernels"><tr><th>file</th><th>kernel</th><th>pass</th><th>outcome</th><th>decision</th>'
+        f"{time_heads}<th>failed checks, or why not</th></tr>" + "".join(rows) + "</table>"
+    )
     plot = _plot_or_note(plots.timings_plot(timed), "speedup of each measured rewrite") if timed else ""
     return f"<h2>Kernels</h2>{table}{plot}{_files(run, files)}"
 
@@ -158,13 +192,19 @@ def _files(run: Run, files: dict[str, sourceview.FileView]) -> str:
         remarks = parts.get("remark", [])
         if remarks and file in files:  # shown whole, under their lines, in the source view
             kinds = Counter(str(r.get("kind", "?")) for r in remarks)
-            out.append(f'<p class="meta"><a href="#src-{files[file].prefix}">{len(remarks)} remark'
-                       f'{"s" if len(remarks) != 1 else ""} in the source view</a> ('
-                       + ", ".join(f"{n} {esc(k)}" for k, n in sorted(kinds.items())) + ")</p>")
+            out.append(
+                f'<p class="meta"><a href="#src-{files[file].prefix}">{len(remarks)} remark'
+                f"{'s' if len(remarks) != 1 else ''} in the source view</a> ("
+                + ", ".join(f"{n} {esc(k)}" for k, n in sorted(kinds.items()))
+                + ")</p>"
+            )
         elif remarks:
-            items = "".join(f"<li><b>{esc(r.get('kind', ''))}</b> {esc(r.get('pass', ''))}/{esc(r.get('name', ''))} "
-                            f"line {esc(r.get('line', '?'))}: {esc(r.get('message', ''))}</li>" for r in remarks)
-            out.append(f"<h3>Remarks</h3><ul class=\"remarks\">{items}</ul>")
+            items = "".join(
+                f"<li><b>{esc(r.get('kind', ''))}</b> {esc(r.get('pass', ''))}/{esc(r.get('name', ''))} "
+                f"line {esc(r.get('line', '?'))}: {esc(r.get('message', ''))}</li>"
+                for r in remarks
+            )
+            out.append(f'<h3>Remarks</h3><ul class="remarks">{items}</ul>')
         diff = str(file_record.get("diff") or "")
         if diff:
             out.append(f"<details open><summary>diff</summary>{_diff(diff)}</details>")
@@ -176,17 +216,24 @@ def _kernel_block(file: str, k: Record) -> str:
     outcome = str(k.get("outcome", "?"))
     proposal = k.get("proposal") if isinstance(k.get("proposal"), dict) else None
     anchor = _anchor(file, name, str(k.get("pass", "")))
-    parts = [f'<div class="kernel" id="{anchor}"><h3>{esc(name)} {_badge(outcome)} '
-             f'<span class="meta">line {esc(k.get("line", "?"))}, pass {esc(k.get("pass", ""))}'
-             f'{", stage " + esc(k["stage"]) if k.get("stage") else ""}</span></h3>']
+    parts = [
+        f'<div class="kernel" id="{anchor}"><h3>{esc(name)} {_badge(outcome)} '
+        f'<span class="meta">line {esc(k.get("line", "?"))}, pass {esc(k.get("pass", ""))}'
+        f"{', stage ' + esc(k['stage']) if k.get('stage') else ''}</span></h3>"
+    ]
     if proposal:
-        parts.append(f"<p>decision <code>{esc(proposal.get('spec', ''))}</code> ({esc(provenance(proposal))}): "
-                     f"{esc(proposal.get('rationale', ''))}</p>")
+        parts.append(
+            f"<p>decision <code>{esc(proposal.get('spec', ''))}</code> ({esc(provenance(proposal))}): "
+            f"{esc(proposal.get('rationale', ''))}</p>"
+        )
         if proposal.get("payload") is not None:
             payload = json.dumps(proposal["payload"], indent=1, default=str)
             parts.append(f"<details><summary>payload</summary><pre>{esc(payload)}</pre></details>")
-        extra = {key: value for key, value in proposal.items()
-                 if key not in ("spec", "params", "rationale", "proposer", "measured", "provenance", "payload")}
+        extra = {
+            key: value
+            for key, value in proposal.items()
+            if key not in ("spec", "params", "rationale", "proposer", "measured", "provenance", "payload")
+        }
         if extra:  # fields added by newer writers: shown as they are
             parts.append(f"<pre>{esc(json.dumps(extra, indent=1, default=str))}</pre>")
     if policy(k):
@@ -195,36 +242,54 @@ def _kernel_block(file: str, k: Record) -> str:
         parts.append(f"<p>alternates: {esc(', '.join(map(str, k['alternates'])))}</p>")
     rejected = [r for r in k.get("rejected") or [] if isinstance(r, dict)]
     if rejected:
-        parts.append("<p>candidates refused on the way:</p><ul class=\"rejected\">" + "".join(
-            f"<li><code>{esc(r.get('spec', '?'))}</code> at {esc(r.get('stage', '?'))}: {esc(r.get('reason', ''))}</li>"
-            for r in rejected) + "</ul>")
+        parts.append(
+            '<p>candidates refused on the way:</p><ul class="rejected">'
+            + "".join(
+                f"<li><code>{esc(r.get('spec', '?'))}</code> at {esc(r.get('stage', '?'))}: {esc(r.get('reason', ''))}</li>"
+                for r in rejected
+            )
+            + "</ul>"
+        )
     rationale = proposal.get("rationale") if proposal else None
     refused = {str(r.get("reason")) for r in rejected}  # a refusal listed above is not repeated
     reasons = [r for r in k.get("reasons") or [] if r != rationale and r not in refused]
     if reasons:
-        parts.append("<ul class=\"reasons\">" + "".join(f"<li>{esc(r)}</li>" for r in reasons) + "</ul>")
+        parts.append('<ul class="reasons">' + "".join(f"<li>{esc(r)}</li>" for r in reasons) + "</ul>")
     checks = [c for c in k.get("checks") or [] if isinstance(c, dict)]
     if checks:
         rows = []
         for c in checks:
             detail = str(c.get("detail", ""))
             mark = _MARKS.get(check_mark(c), ("fail", "FAILED"))
-            rows.append(f"<tr><td>{esc(c.get('name', '?'))}</td><td class=\"{mark[0]}\">{mark[1]}</td>"
-                        f"<td>{esc(detail)}</td></tr>")
-        parts.append("<table class=\"checks\"><tr><th>check</th><th>result</th><th>detail</th></tr>"
-                     + "".join(rows) + "</table>")
+            rows.append(
+                f'<tr><td>{esc(c.get("name", "?"))}</td><td class="{mark[0]}">{mark[1]}</td><td>{esc(detail)}</td></tr>'
+            )
+        parts.append(
+            '<table class="checks"><tr><th>check</th><th>result</th><th>detail</th></tr>' + "".join(rows) + "</table>"
+        )
     t = timing(k)
     if t:
-        parts.append(f"<p>times (size {esc(t.size)}, {esc(t.runtime)}): original {t.original_ms:.4f} ms, rewritten "
-                     f"{t.rewritten_ms:.4f} ms, speedup <b>{t.speedup:.3f}x</b></p>")
+        parts.append(
+            f"<p>times (size {esc(t.size)}, {esc(t.runtime)}): original {t.original_ms:.4f} ms, rewritten "
+            f"{t.rewritten_ms:.4f} ms, speedup <b>{t.speedup:.3f}x</b></p>"
+        )
     return "".join(parts) + "</div>"
 
 
 def _diff(diff: str) -> str:
     lines = []
     for line in diff.rstrip("\n").splitlines():
-        kind = ("hunk" if line.startswith("@@") else "" if line.startswith(("+++", "---")) else
-                "add" if line.startswith("+") else "del" if line.startswith("-") else "")
+        kind = (
+            "hunk"
+            if line.startswith("@@")
+            else ""
+            if line.startswith(("+++", "---"))
+            else "add"
+            if line.startswith("+")
+            else "del"
+            if line.startswith("-")
+            else ""
+        )
         lines.append(f'<span class="{kind}">{esc(line)}</span>' if kind else esc(line))
     return '<pre class="diff">' + "\n".join(lines) + "</pre>"
 
@@ -238,13 +303,22 @@ def _tuning(run: Run) -> str:
     for s in series:
         best = s.best
         failed = sum(1 for e in s.evaluations if e.time_ms is None)
-        found = (f"best {best.time_ms:.4f} ms at evaluation {best.index}: <code>{esc(best.params)}</code>"
-                 if best and best.time_ms is not None else "no successful evaluation")
-        out.append(f"<h3>{esc(run.file_of({'file': s.file}))} {esc(s.kernel)}</h3>"
-                   f"<p>{esc(s.strategy or 'strategy ?')}: {len(s.evaluations)} evaluations ({failed} failed), "
-                   f"{found}</p>")
-        out.append(_plot_or_note(plots.convergence_plot(s, original_ms(run.records, s.file, s.kernel)),
-                                 f"tuning convergence of {s.kernel}"))
+        found = (
+            f"best {best.time_ms:.4f} ms at evaluation {best.index}: <code>{esc(best.params)}</code>"
+            if best and best.time_ms is not None
+            else "no successful evaluation"
+        )
+        out.append(
+            f"<h3>{esc(run.file_of({'file': s.file}))} {esc(s.kernel)}</h3>"
+            f"<p>{esc(s.strategy or 'strategy ?')}: {len(s.evaluations)} evaluations ({failed} failed), "
+            f"{found}</p>"
+        )
+        out.append(
+            _plot_or_note(
+                plots.convergence_plot(s, original_ms(run.records, s.file, s.kernel)),
+                f"tuning convergence of {s.kernel}",
+            )
+        )
         out.append(_plot_or_note(plots.parameters_plot(s), f"time against each parameter of {s.kernel}"))
     return "".join(out)
 
@@ -264,9 +338,12 @@ def _tune_table(outcomes: list[TuneOutcome], cwd: str) -> str:
         f'<td class="num">{ms(o.original_ms)}</td><td class="num">{ms(o.time_ms)}</td>'
         f'<td class="num">{ms(o.spread_ms)}</td><td class="num">{"" if o.speedup is None else f"{o.speedup:.3f}x"}'
         f'</td><td class="{"fail" if o.note.startswith("error") else "meta"}">{esc(o.note)}</td></tr>'
-        for o in outcomes)
-    table = ('<table class="tuned"><tr><th>file</th><th>kernel</th><th>passes</th><th>values</th><th>original ms</th>'
-             "<th>best ms</th><th>spread ms</th><th>speed-up</th><th>note</th></tr>" + rows + "</table>")
+        for o in outcomes
+    )
+    table = (
+        '<table class="tuned"><tr><th>file</th><th>kernel</th><th>passes</th><th>values</th><th>original ms</th>'
+        "<th>best ms</th><th>spread ms</th><th>speed-up</th><th>note</th></tr>" + rows + "</table>"
+    )
     timed = [(o.kernel, t) for o in outcomes if (t := o.timing)]
     plot = _plot_or_note(plots.timings_plot(timed, "tuned"), "speed-up of each tuned kernel") if timed else ""
     return table + plot
@@ -276,19 +353,26 @@ def _l2(run: Run) -> str:
     sets = l2_predictions(run.records)
     if not sets:
         return ""
-    chosen = {str(k.get("kernel")): str((k.get("proposal") or {}).get("params", {}).get("pattern", ""))
-              for k in run.kernels() if isinstance(k.get("proposal"), dict)}
+    chosen = {
+        str(k.get("kernel")): str((k.get("proposal") or {}).get("params", {}).get("pattern", ""))
+        for k in run.kernels()
+        if isinstance(k.get("proposal"), dict)
+    }
     out = ["<h2>L2 model predictions</h2>"]
     for p in sets:
         rows = "".join(
-            f"<tr><td>{esc(x.pattern)}</td><td class=\"num\">{'' if x.l2_hit_rate is None else f'{100 * x.l2_hit_rate:.1f}%'}</td>"
-            f"<td class=\"num\">{'' if x.dram_read_bytes is None else f'{x.dram_read_bytes / 1e6:.1f}'}</td>"
-            f"<td class=\"num\">{'' if x.dram_write_bytes is None else f'{x.dram_write_bytes / 1e6:.1f}'}</td>"
-            f"<td class=\"num\">{'' if x.rank is None else x.rank}</td>"
-            f"<td class=\"num\">{'' if x.margin is None else f'{x.margin:+.3f}'}</td></tr>" for x in p.predictions)
-        out.append(f"<h3>{esc(run.file_of({'file': p.file}))} {esc(p.kernel)}</h3><table class=\"l2\"><tr>"
-                   "<th>order</th><th>L2 hit</th><th>DRAM read MB</th><th>DRAM write MB</th><th>rank</th>"
-                   f"<th>margin</th></tr>{rows}</table>")
+            f'<tr><td>{esc(x.pattern)}</td><td class="num">{"" if x.l2_hit_rate is None else f"{100 * x.l2_hit_rate:.1f}%"}</td>'
+            f'<td class="num">{"" if x.dram_read_bytes is None else f"{x.dram_read_bytes / 1e6:.1f}"}</td>'
+            f'<td class="num">{"" if x.dram_write_bytes is None else f"{x.dram_write_bytes / 1e6:.1f}"}</td>'
+            f'<td class="num">{"" if x.rank is None else x.rank}</td>'
+            f'<td class="num">{"" if x.margin is None else f"{x.margin:+.3f}"}</td></tr>'
+            for x in p.predictions
+        )
+        out.append(
+            f'<h3>{esc(run.file_of({"file": p.file}))} {esc(p.kernel)}</h3><table class="l2"><tr>'
+            "<th>order</th><th>L2 hit</th><th>DRAM read MB</th><th>DRAM write MB</th><th>rank</th>"
+            f"<th>margin</th></tr>{rows}</table>"
+        )
         figure = plots.l2_plot(p, p.chosen or chosen.get(p.kernel))
         out.append(_plot_or_note(figure, f"L2 predictions for {p.kernel}"))
     return "".join(out)
@@ -304,10 +388,14 @@ def _other(run: Run) -> str:
     rows = []
     for kind, count in sorted(counts.items()):
         sample = next(r for r in run.records if r.get("type") == kind)
-        rows.append(f"<tr><td>{esc(kind)}</td><td class=\"num\">{count}</td><td><details><summary>first record"
-                    f"</summary><pre>{esc(json.dumps(sample, indent=1, default=str))}</pre></details></td></tr>")
-    return ("<h2>Other records</h2><p class=\"meta\">Record types this report does not draw yet.</p>"
-            "<table><tr><th>type</th><th>records</th><th>example</th></tr>" + "".join(rows) + "</table>")
+        rows.append(
+            f'<tr><td>{esc(kind)}</td><td class="num">{count}</td><td><details><summary>first record'
+            f"</summary><pre>{esc(json.dumps(sample, indent=1, default=str))}</pre></details></td></tr>"
+        )
+    return (
+        '<h2>Other records</h2><p class="meta">Record types this report does not draw yet.</p>'
+        "<table><tr><th>type</th><th>records</th><th>example</th></tr>" + "".join(rows) + "</table>"
+    )
 
 
 SECTIONS: list[Section] = [_tuning, _l2]

@@ -45,9 +45,17 @@ def _versions() -> dict[str, str]:
 def kernel_record(run_id: str, result: KernelResult) -> dict[str, Any]:
     proposal = result.proposal
     return {
-        "type": "kernel", "schema": SCHEMA, "run": run_id, "file": result.path, "kernel": result.kernel,
-        "line": result.line, "pass": result.pass_name, "outcome": result.outcome.value,
-        "stage": result.stage or None, "key": result.key or None, "reasons": list(result.reasons),
+        "type": "kernel",
+        "schema": SCHEMA,
+        "run": run_id,
+        "file": result.path,
+        "kernel": result.kernel,
+        "line": result.line,
+        "pass": result.pass_name,
+        "outcome": result.outcome.value,
+        "stage": result.stage or None,
+        "key": result.key or None,
+        "reasons": list(result.reasons),
         "proposal": None if proposal is None else proposal.to_json(),
         "checks": [c.to_json() for c in result.checks],
         "verify_policy": result.policy.to_json() if proposal is not None else None,
@@ -103,9 +111,19 @@ class PassLog:
             raise InputError(f"cannot write the pass log: {exc.strerror or exc}", Location(str(target))) from None
         log = cls(target, handle, run_id)
         try:
-            log.write({"type": "run", "schema": SCHEMA, "run": run_id, "versions": _versions(), "hw": hw,
-                       "pipeline": pipeline, "argv": argv, "cwd": os.getcwd(),
-                       "started": dt.datetime.now(dt.timezone.utc).isoformat()})
+            log.write(
+                {
+                    "type": "run",
+                    "schema": SCHEMA,
+                    "run": run_id,
+                    "versions": _versions(),
+                    "hw": hw,
+                    "pipeline": pipeline,
+                    "argv": argv,
+                    "cwd": os.getcwd(),
+                    "started": dt.datetime.now(dt.timezone.utc).isoformat(),
+                }
+            )
             handle.flush()
             os.fsync(handle.fileno())
         except OSError as exc:
@@ -131,10 +149,19 @@ class PassLog:
             pass
 
     def close(self, report: Report) -> None:
-        self.write({"type": "summary", "schema": SCHEMA, "run": self.run_id,
-                    "files_changed": report.files_changed, "files_unchanged": report.files_unchanged,
-                    "input_errors": report.input_errors, "internal_errors": report.internal_errors,
-                    "kernels": {o.value: n for o, n in report.kernel_outcomes.items()},
-                    "failures": report.failures, "exit_code": report.exit_code,
-                    "finished": dt.datetime.now(dt.timezone.utc).isoformat()})
+        self.write(
+            {
+                "type": "summary",
+                "schema": SCHEMA,
+                "run": self.run_id,
+                "files_changed": report.files_changed,
+                "files_unchanged": report.files_unchanged,
+                "input_errors": report.input_errors,
+                "internal_errors": report.internal_errors,
+                "kernels": {o.value: n for o, n in report.kernel_outcomes.items()},
+                "failures": report.failures,
+                "exit_code": report.exit_code,
+                "finished": dt.datetime.now(dt.timezone.utc).isoformat(),
+            }
+        )
         self._handle.close()

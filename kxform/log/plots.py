@@ -63,11 +63,18 @@ def timings_plot(rows: Sequence[tuple[str, Timing]], key: str = "timings") -> st
     axes = figure.add_subplot()
     labels = [label for label, _ in rows]
     speedups = [t.speedup for _, t in rows]
-    axes.barh(labels, [s - 1.0 for s in speedups], left=1.0,
-              color=["#31a354" if s >= 1.0 else "#de2d26" for s in speedups])
+    axes.barh(
+        labels, [s - 1.0 for s in speedups], left=1.0, color=["#31a354" if s >= 1.0 else "#de2d26" for s in speedups]
+    )
     for y, (s, (_, t)) in enumerate(zip(speedups, rows)):  # labels right of the bar or of the 1.0 line
-        axes.annotate(f"{s:.3f}x ({t.original_ms:.4g} -> {t.rewritten_ms:.4g} ms)", (max(s, 1.0), y),
-                      xytext=(4, 0), textcoords="offset points", va="center", fontsize="small")
+        axes.annotate(
+            f"{s:.3f}x ({t.original_ms:.4g} -> {t.rewritten_ms:.4g} ms)",
+            (max(s, 1.0), y),
+            xytext=(4, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize="small",
+        )
     axes.axvline(1.0, color="#333", linewidth=0.8)
     axes.invert_yaxis()
     axes.set_xlabel("speedup of the rewrite (original time / rewritten time)")
@@ -89,15 +96,19 @@ def convergence_plot(series: TuneSeries, original_ms: float | None = None) -> st
         axes, strip = figure.add_subplot(), None
     timed = [(e.index, e.time_ms) for e in series.evaluations if e.time_ms is not None]
     if timed:
-        axes.scatter([i for i, _ in timed], [t for _, t in timed], s=14, color="#3182bd", label="evaluation",
-                     zorder=3)
+        axes.scatter([i for i, _ in timed], [t for _, t in timed], s=14, color="#3182bd", label="evaluation", zorder=3)
     best = [(e.index, b) for e, b in zip(series.evaluations, series.best_so_far()) if b is not None]
     if best:
         axes.step([i for i, _ in best], [b for _, b in best], where="post", color="#fd8d3c", label="best so far")
     found = series.best
     if found is not None and found.time_ms is not None:
-        axes.axhline(found.time_ms, color="#31a354", linestyle="--", linewidth=1,
-                     label=f"best {found.time_ms:.4g} ms (evaluation {found.index})")
+        axes.axhline(
+            found.time_ms,
+            color="#31a354",
+            linestyle="--",
+            linewidth=1,
+            label=f"best {found.time_ms:.4g} ms (evaluation {found.index})",
+        )
     if original_ms is not None:
         axes.axhline(original_ms, color="#555", linestyle=":", linewidth=1, label=f"original {original_ms:.4g} ms")
     axes.set_ylabel("time (ms)")
@@ -108,8 +119,9 @@ def convergence_plot(series: TuneSeries, original_ms: float | None = None) -> st
         axes.text(0.5, 0.5, "no evaluation ran successfully", transform=axes.transAxes, ha="center")
     if strip is not None:
         classes = sorted({e.status for e in failed})
-        strip.scatter([e.index for e in failed], [classes.index(e.status) for e in failed], marker="x",
-                      color="#cb181d", zorder=3)
+        strip.scatter(
+            [e.index for e in failed], [classes.index(e.status) for e in failed], marker="x", color="#cb181d", zorder=3
+        )
         strip.set_yticks(range(len(classes)), classes, fontsize="small")
         strip.set_ylim(-0.6, len(classes) - 0.4)
         strip.set_ylabel("failed", fontsize="small")
@@ -137,19 +149,33 @@ def parameters_plot(series: TuneSeries) -> str | None:
         timed = [(position[_key(e.params.get(name))], e.time_ms) for e in series.evaluations if e.time_ms is not None]
         axes.scatter([x for x, _ in timed], [t for _, t in timed], s=12, color="#3182bd", alpha=0.7, zorder=3)
         if best is not None and best.time_ms is not None:
-            axes.scatter([position[_key(best.params.get(name))]], [best.time_ms], s=70, facecolors="none",
-                         edgecolors="#31a354", linewidths=1.5, zorder=4)
+            axes.scatter(
+                [position[_key(best.params.get(name))]],
+                [best.time_ms],
+                s=70,
+                facecolors="none",
+                edgecolors="#31a354",
+                linewidths=1.5,
+                zorder=4,
+            )
         failed = [position[_key(e.params.get(name))] for e in series.evaluations if e.time_ms is None]
         if failed:  # above the plot area, in axes coordinates: a failure has no time to plot
-            axes.scatter(failed, [1.04] * len(failed), marker="x", color="#cb181d", s=14, clip_on=False,
-                         transform=axes.get_xaxis_transform())
-        axes.set_xticks(range(len(values)), [_label(v) for v in values], fontsize="x-small",
-                        rotation=45 if len(values) > 6 else 0)
+            axes.scatter(
+                failed,
+                [1.04] * len(failed),
+                marker="x",
+                color="#cb181d",
+                s=14,
+                clip_on=False,
+                transform=axes.get_xaxis_transform(),
+            )
+        axes.set_xticks(
+            range(len(values)), [_label(v) for v in values], fontsize="x-small", rotation=45 if len(values) > 6 else 0
+        )
         axes.set_xlabel(name, fontsize="small")
         if slot % columns == 0:
             axes.set_ylabel("time (ms)", fontsize="small")
-    figure.suptitle(f"{series.kernel}: time against each parameter (ringed: best; x above: failed)",
-                    fontsize="medium")
+    figure.suptitle(f"{series.kernel}: time against each parameter (ringed: best; x above: failed)", fontsize="medium")
     return _svg(figure, f"params-{series.file}-{series.kernel}-{series.strategy}")
 
 
@@ -181,12 +207,17 @@ def l2_plot(pset: PredictionSet, chosen: str | None = None) -> str | None:
         return None
     figure = _figure(7.2, 0.9 + 0.32 * len(rows))
     hit_axes, dram_axes = figure.subplots(1, 2, sharey=True, width_ratios=[2, 3])
-    colors = ["#e6550d" if chosen and p.pattern == chosen else "#969696" if p.pattern == "row" else "#756bb1"
-              for p in rows]
+    colors = [
+        "#e6550d" if chosen and p.pattern == chosen else "#969696" if p.pattern == "row" else "#756bb1" for p in rows
+    ]
     labels = [p.pattern for p in rows]
     hits = hit_axes.barh(labels, [100 * (p.l2_hit_rate or 0.0) for p in rows], color=colors)
-    hit_axes.bar_label(hits, labels=["?" if p.l2_hit_rate is None else f"{100 * p.l2_hit_rate:.0f}%" for p in rows],
-                       fontsize="small", padding=2)
+    hit_axes.bar_label(
+        hits,
+        labels=["?" if p.l2_hit_rate is None else f"{100 * p.l2_hit_rate:.0f}%" for p in rows],
+        fontsize="small",
+        padding=2,
+    )
     hit_axes.set_xlim(0, 125)
     hit_axes.set_xticks([0, 50, 100])
     hit_axes.set_title("L2 hit rate (%)", fontsize="small")
@@ -196,10 +227,14 @@ def l2_plot(pset: PredictionSet, chosen: str | None = None) -> str | None:
     writes = [(p.dram_write_bytes or 0.0) / scale for p in rows]
     dram_axes.barh(labels, reads, color=colors)
     stacked = dram_axes.barh(labels, writes, left=reads, color=colors, alpha=0.45)
-    dram_axes.bar_label(stacked, labels=[f"{r:.3g} + {w:.3g}" for r, w in zip(reads, writes)], fontsize="small",
-                        padding=2)
+    dram_axes.bar_label(
+        stacked, labels=[f"{r:.3g} + {w:.3g}" for r, w in zip(reads, writes)], fontsize="small", padding=2
+    )
     dram_axes.set_title(f"DRAM {unit}: read + write (lighter)", fontsize="small")
     dram_axes.margins(x=0.35)
-    figure.suptitle(f"{pset.kernel}: L2 model ({pset.hw or 'hw ?'}, size {pset.size or '?'}; "
-                    f"{'orange: proposed, ' if chosen else ''}grey: row-major)", fontsize="medium")
+    figure.suptitle(
+        f"{pset.kernel}: L2 model ({pset.hw or 'hw ?'}, size {pset.size or '?'}; "
+        f"{'orange: proposed, ' if chosen else ''}grey: row-major)",
+        fontsize="medium",
+    )
     return _svg(figure, f"l2-{pset.file}-{pset.kernel}-{pset.size}")

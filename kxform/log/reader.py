@@ -186,8 +186,9 @@ def _parse_line(line: str, display: str, number: int) -> Record:
     try:
         record = json.loads(line)
     except json.JSONDecodeError as exc:
-        raise LogError(f"corrupt log: not JSON ({exc.msg} at column {exc.colno})",
-                       Location(display, number, exc.colno)) from None
+        raise LogError(
+            f"corrupt log: not JSON ({exc.msg} at column {exc.colno})", Location(display, number, exc.colno)
+        ) from None
     if not isinstance(record, dict):
         raise LogError("corrupt log: a record must be a JSON object", Location(display, number))
     if not isinstance(record.get("type"), str):
@@ -199,17 +200,58 @@ def _parse_line(line: str, display: str, number: int) -> Record:
 _STR, _INT, _BOOL, _LIST, _DICT = "a string", "an integer", "true or false", "an array", "an object"
 _OPTIONAL = " or null"
 _FIELDS: dict[str, dict[str, str]] = {
-    "run": {"run": _STR, "argv": _LIST + " of strings", "hw": _STR + _OPTIONAL, "pipeline": _STR + _OPTIONAL,
-            "cwd": _STR, "started": _STR, "versions": _DICT},
-    "kernel": {"file": _STR, "kernel": _STR, "line": _INT, "pass": _STR, "outcome": _STR, "stage": _STR + _OPTIONAL,
-               "reasons": _LIST + " of strings", "proposal": _DICT + _OPTIONAL, "checks": _LIST + " of objects",
-               "verify_policy": _DICT + _OPTIONAL, "alternates": _LIST, "rejected": _LIST},
-    "remark": {"kind": _STR, "pass": _STR, "name": _STR, "file": _STR, "line": _INT, "column": _INT,
-               "function": _STR + _OPTIONAL, "message": _STR, "args": _DICT},
-    "file": {"file": _STR, "changed": _BOOL, "error": _STR + _OPTIONAL, "diff": _STR + _OPTIONAL,
-             "compile": _DICT + _OPTIONAL, "timings_s": _DICT},
-    "summary": {"files_changed": _INT, "files_unchanged": _INT, "input_errors": _LIST, "internal_errors": _LIST,
-                "kernels": _DICT, "failures": _LIST, "exit_code": _INT, "finished": _STR},
+    "run": {
+        "run": _STR,
+        "argv": _LIST + " of strings",
+        "hw": _STR + _OPTIONAL,
+        "pipeline": _STR + _OPTIONAL,
+        "cwd": _STR,
+        "started": _STR,
+        "versions": _DICT,
+    },
+    "kernel": {
+        "file": _STR,
+        "kernel": _STR,
+        "line": _INT,
+        "pass": _STR,
+        "outcome": _STR,
+        "stage": _STR + _OPTIONAL,
+        "reasons": _LIST + " of strings",
+        "proposal": _DICT + _OPTIONAL,
+        "checks": _LIST + " of objects",
+        "verify_policy": _DICT + _OPTIONAL,
+        "alternates": _LIST,
+        "rejected": _LIST,
+    },
+    "remark": {
+        "kind": _STR,
+        "pass": _STR,
+        "name": _STR,
+        "file": _STR,
+        "line": _INT,
+        "column": _INT,
+        "function": _STR + _OPTIONAL,
+        "message": _STR,
+        "args": _DICT,
+    },
+    "file": {
+        "file": _STR,
+        "changed": _BOOL,
+        "error": _STR + _OPTIONAL,
+        "diff": _STR + _OPTIONAL,
+        "compile": _DICT + _OPTIONAL,
+        "timings_s": _DICT,
+    },
+    "summary": {
+        "files_changed": _INT,
+        "files_unchanged": _INT,
+        "input_errors": _LIST,
+        "internal_errors": _LIST,
+        "kernels": _DICT,
+        "failures": _LIST,
+        "exit_code": _INT,
+        "finished": _STR,
+    },
 }
 """The fields kxform writes in its own record types and what each must hold; fields and
 record types it does not know are kept as they are."""
@@ -221,8 +263,7 @@ def _check_fields(record: Record, where: Location) -> None:
     for name, wanted in _FIELDS.get(record["type"], {}).items():
         if name in record and not _holds(record[name], wanted):
             shown = json.dumps(record[name])
-            raise LogError(f"corrupt log: {record['type']} record: '{name}' is {shown[:40]}, expected {wanted}",
-                           where)
+            raise LogError(f"corrupt log: {record['type']} record: '{name}' is {shown[:40]}, expected {wanted}", where)
 
 
 def _holds(value: Any, wanted: str) -> bool:
@@ -232,10 +273,14 @@ def _holds(value: Any, wanted: str) -> bool:
     if kind.startswith(_LIST):
         if not isinstance(value, list):
             return False
-        item = {" of strings": str, " of objects": dict}.get(kind[len(_LIST):])
+        item = {" of strings": str, " of objects": dict}.get(kind[len(_LIST) :])
         return item is None or all(isinstance(v, item) for v in value)
-    checks = {_STR: isinstance(value, str), _BOOL: isinstance(value, bool), _DICT: isinstance(value, dict),
-              _INT: isinstance(value, int) and not isinstance(value, bool)}
+    checks = {
+        _STR: isinstance(value, str),
+        _BOOL: isinstance(value, bool),
+        _DICT: isinstance(value, dict),
+        _INT: isinstance(value, int) and not isinstance(value, bool),
+    }
     return checks[kind]
 
 

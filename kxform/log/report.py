@@ -44,7 +44,8 @@ class Report:
             self.forced_refused += refused
             self.kernel_outcomes[result.outcome] += 1
             if result.outcome is Outcome.APPLIED and any(
-                    c.name == "compile" and c.status is Status.UNCONFIRMED for c in result.checks):
+                c.name == "compile" and c.status is Status.UNCONFIRMED for c in result.checks
+            ):
                 self.unconfirmed += 1
             if result.outcome is Outcome.FAILED or refused:
                 self.failures.append(f"{result.path}:{result.line}: {result.kernel}: {'; '.join(result.reasons)}")
@@ -62,10 +63,17 @@ class Report:
         return exitcodes.OK
 
     def summary(self) -> str:
-        verb = {WriteBack.WRITE: "rewritten", WriteBack.OUT_DIR: "rewritten", WriteBack.DIFF: "would be rewritten",
-                WriteBack.CHECK: "would be rewritten", WriteBack.CHECK_DIFF: "would be rewritten"}[self.write_back]
-        parts = [f"{self.files_changed} file{'s' if self.files_changed != 1 else ''} {verb}",
-                 f"{self.files_unchanged} unchanged"]
+        verb = {
+            WriteBack.WRITE: "rewritten",
+            WriteBack.OUT_DIR: "rewritten",
+            WriteBack.DIFF: "would be rewritten",
+            WriteBack.CHECK: "would be rewritten",
+            WriteBack.CHECK_DIFF: "would be rewritten",
+        }[self.write_back]
+        parts = [
+            f"{self.files_changed} file{'s' if self.files_changed != 1 else ''} {verb}",
+            f"{self.files_unchanged} unchanged",
+        ]
         kernels = ", ".join(f"{self.kernel_outcomes[o]} {o.value}" for o in Outcome if self.kernel_outcomes[o])
         if kernels:
             parts.append(f"kernels: {kernels}")
@@ -73,13 +81,13 @@ class Report:
         if refused:
             parts.append(f"{refused} refused with the configuration given (exit 1)")
         if self.unconfirmed:
-            parts.append(f"{self.unconfirmed} applied kernel{'s' if self.unconfirmed != 1 else ''} not confirmed "
-                         "by the compiler (the original does not compile here either)")
+            parts.append(
+                f"{self.unconfirmed} applied kernel{'s' if self.unconfirmed != 1 else ''} not confirmed "
+                "by the compiler (the original does not compile here either)"
+            )
         if self.input_errors:
-            touched = " (those files left untouched)" if self.write_back in (WriteBack.WRITE, WriteBack.OUT_DIR) \
-                else ""
-            parts.append(f"{len(self.input_errors)} input error{'s' if len(self.input_errors) != 1 else ''}"
-                         f"{touched}")
+            touched = " (those files left untouched)" if self.write_back in (WriteBack.WRITE, WriteBack.OUT_DIR) else ""
+            parts.append(f"{len(self.input_errors)} input error{'s' if len(self.input_errors) != 1 else ''}{touched}")
         if self.internal_errors:
             parts.append(f"{len(self.internal_errors)} internal error{'s' if len(self.internal_errors) != 1 else ''}")
         return ", ".join(parts) + "."

@@ -94,8 +94,9 @@ def views(run: Run) -> dict[str, FileView]:
             source = load_source(run, record)
             count = len(source.text.splitlines()) if source.text is not None else 0
             maps = record.get("line_maps")
-            out.setdefault(source.file, FileView(source, f"f{len(out) + 1}", count,
-                                                 maps if isinstance(maps, dict) else None))
+            out.setdefault(
+                source.file, FileView(source, f"f{len(out) + 1}", count, maps if isinstance(maps, dict) else None)
+            )
     return out
 
 
@@ -121,8 +122,13 @@ def load_source(run: Run, record: Mapping[str, object]) -> FileSource:
     text, why = _read_disk(path)
     if text is None:
         return FileSource(file, None, "none", f"not shown: the log does not carry the source and {why}")
-    return FileSource(file, text, "disk", f"read from {path} when this report was made (the log does not carry "
-                                         "the source): it may differ from what the run read")
+    return FileSource(
+        file,
+        text,
+        "disk",
+        f"read from {path} when this report was made (the log does not carry "
+        "the source): it may differ from what the run read",
+    )
 
 
 def _read_disk(path: Path) -> tuple[str | None, str]:
@@ -149,9 +155,11 @@ def render(run: Run, files: Mapping[str, FileView]) -> str:
     kernels: dict[str, list[Record]] = {}
     for kernel in run.kernels():
         kernels.setdefault(run.file_of(kernel), []).append(kernel)
-    out = ["<h2>Source</h2><p class=\"meta\">Each file with its remarks under the line they name "
-           "(<span class=\"r-passed\">Passed</span>, <span class=\"r-missed\">Missed</span>, "
-           "<span class=\"r-analysis\">Analysis</span>).</p>"]
+    out = [
+        '<h2>Source</h2><p class="meta">Each file with its remarks under the line they name '
+        '(<span class="r-passed">Passed</span>, <span class="r-missed">Missed</span>, '
+        '<span class="r-analysis">Analysis</span>).</p>'
+    ]
     for file, view in files.items():
         kernel_lines = [line for k in kernels.get(file, []) if (line := view.line_of(k)) is not None]
         out.append(_file_view(view, remarks.get(file, []), kernel_lines, "," in run.pipeline))
@@ -160,10 +168,15 @@ def render(run: Run, files: Mapping[str, FileView]) -> str:
 
 def _file_view(view: FileView, remarks: Sequence[Record], kernel_lines: Sequence[int], pipeline: bool) -> str:
     source, prefix = view.source, view.prefix
-    unmapped = (" In this log a later pass's remarks name lines of the file as the earlier passes left it."
-                if pipeline and view.line_maps is None else "")
-    head = (f'<h3 id="src-{prefix}">{_esc(source.file)}</h3><p class="meta source-origin" '
-            f'data-origin="{_esc(source.origin)}">source {_esc(source.note)}.{_esc(unmapped)}</p>')
+    unmapped = (
+        " In this log a later pass's remarks name lines of the file as the earlier passes left it."
+        if pipeline and view.line_maps is None
+        else ""
+    )
+    head = (
+        f'<h3 id="src-{prefix}">{_esc(source.file)}</h3><p class="meta source-origin" '
+        f'data-origin="{_esc(source.origin)}">source {_esc(source.note)}.{_esc(unmapped)}</p>'
+    )
     if source.text is None:
         return head + _unplaced(remarks)
     lines = source.text.splitlines()
@@ -182,8 +195,10 @@ def _file_view(view: FileView, remarks: Sequence[Record], kernel_lines: Sequence
             rows.append(f'<div class="gap">... lines {last + 1}-{number - 1} not shown</div>')
         anchor = f"src-{prefix}-L{number}"
         hit = " hit" if number in by_line else ""
-        rows.append(f'<div class="l{hit}" id="{anchor}"><span class="n"><a href="#{anchor}">{number}</a></span>'
-                    f"<code>{_esc(lines[number - 1])}</code></div>")
+        rows.append(
+            f'<div class="l{hit}" id="{anchor}"><span class="n"><a href="#{anchor}">{number}</a></span>'
+            f"<code>{_esc(lines[number - 1])}</code></div>"
+        )
         rows += [_remark(r) for r in by_line.get(number, [])]
         last = number
     if shown and last < len(lines):
@@ -204,13 +219,18 @@ def _remark(remark: Record) -> str:
     kind = str(remark.get("kind", ""))
     function = f" in {_esc(remark['function'])}" if remark.get("function") else ""
     column = f", column {_esc(remark['column'])}" if isinstance(remark.get("column"), int) and remark["column"] else ""
-    return (f'<div class="rm {KIND_CLASS.get(kind, "r-analysis")}"><b>{_esc(kind or "?")}</b> '
-            f"{_esc(remark.get('pass', ''))}/{_esc(remark.get('name', ''))}{function}{column}: "
-            f"{_esc(remark.get('message', ''))}</div>")
+    return (
+        f'<div class="rm {KIND_CLASS.get(kind, "r-analysis")}"><b>{_esc(kind or "?")}</b> '
+        f"{_esc(remark.get('pass', ''))}/{_esc(remark.get('name', ''))}{function}{column}: "
+        f"{_esc(remark.get('message', ''))}</div>"
+    )
 
 
 def _unplaced(remarks: Sequence[Record]) -> str:
     if not remarks:
         return ""
-    return ('<div class="src"><div class="gap">remarks without a line in this text:</div>'
-            + "".join(_remark(r) for r in remarks) + "</div>")
+    return (
+        '<div class="src"><div class="gap">remarks without a line in this text:</div>'
+        + "".join(_remark(r) for r in remarks)
+        + "</div>"
+    )

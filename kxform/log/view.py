@@ -18,8 +18,18 @@ from kxform.log.figures import l2_predictions, timing, tune_series
 from kxform.log.reader import Record, Run, legacy_key, legacy_status
 
 OUTCOMES = ("applied", "missed", "unchanged", "failed", "skipped")
-_COLORS = {"applied": "32", "missed": "33", "failed": "31", "skipped": "90", "unchanged": "90",
-           "add": "32", "del": "31", "hunk": "36", "head": "1", "dim": "90"}
+_COLORS = {
+    "applied": "32",
+    "missed": "33",
+    "failed": "31",
+    "skipped": "90",
+    "unchanged": "90",
+    "add": "32",
+    "del": "31",
+    "hunk": "36",
+    "head": "1",
+    "dim": "90",
+}
 
 
 @dataclass(frozen=True)
@@ -57,8 +67,18 @@ def list_lines(runs: Iterable[Run]) -> list[str]:
         exit_code = str(summary.get("exit_code", "?")) if summary else "-"
         extra = {r.get("type") for r in run.records} - {"run", "kernel", "remark", "file", "summary", "config"}
         kernels = _counts(run.outcome_counts()) + (f" (+{', '.join(sorted(map(str, extra)))})" if extra else "")
-        rows.append((run.run_id, _when(run), _duration(run.duration_s), run.pipeline or "-", run.hw or "-", files,
-                     kernels, exit_code))
+        rows.append(
+            (
+                run.run_id,
+                _when(run),
+                _duration(run.duration_s),
+                run.pipeline or "-",
+                run.hw or "-",
+                files,
+                kernels,
+                exit_code,
+            )
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1] for row in rows]
 
@@ -106,8 +126,10 @@ def show_lines(run: Run, keep: ShowFilter, style: Style) -> list[str]:
             shown += 1
         for remark in parts.get("remark", []):
             if not keep.active or remark.get("function") in names:
-                lines.append(f"  remark: {remark.get('kind', '?')} {remark.get('pass', '')}/{remark.get('name', '')} "
-                             f"line {remark.get('line', '?')}: {remark.get('message', '')}")
+                lines.append(
+                    f"  remark: {remark.get('kind', '?')} {remark.get('pass', '')}/{remark.get('name', '')} "
+                    f"line {remark.get('line', '?')}: {remark.get('message', '')}"
+                )
         diff = str(file_record.get("diff") or "")
         if keep.diffs and diff:
             lines += ["  " + _diff_line(line, style) for line in diff.rstrip("\n").splitlines()]
@@ -119,16 +141,20 @@ def show_lines(run: Run, keep: ShowFilter, style: Style) -> list[str]:
 def _header(run: Run, style: Style) -> list[str]:
     header, summary = run.header, run.summary
     versions = header.get("versions") if isinstance(header.get("versions"), dict) else {}
-    lines = [style(f"run {run.run_id}", "head") + f"  {_when(run)} UTC  ({_duration(run.duration_s)})  "
-             f"{display_path(run.path)}",
-             f"  kxform {versions.get('kxform', '?')}, hw {run.hw or '?'}, passes {run.pipeline or '?'}, "
-             f"argv: {' '.join(map(str, header.get('argv') or []))}"]
+    lines = [
+        style(f"run {run.run_id}", "head") + f"  {_when(run)} UTC  ({_duration(run.duration_s)})  "
+        f"{display_path(run.path)}",
+        f"  kxform {versions.get('kxform', '?')}, hw {run.hw or '?'}, passes {run.pipeline or '?'}, "
+        f"argv: {' '.join(map(str, header.get('argv') or []))}",
+    ]
     config = run.first("config")
     if config:
         lines.append(f"  configuration: {config.get('path', '?')}")
     if summary:
-        lines.append(f"  files: {summary.get('files_changed', 0)} changed, {summary.get('files_unchanged', 0)} "
-                     f"unchanged; kernels: {_counts(run.outcome_counts())}; exit {summary.get('exit_code', '?')}")
+        lines.append(
+            f"  files: {summary.get('files_changed', 0)} changed, {summary.get('files_unchanged', 0)} "
+            f"unchanged; kernels: {_counts(run.outcome_counts())}; exit {summary.get('exit_code', '?')}"
+        )
         for error in (summary.get("input_errors") or []) + (summary.get("internal_errors") or []):
             lines.append(f"  error: {error}")
     else:
@@ -141,8 +167,10 @@ def _kernel_lines(kernel: Record, style: Style) -> list[str]:
     proposal = kernel.get("proposal") if isinstance(kernel.get("proposal"), dict) else None
     spec = f"  {proposal.get('spec', '')}" if proposal else ""
     stage = f" at {kernel['stage']}" if kernel.get("stage") else ""
-    lines = [f"  {kernel.get('kernel', '?')} (line {kernel.get('line', '?')}) {kernel.get('pass', '')}: "
-             f"{style(outcome + stage, outcome)}{spec}"]
+    lines = [
+        f"  {kernel.get('kernel', '?')} (line {kernel.get('line', '?')}) {kernel.get('pass', '')}: "
+        f"{style(outcome + stage, outcome)}{spec}"
+    ]
     if proposal and proposal.get("rationale"):
         lines.append(f"    why: {proposal['rationale']} [{provenance(proposal)}]")
     if proposal and proposal.get("payload") is not None:
@@ -164,13 +192,14 @@ def _kernel_lines(kernel: Record, style: Style) -> list[str]:
             lines.append(f"    check {check.get('name', '?')}: {style(mark, 'dim' if mark == 'skip' else '')} {detail}")
     times = timing(kernel)
     if times:
-        lines.append(f"    times: original {times.original_ms:.4f} ms, rewritten {times.rewritten_ms:.4f} ms, "
-                     f"speedup {times.speedup:.3f}x (size {times.size}, {times.runtime})")
+        lines.append(
+            f"    times: original {times.original_ms:.4f} ms, rewritten {times.rewritten_ms:.4f} ms, "
+            f"speedup {times.speedup:.3f}x (size {times.size}, {times.runtime})"
+        )
     return lines
 
 
-MARKS = {"passed": "ok", "skipped": "skip", "failed": "FAIL", "unconfirmed": "UNCONFIRMED",
-         "inconclusive": "UNDECIDED"}
+MARKS = {"passed": "ok", "skipped": "skip", "failed": "FAIL", "unconfirmed": "UNCONFIRMED", "inconclusive": "UNDECIDED"}
 """A check's status (kxform.engine.status) as `log show` marks it."""
 
 
@@ -185,8 +214,10 @@ def check_mark(check: Record) -> str:
 def provenance(proposal: Record) -> str:
     """`deterministic, predicted` / `llm, measured, model M, $0.012, 1200 tokens` (older logs: measured or not)."""
     origin = proposal.get("provenance") if isinstance(proposal.get("provenance"), dict) else {}
-    parts = [str(origin.get("proposer") or proposal.get("proposer") or "?"),
-             str(origin.get("evidence") or ("measured" if proposal.get("measured") else "unmeasured"))]
+    parts = [
+        str(origin.get("proposer") or proposal.get("proposer") or "?"),
+        str(origin.get("evidence") or ("measured" if proposal.get("measured") else "unmeasured")),
+    ]
     if origin.get("model"):
         parts.append(f"model {origin['model']}")
     if isinstance(origin.get("cost_usd"), (int, float)):
@@ -208,17 +239,27 @@ def policy(kernel: Record) -> str:
         where = "the spec's launch"
     else:
         values = launch.get("values") if isinstance(launch.get("values"), dict) else {}
-        dims = [f"{key} ({', '.join('spec' if d is None else str(d) for d in launch[key])})"
-                for key in ("grid", "block") if isinstance(launch.get(key), list) and launch[key]]
+        dims = [
+            f"{key} ({', '.join('spec' if d is None else str(d) for d in launch[key])})"
+            for key in ("grid", "block")
+            if isinstance(launch.get(key), list) and launch[key]
+        ]
         if launch.get("shared_bytes"):
             dims.append(f"shared {launch['shared_bytes']} B")
-        where = (f"launch from {launch.get('origin') or 'the source'}"
-                 + (f" at {','.join(f'{k}={v}' for k, v in values.items())}" if values else "")
-                 + (f": {', '.join(dims)}" if dims else ""))
+        where = (
+            f"launch from {launch.get('origin') or 'the source'}"
+            + (f" at {','.join(f'{k}={v}' for k, v in values.items())}" if values else "")
+            + (f": {', '.join(dims)}" if dims else "")
+        )
     compare = data.get("compare") if isinstance(data.get("compare"), dict) else {}
     mode, scale = compare.get("mode"), compare.get("scale")
-    what = "bit-exact" if mode == "exact" else "the spec's tolerance" + (
-        f" x{scale:g}" if isinstance(scale, (int, float)) and scale != 1 else "") if mode == "spec" else str(mode or "?")
+    what = (
+        "bit-exact"
+        if mode == "exact"
+        else "the spec's tolerance" + (f" x{scale:g}" if isinstance(scale, (int, float)) and scale != 1 else "")
+        if mode == "spec"
+        else str(mode or "?")
+    )
     if mode == "bound" and compare.get("bound") and isinstance(compare.get("unit"), (int, float)):
         what = f"relative bound ({compare['bound']}) * {compare['unit']:.3g} at each size"
     reason = f" ({compare['reason']})" if compare.get("reason") else ""
@@ -241,9 +282,13 @@ def _other_lines(run: Run, keep: ShowFilter) -> list[str]:
         if keep.kernel and not fnmatch.fnmatchcase(series.kernel, keep.kernel):
             continue
         best = series.best
-        found = f"best {best.time_ms:.4f} ms at eval {best.index} {best.params}" if best and best.time_ms else "no success"
-        lines.append(f"tune {series.file} {series.kernel} ({series.strategy or '?'}): "
-                     f"{len(series.evaluations)} evaluations, {found}")
+        found = (
+            f"best {best.time_ms:.4f} ms at eval {best.index} {best.params}" if best and best.time_ms else "no success"
+        )
+        lines.append(
+            f"tune {series.file} {series.kernel} ({series.strategy or '?'}): "
+            f"{len(series.evaluations)} evaluations, {found}"
+        )
     kept = {k.get("kernel") for k in run.kernels() if keep.keeps(k)}
     for pset in l2_predictions(run.records):
         if keep.kernel and not fnmatch.fnmatchcase(pset.kernel, keep.kernel):
@@ -314,8 +359,10 @@ def diff_lines(a: Run, b: Run, style: Style) -> tuple[list[str], bool]:
 def _kernel_changes(old: Record, new: Record) -> tuple[list[str], bool]:
     notes = []
     if old.get("outcome") != new.get("outcome"):
-        notes.append(f"outcome {old.get('outcome')} -> {new.get('outcome')}" +
-                     (f" ({(new.get('reasons') or [''])[0]})" if new.get("reasons") else ""))
+        notes.append(
+            f"outcome {old.get('outcome')} -> {new.get('outcome')}"
+            + (f" ({(new.get('reasons') or [''])[0]})" if new.get("reasons") else "")
+        )
     if _spec(old) != _spec(new):
         notes.append(f"decision {_spec(old) or 'none'} -> {_spec(new) or 'none'}")
     if _reason_key(old) != _reason_key(new) and old.get("outcome") == new.get("outcome"):
@@ -327,8 +374,10 @@ def _kernel_changes(old: Record, new: Record) -> tuple[list[str], bool]:
         notes.append(f"verification policy {policy(old)} -> {policy(new)}")
     t_old, t_new = timing(old), timing(new)
     if t_old and t_new:
-        notes.append(f"rewritten {t_old.rewritten_ms:.4f} -> {t_new.rewritten_ms:.4f} ms, "
-                     f"speedup {t_old.speedup:.3f}x -> {t_new.speedup:.3f}x")
+        notes.append(
+            f"rewritten {t_old.rewritten_ms:.4f} -> {t_new.rewritten_ms:.4f} ms, "
+            f"speedup {t_old.speedup:.3f}x -> {t_new.speedup:.3f}x"
+        )
     elif bool(t_old) != bool(t_new):
         notes.append("measured in one run only")
     return notes, decided

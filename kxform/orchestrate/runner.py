@@ -39,7 +39,6 @@ from kxform.log.report import Report, WriteBack
 from kxform.frontend.source import read_source
 
 
-
 class Progress(Protocol):
     """Told after each file of a stage (`transform`, `verify`): the CLI draws a bar."""
 
@@ -73,6 +72,7 @@ class ApplyConfig:
     """(absolute path, content) a caller already judged (`tune --write`): a file that no
     longer holds that content is refused as changed on disk, never rewritten from new text."""
 
+
 @dataclass
 class FileOutcome:
     path: str
@@ -90,8 +90,9 @@ def _pipeline(pipeline: str, extra_options: tuple[tuple[str, str], ...]) -> tupl
     return tuple(default_registry().pipeline(pipeline, dict(extra_options)))
 
 
-def _transform_one(path: str, config: ApplyConfig, includer: str | None = None,
-                   feedback: Feedback | None = None) -> FileOutcome:
+def _transform_one(
+    path: str, config: ApplyConfig, includer: str | None = None, feedback: Feedback | None = None
+) -> FileOutcome:
     """Worker: read, validate and transform one file. Never raises for bad input.
     `includer`: the unit of the run that includes this header (its flags and directory);
     `feedback`: candidates the later stages refused in an earlier round."""
@@ -99,8 +100,10 @@ def _transform_one(path: str, config: ApplyConfig, includer: str | None = None,
         source = read_source(path)
         judged = dict(config.expected).get(os.path.abspath(path))
         if judged is not None and source.data != judged:
-            raise InputError("changed on disk while kxform ran; not written (run kxform again on the new content)",
-                             Location(display_path(path)))
+            raise InputError(
+                "changed on disk while kxform ran; not written (run kxform again on the new content)",
+                Location(display_path(path)),
+            )
         passes = _pipeline(config.pipeline, config.extra_options)
         assert config.hw is not None
         options = RunOptions(kernels=config.kernels, arch=config.hw.arch)
@@ -111,12 +114,23 @@ def _transform_one(path: str, config: ApplyConfig, includer: str | None = None,
 
             semantic = semantic_provider(path, config.build_dir, includer, toolchain)
         proposer = config.proposer.build() if config.proposer is not None else None
-        transform = transform_source(source, passes, config.hw, options, proposer=proposer, semantic=semantic,
-                                     feedback=feedback, toolchain=toolchain, finalize=False)
+        transform = transform_source(
+            source,
+            passes,
+            config.hw,
+            options,
+            proposer=proposer,
+            semantic=semantic,
+            feedback=feedback,
+            toolchain=toolchain,
+            finalize=False,
+        )
         if transform.syntax_errors:  # a kernel that does not parse: the file is bad input, not "nothing to do"
             kernel, offset = transform.syntax_errors[0]
-            raise InputError(f"syntax error: kernel '{kernel}' does not parse (tree-sitter-cuda); the file is "
-                             "left unchanged", source.location(offset))
+            raise InputError(
+                f"syntax error: kernel '{kernel}' does not parse (tree-sitter-cuda); the file is left unchanged",
+                source.location(offset),
+            )
         return FileOutcome(path, transform, results=list(transform.results))
     except UsageError:
         raise
@@ -124,8 +138,12 @@ def _transform_one(path: str, config: ApplyConfig, includer: str | None = None,
         return FileOutcome(path, error=str(exc))
     except Exception as exc:  # a defect: report it for this file, keep going, write nothing
         saved = save_traceback(exc)
-        return FileOutcome(path, error=f"{display_path(path)}: internal error: {type(exc).__name__}: "
-                                       f"{' '.join(str(exc).split())} (traceback saved to {saved})", internal=True)
+        return FileOutcome(
+            path,
+            error=f"{display_path(path)}: internal error: {type(exc).__name__}: "
+            f"{' '.join(str(exc).split())} (traceback saved to {saved})",
+            internal=True,
+        )
 
 
 KEEP_ERROR_LOGS = 10
@@ -142,12 +160,11 @@ def save_traceback(exc: BaseException) -> str:
     try:
         folder.mkdir(mode=0o700, exist_ok=True)
         logs = sorted(folder.glob("kxform-error-*.log"), key=lambda p: p.stat().st_mtime_ns)
-        for old in logs[:max(0, len(logs) - KEEP_ERROR_LOGS + 1)]:
+        for old in logs[: max(0, len(logs) - KEEP_ERROR_LOGS + 1)]:
             old.unlink(missing_ok=True)
     except OSError:
         folder = Path(tempfile.gettempdir())
-    with tempfile.NamedTemporaryFile("w", prefix="kxform-error-", suffix=".log", dir=folder,
-                                     delete=False) as handle:
+    with tempfile.NamedTemporaryFile("w", prefix="kxform-error-", suffix=".log", dir=folder, delete=False) as handle:
         handle.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
     return handle.name
 
@@ -177,8 +194,10 @@ def check_environment(config: ApplyConfig) -> None:
         with tempfile.TemporaryFile(dir=root):
             pass
     except OSError as exc:
-        raise UsageError(f"the cache directory {display_path(root)} is not writable ({exc.strerror or exc}); "
-                         "set KXFORM_CACHE_DIR to a writable directory") from None
+        raise UsageError(
+            f"the cache directory {display_path(root)} is not writable ({exc.strerror or exc}); "
+            "set KXFORM_CACHE_DIR to a writable directory"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -205,9 +224,13 @@ def collect_sources(paths: Sequence[str], config: ApplyConfig) -> RunSources:
     return RunSources(replace(found, files=kept), tuple(found.files))
 
 
-def run_apply(paths: list[str], config: ApplyConfig, progress: Progress | None = None,
-              emit: Callable[[str], object] | None = None,
-              sources: SourceSet | None = None) -> tuple[Report, list[FileOutcome]]:
+def run_apply(
+    paths: list[str],
+    config: ApplyConfig,
+    progress: Progress | None = None,
+    emit: Callable[[str], object] | None = None,
+    sources: SourceSet | None = None,
+) -> tuple[Report, list[FileOutcome]]:
     """Run the pipeline over `paths`; return the report and per-file outcomes (for logs).
     `sources`: the files, collected already by `collect_sources` (default: collected here;
     `paths` still name the tree an in-place run locks)."""
@@ -222,8 +245,9 @@ def run_apply(paths: list[str], config: ApplyConfig, progress: Progress | None =
         except OSError as exc:
             raise UsageError(f"-o {display_path(config.out_dir)}: cannot create it ({exc.strerror or exc})") from None
     with _write_lock(config, sources.files, paths):
-        outcomes = [FileOutcome(str(err.location.path) if err.location else "", error=str(err))
-                    for err in sources.refused]
+        outcomes = [
+            FileOutcome(str(err.location.path) if err.location else "", error=str(err)) for err in sources.refused
+        ]
         outcomes += _transform_all(sources, config, progress)
         _check_kernels_named(config, outcomes)
         report = Report(write_back=config.write_back)
@@ -234,8 +258,13 @@ def run_apply(paths: list[str], config: ApplyConfig, progress: Progress | None =
             return latest[path]
 
         outcomes = run_later_stages(
-            outcomes, (lambda batch: compile_stage(batch, config, sources, report, list(latest.values())),
-                       lambda batch: verify_stage(batch, config, progress=progress)), retransform)
+            outcomes,
+            (
+                lambda batch: compile_stage(batch, config, sources, report, list(latest.values())),
+                lambda batch: verify_stage(batch, config, progress=progress),
+            ),
+            retransform,
+        )
         for outcome in outcomes:
             report.add_kernels(outcome.results)
             transform = outcome.transform
@@ -272,8 +301,9 @@ def _check_measure(config: ApplyConfig) -> None:
 
     runtime = pick_runtime(config.verify)
     if not runtime.times_kernels:
-        raise UsageError(f"--measure needs a runtime that times kernels (a GPU with pycuda); the {runtime.name} "
-                         "runtime does not")
+        raise UsageError(
+            f"--measure needs a runtime that times kernels (a GPU with pycuda); the {runtime.name} runtime does not"
+        )
 
 
 def _worker_init(parent: int) -> None:
@@ -309,8 +339,7 @@ def _transform_all(sources: SourceSet, config: ApplyConfig, progress: Progress |
                 progress(i + 1, len(files), path)
         return out
     results: list[FileOutcome | None] = [None] * len(files)
-    with futures.ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init,
-                                     initargs=(os.getpid(),)) as pool:
+    with futures.ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init, initargs=(os.getpid(),)) as pool:
         pending = {pool.submit(_transform_one, path, config, includer[path]): i for i, path in enumerate(files)}
         done = 0
         for future in futures.as_completed(pending):
@@ -321,8 +350,13 @@ def _transform_all(sources: SourceSet, config: ApplyConfig, progress: Progress |
     return [r for r in results if r is not None]
 
 
-def compile_stage(outcomes: list[FileOutcome], config: ApplyConfig, sources: SourceSet | None = None,
-                  report: Report | None = None, run: list[FileOutcome] | None = None) -> None:
+def compile_stage(
+    outcomes: list[FileOutcome],
+    config: ApplyConfig,
+    sources: SourceSet | None = None,
+    report: Report | None = None,
+    run: list[FileOutcome] | None = None,
+) -> None:
     """Check (d): rewritten files must compile with nvcc where it exists, each through
     every translation unit of the run that includes it (with all rewritten files of the
     run in place: `run`, in its current round; default `outcomes`); a file that fails is
@@ -335,8 +369,13 @@ def compile_stage(outcomes: list[FileOutcome], config: ApplyConfig, sources: Sou
         return
     from kxform.build.compile_check import CompileChecker
 
-    checker = CompileChecker.create(config.build_dir, config.hw.arch if config.hw else "sm_90", config.jobs,
-                                    strict=config.verify == "compile", toolchain=Toolchain.create(config.build_dir))
+    checker = CompileChecker.create(
+        config.build_dir,
+        config.hw.arch if config.hw else "sm_90",
+        config.jobs,
+        strict=config.verify == "compile",
+        toolchain=Toolchain.create(config.build_dir),
+    )
     if checker is None:
         if config.verify == "compile":
             raise UsageError("--verify compile needs nvcc (not found on PATH; set KXFORM_NVCC)")
@@ -359,14 +398,25 @@ def compile_stage(outcomes: list[FileOutcome], config: ApplyConfig, sources: Sou
             continue
         transform = outcome.transform
         assert transform is not None
-        outcome.results = [replace(r, outcome=Outcome.FAILED, reasons=(record.detail,), stage="compile", key=record.key,
-                                   checks=r.checks + (record,)) if r.outcome is Outcome.APPLIED else r
-                           for r in outcome.results]
+        outcome.results = [
+            replace(
+                r,
+                outcome=Outcome.FAILED,
+                reasons=(record.detail,),
+                stage="compile",
+                key=record.key,
+                checks=r.checks + (record,),
+            )
+            if r.outcome is Outcome.APPLIED
+            else r
+            for r in outcome.results
+        ]
         outcome.transform = replace(transform, new_data=transform.source.data)
 
 
-def verify_stage(outcomes: list[FileOutcome], config: ApplyConfig, runtime: Any = None,
-                 progress: Progress | None = None) -> None:
+def verify_stage(
+    outcomes: list[FileOutcome], config: ApplyConfig, runtime: Any = None, progress: Progress | None = None
+) -> None:
     """Differential runs of rewritten kernels that have harness specs (kxform.verify.stage),
     on `runtime` (a `kxform.runtime.base.Runtime`) or the one `config.verify` picks."""
     if config.verify in ("static", "compile"):
@@ -388,8 +438,16 @@ def verify_stage(outcomes: list[FileOutcome], config: ApplyConfig, runtime: Any 
     for done, outcome in enumerate(changed, start=1):
         transform = outcome.transform
         assert transform is not None
-        results, keep = verify_file(transform.source.data, transform.new_data, outcome.path, outcome.results,
-                                    runtime, config.measure, config.build_dir, config.spec_dirs)
+        results, keep = verify_file(
+            transform.source.data,
+            transform.new_data,
+            outcome.path,
+            outcome.results,
+            runtime,
+            config.measure,
+            config.build_dir,
+            config.spec_dirs,
+        )
         if progress:
             progress(done, len(changed), outcome.path, stage="verify")
         outcome.results = results
@@ -398,12 +456,18 @@ def verify_stage(outcomes: list[FileOutcome], config: ApplyConfig, runtime: Any 
 
 
 def _attach(outcome: FileOutcome, record: CheckRecord) -> None:
-    outcome.results = [replace(r, checks=r.checks + (record,)) if r.outcome is Outcome.APPLIED else r
-                       for r in outcome.results]
+    outcome.results = [
+        replace(r, checks=r.checks + (record,)) if r.outcome is Outcome.APPLIED else r for r in outcome.results
+    ]
 
 
-def write_back(outcomes: list[FileOutcome], config: ApplyConfig, report: Report,
-               emit: Callable[[str], object] | None = None, paths: Sequence[str] = ()) -> None:
+def write_back(
+    outcomes: list[FileOutcome],
+    config: ApplyConfig,
+    report: Report,
+    emit: Callable[[str], object] | None = None,
+    paths: Sequence[str] = (),
+) -> None:
     """What `run_apply` does last, for callers that run with `WriteBack.CHECK` and write
     after a step of their own (`apply --lock` records the lockfile before the sources),
     under the same write lock as `run_apply` (`paths`: the run's paths)."""
@@ -411,8 +475,9 @@ def write_back(outcomes: list[FileOutcome], config: ApplyConfig, report: Report,
         _write_back(outcomes, config, report, emit or (lambda text: sys.stdout.write(text)))
 
 
-def _write_lock(config: ApplyConfig, files: Sequence[str],
-                paths: Sequence[str]) -> contextlib.AbstractContextManager[object]:
+def _write_lock(
+    config: ApplyConfig, files: Sequence[str], paths: Sequence[str]
+) -> contextlib.AbstractContextManager[object]:
     """The lock a run that writes takes (kxform.workspace.lock): the copies for `-o`, the
     tree of `paths` (default: of `files`) for in-place writes; none for diff and check."""
     if config.write_back is WriteBack.OUT_DIR and config.out_dir is not None:
@@ -422,8 +487,9 @@ def _write_lock(config: ApplyConfig, files: Sequence[str],
     return contextlib.nullcontext()
 
 
-def _write_back(outcomes: list[FileOutcome], config: ApplyConfig, report: Report,
-                emit: Callable[[str], object]) -> None:
+def _write_back(
+    outcomes: list[FileOutcome], config: ApplyConfig, report: Report, emit: Callable[[str], object]
+) -> None:
     """Per file: a file with an error is never written; a file that cannot be written
     gets an error naming it (and its kernels are marked failed); the others are written,
     each atomically."""
@@ -451,8 +517,7 @@ def _write_back(outcomes: list[FileOutcome], config: ApplyConfig, report: Report
             _not_written(outcome, report, str(exc))
         except OSError as exc:
             where = f" to {display_path(exc.filename)}" if mode is WriteBack.OUT_DIR and exc.filename else ""
-            _not_written(outcome, report, f"{display_path(outcome.path)}: not written{where}: "
-                                          f"{exc.strerror or exc}")
+            _not_written(outcome, report, f"{display_path(outcome.path)}: not written{where}: {exc.strerror or exc}")
 
 
 def _not_written(outcome: FileOutcome, report: Report, message: str) -> None:
@@ -463,9 +528,11 @@ def _not_written(outcome: FileOutcome, report: Report, message: str) -> None:
         failed = [r for r in outcome.results if r.outcome is Outcome.APPLIED]
         report.kernel_outcomes[Outcome.APPLIED] -= len(failed)
         report.kernel_outcomes[Outcome.FAILED] += len(failed)
-        outcome.results = [replace(r, outcome=Outcome.FAILED, stage="write", reasons=(message,), key="NotWritten")
-                           if r.outcome is Outcome.APPLIED else r for r in outcome.results]
+        outcome.results = [
+            replace(r, outcome=Outcome.FAILED, stage="write", reasons=(message,), key="NotWritten")
+            if r.outcome is Outcome.APPLIED
+            else r
+            for r in outcome.results
+        ]
     else:
         report.files_unchanged -= 1
-
-

@@ -17,8 +17,7 @@ import io
 import re
 from dataclasses import dataclass, field
 
-_SCALE = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "ki": 2.0**10, "mi": 2.0**20, "gi": 2.0**30,
-          "ti": 2.0**40}
+_SCALE = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "ki": 2.0**10, "mi": 2.0**20, "gi": 2.0**30, "ti": 2.0**40}
 _BYTES = re.compile(r"^(?P<prefix>[kmgt]i?)?b(yte)?s?$", re.IGNORECASE)
 _GROUPED = re.compile(r"^-?\d{1,3}(,\d{3})+(\.\d+)?$")
 

@@ -35,9 +35,25 @@ FIGURES = (
 )
 """(metric, what it is called in the summary, unit) of the headline figures."""
 
-STALL_REASONS = ("long_scoreboard", "short_scoreboard", "wait", "barrier", "membar", "mio_throttle", "lg_throttle",
-                 "math_pipe_throttle", "tex_throttle", "not_selected", "selected", "no_instruction", "dispatch_stall",
-                 "drain", "imc_miss", "branch_resolving", "sleeping")
+STALL_REASONS = (
+    "long_scoreboard",
+    "short_scoreboard",
+    "wait",
+    "barrier",
+    "membar",
+    "mio_throttle",
+    "lg_throttle",
+    "math_pipe_throttle",
+    "tex_throttle",
+    "not_selected",
+    "selected",
+    "no_instruction",
+    "dispatch_stall",
+    "drain",
+    "imc_miss",
+    "branch_resolving",
+    "sleeping",
+)
 
 
 def stall_metric(reason: str) -> str:
@@ -58,28 +74,43 @@ class NsightSummary:
     def text(self) -> str:
         parts = []
         for name, value, unit in self.figures:
-            parts.append(f"{name} {value / 1e6:.4g} ms" if unit == "ns" else f"{name} {value:.1f}% of peak"
-                         if name != "achieved occupancy" else f"{name} {value:.1f}%")
+            parts.append(
+                f"{name} {value / 1e6:.4g} ms"
+                if unit == "ns"
+                else f"{name} {value:.1f}% of peak"
+                if name != "achieved occupancy"
+                else f"{name} {value:.1f}%"
+            )
         line = "; ".join(parts) or "no headline figure measured"
         if self.stalls:
             line += "; top stall reasons (warps stalled per issued instruction): " + ", ".join(
-                f"{reason} {value:.2f}" for reason, value in self.stalls)
+                f"{reason} {value:.2f}" for reason, value in self.stalls
+            )
         return line
 
 
 def summarize(launch: NcuLaunch, top: int = 3) -> NsightSummary:
-    figures = tuple((name, value, unit) for metric, name, unit in FIGURES
-                    if (value := launch.metrics.get(metric)) is not None)
-    stalls = [(reason, value) for reason in STALL_REASONS
-              if (value := launch.metrics.get(stall_metric(reason))) is not None and value > 0]
+    figures = tuple(
+        (name, value, unit) for metric, name, unit in FIGURES if (value := launch.metrics.get(metric)) is not None
+    )
+    stalls = [
+        (reason, value)
+        for reason in STALL_REASONS
+        if (value := launch.metrics.get(stall_metric(reason))) is not None and value > 0
+    ]
     stalls.sort(key=lambda item: -item[1])
     return NsightSummary(figures, tuple(stalls[:top]))
 
 
 def find_ncu(given: str | None = None) -> str | None:
     """`given`, $NCU, ncu on PATH, /usr/local/cuda/bin/ncu, or the newest /opt/nvidia/nsight-compute."""
-    for candidate in (given, os.environ.get("NCU"), shutil.which("ncu"), "/usr/local/cuda/bin/ncu",
-                      *sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu"), reverse=True)):
+    for candidate in (
+        given,
+        os.environ.get("NCU"),
+        shutil.which("ncu"),
+        "/usr/local/cuda/bin/ncu",
+        *sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu"), reverse=True),
+    ):
         if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return candidate
     return None
@@ -88,13 +119,30 @@ def find_ncu(given: str | None = None) -> str | None:
 def command(ncu: str, entry: str | None, metrics: list[str], job: Path, log: Path) -> list[str]:
     """ncu on this module's child mode: one launch (of `entry` when given)."""
     where = ["--kernel-name-base", "mangled", "--kernel-name", f"regex:^{entry}$"] if entry else []
-    return [ncu, "--target-processes", "all", "--metrics", ",".join(metrics), "--csv", "--print-units", "base",
-            *where, "--launch-count", "1", "--log-file", str(log), sys.executable, "-m", "kxform.profile.nsight",
-            str(job)]
+    return [
+        ncu,
+        "--target-processes",
+        "all",
+        "--metrics",
+        ",".join(metrics),
+        "--csv",
+        "--print-units",
+        "base",
+        *where,
+        "--launch-count",
+        "1",
+        "--log-file",
+        str(log),
+        sys.executable,
+        "-m",
+        "kxform.profile.nsight",
+        str(job),
+    ]
 
 
-def profile(extracted: Any, spec: Any, size: Any, launch: Any = None, ncu: str | None = None,
-            timeout_s: float = 300.0) -> NsightSummary | str:
+def profile(
+    extracted: Any, spec: Any, size: Any, launch: Any = None, ncu: str | None = None, timeout_s: float = 300.0
+) -> NsightSummary | str:
     """Profile one launch of `extracted` (kxform.build.extract) at `size` of `spec`, with
     `launch` (a resolved launch; default the spec's own); the summary, or why there is none."""
     exe = find_ncu(ncu)
@@ -139,8 +187,14 @@ def run_ncu(cmd: list[str], log: Path, timeout_s: float) -> NcuOutput | str:
     text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
     parsed = parse_ncu_csv(text + "\n" + proc.stdout)
     if proc.returncode != 0 or not parsed.launches:
-        said = parsed.errors[0] if parsed.errors else _last_line(proc.stderr) or _last_line(text) or \
-            _last_line(proc.stdout) or f"exit status {proc.returncode}"
+        said = (
+            parsed.errors[0]
+            if parsed.errors
+            else _last_line(proc.stderr)
+            or _last_line(text)
+            or _last_line(proc.stdout)
+            or f"exit status {proc.returncode}"
+        )
         return f"ncu failed (exit {proc.returncode}): {said}"
     return parsed
 

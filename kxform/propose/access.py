@@ -58,8 +58,10 @@ class AccessReport:
             axes = frozenset().union(*(a.block_axes for a in mine))
             helpers = sorted({a.function for a in mine if a.function != self.kernel})
             if not axes and helpers:
-                summary = (f"subscripted in device function {', '.join(helpers)} through its parameters; its "
-                           "dependence on the block index is not visible there (see the traces)")
+                summary = (
+                    f"subscripted in device function {', '.join(helpers)} through its parameters; its "
+                    "dependence on the block index is not visible there (see the traces)"
+                )
             else:
                 summary = _reuse(axes)
             lines.append(f"- {buffer}: {summary}")
@@ -69,11 +71,15 @@ class AccessReport:
         if not lines:
             lines.append("- no subscripted global buffer found in the kernel's source")
         if self.sharing:
-            lines.append("Measured on kxform's CPU runtime (sector traces, 32-byte sectors): share of block (0,0)'s "
-                         "sectors that its neighbours also touch:")
+            lines.append(
+                "Measured on kxform's CPU runtime (sector traces, 32-byte sectors): share of block (0,0)'s "
+                "sectors that its neighbours also touch:"
+            )
             for s in self.sharing:
-                lines.append(f"- {s.buffer}: {s.sectors} sectors; x-neighbour (1,0) {_pct(s.along_x)}, "
-                             f"y-neighbour (0,1) {_pct(s.along_y)}")
+                lines.append(
+                    f"- {s.buffer}: {s.sectors} sectors; x-neighbour (1,0) {_pct(s.along_x)}, "
+                    f"y-neighbour (0,1) {_pct(s.along_y)}"
+                )
         if self.trace_note:
             lines.append(self.trace_note)
         return "\n".join(lines)
@@ -87,11 +93,15 @@ def _reuse(axes: frozenset[str]) -> str:
     if not axes:
         return "subscript independent of the block index: every block touches the same elements"
     if axes == {"y"}:
-        return ("depends on blockIdx.y only: blocks of one grid row (same blockIdx.y) touch the same "
-                "elements; neighbours along x share them")
+        return (
+            "depends on blockIdx.y only: blocks of one grid row (same blockIdx.y) touch the same "
+            "elements; neighbours along x share them"
+        )
     if axes == {"x"}:
-        return ("depends on blockIdx.x only: blocks of one grid column (same blockIdx.x) touch the same "
-                "elements; neighbours along y share them")
+        return (
+            "depends on blockIdx.x only: blocks of one grid column (same blockIdx.x) touch the same "
+            "elements; neighbours along y share them"
+        )
     return f"depends on blockIdx.{' and blockIdx.'.join(sorted(axes))}: each block has its own part (by the index)"
 
 

@@ -57,8 +57,9 @@ class Answer:
     tool_input: Mapping[str, Any]
 
 
-def read_response(body: Mapping[str, Any], tool: Tool, kernel: str, hw: object,
-                  provenance: Provenance) -> Answer | BadAnswer:
+def read_response(
+    body: Mapping[str, Any], tool: Tool, kernel: str, hw: object, provenance: Provenance
+) -> Answer | BadAnswer:
     """The answer in `body` (a Messages response in wire format), or why it is rejected."""
     if not isinstance(body, Mapping) or body.get("type") != "message":
         return BadAnswer("not-a-message", "the response is not a Messages API message")
@@ -68,8 +69,10 @@ def read_response(body: Mapping[str, Any], tool: Tool, kernel: str, hw: object,
         why = " ".join(str(v) for v in details.values() if isinstance(v, str))[:200] if details else ""
         return BadAnswer("refusal", "the model declined to answer" + (f" ({why})" if why else ""))
     if stop == "max_tokens":
-        return BadAnswer("truncated", "the answer was cut off at max_tokens before the tool call was complete; "
-                         "keep the reasoning fields short")
+        return BadAnswer(
+            "truncated",
+            "the answer was cut off at max_tokens before the tool call was complete; keep the reasoning fields short",
+        )
     if stop not in ACCEPTED_STOPS:
         return BadAnswer("stop-reason", f"the answer stopped with {str(stop)[:40]!r}, not a tool call")
     content = body.get("content")
@@ -79,8 +82,11 @@ def read_response(body: Mapping[str, Any], tool: Tool, kernel: str, hw: object,
     if not calls:
         return BadAnswer("no-tool-call", f"the answer holds no call of {tool.name}; answer only by calling it")
     if len(calls) > 1:
-        return BadAnswer("several-calls", f"the answer calls tools {len(calls)} times; call {tool.name} exactly once",
-                         str(calls[0].get("id", "")))
+        return BadAnswer(
+            "several-calls",
+            f"the answer calls tools {len(calls)} times; call {tool.name} exactly once",
+            str(calls[0].get("id", "")),
+        )
     call = calls[0]
     use_id = str(call.get("id", ""))
     if call.get("name") != tool.name:
@@ -88,10 +94,12 @@ def read_response(body: Mapping[str, Any], tool: Tool, kernel: str, hw: object,
     return read_tool_input(call.get("input"), tool, kernel, hw, provenance, use_id)
 
 
-def read_tool_input(data: Any, tool: Tool, kernel: str, hw: object, provenance: Provenance,
-                    use_id: str = "") -> Answer | BadAnswer:
+def read_tool_input(
+    data: Any, tool: Tool, kernel: str, hw: object, provenance: Provenance, use_id: str = ""
+) -> Answer | BadAnswer:
     """Validate one tool input against the schema, then kxform's own checks; an accepted
     one becomes a proposal of `tool.pass_name` for `kernel` carrying `provenance`."""
+
     def reject(kind: str, reason: str) -> BadAnswer:
         return BadAnswer(kind, reason, use_id, data)
 
@@ -123,8 +131,9 @@ def read_tool_input(data: Any, tool: Tool, kernel: str, hw: object, provenance: 
     return Answer(proposal, use_id, config, formula, data["last_attempt"], data["expectation"], data)
 
 
-def _template_answer(data: Mapping[str, Any], tool: Tool, kernel: str, provenance: Provenance,
-                     use_id: str) -> Answer | BadAnswer:
+def _template_answer(
+    data: Mapping[str, Any], tool: Tool, kernel: str, provenance: Provenance, use_id: str
+) -> Answer | BadAnswer:
     """A refactoring's answer: its shape read into a `Template` (the payload); its rules,
     verification and tuning run as the attempt's evaluation (template_session.py)."""
     import hashlib

@@ -78,8 +78,10 @@ def require_claude() -> None:
     if not ok:
         raise UsageError(f"--proposer claude: {why}")
     if not os.environ.get(KEY_ENV) and not os.environ.get(REPLAY_ENV):
-        raise UsageError(f"--proposer claude needs {KEY_ENV} set in the environment (an Anthropic API key); "
-                         "without one, use the default --proposer heuristic")
+        raise UsageError(
+            f"--proposer claude needs {KEY_ENV} set in the environment (an Anthropic API key); "
+            "without one, use the default --proposer heuristic"
+        )
 
 
 def request_key(request: Mapping[str, Any]) -> str:
@@ -111,8 +113,11 @@ class ClaudeClient:
             if not key:
                 raise UsageError(f"--proposer claude needs {KEY_ENV} set in the environment")
             self._sdk = anthropic.Anthropic(
-                api_key=key, max_retries=self.options.max_retries, http_client=http_client,
-                timeout=httpx2.Timeout(self.options.timeout_s, connect=self.options.connect_timeout_s))
+                api_key=key,
+                max_retries=self.options.max_retries,
+                http_client=http_client,
+                timeout=httpx2.Timeout(self.options.timeout_s, connect=self.options.connect_timeout_s),
+            )
         return self._sdk
 
     def send(self, request: Mapping[str, Any]) -> Response:
@@ -124,8 +129,7 @@ class ClaudeClient:
             try:
                 stored = json.loads(path.read_text(encoding="utf-8"))
                 body = stored["response"]
-                return Response(body, self.prices.usage(str(body.get("model", "")), body.get("usage"), True), True,
-                                key)
+                return Response(body, self.prices.usage(str(body.get("model", "")), body.get("usage"), True), True, key)
             except (OSError, ValueError, KeyError, AttributeError):
                 pass  # a damaged entry is asked again and rewritten
         body = self._create(request)
@@ -142,11 +146,15 @@ class ClaudeClient:
             raw = client.messages.with_raw_response.create(**request)
             body = raw.http_response.json()
         except anthropic.APITimeoutError:
-            raise ApiFailure("timeout", f"no answer within {self.options.timeout_s:.0f} s after "
-                             f"{self.options.max_retries} retries") from None
+            raise ApiFailure(
+                "timeout", f"no answer within {self.options.timeout_s:.0f} s after {self.options.max_retries} retries"
+            ) from None
         except anthropic.APIConnectionError as exc:
-            raise ApiFailure("connection", f"cannot reach the API ({type(exc.__cause__ or exc).__name__}) after "
-                             f"{self.options.max_retries} retries") from None
+            raise ApiFailure(
+                "connection",
+                f"cannot reach the API ({type(exc.__cause__ or exc).__name__}) after "
+                f"{self.options.max_retries} retries",
+            ) from None
         except anthropic.APIStatusError as exc:
             raise _status_failure(exc, self.options.max_retries) from None
         if not isinstance(body, dict):

@@ -55,41 +55,58 @@ def kernel_text(model: SourceModel, analysis: KernelAnalysis) -> str:
     """The kernel, the device functions it reaches and the macros and constants they use."""
     data = model.source.data
     functions = closure_functions(model, analysis.kernel)
-    pieces = [data[f.span.start:f.span.end].decode("utf-8", "replace") for f in reversed(functions)]
+    pieces = [data[f.span.start : f.span.end].decode("utf-8", "replace") for f in reversed(functions)]
     body = "\n\n".join(pieces)
     used = set(re.findall(r"\b[A-Za-z_]\w*\b", body))
-    macros = [data[m.span.start:m.span.end].decode("utf-8", "replace").rstrip()
-              for m in model.macros if m.name in used and len(m.body) < 400]
+    macros = [
+        data[m.span.start : m.span.end].decode("utf-8", "replace").rstrip()
+        for m in model.macros
+        if m.name in used and len(m.body) < 400
+    ]
     text = "\n".join(macros) + ("\n\n" if macros else "") + body
     if len(text) > MAX_SOURCE_CHARS:
-        text = text[:MAX_SOURCE_CHARS] + f"\n/* ... cut: the kernel's closure is longer than {MAX_SOURCE_CHARS} characters */"
+        text = (
+            text[:MAX_SOURCE_CHARS]
+            + f"\n/* ... cut: the kernel's closure is longer than {MAX_SOURCE_CHARS} characters */"
+        )
     return f"```cuda\n{text}\n```"
 
 
 def hardware_text(hw: HwProfile) -> str:
-    lines = [f"{hw.name} ({hw.vendor}, {hw.arch}): {hw.sm_count} {'CUs' if hw.vendor == 'amd' else 'SMs'}, "
-             f"L2 {hw.l2_bytes / 2**20:.0f} MiB" + (f" in {hw.l2_slices} slices" if hw.l2_slices else "") + ", "
-             f"{hw.mem_bandwidth_gbs:.0f} GB/s memory bandwidth, at most {hw.max_threads_per_sm} threads and "
-             f"{hw.smem_per_sm // 1024} KiB shared memory per SM, warp {hw.warp_size}."]
+    lines = [
+        f"{hw.name} ({hw.vendor}, {hw.arch}): {hw.sm_count} {'CUs' if hw.vendor == 'amd' else 'SMs'}, "
+        f"L2 {hw.l2_bytes / 2**20:.0f} MiB" + (f" in {hw.l2_slices} slices" if hw.l2_slices else "") + ", "
+        f"{hw.mem_bandwidth_gbs:.0f} GB/s memory bandwidth, at most {hw.max_threads_per_sm} threads and "
+        f"{hw.smem_per_sm // 1024} KiB shared memory per SM, warp {hw.warp_size}."
+    ]
     if hw.is_chiplet:
         per = f"{hw.l2_bytes_per_xcd / 2**20:.0f} MiB" if hw.l2_bytes_per_xcd else "a separate L2"
-        lines.append(f"Chiplet GPU: {hw.xcds} XCDs, each with {per}; blocks are dispatched round-robin "
-                     "(block pid goes to XCD pid % xcds), so only blocks on the same XCD share an L2.")
+        lines.append(
+            f"Chiplet GPU: {hw.xcds} XCDs, each with {per}; blocks are dispatched round-robin "
+            "(block pid goes to XCD pid % xcds), so only blocks on the same XCD share an L2."
+        )
     else:
-        lines.append("One L2 shared by all SMs; blocks are dispatched in row-major order of (blockIdx.y, blockIdx.x), "
-                     "a wave of about SMs x resident blocks per SM at a time.")
+        lines.append(
+            "One L2 shared by all SMs; blocks are dispatched in row-major order of (blockIdx.y, blockIdx.x), "
+            "a wave of about SMs x resident blocks per SM at a time."
+        )
     return "\n".join(lines)
 
 
 def launch_text(model: SourceModel, kernel: str, spec: KernelSpec | None) -> str:
-    lines = [f"- line {model.source.line_col(l.span.start)[0]}: {l.kernel}{l.template_args or ''}"
-             f"<<<{', '.join(l.config)}>>>" for l in model.launches if l.kernel == kernel.split('<')[0]]
+    lines = [
+        f"- line {model.source.line_col(s.span.start)[0]}: {s.kernel}{s.template_args or ''}<<<{', '.join(s.config)}>>>"
+        for s in model.launches
+        if s.kernel == kernel.split("<")[0]
+    ]
     if spec is not None:
         for size in spec.sizes:
             resolved = spec.launch(size)
             mark = " (bench: timed and ranked here)" if size.bench else ""
-            lines.append(f"- harness size '{size.name}'{mark}: grid {resolved.grid[0]}x{resolved.grid[1]}x"
-                         f"{resolved.grid[2]}, block {'x'.join(map(str, resolved.block))}")
+            lines.append(
+                f"- harness size '{size.name}'{mark}: grid {resolved.grid[0]}x{resolved.grid[1]}x"
+                f"{resolved.grid[2]}, block {'x'.join(map(str, resolved.block))}"
+            )
     return "\n".join(lines) or "- no launch site in this file and no harness spec"
 
 
@@ -110,19 +127,37 @@ def ptxas_text(path: str, source: bytes, arch: str, toolchain: Toolchain | None 
         include_dirs, defines, flags = tools.project_flags(path)
     except KxformError as exc:
         return f"not available ({exc})"
-    job = BuildJob(source=source.decode("utf-8"), filename=path, output="check",
-                   arch=arch if arch.startswith("sm_") else "sm_90", include_dirs=include_dirs, defines=defines,
-                   extra_flags=flags, source_dir=os.path.dirname(os.path.abspath(path)))
+    job = BuildJob(
+        source=source.decode("utf-8"),
+        filename=path,
+        output="check",
+        arch=arch if arch.startswith("sm_") else "sm_90",
+        include_dirs=include_dirs,
+        defines=defines,
+        extra_flags=flags,
+        source_dir=os.path.dirname(os.path.abspath(path)),
+    )
     result = Builder(jobs=1).build(job)
     if not result.ok:
         return "not available (the original does not compile standalone; pass -p BUILD_DIR to apply)"
-    return "\n".join(f"- {r.demangled}: {r.registers} registers, {r.shared_bytes} B static shared memory, "
-                     f"{r.spill_stores + r.spill_loads} B spilled, {r.stack_bytes} B stack ({r.arch})"
-                     for r in result.resources) or "no entry function reported"
+    return (
+        "\n".join(
+            f"- {r.demangled}: {r.registers} registers, {r.shared_bytes} B static shared memory, "
+            f"{r.spill_stores + r.spill_loads} B spilled, {r.stack_bytes} B stack ({r.arch})"
+            for r in result.resources
+        )
+        or "no entry function reported"
+    )
 
 
-def build_context(ctx: PassContext, analysis: KernelAnalysis, spec: KernelSpec | None, runtime: object | None,
-                  measure: bool, space_text: str) -> KernelContext:
+def build_context(
+    ctx: PassContext,
+    analysis: KernelAnalysis,
+    spec: KernelSpec | None,
+    runtime: object | None,
+    measure: bool,
+    space_text: str,
+) -> KernelContext:
     """Assemble every section for one kernel. `runtime`: the verification runtime (its name
     says whether attempts can be timed); the CPU runtime also provides sector traces."""
     model = ctx.model
@@ -141,21 +176,32 @@ def build_context(ctx: PassContext, analysis: KernelAnalysis, spec: KernelSpec |
     access = AccessReport(kernel, accesses, sharing, note)
     footprint = _footprint(accesses, spec, ctx.hw)
     timed = measure and getattr(runtime, "name", "") == "gpu"
-    ranking = ("time: each verified attempt is timed on the GPU against the original at the bench size; the "
-               "fastest verified attempt is kept" if timed else
-               "prediction (no GPU timing in this run): verified attempts are ranked by " +
-               ("kxform's wave-footprint prediction (bytes the blocks of one wave touch at the bench size; lower "
-                "is better; unmeasured)" if footprint else "nothing: without a harness spec no attempt can be "
-                "verified, so none is kept"))
-    measured = _baseline_text(model.source, spec, runtime) if timed else \
-        "No GPU timing in this run (no GPU, or --measure not given): nothing is timed."
+    ranking = (
+        "time: each verified attempt is timed on the GPU against the original at the bench size; the "
+        "fastest verified attempt is kept"
+        if timed
+        else "prediction (no GPU timing in this run): verified attempts are ranked by "
+        + (
+            "kxform's wave-footprint prediction (bytes the blocks of one wave touch at the bench size; lower "
+            "is better; unmeasured)"
+            if footprint
+            else "nothing: without a harness spec no attempt can be verified, so none is kept"
+        )
+    )
+    measured = (
+        _baseline_text(model.source, spec, runtime)
+        if timed
+        else "No GPU timing in this run (no GPU, or --measure not given): nothing is timed."
+    )
     sections = (
         Section("Source (the kernel, the device functions it calls, the macros it uses)", kernel_text(model, analysis)),
         Section("Launches", launch_text(model, kernel, spec)),
         Section("Memory accesses", access.render()),
         Section("Hardware", hardware_text(ctx.hw)),
-        Section("ptxas resources of the original", ptxas_text(model.source.path, model.source.data, ctx.hw.arch,
-                                                              ctx.toolchain)),
+        Section(
+            "ptxas resources of the original",
+            ptxas_text(model.source.path, model.source.data, ctx.hw.arch, ctx.toolchain),
+        ),
         Section("L2 model", _l2_text(footprint)),
         Section("Measured", measured),
         Section("How attempts are ranked", ranking),
@@ -189,13 +235,20 @@ def _baseline_text(source: object, spec: KernelSpec | None, runtime: object) -> 
     size = (spec.bench_sizes or spec.check_sizes[-1:])[0]
     resolved = spec.launch(size)
     try:
-        request = launch_request(extract_kernel(source, spec.name), resolved, make_inputs(spec, resolved),  # type: ignore[arg-type]
-                                 f"{spec.name}[{size.name}] original", 600.0)
+        request = launch_request(
+            extract_kernel(source, spec.name),
+            resolved,
+            make_inputs(spec, resolved),  # type: ignore[arg-type]
+            f"{spec.name}[{size.name}] original",
+            600.0,
+        )
         timing = timed_and_checked(runtime, request, {a.name: a.dtype for a in resolved.args}, EXACT)  # type: ignore[arg-type]
     except RuntimeError_ as exc:
         return f"The original could not be timed: {exc}"
-    return (f"Original at size '{size.name}' on the GPU: {timing.median_ms:.4f} ms median (+-{timing.spread_ms:.4f}) "
-            f"over {timing.samples} launches.")
+    return (
+        f"Original at size '{size.name}' on the GPU: {timing.median_ms:.4f} ms median (+-{timing.spread_ms:.4f}) "
+        f"over {timing.samples} launches."
+    )
 
 
 def _l2_text(footprint: WaveFootprint | None) -> str:
@@ -206,7 +259,9 @@ def _l2_text(footprint: WaveFootprint | None) -> str:
         lines.append("The L2 model (kxform.locality) is not part of this build: no L2 hit-rate prediction.")
     if footprint is not None:
         original = footprint.bytes_per_wave(None)
-        lines.append(f"Wave-footprint prediction of the original order: {original / 1e6:.3f} MB touched per wave of "
-                     f"{footprint.wave} blocks on the {footprint.grid[0]}x{footprint.grid[1]} bench grid "
-                     "(buffers split evenly over the tiles their subscripts select; unmeasured).")
+        lines.append(
+            f"Wave-footprint prediction of the original order: {original / 1e6:.3f} MB touched per wave of "
+            f"{footprint.wave} blocks on the {footprint.grid[0]}x{footprint.grid[1]} bench grid "
+            "(buffers split evenly over the tiles their subscripts select; unmeasured)."
+        )
     return "\n".join(lines)

@@ -38,10 +38,17 @@ class Price:
 _OPUS = Price(5.0, 25.0, 6.25, 0.50)
 _SONNET_4 = Price(3.0, 15.0, 3.75, 0.30)
 PRICES: dict[str, Price] = {
-    "claude-opus-5": _OPUS, "claude-opus-4-8": _OPUS, "claude-opus-4-7": _OPUS, "claude-opus-4-6": _OPUS,
-    "claude-opus-4-5": _OPUS, "claude-opus-4-5-20251101": _OPUS,
-    "claude-sonnet-4-6": _SONNET_4, "claude-sonnet-4-5": _SONNET_4, "claude-sonnet-4-5-20250929": _SONNET_4,
-    "claude-haiku-4-5": Price(1.0, 5.0, 1.25, 0.10), "claude-haiku-4-5-20251001": Price(1.0, 5.0, 1.25, 0.10),
+    "claude-opus-5": _OPUS,
+    "claude-opus-4-8": _OPUS,
+    "claude-opus-4-7": _OPUS,
+    "claude-opus-4-6": _OPUS,
+    "claude-opus-4-5": _OPUS,
+    "claude-opus-4-5-20251101": _OPUS,
+    "claude-sonnet-4-6": _SONNET_4,
+    "claude-sonnet-4-5": _SONNET_4,
+    "claude-sonnet-4-5-20250929": _SONNET_4,
+    "claude-haiku-4-5": Price(1.0, 5.0, 1.25, 0.10),
+    "claude-haiku-4-5-20251001": Price(1.0, 5.0, 1.25, 0.10),
     "claude-haiku-5-5": Price(0.10, 0.50, 0.125, 0.01),  # prompts up to 100K tokens (ours are far smaller)
 }
 
@@ -62,10 +69,15 @@ class Usage:
 
     def __add__(self, other: Usage) -> Usage:
         cost = None if self.cost_usd is None or other.cost_usd is None else self.cost_usd + other.cost_usd
-        return Usage(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens,
-                     self.cache_write_tokens + other.cache_write_tokens,
-                     self.cache_read_tokens + other.cache_read_tokens, cost, self.cached and other.cached,
-                     self.requests + other.requests)
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            cost,
+            self.cached and other.cached,
+            self.requests + other.requests,
+        )
 
     @property
     def tokens(self) -> int:
@@ -73,17 +85,23 @@ class Usage:
         return self.input_tokens + self.output_tokens + self.cache_write_tokens + self.cache_read_tokens
 
     def to_json(self) -> dict[str, Any]:
-        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                "cache_creation_input_tokens": self.cache_write_tokens,
-                "cache_read_input_tokens": self.cache_read_tokens,
-                "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6),
-                "cached": self.cached, "requests": self.requests}
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_creation_input_tokens": self.cache_write_tokens,
+            "cache_read_input_tokens": self.cache_read_tokens,
+            "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6),
+            "cached": self.cached,
+            "requests": self.requests,
+        }
 
     def describe(self) -> str:
         cost = "cost unknown" if self.cost_usd is None else f"${self.cost_usd:.4f}"
         cached = ", from kxform's response cache (free)" if self.cached else ""
-        return (f"{self.input_tokens} in + {self.cache_read_tokens} cache-read + {self.cache_write_tokens} "
-                f"cache-write + {self.output_tokens} out tokens, {cost}{cached}")
+        return (
+            f"{self.input_tokens} in + {self.cache_read_tokens} cache-read + {self.cache_write_tokens} "
+            f"cache-write + {self.output_tokens} out tokens, {cost}{cached}"
+        )
 
 
 @dataclass(frozen=True)
@@ -106,8 +124,10 @@ class PriceTable:
             try:
                 table[name] = Price(*(float(entry[k]) for k in ("input", "output", "cache_write", "cache_read")))
             except (KeyError, TypeError, ValueError):
-                raise SpecError(f"KXFORM_LLM_PRICES={path}: model {name!r} needs numeric input, output, "
-                                "cache_write and cache_read (USD per million tokens)") from None
+                raise SpecError(
+                    f"KXFORM_LLM_PRICES={path}: model {name!r} needs numeric input, output, "
+                    "cache_write and cache_read (USD per million tokens)"
+                ) from None
         return cls(table)
 
     def price(self, model: str) -> Price | None:
@@ -121,14 +141,22 @@ class PriceTable:
             value = raw.get(key)
             return value if isinstance(value, int) and value >= 0 else 0
 
-        tokens = (count("input_tokens"), count("output_tokens"), count("cache_creation_input_tokens"),
-                  count("cache_read_input_tokens"))
+        tokens = (
+            count("input_tokens"),
+            count("output_tokens"),
+            count("cache_creation_input_tokens"),
+            count("cache_read_input_tokens"),
+        )
         price = self.price(model)
         if cached:
             cost: float | None = 0.0
         elif price is None:
             cost = None
         else:
-            cost = (tokens[0] * price.input + tokens[1] * price.output + tokens[2] * price.cache_write
-                    + tokens[3] * price.cache_read) / 1e6
+            cost = (
+                tokens[0] * price.input
+                + tokens[1] * price.output
+                + tokens[2] * price.cache_write
+                + tokens[3] * price.cache_read
+            ) / 1e6
         return Usage(*tokens, cost_usd=cost, cached=cached, requests=0 if cached else 1)

@@ -80,8 +80,10 @@ class Evaluation:
             return f"rejected at {self.stage}: {self.reason}"
         tuned = "".join(f"; {c.detail}" for c in self.checks if c.name in ("tune", "nsight"))
         if self.time_ms is not None and self.baseline_ms:
-            return (f"verified; measured {self.time_ms:.4f} ms (+-{self.spread_ms or 0:.4f}) vs original "
-                    f"{self.baseline_ms:.4f} ms: {self.baseline_ms / self.time_ms:.3f}x{tuned}")
+            return (
+                f"verified; measured {self.time_ms:.4f} ms (+-{self.spread_ms or 0:.4f}) vs original "
+                f"{self.baseline_ms:.4f} ms: {self.baseline_ms / self.time_ms:.3f}x{tuned}"
+            )
         if self.time_ms is not None:
             return f"verified; {self.time_ms:.4f} ms (no time of the original to compare){tuned}"
         if self.prediction is not None:
@@ -118,20 +120,26 @@ class Evaluator:
     def evaluate(self, analysis: KernelAnalysis, proposal: Proposal) -> Evaluation:
         kernel = analysis.kernel.name
         first = self._transform(proposal, {})
-        stages = (lambda batch: compile_stage(batch, self.config),
-                  lambda batch: verify_stage(batch, self.config, self.runtime))
+        stages = (
+            lambda batch: compile_stage(batch, self.config),
+            lambda batch: verify_stage(batch, self.config, self.runtime),
+        )
         (done,) = run_later_stages([first], stages, lambda _path, feedback: self._transform(proposal, feedback))
         result = next((r for r in done.results if r.kernel == kernel and r.pass_name == self.pass_.name), None)
         if result is None:
-            return Evaluation(Rejection(proposal.label(), "check", "the pass did not consider the kernel"),
-                              transform=done.transform)
+            return Evaluation(
+                Rejection(proposal.label(), "check", "the pass did not consider the kernel"), transform=done.transform
+            )
         if result.outcome is not Outcome.APPLIED:
             return Evaluation(rejection_of(result), result.checks, transform=done.transform)
         record = next((c for c in reversed(result.checks) if c.name == "verify"), None)
         if record is None or record.status is not Status.PASSED:
             why = record.detail if record is not None else "no differential run (--verify static or compile)"
-            return Evaluation(Rejection(proposal.label(), "verify", f"{why}: only a verified attempt can be kept"),
-                              result.checks, transform=done.transform)
+            return Evaluation(
+                Rejection(proposal.label(), "verify", f"{why}: only a verified attempt can be kept"),
+                result.checks,
+                transform=done.transform,
+            )
         assert done.transform is not None
         if self.config.measure and getattr(self.runtime, "name", "") == "gpu":
             return self._timed(done.transform, result)
@@ -146,9 +154,17 @@ class Evaluator:
 
             semantic = semantic_provider(self.source.path, self.config.build_dir)
         options = RunOptions(kernels=(proposal.kernel,), arch=self.config.hw.arch, max_candidates=1)
-        transform = transform_source(self.source, [self.pass_], self.config.hw, options, proposer=_Fixed(proposal),
-                                     semantic=semantic, feedback=feedback,
-                                     toolchain=Toolchain.create(self.config.build_dir), finalize=False)
+        transform = transform_source(
+            self.source,
+            [self.pass_],
+            self.config.hw,
+            options,
+            proposer=_Fixed(proposal),
+            semantic=semantic,
+            feedback=feedback,
+            toolchain=Toolchain.create(self.config.build_dir),
+            finalize=False,
+        )
         return FileOutcome(self.source.path, transform, results=list(transform.results))
 
     def _timed(self, transform: FileTransform, result: KernelResult) -> Evaluation:
@@ -160,21 +176,34 @@ class Evaluator:
 
         label = result.proposal.label() if result.proposal is not None else "-"
         if self.spec is None:
-            return Evaluation(Rejection(label, "measure", "no harness spec to time"), result.checks,
-                              transform=transform)
+            return Evaluation(
+                Rejection(label, "measure", "no harness spec to time"), result.checks, transform=transform
+            )
         try:
-            before, after, size = measure_pair(transform.source, validate_bytes(transform.source.path,
-                                                                                transform.new_data),
-                                               self.spec, self.runtime, policy=result.policy)  # type: ignore[arg-type]
+            before, after, size = measure_pair(
+                transform.source,
+                validate_bytes(transform.source.path, transform.new_data),
+                self.spec,
+                self.runtime,
+                policy=result.policy,
+            )  # type: ignore[arg-type]
         except RuntimeError_ as exc:
-            return Evaluation(Rejection(label, "measure", f"timing failed: {exc}"), result.checks,
-                              transform=transform)
-        record = CheckRecord("measure", Status.PASSED, f"size {size}: original {before.median_ms:.4f} ms, rewritten "
-                             f"{after.median_ms:.4f} ms (+-{after.spread_ms:.4f})",
-                             figures=(("original_ms", before.median_ms), ("rewritten_ms", after.median_ms),
-                                      ("rewritten_spread_ms", after.spread_ms), ("size", size)))
-        return Evaluation(None, result.checks + (record,), after.median_ms, before.median_ms, after.spread_ms,
-                          transform=transform)
+            return Evaluation(Rejection(label, "measure", f"timing failed: {exc}"), result.checks, transform=transform)
+        record = CheckRecord(
+            "measure",
+            Status.PASSED,
+            f"size {size}: original {before.median_ms:.4f} ms, rewritten "
+            f"{after.median_ms:.4f} ms (+-{after.spread_ms:.4f})",
+            figures=(
+                ("original_ms", before.median_ms),
+                ("rewritten_ms", after.median_ms),
+                ("rewritten_spread_ms", after.spread_ms),
+                ("size", size),
+            ),
+        )
+        return Evaluation(
+            None, result.checks + (record,), after.median_ms, before.median_ms, after.spread_ms, transform=transform
+        )
 
     def _predict(self, proposal: Proposal) -> Prediction | None:
         """The prediction of an attempt whose pass reorders the grid's blocks (the pass says
@@ -197,6 +226,7 @@ class _Fixed:
         self.proposal = proposal
         self.name = proposal.proposer
 
-    def propose(self, pass_: Pass, ctx: PassContext, analysis: KernelAnalysis,
-                rejected: Sequence[Rejection] = ()) -> list[Proposal]:
+    def propose(
+        self, pass_: Pass, ctx: PassContext, analysis: KernelAnalysis, rejected: Sequence[Rejection] = ()
+    ) -> list[Proposal]:
         return [self.proposal] if analysis.kernel.name == self.proposal.kernel else []

@@ -41,8 +41,26 @@ from kxform.log.remarks import RemarkKind
 MAX_RECORD_BYTES = 4 * 1024 * 1024
 FORMAT_VERSION = 1
 """The record and lockfile format this kxform reads and writes (`version = 1`)."""
-_KEYS = {"file", "kernel", "pass", "params", "payload", "proposer", "model", "rationale", "evidence", "cost_usd",
-         "tokens", "outcome", "source", "result", "reason", "hw", "kxform", "figures"}
+_KEYS = {
+    "file",
+    "kernel",
+    "pass",
+    "params",
+    "payload",
+    "proposer",
+    "model",
+    "rationale",
+    "evidence",
+    "cost_usd",
+    "tokens",
+    "outcome",
+    "source",
+    "result",
+    "reason",
+    "hw",
+    "kxform",
+    "figures",
+}
 EVIDENCE: tuple[Evidence, ...] = ("rule", "predicted", "measured")
 OUTCOMES = ("applied", "left-alone")
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
@@ -98,15 +116,19 @@ class Decision:
             return PurePath(self.file) == PurePath(path)
         a, b = PurePath(self.file).parts, PurePath(path).parts
         shorter, longer = (a, b) if len(a) <= len(b) else (b, a)
-        return longer[len(longer) - len(shorter):] == shorter
+        return longer[len(longer) - len(shorter) :] == shorter
 
     def matches(self, path: str, kernel: str, pass_name: str) -> bool:
         """Same kernel and pass, and the file names the same path (`names_file`)."""
         return kernel == self.kernel and pass_name == self.pass_name and self.names_file(path)
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"file": self.file, "kernel": self.kernel, "pass": self.pass_name,
-                                "params": dict(self.params)}
+        data: dict[str, Any] = {
+            "file": self.file,
+            "kernel": self.kernel,
+            "pass": self.pass_name,
+            "params": dict(self.params),
+        }
         for key in ("payload", "proposer", "model", "rationale", "source", "result", "reason", "hw", "kxform"):
             if getattr(self, key):
                 data[key] = getattr(self, key)
@@ -149,20 +171,25 @@ def load_decisions(path: str) -> tuple[Decision, ...]:
         raise SpecError("decision record needs `version = 1`", where)
     version = data.get("version")
     if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
-        raise SpecError(f"written by a newer kxform: format version {version}, this kxform ({__version__}) reads "
-                        f"version {FORMAT_VERSION}; upgrade kxform", locate(("version",)))
+        raise SpecError(
+            f"written by a newer kxform: format version {version}, this kxform ({__version__}) reads "
+            f"version {FORMAT_VERSION}; upgrade kxform",
+            locate(("version",)),
+        )
     if version != FORMAT_VERSION:
         raise SpecError("decision record needs `version = 1`", locate(("version",)))
     name = "decisions" if "decisions" in data else "decision"
     entries = data.get(name, [])
     if not isinstance(entries, list):
         raise SpecError(f"`{name}` must be a list of tables", locate((name,)))
-    return tuple(decision_from(entry, f"decision #{i + 1}", _within(locate, (name, i)))
-                 for i, entry in enumerate(entries))
+    return tuple(
+        decision_from(entry, f"decision #{i + 1}", _within(locate, (name, i))) for i, entry in enumerate(entries)
+    )
 
 
-def _within(locate: Callable[[tuple[str | int, ...]], Location],
-            prefix: tuple[str | int, ...]) -> Callable[[tuple[str, ...]], Location]:
+def _within(
+    locate: Callable[[tuple[str | int, ...]], Location], prefix: tuple[str | int, ...]
+) -> Callable[[tuple[str, ...]], Location]:
     """`locate` for the keys of one entry (`prefix`: where the entry is)."""
     return lambda key: locate((*prefix, *key))
 
@@ -190,13 +217,16 @@ def _locator(path: str, toml_text: str | None) -> Callable[[tuple[str | int, ...
     def locate(key: tuple[str | int, ...]) -> Location:
         found = index.find(key) if index is not None else None
         return Location(path, found.line, found.col) if found else Location(path)
+
     return locate
 
 
-def decision_from(entry: object, where: str,
-                  locate: Callable[[tuple[str, ...]], Location | None] = lambda key: None) -> Decision:
+def decision_from(
+    entry: object, where: str, locate: Callable[[tuple[str, ...]], Location | None] = lambda key: None
+) -> Decision:
     """One decision from plain data, every field type-checked; `locate` gives the
     position of a key of the entry for messages."""
+
     def fail(key: str, message: str) -> SpecError:
         return SpecError(f"{where}: {message}", locate((key,) if key else ()))
 
@@ -234,22 +264,40 @@ def decision_from(entry: object, where: str,
     if made_by and _newer(made_by, __version__):
         raise fail("kxform", f"written by kxform {made_by}, newer than this kxform ({__version__}); upgrade kxform")
     figures = entry.get("figures", {})
-    if not isinstance(figures, dict) or not all(isinstance(v, (int, float, str)) and not isinstance(v, bool)
-                                                for v in figures.values()):
+    if not isinstance(figures, dict) or not all(
+        isinstance(v, (int, float, str)) and not isinstance(v, bool) for v in figures.values()
+    ):
         raise fail("figures", "`figures` must be a table of numbers or strings")
     values = tuple((str(k), v) for k, v in params.items())
-    return Decision(entry["kernel"], entry["pass"], values, entry.get("file", ""), entry.get("payload", ""),
-                    entry.get("proposer", ""), entry.get("model", ""), entry.get("rationale", ""), evidence,
-                    None if cost is None else float(cost), tokens, outcome, entry.get("source", ""),
-                    entry.get("result", ""), entry.get("reason", ""), entry.get("hw", ""), made_by,
-                    tuple((str(k), v if isinstance(v, str) else float(v)) for k, v in figures.items()))
+    return Decision(
+        entry["kernel"],
+        entry["pass"],
+        values,
+        entry.get("file", ""),
+        entry.get("payload", ""),
+        entry.get("proposer", ""),
+        entry.get("model", ""),
+        entry.get("rationale", ""),
+        evidence,
+        None if cost is None else float(cost),
+        tokens,
+        outcome,
+        entry.get("source", ""),
+        entry.get("result", ""),
+        entry.get("reason", ""),
+        entry.get("hw", ""),
+        made_by,
+        tuple((str(k), v if isinstance(v, str) else float(v)) for k, v in figures.items()),
+    )
 
 
 def _newer(version: str, than: str) -> bool:
     """Whether release `version` is newer than `than` (numeric components compared)."""
+
     def parts(text: str) -> tuple[int, ...]:
         match = _VERSION.match(text)
         return tuple(int(p) for p in match.group(0).split(".")) if match else ()
+
     return parts(version) > parts(than)
 
 
@@ -267,23 +315,34 @@ class LockProposer:
     `name` is who replays: `lock` for a record read from a file; `claude` for the decisions
     the same run's claude session just kept (kxform.cli.propose_args)."""
 
-    def __init__(self, decisions: Sequence[Decision], missing: str = "no recorded decision in the lock record",
-                 name: str = "lock") -> None:
+    def __init__(
+        self,
+        decisions: Sequence[Decision],
+        missing: str = "no recorded decision in the lock record",
+        name: str = "lock",
+    ) -> None:
         self.decisions = tuple(decisions)
         self.missing = missing
         self.name = name
         self._why: dict[tuple[str, str], tuple[str, str] | None] = {}
 
-    def propose(self, pass_: Pass, ctx: PassContext, analysis: KernelAnalysis,
-                rejected: Sequence[Rejection] = ()) -> list[Proposal]:
+    def propose(
+        self, pass_: Pass, ctx: PassContext, analysis: KernelAnalysis, rejected: Sequence[Rejection] = ()
+    ) -> list[Proposal]:
         kernel = analysis.kernel
         path = ctx.model.source.path
         for decision in self.decisions:
             if decision.matches(path, kernel.name, pass_.name):
                 self._why[(pass_.name, kernel.name)] = left_alone(decision, "the record")
                 return replay(decision, pass_, ctx, analysis, self.name)
-        ctx.remark(RemarkKind.ANALYSIS, pass_.name, "NoDecision", kernel.span.start, kernel.name,
-                   f"{pass_.name}: {self.missing} for '{kernel.name}'; left unchanged")
+        ctx.remark(
+            RemarkKind.ANALYSIS,
+            pass_.name,
+            "NoDecision",
+            kernel.span.start,
+            kernel.name,
+            f"{pass_.name}: {self.missing} for '{kernel.name}'; left unchanged",
+        )
         self._why[(pass_.name, kernel.name)] = ("NoDecision", self.missing)
         return []
 
@@ -292,8 +351,9 @@ class LockProposer:
         return self._why.get((pass_.name, analysis.kernel.name))
 
 
-def replay(decision: Decision, pass_: Pass, ctx: PassContext, analysis: KernelAnalysis, proposer: str,
-           origin: str = "") -> list[Proposal]:
+def replay(
+    decision: Decision, pass_: Pass, ctx: PassContext, analysis: KernelAnalysis, proposer: str, origin: str = ""
+) -> list[Proposal]:
     """The proposal `decision` records for the kernel (none for a `left-alone` decision:
     `left_alone` says why), replayed by `proposer`; `origin` names the lockfile in the
     rationale ("replayed from kxform.lock: ...")."""
@@ -302,24 +362,30 @@ def replay(decision: Decision, pass_: Pass, ctx: PassContext, analysis: KernelAn
     head = f"replayed from {origin}: " if origin else ""
     why = f"{head}recorded decision ({_who(decision)})" + (f": {decision.rationale}" if decision.rationale else "")
     values = _typed(pass_, ctx, analysis, decision.params)
-    return [Proposal.of(pass_.name, analysis.kernel.name, values, why, decision.provenance(proposer),
-                        decision.payload or None)]
+    return [
+        Proposal.of(
+            pass_.name, analysis.kernel.name, values, why, decision.provenance(proposer), decision.payload or None
+        )
+    ]
 
 
 def left_alone(decision: Decision, origin: str) -> tuple[str, str] | None:
     """The remark key and sentence for a `left-alone` decision (None for an applied one)."""
     if decision.outcome != "left-alone":
         return None
-    return ("LockedLeftAlone", f"left alone, as {origin} records ({_who(decision)}): "
-                               f"{decision.reason or 'no reason recorded'}")
+    return (
+        "LockedLeftAlone",
+        f"left alone, as {origin} records ({_who(decision)}): {decision.reason or 'no reason recorded'}",
+    )
 
 
 def _who(decision: Decision) -> str:
     return (decision.proposer or "unknown proposer") + (f", {decision.model}" if decision.model else "")
 
 
-def _typed(pass_: Pass, ctx: PassContext, analysis: KernelAnalysis,
-           params: Sequence[tuple[str, ParamValue]]) -> dict[str, ParamValue]:
+def _typed(
+    pass_: Pass, ctx: PassContext, analysis: KernelAnalysis, params: Sequence[tuple[str, ParamValue]]
+) -> dict[str, ParamValue]:
     """Recorded values typed through the pass's space for the kernel (a TOML `"8"` is the
     integer 8). A value the space does not know or refuses stays as recorded: the pass's
     check refuses it with the reason."""

@@ -32,11 +32,29 @@ from kxform.workspace.files import state_dir, write_atomic
 LOCK_NAME = "kxform.lock"
 LOCK_TIMEOUT_S = 300.0
 """How long a writer waits for another run's file lock before giving up (exit 2)."""
-HEADER = ("# kxform.lock: decisions replayed by `kxform apply --lock` (docs/lockfile.md).\n"
-          "# Written by kxform; commit it. To re-decide a kernel: kxform apply --lock --relock --kernel K FILE\n"
-          "# (or delete its [[decision]] table).\n")
-_SCALARS = ("file", "kernel", "pass", "outcome", "source", "result", "proposer", "model", "evidence", "cost_usd",
-            "tokens", "hw", "kxform", "rationale", "reason", "payload")
+HEADER = (
+    "# kxform.lock: decisions replayed by `kxform apply --lock` (docs/lockfile.md).\n"
+    "# Written by kxform; commit it. To re-decide a kernel: kxform apply --lock --relock --kernel K FILE\n"
+    "# (or delete its [[decision]] table).\n"
+)
+_SCALARS = (
+    "file",
+    "kernel",
+    "pass",
+    "outcome",
+    "source",
+    "result",
+    "proposer",
+    "model",
+    "evidence",
+    "cost_usd",
+    "tokens",
+    "hw",
+    "kxform",
+    "rationale",
+    "reason",
+    "payload",
+)
 """Entry keys in the order they are written (the tables `params` and `figures` follow)."""
 
 Key = tuple[str, str, str]
@@ -70,7 +88,7 @@ def kernel_digests(source: SourceText) -> dict[str, str]:
 
     parts: dict[str, list[bytes]] = {}
     for kernel in parse_model(source).kernels:
-        parts.setdefault(kernel.name, []).append(source.data[kernel.span.start:kernel.span.end])
+        parts.setdefault(kernel.name, []).append(source.data[kernel.span.start : kernel.span.end])
     return {name: digest(b"\0".join(texts)) for name, texts in parts.items()}
 
 
@@ -84,8 +102,11 @@ def read_lock(path: Path) -> tuple[Decision, ...]:
     seen: set[Key] = set()
     for i, decision in enumerate(decisions):
         if decision.key in seen:
-            raise SpecError(f"decision #{i + 1}: a second entry for {decision.file or '<any file>'}: "
-                            f"{decision.kernel} ({decision.pass_name})", Location(str(path)))
+            raise SpecError(
+                f"decision #{i + 1}: a second entry for {decision.file or '<any file>'}: "
+                f"{decision.kernel} ({decision.pass_name})",
+                Location(str(path)),
+            )
         seen.add(decision.key)
     return decisions
 
@@ -100,13 +121,24 @@ def render(decisions: Sequence[Decision]) -> bytes:
 
 
 def _entry(decision: Decision) -> dict[str, Any]:
-    values: dict[str, Any] = {"file": decision.file, "kernel": decision.kernel, "pass": decision.pass_name,
-                              "outcome": decision.outcome, "source": decision.source, "result": decision.result,
-                              "proposer": decision.proposer, "model": decision.model,
-                              "evidence": decision.evidence, "cost_usd": decision.cost_usd,
-                              "tokens": decision.tokens, "hw": decision.hw, "kxform": decision.kxform,
-                              "rationale": decision.rationale, "reason": decision.reason,
-                              "payload": decision.payload}
+    values: dict[str, Any] = {
+        "file": decision.file,
+        "kernel": decision.kernel,
+        "pass": decision.pass_name,
+        "outcome": decision.outcome,
+        "source": decision.source,
+        "result": decision.result,
+        "proposer": decision.proposer,
+        "model": decision.model,
+        "evidence": decision.evidence,
+        "cost_usd": decision.cost_usd,
+        "tokens": decision.tokens,
+        "hw": decision.hw,
+        "kxform": decision.kxform,
+        "rationale": decision.rationale,
+        "reason": decision.reason,
+        "payload": decision.payload,
+    }
     out: dict[str, Any] = {key: values[key] for key in _SCALARS if values[key] not in (None, "")}
     if decision.params:
         out["params"] = dict(decision.params)
@@ -139,5 +171,7 @@ def update_lock(path: Path, changes: Mapping[Key, Decision | None]) -> bool:
             write_atomic(path, data)
             return True
     except Timeout:
-        raise SpecError(f"another kxform run has held the lock ({guard}) for {LOCK_TIMEOUT_S:.0f} s; "
-                        "nothing written", Location(str(path))) from None
+        raise SpecError(
+            f"another kxform run has held the lock ({guard}) for {LOCK_TIMEOUT_S:.0f} s; nothing written",
+            Location(str(path)),
+        ) from None

@@ -48,8 +48,10 @@ class Prediction:
         return self.value / self.baseline if self.baseline else 1.0
 
     def describe(self) -> str:
-        return (f"predicted {self.value / 1e6:.3f} MB touched per wave vs {self.baseline / 1e6:.3f} MB in the original "
-                f"order ({self.ratio:.2f}x; {self.basis})")
+        return (
+            f"predicted {self.value / 1e6:.3f} MB touched per wave vs {self.baseline / 1e6:.3f} MB in the original "
+            f"order ({self.ratio:.2f}x; {self.basis})"
+        )
 
 
 @dataclass(frozen=True)
@@ -62,8 +64,14 @@ class WaveFootprint:
     """(buffer, block axes its subscript depends on, bytes of one tile)."""
 
     @classmethod
-    def build(cls, accesses: Sequence[Access], grid: tuple[int, int], threads_per_block: int, hw: HwProfile,
-              buffer_bytes: dict[str, int]) -> WaveFootprint:
+    def build(
+        cls,
+        accesses: Sequence[Access],
+        grid: tuple[int, int],
+        threads_per_block: int,
+        hw: HwProfile,
+        buffer_bytes: dict[str, int],
+    ) -> WaveFootprint:
         per_sm = max(1, min(MAX_BLOCKS_PER_SM, hw.max_threads_per_sm // max(1, threads_per_block)))
         axes: dict[str, frozenset[str]] = {}
         for access in accesses:
@@ -85,16 +93,25 @@ class WaveFootprint:
         wave_of = pid // np.uint64(self.wave)
         footprint = 0.0
         for _, used, tile_bytes in self.tiles:
-            key = (lx if used == frozenset("x") else ly if used == frozenset("y") else
-                   ly * np.uint64(gx) + lx if used else np.zeros_like(lx))
+            key = (
+                lx
+                if used == frozenset("x")
+                else ly
+                if used == frozenset("y")
+                else ly * np.uint64(gx) + lx
+                if used
+                else np.zeros_like(lx)
+            )
             distinct = len(np.unique(wave_of * np.uint64(total + 1) + key))
             footprint += distinct / waves * tile_bytes
         return footprint
 
     def predict(self, remap: Remap) -> Prediction:
         gx, gy = self.grid
-        basis = (f"wave-footprint heuristic, unmeasured: waves of {self.wave} blocks on the {gx}x{gy} bench grid, "
-                 f"first {min(MAX_WAVES, max(1, gx * gy // self.wave))} waves")
+        basis = (
+            f"wave-footprint heuristic, unmeasured: waves of {self.wave} blocks on the {gx}x{gy} bench grid, "
+            f"first {min(MAX_WAVES, max(1, gx * gy // self.wave))} waves"
+        )
         return Prediction(self.bytes_per_wave(remap), self.bytes_per_wave(None), basis)
 
 

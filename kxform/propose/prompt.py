@@ -47,8 +47,10 @@ def space_text(tool: Tool, space: ParamSpace) -> str:
     """The parameter space in words (the same facts the tool schema encodes)."""
     lines = [tool.description, "", "Parameters (kxform checks domains and constraints, whatever the schema allows):"]
     for param in space.params:
-        lines.append(f"- {param.name} ({param.kind}): {param.describe_values()}, default {param.format(param.default)}"
-                     + (f"; {param.doc}" if param.doc else ""))
+        lines.append(
+            f"- {param.name} ({param.kind}): {param.describe_values()}, default {param.format(param.default)}"
+            + (f"; {param.doc}" if param.doc else "")
+        )
     for constraint in space.constraints:
         lines.append(f"- constraint: {constraint.describe()}")
     if tool.payload is not None:
@@ -57,8 +59,7 @@ def space_text(tool: Tool, space: ParamSpace) -> str:
 
 
 def first_message(context: KernelContext, tool: Tool, attempts: int) -> str:
-    return (f"{context.render()}\n"
-            f"You have {attempts} attempt(s). Call `{tool.name}` with your first proposal.")
+    return f"{context.render()}\nYou have {attempts} attempt(s). Call `{tool.name}` with your first proposal."
 
 
 def result_message(note: AttemptNote, best: AttemptNote | None, left: int, ranking: str, tool: Tool) -> str:

@@ -79,18 +79,26 @@ def passes_text(model: SourceModel, kernel: str) -> str:
     return "\n".join(lines)
 
 
-def refactor_context(ctx: PassContext, kernel: str, spec: KernelSpec | None, runtime: object | None, measure: bool,
-                     profile: Profile | None = None) -> tuple[KernelContext, Tool]:
+def refactor_context(
+    ctx: PassContext,
+    kernel: str,
+    spec: KernelSpec | None,
+    runtime: object | None,
+    measure: bool,
+    profile: Profile | None = None,
+) -> tuple[KernelContext, Tool]:
     function = next((f for f in ctx.model.functions if f.name == kernel and f.kind is FunctionKind.KERNEL), None)
     if function is None:
         known = ", ".join(k.name for k in ctx.model.kernels) or "none"
         raise UsageError(f"{ctx.model.source.path}: no kernel {kernel!r} (kernels: {known})")
-    signature = ctx.model.source.data[function.params_span.start:function.params_span.end].decode("utf-8", "replace")
+    signature = ctx.model.source.data[function.params_span.start : function.params_span.end].decode("utf-8", "replace")
     tool = refactor_tool(kernel, signature)
     base = build_context(ctx, KernelAnalysis(function), spec, runtime, measure, RULES_TEXT)
     nsight = profile() if profile is not None else ""
-    extra = (Section("What the deterministic passes do with it", passes_text(ctx.model, kernel)),
-             Section("Nsight Compute", nsight or "No Nsight Compute summary: no GPU profile in this run."))
+    extra = (
+        Section("What the deterministic passes do with it", passes_text(ctx.model, kernel)),
+        Section("Nsight Compute", nsight or "No Nsight Compute summary: no GPU profile in this run."),
+    )
     sections = tuple(s for s in base.sections if s.title not in ("L2 model",)) + extra
     return KernelContext(base.path, kernel, sections, base.footprint, base.ranking), tool
 
@@ -103,15 +111,24 @@ def refactor_prompt(path: str, kernel: str, hw: HwProfile, attempts: int = 4, bu
     from kxform.verify.stage import spec_for_file
 
     model = parse_model(read_source(path))
-    ctx = PassContext(model, hw, RunOptions(kernels=(kernel,), arch=hw.arch), RemarkSink(),
-                      toolchain=Toolchain.create(build_dir))
+    ctx = PassContext(
+        model, hw, RunOptions(kernels=(kernel,), arch=hw.arch), RemarkSink(), toolchain=Toolchain.create(build_dir)
+    )
     try:
         file_spec = spec_for_file(path)
     except KxformError:
         file_spec = None
     spec = file_spec.find(kernel) if file_spec is not None else None
     context, tool = refactor_context(ctx, kernel, spec, None, False)
-    return "\n".join([
-        "=== system ===", SYSTEM, "",
-        "=== first message (later turns: each attempt's result) ===", first_message(context, tool, attempts),
-        "=== tool (forced, strict) ===", json.dumps(tool.to_param(), indent=2), ""])
+    return "\n".join(
+        [
+            "=== system ===",
+            SYSTEM,
+            "",
+            "=== first message (later turns: each attempt's result) ===",
+            first_message(context, tool, attempts),
+            "=== tool (forced, strict) ===",
+            json.dumps(tool.to_param(), indent=2),
+            "",
+        ]
+    )

@@ -49,20 +49,45 @@ class _Name:
     name: str = PASS_NAME
 
 
-def refactor_kernel(ctx: PassContext, kernel: str, spec: KernelSpec | None, runtime: Runtime, client: ClaudeClient,
-                    options: SessionOptions, record: Record, timing: Timing | None = None,
-                    profiler: GpuTemplateTiming | None = None) -> tuple[KernelSession, Rewritten | None]:
+def refactor_kernel(
+    ctx: PassContext,
+    kernel: str,
+    spec: KernelSpec | None,
+    runtime: Runtime,
+    client: ClaudeClient,
+    options: SessionOptions,
+    record: Record,
+    timing: Timing | None = None,
+    profiler: GpuTemplateTiming | None = None,
+) -> tuple[KernelSession, Rewritten | None]:
     """`timing` ranks and tunes verified templates; `profiler` (on a GPU) gives the prompt
     Nsight Compute's summary of the original and each kept configuration's feedback."""
-    context, tool = refactor_context(ctx, kernel, spec, runtime, options.measure,
-                                     profiler.profile_original if profiler is not None else None)
+    context, tool = refactor_context(
+        ctx, kernel, spec, runtime, options.measure, profiler.profile_original if profiler is not None else None
+    )
     if timing is not None:  # verified attempts are ranked by their tuned times
         context = replace(context, ranking="time")
-    evaluator = TemplateEvaluator(ctx.model, kernel, spec, runtime, ctx.hw, timing,
-                                  profiler=profiler.profile_configuration if profiler is not None else None)
+    evaluator = TemplateEvaluator(
+        ctx.model,
+        kernel,
+        spec,
+        runtime,
+        ctx.hw,
+        timing,
+        profiler=profiler.profile_configuration if profiler is not None else None,
+    )
     function = next(f for f in ctx.model.functions if f.name == kernel)
-    session = run_kernel(ctx, KernelAnalysis(function), _Name(), tool, context, evaluator, client,  # type: ignore[arg-type]
-                         options, record)
+    session = run_kernel(
+        ctx,
+        KernelAnalysis(function),
+        _Name(),
+        tool,
+        context,
+        evaluator,
+        client,  # type: ignore[arg-type]
+        options,
+        record,
+    )
     if session.decision is None or session.best is None:
         return session, None
     template, config = evaluator.kept[session.best.label]
@@ -76,8 +101,9 @@ def replay(model: SourceModel, decision: Decision, spec: KernelSpec | None, runt
     config = {k: v for k, v in decision.params if k != "template"}
     refusal = validate(template, Original.of(model, template.kernel, hw))
     if refusal is not None:
-        raise CheckFailed("template", f"{decision.kernel}: the recorded template is refused: {refusal.key}: "
-                          f"{refusal.message}")
+        raise CheckFailed(
+            "template", f"{decision.kernel}: the recorded template is refused: {refusal.key}: {refusal.message}"
+        )
     return _written(model, template, config, spec, runtime, decision)
 
 
@@ -90,12 +116,25 @@ def lock_entry(path: str, lock_path: Path, model: SourceModel, done: Rewritten, 
     kernel = done.decision.kernel
     before = kernel_digests(model.source)[kernel]
     after = kernel_digests(validate_bytes(model.source.path, done.data)).get(kernel, "")
-    return replace(done.decision, file=lock_key(path, lock_path.parent), source=before,
-                   result=after if after != before else "", hw=hw, kxform=__version__, outcome="applied")
+    return replace(
+        done.decision,
+        file=lock_key(path, lock_path.parent),
+        source=before,
+        result=after if after != before else "",
+        hw=hw,
+        kxform=__version__,
+        outcome="applied",
+    )
 
 
-def _written(model: SourceModel, template: Template, config: dict[str, ParamValue], spec: KernelSpec | None,
-             runtime: Runtime, decision: Decision) -> Rewritten:
+def _written(
+    model: SourceModel,
+    template: Template,
+    config: dict[str, ParamValue],
+    spec: KernelSpec | None,
+    runtime: Runtime,
+    decision: Decision,
+) -> Rewritten:
     """The file at `config`, verified against the original at every check size."""
     from kxform.verify.differential import verify_pair
 
@@ -104,10 +143,22 @@ def _written(model: SourceModel, template: Template, config: dict[str, ParamValu
     data = rewrite(model, template, config)
     function = next(f for f in model.functions if f.name == template.kernel)
     policy = VerifyPolicy(launch_of(template, config), comparison(original_sums(model, function, None)), True)
-    report = verify_pair(model.source, validate_bytes(model.source.path, data), spec, runtime,
-                         sizes=tuple(s.name for s in spec.check_sizes), policy=policy)
+    report = verify_pair(
+        model.source,
+        validate_bytes(model.source.path, data),
+        spec,
+        runtime,
+        sizes=tuple(s.name for s in spec.check_sizes),
+        policy=policy,
+    )
     if not report.ok:
-        raise CheckFailed("verify", f"{template.kernel} at {config_label(config)}: the rewritten file does not "
-                          f"verify: {report.reason}")
-    return Rewritten(decision, data, f"{template.kernel} at {config_label(config)}: verified ({runtime.name}) at "
-                     f"{', '.join(s.name for s in spec.check_sizes)}")
+        raise CheckFailed(
+            "verify",
+            f"{template.kernel} at {config_label(config)}: the rewritten file does not verify: {report.reason}",
+        )
+    return Rewritten(
+        decision,
+        data,
+        f"{template.kernel} at {config_label(config)}: verified ({runtime.name}) at "
+        f"{', '.join(s.name for s in spec.check_sizes)}",
+    )

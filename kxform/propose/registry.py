@@ -63,13 +63,11 @@ def _claude(spec: ProposerSpec) -> Proposer:
     from kxform.propose.lock import LockProposer
 
     if not spec.record:
-        raise UsageError("the claude proposer runs in the attempt loop (kxform apply --proposer claude), not per "
-                         "file")
+        raise UsageError("the claude proposer runs in the attempt loop (kxform apply --proposer claude), not per file")
     return LockProposer(spec.decisions, spec.missing, name="claude")
 
 
-_FACTORIES: dict[str, Callable[[ProposerSpec], Proposer]] = {"heuristic": _heuristic, "lock": _lock,
-                                                             "claude": _claude}
+_FACTORIES: dict[str, Callable[[ProposerSpec], Proposer]] = {"heuristic": _heuristic, "lock": _lock, "claude": _claude}
 NAMES = tuple(_FACTORIES)
 
 

@@ -101,8 +101,14 @@ class LockPlan:
         return state_of(entry, plan.digest(kernel), self.relock), entry
 
 
-def make_plan(lock_path: Path, decisions: Sequence[Decision], files: Sequence[str], relock: bool = False,
-              strict: bool = False, missing: str = "") -> LockPlan:
+def make_plan(
+    lock_path: Path,
+    decisions: Sequence[Decision],
+    files: Sequence[str],
+    relock: bool = False,
+    strict: bool = False,
+    missing: str = "",
+) -> LockPlan:
     """Digest the kernels of `files` and pair them with `decisions`. A file that cannot
     be read or parsed is left out here: the run reports it the usual way."""
     lock_dir = lock_path.parent
@@ -115,8 +121,13 @@ def make_plan(lock_path: Path, decisions: Sequence[Decision], files: Sequence[st
             continue
         entries = tuple(d for d in decisions if d.names_file(key))
         plans.append((os.path.abspath(path), FilePlan(key, tuple(sorted(digests.items())), entries)))
-    return LockPlan(str(lock_path), tuple(plans), relock, strict,
-                    missing or f"no entry in {lock_path.name} (this run decides nothing)")
+    return LockPlan(
+        str(lock_path),
+        tuple(plans),
+        relock,
+        strict,
+        missing or f"no entry in {lock_path.name} (this run decides nothing)",
+    )
 
 
 class ReplayProposer:
@@ -130,8 +141,9 @@ class ReplayProposer:
         self.fallback = fallback
         self._why: dict[tuple[str, str], tuple[str, str] | None] = {}
 
-    def propose(self, pass_: Pass, ctx: PassContext, analysis: KernelAnalysis,
-                rejected: Sequence[Rejection] = ()) -> list[Proposal]:
+    def propose(
+        self, pass_: Pass, ctx: PassContext, analysis: KernelAnalysis, rejected: Sequence[Rejection] = ()
+    ) -> list[Proposal]:
         kernel = analysis.kernel.name
         state, entry = self.plan.state(ctx.model.source.path, kernel, pass_.name)
         why: tuple[str, str] | None = None
@@ -142,8 +154,11 @@ class ReplayProposer:
         elif state is State.AS_LOCKED:
             why = ("AsLocked", f"it already is the rewrite {self.plan.name} records; nothing to do")
         elif state is State.CHANGED:
-            why = ("LockChanged", f"changed since it was locked in {self.plan.name}; left as it is, not re-decided "
-                   f"(re-decide: kxform apply --lock --relock --kernel {kernel}, or delete its entry)")
+            why = (
+                "LockChanged",
+                f"changed since it was locked in {self.plan.name}; left as it is, not re-decided "
+                f"(re-decide: kxform apply --lock --relock --kernel {kernel}, or delete its entry)",
+            )
         elif self.fallback is None or self.plan.strict:
             why = ("NoDecision", self.plan.missing)
         else:

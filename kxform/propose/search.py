@@ -54,8 +54,9 @@ def pick_verify_runtime(verify: str) -> object | None:
         return None
 
 
-def search(paths: Sequence[str], config: ApplyConfig, options: SessionOptions, client: ClaudeClient,
-           record: Record) -> SearchResult:
+def search(
+    paths: Sequence[str], config: ApplyConfig, options: SessionOptions, client: ClaudeClient, record: Record
+) -> SearchResult:
     passes = default_registry().pipeline(config.pipeline, dict(config.extra_options))
     if len(passes) != 1:
         raise UsageError("--proposer claude takes one pass at a time (--pass NAME)")
@@ -63,8 +64,10 @@ def search(paths: Sequence[str], config: ApplyConfig, options: SessionOptions, c
     assert config.hw is not None
     runtime = pick_verify_runtime(config.verify)
     if options.measure and getattr(runtime, "name", "") != "gpu":
-        raise UsageError("--measure needs the GPU runtime, and there is none here; leave --measure out and attempts "
-                         "are ranked by prediction (and say so)")
+        raise UsageError(
+            "--measure needs the GPU runtime, and there is none here; leave --measure out and attempts "
+            "are ranked by prediction (and say so)"
+        )
     sessions: list[KernelSession] = []
     for path in collect_files(list(paths)).files:
         try:
@@ -76,8 +79,15 @@ def search(paths: Sequence[str], config: ApplyConfig, options: SessionOptions, c
     return SearchResult(tuple(sessions))
 
 
-def _search_file(path: str, pass_: Pass, config: ApplyConfig, options: SessionOptions, client: ClaudeClient,
-                 runtime: object | None, record: Record) -> list[KernelSession]:
+def _search_file(
+    path: str,
+    pass_: Pass,
+    config: ApplyConfig,
+    options: SessionOptions,
+    client: ClaudeClient,
+    runtime: object | None,
+    record: Record,
+) -> list[KernelSession]:
     from kxform.build.semantic import semantic_provider
     from kxform.verify.stage import spec_for_file
 
@@ -86,8 +96,14 @@ def _search_file(path: str, pass_: Pass, config: ApplyConfig, options: SessionOp
     model = parse_model(source)
     semantic = semantic_provider(path, config.build_dir) if config.semantic else None
     run_options = RunOptions(kernels=config.kernels, arch=config.hw.arch)
-    ctx = PassContext(model, config.hw, run_options, RemarkSink(), semantic(model) if semantic else None,
-                      Toolchain.create(config.build_dir))
+    ctx = PassContext(
+        model,
+        config.hw,
+        run_options,
+        RemarkSink(),
+        semantic(model) if semantic else None,
+        Toolchain.create(config.build_dir),
+    )
     analyses = pass_.analyse(ctx)
     try:
         file_spec = spec_for_file(path)
@@ -104,28 +120,46 @@ def _search_file(path: str, pass_: Pass, config: ApplyConfig, options: SessionOp
             continue
         space = pass_.space(ctx, analysis)
         if not len(space):
-            record({"type": "llm_skipped", "file": path, "kernel": kernel.name,
-                    "reason": f"pass {pass_.name} has no parameters to propose for this kernel"})
+            record(
+                {
+                    "type": "llm_skipped",
+                    "file": path,
+                    "kernel": kernel.name,
+                    "reason": f"pass {pass_.name} has no parameters to propose for this kernel",
+                }
+            )
             continue
         tool = tool_for(pass_, space)
         context = build_context(ctx, analysis, spec, runtime, options.measure, space_text(tool, space))
-        evaluator = Evaluator(source, pass_, replace(config, measure=options.measure), runtime, spec,
-                              context.footprint)
+        evaluator = Evaluator(source, pass_, replace(config, measure=options.measure), runtime, spec, context.footprint)
         out.append(run_kernel(ctx, analysis, pass_, tool, context, evaluator, client, options, record))
     return out
 
 
-def _refactor(ctx: PassContext, kernel: str, spec: object, runtime: object | None, client: ClaudeClient,
-              options: SessionOptions, record: Record) -> list[KernelSession]:
+def _refactor(
+    ctx: PassContext,
+    kernel: str,
+    spec: object,
+    runtime: object | None,
+    client: ClaudeClient,
+    options: SessionOptions,
+    record: Record,
+) -> list[KernelSession]:
     """A refactoring session (kxform.propose.refactor_run): its decision carries the kept
     template and its configuration, which the apply run replays through passes/refactor.py."""
     from kxform.errors import CheckFailed
     from kxform.propose.refactor_run import refactor_kernel
 
     if runtime is None:
-        record({"type": "llm_skipped", "file": ctx.model.source.path, "kernel": kernel,
+        record(
+            {
+                "type": "llm_skipped",
+                "file": ctx.model.source.path,
+                "kernel": kernel,
                 "reason": "refactor: a template is verified on a runtime before it is kept (not with --verify static "
-                          "or compile)"})
+                "or compile)",
+            }
+        )
         return []
     try:
         session, done = refactor_kernel(ctx, kernel, spec, runtime, client, options, record)  # type: ignore[arg-type]

@@ -22,8 +22,16 @@ from kxform.propose.prompt import SYSTEM, first_message, space_text
 from kxform.propose.tools import tool_for
 
 
-def prompt_for(path: str, kernel: str, hw: HwProfile, pass_spec: str = "swizzle", attempts: int = 4,
-               verify: str = "auto", measure: bool = False, build_dir: str | None = None) -> str:
+def prompt_for(
+    path: str,
+    kernel: str,
+    hw: HwProfile,
+    pass_spec: str = "swizzle",
+    attempts: int = 4,
+    verify: str = "auto",
+    measure: bool = False,
+    build_dir: str | None = None,
+) -> str:
     """The whole prompt for `kernel` of `path` as text (system, first message, tool)."""
     from kxform.propose.search import pick_verify_runtime
     from kxform.verify.stage import spec_for_file
@@ -37,8 +45,9 @@ def prompt_for(path: str, kernel: str, hw: HwProfile, pass_spec: str = "swizzle"
         raise UsageError("--prompt shows what one pass asks (--pass NAME)")
     pass_ = passes[0]
     model = parse_model(read_source(path))
-    ctx = PassContext(model, hw, RunOptions(kernels=(kernel,), arch=hw.arch), RemarkSink(),
-                      toolchain=Toolchain.create(build_dir))
+    ctx = PassContext(
+        model, hw, RunOptions(kernels=(kernel,), arch=hw.arch), RemarkSink(), toolchain=Toolchain.create(build_dir)
+    )
     analyses = pass_.analyse(ctx)
     analysis = analyses.get(kernel)
     if analysis is None:
@@ -58,7 +67,15 @@ def prompt_for(path: str, kernel: str, hw: HwProfile, pass_spec: str = "swizzle"
     spec = file_spec.find(kernel) if file_spec is not None else None
     runtime = pick_verify_runtime(verify)
     context = build_context(ctx, analysis, spec, runtime, measure, space_text(tool, space))
-    return "\n".join([
-        "=== system ===", SYSTEM, "",
-        "=== first message (later turns: each attempt's result) ===", first_message(context, tool, attempts),
-        "=== tool (forced, strict) ===", json.dumps(tool.to_param(), indent=2), ""])
+    return "\n".join(
+        [
+            "=== system ===",
+            SYSTEM,
+            "",
+            "=== first message (later turns: each attempt's result) ===",
+            first_message(context, tool, attempts),
+            "=== tool (forced, strict) ===",
+            json.dumps(tool.to_param(), indent=2),
+            "",
+        ]
+    )

@@ -50,25 +50,46 @@ class Template:
         """The typed space (raises SpecError on a malformed parameter or constraint); each
         default is the parameter's original value when the template states one."""
         start = dict(self.original or ())
-        params = tuple(Param.ints(name, values, start.get(name, min(values)) if start.get(name) in values
-                                  else min(values), doc="template parameter") for name, values in self.params)
+        params = tuple(
+            Param.ints(
+                name,
+                values,
+                start.get(name, min(values)) if start.get(name) in values else min(values),
+                doc="template parameter",
+            )
+            for name, values in self.params
+        )
         constraints = tuple(Constraint.parse(text, "stated by the template") for text in self.constraints)
         return ParamSpace(params, constraints)
 
     def payload(self) -> str:
         """The template as canonical JSON: what a proposal carries and a lockfile records."""
-        return json.dumps({"kernel": self.kernel, "code": self.code, "params": {n: list(v) for n, v in self.params},
-                           "constraints": list(self.constraints), "grid": list(self.grid), "block": list(self.block),
-                           "original": dict(self.original) if self.original is not None else None},
-                          sort_keys=True)
+        return json.dumps(
+            {
+                "kernel": self.kernel,
+                "code": self.code,
+                "params": {n: list(v) for n, v in self.params},
+                "constraints": list(self.constraints),
+                "grid": list(self.grid),
+                "block": list(self.block),
+                "original": dict(self.original) if self.original is not None else None,
+            },
+            sort_keys=True,
+        )
 
     @classmethod
     def from_payload(cls, text: str) -> Template:
         data = json.loads(text)
         original = data.get("original")
-        return cls(data["kernel"], data["code"], tuple((n, tuple(v)) for n, v in data["params"].items()),
-                   tuple(data["constraints"]), tuple(data["grid"]), tuple(data["block"]),
-                   tuple(original.items()) if original is not None else None)
+        return cls(
+            data["kernel"],
+            data["code"],
+            tuple((n, tuple(v)) for n, v in data["params"].items()),
+            tuple(data["constraints"]),
+            tuple(data["grid"]),
+            tuple(data["block"]),
+            tuple(original.items()) if original is not None else None,
+        )
 
 
 CODE_HELP = (
@@ -76,34 +97,56 @@ CODE_HELP = (
     "template over the integer parameters you declare in `params` (use each as a plain identifier: kxform defines "
     "it as a constant before the definition). Only this one definition: no #include, #define, other functions, "
     "globals, host code, asm, printf; calls only to the device functions the original reaches and CUDA's "
-    "documented intrinsics (math, warp shuffles and votes, __syncthreads, __ldg, make_<vector>).")
+    "documented intrinsics (math, warp shuffles and votes, __syncthreads, __ldg, make_<vector>)."
+)
 LAUNCH_HELP = (
     "Launch dimensions (1 to 3, x first) as expressions in kxform's expression language (+ - * / % // "
-    "ceil_div(a, b) min max, integers) over the kernel's scalar parameters (its problem sizes) and your parameters.")
+    "ceil_div(a, b) min max, integers) over the kernel's scalar parameters (its problem sizes) and your parameters."
+)
 
 
 def refactor_tool(kernel: str, signature: str) -> Tool:
     """The strict tool a refactoring is asked through (its space is the template's own)."""
     reasoning = {name: {"type": "string", "description": text} for name, text in REASONING_FIELDS.items()}
     dims = {"type": "array", "items": {"type": "string"}, "description": LAUNCH_HELP}
-    param = {"type": "object", "additionalProperties": False, "required": ["name", "values"],
-             "properties": {"name": {"type": "string", "description": "An upper-case identifier new to the file."},
-                            "values": {"type": "array", "items": {"type": "integer"},
-                                       "description": "Every value the tuner may try (1 to 16 positive integers)."},
-                            "original": {"anyOf": [{"type": "integer"}, {"type": "null"}],
-                                         "description": "The value at which the template does what the original "
-                                                        "does, block for block; null if none does."}}}
-    props = {**reasoning, "code": {"type": "string", "description": CODE_HELP},
-             "params": {"type": "array", "items": param, "description": "The template's parameters (at most 4)."},
-             "constraints": {"type": "array", "items": {"type": "string"},
-                             "description": "Conditions every configuration must meet, kxform's logic expressions "
-                                            "over the parameters and hw.* fields (`BLOCK % 32 == 0`)."},
-             "grid": dims, "block": dims}
+    param = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["name", "values"],
+        "properties": {
+            "name": {"type": "string", "description": "An upper-case identifier new to the file."},
+            "values": {
+                "type": "array",
+                "items": {"type": "integer"},
+                "description": "Every value the tuner may try (1 to 16 positive integers).",
+            },
+            "original": {
+                "anyOf": [{"type": "integer"}, {"type": "null"}],
+                "description": "The value at which the template does what the original "
+                "does, block for block; null if none does.",
+            },
+        },
+    }
+    props = {
+        **reasoning,
+        "code": {"type": "string", "description": CODE_HELP},
+        "params": {"type": "array", "items": param, "description": "The template's parameters (at most 4)."},
+        "constraints": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Conditions every configuration must meet, kxform's logic expressions "
+            "over the parameters and hw.* fields (`BLOCK % 32 == 0`).",
+        },
+        "grid": dims,
+        "block": dims,
+    }
     schema = {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
-    description = (f"Propose a refactoring of `{kernel}`: a new definition of it as a template over integer "
-                   f"parameters, its launch and its parameter space. The signature stays `{signature}`. kxform "
-                   "validates it, verifies it against the original on a covering sample of configurations at every "
-                   "check size, then tunes the space.")
+    description = (
+        f"Propose a refactoring of `{kernel}`: a new definition of it as a template over integer "
+        f"parameters, its launch and its parameter space. The signature stays `{signature}`. kxform "
+        "validates it, verifies it against the original on a covering sample of configurations at every "
+        "check size, then tunes the space."
+    )
     return Tool(TOOL_NAME, PASS_NAME, ParamSpace(()), schema, description, frozenset(), False)
 
 
@@ -120,8 +163,9 @@ def read_template(data: dict[str, Any], kernel: str) -> Template | Refusal:
         if not p["values"]:
             return Refusal("space-unbounded", f"parameter `{p['name']}` has no values")
     params = tuple((p["name"], tuple(sorted(set(int(v) for v in p["values"])))) for p in data["params"])
-    return Template(kernel, data["code"], params, tuple(data["constraints"]), tuple(data["grid"]),
-                    tuple(data["block"]), original)
+    return Template(
+        kernel, data["code"], params, tuple(data["constraints"]), tuple(data["grid"]), tuple(data["block"]), original
+    )
 
 
 def typed_space(template: Template) -> ParamSpace | Refusal:

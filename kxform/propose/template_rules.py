@@ -34,7 +34,8 @@ MAX_CONFIGS = 4096
 MAX_CONSTRAINTS = 16
 MAX_EXPR_CHARS = 200
 
-INTRINSICS = frozenset("""
+INTRINSICS = frozenset(
+    """
 __syncthreads __syncwarp __threadfence_block __shfl_sync __shfl_xor_sync __shfl_up_sync __shfl_down_sync
 __ballot_sync __any_sync __all_sync __activemask __popc __popcll __clz __ffs __brev __ldg __fdividef __expf
 __logf __sinf __cosf __powf __fmaf_rn __fmul_rn __fadd_rn __frcp_rn __fsqrt_rn __saturatef __float2int_rn
@@ -43,15 +44,20 @@ sqrtf rsqrtf cbrtf expf exp2f expm1f logf log2f log1pf log10f powf sinf cosf tan
 fabsf fminf fmaxf fmaf floorf ceilf roundf truncf rintf copysignf
 sqrt rsqrt exp exp2 log log2 pow sin cos tan tanh erf fabs fmin fmax fma floor ceil round trunc
 static_cast reinterpret_cast min max abs make_float2 make_float3 make_float4 make_int2 make_int4 make_double2 make_uint2 make_uint4
-""".split())
+""".split()
+)
 ATOMICS = re.compile(r"^atomic[A-Z]\w*$")
 ADDRESS_SPACE_CALLS = re.compile(r"^__cvta_\w+$|^cvta\w*$|^__isShared$|^__isGlobal$|^__builtin_\w+$")
-CAST_QUALIFIERS = re.compile(r"\(\s*(?:const\s+)?(?:__shared__|__constant__|__device__|__local__)\b"
-                             r"|_cast\s*<[^>]*\b(?:__shared__|__constant__|__local__)\b"
-                             r"|__attribute__\s*\(\(\s*address_space")
-KEYWORDS = frozenset("auto break case char const continue default do double else enum extern float for goto if "
-                     "int long register return short signed sizeof static struct switch typedef union unsigned "
-                     "void volatile while bool true false class template typename".split())
+CAST_QUALIFIERS = re.compile(
+    r"\(\s*(?:const\s+)?(?:__shared__|__constant__|__device__|__local__)\b"
+    r"|_cast\s*<[^>]*\b(?:__shared__|__constant__|__local__)\b"
+    r"|__attribute__\s*\(\(\s*address_space"
+)
+KEYWORDS = frozenset(
+    "auto break case char const continue default do double else enum extern float for goto if "
+    "int long register return short signed sizeof static struct switch typedef union unsigned "
+    "void volatile while bool true false class template typename".split()
+)
 
 
 @dataclass(frozen=True)
@@ -92,7 +98,7 @@ def _atomic_targets(model: SourceModel, callers: set[str]) -> list[str]:
     found = []
     for call in model.calls:
         if call.caller in callers and ATOMICS.match(call.callee):
-            found += _buffer_of(data[call.args_span.start:call.args_span.end].decode("utf-8", "replace"))
+            found += _buffer_of(data[call.args_span.start : call.args_span.end].decode("utf-8", "replace"))
     return found
 
 
@@ -118,18 +124,23 @@ def size(t: Template, o: Original, p: Parsed) -> Refusal | None:
         return Refusal("too-large", f"the code is {len(t.code)} characters (at most {MAX_CODE_CHARS})")
     if len(t.params) > MAX_PARAMS:
         return Refusal("too-large", f"{len(t.params)} parameters (at most {MAX_PARAMS})")
-    if len(t.constraints) > MAX_CONSTRAINTS or any(len(c) > MAX_EXPR_CHARS for c in (*t.constraints, *t.grid,
-                                                                                       *t.block)):
-        return Refusal("too-large", f"at most {MAX_CONSTRAINTS} constraints, each expression at most "
-                       f"{MAX_EXPR_CHARS} characters")
+    if len(t.constraints) > MAX_CONSTRAINTS or any(
+        len(c) > MAX_EXPR_CHARS for c in (*t.constraints, *t.grid, *t.block)
+    ):
+        return Refusal(
+            "too-large", f"at most {MAX_CONSTRAINTS} constraints, each expression at most {MAX_EXPR_CHARS} characters"
+        )
     return None
 
 
 def space(t: Template, o: Original, p: Parsed) -> Refusal | None:
     for name, values in t.params:
         if len(values) > MAX_VALUES:
-            return Refusal("space-unbounded", f"`{name}` has {len(values)} values (at most {MAX_VALUES}: the space "
-                           "must be small enough to verify a covering sample)")
+            return Refusal(
+                "space-unbounded",
+                f"`{name}` has {len(values)} values (at most {MAX_VALUES}: the space "
+                "must be small enough to verify a covering sample)",
+            )
         if values[0] < 1 or values[-1] > MAX_VALUE:
             return Refusal("space-unbounded", f"`{name}` takes values outside 1..{MAX_VALUE}")
     typed = typed_space(t)
@@ -158,8 +169,10 @@ def constraints(t: Template, o: Original, p: Parsed) -> Refusal | None:
     for constraint in typed.constraints:
         unknown = sorted(constraint.params - known)
         if unknown:
-            return Refusal("constraint-name", f"constraint `{constraint.text}` names {unknown[0]}, which is neither "
-                           "a parameter nor a hw.* field")
+            return Refusal(
+                "constraint-name",
+                f"constraint `{constraint.text}` names {unknown[0]}, which is neither a parameter nor a hw.* field",
+            )
     if not _any_valid(typed, o.hw):
         return Refusal("space-empty", "no configuration meets the constraints")
     return None
@@ -185,18 +198,22 @@ def launch(t: Template, o: Original, p: Parsed) -> Refusal | None:
                 expr = parse_expr(text)
             except SpecError as exc:
                 return Refusal("launch-syntax", f"{what} `{text}`: {exc.cause}")
-            unknown = sorted(set(re.findall(r"[A-Za-z_]\w*", str(expr))) - known - {"ceil_div", "min", "max",
-                                                                                     "round_up"})
+            unknown = sorted(
+                set(re.findall(r"[A-Za-z_]\w*", str(expr))) - known - {"ceil_div", "min", "max", "round_up"}
+            )
             if unknown:
-                return Refusal("launch-name", f"{what} `{text}` names `{unknown[0]}`: only the kernel's scalar "
-                               f"parameters ({', '.join(sorted(o.scalars)) or 'none'}) and the template's parameters")
+                return Refusal(
+                    "launch-name",
+                    f"{what} `{text}` names `{unknown[0]}`: only the kernel's scalar "
+                    f"parameters ({', '.join(sorted(o.scalars)) or 'none'}) and the template's parameters",
+                )
     return None
 
 
 def syntax(t: Template, o: Original, p: Parsed) -> Refusal | None:
     issues = p.model.syntax_issues
     if issues:
-        line = t.code.encode()[:issues[0].span.start].count(b"\n") + 1
+        line = t.code.encode()[: issues[0].span.start].count(b"\n") + 1
         return Refusal("parse", f"the code does not parse (line {line} of the template)")
     return None
 
@@ -214,13 +231,15 @@ def one_definition(t: Template, o: Original, p: Parsed) -> Refusal | None:
         return Refusal("not-the-kernel", f"the code holds no definition of `{t.kernel}`")
     others = [f.name for f in p.model.functions if f.name != t.kernel]
     if others:
-        return Refusal("host-code", f"the template defines `{others[0]}` besides the kernel (only the kernel's "
-                       "own definition may change)")
+        return Refusal(
+            "host-code",
+            f"the template defines `{others[0]}` besides the kernel (only the kernel's own definition may change)",
+        )
     if p.function is None or len(p.model.functions) != 1:
         return Refusal("not-the-kernel", f"the code is not one definition of `{t.kernel}`")
     if p.model.launches:
         return Refusal("host-code", "the template launches a kernel")
-    outside = p.model.source.data[:p.function.span.start] + p.model.source.data[p.function.span.end:]
+    outside = p.model.source.data[: p.function.span.start] + p.model.source.data[p.function.span.end :]
     if outside.strip(b" \t\r\n;"):
         return Refusal("global", "the template declares something outside the kernel's definition")
     return None
@@ -256,8 +275,10 @@ def calls(t: Template, o: Original, p: Parsed) -> Refusal | None:
         if ATOMICS.match(call.callee):
             continue
         if call.callee not in INTRINSICS and call.callee not in o.reachable:
-            return Refusal("call", f"`{call.callee}` is neither a device function the original reaches nor an "
-                           "allowed CUDA intrinsic")
+            return Refusal(
+                "call",
+                f"`{call.callee}` is neither a device function the original reaches nor an allowed CUDA intrinsic",
+            )
     return None
 
 
@@ -268,8 +289,20 @@ def atomics(t: Template, o: Original, p: Parsed) -> Refusal | None:
     return None
 
 
-RULES: tuple[Rule, ...] = (size, space, names, constraints, launch, syntax, preprocessor, one_definition, signature,
-                           forbidden, calls, atomics)
+RULES: tuple[Rule, ...] = (
+    size,
+    space,
+    names,
+    constraints,
+    launch,
+    syntax,
+    preprocessor,
+    one_definition,
+    signature,
+    forbidden,
+    calls,
+    atomics,
+)
 
 
 def validate(template: Template, original: Original) -> Refusal | None:

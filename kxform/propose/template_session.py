@@ -75,8 +75,9 @@ class TemplateEvaluator:
         if refusal is not None:
             return Evaluation(_rejection(label, "validate", refusal))
         if self.spec is None:
-            return Evaluation(Rejection(label, "verify", "could-not-tell: no harness spec: a template is kept only "
-                                        "when verified"))
+            return Evaluation(
+                Rejection(label, "verify", "could-not-tell: no harness spec: a template is kept only when verified")
+            )
         refusal = ragged_problem(self.spec, template)
         if refusal is not None:
             return Evaluation(_rejection(label, "verify", refusal))
@@ -88,8 +89,13 @@ class TemplateEvaluator:
         done = verify_template(self.model.source, original.kernel, template, self.spec, self.runtime, compare, sample)
         if isinstance(done, Refusal):
             return Evaluation(_rejection(label, "verify", done))
-        checks = [CheckRecord("verify", True, f"{len(sample)} configurations at sizes {', '.join(done.sizes)}; "
-                              f"outputs {compare.describe()}")]
+        checks = [
+            CheckRecord(
+                "verify",
+                True,
+                f"{len(sample)} configurations at sizes {', '.join(done.sizes)}; outputs {compare.describe()}",
+            )
+        ]
         if self.runtime.name == "gpu":
             found = sanitize_template(self.model.source, original.kernel, template, self.spec, sample)
             if found is not None:
@@ -97,15 +103,22 @@ class TemplateEvaluator:
             checks.append(CheckRecord("sanitize", True, "memcheck and racecheck clean on the sample"))
         best, time_ms, baseline = self._tune(template, sample, start)
         self.kept[label] = (template, best)
-        checks.append(CheckRecord("tune", True, f"kept {config_label(best)}" +
-                                  (f": {time_ms:.4f} ms" if time_ms is not None else " (not timed)")))
+        checks.append(
+            CheckRecord(
+                "tune",
+                True,
+                f"kept {config_label(best)}" + (f": {time_ms:.4f} ms" if time_ms is not None else " (not timed)"),
+            )
+        )
         if self.profiler is not None:
-            checks.append(CheckRecord("nsight", True, f"Nsight Compute of {config_label(best)}: "
-                                      f"{self.profiler(template, best)}"))
+            checks.append(
+                CheckRecord("nsight", True, f"Nsight Compute of {config_label(best)}: {self.profiler(template, best)}")
+            )
         return Evaluation(None, tuple(checks), time_ms, baseline)
 
-    def _tune(self, template: Template, sample: list[dict[str, ParamValue]],
-              start: dict[str, ParamValue] | None) -> tuple[dict[str, ParamValue], float | None, float | None]:
+    def _tune(
+        self, template: Template, sample: list[dict[str, ParamValue]], start: dict[str, ParamValue] | None
+    ) -> tuple[dict[str, ParamValue], float | None, float | None]:
         """kxform's tuner over the template's space, from the reproducing configuration:
         a configuration outside the verified sample is verified before its time counts."""
         from kxform.search.space import SearchSpace
@@ -115,8 +128,11 @@ class TemplateEvaluator:
         if self.timing is None:
             return first, None, None
         objective = _TemplateObjective(self, template, sample)
-        result = tune(SearchSpace.build(template.space(), self.hw), objective,
-                      TuneOptions(budget=self.budget, start_at_defaults=start is not None))
+        result = tune(
+            SearchSpace.build(template.space(), self.hw),
+            objective,
+            TuneOptions(budget=self.budget, start_at_defaults=start is not None),
+        )
         if result.best is None or result.best.evaluation.time_ms is None:
             return first, None, None
         baseline = next((s.evaluation.time_ms for s in result.steps if start is not None and s.config == start), None)
@@ -141,15 +157,25 @@ class _TemplateObjective(Objective):
             assert owner.spec is not None
             original = Original.of(owner.model, owner.kernel, owner.hw)
             sums = owner.sums if owner.sums is not None else original_sums(owner.model, original.kernel, owner.hw)
-            done = verify_template(owner.model.source, original.kernel, self.template, owner.spec, owner.runtime,
-                                   comparison(sums), [config])
+            done = verify_template(
+                owner.model.source,
+                original.kernel,
+                self.template,
+                owner.spec,
+                owner.runtime,
+                comparison(sums),
+                [config],
+            )
             if isinstance(done, Refusal):
                 return TuneEvaluation.failed(Failure.VERIFY, detail=f"{done.key}: {done.message}")
             self.verified.append(config)
         assert owner.timing is not None
         time_ms = owner.timing(self.template, config)
-        return TuneEvaluation(time_ms) if time_ms is not None else \
-            TuneEvaluation.failed(Failure.RUNTIME, detail="no time for this configuration")
+        return (
+            TuneEvaluation(time_ms)
+            if time_ms is not None
+            else TuneEvaluation.failed(Failure.RUNTIME, detail="no time for this configuration")
+        )
 
 
 def _rejection(label: str, stage: str, refusal: Refusal) -> Rejection:
@@ -158,6 +184,7 @@ def _rejection(label: str, stage: str, refusal: Refusal) -> Rejection:
 
 def c_expression(text: str, names: Mapping[str, str]) -> str:
     """A launch expression in C, each name replaced by `names` (values or argument text)."""
+
     def emit(node: ast.AST) -> str:
         if isinstance(node, ast.Expression):
             return emit(node.body)
@@ -167,7 +194,8 @@ def c_expression(text: str, names: Mapping[str, str]) -> str:
             return f"({names[node.id]})"
         if isinstance(node, ast.BinOp):
             op = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "/", ast.Mod: "%"}[
-                type(node.op)]
+                type(node.op)
+            ]
             return f"({emit(node.left)} {op} {emit(node.right)})"
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             a, b = (emit(arg) for arg in node.args)
@@ -176,6 +204,7 @@ def c_expression(text: str, names: Mapping[str, str]) -> str:
             if node.func.id in ("min", "max"):
                 return f"({a} {'<' if node.func.id == 'min' else '>'} {b} ? {a} : {b})"
         raise ValueError(f"cannot write `{text}` in C")
+
     return emit(ast.parse(text, mode="eval"))
 
 

@@ -32,8 +32,16 @@ LEAST_LAUNCHES, MOST_LAUNCHES = 5, 50
 class GpuTemplateTiming:
     """Milliseconds (median) of the original kernel and of a template's configurations."""
 
-    def __init__(self, original: SourceText, kernel: Function, spec: KernelSpec, runtime: Runtime,
-                 size: SizeSpec | None = None, launch_budget_s: float = 0.25, timeout_s: float = 120.0) -> None:
+    def __init__(
+        self,
+        original: SourceText,
+        kernel: Function,
+        spec: KernelSpec,
+        runtime: Runtime,
+        size: SizeSpec | None = None,
+        launch_budget_s: float = 0.25,
+        timeout_s: float = 120.0,
+    ) -> None:
         from kxform.harness.inputs import make_inputs
 
         self.original = original
@@ -98,10 +106,20 @@ class GpuTemplateTiming:
         from kxform.verify.differential import EXACT, uses_float_atomics
         from kxform.verify.measure import timed_and_checked
 
-        request = launch_request(extract_kernel(source, self.spec.name), launch, self.inputs,  # type: ignore[arg-type]
-                                 f"{self.spec.name}[{self.size.name}] {version}", self.timeout_s)
+        request = launch_request(
+            extract_kernel(source, self.spec.name),
+            launch,
+            self.inputs,  # type: ignore[arg-type]
+            f"{self.spec.name}[{self.size.name}] {version}",
+            self.timeout_s,
+        )
         dtypes = {arg.name: arg.dtype for arg in self.resolved.args}
         mode = self.spec.compare if uses_float_atomics(source) else EXACT
         budget = self.launch_budget_s
-        return timed_and_checked(self.runtime, request, dtypes, mode,
-                                 lambda probe_ms: launches_to_fill(budget, probe_ms, LEAST_LAUNCHES, MOST_LAUNCHES))
+        return timed_and_checked(
+            self.runtime,
+            request,
+            dtypes,
+            mode,
+            lambda probe_ms: launches_to_fill(budget, probe_ms, LEAST_LAUNCHES, MOST_LAUNCHES),
+        )

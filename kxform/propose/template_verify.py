@@ -51,8 +51,11 @@ def covering_sample(space: ParamSpace, hw: object, base: Config | None = None) -
     wanted: list[Config] = [dict(low), dict(high), dict(start)]
     wanted += [{**start, p.name: v} for p in params for v in p.values]
     for a, b in itertools.combinations(params, 2):
-        wanted += [{**start, a.name: ea, b.name: eb} for ea in (low[a.name], high[a.name])
-                   for eb in (low[b.name], high[b.name])]
+        wanted += [
+            {**start, a.name: ea, b.name: eb}
+            for ea in (low[a.name], high[a.name])
+            for eb in (low[b.name], high[b.name])
+        ]
     chosen: list[Config] = []
     for config in wanted:
         valid = config if space.is_valid(config, hw) else _valid_like(space, hw, config)
@@ -83,13 +86,19 @@ def instantiate(original: SourceText, kernel: Function, template: Template, conf
     data = original.data
     defines = "".join(f"#define {k} {v}\n" for k, v in config.items())
     undefs = "".join(f"\n#undef {k}" for k in config)
-    text = data[:kernel.span.start] + (defines + template.code.strip() + undefs).encode() + data[kernel.span.end:]
+    text = data[: kernel.span.start] + (defines + template.code.strip() + undefs).encode() + data[kernel.span.end :]
     return validate_bytes(original.path, text)
 
 
 def launch_of(template: Template, config: Config) -> LaunchBinding:
-    return LaunchBinding(template.grid, template.block, None, tuple((k, int(v)) for k, v in config.items()),
-                         origin="the template's launch", anchored=False)
+    return LaunchBinding(
+        template.grid,
+        template.block,
+        None,
+        tuple((k, int(v)) for k, v in config.items()),
+        origin="the template's launch",
+        anchored=False,
+    )
 
 
 def comparison(original_sums: tuple[tuple[str, str, str], ...]) -> OutputCompare:
@@ -100,10 +109,16 @@ def comparison(original_sums: tuple[tuple[str, str, str], ...]) -> OutputCompare
     sums = [(v, c, n) for v, c, n in original_sums if c in UNIT_ROUNDOFF]
     if not sums:
         return EXACT
-    stated = "; ".join(f"'{v}' ({c}, n = {n}): any order lies within ({n} - 1) * {UNIT_ROUNDOFF[c]:.3g} * sum|x_i| "
-                       "of the exact sum" for v, c, n in sums)
-    return OutputCompare("spec", 2.0, f"the template may reorder sums (Higham): {stated}; both orders lie within "
-                         "the spec's single-order tolerance of the exact result, so within twice it of each other")
+    stated = "; ".join(
+        f"'{v}' ({c}, n = {n}): any order lies within ({n} - 1) * {UNIT_ROUNDOFF[c]:.3g} * sum|x_i| of the exact sum"
+        for v, c, n in sums
+    )
+    return OutputCompare(
+        "spec",
+        2.0,
+        f"the template may reorder sums (Higham): {stated}; both orders lie within "
+        "the spec's single-order tolerance of the exact result, so within twice it of each other",
+    )
 
 
 def original_sums(model: object, kernel: Function, hw: object) -> tuple[tuple[str, str, str], ...]:
@@ -114,8 +129,12 @@ def original_sums(model: object, kernel: Function, hw: object) -> tuple[tuple[st
 
     ctx = PassContext(model, hw, RunOptions(), RemarkSink())  # type: ignore[arg-type]
     analysis = ctx.analysis(AccessAnalysis, kernel)
-    return tuple((r.var, r.ctype, str(loop.bound)) for loop in analysis.loops for r in loop.reductions
-                 if r.loop == loop.id and r.op == "+")
+    return tuple(
+        (r.var, r.ctype, str(loop.bound))
+        for loop in analysis.loops
+        for r in loop.reductions
+        if r.loop == loop.id and r.op == "+"
+    )
 
 
 def ragged_problem(spec: KernelSpec, template: Template) -> Refusal | None:
@@ -125,8 +144,11 @@ def ragged_problem(spec: KernelSpec, template: Template) -> Refusal | None:
         sizes = [int(v) for v in size.values.values()]
         if sizes and all(s % v for s in sizes for v in values):
             return None
-    return Refusal("could-not-tell", "no check size of the harness spec is ragged for every parameter value (each "
-                   "is a multiple of one): an edge error could not show; add a size such as a prime")
+    return Refusal(
+        "could-not-tell",
+        "no check size of the harness spec is ragged for every parameter value (each "
+        "is a multiple of one): an edge error could not show; add a size such as a prime",
+    )
 
 
 def blocks_problem(spec: KernelSpec, template: Template, configs: list[Config]) -> Refusal | None:
@@ -137,23 +159,39 @@ def blocks_problem(spec: KernelSpec, template: Template, configs: list[Config]) 
     envs = []
     for size in spec.check_sizes:
         resolved = spec.launch(size)
-        envs.append({a.name: int(a.value) for a in resolved.args
-                     if a.kind == "scalar" and a.value is not None and float(a.value).is_integer()})
+        envs.append(
+            {
+                a.name: int(a.value)
+                for a in resolved.args
+                if a.kind == "scalar" and a.value is not None and float(a.value).is_integer()
+            }
+        )
     for config in configs:
         try:
-            several = any(all(parse_expr(g).evaluate_int({**env, **config}) >= 2 for g in template.grid)
-                          for env in envs)
+            several = any(
+                all(parse_expr(g).evaluate_int({**env, **config}) >= 2 for g in template.grid) for env in envs
+            )
         except SpecError as exc:
             return Refusal("launch", f"at {config_label(config)} the grid cannot be evaluated: {exc.cause}")
         if not several:
-            return Refusal("could-not-tell", f"at {config_label(config)} no check size launches several blocks "
-                           f"along every dimension of the grid ({', '.join(template.grid)}): an error between "
-                           "blocks could not show; add a larger check size")
+            return Refusal(
+                "could-not-tell",
+                f"at {config_label(config)} no check size launches several blocks "
+                f"along every dimension of the grid ({', '.join(template.grid)}): an error between "
+                "blocks could not show; add a larger check size",
+            )
     return None
 
 
-def verify_template(original: SourceText, kernel: Function, template: Template, spec: KernelSpec, runtime: Runtime,
-                    compare: OutputCompare, configs: list[Config]) -> Verified | Refusal:
+def verify_template(
+    original: SourceText,
+    kernel: Function,
+    template: Template,
+    spec: KernelSpec,
+    runtime: Runtime,
+    compare: OutputCompare,
+    configs: list[Config],
+) -> Verified | Refusal:
     """Differential verification of every configuration of `configs` at every check size."""
     from kxform.verify.differential import verify_pair
 
@@ -174,8 +212,14 @@ def verify_template(original: SourceText, kernel: Function, template: Template, 
     return Verified(tuple(tuple(c.items()) for c in configs), compare, sizes)
 
 
-def sanitize_template(original: SourceText, kernel: Function, template: Template, spec: KernelSpec,
-                      configs: list[Config], tools: tuple[str, ...] = ("memcheck", "racecheck")) -> Refusal | None:
+def sanitize_template(
+    original: SourceText,
+    kernel: Function,
+    template: Template,
+    spec: KernelSpec,
+    configs: list[Config],
+    tools: tuple[str, ...] = ("memcheck", "racecheck"),
+) -> Refusal | None:
     """On a GPU: every sampled configuration under compute-sanitizer (each tool), at the
     first check size; a finding rejects the template."""
     from kxform.runtime.gpu import GpuRuntime

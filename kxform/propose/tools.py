@@ -27,11 +27,12 @@ integer whose range kxform checks."""
 
 REASONING_FIELDS: dict[str, str] = {
     "last_attempt": "Why the last attempt was slow or was rejected, from the figures and reasons kxform returned "
-                    "(on the first attempt: what the memory-access analysis suggests). At most "
-                    f"{REASONING_LIMIT} characters.",
+    "(on the first attempt: what the memory-access analysis suggests). At most "
+    f"{REASONING_LIMIT} characters.",
     "expectation": "Why this proposal should beat the best verified result so far: which blocks run together "
-                   f"and which data they share in L2. At most {REASONING_LIMIT} characters.",
+    f"and which data they share in L2. At most {REASONING_LIMIT} characters.",
 }
+
 
 @dataclass(frozen=True)
 class Tool:
@@ -94,5 +95,13 @@ def tool_for(pass_: Pass | str, space: ParamSpace) -> Tool:
     props.update({p.name: param_schema(p, p.name in shape.nullable) for p in space.params})
     if shape.payload is not None:
         props[shape.payload] = {"anyOf": [{"type": "string"}, {"type": "null"}], "description": shape.payload_help}
-    return Tool(f"propose_{pass_.name.replace('-', '_')}", pass_, space, _object(props), shape.description,
-                shape.nullable, shape.payload, shape.payload_help)
+    return Tool(
+        f"propose_{pass_.name.replace('-', '_')}",
+        pass_,
+        space,
+        _object(props),
+        shape.description,
+        shape.nullable,
+        shape.payload,
+        shape.payload_help,
+    )

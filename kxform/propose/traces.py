@@ -31,8 +31,13 @@ def measured_sharing(source: SourceText, spec: KernelSpec, runtime: Runtime) -> 
         return (), "Sector traces: not taken (no check size of the spec has a grid of at least 2 x 2 blocks)."
     size, resolved = max(usable, key=lambda item: item[1].grid[0] * item[1].grid[1])
     try:
-        request = launch_request(extract_kernel(source, spec.name), resolved, make_inputs(spec, resolved),
-                                 f"{spec.name}[{size.name}] traced", 120.0)
+        request = launch_request(
+            extract_kernel(source, spec.name),
+            resolved,
+            make_inputs(spec, resolved),
+            f"{spec.name}[{size.name}] traced",
+            120.0,
+        )
         result = runtime.run(replace(request, trace_blocks=TRACED))
     except (RuntimeError_, OSError) as exc:
         return (), f"Sector traces: could not be taken ({str(exc)[:160]})."

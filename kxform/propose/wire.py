@@ -47,10 +47,15 @@ class Exchange:
     response_body: Any
 
     def to_json(self) -> dict[str, Any]:
-        return {"request": {"method": self.method, "url": self.url, "headers": dict(self.request_headers),
-                            "body": self.request_body},
-                "response": {"status": self.status, "headers": dict(self.response_headers),
-                             "body": self.response_body}}
+        return {
+            "request": {
+                "method": self.method,
+                "url": self.url,
+                "headers": dict(self.request_headers),
+                "body": self.request_body,
+            },
+            "response": {"status": self.status, "headers": dict(self.response_headers), "body": self.response_body},
+        }
 
 
 @dataclass(frozen=True)
@@ -86,21 +91,39 @@ class ReplayTransport(httpx2.BaseTransport):
         replies = []
         for item in items:
             response = item.get("response", item)
-            replies.append(Reply(response.get("body"), int(response.get("status", 200)),
-                                 dict(response.get("headers") or {})))
+            replies.append(
+                Reply(response.get("body"), int(response.get("status", 200)), dict(response.get("headers") or {}))
+            )
         return cls(replies)
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         with self._lock:
-            reply = self.replies.pop(0) if self.replies else Reply(
-                {"type": "error", "error": {"type": "replay_exhausted", "message": "no recorded response left"}},
-                599, {"x-should-retry": "false"})
-            body = json.dumps(reply.body).encode() if not isinstance(reply.body, (bytes, str)) else \
-                (reply.body.encode() if isinstance(reply.body, str) else reply.body)
+            reply = (
+                self.replies.pop(0)
+                if self.replies
+                else Reply(
+                    {"type": "error", "error": {"type": "replay_exhausted", "message": "no recorded response left"}},
+                    599,
+                    {"x-should-retry": "false"},
+                )
+            )
+            body = (
+                json.dumps(reply.body).encode()
+                if not isinstance(reply.body, (bytes, str))
+                else (reply.body.encode() if isinstance(reply.body, str) else reply.body)
+            )
             headers = {"content-type": "application/json", **reply.headers}
-            self.exchanges.append(Exchange(request.method, str(request.url), safe_headers(request.headers.items()),
-                                           _json_or_text(request.read()), reply.status, safe_headers(headers.items()),
-                                           reply.body))
+            self.exchanges.append(
+                Exchange(
+                    request.method,
+                    str(request.url),
+                    safe_headers(request.headers.items()),
+                    _json_or_text(request.read()),
+                    reply.status,
+                    safe_headers(headers.items()),
+                    reply.body,
+                )
+            )
         return httpx2.Response(reply.status, headers=headers, content=body, request=request)
 
 
@@ -114,9 +137,17 @@ class RecordingTransport(httpx2.BaseTransport):
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         response = self.inner.handle_request(request)
         raw = response.read()
-        self.exchanges.append(Exchange(request.method, str(request.url), safe_headers(request.headers.items()),
-                                       _json_or_text(request.read()), response.status_code,
-                                       safe_headers(response.headers.items()), _json_or_text(raw)))
+        self.exchanges.append(
+            Exchange(
+                request.method,
+                str(request.url),
+                safe_headers(request.headers.items()),
+                _json_or_text(request.read()),
+                response.status_code,
+                safe_headers(response.headers.items()),
+                _json_or_text(raw),
+            )
+        )
         return httpx2.Response(response.status_code, headers=response.headers, content=raw, request=request)
 
     def save(self, path: str) -> None:

@@ -97,8 +97,10 @@ class UnwrittenRead:
 
     def describe(self) -> str:
         at = f" at {self.where}" if self.where else ""
-        return (f"'{self.buffer}' is read{at} (byte {self.offset}) before the kernel writes it; it is poisoned as "
-                f"an 'out' buffer: declare it inout")
+        return (
+            f"'{self.buffer}' is read{at} (byte {self.offset}) before the kernel writes it; it is poisoned as "
+            f"an 'out' buffer: declare it inout"
+        )
 
 
 @dataclass(frozen=True)
@@ -160,8 +162,9 @@ class Runtime(abc.ABC):
     def run(self, request: LaunchRequest) -> LaunchResult:
         """Launch once and return the outputs. Raises a `RuntimeError_` subclass on failure."""
 
-    def time(self, request: LaunchRequest, *, warmup: int = 3, repeat: int = 20,
-             keep_outputs: bool = False) -> TimedRun:
+    def time(
+        self, request: LaunchRequest, *, warmup: int = 3, repeat: int = 20, keep_outputs: bool = False
+    ) -> TimedRun:
         """Milliseconds per launch over `repeat` launches after `warmup`. GPU only by default."""
         raise Unsupported(f"{self.name} runtime does not time kernels")
 

@@ -112,8 +112,15 @@ def compile_kernel(
     """
     text = request.source + instantiation_text(request.kernel, [p.ctype for p in request.params], request.source)
     include_dirs = tuple(request.include_dirs) + hip_include_dirs(request.source)  # HIP: through the shim
-    job = BuildJob(text, filename="kernel.cu", output="cubin", arch=arch, include_dirs=include_dirs,
-                   defines=request.defines, extra_flags=extra_flags)
+    job = BuildJob(
+        text,
+        filename="kernel.cu",
+        output="cubin",
+        arch=arch,
+        include_dirs=include_dirs,
+        defines=request.defines,
+        extra_flags=extra_flags,
+    )
     result = builder.build_or_raise(job)
     assert result.output is not None
     entries = {r.mangled: r.demangled for r in result.resources}
@@ -199,8 +206,13 @@ class GpuRuntime(Runtime):
         if self.sanitize and self._sanitizer() is None:
             return "compute-sanitizer not found (it ships with the CUDA toolkit)"
         try:
-            proc = subprocess.run([self.python, str(CHILD), "probe", str(self.device)], capture_output=True,
-                                  text=True, timeout=self.startup_timeout_s, check=False)
+            proc = subprocess.run(
+                [self.python, str(CHILD), "probe", str(self.device)],
+                capture_output=True,
+                text=True,
+                timeout=self.startup_timeout_s,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
             return f"probing the device took over {self.startup_timeout_s:g} s"
         except OSError as exc:
@@ -212,8 +224,14 @@ class GpuRuntime(Runtime):
         if "error" in data:
             error = str(data["error"])
             return "no CUDA device" if "no CUDA" in error or "NO_DEVICE" in error.upper() else error
-        self._info = DeviceInfo(str(data["name"]), (int(data["cc"][0]), int(data["cc"][1])), int(data["sm_count"]),
-                                int(data["l2_bytes"]), int(data["max_shared_optin"]), int(data["total_memory"]))
+        self._info = DeviceInfo(
+            str(data["name"]),
+            (int(data["cc"][0]), int(data["cc"][1])),
+            int(data["sm_count"]),
+            int(data["l2_bytes"]),
+            int(data["max_shared_optin"]),
+            int(data["total_memory"]),
+        )
         return ""
 
     def _sanitizer(self) -> str | None:
@@ -224,8 +242,10 @@ class GpuRuntime(Runtime):
         if beside is not None and os.access(beside, os.X_OK):
             return str(beside)
         return shutil.which("compute-sanitizer") or (
-            "/usr/local/cuda/bin/compute-sanitizer" if os.access("/usr/local/cuda/bin/compute-sanitizer", os.X_OK)
-            else None)
+            "/usr/local/cuda/bin/compute-sanitizer"
+            if os.access("/usr/local/cuda/bin/compute-sanitizer", os.X_OK)
+            else None
+        )
 
     @property
     def builder(self) -> Builder:
@@ -283,8 +303,14 @@ class GpuRuntime(Runtime):
         return LaunchResult(outputs, unwritten, self.name, elapsed_ms=float(reply.get("elapsed_ms", 0.0)))
 
     def time(
-        self, request: LaunchRequest, *, warmup: int = 3, repeat: int = 20, flush_l2: bool = False,
-        keep_outputs: bool = False, persisting_l2_limit: int = 0,
+        self,
+        request: LaunchRequest,
+        *,
+        warmup: int = 3,
+        repeat: int = 20,
+        flush_l2: bool = False,
+        keep_outputs: bool = False,
+        persisting_l2_limit: int = 0,
     ) -> TimedRun:
         """Milliseconds of each of `repeat` launches (CUDA events), after `warmup` launches.
 
@@ -300,12 +326,23 @@ class GpuRuntime(Runtime):
         if warmup < 0 or repeat < 1:
             raise ValueError("warmup must be >= 0 and repeat >= 1")
         compiled = self.compile(request)
-        extra = {"mode": "time", "warmup": warmup, "repeat": repeat, "flush_l2": flush_l2, "rotate": True,
-                 "keep_outputs": keep_outputs, "persisting_l2_limit": int(persisting_l2_limit)}
+        extra = {
+            "mode": "time",
+            "warmup": warmup,
+            "repeat": repeat,
+            "flush_l2": flush_l2,
+            "rotate": True,
+            "keep_outputs": keep_outputs,
+            "persisting_l2_limit": int(persisting_l2_limit),
+        }
         reply, outputs, _ = self._launch(request, compiled, extra, request.timeout_s * (warmup + repeat))
         persisting = reply.get("persisting_l2_bytes")
-        return TimedRun(tuple(float(t) for t in reply["times_ms"]), int(reply.get("copies", 1)),
-                        None if persisting is None else int(persisting), outputs)
+        return TimedRun(
+            tuple(float(t) for t in reply["times_ms"]),
+            int(reply.get("copies", 1)),
+            None if persisting is None else int(persisting),
+            outputs,
+        )
 
     def _launch(
         self, request: LaunchRequest, compiled: CompiledKernel, extra: dict[str, Any], launch_s: float
@@ -318,17 +355,25 @@ class GpuRuntime(Runtime):
         if request.shared_bytes > info.max_shared_optin:
             limit = f"the device's maximum of {info.max_shared_optin} bytes per block"
             raise RuntimeError_(f"{label}: {request.shared_bytes} bytes of dynamic shared memory exceed {limit}")
-        job = {"entry": compiled.entry, "grid": [int(v) for v in request.grid],
-               "block": [int(v) for v in request.block], "shared_bytes": int(request.shared_bytes),
-               "l2_bytes": info.l2_bytes, **extra}
+        job = {
+            "entry": compiled.entry,
+            "grid": [int(v) for v in request.grid],
+            "block": [int(v) for v in request.block],
+            "shared_bytes": int(request.shared_bytes),
+            "l2_bytes": info.l2_bytes,
+            **extra,
+        }
         want_outputs = extra["mode"] == "run" or bool(extra.get("keep_outputs"))
         if self.sanitize:
             return self._launch_once(request, compiled, job, want_outputs, launch_s)
         with self._worker_lock:
             staging = self._staging(request)
             try:
-                job.update(args=staging.args(request, label, want_outputs), cubin=compiled.cubin,
-                           module_key=hashlib.sha256(compiled.cubin).hexdigest())
+                job.update(
+                    args=staging.args(request, label, want_outputs),
+                    cubin=compiled.cubin,
+                    module_key=hashlib.sha256(compiled.cubin).hexdigest(),
+                )
                 reply = self._ask(job, label, launch_s)
                 outputs, unwritten = staging.outputs(request, reply.get("outputs", {}), want_outputs)
             finally:
@@ -340,8 +385,10 @@ class GpuRuntime(Runtime):
     def _ask(self, job: dict[str, Any], label: str, launch_s: float) -> dict[str, Any]:
         """Send `job` to the worker (starting one if needed) and wait for its result."""
         deadline = time.monotonic() + self.startup_timeout_s
-        early = (f"timed out after {self.startup_timeout_s:g} s before the launch "
-                 "(context creation or module load hung); killed")
+        early = (
+            f"timed out after {self.startup_timeout_s:g} s before the launch "
+            "(context creation or module load hung); killed"
+        )
         try:
             worker = self._ready_worker(label, deadline, early)
             worker.truncate_log()
@@ -408,7 +455,9 @@ class GpuRuntime(Runtime):
         request's large arrays would fill more than half of the scratch file system."""
         prefix = f"r{next(self._serial)}_"
         folder = self._scratch_dir()
-        large = sum(2 * a.data.nbytes for a in request.args if isinstance(a, BufferArg) and a.data.nbytes > INLINE_LIMIT)
+        large = sum(
+            2 * a.data.nbytes for a in request.args if isinstance(a, BufferArg) and a.data.nbytes > INLINE_LIMIT
+        )
         if large:
             stat = os.statvfs(folder)
             if large > stat.f_bavail * stat.f_frsize // 2:
@@ -418,16 +467,16 @@ class GpuRuntime(Runtime):
     # ----------------------------------------------------- one child per request
 
     def _launch_once(
-        self, request: LaunchRequest, compiled: CompiledKernel, job: dict[str, Any], want_outputs: bool,
-        launch_s: float
+        self, request: LaunchRequest, compiled: CompiledKernel, job: dict[str, Any], want_outputs: bool, launch_s: float
     ) -> tuple[dict[str, Any], dict[str, np.ndarray], dict[str, int]]:
         """Run `job` in a fresh child through files (what compute-sanitizer can wrap)."""
         with tempfile.TemporaryDirectory(prefix="kxform-gpu-") as scratch:
             folder = Path(scratch)
             staging = _Staging(folder, -1, "")
             (folder / "module.cubin").write_bytes(compiled.cubin)
-            job.update(args=staging.args(request, _label(request), want_outputs), device=self.device,
-                       cubin_file="module.cubin")
+            job.update(
+                args=staging.args(request, _label(request), want_outputs), device=self.device, cubin_file="module.cubin"
+            )
             (folder / "job.json").write_text(json.dumps(job), encoding="utf-8")
             reply = self._run_child(folder, job["mode"], request, launch_s)
             outputs, unwritten = staging.outputs(request, {}, want_outputs)  # mapped: outlive the folder
@@ -443,8 +492,13 @@ class GpuRuntime(Runtime):
                 raise Unsupported(f"{label}: compute-sanitizer not found")
             command = [sanitizer, "--tool", self.sanitizer_tool, "--error-exitcode", str(SANITIZER_EXIT), *command]
         with open(folder / "child.log", "w+", encoding="utf-8", errors="replace") as log:
-            proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                    env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            proc = subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
             timed_out = _wait(proc, folder, self.startup_timeout_s, launch_timeout_s)
             log.seek(0)
             text = log.read()
@@ -522,14 +576,14 @@ def sanitizer_error(log: str) -> str:
     CUDA_ERROR_...` API records that follow it are consequences, used only when no
     hazard was recorded.
     """
-    lines = [ln[len("========="):] for ln in log.splitlines() if ln.startswith("=========")]
+    lines = [ln[len("=========") :] for ln in log.splitlines() if ln.startswith("=========")]
     found: list[str] = []
     for index, line in enumerate(lines):
         text = line.strip()
         banner = text.startswith("COMPUTE-SANITIZER") or _SUMMARY.match(text) is not None  # each tool's tally
         if not text or line.startswith("  ") or banner:
             continue
-        where = next((ln.strip() for ln in lines[index + 1:index + 3] if ln.strip().startswith("at ")), "")
+        where = next((ln.strip() for ln in lines[index + 1 : index + 3] if ln.strip().startswith("at ")), "")
         found.append(f"{text} {where}".strip())
     hazards = [f for f in found if not f.startswith("Program hit")]
     return (hazards or found or [""])[0]

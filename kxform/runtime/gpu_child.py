@@ -71,8 +71,12 @@ def main(argv: list[str]) -> int:
 def _failure(exc: BaseException) -> dict[str, Any]:
     if isinstance(exc, StageError):
         return {"ok": False, "stage": exc.stage, "error": str(exc)}
-    return {"ok": False, "stage": "child", "error": f"{type(exc).__name__}: {exc}",
-            "trace": traceback.format_exc(limit=3)}
+    return {
+        "ok": False,
+        "stage": "child",
+        "error": f"{type(exc).__name__}: {exc}",
+        "trace": traceback.format_exc(limit=3),
+    }
 
 
 # ----------------------------------------------------------------------------- probe
@@ -166,7 +170,7 @@ def _send(fd: int, message: dict[str, Any]) -> None:
     payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     view = memoryview(_HEADER.pack(len(payload)) + payload)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 class _Modules:
@@ -257,8 +261,9 @@ def _perform(cuda: Any, job: dict[str, Any], function: Any, launched: Callable[[
                 allocation.free()
 
 
-def _run(cuda: Any, job: dict[str, Any], function: Any, launched: Callable[[], None],
-         held: list[Any]) -> dict[str, Any]:
+def _run(
+    cuda: Any, job: dict[str, Any], function: Any, launched: Callable[[], None], held: list[Any]
+) -> dict[str, Any]:
     args = job["args"]
     buffers = _allocate(cuda, args, held, _Inputs(args))
     params = _pack(args, buffers)
@@ -297,8 +302,9 @@ def _copy_back(cuda: Any, arg: dict[str, Any], device: Any) -> bytes | None:
     return None
 
 
-def _time(cuda: Any, job: dict[str, Any], function: Any, launched: Callable[[], None],
-          held: list[Any]) -> dict[str, Any]:
+def _time(
+    cuda: Any, job: dict[str, Any], function: Any, launched: Callable[[], None], held: list[Any]
+) -> dict[str, Any]:
     """Per-launch milliseconds between CUDA events, after `warmup` untimed launches.
 
     Before every launch, `out` buffers are poisoned again and `inout` buffers restored
@@ -315,8 +321,11 @@ def _time(cuda: Any, job: dict[str, Any], function: Any, launched: Callable[[], 
     inputs = _Inputs(args)
     total = sum(a["nbytes"] for a in args if a["kind"] == "buffer")
     l2 = int(job["l2_bytes"])
-    copies = 1 if not job.get("rotate", True) or total >= 2 * l2 or total == 0 else \
-        min(_MAX_ROTATION_COPIES, math.ceil(2 * l2 / total))
+    copies = (
+        1
+        if not job.get("rotate", True) or total >= 2 * l2 or total == 0
+        else min(_MAX_ROTATION_COPIES, math.ceil(2 * l2 / total))
+    )
     sets = [_allocate(cuda, args, held, inputs) for _ in range(copies)]
     has_inout = any(a["kind"] == "buffer" and a["role"] == "inout" for a in args)
     pristine = _allocate(cuda, args, held, inputs) if has_inout else []
@@ -369,8 +378,13 @@ def _cap_persisting_l2(limit: int = 0) -> int | None:
         return None
     if limit > 0:
         device, maximum = ctypes.c_int(0), ctypes.c_int(0)
-        if libcuda.cuCtxGetDevice(ctypes.byref(device)) == 0 and libcuda.cuDeviceGetAttribute(
-                ctypes.byref(maximum), ctypes.c_int(_CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE), device) == 0:
+        if (
+            libcuda.cuCtxGetDevice(ctypes.byref(device)) == 0
+            and libcuda.cuDeviceGetAttribute(
+                ctypes.byref(maximum), ctypes.c_int(_CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE), device
+            )
+            == 0
+        ):
             limit = min(limit, maximum.value)
     if libcuda.cuCtxSetLimit(ctypes.c_int(_CU_LIMIT_PERSISTING_L2_CACHE_SIZE), ctypes.c_size_t(limit)) != 0:
         return None

@@ -53,9 +53,13 @@ class _Worker:
             with open(log_path, "ab") as log:  # O_APPEND: truncate_log() works while it runs
                 self.proc = subprocess.Popen(
                     [python, str(CHILD), "serve", str(device), str(child_reads), str(child_writes)],
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                    pass_fds=(child_reads, child_writes), start_new_session=True,
-                    env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    pass_fds=(child_reads, child_writes),
+                    start_new_session=True,
+                    env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                )
         except OSError:
             os.close(self._write_fd)
             os.close(self._read_fd)
@@ -64,8 +68,7 @@ class _Worker:
             os.close(child_reads)
             os.close(child_writes)
         os.set_blocking(self._write_fd, False)
-        self._finalizer = weakref.finalize(self, _stop_worker, self.proc, self._write_fd, self._read_fd,
-                                           _CLOSE_GRACE_S)
+        self._finalizer = weakref.finalize(self, _stop_worker, self.proc, self._write_fd, self._read_fd, _CLOSE_GRACE_S)
 
     @property
     def pid(self) -> int:
@@ -81,7 +84,7 @@ class _Worker:
         poller.register(self._write_fd, select.POLLOUT)
         while view:
             try:
-                view = view[os.write(self._write_fd, view[:1 << 20]):]
+                view = view[os.write(self._write_fd, view[: 1 << 20]) :]
             except BlockingIOError:
                 _poll(poller, deadline, late)
 
@@ -175,8 +178,9 @@ class _Staging:
     def _arg(self, index: int, arg: BufferArg | ScalarArg, label: str, want_outputs: bool) -> dict[str, Any]:
         if isinstance(arg, ScalarArg):
             if not isinstance(arg.value, np.generic):
-                raise RuntimeError_(f"{label}: argument {arg.name}: pass a NumPy scalar (np.int32(...)) "
-                                    "so that its C type is known")
+                raise RuntimeError_(
+                    f"{label}: argument {arg.name}: pass a NumPy scalar (np.int32(...)) so that its C type is known"
+                )
             value = np.asarray(arg.value)
             return {"kind": "scalar", "name": arg.name, "hex": value.tobytes().hex(), "align": value.dtype.alignment}
         if arg.data.dtype.hasobject:

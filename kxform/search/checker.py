@@ -18,8 +18,16 @@ from kxform.search.kernel_objective import KernelObjective, TuneTarget
 from kxform.search.kernel_space import kernel_space
 
 
-def cpu_checker(source: SourceText, kernel: str, spec: KernelSpec, passes: tuple[str, ...] | None = None, *,
-                hw: str = "h100", build_dir: str | None = None, require: tuple[str, ...] = ()) -> KernelObjective:
+def cpu_checker(
+    source: SourceText,
+    kernel: str,
+    spec: KernelSpec,
+    passes: tuple[str, ...] | None = None,
+    *,
+    hw: str = "h100",
+    build_dir: str | None = None,
+    require: tuple[str, ...] = (),
+) -> KernelObjective:
     """The checker of `kernel` over the composed space of `passes` (None: every pass that
     offers something); raises what building it finds (UsageError, BuildFailed, SpecError)."""
     space = kernel_space(source.data, kernel, passes, path=source.path, hw=hw, build_dir=build_dir, require=require)

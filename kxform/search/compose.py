@@ -51,8 +51,10 @@ class PassSpace:
 
     def params(self) -> tuple[Param, ...]:
         flag = Param.boolean(self.name, False, doc=f"apply the {self.pass_.name} pass")
-        return (flag, *(Param(self.qualified(p.name), p.kind, p.values, p.default, p.doc, p.origin)
-                        for p in self.space.params))
+        return (
+            flag,
+            *(Param(self.qualified(p.name), p.kind, p.values, p.default, p.doc, p.origin) for p in self.space.params),
+        )
 
     def constraints(self) -> tuple[Constraint, ...]:
         names = {p.name: self.qualified(p.name) for p in self.space.params}
@@ -80,8 +82,9 @@ class Composed:
         otherwise evaluate the original under the label of a rewrite."""
         unknown = sorted(set(config) - set(self.space.names))
         if unknown:
-            raise ValueError(f"not in this tuning space: {', '.join(unknown)} "
-                             f"(its names: {', '.join(self.space.names)})")
+            raise ValueError(
+                f"not in this tuning space: {', '.join(unknown)} (its names: {', '.join(self.space.names)})"
+            )
         return tuple(part for part in self.parts if config.get(part.name) is True)
 
     def pipeline(self, config: Config) -> tuple[Pass, ...]:
@@ -102,9 +105,11 @@ class Composed:
     def exclusive_pairs(self) -> tuple[tuple[int, int], ...]:
         """Indices of the parts that never apply together (`Pass.excludes`, either way)."""
         names = [part.pass_.name for part in self.parts]
-        return tuple((i, j) for i, j in itertools.combinations(range(len(self.parts)), 2)
-                     if names[j] in type(self.parts[i].pass_).excludes
-                     or names[i] in type(self.parts[j].pass_).excludes)
+        return tuple(
+            (i, j)
+            for i, j in itertools.combinations(range(len(self.parts)), 2)
+            if names[j] in type(self.parts[i].pass_).excludes or names[i] in type(self.parts[j].pass_).excludes
+        )
 
     def search(self, hw: object | None = None, rng: np.random.Generator | None = None) -> SearchSpace:
         """The valid configurations: each pass off (one row) or at one of its own valid
@@ -195,8 +200,11 @@ def _choices(part: PassSpace, hw: object | None) -> list[tuple[int, ...]]:
     if part.space.params:
         own = SearchSpace.build(part.space, hw)
         same = type(part.pass_).defaults_as_written
-        rows += [(1, *row) for row in (tuple(int(v) for v in own.codes[r]) for r in range(len(own)))
-                 if not (same and row == defaults)]
+        rows += [
+            (1, *row)
+            for row in (tuple(int(v) for v in own.codes[r]) for r in range(len(own)))
+            if not (same and row == defaults)
+        ]
     return rows
 
 

@@ -145,10 +145,21 @@ class TuningDB:
 
     def put(self, key: TuneKey, config: Mapping[str, ParamValue], evaluation: Evaluation) -> bool:
         """Store one evaluation; False when that configuration was already stored."""
-        row = (key.kernel_hash, key.hardware, key.version, config_text(config), key.kernel,
-               ",".join(key.param_names), key.objective, evaluation.time_ms, evaluation.spread_ms,
-               evaluation.failure.value if evaluation.failure else None, evaluation.cost_s, evaluation.detail,
-               dt.datetime.now(dt.timezone.utc).isoformat())
+        row = (
+            key.kernel_hash,
+            key.hardware,
+            key.version,
+            config_text(config),
+            key.kernel,
+            ",".join(key.param_names),
+            key.objective,
+            evaluation.time_ms,
+            evaluation.spread_ms,
+            evaluation.failure.value if evaluation.failure else None,
+            evaluation.cost_s,
+            evaluation.detail,
+            dt.datetime.now(dt.timezone.utc).isoformat(),
+        )
         with self._errors():
             cursor = self._db.execute("INSERT OR IGNORE INTO evaluations VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", row)
         return cursor.rowcount == 1
@@ -160,26 +171,31 @@ class TuningDB:
             row = self._db.execute(
                 "SELECT time_ms, spread_ms, failure, cost_s, detail FROM evaluations "
                 "WHERE kernel_hash = ? AND hardware = ? AND version = ? AND config = ?",
-                (key.kernel_hash, key.hardware, key.version, config_text(config))).fetchone()
+                (key.kernel_hash, key.hardware, key.version, config_text(config)),
+            ).fetchone()
         try:
             return None if row is None else _evaluation(row)
         except (ValueError, TypeError) as exc:
-            raise InputError(f"{self.path}: a malformed row of kernel {key.kernel!r:.60} (configuration "
-                             f"{config_text(config)!r:.80}): {exc}; not a row kxform wrote") from None
+            raise InputError(
+                f"{self.path}: a malformed row of kernel {key.kernel!r:.60} (configuration "
+                f"{config_text(config)!r:.80}): {exc}; not a row kxform wrote"
+            ) from None
 
     def all(self, key: TuneKey) -> list[StoredEvaluation]:
         """Every evaluation of exactly this kernel, hardware and version, oldest first."""
-        return self._select("kernel_hash = ? AND hardware = ? AND version = ?",
-                            (key.kernel_hash, key.hardware, key.version))
+        return self._select(
+            "kernel_hash = ? AND hardware = ? AND version = ?", (key.kernel_hash, key.hardware, key.version)
+        )
 
     def related(self, key: TuneKey) -> dict[str, list[StoredEvaluation]]:
         """Evaluations usable as a prior: the same kernel (content hash) on other
         hardware, and kernels of the same name and parameters (earlier versions of the
         source), grouped by source label; the key's own rows are left out."""
-        rows = self._select("(kernel_hash = ? OR (kernel = ? AND param_names = ?)) AND NOT "
-                            "(kernel_hash = ? AND hardware = ? AND version = ?)",
-                            (key.kernel_hash, key.kernel, ",".join(key.param_names), key.kernel_hash,
-                             key.hardware, key.version))
+        rows = self._select(
+            "(kernel_hash = ? OR (kernel = ? AND param_names = ?)) AND NOT "
+            "(kernel_hash = ? AND hardware = ? AND version = ?)",
+            (key.kernel_hash, key.kernel, ",".join(key.param_names), key.kernel_hash, key.hardware, key.version),
+        )
         groups: dict[str, list[StoredEvaluation]] = {}
         for stored in rows:
             label = f"{stored.key.kernel}@{stored.key.hardware} ({stored.key.kernel_hash[:8]}, {stored.key.version})"
@@ -190,23 +206,28 @@ class TuningDB:
         with self._errors():
             rows = self._db.execute(
                 "SELECT kernel_hash, kernel, hardware, param_names, version, objective, config, time_ms, spread_ms, "
-                f"failure, cost_s, detail FROM evaluations WHERE {where} ORDER BY created, rowid", args).fetchall()
+                f"failure, cost_s, detail FROM evaluations WHERE {where} ORDER BY created, rowid",
+                args,
+            ).fetchall()
         out = []
         for row in rows:
             try:
                 key = TuneKey(row[0], row[1], row[2], tuple(filter(None, row[3].split(","))), row[4], row[5])
                 out.append(StoredEvaluation(key, _config(row[6]), _evaluation(row[7:])))
             except (ValueError, TypeError, AttributeError) as exc:
-                raise InputError(f"{self.path}: a malformed row of kernel {str(row[1])!r:.60} (configuration "
-                                 f"{str(row[6])!r:.80}): {exc}; not a row kxform wrote") from None
+                raise InputError(
+                    f"{self.path}: a malformed row of kernel {str(row[1])!r:.60} (configuration "
+                    f"{str(row[6])!r:.80}): {exc}; not a row kxform wrote"
+                ) from None
         return out
 
 
 def _config(text: Any) -> dict[str, ParamValue]:
     """A stored configuration: a JSON object of names to integers, strings or booleans."""
     config = json.loads(text)  # a JSONDecodeError is a ValueError
-    if not isinstance(config, dict) or not all(isinstance(v, (int, str, bool)) and not isinstance(v, float)
-                                               for v in config.values()):
+    if not isinstance(config, dict) or not all(
+        isinstance(v, (int, str, bool)) and not isinstance(v, float) for v in config.values()
+    ):
         raise ValueError("the configuration is not an object of integers, strings and booleans")
     return config
 

@@ -105,8 +105,15 @@ def fit_hyper(x: np.ndarray, y: np.ndarray, start: Hyper, max_iter: int = 40, fr
     starts = [start.vector()] + ([Hyper.initial(x.shape[1]).vector()] if fresh else [])
     for begin in starts:
         theta0 = np.clip(begin, low, high)
-        result = minimize(_nll_and_grad, theta0, args=(x, y), jac=True, method="L-BFGS-B", bounds=bounds,
-                          options={"maxiter": max_iter})
+        result = minimize(
+            _nll_and_grad,
+            theta0,
+            args=(x, y),
+            jac=True,
+            method="L-BFGS-B",
+            bounds=bounds,
+            options={"maxiter": max_iter},
+        )
         if np.all(np.isfinite(result.x)) and (best is None or result.fun < best[0]):
             best = (float(result.fun), result.x)
     return Hyper.from_vector(best[1] if best is not None else np.clip(start.vector(), low, high))

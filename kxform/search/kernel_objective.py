@@ -33,7 +33,7 @@ from kxform.build.diagnostics import environment_failure
 from kxform.engine.params import Config
 from kxform.engine.policy import VerifyPolicy
 from kxform.engine.status import BUILD_ENVIRONMENT, DOES_NOT_COMPILE
-from kxform.errors import BuildFailed, CheckFailed, KxformError, Location, UsageError
+from kxform.errors import BuildFailed, KxformError, Location, UsageError
 from kxform.frontend.source import SourceText, validate_bytes
 from kxform.harness.model import KernelSpec, SizeSpec
 from kxform.runtime.base import LaunchRequest, Runtime, RuntimeError_, Unsupported
@@ -117,8 +117,9 @@ def timing_size(spec: KernelSpec, text: str | None) -> SizeSpec:
         name, _, raw = item.partition("=")
         name = name.strip()
         if name not in values:
-            raise UsageError(f"--size {text}: '{name}' is not a size variable of '{spec.name}' "
-                             f"(variables: {', '.join(values)})")
+            raise UsageError(
+                f"--size {text}: '{name}' is not a size variable of '{spec.name}' (variables: {', '.join(values)})"
+            )
         try:
             values[name] = int(raw)
         except ValueError:
@@ -132,8 +133,9 @@ class KernelObjective(Objective):
     """Rewrites, compiles, verifies and times configurations of one kernel on `runtime`
     (the GPU runtime; the CPU runtime verifies but cannot time)."""
 
-    def __init__(self, target: TuneTarget, space: KernelSpace, runtime: Runtime,
-                 options: MeasureOptions = MeasureOptions()) -> None:
+    def __init__(
+        self, target: TuneTarget, space: KernelSpace, runtime: Runtime, options: MeasureOptions = MeasureOptions()
+    ) -> None:
         from kxform.build.extract import extract_kernel
         from kxform.verify.differential import UnitFlags, check_signature
 
@@ -144,9 +146,11 @@ class KernelObjective(Objective):
         self.size = options.size or timing_size(target.spec, None)
         self.name = runtime.name if options.recorded is None else f"{runtime.name}+replay"
         self.hardware = _hardware(runtime)
-        self.measures = (f"passes {','.join(space.passes)}; size {json.dumps(self.size.values, sort_keys=True)}; "
-                         f"checks {','.join(options.check_sizes) or 'all'}"
-                         + (f"; times recorded in {options.recorded.path}" if options.recorded else ""))
+        self.measures = (
+            f"passes {','.join(space.passes)}; size {json.dumps(self.size.values, sort_keys=True)}; "
+            f"checks {','.join(options.check_sizes) or 'all'}"
+            + (f"; times recorded in {options.recorded.path}" if options.recorded else "")
+        )
         self.original = validate_bytes(target.path, target.data)
         self._original_unit = extract_kernel(self.original, target.spec.name)
         check_signature(target.spec, self._original_unit)
@@ -177,8 +181,9 @@ class KernelObjective(Objective):
         except (RuntimeError_, KxformError) as exc:
             if environment_failure(f"{exc}\n{getattr(exc, 'log', '')}"):  # the compiler's own output
                 self._environment(str(exc))
-            return self._failed(items, Phases(phases.rewrite_s, time.perf_counter() - rewritten), Failure.COMPILE,
-                                f"compile: {exc}")
+            return self._failed(
+                items, Phases(phases.rewrite_s, time.perf_counter() - rewritten), Failure.COMPILE, f"compile: {exc}"
+            )
         phases = Phases(phases.rewrite_s, time.perf_counter() - rewritten)
         code = hashlib.sha256(extracted.source.encode() + json.dumps(policy.to_json(), sort_keys=True).encode())
         return Prepared(items, code.hexdigest(), _Candidate(new, policy, extracted, phases))
@@ -193,8 +198,14 @@ class KernelObjective(Objective):
             return self.original, VerifyPolicy()
         target = self.target
         try:
-            result = rewrite_passes(target.data, passes, path=target.path, hw=target.hw, kernels=(target.kernel,),
-                                    build_dir=target.build_dir)
+            result = rewrite_passes(
+                target.data,
+                passes,
+                path=target.path,
+                hw=target.hw,
+                kernels=(target.kernel,),
+                build_dir=target.build_dir,
+            )
         except KxformError as exc:
             raise _Refused(Failure.INVALID, f"{self.space.spec(config)}: {exc}") from None
         policy: VerifyPolicy | None = None
@@ -204,8 +215,11 @@ class KernelObjective(Objective):
             if r.outcome in (Outcome.FAILED, Outcome.MISSED, Outcome.SKIPPED):
                 why = r.reasons[0] if r.reasons else r.outcome.value
                 # the tile pass compiles every candidate for ptxas's resources: a build error there is a compile failure
-                failure = Failure.COMPILE if r.stage == "compile" or r.key in (DOES_NOT_COMPILE, BUILD_ENVIRONMENT) \
+                failure = (
+                    Failure.COMPILE
+                    if r.stage == "compile" or r.key in (DOES_NOT_COMPILE, BUILD_ENVIRONMENT)
                     else Failure.INVALID
+                )
                 raise _Refused(failure, f"{r.pass_name}: {r.stage or r.outcome.value}: {why}", r.key)
             if r.outcome is Outcome.APPLIED:
                 policy = r.policy if policy is None else policy.then(r.policy)
@@ -218,9 +232,18 @@ class KernelObjective(Objective):
         from kxform.runtime.gpu import GpuRuntime
 
         extracted = extract_kernel(new, self.target.spec.name)
-        request = LaunchRequest(extracted.source, extracted.entry, extracted.params, (), (1, 1, 1), (1, 1, 1),
-                                label=f"{self.target.kernel} build", filename=extracted.path,
-                                defines=self._flags.defines, include_dirs=self._flags.for_unit(extracted.path))
+        request = LaunchRequest(
+            extracted.source,
+            extracted.entry,
+            extracted.params,
+            (),
+            (1, 1, 1),
+            (1, 1, 1),
+            label=f"{self.target.kernel} build",
+            filename=extracted.path,
+            defines=self._flags.defines,
+            include_dirs=self._flags.for_unit(extracted.path),
+        )
         if isinstance(self.runtime, GpuRuntime):
             self.runtime.compile(request)
         elif isinstance(self.runtime, CpuRuntime):
@@ -235,15 +258,20 @@ class KernelObjective(Objective):
         try:
             self._compile(self.original)
         except (RuntimeError_, KxformError) as exc:
-            raise BuildFailed(f"the original '{self.target.kernel}' does not build here, so no configuration can be "
-                              f"judged (include paths, defines, toolchain: -I, -D, [tool.kxform], -p): {exc}",
-                              Location(self.target.path)) from None
+            raise BuildFailed(
+                f"the original '{self.target.kernel}' does not build here, so no configuration can be "
+                f"judged (include paths, defines, toolchain: -I, -D, [tool.kxform], -p): {exc}",
+                Location(self.target.path),
+            ) from None
 
     def _environment(self, reason: str) -> None:
         """BuildFailed (the run stops): a build failed for a cause of the machine, not of
         the configuration, so the failure is never stored as the configuration's."""
-        raise BuildFailed(f"the build environment failed while tuning '{self.target.kernel}' (the original "
-                          f"built at the start): {reason}", Location(self.target.path))
+        raise BuildFailed(
+            f"the build environment failed while tuning '{self.target.kernel}' (the original "
+            f"built at the start): {reason}",
+            Location(self.target.path),
+        )
 
     def _failed(self, items: tuple[Any, ...], phases: Phases, failure: Failure, reason: str) -> Prepared:
         self._record(dict(items), phases)
@@ -270,8 +298,12 @@ class KernelObjective(Objective):
         else:
             phases = Phases(phases.rewrite_s, phases.compile_s, phases.verify_s, time.perf_counter() - verified)
             self._record(config, phases)
-            return Evaluation(timing.median_ms, timing.spread_ms, cost_s=phases.total_s,
-                              detail=f"size {self.size.name}: median of {timing.samples} launches")
+            return Evaluation(
+                timing.median_ms,
+                timing.spread_ms,
+                cost_s=phases.total_s,
+                detail=f"size {self.size.name}: median of {timing.samples} launches",
+            )
         phases = Phases(phases.rewrite_s, phases.compile_s, phases.verify_s, time.perf_counter() - verified)
         self._record(config, phases)
         return Evaluation.failed(failure, phases.total_s, reason)
@@ -293,14 +325,25 @@ class KernelObjective(Objective):
             return self._verdicts[code_key]
         spec = self.target.spec
         try:
-            report = verify_pair(self.original, candidate.source, spec, self.runtime, sizes=self.options.check_sizes,
-                                 timeout_s=self.options.verify_timeout_s, flags=self._flags, policy=candidate.policy)
+            report = verify_pair(
+                self.original,
+                candidate.source,
+                spec,
+                self.runtime,
+                sizes=self.options.check_sizes,
+                timeout_s=self.options.verify_timeout_s,
+                flags=self._flags,
+                policy=candidate.policy,
+            )
         except KxformError as exc:
             verdict: str | None = f"verify: {exc}"
         else:
             bad = next((s for s in report.sizes if not s.ok), None)
-            verdict = None if report.ok else f"verify: {bad.summary() if bad else 'no size was checked'}; " \
-                f"policy: {candidate.policy.describe()}"
+            verdict = (
+                None
+                if report.ok
+                else f"verify: {bad.summary() if bad else 'no size was checked'}; policy: {candidate.policy.describe()}"
+            )
         self._verdicts[code_key] = verdict
         return verdict
 
@@ -322,8 +365,14 @@ class KernelObjective(Objective):
             raise Unsupported(f"the {self.runtime.name} runtime does not time kernels")
         if self._inputs is None:
             self._inputs = make_inputs(spec, spec.launch(self.size))
-        request = launch_request(extracted, launch, self._inputs, f"{spec.name}[{self.size.name}] {version}",
-                                 self.options.time_timeout_s, self._flags)
+        request = launch_request(
+            extracted,
+            launch,
+            self._inputs,
+            f"{spec.name}[{self.size.name}] {version}",
+            self.options.time_timeout_s,
+            self._flags,
+        )
         dtypes = {arg.name: arg.dtype for arg in launch.args}
         mode = spec.compare if uses_float_atomics(source) else EXACT
         return timed_and_checked(self.runtime, request, dtypes, mode, self._repeat)

@@ -86,9 +86,17 @@ def parse_passes(text: str, registry: Registry | None = None) -> tuple[str, ...]
     return names
 
 
-def kernel_space(data: bytes, kernel: str, passes: Sequence[str] | None = None, *, path: str, hw: str,
-                 build_dir: str | None = None, require: tuple[str, ...] = (),
-                 registry: Registry | None = None) -> KernelSpace:
+def kernel_space(
+    data: bytes,
+    kernel: str,
+    passes: Sequence[str] | None = None,
+    *,
+    path: str,
+    hw: str,
+    build_dir: str | None = None,
+    require: tuple[str, ...] = (),
+    registry: Registry | None = None,
+) -> KernelSpace:
     """The tuning space of `kernel` under `passes` (None: every pass of `registry`, the
     default registry, that offers something), with the extra constraints `require`.
     UsageError naming the reason when a named pass refuses the kernel, or when no pass
@@ -108,12 +116,17 @@ def kernel_space(data: bytes, kernel: str, passes: Sequence[str] | None = None, 
         if valid:
             parts.append(PassSpace(pass_, space))
             continue
-        key, why = (analysis.blockers[0].key, analysis.blockers[0].message) if analysis.blockers else \
-            ("NoValidConfig", "no configuration of its space meets its constraints") if space.params else \
-            ("NothingToTune", "it offers nothing to tune in this kernel")
+        key, why = (
+            (analysis.blockers[0].key, analysis.blockers[0].message)
+            if analysis.blockers
+            else ("NoValidConfig", "no configuration of its space meets its constraints")
+            if space.params
+            else ("NothingToTune", "it offers nothing to tune in this kernel")
+        )
         if passes is not None:
-            raise NothingToTune(f"{path}: '{kernel}' has nothing to tune under {pass_.name}: {why}",
-                                ((pass_.name, key, why),))
+            raise NothingToTune(
+                f"{path}: '{kernel}' has nothing to tune under {pass_.name}: {why}", ((pass_.name, key, why),)
+            )
         refused.append((pass_.name, key, why))
     if not parts:
         shown = "; ".join(f"{name}: {why}" for name, _, why in refused) or "no pass is registered"

@@ -41,9 +41,21 @@ def kernel_tuner_cache(result: TuneResult, params: ParamSpace, kernel: str, devi
         else:
             assert evaluation.failure is not None
             record["time"] = FAILURE_NAMES[evaluation.failure]
-        record.update({"compile_time": 0.0, "verification_time": 0.0,
-                       "benchmark_time": round(evaluation.cost_s * 1000.0, 6), "strategy_time": 0.0,
-                       "framework_time": 0.0})
+        record.update(
+            {
+                "compile_time": 0.0,
+                "verification_time": 0.0,
+                "benchmark_time": round(evaluation.cost_s * 1000.0, 6),
+                "strategy_time": 0.0,
+                "framework_time": 0.0,
+            }
+        )
         cache[",".join(str(v) for v in values)] = record
-    return {"device_name": device, "kernel_name": kernel, "objective": "time", "tune_params_keys": keys,
-            "tune_params": {p.name: list(p.values) for p in params.params}, "cache": cache}
+    return {
+        "device_name": device,
+        "kernel_name": kernel,
+        "objective": "time",
+        "tune_params_keys": keys,
+        "tune_params": {p.name: list(p.values) for p in params.params},
+        "cache": cache,
+    }

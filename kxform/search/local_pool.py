@@ -53,8 +53,9 @@ def parse_gpus(text: str) -> tuple[str, ...]:
             raise UsageError(f"--gpus {text}: device numbers must be distinct and not negative")
     if visible:
         if max(indices) >= len(visible):
-            raise UsageError(f"--gpus {text}: this process sees {len(visible)} devices (CUDA_VISIBLE_DEVICES="
-                             f"{','.join(visible)})")
+            raise UsageError(
+                f"--gpus {text}: this process sees {len(visible)} devices (CUDA_VISIBLE_DEVICES={','.join(visible)})"
+            )
         return tuple(visible[i] for i in indices)
     return tuple(str(i) for i in indices)
 
@@ -65,8 +66,9 @@ def count_gpus() -> int:
     if smi is None:
         raise UsageError("--gpus all: cannot count the GPUs (no nvidia-smi on PATH); give a count or a list")
     try:
-        out = subprocess.run([smi, "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True,
-                             timeout=60, check=True).stdout
+        out = subprocess.run(
+            [smi, "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True, timeout=60, check=True
+        ).stdout
     except (OSError, subprocess.SubprocessError) as exc:
         raise UsageError(f"--gpus all: nvidia-smi failed ({exc}); give a count or a list") from None
     count = sum(1 for line in out.splitlines() if line.strip())
@@ -146,8 +148,12 @@ class LocalBackend(Backend):
 
     def _spawn(self, worker: int) -> tuple[Connection, Any]:
         parent, child = self._context.Pipe()
-        proc = self._context.Process(target=_serve, args=(child, self.devices[worker], self.recipe, self.threads),
-                                     name=f"kxform-worker-{worker}", daemon=True)
+        proc = self._context.Process(
+            target=_serve,
+            args=(child, self.devices[worker], self.recipe, self.threads),
+            name=f"kxform-worker-{worker}",
+            daemon=True,
+        )
         proc.start()
         child.close()
         return parent, proc
@@ -168,14 +174,13 @@ class LocalBackend(Backend):
             raise InputError(f"{where}: {payload}")
         with self._lock:
             self._conns[worker], self._procs[worker] = parent, proc
-        threading.Thread(target=self._read, args=(worker, parent), name=f"kxform-reader-{worker}",
-                         daemon=True).start()
+        threading.Thread(target=self._read, args=(worker, parent), name=f"kxform-reader-{worker}", daemon=True).start()
         identity: Identity = payload
         return identity
 
     def close(self) -> None:
         self._closing = True
-        for worker, conn in enumerate(self._conns):
+        for conn in self._conns:
             if conn is not None:
                 try:
                     conn.send(None)

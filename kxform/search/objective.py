@@ -58,9 +58,13 @@ class Evaluation:
         return cls(None, 0.0, failure, cost_s, detail)
 
     def to_json(self) -> dict[str, Any]:
-        return {"time_ms": self.time_ms, "spread_ms": self.spread_ms,
-                "failure": self.failure.value if self.failure else None, "cost_s": self.cost_s,
-                "detail": self.detail}
+        return {
+            "time_ms": self.time_ms,
+            "spread_ms": self.spread_ms,
+            "failure": self.failure.value if self.failure else None,
+            "cost_s": self.cost_s,
+            "detail": self.detail,
+        }
 
 
 @dataclass(frozen=True)
@@ -96,7 +100,7 @@ class Objective(ABC):
     def evaluate(self, prepared: Prepared) -> Evaluation:
         """Measure one prepared configuration (called from one thread at a time)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (most objectives hold nothing to release)
         """Release devices and workers."""
 
 
@@ -124,4 +128,3 @@ class ReplayObjective(Objective):
             return self.records[prepared.code_key]
         except KeyError:
             raise InputError(f"{self.source}: configuration {prepared.code_key} is not recorded") from None
-

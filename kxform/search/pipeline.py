@@ -40,9 +40,12 @@ Ticket = Any
 """Whatever the caller attaches to a proposal (a row of the space, say)."""
 
 
-def run_pipeline(objective: Objective, next_config: Callable[[], tuple[Ticket, dict[str, Any]] | None],
-                 on_result: Callable[[Ticket, Prepared, Evaluation], bool],
-                 options: PipelineOptions = PipelineOptions()) -> None:
+def run_pipeline(
+    objective: Objective,
+    next_config: Callable[[], tuple[Ticket, dict[str, Any]] | None],
+    on_result: Callable[[Ticket, Prepared, Evaluation], bool],
+    options: PipelineOptions = PipelineOptions(),
+) -> None:
     """Evaluate configurations from `next_config` until it returns None or
     `on_result` returns False."""
     if options.ahead == 1 and options.jobs == 1:
@@ -72,8 +75,11 @@ def run_pipeline(objective: Objective, next_config: Callable[[], tuple[Ticket, d
                 future.cancel()
 
 
-def _sequential(objective: Objective, next_config: Callable[[], tuple[Ticket, dict[str, Any]] | None],
-                on_result: Callable[[Ticket, Prepared, Evaluation], bool]) -> None:
+def _sequential(
+    objective: Objective,
+    next_config: Callable[[], tuple[Ticket, dict[str, Any]] | None],
+    on_result: Callable[[Ticket, Prepared, Evaluation], bool],
+) -> None:
     while True:
         item = next_config()
         if item is None:

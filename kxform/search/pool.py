@@ -105,10 +105,23 @@ class PoolReport:
     wall_s: float
 
     def to_json(self) -> dict[str, Any]:
-        return {"workers": [{"host": w.identity.host, "devices": w.identity.devices, "pid": w.identity.pid,
-                             "hardware": w.identity.hardware, "reference_ms": w.reference_ms,
-                             "factor": round(w.factor, 6), "evaluations": w.evaluations} for w in self.workers],
-                "resubmitted": self.resubmitted, "lost": self.lost, "wall_s": round(self.wall_s, 3)}
+        return {
+            "workers": [
+                {
+                    "host": w.identity.host,
+                    "devices": w.identity.devices,
+                    "pid": w.identity.pid,
+                    "hardware": w.identity.hardware,
+                    "reference_ms": w.reference_ms,
+                    "factor": round(w.factor, 6),
+                    "evaluations": w.evaluations,
+                }
+                for w in self.workers
+            ],
+            "resubmitted": self.resubmitted,
+            "lost": self.lost,
+            "wall_s": round(self.wall_s, 3),
+        }
 
 
 @dataclass
@@ -141,8 +154,10 @@ class WorkerPool:
         self.identities = self.backend.start()
         models = sorted({i.hardware for i in self.identities})
         if len(models) > 1:
-            raise InputError(f"the workers are not one GPU model ({', '.join(models)}): their times cannot be "
-                             "compared; tune on each model separately")
+            raise InputError(
+                f"the workers are not one GPU model ({', '.join(models)}): their times cannot be "
+                "compared; tune on each model separately"
+            )
         for worker in range(len(self.identities)):
             self.backend.submit(worker, -1 - worker, dict(reference))
         results: dict[int, Evaluation] = {}
@@ -150,16 +165,21 @@ class WorkerPool:
             for done in self.backend.wait():
                 if done.evaluation is None or done.evaluation.time_ms is None:
                     why = done.why or (done.evaluation.detail if done.evaluation else "")
-                    raise InputError(f"reference configuration {_label(reference)} failed on worker {done.worker} "
-                                     f"({self.identities[done.worker].devices or 'no device'}): {why}")
+                    raise InputError(
+                        f"reference configuration {_label(reference)} failed on worker {done.worker} "
+                        f"({self.identities[done.worker].devices or 'no device'}): {why}"
+                    )
                 results[done.worker] = done.evaluation
         self.references = [results[w].time_ms or 0.0 for w in range(len(self.identities))]
         self.factors = [self.references[0] / ref for ref in self.references]
         self.counts = [0] * len(self.identities)
         return self.identities[0]
 
-    def run(self, next_config: Callable[[], tuple[int, dict[str, Any]] | None],
-            on_result: Callable[[int, Prepared, Evaluation], bool]) -> None:
+    def run(
+        self,
+        next_config: Callable[[], tuple[int, dict[str, Any]] | None],
+        on_result: Callable[[int, Prepared, Evaluation], bool],
+    ) -> None:
         """Evaluate configurations from `next_config` until it returns None or
         `on_result` returns False; the evaluations in flight then still finish."""
         started = time.perf_counter()
@@ -239,12 +259,18 @@ class WorkerPool:
         if evaluation.time_ms is None or factor == 1.0:
             return evaluation
         detail = f"{evaluation.detail}; " if evaluation.detail else ""
-        return Evaluation(evaluation.time_ms * factor, evaluation.spread_ms * factor, None, evaluation.cost_s,
-                          f"{detail}worker {worker}: {evaluation.time_ms:.6g} ms x {factor:.4f} (reference)")
+        return Evaluation(
+            evaluation.time_ms * factor,
+            evaluation.spread_ms * factor,
+            None,
+            evaluation.cost_s,
+            f"{detail}worker {worker}: {evaluation.time_ms:.6g} ms x {factor:.4f} (reference)",
+        )
 
     def report(self) -> PoolReport:
-        workers = tuple(WorkerInfo(i, r, f, c) for i, r, f, c in
-                        zip(self.identities, self.references, self.factors, self.counts))
+        workers = tuple(
+            WorkerInfo(i, r, f, c) for i, r, f, c in zip(self.identities, self.references, self.factors, self.counts)
+        )
         return PoolReport(workers, self.resubmitted, self.lost, self.wall_s)
 
     def close(self) -> None:

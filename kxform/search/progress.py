@@ -22,8 +22,15 @@ class Progress:
         if self.enabled:
             from tqdm import tqdm
 
-            self._bar = tqdm(total=self.total, desc="tuning", unit="eval", file=sys.stderr, leave=False,
-                             dynamic_ncols=True, delay=0.5)
+            self._bar = tqdm(
+                total=self.total,
+                desc="tuning",
+                unit="eval",
+                file=sys.stderr,
+                leave=False,
+                dynamic_ncols=True,
+                delay=0.5,
+            )
         return self
 
     def step(self, step: Step) -> None:

@@ -97,9 +97,14 @@ class RayBackend(Backend):
         elif count * options.num_gpus > gpus:  # the actors would wait for GPUs that never come
             raise UsageError(f"--gpus {count} with --ray: the cluster has {gpus:g} GPUs")
         actor = ray.remote(EvalWorker).options(
-            num_gpus=options.num_gpus, num_cpus=options.num_cpus, resources=dict(options.resources) or None,
-            max_restarts=-1, max_task_retries=TASK_RETRIES, max_concurrency=options.threads,
-            scheduling_strategy="SPREAD")
+            num_gpus=options.num_gpus,
+            num_cpus=options.num_cpus,
+            resources=dict(options.resources) or None,
+            max_restarts=-1,
+            max_task_retries=TASK_RETRIES,
+            max_concurrency=options.threads,
+            scheduling_strategy="SPREAD",
+        )
         self._actors = [actor.remote(self.recipe) for _ in range(count)]
         try:
             identities: list[Identity] = ray.get([a.identity.remote() for a in self._actors])
@@ -114,8 +119,11 @@ class RayBackend(Backend):
     def wait(self) -> list[Done]:
         ray = self.ray
         ready, _ = ray.wait(list(self._refs), num_returns=1)
-        more, _ = ray.wait([r for r in self._refs if r not in ready], num_returns=len(self._refs) - len(ready),
-                           timeout=0) if len(self._refs) > len(ready) else ([], [])
+        more, _ = (
+            ray.wait([r for r in self._refs if r not in ready], num_returns=len(self._refs) - len(ready), timeout=0)
+            if len(self._refs) > len(ready)
+            else ([], [])
+        )
         out = []
         for ref in [*ready, *more]:
             ticket, worker = self._refs.pop(ref)

@@ -16,7 +16,6 @@ disagree with their key, and valid configurations of the space that are not reco
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import zlib
@@ -148,8 +147,9 @@ def _evaluation(key: str, record: Any, objective: str, path: Path) -> Evaluation
     time = record.get(objective)
     if isinstance(time, str):
         if time not in FAILURES:
-            raise InputError(f"{path}: record {key!r}: {objective} is {time!r}, expected a number or one of "
-                             f"{', '.join(FAILURES)}")
+            raise InputError(
+                f"{path}: record {key!r}: {objective} is {time!r}, expected a number or one of {', '.join(FAILURES)}"
+            )
         return Evaluation.failed(FAILURES[time], cost, time)
     if isinstance(time, bool) or not isinstance(time, (int, float)) or not math.isfinite(time) or time <= 0:
         raise InputError(f"{path}: record {key!r}: {objective} is {time!r}, expected a positive number")
@@ -177,10 +177,13 @@ def _records(data: dict[str, Any], space: ParamSpace, path: Path) -> dict[str, E
         if len(parts) != len(space):
             raise InputError(f"{path}: record key {key!r} has {len(parts)} values for {len(space)} parameters")
         for param, text in zip(space.params, parts):
-            if str(_parse_or_none(param, text)) != text or (isinstance(record, dict) and param.name in record
-                                                            and str(record[param.name]) != text):
-                raise InputError(f"{path}: record {key!r}: {param.name}={text} is not one of its values "
-                                 f"{param.describe_values()} or disagrees with the record")
+            if str(_parse_or_none(param, text)) != text or (
+                isinstance(record, dict) and param.name in record and str(record[param.name]) != text
+            ):
+                raise InputError(
+                    f"{path}: record {key!r}: {param.name}={text} is not one of its values "
+                    f"{param.describe_values()} or disagrees with the record"
+                )
         out[key] = _evaluation(key, record, objective, path)
     return out
 
@@ -205,8 +208,10 @@ def load_definition(path: Path) -> tuple[dict[str, list[Any]], list[str]]:
             values[str(param["Name"])] = json.loads(raw) if isinstance(raw, str) else list(raw)
         restrictions = [str(c["Expression"]) for c in conditions]
     except (KeyError, TypeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: not a space definition (ConfigurationSpace.TuningParameters with Name and "
-                         f"Values; Conditions with Expression): {type(exc).__name__} {exc}") from None
+        raise InputError(
+            f"{path}: not a space definition (ConfigurationSpace.TuningParameters with Name and "
+            f"Values; Conditions with Expression): {type(exc).__name__} {exc}"
+        ) from None
     return values, restrictions
 
 
@@ -250,8 +255,9 @@ def load_recording(path: str | Path, definition: str | Path | None = None) -> Re
 
 
 def _recorded_rows(space: ParamSpace, records: dict[str, Evaluation]) -> SearchSpace:
-    rows = sorted(tuple(p.values.index(_parse_value(p, v)) for p, v in zip(space.params, key.split(",")))
-                  for key in records)
+    rows = sorted(
+        tuple(p.values.index(_parse_value(p, v)) for p, v in zip(space.params, key.split(","))) for key in records
+    )
     codes = np.array(rows, dtype=np.int32).reshape(len(rows), len(space.params))
     codes.setflags(write=False)
     return SearchSpace(space, codes, True)
@@ -274,9 +280,13 @@ def _check_complete(space: SearchSpace, recorded: dict[str, Evaluation], file: P
     missing = sorted(k for k in keys if k not in recorded)
     if missing:
         plural = len(missing) > 1
-        raise InputError(f"{file}: {len(missing)} valid configuration{'s' if plural else ''} of the space "
-                         f"{'are' if plural else 'is'} not recorded (first: {missing[0]})")
+        raise InputError(
+            f"{file}: {len(missing)} valid configuration{'s' if plural else ''} of the space "
+            f"{'are' if plural else 'is'} not recorded (first: {missing[0]})"
+        )
     extra = sorted(k for k in recorded if k not in keys)
     if extra:
-        raise InputError(f"{file}: recorded configuration {extra[0]} breaks the constraints of "
-                         f"{space_file} ({len(extra)} such record{'s' if len(extra) > 1 else ''})")
+        raise InputError(
+            f"{file}: recorded configuration {extra[0]} breaks the constraints of "
+            f"{space_file} ({len(extra)} such record{'s' if len(extra) > 1 else ''})"
+        )

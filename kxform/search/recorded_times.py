@@ -59,13 +59,17 @@ def load_times(path: str | Path, kernel: str, size: str | None = None) -> Record
     except json.JSONDecodeError as exc:
         raise InputError(f"{shown}:{exc.lineno}: not JSON: {exc.msg}") from None
     if isinstance(data, dict) and isinstance(data.get("kernels"), list):
-        data = next((k for k in data["kernels"] if isinstance(k, dict) and k.get("kernel") == kernel),
-                    {"kernel": kernel, "evaluations": []})
+        data = next(
+            (k for k in data["kernels"] if isinstance(k, dict) and k.get("kernel") == kernel),
+            {"kernel": kernel, "evaluations": []},
+        )
     if isinstance(data, dict) and isinstance(data.get("sizes"), list):
         if data.get("kernel") not in (None, kernel):
             raise InputError(f"{shown}: times of kernel '{data.get('kernel')}', not '{kernel}'")
-        data = next((s for s in data["sizes"] if isinstance(s, dict) and s.get("size") == size),
-                    {"kernel": kernel, "evaluations": []})
+        data = next(
+            (s for s in data["sizes"] if isinstance(s, dict) and s.get("size") == size),
+            {"kernel": kernel, "evaluations": []},
+        )
     if isinstance(data, dict) and data.get("kernel") not in (None, kernel):
         raise InputError(f"{shown}: times of kernel '{data.get('kernel')}', not '{kernel}'")
     entries = data.get("evaluations") if isinstance(data, dict) else None
@@ -77,11 +81,13 @@ def load_times(path: str | Path, kernel: str, size: str | None = None) -> Record
             raise InputError(f"{shown}: evaluation {number}: expected an object with `params`")
         if entry.get("time_ms") is None:
             continue  # a failure recorded there is measured again here: verification decides
-        times[config_key(entry["params"])] = Timing(_positive(shown, number, entry, "time_ms"),
-                                               _spread(shown, number, entry))
+        times[config_key(entry["params"])] = Timing(
+            _positive(shown, number, entry, "time_ms"), _spread(shown, number, entry)
+        )
     original = data.get("original_ms")
-    recorded_original = None if original is None else \
-        Timing(_positive(shown, 0, {"original_ms": original}, "original_ms"), 0.0)
+    recorded_original = (
+        None if original is None else Timing(_positive(shown, 0, {"original_ms": original}, "original_ms"), 0.0)
+    )
     return RecordedTimes(shown, kernel, times, recorded_original)
 
 

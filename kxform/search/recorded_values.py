@@ -30,8 +30,9 @@ def qualified_name(space: KernelSpace, name: str) -> str:
     if len(matches) != 1:
         why = "is not a parameter" if not matches else f"is ambiguous ({', '.join(matches)})"
         shown = ", ".join(n for n in names if "." in n)
-        raise CheckFailed("space", printable(f"recorded name {name!r:.60} {why} of '{space.kernel}' "
-                                             f"(parameters: {shown})"))
+        raise CheckFailed(
+            "space", printable(f"recorded name {name!r:.60} {why} of '{space.kernel}' (parameters: {shown})")
+        )
     return matches[0]
 
 

@@ -38,8 +38,15 @@ class Run:
         return None
 
 
-def replay(space: SearchSpace, objective: ReplayObjective, strategy: str, seed: int, budget: int,
-           prior: Prior | None = None, stop_below: float | None = None) -> Run:
+def replay(
+    space: SearchSpace,
+    objective: ReplayObjective,
+    strategy: str,
+    seed: int,
+    budget: int,
+    prior: Prior | None = None,
+    stop_below: float | None = None,
+) -> Run:
     """Run `strategy` for `budget` evaluations (or until a time <= `stop_below`)."""
     search = make_strategy(strategy, space, seed, prior)
     history = History(len(space))

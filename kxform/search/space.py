@@ -49,8 +49,10 @@ def _plan(space: ParamSpace) -> _Plan:
     are decided as early as possible; single-valued parameters go first of all."""
     names = space.names
     weight = {n: sum(n in c.params for c in space.constraints) for n in names}
-    order = sorted(range(len(names)),
-                   key=lambda i: (len(space.params[i].values) > 1, -weight[names[i]], len(space.params[i].values), i))
+    order = sorted(
+        range(len(names)),
+        key=lambda i: (len(space.params[i].values) > 1, -weight[names[i]], len(space.params[i].values), i),
+    )
     bound: set[str] = set()
     pending = list(space.constraints)
     checks: list[tuple[Constraint, ...]] = []
@@ -68,8 +70,7 @@ def _holds(constraint: Constraint, env: Mapping[str, Value]) -> bool:
     try:
         return constraint.holds(env)
     except SpecError as err:
-        raise SpecError(f"constraint '{constraint.text}': {err.cause.split(': ', 1)[-1]} "
-                        f"(at {_shown(env)})") from None
+        raise SpecError(f"constraint '{constraint.text}': {err.cause.split(': ', 1)[-1]} (at {_shown(env)})") from None
 
 
 def _shown(env: Mapping[str, Value]) -> str:
@@ -107,8 +108,9 @@ def iter_valid(space: ParamSpace, hw: object | None = None) -> Iterator[tuple[in
     yield from descend(0)
 
 
-def sample_valid(space: ParamSpace, rng: np.random.Generator, count: int, hw: object | None = None,
-                 max_tries: int | None = None) -> list[tuple[int, ...]]:
+def sample_valid(
+    space: ParamSpace, rng: np.random.Generator, count: int, hw: object | None = None, max_tries: int | None = None
+) -> list[tuple[int, ...]]:
     """Up to `count` distinct valid rows drawn by random dives: each parameter takes a
     random value, and a violated constraint restarts the dive from the top."""
     plan = _plan(space)
@@ -157,8 +159,15 @@ class SearchSpace:
     _rows: dict[tuple[int, ...], int] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def build(cls, space: ParamSpace, hw: object | None = None, *, max_valid: int = MAX_VALID,
-              sample_size: int = SAMPLE_SIZE, rng: np.random.Generator | None = None) -> SearchSpace:
+    def build(
+        cls,
+        space: ParamSpace,
+        hw: object | None = None,
+        *,
+        max_valid: int = MAX_VALID,
+        sample_size: int = SAMPLE_SIZE,
+        rng: np.random.Generator | None = None,
+    ) -> SearchSpace:
         """Enumerate (or, beyond `max_valid`, sample) the valid configurations.
         A space with no valid configuration is a UsageError naming the constraints."""
         rows = list(itertools.islice(iter_valid(space, hw), max_valid + 1))

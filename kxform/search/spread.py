@@ -66,9 +66,17 @@ class JobResult:
         return min(timed, key=lambda s: s[1].time_ms or 0.0) if timed else None
 
 
-def find_jobs(folder: Path, passes: tuple[str, ...] | None, hw: str, *, kernel: str | None = None,
-              build_dir: str | None = None, require: tuple[str, ...] = (), runtime: str = "gpu",
-              measure: Any = None) -> tuple[list[Job], list[tuple[str, str]]]:
+def find_jobs(
+    folder: Path,
+    passes: tuple[str, ...] | None,
+    hw: str,
+    *,
+    kernel: str | None = None,
+    build_dir: str | None = None,
+    require: tuple[str, ...] = (),
+    runtime: str = "gpu",
+    measure: Any = None,
+) -> tuple[list[Job], list[tuple[str, str]]]:
     """The jobs of every kernel and bench size under `folder`; the skipped, with reasons."""
     from kxform.harness.spec import load_spec
     from kxform.hw import load_profile
@@ -77,8 +85,14 @@ def find_jobs(folder: Path, passes: tuple[str, ...] | None, hw: str, *, kernel: 
 
     jobs: list[Job] = []
     skipped: list[tuple[str, str]] = []
-    specs = sorted({*folder.rglob(SPEC_NAME), *folder.rglob(f"*{SPEC_SUFFIX}"),
-                    *folder.rglob(LEGACY_NAMES[0]), *folder.rglob(f"*{LEGACY_NAMES[1]}")})
+    specs = sorted(
+        {
+            *folder.rglob(SPEC_NAME),
+            *folder.rglob(f"*{SPEC_SUFFIX}"),
+            *folder.rglob(LEGACY_NAMES[0]),
+            *folder.rglob(f"*{LEGACY_NAMES[1]}"),
+        }
+    )
     for spec_path in specs:
         try:
             spec = load_spec(spec_path)
@@ -91,8 +105,9 @@ def find_jobs(folder: Path, passes: tuple[str, ...] | None, hw: str, *, kernel: 
                 continue
             label = f"{spec.source}:{name}"
             try:
-                space = kernel_space(data, name, passes, path=str(spec.source), hw=hw, build_dir=build_dir,
-                                     require=require)
+                space = kernel_space(
+                    data, name, passes, path=str(spec.source), hw=hw, build_dir=build_dir, require=require
+                )
                 search = space.search(load_profile(hw))
             except KxformError as exc:
                 skipped.append((label, exc.cause))
@@ -100,8 +115,15 @@ def find_jobs(folder: Path, passes: tuple[str, ...] | None, hw: str, *, kernel: 
             target = TuneTarget(str(spec.source), data, name, kspec, hw, build_dir)
             for size in kspec.bench_sizes or kspec.check_sizes[-1:]:
                 options = MeasureOptions(size=size) if measure is None else _with_size(measure, size)
-                jobs.append(Job(f"{label}@{size.name}", KernelRecipe(target, space, options, runtime), search, name,
-                                (data, name)))
+                jobs.append(
+                    Job(
+                        f"{label}@{size.name}",
+                        KernelRecipe(target, space, options, runtime),
+                        search,
+                        name,
+                        (data, name),
+                    )
+                )
     return jobs, skipped
 
 
@@ -127,16 +149,29 @@ def run_job(job: Job, options: TuneOptions) -> JobResult:
         return JobResult(job.label, objective.hardware, objective.measures, error=str(exc), **where)
     finally:
         objective.close()
-    return JobResult(job.label, objective.hardware, objective.measures,
-                     steps=tuple((s.config, s.evaluation) for s in result.steps), stopped=result.stopped, **where)
+    return JobResult(
+        job.label,
+        objective.hardware,
+        objective.measures,
+        steps=tuple((s.config, s.evaluation) for s in result.steps),
+        stopped=result.stopped,
+        **where,
+    )
 
 
-def spread(jobs: list[Job], options: TuneOptions, ray: Any, db: TuningDB,
-           on_done: Callable[[JobResult], None] | None = None, num_gpus: float = 1.0) -> list[JobResult]:
+def spread(
+    jobs: list[Job],
+    options: TuneOptions,
+    ray: Any,
+    db: TuningDB,
+    on_done: Callable[[JobResult], None] | None = None,
+    num_gpus: float = 1.0,
+) -> list[JobResult]:
     """Run every job as a Ray task (one GPU each, spread over the nodes; Ray already
     joined), storing each job's evaluations in `db` as it finishes."""
-    task = ray.remote(run_job).options(num_gpus=num_gpus, max_retries=TASK_RETRIES, retry_exceptions=False,
-                                       scheduling_strategy="SPREAD")
+    task = ray.remote(run_job).options(
+        num_gpus=num_gpus, max_retries=TASK_RETRIES, retry_exceptions=False, scheduling_strategy="SPREAD"
+    )
     pending = {task.remote(job, options): job for job in jobs}
     results: list[JobResult] = []
     while pending:

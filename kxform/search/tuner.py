@@ -26,8 +26,9 @@ from kxform.search.space import SearchSpace
 from kxform.search.strategy import DEFAULT, History, Prior, make_strategy
 
 
-Runner = Callable[[Callable[[], "tuple[int, dict[str, Any]] | None"],
-                   Callable[[int, Prepared, Evaluation], bool]], None]
+Runner = Callable[
+    [Callable[[], "tuple[int, dict[str, Any]] | None"], Callable[[int, Prepared, Evaluation], bool]], None
+]
 """Evaluates configurations from `next_config` until it returns None or `on_result`
 returns False (`kxform.search.pipeline.run_pipeline`'s contract)."""
 
@@ -119,9 +120,17 @@ class _Run:
         return False
 
 
-def tune(space: SearchSpace, objective: Objective | None, options: TuneOptions, *, db: TuningDB | None = None,
-         key: TuneKey | None = None, prior: Prior | None = None,
-         on_step: Callable[[Step], None] | None = None, runner: Runner | None = None) -> TuneResult:
+def tune(
+    space: SearchSpace,
+    objective: Objective | None,
+    options: TuneOptions,
+    *,
+    db: TuningDB | None = None,
+    key: TuneKey | None = None,
+    prior: Prior | None = None,
+    on_step: Callable[[Step], None] | None = None,
+    runner: Runner | None = None,
+) -> TuneResult:
     """Search `space` for the fastest configuration under `options`' budget.
 
     `runner` evaluates what the search proposes (default: `objective` through the
@@ -185,5 +194,13 @@ def tune(space: SearchSpace, objective: Objective | None, options: TuneOptions, 
         runner(next_config, on_result)
     if run.history.exhausted and run.stopped not in ("budget", "time"):
         run.stopped = "exhausted"
-    return TuneResult(tuple(run.steps), run.best, len(space), options.strategy, run.stopped, run.cost_s,
-                      run.strategy_s, prior.sources if prior else ())
+    return TuneResult(
+        tuple(run.steps),
+        run.best,
+        len(space),
+        options.strategy,
+        run.stopped,
+        run.cost_s,
+        run.strategy_s,
+        prior.sources if prior else (),
+    )

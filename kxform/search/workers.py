@@ -114,8 +114,9 @@ class PacedReplay(ReplayObjective):
             time.sleep(found.cost_s * recipe.pace)
         if found.time_ms is None or self.slowdown == 1.0:
             return found
-        return Evaluation(found.time_ms * self.slowdown, found.spread_ms * self.slowdown, None, found.cost_s,
-                          found.detail)
+        return Evaluation(
+            found.time_ms * self.slowdown, found.spread_ms * self.slowdown, None, found.cost_s, found.detail
+        )
 
 
 @dataclass(frozen=True)
@@ -157,8 +158,14 @@ class EvalWorker:
         import socket
 
         o = self.objective
-        return Identity(o.hardware, o.measures, o.name, socket.gethostname(), os.getpid(),
-                        os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+        return Identity(
+            o.hardware,
+            o.measures,
+            o.name,
+            socket.gethostname(),
+            os.getpid(),
+            os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+        )
 
     def evaluate(self, config: dict[str, ParamValue]) -> Evaluation:
         prepared = self.objective.prepare(config)

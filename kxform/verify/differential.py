@@ -11,11 +11,10 @@ reference (the corpus tests and the GPU suite).
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
@@ -33,7 +32,6 @@ from kxform.runtime.base import (
     LaunchResult,
     Runtime,
     RuntimeError_,
-    ScalarArg,
     Unsupported,
     count_unwritten_against,
     poison_like,
@@ -56,29 +54,38 @@ def check_signature(spec: KernelSpec, extracted: ExtractedKernel) -> None:
     params, args = extracted.params, spec.args
     for i, param in enumerate(params):
         if i >= len(args):
-            raise SpecError(f"kernel '{spec.name}': the spec has no argument for parameter '{param.ctype} "
-                            f"{param.name}' (#{i + 1}); add an [[kernel.\"{spec.name}\".args]] entry for it", where)
+            raise SpecError(
+                f"kernel '{spec.name}': the spec has no argument for parameter '{param.ctype} "
+                f'{param.name}\' (#{i + 1}); add an [[kernel."{spec.name}".args]] entry for it',
+                where,
+            )
         arg = args[i]
         is_buffer = "*" in param.ctype or "[" in param.ctype
         if is_buffer != (arg.kind == "buffer"):
-            raise SpecError(f"kernel '{spec.name}' arg '{arg.name}' (#{i + 1}): kind '{arg.kind}' but the kernel "
-                            f"parameter is '{param.ctype} {param.name}'; use kind = "
-                            f"\"{'buffer' if is_buffer else 'scalar'}\"", arg.location if arg.location.path else where)
+            raise SpecError(
+                f"kernel '{spec.name}' arg '{arg.name}' (#{i + 1}): kind '{arg.kind}' but the kernel "
+                f"parameter is '{param.ctype} {param.name}'; use kind = "
+                f'"{"buffer" if is_buffer else "scalar"}"',
+                arg.location if arg.location.path else where,
+            )
         expected = CTYPE_DTYPES.get(base_ctype(param.ctype))
         if expected is not None and expected != arg.dtype and not _compatible(expected, arg.dtype):
-            raise SpecError(f"kernel '{spec.name}' arg '{arg.name}': dtype '{arg.dtype}' but the kernel parameter "
-                            f"is '{param.ctype} {param.name}'; use dtype = \"{expected}\"",
-                            arg.location if arg.location.path else where)
+            raise SpecError(
+                f"kernel '{spec.name}' arg '{arg.name}': dtype '{arg.dtype}' but the kernel parameter "
+                f"is '{param.ctype} {param.name}'; use dtype = \"{expected}\"",
+                arg.location if arg.location.path else where,
+            )
     if len(args) > len(params):
-        raise SpecError(f"kernel '{spec.name}': the spec lists {len(args)} arguments, the kernel takes "
-                        f"{len(params)}; remove '{args[len(params)].name}'", where)
+        raise SpecError(
+            f"kernel '{spec.name}': the spec lists {len(args)} arguments, the kernel takes "
+            f"{len(params)}; remove '{args[len(params)].name}'",
+            where,
+        )
 
 
 def _compatible(expected: str, given: str) -> bool:
     """Same-width integers of either signedness are interchangeable (bit patterns)."""
     return expected.lstrip("u").startswith("int") and given.lstrip("u") == expected.lstrip("u")
-
-
 
 
 def _sizes(spec: KernelSpec, names: tuple[str, ...]) -> tuple[SizeSpec, ...]:
@@ -96,8 +103,9 @@ SizeDone = Callable[[int, int, str], object]
 """Told after each size (done, total, size name): the CLI moves a progress bar."""
 
 
-def _over_sizes(spec: KernelSpec, sizes: tuple[str, ...], seed: int | None, check: SizeCheck,
-                progress: SizeDone | None = None) -> tuple[SizeVerdict, ...]:
+def _over_sizes(
+    spec: KernelSpec, sizes: tuple[str, ...], seed: int | None, check: SizeCheck, progress: SizeDone | None = None
+) -> tuple[SizeVerdict, ...]:
     """Fresh seeded inputs per size, `check` them. The smallest size (by bytes) is the one
     whose original run also watches for reads of unwritten `out` buffers."""
     chosen = _sizes(spec, sizes)
@@ -145,9 +153,13 @@ def _blame_original(verdict: SizeVerdict, runtime: Runtime, request: LaunchReque
     try:
         cpu.run(request)
     except RuntimeError_ as exc:
-        return replace(verdict, status="inconclusive", outputs=(),
-                       error=f"the original kernel fails at this size on the bounds-checked CPU runtime ({exc}): "
-                             f"a spec or kernel error, not the rewrite's (on {runtime.name}: {verdict.summary()})")
+        return replace(
+            verdict,
+            status="inconclusive",
+            outputs=(),
+            error=f"the original kernel fails at this size on the bounds-checked CPU runtime ({exc}): "
+            f"a spec or kernel error, not the rewrite's (on {runtime.name}: {verdict.summary()})",
+        )
     except Unsupported:
         return None
     return None
@@ -169,9 +181,14 @@ def _unwritten_both(role: str, original: np.ndarray, other: np.ndarray) -> np.nd
     return left & poison_mask(other)
 
 
-def _output_checks(resolved: ResolvedLaunch, inputs: dict, original: dict[str, np.ndarray],
-                   other: dict[str, np.ndarray], comparisons: dict[str, Comparison],
-                   unwritten_both: bool = False) -> tuple[OutputCheck, ...]:
+def _output_checks(
+    resolved: ResolvedLaunch,
+    inputs: dict,
+    original: dict[str, np.ndarray],
+    other: dict[str, np.ndarray],
+    comparisons: dict[str, Comparison],
+    unwritten_both: bool = False,
+) -> tuple[OutputCheck, ...]:
     """`unwritten_both`: two versions of a kernel are compared, so elements neither wrote
     agree (the comparison skipped them); against a reference every element counts."""
     dtypes = {a.name: a.dtype for a in resolved.args}
@@ -183,10 +200,14 @@ def _output_checks(resolved: ResolvedLaunch, inputs: dict, original: dict[str, n
         initial = np.ascontiguousarray(inputs[name])
         if arg.role == "out":
             initial = poison_like(initial)
-        why = vacuity(name, arg.role, arg.dtype, initial, original[name], other[name], finite,
-                      partial_ok=unwritten_both)
-        checks.append(OutputCheck(name, compared, count_unwritten_against(original[name], other[name])
-                                  if arg.role == "out" else 0, why))
+        why = vacuity(
+            name, arg.role, arg.dtype, initial, original[name], other[name], finite, partial_ok=unwritten_both
+        )
+        checks.append(
+            OutputCheck(
+                name, compared, count_unwritten_against(original[name], other[name]) if arg.role == "out" else 0, why
+            )
+        )
     return tuple(checks)
 
 
@@ -198,10 +219,18 @@ def default_policy(original: SourceText) -> VerifyPolicy:
     return VerifyPolicy()
 
 
-def verify_pair(original: SourceText, rewritten: SourceText, spec: KernelSpec, runtime: Runtime,
-                sizes: tuple[str, ...] = (), seed: int | None = None, timeout_s: float = 120.0,
-                flags: UnitFlags = NO_FLAGS, policy: VerifyPolicy | None = None,
-                progress: SizeDone | None = None) -> VerifyReport:
+def verify_pair(
+    original: SourceText,
+    rewritten: SourceText,
+    spec: KernelSpec,
+    runtime: Runtime,
+    sizes: tuple[str, ...] = (),
+    seed: int | None = None,
+    timeout_s: float = 120.0,
+    flags: UnitFlags = NO_FLAGS,
+    policy: VerifyPolicy | None = None,
+    progress: SizeDone | None = None,
+) -> VerifyReport:
     """Run both versions on identical inputs at every size; compare every output. The
     pass's `policy` says how the rewritten version is launched and how outputs compare."""
     extracted = (extract_kernel(original, spec.name), extract_kernel(rewritten, spec.name))
@@ -223,20 +252,28 @@ def verify_pair(original: SourceText, rewritten: SourceText, spec: KernelSpec, r
         except Unsupported as exc:
             return SizeVerdict(size.name, "unverified", error=str(exc))
         except RuntimeError_ as exc:
-            verdict = SizeVerdict(size.name, "mismatch",
-                                  error=f"the rewritten kernel failed where the original ran: {exc}")
+            verdict = SizeVerdict(
+                size.name, "mismatch", error=f"the rewritten kernel failed where the original ran: {exc}"
+            )
             return _blame_original(verdict, runtime, request) or verdict
         env = scalars(resolved, extracted[0].params)
         try:
             specs = {name: comparison(spec.compare_for(name), policy.compare, env) for name in before.outputs}
         except LaunchUndecided as exc:  # the derived tolerance names what this size does not bind
             return SizeVerdict(size.name, "inconclusive", error=str(exc))
-        comparisons = {name: compare(expected, after.outputs[name], specs[name], dtype=resolved.arg(name).dtype,
-                                     unwritten_both=_unwritten_both(resolved.arg(name).role, expected,
-                                                                    after.outputs[name]))
-                       for name, expected in before.outputs.items()}
-        verdict = SizeVerdict.from_checks(size.name, _output_checks(resolved, inputs, before.outputs, after.outputs,
-                                                                    comparisons, unwritten_both=True))
+        comparisons = {
+            name: compare(
+                expected,
+                after.outputs[name],
+                specs[name],
+                dtype=resolved.arg(name).dtype,
+                unwritten_both=_unwritten_both(resolved.arg(name).role, expected, after.outputs[name]),
+            )
+            for name, expected in before.outputs.items()
+        }
+        verdict = SizeVerdict.from_checks(
+            size.name, _output_checks(resolved, inputs, before.outputs, after.outputs, comparisons, unwritten_both=True)
+        )
         if verdict.status == "mismatch":
             verdict = _blame_original(verdict, runtime, request) or verdict
         if policy.compare.mode != "bound":
@@ -244,15 +281,23 @@ def verify_pair(original: SourceText, rewritten: SourceText, spec: KernelSpec, r
         named = set(re.findall(r"[A-Za-z_]\w*", policy.compare.bound))
         at = ",".join(f"{k}={v}" for k, v in env.items() if k in named)
         told = "; ".join(sorted({str(c) for c in specs.values()}))
-        return replace(verdict, tolerance=f"derived bound ({policy.compare.bound}) * {policy.compare.unit:.3g} at {at}: "
-                       f"{told}")
+        return replace(
+            verdict, tolerance=f"derived bound ({policy.compare.bound}) * {policy.compare.unit:.3g} at {at}: {told}"
+        )
 
     return VerifyReport(spec.name, runtime.name, "rewritten", _over_sizes(spec, sizes, seed, check, progress))
 
 
-def verify_reference(source: SourceText, spec: KernelSpec, runtime: Runtime, sizes: tuple[str, ...] = (),
-                     seed: int | None = None, timeout_s: float = 120.0,
-                     flags: UnitFlags = NO_FLAGS, progress: SizeDone | None = None) -> VerifyReport:
+def verify_reference(
+    source: SourceText,
+    spec: KernelSpec,
+    runtime: Runtime,
+    sizes: tuple[str, ...] = (),
+    seed: int | None = None,
+    timeout_s: float = 120.0,
+    flags: UnitFlags = NO_FLAGS,
+    progress: SizeDone | None = None,
+) -> VerifyReport:
     """Run the kernel and compare every output with the spec's NumPy reference."""
     if spec.reference is None:
         raise SpecError(f"kernel '{spec.name}' has no reference function in its spec", spec.location)
@@ -263,12 +308,16 @@ def verify_reference(source: SourceText, spec: KernelSpec, runtime: Runtime, siz
         request = launch_request(extracted, resolved, inputs, f"{spec.name}[{size.name}]", timeout_s, flags)
         result = _run_original(runtime, _watching(request, runtime, watch), size.name)
         if isinstance(result, SizeVerdict):
-            return replace(result, status="mismatch") if result.status == "inconclusive" and \
-                not result.spec_error else result
+            return (
+                replace(result, status="mismatch")
+                if result.status == "inconclusive" and not result.spec_error
+                else result
+            )
         expected = run_reference(spec, resolved, inputs)
         comparisons = compare_outputs(spec, resolved, expected, result.outputs)
-        return SizeVerdict.from_checks(size.name, _output_checks(resolved, inputs, result.outputs, expected,
-                                                                 comparisons))
+        return SizeVerdict.from_checks(
+            size.name, _output_checks(resolved, inputs, result.outputs, expected, comparisons)
+        )
 
     return VerifyReport(spec.name, runtime.name, "reference", _over_sizes(spec, sizes, seed, check, progress))
 
@@ -292,4 +341,3 @@ def pick_runtime(name: str) -> Runtime:
     if not ok:
         raise UsageError(f"CPU runtime unavailable: {why}")
     return cpu
-

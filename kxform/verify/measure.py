@@ -55,8 +55,13 @@ def launches_to_fill(budget_s: float, probe_ms: float, least: int, most: int) ->
     return max(least, min(most, fits))
 
 
-def timed_and_checked(runtime: Runtime, request: LaunchRequest, dtypes: Mapping[str, str], mode: CompareSpec,
-                      repeat: int | Callable[[float], int] = REPEAT) -> Timing:
+def timed_and_checked(
+    runtime: Runtime,
+    request: LaunchRequest,
+    dtypes: Mapping[str, str],
+    mode: CompareSpec,
+    repeat: int | Callable[[float], int] = REPEAT,
+) -> Timing:
     """Time `request` and check that the last timed launch wrote what a single launch writes
     (`dtypes`: the spec dtype of each output, `mode`: how outputs compare). `repeat` may be
     a function of the single launch's milliseconds (a count that fills a time budget), so
@@ -66,8 +71,10 @@ def timed_and_checked(runtime: Runtime, request: LaunchRequest, dtypes: Mapping[
     timed = runtime.time(request, warmup=WARMUP, repeat=count, keep_outputs=True)
     label = request.label or request.kernel
     if timed.persisting_l2_bytes not in (None, 0):
-        raise MeasurementError(f"{label}: the persisting-L2 carveout is {timed.persisting_l2_bytes} bytes while "
-                               "timing (it must be capped at 0)")
+        raise MeasurementError(
+            f"{label}: the persisting-L2 carveout is {timed.persisting_l2_bytes} bytes while "
+            "timing (it must be capped at 0)"
+        )
     for name, expected in single.outputs.items():
         got = timed.outputs.get(name)
         if got is None:
@@ -77,13 +84,21 @@ def timed_and_checked(runtime: Runtime, request: LaunchRequest, dtypes: Mapping[
         comparison = compare(expected, got, mode, dtype=dtypes[name], unwritten_both=both)
         if unwritten or not comparison.ok:
             what = f"{unwritten} elements left unwritten" if unwritten else comparison.summary()
-            raise MeasurementError(f"{label}: output '{name}' of the last timed launch differs from a single "
-                                   f"launch ({what}): the timed code does not do the same work on every launch")
+            raise MeasurementError(
+                f"{label}: output '{name}' of the last timed launch differs from a single "
+                f"launch ({what}): the timed code does not do the same work on every launch"
+            )
     return timing_of(list(timed.samples_ms), timed.copies)
 
 
-def measure_pair(source: SourceText, new: SourceText, spec: KernelSpec, runtime: Runtime,
-                 repeat: int = REPEAT, policy: VerifyPolicy | None = None) -> tuple[Timing, Timing, str]:
+def measure_pair(
+    source: SourceText,
+    new: SourceText,
+    spec: KernelSpec,
+    runtime: Runtime,
+    repeat: int = REPEAT,
+    policy: VerifyPolicy | None = None,
+) -> tuple[Timing, Timing, str]:
     """Median and spread of the original and the rewritten kernel at the spec's first bench
     size (else its largest check size), same inputs, same runtime; and the size's name.
     The rewritten version is launched as its pass's policy says (a new tile, a new grid)."""
@@ -98,8 +113,9 @@ def measure_pair(source: SourceText, new: SourceText, spec: KernelSpec, runtime:
     dtypes = {arg.name: arg.dtype for arg in resolved.args}
     timings = []
     for version, src, launch in (("original", source, resolved), ("rewritten", new, rewritten)):
-        request = launch_request(extract_kernel(src, spec.name), launch, inputs,
-                                 f"{spec.name}[{size.name}] {version}", 600.0)
+        request = launch_request(
+            extract_kernel(src, spec.name), launch, inputs, f"{spec.name}[{size.name}] {version}", 600.0
+        )
         mode = EXACT if not uses_float_atomics(src) else spec.compare
         timings.append(timed_and_checked(runtime, request, dtypes, mode, repeat))
     return timings[0], timings[1], size.name

@@ -64,8 +64,13 @@ def _build(path: str, out: Path, arch: str) -> None:
     if nvcc is None:
         raise UsageError("whole-program mode needs nvcc (not found on PATH; set KXFORM_NVCC)")
     source = read_source(path)
-    proc = subprocess.run([nvcc, f"-arch={arch}", "-O2", "-o", str(out), "-x", "cu", path],
-                          capture_output=True, text=True, timeout=600, cwd=os.path.dirname(os.path.abspath(path)))
+    proc = subprocess.run(
+        [nvcc, f"-arch={arch}", "-O2", "-o", str(out), "-x", "cu", path],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=os.path.dirname(os.path.abspath(path)),
+    )
     if proc.returncode != 0:
         raise build_failure(source.path, proc.stderr + proc.stdout)
 
@@ -78,8 +83,14 @@ def _run(exe: Path, timeout_s: float) -> ProgramRun:
     return ProgramRun(proc.returncode, proc.stdout + proc.stderr)
 
 
-def verify_programs(original: str, rewritten: str, masks: tuple[str, ...] = (), rtol: float = 1e-5,
-                    arch: str | None = None, timeout_s: float = 120.0) -> ProgramReport:
+def verify_programs(
+    original: str,
+    rewritten: str,
+    masks: tuple[str, ...] = (),
+    rtol: float = 1e-5,
+    arch: str | None = None,
+    timeout_s: float = 120.0,
+) -> ProgramReport:
     with tempfile.TemporaryDirectory(prefix="kxform-prog-") as tmp:
         runs = []
         for name, path in (("original", original), ("rewritten", rewritten)):

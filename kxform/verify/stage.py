@@ -34,8 +34,12 @@ from kxform.verify.measure import measure_pair
 from kxform.verify.verdict import VerifyReport, combined_status
 
 
-_VERIFY_STATUS = {"ok": Status.PASSED, "mismatch": Status.FAILED, "inconclusive": Status.INCONCLUSIVE,
-                  "unverified": Status.INCONCLUSIVE}
+_VERIFY_STATUS = {
+    "ok": Status.PASSED,
+    "mismatch": Status.FAILED,
+    "inconclusive": Status.INCONCLUSIVE,
+    "unverified": Status.INCONCLUSIVE,
+}
 _VERIFY_KEYS = {"ok": "", "mismatch": VERIFY_MISMATCH, "inconclusive": VERIFY_INCONCLUSIVE, "unverified": UNVERIFIED}
 
 
@@ -45,9 +49,16 @@ def spec_for_file(path: str, spec_dirs: tuple[str, ...] = ()) -> HarnessSpec | N
     return None if spec_path is None else load_spec(spec_path)
 
 
-def verify_file(original: bytes, rewritten: bytes, path: str, results: list[KernelResult], runtime: Runtime,
-                measure: bool, build_dir: str | None = None,
-                spec_dirs: tuple[str, ...] = ()) -> tuple[list[KernelResult], bool]:
+def verify_file(
+    original: bytes,
+    rewritten: bytes,
+    path: str,
+    results: list[KernelResult],
+    runtime: Runtime,
+    measure: bool,
+    build_dir: str | None = None,
+    spec_dirs: tuple[str, ...] = (),
+) -> tuple[list[KernelResult], bool]:
     """Verify every applied kernel of one file once, under the policy its passes compose
     (a kernel rewritten by `tile` then `swizzle` runs at tile's launch, compared as loosely
     as the looser pass allows); returns updated results and whether the rewritten file
@@ -66,15 +77,22 @@ def verify_file(original: bytes, rewritten: bytes, path: str, results: list[Kern
     replayed = {k for k, _ in applied} - {k for k, who in applied if who != "lock"}  # every pass replayed
     for kernel, policy in _policies(results).items():
         if spec_error is not None:  # a broken spec never silently turns verification off
-            record = CheckRecord("verify", Status.INCONCLUSIVE, f"inconclusive: harness spec unusable: {spec_error}",
-                                 VERIFY_INCONCLUSIVE)
+            record = CheckRecord(
+                "verify", Status.INCONCLUSIVE, f"inconclusive: harness spec unusable: {spec_error}", VERIFY_INCONCLUSIVE
+            )
             records[kernel] = (record,)
             failed[kernel] = ("inconclusive", VERIFY_INCONCLUSIVE, f"VerifyInconclusive: {record.detail}")
             continue
         specs = file_spec.instantiations(kernel) if file_spec is not None else ()
         if not specs:
-            records[kernel] = (CheckRecord("verify", Status.SKIPPED, "skipped: no harness spec for this kernel "
-                                           "(compile-checked only)", NO_HARNESS_SPEC),)
+            records[kernel] = (
+                CheckRecord(
+                    "verify",
+                    Status.SKIPPED,
+                    "skipped: no harness spec for this kernel (compile-checked only)",
+                    NO_HARNESS_SPEC,
+                ),
+            )
             continue
         flags = UnitFlags.from_build_dir(build_dir, path)
         reports = [verify_pair(source, new, spec, runtime, flags=flags, policy=policy) for spec in specs]
@@ -83,10 +101,14 @@ def verify_file(original: bytes, rewritten: bytes, path: str, results: list[Kern
         detail = " | ".join(f"{r.summary()}: " + "; ".join(v.summary() for v in r.sizes) for r in reports)
         detail += "".join(f"; note: {n}" for n in notes)
         key = _VERIFY_KEYS[status]
-        figures = (("runtime", runtime.name), ("sizes", sum(len(r.sizes) for r in reports)),
-                   ("max_abs", _max_abs(reports)))
-        record = CheckRecord("verify", _VERIFY_STATUS[status], f"{detail}; policy: {policy.describe()}", key,
-                             figures=figures)
+        figures = (
+            ("runtime", runtime.name),
+            ("sizes", sum(len(r.sizes) for r in reports)),
+            ("max_abs", _max_abs(reports)),
+        )
+        record = CheckRecord(
+            "verify", _VERIFY_STATUS[status], f"{detail}; policy: {policy.describe()}", key, figures=figures
+        )
         records[kernel] = (record,)
         if status == "mismatch":
             failed[kernel] = ("verify", key, record.detail)
@@ -105,10 +127,22 @@ def verify_file(original: bytes, rewritten: bytes, path: str, results: list[Kern
     updated = [_updated(r, records, failed) for r in results]
     keep = not failed
     if not keep:  # the file is not written: kernels that passed go back to unchanged
-        updated = [replace(r, outcome=Outcome.MISSED, stage="verify", key=REVERTED_WITH_FILE,
-                           reasons=r.reasons + ("RevertedWithFile: another kernel of this file failed "
-                                                "verification, could not be verified, or was not faster",))
-                   if r.outcome is Outcome.APPLIED else r for r in updated]
+        updated = [
+            replace(
+                r,
+                outcome=Outcome.MISSED,
+                stage="verify",
+                key=REVERTED_WITH_FILE,
+                reasons=r.reasons
+                + (
+                    "RevertedWithFile: another kernel of this file failed "
+                    "verification, could not be verified, or was not faster",
+                ),
+            )
+            if r.outcome is Outcome.APPLIED
+            else r
+            for r in updated
+        ]
     return updated, keep
 
 
@@ -136,8 +170,10 @@ def missing_instantiations(source: SourceText, kernel: str, specs: tuple[KernelS
         spelling = f"{kernel}{launch.template_args}"
         if re.sub(r"\s+", "", spelling) not in listed:
             missing.setdefault(spelling, source.line_col(launch.span.start)[0])
-    return [f"instantiation {s} (launched at line {line}) has no spec entry and was not verified"
-            for s, line in missing.items()]
+    return [
+        f"instantiation {s} (launched at line {line}) has no spec entry and was not verified"
+        for s, line in missing.items()
+    ]
 
 
 def _predictions(results: list[KernelResult]) -> dict[str, str]:
@@ -159,8 +195,9 @@ def _policies(results: list[KernelResult]) -> dict[str, VerifyPolicy]:
     return policies
 
 
-def _updated(result: KernelResult, records: dict[str, tuple[CheckRecord, ...]],
-             failed: dict[str, tuple[str, str, str]]) -> KernelResult:
+def _updated(
+    result: KernelResult, records: dict[str, tuple[CheckRecord, ...]], failed: dict[str, tuple[str, str, str]]
+) -> KernelResult:
     """`result` with its kernel's records; a kernel that failed verification (a proven
     mismatch) is FAILED, one verification could not decide (inconclusive, unverified) or
     that was not faster is MISSED, with the reason."""
@@ -172,23 +209,38 @@ def _updated(result: KernelResult, records: dict[str, tuple[CheckRecord, ...]],
     stage, key, reason = failed[result.kernel]
     if stage == "verify":
         return replace(result, outcome=Outcome.FAILED, stage="verify", reasons=(reason,), checks=checks, key=key)
-    return replace(result, outcome=Outcome.MISSED, stage="measure" if stage == "measure" else "verify",
-                   reasons=(reason,), checks=checks, key=key)
+    return replace(
+        result,
+        outcome=Outcome.MISSED,
+        stage="measure" if stage == "measure" else "verify",
+        reasons=(reason,),
+        checks=checks,
+        key=key,
+    )
 
 
-def _measure(source: SourceText, new: SourceText, spec: KernelSpec,
-             runtime: Runtime, policy: VerifyPolicy) -> tuple[CheckRecord, bool]:
+def _measure(
+    source: SourceText, new: SourceText, spec: KernelSpec, runtime: Runtime, policy: VerifyPolicy
+) -> tuple[CheckRecord, bool]:
     try:
         before, after, size = measure_pair(source, new, spec, runtime, policy=policy)
     except RuntimeError_ as exc:
         return CheckRecord("measure", Status.FAILED, f"timing failed: {exc}", "TimingFailed"), False
     faster = after.median_ms + after.spread_ms < before.median_ms - before.spread_ms
-    detail = (f"size {size} on {runtime.name}: original {before.median_ms:.4f} ms (+-{before.spread_ms:.4f}), "
-              f"rewritten {after.median_ms:.4f} ms (+-{after.spread_ms:.4f}); speedup "
-              f"{before.median_ms / after.median_ms:.3f}x (median of {after.samples} launches, "
-              f"{after.copies} input set(s) rotated, persisting L2 capped, outputs re-checked after timing)")
-    figures = (("original_ms", before.median_ms), ("rewritten_ms", after.median_ms),
-               ("original_spread_ms", before.spread_ms), ("rewritten_spread_ms", after.spread_ms), ("size", size),
-               ("runtime", runtime.name))
-    return CheckRecord("measure", Status.PASSED if faster else Status.FAILED, detail, "" if faster else NOT_FASTER,
-                       figures=figures), faster
+    detail = (
+        f"size {size} on {runtime.name}: original {before.median_ms:.4f} ms (+-{before.spread_ms:.4f}), "
+        f"rewritten {after.median_ms:.4f} ms (+-{after.spread_ms:.4f}); speedup "
+        f"{before.median_ms / after.median_ms:.3f}x (median of {after.samples} launches, "
+        f"{after.copies} input set(s) rotated, persisting L2 capped, outputs re-checked after timing)"
+    )
+    figures = (
+        ("original_ms", before.median_ms),
+        ("rewritten_ms", after.median_ms),
+        ("original_spread_ms", before.spread_ms),
+        ("rewritten_spread_ms", after.spread_ms),
+        ("size", size),
+        ("runtime", runtime.name),
+    )
+    return CheckRecord(
+        "measure", Status.PASSED if faster else Status.FAILED, detail, "" if faster else NOT_FASTER, figures=figures
+    ), faster

@@ -81,17 +81,23 @@ class SizeVerdict:
     def _summary(self) -> str:
         if self.error:
             prefix = {"mismatch": "error", "unverified": "unverified", "inconclusive": "inconclusive"}.get(
-                self.status, "error")
+                self.status, "error"
+            )
             return f"{self.size}: {prefix}: {self.error}"
         bad = [o for o in self.outputs if o.status == self.status and o.status != "ok"]
         if not bad:
             off = [o for o in self.outputs if o.comparison.max_abs > 0]
             within = "; ".join(f"{o.name} within tolerance, max abs {o.comparison.max_abs:.3g}" for o in off)
             same = [o.name for o in self.outputs if o not in off]
-            both = "".join(f"; {o.name}: {o.comparison.unwritten_both} elements unwritten in both"
-                           for o in self.outputs if o.comparison.unwritten_both)
-            return (f"{self.size}: ok ({', '.join(same) + ' match' if same else ''}{'; ' if same and off else ''}"
-                    f"{within}{both})")
+            both = "".join(
+                f"; {o.name}: {o.comparison.unwritten_both} elements unwritten in both"
+                for o in self.outputs
+                if o.comparison.unwritten_both
+            )
+            return (
+                f"{self.size}: ok ({', '.join(same) + ' match' if same else ''}{'; ' if same and off else ''}"
+                f"{within}{both})"
+            )
         first = bad[0]
         if first.status == "inconclusive":
             return f"{self.size}: inconclusive: {first.vacuous}"
@@ -144,8 +150,7 @@ def combined_status(reports: list[VerifyReport] | tuple[VerifyReport, ...]) -> S
     return max((r.status for r in reports), key=RANK.__getitem__, default="inconclusive")
 
 
-def inputs_finite(inputs: Mapping[str, np.ndarray | np.generic], dtypes: Mapping[str, str],
-                  outputs: set[str]) -> bool:
+def inputs_finite(inputs: Mapping[str, np.ndarray | np.generic], dtypes: Mapping[str, str], outputs: set[str]) -> bool:
     """Whether every input value (in/inout buffers as filled, scalars) is finite; `out`
     buffers (poisoned) do not count."""
     for name, value in inputs.items():
@@ -157,8 +162,16 @@ def inputs_finite(inputs: Mapping[str, np.ndarray | np.generic], dtypes: Mapping
     return True
 
 
-def vacuity(name: str, role: str, dtype: str, initial: np.ndarray, original: np.ndarray,
-            other: np.ndarray, finite_inputs: bool, partial_ok: bool = False) -> str | None:
+def vacuity(
+    name: str,
+    role: str,
+    dtype: str,
+    initial: np.ndarray,
+    original: np.ndarray,
+    other: np.ndarray,
+    finite_inputs: bool,
+    partial_ok: bool = False,
+) -> str | None:
     """Why a comparison of output `name` could not have failed, or None.
 
     `initial` is the buffer as passed in (poison for `out`), `original` what the
@@ -176,21 +189,27 @@ def vacuity(name: str, role: str, dtype: str, initial: np.ndarray, original: np.
             stale = 0  # all bytes 0xFF is a legitimate integer (-1): only an untouched buffer tells
         if stale:
             whole = "all" if stale == total else f"{stale} of {total}"
-            return (f"'{name}' still holds the poison in {whole} elements after the original ran (never written, "
-                    "or computed from unwritten data): an error of the spec or the kernel (a count larger than what "
-                    f"the kernel writes, elements it skips, or a read of it: declare '{name}' inout)")
-    elif np.array_equal(initial.view(np.uint8), original.view(np.uint8)) and \
-            np.array_equal(initial.view(np.uint8), other.view(np.uint8)):
+            return (
+                f"'{name}' still holds the poison in {whole} elements after the original ran (never written, "
+                "or computed from unwritten data): an error of the spec or the kernel (a count larger than what "
+                f"the kernel writes, elements it skips, or a read of it: declare '{name}' inout)"
+            )
+    elif np.array_equal(initial.view(np.uint8), original.view(np.uint8)) and np.array_equal(
+        initial.view(np.uint8), other.view(np.uint8)
+    ):
         return f"'{name}' is identical to its initial fill after both runs: nothing the kernel does shows in it"
     if dtype in FLOAT_DTYPES and finite_inputs:
         with np.errstate(invalid="ignore"):
-            both = ~np.isfinite(to_float64(original.reshape(-1), dtype)) & \
-                ~np.isfinite(to_float64(other.reshape(-1), dtype))
+            both = ~np.isfinite(to_float64(original.reshape(-1), dtype)) & ~np.isfinite(
+                to_float64(other.reshape(-1), dtype)
+            )
         if partial_ok and role == "out":  # the poison neither version overwrote is no value either computed
             both &= ~(poison_mask(original) & poison_mask(other))
         count = int(both.sum())
         if count:
             whole = "all" if count == total else f"{count} of {total}"
-            return (f"'{name}': {whole} elements are NaN or Inf in both runs although the inputs hold none; equal "
-                    "non-finite values prove nothing (does the kernel read an 'out' buffer it should declare inout?)")
+            return (
+                f"'{name}': {whole} elements are NaN or Inf in both runs although the inputs hold none; equal "
+                "non-finite values prove nothing (does the kernel read an 'out' buffer it should declare inout?)"
+            )
     return None

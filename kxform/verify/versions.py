@@ -32,14 +32,20 @@ def _scalars(resolved: ResolvedLaunch, params: Sequence[KernelParam]) -> dict[st
     """Kernel parameter name -> integer value of the spec argument at its position."""
     env: dict[str, int] = {}
     for param, arg in zip(params, resolved.args):
-        if arg.kind == "scalar" and arg.value is not None and float(arg.value).is_integer() \
-                and "float" not in arg.dtype and "double" not in param.ctype:
+        if (
+            arg.kind == "scalar"
+            and arg.value is not None
+            and float(arg.value).is_integer()
+            and "float" not in arg.dtype
+            and "double" not in param.ctype
+        ):
             env[param.name] = int(arg.value)
     return env
 
 
-def _dims(exprs: tuple[str | None, ...] | None, base: tuple[int, int, int], env: dict[str, int],
-          what: str) -> tuple[int, int, int]:
+def _dims(
+    exprs: tuple[str | None, ...] | None, base: tuple[int, int, int], env: dict[str, int], what: str
+) -> tuple[int, int, int]:
     if exprs is None:
         return base
     values = list(base)
@@ -56,8 +62,9 @@ def _int(text: str, env: dict[str, int], what: str) -> int:
         raise LaunchUndecided(f"{what} '{text}': {exc.cause}") from None
 
 
-def _launch(resolved: ResolvedLaunch, params: Sequence[KernelParam], binding: LaunchBinding,
-            original: bool) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+def _launch(
+    resolved: ResolvedLaunch, params: Sequence[KernelParam], binding: LaunchBinding, original: bool
+) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
     env = {**_scalars(resolved, params), **binding.env(original)}
     grid = _dims(binding.grid, resolved.grid, env, "grid")
     block = _dims(binding.block, resolved.block, env, "block")
@@ -75,7 +82,8 @@ def rewritten_launch(resolved: ResolvedLaunch, params: Sequence[KernelParam], bi
         raise LaunchUndecided(
             f"could not tell: the launch read from {binding.origin or 'the source'} gives grid {at_defaults[0]}, "
             f"block {at_defaults[1]}, {at_defaults[2]} B shared at the original values, the spec says grid "
-            f"{resolved.grid}, block {resolved.block}, {resolved.shared_bytes} B: the rewritten launch is unknown")
+            f"{resolved.grid}, block {resolved.block}, {resolved.shared_bytes} B: the rewritten launch is unknown"
+        )
     grid, block, shared = _launch(resolved, params, binding, original=False)
     if math.prod(block) > 1024 or min(grid + block) < 1:
         raise LaunchUndecided(f"rewritten launch grid {grid} block {block} is not a valid launch")

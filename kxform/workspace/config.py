@@ -41,8 +41,20 @@ MAX_TOML_BYTES = 16 << 20
 """File names searched in each directory, in order of precedence."""
 
 VERIFY_MODES = ("auto", "gpu", "cpu", "compile", "static")
-KEYS = ("passes", "params", "hw", "include", "defines", "exclude", "verify", "measure", "specs", "build-dir",
-        "jobs", "lock")
+KEYS = (
+    "passes",
+    "params",
+    "hw",
+    "include",
+    "defines",
+    "exclude",
+    "verify",
+    "measure",
+    "specs",
+    "build-dir",
+    "jobs",
+    "lock",
+)
 HARNESS_KEYS = ("version", "file", "kernel")
 
 
@@ -76,10 +88,21 @@ class ProjectConfig:
 
     def to_json(self) -> dict[str, Any]:
         """The settings as logged in the pass log's `config` record."""
-        return {"path": str(self.path), "passes": self.passes, "params": dict(self.params), "hw": self.hw,
-                "include": list(self.include), "defines": list(self.defines), "exclude": list(self.exclude),
-                "verify": self.verify, "measure": self.measure, "specs": list(self.specs),
-                "build-dir": self.build_dir, "jobs": self.jobs, "lock": self.lock}
+        return {
+            "path": str(self.path),
+            "passes": self.passes,
+            "params": dict(self.params),
+            "hw": self.hw,
+            "include": list(self.include),
+            "defines": list(self.defines),
+            "exclude": list(self.exclude),
+            "verify": self.verify,
+            "measure": self.measure,
+            "specs": list(self.specs),
+            "build-dir": self.build_dir,
+            "jobs": self.jobs,
+            "lock": self.lock,
+        }
 
 
 def find_config(paths: Sequence[str | os.PathLike[str]]) -> Path | None:
@@ -119,8 +142,11 @@ def load_config(path: str | os.PathLike[str]) -> ProjectConfig:
     if file.name != "pyproject.toml":
         clash = [key for key in HARNESS_KEYS if key in data]
         if clash:
-            raise source.error((clash[0],), f"'{clash[0]}' is a harness spec key: a file is either a project "
-                               "configuration ([tool.kxform]) or a harness spec, not both")
+            raise source.error(
+                (clash[0],),
+                f"'{clash[0]}' is a harness spec key: a file is either a project "
+                "configuration ([tool.kxform]) or a harness spec, not both",
+            )
         Table(data, (), "", source).check_keys(("tool",))
     table = Table(kxform, ("tool", "kxform"), "[tool.kxform]", source)
     table.check_keys(KEYS)
@@ -213,8 +239,11 @@ def _lock(table: Table, root: Path) -> str | None:
     if isinstance(value, str) and value.strip():
         # a configuration comes with the tree it configures: its lockfile stays inside that tree
         if Path(value).is_absolute() or not (root / value).resolve().is_relative_to(root.resolve()):
-            table.fail("lock", f"'lock' = {value!r}: must be a path inside the project, relative to the "
-                       "configuration (a configuration names no file outside its own tree)")
+            table.fail(
+                "lock",
+                f"'lock' = {value!r}: must be a path inside the project, relative to the "
+                "configuration (a configuration names no file outside its own tree)",
+            )
         return str(root / value)
     table.fail("lock", f"'lock' must be true, false or a path, got {type_name(value)}")
 

@@ -37,8 +37,9 @@ def state_dir(parent: str | os.PathLike[str] = ".") -> Path:
 SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", ".kxform", "__pycache__", "node_modules", ".venv", "build"})
 
 
-def walk_sources(paths: Sequence[str], suffixes: frozenset[str] = CUDA_SUFFIXES,
-                 gitignore: bool = True) -> Iterator[Path]:
+def walk_sources(
+    paths: Sequence[str], suffixes: frozenset[str] = CUDA_SUFFIXES, gitignore: bool = True
+) -> Iterator[Path]:
     """Yield CUDA/HIP files named by `paths` (files as given, directories walked, sorted).
 
     A file given explicitly is yielded whatever its suffix (the caller asked for it);
@@ -56,8 +57,9 @@ def walk_sources(paths: Sequence[str], suffixes: frozenset[str] = CUDA_SUFFIXES,
             yield path
 
 
-def _walk(paths: Sequence[str], suffixes: frozenset[str], seen_dirs: set[tuple[int, int]],
-          gitignore: bool) -> Iterator[Path]:
+def _walk(
+    paths: Sequence[str], suffixes: frozenset[str], seen_dirs: set[tuple[int, int]], gitignore: bool
+) -> Iterator[Path]:
     for raw in paths:
         path = Path(raw)
         try:
@@ -73,8 +75,9 @@ def _walk(paths: Sequence[str], suffixes: frozenset[str], seen_dirs: set[tuple[i
             yield path
 
 
-def _walk_dir(root: Path, suffixes: frozenset[str], seen: set[tuple[int, int]],
-              ignore: GitIgnore | None) -> Iterator[Path]:
+def _walk_dir(
+    root: Path, suffixes: frozenset[str], seen: set[tuple[int, int]], ignore: GitIgnore | None
+) -> Iterator[Path]:
     try:
         info = root.stat()
     except OSError as exc:
@@ -123,8 +126,10 @@ def rewrite_locked(path: str | os.PathLike[str], data: bytes, expected: bytes, t
         with FileLock(str(guard), timeout=timeout_s):
             write_atomic(path, data, expected=expected)
     except Timeout:
-        raise InputError(f"another kxform run has held the write lock ({guard}) for {timeout_s:.0f} s; "
-                         "not written", Location(os.fspath(path))) from None
+        raise InputError(
+            f"another kxform run has held the write lock ({guard}) for {timeout_s:.0f} s; not written",
+            Location(os.fspath(path)),
+        ) from None
 
 
 def output_path(path: str, out_dir: str) -> Path:

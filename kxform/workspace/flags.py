@@ -20,8 +20,9 @@ from kxform.build.compile_db import CompileFlags, load_compile_commands
 
 
 @contextmanager
-def merged_build_dir(files: Sequence[str], include: Sequence[str], defines: Sequence[str],
-                     build_dir: str | None) -> Iterator[str | None]:
+def merged_build_dir(
+    files: Sequence[str], include: Sequence[str], defines: Sequence[str], build_dir: str | None
+) -> Iterator[str | None]:
     """Yield what to pass as `build_dir`: `build_dir` itself when the configuration adds
     no flags, else the path of a merged database that lives as long as the context."""
     if not include and not defines:
@@ -34,8 +35,14 @@ def merged_build_dir(files: Sequence[str], include: Sequence[str], defines: Sequ
         if flags is None:
             continue  # not in the -p database: the stages report it as they always have
         source = os.path.abspath(file)
-        arguments = ["nvcc", *(f"-I{d}" for d in (*flags.include_dirs, *include)),
-                     *(f"-D{d}" for d in (*flags.defines, *defines)), *flags.extra_flags, "-c", source]
+        arguments = [
+            "nvcc",
+            *(f"-I{d}" for d in (*flags.include_dirs, *include)),
+            *(f"-D{d}" for d in (*flags.defines, *defines)),
+            *flags.extra_flags,
+            "-c",
+            source,
+        ]
         entries.append({"directory": os.getcwd(), "file": source, "arguments": arguments})
     with tempfile.TemporaryDirectory(prefix="kxform-flags-") as directory:
         path = os.path.join(directory, "compile_commands.json")

@@ -21,8 +21,13 @@ from kxform.hw import is_profile_path
 from kxform.workspace.config import ProjectConfig, config_candidates
 
 
-def decision_inputs(paths: Sequence[str | os.PathLike[str]], sources: Iterable[str | os.PathLike[str]],
-                    project: ProjectConfig | None, hw: str | None = None, searched: bool = True) -> list[Path]:
+def decision_inputs(
+    paths: Sequence[str | os.PathLike[str]],
+    sources: Iterable[str | os.PathLike[str]],
+    project: ProjectConfig | None,
+    hw: str | None = None,
+    searched: bool = True,
+) -> list[Path]:
     """Existing decision inputs of a run over `paths` (as given on its command line) that
     reads `sources`, absolute, each once: every configuration file the search reads
     (`searched`; else only `project`, the `--config` file, or none with `--no-config`),

@@ -68,8 +68,11 @@ class TreeLock:
         fixed order so that two runs never wait on each other crosswise)."""
         folder = cache_root() / "locks"
         names = sorted({hashlib.sha256(os.path.realpath(c).encode()).hexdigest()[:24] for c in copies})
-        with _locked([folder / f"{name}.lock" for name in names], f"copies in {display_path(out_dir)}",
-                     wait_s=float(os.environ.get("KXFORM_LOCK_WAIT", COPY_WAIT_S))):
+        with _locked(
+            [folder / f"{name}.lock" for name in names],
+            f"copies in {display_path(out_dir)}",
+            wait_s=float(os.environ.get("KXFORM_LOCK_WAIT", COPY_WAIT_S)),
+        ):
             yield folder
 
 
@@ -85,8 +88,10 @@ def _locked(lock_paths: Sequence[Path], what: str, wait_s: float = 0.0) -> Itera
                 lock_path.parent.mkdir(parents=True, exist_ok=True)
                 stack.enter_context(FileLock(str(lock_path), timeout=wait_s))
             except Timeout:
-                raise UsageError(f"another kxform run is writing {what} (lock {display_path(lock_path)}); run again "
-                                 "when it has finished") from None
+                raise UsageError(
+                    f"another kxform run is writing {what} (lock {display_path(lock_path)}); run again "
+                    "when it has finished"
+                ) from None
             except OSError as exc:
                 raise UsageError(f"cannot create the lock {display_path(lock_path)}: {exc.strerror or exc}") from None
         yield

@@ -48,8 +48,7 @@ class Scope:
     def contains(self, path: str) -> bool:
         """Whether writing `path` (its link target, for a link) stays inside the given paths."""
         real = os.path.realpath(path)
-        return real in self.files or any(real == r or real.startswith(r.rstrip(os.sep) + os.sep)
-                                         for r in self.roots)
+        return real in self.files or any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in self.roots)
 
 
 @dataclass
@@ -77,8 +76,11 @@ def collect_files(paths: Sequence[str], copies: bool = False, gitignore: bool = 
     seen: set[str] = set()
     for path in (str(p) for p in walk_sources(paths, gitignore=gitignore)):
         if os.path.realpath(path) not in given and not scope.contains(path):
-            out.refused.append(InputError(f"symbolic link to {os.path.realpath(path)}, outside the paths given; "
-                                          "not followed", Location(path)))
+            out.refused.append(
+                InputError(
+                    f"symbolic link to {os.path.realpath(path)}, outside the paths given; not followed", Location(path)
+                )
+            )
             continue
         out.files.append(path)
         seen.add(os.path.realpath(path))

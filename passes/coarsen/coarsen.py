@@ -69,8 +69,11 @@ from kxform.frontend.model import Function, SourceModel
 FACTORS = ("1", "2", "4", "8")
 LAYOUTS = ("contiguous", "strided")
 LOADS = ("each", "once")
-_INDEX_RE = re.compile(r"^(?P<type>(?:const\s+)?(?:unsigned\s+int|int|unsigned|size_t|long|long\s+long|int64_t))\s+"
-                       r"(?P<var>[A-Za-z_]\w*)\s*=\s*(?P<init>[^;]+);$", re.S)
+_INDEX_RE = re.compile(
+    r"^(?P<type>(?:const\s+)?(?:unsigned\s+int|int|unsigned|size_t|long|long\s+long|int64_t))\s+"
+    r"(?P<var>[A-Za-z_]\w*)\s*=\s*(?P<init>[^;]+);$",
+    re.S,
+)
 
 
 @dataclass(frozen=True)
@@ -131,16 +134,20 @@ def shape_of(ctx: PassContext, kernel: Function) -> Shape | Blocker:
     line = model.source.line_col
     how = communication(model, closure_of(model, kernel))
     if how is not None:
-        return Blocker("Communicates", f"the threads communicate through {how}: which thread computes which output "
-                       "would change", kernel.span.start)
+        return Blocker(
+            "Communicates",
+            f"the threads communicate through {how}: which thread computes which output would change",
+            kernel.span.start,
+        )
     if not launch_configs(model, kernel.name):
-        return Blocker("NoLaunch", f"'{kernel.name}' is not launched in this file: the grid cannot follow",
-                       kernel.span.start)
+        return Blocker(
+            "NoLaunch", f"'{kernel.name}' is not launched in this file: the grid cannot follow", kernel.span.start
+        )
     base = kernel.body.start + 1
-    body = model.source.data[base:kernel.body.end - 1].decode("utf-8")
+    body = model.source.data[base : kernel.body.end - 1].decode("utf-8")
     indices: list[tuple[str, str, str, str]] = []
     stmts = statements(body)
-    for at, text in stmts:
+    for _, text in stmts:
         match = _INDEX_RE.match(text)
         axis = index_axis(match.group("init")) if match else None
         if match is None or axis is None or any(a == axis for _, a, _, _ in indices):
@@ -148,16 +155,23 @@ def shape_of(ctx: PassContext, kernel: Function) -> Shape | Blocker:
         indices.append((text, axis, match.group("var"), match.group("type")))
     if not indices:
         at = stmts[0][0] if stmts else 0
-        return Blocker("NoThreadIndex", "the body does not start with a thread index `int j = blockIdx.x * blockDim.x "
-                       f"+ threadIdx.x;` (line {line(base + at)[0]})", base + at)
+        return Blocker(
+            "NoThreadIndex",
+            "the body does not start with a thread index `int j = blockIdx.x * blockDim.x "
+            f"+ threadIdx.x;` (line {line(base + at)[0]})",
+            base + at,
+        )
     rest_at = stmts[len(indices)][0] if len(stmts) > len(indices) else len(body)
     rest = body[rest_at:]
     loops = [(lp.span.start - base, lp.span.end - base) for lp in ctx.analysis(AccessAnalysis, kernel).loops]
     for match in re.finditer(r"\breturn\b", body[rest_at:]):
         at = rest_at + match.start()
         if any(s <= at < e for s, e in loops):
-            return Blocker("ReturnInLoop", f"a `return` inside a loop (line {line(base + at)[0]}) cannot become the "
-                           "next output's `continue`", base + at)
+            return Blocker(
+                "ReturnInLoop",
+                f"a `return` inside a loop (line {line(base + at)[0]}) cannot become the next output's `continue`",
+                base + at,
+            )
     rest_at = base + len(body[:rest_at].encode("utf-8"))
     shape = Shape(tuple(indices), rest)
     why = [_axis_blocker(model, kernel, shape, a) for a in "xy" if any(axis == a for _, axis, _, _ in indices)]
@@ -175,18 +189,25 @@ def shape_of(ctx: PassContext, kernel: Function) -> Shape | Blocker:
 class Coarsen(ValuesPass):
     name = "coarsen"
     option_names = ("factor", "along", "layout", "loads")
-    description = "each thread computes F outputs along x or y, contiguous or strided by the block; the grid " \
-                  "divided by F (coarsen{factor=2,along=x,layout=strided}; bit-exact)"
+    description = (
+        "each thread computes F outputs along x or y, contiguous or strided by the block; the grid "
+        "divided by F (coarsen{factor=2,along=x,layout=strided}; bit-exact)"
+    )
     requires = ("launch", "vectorize")
     falls_back = False
 
-
     @classmethod
     def describe_options(cls) -> list[str]:
-        return [("factor=1|2|4|8 outputs per thread, along=x|y (an axis the kernel indexes), layout=contiguous|strided; "
-                 "no factor: nothing is proposed"),
-                ("loads=each|once: once loads an element two of a thread's contiguous outputs read into a register "
-                 "(offered where the kernel has such loads)")]
+        return [
+            (
+                "factor=1|2|4|8 outputs per thread, along=x|y (an axis the kernel indexes), layout=contiguous|strided; "
+                "no factor: nothing is proposed"
+            ),
+            (
+                "loads=each|once: once loads an element two of a thread's contiguous outputs read into a register "
+                "(offered where the kernel has such loads)"
+            ),
+        ]
 
     def analyse(self, ctx: PassContext) -> dict[str, KernelAnalysis]:
         out = {}
@@ -200,8 +221,9 @@ class Coarsen(ValuesPass):
                 try:
                     space = self._space(shape, kernel)
                     if "loads" in dict(self.config) and "loads" not in space.names:
-                        why = "; ".join(f"along {a}: {shape.jam_along(a)}, and {shape.reuse_along(a)}"
-                                        for a in shape.axes)
+                        why = "; ".join(
+                            f"along {a}: {shape.jam_along(a)}, and {shape.reuse_along(a)}" for a in shape.axes
+                        )
                         raise UsageError(f"loads: no element is read by two of a thread's outputs ({why})")
                     config = space.resolve(dict(self.config))
                     broken = space.violations(config)
@@ -213,24 +235,39 @@ class Coarsen(ValuesPass):
         return out
 
     @staticmethod
-    def _space(shape: Shape | Blocker | None, kernel: Function, factors: Sequence[str] = FACTORS,
-               tuning: bool = False) -> ParamSpace:
+    def _space(
+        shape: Shape | Blocker | None, kernel: Function, factors: Sequence[str] = FACTORS, tuning: bool = False
+    ) -> ParamSpace:
         if not isinstance(shape, Shape):
             return ParamSpace()
         axes = list(shape.axes)
-        params = [Param.enum("factor", factors, factors[0], doc=f"outputs per thread of '{kernel.name}'"),
-                  Param.enum("along", axes, axes[0], doc="the axis whose outputs a thread takes"),
-                  Param.enum("layout", LAYOUTS, "contiguous", doc="a thread's outputs adjacent, or a block apart")]
+        params = [
+            Param.enum("factor", factors, factors[0], doc=f"outputs per thread of '{kernel.name}'"),
+            Param.enum("along", axes, axes[0], doc="the axis whose outputs a thread takes"),
+            Param.enum("layout", LAYOUTS, "contiguous", doc="a thread's outputs adjacent, or a block apart"),
+        ]
         pairs = shape.once_pairs(tuning)
         if not pairs:
             return ParamSpace(tuple(params))
-        params.append(Param.enum("loads", LOADS, "each", doc="an element two of a thread's outputs read: loaded by "
-                                 "each output, or once into a register"))
+        params.append(
+            Param.enum(
+                "loads",
+                LOADS,
+                "each",
+                doc="an element two of a thread's outputs read: loaded by each output, or once into a register",
+            )
+        )
         if len(pairs) == len(axes) * len(LAYOUTS):
             return ParamSpace(tuple(params))
         where = " or ".join(f'(along == "{a}" and layout == "{lay}")' for a, lay in pairs)
-        return ParamSpace(tuple(params), (Constraint.parse(f'loads == "each" or {where}', "loads=once shares no "
-                                                           "element at the other axes and layouts"),))
+        return ParamSpace(
+            tuple(params),
+            (
+                Constraint.parse(
+                    f'loads == "each" or {where}', "loads=once shares no element at the other axes and layouts"
+                ),
+            ),
+        )
 
     def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
         shape = analysis.facts.get("shape") if analysis.facts else shape_of(ctx, analysis.kernel)
@@ -254,22 +291,27 @@ class Coarsen(ValuesPass):
         if given.get("factor", "1") == "1":
             return None
         config = self.space(ctx, analysis).resolve(given)
-        return Proposal.of(self.name, analysis.kernel.name, config, f"{self.space(ctx, analysis).label(config)} "
-                           "(requested)")
+        return Proposal.of(
+            self.name, analysis.kernel.name, config, f"{self.space(ctx, analysis).label(config)} (requested)"
+        )
 
     def candidates(self, ctx: PassContext, analysis: KernelAnalysis) -> list[Proposal]:
         return []
 
     def missed_reason(self, analysis: KernelAnalysis, ctx: PassContext | None = None) -> tuple[str, str]:
-        return ("NoEvidence", "no factor was requested; factors are chosen by measurement (kxform tune) or given "
-                "(coarsen{factor=2})")
+        return (
+            "NoEvidence",
+            "no factor was requested; factors are chosen by measurement (kxform tune) or given (coarsen{factor=2})",
+        )
 
-    def proposal_for(self, ctx: PassContext, analysis: KernelAnalysis, config: Config,
-                     provenance: Provenance | None = None) -> Proposal:
+    def proposal_for(
+        self, ctx: PassContext, analysis: KernelAnalysis, config: Config, provenance: Provenance | None = None
+    ) -> Proposal:
         space = self.space(ctx, analysis)
         resolved = space.resolve(config)
-        return Proposal.of(self.name, analysis.kernel.name, resolved, f"configuration {space.label(resolved)}",
-                           provenance)
+        return Proposal.of(
+            self.name, analysis.kernel.name, resolved, f"configuration {space.label(resolved)}", provenance
+        )
 
     def check(self, ctx: PassContext, proposal: Proposal) -> list[CheckRecord]:
         kernel = _kernel(ctx.model, proposal.kernel)
@@ -278,10 +320,16 @@ class Coarsen(ValuesPass):
             raise CheckFailed("shape", shape.message)
         space = self._space(shape, kernel)
         config = resolve_proposal(space, proposal.options)
-        records = [check_constraints(space, config, ctx.hw),
-                   CheckRecord("independent", True, "no communication between threads; the body reads the coarsened "
-                               f"axis ({config['along']}) only through its index"),
-                   CheckRecord("guards", True, "every output keeps the guards as written")]
+        records = [
+            check_constraints(space, config, ctx.hw),
+            CheckRecord(
+                "independent",
+                True,
+                "no communication between threads; the body reads the coarsened "
+                f"axis ({config['along']}) only through its index",
+            ),
+            CheckRecord("guards", True, "every output keeps the guards as written"),
+        ]
         if config.get("loads") == "once":
             records.append(_loads_record(ctx.model, shape, config))
         return records
@@ -291,8 +339,9 @@ class Coarsen(ValuesPass):
 
     def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
         """Each output is computed by the same statements: bit-exact, at the rewritten launch."""
-        compare = OutputCompare("exact", reason="each output is computed by the same statements; only which thread "
-                                "computes it changes")
+        compare = OutputCompare(
+            "exact", reason="each output is computed by the same statements; only which thread computes it changes"
+        )
         factor = int(proposal.options.get("factor", "1"))
         if factor == 1:
             return VerifyPolicy(compare=compare)
@@ -311,16 +360,24 @@ class Coarsen(ValuesPass):
 def _axis_blocker(model: SourceModel, kernel: Function, shape: Shape, axis: str) -> Blocker | None:
     found = re.search(rf"\b(threadIdx|blockIdx|blockDim|gridDim)\s*\.\s*{axis}\b", shape.rest)
     if found is not None:
-        at = model.source.data.index(shape.rest.encode("utf-8"), kernel.body.start) + \
-            len(shape.rest[:found.start()].encode("utf-8"))
-        return Blocker("ReadsThreadAxis", f"the body reads `{found.group(0)}` after the index (line "
-                       f"{model.source.line_col(at)[0]}): its meaning changes when a thread takes several outputs", at)
+        at = model.source.data.index(shape.rest.encode("utf-8"), kernel.body.start) + len(
+            shape.rest[: found.start()].encode("utf-8")
+        )
+        return Blocker(
+            "ReadsThreadAxis",
+            f"the body reads `{found.group(0)}` after the index (line "
+            f"{model.source.line_col(at)[0]}): its meaning changes when a thread takes several outputs",
+            at,
+        )
     index = "xyz".index(axis)
     for config in launch_configs(model, kernel.name):
         spans, _ = launch_site.dim_spans(model, config, 0)
         if len(spans) <= index:
-            return Blocker("NoGridAxis", f"the launch at line {model.source.line_col(config.site.span.start)[0]} has "
-                           f"no grid dimension {axis}", config.site.span.start)
+            return Blocker(
+                "NoGridAxis",
+                f"the launch at line {model.source.line_col(config.site.span.start)[0]} has no grid dimension {axis}",
+                config.site.span.start,
+            )
     return None
 
 
@@ -335,7 +392,7 @@ def _edits(ctx: PassContext, proposal: Proposal) -> list[Edit]:
     origin = f"coarsen: {kernel.name}"
     newline = model.source.newline
     data = model.source.data
-    body = data[kernel.body.start + 1:kernel.body.end - 1].decode("utf-8")
+    body = data[kernel.body.start + 1 : kernel.body.end - 1].decode("utf-8")
     ind = re.match(r"\r?\n*([ \t]*)", body).group(1) or "    "
     plain = _loop(shape, axis, layout, name, shape.rest, ind)
     once = options.get("loads") == "once"
@@ -347,20 +404,27 @@ def _edits(ctx: PassContext, proposal: Proposal) -> list[Edit]:
         rest = spliced(data, shape.rest_at, kernel.body.end - 1, cached.replacements)
         cached_loop = [ind + d for d in cached.declarations] + _loop(shape, axis, layout, name, rest, ind)
         if cached.check:
-            lines = [ind + c for c in cached.check] + [f"{ind}if (!kx_overlap) {{"] + \
-                [ind + x for x in cached_loop] + [f"{ind}}} else {{"] + [ind + x for x in plain] + [f"{ind}}}"]
+            lines = (
+                [ind + c for c in cached.check]
+                + [f"{ind}if (!kx_overlap) {{"]
+                + [ind + x for x in cached_loop]
+                + [f"{ind}}} else {{"]
+                + [ind + x for x in plain]
+                + [f"{ind}}}"]
+            )
         else:
             lines = cached_loop
     else:
         lines = plain
-    edits = [*launch_site.define_parameter(model, kernel.span.start, name, factor, f"{origin}: factor"),
-             Edit(kernel.body.start + 1, kernel.body.end - 1, newline + newline.join(lines) + newline,
-                  f"{origin}: body")]
+    edits = [
+        *launch_site.define_parameter(model, kernel.span.start, name, factor, f"{origin}: factor"),
+        Edit(kernel.body.start + 1, kernel.body.end - 1, newline + newline.join(lines) + newline, f"{origin}: body"),
+    ]
     index = "xyz".index(axis)
     for config in launch_configs(model, kernel.name):
         spans, _ = launch_site.dim_spans(model, config, 0)
         span = spans[index]
-        text = data[span.start:span.end].decode("utf-8")
+        text = data[span.start : span.end].decode("utf-8")
         edits.append(Edit(span.start, span.end, f"(({text}) + {name} - 1) / {name}", f"{origin}: grid"))
     return edits
 
@@ -398,9 +462,13 @@ def _loads_record(model: SourceModel, shape: Shape, config: Config) -> CheckReco
     jam = shape.jam_along(str(config["along"]))
     if isinstance(jam, Jam):
         count = sum(len(h.spans) for h in jam.hoisted)
-        return CheckRecord("loads", True, f"the outputs' loops run as one; {count} loads of an element every output "
-                           "reads at an iteration are made once per iteration, outside any condition the loop adds; "
-                           "nothing is stored inside the loop, so no check is needed")
+        return CheckRecord(
+            "loads",
+            True,
+            f"the outputs' loops run as one; {count} loads of an element every output "
+            "reads at an iteration are made once per iteration, outside any condition the loop adds; "
+            "nothing is stored inside the loop, so no check is needed",
+        )
     if config["layout"] != "contiguous":
         raise CheckFailed("loads", "loads=once needs layout=contiguous: outputs a block apart share no element")
     cached = _cached(model, shape, str(config["along"]), int(str(config["factor"])), "F")
@@ -408,11 +476,19 @@ def _loads_record(model: SourceModel, shape: Shape, config: Config) -> CheckReco
         raise CheckFailed("loads", cached)
     shared = len(cached.replacements)
     if not cached.pairs:
-        return CheckRecord("loads", True, f"{shared} loads share registers; no store can write a cached element "
-                           "(every cached and stored buffer is __restrict__, or nothing is stored)")
+        return CheckRecord(
+            "loads",
+            True,
+            f"{shared} loads share registers; no store can write a cached element "
+            "(every cached and stored buffer is __restrict__, or nothing is stored)",
+        )
     pairs = ", ".join(f"{a}/{b}" for a, b in cached.pairs)
-    return CheckRecord("loads", True, f"{shared} loads share registers; a thread whose cached and stored elements "
-                       f"may overlap ({pairs}: not both __restrict__) runs the plain loop (checked at run time)")
+    return CheckRecord(
+        "loads",
+        True,
+        f"{shared} loads share registers; a thread whose cached and stored elements "
+        f"may overlap ({pairs}: not both __restrict__) runs the plain loop (checked at run time)",
+    )
 
 
 def _kernel(model: SourceModel, name: str) -> Function:

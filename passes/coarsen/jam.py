@@ -68,8 +68,14 @@ class Jam:
     hoisted: tuple[Hoisted, ...]
 
 
-def find_jam(model: SourceModel, kernel: Function, analysis: AccessAnalysis, axis: str,
-             indices: tuple[tuple[str, str, str, str], ...], able: Cacheable | None = None) -> Jam | str:
+def find_jam(
+    model: SourceModel,
+    kernel: Function,
+    analysis: AccessAnalysis,
+    axis: str,
+    indices: tuple[tuple[str, str, str, str], ...],
+    able: Cacheable | None = None,
+) -> Jam | str:
     """The jam of `kernel`'s body along `axis`, or why its shape is not one (one line).
     `indices`: the leading index declarations (text, axis, name, type); `able`: the
     kernel's `cacheable` facts, when the caller has them."""
@@ -78,12 +84,12 @@ def find_jam(model: SourceModel, kernel: Function, analysis: AccessAnalysis, axi
     if root is None:
         return "the body is not a block"
     var = next(name for _, a, name, _ in indices if a == axis)
-    rest = [n for n in root.named_children if n.type != "comment"][len(indices):]
+    rest = [n for n in root.named_children if n.type != "comment"][len(indices) :]
     guard, inner = _guarded(rest)
     if guard is None:
         return "the body after the indices is not one `if (...) { ... }` or an early `return` and the rest"
     declarations = list(itertools.takewhile(lambda n: n.type == "declaration", inner))
-    after = inner[len(declarations):]
+    after = inner[len(declarations) :]
     if not after or after[0].type != "for_statement":
         return "the guarded statements are not declarations and then one `for` loop"
     loop_node, epilogue = after[0], after[1:]
@@ -92,7 +98,7 @@ def find_jam(model: SourceModel, kernel: Function, analysis: AccessAnalysis, axi
         return "the loop is not a counted loop without exits"
     body = loop_node.child_by_field_name("body")
     header = (loop_node.start_byte, body.start_byte)
-    if re.search(rb"\bcontinue\b", data[body.start_byte:body.end_byte]):
+    if re.search(rb"\bcontinue\b", data[body.start_byte : body.end_byte]):
         return "the loop's body has a `continue`"
     declared = []
     for node in declarations:
@@ -101,11 +107,16 @@ def find_jam(model: SourceModel, kernel: Function, analysis: AccessAnalysis, axi
             return f"the declaration `{_text(node)}` is not of plain names"
         declared += names
     names = {name for _, name, _ in declared}
-    header_names = set(re.findall(r"[A-Za-z_]\w*", data[header[0]:header[1]].decode("utf-8")))
+    header_names = set(re.findall(r"[A-Za-z_]\w*", data[header[0] : header[1]].decode("utf-8")))
     if var in header_names or names & header_names:
         return "the loop's bounds read an output's own values"
-    stores = [a for a in analysis.accesses if a.write and a.space != "local"
-              and any(n.start_byte <= a.span.start < n.end_byte for n in [*declarations, loop_node])]
+    stores = [
+        a
+        for a in analysis.accesses
+        if a.write
+        and a.space != "local"
+        and any(n.start_byte <= a.span.start < n.end_byte for n in [*declarations, loop_node])
+    ]
     if stores:
         return f"the store `{stores[0].text}` (line {stores[0].line}) is before the loop's end"
     locals_ = (_locals(root) - {loop.var} - {name for _, _, name, _ in indices}) | {var}
@@ -119,22 +130,28 @@ def find_jam(model: SourceModel, kernel: Function, analysis: AccessAnalysis, axi
         if any(g.span.start >= loop.span.start for g in access.guards):
             continue  # loaded only where a condition inside the loop holds
         split = able.load(access, axis, loop.var)
-        text = data[access.span.start:access.span.end].decode("utf-8")
+        text = data[access.span.start : access.span.end].decode("utf-8")
         if split is None or split.step != Affine() or set(re.findall(r"[A-Za-z_]\w*", text)) & locals_:
             continue
         groups.setdefault((access.buffer, split.rest), []).append(access)
     if not groups:
         return "no load in the loop reads the same element for every output"
-    hoisted = tuple(Hoisted(f"kx_s{n}", able.pointers[buffer].element,
-                            data[found[0].span.start:found[0].span.end].decode("utf-8"),
-                            tuple((a.span.start, a.span.end) for a in found))
-                    for n, ((buffer, _), found) in enumerate(groups.items()))
+    hoisted = tuple(
+        Hoisted(
+            f"kx_s{n}",
+            able.pointers[buffer].element,
+            data[found[0].span.start : found[0].span.end].decode("utf-8"),
+            tuple((a.span.start, a.span.end) for a in found),
+        )
+        for n, ((buffer, _), found) in enumerate(groups.items())
+    )
     end = (epilogue[0].start_byte, epilogue[-1].end_byte) if epilogue else None
     return Jam(guard, tuple(declared), header, (body.start_byte, body.end_byte), end, hoisted)
 
 
-def jam_lines(jam: Jam, data: bytes, indices: tuple[tuple[str, str, str, str], ...], axis: str, index: str,
-              name: str, ind: str) -> list[str]:
+def jam_lines(
+    jam: Jam, data: bytes, indices: tuple[tuple[str, str, str, str], ...], axis: str, index: str, name: str, ind: str
+) -> list[str]:
     """The jammed body: `index` is the coarsened axis's index declaration for output kx_f.
 
     Each phase of an output declares D's names as the original does and takes their
@@ -142,6 +159,7 @@ def jam_lines(jam: Jam, data: bytes, indices: tuple[tuple[str, str, str, str], .
     original's text, unchanged: the compiler sees the same expressions (its choice of
     where to fuse a multiply and an add into an FMA follows their shape; renaming `acc`
     to `acc[kx_f]` changed it for `beta * C + alpha * acc`)."""
+
     def text_of(span: tuple[int, int], replace: tuple[tuple[int, int, str], ...] = ()) -> str:
         return re.sub(r"\breturn\s*;", "continue;", spliced(data, span[0], span[1], replace))
 
@@ -150,12 +168,17 @@ def jam_lines(jam: Jam, data: bytes, indices: tuple[tuple[str, str, str, str], .
         first = len(re.match(r"[ \t]*", rows[1]).group(0)) if len(rows) > 1 and rows[1].strip() else 0
         out = [ind * depth + rows[0].strip()]
         for row in rows[1:]:
-            out.append(ind * depth + row[min(first, len(row) - len(row.lstrip())):] if row.strip() else "")
+            out.append(ind * depth + row[min(first, len(row) - len(row.lstrip())) :] if row.strip() else "")
         return out
 
     def each(statements: list[str]) -> list[str]:
-        return [f"{ind}#pragma unroll", f"{ind}for (int kx_f = 0; kx_f < {name}; ++kx_f) {{", ind * 2 + index,
-                *statements, f"{ind}}}"]
+        return [
+            f"{ind}#pragma unroll",
+            f"{ind}for (int kx_f = 0; kx_f < {name}; ++kx_f) {{",
+            ind * 2 + index,
+            *statements,
+            f"{ind}}}",
+        ]
 
     take = [f"{ind * 3}{ctype} {n} = kx_{n}[kx_f];" for ctype, n, _ in jam.declared]
     give = [f"{ind * 3}kx_{n}[kx_f] = {n};" for _, n, _ in jam.declared]
@@ -163,17 +186,28 @@ def jam_lines(jam: Jam, data: bytes, indices: tuple[tuple[str, str, str, str], .
     lines = [*other, f"{ind}bool kx_ok[{name}];"]
     lines += [f"{ind}{ctype} kx_{n}[{name}];" for ctype, n, _ in jam.declared]
     declare = [f"{ind * 3}{ctype} {n}{' = ' + init if init else ''};" for ctype, n, init in jam.declared]
-    lines += each([f"{ind * 2}kx_ok[kx_f] = {jam.guard};",
-                   *([f"{ind * 2}if (kx_ok[kx_f]) {{", *declare, *give, f"{ind * 2}}}"] if jam.declared else [])])
-    lines += [f"{ind}bool kx_any = false;", f"{ind}#pragma unroll",
-              f"{ind}for (int kx_f = 0; kx_f < {name}; ++kx_f)", f"{ind * 2}kx_any = kx_any || kx_ok[kx_f];"]
+    lines += each(
+        [
+            f"{ind * 2}kx_ok[kx_f] = {jam.guard};",
+            *([f"{ind * 2}if (kx_ok[kx_f]) {{", *declare, *give, f"{ind * 2}}}"] if jam.declared else []),
+        ]
+    )
+    lines += [
+        f"{ind}bool kx_any = false;",
+        f"{ind}#pragma unroll",
+        f"{ind}for (int kx_f = 0; kx_f < {name}; ++kx_f)",
+        f"{ind * 2}kx_any = kx_any || kx_ok[kx_f];",
+    ]
     hoisted = tuple((s, e, h.register) for h in jam.hoisted for s, e in h.spans)
-    header = data[jam.header[0]:jam.header[1]].decode("utf-8").strip()
+    header = data[jam.header[0] : jam.header[1]].decode("utf-8").strip()
     lines += [f"{ind}if (kx_any) {{", f"{ind * 2}{header} {{"]
     lines += [f"{ind * 3}const {h.element} {h.register} = {h.text};" for h in jam.hoisted]
-    lines += [ind * 2 + row if row else "" for row in
-              each([f"{ind * 2}if (kx_ok[kx_f]) {{", *take, *block(text_of(jam.body, hoisted), 3), *give,
-                    f"{ind * 2}}}"])]
+    lines += [
+        ind * 2 + row if row else ""
+        for row in each(
+            [f"{ind * 2}if (kx_ok[kx_f]) {{", *take, *block(text_of(jam.body, hoisted), 3), *give, f"{ind * 2}}}"]
+        )
+    ]
     lines += [f"{ind * 2}}}", f"{ind}}}"]
     if jam.epilogue is not None:
         lines += each([f"{ind * 2}if (kx_ok[kx_f]) {{", *take, *block(text_of(jam.epilogue), 3), f"{ind * 2}}}"])
@@ -190,8 +224,9 @@ def _guarded(rest: list[Any]) -> tuple[str | None, list[Any]]:
     if len(rest) == 1 and then.type == "compound_statement":
         return condition, [n for n in then.named_children if n.type != "comment"]
     exits = then.type == "return_statement" or (
-        then.type == "compound_statement" and [n.type for n in then.named_children if n.type != "comment"]
-        == ["return_statement"])
+        then.type == "compound_statement"
+        and [n.type for n in then.named_children if n.type != "comment"] == ["return_statement"]
+    )
     if exits and not re.search(r"\breturn\s+[^;\s]", _text(then)):
         return f"(!{condition})", rest[1:]
     return None, []
@@ -202,7 +237,7 @@ def _declared(node: Any) -> list[tuple[str, str, str]] | None:
     declarators = node.children_by_field_name("declarator")
     if not declarators:
         return None
-    ctype = _TYPE_WORDS.sub("", _text(node)[:declarators[0].start_byte - node.start_byte]).strip().rstrip(",")
+    ctype = _TYPE_WORDS.sub("", _text(node)[: declarators[0].start_byte - node.start_byte]).strip().rstrip(",")
     if not ctype or "static" in ctype or "__shared__" in ctype or "extern" in ctype:
         return None
     out = []

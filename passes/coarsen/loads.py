@@ -74,29 +74,44 @@ def cache_loads(reuse: Reuse, factor: int, axis: str, name: str, data: bytes) ->
         for load in group.loads:
             slot = group.slot(load)
             index = "0" if group.step.value == 0 else f"kx_f + {slot}" if slot else "kx_f"
-            text = data[load.access.span.start:load.access.span.end].decode("utf-8")
+            text = data[load.access.span.start : load.access.span.end].decode("utf-8")
             have, reg = f"kx_h{number}[{index}]", f"kx_r{number}[{index}]"
-            replacements.append((load.access.span.start, load.access.span.end,
-                                 f"({have} ? {reg} : ({have} = true) ? ({reg} = {text}) : {reg})"))
-    pairs = sorted({(g.buffer.name, s.buffer.name) for g in groups for s in reuse.stores
-                    if not (g.buffer.restrict and s.buffer.restrict)})
+            replacements.append(
+                (
+                    load.access.span.start,
+                    load.access.span.end,
+                    f"({have} ? {reg} : ({have} = true) ? ({reg} = {text}) : {reg})",
+                )
+            )
+    pairs = sorted(
+        {
+            (g.buffer.name, s.buffer.name)
+            for g in groups
+            for s in reuse.stores
+            if not (g.buffer.restrict and s.buffer.restrict)
+        }
+    )
     check = _overlap_check(groups, reuse.stores, pairs, axis, name) if pairs else ()
     return Cached(tuple(declarations), tuple(sorted(replacements)), check, tuple(pairs))
 
 
-def _overlap_check(groups: tuple[LoadGroup, ...], stores: tuple[StoreSite, ...], pairs: list[tuple[str, str]],
-                   axis: str, name: str) -> tuple[str, ...]:
+def _overlap_check(
+    groups: tuple[LoadGroup, ...], stores: tuple[StoreSite, ...], pairs: list[tuple[str, str]], axis: str, name: str
+) -> tuple[str, ...]:
     """`kx_overlap`: whether the elements this thread caches through a buffer and those it
     stores through another may share a byte. Each range is [lowest, highest] element over
     the thread's outputs (an affine index is monotone in the output, so its ends are at
     the first and the last output)."""
-    lines = [f"const long long kx_v0 = (long long)(blockIdx.{axis} * blockDim.{axis} + threadIdx.{axis}) * {name};",
-             "bool kx_overlap = false;"]
+    lines = [
+        f"const long long kx_v0 = (long long)(blockIdx.{axis} * blockDim.{axis} + threadIdx.{axis}) * {name};",
+        "bool kx_overlap = false;",
+    ]
     ends: dict[str, list[str]] = {}
     for group in groups:
         at = ("kx_v0",) if group.step.value == 0 else (f"kx_v0 + ({group.low})", f"kx_v0 + ({group.high}) + {name} - 1")
-        ends.setdefault(group.buffer.name, []).extend(f"{c_text(group.step)} * ({a}) + {c_text(group.rest)}"
-                                                      for a in at)
+        ends.setdefault(group.buffer.name, []).extend(
+            f"{c_text(group.step)} * ({a}) + {c_text(group.rest)}" for a in at
+        )
     stored: dict[str, list[str]] = {}
     for site in stores:
         for at in ("kx_v0", f"kx_v0 + {name} - 1"):
@@ -108,13 +123,17 @@ def _overlap_check(groups: tuple[LoadGroup, ...], stores: tuple[StoreSite, ...],
         var = f"kx_{buffer}"
         lines.append(f"long long {var}_lo = {texts[0]}, {var}_hi = {var}_lo;")
         for text in texts[1:]:
-            lines += [f"{{ const long long kx_e = {text};",
-                      f"  {var}_lo = kx_e < {var}_lo ? kx_e : {var}_lo; {var}_hi = kx_e > {var}_hi ? kx_e : {var}_hi; }}"]
+            lines += [
+                f"{{ const long long kx_e = {text};",
+                f"  {var}_lo = kx_e < {var}_lo ? kx_e : {var}_lo; {var}_hi = kx_e > {var}_hi ? kx_e : {var}_hi; }}",
+            ]
         ranges[buffer] = var
     for cached, store in pairs:
         a, b = ranges[cached], ranges[store]
-        lines.append(f"kx_overlap = kx_overlap || ({_byte(cached, a + '_lo')} < {_byte(store, b + '_hi + 1')} && "
-                     f"{_byte(store, b + '_lo')} < {_byte(cached, a + '_hi + 1')});")
+        lines.append(
+            f"kx_overlap = kx_overlap || ({_byte(cached, a + '_lo')} < {_byte(store, b + '_hi + 1')} && "
+            f"{_byte(store, b + '_lo')} < {_byte(cached, a + '_hi + 1')});"
+        )
     return tuple(lines)
 
 

@@ -26,8 +26,10 @@ from kxform.frontend.model import Function, SourceModel
 from kxform.frontend.queries import int_literals, loops, shared_decls, int_value
 from kxform.passes.launch.geometry import Geometry, Refusal
 
-WARP_RE = re.compile(r"\bwarpSize\b|\bblockDim\.[xyz]\s*(?:/|>>)\s*(?:32|5)\b|%\s*32\b|&\s*31\b|__shfl\w*|"
-                     r"\blane\w*\b|__ballot\w*|\bwarp_?id\b|\bwid\b")
+WARP_RE = re.compile(
+    r"\bwarpSize\b|\bblockDim\.[xyz]\s*(?:/|>>)\s*(?:32|5)\b|%\s*32\b|&\s*31\b|__shfl\w*|"
+    r"\blane\w*\b|__ballot\w*|\bwarp_?id\b|\bwid\b"
+)
 HARDWARE_SHAPE_RE = re.compile(r"\bwmma::|\bmma_sync\b|\bmma\.sync\b|\bwgmma\b")
 _AXES = "xyz"
 
@@ -67,10 +69,18 @@ def _launch_bounds(model: SourceModel, geometry: Geometry, threads: str) -> list
     lifted = next((b for b in geometry.bounds if b.kind == "MAX_THREADS"), None)
     if lifted is not None:
         where = f"{model.source.path}:{lifted.line}"
-        return [Constraint.parse(f"{threads} <= {lifted.name}", f"__launch_bounds__: the kernel is compiled for at "
-                                 f"most {lifted.name} threads per block", where),
-                Constraint.parse(f"{lifted.name} <= hw.max_threads_per_block", "launch bounds within the hardware's "
-                                 "threads per block", where)]
+        return [
+            Constraint.parse(
+                f"{threads} <= {lifted.name}",
+                f"__launch_bounds__: the kernel is compiled for at most {lifted.name} threads per block",
+                where,
+            ),
+            Constraint.parse(
+                f"{lifted.name} <= hw.max_threads_per_block",
+                "launch bounds within the hardware's threads per block",
+                where,
+            ),
+        ]
     if not bounds:
         return []
     inner = re.sub(r"^\s*__launch_bounds__\s*", "", bounds).strip()
@@ -78,17 +88,27 @@ def _launch_bounds(model: SourceModel, geometry: Geometry, threads: str) -> list
     value = int_value(first)
     if value is None:
         return []
-    return [Constraint.parse(f"{threads} <= {value}", f"__launch_bounds__({first}): the kernel is compiled for at "
-                             f"most {value} threads per block", _origin(model, geometry.kernel.span.start))]
+    return [
+        Constraint.parse(
+            f"{threads} <= {value}",
+            f"__launch_bounds__({first}): the kernel is compiled for at most {value} threads per block",
+            _origin(model, geometry.kernel.span.start),
+        )
+    ]
 
 
 def _warps(model: SourceModel, closure: frozenset[str], threads: str) -> list[Constraint]:
     for function in _bodies(model, closure):
-        text = model.source.data[function.body.start:function.body.end].decode("utf-8", "replace")
+        text = model.source.data[function.body.start : function.body.end].decode("utf-8", "replace")
         match = WARP_RE.search(text)
         if match:
-            return [Constraint.parse(f"({threads}) % 32 == 0", f"the code assumes whole warps ({match.group(0)})",
-                                     _origin(model, function.body.start + match.start()))]
+            return [
+                Constraint.parse(
+                    f"({threads}) % 32 == 0",
+                    f"the code assumes whole warps ({match.group(0)})",
+                    _origin(model, function.body.start + match.start()),
+                )
+            ]
     return []
 
 
@@ -100,8 +120,13 @@ def _halving(model: SourceModel, geometry: Geometry, closure: frozenset[str]) ->
             for loop in loops(model, function.body):
                 step = loop.step.replace(" ", "")
                 if step in (">>1", "/2") and re.search(rf"\bblockDim\.{axis}\b", loop.init):
-                    out.append(Constraint.parse(f"is_pow2({dim.name})", f"the reduction halves blockDim.{axis} down "
-                                                "to 1", _origin(model, loop.header.start)))
+                    out.append(
+                        Constraint.parse(
+                            f"is_pow2({dim.name})",
+                            f"the reduction halves blockDim.{axis} down to 1",
+                            _origin(model, loop.header.start),
+                        )
+                    )
     return out
 
 
@@ -113,18 +138,27 @@ def _shared(model: SourceModel, geometry: Geometry, closure: frozenset[str], thr
     for decl in shared_decls(model):
         if decl.function not in closure or decl.dynamic or len(decl.extents) != 1:
             continue
-        extent = int_value(decl.extents[0]) if decl.extents[0].strip() not in _constants(geometry) else \
-            _constants(geometry)[decl.extents[0].strip()]
+        extent = (
+            int_value(decl.extents[0])
+            if decl.extents[0].strip() not in _constants(geometry)
+            else _constants(geometry)[decl.extents[0].strip()]
+        )
         if extent is not None and extent == total:
-            out.append(Constraint.parse(f"{threads} <= {extent}", f"'{decl.name}[{extent}]' holds one element per "
-                                        "thread of the original block", _origin(model, decl.span.start)))
+            out.append(
+                Constraint.parse(
+                    f"{threads} <= {extent}",
+                    f"'{decl.name}[{extent}]' holds one element per thread of the original block",
+                    _origin(model, decl.span.start),
+                )
+            )
     return out
 
 
 def _aliases(model: SourceModel, function: Function, axis: str) -> set[str]:
-    body = model.source.data[function.body.start:function.body.end].decode("utf-8", "replace")
-    found = re.findall(rf"\b(?:const\s+)?(?:unsigned\s+)?(?:int|unsigned)\s+([A-Za-z_]\w*)\s*=\s*threadIdx\.{axis}\s*;",
-                       body)
+    body = model.source.data[function.body.start : function.body.end].decode("utf-8", "replace")
+    found = re.findall(
+        rf"\b(?:const\s+)?(?:unsigned\s+)?(?:int|unsigned)\s+([A-Za-z_]\w*)\s*=\s*threadIdx\.{axis}\s*;", body
+    )
     return {f"threadIdx.{axis}", *found}
 
 
@@ -134,13 +168,17 @@ def _guards(model: SourceModel, geometry: Geometry, closure: frozenset[str]) -> 
         axis = _AXES[dim.axis]
         for function in _bodies(model, closure):
             names = "|".join(re.escape(a) for a in sorted(_aliases(model, function, axis)))
-            body = model.source.data[function.body.start:function.body.end].decode("utf-8", "replace")
+            body = model.source.data[function.body.start : function.body.end].decode("utf-8", "replace")
             for match in re.finditer(rf"(?<![\w.])(?:{names})\s*<\s*(\d+)\b", body):
                 bound = int(match.group(1))
                 if 1 < bound <= dim.value:
-                    out.append(Constraint.parse(f"{dim.name} >= {bound}", f"'{match.group(0)}' assumes the first "
-                                                f"{bound} threads exist", _origin(model, function.body.start +
-                                                                                  match.start())))
+                    out.append(
+                        Constraint.parse(
+                            f"{dim.name} >= {bound}",
+                            f"'{match.group(0)}' assumes the first {bound} threads exist",
+                            _origin(model, function.body.start + match.start()),
+                        )
+                    )
     return out
 
 
@@ -164,13 +202,18 @@ def _hand_written(model: SourceModel, geometry: Geometry, closure: frozenset[str
                 if literal.value != dim.value:
                     continue
                 line = model.source.line_col(literal.span.start)[0]
-                before = model.source.data[max(function.body.start, literal.span.start - 40):literal.span.start]
+                before = model.source.data[max(function.body.start, literal.span.start - 40) : literal.span.start]
                 scaled = re.search(rb"blockIdx\.[xyz]\s*\*\s*$", before) is not None
                 if literal.text in steps or scaled:
                     what = "an index scale" if scaled else "a loop step"
-                    return [Refusal("HandWrittenBlockSize", f"line {line} spells {dim.value}, the block size of "
-                                    f"'{geometry.kernel.name}', as {what}: the kernel is written for that one value",
-                                    literal.span.start)]
+                    return [
+                        Refusal(
+                            "HandWrittenBlockSize",
+                            f"line {line} spells {dim.value}, the block size of "
+                            f"'{geometry.kernel.name}', as {what}: the kernel is written for that one value",
+                            literal.span.start,
+                        )
+                    ]
     return []
 
 
@@ -179,25 +222,39 @@ def _named_block(model: SourceModel, geometry: Geometry, closure: frozenset[str]
     shared extent (a bound on the new size): a loop step, an index scale, a guard."""
     for name in _constants(geometry):
         for function in _bodies(model, closure):
-            body = model.source.data[function.body.start:function.body.end].decode("utf-8", "replace")
+            body = model.source.data[function.body.start : function.body.end].decode("utf-8", "replace")
             for match in re.finditer(rf"(?<![\w.]){re.escape(name)}(?!\w)", body):
                 offset = function.body.start + match.start()
-                if any(d.function == function.name and any(s.start <= offset < s.end for s in d.extent_spans)
-                       for d in shared_decls(model)):
+                if any(
+                    d.function == function.name and any(s.start <= offset < s.end for s in d.extent_spans)
+                    for d in shared_decls(model)
+                ):
                     continue
                 line = model.source.line_col(offset)[0]
-                return [Refusal("HandWrittenBlockSize", f"line {line} reads {name}, the macro the launch sizes the "
-                                f"block of '{geometry.kernel.name}' with: the kernel is written for its value; "
-                                "lift it where it is defined", offset)]
+                return [
+                    Refusal(
+                        "HandWrittenBlockSize",
+                        f"line {line} reads {name}, the macro the launch sizes the "
+                        f"block of '{geometry.kernel.name}' with: the kernel is written for its value; "
+                        "lift it where it is defined",
+                        offset,
+                    )
+                ]
     return []
 
 
 def _hardware(model: SourceModel, closure: frozenset[str]) -> list[Refusal]:
     for function in _bodies(model, closure):
-        text = model.source.data[function.body.start:function.body.end].decode("utf-8", "replace")
+        text = model.source.data[function.body.start : function.body.end].decode("utf-8", "replace")
         match = HARDWARE_SHAPE_RE.search(text)
         if match:
             line = model.source.line_col(function.body.start + match.start())[0]
-            return [Refusal("HardwareFixedShape", f"the kernel computes with tensor-core fragments (line {line}): "
-                            "their shapes fix how its warps split the work", function.body.start + match.start())]
+            return [
+                Refusal(
+                    "HardwareFixedShape",
+                    f"the kernel computes with tensor-core fragments (line {line}): "
+                    "their shapes fix how its warps split the work",
+                    function.body.start + match.start(),
+                )
+            ]
     return []

@@ -49,7 +49,7 @@ def find_bounds(model: SourceModel, kernel: Function) -> tuple[LaunchBound, ...]
         return ()
     out = []
     for kind, span in zip(KINDS, launch_site.arg_spans(data, Span(match.end(), close))):
-        text = data[span.start:span.end].decode("utf-8")
+        text = data[span.start : span.end].decode("utf-8")
         name = bound_name(kernel.name, kind)
         value = int_value(text)
         lifted = text == name
@@ -62,8 +62,9 @@ def find_bounds(model: SourceModel, kernel: Function) -> tuple[LaunchBound, ...]
     return tuple(out)
 
 
-def bound_edits(model: SourceModel, kernel: Function, bounds: tuple[LaunchBound, ...],
-                values: dict[str, int]) -> list[Edit]:
+def bound_edits(
+    model: SourceModel, kernel: Function, bounds: tuple[LaunchBound, ...], values: dict[str, int]
+) -> list[Edit]:
     """Definitions before the kernel and the names in the attribute; at another value, the
     definition's literal."""
     edits: list[Edit] = []
@@ -75,11 +76,13 @@ def bound_edits(model: SourceModel, kernel: Function, bounds: tuple[LaunchBound,
             if value != bound.value:
                 macro = model.macro(bound.name)
                 assert macro is not None and macro.body_span is not None
-                body = model.source.data[macro.body_span.start:macro.body_span.end].decode("utf-8")
+                body = model.source.data[macro.body_span.start : macro.body_span.end].decode("utf-8")
                 found = re.search(r"\d+", body)
                 assert found is not None
                 start = macro.body_span.start + found.start()
-                edits.append(Edit(start, start + len(found.group(0)), str(value), f"{origin}: {bound.value} -> {value}"))
+                edits.append(
+                    Edit(start, start + len(found.group(0)), str(value), f"{origin}: {bound.value} -> {value}")
+                )
             continue
         definitions += launch_site.define_parameter(model, kernel.span.start, bound.name, value, origin)[0].text
         edits.append(Edit(bound.span.start, bound.span.end, bound.name, f"{origin}: attribute"))

@@ -86,8 +86,18 @@ def find_geometry(model: SourceModel, kernel: Function, values: dict[str, int | 
     """`values`: integer values of the names the launches read (macros from headers included)."""
     launches = launch_configs(model, kernel.name)
     if not launches:
-        return Geometry(kernel, (), (), (Refusal("NoLaunchSite", f"'{kernel.name}' is not launched in this file, so "
-                                                 "its block size is set elsewhere", kernel.span.start),))
+        return Geometry(
+            kernel,
+            (),
+            (),
+            (
+                Refusal(
+                    "NoLaunchSite",
+                    f"'{kernel.name}' is not launched in this file, so its block size is set elsewhere",
+                    kernel.span.start,
+                ),
+            ),
+        )
     dims, refusals = [], []
     for axis in range(3):
         places = [written(model, lc, 1, axis) for lc in launches]
@@ -120,14 +130,21 @@ def _value(place: Written, values: dict[str, int | None]) -> int | None:
     return place.value if place.kind == "literal" else values.get(place.text) if place.kind == "constant" else None
 
 
-def _dimension(model: SourceModel, kernel: Function, launches: tuple[LaunchConfig, ...], axis: int,
-               places: list[Written | None], values: dict[str, int | None]) -> tuple[BlockDim | None, Refusal | None]:
+def _dimension(
+    model: SourceModel,
+    kernel: Function,
+    launches: tuple[LaunchConfig, ...],
+    axis: int,
+    places: list[Written | None],
+    values: dict[str, int | None],
+) -> tuple[BlockDim | None, Refusal | None]:
     name = param_name(kernel.name, axis)
     line = model.source.line_col
     where = launches[0].site.span.start
     if any(p is None for p in places):
-        return None, Refusal("LaunchesDisagree", f"the launches of '{kernel.name}' give the block different numbers "
-                             "of dimensions", where)
+        return None, Refusal(
+            "LaunchesDisagree", f"the launches of '{kernel.name}' give the block different numbers of dimensions", where
+        )
     present = [_caller_value(model, lc, p) for lc, p in zip(launches, places) if p is not None]
     for place in present:
         refusal = _refuse_place(model, kernel, place, name, values)
@@ -136,8 +153,12 @@ def _dimension(model: SourceModel, kernel: Function, launches: tuple[LaunchConfi
     found = {_value(p, values) for p in present}
     if len(found) != 1 or None in found:
         shown = ", ".join(f"{p.text} (line {line(p.span.start)[0]})" for p in present)
-        return None, Refusal("LaunchesDisagree", f"the launches of '{kernel.name}' write block.{'xyz'[axis]} as "
-                             f"{shown}: one parameter cannot follow them all", where)
+        return None, Refusal(
+            "LaunchesDisagree",
+            f"the launches of '{kernel.name}' write block.{'xyz'[axis]} as "
+            f"{shown}: one parameter cannot follow them all",
+            where,
+        )
     value = found.pop()
     assert value is not None
     if value == 1:
@@ -157,27 +178,48 @@ def _caller_value(model: SourceModel, config: LaunchConfig, place: Written) -> W
     return found if found is not None else place
 
 
-def _refuse_place(model: SourceModel, kernel: Function, place: Written, name: str,
-                  values: dict[str, int | None]) -> Refusal | None:
+def _refuse_place(
+    model: SourceModel, kernel: Function, place: Written, name: str, values: dict[str, int | None]
+) -> Refusal | None:
     line = model.source.line_col(place.span.start)[0]
     if place.kind == "parameter":
-        return Refusal("RunTimeBlockSize", f"the block size of '{kernel.name}' is '{place.text}', a parameter of the "
-                       f"launching function (line {line}): its callers set it at run time, and it is not one literal "
-                       "passed at one call site in this file", place.span.start)
+        return Refusal(
+            "RunTimeBlockSize",
+            f"the block size of '{kernel.name}' is '{place.text}', a parameter of the "
+            f"launching function (line {line}): its callers set it at run time, and it is not one literal "
+            "passed at one call site in this file",
+            place.span.start,
+        )
     if place.kind == "expression":
-        return Refusal("BlockExpression", f"the block size of '{kernel.name}' is '{place.text}' (line {line}), an "
-                       "expression kxform does not follow to one literal", place.span.start)
+        return Refusal(
+            "BlockExpression",
+            f"the block size of '{kernel.name}' is '{place.text}' (line {line}), an "
+            "expression kxform does not follow to one literal",
+            place.span.start,
+        )
     if place.kind == "constant" and place.text != name:
         if any(d.name == place.text and d.function is None for d in constant_defs(model)):
-            return Refusal("TileParameter", f"the block size of '{kernel.name}' is {place.text} (line {line}), a "
-                           "file-scope constant of this file: those are the tile pass's to lift, with the kernel's own "
-                           "uses of them (kxform inspect --pass tile says whether it does)", place.span.start)
+            return Refusal(
+                "TileParameter",
+                f"the block size of '{kernel.name}' is {place.text} (line {line}), a "
+                "file-scope constant of this file: those are the tile pass's to lift, with the kernel's own "
+                "uses of them (kxform inspect --pass tile says whether it does)",
+                place.span.start,
+            )
         if place.text in kernel.template_names:
-            return Refusal("TemplateParameter", f"the block size of '{kernel.name}' is its template parameter "
-                           f"{place.text} (line {line}): tune it where the template is instantiated", place.span.start)
+            return Refusal(
+                "TemplateParameter",
+                f"the block size of '{kernel.name}' is its template parameter "
+                f"{place.text} (line {line}): tune it where the template is instantiated",
+                place.span.start,
+            )
         if values.get(place.text) is None:
-            return Refusal("BlockExpression", f"the block size of '{kernel.name}' is '{place.text}' (line {line}), "
-                           "whose value kxform cannot evaluate", place.span.start)
+            return Refusal(
+                "BlockExpression",
+                f"the block size of '{kernel.name}' is '{place.text}' (line {line}), "
+                "whose value kxform cannot evaluate",
+                place.span.start,
+            )
     return None
 
 
@@ -195,8 +237,9 @@ def _dependents(config: LaunchConfig, holders: tuple[str, ...]) -> list[str]:
     return out
 
 
-def _holder_leak(model: SourceModel, kernel: Function, launches: tuple[LaunchConfig, ...],
-                 places: list[Written]) -> Refusal | None:
+def _holder_leak(
+    model: SourceModel, kernel: Function, launches: tuple[LaunchConfig, ...], places: list[Written]
+) -> Refusal | None:
     """A `dim3` or local on the way to the block size that other code reads: rewriting it
     would change that code too."""
     allowed = [lc.site.span for lc in launches]
@@ -206,15 +249,29 @@ def _holder_leak(model: SourceModel, kernel: Function, launches: tuple[LaunchCon
     for lc, place in zip(launches, places):
         host = next((f for f in model.functions if f.name == lc.site.function and f.kind is FunctionKind.HOST), None)
         for holder in _dependents(lc, place.via):
-            shared = next((s for s in others if s.function == lc.site.function and holder in
-                           re.findall(r"[A-Za-z_]\w*", " ".join(s.config))), None)
+            shared = next(
+                (
+                    s
+                    for s in others
+                    if s.function == lc.site.function and holder in re.findall(r"[A-Za-z_]\w*", " ".join(s.config))
+                ),
+                None,
+            )
             if shared is not None:
-                return Refusal("SharedWithOtherKernels", f"'{holder}', which changes with the block size of "
-                               f"'{kernel.name}', also launches '{shared.kernel}' (line "
-                               f"{model.source.line_col(shared.span.start)[0]})", place.span.start)
+                return Refusal(
+                    "SharedWithOtherKernels",
+                    f"'{holder}', which changes with the block size of "
+                    f"'{kernel.name}', also launches '{shared.kernel}' (line "
+                    f"{model.source.line_col(shared.span.start)[0]})",
+                    place.span.start,
+                )
             use = other_uses(model, host, holder, allowed) if host is not None else None
             if use is not None:
-                return Refusal("HostUse", f"'{holder}', which changes with the block size of '{kernel.name}', is also "
-                               f"read by host code (line {use}): an allocation or a loop sized by it would change with "
-                               "it", place.span.start)
+                return Refusal(
+                    "HostUse",
+                    f"'{holder}', which changes with the block size of '{kernel.name}', is also "
+                    f"read by host code (line {use}): an allocation or a loop sized by it would change with "
+                    "it",
+                    place.span.start,
+                )
     return None

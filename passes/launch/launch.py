@@ -67,16 +67,19 @@ class Facts:
 class Launch(ValuesPass):
     name = "launch"
     defaults_as_written = True  # its space starts at the values the code has
-    description = "lift a kernel's block size, wherever its launch writes it, into a checked parameter; " \
-                  "launch{NAME=VALUE} sets it"
+    description = (
+        "lift a kernel's block size, wherever its launch writes it, into a checked parameter; "
+        "launch{NAME=VALUE} sets it"
+    )
     falls_back = False
-
 
     @classmethod
     def describe_options(cls) -> list[str]:
-        return ["NAME=VALUE for a kernel's block and launch-bounds parameters (KERNEL_BLOCK_X, _Y, _Z, "
-                "KERNEL_MAX_THREADS, KERNEL_MIN_BLOCKS: kxform inspect --pass launch lists them with their "
-                "constraints); none: lift at the original values"]
+        return [
+            "NAME=VALUE for a kernel's block and launch-bounds parameters (KERNEL_BLOCK_X, _Y, _Z, "
+            "KERNEL_MAX_THREADS, KERNEL_MIN_BLOCKS: kxform inspect --pass launch lists them with their "
+            "constraints); none: lift at the original values"
+        ]
 
     # -- analyse and propose -----------------------------------------------------------
 
@@ -90,19 +93,34 @@ class Launch(ValuesPass):
             fact = facts[kernel.name]
             blockers = list(fact.blockers)
             if unknown:
-                blockers.append(Blocker("UnknownParameter", f"{unknown[0]} is not a block parameter of any kernel in "
-                                        f"this file (parameters: {', '.join(sorted(known)) or 'none'})",
-                                        kernel.span.start))
+                blockers.append(
+                    Blocker(
+                        "UnknownParameter",
+                        f"{unknown[0]} is not a block parameter of any kernel in "
+                        f"this file (parameters: {', '.join(sorted(known)) or 'none'})",
+                        kernel.span.start,
+                    )
+                )
             if not blockers and not fact.geometry.dims:
-                blockers.append(Blocker("NoBlockSize", f"every launch of '{kernel.name}' uses a block of one thread "
-                                        "per dimension", kernel.span.start))
-            config = fact.space.resolve({k: v for k, v in given.items() if k in fact.space.names}) if not blockers \
-                else {}
+                blockers.append(
+                    Blocker(
+                        "NoBlockSize",
+                        f"every launch of '{kernel.name}' uses a block of one thread per dimension",
+                        kernel.span.start,
+                    )
+                )
+            config = (
+                fact.space.resolve({k: v for k, v in given.items() if k in fact.space.names}) if not blockers else {}
+            )
             defaults = {**fact.geometry.all_defaults(), **_added_defaults(fact)}
-            done = bool(fact.geometry.dims) and fact.geometry.lifted and \
-                all(config.get(n, v) == v for n, v in defaults.items())
-            out[kernel.name] = KernelAnalysis(kernel, tuple(blockers), {"facts": fact, "config": config},
-                                              already_applied=done)
+            done = (
+                bool(fact.geometry.dims)
+                and fact.geometry.lifted
+                and all(config.get(n, v) == v for n, v in defaults.items())
+            )
+            out[kernel.name] = KernelAnalysis(
+                kernel, tuple(blockers), {"facts": fact, "config": config}, already_applied=done
+            )
         return out
 
     def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
@@ -110,8 +128,11 @@ class Launch(ValuesPass):
         config: dict[str, ParamValue] = analysis.facts["config"]
         defaults = {**fact.geometry.all_defaults(), **_added_defaults(fact)}
         changed = {n: config[n] for n, v in defaults.items() if config.get(n, v) != v}
-        why = f"set {', '.join(f'{k}={v}' for k, v in changed.items())} (requested)" if changed else \
-            f"lift the block size {', '.join(f'{n} ({v})' for n, v in defaults.items())} into parameters"
+        why = (
+            f"set {', '.join(f'{k}={v}' for k, v in changed.items())} (requested)"
+            if changed
+            else f"lift the block size {', '.join(f'{n} ({v})' for n, v in defaults.items())} into parameters"
+        )
         return Proposal.of(self.name, analysis.kernel.name, changed, why)
 
     def candidates(self, ctx: PassContext, analysis: KernelAnalysis) -> list[Proposal]:
@@ -120,17 +141,23 @@ class Launch(ValuesPass):
         space, dims = fact.space, fact.geometry.dims
         defaults = space.defaults()
         names = [d.name for d in dims]
-        points = [dict(zip(names, values)) for values in itertools.product(*(sorted(set(POW2) | {d.value})
-                                                                             for d in dims))]
+        points = [
+            dict(zip(names, values)) for values in itertools.product(*(sorted(set(POW2) | {d.value}) for d in dims))
+        ]
         for point in points:  # the launch bounds follow the block where it outgrows them
             for bound in fact.geometry.bounds:
-                point[bound.name] = max(bound.value, math.prod(point[n] for n in names)) \
-                    if bound.kind == "MAX_THREADS" else bound.value
+                point[bound.name] = (
+                    max(bound.value, math.prod(point[n] for n in names)) if bound.kind == "MAX_THREADS" else bound.value
+                )
             point.update(_added_defaults(fact))
-        valid = [p for p in points if p != defaults and math.prod(int(p[n]) for n in names) >= MIN_THREADS
-                 and space.is_valid(p, ctx.hw)]
-        valid.sort(key=lambda p: (sum(abs(math.log2(int(p[n]) / int(defaults[n]))) for n in space.names),
-                                  sorted(p.items())))
+        valid = [
+            p
+            for p in points
+            if p != defaults and math.prod(int(p[n]) for n in names) >= MIN_THREADS and space.is_valid(p, ctx.hw)
+        ]
+        valid.sort(
+            key=lambda p: (sum(abs(math.log2(int(p[n]) / int(defaults[n]))) for n in space.names), sorted(p.items()))
+        )
         return [self.proposal_for(ctx, analysis, p, Provenance(evidence="rule")) for p in valid[:MAX_CANDIDATES]]
 
     def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
@@ -144,17 +171,21 @@ class Launch(ValuesPass):
         if not space.params:
             return space
         block = [n for n in space.names if n in analysis.facts["facts"].geometry.names]
-        floor = Constraint.parse(f"{' * '.join(block)} >= {MIN_THREADS}",
-                                 "at least a warp of threads per block (a smaller one leaves lanes idle)")
+        floor = Constraint.parse(
+            f"{' * '.join(block)} >= {MIN_THREADS}",
+            "at least a warp of threads per block (a smaller one leaves lanes idle)",
+        )
         return ParamSpace(space.params, (*space.constraints, floor))
 
-    def proposal_for(self, ctx: PassContext, analysis: KernelAnalysis, config: Config,
-                     provenance: Provenance | None = None) -> Proposal:
+    def proposal_for(
+        self, ctx: PassContext, analysis: KernelAnalysis, config: Config, provenance: Provenance | None = None
+    ) -> Proposal:
         fact: Facts = analysis.facts["facts"]
         resolved = fact.space.resolve(config)
         changed = {k: v for k, v in resolved.items() if v != fact.space.param(k).default}
-        return Proposal.of(self.name, analysis.kernel.name, changed, f"block size {fact.space.label(resolved)}",
-                           provenance)
+        return Proposal.of(
+            self.name, analysis.kernel.name, changed, f"block size {fact.space.label(resolved)}", provenance
+        )
 
     def missed_reason(self, analysis: KernelAnalysis) -> tuple[str, str]:
         return ("NoBlockSize", "nothing to lift")
@@ -168,13 +199,18 @@ class Launch(ValuesPass):
         if config == fact.space.defaults():
             return records
         if policy.launch_binding(ctx.model, fact.geometry, config) is None:
-            raise CheckFailed("launch", f"the launch of '{proposal.kernel}' reads values the kernel does not receive, "
-                              "so the rewritten launch cannot be verified", key=UNVERIFIABLE_LAUNCH)
+            raise CheckFailed(
+                "launch",
+                f"the launch of '{proposal.kernel}' reads values the kernel does not receive, "
+                "so the rewritten launch cannot be verified",
+                key=UNVERIFIABLE_LAUNCH,
+            )
         text = apply_edits(ctx.model.source, lift_edits(ctx.model, fact.geometry, config)).data.decode("utf-8")
         block = tuple(d.name for d in fact.geometry.dims)
         ints = {k: int(v) for k, v in config.items()}
-        records.append(resources.check_resources(text, ctx.model.source.path, proposal.kernel, block, ints, ctx.hw,
-                                                 ctx.toolchain))
+        records.append(
+            resources.check_resources(text, ctx.model.source.path, proposal.kernel, block, ints, ctx.hw, ctx.toolchain)
+        )
         return records
 
     def edit(self, ctx: PassContext, proposals: Sequence[Proposal]) -> list[Edit]:
@@ -194,10 +230,15 @@ class Launch(ValuesPass):
         data = super().describe(ctx, analysis)
         data["status"] = "lifted" if analysis.already_applied else "liftable" if analysis.applicable else "refused"
         data.update(fact.space.to_json())
-        data["launches"] = [{"line": line(lc.site.span.start)[0], "grid": list(lc.grid), "block": list(lc.block)}
-                            for lc in fact.geometry.launches]
-        data["written"] = [f"{d.name}: {p.kind} '{p.text}' (line {line(p.span.start)[0]})"
-                           for d in fact.geometry.dims for p in d.places]
+        data["launches"] = [
+            {"line": line(lc.site.span.start)[0], "grid": list(lc.grid), "block": list(lc.block)}
+            for lc in fact.geometry.launches
+        ]
+        data["written"] = [
+            f"{d.name}: {p.kind} '{p.text}' (line {line(p.span.start)[0]})"
+            for d in fact.geometry.dims
+            for p in d.places
+        ]
         data["checks"] = [resources.RULE] if fact.geometry.dims else []
         return data
 
@@ -205,8 +246,9 @@ class Launch(ValuesPass):
 def closure_of(model: SourceModel, kernel: Function) -> frozenset[str]:
     """The kernel and the device functions it reaches."""
     reached = model.closure(kernel.name)
-    return frozenset(n for n in reached if any(f.name == n and f.kind is not FunctionKind.HOST
-                                               for f in model.functions)) | {kernel.name}
+    return frozenset(
+        n for n in reached if any(f.name == n and f.kind is not FunctionKind.HOST for f in model.functions)
+    ) | {kernel.name}
 
 
 _FACTS: dict[tuple[int, str, tuple[str, ...]], tuple[SourceModel, Facts]] = {}
@@ -229,15 +271,38 @@ def _facts(ctx: PassContext, kernel_name: str) -> Facts:
     closure = closure_of(model, kernel)
     constraints, refusals = assumptions.derive(model, geometry, closure)
     blockers = tuple(Blocker(r.key, r.message, r.offset) for r in (*geometry.refusals, *refusals))
-    params = tuple(Param.int_range(d.name, 1, 1024, d.value, doc=f"block.{'xyz'[d.axis]} of '{kernel_name}'",
-                                   origin=f"{model.source.path}:{d.line}") for d in geometry.dims)
-    params += tuple(Param.int_range(b.name, RANGES[b.kind][0], max(RANGES[b.kind][1], b.value), b.value,
-                                    doc=f"__launch_bounds__ {b.kind.lower()} of '{kernel_name}'",
-                                    origin=f"{model.source.path}:{b.line}") for b in geometry.bounds)
+    params = tuple(
+        Param.int_range(
+            d.name,
+            1,
+            1024,
+            d.value,
+            doc=f"block.{'xyz'[d.axis]} of '{kernel_name}'",
+            origin=f"{model.source.path}:{d.line}",
+        )
+        for d in geometry.dims
+    )
+    params += tuple(
+        Param.int_range(
+            b.name,
+            RANGES[b.kind][0],
+            max(RANGES[b.kind][1], b.value),
+            b.value,
+            doc=f"__launch_bounds__ {b.kind.lower()} of '{kernel_name}'",
+            origin=f"{model.source.path}:{b.line}",
+        )
+        for b in geometry.bounds
+    )
     if _may_add_bounds(model, kernel, geometry):
-        params += (Param.ints(added_bound_name(kernel_name), ADDED_MIN_BLOCKS, 0,
-                              doc=f"__launch_bounds__ added to '{kernel_name}' (its block, this many blocks per SM; "
-                              "0: none)", origin=f"{model.source.path}:{model.source.line_col(kernel.span.start)[0]}"),)
+        params += (
+            Param.ints(
+                added_bound_name(kernel_name),
+                ADDED_MIN_BLOCKS,
+                0,
+                doc=f"__launch_bounds__ added to '{kernel_name}' (its block, this many blocks per SM; 0: none)",
+                origin=f"{model.source.path}:{model.source.line_col(kernel.span.start)[0]}",
+            ),
+        )
     known = {p.name for p in params}
     space = ParamSpace(params, tuple(c for c in constraints if c.params <= known))
     fact = Facts(geometry, space if not blockers else ParamSpace(), closure, blockers)
@@ -251,8 +316,11 @@ def _may_add_bounds(model: SourceModel, kernel: Function, geometry: Geometry) ->
     """Launch bounds may be added where the kernel has none, every launch of the file takes
     the lifted block (the attribute's maximum), and the block's names can be defined before
     the kernel (a name already lifted must be defined there)."""
-    if geometry.bounds or not geometry.dims or re.search(rb"__launch_bounds__", model.source.data[
-            kernel.span.start:kernel.body.start]):
+    if (
+        geometry.bounds
+        or not geometry.dims
+        or re.search(rb"__launch_bounds__", model.source.data[kernel.span.start : kernel.body.start])
+    ):
         return False
     for dim in geometry.dims:
         if len(dim.places) != len(geometry.launches):

@@ -29,8 +29,10 @@ from kxform.passes.launch.geometry import BlockDim, Geometry
 def lift_edits(model: SourceModel, geometry: Geometry, config: Config) -> list[Edit]:
     edits: dict[tuple[int, int], Edit] = {}
     definitions: list[Edit] = []
-    start = _function_start(model, min([lc.site.span.start for lc in geometry.launches] +
-                                       [p.span.start for d in geometry.dims for p in d.places]))
+    start = _function_start(
+        model,
+        min([lc.site.span.start for lc in geometry.launches] + [p.span.start for d in geometry.dims for p in d.places]),
+    )
     added = added_min_blocks(geometry.kernel.name, config)
     if added:  # the attribute reads the block's names: define them before the kernel
         start = min(start, geometry.kernel.span.start)
@@ -58,8 +60,9 @@ def lift_edits(model: SourceModel, geometry: Geometry, config: Config) -> list[E
             edits[(edit.start, edit.end)] = edit
     if definitions:  # one insertion, the dimensions in order (x, y, z)
         first = definitions[0]
-        edits[(first.start, first.end)] = Edit(first.start, first.end, "".join(d.text for d in definitions),
-                                               first.origin)
+        edits[(first.start, first.end)] = Edit(
+            first.start, first.end, "".join(d.text for d in definitions), first.origin
+        )
     return sorted(edits.values())
 
 
@@ -71,8 +74,8 @@ def _function_start(model: SourceModel, offset: int) -> int:
 def _definition_edit(model: SourceModel, dim: BlockDim, value: int, origin: str) -> Edit:
     macro = model.macro(dim.name)
     assert macro is not None and macro.body_span is not None, f"{dim.name}: lifted but not defined"
-    body = model.source.data[macro.body_span.start:macro.body_span.end].decode("utf-8")
+    body = model.source.data[macro.body_span.start : macro.body_span.end].decode("utf-8")
     match = re.search(r"\d+", body)
     assert match is not None, f"{dim.name}: no literal in {body!r}"
-    start = macro.body_span.start + len(body[:match.start()].encode("utf-8"))
+    start = macro.body_span.start + len(body[: match.start()].encode("utf-8"))
     return Edit(start, start + len(match.group(0)), str(value), f"{origin}: {dim.value} -> {value}")

@@ -26,8 +26,10 @@ from kxform.passes.rows.reduce import OPERATORS, TYPES
 
 LANE = "rows_lane"
 """The local the rewrite declares at the kernel's entry: the thread's lane within its row."""
-_ASSIGN_RE = re.compile(rb"(?<![\w.\]>])([A-Za-z_]\w*)\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|(?:\+\+|--)\s*([A-Za-z_]\w*)|"
-                        rb"([A-Za-z_]\w*)\s*(?:\+\+|--)")
+_ASSIGN_RE = re.compile(
+    rb"(?<![\w.\]>])([A-Za-z_]\w*)\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|(?:\+\+|--)\s*([A-Za-z_]\w*)|"
+    rb"([A-Za-z_]\w*)\s*(?:\+\+|--)"
+)
 _COMMUNICATES_RE = re.compile(rb"__shared__|__syncthreads|__syncwarp|__shfl\w*|__ballot\w*|\batomic\w+\s*\(")
 
 
@@ -46,7 +48,7 @@ class Plan:
 
 def plan(ctx: PassContext, kernel: Function) -> Plan:
     data = ctx.model.source.data
-    body = data[kernel.body.start:kernel.body.end]
+    body = data[kernel.body.start : kernel.body.end]
     if re.search(rb"\b" + LANE.encode() + rb"\b", body):
         return Plan((), (), (), applied=True)
     analysis = ctx.analysis(AccessAnalysis, kernel)
@@ -57,31 +59,50 @@ def plan(ctx: PassContext, kernel: Function) -> Plan:
 
     for access in analysis.accesses:
         if access.atomic:
-            refuse("Atomic", f"'{access.text}' is an atomic update: its order over threads is not the pass's to change",
-                   access.span.start)
+            refuse(
+                "Atomic",
+                f"'{access.text}' is an atomic update: its order over threads is not the pass's to change",
+                access.span.start,
+            )
         elif access.update_op and access.space == "global" and not access.loops:
             op = access.update_op if access.update_op.endswith("=") else access.update_op + "="
-            refuse("UpdateOutsideLoop", f"'{access.text} {op}' updates global memory outside the "
-                   "row's loops: each of the row's lanes would apply it", access.span.start)
+            refuse(
+                "UpdateOutsideLoop",
+                f"'{access.text} {op}' updates global memory outside the "
+                "row's loops: each of the row's lanes would apply it",
+                access.span.start,
+            )
     found = _COMMUNICATES_RE.search(body)
     if found and not blockers:
-        refuse("Communicates", f"the threads already communicate ({found.group(0).decode().rstrip('( ')}): the pass "
-               "does not model it", kernel.body.start + found.start())
+        refuse(
+            "Communicates",
+            f"the threads already communicate ({found.group(0).decode().rstrip('( ')}): the pass does not model it",
+            kernel.body.start + found.start(),
+        )
     top = [loop for loop in analysis.loops if loop.parent is None]
     if not top:
         refuse("NoRowLoop", f"'{kernel.name}' has no loop for a row's lanes to share", kernel.span.start)
     for loop in top:
         for reason in _loop_blockers(loop):
-            refuse("Dependence" if reason in loop.carried else "LoopShape",
-                   f"the loop over '{loop.var or loop.kind}' cannot be shared out: {reason}", loop.span.start)
+            refuse(
+                "Dependence" if reason in loop.carried else "LoopShape",
+                f"the loop over '{loop.var or loop.kind}' cannot be shared out: {reason}",
+                loop.span.start,
+            )
     reductions = tuple(r for loop in top for r in loop.reductions if r.loop == loop.id)
     for r in reductions:
         if r.op not in OPERATORS:
-            refuse("UnknownOperator", f"'{r.var}' accumulates with '{r.op}': only {', '.join(OPERATORS)} are combined "
-                   "over lanes", r.updates[0].start)
+            refuse(
+                "UnknownOperator",
+                f"'{r.var}' accumulates with '{r.op}': only {', '.join(OPERATORS)} are combined over lanes",
+                r.updates[0].start,
+            )
         elif r.ctype not in TYPES:
-            refuse("ReductionType", f"'{r.var}' is a {r.ctype}: lanes combine only {', '.join(sorted(TYPES))}",
-                   r.updates[0].start)
+            refuse(
+                "ReductionType",
+                f"'{r.var}' is a {r.ctype}: lanes combine only {', '.join(sorted(TYPES))}",
+                r.updates[0].start,
+            )
     for loop in top:
         _live_out(ctx, kernel, loop, {r.var for r in loop.reductions} | {loop.var}, refuse)
     return Plan(tuple(top), reductions, tuple(blockers))
@@ -102,14 +123,18 @@ def _live_out(ctx: PassContext, kernel: Function, loop: Loop, allowed: set[str],
     """A scalar declared before the loop, assigned in it and not a reduction: after the
     rewrite each lane would hold the value of its own last iteration."""
     data = ctx.model.source.data
-    text = data[loop.body.start:loop.body.end]
-    before = data[kernel.body.start:loop.span.start]
+    text = data[loop.body.start : loop.body.end]
+    before = data[kernel.body.start : loop.span.start]
     for match in _ASSIGN_RE.finditer(text):
         name = next(g for g in match.groups() if g).decode()
         if name in allowed or _declared_in(text, name) or not _declared_in(before, name):
             continue
-        refuse("LiveOut", f"'{name}' is assigned in the loop over '{loop.var}' and is not a reduction: each lane would "
-               "keep its own value", loop.body.start + match.start())
+        refuse(
+            "LiveOut",
+            f"'{name}' is assigned in the loop over '{loop.var}' and is not a reduction: each lane would "
+            "keep its own value",
+            loop.body.start + match.start(),
+        )
         return
 
 

@@ -19,8 +19,14 @@ from kxform.engine.helper_placement import Helper
 
 OPERATORS = ("+", "max", "min")
 """Operators with a known identity whose combination is associative and commutative."""
-TYPES = {"float": "float", "double": "double", "int": "int", "unsigned": "unsigned", "unsigned int": "unsigned",
-         "long long": "long long"}
+TYPES = {
+    "float": "float",
+    "double": "double",
+    "int": "int",
+    "unsigned": "unsigned",
+    "unsigned int": "unsigned",
+    "long long": "long long",
+}
 """Element types the shuffle helpers are emitted for (what `__shfl_xor_sync` accepts)."""
 WARP = 32
 NAMES = {"+": "sum", "max": "max", "min": "min"}

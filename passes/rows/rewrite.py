@@ -61,12 +61,14 @@ def launch_site(model: SourceModel, kernel: Function) -> Site:
     config = configs[0]
     line = model.source.line_col(config.site.span.start)[0]
     if len(config.block) != 1 or written(model, config, 1, 1) is not None:
-        raise RewriteRefused(f"the block of '{kernel.name}' is not one-dimensional ({', '.join(config.block)}; "
-                             f"line {line})")
+        raise RewriteRefused(
+            f"the block of '{kernel.name}' is not one-dimensional ({', '.join(config.block)}; line {line})"
+        )
     place = written(model, config, 1, 0)
     if place is None or place.kind not in ("literal", "constant") or place.caps:
-        raise RewriteRefused(f"the block size of '{kernel.name}' is not a literal or a constant where it is written "
-                             f"(line {line})")
+        raise RewriteRefused(
+            f"the block size of '{kernel.name}' is not a literal or a constant where it is written (line {line})"
+        )
     return Site(config, place)
 
 
@@ -87,8 +89,14 @@ def edits(model: SourceModel, kernel: Function, plan: Plan, lanes: int, rows: in
     out += _thread_index(model, kernel, names, origin)
     combines = sorted({Combine(r.op, r.ctype) for r in plan.reductions}, key=lambda c: c.suffix)
     entry = [f"const int {LANE} = threadIdx.x % {names.lanes};"]
-    entry += [f"__shared__ {c.ctype_c} {c.partial_name}[32];" for c in
-              sorted({c.partial_name: c for c in combines}.values(), key=lambda c: c.suffix)] if block else []
+    entry += (
+        [
+            f"__shared__ {c.ctype_c} {c.partial_name}[32];"
+            for c in sorted({c.partial_name: c for c in combines}.values(), key=lambda c: c.suffix)
+        ]
+        if block
+        else []
+    )
     out.append(insert_at_entry(model, kernel, entry, origin))
     for loop in plan.loops:
         out += _distribute(model, loop, names, origin)
@@ -103,17 +111,18 @@ def _parameters(model: SourceModel, kernel: Function, names: Names, lanes: int, 
     source = model.source
     at = source.insertion_point(kernel.span.start)
     nl = source.newline
-    text = "".join(f"#ifndef {n}{nl}#define {n} {v}{nl}#endif{nl}" for n, v in ((names.lanes, lanes),
-                                                                                    (names.rows, rows)))
+    text = "".join(
+        f"#ifndef {n}{nl}#define {n} {v}{nl}#endif{nl}" for n, v in ((names.lanes, lanes), (names.rows, rows))
+    )
     return [Edit(at, at, text, f"{origin}: parameters")]
 
 
 def _thread_index(model: SourceModel, kernel: Function, names: Names, origin: str) -> list[Edit]:
     data = model.source.data
     out = []
-    for match in re.finditer(rb"\b(threadIdx|blockDim)\s*\.\s*x\b", data[kernel.body.start:kernel.body.end]):
+    for match in re.finditer(rb"\b(threadIdx|blockDim)\s*\.\s*x\b", data[kernel.body.start : kernel.body.end]):
         start = kernel.body.start + match.start()
-        text = data[start:kernel.body.start + match.end()].decode()
+        text = data[start : kernel.body.start + match.end()].decode()
         out.append(Edit(start, kernel.body.start + match.end(), f"({text} / {names.lanes})", f"{origin}: row index"))
     return out
 
@@ -127,31 +136,40 @@ def _distribute(model: SourceModel, loop: Loop, names: Names, origin: str) -> li
     share = LANE if step == 1 else f"{LANE} * {step}"
     stride = names.lanes if step == 1 else f"{names.lanes} * {step}"
     init_end = header.end("init")
-    while data[init_end - 1:init_end].isspace():
+    while data[init_end - 1 : init_end].isspace():
         init_end -= 1
     inc_start, inc_end = header.start("inc"), header.end("inc")
-    while data[inc_start:inc_start + 1].isspace():
+    while data[inc_start : inc_start + 1].isspace():
         inc_start += 1
-    while data[inc_end - 1:inc_end].isspace():
+    while data[inc_end - 1 : inc_end].isspace():
         inc_end -= 1
     equals = data.index(b"=", header.start("init")) + 1
     start = data[equals:init_end].strip()
-    first = Edit(init_end - len(start), init_end, share, f"{origin}: lane's first element") if start == b"0" else \
-        Edit(init_end, init_end, f" + {share}", f"{origin}: lane's first element")
-    return [first,
-            Edit(inc_start, inc_end, f"{loop.var} += {stride}", f"{origin}: lane stride")]
+    first = (
+        Edit(init_end - len(start), init_end, share, f"{origin}: lane's first element")
+        if start == b"0"
+        else Edit(init_end, init_end, f" + {share}", f"{origin}: lane's first element")
+    )
+    return [first, Edit(inc_start, inc_end, f"{loop.var} += {stride}", f"{origin}: lane stride")]
 
 
-def _combine(model: SourceModel, loop: Loop, reductions: tuple[Reduction, ...], names: Names, block: bool,
-             origin: str) -> list[Edit]:
+def _combine(
+    model: SourceModel, loop: Loop, reductions: tuple[Reduction, ...], names: Names, block: bool, origin: str
+) -> list[Edit]:
     source = model.source
     nl, indent = source.newline, source.indent_at(loop.span.start)
     out = []
     for r in reductions:
         if r.op == "+" and r.init.strip() not in _IDENTITY_TEXT:  # the initial value counts once, in lane 0
             at = source.line_start(loop.span.start)
-            out.append(Edit(at, at, f"{indent}if ({LANE} != 0){nl}{indent}    {r.var} = {r.identity};{nl}",
-                            f"{origin}: {r.var} starts at the identity in lanes other than 0"))
+            out.append(
+                Edit(
+                    at,
+                    at,
+                    f"{indent}if ({LANE} != 0){nl}{indent}    {r.var} = {r.identity};{nl}",
+                    f"{origin}: {r.var} starts at the identity in lanes other than 0",
+                )
+            )
     text = "".join(f"{nl}{indent}{call(Combine(r.op, r.ctype), r.var, names.lanes, block)}" for r in reductions)
     if text:
         out.append(Edit(loop.span.end, loop.span.end, text, f"{origin}: combine over the row's lanes"))
@@ -168,7 +186,7 @@ def _launch(model: SourceModel, site: Site, names: Names, origin: str) -> list[E
         return out
     out.append(set_written(old, names.rows, f"{origin}: rows per block"))
     end = config_span.end
-    while data[end - 1:end].isspace():
+    while data[end - 1 : end].isspace():
         end -= 1
     out.append(Edit(end, end, f" * {names.lanes}", f"{origin}: block"))
     return out

@@ -51,20 +51,23 @@ ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 class Rows(ValuesPass):
     name = "rows"
     option_names = ("lanes", "rows")
-    description = "share each thread's row loops over G threads (a warp fraction, a warp or a block) with " \
-                  "shuffle or block reductions; rows{lanes=G,rows=R}"
+    description = (
+        "share each thread's row loops over G threads (a warp fraction, a warp or a block) with "
+        "shuffle or block reductions; rows{lanes=G,rows=R}"
+    )
     falls_back = False
     excludes = ("launch", "coarsen")
     """Rows per block is this pass's own block size: tuned together, launch's would be a second name for it.
     coarsen gives a thread several rows where this pass gives a row several threads; composed, the
     rewritten launch is one the verifier cannot read (every such point of a tune was "could not tell")."""
 
-
     @classmethod
     def describe_options(cls) -> list[str]:
-        return ["lanes=G: threads per row (1 as written; 4..32 within a warp, 64..1024 a block per row)",
-                "rows=R: rows per block (the block has R * G threads; R = 1 when G > 32); default: the block size "
-                "as written"]
+        return [
+            "lanes=G: threads per row (1 as written; 4..32 within a warp, 64..1024 a block per row)",
+            "rows=R: rows per block (the block has R * G threads; R = 1 when G > 32); default: the block size "
+            "as written",
+        ]
 
     # -- analyse and propose -----------------------------------------------------------
 
@@ -108,32 +111,51 @@ class Rows(ValuesPass):
         return []
 
     def missed_reason(self, analysis: KernelAnalysis, ctx: PassContext | None = None) -> tuple[str, str]:
-        return ("NoEvidence", "no lanes per row were requested; they are chosen by measurement (kxform tune --pass "
-                "rows) or given (rows{lanes=32,rows=8})")
+        return (
+            "NoEvidence",
+            "no lanes per row were requested; they are chosen by measurement (kxform tune --pass "
+            "rows) or given (rows{lanes=32,rows=8})",
+        )
 
     def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
         site = rewrite.launch_site(ctx.model, analysis.kernel)
         block = rewrite.block_value(ctx.model, site.block)
         if block is None:
-            raise CheckFailed("launch", f"the block size '{site.block.text}' of '{analysis.kernel.name}' is not a "
-                              "literal kxform can read")
+            raise CheckFailed(
+                "launch",
+                f"the block size '{site.block.text}' of '{analysis.kernel.name}' is not a literal kxform can read",
+            )
         rows = tuple(sorted(set(ROWS) | {block}))
         origin = f"{ctx.model.source.path}:{ctx.model.source.line_col(site.block.span.start)[0]}"
         return ParamSpace(
-            (Param.ints("lanes", LANES, 1, doc="threads per row (1: one thread per row, as written)", origin=origin),
-             Param.ints("rows", rows, block, doc="rows per block (as written: the block size)", origin=origin)),
-            (Constraint.parse("lanes * rows <= 1024", "a block has at most 1024 threads"),
-             Constraint.parse("lanes == 1 or (lanes * rows) % 32 == 0",
-                              "whole warps: the shuffle masks name a warp's lanes"),
-             Constraint.parse("lanes <= 32 or rows == 1",
-                              "a block-level reduction's barriers need every thread of the block in the row")))
+            (
+                Param.ints("lanes", LANES, 1, doc="threads per row (1: one thread per row, as written)", origin=origin),
+                Param.ints("rows", rows, block, doc="rows per block (as written: the block size)", origin=origin),
+            ),
+            (
+                Constraint.parse("lanes * rows <= 1024", "a block has at most 1024 threads"),
+                Constraint.parse(
+                    "lanes == 1 or (lanes * rows) % 32 == 0", "whole warps: the shuffle masks name a warp's lanes"
+                ),
+                Constraint.parse(
+                    "lanes <= 32 or rows == 1",
+                    "a block-level reduction's barriers need every thread of the block in the row",
+                ),
+            ),
+        )
 
-    def proposal_for(self, ctx: PassContext, analysis: KernelAnalysis, config: Config,
-                     provenance: Provenance | None = None) -> Proposal:
+    def proposal_for(
+        self, ctx: PassContext, analysis: KernelAnalysis, config: Config, provenance: Provenance | None = None
+    ) -> Proposal:
         space = self.space(ctx, analysis)
         resolved = space.resolve(config)
-        return Proposal.of(self.name, analysis.kernel.name, dict(resolved), f"{resolved['lanes']} lanes per row, "
-                           f"{resolved['rows']} rows per block", provenance)
+        return Proposal.of(
+            self.name,
+            analysis.kernel.name,
+            dict(resolved),
+            f"{resolved['lanes']} lanes per row, {resolved['rows']} rows per block",
+            provenance,
+        )
 
     # -- check, edit, verify ------------------------------------------------------------
 
@@ -145,17 +167,27 @@ class Rows(ValuesPass):
         space = self.space(ctx, KernelAnalysis(kernel))
         config = resolve_proposal(space, proposal.options)
         check_constraints(space, config, ctx.hw)  # raises on the first broken constraint
-        loops = ", ".join(f"'{loop.var}' (line {ctx.model.source.line_col(loop.span.start)[0]})" for loop in found.loops)
+        loops = ", ".join(
+            f"'{loop.var}' (line {ctx.model.source.line_col(loop.span.start)[0]})" for loop in found.loops
+        )
         sums = ", ".join(f"{r.var} ({r.op}, identity {r.identity})" for r in found.reductions) or "none"
-        return [CheckRecord("constraints", True, f"{space.label(config)}: {len(space.constraints)} constraint(s) hold"),
-                CheckRecord("loops", True, f"loops shared over the row's lanes: {loops}; reductions combined: {sums}")]
+        return [
+            CheckRecord("constraints", True, f"{space.label(config)}: {len(space.constraints)} constraint(s) hold"),
+            CheckRecord("loops", True, f"loops shared over the row's lanes: {loops}; reductions combined: {sums}"),
+        ]
 
     def edit(self, ctx: PassContext, proposals: Sequence[Proposal]) -> list[Edit]:
         out: list[Edit] = []
         for proposal in proposals:
             kernel = _kernel(ctx, proposal.kernel)
-            out += rewrite.edits(ctx.model, kernel, plan(ctx, kernel), int(proposal.options["lanes"]),
-                                 int(proposal.options["rows"]), f"rows: {kernel.name}")
+            out += rewrite.edits(
+                ctx.model,
+                kernel,
+                plan(ctx, kernel),
+                int(proposal.options["lanes"]),
+                int(proposal.options["rows"]),
+                f"rows: {kernel.name}",
+            )
         return out
 
     def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
@@ -190,9 +222,18 @@ def _binding(ctx: PassContext, kernel: Function, found: Plan, lanes: int, rows: 
     configs = launch_configs(new, kernel.name)
     new_kernel = next((k for k in new.kernels if k.name == kernel.name), None)
     block = rewrite.block_value(ctx.model, rewrite.launch_site(ctx.model, kernel).block) or 0
-    binding = launch_binding(new, new_kernel, configs[0], (names.lanes, names.rows),
-                             {names.lanes: lanes, names.rows: rows}, {names.lanes: 1, names.rows: block}) \
-        if configs and new_kernel is not None else None
+    binding = (
+        launch_binding(
+            new,
+            new_kernel,
+            configs[0],
+            (names.lanes, names.rows),
+            {names.lanes: lanes, names.rows: rows},
+            {names.lanes: 1, names.rows: block},
+        )
+        if configs and new_kernel is not None
+        else None
+    )
     return binding if binding is not None else LaunchBinding(grid=("unknown",), origin="no readable launch")
 
 

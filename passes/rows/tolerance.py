@@ -56,8 +56,10 @@ class ReorderBound:
 
     def describe(self) -> str:
         u = UNIT_ROUNDOFF[self.ctype]
-        return (f"'{self.var}' ({self.ctype}, n = {self.n}): |rewritten - original| <= (({self.n} - 1) + "
-                f"({self.chain})) * {u:.3g} * sum|x_i|")
+        return (
+            f"'{self.var}' ({self.ctype}, n = {self.n}): |rewritten - original| <= (({self.n} - 1) + "
+            f"({self.chain})) * {u:.3g} * sum|x_i|"
+        )
 
 
 def compare_for(reductions: Sequence[Reduction], bounds: Sequence[tuple[Reduction, str]], lanes: int) -> OutputCompare:
@@ -66,12 +68,19 @@ def compare_for(reductions: Sequence[Reduction], bounds: Sequence[tuple[Reductio
     sums = [(r, n) for r, n in bounds if r.op == "+" and r.ctype in UNIT_ROUNDOFF]
     if not sums or lanes == 1:
         ops = sorted({r.op for r in reductions})
-        why = f"only {' and '.join(ops)} reductions are reordered: exact in any order" if reductions else \
-            "no reduction is reordered: every element is computed as before"
+        why = (
+            f"only {' and '.join(ops)} reductions are reordered: exact in any order"
+            if reductions
+            else "no reduction is reordered: every element is computed as before"
+        )
         return OutputCompare("exact", reason=why)
     found = [ReorderBound(r.var, r.ctype, n, lanes) for r, n in sums]
     terms = sorted({b.terms for b in found})
     bound = terms[0] if len(terms) == 1 else f"max({', '.join(terms)})"
     stated = "; ".join(b.describe() for b in found)
-    return OutputCompare("bound", reason=f"reordered sums (Higham): {stated}; enforced per size relative to the "
-                         "outputs", bound=bound, unit=max(UNIT_ROUNDOFF[b.ctype] for b in found))
+    return OutputCompare(
+        "bound",
+        reason=f"reordered sums (Higham): {stated}; enforced per size relative to the outputs",
+        bound=bound,
+        unit=max(UNIT_ROUNDOFF[b.ctype] for b in found),
+    )

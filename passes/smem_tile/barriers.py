@@ -24,8 +24,10 @@ def missing_barriers(analysis: AccessAnalysis) -> list[str]:
         for read in (a for a in shared if a.read and a.buffer == store.buffer):
             for first, second, what in ((store, read, "read after its store"), (read, store, "store after a read")):
                 if not _separated(analysis, first.span, second.span, set(first.loops) & set(second.loops)):
-                    problems.append(f"line {second.line}: `{second.text}` ({what} at line {first.line}) has no "
-                                    "__syncthreads() between them")
+                    problems.append(
+                        f"line {second.line}: `{second.text}` ({what} at line {first.line}) has no "
+                        "__syncthreads() between them"
+                    )
     return sorted(set(problems))
 
 
@@ -37,5 +39,7 @@ def _separated(analysis: AccessAnalysis, first: Span, second: Span, common: set[
         return True
     loop = max((analysis.loop(i) for i in common), key=lambda lp: lp.depth)
     body = loop.body
-    return any((first.end <= b.start and b.end <= body.end) or (body.start <= b.start and b.end <= second.start)
-               for b in barriers)
+    return any(
+        (first.end <= b.start and b.end <= body.end) or (body.start <= b.start and b.end <= second.start)
+        for b in barriers
+    )

@@ -34,11 +34,29 @@ from kxform.frontend.launches import LaunchConfig, launch_configs
 from kxform.frontend.model import Function, Span
 
 _NAME = re.compile(r"[A-Za-z_]\w*")
-_COORD = re.compile(r"(?:const\s+)?(?P<type>int|unsigned|unsigned int|size_t|long)\s+(?P<name>\w+)\s*=\s*"
-                    r"(?:blockIdx\.(?P<a1>[xy])\s*\*\s*blockDim\.(?P=a1)\s*\+\s*threadIdx\.(?P=a1)|"
-                    r"threadIdx\.(?P<a2>[xy])\s*\+\s*blockIdx\.(?P=a2)\s*\*\s*blockDim\.(?P=a2))\s*;")
-_KEYWORDS = frozenset({"size_t", "int", "long", "unsigned", "float", "double", "const", "sizeof", "min", "max",
-                       "fminf", "fmaxf", "expf", "sqrtf"})
+_COORD = re.compile(
+    r"(?:const\s+)?(?P<type>int|unsigned|unsigned int|size_t|long)\s+(?P<name>\w+)\s*=\s*"
+    r"(?:blockIdx\.(?P<a1>[xy])\s*\*\s*blockDim\.(?P=a1)\s*\+\s*threadIdx\.(?P=a1)|"
+    r"threadIdx\.(?P<a2>[xy])\s*\+\s*blockIdx\.(?P=a2)\s*\*\s*blockDim\.(?P=a2))\s*;"
+)
+_KEYWORDS = frozenset(
+    {
+        "size_t",
+        "int",
+        "long",
+        "unsigned",
+        "float",
+        "double",
+        "const",
+        "sizeof",
+        "min",
+        "max",
+        "fminf",
+        "fmaxf",
+        "expf",
+        "sqrtf",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -120,8 +138,12 @@ def recognise(ctx: PassContext, kernel: Function) -> Nest | Refusal:
         coords[m.group("a1") or m.group("a2")] = (m.group("name"), m.group("type"))
         pos = m.end()
     if set(coords) != {"x", "y"}:
-        return Refusal("NoOutputCoordinates", "the kernel does not start by computing its output row and column as "
-                       "blockIdx * blockDim + threadIdx in y and x", at)
+        return Refusal(
+            "NoOutputCoordinates",
+            "the kernel does not start by computing its output row and column as "
+            "blockIdx * blockDim + threadIdx in y and x",
+            at,
+        )
     (col, ctype), (row, _) = coords["x"], coords["y"]
     rest = text[pos:].lstrip()
     if_at = body_start + len(text) - len(text[pos:].lstrip())
@@ -129,17 +151,20 @@ def recognise(ctx: PassContext, kernel: Function) -> Nest | Refusal:
     if m is None:
         return Refusal("NoGuard", "the coordinates are not followed by one `if (guard) { ... }`", if_at)
     close = _match(rest, m.end() - 1, "(", ")")
-    open_brace = close + 1 + len(rest[close + 1:]) - len(rest[close + 1:].lstrip())
-    if close < 0 or rest[open_brace:open_brace + 1] != "{":
+    open_brace = close + 1 + len(rest[close + 1 :]) - len(rest[close + 1 :].lstrip())
+    if close < 0 or rest[open_brace : open_brace + 1] != "{":
         return Refusal("NoGuard", "the guard's body is not a braced block", if_at)
     end_brace = _match(rest, open_brace, "{", "}")
-    if end_brace < 0 or rest[end_brace + 1:].strip():
+    if end_brace < 0 or rest[end_brace + 1 :].strip():
         return Refusal("NoGuard", "statements follow the guarded block", if_at)
-    guard = rest[m.end():close].strip()
+    guard = rest[m.end() : close].strip()
     found_bounds = _bounds(guard, row, col)
     if found_bounds is None:
-        return Refusal("GuardBounds", f"the guard `{guard}` does not bound the row `{row}` and the column `{col}` "
-                       "by kernel parameters", if_at)
+        return Refusal(
+            "GuardBounds",
+            f"the guard `{guard}` does not bound the row `{row}` and the column `{col}` by kernel parameters",
+            if_at,
+        )
     bounds, below = found_bounds[:2], found_bounds[2]
     names = {p.name for p in kernel.params} | {mac.name for mac in ctx.model.macros}
     if any(set(_NAME.findall(b)) - names for b in bounds):
@@ -149,62 +174,91 @@ def recognise(ctx: PassContext, kernel: Function) -> Nest | Refusal:
         return Refusal("NoReduction", f"'{kernel.name}' has no loop: there is no reduction to stage", if_at)
     if len(loops) > 1:
         inner = loops[1]
-        return Refusal("LoopNest", f"'{kernel.name}' has {len(loops)} loops (`{loops[0].var or loops[0].kind}`, then "
-                       f"`{inner.var or inner.kind}` at line {span_line(ctx, inner.span)}): a reduction over nested "
-                       "loops (a convolution's window) is not the one-loop form", inner.span.start)
+        return Refusal(
+            "LoopNest",
+            f"'{kernel.name}' has {len(loops)} loops (`{loops[0].var or loops[0].kind}`, then "
+            f"`{inner.var or inner.kind}` at line {span_line(ctx, inner.span)}): a reduction over nested "
+            "loops (a convolution's window) is not the one-loop form",
+            inner.span.start,
+        )
     loop = loops[0]
     found = _loop(ctx, analysis, kernel, loop, row, col, names)
     if isinstance(found, Refusal):
         return found
     acc, term, operands, k_bound = found
     inner_start = if_at + open_brace + 1
-    inner = data[inner_start:loop.span.start].decode("utf-8")
+    inner = data[inner_start : loop.span.start].decode("utf-8")
     decl = re.fullmatch(r"\s*(?P<type>[\w ]+?)\s+" + re.escape(acc.var) + r"\s*=\s*(?P<init>[^;]+);\s*", inner)
     if decl is None:
-        return Refusal("LoopNest", f"the guarded block does not start with the declaration of `{acc.var}` and "
-                       "then the loop", inner_start)
-    epilogue = data[loop.span.end:if_at + end_brace].decode("utf-8")
+        return Refusal(
+            "LoopNest",
+            f"the guarded block does not start with the declaration of `{acc.var}` and then the loop",
+            inner_start,
+        )
+    epilogue = data[loop.span.end : if_at + end_brace].decode("utf-8")
     if re.search(r"\b" + re.escape(loop.var) + r"\b", epilogue) or "return" in epilogue:
         return Refusal("Epilogue", "the statements after the loop read its index or return", loop.span.end)
     launches = launch_configs(ctx.model, kernel.name)
     if len(launches) != 1:
-        return Refusal("Launch", f"'{kernel.name}' has {len(launches)} launches in this file; the rewrite changes "
-                       "the one launch it has", at)
+        return Refusal(
+            "Launch",
+            f"'{kernel.name}' has {len(launches)} launches in this file; the rewrite changes the one launch it has",
+            at,
+        )
     launch = launches[0]
     block = [launch_site.written(ctx.model, launch, 1, axis) for axis in (0, 1)]
     values = [w.value if w is not None else None for w in block]
     if values[0] is None or values[1] is None:
-        return Refusal("Launch", "the launch's block size is not a literal; its original shape is not known",
-                       launch.site.span.start)
+        return Refusal(
+            "Launch",
+            "the launch's block size is not a literal; its original shape is not known",
+            launch.site.span.start,
+        )
     alias = _alias(launch, kernel, operands, frozenset(a.buffer for a in analysis.accesses if a.write))
     if alias:
         return Refusal("InPlaceAlias", alias, launch.site.span.start)
-    return Nest(kernel, ctype, row, col, bounds[0], bounds[1], guard, acc, decl.group("type").strip(),
-                decl.group("init").strip(), loop, k_bound, term, operands,
-                _braces(re.sub(r"\b" + re.escape(acc.var) + r"\b", "\0", epilogue)).replace("\0", "{acc}"),
-                launch, (values[0], values[1]), "col" if below == col else "row" if below == row else "")
+    return Nest(
+        kernel,
+        ctype,
+        row,
+        col,
+        bounds[0],
+        bounds[1],
+        guard,
+        acc,
+        decl.group("type").strip(),
+        decl.group("init").strip(),
+        loop,
+        k_bound,
+        term,
+        operands,
+        _braces(re.sub(r"\b" + re.escape(acc.var) + r"\b", "\0", epilogue)).replace("\0", "{acc}"),
+        launch,
+        (values[0], values[1]),
+        "col" if below == col else "row" if below == row else "",
+    )
 
 
-def _loop(ctx: PassContext, analysis: AccessAnalysis, kernel: Function, loop: Loop, row: str, col: str,
-          names: set[str]) -> tuple[Reduction, str, tuple[Operand, ...], str] | Refusal:
+def _loop(
+    ctx: PassContext, analysis: AccessAnalysis, kernel: Function, loop: Loop, row: str, col: str, names: set[str]
+) -> tuple[Reduction, str, tuple[Operand, ...], str] | Refusal:
     data = ctx.model.source.data
     zero = Affine.const(0)
     if loop.kind != "for" or not loop.var or loop.init != zero or loop.op != "<" or loop.step != Affine.const(1):
         return Refusal("LoopNest", "the reduction loop is not `for (k = 0; k < K; k++)`", loop.span.start)
     if loop.carried:
-        return Refusal("Dependence", f"iterations of the loop depend on each other: {loop.carried[0]}",
-                       loop.span.start)
+        return Refusal("Dependence", f"iterations of the loop depend on each other: {loop.carried[0]}", loop.span.start)
     sums = [r for r in loop.reductions if r.op == "+"]
     if len(loop.reductions) != 1 or not sums:
         return Refusal("NoReduction", "the loop does not carry exactly one `+` reduction", loop.span.start)
     acc = sums[0]
-    header = data[loop.header.start:loop.header.end].decode("utf-8")
+    header = data[loop.header.start : loop.header.end].decode("utf-8")
     m = re.search(r";\s*" + re.escape(loop.var) + r"\s*<\s*(?P<bound>[^;]+);", header)
     if m is None or set(_NAME.findall(m.group("bound"))) - names:
         return Refusal("LoopNest", "the loop's bound reads more than the kernel's parameters", loop.span.start)
     (update,) = acc.updates
-    body = data[loop.body.start:loop.body.end].decode("utf-8").strip()
-    statement = data[update.start:update.end].decode("utf-8")
+    body = data[loop.body.start : loop.body.end].decode("utf-8").strip()
+    statement = data[update.start : update.end].decode("utf-8")
     if body.strip("{} \t\r\n;") != statement.strip().rstrip(";"):
         return Refusal("LoopNest", "the loop's body is more than the one accumulation", loop.body.start)
     inside = sorted((a for a in analysis.accesses if loop.id in a.loops), key=lambda a: a.span.start)
@@ -213,21 +267,30 @@ def _loop(ctx: PassContext, analysis: AccessAnalysis, kernel: Function, loop: Lo
         if access.write or access.space != "global":
             return Refusal("Dependence", f"the loop writes `{access.text}`", access.span.start)
         if not isinstance(access.index, Affine):
-            return Refusal("NonAffine", f"the index of `{access.text}` is not affine: {access.index}",
-                           access.span.start)
+            return Refusal(
+                "NonAffine", f"the index of `{access.text}` is not affine: {access.index}", access.span.start
+            )
         symbols = access.index.symbols
         on_row = bool(symbols & {"threadIdx.y", "blockIdx.y"})
         on_col = bool(symbols & {"threadIdx.x", "blockIdx.x"})
         used = set(_NAME.findall(access.text)) - names - _KEYWORDS - {access.buffer}
         if loop.var not in symbols or on_row == on_col or used - {loop.var, row if on_row else col}:
-            return Refusal("NotATileOperand", f"`{access.text}` does not depend on the reduction index and exactly "
-                           "one of the output row and column", access.span.start)
+            return Refusal(
+                "NotATileOperand",
+                f"`{access.text}` does not depend on the reduction index and exactly one of the output row and column",
+                access.span.start,
+            )
         if not update.contains(access.span):
             return Refusal("LoopNest", f"`{access.text}` is outside the accumulation", access.span.start)
         thread = "threadIdx.y" if on_row else "threadIdx.x"
-        operands.append(Operand(access, "row" if on_row else "col",
-                                access.index.coefficient(loop.var) == Affine.const(1),
-                                access.index.coefficient(thread) == Affine.const(1)))
+        operands.append(
+            Operand(
+                access,
+                "row" if on_row else "col",
+                access.index.coefficient(loop.var) == Affine.const(1),
+                access.index.coefficient(thread) == Affine.const(1),
+            )
+        )
     if not operands:
         return Refusal("NotATileOperand", "the accumulation reads no operand from memory", update.start)
     term = statement
@@ -236,8 +299,11 @@ def _loop(ctx: PassContext, analysis: AccessAnalysis, kernel: Function, loop: Lo
         term = term[:a] + f"\0{n}\1" + term[b:]
     term = re.sub(r"\b" + re.escape(acc.var) + r"\b", "\2", term)
     if set(_NAME.findall(term)) & {row, col, loop.var}:
-        return Refusal("NotATileOperand", "the accumulated term reads the output coordinates or the reduction "
-                       "index outside its operands", update.start)
+        return Refusal(
+            "NotATileOperand",
+            "the accumulated term reads the output coordinates or the reduction index outside its operands",
+            update.start,
+        )
     term = _braces(term).replace("\0", "{").replace("\1", "}").replace("\2", "{acc}")
     return acc, term, tuple(operands), m.group("bound").strip()
 
@@ -269,16 +335,19 @@ def _bounds(guard: str, row: str, col: str) -> tuple[str, str, str] | None:
     return (found[row], found[col], lower) if row in found and col in found else None
 
 
-def _alias(launch: LaunchConfig, kernel: Function, operands: tuple[Operand, ...],
-           written: frozenset[str]) -> str | None:
+def _alias(
+    launch: LaunchConfig, kernel: Function, operands: tuple[Operand, ...], written: frozenset[str]
+) -> str | None:
     """Why a buffer the kernel writes may be an operand read in the loop (the same buffer, or
     the same host pointer passed for both)."""
     args = dict(zip((p.name for p in kernel.params), (a.strip() for a in launch.site.args)))
     for op in operands:
         for out in sorted(written):
             if op.access.buffer == out or args.get(op.access.buffer, "?") == args.get(out, "!"):
-                return (f"the output `{out}` is also read as the operand `{op.access.text}`: tiles staged from it "
-                        "would read values the kernel overwrites (an in-place update)")
+                return (
+                    f"the output `{out}` is also read as the operand `{op.access.text}`: tiles staged from it "
+                    "would read values the kernel overwrites (an in-place update)"
+                )
     return None
 
 

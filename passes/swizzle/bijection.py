@@ -23,8 +23,19 @@ from kxform.fileio import write_atomic
 
 EXHAUSTIVE_SIDE = 64
 LARGE_SHAPES: tuple[tuple[int, int], ...] = (
-    (65535, 1), (1, 65535), (65535, 2), (3, 65535), (65535, 7), (64, 65535), (65535, 65),
-    (4097, 1023), (1000, 1000), (1024, 1024), (257, 255), (4095, 4097), (12345, 321),
+    (65535, 1),
+    (1, 65535),
+    (65535, 2),
+    (3, 65535),
+    (65535, 7),
+    (64, 65535),
+    (65535, 65),
+    (4097, 1023),
+    (1000, 1000),
+    (1024, 1024),
+    (257, 255),
+    (4095, 4097),
+    (12345, 321),
 )
 CHECKER_VERSION = "2"
 
@@ -94,16 +105,16 @@ def host_compiler() -> HostCompiler | None:
 _memo: dict[str, BijectionReport] = {}
 
 
-def check_helper(helper_source: str, helper_name: str,
-                 reference: tuple[tuple[str, str], ...] = ()) -> BijectionReport:
+def check_helper(helper_source: str, helper_name: str, reference: tuple[tuple[str, str], ...] = ()) -> BijectionReport:
     """Compile and run the exhaustive check; raise CheckFailed with the counterexample.
     `reference`: (source, name) of stage helpers applied in turn (the proven formula);
     the emitted helper must agree with their composition on every block checked."""
     compiler = host_compiler()
     if compiler is None:
         raise CheckFailed("bijection", "no host C++ compiler (set CXX) to check the emitted remap")
-    key = content_key(CHECKER_VERSION, helper_source, helper_name, compiler.version,
-                      *[part for pair in reference for part in pair])
+    key = content_key(
+        CHECKER_VERSION, helper_source, helper_name, compiler.version, *[part for pair in reference for part in pair]
+    )
     shapes = EXHAUSTIVE_SIDE * EXHAUSTIVE_SIDE + len(LARGE_SHAPES)
     if key in _memo:
         return _memo[key]
@@ -112,14 +123,26 @@ def check_helper(helper_source: str, helper_name: str,
         report = BijectionReport(True, shapes, marker.read_text(encoding="utf-8"), cached=True)
         _memo[key] = report
         return report
-    program = "\n".join([_HOST_PRELUDE, helper_source, *_reference(reference), f"#define HELPER {helper_name}",
-                         f"#define SIDE {EXHAUSTIVE_SIDE}u", _HOST_MAIN])
+    program = "\n".join(
+        [
+            _HOST_PRELUDE,
+            helper_source,
+            *_reference(reference),
+            f"#define HELPER {helper_name}",
+            f"#define SIDE {EXHAUSTIVE_SIDE}u",
+            _HOST_MAIN,
+        ]
+    )
     with tempfile.TemporaryDirectory(prefix="kxform-bij-") as tmp:
         src = Path(tmp) / "check.cpp"
         exe = Path(tmp) / "check"
         src.write_text(program, encoding="utf-8")
-        build = subprocess.run([*compiler.command, "-O2", "-std=c++17", "-o", str(exe), str(src)],
-                               capture_output=True, text=True, timeout=120)
+        build = subprocess.run(
+            [*compiler.command, "-O2", "-std=c++17", "-o", str(exe), str(src)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if build.returncode != 0:
             first = next((line for line in build.stderr.splitlines() if "error" in line), build.stderr.strip())
             raise CheckFailed("bijection", f"emitted helper does not compile for the host: {first}")
@@ -146,7 +169,10 @@ def _reference(stages: tuple[tuple[str, str], ...]) -> list[str]:
     body = ["    uint2 l = make_uint2(bx, by);"]
     for _, name in stages:
         body.append(f"    l = {name}(l.x, l.y, gx, gy);")
-    lines.append("static uint2 kxform_reference(unsigned bx, unsigned by, unsigned gx, unsigned gy) {\n"
-                 + "\n".join(body) + f"\n    return {calls};\n}}")
+    lines.append(
+        "static uint2 kxform_reference(unsigned bx, unsigned by, unsigned gx, unsigned gy) {\n"
+        + "\n".join(body)
+        + f"\n    return {calls};\n}}"
+    )
     lines.append("#define REFERENCE kxform_reference")
     return lines

@@ -47,24 +47,42 @@ C_LOCAL_PREFIX = "kx_"
 """Statement names are emitted as `kx_<name>`: they can never meet a macro or keyword of
 the file the helper is inserted into."""
 
-_RESERVED = frozenset("""
+_RESERVED = (
+    frozenset(
+        """
 auto break case char const continue default do double else enum extern float for goto if inline int long
 register restrict return short signed sizeof static struct switch typedef union unsigned void volatile while
 bool true false class namespace template typename this new delete operator private public protected virtual
 friend using asm and or not xor bitand bitor compl lambda def import
-""".split()) | frozenset(FUNCTIONS) | frozenset(INPUTS) | frozenset(DERIVED)
+""".split()
+    )
+    | frozenset(FUNCTIONS)
+    | frozenset(INPUTS)
+    | frozenset(DERIVED)
+)
 
-_TOKEN = re.compile(r"""
+_TOKEN = re.compile(
+    r"""
     (?P<ws>[ \t\r]+)
   | (?P<nl>\n)
   | (?P<num>0[xX][0-9a-fA-F]+[uU]?|[0-9]+[uU]?)
   | (?P<name>[A-Za-z_][A-Za-z_0-9]*)
   | (?P<op><<|>>|<=|>=|==|!=|&&|\|\||[-+*/%<>&|^~!?:(),;=])
-""", re.X)
+""",
+    re.X,
+)
 
 _BINARY_LEVELS: tuple[tuple[str, ...], ...] = (
-    ("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!="), ("<", "<=", ">", ">="), ("<<", ">>"),
-    ("+", "-"), ("*", "/", "%"),
+    ("||",),
+    ("&&",),
+    ("|",),
+    ("^",),
+    ("&",),
+    ("==", "!="),
+    ("<", "<=", ">", ">="),
+    ("<<", ">>"),
+    ("+", "-"),
+    ("*", "/", "%"),
 )
 
 
@@ -78,6 +96,7 @@ class FormulaError(Exception):
 
 
 # --- syntax tree ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Num:
@@ -148,6 +167,7 @@ def _count(node: Node) -> int:
 
 # --- parsing -------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class _Tok:
     kind: str
@@ -164,8 +184,11 @@ def _tokenize(text: str) -> list[_Tok]:
         match = _TOKEN.match(text, pos)
         if match is None:
             char = text[pos]
-            raise FormulaError("grammar", f"character {char!r} at offset {pos} is not part of the formula language "
-                               "(only names, integer constants and + - * / % << >> & | ^ ~ ! < > = ? : ( ) , ;)")
+            raise FormulaError(
+                "grammar",
+                f"character {char!r} at offset {pos} is not part of the formula language "
+                "(only names, integer constants and + - * / % << >> & | ^ ~ ! < > = ? : ( ) , ;)",
+            )
         kind = match.lastgroup or ""
         if kind != "ws":
             tokens.append(_Tok("sep" if kind == "nl" else kind, match.group(), pos))
@@ -222,8 +245,10 @@ class _Parser:
             self.take()
             return Unary(tok.text, self.unary())
         if tok.text in ("-", "+"):
-            raise FormulaError("grammar", f"unary {tok.text!r} at offset {tok.pos} is not allowed (values are "
-                               "unsigned; write a - b with a >= b)")
+            raise FormulaError(
+                "grammar",
+                f"unary {tok.text!r} at offset {tok.pos} is not allowed (values are unsigned; write a - b with a >= b)",
+            )
         return self.primary()
 
     def primary(self) -> Node:
@@ -241,8 +266,10 @@ class _Parser:
             if self.peek().text == "(":
                 return self.call(tok)
             if tok.text not in self.defined:
-                raise FormulaError("grammar", f"unknown name {tok.text!r} at offset {tok.pos} (defined: "
-                                   f"{', '.join(sorted(self.defined))})")
+                raise FormulaError(
+                    "grammar",
+                    f"unknown name {tok.text!r} at offset {tok.pos} (defined: {', '.join(sorted(self.defined))})",
+                )
             return Var(tok.text)
         found = repr(tok.text) if tok.text else "the end of the statement"
         raise FormulaError("grammar", f"expected a name, a constant or '(' at offset {tok.pos}, found {found}")
@@ -250,8 +277,9 @@ class _Parser:
     def call(self, tok: _Tok) -> Node:
         arity = FUNCTIONS.get(tok.text)
         if arity is None:
-            raise FormulaError("grammar", f"unknown function {tok.text!r} at offset {tok.pos} (functions: "
-                               f"{', '.join(FUNCTIONS)})")
+            raise FormulaError(
+                "grammar", f"unknown function {tok.text!r} at offset {tok.pos} (functions: {', '.join(FUNCTIONS)})"
+            )
         self.take("(")
         args = [self.expr()]
         while self.peek().text == ",":
@@ -306,8 +334,9 @@ def parse_formula(text: object) -> Formula:
             raise FormulaError("size", f"more than {MAX_STATEMENTS} statements")
         if parser.peek().kind != "end" and parser.peek().text != ";" and parser.peek().kind != "sep":
             tok = parser.peek()
-            raise FormulaError("grammar", f"unexpected {tok.text!r} at offset {tok.pos} (statements end with "
-                               "';' or a new line)")
+            raise FormulaError(
+                "grammar", f"unexpected {tok.text!r} at offset {tok.pos} (statements end with ';' or a new line)"
+            )
     missing = [name for name in OUTPUTS if name not in {n for n, _ in statements}]
     if missing:
         raise FormulaError("grammar", f"the formula must assign {' and '.join(missing)} (the logical block)")
@@ -325,10 +354,18 @@ def _statement(parser: _Parser, defined: set[str]) -> tuple[str, Node]:
     name = tok.text
     if name in INPUTS or name in DERIVED:
         raise FormulaError("grammar", f"{name!r} is an input and cannot be assigned")
-    if name in _RESERVED or name.startswith("_") or name.lower().startswith("kx") or len(name) > MAX_NAME \
-            or not re.fullmatch(r"[a-z][a-z0-9_]*", name):
-        raise FormulaError("grammar", f"{name!r} is not an allowed name (lower-case letters, digits and _, at most "
-                           f"{MAX_NAME} characters, not a C keyword or function)")
+    if (
+        name in _RESERVED
+        or name.startswith("_")
+        or name.lower().startswith("kx")
+        or len(name) > MAX_NAME
+        or not re.fullmatch(r"[a-z][a-z0-9_]*", name)
+    ):
+        raise FormulaError(
+            "grammar",
+            f"{name!r} is not an allowed name (lower-case letters, digits and _, at most "
+            f"{MAX_NAME} characters, not a C keyword or function)",
+        )
     if name in defined:
         raise FormulaError("grammar", f"{name!r} is assigned twice (each name is assigned once)")
     parser.take("=")
@@ -348,10 +385,12 @@ def _reads(statements: list[tuple[str, Node]], name: str) -> bool:
         if isinstance(node, Call):
             return any(walk(a) for a in node.args)
         return False
+
     return any(walk(node) for _, node in statements)
 
 
 # --- C emission ----------------------------------------------------------------------------
+
 
 def c_expr(node: Node) -> str:
     """C text of `node` over `unsigned` values: every operation parenthesised, constants

@@ -27,8 +27,16 @@ from kxform.passes.swizzle.bijection import EXHAUSTIVE_SIDE, LARGE_SHAPES
 from kxform.passes.swizzle.formula import Binary, Call, Formula, FormulaError, Node, Num, Unary, Var, show
 
 LIMIT = np.uint64(2**32)
-EXTREME_SHAPES: tuple[tuple[int, int], ...] = ((65535, 65535), (65535, 65534), (65534, 65535), (65535, 1024),
-                                               (1024, 65535), (65535, 4096), (4096, 65535), (65535, 3))
+EXTREME_SHAPES: tuple[tuple[int, int], ...] = (
+    (65535, 65535),
+    (65535, 65534),
+    (65534, 65535),
+    (65535, 1024),
+    (1024, 65535),
+    (65535, 4096),
+    (4096, 65535),
+    (65535, 3),
+)
 EXTREME_SAMPLES = 20000
 
 
@@ -121,10 +129,15 @@ class _Evaluator:
 
 
 _BITWISE = {
-    "&": lambda a, b: a & b, "|": lambda a, b: a | b, "^": lambda a, b: a ^ b,
-    "<": lambda a, b: (a < b).astype(np.uint64), "<=": lambda a, b: (a <= b).astype(np.uint64),
-    ">": lambda a, b: (a > b).astype(np.uint64), ">=": lambda a, b: (a >= b).astype(np.uint64),
-    "==": lambda a, b: (a == b).astype(np.uint64), "!=": lambda a, b: (a != b).astype(np.uint64),
+    "&": lambda a, b: a & b,
+    "|": lambda a, b: a | b,
+    "^": lambda a, b: a ^ b,
+    "<": lambda a, b: (a < b).astype(np.uint64),
+    "<=": lambda a, b: (a <= b).astype(np.uint64),
+    ">": lambda a, b: (a > b).astype(np.uint64),
+    ">=": lambda a, b: (a >= b).astype(np.uint64),
+    "==": lambda a, b: (a == b).astype(np.uint64),
+    "!=": lambda a, b: (a != b).astype(np.uint64),
 }
 
 
@@ -146,8 +159,9 @@ def evaluate_point(formula: Formula, bx: int, by: int, gx: int, gy: int) -> tupl
 def grid_lanes(gx: int, gy: int, start: int = 0, stop: int | None = None) -> Lanes:
     """Blocks `start..stop` (row-major pid order) of a gx x gy grid."""
     pid = np.arange(start, gx * gy if stop is None else stop, dtype=np.uint64)
-    return Lanes(pid % np.uint64(gx), pid // np.uint64(gx), np.full(len(pid), gx, np.uint64),
-                 np.full(len(pid), gy, np.uint64))
+    return Lanes(
+        pid % np.uint64(gx), pid // np.uint64(gx), np.full(len(pid), gx, np.uint64), np.full(len(pid), gy, np.uint64)
+    )
 
 
 def _small_grids() -> Iterator[Lanes]:
@@ -163,11 +177,20 @@ def _sampled_grids() -> Iterator[Lanes]:
     rng = np.random.default_rng(20261123)
     for gx, gy in (*LARGE_SHAPES, *EXTREME_SHAPES):
         total = gx * gy
-        edges = [np.arange(0, min(total, 4096)), np.arange(max(0, total - 4096), total),
-                 np.arange(0, gy) * gx, np.arange(0, gy) * gx + (gx - 1), rng.integers(0, total, EXTREME_SAMPLES)]
+        edges = [
+            np.arange(0, min(total, 4096)),
+            np.arange(max(0, total - 4096), total),
+            np.arange(0, gy) * gx,
+            np.arange(0, gy) * gx + (gx - 1),
+            rng.integers(0, total, EXTREME_SAMPLES),
+        ]
         pid = np.unique(np.concatenate(edges)).astype(np.uint64)
-        yield Lanes(pid % np.uint64(gx), pid // np.uint64(gx), np.full(len(pid), gx, np.uint64),
-                    np.full(len(pid), gy, np.uint64))
+        yield Lanes(
+            pid % np.uint64(gx),
+            pid // np.uint64(gx),
+            np.full(len(pid), gx, np.uint64),
+            np.full(len(pid), gy, np.uint64),
+        )
 
 
 @dataclass(frozen=True)
@@ -187,9 +210,12 @@ def check_arithmetic(formula: Formula) -> ArithmeticReport:
         outside = (lx >= batch.gx) | (ly >= batch.gy)
         if outside.any():
             i = int(np.argmax(outside))
-            raise FormulaError("range", f"block maps to ({int(lx[i])}, {int(ly[i])}), outside the grid, at "
-                               f"{batch.point(i)}")
-    detail = (f"no wrap-around, division by zero or wide shift on {blocks} blocks (every block of "
-              f"1x1..{EXHAUSTIVE_SIDE}x{EXHAUSTIVE_SIDE}; edges and samples of {len(LARGE_SHAPES) + len(EXTREME_SHAPES)} "
-              "grids up to 65535x65535)")
+            raise FormulaError(
+                "range", f"block maps to ({int(lx[i])}, {int(ly[i])}), outside the grid, at {batch.point(i)}"
+            )
+    detail = (
+        f"no wrap-around, division by zero or wide shift on {blocks} blocks (every block of "
+        f"1x1..{EXHAUSTIVE_SIDE}x{EXHAUSTIVE_SIDE}; edges and samples of {len(LARGE_SHAPES) + len(EXTREME_SHAPES)} "
+        "grids up to 65535x65535)"
+    )
     return ArithmeticReport(blocks, detail)

@@ -58,9 +58,13 @@ def _reads_block_xy(reads: tuple[IndexRead, ...]) -> bool:
 def index_usage(model: SourceModel, kernel: Function) -> IndexUsage:
     """Collect the kernel's index reads over its call closure within this file."""
     reached = model.closure(kernel.name)
-    functions = [kernel] + [f for name in sorted(reached - {kernel.name}) for f in model.functions_named(name)
-                            if f.kind is not FunctionKind.HOST]
-    macro_names = tuple(sorted(n[len("<macro "):-1] for n in reached if n.startswith("<macro ")))
+    functions = [kernel] + [
+        f
+        for name in sorted(reached - {kernel.name})
+        for f in model.functions_named(name)
+        if f.kind is not FunctionKind.HOST
+    ]
+    macro_names = tuple(sorted(n[len("<macro ") : -1] for n in reached if n.startswith("<macro ")))
     reads: list[IndexRead] = []
     for function in functions:
         reads.extend(r for r in model.reads_in(function.name) if function.body.contains(r.span))
@@ -69,8 +73,13 @@ def index_usage(model: SourceModel, kernel: Function) -> IndexUsage:
     blockers: list[Blocker] = []
     for read in reads:
         if read.builtin == "blockIdx" and read.axis == "":
-            blockers.append(Blocker("WholeIndexUse", f"'{read.spelling}' is used as a whole; kxform remaps "
-                                    "only blockIdx.x and blockIdx.y reads", read.span.start))
+            blockers.append(
+                Blocker(
+                    "WholeIndexUse",
+                    f"'{read.spelling}' is used as a whole; kxform remaps only blockIdx.x and blockIdx.y reads",
+                    read.span.start,
+                )
+            )
     # Device functions that read x/y directly or via callees/macros must receive the logical index.
     reads_xy = {f.name for f in functions[1:] if _reads_block_xy(model.reads_in(f.name))}
     reads_xy |= {macro_node(m) for m in macro_names if _reads_block_xy(tuple(r for r in macro_reads if r.macro == m))}
@@ -81,15 +90,34 @@ def index_usage(model: SourceModel, kernel: Function) -> IndexUsage:
             carriers.append(function)
     type_names = frozenset().union(*(f.template_names for f in functions))
     callers = {f.name for f in functions}
-    external = sorted({c.callee for name in callers for c in model.calls_from(name)
-                       if not model.functions_named(c.callee) and c.callee not in type_names
-                       and not BUILTIN_CALL_RE.match(c.callee) and model.macro(c.callee) is None})
+    external = sorted(
+        {
+            c.callee
+            for name in callers
+            for c in model.calls_from(name)
+            if not model.functions_named(c.callee)
+            and c.callee not in type_names
+            and not BUILTIN_CALL_RE.match(c.callee)
+            and model.macro(c.callee) is None
+        }
+    )
     for name in {c.name for c in carriers}:
         defs = model.functions_named(name)
         if len(defs) > 1:
-            blockers.append(Blocker("OverloadedCarrier", f"device function '{name}' reads the block index and is "
-                                    "overloaded; kxform cannot tell which overload each call reaches",
-                                    defs[0].span.start))
-    return IndexUsage(kernel, tuple(functions), tuple(sorted(reads, key=lambda r: r.span)), tuple(carriers),
-                      tuple(m for m in macro_names if _reads_block_xy(tuple(r for r in macro_reads if r.macro == m))),
-                      tuple(external), tuple(blockers))
+            blockers.append(
+                Blocker(
+                    "OverloadedCarrier",
+                    f"device function '{name}' reads the block index and is "
+                    "overloaded; kxform cannot tell which overload each call reaches",
+                    defs[0].span.start,
+                )
+            )
+    return IndexUsage(
+        kernel,
+        tuple(functions),
+        tuple(sorted(reads, key=lambda r: r.span)),
+        tuple(carriers),
+        tuple(m for m in macro_names if _reads_block_xy(tuple(r for r in macro_reads if r.macro == m))),
+        tuple(external),
+        tuple(blockers),
+    )

@@ -27,8 +27,9 @@ class LocalityJudgement:
         from kxform.locality.propose import judge  # the locality model (docs/locality-model.md)
 
         two_d = ctx.analysis(IndexUsage, kernel).dims >= 2
-        verdict, not_modelled = judge(ctx.model.source, kernel.name, ctx.hw, two_d, ctx.model,
-                                      unit_flags(ctx.toolchain, ctx.model.source.path))
+        verdict, not_modelled = judge(
+            ctx.model.source, kernel.name, ctx.hw, two_d, ctx.model, unit_flags(ctx.toolchain, ctx.model.source.path)
+        )
         return cls(verdict, not_modelled)
 
 
@@ -40,12 +41,32 @@ def prediction_remark(ctx: Any, kernel: Function, verdict: Any) -> None:
     from kxform.log.remarks import RemarkKind
 
     data = verdict.ranking
-    rows = [{"pattern": str(o["order"]), "l2_hit_rate": o.get("l2_hit_rate"),
-             "dram_read_bytes": o.get("dram_read_bytes"), "dram_write_bytes": o.get("dram_write_bytes"),
-             "rank": o.get("rank"), "margin": o.get("margin_to_identity")} for o in data.get("orders") or ()]
-    listed = "; ".join(f"{r['pattern']} L2 hit {float(r['l2_hit_rate'] or 0):.0%}, DRAM read "
-                       f"{float(r['dram_read_bytes'] or 0) / 1e9:.3g} GB" for r in rows)
+    rows = [
+        {
+            "pattern": str(o["order"]),
+            "l2_hit_rate": o.get("l2_hit_rate"),
+            "dram_read_bytes": o.get("dram_read_bytes"),
+            "dram_write_bytes": o.get("dram_write_bytes"),
+            "rank": o.get("rank"),
+            "margin": o.get("margin_to_identity"),
+        }
+        for o in data.get("orders") or ()
+    ]
+    listed = "; ".join(
+        f"{r['pattern']} L2 hit {float(r['l2_hit_rate'] or 0):.0%}, DRAM read "
+        f"{float(r['dram_read_bytes'] or 0) / 1e9:.3g} GB"
+        for r in rows
+    )
     # the first clause (the best order) is what a terminal line shows
-    ctx.remark(RemarkKind.ANALYSIS, "swizzle", "LocalityPrediction", kernel.span.start, kernel.name,
-               f"locality model: {listed} ({data.get('hw')}, size {data.get('size')})",
-               hw=data.get("hw"), size=data.get("size"), chosen=data.get("chosen"), predictions=rows)
+    ctx.remark(
+        RemarkKind.ANALYSIS,
+        "swizzle",
+        "LocalityPrediction",
+        kernel.span.start,
+        kernel.name,
+        f"locality model: {listed} ({data.get('hw')}, size {data.get('size')})",
+        hw=data.get("hw"),
+        size=data.get("size"),
+        chosen=data.get("chosen"),
+        predictions=rows,
+    )

@@ -32,10 +32,14 @@ CTAID_RE = re.compile(r"%(n?ctaid|clusterid|nclusterid|cluster_ctaid|cluster_cta
 VOLATILE_CAST_RE = re.compile(r"\(\s*(?:const\s+)?volatile\b[^()]*\*\s*\)|\bvolatile\s*[A-Za-z_][\w:]*\s*\*\s*\)")
 ASSIGN_RE = re.compile(r"\b([A-Za-z_]\w*)\s*(?<![=!<>])=(?!=)([^;]*);")
 CLUSTER_ATTR_RE = re.compile(r"__cluster_dims__\s*\(|__cluster_dims__")
-CLUSTER_USE_RE = re.compile(r"\b(this_cluster|cluster_group|cluster_sync|cluster\.sync|%cluster_\w+|"
-                            r"block_rank_in_cluster|map_shared_rank|barrier\.cluster)\b")
-CLUSTER_LAUNCH_RE = re.compile(r"\bcudaLaunchAttributeClusterDimension\b|\bclusterDim\b|"
-                               r"\bcudaFuncAttributeRequiredClusterWidth\b|\bcudaFuncAttributeNonPortableClusterSizeAllowed\b")
+CLUSTER_USE_RE = re.compile(
+    r"\b(this_cluster|cluster_group|cluster_sync|cluster\.sync|%cluster_\w+|"
+    r"block_rank_in_cluster|map_shared_rank|barrier\.cluster)\b"
+)
+CLUSTER_LAUNCH_RE = re.compile(
+    r"\bcudaLaunchAttributeClusterDimension\b|\bclusterDim\b|"
+    r"\bcudaFuncAttributeRequiredClusterWidth\b|\bcudaFuncAttributeNonPortableClusterSizeAllowed\b"
+)
 
 _LOOPS = "[(while_statement) (do_statement) (for_statement)] @loop"
 _ASM = "(gnu_asm_expression) @asm"
@@ -97,8 +101,9 @@ def _global_volatiles_of(tree: object) -> frozenset[str]:
     for node in tree.root_node.named_children:  # type: ignore[attr-defined]
         if node.type == "declaration" and node.text and b"volatile" in node.text:
             names |= set(VOLATILE_DECL_RE.findall(node.text.decode("utf-8", "replace")))
-            names |= set(re.findall(r"([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*(?:=[^,;]*)?;",
-                                    node.text.decode("utf-8", "replace")))
+            names |= set(
+                re.findall(r"([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*(?:=[^,;]*)?;", node.text.decode("utf-8", "replace"))
+            )
     return frozenset(names)
 
 
@@ -106,8 +111,8 @@ def _pollers(model: SourceModel, functions: tuple[Function, ...], volatile_names
     """Device functions of the closure whose body reads memory the way a poll does."""
     out: set[str] = set()
     for function in functions:
-        text = model.source.data[function.body.start:function.body.end].decode("utf-8", "replace")
-        params = model.source.data[function.params_span.start:function.params_span.end].decode("utf-8", "replace")
+        text = model.source.data[function.body.start : function.body.end].decode("utf-8", "replace")
+        params = model.source.data[function.params_span.start : function.params_span.end].decode("utf-8", "replace")
         local = volatile_names | set(VOLATILE_DECL_RE.findall(params))
         if POLL_CALL_RE.search(text) or VOLATILE_CAST_RE.search(text) or set(re.findall(r"[A-Za-z_]\w*", text)) & local:
             out.add(function.name)
@@ -122,15 +127,19 @@ def _cluster_launch(text: str) -> re.Match[str] | None:
 
 
 def _cluster(model: SourceModel, function: Function) -> str | None:
-    header = model.source.data[function.span.start:function.body.start].decode("utf-8", "replace")
-    body = model.source.data[function.body.start:function.body.end].decode("utf-8", "replace")
+    header = model.source.data[function.span.start : function.body.start].decode("utf-8", "replace")
+    body = model.source.data[function.body.start : function.body.end].decode("utf-8", "replace")
     found = CLUSTER_ATTR_RE.search(header) or CLUSTER_USE_RE.search(body)
     if found:
         return found.group(0).strip("( ")
     if function.kind is FunctionKind.KERNEL:
         launch = _cluster_launch(model.source.text)
-        if launch and any(l.kernel == function.name for l in model.launches) or \
-                launch and re.search(rf"\b{re.escape(function.name)}\b", model.source.text[launch.start():]):
+        if (
+            launch
+            and any(s.kernel == function.name for s in model.launches)
+            or launch
+            and re.search(rf"\b{re.escape(function.name)}\b", model.source.text[launch.start() :])
+        ):
             return launch.group(0)
     return None
 
@@ -144,34 +153,57 @@ def order_blockers(model: SourceModel, functions: tuple[Function, ...]) -> list[
         body = _body_node(model, function)
         if body is None:
             continue
-        text = model.source.data[function.span.start:function.span.end].decode("utf-8")
+        text = model.source.data[function.span.start : function.span.end].decode("utf-8")
         volatile_names = set(VOLATILE_DECL_RE.findall(text)) | globals_
         for loop in _nodes(_LOOPS, body):
             if _spin_wait(loop, volatile_names, pollers - {function.name}):
-                blockers.append(Blocker(
-                    "SpinWait", f"'{function.name}' spin-waits on memory written by other blocks "
-                    "(its progress can depend on block order)", loop.start_byte))
+                blockers.append(
+                    Blocker(
+                        "SpinWait",
+                        f"'{function.name}' spin-waits on memory written by other blocks "
+                        "(its progress can depend on block order)",
+                        loop.start_byte,
+                    )
+                )
                 break
         sync = GRID_SYNC_RE.search(text)
         if sync:
-            blockers.append(Blocker("GridSync", f"'{function.name}' uses cooperative grid synchronisation "
-                                    f"('{sync.group(1)}')", function.span.start + sync.start()))
+            blockers.append(
+                Blocker(
+                    "GridSync",
+                    f"'{function.name}' uses cooperative grid synchronisation ('{sync.group(1)}')",
+                    function.span.start + sync.start(),
+                )
+            )
         cluster = _cluster(model, function)
         if cluster:
-            blockers.append(Blocker("ThreadBlockCluster", f"'{function.name}' uses thread-block clusters "
-                                    f"('{cluster}'): a block's cluster rank is tied to its physical index",
-                                    function.span.start))
+            blockers.append(
+                Blocker(
+                    "ThreadBlockCluster",
+                    f"'{function.name}' uses thread-block clusters "
+                    f"('{cluster}'): a block's cluster rank is tied to its physical index",
+                    function.span.start,
+                )
+            )
         for asm in _nodes(_ASM, body):
             ptx = asm.text.decode("utf-8") if asm.text else ""
             found = CTAID_RE.search(ptx)
             if found:
-                blockers.append(Blocker("InlinePtxCtaid", f"inline PTX in '{function.name}' reads "
-                                        f"%{found.group(1)} directly", asm.start_byte))
-    reached = {n[len("<macro "):-1] for f in functions for n in model.closure(f.name) if n.startswith("<macro ")}
+                blockers.append(
+                    Blocker(
+                        "InlinePtxCtaid",
+                        f"inline PTX in '{function.name}' reads %{found.group(1)} directly",
+                        asm.start_byte,
+                    )
+                )
+    reached = {n[len("<macro ") : -1] for f in functions for n in model.closure(f.name) if n.startswith("<macro ")}
     for name in sorted(reached):
         macro = model.macro(name)
         found = CTAID_RE.search(macro.body) if macro is not None else None
         if macro is not None and found:
-            blockers.append(Blocker("InlinePtxCtaid", f"macro '{name}' holds inline PTX reading %{found.group(1)}",
-                                    macro.span.start))
+            blockers.append(
+                Blocker(
+                    "InlinePtxCtaid", f"macro '{name}' holds inline PTX reading %{found.group(1)}", macro.span.start
+                )
+            )
     return blockers

@@ -82,8 +82,14 @@ class _Encoder:
     better than bit-blasted 32-bit division. Bitwise operators go through bit-vectors."""
 
     def __init__(self, bx: z3.ArithRef, by: z3.ArithRef, gx: z3.ArithRef, gy: z3.ArithRef) -> None:
-        self.env: dict[str, z3.ArithRef] = {"bx": bx, "by": by, "gx": gx, "gy": gy,
-                                            "pid": by * gx + bx, "total": gx * gy}
+        self.env: dict[str, z3.ArithRef] = {
+            "bx": bx,
+            "by": by,
+            "gx": gx,
+            "gy": gy,
+            "pid": by * gx + bx,
+            "total": gx * gy,
+        }
         self.hazards: list[tuple[z3.BoolRef, str]] = []
 
     def hazard(self, when: z3.BoolRef, bad: z3.BoolRef, node: Node, what: str) -> None:
@@ -161,11 +167,15 @@ def _bool(cond: z3.BoolRef) -> z3.ArithRef:
 
 
 _BINARY = {
-    "&": lambda a, b: _int(_bv(a) & _bv(b)), "|": lambda a, b: _int(_bv(a) | _bv(b)),
+    "&": lambda a, b: _int(_bv(a) & _bv(b)),
+    "|": lambda a, b: _int(_bv(a) | _bv(b)),
     "^": lambda a, b: _int(_bv(a) ^ _bv(b)),
-    "<": lambda a, b: _bool(a < b), "<=": lambda a, b: _bool(a <= b),
-    ">": lambda a, b: _bool(a > b), ">=": lambda a, b: _bool(a >= b),
-    "==": lambda a, b: _bool(a == b), "!=": lambda a, b: _bool(a != b),
+    "<": lambda a, b: _bool(a < b),
+    "<=": lambda a, b: _bool(a <= b),
+    ">": lambda a, b: _bool(a > b),
+    ">=": lambda a, b: _bool(a >= b),
+    "==": lambda a, b: _bool(a == b),
+    "!=": lambda a, b: _bool(a != b),
 }
 
 
@@ -277,8 +287,9 @@ def _solve(claims: list[z3.BoolRef], claim: str) -> _Model | None:
         _, answer, model = decided[0]
         return model if answer == z3.sat else None
     said = "; ".join(f"{jobs[i][0]}: {why}" for i, why in sorted(reasons.items()))
-    raise ProofFailed("unknown", f"could not prove {claim} (solvers: {said} within {TIME_LIMIT_MS // 1000} s); "
-                      "not proven is refused")
+    raise ProofFailed(
+        "unknown", f"could not prove {claim} (solvers: {said} within {TIME_LIMIT_MS // 1000} s); not proven is refused"
+    )
 
 
 def _value(model: _Model, term: z3.ArithRef) -> int:
@@ -327,8 +338,15 @@ def _linear_form(formula: Formula) -> str | None:
     the linear index, unflattened row-major (the XCD remap)."""
     statements = dict(formula.statements)
     lx, ly = statements.get("lx"), statements.get("ly")
-    if not (isinstance(lx, Binary) and isinstance(ly, Binary) and lx.op == "%" and ly.op == "/"
-            and isinstance(lx.left, Var) and lx.left == ly.left and lx.right == Var("gx") == ly.right):
+    if not (
+        isinstance(lx, Binary)
+        and isinstance(ly, Binary)
+        and lx.op == "%"
+        and ly.op == "/"
+        and isinstance(lx.left, Var)
+        and lx.left == ly.left
+        and lx.right == Var("gx") == ly.right
+    ):
         return None
     if [name for name, _ in formula.statements][-2:] not in (["lx", "ly"], ["ly", "lx"]):
         return None
@@ -371,14 +389,21 @@ def _prove_linear(formula: Formula, name: str) -> str:
             raise ProofFailed("refuted", f"{what} at total {_value(model, total)}, pid {_value(model, p)}")
     model = _solve([*domain, *inside, z3.Or(first < 0, first >= total)], f"that `{name}` stays below total")
     if model is not None:
-        raise ProofFailed("refuted", f"maps outside the grid: total {_value(model, total)}, pid {_value(model, p)} "
-                          f"-> {name} = {_value(model, first)}")
+        raise ProofFailed(
+            "refuted",
+            f"maps outside the grid: total {_value(model, total)}, pid {_value(model, p)} "
+            f"-> {name} = {_value(model, first)}",
+        )
     model = _solve([*domain, *inside, p != q, first == second], "that no two blocks share a tile")
     if model is not None:
-        raise ProofFailed("refuted", f"not a bijection: with {_value(model, total)} blocks, pid {_value(model, p)} "
-                          f"and {_value(model, q)} both map to {name} = {_value(model, first)}")
-    return ("proven (z3) a permutation of the linear block index, unflattened row-major, for every grid with "
-            "gx*gy < 2^32")
+        raise ProofFailed(
+            "refuted",
+            f"not a bijection: with {_value(model, total)} blocks, pid {_value(model, p)} "
+            f"and {_value(model, q)} both map to {name} = {_value(model, first)}",
+        )
+    return (
+        "proven (z3) a permutation of the linear block index, unflattened row-major, for every grid with gx*gy < 2^32"
+    )
 
 
 @functools.lru_cache(maxsize=256)
@@ -407,16 +432,22 @@ def _prove_in_context(formula: Formula) -> str:
             raise ProofFailed("refuted", f"{what} at {at(model)}")
     model = _solve([*domain, *inside, z3.Or(lx >= gx, ly >= gy)], "that every block maps into the grid")
     if model is not None:
-        raise ProofFailed("refuted", f"maps outside the grid at {at(model)}: "
-                          f"({_value(model, lx)}, {_value(model, ly)})")
+        raise ProofFailed(
+            "refuted", f"maps outside the grid at {at(model)}: ({_value(model, lx)}, {_value(model, ly)})"
+        )
     other, inside2 = _block(gx, gy, "'")
     lx2, ly2 = _outputs(formula, other)
     distinct = z3.Or(enc.env["bx"] != other.env["bx"], enc.env["by"] != other.env["by"])
     model = _solve([*domain, *inside, *inside2, distinct, lx == lx2, ly == ly2], "that no two blocks share a tile")
     if model is not None:
-        raise ProofFailed("refuted", f"not a bijection: on grid {_value(model, gx)}x{_value(model, gy)}, blocks "
-                          f"({_value(model, enc.env['bx'])}, {_value(model, enc.env['by'])}) and "
-                          f"({_value(model, other.env['bx'])}, {_value(model, other.env['by'])}) both map to "
-                          f"({_value(model, lx)}, {_value(model, ly)})")
-    return (f"proven (z3) a bijection onto the grid, without wrap-around, for every gx <= {GX_MAX}, gy <= {GY_MAX} "
-            "with gx*gy < 2^32")
+        raise ProofFailed(
+            "refuted",
+            f"not a bijection: on grid {_value(model, gx)}x{_value(model, gy)}, blocks "
+            f"({_value(model, enc.env['bx'])}, {_value(model, enc.env['by'])}) and "
+            f"({_value(model, other.env['bx'])}, {_value(model, other.env['by'])}) both map to "
+            f"({_value(model, lx)}, {_value(model, ly)})",
+        )
+    return (
+        f"proven (z3) a bijection onto the grid, without wrap-around, for every gx <= {GX_MAX}, gy <= {GY_MAX} "
+        "with gx*gy < 2^32"
+    )

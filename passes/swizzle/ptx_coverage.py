@@ -76,12 +76,12 @@ def constant_prologue(source: SourceText, kernel: Function, mark: bytes) -> byte
     end = data.find(b";", at)
     if open_at < 0 or end < 0 or open_at > end:
         return None
-    args = data[open_at + 1:end].rsplit(b")", 1)[0].split(b",")
+    args = data[open_at + 1 : end].rsplit(b")", 1)[0].split(b",")
     if len(args) != 4 or args[0].strip().decode() not in PHYSICAL or args[1].strip().decode() not in PHYSICAL:
         return None
     new_args = b"0u, 0u," + b",".join(args[2:])
     close = data.rfind(b")", open_at, end)
-    return data[:open_at + 1] + new_args + data[close:]
+    return data[: open_at + 1] + new_args + data[close:]
 
 
 def instantiation(model: SourceModel, kernel: Function) -> str | None:
@@ -98,8 +98,9 @@ def instantiation(model: SourceModel, kernel: Function) -> str | None:
         if host is not None and words & host.template_names:
             continue
         return f"{kernel.name}{launch.template_args}"
-    found = re.search(rb"\btemplate\s+__global__\s+void\s+" + re.escape(kernel.name.encode()) + rb"\s*(<[^;{(]*>)",
-                      model.source.data)
+    found = re.search(
+        rb"\btemplate\s+__global__\s+void\s+" + re.escape(kernel.name.encode()) + rb"\s*(<[^;{(]*>)", model.source.data
+    )
     if found:
         return f"{kernel.name}{found.group(1).decode()}"
     return _spec_instantiation(model.source.path, kernel.name)
@@ -117,8 +118,13 @@ def _spec_instantiation(path: str, name: str) -> str | None:
     return next((s.name for s in specs if "<" in s.name), None)
 
 
-def confirm(model: SourceModel, kernel: Function, mark: bytes, builder=None,  # type: ignore[no-untyped-def]
-            toolchain: Toolchain | None = None) -> PtxVerdict:
+def confirm(
+    model: SourceModel,
+    kernel: Function,
+    mark: bytes,
+    builder=None,  # type: ignore[no-untyped-def]
+    toolchain: Toolchain | None = None,
+) -> PtxVerdict:
     """Compile the kernel's unit with a constant prologue and list every %ctaid.x/.y read
     (with `builder`, a `kxform.build.builder.Builder`, instead of the process's own), with
     the project's include directories, defines and flags from `toolchain`."""
@@ -147,9 +153,16 @@ def confirm(model: SourceModel, kernel: Function, mark: bytes, builder=None,  # 
         include_dirs, defines, flags = toolchain.project_flags(source.path) if toolchain is not None else ((), (), ())
     except KxformError as exc:
         return PtxVerdict(False, why_not=f"the project's flags for the file are unknown ({exc})")
-    job = BuildJob(source=unit.source, filename=source.path, output="ptx", arch=PTX_ARCH,
-                   extra_flags=("-lineinfo", *flags), source_dir=os.path.dirname(os.path.abspath(source.path)),
-                   include_dirs=hip_include_dirs(unit.source) + tuple(include_dirs), defines=tuple(defines))
+    job = BuildJob(
+        source=unit.source,
+        filename=source.path,
+        output="ptx",
+        arch=PTX_ARCH,
+        extra_flags=("-lineinfo", *flags),
+        source_dir=os.path.dirname(os.path.abspath(source.path)),
+        include_dirs=hip_include_dirs(unit.source) + tuple(include_dirs),
+        defines=tuple(defines),
+    )
     result = builder.build(job)
     if not result.ok or result.output is None:
         first = next((ln.strip() for ln in result.log.splitlines() if "error" in ln), "nvcc failed")

@@ -40,7 +40,16 @@ from kxform.frontend.model import Function, IndexRead, SourceModel, Span
 from kxform.passes.swizzle.index_usage import IndexUsage, index_usage
 from kxform.passes.swizzle.judgement import LocalityJudgement, prediction_remark
 from kxform.engine.params import Config, Param, ParamSpace, ParamValue
-from kxform.engine.pass_api import BlockOrder, Blocker, CheckRecord, KernelAnalysis, Pass, PassContext, Proposal, Provenance
+from kxform.engine.pass_api import (
+    BlockOrder,
+    Blocker,
+    CheckRecord,
+    KernelAnalysis,
+    Pass,
+    PassContext,
+    Proposal,
+    Provenance,
+)
 from kxform.engine.policy import EXACT, OutputCompare, VerifyPolicy
 from kxform.engine.rewrite import Helper, insert_at_entry, place_helpers
 from kxform.passes.swizzle.patterns import PATTERNS, RemapConfig, get_pattern
@@ -53,12 +62,14 @@ BLOCK_VAR = "kxform_block"
 """The logical block index: a local in kernels, the first parameter of device functions."""
 GROUP_DEFAULT = 8
 """The Triton matmul tutorial's GROUP_M: `group`'s default when a pattern is forced."""
-OPTIONS = ParamSpace((
-    Param.enum("pattern", tuple(PATTERNS), "grouped", doc="default: the locality model's choice, else none"),
-    Param.int_range("group", 1, 64, GROUP_DEFAULT, doc="rows (or columns) per group"),
-    Param.enum("along", ("y", "x"), "y", doc="group rows (y) or columns (x)"),
-    Param.int_range("xcds", 1, 64, 8, doc="chiplets blocks are dispatched over (default: the hardware profile's)"),
-))
+OPTIONS = ParamSpace(
+    (
+        Param.enum("pattern", tuple(PATTERNS), "grouped", doc="default: the locality model's choice, else none"),
+        Param.int_range("group", 1, 64, GROUP_DEFAULT, doc="rows (or columns) per group"),
+        Param.enum("along", ("y", "x"), "y", doc="group rows (y) or columns (x)"),
+        Param.int_range("xcds", 1, 64, 8, doc="chiplets blocks are dispatched over (default: the hardware profile's)"),
+    )
+)
 CUSTOM = "custom"
 """The pattern of a remap written in kxform's formula language (the proposal's payload is its text)."""
 PROLOGUE_MARK = f"{BLOCK_VAR} = kxform_swizzle_".encode()
@@ -118,11 +129,13 @@ class Swizzle(Pass):
             blockers = list(usage.blockers) + order_blockers(model, usage.functions)
             blockers += structural_blockers(model, usage, facts) + _semantic_blockers(ctx, usage)
             if not usage.remapped_reads:
-                blockers.append(Blocker("NoBlockIndexRead", "the kernel does not read blockIdx.x or blockIdx.y",
-                                        kernel.span.start))
+                blockers.append(
+                    Blocker("NoBlockIndexRead", "the kernel does not read blockIdx.x or blockIdx.y", kernel.span.start)
+                )
             blockers += _name_collisions(ctx, usage)
-            results[kernel.name] = KernelAnalysis(kernel, tuple(blockers),
-                                                  already_applied=_already_swizzled(ctx, kernel))
+            results[kernel.name] = KernelAnalysis(
+                kernel, tuple(blockers), already_applied=_already_swizzled(ctx, kernel)
+            )
         _refuse_shared(ctx, results)
         return results
 
@@ -166,13 +179,20 @@ class Swizzle(Pass):
             return ("NoPredictedGain", judged.verdict.rationale)
         usage = ctx.analysis(IndexUsage, analysis.kernel) if ctx is not None else None
         if self.pattern is not None and usage is not None and usage.dims < 2:
-            return ("PatternNeeds2DGrid", f"pattern {self.pattern} needs a 2-D grid; the kernel reads only "
-                    "blockIdx.x (1-D patterns: row, xcd)")
+            return (
+                "PatternNeeds2DGrid",
+                f"pattern {self.pattern} needs a 2-D grid; the kernel reads only blockIdx.x (1-D patterns: row, xcd)",
+            )
         if judged is not None and judged.not_modelled:
-            return ("NotModelled", f"left alone: no evidence that a remap helps ({judged.not_modelled}); "
-                    "--pattern NAME forces one")
-        return ("NoProfitablePattern", "1-D grid on a monolithic L2: the hardware raster order is already the "
-                "best known; no pattern proposed (use --pattern xcd to force one)")
+            return (
+                "NotModelled",
+                f"left alone: no evidence that a remap helps ({judged.not_modelled}); --pattern NAME forces one",
+            )
+        return (
+            "NoProfitablePattern",
+            "1-D grid on a monolithic L2: the hardware raster order is already the "
+            "best known; no pattern proposed (use --pattern xcd to force one)",
+        )
 
     def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
         """What a proposer may choose for this kernel: a pattern that changes a grid of its
@@ -182,19 +202,26 @@ class Swizzle(Pass):
         dims = min(usage.dims, 2)
         names = [p.name for p in PATTERNS.values() if p.name != "row" and dims in p.dims] + [CUSTOM]
         default = "grouped" if "grouped" in names else names[0]
-        return ParamSpace((
-            Param.enum("pattern", names, default, doc="a library pattern, or `custom` for a remap written as a formula"),
-            OPTIONS.param("group"), OPTIONS.param("along"),
-            Param.int_range("xcds", 1, 64, max(1, min(ctx.hw.xcds, 64)),
-                            doc="chiplets blocks are dispatched round-robin to"),
-        ))
+        return ParamSpace(
+            (
+                Param.enum(
+                    "pattern", names, default, doc="a library pattern, or `custom` for a remap written as a formula"
+                ),
+                OPTIONS.param("group"),
+                OPTIONS.param("along"),
+                Param.int_range(
+                    "xcds", 1, 64, max(1, min(ctx.hw.xcds, 64)), doc="chiplets blocks are dispatched round-robin to"
+                ),
+            )
+        )
 
     def tool_shape(self, space: ParamSpace) -> ToolShape:
         """Patterns described, parameters a pattern does not take nullable, `formula` the payload."""
         return tool.tool_shape(space)
 
-    def read_answer(self, data: Mapping[str, Any], space: ParamSpace,
-                    hw: object) -> tuple[dict[str, ParamValue], str | None]:
+    def read_answer(
+        self, data: Mapping[str, Any], space: ParamSpace, hw: object
+    ) -> tuple[dict[str, ParamValue], str | None]:
         return tool.read_answer(data, space, hw)
 
     def answer_values(self, config: Mapping[str, ParamValue], payload: str | None) -> dict[str, ParamValue]:
@@ -221,8 +248,10 @@ class Swizzle(Pass):
             "status": "already applied" if analysis.already_applied else "safe" if analysis.applicable else "refused",
             "grid_dims": usage.dims,
             "device_functions": [f.name for f in usage.functions[1:]],
-            "index_reads": [{"read": r.spelling, "line": source.line_col(r.span.start)[0], "function": r.function,
-                             "macro": r.macro} for r in usage.reads],
+            "index_reads": [
+                {"read": r.spelling, "line": source.line_col(r.span.start)[0], "function": r.function, "macro": r.macro}
+                for r in usage.reads
+            ],
         }
 
     # -- check ------------------------------------------------------------------------
@@ -234,31 +263,49 @@ class Swizzle(Pass):
             raise CheckFailed("proposal", exc.cause) from None
         records = [_formula_record(config)] if isinstance(config, FormulaRemap) else []
         stages = _proof_stages(config)
-        reference = () if isinstance(config, FormulaRemap) else \
-            tuple((s.helper_source(), s.helper_name()) for s in stages)
+        reference = (
+            () if isinstance(config, FormulaRemap) else tuple((s.helper_source(), s.helper_name()) for s in stages)
+        )
         report = check_helper(config.helper_source(), config.helper_name(), reference)
-        records.append(CheckRecord("bijection", True, f"emitted helper is a bijection on {report.detail}"
-                                   + (" (cached)" if report.cached else "")))
+        records.append(
+            CheckRecord(
+                "bijection",
+                True,
+                f"emitted helper is a bijection on {report.detail}" + (" (cached)" if report.cached else ""),
+            )
+        )
         return records + [_proof_record(stages)] + _moves_record(ctx, proposal, config)
 
-    def check_result(self, new_model: SourceModel, proposals: Sequence[Proposal],
-                     ctx: PassContext | None = None) -> list[CheckRecord]:
+    def check_result(
+        self, new_model: SourceModel, proposals: Sequence[Proposal], ctx: PassContext | None = None
+    ) -> list[CheckRecord]:
         """Check (b): no blockIdx.x/.y read is left unmapped in a rewritten kernel's closure,
         by the source analysis and, where nvcc exists, confirmed on the compiled PTX."""
         usages = {}
         for proposal in proposals:
             kernel = next(k for k in new_model.kernels if k.name == proposal.kernel)
             # the rewritten file's usage, through the run's manager: the idempotence run reuses it
-            usage = ctx.analyses.get(IndexUsage, replace(ctx, model=new_model), kernel) if ctx is not None else \
-                index_usage(new_model, kernel)
+            usage = (
+                ctx.analyses.get(IndexUsage, replace(ctx, model=new_model), kernel)
+                if ctx is not None
+                else index_usage(new_model, kernel)
+            )
             usages[proposal.kernel] = usage
             reads = unmapped_reads(new_model, proposal.kernel, usage)
             if reads:
                 where = new_model.source.location(reads[0].span.start)
-                raise CheckFailed("coverage", f"'{proposal.kernel}' still reads {reads[0].spelling} at {where} "
-                                  "after the rewrite")
-        return [confirm_coverage(new_model, [p.kernel for p in proposals], PROLOGUE_MARK,
-                                 ctx.toolchain if ctx is not None else None, usages)]
+                raise CheckFailed(
+                    "coverage", f"'{proposal.kernel}' still reads {reads[0].spelling} at {where} after the rewrite"
+                )
+        return [
+            confirm_coverage(
+                new_model,
+                [p.kernel for p in proposals],
+                PROLOGUE_MARK,
+                ctx.toolchain if ctx is not None else None,
+                usages,
+            )
+        ]
 
     def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
         """A remap changes which block computes which tile, never the arithmetic: bit-exact,
@@ -277,8 +324,11 @@ class Swizzle(Pass):
         if function is None:
             return []
         data = rewritten.source.data
-        return vacuous_remaps(data.decode("utf-8", "replace"),
-                              data[function.span.start:function.span.end].decode("utf-8", "replace"), spec)
+        return vacuous_remaps(
+            data.decode("utf-8", "replace"),
+            data[function.span.start : function.span.end].decode("utf-8", "replace"),
+            spec,
+        )
 
     def block_order(self, proposal: Proposal) -> BlockOrder:
         """The remap the proposal asks for, vectorised (what the predictions rank by)."""
@@ -297,12 +347,22 @@ class Swizzle(Pass):
             usage = ctx.analysis(IndexUsage, kernel)
             config = config_of(proposal)
             origin = f"swizzle: {kernel.name}"
-            helpers.append((Helper(config.helper_name(), config.helper_source(newline)),
-                            min(f.span.start for f in usage.functions)))
+            helpers.append(
+                (
+                    Helper(config.helper_name(), config.helper_source(newline)),
+                    min(f.span.start for f in usage.functions),
+                )
+            )
             edits.append(_prologue(ctx, kernel, usage, config, origin))
             for read in usage.remapped_reads:
-                edits.append(Edit(read.span.start, read.span.end, f"{BLOCK_VAR}.{read.axis}",
-                                  f"{origin}: {read.spelling} at {source.location(read.span.start)}"))
+                edits.append(
+                    Edit(
+                        read.span.start,
+                        read.span.end,
+                        f"{BLOCK_VAR}.{read.axis}",
+                        f"{origin}: {read.spelling} at {source.location(read.span.start)}",
+                    )
+                )
             edits.extend(_pass_down(ctx, usage, origin))
         edits += place_helpers(model, helpers, "swizzle")
         return _dedupe(edits)
@@ -327,7 +387,7 @@ def unmapped_reads(model: SourceModel, kernel_name: str, usage: IndexUsage | Non
     """blockIdx.x/.y reads left in the kernel's closure outside its prologue."""
     kernel = next(k for k in model.kernels if k.name == kernel_name)
     usage = usage or index_usage(model, kernel)
-    body = model.source.data[kernel.body.start:kernel.body.end]
+    body = model.source.data[kernel.body.start : kernel.body.end]
     start = body.find(PROLOGUE_MARK)
     end = body.find(b";", start) if start >= 0 else -1
     prologue = Span(kernel.body.start + start, kernel.body.start + end) if start >= 0 else None
@@ -335,7 +395,7 @@ def unmapped_reads(model: SourceModel, kernel_name: str, usage: IndexUsage | Non
 
 
 def _already_swizzled(ctx: PassContext, kernel: Function) -> bool:
-    body = ctx.model.source.data[kernel.body.start:kernel.body.end]
+    body = ctx.model.source.data[kernel.body.start : kernel.body.end]
     return PROLOGUE_MARK in body
 
 
@@ -343,10 +403,11 @@ def _name_collisions(ctx: PassContext, usage: IndexUsage) -> list[Blocker]:
     if _already_swizzled(ctx, usage.kernel):
         return []
     for function in usage.functions:
-        text = ctx.model.source.data[function.span.start:function.span.end]
+        text = ctx.model.source.data[function.span.start : function.span.end]
         if BLOCK_VAR.encode() in text:
-            return [Blocker("NameCollision", f"'{function.name}' already uses the name {BLOCK_VAR}",
-                            function.span.start)]
+            return [
+                Blocker("NameCollision", f"'{function.name}' already uses the name {BLOCK_VAR}", function.span.start)
+            ]
     return []
 
 
@@ -388,8 +449,9 @@ def _custom_remap(proposal: Proposal) -> FormulaRemap:
         raise UsageError(f"custom formula: unexpected parameter {extra[0]!r} (a custom remap takes only its formula)")
     named = proposal.options.get("formula", remap.formula.digest)
     if named != remap.formula.digest:
-        raise UsageError(f"custom formula: the proposal names formula {named} but carries formula "
-                         f"{remap.formula.digest}")
+        raise UsageError(
+            f"custom formula: the proposal names formula {named} but carries formula {remap.formula.digest}"
+        )
     return remap
 
 
@@ -419,8 +481,14 @@ def _moves_record(ctx: PassContext, proposal: Proposal, config: RemapConfig | Fo
     if not specs or len(warnings) < len(specs):
         return []
     kernel = next(k for k in ctx.model.kernels if k.name == proposal.kernel)
-    ctx.remark(RemarkKind.ANALYSIS, "swizzle", "VerifyVacuous", kernel.span.start, kernel.name,
-               f"warning: '{kernel.name}': {warnings[0]}")
+    ctx.remark(
+        RemarkKind.ANALYSIS,
+        "swizzle",
+        "VerifyVacuous",
+        kernel.span.start,
+        kernel.name,
+        f"warning: '{kernel.name}': {warnings[0]}",
+    )
     return [CheckRecord("moves", True, f"warning: {warnings[0]}")]
 
 
@@ -472,31 +540,46 @@ def _refuse_shared(ctx: PassContext, results: dict[str, KernelAnalysis]) -> None
                 callers = {c.caller for c in model.calls_to(carrier.name)}
                 outside = sorted(callers - target_scope)
                 if outside:
-                    problem = Blocker("SharedDeviceFunction", f"device function '{carrier.name}' reads the block "
-                                      f"index and is also called from '{outside[0]}', which is not rewritten",
-                                      carrier.span.start)
+                    problem = Blocker(
+                        "SharedDeviceFunction",
+                        f"device function '{carrier.name}' reads the block "
+                        f"index and is also called from '{outside[0]}', which is not rewritten",
+                        carrier.span.start,
+                    )
                     break
                 if carrier.host_too:
-                    problem = Blocker("HostDeviceCarrier", f"'{carrier.name}' is __host__ __device__ and reads the "
-                                      "block index; its host callers cannot pass one", carrier.span.start)
+                    problem = Blocker(
+                        "HostDeviceCarrier",
+                        f"'{carrier.name}' is __host__ __device__ and reads the "
+                        "block index; its host callers cannot pass one",
+                        carrier.span.start,
+                    )
                     break
             for macro in usage.macros:
                 users = {u.function for u in model.macro_uses if u.name == macro}
                 outside = sorted(users - target_scope)
                 if problem is None and outside:
                     definition = model.macro(macro)
-                    problem = Blocker("SharedMacro", f"macro '{macro}' reads the block index and is also used in "
-                                      f"'{outside[0]}', which is not rewritten",
-                                      definition.span.start if definition else 0)
+                    problem = Blocker(
+                        "SharedMacro",
+                        f"macro '{macro}' reads the block index and is also used in "
+                        f"'{outside[0]}', which is not rewritten",
+                        definition.span.start if definition else 0,
+                    )
             if problem is not None:
                 old = results[name]
                 results[name] = KernelAnalysis(old.kernel, old.blockers + (problem,), old.facts, old.already_applied)
                 changed = True
 
 
-def _prologue(ctx: PassContext, kernel: Function, usage: IndexUsage, config: RemapConfig | FormulaRemap, origin: str) -> Edit:
-    names = ("hipBlockIdx_x", "hipBlockIdx_y", "hipGridDim_x", "hipGridDim_y") if usage.uses_hip_spelling else \
-        ("blockIdx.x", "blockIdx.y", "gridDim.x", "gridDim.y")
+def _prologue(
+    ctx: PassContext, kernel: Function, usage: IndexUsage, config: RemapConfig | FormulaRemap, origin: str
+) -> Edit:
+    names = (
+        ("hipBlockIdx_x", "hipBlockIdx_y", "hipGridDim_x", "hipGridDim_y")
+        if usage.uses_hip_spelling
+        else ("blockIdx.x", "blockIdx.y", "gridDim.x", "gridDim.y")
+    )
     statement = f"const uint2 {BLOCK_VAR} = {config.helper_name()}({', '.join(names)});"
     return insert_at_entry(ctx.model, kernel, [statement], f"{origin}: prologue")
 
@@ -510,17 +593,19 @@ def _pass_down(ctx: PassContext, usage: IndexUsage, origin: str) -> list[Edit]:
     scope = {f.name for f in usage.functions}
     for carrier in usage.carriers:
         span = carrier.params_span
-        inner = model.source.data[span.start + 1:span.end - 1].decode("utf-8")
+        inner = model.source.data[span.start + 1 : span.end - 1].decode("utf-8")
         if inner.strip() in ("", "void"):
             edits.append(Edit(span.start + 1, span.end - 1, f"const uint2 {BLOCK_VAR}", f"{origin}: {carrier.name}"))
         else:
-            edits.append(Edit(span.start + 1, span.start + 1, f"const uint2 {BLOCK_VAR}, ",
-                              f"{origin}: {carrier.name}"))
+            edits.append(
+                Edit(span.start + 1, span.start + 1, f"const uint2 {BLOCK_VAR}, ", f"{origin}: {carrier.name}")
+            )
     for call in model.calls:
         if call.callee in carriers and call.caller in scope:
             text = f"{BLOCK_VAR}, " if call.arg_count else BLOCK_VAR
-            edits.append(Edit(call.args_span.start + 1, call.args_span.start + 1, text,
-                              f"{origin}: call of {call.callee}"))
+            edits.append(
+                Edit(call.args_span.start + 1, call.args_span.start + 1, text, f"{origin}: call of {call.callee}")
+            )
     return edits
 
 

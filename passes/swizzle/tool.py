@@ -26,15 +26,18 @@ FORMULA_HELP = (
     "or more, a division or modulo by zero or a shift by 32 or more at any grid shape rejects the formula. It must "
     "be a bijection on every grid CUDA allows (gx < 2^31, gy <= 65535, gx*gy < 2^32): an SMT solver proves it, "
     "and a step that wraps at any such grid (8 * gx, for one) is refused: guard it, as in "
-    "gx <= 536870911 ? 8 * gx : 4294967295. No comments, no C, at most 2000 characters and 24 statements.")
+    "gx <= 536870911 ? 8 * gx : 4294967295. No comments, no C, at most 2000 characters and 24 statements."
+)
 
 
 def tool_shape(space: ParamSpace) -> ToolShape:
     from kxform.passes.swizzle.patterns import get_pattern
     from kxform.passes.swizzle.swizzle import CUSTOM
 
-    lines = ["Propose one block-index remap (swizzle) for this kernel: a library pattern with its parameters, or "
-             "pattern = custom with a formula. Parameters a pattern does not take must be null. Patterns:"]
+    lines = [
+        "Propose one block-index remap (swizzle) for this kernel: a library pattern with its parameters, or "
+        "pattern = custom with a formula. Parameters a pattern does not take must be null. Patterns:"
+    ]
     for name in space.param("pattern").values:
         if name == CUSTOM:
             lines.append("- custom: your own remap, written in `formula`")
@@ -72,8 +75,9 @@ def read_answer(data: Mapping[str, Any], space: ParamSpace, hw: object) -> tuple
     for name in takes:
         value = data.get(name)
         default = getattr(hw, "xcds", None) if name == "xcds" else None
-        config[name] = _parse(space, name, value if value is not None else
-                              (default if default is not None else space.param(name).default))
+        config[name] = _parse(
+            space, name, value if value is not None else (default if default is not None else space.param(name).default)
+        )
     return config, None
 
 

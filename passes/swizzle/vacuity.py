@@ -49,12 +49,17 @@ def identity_everywhere(apply: Remap, spec: KernelSpec) -> str | None:
     if not grids or any(moved_at(apply, grid) for _, grid in grids):
         return None
     shown = ", ".join(f"{name} {gx}x{gy}" for name, (gx, gy) in grids)
-    return (f"the remap moves no block at any check size of the spec ({shown}): verification cannot tell it from "
-            "the original; add a size with more blocks")
+    return (
+        f"the remap moves no block at any check size of the spec ({shown}): verification cannot tell it from "
+        "the original; add a size with more blocks"
+    )
 
 
-_HELPER = re.compile(r"/\* kxform swizzle (?P<label>[^:]+): logical block.*?\*/\s*static __device__ __forceinline__ "
-                     r"uint2 (?P<name>kxform_swizzle_\w+)\(", re.S)
+_HELPER = re.compile(
+    r"/\* kxform swizzle (?P<label>[^:]+): logical block.*?\*/\s*static __device__ __forceinline__ "
+    r"uint2 (?P<name>kxform_swizzle_\w+)\(",
+    re.S,
+)
 _FORMULA = re.compile(r"from the formula\r?\n(?P<body>.*?)\r?\n\s*\(unsigned 32-bit", re.S)
 _PARAM = re.compile(r"(\w+)=([^,()]+)")
 

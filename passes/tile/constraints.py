@@ -38,9 +38,17 @@ def derive_space(model: SourceModel, tiling: Tiling) -> ParamSpace:
     """Every integer from 1 to 1024 (64 for unroll factors) is in a parameter's domain; the
     constraints decide which configurations are valid."""
     names = tiling.names
-    params = tuple(Param.int_range(q.name, 1, 64 if q.roles == ("unroll",) else 1024, q.value,
-                                   doc=", ".join(q.roles), origin=f"{model.source.path}:{q.line}")
-                   for q in tiling.quantities)
+    params = tuple(
+        Param.int_range(
+            q.name,
+            1,
+            64 if q.roles == ("unroll",) else 1024,
+            q.value,
+            doc=", ".join(q.roles),
+            origin=f"{model.source.path}:{q.line}",
+        )
+        for q in tiling.quantities
+    )
     constraints: list[Constraint] = []
     constraints += _threads(model, tiling)
     constraints += _shared(model, tiling)
@@ -69,8 +77,11 @@ def block_exprs(tiling: Tiling) -> tuple[str | None, ...]:
 
 def _threads(model: SourceModel, tiling: Tiling) -> list[Constraint]:
     dims = block_exprs(tiling)
-    if not dims or any(d is None for d in dims) or not any(set(re.findall(r"\w+", d or "")) & set(tiling.names)
-                                                           for d in dims):
+    if (
+        not dims
+        or any(d is None for d in dims)
+        or not any(set(re.findall(r"\w+", d or "")) & set(tiling.names) for d in dims)
+    ):
         return []
     threads = " * ".join(f"({d})" if re.search(r"[-+]", d or "") else str(d) for d in dims if d != "1")
     block_var = tiling.launches[0].block_var
@@ -78,20 +89,28 @@ def _threads(model: SourceModel, tiling: Tiling) -> list[Constraint]:
     out = [Constraint.parse(f"{threads} <= hw.max_threads_per_block", "threads per block", where)]
     signal = _warp_signal(model, tiling)
     if signal is not None:
-        out.append(Constraint.parse(f"({threads}) % 32 == 0", f"the code assumes whole warps ({signal[0]})",
-                                    _origin(model, signal[1])))
+        out.append(
+            Constraint.parse(
+                f"({threads}) % 32 == 0", f"the code assumes whole warps ({signal[0]})", _origin(model, signal[1])
+            )
+        )
     for axis, dim in zip("xyz", dims):
         for loop in _closure_loops(model, tiling):
             if loop.step.replace(" ", "") == ">>1" and re.search(rf"blockDim\.{axis}\b", loop.init):
-                out.append(Constraint.parse(f"is_pow2({dim})", f"the reduction halves blockDim.{axis} down to 1",
-                                            _origin(model, loop.header.start)))
+                out.append(
+                    Constraint.parse(
+                        f"is_pow2({dim})",
+                        f"the reduction halves blockDim.{axis} down to 1",
+                        _origin(model, loop.header.start),
+                    )
+                )
     return out
 
 
 def _warp_signal(model: SourceModel, tiling: Tiling) -> tuple[str, int] | None:
     for function in model.functions:
         if function.name in tiling.closure:
-            text = model.source.data[function.body.start:function.body.end].decode("utf-8", "replace")
+            text = model.source.data[function.body.start : function.body.end].decode("utf-8", "replace")
             match = WARP_RE.search(text)
             if match:
                 return match.group(0).strip(), function.body.start + match.start()
@@ -121,8 +140,11 @@ def _shared(model: SourceModel, tiling: Tiling) -> list[Constraint]:
     shared = tiling.launches[0].shared if tiling.launches else None
     dynamic = c_to_expr(shared, tiling.names, dict(tiling.fixed)) if shared else None
     if dynamic is not None and dynamic != "0":
-        out.append(Constraint.parse(f"{static} + {dynamic} <= hw.smem_per_block",
-                                    "static plus dynamic shared memory per block", where))
+        out.append(
+            Constraint.parse(
+                f"{static} + {dynamic} <= hw.smem_per_block", "static plus dynamic shared memory per block", where
+            )
+        )
     return out
 
 
@@ -136,8 +158,13 @@ def _divisibility(model: SourceModel, tiling: Tiling) -> list[Constraint]:
             continue  # a literal bound: the pass never changes it
         if bound is None or step is None or step == "1" or not re.search(r"[A-Za-z_]", step):
             continue
-        out.append(Constraint.parse(f"({bound}) % ({step}) == 0", f"the loop strides over {loop.bound} in steps of "
-                                    f"{loop.step} and has no remainder case", _origin(model, loop.header.start)))
+        out.append(
+            Constraint.parse(
+                f"({bound}) % ({step}) == 0",
+                f"the loop strides over {loop.bound} in steps of {loop.step} and has no remainder case",
+                _origin(model, loop.header.start),
+            )
+        )
     return out
 
 
@@ -146,10 +173,15 @@ def _powers_of_two(model: SourceModel, tiling: Tiling) -> list[Constraint]:
     for use in tiling.uses:
         if use.function not in tiling.closure:
             continue
-        statement = model.source.data[use.statement.start:use.statement.end].decode("utf-8", "replace")
+        statement = model.source.data[use.statement.start : use.statement.end].decode("utf-8", "replace")
         if re.search(rf"&\s*\(\s*{use.name}\s*-\s*1\s*\)|\(\s*{use.name}\s*-\s*1\s*\)\s*&", statement):
-            out.append(Constraint.parse(f"is_pow2({use.name})", f"the code masks with {use.name} - 1 (a modulo "
-                                        "only for powers of two)", _origin(model, use.span.start)))
+            out.append(
+                Constraint.parse(
+                    f"is_pow2({use.name})",
+                    f"the code masks with {use.name} - 1 (a modulo only for powers of two)",
+                    _origin(model, use.span.start),
+                )
+            )
     return out
 
 
@@ -171,11 +203,16 @@ def _couplings(model: SourceModel, tiling: Tiling) -> list[Constraint]:
         if ("blockDim", axis) in reads or ("threadIdx", axis) not in reads or index >= len(dims):
             continue
         dim = dims[index]
-        covered = any(lp.step.replace(" ", "") in (f"blockDim.{axis}", (dim or "?").replace(" ", ""))
-                      for lp in _closure_loops(model, tiling))
+        covered = any(
+            lp.step.replace(" ", "") in (f"blockDim.{axis}", (dim or "?").replace(" ", ""))
+            for lp in _closure_loops(model, tiling)
+        )
         if dim is not None and dim.replace(" ", "") != use.name and not covered:
-            coupling = Constraint.parse(f"{dim} == {use.name}", f"one thread per tile element along {axis}: "
-                                        f"blockDim.{axis} must equal {use.name}", _origin(model, use.span.start))
+            coupling = Constraint.parse(
+                f"{dim} == {use.name}",
+                f"one thread per tile element along {axis}: blockDim.{axis} must equal {use.name}",
+                _origin(model, use.span.start),
+            )
             if coupling.holds(original):  # else a misreading: threads cover several elements (register blocking)
                 out.append(coupling)
     return out

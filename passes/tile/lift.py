@@ -38,11 +38,17 @@ def lift_edits(model: SourceModel, tiling: Tiling, config: Config) -> list[Edit]
         origin = f"tile: {tiling.kernel.name}: {quantity.name}"
         if quantity.kind == "macro" and not quantity.guarded:
             start = source.insertion_point(definition.span.start)  # after a byte order mark
-            end = definition.span.end if source.data[definition.span.end - 1:definition.span.end] == b"\n" else None
+            end = definition.span.end if source.data[definition.span.end - 1 : definition.span.end] == b"\n" else None
             close = f"#endif{newline}" if end is not None else f"{newline}#endif"
             edits.append(Edit(start, start, f"#ifndef {quantity.name}{newline}", f"{origin}: guard"))
-            edits.append(Edit(end if end is not None else definition.span.end, end if end is not None else
-                              definition.span.end, close, f"{origin}: guard end"))
+            edits.append(
+                Edit(
+                    end if end is not None else definition.span.end,
+                    end if end is not None else definition.span.end,
+                    close,
+                    f"{origin}: guard end",
+                )
+            )
         value = int(config.get(quantity.name, quantity.value))
         if value != quantity.value:
             edits.append(_value_edit(model, quantity, value, origin))
@@ -51,9 +57,9 @@ def lift_edits(model: SourceModel, tiling: Tiling, config: Config) -> list[Edit]
 
 def _value_edit(model: SourceModel, quantity: Quantity, value: int, origin: str) -> Edit:
     span = quantity.definition.value_span
-    text = model.source.data[span.start:span.end].decode("utf-8")
+    text = model.source.data[span.start : span.end].decode("utf-8")
     match = _LITERAL.search(text)
     assert match is not None, f"{quantity.name}: no literal in {text!r}"  # quantities are literal-valued
-    start = span.start + len(text[:match.start()].encode("utf-8"))
-    end = span.start + len(text[:match.end()].encode("utf-8"))
+    start = span.start + len(text[: match.start()].encode("utf-8"))
+    end = span.start + len(text[: match.end()].encode("utf-8"))
     return Edit(start, end, str(value), f"{origin}: {quantity.value} -> {value}")

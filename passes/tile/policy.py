@@ -52,24 +52,37 @@ def reordered_sum(model: SourceModel, tiling: Tiling, analyses: Sequence[AccessA
     data = model.source.data
     found: list[tuple[int, str]] = []
     for analysis in analyses:
-        shaped = {loop.id for loop in analysis.loops
-                  if set(WORD_RE.findall(data[loop.header.start:loop.header.end].decode("utf-8", "replace"))) & names}
+        shaped = {
+            loop.id
+            for loop in analysis.loops
+            if set(WORD_RE.findall(data[loop.header.start : loop.header.end].decode("utf-8", "replace"))) & names
+        }
         for loop in (lp for lp in analysis.loops if lp.id in shaped):
-            found += [(r.updates[0].start, r.var) for r in loop.reductions
-                      if r.op in ("+", "*") and FLOAT_TYPES.search(r.ctype)]  # max and min are exact in any order
-        found += [(a.span.start, a.buffer) for a in analysis.accesses
-                  if a.update_op in ("+=", "-=", "*=") and shaped & set(a.loops) and FLOAT_TYPES.search(a.element)]
-        found += [(span.start, "atomicAdd") for span in analysis.atomics
-                  if data[span.start:span.end].startswith(b"atomicAdd") and
-                  any(analysis.loop(i).body.contains(span) for i in shaped)]
+            found += [
+                (r.updates[0].start, r.var)
+                for r in loop.reductions
+                if r.op in ("+", "*") and FLOAT_TYPES.search(r.ctype)
+            ]  # max and min are exact in any order
+        found += [
+            (a.span.start, a.buffer)
+            for a in analysis.accesses
+            if a.update_op in ("+=", "-=", "*=") and shaped & set(a.loops) and FLOAT_TYPES.search(a.element)
+        ]
+        found += [
+            (span.start, "atomicAdd")
+            for span in analysis.atomics
+            if data[span.start : span.end].startswith(b"atomicAdd")
+            and any(analysis.loop(i).body.contains(span) for i in shaped)
+        ]
     if not found:
         return None
     offset, name = min(found)
     return f"'{name}' (line {model.source.line_col(offset)[0]})"
 
 
-def verify_policy(model: SourceModel, tiling: Tiling, config: Config,
-                  analyses: Sequence[AccessAnalysis]) -> VerifyPolicy:
+def verify_policy(
+    model: SourceModel, tiling: Tiling, config: Config, analyses: Sequence[AccessAnalysis]
+) -> VerifyPolicy:
     defaults = {q.name: q.value for q in tiling.quantities}
     if all(config.get(n, v) == v for n, v in defaults.items()):
         return VerifyPolicy(compare=OutputCompare("exact", reason="at the original values only names change"))
@@ -87,5 +100,9 @@ def reordered_compare(accumulation: str, why: str) -> OutputCompare:
     """The comparison of two versions that compute the accumulation `accumulation` (`'acc'
     (line 12)`) differently (`why`): both are within the spec's tolerance of the exact result
     (the spec's reference check), so within twice it of each other."""
-    return OutputCompare("spec", 2.0, f"{why} for {accumulation}; both versions are within the spec's tolerance of "
-                         "the exact result, so within twice it of each other")
+    return OutputCompare(
+        "spec",
+        2.0,
+        f"{why} for {accumulation}; both versions are within the spec's tolerance of "
+        "the exact result, so within twice it of each other",
+    )

@@ -101,9 +101,12 @@ def _main(use: NameUse, whole: str) -> bool:
 
 def closure_functions(model: SourceModel, kernel: Function) -> tuple[frozenset[str], frozenset[str]]:
     reached = model.closure(kernel.name)
-    functions = frozenset(n for n in reached if not n.startswith("<macro ") and any(
-        f.name == n and f.kind is not FunctionKind.HOST for f in model.functions)) | {kernel.name}
-    macros = frozenset(n[len("<macro "):-1] for n in reached if n.startswith("<macro "))
+    functions = frozenset(
+        n
+        for n in reached
+        if not n.startswith("<macro ") and any(f.name == n and f.kind is not FunctionKind.HOST for f in model.functions)
+    ) | {kernel.name}
+    macros = frozenset(n[len("<macro ") : -1] for n in reached if n.startswith("<macro "))
     return functions, macros
 
 
@@ -127,9 +130,15 @@ def find_tiling(model: SourceModel, kernel: Function, values: dict[str, int | No
         if value is None or value <= 0:
             continue
         if name in launch_owned:
-            refusals.append(Refusal("LaunchParameter", f"{name} is the block size or launch bound the launch pass "
-                                    f"lifted for '{kernel.name}' (kxform inspect --pass launch)", definition.span.start,
-                                    name))
+            refusals.append(
+                Refusal(
+                    "LaunchParameter",
+                    f"{name} is the block size or launch bound the launch pass "
+                    f"lifted for '{kernel.name}' (kxform inspect --pass launch)",
+                    definition.span.start,
+                    name,
+                )
+            )
             continue
         mine = [u for u in uses if u.name == name]
         refusal = _refusal(model, kernel, definition, mine, functions, macros, launches, launch_spans, value)
@@ -137,25 +146,50 @@ def find_tiling(model: SourceModel, kernel: Function, values: dict[str, int | No
         if refusal is None:
             refusal = _unclassified(model, name, mine, functions)
         if refusal is None and hardware is not None:
-            refusal = Refusal("HardwareFixedShape", f"{name} sizes work that the kernel does with {hardware}; the "
-                              "fragment and instruction shapes are fixed by the hardware, and the tiles built on them "
-                              "are unrolled by hand around those shapes", definition.span.start, name)
+            refusal = Refusal(
+                "HardwareFixedShape",
+                f"{name} sizes work that the kernel does with {hardware}; the "
+                "fragment and instruction shapes are fixed by the hardware, and the tiles built on them "
+                "are unrolled by hand around those shapes",
+                definition.span.start,
+                name,
+            )
         if refusal is None and not set(roles) & set(TILE_ROLES):
-            refusal = Refusal("NotATileSize", f"{name} only offsets or pads other extents (a halo or padding "
-                              "width), it is not a tile size; the body's fixed-size stencil assumes its value",
-                              definition.span.start, name)
+            refusal = Refusal(
+                "NotATileSize",
+                f"{name} only offsets or pads other extents (a halo or padding "
+                "width), it is not a tile size; the body's fixed-size stencil assumes its value",
+                definition.span.start,
+                name,
+            )
         if refusal is not None:
             refusals.append(refusal)
             continue
-        lifted.append(Quantity(name, definition.kind, value, definition, roles, _guarded(model, definition),
-                               model.source.line_col(definition.span.start)[0]))
+        lifted.append(
+            Quantity(
+                name,
+                definition.kind,
+                value,
+                definition,
+                roles,
+                _guarded(model, definition),
+                model.source.line_col(definition.span.start)[0],
+            )
+        )
     refusals += _kernel_refusals(model, kernel, lifted, launches)
     if any(r.name is None for r in refusals):
         lifted = []
     lifted_names = {q.name for q in lifted}
     fixed = tuple((n, v) for n, v in values.items() if v is not None and n not in lifted_names)
-    return Tiling(kernel, tuple(lifted), tuple(refusals), launches, functions,
-                  tuple(u for u in uses if u.name in lifted_names), fixed)
+    return Tiling(
+        kernel,
+        tuple(lifted),
+        tuple(refusals),
+        launches,
+        functions,
+        tuple(u for u in uses if u.name in lifted_names),
+        fixed,
+    )
 
 
 def _words(text: str) -> set[str]:
@@ -176,46 +210,90 @@ def _launch_spans(launches: tuple[LaunchConfig, ...]) -> list[Span]:
 def _guarded(model: SourceModel, definition: ConstantDef) -> bool:
     if definition.kind != "macro":
         return False
-    before = model.source.data[:definition.span.start].rstrip()
+    before = model.source.data[: definition.span.start].rstrip()
     last = before.rsplit(b"\n", 1)[-1].strip()
-    return bool(re.fullmatch(rb"#\s*ifndef\s+" + definition.name.encode() + rb"|#\s*if\s+!\s*defined\s*\(?\s*"
-                             + definition.name.encode() + rb"\s*\)?", last))
+    return bool(
+        re.fullmatch(
+            rb"#\s*ifndef\s+"
+            + definition.name.encode()
+            + rb"|#\s*if\s+!\s*defined\s*\(?\s*"
+            + definition.name.encode()
+            + rb"\s*\)?",
+            last,
+        )
+    )
 
 
-def _refusal(model: SourceModel, kernel: Function, definition: ConstantDef, mine: list[NameUse],
-             functions: frozenset[str], macros: frozenset[str], launches: tuple[LaunchConfig, ...],
-             launch_spans: list[Span], value: int) -> Refusal | None:
+def _refusal(
+    model: SourceModel,
+    kernel: Function,
+    definition: ConstantDef,
+    mine: list[NameUse],
+    functions: frozenset[str],
+    macros: frozenset[str],
+    launches: tuple[LaunchConfig, ...],
+    launch_spans: list[Span],
+    value: int,
+) -> Refusal | None:
     name = definition.name
     if not _is_literal(definition.text):
-        return Refusal("DerivedConstant", f"{name} = {definition.text} is computed from other values; kxform lifts "
-                       "the values it is computed from", definition.span.start, name)
+        return Refusal(
+            "DerivedConstant",
+            f"{name} = {definition.text} is computed from other values; kxform lifts the values it is computed from",
+            definition.span.start,
+            name,
+        )
     for use in mine:
         if use.function in functions or _inside(use.span, launch_spans):
             continue
         owner = next((f for f in model.functions if f.name == use.function), None)
         line = model.source.line_col(use.span.start)[0]
         if owner is not None and owner.kind is not FunctionKind.HOST:
-            return Refusal("SharedWithOtherKernels", f"{name} is also used by '{owner.name}' (line {line}), which "
-                           f"this rewrite of '{kernel.name}' would change too", use.span.start, name)
+            return Refusal(
+                "SharedWithOtherKernels",
+                f"{name} is also used by '{owner.name}' (line {line}), which "
+                f"this rewrite of '{kernel.name}' would change too",
+                use.span.start,
+                name,
+            )
         if owner is not None:
-            return Refusal("HostUse", f"{name} is also used by host code outside the launch of '{kernel.name}' "
-                           f"(line {line}: a host array size or another kernel's launch would change with it)",
-                           use.span.start, name)
+            return Refusal(
+                "HostUse",
+                f"{name} is also used by host code outside the launch of '{kernel.name}' "
+                f"(line {line}: a host array size or another kernel's launch would change with it)",
+                use.span.start,
+                name,
+            )
         macro = next((m for m in model.macros if m.span.contains(use.span)), None)
-        if macro is not None and macro.name not in macros and any(
-                u.name == macro.name for u in model.macro_uses if u.function not in functions):
-            return Refusal("SharedWithOtherKernels", f"{name} is used by macro {macro.name}, which code outside "
-                           f"'{kernel.name}' uses (line {line})", use.span.start, name)
+        if (
+            macro is not None
+            and macro.name not in macros
+            and any(u.name == macro.name for u in model.macro_uses if u.function not in functions)
+        ):
+            return Refusal(
+                "SharedWithOtherKernels",
+                f"{name} is used by macro {macro.name}, which code outside '{kernel.name}' uses (line {line})",
+                use.span.start,
+                name,
+            )
     for lc in launches:
         for var in (lc.grid_var, lc.block_var):
             if var is not None and any(var.name in other.site.config for other in model_launch_configs(model, kernel)):
-                return Refusal("SharedWithOtherKernels", f"the launch configuration '{var.name}' that holds {name} "
-                               "is also used to launch another kernel", var.span.start, name)
+                return Refusal(
+                    "SharedWithOtherKernels",
+                    f"the launch configuration '{var.name}' that holds {name} is also used to launch another kernel",
+                    var.span.start,
+                    name,
+                )
     leak = _leaking_launch_variable(model, launches, launch_spans, name)
     if leak is not None:
-        return Refusal("HostUse", f"{name} sets the launch variable '{leak[0]}', which host code also uses (line "
-                       f"{leak[1]}: an allocation or a loop sized by it would change with it)", definition.span.start,
-                       name)
+        return Refusal(
+            "HostUse",
+            f"{name} sets the launch variable '{leak[0]}', which host code also uses (line "
+            f"{leak[1]}: an allocation or a loop sized by it would change with it)",
+            definition.span.start,
+            name,
+        )
     return _hand_unrolled(model, functions, name, value)
 
 
@@ -227,29 +305,39 @@ def _unclassified(model: SourceModel, name: str, mine: list[NameUse], functions:
     for use in mine:
         if use.function in functions and use.decides:
             line = model.source.line_col(use.span.start)[0]
-            return Refusal("ControlFlowUse", f"line {line}: {name} is a threshold in `{use.decides}`, which decides "
-                           f"control flow: a new value changes which branch runs, not a tile role", use.span.start,
-                           name)
+            return Refusal(
+                "ControlFlowUse",
+                f"line {line}: {name} is a threshold in `{use.decides}`, which decides "
+                f"control flow: a new value changes which branch runs, not a tile role",
+                use.span.start,
+                name,
+            )
     return None
 
 
-def _leaking_launch_variable(model: SourceModel, launches: tuple[LaunchConfig, ...], launch_spans: list[Span],
-                             name: str) -> tuple[str, int] | None:
+def _leaking_launch_variable(
+    model: SourceModel, launches: tuple[LaunchConfig, ...], launch_spans: list[Span], name: str
+) -> tuple[str, int] | None:
     """A launch variable computed from `name` (`const int blocks = (n + BLOCK - 1) / BLOCK;`)
     that host code reads outside the launch: the first such variable and the line of the read."""
     holders = {v.name for lc in launches for v in lc.variables if name in _words(v.text)}
-    holders |= {v.name for lc in launches for v in (lc.grid_var, lc.block_var)
-                if v is not None and any(name in _words(a) for a in v.args)}
+    holders |= {
+        v.name
+        for lc in launches
+        for v in (lc.grid_var, lc.block_var)
+        if v is not None and any(name in _words(a) for a in v.args)
+    }
     hosts = {lc.site.function for lc in launches}
     for use in name_uses(model, holders):
         if use.function in hosts and not _inside(use.span, launch_spans):
-            return model.source.data[use.span.start:use.span.end].decode(), model.source.line_col(use.span.start)[0]
+            return model.source.data[use.span.start : use.span.end].decode(), model.source.line_col(use.span.start)[0]
     return None
 
 
 def model_launch_configs(model: SourceModel, kernel: Function) -> list[LaunchConfig]:
-    return [lc for k in {s.kernel for s in model.launches if s.kernel != kernel.name}
-            for lc in launch_configs(model, k)]
+    return [
+        lc for k in {s.kernel for s in model.launches if s.kernel != kernel.name} for lc in launch_configs(model, k)
+    ]
 
 
 def _hand_unrolled(model: SourceModel, functions: frozenset[str], name: str, value: int) -> Refusal | None:
@@ -259,19 +347,30 @@ def _hand_unrolled(model: SourceModel, functions: frozenset[str], name: str, val
     for function in model.functions:
         if function.name not in functions:
             continue
-        roles = [loop.bound for loop in loops(model, function.body)] + \
-            [e for d in shared_decls(model) if d.function == function.name for e in d.extents]
+        roles = [loop.bound for loop in loops(model, function.body)] + [
+            e for d in shared_decls(model) if d.function == function.name for e in d.extents
+        ]
         for literal in int_literals(model, function.body):
-            text = model.source.data[literal.span.start:literal.span.end].decode()
+            text = model.source.data[literal.span.start : literal.span.end].decode()
             if literal.value == value and text in roles:
                 line = model.source.line_col(literal.span.start)[0]
-                return Refusal("HandUnrolled", f"line {line} spells {value}, the value of {name}, as a loop bound or "
-                               f"extent: the body assumes {name} = {value}", literal.span.start, name)
+                return Refusal(
+                    "HandUnrolled",
+                    f"line {line} spells {value}, the value of {name}, as a loop bound or "
+                    f"extent: the body assumes {name} = {value}",
+                    literal.span.start,
+                    name,
+                )
     return None
 
 
-def _roles(model: SourceModel, definition: ConstantDef, mine: list[NameUse], functions: frozenset[str],
-           launches: tuple[LaunchConfig, ...]) -> tuple[str, ...]:
+def _roles(
+    model: SourceModel,
+    definition: ConstantDef,
+    mine: list[NameUse],
+    functions: frozenset[str],
+    launches: tuple[LaunchConfig, ...],
+) -> tuple[str, ...]:
     name = definition.name
     roles: set[str] = set()
     extents = {s: e for d in shared_decls(model) if d.function in functions for s, e in zip(d.extent_spans, d.extents)}
@@ -306,12 +405,15 @@ def _roles(model: SourceModel, definition: ConstantDef, mine: list[NameUse], fun
 def _hardware_shape(model: SourceModel, functions: frozenset[str]) -> str | None:
     for function in model.functions:
         if function.name in functions:
-            body = model.source.data[function.body.start:function.body.end].decode("utf-8", "replace")
+            body = model.source.data[function.body.start : function.body.end].decode("utf-8", "replace")
             match = HARDWARE_SHAPE_RE.search(body)
             if match:
                 line = model.source.line_col(function.body.start + match.start())[0]
-                what = "mma instructions" if "mma" in match.group(0) and "wmma" not in match.group(0) else \
-                    "wmma fragments (16x16x16 tiles)"
+                what = (
+                    "mma instructions"
+                    if "mma" in match.group(0) and "wmma" not in match.group(0)
+                    else "wmma fragments (16x16x16 tiles)"
+                )
                 return f"{what} (line {line})"
     return None
 
@@ -322,39 +424,85 @@ def _local_constants(model: SourceModel, functions: frozenset[str]) -> list[Refu
         if definition.function in functions:
             line = model.source.line_col(definition.span.start)[0]
             if "sizeof" in definition.text:
-                out.append(Refusal("VectorWidth", f"{definition.name} = {definition.text} (line {line}) is a vector "
-                                   "width fixed by the load size the hardware offers, not a tile size",
-                                   definition.span.start, definition.name))
+                out.append(
+                    Refusal(
+                        "VectorWidth",
+                        f"{definition.name} = {definition.text} (line {line}) is a vector "
+                        "width fixed by the load size the hardware offers, not a tile size",
+                        definition.span.start,
+                        definition.name,
+                    )
+                )
             else:
-                out.append(Refusal("LocalConstant", f"{definition.name} is defined inside '{definition.function}' "
-                                   f"(line {line}); only file-scope constants are lifted", definition.span.start,
-                                   definition.name))
+                out.append(
+                    Refusal(
+                        "LocalConstant",
+                        f"{definition.name} is defined inside '{definition.function}' "
+                        f"(line {line}); only file-scope constants are lifted",
+                        definition.span.start,
+                        definition.name,
+                    )
+                )
     return out
 
 
-def _kernel_refusals(model: SourceModel, kernel: Function, lifted: list[Quantity],
-                     launches: tuple[LaunchConfig, ...]) -> list[Refusal]:
+def _kernel_refusals(
+    model: SourceModel, kernel: Function, lifted: list[Quantity], launches: tuple[LaunchConfig, ...]
+) -> list[Refusal]:
     out = []
     values = [p for p in template_params(kernel) if p.kind == "value"]
     if values and not lifted:
-        sites = ", ".join(f"{s.kernel}{s.template_args or ''} (line {model.source.line_col(s.span.start)[0]})"
-                          for s in model.launches if s.kernel == kernel.name) or "no launch in this file"
+        sites = (
+            ", ".join(
+                f"{s.kernel}{s.template_args or ''} (line {model.source.line_col(s.span.start)[0]})"
+                for s in model.launches
+                if s.kernel == kernel.name
+            )
+            or "no launch in this file"
+        )
         names = ", ".join(p.name for p in values)
         what = "is already a template parameter" if len(values) == 1 else "are already template parameters"
-        out.append(Refusal("TemplateParameter", f"{names} {what} of '{kernel.name}', instantiated at {sites}; tune "
-                           "it where it is instantiated", kernel.span.start))
+        out.append(
+            Refusal(
+                "TemplateParameter",
+                f"{names} {what} of '{kernel.name}', instantiated at {sites}; tune it where it is instantiated",
+                kernel.span.start,
+            )
+        )
     if not lifted:
         return out
     if not launches:
-        out.append(Refusal("NoLaunchSite", f"'{kernel.name}' is not launched in this file, so its launch cannot be "
-                           "kept consistent with new tile sizes", kernel.span.start))
+        out.append(
+            Refusal(
+                "NoLaunchSite",
+                f"'{kernel.name}' is not launched in this file, so its launch cannot be "
+                "kept consistent with new tile sizes",
+                kernel.span.start,
+            )
+        )
     elif len({lc.block for lc in launches}) > 1 or len({lc.grid for lc in launches}) > 1:
-        out.append(Refusal("LaunchesDisagree", f"the launches of '{kernel.name}' use different configurations; "
-                           "kxform cannot rewrite them consistently", launches[0].site.span.start))
-    elif any(len(lc.site.config) > 2 and lc.site.config[2].strip() not in ("0", "") and not _words(lc.site.config[2])
-             & {q.name for q in lifted} and _uses_dynamic_shared(model, kernel) for lc in launches):
-        out.append(Refusal("DynamicSharedFixed", "the launch passes a fixed amount of dynamic shared memory that the "
-                           "tile sizes do not scale", launches[0].site.span.start))
+        out.append(
+            Refusal(
+                "LaunchesDisagree",
+                f"the launches of '{kernel.name}' use different configurations; "
+                "kxform cannot rewrite them consistently",
+                launches[0].site.span.start,
+            )
+        )
+    elif any(
+        len(lc.site.config) > 2
+        and lc.site.config[2].strip() not in ("0", "")
+        and not _words(lc.site.config[2]) & {q.name for q in lifted}
+        and _uses_dynamic_shared(model, kernel)
+        for lc in launches
+    ):
+        out.append(
+            Refusal(
+                "DynamicSharedFixed",
+                "the launch passes a fixed amount of dynamic shared memory that the tile sizes do not scale",
+                launches[0].site.span.start,
+            )
+        )
     return out
 
 

@@ -59,11 +59,12 @@ class Tile(ValuesPass):
     description = "lift hard-coded tile sizes into checked, verified parameters; tile{NAME=VALUE} sets them"
     falls_back = False  # lifting at the original values has no alternative worth guessing
 
-
     @classmethod
     def describe_options(cls) -> list[str]:
-        return ["NAME=VALUE for a kernel's lifted parameters (kxform inspect --pass tile lists them with their "
-                "constraints); none: lift at the original values"]
+        return [
+            "NAME=VALUE for a kernel's lifted parameters (kxform inspect --pass tile lists them with their "
+            "constraints); none: lift at the original values"
+        ]
 
     # -- analyse and propose -----------------------------------------------------------
 
@@ -80,19 +81,38 @@ class Tile(ValuesPass):
                 blockers.append(Blocker(refused.key, f"{unknown[0]} is not lifted: {refused.message}", refused.offset))
             elif unknown:
                 known = ", ".join(sorted({n for s in spaces.values() for n in s.names})) or "none"
-                blockers.append(Blocker("UnknownParameter", f"{unknown[0]} is not a parameter of any kernel in this "
-                                        f"file (parameters: {known})", kernel.span.start))
+                blockers.append(
+                    Blocker(
+                        "UnknownParameter",
+                        f"{unknown[0]} is not a parameter of any kernel in this file (parameters: {known})",
+                        kernel.span.start,
+                    )
+                )
             if not tiling.quantities and not blockers:
-                blockers = [Blocker(r.key, r.message, r.offset) for r in tiling.refusals] or [Blocker(
-                    "NoTileSize", f"'{kernel.name}' uses no file-scope integer constant as a tile size (its block "
-                    "size is a run-time value or a literal at the launch)", kernel.span.start)]
+                blockers = [Blocker(r.key, r.message, r.offset) for r in tiling.refusals] or [
+                    Blocker(
+                        "NoTileSize",
+                        f"'{kernel.name}' uses no file-scope integer constant as a tile size (its block "
+                        "size is a run-time value or a literal at the launch)",
+                        kernel.span.start,
+                    )
+                ]
             config = space.resolve({k: v for k, v in given.items() if k in space.names}) if not blockers else {}
             if not blockers:
                 for refusal in (r for r in tiling.refusals if r.name is not None):
-                    ctx.remark(RemarkKind.ANALYSIS, self.name, refusal.key, refusal.offset, kernel.name,
-                               f"tile: {refusal.name} of '{kernel.name}' is not lifted: {refusal.message}")
-            done = bool(tiling.quantities) and all(q.guarded or q.kind != "macro" for q in tiling.quantities) and \
-                all(config.get(q.name, q.value) == q.value for q in tiling.quantities)
+                    ctx.remark(
+                        RemarkKind.ANALYSIS,
+                        self.name,
+                        refusal.key,
+                        refusal.offset,
+                        kernel.name,
+                        f"tile: {refusal.name} of '{kernel.name}' is not lifted: {refusal.message}",
+                    )
+            done = (
+                bool(tiling.quantities)
+                and all(q.guarded or q.kind != "macro" for q in tiling.quantities)
+                and all(config.get(q.name, q.value) == q.value for q in tiling.quantities)
+            )
             out[kernel.name] = KernelAnalysis(kernel, tuple(blockers), already_applied=done)
         return out
 
@@ -111,23 +131,29 @@ class Tile(ValuesPass):
         """Valid configurations other than the original over powers of two, nearest first."""
         tiling, space = _facts(ctx, analysis.kernel.name)
         defaults = space.defaults()
-        points = (dict(zip(space.names, values))
-                  for values in itertools.product(*(preferred(q) for q in tiling.quantities)))
+        points = (
+            dict(zip(space.names, values)) for values in itertools.product(*(preferred(q) for q in tiling.quantities))
+        )
         valid = [p for p in points if p != defaults and space.is_valid(p, ctx.hw)]
         valid.sort(key=lambda p: (sum(abs(math.log2(p[n] / defaults[n])) for n in space.names), sorted(p.items())))
-        return [self.proposal_for(ctx, analysis, p, Provenance(evidence="rule")) for p in valid[:MAX_CANDIDATES]
-                if tiling.quantities]
+        return [
+            self.proposal_for(ctx, analysis, p, Provenance(evidence="rule"))
+            for p in valid[:MAX_CANDIDATES]
+            if tiling.quantities
+        ]
 
     def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
         return _facts(ctx, analysis.kernel.name)[1]
 
-    def proposal_for(self, ctx: PassContext, analysis: KernelAnalysis, config: Config,
-                     provenance: Provenance | None = None) -> Proposal:
+    def proposal_for(
+        self, ctx: PassContext, analysis: KernelAnalysis, config: Config, provenance: Provenance | None = None
+    ) -> Proposal:
         space = _facts(ctx, analysis.kernel.name)[1]
         resolved = space.resolve(config)
         changed = {k: v for k, v in resolved.items() if v != space.param(k).default}
-        return Proposal.of(self.name, analysis.kernel.name, changed,
-                           f"configuration {space.label(resolved)}", provenance)
+        return Proposal.of(
+            self.name, analysis.kernel.name, changed, f"configuration {space.label(resolved)}", provenance
+        )
 
     def missed_reason(self, analysis: KernelAnalysis, ctx: PassContext | None = None) -> tuple[str, str]:
         return ("NoTileSize", "nothing to lift")
@@ -141,13 +167,18 @@ class Tile(ValuesPass):
         if config == space.defaults():
             return records
         if policy.launch_binding(ctx.model, tiling, config) is None:
-            raise CheckFailed("launch", f"the launch of '{proposal.kernel}' reads values the kernel does not receive, "
-                              "so the rewritten launch cannot be verified", key=UNVERIFIABLE_LAUNCH)
+            raise CheckFailed(
+                "launch",
+                f"the launch of '{proposal.kernel}' reads values the kernel does not receive, "
+                "so the rewritten launch cannot be verified",
+                key=UNVERIFIABLE_LAUNCH,
+            )
         text = apply_edits(ctx.model.source, lift_edits(ctx.model, tiling, config)).data.decode("utf-8")
         block = block_exprs(tiling)
         ints = {k: int(v) for k, v in config.items()}
-        records.append(resources.check_resources(text, ctx.model.source.path, proposal.kernel, block, ints, ctx.hw,
-                                                 ctx.toolchain))
+        records.append(
+            resources.check_resources(text, ctx.model.source.path, proposal.kernel, block, ints, ctx.hw, ctx.toolchain)
+        )
         return records
 
     def edit(self, ctx: PassContext, proposals: Sequence[Proposal]) -> list[Edit]:
@@ -168,17 +199,23 @@ class Tile(ValuesPass):
         data = super().describe(ctx, analysis)
         data["status"] = "lifted" if analysis.already_applied else "liftable" if analysis.applicable else "refused"
         data.update(space.to_json())
-        data["not_lifted"] = [f"{r.name}: {r.key}: {r.message}" for r in tiling.refusals
-                              if r.name is not None and f"{r.key}: {r.message}" not in data["reasons"]]
-        data["launches"] = [{"line": line(lc.site.span.start)[0], "grid": list(lc.grid), "block": list(lc.block),
-                             "shared": lc.shared} for lc in tiling.launches]
+        data["not_lifted"] = [
+            f"{r.name}: {r.key}: {r.message}"
+            for r in tiling.refusals
+            if r.name is not None and f"{r.key}: {r.message}" not in data["reasons"]
+        ]
+        data["launches"] = [
+            {"line": line(lc.site.span.start)[0], "grid": list(lc.grid), "block": list(lc.block), "shared": lc.shared}
+            for lc in tiling.launches
+        ]
         data["checks"] = [resources.RULE] if tiling.quantities else []
         return data
 
 
 @functools.lru_cache(maxsize=64)
-def _evaluated(path: str, data: bytes, names: tuple[str, ...], texts: tuple[str, ...],
-               args: tuple[str, ...]) -> dict[str, int | None]:
+def _evaluated(
+    path: str, data: bytes, names: tuple[str, ...], texts: tuple[str, ...], args: tuple[str, ...]
+) -> dict[str, int | None]:
     values = evaluate_constants(path, data, names, list(args))
     folded = fold_constants(dict(zip(names, texts)))
     return {n: values.get(n) if values.get(n) is not None else folded.get(n) for n in names}
@@ -201,8 +238,9 @@ class TileFacts:
         model = ctx.model
         args = tuple((ctx.toolchain or Toolchain()).libclang_args(model.source.path))
         defs = [d for d in constant_defs(model) if d.function is None]
-        values = _evaluated(model.source.path, model.source.data, tuple(d.name for d in defs),
-                            tuple(d.text for d in defs), args)
+        values = _evaluated(
+            model.source.path, model.source.data, tuple(d.name for d in defs), tuple(d.text for d in defs), args
+        )
         tiling = find_tiling(model, kernel, values)
         return cls(tiling, derive_space(model, tiling))
 

@@ -26,9 +26,22 @@ from kxform.passes.launch.launch import closure_of
 from kxform.passes.launch.policy import communication
 from kxform.passes.vectorize.pattern import Elementwise, NotElementwise, recognise
 
-SIZES = {"float": 4, "int": 4, "unsigned": 4, "unsigned int": 4, "uint32_t": 4, "int32_t": 4, "double": 8,
-         "long long": 8, "int64_t": 8, "uint64_t": 8, "__nv_bfloat16": 2, "__half": 2, "half": 2,
-         "nv_bfloat16": 2}
+SIZES = {
+    "float": 4,
+    "int": 4,
+    "unsigned": 4,
+    "unsigned int": 4,
+    "uint32_t": 4,
+    "int32_t": 4,
+    "double": 8,
+    "long long": 8,
+    "int64_t": 8,
+    "uint64_t": 8,
+    "__nv_bfloat16": 2,
+    "__half": 2,
+    "half": 2,
+    "nv_bfloat16": 2,
+}
 VECTOR_TYPES = {4: "unsigned int", 8: "uint2", 16: "uint4"}
 """Vector load/store types by bytes (the 4-byte one is a bf16x2 / half2 pair)."""
 WIDTHS = (2, 4, 8)
@@ -78,15 +91,33 @@ def kernel_facts(ctx: PassContext, kernel: Function, widen: bool = True) -> Kern
     line = model.source.line_col
     how = communication(model, closure_of(model, kernel))
     if how is not None:
-        return KernelFacts(None, (), (Blocker("Communicates", f"the threads communicate through {how}: the rewrite "
-                                              "changes which thread touches which element", kernel.span.start),))
+        return KernelFacts(
+            None,
+            (),
+            (
+                Blocker(
+                    "Communicates",
+                    f"the threads communicate through {how}: the rewrite changes which thread touches which element",
+                    kernel.span.start,
+                ),
+            ),
+        )
     try:
         shape = recognise(model, kernel)
     except NotElementwise as exc:
         return KernelFacts(None, (), (Blocker("NotElementwise", f"{exc} (line {line(exc.offset)[0]})", exc.offset),))
     if not launch_configs(model, kernel.name):
-        return KernelFacts(shape, (), (Blocker("NoLaunch", f"'{kernel.name}' is not launched in this file: the grid "
-                                               "cannot follow", kernel.span.start),))
+        return KernelFacts(
+            shape,
+            (),
+            (
+                Blocker(
+                    "NoLaunch",
+                    f"'{kernel.name}' is not launched in this file: the grid cannot follow",
+                    kernel.span.start,
+                ),
+            ),
+        )
     if not widen:
         return KernelFacts(shape, (), ())
     analysis = ctx.analysis(AccessAnalysis, kernel)
@@ -94,8 +125,13 @@ def kernel_facts(ctx: PassContext, kernel: Function, widen: bool = True) -> Kern
     blockers: list[Blocker] = []
     if any(a.space in ("shared", "unknown") for a in accesses):
         bad = next(a for a in accesses if a.space in ("shared", "unknown"))
-        blockers.append(Blocker("Communicates", f"`{bad.text}` (line {bad.line}) is not a global buffer the "
-                                "analysis can follow", bad.span.start))
+        blockers.append(
+            Blocker(
+                "Communicates",
+                f"`{bad.text}` (line {bad.line}) is not a global buffer the analysis can follow",
+                bad.span.start,
+            )
+        )
     restrict = {b.name: b.restrict for b in analysis.buffers}
     simple = re.compile(rf"^(?P<b>[A-Za-z_]\w*)\s*\[\s*{re.escape(shape.var)}\s*\]$")
     buffers: list[BufferUse] = []
@@ -106,50 +142,90 @@ def kernel_facts(ctx: PassContext, kernel: Function, widen: bool = True) -> Kern
         written = any(a.write for a in mine)
         if wide and len(wide) != len(mine):
             odd = next(a for a in mine if a not in wide)
-            blockers.append(Blocker("NotContiguous", f"`{odd.text}` (line {odd.line}) is not `{name}[{shape.var}]` "
-                                    f"({_why(analysis, odd)}) while `{name}` is widened elsewhere", odd.span.start))
+            blockers.append(
+                Blocker(
+                    "NotContiguous",
+                    f"`{odd.text}` (line {odd.line}) is not `{name}[{shape.var}]` "
+                    f"({_why(analysis, odd)}) while `{name}` is widened elsewhere",
+                    odd.span.start,
+                )
+            )
         elif not wide and written:
             odd = next(a for a in mine if a.write)
-            blockers.append(Blocker("NotContiguous", f"the write `{odd.text}` (line {odd.line}) is not contiguous in "
-                                    f"threadIdx.x ({_why(analysis, odd)})", odd.span.start))
+            blockers.append(
+                Blocker(
+                    "NotContiguous",
+                    f"the write `{odd.text}` (line {odd.line}) is not contiguous in "
+                    f"threadIdx.x ({_why(analysis, odd)})",
+                    odd.span.start,
+                )
+            )
         elif wide and element not in SIZES:
-            blockers.append(Blocker("ElementType", f"`{name}` holds `{element}`, whose size kxform does not know "
-                                    f"(line {mine[0].line})", mine[0].span.start))
+            blockers.append(
+                Blocker(
+                    "ElementType",
+                    f"`{name}` holds `{element}`, whose size kxform does not know (line {mine[0].line})",
+                    mine[0].span.start,
+                )
+            )
         conditional = any(a.write and (len(a.guards) > 1 or a.loops) for a in mine)
-        buffers.append(BufferUse(name, element, bool(wide), any(a.read for a in mine), written, conditional,
-                                 restrict.get(name, False)))
+        buffers.append(
+            BufferUse(
+                name, element, bool(wide), any(a.read for a in mine), written, conditional, restrict.get(name, False)
+            )
+        )
     escaped = _escaped(kernel, shape, accesses)
     if escaped is not None and not blockers:
-        blockers.append(Blocker("Escapes", f"`{escaped}` is used other than by a subscript the analysis follows "
-                                "(passed on, or its address taken): what it reaches is not known",
-                                kernel.span.start))
+        blockers.append(
+            Blocker(
+                "Escapes",
+                f"`{escaped}` is used other than by a subscript the analysis follows "
+                "(passed on, or its address taken): what it reaches is not known",
+                kernel.span.start,
+            )
+        )
     if not any(b.widened for b in buffers) and not blockers:
         first = accesses[0] if accesses else None
-        blockers.append(Blocker("NotContiguous", "no global access is contiguous in threadIdx.x" +
-                                (f" (line {first.line}: {_why(analysis, first)})" if first else ""),
-                                first.span.start if first else kernel.span.start))
+        blockers.append(
+            Blocker(
+                "NotContiguous",
+                "no global access is contiguous in threadIdx.x"
+                + (f" (line {first.line}: {_why(analysis, first)})" if first else ""),
+                first.span.start if first else kernel.span.start,
+            )
+        )
     if any(b.written for b in buffers):
         for b in buffers:
             if not b.widened and not b.restrict and not blockers:
                 other = next(o.name for o in buffers if o.written)
-                blockers.append(Blocker("MayAlias", f"`{b.name}` is read at a non-contiguous index and may overlap "
-                                        f"`{other}`, which is written (no __restrict__ on both; its extent is not "
-                                        "known, so no run-time check can exclude it)", kernel.span.start))
+                blockers.append(
+                    Blocker(
+                        "MayAlias",
+                        f"`{b.name}` is read at a non-contiguous index and may overlap "
+                        f"`{other}`, which is written (no __restrict__ on both; its extent is not "
+                        "known, so no run-time check can exclude it)",
+                        kernel.span.start,
+                    )
+                )
     return KernelFacts(shape, tuple(buffers), tuple(blockers))
 
 
 def _is_element(analysis: AccessAnalysis, access: MemoryAccess, simple: re.Pattern[str]) -> bool:
     stride = analysis.thread_stride(access)
     match = simple.match(access.text.strip())
-    return match is not None and match.group("b") == access.buffer and access.affine and str(stride) == "1" and \
-        not access.loops
+    return (
+        match is not None
+        and match.group("b") == access.buffer
+        and access.affine
+        and str(stride) == "1"
+        and not access.loops
+    )
 
 
 def _why(analysis: AccessAnalysis, access: MemoryAccess) -> str:
     if not access.affine:
         return str(access.index)
     return f"index {access.index}, stride {analysis.thread_stride(access)} in threadIdx.x"
-
 
 
 def _escaped(kernel: Function, shape: Elementwise, accesses: list[MemoryAccess]) -> str | None:

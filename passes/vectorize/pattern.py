@@ -17,10 +17,15 @@ from dataclasses import dataclass
 
 from kxform.frontend.model import Function, SourceModel
 
-_DECL_RE = re.compile(r"^(?P<type>(?:const\s+)?(?:unsigned\s+int|int|unsigned|size_t|long|long\s+long|int64_t))\s+"
-                      r"(?P<var>[A-Za-z_]\w*)\s*=\s*(?P<init>[^;]+);$", re.S)
-COMMUNICATES_RE = re.compile(r"__shared__|__syncthreads|__syncwarp|__shfl\w*|\batomic\w+\s*\(|__ballot\w*|"
-                             r"__any_sync|__all_sync|\bthis_thread_block\b|\btiled_partition\b")
+_DECL_RE = re.compile(
+    r"^(?P<type>(?:const\s+)?(?:unsigned\s+int|int|unsigned|size_t|long|long\s+long|int64_t))\s+"
+    r"(?P<var>[A-Za-z_]\w*)\s*=\s*(?P<init>[^;]+);$",
+    re.S,
+)
+COMMUNICATES_RE = re.compile(
+    r"__shared__|__syncthreads|__syncwarp|__shfl\w*|\batomic\w+\s*\(|__ballot\w*|"
+    r"__any_sync|__all_sync|\bthis_thread_block\b|\btiled_partition\b"
+)
 EXITS_RE = re.compile(r"\breturn\b|\bgoto\b|\bbreak\b")
 
 
@@ -63,7 +68,7 @@ def statements(text: str) -> list[tuple[int, str]]:
     """Top-level statements of a block's inside, with their offsets (comments dropped)."""
     out, depth, start, i = [], 0, None, 0
     while i < len(text):
-        two = text[i:i + 2]
+        two = text[i : i + 2]
         if two == "//":
             i = text.find("\n", i) if "\n" in text[i:] else len(text)
             continue
@@ -77,11 +82,11 @@ def statements(text: str) -> list[tuple[int, str]]:
             depth += 1
         elif char in ")}]":
             depth -= 1
-            if char == "}" and depth == 0 and not re.match(r"\s*else\b", text[i + 1:]):
-                out.append((start, text[start:i + 1].strip()))
+            if char == "}" and depth == 0 and not re.match(r"\s*else\b", text[i + 1 :]):
+                out.append((start, text[start : i + 1].strip()))
                 start = None
         elif char == ";" and depth == 0:
-            out.append((start, text[start:i + 1].strip()))
+            out.append((start, text[start : i + 1].strip()))
             start = None
         i += 1
     if start is not None and text[start:].strip():
@@ -91,7 +96,7 @@ def statements(text: str) -> list[tuple[int, str]]:
 
 def recognise(model: SourceModel, kernel: Function) -> Elementwise:
     data = model.source.data
-    body = data[kernel.body.start + 1:kernel.body.end - 1].decode("utf-8")
+    body = data[kernel.body.start + 1 : kernel.body.end - 1].decode("utf-8")
     base = kernel.body.start + 1
     stmts = statements(body)
     if not stmts:
@@ -99,8 +104,9 @@ def recognise(model: SourceModel, kernel: Function) -> Elementwise:
     at, first = stmts[0]
     decl = _DECL_RE.match(first)
     if decl is None or index_axis(decl.group("init")) != "x":
-        raise NotElementwise("the body does not start with the element index `int i = blockIdx.x * blockDim.x + "
-                             "threadIdx.x;`", base + at)
+        raise NotElementwise(
+            "the body does not start with the element index `int i = blockIdx.x * blockDim.x + threadIdx.x;`", base + at
+        )
     var = decl.group("var")
     rest = stmts[1:]
     if not rest:
@@ -119,10 +125,13 @@ def recognise(model: SourceModel, kernel: Function) -> Elementwise:
         bound = less.group("b").strip()
     elif early and re.fullmatch(r"\{?\s*return\s*;\s*\}?", then.strip()):
         bound = early.group("b").strip()
-        work = body[rest[1][0]:] if len(rest) > 1 else ""
+        work = body[rest[1][0] :] if len(rest) > 1 else ""
     else:
-        raise NotElementwise(f"the guard `if ({cond})` is not `{var} < BOUND` around the work, or "
-                             f"`if ({var} >= BOUND) return;` before it", base + at)
+        raise NotElementwise(
+            f"the guard `if ({cond})` is not `{var} < BOUND` around the work, or "
+            f"`if ({var} >= BOUND) return;` before it",
+            base + at,
+        )
     if EXITS_RE.search(work):
         raise NotElementwise("the guarded work leaves early (return, break or goto)", base + at)
     if re.search(rf"(?<![\w.]){re.escape(var)}\s*(=[^=]|\+=|-=|\+\+|--)|(\+\+|--)\s*{re.escape(var)}\b", work):
@@ -143,5 +152,5 @@ def _split_if(text: str) -> tuple[str, str] | None:
         depth += text[i] == "("
         depth -= text[i] == ")"
         if depth == 0:
-            return text[match.end():i].strip(), text[i + 1:].strip()
+            return text[match.end() : i].strip(), text[i + 1 :].strip()
     return None

@@ -45,39 +45,59 @@ def kernel_body(facts: KernelFacts, kernel: Function, width: int, newline: str =
         checks.append(f"(unsigned long long)({b.name}) % {width * b.size} == 0")
     written = [b for b in wide if b.written]
     for i, a in enumerate(wide):
-        for b in wide[i + 1:]:
+        for b in wide[i + 1 :]:
             if (a.written or b.written) and not (a.restrict and b.restrict):
-                checks.append(f"(({_end(a.name, shape.bound)} <= (unsigned long long)({b.name})) || "
-                              f"({_end(b.name, shape.bound)} <= (unsigned long long)({a.name})))")
+                checks.append(
+                    f"(({_end(a.name, shape.bound)} <= (unsigned long long)({b.name})) || "
+                    f"({_end(b.name, shape.bound)} <= (unsigned long long)({a.name})))"
+                )
     work = shape.work
     for b in wide:
-        work = re.sub(rf"(?<![\w.]){re.escape(b.name)}\s*\[\s*{re.escape(shape.var)}\s*\]", f"{PREFIX}{b.name}[kx_j]",
-                      work)
-    lines = [f"{ind}const {ctype} kx_v = blockIdx.x * blockDim.x + threadIdx.x;",
-             f"{ind}const {ctype} kx_first = kx_v * {name};",
-             f"{ind}if ({(' &&' + newline + ind + '    ').join(checks)}) {{"]
+        work = re.sub(
+            rf"(?<![\w.]){re.escape(b.name)}\s*\[\s*{re.escape(shape.var)}\s*\]", f"{PREFIX}{b.name}[kx_j]", work
+        )
+    lines = [
+        f"{ind}const {ctype} kx_v = blockIdx.x * blockDim.x + threadIdx.x;",
+        f"{ind}const {ctype} kx_first = kx_v * {name};",
+        f"{ind}if ({(' &&' + newline + ind + '    ').join(checks)}) {{",
+    ]
     inner = ind * 2
     for element in dict.fromkeys(b.element for b in wide):
         vt = VECTOR_TYPES[width * next(b.size for b in wide if b.element == element)]
-        lines.append(f"{inner}static_assert(sizeof({vt}) == {name} * sizeof({element}), \"{name}: one {vt} of "
-                     f"{element} per thread\");")
+        lines.append(
+            f'{inner}static_assert(sizeof({vt}) == {name} * sizeof({element}), "{name}: one {vt} of '
+            f'{element} per thread");'
+        )
     for b in wide:
         vt = VECTOR_TYPES[width * b.size]
         lines.append(f"{inner}{b.element} {PREFIX}{b.name}[{name}];")
         if b.read or b.conditional_write:
-            lines.append(f"{inner}{{ const {vt} kx_t = reinterpret_cast<const {vt}*>({b.name})[kx_v]; "
-                         f"memcpy({PREFIX}{b.name}, &kx_t, sizeof(kx_t)); }}")
+            lines.append(
+                f"{inner}{{ const {vt} kx_t = reinterpret_cast<const {vt}*>({b.name})[kx_v]; "
+                f"memcpy({PREFIX}{b.name}, &kx_t, sizeof(kx_t)); }}"
+            )
     reads_var = re.search(rf"(?<![\w.]){re.escape(shape.var)}(?!\w)", work) is not None
-    lines += [f"{inner}#pragma unroll", f"{inner}for (int kx_j = 0; kx_j < {name}; ++kx_j) {{",
-              *([f"{inner}{ind}{shape.ctype} {shape.var} = kx_first + kx_j;"] if reads_var else []),
-              *_indented(work, inner + ind), f"{inner}}}"]
+    lines += [
+        f"{inner}#pragma unroll",
+        f"{inner}for (int kx_j = 0; kx_j < {name}; ++kx_j) {{",
+        *([f"{inner}{ind}{shape.ctype} {shape.var} = kx_first + kx_j;"] if reads_var else []),
+        *_indented(work, inner + ind),
+        f"{inner}}}",
+    ]
     for b in written:
         vt = VECTOR_TYPES[width * b.size]
-        lines.append(f"{inner}{{ {vt} kx_t; memcpy(&kx_t, {PREFIX}{b.name}, sizeof(kx_t)); "
-                     f"reinterpret_cast<{vt}*>({b.name})[kx_v] = kx_t; }}")
-    lines += [f"{ind}}} else {{", f"{inner}for (int kx_j = 0; kx_j < {name}; ++kx_j) {{",
-              f"{inner}{ind}{shape.ctype} {shape.var} = kx_first + kx_j;",
-              *_indented(shape.guarded, inner + ind), f"{inner}}}", f"{ind}}}"]
+        lines.append(
+            f"{inner}{{ {vt} kx_t; memcpy(&kx_t, {PREFIX}{b.name}, sizeof(kx_t)); "
+            f"reinterpret_cast<{vt}*>({b.name})[kx_v] = kx_t; }}"
+        )
+    lines += [
+        f"{ind}}} else {{",
+        f"{inner}for (int kx_j = 0; kx_j < {name}; ++kx_j) {{",
+        f"{inner}{ind}{shape.ctype} {shape.var} = kx_first + kx_j;",
+        *_indented(shape.guarded, inner + ind),
+        f"{inner}}}",
+        f"{ind}}}",
+    ]
     return newline + newline.join(lines) + newline
 
 
@@ -105,21 +125,26 @@ def grid_edits(model: SourceModel, kernel: Function, bound: str, name: str, orig
     for config in launch_configs(model, kernel.name):
         renamed = _host_text(bound, kernel, config.site.args)
         if renamed is None:
-            return f"the guard's bound `{bound}` is not passed plainly at the launch (line " \
-                   f"{model.source.line_col(config.site.span.start)[0]})"
-        pattern = re.compile(r"(?<![\w.])" + r"\s*".join(re.escape(t) for t in re.findall(r"\w+|\S", renamed))
-                             + r"(?![\w])")
+            return (
+                f"the guard's bound `{bound}` is not passed plainly at the launch (line "
+                f"{model.source.line_col(config.site.span.start)[0]})"
+            )
+        pattern = re.compile(
+            r"(?<![\w.])" + r"\s*".join(re.escape(t) for t in re.findall(r"\w+|\S", renamed)) + r"(?![\w])"
+        )
         found = 0
         for span in launch_site.grid_spans(model, config, 0):
-            text = data[span.start:span.end].decode("utf-8")
+            text = data[span.start : span.end].decode("utf-8")
             for match in pattern.finditer(text):
-                at = span.start + len(text[:match.start()].encode("utf-8"))
-                end = span.start + len(text[:match.end()].encode("utf-8"))
+                at = span.start + len(text[: match.start()].encode("utf-8"))
+                end = span.start + len(text[: match.end()].encode("utf-8"))
                 edits.append(Edit(at, end, f"(({match.group(0)} + {name} - 1) / {name})", origin))
                 found += 1
         if not found:
-            return f"the grid of the launch at line {model.source.line_col(config.site.span.start)[0]} does not " \
-                   f"read the guard's bound `{renamed}`, so it cannot count vectors"
+            return (
+                f"the grid of the launch at line {model.source.line_col(config.site.span.start)[0]} does not "
+                f"read the guard's bound `{renamed}`, so it cannot count vectors"
+            )
     return edits
 
 

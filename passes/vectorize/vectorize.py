@@ -53,8 +53,10 @@ _DEFINE_RE = re.compile(rb"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+\(?(\d+
 @dataclass(frozen=True)
 class Vectorize(Pass):
     name = "vectorize"
-    description = "widen a one-element-per-thread kernel's contiguous accesses to vector loads and stores " \
-                  "(vectorize{width=4}; bit-exact)"
+    description = (
+        "widen a one-element-per-thread kernel's contiguous accesses to vector loads and stores "
+        "(vectorize{width=4}; bit-exact)"
+    )
     requires = ("launch",)
     falls_back = False
 
@@ -73,8 +75,10 @@ class Vectorize(Pass):
 
     @classmethod
     def describe_options(cls) -> list[str]:
-        return ["width=2|4|8: elements per thread, one 4-, 8- or 16-byte vector per buffer (kxform inspect --pass "
-                "vectorize lists a kernel's widths); none: nothing is proposed"]
+        return [
+            "width=2|4|8: elements per thread, one 4-, 8- or 16-byte vector per buffer (kxform inspect --pass "
+            "vectorize lists a kernel's widths); none: nothing is proposed"
+        ]
 
     # -- analyse and propose -----------------------------------------------------------
 
@@ -88,18 +92,32 @@ class Vectorize(Pass):
             facts = kernel_facts(ctx, kernel)
             blockers = list(facts.blockers)
             if not blockers and not facts.widths():
-                blockers.append(Blocker("ElementType", "no width moves 4, 8 or 16 bytes of every widened buffer "
-                                        f"({', '.join(f'{b.name}: {b.element}' for b in facts.widened)})",
-                                        kernel.span.start))
+                blockers.append(
+                    Blocker(
+                        "ElementType",
+                        "no width moves 4, 8 or 16 bytes of every widened buffer "
+                        f"({', '.join(f'{b.name}: {b.element}' for b in facts.widened)})",
+                        kernel.span.start,
+                    )
+                )
             if not blockers:
                 grid = grid_edits(ctx.model, kernel, facts.shape.bound, width_name(kernel.name), "")
                 if isinstance(grid, str):
                     blockers.append(Blocker("GridNotReadable", grid, kernel.span.start))
-            if not blockers and self.width is not None and self.width != OFF and \
-                    self.width not in self._space(facts, kernel).param("width").values:
-                blockers.append(Blocker("BadWidth", f"width={self.width}: not one of "
-                                        f"{{{', '.join(self._space(facts, kernel).param('width').values)}}}",
-                                        kernel.span.start))
+            if (
+                not blockers
+                and self.width is not None
+                and self.width != OFF
+                and self.width not in self._space(facts, kernel).param("width").values
+            ):
+                blockers.append(
+                    Blocker(
+                        "BadWidth",
+                        f"width={self.width}: not one of "
+                        f"{{{', '.join(self._space(facts, kernel).param('width').values)}}}",
+                        kernel.span.start,
+                    )
+                )
             out[kernel.name] = KernelAnalysis(kernel, tuple(blockers), {"facts": facts})
         return out
 
@@ -112,8 +130,10 @@ class Vectorize(Pass):
         return []
 
     def missed_reason(self, analysis: KernelAnalysis, ctx: PassContext | None = None) -> tuple[str, str]:
-        return ("NoEvidence", "no width was requested; widths are chosen by measurement (kxform tune) or given "
-                "(vectorize{width=4})")
+        return (
+            "NoEvidence",
+            "no width was requested; widths are chosen by measurement (kxform tune) or given (vectorize{width=4})",
+        )
 
     @staticmethod
     def _space(facts: KernelFacts | None, kernel: Function) -> ParamSpace:
@@ -122,19 +142,20 @@ class Vectorize(Pass):
         # No "1": the code as written is the composed space's pass-off point, never a
         # second configuration of this pass that measures the same kernel again.
         values = [str(w) for w in facts.widths()]
-        return ParamSpace((Param.enum("width", values, values[0],
-                                      doc=f"elements per thread of '{kernel.name}'"),))
+        return ParamSpace((Param.enum("width", values, values[0], doc=f"elements per thread of '{kernel.name}'"),))
 
     def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
         facts = analysis.facts.get("facts") if analysis.facts else kernel_facts(ctx, analysis.kernel)
         return self._space(facts, analysis.kernel)
 
-    def proposal_for(self, ctx: PassContext, analysis: KernelAnalysis, config: Config,
-                     provenance: Provenance | None = None) -> Proposal:
+    def proposal_for(
+        self, ctx: PassContext, analysis: KernelAnalysis, config: Config, provenance: Provenance | None = None
+    ) -> Proposal:
         space = self.space(ctx, analysis)
         resolved = space.resolve(config)
-        return Proposal.of(self.name, analysis.kernel.name, dict(resolved), f"configuration {space.label(resolved)}",
-                           provenance)
+        return Proposal.of(
+            self.name, analysis.kernel.name, dict(resolved), f"configuration {space.label(resolved)}", provenance
+        )
 
     # -- check, edit, verify ------------------------------------------------------------
 
@@ -146,14 +167,27 @@ class Vectorize(Pass):
         width = resolve_proposal(self._space(facts, kernel), proposal.options)["width"]
         wide = ", ".join(f"{b.name} ({b.element} x{width})" for b in facts.widened)
         kept = [b.name for b in facts.buffers if not b.widened]
-        checks = [CheckRecord("contiguous", True, f"widened: {wide}" + (f"; read as written: {', '.join(kept)}"
-                                                                          if kept else ""))]
+        checks = [
+            CheckRecord(
+                "contiguous", True, f"widened: {wide}" + (f"; read as written: {', '.join(kept)}" if kept else "")
+            )
+        ]
         restrict = all(b.restrict for b in facts.widened)
         checks.append(CheckRecord("alignment", True, "checked at run time per buffer; the scalar path otherwise"))
-        checks.append(CheckRecord("aliasing", True, "__restrict__ on every widened buffer" if restrict else
-                                  "checked at run time over [0, bound); the scalar path where buffers overlap"))
-        checks.append(CheckRecord("tail", True, f"elements past the last whole vector (bound {facts.shape.bound}) "
-                                  "take the scalar path"))
+        checks.append(
+            CheckRecord(
+                "aliasing",
+                True,
+                "__restrict__ on every widened buffer"
+                if restrict
+                else "checked at run time over [0, bound); the scalar path where buffers overlap",
+            )
+        )
+        checks.append(
+            CheckRecord(
+                "tail", True, f"elements past the last whole vector (bound {facts.shape.bound}) take the scalar path"
+            )
+        )
         return checks
 
     def edit(self, ctx: PassContext, proposals: Sequence[Proposal]) -> list[Edit]:
@@ -166,8 +200,9 @@ class Vectorize(Pass):
         """Each element is computed by the same operations in the same order: bit-exact,
         at the rewritten launch (its grid counts vectors)."""
         width = int(proposal.options.get("width", OFF))
-        compare = OutputCompare("exact", reason="each element is computed by the same operations; only loads and "
-                                "stores are grouped")
+        compare = OutputCompare(
+            "exact", reason="each element is computed by the same operations; only loads and stores are grouped"
+        )
         if width == 1:
             return VerifyPolicy(compare=compare)
         name = width_name(proposal.kernel)
@@ -193,8 +228,11 @@ def _edits(ctx: PassContext, proposal: Proposal) -> list[Edit]:
     if isinstance(grid, str):
         raise CheckFailed("launch", grid)
     body = kernel_body(facts, kernel, width, model.source.newline)
-    return [*launch_site.define_parameter(model, kernel.span.start, name, width, f"{origin}: width"),
-            Edit(kernel.body.start + 1, kernel.body.end - 1, body, f"{origin}: body"), *grid]
+    return [
+        *launch_site.define_parameter(model, kernel.span.start, name, width, f"{origin}: width"),
+        Edit(kernel.body.start + 1, kernel.body.end - 1, body, f"{origin}: body"),
+        *grid,
+    ]
 
 
 def rewritten_binding(path: str, text: bytes, kernel_name: str, name: str, width: int) -> LaunchBinding | None:

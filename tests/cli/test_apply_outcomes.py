@@ -27,8 +27,17 @@ def test_measure_without_a_timing_runtime_is_a_usage_error(sgemm: Path) -> None:
         pytest.skip("a GPU runtime that times kernels is available here")
     before = sgemm.read_bytes()
     for verify in ("auto", "cpu", "compile", "static"):
-        proc = run_cli("apply", "--pass", "swizzle", "--measure", "--verify", verify, "--log",
-                       str(sgemm.parent / "log.jsonl"), str(sgemm))
+        proc = run_cli(
+            "apply",
+            "--pass",
+            "swizzle",
+            "--measure",
+            "--verify",
+            verify,
+            "--log",
+            str(sgemm.parent / "log.jsonl"),
+            str(sgemm),
+        )
         assert proc.returncode == 2, proc.stderr
         assert "--measure needs a runtime that times kernels" in proc.stderr
         assert "remark" not in proc.stderr  # refused before any work
@@ -43,8 +52,9 @@ def test_inconclusive_verification_writes_nothing_and_the_remark_says_why(sgemm:
     spec = sgemm.parent / "kxform.toml"
     text = spec.read_text()
     c_arg = text.index('name = "C"')
-    tail = text[c_arg:].replace('role = "inout"\nfill = { dist = "uniform", low = -1.0, high = 1.0 }\n',
-                                'role = "out"\n', 1)
+    tail = text[c_arg:].replace(
+        'role = "inout"\nfill = { dist = "uniform", low = -1.0, high = 1.0 }\n', 'role = "out"\n', 1
+    )
     spec.write_text(text[:c_arg] + tail)
     before = sgemm.read_bytes()
     log = sgemm.parent / "run.jsonl"

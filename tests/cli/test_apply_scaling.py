@@ -18,7 +18,8 @@ from kxform.log.remarks import RemarkSink
 from kxform.passes.swizzle import Swizzle, opaque
 
 _spec = importlib.util.spec_from_file_location(
-    "bench_apply_scaling", Path(__file__).resolve().parents[2] / "tools" / "bench_apply_scaling.py")
+    "bench_apply_scaling", Path(__file__).resolve().parents[2] / "tools" / "bench_apply_scaling.py"
+)
 assert _spec is not None and _spec.loader is not None
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
@@ -80,6 +81,7 @@ def _default_apply_counting(n: int, tmp_path: Path, monkeypatch: pytest.MonkeyPa
         def call(*args, **kwargs):  # type: ignore[no-untyped-def]
             counts[name] += 1
             return real(*args, **kwargs)
+
         return call
 
     monkeypatch.setattr(constants, "_evaluate_names", counted("libclang", evaluate))
@@ -92,8 +94,9 @@ def _default_apply_counting(n: int, tmp_path: Path, monkeypatch: pytest.MonkeyPa
     return counts
 
 
-def test_the_default_swizzle_parses_a_file_a_bounded_number_of_times(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_default_swizzle_parses_a_file_a_bounded_number_of_times(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     small = _default_apply_counting(16, tmp_path, monkeypatch)
     large = _default_apply_counting(64, tmp_path, monkeypatch)
     assert small["libclang"] >= 1, small  # the drafted specs do ask for constants

@@ -30,8 +30,10 @@ def _tree(root: Path) -> Path:
     (root / "src" / "tile.cuh").write_text("#define EDGE 16\n")
     (root / "src" / "a.cu").write_text('#include "tile.cuh"\n' + KERNEL)
     (root / "src" / "skip.cu").write_text(KERNEL.replace("tile(", "skipped("))
-    (root / "kxform.toml").write_text('[tool.kxform]\npasses = ["swizzle{pattern=grouped}"]\nverify = "static"\n'
-                                      'exclude = ["skip.cu"]\ninclude = ["inc"]\n')
+    (root / "kxform.toml").write_text(
+        '[tool.kxform]\npasses = ["swizzle{pattern=grouped}"]\nverify = "static"\n'
+        'exclude = ["skip.cu"]\ninclude = ["inc"]\n'
+    )
     return root
 
 
@@ -45,16 +47,20 @@ def _count_walks(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
         calls.append(tuple(str(p) for p in paths))
         return real(paths, *rest, **options)  # type: ignore[arg-type]
 
-    bound = [m for name, m in list(sys.modules.items())
-             if name.startswith("kxform") and getattr(m, "walk_sources", None) is real]
+    bound = [
+        m
+        for name, m in list(sys.modules.items())
+        if name.startswith("kxform") and getattr(m, "walk_sources", None) is real
+    ]
     assert bound, "the walk is bound nowhere: the count below would prove nothing"
     for module in bound:
         monkeypatch.setattr(module, "walk_sources", counted)
     return calls
 
 
-def test_apply_with_lock_depfile_flags_and_out_dir_walks_the_tree_once(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_apply_with_lock_depfile_flags_and_out_dir_walks_the_tree_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = _tree(tmp_path)
     monkeypatch.chdir(root)
     calls = _count_walks(monkeypatch)
@@ -72,8 +78,9 @@ def test_apply_with_lock_depfile_flags_and_out_dir_walks_the_tree_once(tmp_path:
     assert (root / "src" / "a.cu").read_text() == '#include "tile.cuh"\n' + KERNEL  # -o: sources untouched
 
 
-def test_other_callers_of_the_run_and_the_lock_plan_still_collect_themselves(tmp_path: Path,
-                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_other_callers_of_the_run_and_the_lock_plan_still_collect_themselves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """run_apply and lock_args.prepare without a collected set walk the paths themselves,
     with the same rules (headers beside a named file for -o, the exclude filter)."""
     from kxform.orchestrate.runner import ApplyConfig, collect_sources, run_apply
@@ -84,9 +91,15 @@ def test_other_callers_of_the_run_and_the_lock_plan_still_collect_themselves(tmp
 
     root = _tree(tmp_path)
     monkeypatch.chdir(root)
-    config = ApplyConfig("swizzle{pattern=grouped}", hw=load_profile("h100"), verify="static",
-                         write_back=WriteBack.OUT_DIR,
-                         out_dir="out", exclude=Exclude(str(root), ("skip.cu",)), proposer=ProposerSpec())
+    config = ApplyConfig(
+        "swizzle{pattern=grouped}",
+        hw=load_profile("h100"),
+        verify="static",
+        write_back=WriteBack.OUT_DIR,
+        out_dir="out",
+        exclude=Exclude(str(root), ("skip.cu",)),
+        proposer=ProposerSpec(),
+    )
     calls = _count_walks(monkeypatch)
     report, outcomes = run_apply(["src/a.cu", "src/skip.cu"], config, emit=lambda text: None)
     assert len(calls) == 1 and report.exit_code == 0
@@ -117,8 +130,9 @@ def test_lock_with_out_dir_copies_the_headers_a_run_without_lock_copies(tmp_path
     assert set(copies("locked")) == {"src/a.cu", "src/tile.cuh"}
 
 
-def test_an_unknown_pass_is_reported_before_a_missing_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unknown_pass_is_reported_before_a_missing_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The walk comes after the checks that need no source: the option at fault is named,
     with or without --lock, and nothing is walked or logged for a run that cannot start."""
     monkeypatch.chdir(tmp_path)

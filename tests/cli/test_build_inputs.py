@@ -37,8 +37,10 @@ def _project(tmp_path: Path) -> Path:
     src.mkdir(parents=True)
     (proj / "harness").mkdir()
     (outer / "pyproject.toml").write_text('[tool.kxform]\npasses = ["swizzle"]\n')
-    (proj / "pyproject.toml").write_text('[tool.kxform]\npasses = ["swizzle{pattern=grouped}"]\nverify = "static"\n'
-                                         'hw = "gpu.toml"\nspecs = ["harness"]\n')
+    (proj / "pyproject.toml").write_text(
+        '[tool.kxform]\npasses = ["swizzle{pattern=grouped}"]\nverify = "static"\n'
+        'hw = "gpu.toml"\nspecs = ["harness"]\n'
+    )
     (proj / "gpu.toml").write_text((ROOT / "hw" / "h100-sxm.toml").read_text())
     (proj / "sub" / "pyproject.toml").write_text('[project]\nname = "sub"\n')
     (proj / "harness" / "b.toml").write_text('version = 1\nfile = "../sub/src/b.cu"\n')
@@ -54,17 +56,28 @@ def test_decision_inputs_are_the_configuration_search_the_profile_file_and_the_s
     src = proj / "sub" / "src"
     project = load_config(proj / "pyproject.toml")
     found = decision_inputs([str(src / "a.cu")], [str(src / "a.cu")], project)
-    assert found == [proj / "sub" / "pyproject.toml", proj / "pyproject.toml", proj / "gpu.toml",
-                     src / "kxform-spec.toml", src / "a.kxspec.toml", proj / "harness" / "b.toml"]
+    assert found == [
+        proj / "sub" / "pyproject.toml",
+        proj / "pyproject.toml",
+        proj / "gpu.toml",
+        src / "kxform-spec.toml",
+        src / "a.kxspec.toml",
+        proj / "harness" / "b.toml",
+    ]
     # --config FILE (no search): that file only; --hw NAME on the command line: no profile file
     named = decision_inputs([str(src / "a.cu")], [str(src / "a.cu")], project, hw="h100", searched=False)
-    assert named == [proj / "pyproject.toml", src / "kxform-spec.toml", src / "a.kxspec.toml",
-                     proj / "harness" / "b.toml"]
+    assert named == [
+        proj / "pyproject.toml",
+        src / "kxform-spec.toml",
+        src / "a.kxspec.toml",
+        proj / "harness" / "b.toml",
+    ]
     # --no-config: no configuration, so no spec directory either; b.cu has no spec of its own
     assert decision_inputs([str(src)], [str(src / "b.cu")], None, searched=False) == [src / "kxform-spec.toml"]
     # a relative --hw path is the caller's, made absolute
-    assert decision_inputs([str(src)], [], None, hw=os.path.relpath(proj / "gpu.toml"), searched=False) == \
-        [proj / "gpu.toml"]
+    assert decision_inputs([str(src)], [], None, hw=os.path.relpath(proj / "gpu.toml"), searched=False) == [
+        proj / "gpu.toml"
+    ]
 
 
 def test_a_spec_under_an_older_name_and_a_configuration_added_nearer_are_listed(tmp_path: Path) -> None:
@@ -98,7 +111,8 @@ def test_the_stamp_is_rewritten_only_when_an_input_is_added_removed_or_edited(tm
 
 
 def test_deps_writes_a_stamp_per_source_and_rewrites_only_those_whose_inputs_changed(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     proj = _project(tmp_path)
     monkeypatch.chdir(proj / "sub")
     assert main(["deps", "-o", "out", "src/a.cu", "src/b.cu"]) == 0
@@ -121,8 +135,9 @@ def test_deps_writes_a_stamp_per_source_and_rewrites_only_those_whose_inputs_cha
     assert str(proj / "pyproject.toml") not in (proj / "sub" / "all.stamp").read_text()  # governed nearer now
 
 
-def test_deps_bad_input_is_one_line_exit_2_and_no_stamp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_deps_bad_input_is_one_line_exit_2_and_no_stamp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     proj = _project(tmp_path)
     monkeypatch.chdir(proj / "sub")
     (proj / "sub" / "src" / "kxform.toml").write_text('[tool.kxform]\npases = ["swizzle"]\n')
@@ -155,7 +170,13 @@ def test_the_depfile_lists_the_decision_inputs_and_survives_their_removal(tmp_pa
     rule, _, phony = text.partition("\n\n")
     listed = [d.strip() for d in rule.partition(":")[2].replace("\\\n", "\n").split("\n") if d.strip()]
     src = proj / "sub" / "src"
-    assert listed == [str(src / "a.cu"), str(proj / "sub" / "pyproject.toml"), str(proj / "pyproject.toml"),
-                      str(proj / "gpu.toml"), str(src / "kxform-spec.toml"), str(src / "a.kxspec.toml"),
-                      str(proj / "harness" / "b.toml")]
+    assert listed == [
+        str(src / "a.cu"),
+        str(proj / "sub" / "pyproject.toml"),
+        str(proj / "pyproject.toml"),
+        str(proj / "gpu.toml"),
+        str(src / "kxform-spec.toml"),
+        str(src / "a.kxspec.toml"),
+        str(proj / "harness" / "b.toml"),
+    ]
     assert [line for line in phony.split("\n") if line] == [f"{d}:" for d in listed]

@@ -28,8 +28,11 @@ def tree(tmp_path: Path) -> Path:
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and ".kxform" not in p.parts}
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".kxform" not in p.parts
+    }
 
 
 def test_version_and_passes() -> None:
@@ -50,7 +53,9 @@ def test_check_mode_exits_1_and_writes_nothing(tree: Path) -> None:
 def test_check_combines_with_diff(tree: Path) -> None:
     """black's `--check --diff`: the diff on stdout, the file named, exit 1, nothing written."""
     before = snapshot(tree)
-    proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "--check", "--diff", "--verify", "static", "src", cwd=tree)
+    proc = run_cli(
+        "apply", "--pass", "swizzle{pattern=grouped}", "--check", "--diff", "--verify", "static", "src", cwd=tree
+    )
     assert proc.returncode == 1, proc.stderr
     assert proc.stdout.startswith("--- a/src/tile.cu\n+++ b/src/tile.cu\n")
     assert "would rewrite src/tile.cu" in proc.stderr and "1 file would be rewritten" in proc.stderr
@@ -70,19 +75,27 @@ def test_diff_prints_patch_and_writes_nothing(tree: Path) -> None:
 
 @needs_nvcc
 def test_in_place_write_is_compiled_logged_and_idempotent(tree: Path) -> None:
-    proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "--verify", "compile", "--log", "run.jsonl", "src",
-                   cwd=tree)
+    proc = run_cli(
+        "apply", "--pass", "swizzle{pattern=grouped}", "--verify", "compile", "--log", "run.jsonl", "src", cwd=tree
+    )
     assert proc.returncode == 0, proc.stderr
     text = (tree / "src" / "tile.cu").read_text()
     assert "kxform_block.y * 16" in text
-    assert "src/tile.cu:2:1: note: 'tile' passed: bijection, proof, reparse, coverage, idempotence, compile" \
-        in proc.stderr
+    assert (
+        "src/tile.cu:2:1: note: 'tile' passed: bijection, proof, reparse, coverage, idempotence, compile" in proc.stderr
+    )
     records = [json.loads(line) for line in (tree / "run.jsonl").read_text().splitlines()]
     assert [r["type"] for r in records][0] == "run" and records[-1]["type"] == "summary"
     (kernel,) = [r for r in records if r["type"] == "kernel"]
     assert kernel["outcome"] == "applied" and kernel["proposal"]["params"]["pattern"] == "grouped"
-    assert {c["name"] for c in kernel["checks"]} == {"bijection", "proof", "reparse", "coverage", "idempotence",
-                                                     "compile"}
+    assert {c["name"] for c in kernel["checks"]} == {
+        "bijection",
+        "proof",
+        "reparse",
+        "coverage",
+        "idempotence",
+        "compile",
+    }
     assert all(c["ok"] for c in kernel["checks"])
     (compile_check,) = [c for c in kernel["checks"] if c["name"] == "compile"]
     assert "tile " in compile_check["detail"] and " regs " in compile_check["detail"]
@@ -171,7 +184,8 @@ def test_missing_path_symlink_loop_and_usage_errors(tree: Path) -> None:
 def test_inspect_reports_kernels_launches_and_safety(tree: Path) -> None:
     (tree / "src" / "scan.cu").write_text(
         "__global__ void scan(int* f) { if (blockIdx.x) while (atomicAdd(&f[blockIdx.x - 1], 0) == 0) {} }\n"
-        "void go(int* f) { scan<<<8, 32>>>(f); }\n")
+        "void go(int* f) { scan<<<8, 32>>>(f); }\n"
+    )
     proc = run_cli("inspect", "--json", "src", cwd=tree)
     assert proc.returncode == 0, proc.stderr
     report = {entry["file"].split("/")[-1]: entry for entry in json.loads(proc.stdout)}

@@ -65,23 +65,29 @@ def test_a_configuration_is_not_a_harness_spec(tmp_path: Path) -> None:
         load_config(tmp_path / "kxform.toml")
 
 
-@pytest.mark.parametrize("body, message", [
-    ('pases = ["swizzle"]', r":2:1: \[tool.kxform\]: unknown key 'pases' .*did you mean 'passes'\?"),
-    ("passes = 3", r":2:1: \[tool.kxform\]: 'passes' must be an array of strings, got integer"),
-    ("passes = []", r"'passes' is empty"),
-    ('include = "inc"\ndefines = [1]', r":3:1: \[tool.kxform\]: 'defines\[0\]' must be a non-empty string, got integer"),
-    ('defines = ["1BAD"]', r"expected NAME or NAME=VALUE"),
-    ('verify = "gpuu"', r"unknown verify 'gpuu' \(expected one of auto, gpu, cpu, compile, static\)"),
-    ("jobs = -1", r"'jobs' must be >= 0"),
-    ("measure = 'yes'", r"'measure' must be true or false, got string"),
-    ("lock = 3", r"'lock' must be true, false or a path, got integer"),
-    ('lock = "/tmp/elsewhere.lock"', r"'lock' = '/tmp/elsewhere.lock': must be a path inside the project"),
-    ('lock = "../../outside.lock"', r"'lock' = '../../outside.lock': must be a path inside the project"),
-    ("passes = " + "[" * 3000 + "]" * 3000, r"invalid TOML: arrays or tables nested too deeply"),
-    ("x = " + "{a = " * 3000 + "1" + "}" * 3000, r"invalid TOML: arrays or tables nested too deeply"),
-    ("[tool.kxform.params]\ngroup = [8]", r"'group' must be a string or a number, got array"),
-    ('exclude = ["\\\\"]', r"'exclude\[0\]' = .* is not a valid pattern"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ('pases = ["swizzle"]', r":2:1: \[tool.kxform\]: unknown key 'pases' .*did you mean 'passes'\?"),
+        ("passes = 3", r":2:1: \[tool.kxform\]: 'passes' must be an array of strings, got integer"),
+        ("passes = []", r"'passes' is empty"),
+        (
+            'include = "inc"\ndefines = [1]',
+            r":3:1: \[tool.kxform\]: 'defines\[0\]' must be a non-empty string, got integer",
+        ),
+        ('defines = ["1BAD"]', r"expected NAME or NAME=VALUE"),
+        ('verify = "gpuu"', r"unknown verify 'gpuu' \(expected one of auto, gpu, cpu, compile, static\)"),
+        ("jobs = -1", r"'jobs' must be >= 0"),
+        ("measure = 'yes'", r"'measure' must be true or false, got string"),
+        ("lock = 3", r"'lock' must be true, false or a path, got integer"),
+        ('lock = "/tmp/elsewhere.lock"', r"'lock' = '/tmp/elsewhere.lock': must be a path inside the project"),
+        ('lock = "../../outside.lock"', r"'lock' = '../../outside.lock': must be a path inside the project"),
+        ("passes = " + "[" * 3000 + "]" * 3000, r"invalid TOML: arrays or tables nested too deeply"),
+        ("x = " + "{a = " * 3000 + "1" + "}" * 3000, r"invalid TOML: arrays or tables nested too deeply"),
+        ("[tool.kxform.params]\ngroup = [8]", r"'group' must be a string or a number, got array"),
+        ('exclude = ["\\\\"]', r"'exclude\[0\]' = .* is not a valid pattern"),
+    ],
+)
 def test_bad_configuration_is_one_line_exit_2_nothing_written(tmp_path: Path, body: str, message: str) -> None:
     tree = _tree(tmp_path, f"[tool.kxform]\n{body}\n")
     before = (tree / "src" / "deep" / "tile.cu").read_bytes()
@@ -90,21 +96,25 @@ def test_bad_configuration_is_one_line_exit_2_nothing_written(tmp_path: Path, bo
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("kxform: error: ") and "kxform.toml" in line
     import re
+
     assert re.search(message, line), line
     assert (tree / "src" / "deep" / "tile.cu").read_bytes() == before
     assert not (tree / ".kxform").exists()  # not even a log
 
 
 def test_invalid_toml_names_file_and_line(tmp_path: Path) -> None:
-    tree = _tree(tmp_path, "[tool.kxform]\npasses = [\"swizzle\"]\nhw = \n", "pyproject.toml")
+    tree = _tree(tmp_path, '[tool.kxform]\npasses = ["swizzle"]\nhw = \n', "pyproject.toml")
     proc = run_cli("apply", "--verify", "static", "src", cwd=tree)
     assert proc.returncode == 2 and "pyproject.toml:3" in proc.stderr and "invalid TOML" in proc.stderr
 
 
 @pytest.mark.slow
 def test_settings_apply_and_the_command_line_overrides(tmp_path: Path) -> None:
-    tree = _tree(tmp_path, '[tool.kxform]\npasses = ["swizzle{pattern=column}"]\nhw = "h200"\n'
-                           'verify = "static"\nexclude = ["gen/"]\n', "pyproject.toml")
+    tree = _tree(
+        tmp_path,
+        '[tool.kxform]\npasses = ["swizzle{pattern=column}"]\nhw = "h200"\nverify = "static"\nexclude = ["gen/"]\n',
+        "pyproject.toml",
+    )
     proc = run_cli("apply", "--check", "src", cwd=tree)
     assert proc.returncode == 1, proc.stderr
     run, records = _run_record(tree)
@@ -151,8 +161,9 @@ __global__ void tile(float* out, int n) {
 def _remarks(proc: subprocess.CompletedProcess[str], cwd: Path) -> str:
     """The run's whole remark messages, from its pass log (the terminal shows short lines)."""
     log = cwd / proc.stderr.rsplit("Log: ", 1)[1].strip()
-    return "\n".join(json.loads(line)["message"] for line in log.read_text().splitlines()
-                     if json.loads(line)["type"] == "remark")
+    return "\n".join(
+        json.loads(line)["message"] for line in log.read_text().splitlines() if json.loads(line)["type"] == "remark"
+    )
 
 
 def test_include_paths_and_defines_reach_the_compile_check(tmp_path: Path) -> None:
@@ -172,8 +183,21 @@ def test_include_paths_and_defines_reach_the_compile_check(tmp_path: Path) -> No
     (tmp_path / "kxform.toml").write_text(config + 'include = ["inc"]\ndefines = ["TILE_W=16"]\n')
     proc = run_cli("apply", "--check", "src", cwd=tmp_path)
     assert proc.returncode == 1 and "1 file would be rewritten" in proc.stderr and "error" not in proc.stderr
-    proc = run_cli("apply", "--check", "--no-config", "--pass", "swizzle{pattern=grouped}", "--verify", "compile",
-                   "-I", "inc", "-D", "TILE_W=16", "src", cwd=tmp_path)  # the same flags from the command line
+    proc = run_cli(
+        "apply",
+        "--check",
+        "--no-config",
+        "--pass",
+        "swizzle{pattern=grouped}",
+        "--verify",
+        "compile",
+        "-I",
+        "inc",
+        "-D",
+        "TILE_W=16",
+        "src",
+        cwd=tmp_path,
+    )  # the same flags from the command line
     assert "1 file would be rewritten" in proc.stderr and "error" not in proc.stderr, proc.stderr
 
 
@@ -183,12 +207,16 @@ def test_harness_spec_directories(tmp_path: Path) -> None:
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "transpose.cu").write_text(source)
     (tmp_path / "harness").mkdir()
-    spec = (CORPORA / "transpose" / "kxform.toml").read_text().replace('file = "transpose.cu"',
-                                                                         'file = "../src/transpose.cu"')
+    spec = (
+        (CORPORA / "transpose" / "kxform.toml")
+        .read_text()
+        .replace('file = "transpose.cu"', 'file = "../src/transpose.cu"')
+    )
     spec = spec.replace('reference = "reference.py:transpose"\n', "")
     (tmp_path / "harness" / "transpose.toml").write_text(spec)
-    (tmp_path / "kxform.toml").write_text('[tool.kxform]\npasses = ["swizzle{pattern=grouped}"]\nverify = "cpu"\n'
-                                          'specs = ["harness"]\n')
+    (tmp_path / "kxform.toml").write_text(
+        '[tool.kxform]\npasses = ["swizzle{pattern=grouped}"]\nverify = "cpu"\nspecs = ["harness"]\n'
+    )
     proc = run_cli("apply", "--check", "src", cwd=tmp_path)
     assert "1 file would be rewritten" in proc.stderr, proc.stderr
     _, records = _run_record(tmp_path)

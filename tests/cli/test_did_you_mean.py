@@ -12,19 +12,23 @@ from kxform.errors import UsageError, did_you_mean
 from kxform.hw import load_profile
 
 
-@pytest.mark.parametrize(("argv", "hint"), [
-    (["aply"], "did you mean 'apply'?"),
-    (["apply", "--chek", "k.cu"], "unrecognized arguments: --chek; did you mean '--check'?"),
-    (["apply", "--pass", "swizzle", "--verify", "compil", "k.cu"], "did you mean 'compile'?"),
-    (["apply", "--pass", "swizle", "k.cu"], "unknown pass 'swizle' (passes: "),
-    (["apply", "--pass", "swizle", "k.cu"], "; did you mean 'swizzle'?"),
-    (["apply", "--pass", "swizzle{patern=row}", "k.cu"], "unknown option 'patern' (options: pattern"),
-    (["apply", "--pass", "swizzle{patern=row}", "k.cu"], "; did you mean 'pattern'?"),
-    (["apply", "--pass", "swizzle", "--hw", "h20", "k.cu"], "unknown hardware profile 'h20'"),
-    (["hw", "show", "--jsn", "h100"], "did you mean '--json'?"),
-])
-def test_mistyped_names_get_a_suggestion(argv: list[str], hint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        (["aply"], "did you mean 'apply'?"),
+        (["apply", "--chek", "k.cu"], "unrecognized arguments: --chek; did you mean '--check'?"),
+        (["apply", "--pass", "swizzle", "--verify", "compil", "k.cu"], "did you mean 'compile'?"),
+        (["apply", "--pass", "swizle", "k.cu"], "unknown pass 'swizle' (passes: "),
+        (["apply", "--pass", "swizle", "k.cu"], "; did you mean 'swizzle'?"),
+        (["apply", "--pass", "swizzle{patern=row}", "k.cu"], "unknown option 'patern' (options: pattern"),
+        (["apply", "--pass", "swizzle{patern=row}", "k.cu"], "; did you mean 'pattern'?"),
+        (["apply", "--pass", "swizzle", "--hw", "h20", "k.cu"], "unknown hardware profile 'h20'"),
+        (["hw", "show", "--jsn", "h100"], "did you mean '--json'?"),
+    ],
+)
+def test_mistyped_names_get_a_suggestion(
+    argv: list[str], hint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "k.cu").write_text("__global__ void k(int* p) { p[blockIdx.x] = 1; }\n")
     try:

@@ -42,8 +42,11 @@ def test_marker_inside_the_body_or_above_a_template_and_a_comment() -> None:
 
 
 def test_a_marker_further_away_or_spelled_otherwise_disables_nothing() -> None:
-    for text in ("// kxform: off\nint unrelated;\n" + _kernel("k"), "// kxform: on\n" + _kernel("k"),
-                 _kernel("k", above="// kxform: offset the rows\n")):
+    for text in (
+        "// kxform: off\nint unrelated;\n" + _kernel("k"),
+        "// kxform: on\n" + _kernel("k"),
+        _kernel("k", above="// kxform: offset the rows\n"),
+    ):
         result = rewrite(text)
         assert outcomes(result) == {"k": Outcome.APPLIED}, text
         assert "DisabledInSource" not in {r.name for r in result.remarks}

@@ -37,12 +37,24 @@ def test_a_kernel_that_does_not_parse_is_an_error_line_and_exit_2_the_rest_is_pr
 def test_a_kernel_name_that_names_no_kernel_is_exit_2(tree: Path) -> None:
     path = tree / "naive_transpose.cu"
     before = path.read_bytes()
-    done = run_cli("apply", "--pass", "swizzle", "--pattern", "grouped", "--verify", "static", "--kernel", "nosuch",
-                   str(path))
+    done = run_cli(
+        "apply", "--pass", "swizzle", "--pattern", "grouped", "--verify", "static", "--kernel", "nosuch", str(path)
+    )
     assert done.returncode == 2 and "--kernel nosuch: no kernel of that name" in done.stderr
     assert path.read_bytes() == before
-    named = run_cli("apply", "--pass", "swizzle", "--pattern", "grouped", "--verify", "static", "--diff",
-                    "--kernel", "naive_transpose", str(path))
+    named = run_cli(
+        "apply",
+        "--pass",
+        "swizzle",
+        "--pattern",
+        "grouped",
+        "--verify",
+        "static",
+        "--diff",
+        "--kernel",
+        "naive_transpose",
+        str(path),
+    )
     assert named.returncode == 0, named.stderr
 
 
@@ -68,9 +80,23 @@ def test_an_api_that_fails_is_exit_2_and_nothing_is_recorded(tmp_path: Path, sta
     replies = [error(status, kind, "the server failed")] * 4  # the first request and the SDK's 3 retries
     exchanges = [{"response": {"status": r.status, "headers": dict(r.headers), "body": r.body}} for r in replies]
     replay.write_text(json.dumps({"version": 1, "exchanges": exchanges}))
-    done = run_cli("apply", "--pass", "swizzle", "--proposer", "claude", "--attempts", "1", "--verify", "static",
-                   "--lock", "--record", str(tmp_path / "kept.json"), ".", cwd=root,
-                   env={"KXFORM_LLM_REPLAY": str(replay), "ANTHROPIC_API_KEY": PLANTED_KEY})
+    done = run_cli(
+        "apply",
+        "--pass",
+        "swizzle",
+        "--proposer",
+        "claude",
+        "--attempts",
+        "1",
+        "--verify",
+        "static",
+        "--lock",
+        "--record",
+        str(tmp_path / "kept.json"),
+        ".",
+        cwd=root,
+        env={"KXFORM_LLM_REPLAY": str(replay), "ANTHROPIC_API_KEY": PLANTED_KEY},
+    )
     assert done.returncode == 2, done.stderr
     assert "the API failed on" in done.stderr and "nothing recorded" in done.stderr
     assert not (root / "kxform.lock").exists() and not (tmp_path / "kept.json").exists()

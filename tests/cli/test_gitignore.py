@@ -39,8 +39,13 @@ def _walked(root: Path, gitignore: bool = True) -> list[str]:
 
 def test_the_walk_follows_git_rules(repo: Path) -> None:
     assert _walked(repo) == ["src/gen/keep.gen.cu", "src/k.cu"]
-    assert _walked(repo, gitignore=False) == ["build-debug/b.cu", "src/gen/keep.gen.cu", "src/gen/x.gen.cu",
-                                              "src/k.cu", "vendor/v.cu"]
+    assert _walked(repo, gitignore=False) == [
+        "build-debug/b.cu",
+        "src/gen/keep.gen.cu",
+        "src/gen/x.gen.cu",
+        "src/k.cu",
+        "vendor/v.cu",
+    ]
     rules = GitIgnore.find(repo / "src")
     assert rules is not None and rules.ignored(repo / "vendor" / "v.cu") and not rules.ignored(repo / "src" / "k.cu")
     (repo / ".git" / "info").mkdir(exist_ok=True)
@@ -63,10 +68,13 @@ def test_apply_leaves_ignored_kernels_alone_and_kxform_ignores_itself(repo: Path
     assert proc.returncode == 0, proc.stderr
     assert (repo / "vendor" / "v.cu").read_bytes() == vendor and "kxform_block" in (repo / "src" / "k.cu").read_text()
     assert (repo / ".kxform" / ".gitignore").read_text().splitlines()[-1] == "*"
-    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=repo, check=True,
-                            capture_output=True, text=True).stdout
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"], cwd=repo, check=True, capture_output=True, text=True
+    ).stdout
     assert ".kxform" not in status and "src/k.cu" in status
-    proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "--check", "--verify", "static", "--no-gitignore", ".", cwd=repo)
+    proc = run_cli(
+        "apply", "--pass", "swizzle{pattern=grouped}", "--check", "--verify", "static", "--no-gitignore", ".", cwd=repo
+    )
     assert proc.returncode == 1 and "would rewrite vendor/v.cu" in proc.stderr, proc.stderr
 
 

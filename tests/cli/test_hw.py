@@ -112,22 +112,25 @@ def test_valid_custom_file(tmp_path: Path) -> None:
     assert profile.l2_slices is None and profile.to_dict()["is_chiplet"] is False
 
 
-@pytest.mark.parametrize(("edit", "field"), [
-    (lambda t: t.replace('sm_count = 10\n', ''), "sm_count"),
-    (lambda t: t.replace('sm_count = 10', 'sm_count = "ten"'), "sm_count"),
-    (lambda t: t.replace('sm_count = 10', 'sm_count = 0'), "sm_count"),
-    (lambda t: t.replace('vendor = "nvidia"', 'vendor = "intel"'), "vendor"),
-    (lambda t: t.replace('arch = "sm_90"', 'arch = "gfx942"'), "arch"),
-    (lambda t: t.replace('warp_size = 32', 'warp_size = 64'), "warp_size"),
-    (lambda t: t.replace('xcds = 1', 'xcds = 2'), "xcds"),
-    (lambda t: t.replace('smem_per_block = 49152', 'smem_per_block = 99999999'), "smem_per_block"),
-    (lambda t: t.replace('mem_bandwidth_gbs = 100', 'mem_bandwidth_gbs = true'), "mem_bandwidth_gbs"),
-    (lambda t: t.replace('aliases = ["tg"]', 'aliases = "tg"'), "aliases"),
-    (lambda t: 'bogus = 1\n' + t, "bogus"),
-    (lambda t: t.replace('warp_size = "table"\n', ''), "sources.warp_size"),
-    (lambda t: t + 'sm_cout = "typo"\n', "sources.sm_cout"),
-    (lambda t: t.replace('l2_bytes = 1048576', 'l2_bytes = 1048576\nl2_slices = 4'), "sources.l2_slices"),
-])
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda t: t.replace("sm_count = 10\n", ""), "sm_count"),
+        (lambda t: t.replace("sm_count = 10", 'sm_count = "ten"'), "sm_count"),
+        (lambda t: t.replace("sm_count = 10", "sm_count = 0"), "sm_count"),
+        (lambda t: t.replace('vendor = "nvidia"', 'vendor = "intel"'), "vendor"),
+        (lambda t: t.replace('arch = "sm_90"', 'arch = "gfx942"'), "arch"),
+        (lambda t: t.replace("warp_size = 32", "warp_size = 64"), "warp_size"),
+        (lambda t: t.replace("xcds = 1", "xcds = 2"), "xcds"),
+        (lambda t: t.replace("smem_per_block = 49152", "smem_per_block = 99999999"), "smem_per_block"),
+        (lambda t: t.replace("mem_bandwidth_gbs = 100", "mem_bandwidth_gbs = true"), "mem_bandwidth_gbs"),
+        (lambda t: t.replace('aliases = ["tg"]', 'aliases = "tg"'), "aliases"),
+        (lambda t: "bogus = 1\n" + t, "bogus"),
+        (lambda t: t.replace('warp_size = "table"\n', ""), "sources.warp_size"),
+        (lambda t: t + 'sm_cout = "typo"\n', "sources.sm_cout"),
+        (lambda t: t.replace("l2_bytes = 1048576", "l2_bytes = 1048576\nl2_slices = 4"), "sources.l2_slices"),
+    ],
+)
 def test_invalid_file_names_file_and_field(tmp_path: Path, edit, field: str) -> None:  # type: ignore[no-untyped-def]
     path = write(tmp_path, edit(VALID))
     with pytest.raises(SpecError) as info:
@@ -169,18 +172,23 @@ def _fake_smi(folder: Path, output: str, status: int = 0) -> dict[str, str]:
     folder.mkdir(exist_ok=True)
     script = folder / "nvidia-smi"
     query = " ".join(SMI_QUERY[1:])
-    script.write_text(f"#!/bin/sh\nif [ \"$*\" != \"{query}\" ]; then echo \"bad query: $*\" >&2; exit 9; fi\n"
-                      f"cat <<'OUT'\n{output}OUT\nexit {status}\n")
+    script.write_text(
+        f'#!/bin/sh\nif [ "$*" != "{query}" ]; then echo "bad query: $*" >&2; exit 9; fi\n'
+        f"cat <<'OUT'\n{output}OUT\nexit {status}\n"
+    )
     script.chmod(0o755)
     return {"PATH": f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
-@pytest.mark.parametrize(("smi_line", "expected"), [
-    ("NVIDIA H100 80GB HBM3, 9.0, 81559\n", "h100-sxm"),
-    ("NVIDIA H100 PCIe, 9.0, 81559\n", "h100-pcie"),
-    ("NVIDIA H200, 9.0, 143771\nNVIDIA H200, 9.0, 143771\n", "h200"),
-    ("NVIDIA GeForce RTX 4090, 8.9, 24564\n", "rtx4090"),
-])
+@pytest.mark.parametrize(
+    ("smi_line", "expected"),
+    [
+        ("NVIDIA H100 80GB HBM3, 9.0, 81559\n", "h100-sxm"),
+        ("NVIDIA H100 PCIe, 9.0, 81559\n", "h100-pcie"),
+        ("NVIDIA H200, 9.0, 143771\nNVIDIA H200, 9.0, 143771\n", "h200"),
+        ("NVIDIA GeForce RTX 4090, 8.9, 24564\n", "rtx4090"),
+    ],
+)
 def test_detect_reads_nvidia_smi(tmp_path: Path, smi_line: str, expected: str) -> None:
     proc = run_kxform("hw", "detect", "--json", env=_fake_smi(tmp_path / "bin", smi_line))
     assert proc.returncode == 0, proc.stderr

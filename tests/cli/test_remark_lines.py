@@ -14,9 +14,11 @@ from conftest import run_cli
 from kxform.log.remarks import SHORT_LINE, Remark, RemarkFilter, RemarkKind, shorten
 
 CORPORA = Path(__file__).resolve().parents[2] / "corpora"
-LONG = ("swizzle applied to 'k': swizzle{pattern=grouped,group=8} (predicted by the model (h100-sxm, size bench): "
-        "L2 hit 88% vs 40%; saves 86.4% of row-major's predicted memory time (0.782 vs 5.7455 ms; compute is not "
-        "modelled, so a compute-bound kernel gains less); sampling error of DRAM reads +-1.1%)")
+LONG = (
+    "swizzle applied to 'k': swizzle{pattern=grouped,group=8} (predicted by the model (h100-sxm, size bench): "
+    "L2 hit 88% vs 40%; saves 86.4% of row-major's predicted memory time (0.782 vs 5.7455 ms; compute is not "
+    "modelled, so a compute-bound kernel gains less); sampling error of DRAM reads +-1.1%)"
+)
 
 
 def _remark(kind: RemarkKind, pass_name: str, message: str = LONG) -> Remark:
@@ -25,8 +27,10 @@ def _remark(kind: RemarkKind, pass_name: str, message: str = LONG) -> Remark:
 
 def test_a_long_remark_keeps_its_first_clause_and_tag() -> None:
     line = _remark(RemarkKind.PASSED, "swizzle").format()
-    assert line == ("src/k.cu:3:1: remark: swizzle applied to 'k': swizzle{pattern=grouped,group=8} (predicted by "
-                    "the model (h100-sxm, size bench): L2 hit 88% ... [-Rpass=swizzle]")
+    assert line == (
+        "src/k.cu:3:1: remark: swizzle applied to 'k': swizzle{pattern=grouped,group=8} (predicted by "
+        "the model (h100-sxm, size bench): L2 hit 88% ... [-Rpass=swizzle]"
+    )
     assert len(line) <= SHORT_LINE
     assert _remark(RemarkKind.PASSED, "swizzle").format(full=True).endswith(LONG + " [-Rpass=swizzle]")
     short = "src/k.cu:3:1: remark: tile applied to 'k': tile (lift TILE) [-Rpass=tile]"

@@ -118,8 +118,16 @@ def test_no_gpu_and_no_spec(tmp_path: Path) -> None:
 
 def test_reference_mode_on_a_corpus_kernel(tmp_path: Path) -> None:
     shutil.copytree(CORPORA / "transpose", tmp_path / "t")
-    proc = run_cli("verify", "t/transpose.cu", "--reference", "--kernel", "transposeNoBankConflicts",
-                   "--runtime", "cpu", cwd=tmp_path)
+    proc = run_cli(
+        "verify",
+        "t/transpose.cu",
+        "--reference",
+        "--kernel",
+        "transposeNoBankConflicts",
+        "--runtime",
+        "cpu",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "kernel vs NumPy reference" in proc.stdout
 
@@ -128,7 +136,8 @@ def test_quoted_includes_resolve_from_the_files_directory(tmp_path: Path) -> Non
     setup(tmp_path)
     (tmp_path / "inc").mkdir()
     (tmp_path / "inc" / "twice.cuh").write_text("__device__ inline float twice(float v) { return 2.f * v; }\n")
-    (tmp_path / "k.cu").write_text('#include "inc/twice.cuh"\n' + KERNEL.replace("a * x[i]", "twice(a) * x[i] / 2.f")
-                                   .replace("SPIN", ""))
+    (tmp_path / "k.cu").write_text(
+        '#include "inc/twice.cuh"\n' + KERNEL.replace("a * x[i]", "twice(a) * x[i] / 2.f").replace("SPIN", "")
+    )
     proc = verify(tmp_path)
     assert proc.returncode == 0, proc.stderr + proc.stdout

@@ -47,8 +47,9 @@ def test_pre_commit_hooks_check_then_rewrite(tmp_path: Path) -> None:
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "tile.cu").write_text(KERNEL)
     (tmp_path / "README.md").write_text("not cuda\n")
-    (tmp_path / "pyproject.toml").write_text('[tool.kxform]\npasses = ["swizzle{pattern=grouped}"]\n'
-                                                          'verify = "static"\n')
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.kxform]\npasses = ["swizzle{pattern=grouped}"]\nverify = "static"\n'
+    )
     staged = ["src/tile.cu", "README.md"]
     check = _run_hook(hooks["kxform-check"], staged, tmp_path)
     assert check.returncode == 1 and "1 file would be rewritten" in check.stderr, check.stderr
@@ -66,8 +67,7 @@ def test_depfile_lists_sources_headers_and_configuration(tmp_path: Path) -> None
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "tile.cuh").write_text("#define EDGE 16\n")
     (tmp_path / "src" / "a b.cu").write_text('#include "tile.cuh"\n' + KERNEL)
-    (tmp_path / "kxform.toml").write_text('[tool.kxform]\npasses = ["swizzle{pattern=grouped}"]\n'
-                                                          'verify = "static"\n')
+    (tmp_path / "kxform.toml").write_text('[tool.kxform]\npasses = ["swizzle{pattern=grouped}"]\nverify = "static"\n')
     proc = run_cli("apply", "-o", "out", "--depfile", "out/a.d", "src/a b.cu", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     text = (tmp_path / "out" / "a.d").read_text()
@@ -75,9 +75,14 @@ def test_depfile_lists_sources_headers_and_configuration(tmp_path: Path) -> None
     target, _, deps = rule.partition(":")
     assert target == "out/src/a\\ b.cu"  # as the build names it (-o out)
     listed = [d.strip() for d in deps.replace("\\\n", "\n").split("\n") if d.strip()]
-    assert listed == [str(tmp_path / "src" / "a\\ b.cu"), str(tmp_path / "src" / "tile.cuh"),
-                      str(tmp_path / "kxform.toml")]
-    assert [line for line in phony.split("\n") if line] == [f"{d}:" for d in listed]  # gcc -MP: a removed header does not stop Make
+    assert listed == [
+        str(tmp_path / "src" / "a\\ b.cu"),
+        str(tmp_path / "src" / "tile.cuh"),
+        str(tmp_path / "kxform.toml"),
+    ]
+    assert [line for line in phony.split("\n") if line] == [
+        f"{d}:" for d in listed
+    ]  # gcc -MP: a removed header does not stop Make
     assert "kxform_block" in (tmp_path / "out" / "src" / "a b.cu").read_text()
     proc = run_cli("apply", "--depfile", "x.d", "src", cwd=tmp_path)
     assert proc.returncode == 2 and "--depfile needs -o" in proc.stderr and not (tmp_path / "x.d").exists()
@@ -107,8 +112,7 @@ def test_apply_piped_prints_no_progress(tmp_path: Path) -> None:
     (tmp_path / "src").mkdir()
     for i in range(12):
         (tmp_path / "src" / f"k{i}.cu").write_text(KERNEL.replace("tile", f"tile{i}"))
-    proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "--verify", "static", "--check", "src",
-                   cwd=tmp_path)
+    proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "--verify", "static", "--check", "src", cwd=tmp_path)
     assert proc.returncode == 1
     assert "\r" not in proc.stderr and "file/s" not in proc.stderr and "transform" not in proc.stderr
     log = next((tmp_path / ".kxform" / "logs").glob("*.jsonl")).read_text()

@@ -40,8 +40,11 @@ def _errors(stderr: str) -> list[str]:
 
 
 def _snapshot(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and not p.is_symlink() and ".kxform" not in p.parts}
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.is_symlink() and ".kxform" not in p.parts
+    }
 
 
 # ---------------------------------------------------------------- per-file isolation
@@ -69,8 +72,7 @@ def test_file_edited_while_apply_runs_is_refused_not_overwritten(tmp_path: Path)
     def edit_during_run(done: int, total: int, path: str) -> None:
         src.write_text(edited)  # after kxform read the file, before it writes
 
-    config = ApplyConfig(pipeline=SWIZZLE, hw=load_profile("h100"), verify="static", jobs=1,
-                         write_back=WriteBack.WRITE)
+    config = ApplyConfig(pipeline=SWIZZLE, hw=load_profile("h100"), verify="static", jobs=1, write_back=WriteBack.WRITE)
     report, _ = run_apply([str(src)], config, progress=edit_during_run)
     assert src.read_text() == edited
     assert report.exit_code == 2
@@ -239,8 +241,12 @@ def test_size_limit_names_the_rewritten_output(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- duplicate definitions
 def test_two_definitions_of_one_kernel_under_ifdef_do_not_recurse(tmp_path: Path) -> None:
     (tmp_path / "variants.cu").write_text(
-        "#ifdef FAST\n" + KERNEL.split("\n", 1)[1] + "#else\n"
-        + KERNEL.split("\n", 1)[1].replace("1.0f", "2.0f") + "#endif\n")
+        "#ifdef FAST\n"
+        + KERNEL.split("\n", 1)[1]
+        + "#else\n"
+        + KERNEL.split("\n", 1)[1].replace("1.0f", "2.0f")
+        + "#endif\n"
+    )
     proc = _apply("--diff", "variants.cu", cwd=tmp_path)
     assert proc.returncode in (0, 1), proc.stderr
     assert "internal error" not in proc.stderr and "RecursionError" not in proc.stderr
@@ -262,16 +268,30 @@ def test_read_only_files_are_refused(tmp_path: Path) -> None:
 def test_compile_database_flags_that_run_programs_are_ignored(tmp_path: Path) -> None:
     from kxform.build.compile_db import flags_from_argv, load_compile_commands
 
-    argv = ["nvcc", "-ccbin", "/tmp/evil", "--compiler-bindir=/tmp/evil2", "-Xcompiler", "-fplugin=/tmp/p.so",
-            "-Xcompiler=-fplugin=/tmp/q.so", "-I", "inc", "-DFOO=1", "-std=c++17", "--expt-relaxed-constexpr",
-            "-c", "k.cu"]
+    argv = [
+        "nvcc",
+        "-ccbin",
+        "/tmp/evil",
+        "--compiler-bindir=/tmp/evil2",
+        "-Xcompiler",
+        "-fplugin=/tmp/p.so",
+        "-Xcompiler=-fplugin=/tmp/q.so",
+        "-I",
+        "inc",
+        "-DFOO=1",
+        "-std=c++17",
+        "--expt-relaxed-constexpr",
+        "-c",
+        "k.cu",
+    ]
     flags = flags_from_argv(argv, tmp_path, str(tmp_path / "k.cu"))
     text = " ".join(flags.extra_flags)
     assert "evil" not in text and "plugin" not in text and "Xcompiler" not in text and "ccbin" not in text
     assert flags.defines == ("FOO=1",) and "-std=c++17" in flags.extra_flags
     assert "--expt-relaxed-constexpr" in flags.extra_flags
-    (tmp_path / "compile_commands.json").write_text(json.dumps([{"directory": str(tmp_path), "file": "k.cu",
-                                                                 "arguments": argv}]))
+    (tmp_path / "compile_commands.json").write_text(
+        json.dumps([{"directory": str(tmp_path), "file": "k.cu", "arguments": argv}])
+    )
     ignored = load_compile_commands(tmp_path).ignored  # what the run's note lists
     assert "-ccbin /tmp/evil" in ignored and "-Xcompiler -fplugin=/tmp/p.so" in ignored
 
@@ -280,14 +300,21 @@ def test_compile_database_flags_that_run_programs_are_ignored(tmp_path: Path) ->
 def test_ccbin_from_compile_commands_is_never_run(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     evil = tmp_path / "evil-cc"
-    evil.write_text(f"#!/bin/sh\ntouch {marker}\nexec g++ \"$@\"\n")
+    evil.write_text(f'#!/bin/sh\ntouch {marker}\nexec g++ "$@"\n')
     evil.chmod(0o755)
     (tmp_path / "tile.cu").write_text(KERNEL)
-    (tmp_path / "compile_commands.json").write_text(json.dumps([{
-        "directory": str(tmp_path), "file": "tile.cu",
-        "arguments": ["nvcc", "-ccbin", str(evil), "-c", "tile.cu"]}]))
-    proc = run_cli("apply", "--pass", SWIZZLE, "--verify", "compile", "-p", ".", "--check", "tile.cu",
-                   cwd=tmp_path)
+    (tmp_path / "compile_commands.json").write_text(
+        json.dumps(
+            [
+                {
+                    "directory": str(tmp_path),
+                    "file": "tile.cu",
+                    "arguments": ["nvcc", "-ccbin", str(evil), "-c", "tile.cu"],
+                }
+            ]
+        )
+    )
+    proc = run_cli("apply", "--pass", SWIZZLE, "--verify", "compile", "-p", ".", "--check", "tile.cu", cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     assert not marker.exists()
     assert "note:" in proc.stderr and "-ccbin" in proc.stderr
@@ -298,8 +325,12 @@ def test_pool_workers_die_with_their_parent(tmp_path: Path) -> None:
     for i in range(60):  # enough work that the pool is still busy when the parent is killed
         (tmp_path / f"k{i}.cu").write_text('#include "local.h"\n' + KERNEL.replace("tile(", f"tile{i}("))
     (tmp_path / "local.h").write_text("#define LOCAL 1\n")
-    proc = subprocess.Popen([kxform_exe(), "apply", "--pass", SWIZZLE, "--verify", "static", "--check",
-                             "-j", "2", "."], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [kxform_exe(), "apply", "--pass", SWIZZLE, "--verify", "static", "--check", "-j", "2", "."],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     workers: list[int] = []
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and len(workers) < 2:
@@ -366,8 +397,12 @@ def test_runs_into_one_output_directory_lock_only_their_copies(tmp_path: Path) -
     with TreeLock.acquire_copies(str(out), [output_path("a.cu", str(out))]):
         other = _apply("-o", "out", "b.cu", cwd=tmp_path)
         same = _apply("-o", "out", "a.cu", cwd=tmp_path, env={"KXFORM_LOCK_WAIT": "0.5"})
-        waiting = subprocess.Popen([kxform_exe(), "apply", "--pass", SWIZZLE, "--verify", "static", "-o", "out",
-                                    "a.cu"], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+        waiting = subprocess.Popen(
+            [kxform_exe(), "apply", "--pass", SWIZZLE, "--verify", "static", "-o", "out", "a.cu"],
+            cwd=tmp_path,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         time.sleep(1.5)
         assert waiting.poll() is None and not (out / "a.cu").exists()  # still waiting for the holder
     assert other.returncode == 0 and "kxform_block" in (out / "b.cu").read_text(), other.stderr
@@ -394,8 +429,9 @@ name = "s"
 """
 
 
-@pytest.mark.parametrize("case", ["atol-inf", "rtol-nan", "huge-count", "deep-toml", "npy-outside",
-                                  "reference-outside"])
+@pytest.mark.parametrize(
+    "case", ["atol-inf", "rtol-nan", "huge-count", "deep-toml", "npy-outside", "reference-outside"]
+)
 def test_harness_spec_limits_are_located_spec_errors(tmp_path: Path, case: str) -> None:
     from kxform.errors import SpecError
     from kxform.harness.spec import load_spec
@@ -409,19 +445,22 @@ def test_harness_spec_limits_are_located_spec_errors(tmp_path: Path, case: str) 
     np.save(tmp_path / "data.npy", np.zeros(32, np.float32))
     text = SPEC_HEAD + SPEC_OUT.format(count=32)
     if case == "atol-inf":
-        text = text.replace("block = [32]\n", "block = [32]\ncompare = { mode = \"allclose\", rtol = 0.0, atol = inf }\n")
+        text = text.replace("block = [32]\n", 'block = [32]\ncompare = { mode = "allclose", rtol = 0.0, atol = inf }\n')
     elif case == "rtol-nan":
-        text = text.replace("block = [32]\n", "block = [32]\ncompare = { mode = \"allclose\", rtol = nan }\n")
+        text = text.replace("block = [32]\n", 'block = [32]\ncompare = { mode = "allclose", rtol = nan }\n')
     elif case == "huge-count":
         text = SPEC_HEAD + SPEC_OUT.format(count=2**40)
     elif case == "deep-toml":
         text += "x = " + "[" * 200000 + "]" * 200000 + "\n"
     elif case == "npy-outside":
-        text = text.replace("[[kernel.k.sizes]]", "[[kernel.k.args]]\nname = \"a\"\nkind = \"buffer\"\n"
-                            "dtype = \"float32\"\nrole = \"in\"\ncount = 32\nfill = { dist = \"npy\", "
-                            "path = \"../data.npy\" }\n[[kernel.k.sizes]]")
+        text = text.replace(
+            "[[kernel.k.sizes]]",
+            '[[kernel.k.args]]\nname = "a"\nkind = "buffer"\n'
+            'dtype = "float32"\nrole = "in"\ncount = 32\nfill = { dist = "npy", '
+            'path = "../data.npy" }\n[[kernel.k.sizes]]',
+        )
     else:
-        text = text.replace("block = [32]\n", "block = [32]\nreference = \"../ref.py:k\"\n")
+        text = text.replace("block = [32]\n", 'block = [32]\nreference = "../ref.py:k"\n')
     (spec_dir / "kxform.toml").write_text(text)
     with pytest.raises(SpecError) as info:
         load_spec(spec_dir / "kxform.toml")
@@ -445,8 +484,13 @@ def test_a_moved_tree_hits_the_build_cache_and_a_changed_header_does_not(tmp_pat
     (tree / "src" / "tile.cu").write_text(source)
 
     def job(root: Path) -> BuildJob:
-        return BuildJob(source=source, filename="src/tile.cu", output="check", include_dirs=("../include",),
-                        source_dir=str(root / "src"))
+        return BuildJob(
+            source=source,
+            filename="src/tile.cu",
+            output="check",
+            include_dirs=("../include",),
+            source_dir=str(root / "src"),
+        )
 
     cache = tmp_path / "cache"
     first = Builder(cache_dir=cache, jobs=1)
@@ -466,8 +510,11 @@ def test_one_lock_library() -> None:
     """Every lock kxform takes goes through filelock (portable, one behaviour): no second
     mechanism built on fcntl or msvcrt."""
     package = Path(__file__).resolve().parents[2] / "kxform"
-    users = sorted(str(p.relative_to(package)) for p in package.rglob("*.py")
-                   if re.search(r"^\s*(import|from)\s+(fcntl|msvcrt)\b", p.read_text(), re.M))
+    users = sorted(
+        str(p.relative_to(package))
+        for p in package.rglob("*.py")
+        if re.search(r"^\s*(import|from)\s+(fcntl|msvcrt)\b", p.read_text(), re.M)
+    )
     assert users == []
     lockers = {str(p.relative_to(package)) for p in package.rglob("*.py") if "from filelock import" in p.read_text()}
     assert {"workspace/lock.py", "propose/lockfile.py"} <= lockers

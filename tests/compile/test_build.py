@@ -96,8 +96,9 @@ def builder(tmp_path: Path) -> Builder:
 
 def test_parses_nvcc13_report() -> None:
     local, spill = parse_ptxas_info(NVCC13_REPORT)
-    assert local == KernelResources("_Z11local_arrayPKiPf", "_Z11local_arrayPKiPf", registers=30,
-                                    stack_bytes=1024, arch="sm_90")
+    assert local == KernelResources(
+        "_Z11local_arrayPKiPf", "_Z11local_arrayPKiPf", registers=30, stack_bytes=1024, arch="sm_90"
+    )
     assert (spill.registers, spill.spill_stores, spill.spill_loads, spill.stack_bytes) == (32, 1544, 1640, 640)
 
 
@@ -167,8 +168,10 @@ def test_syntax_error_maps_to_original_line(builder: Builder) -> None:
 
 @needs_nvcc
 def test_ptxas_error_has_no_line(builder: Builder) -> None:
-    source = "__global__ void k(char* o) { __shared__ char big[300000]; big[threadIdx.x] = 1;\n" \
-             "  __syncthreads(); o[0] = big[5]; }\n"
+    source = (
+        "__global__ void k(char* o) { __shared__ char big[300000]; big[threadIdx.x] = 1;\n"
+        "  __syncthreads(); o[0] = big[5]; }\n"
+    )
     with pytest.raises(BuildFailed, match=r"^big\.cu: ptxas error\s*: Entry function .* uses too much shared data"):
         builder.build_or_raise(BuildJob(source, "big.cu"))
 
@@ -221,8 +224,7 @@ def test_uncached_builder_always_compiles(tmp_path: Path) -> None:
 
 @needs_nvcc
 def test_build_many_in_parallel_keeps_order(builder: Builder) -> None:
-    jobs = [BuildJob(f"__global__ void k{i}(float* p) {{ p[threadIdx.x] = {i}.0f; }}\n", f"k{i}.cu")
-            for i in range(4)]
+    jobs = [BuildJob(f"__global__ void k{i}(float* p) {{ p[threadIdx.x] = {i}.0f; }}\n", f"k{i}.cu") for i in range(4)]
     results = builder.build_many([*jobs, jobs[0]])
     assert [r.ok for r in results] == [True] * 5
     assert [r.resources[0].mangled for r in results] == [f"_Z2k{i}Pf" for i in range(4)] + ["_Z2k0Pf"]
@@ -260,8 +262,10 @@ def test_rewrite_log_and_first_error_forms() -> None:
     diag = first_error(text)
     assert diag is not None and (diag.path, diag.line, diag.col) == ("a.cu", 21, 7)
     assert str(build_failure("a.cu", text)) == "a.cu:21: error: expected ';'"
-    assert str(build_failure("a.cu", "nvcc fatal   : Unsupported gpu architecture 'compute_1'\n")) == \
-        "a.cu: nvcc fatal : Unsupported gpu architecture 'compute_1'"
+    assert (
+        str(build_failure("a.cu", "nvcc fatal   : Unsupported gpu architecture 'compute_1'\n"))
+        == "a.cu: nvcc fatal : Unsupported gpu architecture 'compute_1'"
+    )
 
 
 # ---------------------------------------------------------------- compile database
@@ -277,31 +281,72 @@ def test_compile_database_arguments_and_command(tmp_path: Path) -> None:
     (tmp_path / "cmake").mkdir()
     (tmp_path / "build").mkdir()
     (tmp_path / "cmake" / "includes.rsp").write_text("-I../gen -isystem ../third_party/cutlass/include\n")
-    _write_db(tmp_path, [
-        {"directory": str(tmp_path / "build"), "file": "../src/gemm.cu", "arguments": [
-            "/usr/local/cuda/bin/nvcc", "-forward-unknown-to-host-compiler", "-DUSE_FAST=1", "-D", "TILE=64",
-            "-I../include", "-I", "/abs/inc", "--options-file", "../cmake/includes.rsp", "-O3", "-std=c++17",
-            "--expt-relaxed-constexpr", "--generate-code=arch=compute_90,code=[compute_90,sm_90]",
-            "-gencode", "arch=compute_80,code=sm_80", "-arch=sm_90", "-x", "cu", "-rdc=true",
-            "-Xcompiler", "-fPIC", "-MD", "-MT", "x.o", "-MF", "x.o.d",
-            "-c", "../src/gemm.cu", "-o", "CMakeFiles/gemm.dir/src/gemm.cu.o"]},
-        {"directory": str(tmp_path), "file": "host.cpp",
-         "command": "/usr/bin/g++ -DHOST -Iinc -fPIC -Wall -std=c++20 -c host.cpp -o host.o"},
-    ])
+    _write_db(
+        tmp_path,
+        [
+            {
+                "directory": str(tmp_path / "build"),
+                "file": "../src/gemm.cu",
+                "arguments": [
+                    "/usr/local/cuda/bin/nvcc",
+                    "-forward-unknown-to-host-compiler",
+                    "-DUSE_FAST=1",
+                    "-D",
+                    "TILE=64",
+                    "-I../include",
+                    "-I",
+                    "/abs/inc",
+                    "--options-file",
+                    "../cmake/includes.rsp",
+                    "-O3",
+                    "-std=c++17",
+                    "--expt-relaxed-constexpr",
+                    "--generate-code=arch=compute_90,code=[compute_90,sm_90]",
+                    "-gencode",
+                    "arch=compute_80,code=sm_80",
+                    "-arch=sm_90",
+                    "-x",
+                    "cu",
+                    "-rdc=true",
+                    "-Xcompiler",
+                    "-fPIC",
+                    "-MD",
+                    "-MT",
+                    "x.o",
+                    "-MF",
+                    "x.o.d",
+                    "-c",
+                    "../src/gemm.cu",
+                    "-o",
+                    "CMakeFiles/gemm.dir/src/gemm.cu.o",
+                ],
+            },
+            {
+                "directory": str(tmp_path),
+                "file": "host.cpp",
+                "command": "/usr/bin/g++ -DHOST -Iinc -fPIC -Wall -std=c++20 -c host.cpp -o host.o",
+            },
+        ],
+    )
     db = load_compile_commands(tmp_path)
     includes, defines, flags = db.flags_for(tmp_path / "src" / "gemm.cu")
     assert includes == (str(tmp_path / "include"), "/abs/inc", str(tmp_path / "gen"))
     assert defines == ("USE_FAST=1", "TILE=64")
     # Only flags that cannot run another program are taken; the rest is listed as ignored.
-    assert flags == ("-isystem", str(tmp_path / "third_party/cutlass/include"), "-std=c++17",
-                     "--expt-relaxed-constexpr")
+    assert flags == (
+        "-isystem",
+        str(tmp_path / "third_party/cutlass/include"),
+        "-std=c++17",
+        "--expt-relaxed-constexpr",
+    )
     assert {"-forward-unknown-to-host-compiler", "-O3", "-Xcompiler -fPIC", "-fPIC", "-Wall"} <= set(db.ignored)
     host = db.flags_for(str(tmp_path / "host.cpp"))
     assert host == ((str(tmp_path / "inc"),), ("HOST",), ("-std=c++20",))
     assert tmp_path / "host.cpp" in db and db.get(tmp_path / "other.cu") is None
     # A header has no entry: it takes the flags of the file that includes it, or none.
-    assert db.flags_for(tmp_path / "src" / "gemm.cuh", tmp_path / "src" / "gemm.cu") == \
-        db.flags_for(tmp_path / "src" / "gemm.cu")
+    assert db.flags_for(tmp_path / "src" / "gemm.cuh", tmp_path / "src" / "gemm.cu") == db.flags_for(
+        tmp_path / "src" / "gemm.cu"
+    )
     assert db.flags_for(tmp_path / "src" / "lonely.cuh") == ((), (), ())
 
 
@@ -324,8 +369,25 @@ def test_compile_database_errors_name_the_file(tmp_path: Path) -> None:
 def test_compile_database_flags_build(builder: Builder, tmp_path: Path) -> None:
     (tmp_path / "inc").mkdir()
     (tmp_path / "inc" / "cfg.h").write_text("#define FACTOR 2.0f\n")
-    _write_db(tmp_path, [{"directory": str(tmp_path), "file": "k.cu", "arguments": [
-        shutil.which("nvcc") or "nvcc", "-Iinc", "-DEXTRA=1", "-std=c++17", "-c", "k.cu", "-o", "k.o"]}])
+    _write_db(
+        tmp_path,
+        [
+            {
+                "directory": str(tmp_path),
+                "file": "k.cu",
+                "arguments": [
+                    shutil.which("nvcc") or "nvcc",
+                    "-Iinc",
+                    "-DEXTRA=1",
+                    "-std=c++17",
+                    "-c",
+                    "k.cu",
+                    "-o",
+                    "k.o",
+                ],
+            }
+        ],
+    )
     includes, defines, flags = load_compile_commands(tmp_path).flags_for(tmp_path / "k.cu")
     source = '#include "cfg.h"\n__global__ void k(float* p) { p[0] *= FACTOR * EXTRA; }\n'
     job = BuildJob(source, "k.cu", include_dirs=includes, defines=defines, extra_flags=flags)

@@ -32,7 +32,8 @@ def _cmake_version() -> tuple[int, ...]:
 needs_tools = pytest.mark.skipif(
     NVCC is None or CMAKE is None or _cmake_version() < (3, 20),
     reason=f"needs nvcc and CMake >= 3.20 (nvcc: {NVCC or 'missing'}, cmake: {CMAKE or 'missing'} "
-           f"{'.'.join(map(str, _cmake_version()))})")
+    f"{'.'.join(map(str, _cmake_version()))})",
+)
 pytestmark = [pytest.mark.slow, pytest.mark.nvcc]
 
 
@@ -53,8 +54,17 @@ def _snapshot(root: Path) -> dict[str, bytes]:
 def _configure(source: Path, build: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
     cmake_dir = run_cli("--cmake-dir").stdout.strip()
-    return _run(CMAKE or "cmake", "-S", str(source), "-B", str(build), *generator, f"-Dkxform_DIR={cmake_dir}",
-                f"-DCMAKE_CUDA_COMPILER={NVCC}", *extra)
+    return _run(
+        CMAKE or "cmake",
+        "-S",
+        str(source),
+        "-B",
+        str(build),
+        *generator,
+        f"-Dkxform_DIR={cmake_dir}",
+        f"-DCMAKE_CUDA_COMPILER={NVCC}",
+        *extra,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -243,8 +253,11 @@ def test_cmake_lock_records_then_replays(built: tuple[Path, Path, dict[str, byte
     for name in ("sgemm.cu", "transpose.cu", "main.cu"):
         assert (replayed / name).read_bytes() == (copies / name).read_bytes()
     assert (second / "kxform.lock").read_text() == lock
-    logs = [json.loads(line) for log in (tmp_path / "b2" / "kxform" / "demo" / "logs").rglob("*.jsonl")
-            for line in log.read_text().splitlines()]
+    logs = [
+        json.loads(line)
+        for log in (tmp_path / "b2" / "kxform" / "demo" / "logs").rglob("*.jsonl")
+        for line in log.read_text().splitlines()
+    ]
     kernels = {r["kernel"]: r for r in logs if r["type"] == "kernel"}
     assert set(kernels) == {"sgemm", "transpose"}, kernels
     assert kernels["sgemm"]["outcome"] == "applied" and kernels["sgemm"]["proposal"]["proposer"] == "lock"

@@ -40,8 +40,9 @@ def checker() -> CompileChecker:
 
 
 @needs_nvcc
-def test_a_rewrite_may_add_no_error_to_an_original_that_does_not_compile(tmp_path: Path,
-                                                                       checker: CompileChecker) -> None:
+def test_a_rewrite_may_add_no_error_to_an_original_that_does_not_compile(
+    tmp_path: Path, checker: CompileChecker
+) -> None:
     clean = transform(tmp_path / "a.cu", HOST_ERROR + KERNEL.format(name="k", extra=""))
     (record,) = checker.check_many([clean])
     assert record.ok and record.status is Status.UNCONFIRMED and record.key == ORIGINAL_DOES_NOT_COMPILE
@@ -59,8 +60,9 @@ def test_a_rewrite_may_add_no_error_to_an_original_that_does_not_compile(tmp_pat
 
 
 @needs_nvcc
-def test_rewritten_headers_are_compiled_through_the_unit_that_includes_them(tmp_path: Path,
-                                                                           checker: CompileChecker) -> None:
+def test_rewritten_headers_are_compiled_through_the_unit_that_includes_them(
+    tmp_path: Path, checker: CompileChecker
+) -> None:
     a = transform(tmp_path / "a.cuh", "#pragma once\n" + KERNEL.format(name="ka", extra=""))
     b = transform(tmp_path / "b.cuh", "#pragma once\n" + KERNEL.format(name="kb", extra=""))
     unit = tmp_path / "main.cu"
@@ -72,8 +74,11 @@ def test_rewritten_headers_are_compiled_through_the_unit_that_includes_them(tmp_
     assert all(r.ok and not r.detail.startswith("unconfirmed") for r in records), records
     assert all(f"through {unit}" in r.detail for r in records)
     # Planted: without its include guard the helper is defined twice in main.cu.
-    unguarded = b"\n".join(line for line in b.new_data.split(b"\n")
-                           if not line.startswith((b"#if !defined(KXFORM", b"#define KXFORM", b"#endif")))
+    unguarded = b"\n".join(
+        line
+        for line in b.new_data.split(b"\n")
+        if not line.startswith((b"#if !defined(KXFORM", b"#define KXFORM", b"#endif"))
+    )
     records = checker.check_tree([a, replace(b, new_data=unguarded)], includers, originals)
     assert not any(r.ok for r in records)
     assert "redefin" in records[1].detail or "already been defined" in records[1].detail, records[1].detail
@@ -84,11 +89,22 @@ def test_an_nvcc_that_cannot_run_is_an_environment_error_not_an_unconfirmed_rewr
     from conftest import run_cli
 
     path = tmp_path / "k.cu"
-    path.write_text(HOST_ERROR + KERNEL.format(name="k", extra="") +
-                    "void go(float* o, int n) { k<<<dim3(4, 4), dim3(16, 16)>>>(o, n); }\n")
+    path.write_text(
+        HOST_ERROR
+        + KERNEL.format(name="k", extra="")
+        + "void go(float* o, int n) { k<<<dim3(4, 4), dim3(16, 16)>>>(o, n); }\n"
+    )
     before = path.read_bytes()
-    done = run_cli("apply", "--pass", "swizzle{pattern=column}", "--verify", "compile", "k.cu", cwd=tmp_path,
-                   env={"TMPDIR": str(tmp_path / "missing"), "KXFORM_CACHE_DIR": str(tmp_path / "cache")})
+    done = run_cli(
+        "apply",
+        "--pass",
+        "swizzle{pattern=column}",
+        "--verify",
+        "compile",
+        "k.cu",
+        cwd=tmp_path,
+        env={"TMPDIR": str(tmp_path / "missing"), "KXFORM_CACHE_DIR": str(tmp_path / "cache")},
+    )
     assert done.returncode == 2, done.stderr  # the original fails as well: nvcc itself is probed, and fails
     assert "nvcc does not build even an empty kernel here" in done.stderr and "unconfirmed" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and path.read_bytes() == before

@@ -41,12 +41,15 @@ def test_template_instantiation_gets_a_concrete_extern_c_entry() -> None:
     assert ext.path == "k.cu"
 
 
-@pytest.mark.parametrize(("spelling", "message"), [
-    ("scale", "is a template"),
-    ("scale<float, 4, 2>", "takes 2 template arguments"),
-    ("nope", "no kernel named 'nope'"),
-    ("other<int>", "not a template"),
-])
+@pytest.mark.parametrize(
+    ("spelling", "message"),
+    [
+        ("scale", "is a template"),
+        ("scale<float, 4, 2>", "takes 2 template arguments"),
+        ("nope", "no kernel named 'nope'"),
+        ("other<int>", "not a template"),
+    ],
+)
 def test_bad_spellings_are_usage_errors(spelling: str, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         extract_kernel(validate_bytes("k.cu", SRC.encode()), spelling)
@@ -57,16 +60,18 @@ def test_split_spelling_keeps_nested_arguments() -> None:
 
 
 @needs_nvcc
-@pytest.mark.parametrize("entry", [e for e in MANIFEST if e.get("nvcc", True) and e["swizzle"] != "input-error"],
-                         ids=lambda e: e["name"])
+@pytest.mark.parametrize(
+    "entry", [e for e in MANIFEST if e.get("nvcc", True) and e["swizzle"] != "input-error"], ids=lambda e: e["name"]
+)
 def test_every_corpus_kernel_extracts_to_a_unit_nvcc_builds(entry: dict, tmp_path: Path) -> None:
     from kxform.build.builder import Builder
     from kxform.build.nvcc import BuildJob
 
     path = CORPORA / entry["path"]
     ext = extract_kernel(validate_bytes(str(path), path.read_bytes()), entry["kernel"])
-    result = Builder(cache_dir=tmp_path).build(BuildJob(ext.source, filename=str(path), output="ptx",
-                                                        arch="sm_90", source_dir=str(path.parent)))
+    result = Builder(cache_dir=tmp_path).build(
+        BuildJob(ext.source, filename=str(path), output="ptx", arch="sm_90", source_dir=str(path.parent))
+    )
     assert result.ok, result.log
     assert f".entry {ext.entry}(" in result.output.decode()
 
@@ -88,8 +93,9 @@ def test_a_syntax_error_in_host_code_the_unit_drops_does_not_block_extraction(tm
     source = validate_bytes(str(tmp_path / "win.cu"), WINDOWS_ENTRY.encode())
     unit = extract_kernel(source, "scale")  # DllMain: dropped with the host code
     assert "__device__ __forceinline__ void scale" in unit.source
-    result = Builder(cache_dir=tmp_path).build(BuildJob(unit.source, filename=str(tmp_path / "win.cu"), output="ptx",
-                                                        arch="sm_90", source_dir=str(tmp_path)))
+    result = Builder(cache_dir=tmp_path).build(
+        BuildJob(unit.source, filename=str(tmp_path / "win.cu"), output="ptx", arch="sm_90", source_dir=str(tmp_path))
+    )
     assert result.ok, result.log
 
 

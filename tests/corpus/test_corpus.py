@@ -32,8 +32,17 @@ MANIFEST = CORPORA / "index.toml"
 ENTRIES: list[dict[str, Any]] = tomllib.loads(MANIFEST.read_text(encoding="utf-8"))["kernel"]
 
 KINDS = {
-    "gemm", "elementwise", "reduction", "normalization", "sparse", "transpose",
-    "stencil", "wavefront", "scan", "attention", "distance",
+    "gemm",
+    "elementwise",
+    "reduction",
+    "normalization",
+    "sparse",
+    "transpose",
+    "stencil",
+    "wavefront",
+    "scan",
+    "attention",
+    "distance",
 }
 SWIZZLE = {"applies", "refused", "input-error"}
 REASONS = {"spin-wait", "grid-sync", "syntax-error"}
@@ -140,8 +149,11 @@ def test_every_spec_kernel_has_a_manifest_entry() -> None:
 def test_every_corpus_folder_is_listed() -> None:
     listed = {Path(e["path"]).parts[0] for e in ENTRIES}
     # a folder with its own index.toml is a corpus of its own (corpora/naive: tests/test_corpus_naive.py)
-    folders = {p.name for p in CORPORA.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))
-               and not (p / "index.toml").is_file()}
+    folders = {
+        p.name
+        for p in CORPORA.iterdir()
+        if p.is_dir() and not p.name.startswith((".", "_")) and not (p / "index.toml").is_file()
+    }
     assert folders == listed
     specs = {str(p.relative_to(CORPORA)) for p in CORPORA.glob("*/kxform.toml")}
     assert specs == set(SPEC_PATHS)
@@ -222,8 +234,6 @@ def test_compiles_with_nvcc(entry: dict[str, Any], nvcc_results: dict[str, tuple
 @pytest.mark.parametrize(
     "entry", [e for e in ENTRIES if e["swizzle"] == "input-error" and e["path"].endswith(".cu")], ids=entry_id
 )
-def test_input_error_sources_do_not_compile(
-    entry: dict[str, Any], nvcc_results: dict[str, tuple[int, str]]
-) -> None:
+def test_input_error_sources_do_not_compile(entry: dict[str, Any], nvcc_results: dict[str, tuple[int, str]]) -> None:
     code, log = nvcc_results[entry["path"]]
     assert code != 0 and "error" in log

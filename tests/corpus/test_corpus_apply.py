@@ -27,8 +27,17 @@ from corpus_apply import apply_config, read_results  # noqa: E402
 TOLERANCE = VerifyPolicy(compare=OutputCompare("spec", reason="the rewrite reorders a sum"))
 
 
-def _result(outcome: Outcome, *checks: CheckRecord, key: str = "", reasons: tuple[str, ...] = (),
-            policy: VerifyPolicy = VerifyPolicy(compare=EXACT), pass_name: str = "launch") -> KernelResult:
+EXACT_POLICY = VerifyPolicy(compare=EXACT)
+
+
+def _result(
+    outcome: Outcome,
+    *checks: CheckRecord,
+    key: str = "",
+    reasons: tuple[str, ...] = (),
+    policy: VerifyPolicy = EXACT_POLICY,
+    pass_name: str = "launch",
+) -> KernelResult:
     return KernelResult("k.cu", "k", pass_name, outcome, 1, reasons, checks=checks, key=key, policy=policy)
 
 
@@ -72,8 +81,7 @@ def test_bit_exact_is_the_composed_policy_of_every_applied_pass() -> None:
 def test_could_not_tell_is_read_from_the_key(key: str) -> None:
     applied = read_results([_result(Outcome.MISSED, key=key, reasons=("the verdict, worded anyhow",))], "k")
     assert applied.could_not_tell and not applied.verified
-    worded = read_results([_result(Outcome.FAILED, key="CheckFailed", reasons=("VerifyInconclusive: launch: x",))],
-                          "k")
+    worded = read_results([_result(Outcome.FAILED, key="CheckFailed", reasons=("VerifyInconclusive: launch: x",))], "k")
     assert not worded.could_not_tell and worded.label == "failed"
 
 
@@ -119,7 +127,9 @@ def test_a_planted_dependence_on_the_block_size_is_a_failure(tmp_path: Path) -> 
 def test_a_launch_the_verifier_cannot_read_is_could_not_tell(tmp_path: Path) -> None:
     """A grid computed from a value the kernel does not receive: the rewritten launch
     cannot be judged, so the configuration is neither verified nor a failure."""
-    path = _planted(tmp_path, "int n)\n{\n    gelu_forward<<<(n + 255)", "int n, int m)\n{\n    gelu_forward<<<(m + 255)")
+    path = _planted(
+        tmp_path, "int n)\n{\n    gelu_forward<<<(n + 255)", "int n, int m)\n{\n    gelu_forward<<<(m + 255)"
+    )
     applied = apply_config(path, SMALLER, "gelu_forward", "h100")
     assert applied.could_not_tell and applied.key == UNVERIFIABLE_LAUNCH, applied.line()
     assert not applied.verified

@@ -25,11 +25,30 @@ LIFTED = {
     "fused_add_rmsnorm": "a cap: std::min((hidden_size + 31) / 32 * 32, 1024)",
     "silu_and_mul": "a cap: std::min(d, 1024)",
 }
-TILE_OWNED = ("sgemm_tiled", "sgemm_128", "softmax", "transpose", "fdtd2d_ey", "fdtd2d_ex", "fdtd2d_hz",
-              "smith_waterman", "stencil5", "merge_attn_states", "gemm_bf16_wmma", "chained_scan", "grid_sync_jacobi",
-              "device_helper_blur", "macro_index_sqdist", "batched_scores_3d", "hip_sgemm")
-REFUSED = {**{name: "TileParameter" for name in TILE_OWNED},
-           "templated_matmul_f32": "TemplateParameter", "templated_matmul_f64": "TemplateParameter"}
+TILE_OWNED = (
+    "sgemm_tiled",
+    "sgemm_128",
+    "softmax",
+    "transpose",
+    "fdtd2d_ey",
+    "fdtd2d_ex",
+    "fdtd2d_hz",
+    "smith_waterman",
+    "stencil5",
+    "merge_attn_states",
+    "gemm_bf16_wmma",
+    "chained_scan",
+    "grid_sync_jacobi",
+    "device_helper_blur",
+    "macro_index_sqdist",
+    "batched_scores_3d",
+    "hip_sgemm",
+)
+REFUSED = {
+    **{name: "TileParameter" for name in TILE_OWNED},
+    "templated_matmul_f32": "TemplateParameter",
+    "templated_matmul_f64": "TemplateParameter",
+}
 
 
 def _explain(name: str) -> dict:
@@ -48,8 +67,10 @@ def test_lifted(name: str) -> None:
     assert info["status"] == "liftable", info["reasons"]
     block = [p for p in info["params"] if not p["name"].endswith("_MIN_BLOCKS")]  # launch bounds it may add
     assert len(block) == 1 and block[0]["name"].endswith("_BLOCK_X")
-    assert [p["name"] for p in info["params"] if p not in block] in ([], [block[0]["name"][:-len("BLOCK_X")] +
-                                                                           "MIN_BLOCKS"])
+    assert [p["name"] for p in info["params"] if p not in block] in (
+        [],
+        [block[0]["name"][: -len("BLOCK_X")] + "MIN_BLOCKS"],
+    )
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED))

@@ -36,7 +36,8 @@ PAIRS: list[dict[str, Any]] = tomllib.loads((NAIVE / "index.toml").read_text(enc
 VERSIONS = ("naive", "expert")
 KINDS = {"elementwise", "reduction", "normalization", "gemm", "transpose", "stencil"}
 FIELDS = {"name", "family", "kind", "expert_use", "yardstick"} | {
-    f"{v}{suffix}" for v in VERSIONS for suffix in ("", "_kernel", "_spec", "_style")}
+    f"{v}{suffix}" for v in VERSIONS for suffix in ("", "_kernel", "_spec", "_style")
+}
 BENCH_MIN_BYTES = 3 * 60 * 10**6
 """A bench size moves several times the 60 MB L2 of an H200."""
 MIN_FAMILIES = 14
@@ -156,8 +157,13 @@ def nvcc_results() -> dict[str, tuple[int, str]]:
     sources = sorted({p[v] for p in PAIRS for v in VERSIONS})
 
     def build(rel: str) -> tuple[int, str]:
-        done = subprocess.run([str(NVCC), "-c", "-arch=sm_90", "-o", os.devnull, str(NAIVE / rel)],
-                              capture_output=True, text=True, timeout=300, check=False)
+        done = subprocess.run(
+            [str(NVCC), "-c", "-arch=sm_90", "-o", os.devnull, str(NAIVE / rel)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
         return done.returncode, done.stderr
 
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:

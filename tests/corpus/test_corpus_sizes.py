@@ -23,8 +23,11 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-ENTRIES = [e for e in tomllib.loads((CORPORA / "index.toml").read_text())["kernel"]
-           if e.get("spec") and e["swizzle"] == "applies"]
+ENTRIES = [
+    e
+    for e in tomllib.loads((CORPORA / "index.toml").read_text())["kernel"]
+    if e.get("spec") and e["swizzle"] == "applies"
+]
 
 
 def _moves_a_block(config, grid: tuple[int, int, int]) -> bool:  # type: ignore[no-untyped-def]

@@ -32,6 +32,7 @@ GLOBAL_X = form((("blockDim.x", "blockIdx.x"), 1), (("threadIdx.x",), 1))
 
 # -- the affine form ----------------------------------------------------------------
 
+
 def test_affine_forms_compare_by_value_and_keep_parameter_coefficients() -> None:
     row = Affine.symbol("blockIdx.y") * Affine.symbol("blockDim.y") + Affine.symbol("threadIdx.y")
     index = row * Affine.symbol("K") + Affine.symbol("k")
@@ -47,6 +48,7 @@ def test_affine_forms_compare_by_value_and_keep_parameter_coefficients() -> None
 
 
 # -- an elementwise kernel ----------------------------------------------------------
+
 
 def test_elementwise_kernel_contiguous_accesses_under_their_guard() -> None:
     a = analysed("fused_bias_gelu/fused_bias_gelu.cu", "fused_bias_gelu_residual")
@@ -115,10 +117,11 @@ def test_rowwise_kernel_reductions_and_distributable_loops() -> None:
     assert sums == [("m", "+", "0.0f", "0.0f"), ("v", "+", "0.0f", "0.0f"), ("mx", "max", "-INFINITY", "-INFINITY")]
     assert [len(loop.reductions) for loop in a.loops] == [1, 1, 1, 0]
     text = ROWWISE.encode()
-    reads = {r.var: [text[s.start:s.end].decode() for s in r.read_after] for r in a.reductions}
+    reads = {r.var: [text[s.start : s.end].decode() for s in r.read_after] for r in a.reductions}
     assert {k: len(v) for k, v in reads.items()} == {"m": 4, "v": 2, "mx": 1}  # m / C, x[i] - m (twice), mean[idx]
-    assert all(loop.bound == Affine.symbol("C") and loop.step == Affine.const(1) and loop.trip is None
-               for loop in a.loops)
+    assert all(
+        loop.bound == Affine.symbol("C") and loop.step == Affine.const(1) and loop.trip is None for loop in a.loops
+    )
     row = [x for x in a.accesses if x.buffer == "inp"]
     assert len(row) == 4
     expected = GLOBAL_X * Affine.symbol("C") + Affine.symbol("i")  # x = inp + idx * C, followed
@@ -137,6 +140,7 @@ def test_a_running_sum_that_is_read_in_the_loop_is_carried_not_a_reduction() -> 
 
 
 # -- a naive GEMM nest ----------------------------------------------------------------
+
 
 def test_naive_gemm_nest_has_an_independent_mapping_and_a_reduction_loop() -> None:
     a = analysed("hip_sgemm/sgemm_naive.hip", "sgemm_naive")
@@ -158,6 +162,7 @@ def test_naive_gemm_nest_has_an_independent_mapping_and_a_reduction_loop() -> No
 
 # -- a stencil --------------------------------------------------------------------------
 
+
 def test_stencil_neighbours_differ_by_constant_offsets_after_the_early_exit() -> None:
     a = analysed("stencil5/stencil5.cu", "jacobi5")
     centre = GLOBAL_X + form((("blockDim.y", "blockIdx.y", "nx"), 1), (("nx", "threadIdx.y"), 1))
@@ -167,23 +172,37 @@ def test_stencil_neighbours_differ_by_constant_offsets_after_the_early_exit() ->
     assert offsets == sorted(["0", "0", "-1", "1", "-nx", "nx"])
     assert all(str(x.guards[0]) == "!(x >= nx || y >= ny)" and x.guards[0].kind == "exit" for x in a.accesses)
     y = form((("blockDim.y", "blockIdx.y"), 1), (("threadIdx.y",), 1))
-    assert a.accesses[0].guards[0].bounds == (Comparison(GLOBAL_X, "<", Affine.symbol("nx")),
-                                              Comparison(y, "<", Affine.symbol("ny")))
+    assert a.accesses[0].guards[0].bounds == (
+        Comparison(GLOBAL_X, "<", Affine.symbol("nx")),
+        Comparison(y, "<", Affine.symbol("ny")),
+    )
     assert all(x.contiguous and x.via == ("idx", "x", "y") for x in a.accesses)
 
 
 # -- a transpose ----------------------------------------------------------------------
 
+
 def test_transpose_follows_reassigned_locals_and_flattens_the_padded_tile() -> None:
     a = analysed("transpose/transpose.cu", "transposeNoBankConflicts")
     assert [(loop.var, loop.trip, loop.distributable) for loop in a.loops] == [("j", 4, True), ("j", 4, True)]
     load, store_tile, load_tile, store = a.accesses
-    assert load.index == form((("blockIdx.x",), 32), (("blockIdx.y", "width"), 32), (("j", "width"), 1),
-                              (("threadIdx.x",), 1), (("threadIdx.y", "width"), 1))
-    assert store.index == form((("blockIdx.x", "height"), 32), (("blockIdx.y",), 32), (("height", "j"), 1),
-                               (("height", "threadIdx.y"), 1), (("threadIdx.x",), 1))
-    assert store_tile.space == "shared" and store_tile.index == form((("j",), 33), (("threadIdx.x",), 1),
-                                                                      (("threadIdx.y",), 33))
+    assert load.index == form(
+        (("blockIdx.x",), 32),
+        (("blockIdx.y", "width"), 32),
+        (("j", "width"), 1),
+        (("threadIdx.x",), 1),
+        (("threadIdx.y", "width"), 1),
+    )
+    assert store.index == form(
+        (("blockIdx.x", "height"), 32),
+        (("blockIdx.y",), 32),
+        (("height", "j"), 1),
+        (("height", "threadIdx.y"), 1),
+        (("threadIdx.x",), 1),
+    )
+    assert store_tile.space == "shared" and store_tile.index == form(
+        (("j",), 33), (("threadIdx.x",), 1), (("threadIdx.y",), 33)
+    )
     assert load_tile.index.stride("threadIdx.x") == 33 and not load_tile.contiguous  # type: ignore[union-attr]
     assert a.buffer("tile").extents == (Affine.const(32), Affine.const(33))
     assert str(load.guards[0]) == "xIndex < width && yIndex + j < height"
@@ -192,16 +211,22 @@ def test_transpose_follows_reassigned_locals_and_flattens_the_padded_tile() -> N
 
 # -- what is not affine, and says why --------------------------------------------------
 
-@pytest.mark.parametrize("index, reason", [
-    ("x[col_idx[j]]", "`col_idx[j]` is loaded from memory"),
-    ("x[threadIdx.x * j]", "multiplies two varying values"),
-    ("x[j / 2]", "integer division"),
-    ("x[threadIdx.x & 31]", "a bitwise and"),
-    ("x[j > 2 ? j : 0]", "the conditional"),
-])
+
+@pytest.mark.parametrize(
+    "index, reason",
+    [
+        ("x[col_idx[j]]", "`col_idx[j]` is loaded from memory"),
+        ("x[threadIdx.x * j]", "multiplies two varying values"),
+        ("x[j / 2]", "integer division"),
+        ("x[threadIdx.x & 31]", "a bitwise and"),
+        ("x[j > 2 ? j : 0]", "the conditional"),
+    ],
+)
 def test_indices_that_are_not_affine_name_the_cause(index: str, reason: str) -> None:
-    text = f"__global__ void k(float* y, const float* x, const int* col_idx, int n) {{\n" \
-           f"  for (int j = 0; j < n; j++) y[j] = {index};\n}}\n"
+    text = (
+        f"__global__ void k(float* y, const float* x, const int* col_idx, int n) {{\n"
+        f"  for (int j = 0; j < n; j++) y[j] = {index};\n}}\n"
+    )
     a = analysed_text(text, "k")
     read = next(x for x in a.accesses if x.buffer == "x")
     assert isinstance(read.index, NotAffine) and reason in read.index.reason, read.index
@@ -214,9 +239,11 @@ def test_loop_carried_memory_dependence_is_found() -> None:
 
 
 def test_barrier_in_a_loop_blocks_distribution_and_pragma_is_attached() -> None:
-    text = ("#define T 8\n__global__ void k(float* a) {\n  __shared__ float s[64];\n"
-            "#pragma unroll 4\n  for (int i = 0; i < T * 2; i += 2) {\n    s[threadIdx.x] = a[i];\n"
-            "    __syncthreads();\n  }\n}\n")
+    text = (
+        "#define T 8\n__global__ void k(float* a) {\n  __shared__ float s[64];\n"
+        "#pragma unroll 4\n  for (int i = 0; i < T * 2; i += 2) {\n    s[threadIdx.x] = a[i];\n"
+        "    __syncthreads();\n  }\n}\n"
+    )
     (loop,) = analysed_text(text, "k").loops
     assert loop.pragma == "4" and loop.trip == 8 and loop.barrier
     assert "a barrier or warp-level operation inside the loop" in loop.distribute_blockers
@@ -267,20 +294,26 @@ def test_register_arrays_accumulate_over_the_reduction_loop_and_reloaded_ones_ar
     (update,) = [x for x in a.accesses if x.buffer == "acc" and x.update_op]
     assert update.update_op == "+=" and update.index == form((("i",), 4), (("j",), 1))
     load_b = "for (int i = 0; i < TM; ++i) b[i] = B[k * TM + i];"
-    stale = REGISTERS.replace(load_b, "").replace("        float a[TM], b[TM];\n", "").replace(
-        "    for (int k = 0;", "    float a[TM], b[TM];\n    for (int k = 0;").replace(
-        "acc[i][j] += a[i] * b[j];", "acc[i][j] += a[i] * b[j];\n        " + load_b)
+    stale = (
+        REGISTERS.replace(load_b, "")
+        .replace("        float a[TM], b[TM];\n", "")
+        .replace("    for (int k = 0;", "    float a[TM], b[TM];\n    for (int k = 0;")
+        .replace("acc[i][j] += a[i] * b[j];", "acc[i][j] += a[i] * b[j];\n        " + load_b)
+    )
     assert stale.count(load_b) == 1 and stale.index("b[j]") < stale.index(load_b)
     k = next(loop for loop in analysed_text(stale, "blocked").loops if loop.var == "k")
     assert not k.independent  # b[] read in one iteration is written by the previous one: carried
 
 
-@pytest.mark.parametrize("path, kernel, expected", [
-    ("sgemm_tiled/sgemm_tiled.cu", "sgemm_tiled", "'acc' (line 48)"),  # k < TILE: the order follows the tile
-    ("softmax/softmax.cu", "softmax_rows", "'local_sum' (line 52)"),  # its max reduction is exact in any order
-    ("hip_sgemm/sgemm_naive.hip", "sgemm_naive", None),  # over k < K whatever the block: same order, bit-exact
-    ("stencil5/stencil5.cu", "jacobi5", None),
-])
+@pytest.mark.parametrize(
+    "path, kernel, expected",
+    [
+        ("sgemm_tiled/sgemm_tiled.cu", "sgemm_tiled", "'acc' (line 48)"),  # k < TILE: the order follows the tile
+        ("softmax/softmax.cu", "softmax_rows", "'local_sum' (line 52)"),  # its max reduction is exact in any order
+        ("hip_sgemm/sgemm_naive.hip", "sgemm_naive", None),  # over k < K whatever the block: same order, bit-exact
+        ("stencil5/stencil5.cu", "jacobi5", None),
+    ],
+)
 def test_tile_finds_reordered_sums_from_the_analysis(path: str, kernel: str, expected: str | None) -> None:
     from kxform.engine.pass_api import PassContext, RunOptions
     from kxform.hw import load_profile
@@ -338,30 +371,48 @@ def test_scopes_pointer_moves_increments_and_unknown_pointers() -> None:
     assert [(str(g), g.kind) for g in store.guards] == [("!(k == 3)", "exit")]
 
 
-@pytest.mark.parametrize("path, kernel, reductions, distributable", [
-    ("layernorm/layernorm.cu", "layernorm_forward_kernel", [("sum", "+"), ("var", "+")], [True, True, True]),
-    ("softmax/softmax.cu", "softmax_rows", [("local_max", "max"), ("local_sum", "+")],
-     [True, False, True, False, True]),  # the shared-memory trees write sdata[tid] every step
-    ("fused_add_rmsnorm/fused_add_rmsnorm.cu", "fused_add_rms_norm_kernel", [("variance", "+")], [True, True]),
-    ("spmv_csr/spmv_csr.cu", "spmv_csr_scalar_kernel", [("dot", "+")], [False]),  # bounds loaded from row_ptr
-    ("black_scholes/black_scholes.cu", "BlackScholesGPU", [], [True]),
-    ("sgemm_128/sgemm_128.cu", "sgemm_128", [("acc", "+")],
-     [True, True, False, False, True, True, True, True, True, False, False]),
-])
-def test_corpus_reductions_and_distributable_loops(path: str, kernel: str, reductions: list[tuple[str, str]],
-                                                   distributable: list[bool]) -> None:
+@pytest.mark.parametrize(
+    "path, kernel, reductions, distributable",
+    [
+        ("layernorm/layernorm.cu", "layernorm_forward_kernel", [("sum", "+"), ("var", "+")], [True, True, True]),
+        (
+            "softmax/softmax.cu",
+            "softmax_rows",
+            [("local_max", "max"), ("local_sum", "+")],
+            [True, False, True, False, True],
+        ),  # the shared-memory trees write sdata[tid] every step
+        ("fused_add_rmsnorm/fused_add_rmsnorm.cu", "fused_add_rms_norm_kernel", [("variance", "+")], [True, True]),
+        ("spmv_csr/spmv_csr.cu", "spmv_csr_scalar_kernel", [("dot", "+")], [False]),  # bounds loaded from row_ptr
+        ("black_scholes/black_scholes.cu", "BlackScholesGPU", [], [True]),
+        (
+            "sgemm_128/sgemm_128.cu",
+            "sgemm_128",
+            [("acc", "+")],
+            [True, True, False, False, True, True, True, True, True, False, False],
+        ),
+    ],
+)
+def test_corpus_reductions_and_distributable_loops(
+    path: str, kernel: str, reductions: list[tuple[str, str]], distributable: list[bool]
+) -> None:
     a = analysed(path, kernel)
     assert [(r.var, r.op) for r in a.reductions] == reductions
     assert [loop.distributable for loop in a.loops] == distributable
 
 
-@pytest.mark.parametrize("header, trip", [
-    ("int i = 10; i > 0; i -= 2", 5), ("int i = 0; i <= 7; i++", 8), ("int i = 0; i != 12; i += 4", 3),
-    ("int i = 0; i < 0; ++i", 0), ("int i = 1; i < 1 << 4; i += 1", 15), ("int i = 0; i < n; ++i", None),
-])
+@pytest.mark.parametrize(
+    "header, trip",
+    [
+        ("int i = 10; i > 0; i -= 2", 5),
+        ("int i = 0; i <= 7; i++", 8),
+        ("int i = 0; i != 12; i += 4", 3),
+        ("int i = 0; i < 0; ++i", 0),
+        ("int i = 1; i < 1 << 4; i += 1", 15),
+        ("int i = 0; i < n; ++i", None),
+    ],
+)
 def test_trip_counts(header: str, trip: int | None) -> None:
-    (loop,) = analysed_text(f"__global__ void k(float* a, int n) {{\n  for ({header}) a[0] += 1.0f;\n}}\n",
-                            "k").loops
+    (loop,) = analysed_text(f"__global__ void k(float* a, int n) {{\n  for ({header}) a[0] += 1.0f;\n}}\n", "k").loops
     assert loop.trip == trip
 
 
@@ -375,15 +426,36 @@ def test_mutated_corpus_sources_never_make_the_analysis_raise() -> None:
 
     rng = random.Random(1)
     files = sorted(CORPORA.glob("*/*.cu")) + sorted(CORPORA.glob("*/*.hip"))
-    tokens = [b"{", b"}", b"(", b")", b";", b"[", b"]", b"+=", b"for (", b"int i = 0;", b"*", b"&", b"threadIdx.x",
-              b"#pragma unroll\n", b"return;", b"if (", b"?", b":", b"/", b"%", b"<<"]
+    tokens = [
+        b"{",
+        b"}",
+        b"(",
+        b")",
+        b";",
+        b"[",
+        b"]",
+        b"+=",
+        b"for (",
+        b"int i = 0;",
+        b"*",
+        b"&",
+        b"threadIdx.x",
+        b"#pragma unroll\n",
+        b"return;",
+        b"if (",
+        b"?",
+        b":",
+        b"/",
+        b"%",
+        b"<<",
+    ]
     analysed_functions = 0
     for _ in range(150):
         data = bytearray(rng.choice(files).read_bytes())
         for _ in range(rng.randint(1, 6)):
             at = rng.randrange(len(data))
             if rng.random() < 0.5:
-                del data[at:at + rng.randint(1, 8)]
+                del data[at : at + rng.randint(1, 8)]
             else:
                 data[at:at] = rng.choice(tokens)
         try:

@@ -37,8 +37,13 @@ class KernelName:
 
 def context(text: str, manager: AnalysisManager | None = None) -> PassContext:
     model = parse_model(validate_bytes("k.cu", text.encode()))
-    return PassContext(model, load_profile("h100"), RunOptions(), RemarkSink(),
-                       analyses=manager if manager is not None else AnalysisManager())
+    return PassContext(
+        model,
+        load_profile("h100"),
+        RunOptions(),
+        RemarkSink(),
+        analyses=manager if manager is not None else AnalysisManager(),
+    )
 
 
 KERNEL = "__global__ void k(float* a) { a[threadIdx.x] = 1.0f; }\n"
@@ -124,6 +129,7 @@ def test_the_driver_carries_what_a_pass_preserves_to_the_rewritten_file() -> Non
     text = "__global__ void k(float* a) {\n    for (int i = 0; i < 8; ++i)\n        a[i] = 0.0f;\n}\n"
     for cls, computations in ((Asking, 2), (Preserving, 1)):
         CALLS.clear()
-        result = transform_source(validate_bytes("k.cu", text.encode()), [cls((("loop1", "2"),))],
-                                  load_profile("h100"), RunOptions())
+        result = transform_source(
+            validate_bytes("k.cu", text.encode()), [cls((("loop1", "2"),))], load_profile("h100"), RunOptions()
+        )
         assert result.changed and len(CALLS) == computations, (cls.__name__, CALLS)

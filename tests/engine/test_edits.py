@@ -35,8 +35,10 @@ def test_line_map_points_inserted_lines_at_their_anchor() -> None:
     assert out.line_map[:5] == (1, 2, 2, 2, 3)
 
 
-@given(st.binary(min_size=1, max_size=200).filter(lambda b: b"\x00" not in b),
-       st.lists(st.tuples(st.integers(0, 199), st.integers(0, 5), st.text(max_size=5)), max_size=6))
+@given(
+    st.binary(min_size=1, max_size=200).filter(lambda b: b"\x00" not in b),
+    st.lists(st.tuples(st.integers(0, 199), st.integers(0, 5), st.text(max_size=5)), max_size=6),
+)
 def test_bytes_outside_edits_are_untouched(raw: bytes, specs: list[tuple[int, int, str]]) -> None:
     data = raw.decode("latin-1").encode("utf-8")
     src = validate_bytes("f.cu", data) if data.strip() else None
@@ -53,8 +55,8 @@ def test_bytes_outside_edits_are_untouched(raw: bytes, specs: list[tuple[int, in
     out = apply_edits(src, edits).data
     pos_in, pos_out = 0, 0
     for edit in sorted(edits, key=lambda e: (e.start, e.end)):
-        kept = data[pos_in:edit.start]
-        assert out[pos_out:pos_out + len(kept)] == kept
+        kept = data[pos_in : edit.start]
+        assert out[pos_out : pos_out + len(kept)] == kept
         pos_out += len(kept) + len(edit.text.encode())
         pos_in = edit.end
     assert out[pos_out:] == data[pos_in:]

@@ -27,8 +27,15 @@ from kxform.log.passlog import kernel_record
 from kxform.passes.swizzle import Swizzle
 
 
-@pytest.mark.parametrize("spec", ["swizzle{pattern=grouped,group=8}", "swizzle{pattern=xcd-grouped,group=4,along=x,xcds=8}",
-                                  "swizzle{pattern=hilbert}", "swizzle"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "swizzle{pattern=grouped,group=8}",
+        "swizzle{pattern=xcd-grouped,group=4,along=x,xcds=8}",
+        "swizzle{pattern=hilbert}",
+        "swizzle",
+    ],
+)
 def test_swizzle_spec_parses_typed_and_prints_back_unchanged(spec: str) -> None:
     parsed = default_registry().parse(spec)
     assert parsed.spec() == spec
@@ -36,11 +43,14 @@ def test_swizzle_spec_parses_typed_and_prints_back_unchanged(spec: str) -> None:
         assert isinstance(parsed.group, int)  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize(("spec", "message"), [
-    ("swizzle{group=many}", "group=many: expected an integer"),
-    ("swizzle{group=0}", r"group=0: not one of 1\.\.64"),
-    ("swizzle{along=z}", r"along=z: not one of \{y, x\}"),
-])
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("swizzle{group=many}", "group=many: expected an integer"),
+        ("swizzle{group=0}", r"group=0: not one of 1\.\.64"),
+        ("swizzle{along=z}", r"along=z: not one of \{y, x\}"),
+    ],
+)
 def test_typed_options_refuse_bad_values(spec: str, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         default_registry().parse(spec)
@@ -53,21 +63,34 @@ def test_options_describe_themselves() -> None:
 
 
 def test_proposal_carries_typed_values_payload_and_provenance_into_the_log() -> None:
-    proposal = Proposal.of("tile", "gemm", {"TILE": 32, "vec": True}, "predicted faster",
-                           Provenance("llm", model="m-1", cost_usd=0.002, tokens=812, evidence="predicted"),
-                           payload="lx = bx ^ by")
+    proposal = Proposal.of(
+        "tile",
+        "gemm",
+        {"TILE": 32, "vec": True},
+        "predicted faster",
+        Provenance("llm", model="m-1", cost_usd=0.002, tokens=812, evidence="predicted"),
+        payload="lx = bx ^ by",
+    )
     assert proposal.label() == "tile{TILE=32,vec=true}"
     data = proposal.to_json()
     assert data["params"] == {"TILE": 32, "vec": True} and data["payload"] == "lx = bx ^ by"
-    assert data["provenance"] == {"proposer": "llm", "evidence": "predicted", "model": "m-1", "cost_usd": 0.002,
-                                  "tokens": 812}
+    assert data["provenance"] == {
+        "proposer": "llm",
+        "evidence": "predicted",
+        "model": "m-1",
+        "cost_usd": 0.002,
+        "tokens": 812,
+    }
     assert not proposal.measured
     json.dumps(data)  # serialisable as it is
 
 
 def test_policies_compose_in_pipeline_order() -> None:
-    tile = VerifyPolicy(LaunchBinding(grid=("ceil_div(N, T)",), values=(("T", 32),), defaults=(("T", 16),)),
-                        OutputCompare("spec", 2.0, "summation order changes"), required=True)
+    tile = VerifyPolicy(
+        LaunchBinding(grid=("ceil_div(N, T)",), values=(("T", 32),), defaults=(("T", 16),)),
+        OutputCompare("spec", 2.0, "summation order changes"),
+        required=True,
+    )
     swizzle = VerifyPolicy(compare=EXACT)
     both = tile.then(swizzle)
     assert both.launch == tile.launch and both.compare.scale == 2.0 and both.required
@@ -75,8 +98,14 @@ def test_policies_compose_in_pipeline_order() -> None:
     assert VerifyPolicy().then(VerifyPolicy()) == VerifyPolicy()
     # a later launch that reads an earlier rewrite's parameter keeps that parameter's original value
     block = VerifyPolicy(LaunchBinding(block=("B",), values=(("B", 64),), defaults=(("B", 128),)))
-    vector = VerifyPolicy(LaunchBinding(grid=("ceil_div(ceil_div(N, W), B)",), block=("B",),
-                                        values=(("B", 64), ("W", 4)), defaults=(("B", 64), ("W", 1))))
+    vector = VerifyPolicy(
+        LaunchBinding(
+            grid=("ceil_div(ceil_div(N, W), B)",),
+            block=("B",),
+            values=(("B", 64), ("W", 4)),
+            defaults=(("B", 64), ("W", 1)),
+        )
+    )
     assert dict(block.then(vector).launch.defaults) == {"B": 128, "W": 1}
     assert block.then(vector).launch.grid == vector.launch.grid
 
@@ -113,8 +142,10 @@ class _Planted(Swizzle):
     def edit(self, ctx: PassContext, proposals: Sequence[Proposal]) -> list[Edit]:
         edits = super().edit(ctx, proposals)
         if any(p.options.get("pattern") == "column" for p in proposals):
-            return [Edit(e.start, e.end, e.text.replace("kxform_block.x", "(kxform_block.x / 2u * 2u)"), e.origin)
-                    for e in edits]
+            return [
+                Edit(e.start, e.end, e.text.replace("kxform_block.x", "(kxform_block.x / 2u * 2u)"), e.origin)
+                for e in edits
+            ]
         return edits
 
     def default_proposal(self, ctx: PassContext, analysis):  # type: ignore[no-untyped-def]
@@ -137,8 +168,15 @@ def _run(tmp_path: Path, max_candidates: int, cpu, monkeypatch) -> FileOutcome: 
             return DeterministicProposer().propose(pass_, ctx, analysis, rejected)
 
     def transform(file: str, feedback: dict) -> FileOutcome:  # type: ignore[type-arg]
-        result = transform_source(read_source(file), [_Planted()], hw, RunOptions(max_candidates=max_candidates),
-                                  proposer=Listening(), feedback=feedback, finalize=False)
+        result = transform_source(
+            read_source(file),
+            [_Planted()],
+            hw,
+            RunOptions(max_candidates=max_candidates),
+            proposer=Listening(),
+            feedback=feedback,
+            finalize=False,
+        )
         return FileOutcome(file, result, results=list(result.results))
 
     config = ApplyConfig(pipeline="swizzle", hw=hw, verify="cpu")
@@ -150,7 +188,9 @@ def _run(tmp_path: Path, max_candidates: int, cpu, monkeypatch) -> FileOutcome: 
     return done
 
 
-def test_a_verify_failure_goes_back_to_the_proposer_and_the_next_candidate_is_kept(tmp_path: Path, cpu, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_verify_failure_goes_back_to_the_proposer_and_the_next_candidate_is_kept(
+    tmp_path: Path, cpu, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
     done = _run(tmp_path, 3, cpu, monkeypatch)
     assert done.transform is not None and done.transform.changed
     (result,) = done.results
@@ -165,7 +205,9 @@ def test_a_verify_failure_goes_back_to_the_proposer_and_the_next_candidate_is_ke
     assert record["rejected"][0]["stage"] == "verify" and record["verify_policy"]["compare"]["mode"] == "exact"
 
 
-def test_with_no_candidate_left_the_file_is_not_written_and_no_remark_says_applied(tmp_path: Path, cpu, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_with_no_candidate_left_the_file_is_not_written_and_no_remark_says_applied(
+    tmp_path: Path, cpu, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
     done = _run(tmp_path, 1, cpu, monkeypatch)
     assert done.transform is not None and not done.transform.changed
     remarks = done.transform.remarks
@@ -178,8 +220,13 @@ def test_final_remarks_follow_the_final_outcome() -> None:
     src = "__global__ void k(float* o) { o[blockIdx.y * 9 + blockIdx.x] = 1; }\n"
     from kxform.frontend.source import validate_bytes
 
-    held = transform_source(validate_bytes("k.cu", src.encode()), [Swizzle(pattern="grouped")], load_profile("h100"),
-                            RunOptions(), finalize=False)
+    held = transform_source(
+        validate_bytes("k.cu", src.encode()),
+        [Swizzle(pattern="grouped")],
+        load_profile("h100"),
+        RunOptions(),
+        finalize=False,
+    )
     assert not [r for r in held.remarks if r.kind.value == "Passed"] and len(held.pending) == 1
     from dataclasses import replace
 

@@ -59,8 +59,11 @@ def _imports(tree: ast.Module, module: str, package: bool) -> list[tuple[str, in
                 target = node.module or ""
             found.append((target, node.lineno))
             # `from kxform import api` imports the module kxform.api (`__version__` is a name)
-            found.extend((f"{target}.{alias.name}", node.lineno) for alias in node.names
-                         if target == "kxform" and _is_module(alias.name))
+            found.extend(
+                (f"{target}.{alias.name}", node.lineno)
+                for alias in node.names
+                if target == "kxform" and _is_module(alias.name)
+            )
     return found
 
 
@@ -94,8 +97,9 @@ def describe_cycle(graph: nx.DiGraph, cycle: list[str]) -> str:
 def test_the_graph_sees_function_level_and_relative_imports():
     """The graph is what the test stands on: it must see an import inside a function and a
     relative import (a planted cycle through both is found)."""
-    tree = ast.parse("def f():\n    from kxform.verify.stage import x\nfrom .model import y\n"
-                     "from kxform import api, __version__\n")
+    tree = ast.parse(
+        "def f():\n    from kxform.verify.stage import x\nfrom .model import y\nfrom kxform import api, __version__\n"
+    )
     found = sorted(t for t, _ in _imports(tree, "kxform.engine.driver", False))
     assert found == ["kxform", "kxform.api", "kxform.engine.model", "kxform.verify.stage"]
     graph = nx.DiGraph([("kxform.engine", "kxform.verify"), ("kxform.verify", "kxform.engine")])
@@ -122,12 +126,19 @@ def test_no_import_cycle_between_packages():
         pytest.fail(f"{len(cycles)} import cycle(s) between kxform's packages; the shortest:\n{shown}")
 
 
-@pytest.mark.parametrize("lower, upper", [
-    ("kxform.engine", "kxform.passes.swizzle"), ("kxform.engine", "kxform.passes.tile"),
-    ("kxform.engine", "kxform.verify"), ("kxform.engine", "kxform.build"), ("kxform.engine", "kxform.log"),
-    ("kxform.locality", "kxform.passes.swizzle"), ("kxform.frontend", "kxform.build"),
-    ("kxform.propose", "kxform.passes.swizzle"),
-])
+@pytest.mark.parametrize(
+    "lower, upper",
+    [
+        ("kxform.engine", "kxform.passes.swizzle"),
+        ("kxform.engine", "kxform.passes.tile"),
+        ("kxform.engine", "kxform.verify"),
+        ("kxform.engine", "kxform.build"),
+        ("kxform.engine", "kxform.log"),
+        ("kxform.locality", "kxform.passes.swizzle"),
+        ("kxform.frontend", "kxform.build"),
+        ("kxform.propose", "kxform.passes.swizzle"),
+    ],
+)
 def test_lower_layers_do_not_import_upper_ones(lower, upper):
     """Beyond cycles, the direction: the engine below build, verify, log and the passes;
     the locality model and the front end import no pass and no build code; the proposers

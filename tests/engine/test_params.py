@@ -20,8 +20,21 @@ def test_logic_grammar_chains_and_dotted_names() -> None:
     assert not expr.holds({**env, "TILE": 6})
 
 
-@pytest.mark.parametrize("text", ["__import__('os')", "x.__class__", "f(x)", "[x]", "x if y else z",
-                                  "lambda: 1", "'a' < x", "'a' + x == 1", "x[0]", "(x).y.z()"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "__import__('os')",
+        "x.__class__",
+        "f(x)",
+        "[x]",
+        "x if y else z",
+        "lambda: 1",
+        "'a' < x",
+        "'a' + x == 1",
+        "x[0]",
+        "(x).y.z()",
+    ],
+)
 def test_logic_grammar_refuses_code(text: str) -> None:
     with pytest.raises(SpecError):
         parse_logic(text)
@@ -64,8 +77,10 @@ def test_space_resolve_violations_and_hw() -> None:
     hw = load_profile("h100-sxm")
     space = ParamSpace(
         (Param.ints("bx", [8, 16, 32, 64], 16), Param.ints("by", [8, 16, 32, 64], 16)),
-        (Constraint.parse("bx * by <= hw.max_threads_per_block", "threads per block", ""),
-         Constraint.parse("bx == by", "the tile load assumes a square block", "k.cu:12")),
+        (
+            Constraint.parse("bx * by <= hw.max_threads_per_block", "threads per block", ""),
+            Constraint.parse("bx == by", "the tile load assumes a square block", "k.cu:12"),
+        ),
     )
     assert space.cardinality() == 16
     config = space.resolve({"bx": "32", "by": "32"})
@@ -107,13 +122,21 @@ def test_an_enum_value_is_compared_as_a_quoted_name() -> None:
     """`loads == "each" or layout == "contiguous"`: the enum's value in == and != only; in
     arithmetic it is an error, never a silent truth."""
 
-    space = ParamSpace((Param.enum("layout", ("contiguous", "strided"), "contiguous"),
-                        Param.enum("loads", ("each", "once"), "each")),
-                       (Constraint.parse('loads == "each" or layout == "contiguous"', "no element is shared"),))
-    verdicts = {(lay, lo): space.is_valid({"layout": lay, "loads": lo})
-                for lay in ("contiguous", "strided") for lo in ("each", "once")}
-    assert verdicts == {("contiguous", "each"): True, ("contiguous", "once"): True, ("strided", "each"): True,
-                        ("strided", "once"): False}
+    space = ParamSpace(
+        (Param.enum("layout", ("contiguous", "strided"), "contiguous"), Param.enum("loads", ("each", "once"), "each")),
+        (Constraint.parse('loads == "each" or layout == "contiguous"', "no element is shared"),),
+    )
+    verdicts = {
+        (lay, lo): space.is_valid({"layout": lay, "loads": lo})
+        for lay in ("contiguous", "strided")
+        for lo in ("each", "once")
+    }
+    assert verdicts == {
+        ("contiguous", "each"): True,
+        ("contiguous", "once"): True,
+        ("strided", "each"): True,
+        ("strided", "once"): False,
+    }
     assert parse_logic('layout != "strided"').holds({"layout": "contiguous"})
     with pytest.raises(SpecError, match="arithmetic"):
         parse_logic("layout + 1 > 0").holds({"layout": "strided"})

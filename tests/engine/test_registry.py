@@ -33,7 +33,9 @@ def test_swizzle_is_discovered_and_spec_round_trips() -> None:
     ],
 )
 def test_bad_specs_are_usage_errors(text: str, message: str) -> None:
-    with pytest.raises(UsageError, match=message if "\\(" in message else message.replace("(", r"\(").replace("{", r"\{")):
+    with pytest.raises(
+        UsageError, match=message if "\\(" in message else message.replace("(", r"\(").replace("{", r"\{")
+    ):
         default_registry().pipeline(text)
 
 

@@ -75,19 +75,29 @@ def test_helpers_are_placed_once_at_file_scope_outside_the_namespace() -> None:
     assert after.index("#if !defined(KX_TWICE_DEFINED)") < after.index("namespace ops")
     assert changed_lines(SRC, after) == [
         "+ #if !defined(KX_TWICE_DEFINED) && (defined(__CUDACC__) || defined(__HIPCC__))",
-        "+ #define KX_TWICE_DEFINED", "+ static __device__ float kx_twice(float x) { return 2 * x; }", "+ #endif", "+ "]
+        "+ #define KX_TWICE_DEFINED",
+        "+ static __device__ float kx_twice(float x) { return 2 * x; }",
+        "+ #endif",
+        "+ ",
+    ]
     assert place_helpers(model_of(after), [(helper, 0)], "t") == []  # already there: nothing added
 
 
 def test_template_parameters_get_defaults_and_an_explicit_instantiation() -> None:
     model = model_of(SRC)
     scale, copy = model.functions_named("scale")[0], model.functions_named("copy")[0]
-    after = rewritten(model, add_template_params(model, scale, ["int UNROLL = 4"], "t"),
-                      add_template_params(model, copy, ["int VEC = 1"], "t"),
-                      instantiate(model, copy, ["float", "4"], "t", added=["int VEC = 1"]))
+    after = rewritten(
+        model,
+        add_template_params(model, scale, ["int UNROLL = 4"], "t"),
+        add_template_params(model, copy, ["int VEC = 1"], "t"),
+        instantiate(model, copy, ["float", "4"], "t", added=["int VEC = 1"]),
+    )
     assert changed_lines(SRC, after) == [
-        "- template <typename T>", "+ template <int UNROLL = 4>", "+ template <typename T, int VEC = 1>",
-        "+ template __global__ void copy<float, 4>(float*, const float* __restrict__, int);"]
+        "- template <typename T>",
+        "+ template <int UNROLL = 4>",
+        "+ template <typename T, int VEC = 1>",
+        "+ template __global__ void copy<float, 4>(float*, const float* __restrict__, int);",
+    ]
     with pytest.raises(RewriteRefused, match="needs a default"):
         add_template_params(model, scale, ["int UNROLL"], "t")
     with pytest.raises(RewriteRefused, match="not a template"):
@@ -100,12 +110,19 @@ def test_template_parameters_get_defaults_and_an_explicit_instantiation() -> Non
 def test_added_template_parameters_and_their_instantiation_compile(tmp_path: Path) -> None:
     model = model_of(SRC)
     copy = model.functions_named("copy")[0]
-    after = rewritten(model, add_template_params(model, copy, ["int VEC = 1"], "t"),
-                      instantiate(model, copy, ["float", "4"], "t", added=["int VEC = 1"]))
+    after = rewritten(
+        model,
+        add_template_params(model, copy, ["int VEC = 1"], "t"),
+        instantiate(model, copy, ["float", "4"], "t", added=["int VEC = 1"]),
+    )
     source = tmp_path / "k.cu"
     source.write_text(after)
-    done = subprocess.run([str(NVCC), "-c", "-arch=sm_90", str(source), "-o", str(tmp_path / "k.o")],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [str(NVCC), "-c", "-arch=sm_90", str(source), "-o", str(tmp_path / "k.o")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     symbols = (tmp_path / "k.o").read_bytes()
     assert b"copyIfLi4E" in symbols  # the instantiation at <float, 4> was emitted
@@ -121,8 +138,12 @@ def test_loops_are_replaced_and_their_unroll_pragma_set_by_their_node() -> None:
     assert changed_lines(SRC, after) == ["- #pragma unroll 2"]
     text = "for (int k = 0; k < 4; ++k) a[i * 4 + k] = 0.0f;"
     after = rewritten(model, replace_loop(model, first, text, "t", with_pragma=True))
-    assert changed_lines(SRC, after) == ["- #pragma unroll 2", "-     for (int k = 0; k < 4; ++k)",
-                                         "-         a[i * 4 + k] *= 2.0f;", "+     " + text]
+    assert changed_lines(SRC, after) == [
+        "- #pragma unroll 2",
+        "-     for (int k = 0; k < 4; ++k)",
+        "-         a[i * 4 + k] *= 2.0f;",
+        "+     " + text,
+    ]
     with pytest.raises(RewriteRefused, match="no #pragma unroll to remove"):
         set_unroll(model, second, None, "t")
     after = rewritten(model, set_unroll(model, second, "", "t"))

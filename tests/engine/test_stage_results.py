@@ -33,8 +33,13 @@ SOURCE = "__global__ void k(float* o) { o[blockIdx.y * 9 + blockIdx.x] = 1; }\n"
 @pytest.fixture(scope="module")
 def held() -> FileTransform:
     """One swizzled kernel whose "Applied" remark waits for the later stages."""
-    return transform_source(validate_bytes("k.cu", SOURCE.encode()), [Swizzle(pattern="grouped")], load_profile("h100"), RunOptions(),
-                            finalize=False)
+    return transform_source(
+        validate_bytes("k.cu", SOURCE.encode()),
+        [Swizzle(pattern="grouped")],
+        load_profile("h100"),
+        RunOptions(),
+        finalize=False,
+    )
 
 
 def applied(held: FileTransform) -> KernelResult:
@@ -43,12 +48,20 @@ def applied(held: FileTransform) -> KernelResult:
     return result
 
 
-@pytest.mark.parametrize("status, required, ok", [
-    (Status.PASSED, False, True), (Status.SKIPPED, False, True), (Status.FAILED, False, False),
-    (Status.INCONCLUSIVE, False, False), (Status.UNCONFIRMED, False, True), (Status.UNCONFIRMED, True, False),
-])
-def test_whether_a_check_lets_the_rewrite_be_written_follows_its_status(status: Status, required: bool,
-                                                                      ok: bool) -> None:
+@pytest.mark.parametrize(
+    "status, required, ok",
+    [
+        (Status.PASSED, False, True),
+        (Status.SKIPPED, False, True),
+        (Status.FAILED, False, False),
+        (Status.INCONCLUSIVE, False, False),
+        (Status.UNCONFIRMED, False, True),
+        (Status.UNCONFIRMED, True, False),
+    ],
+)
+def test_whether_a_check_lets_the_rewrite_be_written_follows_its_status(
+    status: Status, required: bool, ok: bool
+) -> None:
     record = CheckRecord("compile", status, "passed: every word of this sentence is ignored", required=required)
     assert record.ok is ok
     assert record.to_json()["status"] == status.value and record.to_json()["ok"] is ok
@@ -69,8 +82,13 @@ def test_a_later_stage_refusal_is_read_from_the_key_not_the_reason(held: FileTra
 
 def test_a_failure_that_could_not_tell_is_not_retried_with_another_candidate(held: FileTransform) -> None:
     failed = replace(applied(held), stage="compile", outcome=Outcome.FAILED, reasons=("nvcc: error",))
-    unsure = CheckRecord("compile", Status.UNCONFIRMED, "nvcc failed (no word says unconfirmed here)",
-                         ORIGINAL_DOES_NOT_COMPILE, required=True)
+    unsure = CheckRecord(
+        "compile",
+        Status.UNCONFIRMED,
+        "nvcc failed (no word says unconfirmed here)",
+        ORIGINAL_DOES_NOT_COMPILE,
+        required=True,
+    )
     assert not refused(replace(failed, checks=(unsure,)))
     assert refused(replace(failed, checks=(CheckRecord("compile", Status.FAILED, "unconfirmed: planted words"),)))
 
@@ -97,16 +115,18 @@ def test_only_a_passed_differential_run_counts_as_verification(held: FileTransfo
 
 def test_remarks_name_the_final_outcome_from_statuses_and_keys(held: FileTransform) -> None:
     result = applied(held)
-    doubt = CheckRecord("compile", Status.UNCONFIRMED, "the original does not compile either",
-                        ORIGINAL_DOES_NOT_COMPILE)
+    doubt = CheckRecord(
+        "compile", Status.UNCONFIRMED, "the original does not compile either", ORIGINAL_DOES_NOT_COMPILE
+    )
     (remark,) = final_remarks(held, [replace(result, checks=result.checks + (doubt,))])
     assert remark.name == "AppliedUnconfirmed" and remark.args["confirmed"] is False
     strict = replace(doubt, required=True)
     failed = replace(result, outcome=Outcome.FAILED, stage="compile", reasons=("nvcc failed",), checks=(strict,))
     (remark,) = final_remarks(held, [failed])
     assert remark.name == "CompileUnconfirmed"
-    undecided = replace(result, outcome=Outcome.MISSED, stage="verify", key=VERIFY_INCONCLUSIVE,
-                        reasons=("Unverified: planted words",))
+    undecided = replace(
+        result, outcome=Outcome.MISSED, stage="verify", key=VERIFY_INCONCLUSIVE, reasons=("Unverified: planted words",)
+    )
     (remark,) = final_remarks(held, [undecided])
     assert remark.name == "VerifyInconclusive"
 
@@ -127,31 +147,49 @@ def test_the_report_counts_unconfirmed_kernels_by_status(held: FileTransform) ->
 
 
 def test_the_apply_note_reads_statuses_and_figures(held: FileTransform) -> None:
-    result = replace(applied(held), checks=(
-        CheckRecord("bijection", Status.PASSED, "skipped: planted"),
-        CheckRecord("compile", Status.UNCONFIRMED, "nvcc failed"),
-        CheckRecord("verify", Status.PASSED, "ok on the cpu runtime (planted)",
-                    figures=(("runtime", "gpu"), ("sizes", 4))),
-        CheckRecord("measure", Status.SKIPPED, "timed on the gpu runtime (planted)"),
-    ))
+    result = replace(
+        applied(held),
+        checks=(
+            CheckRecord("bijection", Status.PASSED, "skipped: planted"),
+            CheckRecord("compile", Status.UNCONFIRMED, "nvcc failed"),
+            CheckRecord(
+                "verify", Status.PASSED, "ok on the cpu runtime (planted)", figures=(("runtime", "gpu"), ("sizes", 4))
+            ),
+            CheckRecord("measure", Status.SKIPPED, "timed on the gpu runtime (planted)"),
+        ),
+    )
     assert _checks_line(result) == "bijection, compile unconfirmed, verify (gpu runtime, 4 sizes), measure skipped"
 
 
 def test_the_pass_log_keeps_status_key_and_figures_and_reads_old_logs(held: FileTransform) -> None:
-    result = replace(applied(held), outcome=Outcome.MISSED, stage="measure", key=NOT_FASTER,
-                     reasons=("slower",), checks=(CheckRecord("verify", Status.INCONCLUSIVE, "ok (planted)",
-                                                              VERIFY_INCONCLUSIVE, figures=(("runtime", "cpu"),)),))
+    result = replace(
+        applied(held),
+        outcome=Outcome.MISSED,
+        stage="measure",
+        key=NOT_FASTER,
+        reasons=("slower",),
+        checks=(
+            CheckRecord(
+                "verify", Status.INCONCLUSIVE, "ok (planted)", VERIFY_INCONCLUSIVE, figures=(("runtime", "cpu"),)
+            ),
+        ),
+    )
     record = kernel_record("run", result)
     assert record["key"] == NOT_FASTER and _reason_key(record) == NOT_FASTER
     (check,) = record["checks"]
     assert check["status"] == "inconclusive" and check["key"] == VERIFY_INCONCLUSIVE
     assert check["figures"] == {"runtime": "cpu"} and check_mark(check) == "UNDECIDED"
     # schema 1: no status, no key; the sentences are all there is
-    old = [{"name": "verify", "ok": True, "detail": "skipped: no harness spec"},
-           {"name": "verify", "ok": False,
-            "detail": "k: inconclusive on the cpu runtime (original vs rewritten, 2 sizes)"},
-           {"name": "compile", "ok": True, "detail": "unconfirmed: the original does not compile either"},
-           {"name": "compile", "ok": False, "detail": "rewritten file does not compile"},
-           {"name": "bijection", "ok": True, "detail": "proved"}]
+    old = [
+        {"name": "verify", "ok": True, "detail": "skipped: no harness spec"},
+        {
+            "name": "verify",
+            "ok": False,
+            "detail": "k: inconclusive on the cpu runtime (original vs rewritten, 2 sizes)",
+        },
+        {"name": "compile", "ok": True, "detail": "unconfirmed: the original does not compile either"},
+        {"name": "compile", "ok": False, "detail": "rewritten file does not compile"},
+        {"name": "bijection", "ok": True, "detail": "proved"},
+    ]
     assert [check_mark(c) for c in old] == ["skip", "UNDECIDED", "UNCONFIRMED", "FAIL", "ok"]
     assert _reason_key({"reasons": ["NotFaster: slower"]}) == "NotFaster"

@@ -31,10 +31,21 @@ def test_kernel_using_math_macros_parses_without_errors_or_missing_headers(tmp_p
 
 
 def test_constants_over_math_macros_evaluate(tmp_path: Path) -> None:
-    values = evaluate_constants(str(tmp_path / "m.cu"), SOURCE,
-                                ["BIG", "PI_MILLI", "HAS_INF", "NAN_UNEQUAL", "EPS_EXP", "INT_MAX", "FLT_DIG"], [])
-    assert values == {"BIG": 1, "PI_MILLI": 3141, "HAS_INF": 1, "NAN_UNEQUAL": 1, "EPS_EXP": 8388608,
-                      "INT_MAX": 2147483647, "FLT_DIG": 6}
+    values = evaluate_constants(
+        str(tmp_path / "m.cu"),
+        SOURCE,
+        ["BIG", "PI_MILLI", "HAS_INF", "NAN_UNEQUAL", "EPS_EXP", "INT_MAX", "FLT_DIG"],
+        [],
+    )
+    assert values == {
+        "BIG": 1,
+        "PI_MILLI": 3141,
+        "HAS_INF": 1,
+        "NAN_UNEQUAL": 1,
+        "EPS_EXP": 8388608,
+        "INT_MAX": 2147483647,
+        "FLT_DIG": 6,
+    }
 
 
 def test_an_undefined_macro_still_evaluates_to_unknown(tmp_path: Path) -> None:

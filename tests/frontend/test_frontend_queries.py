@@ -52,8 +52,12 @@ def test_shared_declarations_loops_builtins_literals_and_pragmas() -> None:
     first, second = [lp for lp in loops(model) if lp.function == "k"]
     assert (first.var, first.init, first.op, first.bound, first.step) == ("j", "threadIdx.y", "<", "TILE", "blockDim.y")
     assert (second.init, second.step) == ("blockDim.x / 2", ">>1")
-    assert {(u.builtin, u.axis) for u in builtin_uses(model)} == {("threadIdx", "y"), ("threadIdx", "x"),
-                                                                   ("blockDim", "y"), ("blockDim", "x")}
+    assert {(u.builtin, u.axis) for u in builtin_uses(model)} == {
+        ("threadIdx", "y"),
+        ("threadIdx", "x"),
+        ("blockDim", "y"),
+        ("blockDim", "x"),
+    }
     assert 16 in [lit.value for lit in int_literals(model)] and 0x10 in [lit.value for lit in int_literals(model)]
     (pragma,) = unroll_pragmas(model)
     assert pragma.factor == "4" and pragma.function == "k"
@@ -83,7 +87,8 @@ def test_libclang_evaluates_macros_and_constexprs_through_includes(tmp_path) -> 
     path = tmp_path / "q.cu"
     text = SRC.replace("#define TILE 16", "#define TILE (BASE + 4)")
     path.write_text(text)
-    values = evaluate_constants(str(path), text.encode(), ["TILE", "HALF", "THREADS", "NOPE"],
-                                Toolchain().libclang_args(str(path)))
+    values = evaluate_constants(
+        str(path), text.encode(), ["TILE", "HALF", "THREADS", "NOPE"], Toolchain().libclang_args(str(path))
+    )
     assert values == {"TILE": 16, "HALF": 8, "THREADS": 128, "NOPE": None}
     assert fold_constants({"A": "16", "B": "(A / 2)", "C": "f(A)"}) == {"A": 16, "B": 8, "C": None}

@@ -46,12 +46,15 @@ def measured_speedups() -> dict[tuple[str, str], float]:
 # ---------------------------------------------------------------- inspect --l2
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--kernel", "nope"], "no kernel 'nope' in spec"),
-    (["--kernel", "transposeNoBankConflicts", "--size", "huge"], "no size 'huge'"),
-    ([], "--l2 needs --kernel"),
-    (["--kernel", "transposeNoBankConflicts", "--pass", "tile"], "--pass and -p do not go with --l2"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--kernel", "nope"], "no kernel 'nope' in spec"),
+        (["--kernel", "transposeNoBankConflicts", "--size", "huge"], "no size 'huge'"),
+        ([], "--l2 needs --kernel"),
+        (["--kernel", "transposeNoBankConflicts", "--pass", "tile"], "--pass and -p do not go with --l2"),
+    ],
+)
 def test_inspect_l2_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
     proc = run_cli("inspect", "--l2", str(TRANSPOSE), *args)
     assert proc.returncode == 2 and proc.stdout == ""
@@ -72,8 +75,18 @@ def test_inspect_l2_options_need_l2() -> None:
 
 @needs_cpu
 def test_inspect_l2_json_lists_every_order(tmp_path: Path) -> None:
-    proc = run_cli("inspect", "--l2", "--json", str(TRANSPOSE), "--kernel", "transposeNoBankConflicts",
-                   "--size", "ragged", "--hw", "h200")
+    proc = run_cli(
+        "inspect",
+        "--l2",
+        "--json",
+        str(TRANSPOSE),
+        "--kernel",
+        "transposeNoBankConflicts",
+        "--size",
+        "ragged",
+        "--hw",
+        "h200",
+    )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     orders = {o["order"]: o for o in data["orders"]}
@@ -85,16 +98,20 @@ def test_inspect_l2_json_lists_every_order(tmp_path: Path) -> None:
     # 100 x 37 floats read and written once: every order moves the same 32-byte sectors
     whole = -(-100 * 37 * 4 // 32) * 32
     assert all(o["dram_read_bytes"] == o["dram_write_bytes"] == whole for o in orders.values())
-    text = run_cli("inspect", "--l2", str(TRANSPOSE), "--kernel", "transposeNoBankConflicts", "--size",
-                   "ragged", "--hw", "h200")
+    text = run_cli(
+        "inspect", "--l2", str(TRANSPOSE), "--kernel", "transposeNoBankConflicts", "--size", "ragged", "--hw", "h200"
+    )
     assert text.returncode == 0 and "proposal: none" in text.stdout
 
 
 # ---------------------------------------------------------------- the H200 measurements
 
 
-KERNELS = {"sgemm_tiled": ("sgemm_tiled", "sgemm_tiled"), "transpose": ("transpose", "transposeNoBankConflicts"),
-           "stencil5": ("stencil5", "jacobi5")}
+KERNELS = {
+    "sgemm_tiled": ("sgemm_tiled", "sgemm_tiled"),
+    "transpose": ("transpose", "transposeNoBankConflicts"),
+    "stencil5": ("stencil5", "jacobi5"),
+}
 
 
 @needs_cpu
@@ -106,14 +123,16 @@ def test_the_model_reproduces_the_direction_of_every_measured_effect() -> None:
     measured = measured_speedups()
     # Every measured pattern, the ones the swizzle pass cannot prove (and so never proposes) too:
     # the model's constants are judged on all the measurements there are.
-    configs = [pattern.resolve({"xcds": 8} if "xcds" in {q.name for q in pattern.params} else {})
-               for pattern in PATTERNS.values() if pattern.name != "row" and 2 in pattern.dims]
+    configs = [
+        pattern.resolve({"xcds": 8} if "xcds" in {q.name for q in pattern.params} else {})
+        for pattern in PATTERNS.values()
+        if pattern.name != "row" and 2 in pattern.dims
+    ]
     assert len(configs) > len(candidate_configs(load_profile("mi300x"), 2))
     predicted, observed = [], []
     for name, (folder, kernel) in KERNELS.items():
         spec = load_spec(CORPORA / folder / "kxform.toml")
-        ranking = rank_orders(read_source(str(spec.source)), spec.kernel(kernel), load_profile("h200"),
-                              configs=configs)
+        ranking = rank_orders(read_source(str(spec.source)), spec.kernel(kernel), load_profile("h200"), configs=configs)
         for p in ranking.predictions:
             if p.config is None:
                 continue
@@ -153,8 +172,10 @@ def test_the_default_proposer_groups_the_gemms(folder: str) -> None:
     assert "predicted by the model" in kernel.proposal.rationale and "DRAM read" in kernel.proposal.rationale
     assert kernel.proposal.provenance.evidence == "predicted" and kernel.proposal.provenance.model
     # the fallbacks the later stages may try come in the model's order, each with its figures
-    ranks = [int(re.search(r"candidate ranked (\d+) by the model", p.rationale).group(1))  # type: ignore[union-attr]
-             for p in kernel.alternates]
+    ranks = [
+        int(re.search(r"candidate ranked (\d+) by the model", p.rationale).group(1))  # type: ignore[union-attr]
+        for p in kernel.alternates
+    ]
     assert kernel.alternates and ranks == sorted(ranks)
     assert all(p.provenance.evidence == "predicted" for p in kernel.alternates)
 
@@ -244,11 +265,18 @@ def test_a_measurement_decides_and_is_logged_beside_the_prediction(tmp_path: Pat
     (applied,) = result.results
     assert applied.proposal is not None
     prediction = "predicted by the model (h200, size bench): grouped(along=y,group=2) saves 9.9%"
-    predicted = dataclasses.replace(applied, proposal=dataclasses.replace(
-        applied.proposal, rationale=prediction, provenance=Provenance(model="kxform.locality", evidence="predicted")))
+    predicted = dataclasses.replace(
+        applied,
+        proposal=dataclasses.replace(
+            applied.proposal, rationale=prediction, provenance=Provenance(model="kxform.locality", evidence="predicted")
+        ),
+    )
     # the rewrite also spins (same outputs, far slower): the measurement must overrule the prediction
-    slower = result.new_data.replace(b"const int tid = threadIdx.x;", b"for (volatile int spin = 0; spin < 20000; "
-                                     b"spin = spin + 1) {}\n    const int tid = threadIdx.x;", 1)
+    slower = result.new_data.replace(
+        b"const int tid = threadIdx.x;",
+        b"for (volatile int spin = 0; spin < 20000; spin = spin + 1) {}\n    const int tid = threadIdx.x;",
+        1,
+    )
     assert slower != result.new_data
     results, keep = verify_file(original, slower, str(path), [predicted], CpuTimedRuntime(), measure=True)
     (kernel,) = results
@@ -286,8 +314,15 @@ def test_block_orders_under_a_tile_configuration() -> None:
 def test_a_saving_is_positive_in_inspect_l2_and_in_the_decision() -> None:
     """One sign convention: the grouped order saves DRAM bytes and time on the tiled SGEMM,
     and the table, its JSON and the decision text all show that saving as positive."""
-    args = ("inspect", "--l2", str(CORPORA / "sgemm_tiled" / "sgemm_tiled.cu"), "--kernel", "sgemm_tiled",
-            "--hw", "h200")
+    args = (
+        "inspect",
+        "--l2",
+        str(CORPORA / "sgemm_tiled" / "sgemm_tiled.cu"),
+        "--kernel",
+        "sgemm_tiled",
+        "--hw",
+        "h200",
+    )
     data = json.loads(run_cli(*args, "--json").stdout)
     grouped = next(o for o in data["orders"] if o["order"] == "grouped(along=y,group=8)")
     assert grouped["dram_saving"] > 0.5 and grouped["time_saving"] > 0.5
@@ -309,8 +344,19 @@ def test_the_model_builds_the_kernel_with_the_projects_include_dirs_and_defines(
 
     demo = tmp_path / "demo"
     shutil.copytree(ROOT / "examples" / "demo", demo)
-    done = run_cli("apply", "--pass", "swizzle", "-Iinclude", "-DDEMO_TILE=16", "--verify", "compile", "--check",
-                   "src", cwd=demo, env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")})
+    done = run_cli(
+        "apply",
+        "--pass",
+        "swizzle",
+        "-Iinclude",
+        "-DDEMO_TILE=16",
+        "--verify",
+        "compile",
+        "--check",
+        "src",
+        cwd=demo,
+        env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")},
+    )
     assert done.returncode == 1 and "would rewrite src/sgemm.cu" in done.stderr, done.stderr  # --check: 1
     remarks = logged_remarks(done, demo)
     assert "swizzle applied to 'sgemm'" in remarks and "predicted by the model (h100-sxm, size bench" in remarks

@@ -20,15 +20,31 @@ SECTOR, LINE, PAGE = 32, 128, 1024
 EMPTY = np.zeros(0, dtype=np.int64)
 
 
-def machine(l2_bytes: int, sms: int = 4, blocks_per_sm: int = 1, domains: int = 1, partitions: int = 1,
-            ways: int = 1) -> Machine:
+def machine(
+    l2_bytes: int, sms: int = 4, blocks_per_sm: int = 1, domains: int = 1, partitions: int = 1, ways: int = 1
+) -> Machine:
     """ways=1 makes the L2 fully associative LRU (the exact stack-distance rule)."""
-    return Machine("test", domains, sms, blocks_per_sm, partitions, l2_bytes, LINE, SECTOR, ways, 4, 1000, PAGE,
-                   1000.0, sms * domains)
+    return Machine(
+        "test",
+        domains,
+        sms,
+        blocks_per_sm,
+        partitions,
+        l2_bytes,
+        LINE,
+        SECTOR,
+        ways,
+        4,
+        1000,
+        PAGE,
+        1000.0,
+        sms * domains,
+    )
 
 
-def exact(grid: tuple[int, int, int], reads: dict[int, list[np.ndarray]],
-          writes: dict[int, list[np.ndarray]] | None = None) -> Footprints:
+def exact(
+    grid: tuple[int, int, int], reads: dict[int, list[np.ndarray]], writes: dict[int, list[np.ndarray]] | None = None
+) -> Footprints:
     """Footprints where block (b, 0, 0) reads `reads[b][i]` sectors of buffer i."""
     reps = {}
     n_buf = len(next(iter(reads.values())))

@@ -41,19 +41,39 @@ __global__ void gather(const int* idx, const float* x, float* y, int n) {
 
 def _tiled(w: int, h: int) -> LaunchRequest:
     data = np.arange(w * h, dtype=np.float32)
-    return LaunchRequest(TILED, "tiled_copy", (), (BufferArg("in", data, "in"), BufferArg("out", data * 0, "out"),
-                                                  ScalarArg("w", np.int32(w)), ScalarArg("h", np.int32(h))),
-                         grid=(-(-w // 8), -(-h // 8), 1), block=(8, 8, 1), label="tiled")
+    return LaunchRequest(
+        TILED,
+        "tiled_copy",
+        (),
+        (
+            BufferArg("in", data, "in"),
+            BufferArg("out", data * 0, "out"),
+            ScalarArg("w", np.int32(w)),
+            ScalarArg("h", np.int32(h)),
+        ),
+        grid=(-(-w // 8), -(-h // 8), 1),
+        block=(8, 8, 1),
+        label="tiled",
+    )
 
 
 def _gather(n: int) -> LaunchRequest:
     rng = np.random.default_rng(3)
     idx = rng.integers(0, n, n).astype(np.int32)
-    return LaunchRequest(GATHER, "gather", (), (BufferArg("idx", idx, "in"),
-                                                BufferArg("x", np.ones(n, np.float32), "in"),
-                                                BufferArg("y", np.zeros(n, np.float32), "out"),
-                                                ScalarArg("n", np.int32(n))),
-                         grid=(-(-n // 64), 1, 1), block=(64, 1, 1), label="gather")
+    return LaunchRequest(
+        GATHER,
+        "gather",
+        (),
+        (
+            BufferArg("idx", idx, "in"),
+            BufferArg("x", np.ones(n, np.float32), "in"),
+            BufferArg("y", np.zeros(n, np.float32), "out"),
+            ScalarArg("n", np.int32(n)),
+        ),
+        grid=(-(-n // 64), 1, 1),
+        block=(64, 1, 1),
+        label="gather",
+    )
 
 
 def test_only_traced_blocks_run_alone_with_the_traces_of_a_full_launch(cpu) -> None:  # type: ignore[no-untyped-def]
@@ -115,8 +135,15 @@ def test_a_data_dependent_gather_is_traced_whole_when_the_grid_is_small(cpu) -> 
 
 
 def test_a_kernel_the_cpu_runtime_cannot_run_is_refused(cpu) -> None:  # type: ignore[no-untyped-def]
-    source = "__global__ void k(float* y) { asm volatile(\"\"); y[threadIdx.x] = 1.f; }\n"
-    request = LaunchRequest(source, "k", (), (BufferArg("y", np.zeros(32, np.float32), "out"),),
-                            grid=(4, 1, 1), block=(32, 1, 1), label="asm")
+    source = '__global__ void k(float* y) { asm volatile(""); y[threadIdx.x] = 1.f; }\n'
+    request = LaunchRequest(
+        source,
+        "k",
+        (),
+        (BufferArg("y", np.zeros(32, np.float32), "out"),),
+        grid=(4, 1, 1),
+        block=(32, 1, 1),
+        label="asm",
+    )
     with pytest.raises(ModelRefused, match="cannot trace on the CPU runtime.*asm"):
         trace_footprints(BlockTracer(request, cpu), request.grid)

@@ -15,9 +15,11 @@ from log_fixtures import gpu_style_run, real_run
 def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
     """Three real runs in one tree: default swizzle, column order, default again."""
     tree = tmp_path_factory.mktemp("logs")
-    logs = [real_run(tree, "--pass", "swizzle", "--verify", "static"),
-            real_run(tree, "--pass", "swizzle{pattern=column}", "--verify", "static"),
-            real_run(tree, "--pass", "swizzle", "--verify", "static")]
+    logs = [
+        real_run(tree, "--pass", "swizzle", "--verify", "static"),
+        real_run(tree, "--pass", "swizzle{pattern=column}", "--verify", "static"),
+        real_run(tree, "--pass", "swizzle", "--verify", "static"),
+    ]
     return tree, logs
 
 
@@ -69,8 +71,10 @@ def test_diff_reports_changed_decisions_and_exit_codes(runs: tuple[Path, list[Pa
     assert "kernels: 2 with the same decision and outcome, 0 in one run only" in same.stdout
     changed = run_cli("log", "diff", _id(logs[0]), _id(logs[1]), cwd=tree)
     assert changed.returncode == 1
-    assert ("~ sgemm_tiled/sgemm_tiled.cu sgemm_tiled [swizzle]: decision swizzle{pattern=grouped,along=y,group=8} "
-            "-> swizzle{pattern=column}") in changed.stdout
+    assert (
+        "~ sgemm_tiled/sgemm_tiled.cu sgemm_tiled [swizzle]: decision swizzle{pattern=grouped,along=y,group=8} "
+        "-> swizzle{pattern=column}"
+    ) in changed.stdout
     assert "time: " in changed.stdout and "per pass: swizzle" in changed.stdout
 
 
@@ -82,8 +86,10 @@ def test_show_and_diff_of_a_tile_then_swizzle_pipeline(tmp_path: Path) -> None:
     out = run_cli("log", "show", str(refused), "--no-diff", cwd=tmp_path).stdout
     assert "sgemm_tiled (line 29) tile: failed at verify" in out
     assert "rejected: tile{TILE=32} at verify: could not verify: this rewrite changes the computation's shape" in out
-    assert ("policy: the spec's launch; outputs bit-exact (the rewrite changes no arithmetic)\n"
-            "    alternates: swizzle{pattern=") in out  # swizzle's record
+    assert (
+        "policy: the spec's launch; outputs bit-exact (the rewrite changes no arithmetic)\n"
+        "    alternates: swizzle{pattern="
+    ) in out  # swizzle's record
     assert "[heuristic, predicted, model kxform.locality" in out  # the locality model's choice, with provenance
     lifted = real_run(tmp_path, "--pass", "tile,swizzle", "--verify", "static", corpora=("sgemm_tiled",))
     out = run_cli("log", "show", str(lifted), "--no-diff", "--kernel", "sgemm_tiled", cwd=tmp_path).stdout
@@ -121,22 +127,37 @@ def test_runs_appended_to_one_file_are_separate(tmp_path: Path) -> None:
     assert "70.0000" in run_cli("log", "show", str(log), cwd=tmp_path).stdout  # a file means its last run
 
 
-@pytest.mark.parametrize("content, where, problem", [
-    ('{"type": "run", "run": "r1"}\n{"type": "kernel", "run": "r1"\n', ":2:", "corrupt log: not JSON"),
-    ('{"type": "run", "run": "r1"}\n[1, 2]\n', ":2", "corrupt log: a record must be a JSON object"),
-    ('{"run": "r1"}\n', ":1", "corrupt log: record has no 'type'"),
-    ('{"type": "kernel"}\n', ":1", "record has no 'run' id and follows no run record"),
-    ("\n\n", "", "log file holds no records"),
-    ('{"type": "run", "run": "r1", "argv": 7}\n', ":1", "run record: 'argv' is 7, expected an array of strings"),
-    ('{"type": "run", "run": "r1"}\n{"type": "kernel", "run": "r1", "line": "3"}\n', ":2",
-     "kernel record: 'line' is \"3\", expected an integer"),
-    ('{"type": "run", "run": "r1"}\n{"type": "kernel", "run": "r1", "reasons": [1]}\n', ":2",
-     "'reasons' is [1], expected an array of strings"),
-    ('{"type": "run", "run": "r1"}\n{"type": "remark", "run": "r1", "message": ["x"]}\n', ":2",
-     "remark record: 'message' is [\"x\"], expected a string"),
-    ('{"type": "run", "run": "r1"}\n{"type": "summary", "run": "r1", "exit_code": true}\n', ":2",
-     "'exit_code' is true, expected an integer"),
-])
+@pytest.mark.parametrize(
+    "content, where, problem",
+    [
+        ('{"type": "run", "run": "r1"}\n{"type": "kernel", "run": "r1"\n', ":2:", "corrupt log: not JSON"),
+        ('{"type": "run", "run": "r1"}\n[1, 2]\n', ":2", "corrupt log: a record must be a JSON object"),
+        ('{"run": "r1"}\n', ":1", "corrupt log: record has no 'type'"),
+        ('{"type": "kernel"}\n', ":1", "record has no 'run' id and follows no run record"),
+        ("\n\n", "", "log file holds no records"),
+        ('{"type": "run", "run": "r1", "argv": 7}\n', ":1", "run record: 'argv' is 7, expected an array of strings"),
+        (
+            '{"type": "run", "run": "r1"}\n{"type": "kernel", "run": "r1", "line": "3"}\n',
+            ":2",
+            "kernel record: 'line' is \"3\", expected an integer",
+        ),
+        (
+            '{"type": "run", "run": "r1"}\n{"type": "kernel", "run": "r1", "reasons": [1]}\n',
+            ":2",
+            "'reasons' is [1], expected an array of strings",
+        ),
+        (
+            '{"type": "run", "run": "r1"}\n{"type": "remark", "run": "r1", "message": ["x"]}\n',
+            ":2",
+            "remark record: 'message' is [\"x\"], expected a string",
+        ),
+        (
+            '{"type": "run", "run": "r1"}\n{"type": "summary", "run": "r1", "exit_code": true}\n',
+            ":2",
+            "'exit_code' is true, expected an integer",
+        ),
+    ],
+)
 def test_corrupt_log_is_one_line_exit_2(tmp_path: Path, content: str, where: str, problem: str) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text(content)
@@ -157,14 +178,20 @@ def test_list_shows_good_runs_and_fails_on_a_corrupt_file(tmp_path: Path) -> Non
     proc = run_cli("log", "list", cwd=tmp_path)
     assert proc.returncode == 2
     assert len(proc.stdout.splitlines()) == 2 and "swizzle" in proc.stdout
-    assert proc.stderr.strip() == f"kxform: error: {logs / 'bad.jsonl'}:2:1: corrupt log: not JSON (Expecting value at column 1)"
+    assert (
+        proc.stderr.strip()
+        == f"kxform: error: {logs / 'bad.jsonl'}:2:1: corrupt log: not JSON (Expecting value at column 1)"
+    )
 
 
 @pytest.mark.slow
 def test_missing_and_ambiguous_runs(runs: tuple[Path, list[Path]], tmp_path: Path) -> None:
     tree, _ = runs
-    for spec, message in (("nope", "no run 'nope'"), ("2", "run '2' is ambiguous (3 runs match)"),
-                          ("last~7", "no run 'last~7' (3 runs)")):
+    for spec, message in (
+        ("nope", "no run 'nope'"),
+        ("2", "run '2' is ambiguous (3 runs match)"),
+        ("last~7", "no run 'last~7' (3 runs)"),
+    ):
         proc = run_cli("log", "show", spec, cwd=tree)
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1
@@ -189,16 +216,21 @@ def test_a_derived_bound_is_shown_as_the_expression_the_verifier_evaluates() -> 
     from kxform.engine.policy import OutputCompare, VerifyPolicy
     from kxform.log.view import policy
 
-    compare = OutputCompare("bound", reason="reordered sums", bound="((C) - 1) + ((C + 31)/32 - 1 + 5)",
-                            unit=2.0**-24)
+    compare = OutputCompare("bound", reason="reordered sums", bound="((C) - 1) + ((C + 31)/32 - 1 + 5)", unit=2.0**-24)
     line = policy({"verify_policy": VerifyPolicy(compare=compare, required=True).to_json()})
-    assert line == ("the spec's launch; outputs relative bound (((C) - 1) + ((C + 31)/32 - 1 + 5)) * 5.96e-08 at "
-                    "each size (reordered sums); a differential run is required before writing")
+    assert line == (
+        "the spec's launch; outputs relative bound (((C) - 1) + ((C + 31)/32 - 1 + 5)) * 5.96e-08 at "
+        "each size (reordered sums); a differential run is required before writing"
+    )
+
+
 def test_escape_sequences_in_file_names_and_log_fields_are_printed_escaped(tmp_path: Path) -> None:
     name = "ev\x1b[31mil.cu"
-    (tmp_path / name).write_text("#define TILE 16\n__global__ void k(float* o, int n) { if (n > 100000 / TILE) "
-                                 "o[0] = 1; o[blockIdx.x * TILE + threadIdx.x] = 0; }\n"
-                                 "void go(float* o, int n) { k<<<n / TILE, TILE>>>(o, n); }\n")
+    (tmp_path / name).write_text(
+        "#define TILE 16\n__global__ void k(float* o, int n) { if (n > 100000 / TILE) "
+        "o[0] = 1; o[blockIdx.x * TILE + threadIdx.x] = 0; }\n"
+        "void go(float* o, int n) { k<<<n / TILE, TILE>>>(o, n); }\n"
+    )
     done = run_cli("apply", "--pass", "tile", "--diff", name, cwd=tmp_path)
     assert "\x1b" not in done.stderr and "ev\\x1b[31mil.cu:2:" in done.stderr, done.stderr
     log = next((tmp_path / ".kxform" / "logs").glob("*.jsonl"))

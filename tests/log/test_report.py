@@ -125,8 +125,8 @@ def test_report_of_a_real_run_and_determinism(tmp_path: Path) -> None:
     # the source view: the text the run read, each remark under its kernel's line, linked from the table
     html = out.read_text(encoding="utf-8")
     line = html.index('<div class="l hit" id="src-f1-L29">')
-    assert "__global__ void sgemm_tiled(" in html[line:line + 300]
-    after = html[line:html.index('id="src-f1-L30"')]
+    assert "__global__ void sgemm_tiled(" in html[line : line + 300]
+    after = html[line : html.index('id="src-f1-L30"')]
     assert "<b>Analysis</b> swizzle/LocalityPrediction in sgemm_tiled" in after
     assert "<b>Passed</b> swizzle/Applied in sgemm_tiled" in after and 'class="rm r-passed"' in after
     assert '<a href="#src-f1-L29">sgemm_tiled/sgemm_tiled.cu:29</a>' in html
@@ -142,8 +142,9 @@ def test_report_and_log_of_a_verified_tile_then_swizzle_run(tmp_path: Path) -> N
     """A real `tile{TILE=32},swizzle` run verified on the CPU runtime: two records for one
     kernel (one anchor each), and tile's policy: the launch read from the source, the
     tolerance it derived, a differential run required."""
-    log = real_run(tmp_path, "--pass", "tile{TILE=32},swizzle{pattern=grouped}", "--verify", "cpu",
-                   corpora=("sgemm_tiled",))
+    log = real_run(
+        tmp_path, "--pass", "tile{TILE=32},swizzle{pattern=grouped}", "--verify", "cpu", corpora=("sgemm_tiled",)
+    )
     out, page = _report(tmp_path, log)
     _assert_self_contained(page, out.read_text(encoding="utf-8"))
     kernels = page.section("Kernels")
@@ -152,14 +153,16 @@ def test_report_and_log_of_a_verified_tile_then_swizzle_run(tmp_path: Path) -> N
     hrefs = {a["href"] for t, a in page.tags if t == "a" and a.get("href")}
     assert len({h for h in hrefs if h.startswith("#k-")}) == 2  # one anchor per kernel record
     detail = page.section("sgemm_tiled/sgemm_tiled.cu")
-    assert ("verification policy: launch from sgemm_tiled/sgemm_tiled.cu:95 at TILE=32: grid ((N + TILE - 1) / TILE, "
-            "(M + TILE - 1) / TILE), block (TILE, TILE); outputs the spec's tolerance x2") in detail
+    assert (
+        "verification policy: launch from sgemm_tiled/sgemm_tiled.cu:95 at TILE=32: grid ((N + TILE - 1) / TILE, "
+        "(M + TILE - 1) / TILE), block (TILE, TILE); outputs the spec's tolerance x2"
+    ) in detail
     assert "a differential run is required before writing" in detail
     assert "verification policy: the spec's launch; outputs bit-exact (the rewrite changes no arithmetic)" in detail
     assert "#ifndef TILE" in detail and "kxform_block" in detail
     # swizzle ran on the tiled file: its lines are mapped back, so its remark sits on the kernel's original line
     html = out.read_text(encoding="utf-8")
-    kernel_line = html[html.index('id="src-f1-L29"'):html.index('id="src-f1-L30"')]
+    kernel_line = html[html.index('id="src-f1-L29"') : html.index('id="src-f1-L30"')]
     assert "__global__ void sgemm_tiled(" in kernel_line
     assert "<b>Passed</b> tile/Applied" in kernel_line and "<b>Passed</b> swizzle/Applied" in kernel_line
     assert html.count('<a href="#src-f1-L29">sgemm_tiled/sgemm_tiled.cu:29</a>') == 2  # both records link there
@@ -171,8 +174,10 @@ def test_report_and_log_of_a_verified_tile_then_swizzle_run(tmp_path: Path) -> N
 def test_without_matplotlib_the_report_says_why(tmp_path: Path) -> None:
     log = gpu_style_run(tmp_path / "run.jsonl")
     out = tmp_path / "plain.html"
-    code = ("import sys; sys.modules['matplotlib'] = None; from kxform.cli.main import main; "
-            f"sys.exit(main(['report', {str(log)!r}, '-o', {str(out)!r}]))")
+    code = (
+        "import sys; sys.modules['matplotlib'] = None; from kxform.cli.main import main; "
+        f"sys.exit(main(['report', {str(log)!r}, '-o', {str(out)!r}]))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     page = Page(out.read_text(encoding="utf-8"))
@@ -192,8 +197,12 @@ def test_missing_run_writes_nothing(tmp_path: Path) -> None:
 def test_report_opens_in_a_headless_browser(tmp_path: Path) -> None:
     out, _ = _report(tmp_path, gpu_style_run(tmp_path / "run.jsonl"))
     assert BROWSER is not None
-    proc = subprocess.run([BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
-                           f"file://{out}"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", f"file://{out}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     dom = Page(proc.stdout)
     assert "sgemm_128" in dom.section("Kernels") and "5 evaluations" in dom.section("Tuning")
@@ -204,14 +213,54 @@ def test_report_opens_in_a_headless_browser(tmp_path: Path) -> None:
 def _source_log(tmp: Path, source: str | None, remarks: list[tuple[int, str, str]], file: str = "k.cu") -> Path:
     """A run over one file: its `file` record (with `source` unless None) and remarks (line, kind, message)."""
     log = PassLog.open(str(tmp / "s.jsonl"), hw="h100", pipeline="swizzle", argv=["apply", file])
-    log.write({"type": "kernel", "schema": 2, "run": log.run_id, "file": file, "kernel": "k", "line": 2,
-               "pass": "swizzle", "outcome": "missed", "stage": None, "key": "SpinWait", "reasons": ["SpinWait: x"],
-               "proposal": None, "checks": []})
+    log.write(
+        {
+            "type": "kernel",
+            "schema": 2,
+            "run": log.run_id,
+            "file": file,
+            "kernel": "k",
+            "line": 2,
+            "pass": "swizzle",
+            "outcome": "missed",
+            "stage": None,
+            "key": "SpinWait",
+            "reasons": ["SpinWait: x"],
+            "proposal": None,
+            "checks": [],
+        }
+    )
     for line, kind, message in remarks:
-        log.write({"type": "remark", "schema": 1, "run": log.run_id, "kind": kind, "pass": "swizzle", "name": "N",
-                   "file": file, "line": line, "column": 1, "function": "k", "message": message, "args": {}})
-    log.write({"type": "file", "schema": 1, "run": log.run_id, "file": file, "changed": False, "error": None,
-               "diff": "", **({"source": source} if source is not None else {}), "compile": None, "timings_s": {}})
+        log.write(
+            {
+                "type": "remark",
+                "schema": 1,
+                "run": log.run_id,
+                "kind": kind,
+                "pass": "swizzle",
+                "name": "N",
+                "file": file,
+                "line": line,
+                "column": 1,
+                "function": "k",
+                "message": message,
+                "args": {},
+            }
+        )
+    log.write(
+        {
+            "type": "file",
+            "schema": 1,
+            "run": log.run_id,
+            "file": file,
+            "changed": False,
+            "error": None,
+            "diff": "",
+            **({"source": source} if source is not None else {}),
+            "compile": None,
+            "timings_s": {},
+        }
+    )
     log.close(Report())
     return tmp / "s.jsonl"
 
@@ -219,18 +268,28 @@ def _source_log(tmp: Path, source: str | None, remarks: list[tuple[int, str, str
 def test_source_view_escapes_source_and_remarks_and_places_each_under_its_line(tmp_path: Path) -> None:
     """Planted: markup in the source and in a remark (a report must never run or load it)."""
     source = "// <script>alert(1)</script>\n__global__ void k(int *f) {\n  while (f[0] == 0) {}  // <img src=x>\n}\n"
-    log = _source_log(tmp_path, source, [(3, "Missed", "spins on <b>f</b> & \"waits\""), (2, "Analysis", "a note"),
-                                         (0, "Passed", "no line"), (99, "Missed", "past the end")])
+    log = _source_log(
+        tmp_path,
+        source,
+        [
+            (3, "Missed", 'spins on <b>f</b> & "waits"'),
+            (2, "Analysis", "a note"),
+            (0, "Passed", "no line"),
+            (99, "Missed", "past the end"),
+        ],
+    )
     out, page = _report(tmp_path, log)
     html = out.read_text(encoding="utf-8")
     _assert_self_contained(page, html)  # no <script>, <img> or remote reference got through
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "&lt;img src=x&gt;" in html
     line3 = html.index('id="src-f1-L3"')
-    block = html[line3:html.index('id="src-f1-L4"')]
-    assert 'class="rm r-missed"><b>Missed</b> swizzle/N in k, column 1: spins on &lt;b&gt;f&lt;/b&gt; &amp; ' \
-           '&quot;waits&quot;</div>' in block
-    assert 'class="rm r-analysis"><b>Analysis</b>' in html[html.index('id="src-f1-L2"'):line3]
-    unplaced = html[html.index("remarks without a line in this text"):html.index('id="src-f1-L1"')]
+    block = html[line3 : html.index('id="src-f1-L4"')]
+    assert (
+        'class="rm r-missed"><b>Missed</b> swizzle/N in k, column 1: spins on &lt;b&gt;f&lt;/b&gt; &amp; '
+        "&quot;waits&quot;</div>" in block
+    )
+    assert 'class="rm r-analysis"><b>Analysis</b>' in html[html.index('id="src-f1-L2"') : line3]
+    unplaced = html[html.index("remarks without a line in this text") : html.index('id="src-f1-L1"')]
     assert "no line" in unplaced and "past the end" in unplaced
     assert '<a href="#src-f1-L2">k.cu:2</a>' in html  # the kernel table links to the kernel's line
     assert "SpinWait (at analysis)" in page.section("Kernels")  # refused before any check: the table says why
@@ -265,10 +324,24 @@ def test_a_refusal_is_listed_once(tmp_path: Path) -> None:
     """The last candidate's refusal is also the kernel's reason: the page names it once."""
     log = PassLog.open(str(tmp_path / "r.jsonl"), hw="h100", pipeline="swizzle", argv=["apply"])
     why = "NotFaster: 0.207 ms against 0.166 ms"
-    log.write({"type": "kernel", "schema": 2, "run": log.run_id, "file": "s.cu", "kernel": "stencil5", "line": 3,
-               "pass": "swizzle", "outcome": "missed", "stage": "measure", "key": "NotFaster", "reasons": [why],
-               "proposal": None, "checks": [], "rejected": [{"spec": "swizzle{pattern=column}", "stage": "measure",
-                                                             "reason": why}]})
+    log.write(
+        {
+            "type": "kernel",
+            "schema": 2,
+            "run": log.run_id,
+            "file": "s.cu",
+            "kernel": "stencil5",
+            "line": 3,
+            "pass": "swizzle",
+            "outcome": "missed",
+            "stage": "measure",
+            "key": "NotFaster",
+            "reasons": [why],
+            "proposal": None,
+            "checks": [],
+            "rejected": [{"spec": "swizzle{pattern=column}", "stage": "measure", "reason": why}],
+        }
+    )
     log.close(Report())
     out, page = _report(tmp_path, tmp_path / "r.jsonl")
     assert out.read_text(encoding="utf-8").count(why) == 1

@@ -33,10 +33,25 @@ def screenshot(page: Path, png: Path, tmp: Path, height: int = HEIGHT) -> list[s
     """Open `page` in headless Chromium, save a WIDTH x `height` screenshot to `png`; the
     page's console messages (the report runs no script, so any is an error)."""
     assert BROWSER is not None
-    proc = subprocess.run([BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                           f"--user-data-dir={tmp / 'chromium-profile'}", "--enable-logging=stderr", "--v=0",
-                           "--hide-scrollbars", f"--screenshot={png}", f"--window-size={WIDTH},{height}",
-                           page.resolve().as_uri()], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            BROWSER,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            f"--user-data-dir={tmp / 'chromium-profile'}",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--hide-scrollbars",
+            f"--screenshot={png}",
+            f"--window-size={WIDTH},{height}",
+            page.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return [line for line in proc.stderr.splitlines() if CONSOLE.search(line)]
 
@@ -83,8 +98,9 @@ def _check(page: Path, tmp: Path, name: str, height: int = HEIGHT) -> None:
 def test_the_browser_check_rejects_a_script_error_and_a_blank_page(tmp_path: Path) -> None:
     """Planted: a page whose script throws, and a page that draws nothing."""
     broken = tmp_path / "broken.html"
-    broken.write_text("<!DOCTYPE html><html><body><h1>kxform</h1><p>text</p>"
-                      "<script>undefinedFunction();</script></body></html>")
+    broken.write_text(
+        "<!DOCTYPE html><html><body><h1>kxform</h1><p>text</p><script>undefinedFunction();</script></body></html>"
+    )
     errors = screenshot(broken, tmp_path / "broken.png", tmp_path)
     assert len(errors) == 1 and "Uncaught ReferenceError: undefinedFunction is not defined" in errors[0]
     blank = tmp_path / "blank.html"
@@ -109,8 +125,20 @@ def test_tune_report_renders(tmp_path: Path) -> None:
     """A real tuning run over a recorded space, one configuration of which failed."""
     (tmp_path / "k.cu").write_text(KERNEL_SOURCE)
     write_recording(tmp_path)
-    proc = run_cli("tune", "k.cu", "--kernel", "synth_kernel", "--objective", "replay:synth_A.json.gz", "--strategy",
-                   "exhaustive", "--log", "t.jsonl", cwd=tmp_path, env={"KXFORM_CACHE_DIR": str(tmp_path / "c")})
+    proc = run_cli(
+        "tune",
+        "k.cu",
+        "--kernel",
+        "synth_kernel",
+        "--objective",
+        "replay:synth_A.json.gz",
+        "--strategy",
+        "exhaustive",
+        "--log",
+        "t.jsonl",
+        cwd=tmp_path,
+        env={"KXFORM_CACHE_DIR": str(tmp_path / "c")},
+    )
     assert proc.returncode == 0, proc.stderr
     page = _report(tmp_path, tmp_path / "t.jsonl", "tune")
     html = page.read_text(encoding="utf-8")
@@ -124,8 +152,18 @@ def test_failed_run_report_renders(tmp_path: Path) -> None:
     corpora = ("chained_scan", "grid_sync_jacobi", "syntax_error")
     for name in corpora:
         shutil.copytree(ROOT / "corpora" / name, tmp_path / name)
-    proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "--verify", "static", "--check", "--log", "f.jsonl",
-                   *corpora, cwd=tmp_path)
+    proc = run_cli(
+        "apply",
+        "--pass",
+        "swizzle{pattern=grouped}",
+        "--verify",
+        "static",
+        "--check",
+        "--log",
+        "f.jsonl",
+        *corpora,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 2, proc.stderr
     page = _report(tmp_path, tmp_path / "f.jsonl", "failed")
     html = page.read_text(encoding="utf-8")

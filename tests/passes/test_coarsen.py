@@ -26,9 +26,13 @@ JACOBI = NAIVE / "jacobi2d" / "naive.cu"
 GEMM = NAIVE / "gemm" / "naive.cu"
 
 
-@pytest.mark.parametrize(("path", "spec", "golden"), [
-    (JACOBI, "coarsen{factor=2,along=y,layout=strided}", "jacobi2d.coarsen2y.cu"),
-    (GEMM, "coarsen{factor=4,along=x,layout=contiguous}", "gemm_naive.coarsen4x.cu")])
+@pytest.mark.parametrize(
+    ("path", "spec", "golden"),
+    [
+        (JACOBI, "coarsen{factor=2,along=y,layout=strided}", "jacobi2d.coarsen2y.cu"),
+        (GEMM, "coarsen{factor=4,along=x,layout=contiguous}", "gemm_naive.coarsen4x.cu"),
+    ],
+)
 def test_golden_rewrite_and_idempotence(path: Path, spec: str, golden: str) -> None:
     result = rewrite(path.read_bytes(), spec, path=str(path))
     (kernel,) = result.results
@@ -52,22 +56,31 @@ def test_refusals_name_their_reason() -> None:
     path = next(iter(sorted(shared)))
     result = rewrite(path.read_bytes(), "coarsen{factor=2}", path=str(path))
     assert "Communicates" in remark_names(result) and not result.changed
-    reads = ("__global__ void k(float* out, int n) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-             "    if (i < n) out[i] = threadIdx.x;\n}\n"
-             "void run(float* o, int n) { k<<<(n + 255) / 256, 256>>>(o, n); }\n")
+    reads = (
+        "__global__ void k(float* out, int n) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i < n) out[i] = threadIdx.x;\n}\n"
+        "void run(float* o, int n) { k<<<(n + 255) / 256, 256>>>(o, n); }\n"
+    )
     (missed,) = [r for r in rewrite(reads, "coarsen{factor=2}").remarks if r.name == "ReadsThreadAxis"]
     assert "reads `threadIdx.x` after the index (line 3)" in missed.message
-    looped = reads.replace("    if (i < n) out[i] = threadIdx.x;",
-                           "    for (int k = 0; k < 4; ++k) { if (i >= n) return; out[i] += k; }")
+    looped = reads.replace(
+        "    if (i < n) out[i] = threadIdx.x;", "    for (int k = 0; k < 4; ++k) { if (i >= n) return; out[i] += k; }"
+    )
     assert "ReturnInLoop" in remark_names(rewrite(looped, "coarsen{factor=2}"))
-    assert "along" in next(r.message for r in rewrite(reads.replace("threadIdx.x;\n}", "1.0f;\n}"),
-                                                      "coarsen{factor=2,along=y}").remarks if r.name == "BadOption")
+    assert "along" in next(
+        r.message
+        for r in rewrite(reads.replace("threadIdx.x;\n}", "1.0f;\n}"), "coarsen{factor=2,along=y}").remarks
+        if r.name == "BadOption"
+    )
     assert "NoEvidence" in remark_names(rewrite(JACOBI.read_bytes(), "coarsen", path=str(JACOBI)))
 
 
 def test_space_order_and_spec_through_the_pass_api() -> None:
-    assert [p.name for p in default_registry().pipeline("coarsen{factor=2},vectorize{width=4},launch")] == \
-        ["launch", "vectorize", "coarsen"]
+    assert [p.name for p in default_registry().pipeline("coarsen{factor=2},vectorize{width=4},launch")] == [
+        "launch",
+        "vectorize",
+        "coarsen",
+    ]
     assert default_registry().parse("coarsen{factor=2,along=y}").spec() == "coarsen{factor=2,along=y}"
     space = space_of(JACOBI.read_bytes(), "jacobi2d_naive", "coarsen", path=str(JACOBI))
     assert space.names == ("factor", "along", "layout", "loads") and space.param("along").values == ("x", "y")
@@ -83,31 +96,41 @@ def _verify(cpu, path: Path, kernel: str, spec: str, new: bytes | None = None): 
         policy = policy.then(applied.policy)
     harness = load_spec(find_spec_for(path)).kernel(kernel)
     sizes = tuple(s.name for s in harness.sizes if not s.bench)
-    return verify_pair(validate_bytes(str(path), path.read_bytes()),
-                       validate_bytes(str(path), result.new_data if new is None else new), harness, cpu, sizes=sizes,
-                       policy=policy), result.new_data
+    return verify_pair(
+        validate_bytes(str(path), path.read_bytes()),
+        validate_bytes(str(path), result.new_data if new is None else new),
+        harness,
+        cpu,
+        sizes=sizes,
+        policy=policy,
+    ), result.new_data
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("name", "kernel", "spec"), [
-    ("jacobi2d", "jacobi2d_naive", "coarsen{factor=2,along=y,layout=strided}"),
-    ("conv2d", "conv2d_naive", "coarsen{factor=2,along=x,layout=strided}"),
-    ("gemm", "gemm_naive", "coarsen{factor=4,along=x,layout=contiguous}"),
-    ("adamw", "adamw_naive", "coarsen{factor=4,layout=strided}"),
-    ("gelu_f32", "gelu_f32_naive", "launch,vectorize{width=4},coarsen{factor=2,layout=strided}"),
-    ("jacobi2d", "jacobi2d_naive", "launch{JACOBI2D_NAIVE_BLOCK_Y=4},coarsen{factor=4,along=y}"),
-    # loads=once: registers across outputs
-    ("jacobi2d", "jacobi2d_naive", "coarsen{factor=4,along=y,loads=once}"),
-    ("jacobi2d", "jacobi2d_naive", "coarsen{factor=8,along=x,loads=once}"),
-    ("jacobi2d", "jacobi2d_naive", "launch{JACOBI2D_NAIVE_BLOCK_Y=2},coarsen{factor=2,along=y,loads=once}"),
-    # loads=once: the outputs' loops jammed
-    ("gemm", "gemm_naive", "coarsen{factor=4,along=x,loads=once}"),
-    ("gemm", "gemm_naive", "coarsen{factor=8,along=y,layout=strided,loads=once}"),
-    ("matvec", "matvec_naive", "coarsen{factor=4,layout=strided,loads=once}"),
-    ("syrk", "syrk_naive", "coarsen{factor=2,along=y,loads=once}"),
-    ("gemm", "gemm_naive", "launch{GEMM_NAIVE_BLOCK_X=64},coarsen{factor=2,along=x,loads=once}")])
+@pytest.mark.parametrize(
+    ("name", "kernel", "spec"),
+    [
+        ("jacobi2d", "jacobi2d_naive", "coarsen{factor=2,along=y,layout=strided}"),
+        ("conv2d", "conv2d_naive", "coarsen{factor=2,along=x,layout=strided}"),
+        ("gemm", "gemm_naive", "coarsen{factor=4,along=x,layout=contiguous}"),
+        ("adamw", "adamw_naive", "coarsen{factor=4,layout=strided}"),
+        ("gelu_f32", "gelu_f32_naive", "launch,vectorize{width=4},coarsen{factor=2,layout=strided}"),
+        ("jacobi2d", "jacobi2d_naive", "launch{JACOBI2D_NAIVE_BLOCK_Y=4},coarsen{factor=4,along=y}"),
+        # loads=once: registers across outputs
+        ("jacobi2d", "jacobi2d_naive", "coarsen{factor=4,along=y,loads=once}"),
+        ("jacobi2d", "jacobi2d_naive", "coarsen{factor=8,along=x,loads=once}"),
+        ("jacobi2d", "jacobi2d_naive", "launch{JACOBI2D_NAIVE_BLOCK_Y=2},coarsen{factor=2,along=y,loads=once}"),
+        # loads=once: the outputs' loops jammed
+        ("gemm", "gemm_naive", "coarsen{factor=4,along=x,loads=once}"),
+        ("gemm", "gemm_naive", "coarsen{factor=8,along=y,layout=strided,loads=once}"),
+        ("matvec", "matvec_naive", "coarsen{factor=4,layout=strided,loads=once}"),
+        ("syrk", "syrk_naive", "coarsen{factor=2,along=y,loads=once}"),
+        ("gemm", "gemm_naive", "launch{GEMM_NAIVE_BLOCK_X=64},coarsen{factor=2,along=x,loads=once}"),
+    ],
+)
 def test_applied_factors_verify_bit_exact_on_the_cpu_runtime(  # type: ignore[no-untyped-def]
-        cpu, name: str, kernel: str, spec: str) -> None:
+    cpu, name: str, kernel: str, spec: str
+) -> None:
     report, _ = _verify(cpu, NAIVE / name / "naive.cu", kernel, spec)
     assert report.ok, [s.summary() for s in report.sizes]
 
@@ -120,8 +143,9 @@ def test_a_thread_skipping_its_last_output_or_guard_fails(cpu, plant: str) -> No
     spec = "coarsen{factor=4,along=x,layout=contiguous}"
     good = rewrite(GEMM.read_bytes(), spec, path=str(GEMM)).new_data
     if plant == "guard":
-        broken = good.replace(b"        if (i < M && j < N) {", b"        if (i < M && (j < N || kx_f == GEMM_NAIVE_"
-                              b"COARSEN - 1)) {")
+        broken = good.replace(
+            b"        if (i < M && j < N) {", b"        if (i < M && (j < N || kx_f == GEMM_NAIVE_COARSEN - 1)) {"
+        )
     else:
         broken = good.replace(b"kx_f < GEMM_NAIVE_COARSEN;", b"kx_f < GEMM_NAIVE_COARSEN - 1;")
     assert broken != good
@@ -135,14 +159,29 @@ def test_the_tuning_space_spans_launch_vectorize_and_coarsen() -> None:
     from kxform.search.kernel_space import kernel_space, parse_passes
 
     gelu = NAIVE / "gelu_f32" / "naive.cu"
-    space = kernel_space(gelu.read_bytes(), "gelu_f32_naive", parse_passes("coarsen,vectorize,launch"),
-                         path=str(gelu), hw="h100")
+    space = kernel_space(
+        gelu.read_bytes(), "gelu_f32_naive", parse_passes("coarsen,vectorize,launch"), path=str(gelu), hw="h100"
+    )
     assert space.passes == ("launch", "vectorize", "coarsen")  # the order `requires` gives
-    assert space.space.names == ("launch", "launch.GELU_F32_NAIVE_BLOCK_X", "launch.GELU_F32_NAIVE_MIN_BLOCKS",
-                                 "vectorize", "vectorize.width",
-                                 "coarsen", "coarsen.factor", "coarsen.along", "coarsen.layout")
-    point = {**space.defaults(), "vectorize": True, "vectorize.width": 4, "coarsen": True, "coarsen.factor": 2,
-             "coarsen.layout": "strided"}
+    assert space.space.names == (
+        "launch",
+        "launch.GELU_F32_NAIVE_BLOCK_X",
+        "launch.GELU_F32_NAIVE_MIN_BLOCKS",
+        "vectorize",
+        "vectorize.width",
+        "coarsen",
+        "coarsen.factor",
+        "coarsen.along",
+        "coarsen.layout",
+    )
+    point = {
+        **space.defaults(),
+        "vectorize": True,
+        "vectorize.width": 4,
+        "coarsen": True,
+        "coarsen.factor": 2,
+        "coarsen.layout": "strided",
+    }
     assert space.spec(point) == "vectorize{width=4},coarsen{factor=2,along=x,layout=strided}"
     assert space.spec(space.defaults()) == ""  # every pass off: the code as it is
 
@@ -173,15 +212,22 @@ def test_after_a_new_block_size_the_launch_keeps_its_original_values() -> None:
     """coarsen after launch{..._BLOCK_Y=4}: the rewritten launch names the block sizes too,
     and the pipeline's policy takes their original values from the launch pass (at which
     the verifier checks that the expressions give the spec's launch)."""
-    result = rewrite(JACOBI.read_bytes(), "launch{JACOBI2D_NAIVE_BLOCK_Y=4},coarsen{factor=4,along=y}",
-                     path=str(JACOBI))
+    result = rewrite(
+        JACOBI.read_bytes(), "launch{JACOBI2D_NAIVE_BLOCK_Y=4},coarsen{factor=4,along=y}", path=str(JACOBI)
+    )
     first, second = result.results
     assert dict(second.policy.launch.defaults)["JACOBI2D_NAIVE_BLOCK_Y"] == 4  # all the coarsen pass can see
     launch = first.policy.then(second.policy).launch
-    assert dict(launch.values) == {"JACOBI2D_NAIVE_BLOCK_Y": 4, "JACOBI2D_NAIVE_COARSEN": 4,
-                                   "JACOBI2D_NAIVE_BLOCK_X": 32}
-    assert dict(launch.defaults) == {"JACOBI2D_NAIVE_BLOCK_Y": 8, "JACOBI2D_NAIVE_COARSEN": 1,
-                                     "JACOBI2D_NAIVE_BLOCK_X": 32}
+    assert dict(launch.values) == {
+        "JACOBI2D_NAIVE_BLOCK_Y": 4,
+        "JACOBI2D_NAIVE_COARSEN": 4,
+        "JACOBI2D_NAIVE_BLOCK_X": 32,
+    }
+    assert dict(launch.defaults) == {
+        "JACOBI2D_NAIVE_BLOCK_Y": 8,
+        "JACOBI2D_NAIVE_COARSEN": 1,
+        "JACOBI2D_NAIVE_BLOCK_X": 32,
+    }
 
 
 # -- loads=once: an element two of a thread's outputs read is loaded once ------------------------------------------
@@ -222,14 +268,17 @@ void run(float* o, const float* x, int n) { k<<<(n + 127) / 128, 128>>>(o, x, n)
 """
 
 
-@pytest.mark.parametrize(("change", "why"), [
-    ("out[i] = in[i - 1] + in[i] + in[i + 1];", None),
-    ("out[i] = in[i - 1] + in[i] + in[i + 1] + use(in);", "escapes"),
-    ("{ float* p = out; p[i] = in[i - 1] + in[i] + in[i + 1]; }", "not a subscript of a pointer parameter"),
-    ("for (int r = 0; r < 2; ++r) out[i + r] = in[i - 1] + in[i] + in[i + 1];", "inside a loop"),
-    ("out[i * i] = in[i - 1] + in[i] + in[i + 1];", "not affine"),
-    ("out[i] = in[i - 1] + *(&in[i]) + in[i + 1];", "address"),
-])
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ("out[i] = in[i - 1] + in[i] + in[i + 1];", None),
+        ("out[i] = in[i - 1] + in[i] + in[i + 1] + use(in);", "escapes"),
+        ("{ float* p = out; p[i] = in[i - 1] + in[i] + in[i + 1]; }", "not a subscript of a pointer parameter"),
+        ("for (int r = 0; r < 2; ++r) out[i + r] = in[i - 1] + in[i] + in[i + 1];", "inside a loop"),
+        ("out[i * i] = in[i - 1] + in[i] + in[i + 1];", "not affine"),
+        ("out[i] = in[i - 1] + *(&in[i]) + in[i + 1];", "address"),
+    ],
+)
 def test_what_may_share_a_register_and_what_may_not(change: str, why: str | None) -> None:
     """A loaded buffer that escapes (passed to a call) or whose element's address is taken
     is not cached; a store the analysis cannot bound per thread (through a local pointer,
@@ -317,13 +366,22 @@ def test_buffers_that_overlap_at_run_time_take_the_plain_loop(cpu, check: bool) 
     if not check:
         text = text.replace("kx_overlap = kx_overlap ||", "kx_overlap = false &&")
     driver = text.replace("__global__ void twice(", "__device__ void twice(").split("void run(")[0] + (
-        "__global__ void in_place(float* buf, int n) { twice(buf, buf, n); }\n")
+        "__global__ void in_place(float* buf, int n) { twice(buf, buf, n); }\n"
+    )
     n = 1000
     data = np.random.default_rng(7).standard_normal(n).astype(np.float32)
     grid = (((n + 63) // 64 + 3) // 4, 1, 1)
-    result = cpu.run(LaunchRequest(source=driver, kernel="in_place", params=(),
-                                   args=(BufferArg("buf", data.copy(), "inout"), ScalarArg("n", np.int32(n))),
-                                   grid=grid, block=(64, 1, 1), label="in_place[loads=once]"))
+    result = cpu.run(
+        LaunchRequest(
+            source=driver,
+            kernel="in_place",
+            params=(),
+            args=(BufferArg("buf", data.copy(), "inout"), ScalarArg("n", np.int32(n))),
+            grid=grid,
+            block=(64, 1, 1),
+            label="in_place[loads=once]",
+        )
+    )
     expected = data * np.float32(2) + data * np.float32(2)
     assert np.array_equal(result.outputs["buf"], expected) is check
 
@@ -375,13 +433,16 @@ void run(float* o, const float* a, const float* w, int n, int m) { k<<<(n + 127)
 """
 
 
-@pytest.mark.parametrize(("change", "why"), [
-    ("", None),
-    ("acc += a[(size_t)r * n + i] * w[r];", None),
-    ("{ if (r == 3) continue; acc += a[(size_t)r * n + i] * w[r]; }", "continue"),
-    ("{ acc += a[(size_t)r * n + i] * w[r]; out[i] = acc; }", "before the loop's end"),
-    ("if (r % 2) acc += a[(size_t)r * n + i] * w[r];", "no load in the loop"),
-])
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ("", None),
+        ("acc += a[(size_t)r * n + i] * w[r];", None),
+        ("{ if (r == 3) continue; acc += a[(size_t)r * n + i] * w[r]; }", "continue"),
+        ("{ acc += a[(size_t)r * n + i] * w[r]; out[i] = acc; }", "before the loop's end"),
+        ("if (r % 2) acc += a[(size_t)r * n + i] * w[r];", "no load in the loop"),
+    ],
+)
 def test_what_the_jam_takes_and_refuses(change: str, why: str | None) -> None:
     """`w[r]` is the same element for every output, so it is hoisted, unless it is read
     under a condition of the loop's own (the original might not load it at that
@@ -406,7 +467,8 @@ def test_what_the_jam_takes_and_refuses(change: str, why: str | None) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("plant", ["element", "guard"])
 def test_a_hoisted_load_of_the_wrong_element_or_an_output_past_its_guard_fails(  # type: ignore[no-untyped-def]
-        cpu, plant: str) -> None:
+    cpu, plant: str
+) -> None:
     """The hoisted register loaded from the next element of A's row, or the epilogue run
     for an output whose guard failed (gemm's ragged N = 100 is no multiple of 32 x 4: it
     writes past the row): the differential run must reject both."""
@@ -415,23 +477,32 @@ def test_a_hoisted_load_of_the_wrong_element_or_an_output_past_its_guard_fails( 
     if plant == "element":
         broken = good.replace(b"kx_s0 = A[(size_t)i * K + k];", b"kx_s0 = A[(size_t)i * K + (k + 1) % K];")
     else:
-        broken = good.replace(b"        if (kx_ok[kx_f]) {\n            float acc = kx_acc[kx_f];\n            C[",
-                              b"        if (i < M) {\n            float acc = kx_acc[kx_f];\n            C[")
+        broken = good.replace(
+            b"        if (kx_ok[kx_f]) {\n            float acc = kx_acc[kx_f];\n            C[",
+            b"        if (i < M) {\n            float acc = kx_acc[kx_f];\n            C[",
+        )
     assert broken != good
     report, _ = _verify(cpu, GEMM, "gemm_naive", spec, new=broken)
     assert not report.ok
 
 
-@pytest.mark.parametrize(("alias", "shared"), [
-    ("typedef float DATA_TYPE;", True), ("#define DATA_TYPE double", True), ("using DATA_TYPE = int;", True),
-    ("struct DATA_TYPE { float v[8]; };", False)])
+@pytest.mark.parametrize(
+    ("alias", "shared"),
+    [
+        ("typedef float DATA_TYPE;", True),
+        ("#define DATA_TYPE double", True),
+        ("using DATA_TYPE = int;", True),
+        ("struct DATA_TYPE { float v[8]; };", False),
+    ],
+)
 def test_an_element_type_named_by_the_file_is_looked_through(alias: str, shared: bool) -> None:
     """PolyBench's `typedef float DATA_TYPE;`: a register holds the value; a struct it would
     copy whole is not cached."""
     text = alias + "\n" + STENCIL.replace("float* out, const float* in", "DATA_TYPE* out, const DATA_TYPE* in")
     if not shared:
         text = text.replace("in[i - 1] + in[i] + in[i + 1]", "in[i - 1].v[0] + in[i].v[0] + in[i + 1].v[0]").replace(
-            "out[i] =", "out[i].v[0] =")
+            "out[i] =", "out[i].v[0] ="
+        )
     reuse = _reuse(text, "k", "x")
     assert (not isinstance(reuse, str) and bool(reuse.shared(4))) is shared, reuse
 
@@ -444,8 +515,10 @@ def test_a_called_function_that_stores_leaves_nothing_cached() -> None:
     from kxform.passes.coarsen.coarsen import shape_of
     from kxform.passes.coarsen.jam import Jam
 
-    for helper, blocked in [("__device__ float twice(float v) { return 2.0f * v; }\n", False),
-                            ("__device__ float twice(float v) { g_log[0] = v; return 2.0f * v; }\n", True)]:
+    for helper, blocked in [
+        ("__device__ float twice(float v) { return 2.0f * v; }\n", False),
+        ("__device__ float twice(float v) { g_log[0] = v; return 2.0f * v; }\n", True),
+    ]:
         stencil = "__device__ float* g_log;\n" + helper + STENCIL.replace("in[i - 1] +", "twice(in[i - 1]) +")
         reuse = _reuse(stencil, "k", "x")
         assert isinstance(reuse, str) is blocked and (not blocked or "calls `twice`" in reuse), reuse

@@ -37,8 +37,7 @@ def test_manifest_expectation(entry: dict) -> None:
         return
     # An explicit pattern that takes 1-D and 2-D grids: this checks whether the pass can
     # apply, not which order the locality model would choose (tests/test_locality_model.py).
-    result = rewrite(path.read_bytes(), path=str(path), hw="mi300x", kernels=(kernel,), semantic=True,
-                     pattern="xcd")
+    result = rewrite(path.read_bytes(), path=str(path), hw="mi300x", kernels=(kernel,), semantic=True, pattern="xcd")
     if entry["swizzle"] == "applies":
         assert outcomes(result)[kernel] is Outcome.APPLIED, [r.format() for r in result.remarks]
         again = rewrite(result.new_data, path=str(path), hw="mi300x", kernels=(kernel,), pattern="xcd")
@@ -52,8 +51,10 @@ def test_manifest_expectation(entry: dict) -> None:
 GOLDEN_CASES = {
     "sgemm_tiled.grouped.cu": ("sgemm_tiled/sgemm_tiled.cu", {"pattern": "grouped"}),
     "box_blur.grouped-x4.cu": ("device_helper_blur/box_blur.cu", {"pattern": "grouped", "group": "4", "along": "x"}),
-    "pairwise_dist.xcd-grouped.cu": ("macro_index_sqdist/pairwise_dist.cu",
-                                     {"pattern": "xcd-grouped", "group": "4", "hw": "mi300x"}),
+    "pairwise_dist.xcd-grouped.cu": (
+        "macro_index_sqdist/pairwise_dist.cu",
+        {"pattern": "xcd-grouped", "group": "4", "hw": "mi300x"},
+    ),
     "batched_scores.column.cu": ("batched_scores_3d/batched_scores.cu", {"pattern": "column"}),
     "sgemm_naive.diagonal.hip": ("hip_sgemm/sgemm_naive.hip", {"pattern": "diagonal"}),
 }
@@ -79,7 +80,12 @@ def test_golden_rewrites_compile(golden: str, tmp_path: Path) -> None:
     from kxform.build.nvcc import BuildJob
 
     rel, _ = GOLDEN_CASES[golden]
-    job = BuildJob(source=(GOLDEN / golden).read_text(), filename=golden, output="check", arch="sm_90",
-                   source_dir=str((CORPORA / rel).parent))
+    job = BuildJob(
+        source=(GOLDEN / golden).read_text(),
+        filename=golden,
+        output="check",
+        arch="sm_90",
+        source_dir=str((CORPORA / rel).parent),
+    )
     result = Builder(cache_dir=tmp_path).build(job)
     assert result.ok, result.log

@@ -48,8 +48,11 @@ def test_manifest_tile_expectation(entry: dict) -> None:
         assert not result.changed and outcomes(result)[kernel] is Outcome.UNCHANGED
         return
     assert outcomes(result)[kernel] is Outcome.APPLIED
-    added = [line for line in result.diff().splitlines() if line.startswith(("+", "-"))
-             and not line.startswith(("+++", "---"))]
+    added = [
+        line
+        for line in result.diff().splitlines()
+        if line.startswith(("+", "-")) and not line.startswith(("+++", "---"))
+    ]
     assert added and all(line.startswith(("+#ifndef ", "+#endif")) for line in added), added
     assert not rewrite(result.new_data, "tile", path=str(path), kernels=(kernel,)).changed
 
@@ -81,7 +84,12 @@ def test_golden_tile_rewrites_compile(golden: str, tmp_path: Path) -> None:
     from kxform.build.nvcc import BuildJob
 
     rel, _ = GOLDEN_CASES[golden]
-    job = BuildJob(source=(GOLDEN / golden).read_text(), filename=golden, output="check", arch="sm_90",
-                   source_dir=str((CORPORA / rel).parent))
+    job = BuildJob(
+        source=(GOLDEN / golden).read_text(),
+        filename=golden,
+        output="check",
+        arch="sm_90",
+        source_dir=str((CORPORA / rel).parent),
+    )
     result = Builder(cache_dir=tmp_path).build(job)
     assert result.ok, result.log

@@ -31,7 +31,9 @@ def _default(name: str) -> tuple[Outcome, str, str]:
     path = HELD_OUT / f"{name}.cu"
     result = rewrite(path.read_bytes(), path=str(path), hw="h200", pattern=None)
     (kernel,) = result.results
-    remark = next(r for r in result.remarks if r.function == name and r.name != "LocalityPrediction")  # the kernel's verdict, not the figures
+    remark = next(
+        r for r in result.remarks if r.function == name and r.name != "LocalityPrediction"
+    )  # the kernel's verdict, not the figures
     evidence = kernel.proposal.provenance.evidence if kernel.proposal is not None else ""
     assert result.changed == (kernel.outcome is Outcome.APPLIED)
     return kernel.outcome, remark.name, evidence
@@ -68,8 +70,10 @@ def test_a_kernel_whose_spec_cannot_be_drafted_is_left_alone_with_the_reason(tmp
     path.write_text(QUERIED_GRID)
     result = rewrite(path.read_bytes(), path=str(path), hw="h200", pattern=None)
     (kernel,) = result.results
-    assert (kernel.outcome, next(r.name for r in result.remarks if r.function == "scale_2d")) == \
-        (Outcome.MISSED, "NotModelled")
+    assert (kernel.outcome, next(r.name for r in result.remarks if r.function == "scale_2d")) == (
+        Outcome.MISSED,
+        "NotModelled",
+    )
 
 
 @needs_cpu

@@ -94,9 +94,14 @@ void run(const float *in, float *out, int n)
 def test_the_kernels_assumptions_become_constraints_with_their_lines() -> None:
     space = space_of(REDUCE, "block_sum", "launch", path="r.cu")
     by_text = {c.text: c for c in space.constraints}
-    assert set(by_text) == {"BLOCK_SUM_BLOCK_X <= hw.max_threads_per_block", "BLOCK_SUM_BLOCK_X <= BLOCK_SUM_MAX_THREADS",
-                            "BLOCK_SUM_MAX_THREADS <= hw.max_threads_per_block", "is_pow2(BLOCK_SUM_BLOCK_X)",
-                            "BLOCK_SUM_BLOCK_X <= 256", "BLOCK_SUM_BLOCK_X >= 32"}
+    assert set(by_text) == {
+        "BLOCK_SUM_BLOCK_X <= hw.max_threads_per_block",
+        "BLOCK_SUM_BLOCK_X <= BLOCK_SUM_MAX_THREADS",
+        "BLOCK_SUM_MAX_THREADS <= hw.max_threads_per_block",
+        "is_pow2(BLOCK_SUM_BLOCK_X)",
+        "BLOCK_SUM_BLOCK_X <= 256",
+        "BLOCK_SUM_BLOCK_X >= 32",
+    }
     assert by_text["is_pow2(BLOCK_SUM_BLOCK_X)"].origin == "r.cu:10"
     assert by_text["BLOCK_SUM_BLOCK_X <= 256"].origin == "r.cu:5"
     assert by_text["BLOCK_SUM_BLOCK_X >= 32"].origin == "r.cu:15"
@@ -112,13 +117,19 @@ def test_the_kernels_assumptions_become_constraints_with_their_lines() -> None:
 def test_launch_bounds_are_lifted_beside_the_block_and_a_block_above_them_is_refused() -> None:
     result = rewrite(REDUCE, "launch", path="r.cu")
     out = result.new_data.decode()
-    assert "#ifndef BLOCK_SUM_MAX_THREADS\n#define BLOCK_SUM_MAX_THREADS 512\n#endif\n__global__ void " \
+    assert (
+        "#ifndef BLOCK_SUM_MAX_THREADS\n#define BLOCK_SUM_MAX_THREADS 512\n#endif\n__global__ void "
         "__launch_bounds__(BLOCK_SUM_MAX_THREADS) block_sum(" in out
+    )
     assert outcomes(rewrite(out, "launch", path="r.cu")) == {"block_sum": Outcome.UNCHANGED}
     lower = rewrite(out, "launch{BLOCK_SUM_MAX_THREADS=256}", path="r.cu")
-    assert lower.new_data.decode() == out.replace("#define BLOCK_SUM_MAX_THREADS 512", "#define BLOCK_SUM_MAX_THREADS 256")
-    assert lower.results[0].policy.compare.mode == "exact" and "register allocation" in \
-        lower.results[0].policy.compare.reason
+    assert lower.new_data.decode() == out.replace(
+        "#define BLOCK_SUM_MAX_THREADS 512", "#define BLOCK_SUM_MAX_THREADS 256"
+    )
+    assert (
+        lower.results[0].policy.compare.mode == "exact"
+        and "register allocation" in lower.results[0].policy.compare.reason
+    )
     below = rewrite(out, "launch{BLOCK_SUM_MAX_THREADS=128}", path="r.cu")
     assert not below.changed and "BLOCK_SUM_BLOCK_X <= BLOCK_SUM_MAX_THREADS" in below.results[0].reasons[0]
 
@@ -150,28 +161,55 @@ __global__ void scale(float *x, int n)
 """
 
 
-@pytest.mark.parametrize(("launcher", "key", "words"), [
-    ("void run(float *x, int n, int block_size) { scale<<<(n + block_size - 1) / block_size, block_size>>>(x, n); }",
-     "RunTimeBlockSize", "'block_size', a parameter of the launching function (line 8): its callers set it"),
-    ("void run(float *x, int n, int b) { scale<<<n / b, b>>>(x, n); }\n"
-     "void a(float *x) { run(x, 10, 64); }\nvoid c(float *x) { run(x, 10, 128); }",
-     "RunTimeBlockSize", "not one literal passed at one call site in this file"),
-    ("void run(float *x, int n) { scale<<<n / 256, 256>>>(x, n); scale<<<n / 128, 128>>>(x, n); }",
-     "LaunchesDisagree", "write block.x as 256 (line 8), 128 (line 8)"),
-    ("#define BLOCK 256\nvoid run(float *x, int n) { scale<<<(n + BLOCK - 1) / BLOCK, BLOCK>>>(x, n); }",
-     "TileParameter", "BLOCK (line 9), a file-scope constant of this file"),
-    ("void run(float *x, int n) { const int t = 256; float *h = new float[t]; scale<<<n / t, t>>>(x, n); }",
-     "HostUse", "'t', which changes with the block size of 'scale', is also read by host code (line 8)"),
-    ("void run(float *x, int n) { const int t = 256; const int g = (n + t - 1) / t;\n"
-     "  scale<<<g, t>>>(x, n); scale2<<<g, n / 2>>>(x, n); }",
-     "SharedWithOtherKernels", "'g', which changes with the block size of 'scale', also launches 'scale2' (line 10)"),
-    ("void run(float *x, int n) { scale<<<1, n / 2>>>(x, n); }",
-     "BlockExpression", "'n / 2' (line 8), an expression kxform does not follow"),
-    ("", "NoLaunchSite", "'scale' is not launched in this file"),
-])
+@pytest.mark.parametrize(
+    ("launcher", "key", "words"),
+    [
+        (
+            "void run(float *x, int n, int block_size) { scale<<<(n + block_size - 1) / block_size, block_size>>>(x, n); }",
+            "RunTimeBlockSize",
+            "'block_size', a parameter of the launching function (line 8): its callers set it",
+        ),
+        (
+            "void run(float *x, int n, int b) { scale<<<n / b, b>>>(x, n); }\n"
+            "void a(float *x) { run(x, 10, 64); }\nvoid c(float *x) { run(x, 10, 128); }",
+            "RunTimeBlockSize",
+            "not one literal passed at one call site in this file",
+        ),
+        (
+            "void run(float *x, int n) { scale<<<n / 256, 256>>>(x, n); scale<<<n / 128, 128>>>(x, n); }",
+            "LaunchesDisagree",
+            "write block.x as 256 (line 8), 128 (line 8)",
+        ),
+        (
+            "#define BLOCK 256\nvoid run(float *x, int n) { scale<<<(n + BLOCK - 1) / BLOCK, BLOCK>>>(x, n); }",
+            "TileParameter",
+            "BLOCK (line 9), a file-scope constant of this file",
+        ),
+        (
+            "void run(float *x, int n) { const int t = 256; float *h = new float[t]; scale<<<n / t, t>>>(x, n); }",
+            "HostUse",
+            "'t', which changes with the block size of 'scale', is also read by host code (line 8)",
+        ),
+        (
+            "void run(float *x, int n) { const int t = 256; const int g = (n + t - 1) / t;\n"
+            "  scale<<<g, t>>>(x, n); scale2<<<g, n / 2>>>(x, n); }",
+            "SharedWithOtherKernels",
+            "'g', which changes with the block size of 'scale', also launches 'scale2' (line 10)",
+        ),
+        (
+            "void run(float *x, int n) { scale<<<1, n / 2>>>(x, n); }",
+            "BlockExpression",
+            "'n / 2' (line 8), an expression kxform does not follow",
+        ),
+        ("", "NoLaunchSite", "'scale' is not launched in this file"),
+    ],
+)
 def test_refusals_say_why_and_touch_nothing(launcher: str, key: str, words: str) -> None:
-    second = "__global__ void scale2(float *x, int n) { x[blockIdx.x * blockDim.x + threadIdx.x] = 1.0f; }\n" \
-        if "scale2" in launcher else ""
+    second = (
+        "__global__ void scale2(float *x, int n) { x[blockIdx.x * blockDim.x + threadIdx.x] = 1.0f; }\n"
+        if "scale2" in launcher
+        else ""
+    )
     result = rewrite(LAUNCHER + second + launcher + "\n", "launch", path="k.cu")
     assert outcomes(result)["scale"] is Outcome.MISSED and not result.changed
     assert key in remark_names(result)
@@ -179,8 +217,10 @@ def test_refusals_say_why_and_touch_nothing(launcher: str, key: str, words: str)
 
 
 def test_a_body_written_for_one_block_size_is_refused() -> None:
-    text = LAUNCHER.replace("blockIdx.x * blockDim.x", "blockIdx.x * 256") + \
-        "void run(float *x, int n) { scale<<<(n + 255) / 256, 256>>>(x, n); }\n"
+    text = (
+        LAUNCHER.replace("blockIdx.x * blockDim.x", "blockIdx.x * 256")
+        + "void run(float *x, int n) { scale<<<(n + 255) / 256, 256>>>(x, n); }\n"
+    )
     result = rewrite(text, "launch", path="k.cu")
     assert outcomes(result) == {"scale": Outcome.MISSED}
     assert any(r.name == "HandWrittenBlockSize" and "line 4 spells 256" in r.message for r in result.remarks)
@@ -190,15 +230,21 @@ def test_an_unknown_parameter_is_named_with_the_known_ones() -> None:
     path = FIXTURES / "gelu" / "gelu.cu"
     result = rewrite(path.read_bytes(), "launch{BLOCK=64}", path=str(path))
     assert not result.changed
-    assert any("BLOCK is not a block parameter of any kernel in this file (parameters: GELU_FORWARD_BLOCK_X, GELU_FORWARD_MIN_BLOCKS)"
-               in r.message for r in result.remarks)
+    assert any(
+        "BLOCK is not a block parameter of any kernel in this file (parameters: GELU_FORWARD_BLOCK_X, GELU_FORWARD_MIN_BLOCKS)"
+        in r.message
+        for r in result.remarks
+    )
 
 
 def test_a_block_size_macro_from_an_included_header_is_lifted(tmp_path: Path) -> None:
     (tmp_path / "params.h").write_text("#define ROW_THREADS 64\n")
     source = tmp_path / "k.cu"
-    source.write_text('#include "params.h"\n' + LAUNCHER +
-                      "void run(float *x, int n) { scale<<<(n + ROW_THREADS - 1) / ROW_THREADS, ROW_THREADS>>>(x, n); }\n")
+    source.write_text(
+        '#include "params.h"\n'
+        + LAUNCHER
+        + "void run(float *x, int n) { scale<<<(n + ROW_THREADS - 1) / ROW_THREADS, ROW_THREADS>>>(x, n); }\n"
+    )
     info = explain(source.read_bytes(), "scale", "launch", path=str(source))
     assert [(p["name"], p["default"]) for p in info["params"]] == [("SCALE_BLOCK_X", 64), ("SCALE_MIN_BLOCKS", 0)]
     result = rewrite(source.read_bytes(), "launch", path=str(source))
@@ -206,7 +252,9 @@ def test_a_block_size_macro_from_an_included_header_is_lifted(tmp_path: Path) ->
     assert b"#ifndef SCALE_BLOCK_X\n#define SCALE_BLOCK_X 64\n#endif\nvoid run" in result.new_data
 
 
-CALLER = LAUNCHER + """
+CALLER = (
+    LAUNCHER
+    + """
 static void launch_scale(float *x, int n, int block_size)
 {
     int blocks = (n + block_size - 1) / block_size;
@@ -218,6 +266,7 @@ void run(float *x, int n)
     launch_scale(x, n, 128);
 }
 """
+)
 
 
 def test_a_block_size_from_the_one_caller_is_lifted_where_the_caller_writes_it() -> None:
@@ -275,8 +324,11 @@ def test_the_tile_pass_leaves_the_launch_parameters_to_the_launch_pass() -> None
     lifted = rewrite(path.read_bytes(), "launch", path=str(path)).new_data
     tile = rewrite(lifted, "tile", path=str(path))
     assert outcomes(tile) == {"gelu_forward": Outcome.MISSED} and not tile.changed
-    assert any(r.name == "LaunchParameter" and "GELU_FORWARD_BLOCK_X is the block size or launch bound the launch "
-               "pass lifted" in r.message for r in tile.remarks)
+    assert any(
+        r.name == "LaunchParameter"
+        and "GELU_FORWARD_BLOCK_X is the block size or launch bound the launch pass lifted" in r.message
+        for r in tile.remarks
+    )
 
 
 def test_a_hip_launch_is_lifted_like_a_chevron() -> None:
@@ -287,8 +339,9 @@ void r(float *x, int n) {
 }
 """
     result = rewrite(text, "launch", path="k.hip")
-    assert b"hipLaunchKernelGGL(k, dim3((n + K_BLOCK_X - 1) / K_BLOCK_X), dim3(K_BLOCK_X), 0, 0, x, n);" in \
-        result.new_data
+    assert (
+        b"hipLaunchKernelGGL(k, dim3((n + K_BLOCK_X - 1) / K_BLOCK_X), dim3(K_BLOCK_X), 0, 0, x, n);" in result.new_data
+    )
 
 
 @pytest.mark.slow
@@ -299,8 +352,13 @@ def test_golden_rewrites_compile(golden: str, tmp_path: Path) -> None:
     from kxform.build.nvcc import BuildJob
 
     source = FIXTURES / GOLDEN_CASES[golden]
-    job = BuildJob(source=(GOLDEN / golden).read_text(), filename=golden, output="check", arch="sm_90",
-                   source_dir=str(source.parent))
+    job = BuildJob(
+        source=(GOLDEN / golden).read_text(),
+        filename=golden,
+        output="check",
+        arch="sm_90",
+        source_dir=str(source.parent),
+    )
     result = Builder(cache_dir=tmp_path).build(job)
     assert result.ok, result.log
 
@@ -322,8 +380,10 @@ def test_launch_bounds_are_added_with_the_block_as_their_maximum() -> None:
 def test_launch_bounds_are_not_offered_where_the_block_is_defined_after_the_kernel() -> None:
     """A block size already lifted before its launcher (after the kernel) cannot bound the
     kernel: the attribute would read a name not yet defined."""
-    lifted = LAUNCHER + ("#define SCALE_BLOCK_X 128\nvoid run(float *x, int n) "
-                         "{ scale<<<(n + SCALE_BLOCK_X - 1) / SCALE_BLOCK_X, SCALE_BLOCK_X>>>(x, n); }\n")
+    lifted = LAUNCHER + (
+        "#define SCALE_BLOCK_X 128\nvoid run(float *x, int n) "
+        "{ scale<<<(n + SCALE_BLOCK_X - 1) / SCALE_BLOCK_X, SCALE_BLOCK_X>>>(x, n); }\n"
+    )
     names = space_of(lifted.encode(), "scale", "launch", path="k.cu").names
     assert names == ("SCALE_BLOCK_X",)
     first = LAUNCHER + "void run(float *x, int n) { scale<<<(n + 127) / 128, 128>>>(x, n); }\n"

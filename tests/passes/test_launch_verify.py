@@ -40,9 +40,17 @@ def test_a_new_block_verifies_at_its_own_launch_and_a_grid_that_did_not_follow_i
     report = verify_pair(before, after, spec, cpu, policy=policy)
     assert report.ok, [s.summary() for s in report.sizes]
     # Planted: the block changes but the grid stays the original's (16 x 16 tiles): rows are left unwritten.
-    stale = VerifyPolicy(LaunchBinding(("ceil_div(N, 16)", "ceil_div(M, 16)"), policy.launch.block,
-                                       values=policy.launch.values, defaults=policy.launch.defaults, origin="test"),
-                         policy.compare, required=True)
+    stale = VerifyPolicy(
+        LaunchBinding(
+            ("ceil_div(N, 16)", "ceil_div(M, 16)"),
+            policy.launch.block,
+            values=policy.launch.values,
+            defaults=policy.launch.defaults,
+            origin="test",
+        ),
+        policy.compare,
+        required=True,
+    )
     assert not verify_pair(before, after, spec, cpu, sizes=("ragged",), policy=stale).ok
 
 
@@ -61,14 +69,21 @@ def test_tuning_the_block_size_rejects_a_size_only_the_differential_run_can_see(
     path.write_bytes(data)
     space = kernel_space(data, "gelu_forward", ("launch",), path=str(path), hw="h100")
     assert space.space.names == ("launch", "launch.GELU_FORWARD_BLOCK_X", "launch.GELU_FORWARD_MIN_BLOCKS")
-    assert space.spec({"launch": True, "launch.GELU_FORWARD_BLOCK_X": 512, "launch.GELU_FORWARD_MIN_BLOCKS": 0}) == \
-        "launch{GELU_FORWARD_BLOCK_X=512,GELU_FORWARD_MIN_BLOCKS=0}"
-    objective = KernelObjective(TuneTarget(str(path), data, "gelu_forward", _spec(path, "gelu_forward"), "h100"),
-                                space, cpu, MeasureOptions(check_sizes=("ragged",)))
+    assert (
+        space.spec({"launch": True, "launch.GELU_FORWARD_BLOCK_X": 512, "launch.GELU_FORWARD_MIN_BLOCKS": 0})
+        == "launch{GELU_FORWARD_BLOCK_X=512,GELU_FORWARD_MIN_BLOCKS=0}"
+    )
+    objective = KernelObjective(
+        TuneTarget(str(path), data, "gelu_forward", _spec(path, "gelu_forward"), "h100"),
+        space,
+        cpu,
+        MeasureOptions(check_sizes=("ragged",)),
+    )
 
     def evaluate(value: int, min_blocks: int = 0):  # type: ignore[no-untyped-def]
-        prepared = objective.prepare({"launch": True, "launch.GELU_FORWARD_BLOCK_X": value,
-                                      "launch.GELU_FORWARD_MIN_BLOCKS": min_blocks})
+        prepared = objective.prepare(
+            {"launch": True, "launch.GELU_FORWARD_BLOCK_X": value, "launch.GELU_FORWARD_MIN_BLOCKS": min_blocks}
+        )
         return prepared.failure or objective.evaluate(prepared)
 
     wrong = evaluate(512)
@@ -79,11 +94,17 @@ def test_tuning_the_block_size_rejects_a_size_only_the_differential_run_can_see(
     assert bounded.failure is Failure.RUNTIME and bounded.detail == "time: the cpu runtime does not time kernels"
     searched = space.search(load_profile("h100"))
     configs = [searched.config(r) for r in range(len(searched))]
-    values = sorted({c["launch.GELU_FORWARD_BLOCK_X"] for c in configs
-                     if c["launch"] and c["launch.GELU_FORWARD_MIN_BLOCKS"] == 0})
+    values = sorted(
+        {c["launch.GELU_FORWARD_BLOCK_X"] for c in configs if c["launch"] and c["launch.GELU_FORWARD_MIN_BLOCKS"] == 0}
+    )
     assert values == [32, 64, 128, 512, 1024]  # at least a warp per block; 256, the original, is the pass off
-    bounded = sorted({c["launch.GELU_FORWARD_MIN_BLOCKS"] for c in configs
-                      if c["launch"] and c["launch.GELU_FORWARD_BLOCK_X"] == 256})
+    bounded = sorted(
+        {
+            c["launch.GELU_FORWARD_MIN_BLOCKS"]
+            for c in configs
+            if c["launch"] and c["launch.GELU_FORWARD_BLOCK_X"] == 256
+        }
+    )
     assert bounded == [1, 2, 4]  # the original block with launch bounds added
 
 
@@ -97,11 +118,21 @@ def test_apply_through_the_command_line_logs_the_policy_and_the_verification(tmp
     shutil.copytree(FIXTURES / "gemm_naive", folder)
     path = folder / "gemm_naive.cu"
     log = tmp_path / "run.jsonl"
-    proc = run_cli("apply", "--pass", "launch{GEMM_NAIVE_BLOCK_X=32,GEMM_NAIVE_BLOCK_Y=8}", "--verify", "cpu", "--log",
-                   str(log), str(path))
+    proc = run_cli(
+        "apply",
+        "--pass",
+        "launch{GEMM_NAIVE_BLOCK_X=32,GEMM_NAIVE_BLOCK_Y=8}",
+        "--verify",
+        "cpu",
+        "--log",
+        str(log),
+        str(path),
+    )
     assert proc.returncode == 0, proc.stderr
-    assert "#define GEMM_NAIVE_BLOCK_X 32\n#endif\n#ifndef GEMM_NAIVE_BLOCK_Y\n#define GEMM_NAIVE_BLOCK_Y 8\n" in \
-        path.read_text()
+    assert (
+        "#define GEMM_NAIVE_BLOCK_X 32\n#endif\n#ifndef GEMM_NAIVE_BLOCK_Y\n#define GEMM_NAIVE_BLOCK_Y 8\n"
+        in path.read_text()
+    )
     (record,) = [json.loads(line) for line in log.read_text().splitlines() if '"type": "kernel"' in line]
     assert (record["pass"], record["outcome"]) == ("launch", "applied")
     assert record["verify_policy"]["compare"]["mode"] == "exact" and record["verify_policy"]["required"]

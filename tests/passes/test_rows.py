@@ -27,10 +27,13 @@ def _file(family: str) -> Path:
     return NAIVE / family / "naive.cu"
 
 
-@pytest.mark.parametrize("family, spec, golden", [
-    ("layernorm", "rows{lanes=32,rows=8}", "layernorm_naive.rows32x8.cu"),
-    ("softmax", "rows{lanes=256,rows=1}", "softmax_naive.rows256x1.cu"),
-])
+@pytest.mark.parametrize(
+    "family, spec, golden",
+    [
+        ("layernorm", "rows{lanes=32,rows=8}", "layernorm_naive.rows32x8.cu"),
+        ("softmax", "rows{lanes=256,rows=1}", "softmax_naive.rows256x1.cu"),
+    ],
+)
 def test_golden_rewrite_and_a_second_run_changes_nothing(family: str, spec: str, golden: str) -> None:
     path = _file(family)
     result = rewrite(path.read_bytes(), spec, path=str(path))
@@ -62,17 +65,29 @@ void launch(float* out, const float* x, int* counts, int N, int C)
 """
 
 
-@pytest.mark.parametrize("body, remark", [
-    ("    float acc = 0.0f;\n    for (int i = 0; i < C; i++) {\n        acc = acc * 0.5f + x[row * C + i];\n"
-     "        out[row * C + i] = acc;\n    }", "cannot be shared out"),
-    ("    float p = 1.0f;\n    for (int i = 0; i < C; i++)\n        p *= x[row * C + i];\n    out[row] = p;",
-     "accumulates with '*'"),
-    ("    for (int i = 0; i < C; i++)\n        atomicAdd(&counts[i], 1);", "atomic update"),
-    ("    float last = 0.0f;\n    for (int i = 0; i < C; i++)\n        last = x[row * C + i];\n    out[row] = last;",
-     "'last' is assigned in the loop"),
-    ("    out[row] += 1.0f;\n    for (int i = 0; i < C; i++)\n        out[row * C + i] = x[i];",
-     "updates global memory outside"),
-])
+@pytest.mark.parametrize(
+    "body, remark",
+    [
+        (
+            "    float acc = 0.0f;\n    for (int i = 0; i < C; i++) {\n        acc = acc * 0.5f + x[row * C + i];\n"
+            "        out[row * C + i] = acc;\n    }",
+            "cannot be shared out",
+        ),
+        (
+            "    float p = 1.0f;\n    for (int i = 0; i < C; i++)\n        p *= x[row * C + i];\n    out[row] = p;",
+            "accumulates with '*'",
+        ),
+        ("    for (int i = 0; i < C; i++)\n        atomicAdd(&counts[i], 1);", "atomic update"),
+        (
+            "    float last = 0.0f;\n    for (int i = 0; i < C; i++)\n        last = x[row * C + i];\n    out[row] = last;",
+            "'last' is assigned in the loop",
+        ),
+        (
+            "    out[row] += 1.0f;\n    for (int i = 0; i < C; i++)\n        out[row * C + i] = x[i];",
+            "updates global memory outside",
+        ),
+    ],
+)
 def test_refusals_name_their_reason_and_line(body: str, remark: str) -> None:
     text = KERNEL.format(body=body)
     result = rewrite(text, "rows{lanes=32,rows=4}", path="k.cu")
@@ -125,8 +140,14 @@ def _verify(cpu, path: Path, kernel: str, spec_file: Path, options: str, plant: 
     if plant is not None:
         assert plant[0] in data, plant[0]
         data = data.replace(plant[0], plant[1], 1)
-    return verify_pair(original, validate_bytes(str(path), data), spec, cpu,
-                       sizes=tuple(s.name for s in spec.check_sizes), policy=result.results[0].policy)
+    return verify_pair(
+        original,
+        validate_bytes(str(path), data),
+        spec,
+        cpu,
+        sizes=tuple(s.name for s in spec.check_sizes),
+        policy=result.results[0].policy,
+    )
 
 
 LAYERNORM = (_file("layernorm"), "layernorm_naive", NAIVE / "layernorm" / "kxform.toml")
@@ -134,22 +155,31 @@ ROWMAX_CASE = (ROWMAX / "rowmax.cu", "rowmax", ROWMAX / "kxform.toml")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case, options", [
-    (LAYERNORM, "lanes=32,rows=8"), (LAYERNORM, "lanes=8,rows=16"), (LAYERNORM, "lanes=256,rows=1"),
-    (ROWMAX_CASE, "lanes=16,rows=4"),
-])
+@pytest.mark.parametrize(
+    "case, options",
+    [
+        (LAYERNORM, "lanes=32,rows=8"),
+        (LAYERNORM, "lanes=8,rows=16"),
+        (LAYERNORM, "lanes=256,rows=1"),
+        (ROWMAX_CASE, "lanes=16,rows=4"),
+    ],
+)
 def test_rewrites_verify_on_the_cpu_runtime(cpu, case, options: str) -> None:  # type: ignore[no-untyped-def]
     report = _verify(cpu, *case, options, None)
     assert report.ok, [s.summary() for s in report.sizes]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case, options, plant", [
-    (LAYERNORM, "lanes=32,rows=8", (b"i < C;", b"i < C - 1;")),  # a lane misses the row's last element
-    (LAYERNORM, "lanes=32,rows=8", (b"__shfl_xor_sync", b"__shfl_down_sync")),  # only lane 0 holds the sum
-    (LAYERNORM, "lanes=256,rows=1", (b"    __syncthreads();  // every warp", b"    // every warp")),
-    (ROWMAX_CASE, "lanes=32,rows=2", (b"float m = -INFINITY;", b"float m = 0.0f;")),  # 0 as max's identity
-], ids=["missed-element", "missing-broadcast", "missing-barrier", "wrong-identity"])
+@pytest.mark.parametrize(
+    "case, options, plant",
+    [
+        (LAYERNORM, "lanes=32,rows=8", (b"i < C;", b"i < C - 1;")),  # a lane misses the row's last element
+        (LAYERNORM, "lanes=32,rows=8", (b"__shfl_xor_sync", b"__shfl_down_sync")),  # only lane 0 holds the sum
+        (LAYERNORM, "lanes=256,rows=1", (b"    __syncthreads();  // every warp", b"    // every warp")),
+        (ROWMAX_CASE, "lanes=32,rows=2", (b"float m = -INFINITY;", b"float m = 0.0f;")),  # 0 as max's identity
+    ],
+    ids=["missed-element", "missing-broadcast", "missing-barrier", "wrong-identity"],
+)
 def test_planted_wrong_reductions_are_rejected(cpu, case, options: str, plant) -> None:  # type: ignore[no-untyped-def]
     assert _verify(cpu, *case, options, None).ok
     report = _verify(cpu, *case, options, plant)
@@ -193,8 +223,9 @@ def test_the_tuning_space_of_rows_and_launch_together_has_one_owner_of_the_block
     from kxform.search.kernel_space import kernel_space, parse_passes
 
     path = _file("layernorm")
-    both = kernel_space(path.read_bytes(), "layernorm_naive", parse_passes("launch,rows,coarsen"), path=str(path),
-                        hw="h100")
+    both = kernel_space(
+        path.read_bytes(), "layernorm_naive", parse_passes("launch,rows,coarsen"), path=str(path), hw="h100"
+    )
     assert set(both.passes) == {"rows", "launch", "coarsen"} and {"rows.lanes", "rows.rows"} <= set(both.space.names)
     valid = both.search(load_profile("h100"))
     configs = [valid.config(r) for r in range(len(valid))]
@@ -221,19 +252,23 @@ def test_tune_objective_verifies_a_rows_configuration_on_the_cpu_runtime(tmp_pat
     data = path.read_bytes()
     spec = load_spec(tmp_path / "rmsnorm" / "kxform.toml").kernel("rmsnorm_naive")
     space = kernel_space(data, "rmsnorm_naive", ("rows",), path=str(path), hw="h100")
-    objective = KernelObjective(TuneTarget(str(path), data, "rmsnorm_naive", spec, "h100"), space, cpu,
-                                MeasureOptions(check_sizes=("ragged",)))
+    objective = KernelObjective(
+        TuneTarget(str(path), data, "rmsnorm_naive", spec, "h100"), space, cpu, MeasureOptions(check_sizes=("ragged",))
+    )
     prepared = objective.prepare({"rows": True, "rows.lanes": 32, "rows.rows": 4})
     result = prepared.failure or objective.evaluate(prepared)
     # Verified, then timing, which the CPU runtime cannot do: never a time, never a verification failure.
     assert result.failure is Failure.RUNTIME and result.detail == "time: the cpu runtime does not time kernels"
 
 
-@pytest.mark.parametrize("family, kernel, reason", [
-    ("gemm", "gemm_naive", "is not one-dimensional (32, 8; line"),
-    ("residual_add", "residual_add_naive", "has no loop for a row's lanes to share (line"),
-    ("adamw", "adamw_naive", "'params[i] -=' updates global memory outside the row's loops"),
-])
+@pytest.mark.parametrize(
+    "family, kernel, reason",
+    [
+        ("gemm", "gemm_naive", "is not one-dimensional (32, 8; line"),
+        ("residual_add", "residual_add_naive", "has no loop for a row's lanes to share (line"),
+        ("adamw", "adamw_naive", "'params[i] -=' updates global memory outside the row's loops"),
+    ],
+)
 def test_corpus_kernels_without_rows_are_refused_with_their_reason(family: str, kernel: str, reason: str) -> None:
     from kxform.api import explain
 
@@ -250,8 +285,15 @@ def test_apply_writes_a_verified_rewrite_from_the_command_line(tmp_path: Path) -
 
     shutil.copytree(NAIVE / "layernorm", tmp_path / "layernorm")
     path = tmp_path / "layernorm" / "naive.cu"
-    done = run_cli("apply", "--pass", "rows{lanes=32,rows=8}", "--verify", "cpu", str(path),
-                   env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")})
+    done = run_cli(
+        "apply",
+        "--pass",
+        "rows{lanes=32,rows=8}",
+        "--verify",
+        "cpu",
+        str(path),
+        env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")},
+    )
     assert done.returncode == 0, done.stderr
     assert path.read_bytes() == (GOLDEN / "layernorm_naive.rows32x8.cu").read_bytes()
     assert "verify (cpu runtime, 3 sizes)" in done.stderr + done.stdout
@@ -259,8 +301,16 @@ def test_apply_writes_a_verified_rewrite_from_the_command_line(tmp_path: Path) -
 
 # -- on the GPU (tools/gpu-check.sh) -----------------------------------------------------
 
-FAMILIES = ("layernorm", "rmsnorm", "softmax", "residual_layernorm", "embedding", "bias_grad", "cross_entropy",
-            "matvec")
+FAMILIES = (
+    "layernorm",
+    "rmsnorm",
+    "softmax",
+    "residual_layernorm",
+    "embedding",
+    "bias_grad",
+    "cross_entropy",
+    "matvec",
+)
 
 
 @pytest.fixture(scope="module")
@@ -283,9 +333,13 @@ def test_row_wise_families_verify_on_the_gpu(family: str, options: str, gpu) -> 
     assert report.ok, [s.summary() for s in report.sizes]
 
 
-@pytest.mark.parametrize("ctype, mode, stated", [
-    ("double", "bound", "'s' (double, n = C)"), ("int", "exact", "exact in any order"),
-])
+@pytest.mark.parametrize(
+    "ctype, mode, stated",
+    [
+        ("double", "bound", "'s' (double, n = C)"),
+        ("int", "exact", "exact in any order"),
+    ],
+)
 def test_the_tolerance_follows_the_element_type(ctype: str, mode: str, stated: str) -> None:
     body = f"    {ctype} s = 0;\n    for (int i = 0; i < C; i++)\n        s += x[row * C + i];\n    out[row] = s;"
     result = rewrite(KERNEL.format(body=body), "rows{lanes=32,rows=4}", path="k.cu")

@@ -72,16 +72,22 @@ def test_the_synthetic_nest_is_recognised() -> None:  # the refusals below are o
     assert b"dim3(K_BN / K_TN, K_BM / K_TM)" in result.new_data and b"#define K_BK 8\n" in result.new_data
 
 
-@pytest.mark.parametrize(("change", "key", "words"), [
-    (("A[i * K + k]", "A[idx[i] * K + k]"), "NonAffine", "not affine"),
-    (("acc += A[i * K + k] * B[k * N + j];", "{ acc += A[i * K + k] * B[k * N + j]; C[k] = acc; }"), "Dependence",
-     "depend on each other"),
-    (("acc += A[i * K + k]", "acc += C[i * K + k]"), "InPlaceAlias", "output `C` is also read"),
-    (("k<<<grid, block>>>(C, A,", "k<<<grid, block>>>(C, C,"), "InPlaceAlias", "in-place"),
-    (("float acc = 0.0f;", "__shared__ float s[32]; s[0] = 0; float acc = 0.0f;"), "AlreadyShared", "shared"),
-    (("B[k * N + j]", "B[k * N + j + i]"), "NotATileOperand", "exactly one of the output row and column"),
-    (("i < M && j < N", "i < M || j < N"), "GuardBounds", "does not bound"),
-])
+@pytest.mark.parametrize(
+    ("change", "key", "words"),
+    [
+        (("A[i * K + k]", "A[idx[i] * K + k]"), "NonAffine", "not affine"),
+        (
+            ("acc += A[i * K + k] * B[k * N + j];", "{ acc += A[i * K + k] * B[k * N + j]; C[k] = acc; }"),
+            "Dependence",
+            "depend on each other",
+        ),
+        (("acc += A[i * K + k]", "acc += C[i * K + k]"), "InPlaceAlias", "output `C` is also read"),
+        (("k<<<grid, block>>>(C, A,", "k<<<grid, block>>>(C, C,"), "InPlaceAlias", "in-place"),
+        (("float acc = 0.0f;", "__shared__ float s[32]; s[0] = 0; float acc = 0.0f;"), "AlreadyShared", "shared"),
+        (("B[k * N + j]", "B[k * N + j + i]"), "NotATileOperand", "exactly one of the output row and column"),
+        (("i < M && j < N", "i < M || j < N"), "GuardBounds", "does not bound"),
+    ],
+)
 def test_refusals_name_their_reason(change: tuple[str, str], key: str, words: str) -> None:
     text = NEST.replace(*change)
     assert text != NEST
@@ -112,8 +118,14 @@ def test_the_barrier_check_rejects_a_staged_read_or_store_without_a_barrier() ->
     assert not any("read after its store" in p for p in _barrier_problems(second))
 
 
-def _verify(path: Path, kernel: str, spec: str, cpu, plant: tuple[bytes, bytes] | None = None,  # type: ignore[no-untyped-def]
-            sizes: tuple[str, ...] = ("ragged",)) -> tuple[bool, list[str]]:
+def _verify(
+    path: Path,
+    kernel: str,
+    spec: str,
+    cpu,
+    plant: tuple[bytes, bytes] | None = None,  # type: ignore[no-untyped-def]
+    sizes: tuple[str, ...] = ("ragged",),
+) -> tuple[bool, list[str]]:
     original = path.read_bytes()
     result = rewrite(original, spec, path=str(path))
     (done,) = [r for r in result.results if r.kernel == kernel]
@@ -122,8 +134,14 @@ def _verify(path: Path, kernel: str, spec: str, cpu, plant: tuple[bytes, bytes] 
     assert plant is None or data != result.new_data
     found = find_spec_for(path)
     assert found is not None
-    report = verify_pair(validate_bytes(str(path), original), validate_bytes(str(path), data),
-                         load_spec(found).kernel(kernel), cpu, sizes=sizes, policy=done.policy)
+    report = verify_pair(
+        validate_bytes(str(path), original),
+        validate_bytes(str(path), data),
+        load_spec(found).kernel(kernel),
+        cpu,
+        sizes=sizes,
+        policy=done.policy,
+    )
     return report.ok, [s.summary() for s in report.sizes]
 
 
@@ -132,9 +150,16 @@ TN_FIXTURE = Path(__file__).parents[1] / "fixtures" / "smem_tile" / "gemm_tn" / 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("path", "kernel"), [(GEMM, "gemm_naive"), (NAIVE / "mm2" / "naive.cu", "mm2_kernel1"),
-                                              (NAIVE / "mm2" / "naive.cu", "mm2_kernel2"),
-                                              (NAIVE / "syrk" / "naive.cu", "syrk_naive"), (TN_FIXTURE, "gemm_tn")])
+@pytest.mark.parametrize(
+    ("path", "kernel"),
+    [
+        (GEMM, "gemm_naive"),
+        (NAIVE / "mm2" / "naive.cu", "mm2_kernel1"),
+        (NAIVE / "mm2" / "naive.cu", "mm2_kernel2"),
+        (NAIVE / "syrk" / "naive.cu", "syrk_naive"),
+        (TN_FIXTURE, "gemm_tn"),
+    ],
+)
 def test_the_nests_verify_on_the_cpu_runtime(path: Path, kernel: str, cpu) -> None:  # type: ignore[no-untyped-def]
     for spec in ("smem-tile{BM=32,BN=16,BK=8,TM=4,TN=1,PAD=1}", "smem-tile{VEC=4}"):
         ok, summary = _verify(path, kernel, spec, cpu)
@@ -155,12 +180,16 @@ def test_a_transposed_operand_is_staged_along_its_contiguous_axis() -> None:
 PLANTS = {
     "missed K edge": (b"(i < M && k < K) ?", b"(i < M) ?"),
     "missed M edge": (b"(i < M && k < K) ?", b"(k < K) ?"),
-    "missing barrier after the store": (b"        __syncthreads();\n        const int kx_kn",
-                                        b"        const int kx_kn"),
+    "missing barrier after the store": (
+        b"        __syncthreads();\n        const int kx_kn",
+        b"        const int kx_kn",
+    ),
     "missing barrier before the next store": (b"        __syncthreads();\n    }\n", b"    }\n"),
     "swapped vector lanes": (b"kx_s0[kx_kk + 1][kx_m] = kx_v.y;", b"kx_s0[kx_kk + 1][kx_m] = kx_v.z;"),
-    "wrong stride": (b"kx_s0[kx_kk][(int)threadIdx.y + kx_a * (GEMM_NAIVE_BM / GEMM_NAIVE_TM)]",
-                     b"kx_s0[kx_kk][(int)threadIdx.y * GEMM_NAIVE_TM + kx_a]"),
+    "wrong stride": (
+        b"kx_s0[kx_kk][(int)threadIdx.y + kx_a * (GEMM_NAIVE_BM / GEMM_NAIVE_TM)]",
+        b"kx_s0[kx_kk][(int)threadIdx.y * GEMM_NAIVE_TM + kx_a]",
+    ),
 }
 
 
@@ -176,8 +205,7 @@ def test_planted_bugs_are_caught_by_the_cpu_verification(name: str, cpu) -> None
 def test_the_tuning_space_is_the_pass_space_and_a_point_becomes_a_pipeline() -> None:
     from kxform.search.kernel_space import kernel_space, parse_passes
 
-    space = kernel_space(GEMM.read_bytes(), "gemm_naive", parse_passes("swizzle,smem-tile"), path=str(GEMM),
-                         hw="h100")
+    space = kernel_space(GEMM.read_bytes(), "gemm_naive", parse_passes("swizzle,smem-tile"), path=str(GEMM), hw="h100")
     assert space.passes == ("smem-tile", "swizzle")  # swizzle requires the tiling first
     names = ("BM", "BN", "BK", "TM", "TN", "PAD", "VEC")
     assert [n for n in space.space.names if n.startswith("smem_tile.")] == [f"smem_tile.{n}" for n in names]
@@ -187,8 +215,7 @@ def test_the_tuning_space_is_the_pass_space_and_a_point_becomes_a_pipeline() -> 
     assert space.space.is_valid(point, hw)
     assert not space.space.is_valid({**point, "smem_tile.TM": 1, "smem_tile.TN": 1}, hw)  # 8192 threads
     assert not space.space.is_valid({**point, "smem_tile.BK": 64, "smem_tile.PAD": 8}, hw)  # 64 KiB of slices
-    both = kernel_space(GEMM.read_bytes(), "gemm_naive", ("launch", "coarsen", "smem-tile"), path=str(GEMM),
-                        hw="h100")
+    both = kernel_space(GEMM.read_bytes(), "gemm_naive", ("launch", "coarsen", "smem-tile"), path=str(GEMM), hw="h100")
     valid = both.search(hw)
     specs = [both.spec(valid.config(r)) for r in range(len(valid))]
     assert not any("launch" in s and "smem-tile" in s for s in specs)  # both set the block: never together
@@ -207,8 +234,12 @@ def test_the_tuning_objective_verifies_a_shape_on_the_cpu_runtime(cpu) -> None: 
     shape = {"smem_tile": True, "smem_tile.BM": 32, "smem_tile.BN": 32, "smem_tile.TM": 2, "smem_tile.TN": 1}
     found = find_spec_for(GEMM)
     assert found is not None
-    objective = KernelObjective(TuneTarget(str(GEMM), data, "gemm_naive", load_spec(found).kernel("gemm_naive"),
-                                           "h100"), space, cpu, MeasureOptions(check_sizes=("ragged",)))
+    objective = KernelObjective(
+        TuneTarget(str(GEMM), data, "gemm_naive", load_spec(found).kernel("gemm_naive"), "h100"),
+        space,
+        cpu,
+        MeasureOptions(check_sizes=("ragged",)),
+    )
     prepared = objective.prepare({**space.defaults(), **shape})
     result = prepared.failure or objective.evaluate(prepared)
     assert result.failure is Failure.RUNTIME and result.detail == "time: the cpu runtime does not time kernels"
@@ -232,11 +263,15 @@ def test_a_skip_that_drops_the_diagonal_block_is_caught(cpu) -> None:  # type: i
 @pytest.mark.slow
 def test_swizzle_runs_after_the_tiling_whatever_the_order_given() -> None:
     result = rewrite(GEMM.read_bytes(), f"swizzle{{pattern=grouped}},{DEFAULT}", path=str(GEMM))
-    assert [(r.pass_name, r.outcome) for r in result.results] == [("smem-tile", Outcome.APPLIED),
-                                                                  ("swizzle", Outcome.APPLIED)]
+    assert [(r.pass_name, r.outcome) for r in result.results] == [
+        ("smem-tile", Outcome.APPLIED),
+        ("swizzle", Outcome.APPLIED),
+    ]
     text = result.new_data.decode()
-    assert "const int kx_row0 = (int)kxform_block.y * GEMM_NAIVE_BM, kx_col0 = (int)kxform_block.x * GEMM_NAIVE_BN;" \
-        in text  # the tiled grid's blocks are the ones remapped
+    assert (
+        "const int kx_row0 = (int)kxform_block.y * GEMM_NAIVE_BM, kx_col0 = (int)kxform_block.x * GEMM_NAIVE_BN;"
+        in text
+    )  # the tiled grid's blocks are the ones remapped
 
 
 @pytest.fixture(scope="module")
@@ -252,8 +287,9 @@ def gpu():  # type: ignore[no-untyped-def]
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("spec", [DEFAULT, "smem-tile{BM=128,BN=64,BK=8,TM=8,TN=4,PAD=0,VEC=4}"])
-@pytest.mark.parametrize(("path", "kernel"), [(GEMM, "gemm_naive"), (NAIVE / "syrk" / "naive.cu", "syrk_naive"),
-                                              (TN_FIXTURE, "gemm_tn")])
+@pytest.mark.parametrize(
+    ("path", "kernel"), [(GEMM, "gemm_naive"), (NAIVE / "syrk" / "naive.cu", "syrk_naive"), (TN_FIXTURE, "gemm_tn")]
+)
 def test_the_tiled_nests_verify_on_the_gpu(path: Path, kernel: str, spec: str, gpu) -> None:  # type: ignore[no-untyped-def]
     """The tolerance (the spec's x2) holds for the GPU's own contraction into FMAs, vector loads included."""
     ok, summary = _verify(path, kernel, spec, gpu, sizes=("ragged", "square"))

@@ -22,8 +22,10 @@ def test_applies_with_helper_prologue_and_passed_down_index() -> None:
     out = result.new_data.decode()
     assert outcomes(result) == {"gemm": Outcome.APPLIED}
     assert "static __device__ __forceinline__ uint2 kxform_swizzle_grouped_alongy_group8(" in out
-    assert "    const uint2 kxform_block = kxform_swizzle_grouped_alongy_group8(blockIdx.x, blockIdx.y, " \
-           "gridDim.x, gridDim.y);\n" in out
+    assert (
+        "    const uint2 kxform_block = kxform_swizzle_grouped_alongy_group8(blockIdx.x, blockIdx.y, "
+        "gridDim.x, gridDim.y);\n" in out
+    )
     assert "__device__ int col_of(const uint2 kxform_block, int t) { return kxform_block.x * TILE + t; }" in out
     assert "int row = kxform_block.y * TILE + threadIdx.y;" in out
     assert "col_of(kxform_block, threadIdx.x)" in out
@@ -43,8 +45,10 @@ def test_second_run_changes_nothing() -> None:
 
 
 def test_every_byte_outside_the_edits_is_kept_crlf_tabs_unicode_and_if_blocks() -> None:
-    src = ("// naïve kernel — ünïcode\r\n#if defined(USE_IT)\r\n__global__ void k(float* o) {\r\n"
-           "\tint x = blockIdx.x;\r\n\tint y = blockIdx.y;  /* ÿ */\r\n\to[y * 7 + x] = 1.f;\r\n}\r\n#endif\r\n")
+    src = (
+        "// naïve kernel — ünïcode\r\n#if defined(USE_IT)\r\n__global__ void k(float* o) {\r\n"
+        "\tint x = blockIdx.x;\r\n\tint y = blockIdx.y;  /* ÿ */\r\n\to[y * 7 + x] = 1.f;\r\n}\r\n#endif\r\n"
+    )
     out = rewrite(src).new_data.decode()
     assert "\r\n\tconst uint2 kxform_block = " in out
     assert "\tint x = kxform_block.x;\r\n\tint y = kxform_block.y;  /* ÿ */\r\n" in out
@@ -62,8 +66,10 @@ def test_macro_holding_the_index_is_rewritten_when_only_swizzled_kernels_use_it(
 
 
 def test_macro_shared_with_host_code_is_refused() -> None:
-    src = ("#define ROW (blockIdx.y * 16)\n__global__ void k(float* o) { o[ROW + blockIdx.x] = 0; }\n"
-           "__global__ void other(float* o) { o[ROW] = 1; }\n")
+    src = (
+        "#define ROW (blockIdx.y * 16)\n__global__ void k(float* o) { o[ROW + blockIdx.x] = 0; }\n"
+        "__global__ void other(float* o) { o[ROW] = 1; }\n"
+    )
     result = rewrite(src, kernels=("k",))
     assert outcomes(result)["k"] is Outcome.MISSED
     assert "SharedMacro" in remark_names(result)
@@ -71,9 +77,11 @@ def test_macro_shared_with_host_code_is_refused() -> None:
 
 
 def test_device_function_shared_with_an_unswizzled_kernel_is_refused() -> None:
-    src = ("__device__ int bx() { return blockIdx.x; }\n"
-           "__global__ void a(int* o) { o[bx() + blockIdx.y] = 0; }\n"
-           "__global__ void b(int* o) { o[bx()] = 0; }\n")
+    src = (
+        "__device__ int bx() { return blockIdx.x; }\n"
+        "__global__ void a(int* o) { o[bx() + blockIdx.y] = 0; }\n"
+        "__global__ void b(int* o) { o[bx()] = 0; }\n"
+    )
     result = rewrite(src, kernels=("a",))
     assert outcomes(result)["a"] is Outcome.MISSED
     assert any("also called from 'b'" in r.message for r in result.remarks)
@@ -102,16 +110,20 @@ def test_order_dependent_kernels_are_refused_with_the_reason(body: str, key: str
 
 
 def test_cas_retry_loop_is_not_a_spin_wait() -> None:
-    src = ("__device__ float amax(float* a, float v) { int* p = (int*)a; int old = *p, assumed;\n"
-           "  do { assumed = old; old = atomicCAS(p, assumed, __float_as_int(fmaxf(v, __int_as_float(assumed)))); }\n"
-           "  while (assumed != old); return __int_as_float(old); }\n"
-           "__global__ void k(float* m, float* x) { amax(m, x[blockIdx.y * gridDim.x + blockIdx.x]); }\n")
+    src = (
+        "__device__ float amax(float* a, float v) { int* p = (int*)a; int old = *p, assumed;\n"
+        "  do { assumed = old; old = atomicCAS(p, assumed, __float_as_int(fmaxf(v, __int_as_float(assumed)))); }\n"
+        "  while (assumed != old); return __int_as_float(old); }\n"
+        "__global__ void k(float* m, float* x) { amax(m, x[blockIdx.y * gridDim.x + blockIdx.x]); }\n"
+    )
     assert outcomes(rewrite(src)) == {"k": Outcome.APPLIED}
 
 
 def test_z_is_left_alone_and_hip_spelling_is_kept() -> None:
-    src = ("__global__ void k(float* o) {\n  o[(hipBlockIdx_z * hipGridDim_y + hipBlockIdx_y) * hipGridDim_x"
-           " + hipBlockIdx_x] = 0;\n}\n")
+    src = (
+        "__global__ void k(float* o) {\n  o[(hipBlockIdx_z * hipGridDim_y + hipBlockIdx_y) * hipGridDim_x"
+        " + hipBlockIdx_x] = 0;\n}\n"
+    )
     out = rewrite(src, pattern="column").new_data.decode()
     assert "kxform_swizzle_column(hipBlockIdx_x, hipBlockIdx_y, hipGridDim_x, hipGridDim_y)" in out
     assert "o[(hipBlockIdx_z * hipGridDim_y + kxform_block.y) * hipGridDim_x + kxform_block.x]" in out
@@ -219,14 +231,27 @@ def test_compile_commands_give_libclang_the_include_paths(tmp_path) -> None:
     kernel = tmp_path / "src" / "k.cu"
     kernel.write_text('#include "idx.cuh"\n__global__ void k(float* o) { o[TILE_ROW + blockIdx.x] = 0; }\n')
     (tmp_path / "build").mkdir()
-    (tmp_path / "build" / "compile_commands.json").write_text(json.dumps([{
-        "directory": str(tmp_path / "build"), "file": str(kernel),
-        "arguments": ["nvcc", "-I../include", "-DUSE_IT=1", "-c", str(kernel), "-o", "k.o"]}]))
+    (tmp_path / "build" / "compile_commands.json").write_text(
+        json.dumps(
+            [
+                {
+                    "directory": str(tmp_path / "build"),
+                    "file": str(kernel),
+                    "arguments": ["nvcc", "-I../include", "-DUSE_IT=1", "-c", str(kernel), "-o", "k.o"],
+                }
+            ]
+        )
+    )
     passes = default_registry().pipeline("swizzle")
 
     def run(build_dir: str | None) -> set[str]:
-        result = transform_source(read_source(kernel), passes, load_profile("h100"), RunOptions(),
-                                  semantic=semantic_provider(str(kernel), build_dir))
+        result = transform_source(
+            read_source(kernel),
+            passes,
+            load_profile("h100"),
+            RunOptions(),
+            semantic=semantic_provider(str(kernel), build_dir),
+        )
         assert not result.changed
         return remark_names(result)
 
@@ -252,8 +277,10 @@ def test_coverage_check_catches_a_read_left_unmapped() -> None:
 
 def test_index_passed_to_a_macro_of_another_header_is_rewritten_at_the_call_site(tmp_path) -> None:
     (tmp_path / "at.cuh").write_text("#define AT(p, i) ((p)[(i)])\n")
-    src = ('#include "at.cuh"\n__global__ void k(const int* col0, float* o, int n) {\n'
-           "    int x = AT(col0, blockIdx.x) + threadIdx.x;\n    o[blockIdx.y * n + x] = 0;\n}\n")
+    src = (
+        '#include "at.cuh"\n__global__ void k(const int* col0, float* o, int n) {\n'
+        "    int x = AT(col0, blockIdx.x) + threadIdx.x;\n    o[blockIdx.y * n + x] = 0;\n}\n"
+    )
     path = tmp_path / "k.cu"
     path.write_text(src)
     result = rewrite(src, path=str(path), semantic=True, pattern="grouped")
@@ -262,9 +289,11 @@ def test_index_passed_to_a_macro_of_another_header_is_rewritten_at_the_call_site
 
 
 def test_missing_header_refuses_only_the_kernels_that_use_it(tmp_path) -> None:
-    src = ('#include "generated_config.h"\n'
-           "__global__ void uses(float* o) { o[blockIdx.y * GEN_WIDTH + blockIdx.x] = 0; }\n"
-           "__global__ void plain(float* o, int n) { o[blockIdx.y * n + blockIdx.x] = 0; }\n")
+    src = (
+        '#include "generated_config.h"\n'
+        "__global__ void uses(float* o) { o[blockIdx.y * GEN_WIDTH + blockIdx.x] = 0; }\n"
+        "__global__ void plain(float* o, int n) { o[blockIdx.y * n + blockIdx.x] = 0; }\n"
+    )
     path = tmp_path / "k.cu"
     path.write_text(src)
     result = rewrite(src, path=str(path), semantic=True, pattern="grouped")
@@ -275,10 +304,12 @@ def test_missing_header_refuses_only_the_kernels_that_use_it(tmp_path) -> None:
 
 def test_helper_is_placed_at_file_scope_whatever_encloses_the_first_kernel() -> None:
     body = "(float* o, int n) {{ o[blockIdx.y * n + blockIdx.x] = {v}; }}\n"
-    src = ('#include <cuda_runtime.h>\nnamespace outer { namespace inner {\n'
-           f"__global__ void first{body.format(v=1)}}} }}\n"
-           f'extern "C" {{\n__global__ void second{body.format(v=2)}}}\n'
-           f"#ifdef USE_THIRD\n__global__ void third{body.format(v=3)}#endif\n")
+    src = (
+        "#include <cuda_runtime.h>\nnamespace outer { namespace inner {\n"
+        f"__global__ void first{body.format(v=1)}}} }}\n"
+        f'extern "C" {{\n__global__ void second{body.format(v=2)}}}\n'
+        f"#ifdef USE_THIRD\n__global__ void third{body.format(v=3)}#endif\n"
+    )
     out = rewrite(src).new_data.decode()
     helper = out.index("#if !defined(KXFORM_SWIZZLE_GROUPED_ALONGY_GROUP8_DEFINED)")
     assert helper < out.index("namespace outer") and out.count("static __device__") == 1
@@ -304,8 +335,11 @@ def test_a_header_takes_the_compile_database_flags_of_the_file_that_includes_it(
     header.write_text('#include "idx.cuh"\n__global__ void k(float* o) { o[TILE_ROW + blockIdx.x] = 0; }\n')
     unit = tmp_path / "src" / "main.cu"
     unit.write_text('#include "kern.cuh"\n')
-    (tmp_path / "compile_commands.json").write_text(json.dumps([{
-        "directory": str(tmp_path), "file": str(unit), "arguments": ["nvcc", "-Iinclude", "-c", str(unit)]}]))
+    (tmp_path / "compile_commands.json").write_text(
+        json.dumps(
+            [{"directory": str(tmp_path), "file": str(unit), "arguments": ["nvcc", "-Iinclude", "-c", str(unit)]}]
+        )
+    )
     passes = default_registry().pipeline("swizzle")
 
     def names(includer: str | None) -> set[str]:

@@ -28,40 +28,52 @@ HEADER = "#define HDR_ROW (blockIdx.y)\n__device__ inline int hdr_col() { return
 CONSTRUCTS = {
     "functor-operator-call": (
         "struct Row { __device__ int operator()() const { return blockIdx.y; } };\n"
-        "__global__ void k(float* o, int n) { Row r; o[r() * n + blockIdx.x] = (float)blockIdx.y; }\n"),
+        "__global__ void k(float* o, int n) { Row r; o[r() * n + blockIdx.x] = (float)blockIdx.y; }\n"
+    ),
     "constructor-initializer": (
         "struct Tile { int r; __device__ Tile() : r(blockIdx.y) {} };\n"
-        "__global__ void k(float* o, int n) { Tile t; o[t.r * n + blockIdx.x] = (float)blockIdx.y; }\n"),
+        "__global__ void k(float* o, int n) { Tile t; o[t.r * n + blockIdx.x] = (float)blockIdx.y; }\n"
+    ),
     "constructor-body": (
         "struct Tile { int r; __device__ Tile() { r = blockIdx.y; } };\n"
-        "__global__ void k(float* o, int n) { Tile t; o[t.r * n + blockIdx.x] = (float)blockIdx.y; }\n"),
+        "__global__ void k(float* o, int n) { Tile t; o[t.r * n + blockIdx.x] = (float)blockIdx.y; }\n"
+    ),
     "default-argument": (
         "__device__ int row(int b = blockIdx.y) { return b; }\n"
-        "__global__ void k(float* o, int n) { o[row() * n + blockIdx.x] = (float)blockIdx.y; }\n"),
+        "__global__ void k(float* o, int n) { o[row() * n + blockIdx.x] = (float)blockIdx.y; }\n"
+    ),
     "function-pointer": (
         "__device__ int row_of() { return blockIdx.y; }\n"
-        "__global__ void k(float* o, int n) { int (*fp)() = row_of; o[fp() * n + blockIdx.x] = (float)blockIdx.y; }\n"),
+        "__global__ void k(float* o, int n) { int (*fp)() = row_of; o[fp() * n + blockIdx.x] = (float)blockIdx.y; }\n"
+    ),
     "function-pointer-to-a-called-carrier": (
         "__device__ int row_of() { return blockIdx.y; }\n"
-        "__global__ void k(float* o, int n) { int (*fp)() = row_of; o[fp() * n + row_of() + blockIdx.x] = (float)blockIdx.y; }\n"),
+        "__global__ void k(float* o, int n) { int (*fp)() = row_of; o[fp() * n + row_of() + blockIdx.x] = (float)blockIdx.y; }\n"
+    ),
     "token-pasting": (
         "#define IDX(a) block##Idx.a\n"
-        "__global__ void k(float* o, int n) { o[IDX(y) * n + blockIdx.x] = (float)blockIdx.y; }\n"),
+        "__global__ void k(float* o, int n) { o[IDX(y) * n + blockIdx.x] = (float)blockIdx.y; }\n"
+    ),
     "cooperative-groups-group-index": (
         CG + "__global__ void k(float* o, int n) { auto b = cg::this_thread_block();\n"
-        "  o[b.group_index().y * n + blockIdx.x] = (float)blockIdx.y; }\n"),
+        "  o[b.group_index().y * n + blockIdx.x] = (float)blockIdx.y; }\n"
+    ),
     "inline-ptx-in-a-macro": (
         '#define CTAID_Y(r) asm("mov.u32 %0, %%ctaid.y;" : "=r"(r))\n'
-        "__global__ void k(float* o, int n) { unsigned r; CTAID_Y(r); o[r * n + blockIdx.x] = (float)blockIdx.y; }\n"),
+        "__global__ void k(float* o, int n) { unsigned r; CTAID_Y(r); o[r * n + blockIdx.x] = (float)blockIdx.y; }\n"
+    ),
     "inline-ptx-through-a-register-name": (
         '#define SREG(r, name) asm("mov.u32 %0, %%" name ";" : "=r"(r))\n'
-        '__global__ void k(float* o, int n) { unsigned r; SREG(r, "ctaid.y"); o[r * n + blockIdx.x] = (float)blockIdx.y; }\n'),
+        '__global__ void k(float* o, int n) { unsigned r; SREG(r, "ctaid.y"); o[r * n + blockIdx.x] = (float)blockIdx.y; }\n'
+    ),
     "header-macro-through-a-local-macro": (
         '#include "idx.h"\n#define MYROW HDR_ROW\n'
-        "__global__ void k(float* o, int n) { o[MYROW * n + blockIdx.x] = (float)blockIdx.y; }\n"),
+        "__global__ void k(float* o, int n) { o[MYROW * n + blockIdx.x] = (float)blockIdx.y; }\n"
+    ),
     "header-helper-through-a-local-macro": (
         '#include "idx.h"\n#define MYCOL hdr_col()\n'
-        "__global__ void k(float* o, int n) { o[blockIdx.y * n + MYCOL] = (float)blockIdx.x; }\n"),
+        "__global__ void k(float* o, int n) { o[blockIdx.y * n + MYCOL] = (float)blockIdx.x; }\n"
+    ),
 }
 
 
@@ -132,7 +144,9 @@ def test_the_compiler_catches_what_the_source_analysis_missed(tmp_path: Path) ->
 
 @needs_nvcc
 def test_a_clean_rewrite_is_confirmed_by_nvcc(tmp_path: Path) -> None:
-    path = _write(tmp_path, "__global__ void k(float* o, int n) { o[blockIdx.y * n + blockIdx.x] = (float)blockIdx.y; }\n")
+    path = _write(
+        tmp_path, "__global__ void k(float* o, int n) { o[blockIdx.y * n + blockIdx.x] = (float)blockIdx.y; }\n"
+    )
     result = rewrite(path.read_bytes(), path=str(path), pattern="column")
     (kernel,) = result.results
     assert kernel.outcome is Outcome.APPLIED
@@ -141,7 +155,9 @@ def test_a_clean_rewrite_is_confirmed_by_nvcc(tmp_path: Path) -> None:
 
 
 def test_a_clean_rewrite_without_nvcc_says_it_is_source_only(tmp_path: Path, without_nvcc: None) -> None:
-    path = _write(tmp_path, "__global__ void k(float* o, int n) { o[blockIdx.y * n + blockIdx.x] = (float)blockIdx.y; }\n")
+    path = _write(
+        tmp_path, "__global__ void k(float* o, int n) { o[blockIdx.y * n + blockIdx.x] = (float)blockIdx.y; }\n"
+    )
     result = rewrite(path.read_bytes(), path=str(path), pattern="column")
     (kernel,) = result.results
     assert kernel.outcome is Outcome.APPLIED
@@ -153,29 +169,40 @@ ORDER_UNSAFE = {
     "spin-wait-through-a-cast": (
         "__global__ void k(int* flags, float* o) { if (blockIdx.x > 0)\n"
         "  while (((volatile int*)flags)[blockIdx.x - 1] == 0) {}\n  o[blockIdx.x] = 1.f; flags[blockIdx.x] = 1; }\n",
-        "SpinWait"),
+        "SpinWait",
+    ),
     "do-while-atomic-poll": (
         "__global__ void k(int* flags, float* o) { int v; if (blockIdx.x > 0) do { v = atomicAdd(&flags[blockIdx.x - 1],"
-        " 0); } while (v == 0);\n  o[blockIdx.x] = 1.f; atomicExch(&flags[blockIdx.x], 1); }\n", "SpinWait"),
+        " 0); } while (v == 0);\n  o[blockIdx.x] = 1.f; atomicExch(&flags[blockIdx.x], 1); }\n",
+        "SpinWait",
+    ),
     "poll-inside-a-device-helper": (
         "__device__ bool ready(const int* f, int i) { return atomicAdd((int*)&f[i], 0) != 0; }\n"
         "__global__ void k(int* flags, float* o) { if (blockIdx.x > 0) while (!ready(flags, blockIdx.x - 1)) {}\n"
-        "  o[blockIdx.x] = 1.f; flags[blockIdx.x] = 1; }\n", "SpinWait"),
+        "  o[blockIdx.x] = 1.f; flags[blockIdx.x] = 1; }\n",
+        "SpinWait",
+    ),
     "namespace-scope-volatile-flag": (
         "__device__ volatile int go;\n"
         "__global__ void k(float* o) { if (blockIdx.x == 0) go = 1; while (go == 0) {} o[blockIdx.x] = 1.f; }\n",
-        "SpinWait"),
+        "SpinWait",
+    ),
     "cluster-dims-attribute": (
         "__global__ void __cluster_dims__(2, 1, 1) k(float* o) { o[blockIdx.y * gridDim.x + blockIdx.x] = (float)blockIdx.y; }\n",
-        "ThreadBlockCluster"),
+        "ThreadBlockCluster",
+    ),
     "this-cluster": (
         CG + "__global__ void k(float* o) { auto c = cg::this_cluster(); c.sync();\n"
-        "  o[blockIdx.y * gridDim.x + blockIdx.x] = (float)blockIdx.y; }\n", "ThreadBlockCluster"),
+        "  o[blockIdx.y * gridDim.x + blockIdx.x] = (float)blockIdx.y; }\n",
+        "ThreadBlockCluster",
+    ),
     "cluster-launch-attribute": (
         "__global__ void k(float* o) { o[blockIdx.y * gridDim.x + blockIdx.x] = (float)blockIdx.y; }\n"
         "void launch(float* o) { cudaLaunchConfig_t cfg = {}; cudaLaunchAttribute a[1];\n"
         "  a[0].id = cudaLaunchAttributeClusterDimension; a[0].val.clusterDim.x = 2; cfg.attrs = a;\n"
-        "  cfg.numAttrs = 1; cudaLaunchKernelEx(&cfg, k, o); }\n", "ThreadBlockCluster"),
+        "  cfg.numAttrs = 1; cudaLaunchKernelEx(&cfg, k, o); }\n",
+        "ThreadBlockCluster",
+    ),
 }
 
 
@@ -190,14 +217,19 @@ def test_order_dependent_constructs_are_refused(name: str) -> None:
 
 @needs_nvcc
 def test_a_syntax_error_in_host_code_does_not_stop_the_confirmation(tmp_path: Path) -> None:
-    path = _write(tmp_path, "__global__ void k(float* o, int n) { o[blockIdx.y * n + blockIdx.x] = 1.f; }\n"
-                            "void host(float* o) { int x = = ; k<<<dim3(2, 2), 32>>>(o, 2); }\n")
+    path = _write(
+        tmp_path,
+        "__global__ void k(float* o, int n) { o[blockIdx.y * n + blockIdx.x] = 1.f; }\n"
+        "void host(float* o) { int x = = ; k<<<dim3(2, 2), 32>>>(o, 2); }\n",
+    )
     result = rewrite(path.read_bytes(), path=str(path), pattern="column")
     (kernel,) = result.results
     assert kernel.outcome is Outcome.APPLIED
     (coverage,) = [c for c in kernel.checks if c.name == "coverage"]
     assert "nvcc confirms" in coverage.detail
-    broken_in_kernel = _write(tmp_path, "__global__ void k(float* o, int n) { o[blockIdx.y * n + blockIdx.x] = = 1.f; }\n")
+    broken_in_kernel = _write(
+        tmp_path, "__global__ void k(float* o, int n) { o[blockIdx.y * n + blockIdx.x] = = 1.f; }\n"
+    )
     model = parse_model(SourceText(str(broken_in_kernel), broken_in_kernel.read_bytes()))
     verdict = ptx_coverage.confirm(model, model.kernels[0], b"int n")  # no prologue, but the error comes first
     assert not verdict.confirmed and "syntax error" in verdict.why_not

@@ -159,38 +159,78 @@ void go(float* o, int n) { rb<<<n / BN, THREADS>>>(o); }
     assert space.is_valid({"BN": 128, "TN": 8, "THREADS": 16}, load_profile("h100"))
 
 
-@pytest.mark.parametrize(("source", "key", "words"), [
-    ("#define TILE 16\n__global__ void a(float* o) { __shared__ float s[TILE]; o[threadIdx.x] = s[threadIdx.x]; }\n"
-     "__global__ void b(float* o) { o[threadIdx.x * TILE] = 0; }\n"
-     "void go(float* o) { a<<<1, TILE>>>(o); b<<<1, 32>>>(o); }\n", "SharedWithOtherKernels", "also used by 'b'"),
-    ("#define TILE 16\n__global__ void a(float* o) { __shared__ float s[TILE]; o[threadIdx.x] = s[threadIdx.x]; }\n"
-     "void go(float* o) { float host[TILE]; a<<<1, TILE>>>(o); }\n", "HostUse", "host code outside the launch"),
-    ("#include <mma.h>\nusing namespace nvcuda;\n#define BM 64\n"
-     "__global__ void w(float* o) { __shared__ float s[BM]; wmma::fragment<wmma::accumulator, 16, 16, 16, float> f;"
-     " o[threadIdx.x] = s[threadIdx.x % BM]; }\nvoid go(float* o) { w<<<1, BM>>>(o); }\n",
-     "HardwareFixedShape", "wmma fragments"),
-    ("#define W 16\n#define HALO 1\n__global__ void s(float* o) { __shared__ float t[W + 2 * HALO];"
-     " o[blockIdx.x * W + threadIdx.x] = t[threadIdx.x + HALO]; }\nvoid go(float* o) { s<<<4, W>>>(o); }\n",
-     "NotATileSize", "HALO only offsets or pads"),
-    ("#define TILE 16\n__global__ void u(float* o) { __shared__ float s[TILE]; for (int k = 0; k < 16; ++k)"
-     " o[k] = s[k]; }\nvoid go(float* o) { u<<<1, TILE>>>(o); }\n", "HandUnrolled", "the body assumes TILE = 16"),
-    ("#define BASE 8\n#define TILE (BASE * 2)\n__global__ void d(float* o) { __shared__ float s[TILE]; "
-     "o[threadIdx.x] = s[threadIdx.x]; }\nvoid go(float* o) { d<<<1, TILE>>>(o); }\n", "DerivedConstant",
-     "is computed from other values"),
-    ("__global__ void v(const __nv_bfloat16* x, float* o) { constexpr int pack = 16 / sizeof(__nv_bfloat16);"
-     " o[threadIdx.x * pack] = 0; }\nvoid go(const __nv_bfloat16* x, float* o) { v<<<1, 32>>>(x, o); }\n",
-     "VectorWidth", "vector width"),
-    ("#define TILE 16\n__global__ void n(float* o) { __shared__ float s[TILE]; o[threadIdx.x] = s[threadIdx.x]; }\n",
-     "NoLaunchSite", "not launched in this file"),
-    ("#define TILE 16\n__global__ void l(float* o) { __shared__ float s[TILE]; o[threadIdx.x] = s[threadIdx.x]; }\n"
-     "void go(float* o) { l<<<1, TILE>>>(o); l<<<2, TILE / 2>>>(o); }\n", "LaunchesDisagree", "different"),
-    ("template <typename T, int TILE>\n__global__ void m(T* o) { __shared__ T s[TILE]; o[threadIdx.x] = s[0]; }\n"
-     "template <int TILE> void go(float* o) { m<float, TILE><<<1, TILE>>>(o); }\n", "TemplateParameter",
-     "already a template parameter"),
-    ("__global__ void e(float* o, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) o[i] = 0; }\n"
-     "void go(float* o, int n) { const int threads = 256; e<<<(n + threads - 1) / threads, threads>>>(o, n); }\n",
-     "NoTileSize", "no file-scope integer constant"),
-])
+@pytest.mark.parametrize(
+    ("source", "key", "words"),
+    [
+        (
+            "#define TILE 16\n__global__ void a(float* o) { __shared__ float s[TILE]; o[threadIdx.x] = s[threadIdx.x]; }\n"
+            "__global__ void b(float* o) { o[threadIdx.x * TILE] = 0; }\n"
+            "void go(float* o) { a<<<1, TILE>>>(o); b<<<1, 32>>>(o); }\n",
+            "SharedWithOtherKernels",
+            "also used by 'b'",
+        ),
+        (
+            "#define TILE 16\n__global__ void a(float* o) { __shared__ float s[TILE]; o[threadIdx.x] = s[threadIdx.x]; }\n"
+            "void go(float* o) { float host[TILE]; a<<<1, TILE>>>(o); }\n",
+            "HostUse",
+            "host code outside the launch",
+        ),
+        (
+            "#include <mma.h>\nusing namespace nvcuda;\n#define BM 64\n"
+            "__global__ void w(float* o) { __shared__ float s[BM]; wmma::fragment<wmma::accumulator, 16, 16, 16, float> f;"
+            " o[threadIdx.x] = s[threadIdx.x % BM]; }\nvoid go(float* o) { w<<<1, BM>>>(o); }\n",
+            "HardwareFixedShape",
+            "wmma fragments",
+        ),
+        (
+            "#define W 16\n#define HALO 1\n__global__ void s(float* o) { __shared__ float t[W + 2 * HALO];"
+            " o[blockIdx.x * W + threadIdx.x] = t[threadIdx.x + HALO]; }\nvoid go(float* o) { s<<<4, W>>>(o); }\n",
+            "NotATileSize",
+            "HALO only offsets or pads",
+        ),
+        (
+            "#define TILE 16\n__global__ void u(float* o) { __shared__ float s[TILE]; for (int k = 0; k < 16; ++k)"
+            " o[k] = s[k]; }\nvoid go(float* o) { u<<<1, TILE>>>(o); }\n",
+            "HandUnrolled",
+            "the body assumes TILE = 16",
+        ),
+        (
+            "#define BASE 8\n#define TILE (BASE * 2)\n__global__ void d(float* o) { __shared__ float s[TILE]; "
+            "o[threadIdx.x] = s[threadIdx.x]; }\nvoid go(float* o) { d<<<1, TILE>>>(o); }\n",
+            "DerivedConstant",
+            "is computed from other values",
+        ),
+        (
+            "__global__ void v(const __nv_bfloat16* x, float* o) { constexpr int pack = 16 / sizeof(__nv_bfloat16);"
+            " o[threadIdx.x * pack] = 0; }\nvoid go(const __nv_bfloat16* x, float* o) { v<<<1, 32>>>(x, o); }\n",
+            "VectorWidth",
+            "vector width",
+        ),
+        (
+            "#define TILE 16\n__global__ void n(float* o) { __shared__ float s[TILE]; o[threadIdx.x] = s[threadIdx.x]; }\n",
+            "NoLaunchSite",
+            "not launched in this file",
+        ),
+        (
+            "#define TILE 16\n__global__ void l(float* o) { __shared__ float s[TILE]; o[threadIdx.x] = s[threadIdx.x]; }\n"
+            "void go(float* o) { l<<<1, TILE>>>(o); l<<<2, TILE / 2>>>(o); }\n",
+            "LaunchesDisagree",
+            "different",
+        ),
+        (
+            "template <typename T, int TILE>\n__global__ void m(T* o) { __shared__ T s[TILE]; o[threadIdx.x] = s[0]; }\n"
+            "template <int TILE> void go(float* o) { m<float, TILE><<<1, TILE>>>(o); }\n",
+            "TemplateParameter",
+            "already a template parameter",
+        ),
+        (
+            "__global__ void e(float* o, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) o[i] = 0; }\n"
+            "void go(float* o, int n) { const int threads = 256; e<<<(n + threads - 1) / threads, threads>>>(o, n); }\n",
+            "NoTileSize",
+            "no file-scope integer constant",
+        ),
+    ],
+)
 def test_refusals_name_their_reason(source: str, key: str, words: str) -> None:
     kernel = source.split("__global__ void ")[1].split("(")[0]
     result = rewrite(source, "tile", kernels=(kernel,))
@@ -201,8 +241,10 @@ def test_refusals_name_their_reason(source: str, key: str, words: str) -> None:
 
 
 def test_a_refused_constant_leaves_the_others_lifted_with_an_analysis_remark() -> None:
-    src = ("#define W 16\n#define HALO 1\n__global__ void s(float* o) { __shared__ float t[W + 2 * HALO];"
-           " o[blockIdx.x * W + threadIdx.x] = t[threadIdx.x + HALO]; }\nvoid go(float* o) { s<<<4, W>>>(o); }\n")
+    src = (
+        "#define W 16\n#define HALO 1\n__global__ void s(float* o) { __shared__ float t[W + 2 * HALO];"
+        " o[blockIdx.x * W + threadIdx.x] = t[threadIdx.x + HALO]; }\nvoid go(float* o) { s<<<4, W>>>(o); }\n"
+    )
     result = rewrite(src, "tile")
     assert outcomes(result) == {"s": Outcome.APPLIED}
     assert "#ifndef W\n" in result.new_data.decode() and "#ifndef HALO" not in result.new_data.decode()
@@ -214,8 +256,10 @@ def test_a_refused_constant_leaves_the_others_lifted_with_an_analysis_remark() -
 
 
 def test_a_launch_the_verifier_cannot_follow_rejects_non_default_configurations() -> None:
-    src = ("#define TILE 16\n__global__ void g(float* o) { __shared__ float s[TILE]; o[threadIdx.x] = s[0]; }\n"
-           "int rows();\nvoid go(float* o) { g<<<rows() / TILE, TILE>>>(o); }\n")
+    src = (
+        "#define TILE 16\n__global__ void g(float* o) { __shared__ float s[TILE]; o[threadIdx.x] = s[0]; }\n"
+        "int rows();\nvoid go(float* o) { g<<<rows() / TILE, TILE>>>(o); }\n"
+    )
     assert outcomes(rewrite(src, "tile")) == {"g": Outcome.APPLIED}  # lifting alone keeps the launch
     result = rewrite(src, "tile{TILE=32}")
     assert outcomes(result) == {"g": Outcome.FAILED}
@@ -223,9 +267,11 @@ def test_a_launch_the_verifier_cannot_follow_rejects_non_default_configurations(
 
 
 def test_constexpr_is_a_parameter_already_and_changes_only_at_a_configuration() -> None:
-    src = ("constexpr int THREADS = 128;\n__global__ void k(float* o, int n) { int i = blockIdx.x * THREADS + "
-           "threadIdx.x; if (i < n) o[i] = 0; }\nvoid go(float* o, int n) { const int blocks = (n + THREADS - 1) / "
-           "THREADS; k<<<blocks, THREADS>>>(o, n); }\n")
+    src = (
+        "constexpr int THREADS = 128;\n__global__ void k(float* o, int n) { int i = blockIdx.x * THREADS + "
+        "threadIdx.x; if (i < n) o[i] = 0; }\nvoid go(float* o, int n) { const int blocks = (n + THREADS - 1) / "
+        "THREADS; k<<<blocks, THREADS>>>(o, n); }\n"
+    )
     lifted = rewrite(src, "tile")
     assert outcomes(lifted) == {"k": Outcome.UNCHANGED} and not lifted.changed
     result = rewrite(src, "tile{THREADS=256}")
@@ -234,22 +280,37 @@ def test_constexpr_is_a_parameter_already_and_changes_only_at_a_configuration() 
     assert policy.launch.grid == ("((n + THREADS - 1) / THREADS)",) and policy.compare.mode == "exact"
 
 
-@pytest.mark.parametrize(("source", "key", "words"), [
-    ("#define TILE 16\n__global__ void c(float* o) { constexpr int step = 4; __shared__ float s[TILE];"
-     " for (int i = 0; i < TILE; i += step) o[i] = s[i]; }\nvoid go(float* o) { c<<<1, TILE>>>(o); }\n",
-     "LocalConstant", "defined inside 'c'"),
-    ("#define BM 64\n__global__ void p(float* o) { __shared__ float s[BM]; unsigned r;"
-     " asm(\"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0}, {%0}, {%0}, {%0};\" : \"+r\"(r));"
-     " o[threadIdx.x] = s[threadIdx.x % BM]; }\nvoid go(float* o) { p<<<1, BM>>>(o); }\n",
-     "HardwareFixedShape", "mma instructions"),
-    ("#define TILE 16\n__global__ void y(float* o) { extern __shared__ float d[]; __shared__ float s[TILE];"
-     " o[threadIdx.x] = s[threadIdx.x] + d[threadIdx.x]; }\nvoid go(float* o) { y<<<1, TILE, 4096>>>(o); }\n",
-     "DynamicSharedFixed", "fixed amount of dynamic shared memory"),
-    ("#define BLOCK 128\n__global__ void z(float* o, int n) { __shared__ float s[BLOCK]; o[blockIdx.x * BLOCK +"
-     " threadIdx.x] = s[threadIdx.x]; }\nvoid go(float* o, int n) { const int blocks = (n + BLOCK - 1) / BLOCK;"
-     " float* flags = new float[blocks]; z<<<blocks, BLOCK>>>(o, n); }\n", "HostUse",
-     "sets the launch variable 'blocks'"),
-])
+@pytest.mark.parametrize(
+    ("source", "key", "words"),
+    [
+        (
+            "#define TILE 16\n__global__ void c(float* o) { constexpr int step = 4; __shared__ float s[TILE];"
+            " for (int i = 0; i < TILE; i += step) o[i] = s[i]; }\nvoid go(float* o) { c<<<1, TILE>>>(o); }\n",
+            "LocalConstant",
+            "defined inside 'c'",
+        ),
+        (
+            "#define BM 64\n__global__ void p(float* o) { __shared__ float s[BM]; unsigned r;"
+            ' asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0}, {%0}, {%0}, {%0};" : "+r"(r));'
+            " o[threadIdx.x] = s[threadIdx.x % BM]; }\nvoid go(float* o) { p<<<1, BM>>>(o); }\n",
+            "HardwareFixedShape",
+            "mma instructions",
+        ),
+        (
+            "#define TILE 16\n__global__ void y(float* o) { extern __shared__ float d[]; __shared__ float s[TILE];"
+            " o[threadIdx.x] = s[threadIdx.x] + d[threadIdx.x]; }\nvoid go(float* o) { y<<<1, TILE, 4096>>>(o); }\n",
+            "DynamicSharedFixed",
+            "fixed amount of dynamic shared memory",
+        ),
+        (
+            "#define BLOCK 128\n__global__ void z(float* o, int n) { __shared__ float s[BLOCK]; o[blockIdx.x * BLOCK +"
+            " threadIdx.x] = s[threadIdx.x]; }\nvoid go(float* o, int n) { const int blocks = (n + BLOCK - 1) / BLOCK;"
+            " float* flags = new float[blocks]; z<<<blocks, BLOCK>>>(o, n); }\n",
+            "HostUse",
+            "sets the launch variable 'blocks'",
+        ),
+    ],
+)
 def test_more_refusals_name_their_reason(source: str, key: str, words: str) -> None:
     test_refusals_name_their_reason(source, key, words)
 
@@ -277,16 +338,26 @@ def test_a_constant_that_is_also_a_threshold_is_not_lifted_and_the_line_is_named
     result = rewrite(THRESHOLD, spec)
     assert outcomes(result) == {"scale": Outcome.MISSED} and not result.changed
     (remark,) = [r for r in result.remarks if r.name == "ControlFlowUse"]
-    assert remark.line == 8 and "TILE is a threshold in `n > 100000 / TILE`, which decides control flow" in \
-        remark.message
+    assert (
+        remark.line == 8 and "TILE is a threshold in `n > 100000 / TILE`, which decides control flow" in remark.message
+    )
 
 
-@pytest.mark.parametrize("test", ["if (threadIdx.x % TILE == 0) o[0] = 1;", "while (n / TILE > 8) n /= 2;",
-                                  "o[0] = (n % TILE) ? 1 : 0;", "if (n >= TILE * 4) o[0] = 1;"])
+@pytest.mark.parametrize(
+    "test",
+    [
+        "if (threadIdx.x % TILE == 0) o[0] = 1;",
+        "while (n / TILE > 8) n /= 2;",
+        "o[0] = (n % TILE) ? 1 : 0;",
+        "if (n >= TILE * 4) o[0] = 1;",
+    ],
+)
 def test_a_threshold_in_control_flow_refuses_the_lift_but_a_loop_header_or_an_index_test_does_not(test: str) -> None:
-    body = ("#define TILE 16\n__global__ void d(float* o, int n) { __shared__ float s[TILE];"
-            " for (int k = 0; k < n / TILE; ++k) o[k] = s[k % TILE]; BODY }\n"
-            "void go(float* o, int n) { d<<<1, TILE>>>(o, n); }\n")
+    body = (
+        "#define TILE 16\n__global__ void d(float* o, int n) { __shared__ float s[TILE];"
+        " for (int k = 0; k < n / TILE; ++k) o[k] = s[k % TILE]; BODY }\n"
+        "void go(float* o, int n) { d<<<1, TILE>>>(o, n); }\n"
+    )
     assert outcomes(rewrite(body.replace("BODY", ""), "tile")) == {"d": Outcome.APPLIED}
     index_test = "int tx = threadIdx.x; if (tx < TILE && blockIdx.x * TILE + tx < n) o[tx] = 1;"
     assert outcomes(rewrite(body.replace("BODY", index_test), "tile")) == {"d": Outcome.APPLIED}

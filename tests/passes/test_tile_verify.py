@@ -50,15 +50,28 @@ def test_a_planted_bug_in_a_tiled_kernel_is_rejected(sgemm: Path, cpu) -> None: 
     broken = result.new_data.replace(b"for (int k = 0; k < TILE; ++k)", b"for (int k = 0; k < TILE - 1; ++k)")
     assert broken != result.new_data
     spec = _spec(sgemm, "sgemm_tiled")
-    report = verify_pair(validate_bytes(str(sgemm), original), validate_bytes(str(sgemm), broken), spec, cpu,
-                         sizes=("tiles",), policy=result.results[0].policy)
+    report = verify_pair(
+        validate_bytes(str(sgemm), original),
+        validate_bytes(str(sgemm), broken),
+        spec,
+        cpu,
+        sizes=("tiles",),
+        policy=result.results[0].policy,
+    )
     assert not report.ok and "differ" in report.sizes[0].summary()
 
 
 def test_a_derived_launch_that_disagrees_with_the_spec_is_could_not_tell(sgemm: Path, cpu) -> None:  # type: ignore[no-untyped-def]
     original = validate_bytes(str(sgemm), sgemm.read_bytes())
-    wrong = VerifyPolicy(LaunchBinding(grid=("(N + TILE - 1) / TILE", "M"), block=("TILE", "TILE"),
-                                       values=(("TILE", 16),), defaults=(("TILE", 16),), origin="test"))
+    wrong = VerifyPolicy(
+        LaunchBinding(
+            grid=("(N + TILE - 1) / TILE", "M"),
+            block=("TILE", "TILE"),
+            values=(("TILE", 16),),
+            defaults=(("TILE", 16),),
+            origin="test",
+        )
+    )
     report = verify_pair(original, original, _spec(sgemm, "sgemm_tiled"), cpu, sizes=("tiles",), policy=wrong)
     assert not report.ok
     assert "could not tell" in (report.sizes[0].error or "") and "the spec says grid (4, 4, 1)" in report.sizes[0].error
@@ -67,8 +80,9 @@ def test_a_derived_launch_that_disagrees_with_the_spec_is_could_not_tell(sgemm: 
 @pytest.mark.slow
 def test_apply_verifies_tile_then_swizzle_in_one_pipeline_and_logs_both_policies(sgemm: Path) -> None:
     log = sgemm.parent / "run.jsonl"
-    proc = run_cli("apply", "--pass", "tile{TILE=32},swizzle{pattern=grouped}", "--verify", "cpu", "--log", str(log),
-                   str(sgemm))
+    proc = run_cli(
+        "apply", "--pass", "tile{TILE=32},swizzle{pattern=grouped}", "--verify", "cpu", "--log", str(log), str(sgemm)
+    )
     assert proc.returncode == 0, proc.stderr
     text = sgemm.read_text()
     assert "#ifndef TILE\n#define TILE 32\n#endif\n" in text and "kxform_block = kxform_swizzle_grouped" in text
@@ -112,7 +126,8 @@ def test_inspect_shows_parameters_and_constraints_with_their_lines() -> None:
 def test_verification_policy_of_swizzle_is_exact_unless_float_atomics() -> None:
     plain = rewrite("__global__ void k(float* o) { o[blockIdx.y * 9 + blockIdx.x] = 1; }\n")
     assert plain.results[0].policy.compare.mode == "exact" and plain.results[0].policy.launch.is_spec
-    atomics = rewrite("__global__ void k(float* o, const float* x) { atomicAdd(&o[0], x[blockIdx.y * 9 + "
-                      "blockIdx.x]); }\n")
+    atomics = rewrite(
+        "__global__ void k(float* o, const float* x) { atomicAdd(&o[0], x[blockIdx.y * 9 + blockIdx.x]); }\n"
+    )
     assert atomics.results[0].policy.compare.mode == "spec"
     assert atomics.results[0].outcome is Outcome.APPLIED

@@ -39,11 +39,14 @@ def test_golden_rewrite_changes_only_the_pragma() -> None:
 
 
 def test_a_pragma_is_added_or_removed_where_asked() -> None:
-    text = ("__global__ void k(float* a, int n) {\n    for (int i = 0; i < 8; ++i)\n        a[i] += 1.0f;\n"
-            "#pragma unroll 2\n    for (int j = 0; j < n; ++j) a[j] *= 2.0f;\n}\n")
+    text = (
+        "__global__ void k(float* a, int n) {\n    for (int i = 0; i < 8; ++i)\n        a[i] += 1.0f;\n"
+        "#pragma unroll 2\n    for (int j = 0; j < n; ++j) a[j] *= 2.0f;\n}\n"
+    )
     result = rewrite(text, "unroll{loop1=full,loop2=auto}")
     assert result.new_data.decode() == text.replace("    for (int i", "    #pragma unroll\n    for (int i").replace(
-        "#pragma unroll 2\n", "")
+        "#pragma unroll 2\n", ""
+    )
     again = rewrite(result.new_data, "unroll{loop1=full,loop2=auto}")  # names survive the inserted line
     assert not again.changed and outcomes(again)["k"] is Outcome.UNCHANGED
 
@@ -106,7 +109,8 @@ def test_spec_round_trip_and_space_through_the_pass_api() -> None:
 
 @pytest.mark.slow
 def test_every_factor_of_the_inner_loop_verifies_bit_exact_on_the_cpu_runtime(  # type: ignore[no-untyped-def]
-        tmp_path: Path, cpu) -> None:
+    tmp_path: Path, cpu
+) -> None:
     shutil.copytree(CORPORA / "sgemm_tiled", tmp_path / "sgemm_tiled")
     path = tmp_path / "sgemm_tiled" / "sgemm_tiled.cu"
     spec_path = find_spec_for(path)
@@ -116,13 +120,15 @@ def test_every_factor_of_the_inner_loop_verifies_bit_exact_on_the_cpu_runtime(  
     for value in ("1", "4", "auto"):
         result = rewrite(original.data, f"unroll{{{INNER}={value}}}", path=str(path))
         (kernel,) = result.results
-        report = verify_pair(original, validate_bytes(str(path), result.new_data), spec, cpu, sizes=("tiles",),
-                             policy=kernel.policy)
+        report = verify_pair(
+            original, validate_bytes(str(path), result.new_data), spec, cpu, sizes=("tiles",), policy=kernel.policy
+        )
         assert report.ok, (value, [s.summary() for s in report.sizes])
     broken = result.new_data.replace(b"k < TILE; ++k", b"k < TILE - 1; ++k")  # a planted off-by-one
     assert broken != result.new_data
-    report = verify_pair(original, validate_bytes(str(path), broken), spec, cpu, sizes=("tiles",),
-                         policy=result.results[0].policy)
+    report = verify_pair(
+        original, validate_bytes(str(path), broken), spec, cpu, sizes=("tiles",), policy=result.results[0].policy
+    )
     assert not report.ok
 
 
@@ -132,7 +138,14 @@ def test_apply_writes_a_verified_factor_from_the_command_line(tmp_path: Path) ->
 
     shutil.copytree(CORPORA / "sgemm_tiled", tmp_path / "sgemm_tiled")
     path = tmp_path / "sgemm_tiled" / "sgemm_tiled.cu"
-    done = run_cli("apply", "--pass", f"unroll{{{INNER}=4}}", "--verify", "cpu", str(path),
-                   env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")})
+    done = run_cli(
+        "apply",
+        "--pass",
+        f"unroll{{{INNER}=4}}",
+        "--verify",
+        "cpu",
+        str(path),
+        env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")},
+    )
     assert done.returncode == 0, done.stderr
     assert path.read_bytes() == GOLDEN.read_bytes()

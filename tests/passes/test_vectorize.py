@@ -32,8 +32,13 @@ def _rewrite(path: Path, spec: str) -> bytes:
     return result.new_data
 
 
-@pytest.mark.parametrize(("path", "spec", "golden"), [(GELU, "vectorize{width=4}", "gelu_f32.vectorize4.cu"),
-                                                     (GELU_BF16, "vectorize{width=8}", "gelu_bf16.vectorize8.cu")])
+@pytest.mark.parametrize(
+    ("path", "spec", "golden"),
+    [
+        (GELU, "vectorize{width=4}", "gelu_f32.vectorize4.cu"),
+        (GELU_BF16, "vectorize{width=8}", "gelu_bf16.vectorize8.cu"),
+    ],
+)
 def test_golden_rewrite_and_idempotence(path: Path, spec: str, golden: str) -> None:
     result = rewrite(path.read_bytes(), spec, path=str(path))
     (kernel,) = result.results
@@ -56,13 +61,16 @@ def test_the_grid_counts_vectors_and_composes_after_launch() -> None:
     assert dict(last.policy.launch.values) == {"GELU_F32_NAIVE_VEC": 4, "GELU_F32_NAIVE_BLOCK_X": 128}
 
 
-@pytest.mark.parametrize(("path", "key", "words"), [
-    (NAIVE / "silu_and_mul" / "naive.cu", "MayAlias", "`inp` is read at a non-contiguous index"),
-    (NAIVE / "jacobi2d" / "naive.cu", "NotElementwise", "(line 8)"),
-    (NAIVE / "conv2d" / "naive.cu", "NotElementwise", "is not its bounds guard"),
-    (NAIVE / "gemm" / "naive.cu", "NotElementwise", "is not its bounds guard"),
-    (NAIVE / "layernorm" / "naive.cu", "NotContiguous", "stride C in threadIdx.x"),
-])
+@pytest.mark.parametrize(
+    ("path", "key", "words"),
+    [
+        (NAIVE / "silu_and_mul" / "naive.cu", "MayAlias", "`inp` is read at a non-contiguous index"),
+        (NAIVE / "jacobi2d" / "naive.cu", "NotElementwise", "(line 8)"),
+        (NAIVE / "conv2d" / "naive.cu", "NotElementwise", "is not its bounds guard"),
+        (NAIVE / "gemm" / "naive.cu", "NotElementwise", "is not its bounds guard"),
+        (NAIVE / "layernorm" / "naive.cu", "NotContiguous", "stride C in threadIdx.x"),
+    ],
+)
 def test_corpus_refusals_name_their_reason(path: Path, key: str, words: str) -> None:
     result = rewrite(path.read_bytes(), "vectorize{width=2}", path=str(path))
     assert not result.changed and key in remark_names(result)
@@ -70,21 +78,27 @@ def test_corpus_refusals_name_their_reason(path: Path, key: str, words: str) -> 
 
 
 def test_refusals_of_planted_shapes() -> None:
-    offset = ("__global__ void k(float* out, const float* inp, int n) {\n    int i = blockIdx.x * blockDim.x + "
-              "threadIdx.x;\n    if (i < n) out[i] = inp[i] + inp[i + 1];\n}\n"
-              "void run(float* o, const float* x, int n) { k<<<(n + 255) / 256, 256>>>(o, x, n); }\n")
+    offset = (
+        "__global__ void k(float* out, const float* inp, int n) {\n    int i = blockIdx.x * blockDim.x + "
+        "threadIdx.x;\n    if (i < n) out[i] = inp[i] + inp[i + 1];\n}\n"
+        "void run(float* o, const float* x, int n) { k<<<(n + 255) / 256, 256>>>(o, x, n); }\n"
+    )
     result = rewrite(offset, "vectorize{width=4}")
     (missed,) = [r for r in result.remarks if r.name == "NotContiguous"]
     assert "`inp[i + 1]` (line 3) is not `inp[i]`" in missed.message and not result.changed
-    shared = offset.replace("    if (i < n) out[i] = inp[i] + inp[i + 1];",
-                            "    __shared__ float s[256];\n    if (i < n) out[i] = inp[i];")
+    shared = offset.replace(
+        "    if (i < n) out[i] = inp[i] + inp[i + 1];", "    __shared__ float s[256];\n    if (i < n) out[i] = inp[i];"
+    )
     assert "Communicates" in remark_names(rewrite(shared, "vectorize{width=4}"))
-    through = offset.replace("    if (i < n) out[i] = inp[i] + inp[i + 1];",
-                             "    if (i < n) {\n        const float* x = inp + 1;\n        out[i] = x[i];\n    }")
+    through = offset.replace(
+        "    if (i < n) out[i] = inp[i] + inp[i + 1];",
+        "    if (i < n) {\n        const float* x = inp + 1;\n        out[i] = x[i];\n    }",
+    )
     refused = rewrite(through, "vectorize{width=4}")  # `x[i]` is `inp[i + 1]`: never widened as `inp`
     assert not refused.changed and "Escapes" in remark_names(refused)
-    passed = offset.replace("__global__ void k", "__device__ float g(const float* p, int i) { return p[i + 1]; }\n"
-                            "__global__ void k").replace("inp[i] + inp[i + 1]", "g(inp, i)")
+    passed = offset.replace(
+        "__global__ void k", "__device__ float g(const float* p, int i) { return p[i + 1]; }\n__global__ void k"
+    ).replace("inp[i] + inp[i + 1]", "g(inp, i)")
     (escapes,) = [r for r in rewrite(passed, "vectorize{width=4}").remarks if r.name == "Escapes"]
     assert "`inp` is used other than by a subscript" in escapes.message
     wide = rewrite(GELU.read_bytes(), "vectorize{width=8}", path=str(GELU))
@@ -94,8 +108,9 @@ def test_refusals_of_planted_shapes() -> None:
 
 
 def test_restrict_pointers_need_no_overlap_check() -> None:
-    text = GELU.read_text().replace("float* out, const float* inp", "float* __restrict__ out, "
-                                    "const float* __restrict__ inp", 1)
+    text = GELU.read_text().replace(
+        "float* out, const float* inp", "float* __restrict__ out, const float* __restrict__ inp", 1
+    )
     out = rewrite(text, "vectorize{width=4}", path=str(GELU)).new_data.decode()
     assert "% 16 == 0" in out and "(inp + (N))" not in out
     plain = _rewrite(GELU, "vectorize{width=4}").decode()
@@ -104,10 +119,13 @@ def test_restrict_pointers_need_no_overlap_check() -> None:
 
 def test_space_and_spec_through_the_pass_api() -> None:
     assert default_registry().parse("vectorize{width=4}").spec() == "vectorize{width=4}"
-    assert space_of(GELU.read_bytes(), "gelu_f32_naive", "vectorize", path=str(GELU)).param("width").values == \
-        ("2", "4")  # no "1": the code as written is the pass-off point of a composed space
+    assert space_of(GELU.read_bytes(), "gelu_f32_naive", "vectorize", path=str(GELU)).param("width").values == (
+        "2",
+        "4",
+    )  # no "1": the code as written is the pass-off point of a composed space
     assert space_of(GELU_BF16.read_bytes(), "gelu_bf16_naive", "vectorize", path=str(GELU_BF16)).param(
-        "width").values == ("2", "4", "8")
+        "width"
+    ).values == ("2", "4", "8")
 
 
 def _verify(cpu, path: Path, kernel: str, new: bytes, spec: str):  # type: ignore[no-untyped-def]
@@ -115,18 +133,30 @@ def _verify(cpu, path: Path, kernel: str, new: bytes, spec: str):  # type: ignor
     (applied,) = result.results
     harness = load_spec(find_spec_for(path)).kernel(kernel)
     sizes = tuple(s.name for s in harness.sizes if not s.bench)
-    return verify_pair(validate_bytes(str(path), path.read_bytes()), validate_bytes(str(path), new), harness, cpu,
-                       sizes=sizes, policy=applied.policy)
+    return verify_pair(
+        validate_bytes(str(path), path.read_bytes()),
+        validate_bytes(str(path), new),
+        harness,
+        cpu,
+        sizes=sizes,
+        policy=applied.policy,
+    )
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("name", "kernel", "width"), [("gelu_f32", "gelu_f32_naive", 2),
-                                                       ("gelu_f32", "gelu_f32_naive", 4),
-                                                       ("gelu_bf16", "gelu_bf16_naive", 8),
-                                                       ("residual_add", "residual_add_naive", 4),
-                                                       ("adamw", "adamw_naive", 4)])
+@pytest.mark.parametrize(
+    ("name", "kernel", "width"),
+    [
+        ("gelu_f32", "gelu_f32_naive", 2),
+        ("gelu_f32", "gelu_f32_naive", 4),
+        ("gelu_bf16", "gelu_bf16_naive", 8),
+        ("residual_add", "residual_add_naive", 4),
+        ("adamw", "adamw_naive", 4),
+    ],
+)
 def test_applied_widths_verify_bit_exact_on_the_cpu_runtime(  # type: ignore[no-untyped-def]
-        cpu, name: str, kernel: str, width: int) -> None:
+    cpu, name: str, kernel: str, width: int
+) -> None:
     path = NAIVE / name / "naive.cu"
     spec = f"vectorize{{width={width}}}"
     report = _verify(cpu, path, kernel, _rewrite(path, spec), spec)
@@ -144,11 +174,14 @@ def test_planted_bugs_fail_verification(cpu, plant: str) -> None:  # type: ignor
     if plant == "tail":
         broken = good.replace(b"kx_first + GELU_F32_NAIVE_VEC <= (N) &&", b"kx_first < (N) &&")
     elif plant == "offset":  # the vector of a buffer offset by one element
-        broken = good.replace(b"reinterpret_cast<const uint4*>(inp)[kx_v]",
-                              b"reinterpret_cast<const uint4*>(inp + 1)[kx_v]")
+        broken = good.replace(
+            b"reinterpret_cast<const uint4*>(inp)[kx_v]", b"reinterpret_cast<const uint4*>(inp + 1)[kx_v]"
+        )
     else:
-        broken = good.replace(b"kx_j < GELU_F32_NAIVE_VEC; ++kx_j) {\n            float x",
-                              b"kx_j < GELU_F32_NAIVE_VEC - 1; ++kx_j) {\n            float x")
+        broken = good.replace(
+            b"kx_j < GELU_F32_NAIVE_VEC; ++kx_j) {\n            float x",
+            b"kx_j < GELU_F32_NAIVE_VEC - 1; ++kx_j) {\n            float x",
+        )
     assert broken != good
     report = _verify(cpu, GELU, "gelu_f32_naive", broken, spec)
     assert not report.ok
@@ -167,8 +200,10 @@ def _shifted(data: bytes) -> bytes:
     assert data.count(GELU_SIGNATURE) == 1
     body = data.replace(GELU_SIGNATURE, b"__device__ void kx_shifted_body(float* out, const float* inp, int N)\n{")
     end = body.index(b"\n}\n", body.index(b"kx_shifted_body")) + 3
-    wrapper = GELU_SIGNATURE + (b"\n    if (blockIdx.x == 0 && threadIdx.x == 0)\n        out[0] = 0.0f;"
-                                b"\n    kx_shifted_body(out + 1, inp + 1, N - 1);\n}\n")
+    wrapper = GELU_SIGNATURE + (
+        b"\n    if (blockIdx.x == 0 && threadIdx.x == 0)\n        out[0] = 0.0f;"
+        b"\n    kx_shifted_body(out + 1, inp + 1, N - 1);\n}\n"
+    )
     return body[:end] + wrapper + body[end:]
 
 
@@ -185,8 +220,10 @@ def test_misaligned_buffers_take_the_scalar_path(cpu, plant: str | None) -> None
     good = _rewrite(GELU, spec)
     new = good
     if plant == "vector-lane":
-        new = good.replace(b"kx_j < GELU_F32_NAIVE_VEC; ++kx_j) {\n            float x",
-                           b"kx_j < GELU_F32_NAIVE_VEC - 1; ++kx_j) {\n            float x")
+        new = good.replace(
+            b"kx_j < GELU_F32_NAIVE_VEC; ++kx_j) {\n            float x",
+            b"kx_j < GELU_F32_NAIVE_VEC - 1; ++kx_j) {\n            float x",
+        )
         assert not _verify(cpu, GELU, "gelu_f32_naive", new, spec).ok  # aligned: the vector path runs
     elif plant == "no-alignment-check":
         new = re.sub(rb"\s*\(unsigned long long\)\((?:inp|out)\) % 16 == 0 &&", b"", good)
@@ -205,5 +242,11 @@ def _verify_sources(cpu, original: bytes, new: bytes, spec: str, path: str):  # 
     result = rewrite(GELU.read_bytes(), spec, path=str(GELU))
     harness = load_spec(find_spec_for(GELU)).kernel("gelu_f32_naive")
     sizes = tuple(s.name for s in harness.sizes if not s.bench)
-    return verify_pair(validate_bytes(path, original), validate_bytes(path, new), harness, cpu, sizes=sizes,
-                       policy=result.results[0].policy)
+    return verify_pair(
+        validate_bytes(path, original),
+        validate_bytes(path, new),
+        harness,
+        cpu,
+        sizes=sizes,
+        policy=result.results[0].policy,
+    )

@@ -12,21 +12,31 @@ from kxform.profile.ncu_csv import parse_ncu_csv
 from kxform.profile.nsight import FIGURES, STALL_REASONS, stall_metric, summarize, summary_text
 
 NAIVE = Path(__file__).resolve().parents[2] / "corpora" / "naive"
-HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",'
-          '"Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"')
+HEADER = (
+    '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",'
+    '"Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"'
+)
 
 
 def _row(metric: str, unit: str, value: str) -> str:
-    return (f'"0","7","python3","h","kxform_entry_k","1","7","(256, 1, 1)","(64, 1, 1)","0","9.0","Command line '
-            f'profiler metrics","{metric}","{unit}","{value}"')
+    return (
+        f'"0","7","python3","h","kxform_entry_k","1","7","(256, 1, 1)","(64, 1, 1)","0","9.0","Command line '
+        f'profiler metrics","{metric}","{unit}","{value}"'
+    )
 
 
 def test_the_summary_names_the_figures_and_the_largest_stalls_first() -> None:
-    rows = [_row(FIGURES[0][0], "nsecond", "1,234,000"), _row(FIGURES[1][0], "%", "81.5"),
-            _row(FIGURES[4][0], "%", "43.25"), _row(FIGURES[3][0], "%", "n/a"),
-            _row(stall_metric("long_scoreboard"), "", "12.5"), _row(stall_metric("wait"), "", "0.8"),
-            _row(stall_metric("barrier"), "", "3.1"), _row(stall_metric("lg_throttle"), "", "5.0"),
-            _row(stall_metric("selected"), "", "0")]
+    rows = [
+        _row(FIGURES[0][0], "nsecond", "1,234,000"),
+        _row(FIGURES[1][0], "%", "81.5"),
+        _row(FIGURES[4][0], "%", "43.25"),
+        _row(FIGURES[3][0], "%", "n/a"),
+        _row(stall_metric("long_scoreboard"), "", "12.5"),
+        _row(stall_metric("wait"), "", "0.8"),
+        _row(stall_metric("barrier"), "", "3.1"),
+        _row(stall_metric("lg_throttle"), "", "5.0"),
+        _row(stall_metric("selected"), "", "0"),
+    ]
     (launch,) = parse_ncu_csv("\n".join([HEADER, *rows])).launches
     summary = summarize(launch)
     assert [name for name, _, _ in summary.figures] == ["duration", "memory throughput", "achieved occupancy"]
@@ -51,8 +61,10 @@ def test_without_ncu_the_prompt_says_there_is_no_profile(monkeypatch: pytest.Mon
     monkeypatch.setattr("kxform.profile.nsight.os.path.isfile", lambda path: False)
     spec = load_spec(NAIVE / "layernorm" / "kxform.toml").kernel("layernorm_naive")
     extracted = extract_kernel(read_source(NAIVE / "layernorm" / "naive.cu"), "layernorm_naive")
-    assert summary_text(extracted, spec, spec.check_sizes[0]) == \
-        "No Nsight Compute summary: ncu not found (not $NCU, not on PATH, not in /usr/local/cuda/bin)"
+    assert (
+        summary_text(extracted, spec, spec.check_sizes[0])
+        == "No Nsight Compute summary: ncu not found (not $NCU, not on PATH, not in /usr/local/cuda/bin)"
+    )
 
 
 @pytest.mark.gpu

@@ -46,8 +46,9 @@ def test_swizzle_states_the_order_of_its_pattern() -> None:
 
 
 def test_a_custom_formula_is_evaluated_as_written() -> None:
-    proposal = Proposal.of("swizzle", "k", {"pattern": "custom"}, "test", Provenance("fixed"),
-                           payload="lx = gx - 1 - bx\nly = by")
+    proposal = Proposal.of(
+        "swizzle", "k", {"pattern": "custom"}, "test", Provenance("fixed"), payload="lx = gx - 1 - bx\nly = by"
+    )
     bx, by = _blocks()
     lx, ly = Swizzle().block_order(proposal)(bx, by, *GRID)
     assert (lx == np.uint64(GRID[0] - 1) - bx).all() and (ly == by).all()
@@ -73,6 +74,7 @@ class _Transposed(Launch):
         def transposed(bx: np.ndarray, by: np.ndarray, gx: int, gy: int) -> tuple[np.ndarray, np.ndarray]:
             pid = by * np.uint64(gx) + bx
             return pid // np.uint64(gy), pid % np.uint64(gy)
+
         return transposed
 
 

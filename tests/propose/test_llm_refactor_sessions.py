@@ -29,8 +29,11 @@ from refactor_helpers import NAIVE, reply, session, template_input
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "refactor"
 TIMES = json.loads((FIXTURES / "times.json").read_text())
 
-SESSIONS = {family: (entry["params"], entry["grid"], entry["block"], entry["constraints"])
-            for family, entry in json.loads((FIXTURES / "sessions.json").read_text()).items() if family != "about"}
+SESSIONS = {
+    family: (entry["params"], entry["grid"], entry["block"], entry["constraints"])
+    for family, entry in json.loads((FIXTURES / "sessions.json").read_text()).items()
+    if family != "about"
+}
 
 
 def _timing(family: str):  # type: ignore[no-untyped-def]
@@ -40,14 +43,15 @@ def _timing(family: str):  # type: ignore[no-untyped-def]
 
 @pytest.mark.slow
 @pytest.mark.parametrize("family", list(SESSIONS))
-def test_a_recorded_template_is_verified_tuned_and_written(family: str, tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_recorded_template_is_verified_tuned_and_written(
+    family: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", PLANTED_KEY)
     params, grid, block, constraints = SESSIONS[family]
     code = (FIXTURES / f"{family}.cu").read_text()
-    result, evaluator, model, records = session(family, [reply(template_input(code, params, grid, block,
-                                                                               constraints))],
-                                                timing=_timing(family))
+    result, evaluator, model, records = session(
+        family, [reply(template_input(code, params, grid, block, constraints))], timing=_timing(family)
+    )
     (attempt,) = result.attempts
     assert attempt.status == "verified", attempt.reason
     assert result.decision is not None and result.decision.pass_name == "refactor"
@@ -61,8 +65,11 @@ def test_a_recorded_template_is_verified_tuned_and_written(family: str, tmp_path
     start = dict(template.original) if template.original is not None else None
     space = template.space()
     assert len(covering_sample(space, load_profile("h100"), start)) == sample
-    valid = [dict(zip(space.names, values)) for values in itertools.product(*(p.values for p in space.params))
-             if space.is_valid(dict(zip(space.names, values)), load_profile("h100"))]
+    valid = [
+        dict(zip(space.names, values))
+        for values in itertools.product(*(p.values for p in space.params))
+        if space.is_valid(dict(zip(space.names, values)), load_profile("h100"))
+    ]
     labels = [",".join(f"{k}={v}" for k, v in sorted(c.items())) for c in valid]
     fastest = min((times[lb], lb) for lb in labels if lb in times)
     assert (attempt.score, ",".join(f"{k}={v}" for k, v in sorted(config.items()))) == fastest
@@ -80,9 +87,14 @@ def test_a_recorded_template_is_verified_tuned_and_written(family: str, tmp_path
     spec = load_spec(NAIVE / family / "kxform.toml").kernel(f"{family}_naive")
     function = next(f for f in model.functions if f.name == f"{family}_naive")
     compare = comparison(original_sums(model, function, None))
-    report = verify_pair(model.source, validate_bytes(str(target), new), spec, CpuRuntime(),
-                         sizes=tuple(s.name for s in spec.check_sizes),
-                         policy=VerifyPolicy(launch_of(template, config), compare))
+    report = verify_pair(
+        model.source,
+        validate_bytes(str(target), new),
+        spec,
+        CpuRuntime(),
+        sizes=tuple(s.name for s in spec.check_sizes),
+        policy=VerifyPolicy(launch_of(template, config), compare),
+    )
     assert report.ok, report.reason
     # the decision replays: its payload is the template, and it writes the same bytes
     replayed = Template.from_payload(result.decision.payload)
@@ -94,11 +106,30 @@ def test_a_recorded_template_is_verified_tuned_and_written(family: str, tmp_path
 def test_inspect_prompt_shows_the_refactoring_context(capsys: pytest.CaptureFixture[str]) -> None:
     from kxform.cli.main import main
 
-    assert main(["inspect", "--prompt", str(NAIVE / "matvec" / "naive.cu"), "--kernel", "matvec_naive",
-                 "--pass", "refactor"]) == 0
+    assert (
+        main(
+            [
+                "inspect",
+                "--prompt",
+                str(NAIVE / "matvec" / "naive.cu"),
+                "--kernel",
+                "matvec_naive",
+                "--pass",
+                "refactor",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
-    for section in ("## Source", "## Memory accesses", "## Hardware", "## ptxas resources of the original",
-                    "## What the deterministic passes do with it", "## Nsight Compute", "\"propose_refactor\""):
+    for section in (
+        "## Source",
+        "## Memory accesses",
+        "## Hardware",
+        "## ptxas resources of the original",
+        "## What the deterministic passes do with it",
+        "## Nsight Compute",
+        '"propose_refactor"',
+    ):
         assert section in text, section
     assert "matvec_naive(float* y, const float* A, const float* x, int M, int N)" in text
     assert "- rows:" in text and "No Nsight Compute summary" in text
@@ -107,8 +138,9 @@ def test_inspect_prompt_shows_the_refactoring_context(capsys: pytest.CaptureFixt
 def test_inspect_prompt_of_an_unknown_kernel_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     from kxform.cli.main import main
 
-    assert main(["inspect", "--prompt", str(NAIVE / "matvec" / "naive.cu"), "--kernel", "nope",
-                 "--pass", "refactor"]) == 2
+    assert (
+        main(["inspect", "--prompt", str(NAIVE / "matvec" / "naive.cu"), "--kernel", "nope", "--pass", "refactor"]) == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no kernel 'nope'" in err[0], err
 
@@ -118,8 +150,14 @@ def _tool(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     import sys
 
     root = Path(__file__).resolve().parents[2]
-    return subprocess.run([sys.executable, str(root / "tools" / "refactor_session.py"), *args], capture_output=True,
-                          text=True, timeout=300, env={**os.environ, **env}, cwd=root)
+    return subprocess.run(
+        [sys.executable, str(root / "tools" / "refactor_session.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **env},
+        cwd=root,
+    )
 
 
 @pytest.mark.slow
@@ -136,8 +174,18 @@ def test_the_live_command_over_recorded_traffic_records_and_the_record_replays_w
     shutil.copytree(NAIVE / "transpose", work)
     before = (work / "naive.cu").read_bytes()
     env = {"KXFORM_LLM_REPLAY": str(traffic), "KXFORM_CACHE_DIR": str(tmp_path / "cache"), "ANTHROPIC_API_KEY": ""}
-    live = _tool(str(work / "naive.cu"), "--kernel", "transpose_naive", "--attempts", "1", "--record",
-                 str(tmp_path / "kept.json"), "--log", str(tmp_path / "log.jsonl"), env=env)
+    live = _tool(
+        str(work / "naive.cu"),
+        "--kernel",
+        "transpose_naive",
+        "--attempts",
+        "1",
+        "--record",
+        str(tmp_path / "kept.json"),
+        "--log",
+        str(tmp_path / "log.jsonl"),
+        env=env,
+    )
     assert live.returncode == 0, live.stderr + live.stdout
     assert "attempt 1: verified" in live.stdout and "+    __shared__ float tile[TILE][TILE + 1];" in live.stdout
     assert (work / "naive.cu").read_bytes() == before  # no --write: the diff only
@@ -146,8 +194,15 @@ def test_the_live_command_over_recorded_traffic_records_and_the_record_replays_w
     logged = [json.loads(line)["type"] for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert logged[0] == "llm_prompt" and "llm_session" in logged
     offline = {"KXFORM_LLM_REPLAY": "", "ANTHROPIC_API_KEY": ""}
-    again = _tool(str(work / "naive.cu"), "--kernel", "transpose_naive", "--replay", str(tmp_path / "kept.json"),
-                  "--write", env=offline)
+    again = _tool(
+        str(work / "naive.cu"),
+        "--kernel",
+        "transpose_naive",
+        "--replay",
+        str(tmp_path / "kept.json"),
+        "--write",
+        env=offline,
+    )
     assert again.returncode == 0, again.stderr + again.stdout
     written = (work / "naive.cu").read_text()
     assert f"#define TILE {kept['params']['TILE']}" in written and "transpose_naive<<<dim3(" in written
@@ -165,26 +220,46 @@ def test_a_replayed_record_for_another_kernel_is_one_line_and_touches_nothing(tm
 
 @pytest.mark.slow
 def test_the_tuner_verifies_a_configuration_outside_the_sample_and_refuses_a_wrong_one(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A template wrong only at one configuration the covering sample leaves out, and that
     configuration the fastest by the replayed times: the tuner's verification refuses it."""
     monkeypatch.setenv("ANTHROPIC_API_KEY", PLANTED_KEY)
     params, grid, block, constraints = SESSIONS["matvec"]
     hw = load_profile("h100")
-    clean = Template("matvec_naive", "", tuple((p["name"], tuple(p["values"])) for p in params), tuple(constraints),
-                     tuple(grid), tuple(block), None)
+    clean = Template(
+        "matvec_naive",
+        "",
+        tuple((p["name"], tuple(p["values"])) for p in params),
+        tuple(constraints),
+        tuple(grid),
+        tuple(block),
+        None,
+    )
     space = clean.space()
     sample = covering_sample(space, hw, None)
-    outside = [dict(zip(space.names, v)) for v in itertools.product(*(p.values for p in space.params))
-               if space.is_valid(dict(zip(space.names, v)), hw) and dict(zip(space.names, v)) not in sample]
+    outside = [
+        dict(zip(space.names, v))
+        for v in itertools.product(*(p.values for p in space.params))
+        if space.is_valid(dict(zip(space.names, v)), hw) and dict(zip(space.names, v)) not in sample
+    ]
     assert outside, "the covering sample holds every valid configuration: nothing to plant"
     bad = outside[0]
-    code = (FIXTURES / "matvec.cu").read_text().replace(
-        "        y[i] = acc;", f"        y[i] = (LANES == {bad['LANES']} && ROWS == {bad['ROWS']}) ? 2.0f * acc : acc;")
+    code = (
+        (FIXTURES / "matvec.cu")
+        .read_text()
+        .replace(
+            "        y[i] = acc;",
+            f"        y[i] = (LANES == {bad['LANES']} && ROWS == {bad['ROWS']}) ? 2.0f * acc : acc;",
+        )
+    )
     label = ",".join(f"{k}={v}" for k, v in sorted(bad.items()))
     times = {**TIMES["matvec"], label: 0.01}
-    result, evaluator, _, _ = session("matvec", [reply(template_input(code, params, grid, block, constraints))],
-                                      timing=lambda t, c: times.get(",".join(f"{k}={v}" for k, v in sorted(c.items()))))
+    result, evaluator, _, _ = session(
+        "matvec",
+        [reply(template_input(code, params, grid, block, constraints))],
+        timing=lambda t, c: times.get(",".join(f"{k}={v}" for k, v in sorted(c.items()))),
+    )
     (attempt,) = result.attempts
     assert attempt.status == "verified", attempt.reason
     _, kept = evaluator.kept[attempt.label]

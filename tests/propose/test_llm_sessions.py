@@ -25,17 +25,32 @@ from llm_replies import PLANTED_KEY, answer, client, raw_answer
 
 SESSIONS = [
     # (corpus dir, file, kernel, a formula kxform must reject, the reason, the formula it proves)
-    ("sgemm_tiled", "sgemm_tiled.cu", "sgemm_tiled",
-     "lx = (bx + by) % gx\nly = by / 2", "bijection",
-     "per = gx <= 1073741823 ? 4 * gx : 4294967295\nfirst = (pid / per) * 4\nsize = min(gy - first, 4)\n"
-     "lx = (pid % per) / size\n"
-     "ly = first + (pid % per) % size"),
-    ("transpose", "transpose.cu", "transposeNoBankConflicts",
-     "ly = pid % gy\nlx = (pid / gy + ly) % (gx - 1)", "division-by-zero",
-     "ly = pid % gy\nlx = pid / gy"),  # column-major: a skewed `(pid / gy + ly) % gx` takes the solver ~60 s
-    ("templated_matmul", "matmul_tiled.cu", "matmul_tiled",
-     "row = pid / gx\ncol = pid % gx\nlx = row % 2 == 0 ? col : gx - col\nly = row", "range",
-     "row = pid / gx\ncol = pid % gx\nlx = row % 2 == 0 ? col : gx - 1 - col\nly = row"),
+    (
+        "sgemm_tiled",
+        "sgemm_tiled.cu",
+        "sgemm_tiled",
+        "lx = (bx + by) % gx\nly = by / 2",
+        "bijection",
+        "per = gx <= 1073741823 ? 4 * gx : 4294967295\nfirst = (pid / per) * 4\nsize = min(gy - first, 4)\n"
+        "lx = (pid % per) / size\n"
+        "ly = first + (pid % per) % size",
+    ),
+    (
+        "transpose",
+        "transpose.cu",
+        "transposeNoBankConflicts",
+        "ly = pid % gy\nlx = (pid / gy + ly) % (gx - 1)",
+        "division-by-zero",
+        "ly = pid % gy\nlx = pid / gy",
+    ),  # column-major: a skewed `(pid / gy + ly) % gx` takes the solver ~60 s
+    (
+        "templated_matmul",
+        "matmul_tiled.cu",
+        "matmul_tiled",
+        "row = pid / gx\ncol = pid % gx\nlx = row % 2 == 0 ? col : gx - col\nly = row",
+        "range",
+        "row = pid / gx\ncol = pid % gx\nlx = row % 2 == 0 ? col : gx - 1 - col\nly = row",
+    ),
 ]
 
 
@@ -59,12 +74,12 @@ def _session(paths: list[str], replies: list, cache: Path, records: list[dict]):
 @needs_nvcc
 @pytest.mark.slow
 @pytest.mark.parametrize("corpus, name, kernel, bad, why, good", SESSIONS, ids=[s[0] for s in SESSIONS])
-def test_a_written_answer_is_proved_applied_and_verified(tmp_path: Path, keyed: None, corpus: str, name: str,
-                                                          kernel: str, bad: str, why: str, good: str) -> None:
+def test_a_written_answer_is_proved_applied_and_verified(
+    tmp_path: Path, keyed: None, corpus: str, name: str, kernel: str, bad: str, why: str, good: str
+) -> None:
     path = str(_copy(tmp_path, corpus) / name)
     records: list[dict] = []
-    result, transport, config = _session([path], [answer(formula=bad), answer(formula=good)], tmp_path / "llm",
-                                         records)
+    result, transport, config = _session([path], [answer(formula=bad), answer(formula=good)], tmp_path / "llm", records)
     first, second = [r for r in records if r["type"] == "llm_attempt"]
     assert first["status"] == "failed" and first["stage"] == "check" and why in first["reason"]
     assert second["status"] == "verified" and second["improved"], {k: second.get(k) for k in ("stage", "reason")}
@@ -82,8 +97,9 @@ def test_a_written_answer_is_proved_applied_and_verified(tmp_path: Path, keyed: 
     assert decision.payload == good and decision.kernel == kernel
     # the ordinary pipeline applies the decision: every check again, then verification
     before = Path(path).read_bytes()
-    report, outcomes = run_apply([path], replace(config, proposer=ProposerSpec("lock", result.decisions),
-                                                 write_back=WriteBack.WRITE, jobs=1))
+    report, outcomes = run_apply(
+        [path], replace(config, proposer=ProposerSpec("lock", result.decisions), write_back=WriteBack.WRITE, jobs=1)
+    )
     (outcome,) = outcomes
     applied = [r for r in outcome.results if r.outcome is Outcome.APPLIED]
     assert len(applied) == 1 and report.exit_code == 0
@@ -95,7 +111,7 @@ def test_a_written_answer_is_proved_applied_and_verified(tmp_path: Path, keyed: 
     assert text != before.decode() and "kxform_swizzle_custom_" in text
     # the formula as its typed tree prints it: each name of the answer, prefixed, assigned once
     names = [line.split("=", 1)[0].strip() for line in good.splitlines()]
-    helper = text[text.index("kxform_swizzle_custom_"):]
+    helper = text[text.index("kxform_swizzle_custom_") :]
     assert all(f"const unsigned kx_{n} = " in helper or n in ("lx", "ly") for n in names), helper[:1500]
 
 
@@ -117,8 +133,7 @@ def test_a_rerun_is_answered_from_the_cache_for_free(tmp_path: Path, keyed: None
     stored = "".join(p.read_text() for p in (tmp_path / "llm").iterdir())
     assert PLANTED_KEY not in stored and "authorization" not in stored.lower()
     assert set(transport.keys_seen) == {PLANTED_KEY}  # the SDK did send it; nothing kept it
-    assert all(not {"x-api-key", "authorization"} & {h.lower() for h in e.request_headers}
-               for e in transport.exchanges)
+    assert all(not {"x-api-key", "authorization"} & {h.lower() for h in e.request_headers} for e in transport.exchanges)
     log_text = json.dumps(first) + json.dumps(again)
     assert PLANTED_KEY not in log_text
 
@@ -136,8 +151,10 @@ def test_a_tile_answer_is_asked_in_the_pass_space_and_verified_under_its_policy(
     assert space.names == ("TILE",)
 
     def tile(value: int) -> object:
-        return raw_answer({"last_attempt": "-", "expectation": "smaller tiles, more blocks per SM", "TILE": value},
-                          name="propose_tile")
+        return raw_answer(
+            {"last_attempt": "-", "expectation": "smaller tiles, more blocks per SM", "TILE": value},
+            name="propose_tile",
+        )
 
     claude, transport = client([tile(64), tile(8)], cache_dir=str(tmp_path / "llm"))
     config = ApplyConfig("tile", hw=load_profile("h100"), verify="cpu", semantic=False)
@@ -146,8 +163,10 @@ def test_a_tile_answer_is_asked_in_the_pass_space_and_verified_under_its_policy(
     prompt = next(r for r in records if r["type"] == "llm_prompt")
     schema = prompt["tool"]["input_schema"]["properties"]
     assert prompt["tool"]["name"] == "propose_tile" and set(schema) == {"last_attempt", "expectation", "TILE"}
-    assert "1..1024" in schema["TILE"]["description"] and "TILE * TILE <= hw.max_threads_per_block" in \
-        prompt["tool"]["description"]
+    assert (
+        "1..1024" in schema["TILE"]["description"]
+        and "TILE * TILE <= hw.max_threads_per_block" in prompt["tool"]["description"]
+    )
     first, second = [r for r in records if r["type"] == "llm_attempt"]
     assert first["status"] == "rejected" and first["stage"] == "answer" and "constraint" in first["reason"]
     assert second["status"] == "verified" and second["proposal"] == "tile{TILE=8}"
@@ -155,8 +174,12 @@ def test_a_tile_answer_is_asked_in_the_pass_space_and_verified_under_its_policy(
     assert "verified on the cpu runtime" in verify and "launch from" in verify  # the tile pass's launch policy
     (decision,) = result.decisions
     assert decision.params == (("TILE", 8),) and decision.evidence == "predicted"
-    report, outcomes = run_apply([path], replace(config, proposer=ProposerSpec("claude", result.decisions, "session"),
-                                                 write_back=WriteBack.WRITE, jobs=1))
+    report, outcomes = run_apply(
+        [path],
+        replace(
+            config, proposer=ProposerSpec("claude", result.decisions, "session"), write_back=WriteBack.WRITE, jobs=1
+        ),
+    )
     (applied,) = [r for r in outcomes[0].results if r.outcome is Outcome.APPLIED]
     assert report.exit_code == 0 and applied.proposal is not None
     assert applied.proposal.provenance.proposer == "claude" and applied.proposal.provenance.model == decision.model
@@ -165,8 +188,9 @@ def test_a_tile_answer_is_asked_in_the_pass_space_and_verified_under_its_policy(
 
 
 @pytest.mark.parametrize("value", ['16\nstatic int x = system("touch pwned");', "32", 4096, 999])
-def test_a_tile_answer_outside_the_typed_checked_space_is_refused_and_nothing_written(tmp_path: Path, keyed: None,
-                                                                                     value: object) -> None:
+def test_a_tile_answer_outside_the_typed_checked_space_is_refused_and_nothing_written(
+    tmp_path: Path, keyed: None, value: object
+) -> None:
     """A recorded model answer is data typed against the pass's space, never text for the
     source: a string (even "32"), a value outside the domain or one that breaks a derived
     constraint is refused at the answer stage and nothing is decided or written."""

@@ -8,23 +8,30 @@ import pytest
 
 jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is not installed: pip install 'kxform[llm]'")
 
-from kxform.engine.params import Constraint, Param, ParamSpace
-from kxform.engine.pass_api import PassContext, Provenance, RunOptions
-from kxform.frontend.cuda import parse_model
-from kxform.frontend.source import read_source
-from kxform.hw import load_profile
-from kxform.log.remarks import RemarkSink
-from kxform.passes.swizzle import Swizzle
-from kxform.propose.answer import Answer, BadAnswer, read_tool_input
-from kxform.propose.cost import PriceTable, Usage
-from kxform.propose.tools import tool_for
+from kxform.engine.params import Constraint, Param, ParamSpace  # noqa: E402
+from kxform.engine.pass_api import PassContext, Provenance, RunOptions  # noqa: E402
+from kxform.frontend.cuda import parse_model  # noqa: E402
+from kxform.frontend.source import read_source  # noqa: E402
+from kxform.hw import load_profile  # noqa: E402
+from kxform.log.remarks import RemarkSink  # noqa: E402
+from kxform.passes.swizzle import Swizzle  # noqa: E402
+from kxform.propose.answer import Answer, BadAnswer, read_tool_input  # noqa: E402
+from kxform.propose.cost import PriceTable, Usage  # noqa: E402
+from kxform.propose.tools import tool_for  # noqa: E402
 
-from conftest import CORPORA
+from conftest import CORPORA  # noqa: E402
 
-TILE = ParamSpace((Param.int_range("tile", 1, 1000, 16), Param.enum("order", ("row", "col"), "row"),
-                   Param.boolean("vectorize", False)),
-                  (Constraint.parse("tile % 16 == 0", "the loads are 16-wide"),
-                   Constraint.parse("tile * tile <= hw.max_threads_per_block", "one thread per element")))
+TILE = ParamSpace(
+    (
+        Param.int_range("tile", 1, 1000, 16),
+        Param.enum("order", ("row", "col"), "row"),
+        Param.boolean("vectorize", False),
+    ),
+    (
+        Constraint.parse("tile % 16 == 0", "the loads are 16-wide"),
+        Constraint.parse("tile * tile <= hw.max_threads_per_block", "one thread per element"),
+    ),
+)
 
 
 CLAUDE = Provenance("claude", model="test", cost_usd=0.01, tokens=900, evidence="predicted")
@@ -53,7 +60,9 @@ def test_every_generated_schema_is_a_strict_valid_json_schema() -> None:
 
 def test_small_domains_become_enums_and_wide_ones_plain_integers() -> None:
     swizzle = tool_for("swizzle", space_of(Swizzle())).schema["properties"]  # type: ignore[arg-type]
-    assert swizzle["group"]["anyOf"][0]["enum"] == list(range(1, 65)) and swizzle["group"]["anyOf"][1] == {"type": "null"}
+    assert swizzle["group"]["anyOf"][0]["enum"] == list(range(1, 65)) and swizzle["group"]["anyOf"][1] == {
+        "type": "null"
+    }
     assert "custom" in swizzle["pattern"]["enum"] and "row" not in swizzle["pattern"]["enum"]
     assert swizzle["formula"]["anyOf"] == [{"type": "string"}, {"type": "null"}]
     tile = tool_for("tile", TILE).schema["properties"]
@@ -61,13 +70,16 @@ def test_small_domains_become_enums_and_wide_ones_plain_integers() -> None:
     assert tile["vectorize"]["type"] == "boolean"
 
 
-@pytest.mark.parametrize("values, kind, words", [
-    ({"tile": 1001, "order": "row", "vectorize": False}, "parameter", "not one of 1..1000"),
-    ({"tile": 24, "order": "row", "vectorize": False}, "constraint", "tile % 16 == 0"),
-    ({"tile": 48, "order": "row", "vectorize": False}, "constraint", "max_threads_per_block"),
-    ({"tile": 16, "order": "diagonal", "vectorize": False}, "schema", "is not one of"),
-    ({"tile": 16, "order": "row", "vectorize": "yes"}, "schema", "is not of type 'boolean'"),
-])
+@pytest.mark.parametrize(
+    "values, kind, words",
+    [
+        ({"tile": 1001, "order": "row", "vectorize": False}, "parameter", "not one of 1..1000"),
+        ({"tile": 24, "order": "row", "vectorize": False}, "constraint", "tile % 16 == 0"),
+        ({"tile": 48, "order": "row", "vectorize": False}, "constraint", "max_threads_per_block"),
+        ({"tile": 16, "order": "diagonal", "vectorize": False}, "schema", "is not one of"),
+        ({"tile": 16, "order": "row", "vectorize": "yes"}, "schema", "is not of type 'boolean'"),
+    ],
+)
 def test_ranges_divisibility_and_limits_are_checked_by_kxform(values: dict, kind: str, words: str) -> None:
     """The schema lets `tile` be any integer; kxform holds the range, the divisibility
     and the hardware limit."""
@@ -83,8 +95,13 @@ def test_an_accepted_answer_becomes_a_typed_proposal() -> None:
     assert got.proposal.values == (("tile", 32), ("order", "col"), ("vectorize", True))
     assert got.proposal.label() == "tile{tile=32,order=col,vectorize=true}"
     assert got.proposal.proposer == "claude" and got.proposal.provenance == CLAUDE
-    assert got.proposal.to_json()["provenance"] == {"proposer": "claude", "evidence": "predicted", "model": "test",
-                                                    "cost_usd": 0.01, "tokens": 900}
+    assert got.proposal.to_json()["provenance"] == {
+        "proposer": "claude",
+        "evidence": "predicted",
+        "model": "test",
+        "cost_usd": 0.01,
+        "tokens": 900,
+    }
 
 
 def test_a_formula_answer_carries_its_text_and_digest() -> None:
@@ -93,15 +110,24 @@ def test_a_formula_answer_carries_its_text_and_digest() -> None:
     got = read_tool_input(data, tool, "k", load_profile("h100"), CLAUDE)
     assert isinstance(got, Answer) and got.proposal.payload == "lx = bx; ly = by"
     assert got.proposal.label().startswith("swizzle{pattern=custom,formula=")
-    xcd = read_tool_input(_input(pattern="xcd", group=None, along=None, xcds=None, formula=None), tool,
-                          "k", load_profile("mi300x"), CLAUDE)
+    xcd = read_tool_input(
+        _input(pattern="xcd", group=None, along=None, xcds=None, formula=None),
+        tool,
+        "k",
+        load_profile("mi300x"),
+        CLAUDE,
+    )
     assert isinstance(xcd, Answer) and xcd.config == {"pattern": "xcd", "xcds": 8}  # null: the profile's value
 
 
 def test_cost_per_token_type_and_unknown_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     table = PriceTable()
-    raw = {"input_tokens": 1000, "output_tokens": 200, "cache_creation_input_tokens": 3000,
-           "cache_read_input_tokens": 10000}
+    raw = {
+        "input_tokens": 1000,
+        "output_tokens": 200,
+        "cache_creation_input_tokens": 3000,
+        "cache_read_input_tokens": 10000,
+    }
     usage = table.usage("claude-opus-4-5", raw, cached=False)
     assert usage.cost_usd == pytest.approx((1000 * 5 + 200 * 25 + 3000 * 6.25 + 10000 * 0.5) / 1e6)
     assert table.usage("claude-opus-4-5", raw, cached=True).cost_usd == 0

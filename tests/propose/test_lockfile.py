@@ -60,12 +60,15 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict
 def test_the_first_run_records_every_kernel(recorded: tuple[Path, Path, dict[str, bytes], list[dict]]) -> None:
     originals, first, _, log = recorded
     decisions = {d.kernel: d for d in read_lock(first / "kxform.lock")}
-    assert set(decisions) == {"sgemm_tiled", "transposeNoBankConflicts", "chained_scan", "jacobi5",
-                              "BlackScholesGPU"}
+    assert set(decisions) == {"sgemm_tiled", "transposeNoBankConflicts", "chained_scan", "jacobi5", "BlackScholesGPU"}
     sgemm = decisions["sgemm_tiled"]
     assert (sgemm.file, sgemm.pass_name, sgemm.outcome) == ("sgemm_tiled/sgemm_tiled.cu", "swizzle", "applied")
     assert dict(sgemm.params) == {"pattern": "grouped", "along": "y", "group": 8}
-    assert (sgemm.proposer, sgemm.evidence, sgemm.model) == ("heuristic", "predicted", f"kxform.locality {MODEL_VERSION}")
+    assert (sgemm.proposer, sgemm.evidence, sgemm.model) == (
+        "heuristic",
+        "predicted",
+        f"kxform.locality {MODEL_VERSION}",
+    )
     assert "L2 hit" in sgemm.rationale and "DRAM read" in sgemm.rationale  # the predicted traffic it rests on
     assert (sgemm.hw, sgemm.kxform) == ("h100-sxm", __import__("kxform").__version__)
     text = (originals / "sgemm_tiled" / "sgemm_tiled.cu").read_bytes()
@@ -84,7 +87,8 @@ def test_the_first_run_records_every_kernel(recorded: tuple[Path, Path, dict[str
 
 @pytest.mark.slow
 def test_a_replay_reproduces_the_run_byte_for_byte_without_the_proposer(
-        recorded: tuple[Path, Path, dict[str, bytes], list[dict]], tmp_path: Path) -> None:
+    recorded: tuple[Path, Path, dict[str, bytes], list[dict]], tmp_path: Path
+) -> None:
     """Fresh originals plus the lock, with `--proposer claude` and no key: the proposer
     would fail if it were asked; nothing asks it, and the output is the first run's."""
     originals, first, output, _ = recorded
@@ -103,20 +107,23 @@ def test_a_replay_reproduces_the_run_byte_for_byte_without_the_proposer(
     lock_record = next(r for r in log if r["type"] == "lock")
     assert (lock_record["replayed"], lock_record["decided"], lock_record["written"]) == (5, 0, False)
     assert "'transposeNoBankConflicts': left alone, as kxform" in done.stderr  # the short line
-    assert any("'transposeNoBankConflicts': left alone, as kxform.lock records (heuristic)" in r["message"]
-               for r in log if r["type"] == "remark")  # the whole remark in the log
+    assert any(
+        "'transposeNoBankConflicts': left alone, as kxform.lock records (heuristic)" in r["message"]
+        for r in log
+        if r["type"] == "remark"
+    )  # the whole remark in the log
     # planted: one kernel more, not in the lock -- now claude is needed, and says so before writing anything
     shutil.copytree(CORPORA / "softmax", second / "softmax")
     before = _sources(second)
     needs = _apply(second, "--proposer", "claude", "--lock", ".", env=NO_CLAUDE)
     assert needs.returncode == 2 and "needs ANTHROPIC_API_KEY" in needs.stderr
-    assert _sources(second) == before and (second / "kxform.lock").read_bytes() == \
-        (first / "kxform.lock").read_bytes()
+    assert _sources(second) == before and (second / "kxform.lock").read_bytes() == (first / "kxform.lock").read_bytes()
 
 
 @pytest.mark.slow
 def test_check_lock_passes_on_the_reproduced_tree_and_catches_a_hand_edit(
-        recorded: tuple[Path, Path, dict[str, bytes], list[dict]], tmp_path: Path) -> None:
+    recorded: tuple[Path, Path, dict[str, bytes], list[dict]], tmp_path: Path
+) -> None:
     originals, first, _, _ = recorded
     tree = tmp_path / "tree"
     shutil.copytree(first, tree)
@@ -130,9 +137,11 @@ def test_check_lock_passes_on_the_reproduced_tree_and_catches_a_hand_edit(
     before = _sources(tree)
     edited = _apply(tree, "--check", "--lock", ".")
     assert edited.returncode == 1, edited.stderr
-    line = text[:text.index("__global__ void sgemm_tiled")].count("\n") + 1  # the kernel's line in the rewrite
-    assert f"sgemm_tiled/sgemm_tiled.cu:{line}: 'sgemm_tiled' (swizzle) changed since it was locked in kxform.lock" \
+    line = text[: text.index("__global__ void sgemm_tiled")].count("\n") + 1  # the kernel's line in the rewrite
+    assert (
+        f"sgemm_tiled/sgemm_tiled.cu:{line}: 'sgemm_tiled' (swizzle) changed since it was locked in kxform.lock"
         in edited.stderr
+    )
     assert _sources(tree) == before and (tree / "kxform.lock").read_bytes() == lock  # --check writes nothing
     # the originals with the lock: the locked rewrite is not what the tree has
     pristine = tmp_path / "pristine"
@@ -144,13 +153,13 @@ def test_check_lock_passes_on_the_reproduced_tree_and_catches_a_hand_edit(
     shutil.copytree(CORPORA / "softmax", tree / "softmax")
     gemm.write_text(text)
     new = _apply(tree, "--check", "--lock", ".")
-    assert new.returncode == 1 and "softmax/softmax.cu:23: 'softmax_rows' (swizzle) is not in kxform.lock" \
-        in new.stderr
+    assert new.returncode == 1 and "softmax/softmax.cu:23: 'softmax_rows' (swizzle) is not in kxform.lock" in new.stderr
 
 
 @pytest.mark.slow
-def test_a_changed_kernel_is_reported_not_redecided(recorded: tuple[Path, Path, dict[str, bytes], list[dict]],
-                                                    tmp_path: Path) -> None:
+def test_a_changed_kernel_is_reported_not_redecided(
+    recorded: tuple[Path, Path, dict[str, bytes], list[dict]], tmp_path: Path
+) -> None:
     originals, first, output, _ = recorded
     tree = tmp_path / "tree"
     shutil.copytree(originals, tree)
@@ -167,8 +176,10 @@ def test_a_changed_kernel_is_reported_not_redecided(recorded: tuple[Path, Path, 
     lines = [line for line in done.stderr.splitlines() if "changed since it was locked" in line]
     assert len(lines) == 2  # the remark and one line
     assert "remark: swizzle not applied to 'sgemm_tiled': changed since it was locked in kxform.lock" in lines[0]
-    assert lines[1].startswith("kxform: sgemm_tiled/sgemm_tiled.cu:29: 'sgemm_tiled' (swizzle) changed since") and \
-        "kxform apply --lock --relock --kernel sgemm_tiled" in lines[1]
+    assert (
+        lines[1].startswith("kxform: sgemm_tiled/sgemm_tiled.cu:29: 'sgemm_tiled' (swizzle) changed since")
+        and "kxform apply --lock --relock --kernel sgemm_tiled" in lines[1]
+    )
     assert (tree / "kxform.lock").read_bytes() == lock
     assert "4 replayed, 1 changed since locked; unchanged" in done.stderr
     # re-decided on request: the new text gets its own entry, and the rewrite
@@ -181,21 +192,33 @@ def test_a_changed_kernel_is_reported_not_redecided(recorded: tuple[Path, Path, 
     assert _apply(tree, "--check", "--lock", ".").returncode == 0
 
 
-@pytest.mark.parametrize("content, words", [
-    ("version = 1\n[[decision]\nkernel = 'k'\n", "kxform.lock:2:"),  # corrupt TOML: file and line
-    ("version = 2\n", "written by a newer kxform: format version 2"),
-    ('version = 1\n[[decision]]\nkernel = "k"\npass = "swizzle"\nkxform = "99.0"\n',
-     "kxform.lock:5:1: decision #1: written by kxform 99.0, newer than this kxform"),
-    ('version = 1\n[[decision]]\nkernel = "k"\npass = "swizzle"\nparams = 3\n',
-     "kxform.lock:5:1: decision #1: `params` must be a table"),
-    ('version = 1\n\n[[decision]]\nkernel = "k"\npass = "swizzle"\n\n[[decision]]\nkernel = "k"\npass = "swizzle"\n'
-     'source = "abc"\n', "kxform.lock:10:1: decision #2: `source` must be a digest"),
-    ('version = 1\n[[decision]]\nkernel = "k"\npass = "swizzle"\noutcome = "maybe"\n', "`outcome` must be one of"),
-    ('version = 1\n[[decision]]\nkernel = "k"\npass = "swizzle"\ntimestamp = 1\n', "unknown key 'timestamp'"),
-    ("version = 1\ndecision = 3\n", "`decision` must be a list of tables"),
-    ('version = 1\n[[decision]]\nkernel = "k"\npass = "swizzle"\n[[decision]]\nkernel = "k"\npass = "swizzle"\n',
-     "a second entry for <any file>: k (swizzle)"),
-])
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        ("version = 1\n[[decision]\nkernel = 'k'\n", "kxform.lock:2:"),  # corrupt TOML: file and line
+        ("version = 2\n", "written by a newer kxform: format version 2"),
+        (
+            'version = 1\n[[decision]]\nkernel = "k"\npass = "swizzle"\nkxform = "99.0"\n',
+            "kxform.lock:5:1: decision #1: written by kxform 99.0, newer than this kxform",
+        ),
+        (
+            'version = 1\n[[decision]]\nkernel = "k"\npass = "swizzle"\nparams = 3\n',
+            "kxform.lock:5:1: decision #1: `params` must be a table",
+        ),
+        (
+            'version = 1\n\n[[decision]]\nkernel = "k"\npass = "swizzle"\n\n[[decision]]\nkernel = "k"\npass = "swizzle"\n'
+            'source = "abc"\n',
+            "kxform.lock:10:1: decision #2: `source` must be a digest",
+        ),
+        ('version = 1\n[[decision]]\nkernel = "k"\npass = "swizzle"\noutcome = "maybe"\n', "`outcome` must be one of"),
+        ('version = 1\n[[decision]]\nkernel = "k"\npass = "swizzle"\ntimestamp = 1\n', "unknown key 'timestamp'"),
+        ("version = 1\ndecision = 3\n", "`decision` must be a list of tables"),
+        (
+            'version = 1\n[[decision]]\nkernel = "k"\npass = "swizzle"\n[[decision]]\nkernel = "k"\npass = "swizzle"\n',
+            "a second entry for <any file>: k (swizzle)",
+        ),
+    ],
+)
 def test_a_bad_lock_is_a_one_line_error_and_nothing_is_written(tmp_path: Path, content: str, words: str) -> None:
     tree = _corpus(tmp_path, ("sgemm_tiled",))
     (tree / "kxform.lock").write_text(content)
@@ -211,9 +234,16 @@ def test_a_bad_lock_is_a_one_line_error_and_nothing_is_written(tmp_path: Path, c
 @pytest.mark.slow
 def test_concurrent_runs_leave_one_valid_lock_with_both_entries(tmp_path: Path) -> None:
     tree = _corpus(tmp_path, ("sgemm_tiled", "chained_scan"))
-    procs = [subprocess.Popen([kxform_exe(), "apply", "--pass", "swizzle", "--verify", "static", "-q",
-                               "--lock=kxform.lock", name], cwd=tree, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for name in ("sgemm_tiled", "chained_scan")]
+    procs = [
+        subprocess.Popen(
+            [kxform_exe(), "apply", "--pass", "swizzle", "--verify", "static", "-q", "--lock=kxform.lock", name],
+            cwd=tree,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("sgemm_tiled", "chained_scan")
+    ]
     for proc in procs:
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
@@ -222,8 +252,9 @@ def test_concurrent_runs_leave_one_valid_lock_with_both_entries(tmp_path: Path) 
 
 def _add_entry(args: tuple[str, int]) -> bool:
     path, i = args
-    return update_lock(Path(path), {(f"f{i}.cu", "k", "swizzle"): Decision("k", "swizzle", (("group", i),),
-                                                                         file=f"f{i}.cu")})
+    return update_lock(
+        Path(path), {(f"f{i}.cu", "k", "swizzle"): Decision("k", "swizzle", (("group", i),), file=f"f{i}.cu")}
+    )
 
 
 def test_the_file_lock_keeps_every_writer(tmp_path: Path) -> None:
@@ -241,8 +272,12 @@ def test_a_killed_run_never_leaves_a_half_written_lock(tmp_path: Path) -> None:
     previous = render([Decision("old", "swizzle", (("group", 4),), file="x.cu")])
     for delay in (0.5, 1.0, 1.5, 2.0, 3.0):
         (tree / "kxform.lock").write_bytes(previous)
-        proc = subprocess.Popen([kxform_exe(), "apply", "--pass", "swizzle", "--verify", "static", "-q", "--lock",
-                                 "."], cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [kxform_exe(), "apply", "--pass", "swizzle", "--verify", "static", "-q", "--lock", "."],
+            cwd=tree,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -257,26 +292,43 @@ def test_a_killed_run_never_leaves_a_half_written_lock(tmp_path: Path) -> None:
 def test_the_lockfile_is_sorted_stable_and_round_trips(tmp_path: Path) -> None:
     formula = "per = 4 * gx\nfirst = (pid / per) * 4\nlx = (pid % per) / 4\nly = first + (pid % per) % 4"
     decisions = [
-        Decision("k2", "swizzle", (("pattern", "custom"),), file="b.cu", payload=formula, proposer="claude",
-                 model="m", evidence="measured", cost_usd=0.05, tokens=1200, source=digest(b"x"), result=digest(b"y"),
-                 hw="h100-sxm", kxform="0.1.0", figures=(("original_ms", 1.5), ("rewritten_ms", 1.2))),
+        Decision(
+            "k2",
+            "swizzle",
+            (("pattern", "custom"),),
+            file="b.cu",
+            payload=formula,
+            proposer="claude",
+            model="m",
+            evidence="measured",
+            cost_usd=0.05,
+            tokens=1200,
+            source=digest(b"x"),
+            result=digest(b"y"),
+            hw="h100-sxm",
+            kxform="0.1.0",
+            figures=(("original_ms", 1.5), ("rewritten_ms", 1.2)),
+        ),
         Decision("k1", "tile", (("TILE", 32),), file="b.cu", source=digest(b"z"), rationale='a "quoted" why'),
-        Decision("k1", "swizzle", (), file="a.cu", outcome="left-alone", reason="SpinWait: spins",
-                 source=digest(b"w")),
+        Decision("k1", "swizzle", (), file="a.cu", outcome="left-alone", reason="SpinWait: spins", source=digest(b"w")),
     ]
     data = render(decisions)
     assert render(list(reversed(decisions))) == data  # the order of the run does not matter
     text = data.decode()
-    assert [line for line in text.splitlines() if line.startswith("file = ")] == \
-        ['file = "a.cu"', 'file = "b.cu"', 'file = "b.cu"']
-    assert 'pass = "tile"' in text.split('kernel = "k1"')[2] and "payload = \"\"\"" in text  # readable in diffs
+    assert [line for line in text.splitlines() if line.startswith("file = ")] == [
+        'file = "a.cu"',
+        'file = "b.cu"',
+        'file = "b.cu"',
+    ]
+    assert 'pass = "tile"' in text.split('kernel = "k1"')[2] and 'payload = """' in text  # readable in diffs
     path = tmp_path / "kxform.lock"
     path.write_bytes(data)
     assert render(load_decisions(str(path))) == data and set(load_decisions(str(path))) == set(decisions)
 
 
 def test_proposer_lock_reads_kxform_lock_and_writes_nothing(
-        recorded: tuple[Path, Path, dict[str, bytes], list[dict]], tmp_path: Path) -> None:
+    recorded: tuple[Path, Path, dict[str, bytes], list[dict]], tmp_path: Path
+) -> None:
     originals, first, output, _ = recorded
     tree = tmp_path / "tree"
     shutil.copytree(originals, tree)
@@ -290,7 +342,8 @@ def test_proposer_lock_reads_kxform_lock_and_writes_nothing(
 
 
 def test_a_kernel_gone_from_its_file_is_reported_then_dropped(
-        recorded: tuple[Path, Path, dict[str, bytes], list[dict]], tmp_path: Path) -> None:
+    recorded: tuple[Path, Path, dict[str, bytes], list[dict]], tmp_path: Path
+) -> None:
     originals, first, _, _ = recorded
     tree = tmp_path / "tree"
     shutil.copytree(originals, tree)
@@ -298,11 +351,16 @@ def test_a_kernel_gone_from_its_file_is_reported_then_dropped(
     scan = tree / "chained_scan" / "chained_scan.cu"
     scan.write_text(scan.read_text().replace("chained_scan(", "renamed_scan("))
     check = _apply(tree, "--check", "--lock=kxform.lock", "chained_scan")
-    assert check.returncode == 1 and "'chained_scan' (swizzle) of chained_scan/chained_scan.cu is locked but no " \
-        "longer in the file" in check.stderr, check.stderr
+    assert (
+        check.returncode == 1
+        and "'chained_scan' (swizzle) of chained_scan/chained_scan.cu is locked but no longer in the file"
+        in check.stderr
+    ), check.stderr
     diff = _apply(tree, "--diff", "--lock=kxform.lock", "chained_scan")
-    assert "not written (--diff)" in diff.stderr and (tree / "kxform.lock").read_bytes() == \
-        (first / "kxform.lock").read_bytes()
+    assert (
+        "not written (--diff)" in diff.stderr
+        and (tree / "kxform.lock").read_bytes() == (first / "kxform.lock").read_bytes()
+    )
     done = _apply(tree, "--lock=kxform.lock", "chained_scan")
     assert done.returncode == 0 and "1 decided, 1 locked but gone; written" in done.stderr, done.stderr
     assert {d.kernel for d in read_lock(tree / "kxform.lock")} >= {"renamed_scan", "sgemm_tiled"}

@@ -39,25 +39,48 @@ def _copy(tmp_path: Path) -> Path:
 
 
 def _template(code: str, grid: list[str] | None = None) -> Template:
-    return Template(KERNEL, code, (("TILE", (8, 16, 32)),), tuple(CONSTRAINTS), tuple(grid or GRID), tuple(BLOCK),
-                    (("TILE", 16),))
+    return Template(
+        KERNEL, code, (("TILE", (8, 16, 32)),), tuple(CONSTRAINTS), tuple(grid or GRID), tuple(BLOCK), (("TILE", 16),)
+    )
 
 
 def _lock_with(path: Path, template: Template, tile: int = 16, digest: str | None = None) -> Path:
     """A lockfile holding one applied refactor entry for `path` (as a session records one)."""
     payload = template.payload()
     named = digest or hashlib.sha256(payload.encode()).hexdigest()[:10]
-    entry = Decision(KERNEL, "refactor", (("template", named), ("TILE", tile)), path.name, payload, "claude",
-                     "claude-sonnet-4-6", "attempt 1: verified", "rule",
-                     source=kernel_digests(read_source(path))[KERNEL], hw="h100-sxm", kxform="0.1.0")
+    entry = Decision(
+        KERNEL,
+        "refactor",
+        (("template", named), ("TILE", tile)),
+        path.name,
+        payload,
+        "claude",
+        "claude-sonnet-4-6",
+        "attempt 1: verified",
+        "rule",
+        source=kernel_digests(read_source(path))[KERNEL],
+        hw="h100-sxm",
+        kxform="0.1.0",
+    )
     lock = path.parent / "kxform.lock"
     lock.write_bytes(render([entry]))
     return lock
 
 
 def _apply(path: Path, lock: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    code = main(["apply", "--pass", "refactor", "--proposer", "lock", f"--lock={lock}", "--log",
-                 str(path.parent / "log.jsonl"), str(path)])
+    code = main(
+        [
+            "apply",
+            "--pass",
+            "refactor",
+            "--proposer",
+            "lock",
+            f"--lock={lock}",
+            "--log",
+            str(path.parent / "log.jsonl"),
+            str(path),
+        ]
+    )
     out = capsys.readouterr()
     return code, out.out + out.err
 
@@ -72,7 +95,8 @@ def _log_kernels(path: Path) -> list[dict]:
 
 @pytest.mark.slow
 def test_a_recorded_session_is_locked_and_apply_replays_it_without_a_model(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """tools/refactor_session.py over recorded wire traffic keeps a template and records it in
     kxform.lock; `kxform apply --proposer lock` then writes the verified rewrite with no
     traffic and no key, and a second run finds the kernel as locked."""
@@ -82,11 +106,31 @@ def test_a_recorded_session_is_locked_and_apply_replays_it_without_a_model(
     code = (FIXTURES / "transpose.cu").read_text()
     traffic.write_text(json.dumps([{"body": reply(template_input(code, PARAMS, GRID, BLOCK, CONSTRAINTS)).body}]))
     lock = path.parent / "kxform.lock"
-    env = {**os.environ, "KXFORM_LLM_REPLAY": str(traffic), "KXFORM_CACHE_DIR": str(tmp_path / "cache"),
-           "ANTHROPIC_API_KEY": ""}
-    live = subprocess.run([sys.executable, str(ROOT / "tools" / "refactor_session.py"), str(path), "--kernel", KERNEL,
-                           "--attempts", "1", "--lock", str(lock)], capture_output=True, text=True, timeout=300,
-                          env=env, cwd=ROOT, check=False)
+    env = {
+        **os.environ,
+        "KXFORM_LLM_REPLAY": str(traffic),
+        "KXFORM_CACHE_DIR": str(tmp_path / "cache"),
+        "ANTHROPIC_API_KEY": "",
+    }
+    live = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "tools" / "refactor_session.py"),
+            str(path),
+            "--kernel",
+            KERNEL,
+            "--attempts",
+            "1",
+            "--lock",
+            str(lock),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=ROOT,
+        check=False,
+    )
     assert live.returncode == 0, live.stderr + live.stdout
     assert path.read_bytes() == before  # the session itself writes no source
     (entry,) = read_lock(lock)
@@ -116,7 +160,8 @@ def test_a_recorded_session_is_locked_and_apply_replays_it_without_a_model(
 
 @pytest.mark.slow
 def test_a_locked_template_wrong_only_at_a_ragged_size_is_refused_by_verification(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """An off-by-one in the grid (`cols / TILE`: the last, partial column of blocks is never
     launched) is wrong only where cols is not a multiple of TILE: the check sizes are."""
     path = _copy(tmp_path)
@@ -130,14 +175,27 @@ def test_a_locked_template_wrong_only_at_a_ragged_size_is_refused_by_verificatio
     assert "ragged" in " ".join(record["reasons"])  # the size it shows at
 
 
-@pytest.mark.parametrize("name, code, expected", [
-    ("a forbidden construct", ("__global__ void transpose_naive(float* out, const float* in, int rows, int cols)\n"
-                               "{\n    printf(\"%d\\n\", TILE);\n}\n"), "template: printf:"),
-    ("another kernel's signature", ("__global__ void transpose_naive(float* out, float* in, int rows, int cols)\n"
-                                    "{\n}\n"), "template: signature:"),
-])
+@pytest.mark.parametrize(
+    "name, code, expected",
+    [
+        (
+            "a forbidden construct",
+            (
+                "__global__ void transpose_naive(float* out, const float* in, int rows, int cols)\n"
+                '{\n    printf("%d\\n", TILE);\n}\n'
+            ),
+            "template: printf:",
+        ),
+        (
+            "another kernel's signature",
+            ("__global__ void transpose_naive(float* out, float* in, int rows, int cols)\n{\n}\n"),
+            "template: signature:",
+        ),
+    ],
+)
 def test_a_locked_template_that_breaks_a_rule_is_refused_before_anything_runs(
-        name: str, code: str, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    name: str, code: str, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = _copy(tmp_path)
     before = path.read_bytes()
     lock = _lock_with(path, _template(code))
@@ -148,12 +206,16 @@ def test_a_locked_template_that_breaks_a_rule_is_refused_before_anything_runs(
     assert expected in " ".join(record["reasons"]), record
 
 
-@pytest.mark.parametrize("tile, digest, expected", [
-    (16, "0123456789", "does not name the payload"),
-    (12, None, "TILE=12 is not a point of the template's space"),
-])
+@pytest.mark.parametrize(
+    "tile, digest, expected",
+    [
+        (16, "0123456789", "does not name the payload"),
+        (12, None, "TILE=12 is not a point of the template's space"),
+    ],
+)
 def test_a_locked_entry_whose_values_do_not_fit_its_template_is_refused(
-        tile: int, digest: str | None, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tile: int, digest: str | None, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = _copy(tmp_path)
     before = path.read_bytes()
     lock = _lock_with(path, _template((FIXTURES / "transpose.cu").read_text()), tile, digest)
@@ -163,15 +225,25 @@ def test_a_locked_entry_whose_values_do_not_fit_its_template_is_refused(
     assert record["key"] == "TemplateRefused" and expected in " ".join(record["reasons"]), record
 
 
-@pytest.mark.parametrize("payload, expected", [
-    ("not json", "the payload is not a template: JSONDecodeError"),
-    ('{"kernel": "transpose_naive", "code": 5, "params": {}, "constraints": [], "grid": ["1"], "block": ["1"], '
-     '"original": null}', "`code` must hold strings"),
-    ('{"kernel": "transpose_naive", "code": "", "params": {"TILE": [1.5]}, "constraints": [], "grid": ["1"], '
-     '"block": ["1"], "original": null}', "parameter values must be integers"),
-])
-def test_a_locked_payload_that_is_no_template_is_refused(payload: str, expected: str, tmp_path: Path,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "payload, expected",
+    [
+        ("not json", "the payload is not a template: JSONDecodeError"),
+        (
+            '{"kernel": "transpose_naive", "code": 5, "params": {}, "constraints": [], "grid": ["1"], "block": ["1"], '
+            '"original": null}',
+            "`code` must hold strings",
+        ),
+        (
+            '{"kernel": "transpose_naive", "code": "", "params": {"TILE": [1.5]}, "constraints": [], "grid": ["1"], '
+            '"block": ["1"], "original": null}',
+            "parameter values must be integers",
+        ),
+    ],
+)
+def test_a_locked_payload_that_is_no_template_is_refused(
+    payload: str, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = _copy(tmp_path)
     before = path.read_bytes()
     lock = _lock_with(path, _template(""))
@@ -182,8 +254,9 @@ def test_a_locked_payload_that_is_no_template_is_refused(payload: str, expected:
     assert record["key"] == "TemplateRefused" and expected in " ".join(record["reasons"]), record
 
 
-def test_without_a_template_the_pass_proposes_nothing_and_says_why(tmp_path: Path,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_without_a_template_the_pass_proposes_nothing_and_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = _copy(tmp_path)
     before = path.read_bytes()
     assert main(["apply", "--pass", "refactor", "--log", str(path.parent / "log.jsonl"), str(path)]) == 0
@@ -204,7 +277,8 @@ def test_the_pass_spec_prints_back_and_the_pass_is_registered() -> None:
 
 @pytest.mark.slow
 def test_apply_with_claude_runs_a_refactoring_session_writes_the_verified_rewrite_and_locks_it(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`kxform apply --pass refactor --proposer claude --lock`, the API answered from recorded
     wire traffic: the kept template is written through the ordinary pipeline and recorded in
     the lockfile, which then replays it on a fresh copy with no traffic."""
@@ -216,8 +290,21 @@ def test_apply_with_claude_runs_a_refactoring_session_writes_the_verified_rewrit
     monkeypatch.setenv("KXFORM_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("ANTHROPIC_API_KEY", "")
     lock = path.parent / "kxform.lock"
-    status = main(["apply", "--pass", "refactor", "--proposer", "claude", "--attempts", "1", f"--lock={lock}",
-                   "--log", str(path.parent / "log.jsonl"), str(path)])
+    status = main(
+        [
+            "apply",
+            "--pass",
+            "refactor",
+            "--proposer",
+            "claude",
+            "--attempts",
+            "1",
+            f"--lock={lock}",
+            "--log",
+            str(path.parent / "log.jsonl"),
+            str(path),
+        ]
+    )
     out = capsys.readouterr()
     assert status == 0, out.out + out.err
     written = path.read_text()
@@ -235,8 +322,9 @@ def test_apply_with_claude_runs_a_refactoring_session_writes_the_verified_rewrit
     assert again == 0 and fresh.read_text() == written, text
 
 
-def test_a_locked_template_without_a_harness_spec_is_not_written(tmp_path: Path,
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_locked_template_without_a_harness_spec_is_not_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Nothing unverified is written: without a spec no differential run can confirm it."""
     path = _copy(tmp_path)
     (path.parent / "kxform.toml").unlink()

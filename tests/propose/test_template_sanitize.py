@@ -26,8 +26,13 @@ def _gpu_or_skip() -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name, expected", [("a race that appears only for some block sizes", "racecheck"),
-                                            ("out of bounds for large parameters", "memcheck")])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("a race that appears only for some block sizes", "racecheck"),
+        ("out of bounds for large parameters", "memcheck"),
+    ],
+)
 def test_the_sanitizers_reject_a_planted_template_on_the_gpu(name: str, expected: str) -> None:
     """racecheck sees the missing barrier and memcheck the overrun, on the sampled configurations."""
     from kxform.frontend.cuda import parse_model
@@ -51,5 +56,7 @@ def test_the_sanitizers_reject_a_planted_template_on_the_gpu(name: str, expected
     else:  # the race shows only where the reversed read crosses warps: BLOCK = 256
         assert "BLOCK=256" in found.message, found
     clean = read_template(gelu(), "gelu_f32_naive")
-    assert sanitize_template(model.source, kernel, clean, spec, covering_sample(clean.space(), load_profile("h100")))\
+    assert (
+        sanitize_template(model.source, kernel, clean, spec, covering_sample(clean.space(), load_profile("h100")))
         is None
+    )

@@ -75,8 +75,13 @@ def test_configurations_are_timed_on_the_gpu_and_a_broken_one_has_no_time() -> N
 
 
 def _tool(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(ROOT / "tools" / "bench_refactor_gpu.py"), *args],
-                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "bench_refactor_gpu.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
 
 
 @pytest.mark.slow

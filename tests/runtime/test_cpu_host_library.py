@@ -17,8 +17,9 @@ FIXTURE = Path(__file__).parents[1] / "fixtures" / "host_library"
 @pytest.mark.slow
 @needs_nvcc
 def test_kernel_of_a_file_using_host_libraries_matches_its_numpy_reference() -> None:
-    proc = run_cli("verify", str(FIXTURE / "clamp_scale.cu"), "--reference", "--kernel", "clamp_scale",
-                   "--runtime", "cpu")
+    proc = run_cli(
+        "verify", str(FIXTURE / "clamp_scale.cu"), "--reference", "--kernel", "clamp_scale", "--runtime", "cpu"
+    )
     assert proc.returncode == 0, proc.stderr + proc.stdout
     assert "verified on the cpu runtime (kernel vs NumPy reference, 2 sizes)" in proc.stdout
 
@@ -29,11 +30,14 @@ def test_a_library_call_in_device_code_is_refused(tmp_path: Path) -> None:
     for name in ("kxform.toml", "reference.py"):
         shutil.copy(FIXTURE / name, tmp_path / name)
     source = (FIXTURE / "clamp_scale.cu").read_text()
-    planted = source.replace("        y[i] = isinf(v)", "        cublasSscal(g_blas, 1, &v, y, 1);\n        y[i] = isinf(v)")
+    planted = source.replace(
+        "        y[i] = isinf(v)", "        cublasSscal(g_blas, 1, &v, y, 1);\n        y[i] = isinf(v)"
+    )
     assert planted != source
     (tmp_path / "clamp_scale.cu").write_text(planted)
-    proc = run_cli("verify", str(tmp_path / "clamp_scale.cu"), "--reference", "--kernel", "clamp_scale",
-                   "--runtime", "cpu")
+    proc = run_cli(
+        "verify", str(tmp_path / "clamp_scale.cu"), "--reference", "--kernel", "clamp_scale", "--runtime", "cpu"
+    )
     assert proc.returncode != 0
     assert "cublasSscal" in proc.stderr + proc.stdout
     assert "verified" not in proc.stdout

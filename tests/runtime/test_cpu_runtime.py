@@ -21,12 +21,27 @@ from kxform.runtime.cpu import CpuRuntime
 RNG = np.random.default_rng(1234)
 
 
-
-
-def launch(cpu: CpuRuntime, source: str, kernel: str, args: Sequence[Arg], grid: tuple[int, int, int],
-           block: tuple[int, int, int], **kw: object) -> LaunchResult:
-    return cpu.run(LaunchRequest(source=source, kernel=kernel, params=(), args=tuple(args), grid=grid, block=block,
-                                 label=f"{kernel}[test]", **kw))  # type: ignore[arg-type]
+def launch(
+    cpu: CpuRuntime,
+    source: str,
+    kernel: str,
+    args: Sequence[Arg],
+    grid: tuple[int, int, int],
+    block: tuple[int, int, int],
+    **kw: object,
+) -> LaunchResult:
+    return cpu.run(
+        LaunchRequest(
+            source=source,
+            kernel=kernel,
+            params=(),
+            args=tuple(args),
+            grid=grid,
+            block=block,
+            label=f"{kernel}[test]",
+            **kw,
+        )
+    )  # type: ignore[arg-type]
 
 
 SAXPY = r"""
@@ -42,12 +57,26 @@ __global__ void saxpy(int n, float a, const float* __restrict__ x, float* __rest
 def test_saxpy_ragged_size(cpu: CpuRuntime) -> None:
     n = 1000
     x, y = RNG.standard_normal(n).astype(np.float32), RNG.standard_normal(n).astype(np.float32)
-    params = (KernelParam("int", "n"), KernelParam("float", "a"), KernelParam("const float*", "x"),
-              KernelParam("float*", "y"))
-    req = LaunchRequest(source=SAXPY, kernel="saxpy", params=params,
-                        args=(ScalarArg("n", np.int32(n)), ScalarArg("a", np.float32(2.5)), BufferArg("x", x, "in"),
-                              BufferArg("y", y, "inout")),
-                        grid=(4, 1, 1), block=(256, 1, 1), label="saxpy[n=1000]")
+    params = (
+        KernelParam("int", "n"),
+        KernelParam("float", "a"),
+        KernelParam("const float*", "x"),
+        KernelParam("float*", "y"),
+    )
+    req = LaunchRequest(
+        source=SAXPY,
+        kernel="saxpy",
+        params=params,
+        args=(
+            ScalarArg("n", np.int32(n)),
+            ScalarArg("a", np.float32(2.5)),
+            BufferArg("x", x, "in"),
+            BufferArg("y", y, "inout"),
+        ),
+        grid=(4, 1, 1),
+        block=(256, 1, 1),
+        label="saxpy[n=1000]",
+    )
     result = cpu.run(req)
     np.testing.assert_array_equal(result.outputs["y"], np.float32(2.5) * x + y)
     assert result.runtime == "cpu" and result.elapsed_ms is not None and set(result.outputs) == {"y"}
@@ -75,8 +104,14 @@ def test_shared_memory_tiled_matmul(cpu: CpuRuntime) -> None:
     m, n, k = 40, 33, 50
     a = RNG.uniform(-1, 1, (m, k)).astype(np.float32)
     b = RNG.uniform(-1, 1, (k, n)).astype(np.float32)
-    args: list[Arg] = [ScalarArg("M", np.int32(m)), ScalarArg("N", np.int32(n)), ScalarArg("K", np.int32(k)),
-            BufferArg("A", a, "in"), BufferArg("B", b, "in"), BufferArg("C", np.zeros((m, n), np.float32), "out")]
+    args: list[Arg] = [
+        ScalarArg("M", np.int32(m)),
+        ScalarArg("N", np.int32(n)),
+        ScalarArg("K", np.int32(k)),
+        BufferArg("A", a, "in"),
+        BufferArg("B", b, "in"),
+        BufferArg("C", np.zeros((m, n), np.float32), "out"),
+    ]
     result = launch(cpu, MATMUL, "matmul", args, ((n + 15) // 16, (m + 15) // 16, 1), (16, 16, 1))
     np.testing.assert_allclose(result.outputs["C"], a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
     assert result.unwritten == {"C": 0}
@@ -103,9 +138,12 @@ __global__ void block_sum(int n, const float* x, float* out, int* positive) {
 def test_block_reduction_with_barriers(cpu: CpuRuntime) -> None:
     n = 1000
     x = RNG.standard_normal(n).astype(np.float32)
-    args: list[Arg] = [ScalarArg("n", np.int32(n)),
-            BufferArg("x", x, "in"), BufferArg("out", np.zeros(8, np.float32), "out"),
-            BufferArg("positive", np.zeros(8, np.int32), "out")]
+    args: list[Arg] = [
+        ScalarArg("n", np.int32(n)),
+        BufferArg("x", x, "in"),
+        BufferArg("out", np.zeros(8, np.float32), "out"),
+        BufferArg("positive", np.zeros(8, np.int32), "out"),
+    ]
     result = launch(cpu, REDUCE, "block_sum<128>", args, (8, 1, 1), (128, 1, 1))
     padded = np.zeros(1024, np.float64)
     padded[:n] = x
@@ -134,10 +172,14 @@ __global__ void warp_ops(const float* x, float* down, float* butterfly, unsigned
 @pytest.mark.slow
 def test_warp_shuffles_votes_and_match(cpu: CpuRuntime) -> None:
     x = RNG.standard_normal(256).astype(np.float32)
-    args = [BufferArg("x", x, "in"), BufferArg("down", np.zeros(8, np.float32), "out"),
-            BufferArg("butterfly", np.zeros(256, np.float32), "out"),
-            BufferArg("ballot", np.zeros(8, np.uint32), "out"),
-            BufferArg("scan", np.zeros(256, np.int32), "out"), BufferArg("match", np.zeros(256, np.int32), "out")]
+    args = [
+        BufferArg("x", x, "in"),
+        BufferArg("down", np.zeros(8, np.float32), "out"),
+        BufferArg("butterfly", np.zeros(256, np.float32), "out"),
+        BufferArg("ballot", np.zeros(8, np.uint32), "out"),
+        BufferArg("scan", np.zeros(256, np.int32), "out"),
+        BufferArg("match", np.zeros(256, np.int32), "out"),
+    ]
     r = launch(cpu, WARP, "warp_ops", args, (2, 1, 1), (128, 1, 1))
     warps = x.astype(np.float64).reshape(8, 32)
     np.testing.assert_allclose(r.outputs["down"], warps.sum(1), rtol=1e-5, atol=1e-5)
@@ -171,10 +213,14 @@ __global__ void histogram(int n, const float* x, float* sums, int* counts, unsig
 def test_atomics_histogram(cpu: CpuRuntime) -> None:
     n = 5000
     x = RNG.uniform(0, 1, n).astype(np.float32)
-    args: list[Arg] = [ScalarArg("n", np.int32(n)),
-            BufferArg("x", x, "in"), BufferArg("sums", np.zeros(8, np.float32), "inout"),
-            BufferArg("counts", np.zeros(8, np.int32), "inout"), BufferArg("maxbits", np.zeros(1, np.uint32), "inout"),
-            BufferArg("total", np.zeros(1, np.int32), "inout")]
+    args: list[Arg] = [
+        ScalarArg("n", np.int32(n)),
+        BufferArg("x", x, "in"),
+        BufferArg("sums", np.zeros(8, np.float32), "inout"),
+        BufferArg("counts", np.zeros(8, np.int32), "inout"),
+        BufferArg("maxbits", np.zeros(1, np.uint32), "inout"),
+        BufferArg("total", np.zeros(1, np.int32), "inout"),
+    ]
     r = launch(cpu, ATOMICS, "histogram", args, ((n + 255) // 256, 1, 1), (256, 1, 1))
     bins = np.minimum((x * np.float32(8)).astype(np.int64), 7)
     np.testing.assert_array_equal(r.outputs["counts"], np.bincount(bins, minlength=8))
@@ -230,14 +276,37 @@ def _bf16(v: np.ndarray) -> np.ndarray:
 
 
 def test_half_and_bfloat16_round_like_the_gpu(cpu: CpuRuntime) -> None:
-    edges = np.array([0.0, -0.0, 1.0, 65504, 65519.99, 65520, 1e6, 2**-24, 2**-25, 3 * 2**-26, 6.1e-5, np.inf, -np.inf,
-                      1.00048828125, 1.0009765625 + 2**-12, 3.3895314e38], np.float32)
+    edges = np.array(
+        [
+            0.0,
+            -0.0,
+            1.0,
+            65504,
+            65519.99,
+            65520,
+            1e6,
+            2**-24,
+            2**-25,
+            3 * 2**-26,
+            6.1e-5,
+            np.inf,
+            -np.inf,
+            1.00048828125,
+            1.0009765625 + 2**-12,
+            3.3895314e38,
+        ],
+        np.float32,
+    )
     f = np.concatenate([edges, (RNG.standard_normal(20000) * 10.0 ** RNG.integers(-8, 5, 20000)).astype(np.float32)])
     n = f.size
-    args: list[Arg] = [ScalarArg("n", np.int32(n)),
-            BufferArg("f", f, "in"), BufferArg("h", np.zeros(n, np.uint16), "out"),
-            BufferArg("b", np.zeros(n, np.uint16), "out"), BufferArg("hmath", np.zeros(n, np.float32), "out"),
-            BufferArg("bmath", np.zeros(n, np.float32), "out")]
+    args: list[Arg] = [
+        ScalarArg("n", np.int32(n)),
+        BufferArg("f", f, "in"),
+        BufferArg("h", np.zeros(n, np.uint16), "out"),
+        BufferArg("b", np.zeros(n, np.uint16), "out"),
+        BufferArg("hmath", np.zeros(n, np.float32), "out"),
+        BufferArg("bmath", np.zeros(n, np.float32), "out"),
+    ]
     r = launch(cpu, HALF, "convert", args, ((n + 255) // 256, 1, 1), (256, 1, 1))
     with np.errstate(over="ignore", invalid="ignore"):
         h = f.astype(np.float16)
@@ -264,8 +333,11 @@ __global__ void wave_sum(const int* x, int* out, unsigned long long* ballot) {
 
 def test_hip_kernel_uses_64_lane_wavefronts(cpu: CpuRuntime) -> None:
     x = np.arange(256, dtype=np.int32)
-    args = [BufferArg("x", x, "in"), BufferArg("out", np.zeros(4, np.int32), "out"),
-            BufferArg("ballot", np.zeros(4, np.uint64), "out")]
+    args = [
+        BufferArg("x", x, "in"),
+        BufferArg("out", np.zeros(4, np.int32), "out"),
+        BufferArg("ballot", np.zeros(4, np.uint64), "out"),
+    ]
     r = launch(cpu, HIP_WARP, "wave_sum", args, (2, 1, 1), (128, 1, 1))
     np.testing.assert_array_equal(r.outputs["out"], x.reshape(4, 64).sum(1))
     expected = sum(1 << j for j in range(64) if j % 3 == 0)  # lane j of each wave is thread j or 64 + j
@@ -313,9 +385,12 @@ __global__ void strided_copy(int n, const float* __restrict__ in, float* __restr
 def test_sector_traces_are_exact(cpu: CpuRuntime) -> None:
     n = 1000
     src = np.arange(2 * n, dtype=np.float32)
-    args: list[Arg] = [ScalarArg("n", np.int32(n)),
-            BufferArg("in", src, "in"), BufferArg("out", np.zeros(n, np.float32), "out"),
-            BufferArg("counter", np.zeros(1, np.int32), "inout")]
+    args: list[Arg] = [
+        ScalarArg("n", np.int32(n)),
+        BufferArg("in", src, "in"),
+        BufferArg("out", np.zeros(n, np.float32), "out"),
+        BufferArg("counter", np.zeros(1, np.int32), "inout"),
+    ]
     blocks = ((0, 0, 0), (3, 0, 0))
     r = launch(cpu, COPY, "strided_copy", args, (4, 1, 1), (256, 1, 1), trace_blocks=blocks)
     np.testing.assert_array_equal(r.outputs["out"], src[::2])
@@ -330,11 +405,19 @@ def test_sector_traces_are_exact(cpu: CpuRuntime) -> None:
 
 
 def test_cached_binary_is_reused(cpu: CpuRuntime) -> None:
-    req = LaunchRequest(source=SAXPY, kernel="saxpy", params=(),
-                        args=(ScalarArg("n", np.int32(4)), ScalarArg("a", np.float32(1)),
-                              BufferArg("x", np.ones(4, np.float32), "in"),
-                              BufferArg("y", np.ones(4, np.float32), "inout")),
-                        grid=(1, 1, 1), block=(32, 1, 1))
+    req = LaunchRequest(
+        source=SAXPY,
+        kernel="saxpy",
+        params=(),
+        args=(
+            ScalarArg("n", np.int32(4)),
+            ScalarArg("a", np.float32(1)),
+            BufferArg("x", np.ones(4, np.float32), "in"),
+            BufferArg("y", np.ones(4, np.float32), "inout"),
+        ),
+        grid=(1, 1, 1),
+        block=(32, 1, 1),
+    )
     exe = cpu.builder().cached_binary(cpu.unit_for(req))
     cpu.run(req)
     assert exe.exists()
@@ -365,8 +448,14 @@ __global__ void isolation(int* out) {
 
 def test_static_shared_memory_is_per_block_across_workers(cpu: CpuRuntime) -> None:
     blocks = 96
-    r = launch(cpu, ISOLATION, "isolation", [BufferArg("out", np.zeros(blocks * 64, np.int32), "out")],
-               (blocks, 1, 1), (64, 1, 1))
+    r = launch(
+        cpu,
+        ISOLATION,
+        "isolation",
+        [BufferArg("out", np.zeros(blocks * 64, np.int32), "out")],
+        (blocks, 1, 1),
+        (64, 1, 1),
+    )
     b, t = np.divmod(np.arange(blocks * 64), 64)
     np.testing.assert_array_equal(r.outputs["out"], b * 1000 + (t + 1) % 64 - b)
 
@@ -391,8 +480,12 @@ __global__ void scans(int* out, __half* h, __half2* h2, __nv_bfloat16* b) {
 
 
 def test_tile_scans_and_half_atomics(cpu: CpuRuntime) -> None:
-    args = [BufferArg("out", np.zeros(64, np.int32), "out"), BufferArg("h", np.zeros(1, np.float16), "inout"),
-            BufferArg("h2", np.zeros(2, np.float16), "inout"), BufferArg("b", np.zeros(1, np.uint16), "inout")]
+    args = [
+        BufferArg("out", np.zeros(64, np.int32), "out"),
+        BufferArg("h", np.zeros(1, np.float16), "inout"),
+        BufferArg("h2", np.zeros(2, np.float16), "inout"),
+        BufferArg("b", np.zeros(1, np.uint16), "inout"),
+    ]
     r = launch(cpu, SCANS_AND_HALF_ATOMICS, "scans", args, (1, 1, 1), (64, 1, 1))
     lane = np.arange(64) % 8
     np.testing.assert_array_equal(r.outputs["out"], (lane + 1) * 100 + lane * (lane - 1) // 2)
@@ -402,11 +495,14 @@ def test_tile_scans_and_half_atomics(cpu: CpuRuntime) -> None:
 
 
 def test_hip_warp_size_can_be_overridden(cpu: CpuRuntime) -> None:
-    src = ("#include <hip/hip_runtime.h>\n"
-           "__global__ void k(int* o) { o[threadIdx.x] = warpSize * 1000 + __popcll(__ballot(1)); }")
+    src = (
+        "#include <hip/hip_runtime.h>\n"
+        "__global__ void k(int* o) { o[threadIdx.x] = warpSize * 1000 + __popcll(__ballot(1)); }"
+    )
     for defines, expected in (((), 64064), (("KXFORM_CPU_WARP_SIZE=32",), 32032)):
-        r = launch(cpu, src, "k", [BufferArg("o", np.zeros(64, np.int32), "out")], (1, 1, 1), (64, 1, 1),
-                   defines=defines)
+        r = launch(
+            cpu, src, "k", [BufferArg("o", np.zeros(64, np.int32), "out")], (1, 1, 1), (64, 1, 1), defines=defines
+        )
         assert set(r.outputs["o"].tolist()) == {expected}
 
 
@@ -449,8 +545,9 @@ def test_short_macro_names_in_the_source_do_not_reach_the_runtime(cpu: CpuRuntim
     """`#define R 2` (a stencil radius) or `#define size 7` in the kernel's file compiles
     with nvcc, so it must on the CPU runtime too: its launch code is out of their reach."""
     y = np.arange(100, dtype=np.float32)
-    result = launch(cpu, MACROS, "scale", (ScalarArg("n", np.int32(100)), BufferArg("y", y, "inout")),
-                    (2, 1, 1), (64, 1, 1))
+    result = launch(
+        cpu, MACROS, "scale", (ScalarArg("n", np.int32(100)), BufferArg("y", y, "inout")), (2, 1, 1), (64, 1, 1)
+    )
     np.testing.assert_array_equal(result.outputs["y"], y * 45)
 
 
@@ -460,6 +557,15 @@ def test_single_letter_user_macros_leave_the_runtime_alone(cpu: CpuRuntime) -> N
     x, out = np.ones(100, np.float32), np.zeros(1, np.float32)
     params = (KernelParam("int", "n"), KernelParam("const float*", "x"), KernelParam("float*", "out"))
     args = (ScalarArg("n", np.int32(100)), BufferArg("x", x, "in"), BufferArg("out", out, "inout"))
-    result = cpu.run(LaunchRequest(source=USER_MACROS, kernel="reduce", params=params, args=args, grid=(4, 1, 1),
-                                   block=(32, 1, 1), label="reduce[user macros]"))
+    result = cpu.run(
+        LaunchRequest(
+            source=USER_MACROS,
+            kernel="reduce",
+            params=params,
+            args=args,
+            grid=(4, 1, 1),
+            block=(32, 1, 1),
+            label="reduce[user macros]",
+        )
+    )
     assert result.outputs["out"][0] == 100.0

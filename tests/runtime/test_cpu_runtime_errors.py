@@ -22,16 +22,30 @@ from kxform.runtime.base import (
 from kxform.runtime.cpu import CpuOptions, CpuRuntime
 
 
-
-
 def out_buffer(n: int = 64) -> list[Arg]:
     return [BufferArg("out", np.zeros(n, np.int32), "out")]
 
 
-def launch(cpu: CpuRuntime, source: str, args: Sequence[Arg] | None = None, block: int = 64, label: str = "probe[64]",
-           **kw: object) -> LaunchResult:
-    return cpu.run(LaunchRequest(source=source, kernel="k", params=(), args=tuple(args or out_buffer()),
-                                 grid=(1, 1, 1), block=(block, 1, 1), label=label, **kw))  # type: ignore[arg-type]
+def launch(
+    cpu: CpuRuntime,
+    source: str,
+    args: Sequence[Arg] | None = None,
+    block: int = 64,
+    label: str = "probe[64]",
+    **kw: object,
+) -> LaunchResult:
+    return cpu.run(
+        LaunchRequest(
+            source=source,
+            kernel="k",
+            params=(),
+            args=tuple(args or out_buffer()),
+            grid=(1, 1, 1),
+            block=(block, 1, 1),
+            label=label,
+            **kw,
+        )
+    )  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------ barrier divergence
@@ -56,10 +70,15 @@ def test_different_barriers_on_one_line_are_divergence(cpu: CpuRuntime) -> None:
 
 
 def test_warp_collective_deadlock_names_both_sides(cpu: CpuRuntime) -> None:
-    src = ("__global__ void k(int* out) {\n  int v = threadIdx.x;\n"
-           "  if (threadIdx.x < 16) v = __shfl_sync(0xffffffff, v, 0);\n  __syncthreads();\n  out[threadIdx.x] = v;\n}")
-    with pytest.raises(LaunchTimeout, match=r"deadlock in block \(0,0,0\): 48 thread\(s\) wait at __syncthreads "
-                                            r"\(line 4\); lanes 0xffff of warp 0 wait at __shfl_sync \(line 3\)"):
+    src = (
+        "__global__ void k(int* out) {\n  int v = threadIdx.x;\n"
+        "  if (threadIdx.x < 16) v = __shfl_sync(0xffffffff, v, 0);\n  __syncthreads();\n  out[threadIdx.x] = v;\n}"
+    )
+    with pytest.raises(
+        LaunchTimeout,
+        match=r"deadlock in block \(0,0,0\): 48 thread\(s\) wait at __syncthreads "
+        r"\(line 4\); lanes 0xffff of warp 0 wait at __shfl_sync \(line 3\)",
+    ):
         launch(cpu, src)
 
 
@@ -83,8 +102,10 @@ def test_spin_wait_on_a_sibling_thread_makes_progress(cpu: CpuRuntime) -> None:
 
 # ------------------------------------------------------------------ unsupported features
 def test_inline_asm_is_unsupported_with_its_line(cpu: CpuRuntime) -> None:
-    src = ('__global__ void k(int* out) {\n  unsigned lane;\n  asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));\n'
-           "  out[threadIdx.x] = lane;\n}\n")
+    src = (
+        '__global__ void k(int* out) {\n  unsigned lane;\n  asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));\n'
+        "  out[threadIdx.x] = lane;\n}\n"
+    )
     expected = r"^cannot run on the CPU runtime: uses inline assembly \(asm\) at probe\[64\]:3$"
     with pytest.raises(Unsupported, match=expected):
         launch(cpu, src)
@@ -93,9 +114,11 @@ def test_inline_asm_is_unsupported_with_its_line(cpu: CpuRuntime) -> None:
 def test_wmma_runs_and_an_unemulated_fragment_type_is_unsupported(cpu: CpuRuntime) -> None:
     """Half-precision fragments are emulated (tests/test_cpu_wmma.py); int8 ones are not,
     and that is "unsupported", never a failed launch."""
-    emulated = ("#include <mma.h>\nusing namespace nvcuda;\n__global__ void k(int* out) {\n"
-                "  wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a;\n"
-                "  out[threadIdx.x] = a.num_elements;\n}\n")
+    emulated = (
+        "#include <mma.h>\nusing namespace nvcuda;\n__global__ void k(int* out) {\n"
+        "  wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a;\n"
+        "  out[threadIdx.x] = a.num_elements;\n}\n"
+    )
     assert (launch(cpu, emulated).outputs["out"] > 0).all()
     int8 = emulated.replace("half, wmma::row_major", "signed char, wmma::row_major")
     with pytest.raises(Unsupported, match=r"cannot run on the CPU runtime: uses this nvcuda::wmma element type"):
@@ -103,13 +126,16 @@ def test_wmma_runs_and_an_unemulated_fragment_type_is_unsupported(cpu: CpuRuntim
 
 
 def test_asm_behind_a_macro_is_found_and_dead_branches_are_not(cpu: CpuRuntime) -> None:
-    hidden = ('#define LANE(v) asm("mov.u32 %0, %%laneid;" : "=r"(v))\n'
-              "__global__ void k(int* out) {\n  int v; LANE(v);\n}\n")
+    hidden = (
+        '#define LANE(v) asm("mov.u32 %0, %%laneid;" : "=r"(v))\n__global__ void k(int* out) {\n  int v; LANE(v);\n}\n'
+    )
     with pytest.raises(Unsupported, match=r"at probe\[64\]:3$"):
         launch(cpu, hidden)
-    dead = ('#if __CUDA_ARCH__ < 500\n#define LANE(v) asm("mov.u32 %0, %%laneid;" : "=r"(v))\n#else\n'
-            "#define LANE(v) v = threadIdx.x % 32\n#endif\n// asm(\"in a comment\")\n"
-            "__global__ void k(int* out) { int v; LANE(v); out[threadIdx.x] = v; }\n")
+    dead = (
+        '#if __CUDA_ARCH__ < 500\n#define LANE(v) asm("mov.u32 %0, %%laneid;" : "=r"(v))\n#else\n'
+        '#define LANE(v) v = threadIdx.x % 32\n#endif\n// asm("in a comment")\n'
+        "__global__ void k(int* out) { int v; LANE(v); out[threadIdx.x] = v; }\n"
+    )
     np.testing.assert_array_equal(launch(cpu, dead).outputs["out"], np.arange(64) % 32)
 
 
@@ -194,8 +220,15 @@ def test_argument_that_does_not_match_the_kernel(cpu: CpuRuntime) -> None:
     ],
 )
 def test_malformed_requests_are_rejected(cpu: CpuRuntime, change: dict[str, object], message: str) -> None:
-    fields: dict[str, object] = {"source": "__global__ void k(int* out) {}", "kernel": "k", "params": (),
-                                 "args": tuple(out_buffer()), "grid": (1, 1, 1), "block": (64, 1, 1), "label": "bad"}
+    fields: dict[str, object] = {
+        "source": "__global__ void k(int* out) {}",
+        "kernel": "k",
+        "params": (),
+        "args": tuple(out_buffer()),
+        "grid": (1, 1, 1),
+        "block": (64, 1, 1),
+        "label": "bad",
+    }
     fields.update(change)
     with pytest.raises(RuntimeError_, match=message):
         cpu.run(LaunchRequest(**fields))  # type: ignore[arg-type]

@@ -104,9 +104,40 @@ __global__ void probe(const float* fin, const unsigned* uin, unsigned* uo, float
 }
 """
 
-SPECIAL = [0.0, -0.0, 1e-40, -3.5, 2.5, 1.5, 0.5, -0.5, 65504.0, 65520.0, 1e-8, float("nan"), float("inf"),
-           float("-inf"), 3e38, 1 / 3, 7.0, 1e-3, -1e-6, 123456.7, 2.0**-24, 2.0**-25, 0.1, 0.2, 33333.0, -2.5,
-           1.0000001, 5e-5, 6e-8, 1.0, 2.0, 3.0]
+SPECIAL = [
+    0.0,
+    -0.0,
+    1e-40,
+    -3.5,
+    2.5,
+    1.5,
+    0.5,
+    -0.5,
+    65504.0,
+    65520.0,
+    1e-8,
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    3e38,
+    1 / 3,
+    7.0,
+    1e-3,
+    -1e-6,
+    123456.7,
+    2.0**-24,
+    2.0**-25,
+    0.1,
+    0.2,
+    33333.0,
+    -2.5,
+    1.0000001,
+    5e-5,
+    6e-8,
+    1.0,
+    2.0,
+    3.0,
+]
 
 
 def _lcg(seed: int, count: int) -> list[int]:
@@ -146,42 +177,117 @@ def column_digests(uo: np.ndarray, fo: np.ndarray, ho: np.ndarray) -> dict[str, 
 
 # Recorded on an NVIDIA H200, CUDA 13 (nvcc -O2 -arch=sm_90).
 GPU_DIGESTS: dict[str, str] = {
-    "U[0]": "316cbf74c2c1", "U[1]": "5b03bd9fb2c9", "U[2]": "e4ea2a019c02", "U[3]": "91ad03825230",
-    "U[4]": "df5f1a36efd0", "U[5]": "d6437f58c81c", "U[6]": "30107974831a", "U[7]": "2745d6b239ab",
-    "U[8]": "ef2ca5efe855", "U[9]": "554082a475a8", "U[10]": "38693b3a21c3", "U[11]": "5341e6b26469",
-    "U[12]": "4c521f921dd7", "U[13]": "8aeb1b9ea16b", "U[14]": "0d636599988e", "U[15]": "def664c9830b",
-    "U[16]": "9e9bbbb207eb", "U[17]": "3d6876a0146d", "U[18]": "8256a7f5081e", "U[19]": "db562f85bda1",
-    "U[20]": "80b7230a16ed", "U[21]": "b40de88f33ae", "U[22]": "a1483c609f3d", "U[23]": "a0c9cf9b930d",
-    "U[24]": "1006733251f9", "U[25]": "b1fdbc3c7fcd", "U[26]": "cbd134cc7fac", "U[27]": "21f412f6abc5",
-    "U[28]": "fd284ab2402b", "U[29]": "f9f47796f913", "U[30]": "15d51210ef81", "U[31]": "6be0f6ded10d",
-    "U[32]": "9eb66d9dee19", "U[33]": "b4023c3d6ec4", "U[34]": "3eae30fdb816", "U[35]": "50ae1397e140",
-    "U[36]": "e8eba9bc0327", "U[37]": "cd78df5f513f", "U[38]": "f4dafc871563", "U[39]": "98ee7f82717e",
-    "U[40]": "f6878abf491e", "U[41]": "3aa074ab55c4", "U[42]": "5341e6b26469", "U[43]": "5e9a51e27758",
-    "U[44]": "b7fbd154edae", "U[45]": "36bcad79ef4b", "U[46]": "95c4d621e8c8", "U[47]": "83e2aeceb1c9",
-    "F[0]": "418e20fe1c3d", "F[1]": "ce39beafc61c", "F[2]": "b530d27b1d84", "F[3]": "7b639133f8cb",
-    "F[4]": "ba20f0b6e912", "F[5]": "e4056b1bc1c7", "F[6]": "18e579966f3a", "F[7]": "9ed615d49b73",
-    "F[8]": "41a1016740b0", "F[9]": "1afa96a8d0f3", "F[10]": "8d8dbf94ce5f", "F[11]": "36c19d67908c",
-    "F[12]": "3c877dc61174", "F[13]": "c5e9d18b6978", "F[14]": "5d6821c8071e", "F[15]": "6e5eb12d8fb8",
-    "F[16]": "466f7f6a9e8a", "F[17]": "b4d17a1dd2ef", "F[18]": "4118702e5d38", "F[19]": "ff01245435cc",
-    "F[20]": "f28b7fa03873", "F[21]": "bfdb875dbb89", "F[22]": "4d874212ecc4", "F[23]": "d3eab7327a4b",
-    "H[0]": "d2c554ef938b", "H[1]": "c147e242a142", "H[2]": "7bbadc93e0b8", "H[3]": "0398b190dd16",
-    "H[4]": "d4f370c6e1e8", "H[5]": "69921aad3cad", "H[6]": "b9b59868cf00", "H[7]": "0aec181d973d",
-    "H[8]": "5bb3b0a3f4c1", "H[9]": "37dce3687983", "H[10]": "f470cf6188ad", "H[11]": "5f27a8838771",
-    "H[12]": "459726383294", "H[13]": "524a715d2be5", "H[14]": "a3058c45592b", "H[15]": "ab36c82bbbdb",
+    "U[0]": "316cbf74c2c1",
+    "U[1]": "5b03bd9fb2c9",
+    "U[2]": "e4ea2a019c02",
+    "U[3]": "91ad03825230",
+    "U[4]": "df5f1a36efd0",
+    "U[5]": "d6437f58c81c",
+    "U[6]": "30107974831a",
+    "U[7]": "2745d6b239ab",
+    "U[8]": "ef2ca5efe855",
+    "U[9]": "554082a475a8",
+    "U[10]": "38693b3a21c3",
+    "U[11]": "5341e6b26469",
+    "U[12]": "4c521f921dd7",
+    "U[13]": "8aeb1b9ea16b",
+    "U[14]": "0d636599988e",
+    "U[15]": "def664c9830b",
+    "U[16]": "9e9bbbb207eb",
+    "U[17]": "3d6876a0146d",
+    "U[18]": "8256a7f5081e",
+    "U[19]": "db562f85bda1",
+    "U[20]": "80b7230a16ed",
+    "U[21]": "b40de88f33ae",
+    "U[22]": "a1483c609f3d",
+    "U[23]": "a0c9cf9b930d",
+    "U[24]": "1006733251f9",
+    "U[25]": "b1fdbc3c7fcd",
+    "U[26]": "cbd134cc7fac",
+    "U[27]": "21f412f6abc5",
+    "U[28]": "fd284ab2402b",
+    "U[29]": "f9f47796f913",
+    "U[30]": "15d51210ef81",
+    "U[31]": "6be0f6ded10d",
+    "U[32]": "9eb66d9dee19",
+    "U[33]": "b4023c3d6ec4",
+    "U[34]": "3eae30fdb816",
+    "U[35]": "50ae1397e140",
+    "U[36]": "e8eba9bc0327",
+    "U[37]": "cd78df5f513f",
+    "U[38]": "f4dafc871563",
+    "U[39]": "98ee7f82717e",
+    "U[40]": "f6878abf491e",
+    "U[41]": "3aa074ab55c4",
+    "U[42]": "5341e6b26469",
+    "U[43]": "5e9a51e27758",
+    "U[44]": "b7fbd154edae",
+    "U[45]": "36bcad79ef4b",
+    "U[46]": "95c4d621e8c8",
+    "U[47]": "83e2aeceb1c9",
+    "F[0]": "418e20fe1c3d",
+    "F[1]": "ce39beafc61c",
+    "F[2]": "b530d27b1d84",
+    "F[3]": "7b639133f8cb",
+    "F[4]": "ba20f0b6e912",
+    "F[5]": "e4056b1bc1c7",
+    "F[6]": "18e579966f3a",
+    "F[7]": "9ed615d49b73",
+    "F[8]": "41a1016740b0",
+    "F[9]": "1afa96a8d0f3",
+    "F[10]": "8d8dbf94ce5f",
+    "F[11]": "36c19d67908c",
+    "F[12]": "3c877dc61174",
+    "F[13]": "c5e9d18b6978",
+    "F[14]": "5d6821c8071e",
+    "F[15]": "6e5eb12d8fb8",
+    "F[16]": "466f7f6a9e8a",
+    "F[17]": "b4d17a1dd2ef",
+    "F[18]": "4118702e5d38",
+    "F[19]": "ff01245435cc",
+    "F[20]": "f28b7fa03873",
+    "F[21]": "bfdb875dbb89",
+    "F[22]": "4d874212ecc4",
+    "F[23]": "d3eab7327a4b",
+    "H[0]": "d2c554ef938b",
+    "H[1]": "c147e242a142",
+    "H[2]": "7bbadc93e0b8",
+    "H[3]": "0398b190dd16",
+    "H[4]": "d4f370c6e1e8",
+    "H[5]": "69921aad3cad",
+    "H[6]": "b9b59868cf00",
+    "H[7]": "0aec181d973d",
+    "H[8]": "5bb3b0a3f4c1",
+    "H[9]": "37dce3687983",
+    "H[10]": "f470cf6188ad",
+    "H[11]": "5f27a8838771",
+    "H[12]": "459726383294",
+    "H[13]": "524a715d2be5",
+    "H[14]": "a3058c45592b",
+    "H[15]": "ab36c82bbbdb",
 }
-
-
-
 
 
 def test_intrinsics_match_the_gpu_bit_for_bit(cpu: CpuRuntime) -> None:
     floats, uints = probe_inputs()
-    args = (BufferArg("fin", floats, "in"), BufferArg("uin", uints, "in"),
-            BufferArg("uo", np.zeros(THREADS * NU, np.uint32), "out"),
-            BufferArg("fo", np.zeros(THREADS * NF, np.float32), "out"),
-            BufferArg("ho", np.zeros(THREADS * NH, np.uint16), "out"))
-    result = cpu.run(LaunchRequest(source=PROBE, kernel="probe", params=(), args=args, grid=(1, 1, 1),
-                                   block=(THREADS, 1, 1), label="parity-probe"))
+    args = (
+        BufferArg("fin", floats, "in"),
+        BufferArg("uin", uints, "in"),
+        BufferArg("uo", np.zeros(THREADS * NU, np.uint32), "out"),
+        BufferArg("fo", np.zeros(THREADS * NF, np.float32), "out"),
+        BufferArg("ho", np.zeros(THREADS * NH, np.uint16), "out"),
+    )
+    result = cpu.run(
+        LaunchRequest(
+            source=PROBE,
+            kernel="probe",
+            params=(),
+            args=args,
+            grid=(1, 1, 1),
+            block=(THREADS, 1, 1),
+            label="parity-probe",
+        )
+    )
     got = column_digests(result.outputs["uo"], result.outputs["fo"], result.outputs["ho"])
     assert set(got) == set(GPU_DIGESTS)
     differing = [name for name, digest in GPU_DIGESTS.items() if got[name] != digest]
@@ -198,11 +304,23 @@ def test_recorded_digests_are_what_the_gpu_produces_now() -> None:
         if not ok:
             pytest.skip(f"gpu runtime unavailable: {why}")
         floats, uints = probe_inputs()
-        args = (BufferArg("fin", floats, "in"), BufferArg("uin", uints, "in"),
-                BufferArg("uo", np.zeros(THREADS * NU, np.uint32), "out"),
-                BufferArg("fo", np.zeros(THREADS * NF, np.float32), "out"),
-                BufferArg("ho", np.zeros(THREADS * NH, np.uint16), "out"))
-        result = gpu.run(LaunchRequest(source=PROBE, kernel="probe", params=(), args=args, grid=(1, 1, 1),
-                                       block=(THREADS, 1, 1), label="parity-probe"))
+        args = (
+            BufferArg("fin", floats, "in"),
+            BufferArg("uin", uints, "in"),
+            BufferArg("uo", np.zeros(THREADS * NU, np.uint32), "out"),
+            BufferArg("fo", np.zeros(THREADS * NF, np.float32), "out"),
+            BufferArg("ho", np.zeros(THREADS * NH, np.uint16), "out"),
+        )
+        result = gpu.run(
+            LaunchRequest(
+                source=PROBE,
+                kernel="probe",
+                params=(),
+                args=args,
+                grid=(1, 1, 1),
+                block=(THREADS, 1, 1),
+                label="parity-probe",
+            )
+        )
     got = column_digests(result.outputs["uo"], result.outputs["fo"], result.outputs["ho"])
     assert {k: v for k, v in got.items() if GPU_DIGESTS[k] != v} == {}

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from kxform.build.hip import is_hip
 from kxform.runtime.cpu.source import (
     blank_comments_and_strings,
     find_unsupported,
     first_error,
-    is_hip,
     missing_gpu_header,
     rewrite_dynamic_shared,
 )
@@ -78,7 +78,7 @@ def _pre(*lines: str, file: str = "kernel.cu") -> str:
     ("line", "feature"),
     [
         ('asm volatile("bar.sync 1, 64;");', "inline assembly"),
-        ("__asm__(\"trap;\");", "inline assembly"),
+        ('__asm__("trap;");', "inline assembly"),
         ("rocwmma::fragment<rocwmma::accumulator, 16, 16, 16, float> c;", "rocwmma"),
         ("__builtin_amdgcn_mfma_f32_32x32x8f16(a, b, c, 0, 0, 0);", "MFMA"),
         ("float v = tex2D<float>(tex, x, y);", "texture"),
@@ -131,8 +131,9 @@ def test_first_error_line() -> None:
     assert first_error("") == "the compiler failed without a message"
 
 
-@pytest.mark.parametrize("line", ["nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> c;",
-                                  "wmma::mma_sync(c, a, b, c);"])
+@pytest.mark.parametrize(
+    "line", ["nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> c;", "wmma::mma_sync(c, a, b, c);"]
+)
 def test_wmma_is_not_refused_by_the_scan(line: str) -> None:
     """nvcuda::wmma is emulated (include/mma.h); unemulated fragment types stop the build instead."""
     assert find_unsupported(_pre("int x;", line), INCLUDE) is None

@@ -17,8 +17,18 @@ from conftest import needs_nvcc, run_cli
 
 
 def _run(cpu: CpuRuntime, source: str, args: tuple, block: int = 32, label: str = "probe"):  # type: ignore[no-untyped-def]
-    return cpu.run(LaunchRequest(source=source, kernel="k", params=(), args=args, grid=(1, 1, 1),
-                                 block=(block, 1, 1), label=label, timeout_s=60))
+    return cpu.run(
+        LaunchRequest(
+            source=source,
+            kernel="k",
+            params=(),
+            args=args,
+            grid=(1, 1, 1),
+            block=(block, 1, 1),
+            label=label,
+            timeout_s=60,
+        )
+    )
 
 
 @needs_nvcc
@@ -67,15 +77,18 @@ def test_the_child_runs_under_a_memory_limit(cpu: CpuRuntime) -> None:
     assert result.outputs["out"][0] == 0  # a 16 GiB allocation is refused
 
 
-@pytest.mark.parametrize("kind, body, buffer, size", [
-    ("write past the end", "p[10] = 1;", "out", 10),
-    ("write before the start", "p[-1] = 1;", "out", 16),
-    ("read before the start", "q[0] = p[-4];", "in", 64),
-])
-def test_out_of_bounds_accesses_the_guard_pages_miss(cpu: CpuRuntime, kind: str, body: str, buffer: str,
-                                                    size: int) -> None:
-    src = ("__global__ void k(unsigned char* p, unsigned char* q) {\n"
-           f"  if (threadIdx.x == 0) {{ {body} }}\n}}\n")
+@pytest.mark.parametrize(
+    "kind, body, buffer, size",
+    [
+        ("write past the end", "p[10] = 1;", "out", 10),
+        ("write before the start", "p[-1] = 1;", "out", 16),
+        ("read before the start", "q[0] = p[-4];", "in", 64),
+    ],
+)
+def test_out_of_bounds_accesses_the_guard_pages_miss(
+    cpu: CpuRuntime, kind: str, body: str, buffer: str, size: int
+) -> None:
+    src = f"__global__ void k(unsigned char* p, unsigned char* q) {{\n  if (threadIdx.x == 0) {{ {body} }}\n}}\n"
     role = "in" if buffer == "in" else "inout"
     args = (BufferArg(buffer, np.zeros(size, np.uint8), role), BufferArg("q", np.zeros(4, np.uint8), "inout"))
     with pytest.raises(RuntimeError_, match=rf"out-of-bounds .*buffer '{buffer}'"):
@@ -83,8 +96,10 @@ def test_out_of_bounds_accesses_the_guard_pages_miss(cpu: CpuRuntime, kind: str,
 
 
 def test_in_bounds_accesses_at_both_ends_are_fine(cpu: CpuRuntime) -> None:
-    src = ("__global__ void k(unsigned char* p, unsigned char* q) {\n"
-           "  if (threadIdx.x == 0) { p[0] = q[0]; p[9] = q[3]; }\n}\n")
+    src = (
+        "__global__ void k(unsigned char* p, unsigned char* q) {\n"
+        "  if (threadIdx.x == 0) { p[0] = q[0]; p[9] = q[3]; }\n}\n"
+    )
     args = (BufferArg("p", np.zeros(10, np.uint8), "inout"), BufferArg("q", np.arange(4, dtype=np.uint8), "in"))
     out = _run(cpu, src, args, block=1).outputs["p"]
     assert out[0] == 0 and out[9] == 3
@@ -94,15 +109,18 @@ def test_in_bounds_accesses_at_both_ends_are_fine(cpu: CpuRuntime) -> None:
 @needs_nvcc
 def test_plain_apply_never_runs_a_kernel_that_calls_system(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
-    (tmp_path / "k.cu").write_text(textwrap.dedent(f"""\
+    (tmp_path / "k.cu").write_text(
+        textwrap.dedent(f"""\
         #include <cstdlib>
         __global__ void k(float* out, int n) {{
             int x = blockIdx.x * 16 + threadIdx.x, y = blockIdx.y * 16 + threadIdx.y;
             if (x == 0 && y == 0) system("touch {marker}");
             if (x < n && y < n) out[y * n + x] = 1.0f;
         }}
-        """))
-    (tmp_path / "kxform.toml").write_text(textwrap.dedent("""\
+        """)
+    )
+    (tmp_path / "kxform.toml").write_text(
+        textwrap.dedent("""\
         version = 1
         file = "k.cu"
         [kernel.k]
@@ -122,6 +140,7 @@ def test_plain_apply_never_runs_a_kernel_that_calls_system(tmp_path: Path) -> No
         [[kernel.k.sizes]]
         name = "small"
         n = 32
-        """))
+        """)
+    )
     proc = run_cli("apply", "--pass", "swizzle", "--verify", "cpu", "--check", "k.cu", cwd=tmp_path)
     assert not marker.exists(), proc.stderr

@@ -55,10 +55,15 @@ KINDS = {  # name -> (fragment type, memory type, numpy storage dtype, shapes)
     "bf16": ("__nv_bfloat16", "__nv_bfloat16", np.uint16, [(16, 16, 16), (32, 8, 16)]),
     "tf32": ("wmma::precision::tf32", "float", np.float32, [(16, 16, 8)]),
 }
-CASES = [pytest.param(kind, shape, la, lb, col_acc, id=f"{kind}-{shape[0]}x{shape[1]}x{shape[2]}-{la}-{lb}-acc{col_acc}")
-         for kind, (_, _, _, shapes) in KINDS.items() for shape in shapes
-         for la in ("row", "col") for lb in ("row", "col") for col_acc in (0, 1)
-         if shape == shapes[0] or (la, lb, col_acc) == ("row", "col", 1)]
+CASES = [
+    pytest.param(kind, shape, la, lb, col_acc, id=f"{kind}-{shape[0]}x{shape[1]}x{shape[2]}-{la}-{lb}-acc{col_acc}")
+    for kind, (_, _, _, shapes) in KINDS.items()
+    for shape in shapes
+    for la in ("row", "col")
+    for lb in ("row", "col")
+    for col_acc in (0, 1)
+    if shape == shapes[0] or (la, lb, col_acc) == ("row", "col", 1)
+]
 
 
 def _tf32(x: np.ndarray) -> np.ndarray:
@@ -81,8 +86,14 @@ def _as_float(stored: np.ndarray, kind: str) -> np.ndarray:
 
 
 @pytest.mark.parametrize(("kind", "shape", "la", "lb", "col_acc"), CASES)
-def test_mma_matches_numpy(cpu, kind: str, shape: tuple[int, int, int], la: str, lb: str,  # type: ignore[no-untyped-def]
-                           col_acc: int) -> None:
+def test_mma_matches_numpy(
+    cpu,
+    kind: str,
+    shape: tuple[int, int, int],
+    la: str,
+    lb: str,  # type: ignore[no-untyped-def]
+    col_acc: int,
+) -> None:
     m, n, k = shape
     rng = np.random.default_rng(m * 100 + n * 10 + k)
     a = rng.uniform(-1, 1, (m, k))
@@ -93,16 +104,31 @@ def test_mma_matches_numpy(cpu, kind: str, shape: tuple[int, int, int], la: str,
     a_st, b_st = _storage(a_mem, kind), _storage(b_mem, kind)
     c_mem = np.ascontiguousarray(c if not col_acc else c.T)
     ftype, mtype, _, _ = KINDS[kind]
-    spelling = (f"mm<{ftype}, {mtype}, wmma::{la}_major, wmma::{lb}_major, {m}, {n}, {k}, "
-                f"{'true' if kind == 'tf32' else 'false'}>")
+    spelling = (
+        f"mm<{ftype}, {mtype}, wmma::{la}_major, wmma::{lb}_major, {m}, {n}, {k}, "
+        f"{'true' if kind == 'tf32' else 'false'}>"
+    )
     lda = k if la == "row" else m
     ldb = n if lb == "row" else k
-    result = cpu.run(LaunchRequest(
-        source=SOURCE, kernel=spelling, params=(),
-        args=(BufferArg("a", a_st.reshape(-1), "in"), BufferArg("b", b_st.reshape(-1), "in"),
-              BufferArg("c", c_mem.reshape(-1), "in"), BufferArg("d", np.zeros(m * n, np.float32), "out"),
-              ScalarArg("lda", np.int32(lda)), ScalarArg("ldb", np.int32(ldb)), ScalarArg("col", np.int32(col_acc))),
-        grid=(1, 1, 1), block=(32, 1, 1), label=f"wmma {kind}"))
+    result = cpu.run(
+        LaunchRequest(
+            source=SOURCE,
+            kernel=spelling,
+            params=(),
+            args=(
+                BufferArg("a", a_st.reshape(-1), "in"),
+                BufferArg("b", b_st.reshape(-1), "in"),
+                BufferArg("c", c_mem.reshape(-1), "in"),
+                BufferArg("d", np.zeros(m * n, np.float32), "out"),
+                ScalarArg("lda", np.int32(lda)),
+                ScalarArg("ldb", np.int32(ldb)),
+                ScalarArg("col", np.int32(col_acc)),
+            ),
+            grid=(1, 1, 1),
+            block=(32, 1, 1),
+            label=f"wmma {kind}",
+        )
+    )
     a_val = _as_float(a_st, kind).reshape(a_mem.shape)
     b_val = _as_float(b_st, kind).reshape(b_mem.shape)
     a_val = a_val if la == "row" else a_val.T
@@ -116,7 +142,14 @@ def test_mma_matches_numpy(cpu, kind: str, shape: tuple[int, int, int], la: str,
 
 def test_a_fragment_type_the_emulation_lacks_is_unsupported(cpu) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(Unsupported, match="cannot run on the CPU runtime: uses this nvcuda::wmma element type"):
-        cpu.run(LaunchRequest(source=INT8, kernel="int8_mma", params=(),
-                              args=(BufferArg("a", np.zeros(256, np.int8), "in"),
-                                    BufferArg("d", np.zeros(1, np.int32), "out")),
-                              grid=(1, 1, 1), block=(32, 1, 1), label="int8 wmma"))
+        cpu.run(
+            LaunchRequest(
+                source=INT8,
+                kernel="int8_mma",
+                params=(),
+                args=(BufferArg("a", np.zeros(256, np.int8), "in"), BufferArg("d", np.zeros(1, np.int32), "out")),
+                grid=(1, 1, 1),
+                block=(32, 1, 1),
+                label="int8 wmma",
+            )
+        )

@@ -43,10 +43,16 @@ __global__ void saxpy(int n, float a, const float* x, float* y) {
   if (i < n) y[i] = a * x[i] + y[i];
 }
 """
-SAXPY_PARAMS = (KernelParam("int", "n"), KernelParam("float", "a"), KernelParam("const float*", "x"),
-                KernelParam("float*", "y"))
+SAXPY_PARAMS = (
+    KernelParam("int", "n"),
+    KernelParam("float", "a"),
+    KernelParam("const float*", "x"),
+    KernelParam("float*", "y"),
+)
 
-KERNELS = SAXPY + """
+KERNELS = (
+    SAXPY
+    + """
 template <typename T, int SCALE>
 __global__ void __launch_bounds__(256) scale(const T* __restrict__ x, T* y, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -84,16 +90,20 @@ __global__ void big_smem(float* out) {
   out[threadIdx.x] = tile[n - 1 - threadIdx.x];
 }
 """
+)
 
 
 def saxpy_request(n: int = 1000, label: str = "saxpy[small]", seed: int = 0, **kw: object) -> LaunchRequest:
     rng = np.random.default_rng(seed)
     x = rng.standard_normal(n).astype(np.float32)
     y = rng.standard_normal(n).astype(np.float32)
-    args = (ScalarArg("n", np.int32(n)), ScalarArg("a", np.float32(2.5)), BufferArg("x", x, "in"),
-            BufferArg("y", y, "inout"))
-    return LaunchRequest(KERNELS, "saxpy", SAXPY_PARAMS, args, ((n + 255) // 256, 1, 1), (256, 1, 1),
-                         label=label, **kw)  # type: ignore[arg-type]
+    args = (
+        ScalarArg("n", np.int32(n)),
+        ScalarArg("a", np.float32(2.5)),
+        BufferArg("x", x, "in"),
+        BufferArg("y", y, "inout"),
+    )
+    return LaunchRequest(KERNELS, "saxpy", SAXPY_PARAMS, args, ((n + 255) // 256, 1, 1), (256, 1, 1), label=label, **kw)  # type: ignore[arg-type]
 
 
 def one_arg_request(kernel: str, arg: BufferArg, label: str, **kw: object) -> LaunchRequest:
@@ -112,8 +122,10 @@ def test_split_template() -> None:
 def test_explicit_instantiation_text() -> None:
     params = ["const T* __restrict__", "T*", "int"]
     text = instantiation_text("scale<float, 3>", params, KERNELS)
-    assert text.strip().splitlines()[-1] == \
-        "template __global__ void scale<float, 3>(const float* __restrict__, float*, int);"
+    assert (
+        text.strip().splitlines()[-1]
+        == "template __global__ void scale<float, 3>(const float* __restrict__, float*, int);"
+    )
     assert instantiation_text("saxpy", ["int"], KERNELS) == ""
     already = KERNELS + "template __global__ void scale< float,3 >(const float*, float*, int);\n"
     assert instantiation_text("scale<float, 3>", params, already) == ""
@@ -130,9 +142,12 @@ def test_explicit_instantiation_text() -> None:
 def test_instantiated_entries_match_with_the_real_demangler(tmp_path: Path) -> None:
     builder = Builder(cache_dir=tmp_path, nvcc=NVCC)
     params = ["const T* __restrict__", "T*", "int"]
-    source = KERNELS + instantiation_text("scale<float, 3>", params, KERNELS) + \
-        instantiation_text("scale<unsigned, 2>", params, KERNELS) + \
-        "template <typename... Ts> __global__ void v(Ts... xs) {}\n"
+    source = (
+        KERNELS
+        + instantiation_text("scale<float, 3>", params, KERNELS)
+        + instantiation_text("scale<unsigned, 2>", params, KERNELS)
+        + "template <typename... Ts> __global__ void v(Ts... xs) {}\n"
+    )
     source += instantiation_text("v<int, float>", ["Ts..."], source)
     ptx = builder.build_or_raise(BuildJob(source, "k.cu", "ptx", "sm_90"))
     assert ptx.output is not None
@@ -169,9 +184,14 @@ def test_compile_kernel_builds_a_hip_kernel_through_the_shim(tmp_path: Path) -> 
 
     path = Path(__file__).resolve().parents[2] / "corpora" / "hip_sgemm" / "sgemm_naive.hip"
     extracted = extract_kernel(read_source(path), "sgemm_naive")
-    params = (KernelParam("const float* __restrict__", "A"), KernelParam("const float* __restrict__", "B"),
-              KernelParam("float* __restrict__", "C"), KernelParam("int", "M"), KernelParam("int", "N"),
-              KernelParam("int", "K"))
+    params = (
+        KernelParam("const float* __restrict__", "A"),
+        KernelParam("const float* __restrict__", "B"),
+        KernelParam("float* __restrict__", "C"),
+        KernelParam("int", "M"),
+        KernelParam("int", "N"),
+        KernelParam("int", "K"),
+    )
     request = LaunchRequest(extracted.source, extracted.entry, params, (), (1, 1, 1), (16, 16, 1))
     compiled = compile_kernel(Builder(cache_dir=tmp_path, nvcc=NVCC), request, "sm_90")
     assert extracted.entry in compiled.entry and compiled.cubin[:4] == b"\x7fELF"
@@ -419,8 +439,15 @@ def test_fake_probe_and_saxpy(fake_gpu: GpuRuntime) -> None:
 @needs_nvcc
 def test_fake_unwritten_outputs_are_counted(fake_gpu: GpuRuntime) -> None:
     out = BufferArg("out", np.zeros(100, np.float32), "out")
-    request = LaunchRequest(KERNELS, "half_fill", (KernelParam("float*", "out"), KernelParam("int", "n")),
-                            (out, ScalarArg("n", np.int32(100))), (1, 1, 1), (128, 1, 1), label="half")
+    request = LaunchRequest(
+        KERNELS,
+        "half_fill",
+        (KernelParam("float*", "out"), KernelParam("int", "n")),
+        (out, ScalarArg("n", np.int32(100))),
+        (1, 1, 1),
+        (128, 1, 1),
+        label="half",
+    )
     result = fake_gpu.run(request)
     assert result.unwritten == {"out": 50}
     assert np.all(result.outputs["out"][:50] == 1.0) and np.all(np.isnan(result.outputs["out"][50:]))
@@ -466,21 +493,42 @@ def test_fake_build_error_names_label(fake_gpu: GpuRuntime) -> None:
 @needs_nvcc
 def test_fake_large_dynamic_shared_memory(fake_gpu: GpuRuntime) -> None:
     out = BufferArg("out", np.zeros(32, np.float32), "out")
-    request = LaunchRequest(KERNELS, "big_smem", (KernelParam("float*", "out"),), (out,), (1, 1, 1), (32, 1, 1),
-                            shared_bytes=64 * 1024, label="smem")
+    request = LaunchRequest(
+        KERNELS,
+        "big_smem",
+        (KernelParam("float*", "out"),),
+        (out,),
+        (1, 1, 1),
+        (32, 1, 1),
+        shared_bytes=64 * 1024,
+        label="smem",
+    )
     fake_gpu.run(request)  # the stand-in refuses the launch unless the attribute was raised
 
 
 @needs_nvcc
 def test_fake_argument_checks(fake_gpu: GpuRuntime) -> None:
-    too_much = LaunchRequest(KERNELS, "big_smem", (KernelParam("float*", "out"),),
-                             (BufferArg("out", np.zeros(4, np.float32), "out"),), (1, 1, 1), (32, 1, 1),
-                             shared_bytes=300_000, label="smem[huge]")
+    too_much = LaunchRequest(
+        KERNELS,
+        "big_smem",
+        (KernelParam("float*", "out"),),
+        (BufferArg("out", np.zeros(4, np.float32), "out"),),
+        (1, 1, 1),
+        (32, 1, 1),
+        shared_bytes=300_000,
+        label="smem[huge]",
+    )
     with pytest.raises(RuntimeError_, match=r"^smem\[huge\]: 300000 bytes of dynamic shared memory exceed"):
         fake_gpu.run(too_much)
-    untyped = LaunchRequest(KERNELS, "half_fill", (KernelParam("float*", "out"), KernelParam("int", "n")),
-                            (BufferArg("out", np.zeros(4, np.float32), "out"), ScalarArg("n", 4)),  # type: ignore[arg-type]
-                            (1, 1, 1), (32, 1, 1), label="half[int]")
+    untyped = LaunchRequest(
+        KERNELS,
+        "half_fill",
+        (KernelParam("float*", "out"), KernelParam("int", "n")),
+        (BufferArg("out", np.zeros(4, np.float32), "out"), ScalarArg("n", 4)),  # type: ignore[arg-type]
+        (1, 1, 1),
+        (32, 1, 1),
+        label="half[int]",
+    )
     with pytest.raises(RuntimeError_, match=r"^half\[int\]: argument n: pass a NumPy scalar"):
         fake_gpu.run(untyped)
 
@@ -555,8 +603,15 @@ def test_fake_arrays_cross_inline_and_through_files(fake_gpu: GpuRuntime, n: int
     np.testing.assert_array_equal(result.outputs["y"], np.float32(2.5) * x + y)
     assert result.outputs["y"].flags.writeable and result.outputs["y"].flags.aligned
     out = BufferArg("out", np.zeros(n, np.float32), "out")
-    half = LaunchRequest(KERNELS, "half_fill", (KernelParam("float*", "out"), KernelParam("int", "n")),
-                         (out, ScalarArg("n", np.int32(n))), (1, 1, 1), (128, 1, 1), label="half")
+    half = LaunchRequest(
+        KERNELS,
+        "half_fill",
+        (KernelParam("float*", "out"), KernelParam("int", "n")),
+        (out, ScalarArg("n", np.int32(n))),
+        (1, 1, 1),
+        (128, 1, 1),
+        label="half",
+    )
     assert fake_gpu.run(half).unwritten == {"out": n - n // 2}
     scratch = fake_gpu._scratch_dir()
     assert sorted(p.name for p in scratch.iterdir()) == ["worker.log"]  # no staged array left behind
@@ -568,8 +623,15 @@ def test_fake_arrays_cross_inline_and_through_files(fake_gpu: GpuRuntime, n: int
 def test_fake_every_launch_sees_poisoned_outputs(fake_gpu: GpuRuntime) -> None:
     for n in (64, 100_000):
         out = BufferArg("out", np.zeros(n, np.float32), "out")
-        request = LaunchRequest(KERNELS, "expect_poison", (KernelParam("float*", "out"), KernelParam("int", "n")),
-                                (out, ScalarArg("n", np.int32(n))), (1, 1, 1), (64, 1, 1), label="poison")
+        request = LaunchRequest(
+            KERNELS,
+            "expect_poison",
+            (KernelParam("float*", "out"), KernelParam("int", "n")),
+            (out, ScalarArg("n", np.int32(n))),
+            (1, 1, 1),
+            (64, 1, 1),
+            label="poison",
+        )
         assert fake_gpu.run(request).unwritten == {"out": 0}
         # more launches than rotated copies (at most 8): the stand-in fails an unpoisoned launch
         timed = fake_gpu.time(request, warmup=2, repeat=10, keep_outputs=True)
@@ -731,8 +793,15 @@ def test_gpu_template_instantiation(gpu: GpuRuntime) -> None:
 @pytest.mark.gpu
 def test_gpu_unwritten_outputs_counted(gpu: GpuRuntime) -> None:
     out = BufferArg("out", np.zeros(1000, np.float32), "out")
-    request = LaunchRequest(KERNELS, "half_fill", (KernelParam("float*", "out"), KernelParam("int", "n")),
-                            (out, ScalarArg("n", np.int32(1000))), (4, 1, 1), (256, 1, 1), label="half_fill")
+    request = LaunchRequest(
+        KERNELS,
+        "half_fill",
+        (KernelParam("float*", "out"), KernelParam("int", "n")),
+        (out, ScalarArg("n", np.int32(1000))),
+        (4, 1, 1),
+        (256, 1, 1),
+        label="half_fill",
+    )
     assert gpu.run(request).unwritten == {"out": 500}
 
 
@@ -760,8 +829,16 @@ def test_gpu_infinite_loop_killed(gpu: GpuRuntime) -> None:
 @pytest.mark.gpu
 def test_gpu_large_dynamic_shared_memory(gpu: GpuRuntime) -> None:
     out = BufferArg("out", np.zeros(128, np.float32), "out")
-    request = LaunchRequest(KERNELS, "big_smem", (KernelParam("float*", "out"),), (out,), (1, 1, 1), (128, 1, 1),
-                            shared_bytes=64 * 1024, label="big_smem")
+    request = LaunchRequest(
+        KERNELS,
+        "big_smem",
+        (KernelParam("float*", "out"),),
+        (out,),
+        (1, 1, 1),
+        (128, 1, 1),
+        shared_bytes=64 * 1024,
+        label="big_smem",
+    )
     n = 64 * 1024 // 4
     np.testing.assert_array_equal(gpu.run(request).outputs["out"], np.arange(n - 1, n - 129, -1, dtype=np.float32))
 

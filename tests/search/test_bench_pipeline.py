@@ -109,12 +109,15 @@ def test_the_tuners_checker_refuses_a_kernel_its_spec_no_longer_describes() -> N
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("args", "says"), [
-    (("--kernels", "nosuch"), "unknown kernel 'nosuch'"),
-    (("--budget", "0"), "--budget and -j must be at least 1"),
-    (("--tune-timeout", "nan"), "--tune-timeout must be a positive number"),
-    (("--passes", "tile,nosuch"), "--passes 'tile,nosuch': expected offered, all or passes among"),
-])
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("--kernels", "nosuch"), "unknown kernel 'nosuch'"),
+        (("--budget", "0"), "--budget and -j must be at least 1"),
+        (("--tune-timeout", "nan"), "--tune-timeout must be a positive number"),
+        (("--passes", "tile,nosuch"), "--passes 'tile,nosuch': expected offered, all or passes among"),
+    ],
+)
 def test_bad_arguments_are_one_line_and_exit_2(args: tuple[str, ...], says: str, tmp_path: Path) -> None:
     out = tmp_path / "x.json"
     done = run_tool("--dry-run", *args, "--out", str(out), timeout=120)
@@ -142,8 +145,11 @@ def test_tune_failure_keeps_the_original() -> None:
     column = bench_pipeline.tune_column(pair, args, "h100", ["swizzle"])
     assert column["status"] == "failed" and column["speedup"] == 1.0
     assert "GPU" in column["detail"]
-    assert bench_pipeline.tune_column(pair, args, "h100", []) == {"status": "nothing offered", "speedup": 1.0,
-                                                                   "passes": []}
+    assert bench_pipeline.tune_column(pair, args, "h100", []) == {
+        "status": "nothing offered",
+        "speedup": 1.0,
+        "passes": [],
+    }
 
 
 def test_tune_command_passes_the_offered_passes_or_none() -> None:
@@ -153,17 +159,20 @@ def test_tune_command_passes_the_offered_passes_or_none() -> None:
     assert command[command.index("--pass") + 1] == "swizzle"
     assert command[command.index("--budget") + 1] == "40" and "--json" in command
     searched = SimpleNamespace(passes="all", budget=40, jobs=4, launch_budget=0.5)
-    assert "--pass" not in bench_pipeline.tune_command(pair, searched, "h100",
-                                                       bench_pipeline.tune_passes(searched, ["swizzle"]), Path("/s"))
+    assert "--pass" not in bench_pipeline.tune_command(
+        pair, searched, "h100", bench_pipeline.tune_passes(searched, ["swizzle"]), Path("/s")
+    )
 
 
 def test_fraction_is_the_log_ratio_and_geomeans_keep_the_original() -> None:
     assert bench_pipeline.log_fraction(2.0, 4.0) == pytest.approx(0.5)
     assert bench_pipeline.log_fraction(1.0, 4.0) == 0.0
     assert bench_pipeline.log_fraction(1.5, 0.9) is None  # the expert is not faster: nothing to reach
-    rows = [{"original_ms": 8.0, "expert_ms": 1.0, "kxform": {"speedup": 2.0}},
-            {"original_ms": 2.0, "expert_ms": 1.0, "kxform": {"speedup": 1.0}},
-            {"name": "cut", "skipped": "time"}]
+    rows = [
+        {"original_ms": 8.0, "expert_ms": 1.0, "kxform": {"speedup": 2.0}},
+        {"original_ms": 2.0, "expert_ms": 1.0, "kxform": {"speedup": 1.0}},
+        {"name": "cut", "skipped": "time"},
+    ]
     for row in rows[:2]:
         bench_pipeline.speeds(row)
     assert rows[0]["kxform_ms"] == 4.0 and rows[0]["fraction"] == pytest.approx(1 / 3)
@@ -192,9 +201,11 @@ def test_gpu_run_on_two_kernels(tmp_path: Path) -> None:
 def test_a_tune_past_its_time_is_killed_with_its_children(tmp_path: Path) -> None:
     """run_limited kills the whole session (a tune and the GPU worker it started)."""
     marker = tmp_path / "child.pid"
-    script = ("import subprocess, sys, time; "
-              f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
-              f"open({str(marker)!r}, 'w').write(str(p.pid)); time.sleep(60)")
+    script = (
+        "import subprocess, sys, time; "
+        f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+        f"open({str(marker)!r}, 'w').write(str(p.pid)); time.sleep(60)"
+    )
     code, out, err = bench_pipeline.run_limited([sys.executable, "-c", script], 2.0, str(tmp_path))
     assert (code, out, err) == (None, "", "")
     child = int(marker.read_text())
@@ -232,10 +243,25 @@ def test_yardsticks_are_fractions_of_copy_bandwidth_and_cublas() -> None:
 def test_gpu_table_rows_and_geomean_line(capsys: pytest.CaptureFixture[str]) -> None:
     from pipeline_table import print_table
 
-    rows = [{"name": "gemm", "size": {"name": "bench", "M": 64}, "original_ms": 4.0, "expert_ms": 1.0,
-             "kxform": {"status": "tuned", "passes": ["swizzle"], "evaluated": 15, "failed": 2, "kept": "tuned",
-                        "best_config": {"swizzle": "column"}, "speedup": 2.0}, "yardstick": None},
-            {"name": "cut", "skipped": "the --budget-s time was spent"}]
+    rows = [
+        {
+            "name": "gemm",
+            "size": {"name": "bench", "M": 64},
+            "original_ms": 4.0,
+            "expert_ms": 1.0,
+            "kxform": {
+                "status": "tuned",
+                "passes": ["swizzle"],
+                "evaluated": 15,
+                "failed": 2,
+                "kept": "tuned",
+                "best_config": {"swizzle": "column"},
+                "speedup": 2.0,
+            },
+            "yardstick": None,
+        },
+        {"name": "cut", "skipped": "the --budget-s time was spent"},
+    ]
     bench_pipeline.speeds(rows[0])
     print_table(rows, bench_pipeline.summary(rows), dry_run=False)
     out = capsys.readouterr().out
@@ -249,14 +275,41 @@ def test_merge_joins_runs_in_manifest_order_and_refuses_runs_that_do_not_compare
     """Runs over parts of the corpus (one per GPU) become one table: rows in the manifest's
     order, the geometric means recomputed over all of them; runs on another device or
     budget are refused, naming the difference."""
-    base = {"tool": "bench_pipeline", "device": "GPU X", "profile": "h100", "dry_run": False, "budget": 40,
-            "passes": "offered", "total_s": 10.0, "baselines": None}
-    tuned = {"status": "tuned", "passes": ["launch"], "evaluated": 40, "failed": 0, "kept": "tuned",
-             "best_config": {"launch": True}, "speedup": 2.0}
-    gemm = {"name": "gemm", "size": {"name": "bench", "M": 64}, "original_ms": 8.0, "expert_ms": 1.0,
-            "kxform": tuned, "yardstick": None}
-    add = {"name": "residual_add", "size": {"name": "bench", "N": 64}, "original_ms": 2.0, "expert_ms": 1.0,
-           "kxform": tuned, "yardstick": None}
+    base = {
+        "tool": "bench_pipeline",
+        "device": "GPU X",
+        "profile": "h100",
+        "dry_run": False,
+        "budget": 40,
+        "passes": "offered",
+        "total_s": 10.0,
+        "baselines": None,
+    }
+    tuned = {
+        "status": "tuned",
+        "passes": ["launch"],
+        "evaluated": 40,
+        "failed": 0,
+        "kept": "tuned",
+        "best_config": {"launch": True},
+        "speedup": 2.0,
+    }
+    gemm = {
+        "name": "gemm",
+        "size": {"name": "bench", "M": 64},
+        "original_ms": 8.0,
+        "expert_ms": 1.0,
+        "kxform": tuned,
+        "yardstick": None,
+    }
+    add = {
+        "name": "residual_add",
+        "size": {"name": "bench", "N": 64},
+        "original_ms": 2.0,
+        "expert_ms": 1.0,
+        "kxform": tuned,
+        "yardstick": None,
+    }
     for row in (gemm, add):
         bench_pipeline.speeds(row)
     (tmp_path / "a.json").write_text(json.dumps({**base, "kernels": [gemm]}))

@@ -44,17 +44,23 @@ def test_a_case_resolves_its_sizes_and_yardstick(case: Case) -> None:
         launch = spec.launch(size)
         assert launch.total_bytes > 0
         if case.reference is not None and case.reference.kind == "gemm":
-            dims = [parse_expr(t).evaluate_int(size.values) for t in
-                    (case.reference.batch, case.reference.m, case.reference.n, case.reference.k)]
+            dims = [
+                parse_expr(t).evaluate_int(size.values)
+                for t in (case.reference.batch, case.reference.m, case.reference.n, case.reference.k)
+            ]
             assert min(dims) >= 1
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--gemm", "1,2,3"], "expected four positive integers"),
-    (["--gemm", "1,x,3,4"], "expected four integers"),
-    (["--repeat", "0"], "--repeat must be at least 1"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--gemm", "1,2,3"], "expected four positive integers"),
+        (["--gemm", "1,x,3,4"], "expected four integers"),
+        (["--repeat", "0"], "--repeat must be at least 1"),
+    ],
+)
 def test_gpu_baselines_refuses_bad_shapes_with_one_line(args: list[str], message: str) -> None:
-    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "gpu_baselines.py"), *args],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "gpu_baselines.py"), *args], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2 and message in proc.stderr and proc.stdout == ""

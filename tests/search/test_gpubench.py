@@ -37,6 +37,7 @@ sys.path.insert(0, str(TOOLS))
 common = importlib.import_module("gpubench_common")
 selection = importlib.import_module("swizzle_selection")
 from kxform.profile import ncu_csv  # noqa: E402
+
 select = importlib.import_module("bench_swizzle_select")
 l2_ncu = importlib.import_module("bench_l2_ncu")
 integrity = importlib.import_module("bench_integrity")
@@ -51,8 +52,14 @@ def _gpu_here() -> bool:
 
 
 def _script(name: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(TOOLS / name), *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "PATH": os.environ.get("PATH", "")}, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, str(TOOLS / name), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PATH": os.environ.get("PATH", "")},
+        cwd=ROOT,
+    )
 
 
 class CpuTimer(CpuRuntime):
@@ -63,8 +70,16 @@ class CpuTimer(CpuRuntime):
         super().__init__(options)
         self.corrupt = corrupt
 
-    def time(self, request: LaunchRequest, *, warmup: int = 3, repeat: int = 20, flush_l2: bool = False,
-             keep_outputs: bool = False, persisting_l2_limit: int = 0) -> TimedRun:
+    def time(
+        self,
+        request: LaunchRequest,
+        *,
+        warmup: int = 3,
+        repeat: int = 20,
+        flush_l2: bool = False,
+        keep_outputs: bool = False,
+        persisting_l2_limit: int = 0,
+    ) -> TimedRun:
         samples, outputs = [], {}
         for _ in range(repeat):
             result = self.run(request)
@@ -107,13 +122,17 @@ def test_without_a_gpu_each_script_exits_2_with_one_line(script: str, tmp_path: 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("script", SCRIPTS)
-@pytest.mark.parametrize("args, message", [
-    (("--kernels", "nope"), "unknown kernel 'nope'"),
-    (("--repeat", "0"), "--repeat"),
-    (("--out", "."), "is a directory"),
-])
-def test_bad_arguments_exit_2_and_touch_nothing(script: str, args: tuple[str, ...], message: str,
-                                                tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--kernels", "nope"), "unknown kernel 'nope'"),
+        (("--repeat", "0"), "--repeat"),
+        (("--out", "."), "is a directory"),
+    ],
+)
+def test_bad_arguments_exit_2_and_touch_nothing(
+    script: str, args: tuple[str, ...], message: str, tmp_path: Path
+) -> None:
     if script == "bench_integrity.py" and args[0] == "--kernels":
         args = ("--kernel", "nope")
     if script == "bench_l2_ncu.py" and args[0] == "--repeat":
@@ -128,8 +147,10 @@ def test_bad_arguments_exit_2_and_touch_nothing(script: str, args: tuple[str, ..
 def test_unknown_pattern_is_a_usage_error() -> None:
     proc = _script("bench_swizzle_select.py", "--dry-run", "--patterns", "spiral", timeout=120)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == ("bench_swizzle_select: error: unknown pattern 'spiral' (patterns: column, grouped, "
-                                   "diagonal, hilbert, morton, xcd, xcd-grouped)")
+    assert proc.stderr.strip() == (
+        "bench_swizzle_select: error: unknown pattern 'spiral' (patterns: column, grouped, "
+        "diagonal, hilbert, morton, xcd, xcd-grouped)"
+    )
 
 
 def test_corpus_2d_lists_the_2d_kernels_first_kernels_first() -> None:
@@ -213,8 +234,9 @@ def test_default_order_comes_from_the_pass_and_the_model() -> None:
 @pytest.mark.slow
 def test_swizzle_select_dry_run_verifies_on_the_cpu_and_writes_json(tmp_path: Path) -> None:
     out = tmp_path / "select.json"
-    proc = _script("bench_swizzle_select.py", "--dry-run", "--kernels", "transpose", "--patterns", "column,xcd",
-                   "--out", str(out))
+    proc = _script(
+        "bench_swizzle_select.py", "--dry-run", "--kernels", "transpose", "--patterns", "column,xcd", "--out", str(out)
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads(out.read_text())
     kernel = data["kernels"][0]
@@ -243,8 +265,9 @@ def test_swizzle_select_timing_path(timer: CpuTimer) -> None:
 def test_swizzle_select_reports_a_timing_loop_that_leaves_outputs_unwritten(timer: CpuTimer) -> None:
     bad = CpuTimer(timer.options, corrupt=True)
     kernel = common.corpus_2d(("transpose",))[0]
-    result = select.run_kernel(kernel, load_profile("h100-sxm"), bad, ("column",), 4, timed=True, jobs=1,
-                               size_name="tiles")
+    result = select.run_kernel(
+        kernel, load_profile("h100-sxm"), bad, ("column",), 4, timed=True, jobs=1, size_name="tiles"
+    )
     statuses = {v["order"]: v["status"] for v in result["versions"]}
     assert statuses["row (original)"].startswith("not measured:")
     assert "differs from a single launch" in statuses["row (original)"]
@@ -264,8 +287,11 @@ def test_ncu_csv_is_read_per_launch_with_units() -> None:
     assert [launch.id for launch in parsed.launches] == ["0", "1"]
     first, second = parsed.launches
     assert first.kernel == "kxform_entry_jacobi5"
-    assert first.metrics == {"dram__bytes_read.sum": 268959744.0, "dram__bytes_write.sum": 268435456.0,
-                             "lts__t_sector_hit_rate.pct": 60.12}
+    assert first.metrics == {
+        "dram__bytes_read.sum": 268959744.0,
+        "dram__bytes_write.sum": 268435456.0,
+        "lts__t_sector_hit_rate.pct": 60.12,
+    }
     assert second.metrics["dram__bytes_read.sum"] == pytest.approx(270.53e6)
     assert second.metrics["dram__bytes_write.sum"] == pytest.approx(0.27e9)
     assert second.metrics["lts__t_sector_hit_rate.pct"] is None
@@ -273,8 +299,10 @@ def test_ncu_csv_is_read_per_launch_with_units() -> None:
 
 
 def test_ncu_errors_and_missing_table() -> None:
-    text = ("==PROF== Connected to process 7\n==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to "
-            "access NVIDIA GPU Performance Counters on the target device 0.\n")
+    text = (
+        "==PROF== Connected to process 7\n==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to "
+        "access NVIDIA GPU Performance Counters on the target device 0.\n"
+    )
     parsed = ncu_csv.parse_ncu_csv(text)
     assert parsed.launches == () and parsed.errors[0].startswith("ERR_NVGPUCTRPERM")
     assert ncu_csv.metric_value("1,234.5", "byte") == 1234.5
@@ -284,8 +312,11 @@ def test_ncu_errors_and_missing_table() -> None:
 
 def test_measurements_attach_to_orders_in_launch_order() -> None:
     parsed = ncu_csv.parse_ncu_csv(SAMPLE.read_text())
-    orders = [{"order": "row", "same_as": None}, {"order": "column", "same_as": None},
-              {"order": "xcd(xcds=1)", "same_as": "row"}]
+    orders = [
+        {"order": "row", "same_as": None},
+        {"order": "column", "same_as": None},
+        {"order": "xcd(xcds=1)", "same_as": "row"},
+    ]
     l2_ncu.attach(orders, ["row", "column"], parsed)
     assert orders[0]["measured_l2_hit_rate"] == pytest.approx(0.6012)
     assert orders[2]["measured_dram_read_bytes"] == orders[0]["measured_dram_read_bytes"] == 268959744.0
@@ -304,10 +335,18 @@ def test_spearman_with_ties_and_degenerate_inputs() -> None:
 def test_correlations_skip_duplicate_orders() -> None:
     orders = []
     for i, (pred, meas) in enumerate([(1, 5), (2, 6), (3, 9), (3, 9)]):
-        orders.append({"order": f"o{i}", "same_as": "o2" if i == 3 else None, "predicted_l2_hit_rate": pred,
-                       "measured_l2_hit_rate": meas, "predicted_dram_read_bytes": pred,
-                       "measured_dram_read_bytes": 10 - meas, "predicted_dram_write_bytes": 1,
-                       "measured_dram_write_bytes": 1})
+        orders.append(
+            {
+                "order": f"o{i}",
+                "same_as": "o2" if i == 3 else None,
+                "predicted_l2_hit_rate": pred,
+                "measured_l2_hit_rate": meas,
+                "predicted_dram_read_bytes": pred,
+                "measured_dram_read_bytes": 10 - meas,
+                "predicted_dram_write_bytes": 1,
+                "measured_dram_write_bytes": 1,
+            }
+        )
     c = l2_ncu.correlations([{"kernel": "k", "orders": orders}])
     assert c["all"]["l2_hit_rate"] == {"pairs": 3, "spearman": pytest.approx(1.0)}
     assert c["per_kernel"]["k"]["dram_read_bytes"]["spearman"] == pytest.approx(-1.0)
@@ -364,8 +403,9 @@ def test_integrity_timing_path(timer: CpuTimer) -> None:
     assert checks["a launch cannot read the previous launch's inputs from L2"]["ok"] is False  # one copy, tiny data
     assert "error" in part["uncapped"]  # no GPU runtime for the uncapped timing here
     bad = integrity.corpus_part(kernel, "square", CpuTimer(timer.options, corrupt=True), 4, dry_run=False)
-    failed = {c["name"]: c for c in bad["checks"]}["timed with the carveout capped at 0 and the last launch's "
-                                                      "outputs re-checked"]
+    failed = {c["name"]: c for c in bad["checks"]}[
+        "timed with the carveout capped at 0 and the last launch's outputs re-checked"
+    ]
     assert failed["ok"] is False and "differs from a single launch" in failed["detail"]
 
 
@@ -386,8 +426,17 @@ def _gpu_or_skip() -> None:
 def test_gpu_swizzle_select_on_one_kernel(tmp_path: Path) -> None:
     _gpu_or_skip()
     out = tmp_path / "select.json"
-    proc = _script("bench_swizzle_select.py", "--kernels", "transpose", "--patterns", "column,grouped",
-                   "--repeat", "5", "--out", str(out))
+    proc = _script(
+        "bench_swizzle_select.py",
+        "--kernels",
+        "transpose",
+        "--patterns",
+        "column,grouped",
+        "--repeat",
+        "5",
+        "--out",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     kernel = json.loads(out.read_text())["kernels"][0]
     assert all("median_ms" in v for v in kernel["versions"]) and "evaluations_to_best" in kernel

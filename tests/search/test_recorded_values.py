@@ -19,10 +19,18 @@ INJECTED = '16\nstatic int x = system("touch pwned");'
 
 def _recording(folder: Path, values: list[Any], kernel: str = "sgemm_tiled") -> Path:
     """A Kernel Tuner cache of one parameter, TILE, whose fastest record is `values[0]`."""
-    cache = {str(v): {"TILE": v, "time": 1.0 + i, "compile_time": 10.0, "verification_time": 0,
-                      "benchmark_time": 10.0} for i, v in enumerate(values)}
-    data = {"device_name": "Test GPU", "kernel_name": kernel, "tune_params_keys": ["TILE"],
-            "tune_params": {"TILE": values}, "objective": "time", "cache": cache}
+    cache = {
+        str(v): {"TILE": v, "time": 1.0 + i, "compile_time": 10.0, "verification_time": 0, "benchmark_time": 10.0}
+        for i, v in enumerate(values)
+    }
+    data = {
+        "device_name": "Test GPU",
+        "kernel_name": kernel,
+        "tune_params_keys": ["TILE"],
+        "tune_params": {"TILE": values},
+        "objective": "time",
+        "cache": cache,
+    }
     path = folder / "recorded.json"
     path.write_text(json.dumps(data))
     return path
@@ -36,21 +44,36 @@ def sgemm(tmp_path: Path) -> Path:
 
 def _tune_write(folder: Path, *extra: str):  # type: ignore[no-untyped-def]
     env = {"KXFORM_CACHE_DIR": str(folder / "cache"), "OPENBLAS_NUM_THREADS": "1"}
-    return run_cli("tune", "sgemm_tiled.cu", "--kernel", "sgemm_tiled", "--objective", "replay:recorded.json",
-                   "--strategy", "exhaustive", "--write", *extra, cwd=folder, env=env, timeout=300)
+    return run_cli(
+        "tune",
+        "sgemm_tiled.cu",
+        "--kernel",
+        "sgemm_tiled",
+        "--objective",
+        "replay:recorded.json",
+        "--strategy",
+        "exhaustive",
+        "--write",
+        *extra,
+        cwd=folder,
+        env=env,
+        timeout=300,
+    )
 
 
 @needs_nvcc
-@pytest.mark.parametrize("values, why", [
-    ([INJECTED, "16"], "TILE='16\\nstatic int x = system"),
-    (["32", "16"], "TILE='32': a str, expected an integer"),
-    ([4096, 16], "TILE=4096: not one of {1, 2, 4"),  # the values the tuning space holds
-    ([0, 16], "TILE=0: not one of {1, 2, 4"),
-    ([999, 16], "TILE=999: not one of {1, 2, 4"),
-    ([64, 16], "breaks"),  # a value of the space that breaks its constraints (64 x 64 threads)
-])
-def test_recorded_values_outside_the_typed_checked_space_are_refused(sgemm: Path, values: list[Any],
-                                                                       why: str) -> None:
+@pytest.mark.parametrize(
+    "values, why",
+    [
+        ([INJECTED, "16"], "TILE='16\\nstatic int x = system"),
+        (["32", "16"], "TILE='32': a str, expected an integer"),
+        ([4096, 16], "TILE=4096: not one of {1, 2, 4"),  # the values the tuning space holds
+        ([0, 16], "TILE=0: not one of {1, 2, 4"),
+        ([999, 16], "TILE=999: not one of {1, 2, 4"),
+        ([64, 16], "breaks"),  # a value of the space that breaks its constraints (64 x 64 threads)
+    ],
+)
+def test_recorded_values_outside_the_typed_checked_space_are_refused(sgemm: Path, values: list[Any], why: str) -> None:
     _recording(sgemm, values)
     before = (sgemm / "sgemm_tiled.cu").read_bytes()
     result = _tune_write(sgemm)
@@ -72,19 +95,33 @@ def test_a_recorded_configuration_is_written_once_it_verifies(sgemm: Path) -> No
 
 
 @needs_nvcc
-@pytest.mark.parametrize("value, why", [
-    (INJECTED, "expected an integer"),
-    (4096, "TILE=4096: not one of 1..1024"),
-    (0, "TILE=0: not one of 1..1024"),
-    (999, "TILE=999 breaks TILE * TILE <= hw.max_threads_per_block"),
-])
+@pytest.mark.parametrize(
+    "value, why",
+    [
+        (INJECTED, "expected an integer"),
+        (4096, "TILE=4096: not one of 1..1024"),
+        (0, "TILE=0: not one of 1..1024"),
+        (999, "TILE=999 breaks TILE * TILE <= hw.max_threads_per_block"),
+    ],
+)
 def test_lock_entries_outside_the_typed_checked_space_are_refused(sgemm: Path, value: Any, why: str) -> None:
     record = sgemm / "decisions.json"
-    record.write_text(json.dumps({"version": 1, "decisions": [
-        {"kernel": "sgemm_tiled", "pass": "tile", "params": {"TILE": value}}]}))
+    record.write_text(
+        json.dumps({"version": 1, "decisions": [{"kernel": "sgemm_tiled", "pass": "tile", "params": {"TILE": value}}]})
+    )
     before = (sgemm / "sgemm_tiled.cu").read_bytes()
-    done = run_cli("apply", "--pass", "tile", "--proposer", "lock", "--lock", str(record), "sgemm_tiled.cu",
-                   cwd=sgemm, env={"KXFORM_CACHE_DIR": str(sgemm / "cache")})
+    done = run_cli(
+        "apply",
+        "--pass",
+        "tile",
+        "--proposer",
+        "lock",
+        "--lock",
+        str(record),
+        "sgemm_tiled.cu",
+        cwd=sgemm,
+        env={"KXFORM_CACHE_DIR": str(sgemm / "cache")},
+    )
     assert done.returncode == 1 and why in logged_remarks(done, sgemm), done.stderr
     assert (sgemm / "sgemm_tiled.cu").read_bytes() == before
 
@@ -106,8 +143,15 @@ def test_of_two_writers_that_read_the_same_file_only_the_first_writes(sgemm: Pat
     data = path.read_bytes()
     spec = load_spec(str(sgemm / "kxform.toml")).kernel("sgemm_tiled")
     space = kernel_space(data, "sgemm_tiled", ("tile",), path=str(path), hw="h100")
-    first, second = (KernelObjective(TuneTarget(str(path), data, "sgemm_tiled", spec), space, CpuRuntime(),
-                                     MeasureOptions(check_sizes=("tiles",))) for _ in range(2))
+    first, second = (
+        KernelObjective(
+            TuneTarget(str(path), data, "sgemm_tiled", spec),
+            space,
+            CpuRuntime(),
+            MeasureOptions(check_sizes=("tiles",)),
+        )
+        for _ in range(2)
+    )
     args = argparse.Namespace(spec=None)
     wrote = write_pipeline(args, first, "tile{TILE=8}")
     assert wrote["written"] == ["tile{TILE=8}"], wrote
@@ -116,15 +160,19 @@ def test_of_two_writers_that_read_the_same_file_only_the_first_writes(sgemm: Pat
     assert "#define TILE 8\n" in path.read_text()
 
 
-@pytest.mark.parametrize(("recorded", "pipeline"), [
-    ({"tile": True, "tile.TILE": 8}, "tile{TILE=8}"),
-    ({"tile.TILE": 8, "tile": True}, "tile{TILE=8}"),
-    ({"tile": False, "tile.TILE": 16}, ""),  # the original, as `tune --export` records it
-    ({"tile.TILE": 8, "tile": False}, ""),  # the switch decides, whatever the order
-    ({"TILE": 8}, "tile{TILE=8}"),  # a bare name: its pass applies
-])
-def test_a_recording_of_the_composed_space_keeps_its_pass_switches(sgemm: Path, recorded: dict[str, Any],
-                                                                   pipeline: str) -> None:
+@pytest.mark.parametrize(
+    ("recorded", "pipeline"),
+    [
+        ({"tile": True, "tile.TILE": 8}, "tile{TILE=8}"),
+        ({"tile.TILE": 8, "tile": True}, "tile{TILE=8}"),
+        ({"tile": False, "tile.TILE": 16}, ""),  # the original, as `tune --export` records it
+        ({"tile.TILE": 8, "tile": False}, ""),  # the switch decides, whatever the order
+        ({"TILE": 8}, "tile{TILE=8}"),  # a bare name: its pass applies
+    ],
+)
+def test_a_recording_of_the_composed_space_keeps_its_pass_switches(
+    sgemm: Path, recorded: dict[str, Any], pipeline: str
+) -> None:
     from kxform.search.kernel_space import kernel_space
     from kxform.search.recorded_values import recorded_pipeline
 

@@ -100,14 +100,18 @@ def test_corrupt_and_foreign_files(tmp_path: Path) -> None:
             db.all(KEY)
 
 
-@pytest.mark.parametrize("column, value, words", [
-    ("config", "{not json", "malformed row of kernel 'synth_kernel' (configuration '{not json')"),
-    ("config", '{"bx": [1]}', "not an object of integers, strings and booleans"),
-    ("failure", "melted", "'melted' is not a valid Failure"),
-    ("time_ms", "fast", "time_ms is 'fast', not a number"),
-])
-def test_a_row_kxform_did_not_write_is_a_one_line_input_error(tmp_path: Path, column: str, value: str,
-                                                              words: str) -> None:
+@pytest.mark.parametrize(
+    "column, value, words",
+    [
+        ("config", "{not json", "malformed row of kernel 'synth_kernel' (configuration '{not json')"),
+        ("config", '{"bx": [1]}', "not an object of integers, strings and booleans"),
+        ("failure", "melted", "'melted' is not a valid Failure"),
+        ("time_ms", "fast", "time_ms is 'fast', not a number"),
+    ],
+)
+def test_a_row_kxform_did_not_write_is_a_one_line_input_error(
+    tmp_path: Path, column: str, value: str, words: str
+) -> None:
     path = tmp_path / "t.sqlite"
     with TuningDB(path) as db:
         db.put(KEY, {"bx": 4, "by": 4, "unroll": 0, "tile": 2}, Evaluation(1.0))
@@ -127,8 +131,10 @@ def test_related_results_for_warm_start(tmp_path: Path) -> None:
         older_source = TuneKey("hash1", "synth_kernel", "Test GPU A", KEY.param_names)
         db.put(older_source, config, Evaluation.failed(Failure.COMPILE, 3.0, "nvcc"))
         related = db.related(KEY)
-        assert sorted(label.split(" (")[0] for label in related) == ["synth_kernel@Test GPU A",
-                                                                     "synth_kernel@Test GPU B"]
+        assert sorted(label.split(" (")[0] for label in related) == [
+            "synth_kernel@Test GPU A",
+            "synth_kernel@Test GPU B",
+        ]
         assert all(len(v) == 1 for v in related.values())
 
 
@@ -136,11 +142,16 @@ def test_pipeline_prepares_ahead_and_keeps_order_of_results(tmp_path: Path) -> N
     """With several preparing threads the results are the same evaluations, each once."""
     recording = load_recording(write_recording(tmp_path))
     objective = CountingObjective(recording.objective)
-    result = tune(recording.search, objective, TuneOptions(budget=30, seed=2, pipeline=PipelineOptions(jobs=3, ahead=4)))
+    result = tune(
+        recording.search, objective, TuneOptions(budget=30, seed=2, pipeline=PipelineOptions(jobs=3, ahead=4))
+    )
     assert len(result.steps) == 30 and len(set(objective.measured)) == 30
     sequential = tune(recording.search, recording.objective, TuneOptions(strategy="random", budget=30, seed=2))
-    piped = tune(recording.search, recording.objective,
-                 TuneOptions(strategy="random", budget=30, seed=2, pipeline=PipelineOptions(jobs=3, ahead=4)))
+    piped = tune(
+        recording.search,
+        recording.objective,
+        TuneOptions(strategy="random", budget=30, seed=2, pipeline=PipelineOptions(jobs=3, ahead=4)),
+    )
     assert [s.config for s in piped.steps] == [s.config for s in sequential.steps]
 
 

@@ -39,7 +39,7 @@ def test_a_run_stops_once_within_the_target(tmp_path: Path, label: str) -> None:
     first = next(i for i, t in enumerate(full["times"]) if t is not None and t <= target)
     stopped = kt_replay.run_kt({**job, "target_ms": target})
     assert "error" not in stopped
-    assert stopped["times"] == full["times"][:len(stopped["times"])]
+    assert stopped["times"] == full["times"][: len(stopped["times"])]
     assert len(stopped["times"]) >= first + 1
     if label == "simulated_annealing":
         assert len(stopped["times"]) == first + 1 < len(full["times"])

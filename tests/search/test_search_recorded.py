@@ -53,13 +53,16 @@ def _negative_cost(data: dict[str, Any]) -> None:
     data["cache"]["4,4,1,2"]["compile_time"] = -1
 
 
-@pytest.mark.parametrize(("mutate", "message"), [
-    (_drop_one, r"1 valid configuration of the space is not recorded \(first: 4,4,1,2\)"),
-    (_mistype, r"record '4,4,1,2': time is 'fast', expected a number or one of"),
-    (_bad_value, r"record '5,4,1,2': bx=5 is not one of its values"),
-    (_bad_params, r"'tune_params_keys' does not list the parameters|tune_params.bx: expected a non-empty list"),
-    (_negative_cost, r"compile_time is -1, expected a non-negative number"),
-])
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (_drop_one, r"1 valid configuration of the space is not recorded \(first: 4,4,1,2\)"),
+        (_mistype, r"record '4,4,1,2': time is 'fast', expected a number or one of"),
+        (_bad_value, r"record '5,4,1,2': bx=5 is not one of its values"),
+        (_bad_params, r"'tune_params_keys' does not list the parameters|tune_params.bx: expected a non-empty list"),
+        (_negative_cost, r"compile_time is -1, expected a non-negative number"),
+    ],
+)
 def test_bad_recordings(tmp_path: Path, mutate: Any, message: str) -> None:
     path = write_recording(tmp_path, mutate=mutate)
     with pytest.raises(InputError, match=message) as info:
@@ -81,8 +84,15 @@ def test_truncated_files(tmp_path: Path) -> None:
 
 def test_open_kernel_tuner_cache_is_closed_like_kernel_tuner_does(tmp_path: Path) -> None:
     """A cache Kernel Tuner was still appending to ends in `,` without the closing braces."""
-    text = json.dumps({"device_name": "X", "kernel_name": "k", "tune_params_keys": list(PARAMS),
-                       "tune_params": PARAMS, "cache": records()})
+    text = json.dumps(
+        {
+            "device_name": "X",
+            "kernel_name": "k",
+            "tune_params_keys": list(PARAMS),
+            "tune_params": PARAMS,
+            "cache": records(),
+        }
+    )
     path = tmp_path / "open.json"
     path.write_text(text[:-2] + ",")
     assert len(load_recording(path).search) == len(records())

@@ -14,8 +14,15 @@ from kxform.errors import SpecError, UsageError
 from kxform.hw import load_profile
 from kxform.search.space import SearchSpace, iter_valid, sample_valid
 
-CONSTRAINTS = ["a * b <= 24", "a % 2 == 0 or c == 0", "b + c != 5", "32 <= a * b * 4 <= 256", "c <= a",
-               "is_pow2(b)", "a != b"]
+CONSTRAINTS = [
+    "a * b <= 24",
+    "a % 2 == 0 or c == 0",
+    "b + c != 5",
+    "32 <= a * b * 4 <= 256",
+    "c <= a",
+    "is_pow2(b)",
+    "a != b",
+]
 
 
 def brute_force(space: ParamSpace) -> set[tuple[object, ...]]:
@@ -28,13 +35,17 @@ def brute_force(space: ParamSpace) -> set[tuple[object, ...]]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(a=st.lists(st.integers(1, 12), min_size=1, max_size=5, unique=True),
-       b=st.lists(st.integers(1, 12), min_size=1, max_size=5, unique=True),
-       c=st.lists(st.integers(0, 6), min_size=1, max_size=4, unique=True),
-       chosen=st.lists(st.sampled_from(CONSTRAINTS), max_size=3, unique=True))
+@given(
+    a=st.lists(st.integers(1, 12), min_size=1, max_size=5, unique=True),
+    b=st.lists(st.integers(1, 12), min_size=1, max_size=5, unique=True),
+    c=st.lists(st.integers(0, 6), min_size=1, max_size=4, unique=True),
+    chosen=st.lists(st.sampled_from(CONSTRAINTS), max_size=3, unique=True),
+)
 def test_enumeration_matches_brute_force(a: list[int], b: list[int], c: list[int], chosen: list[str]) -> None:
-    space = ParamSpace((Param.ints("a", a, min(a)), Param.ints("b", b, min(b)), Param.ints("c", c, min(c))),
-                       tuple(Constraint.parse(text) for text in chosen))
+    space = ParamSpace(
+        (Param.ints("a", a, min(a)), Param.ints("b", b, min(b)), Param.ints("c", c, min(c))),
+        tuple(Constraint.parse(text) for text in chosen),
+    )
     expected = brute_force(space)
     rows = list(iter_valid(space))
     assert len(rows) == len(set(rows))  # no configuration twice
@@ -52,8 +63,9 @@ def test_constraints_prune_before_the_product() -> None:
     bound: the number of checks stays far below the size of the product."""
     calls = {"n": 0}
     wide = [Param.int_range(f"p{i}", 0, 9, 0) for i in range(4)]
-    space = ParamSpace((Param.ints("x", [1, 2, 3, 4], 1), Param.ints("y", [1, 2, 3, 4], 1), *wide),
-                       (Constraint.parse("x * y == 1"),))
+    space = ParamSpace(
+        (Param.ints("x", [1, 2, 3, 4], 1), Param.ints("y", [1, 2, 3, 4], 1), *wide), (Constraint.parse("x * y == 1"),)
+    )
     original = Constraint.holds
 
     def counting(self: Constraint, env: object) -> bool:
@@ -71,11 +83,19 @@ def test_constraints_prune_before_the_product() -> None:
 
 def test_hardware_names_in_constraints() -> None:
     hw = load_profile("h100-sxm")
-    space = ParamSpace((Param.ints("bx", [256, 512, 1024], 256), Param.ints("by", [1, 2, 4], 1)),
-                       (Constraint.parse("bx * by <= hw.max_threads_per_block"),))
+    space = ParamSpace(
+        (Param.ints("bx", [256, 512, 1024], 256), Param.ints("by", [1, 2, 4], 1)),
+        (Constraint.parse("bx * by <= hw.max_threads_per_block"),),
+    )
     built = SearchSpace.build(space, hw)
-    assert sorted(tuple(built.config(r).values()) for r in range(len(built))) == \
-        [(256, 1), (256, 2), (256, 4), (512, 1), (512, 2), (1024, 1)]
+    assert sorted(tuple(built.config(r).values()) for r in range(len(built))) == [
+        (256, 1),
+        (256, 2),
+        (256, 4),
+        (512, 1),
+        (512, 2),
+        (1024, 1),
+    ]
 
 
 def test_division_by_zero_names_the_constraint() -> None:

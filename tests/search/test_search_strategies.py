@@ -42,8 +42,9 @@ def test_strategy_finds_optimum_without_repeats(recording, name: str) -> None:  
             history.start(row)
             history.add(row, objective.evaluate(objective.prepare(config)).time_ms)
         best = history.best()
-        assert best is not None and abs(best[1] - math.log(optimum)) < 1e-12, \
+        assert best is not None and abs(best[1] - math.log(optimum)) < 1e-12, (
             f"{name} (seed {seed}) missed the optimum in {budget} of {len(space)} evaluations"
+        )
 
 
 def test_exhaustive_stops_when_everything_is_visited(recording) -> None:  # type: ignore[no-untyped-def]
@@ -56,6 +57,7 @@ def test_exhaustive_stops_when_everything_is_visited(recording) -> None:  # type
 def test_model_strategy_beats_random_on_average(recording) -> None:  # type: ignore[no-untyped-def]
     """The model-guided default needs fewer evaluations than random search."""
     optimum = min(recording.times().values())
+
     def evals(name: str) -> float:
         total = 0
         for seed in range(8):
@@ -64,6 +66,7 @@ def test_model_strategy_beats_random_on_average(recording) -> None:  # type: ign
             assert reached is not None
             total += reached[0]
         return total / 8
+
     assert evals("model") < 0.5 * evals("random")
 
 
@@ -88,8 +91,13 @@ def test_failed_configurations_are_never_proposed_again(recording) -> None:  # t
 def test_prior_from_another_device_starts_at_its_best(tmp_path: Path) -> None:
     other = load_recording(write_recording(tmp_path, "synth_B.json.gz", device="Test GPU B", shift=0.3))
     target = load_recording(write_recording(tmp_path, "synth_A.json.gz"))
-    source = PriorSource("B", [(other.search.config(r), other.objective.records[other.search.key(r)].time_ms)
-                               for r in range(len(other.search))])
+    source = PriorSource(
+        "B",
+        [
+            (other.search.config(r), other.objective.records[other.search.key(r)].time_ms)
+            for r in range(len(other.search))
+        ],
+    )
     prior = build_prior(target.search, [source])
     assert prior is not None and prior.known.all()
     first = make_strategy("model", target.search, 0, prior).propose(History(len(target.search)))
@@ -194,9 +202,16 @@ def test_local_step_moves_tied_parameters_together() -> None:
     from kxform.search.space import SearchSpace
     from kxform.search.strategies.model import ModelGuided
 
-    space = SearchSpace.build(ParamSpace(
-        (Param.ints("A", [1, 2, 4, 8], 2), Param.ints("B", [1, 2, 4, 8], 2), Param.ints("T", [1, 2, 4, 8, 16, 32, 64], 4)),
-        (Constraint.parse("T == A * B"),)))
+    space = SearchSpace.build(
+        ParamSpace(
+            (
+                Param.ints("A", [1, 2, 4, 8], 2),
+                Param.ints("B", [1, 2, 4, 8], 2),
+                Param.ints("T", [1, 2, 4, 8, 16, 32, 64], 4),
+            ),
+            (Constraint.parse("T == A * B"),),
+        )
+    )
     strategy = ModelGuided(space, np.random.default_rng(0), None)
     best = space.row_of({"A": 2, "B": 2, "T": 4})
     assert best is not None and strategy._neighbours.adjacent(best).size == 0
@@ -228,8 +243,11 @@ def test_every_third_model_step_is_a_local_step(recording) -> None:  # type: ign
         ok = [(v, r) for r, v in zip(history.rows, history.values) if not math.isnan(v)]
         if len(history) >= strategy.initial and len(history) % 3 == 2:
             best = [r for _, r in sorted(ok)[:3]]
-            left = [r for r in range(len(space)) if not history.visited[r]
-                    and any(np.abs(space.codes[r] - space.codes[b]).sum() == 1 for b in best)]
+            left = [
+                r
+                for r in range(len(space))
+                if not history.visited[r] and any(np.abs(space.codes[r] - space.codes[b]).sum() == 1 for b in best)
+            ]
             distance = np.abs(space.codes.astype(int) - space.codes[best[0]]).sum(1)
             open_ = ~history.visited & (distance <= LOCAL_RADIUS)
             if (~history.visited & (distance == 1)).any() or (left and not open_.any()):
@@ -265,8 +283,16 @@ def test_alignment_inputs_for_integer_parameters_that_are_not_powers_of_two() ->
     from kxform.search.space import SearchSpace
     from kxform.search.strategies.model import ModelGuided, _alignment_columns
 
-    space = SearchSpace.build(ParamSpace((Param.ints("bx", [16, 32, 48, 64, 80], 16), Param.ints("by", [1, 2, 4, 8], 1),
-                                          Param.enum("e", ["x", "y", "z"], "x")), ()))
+    space = SearchSpace.build(
+        ParamSpace(
+            (
+                Param.ints("bx", [16, 32, 48, 64, 80], 16),
+                Param.ints("by", [1, 2, 4, 8], 1),
+                Param.enum("e", ["x", "y", "z"], "x"),
+            ),
+            (),
+        )
+    )
     columns = _alignment_columns(space)
     assert len(columns) == 1
     by_value = {space.config(r)["bx"]: columns[0][r] for r in range(len(space))}

@@ -23,36 +23,68 @@ def _with_header(folder: Path, header_dir: str = ".") -> Path:
     path = folder / "sgemm_tiled.cu"
     text = path.read_text()
     start, end = text.index("#define CUDA_CHECK"), text.index("__global__")
-    header = ("#pragma once\n" + text[start:end] +
-              "__device__ __forceinline__ float madd(float acc, float a, float b) { return acc + a * b; }\n")
+    header = (
+        "#pragma once\n"
+        + text[start:end]
+        + "__device__ __forceinline__ float madd(float acc, float a, float b) { return acc + a * b; }\n"
+    )
     (folder / header_dir).mkdir(exist_ok=True)
     (folder / header_dir / HEADER).write_text(header)
     text = text[:start] + f'#include "{HEADER}"\n\n' + text[end:]
     path.write_text(text.replace("acc += As[ty][k] * Bs[k][tx];", "acc = madd(acc, As[ty][k], Bs[k][tx]);"))
-    cache = {str(v): {"TILE": v, "time": 1.0 + i, "compile_time": 10.0, "verification_time": 0,
-                      "benchmark_time": 10.0} for i, v in enumerate([8, 16])}
-    (folder / "recorded.json").write_text(json.dumps({
-        "device_name": "Test GPU", "kernel_name": "sgemm_tiled", "tune_params_keys": ["TILE"],
-        "tune_params": {"TILE": [8, 16]}, "objective": "time", "cache": cache}))
+    cache = {
+        str(v): {"TILE": v, "time": 1.0 + i, "compile_time": 10.0, "verification_time": 0, "benchmark_time": 10.0}
+        for i, v in enumerate([8, 16])
+    }
+    (folder / "recorded.json").write_text(
+        json.dumps(
+            {
+                "device_name": "Test GPU",
+                "kernel_name": "sgemm_tiled",
+                "tune_params_keys": ["TILE"],
+                "tune_params": {"TILE": [8, 16]},
+                "objective": "time",
+                "cache": cache,
+            }
+        )
+    )
     return path
 
 
 def _tune_write(folder: Path, *extra: str):  # type: ignore[no-untyped-def]
     env = {"KXFORM_CACHE_DIR": str(folder / "cache"), "OPENBLAS_NUM_THREADS": "1"}
-    return run_cli("tune", "sgemm_tiled.cu", "--kernel", "sgemm_tiled", "--objective", "replay:recorded.json",
-                   "--strategy", "exhaustive", "--db", "tuning.sqlite", "--write", *extra, cwd=folder, env=env,
-                   timeout=300)
+    return run_cli(
+        "tune",
+        "sgemm_tiled.cu",
+        "--kernel",
+        "sgemm_tiled",
+        "--objective",
+        "replay:recorded.json",
+        "--strategy",
+        "exhaustive",
+        "--db",
+        "tuning.sqlite",
+        "--write",
+        *extra,
+        cwd=folder,
+        env=env,
+        timeout=300,
+    )
 
 
 @needs_nvcc
 @pytest.mark.slow
-@pytest.mark.parametrize("header_dir, extra, config", [
-    (".", (), ""),
-    ("inc", ("-I", "inc"), ""),
-    ("inc", (), '[tool.kxform]\ninclude = ["inc"]\n'),
-])
-def test_a_kernel_including_a_local_header_is_tuned_and_written(tmp_path: Path, header_dir: str,
-                                                                  extra: tuple[str, ...], config: str) -> None:
+@pytest.mark.parametrize(
+    "header_dir, extra, config",
+    [
+        (".", (), ""),
+        ("inc", ("-I", "inc"), ""),
+        ("inc", (), '[tool.kxform]\ninclude = ["inc"]\n'),
+    ],
+)
+def test_a_kernel_including_a_local_header_is_tuned_and_written(
+    tmp_path: Path, header_dir: str, extra: tuple[str, ...], config: str
+) -> None:
     folder = tmp_path / "k"
     path = _with_header(folder, header_dir)
     if config:
@@ -112,11 +144,29 @@ def test_on_the_gpu_a_kernel_including_a_local_header_is_tuned_and_written(tmp_p
     folder = tmp_path / "k"
     path = _with_header(folder)
     env = {"KXFORM_CACHE_DIR": str(folder / "cache")}
-    result = run_cli("tune", "sgemm_tiled.cu", "--kernel", "sgemm_tiled", "--pass", "tile", "--strategy", "exhaustive",
-                     "--size", "M=1024,N=1024,K=1024", "--launch-budget", "0.05", "--db", "tuning.sqlite",
-                     "--write", "--json", cwd=folder, env=env, timeout=600)
+    result = run_cli(
+        "tune",
+        "sgemm_tiled.cu",
+        "--kernel",
+        "sgemm_tiled",
+        "--pass",
+        "tile",
+        "--strategy",
+        "exhaustive",
+        "--size",
+        "M=1024,N=1024,K=1024",
+        "--launch-budget",
+        "0.05",
+        "--db",
+        "tuning.sqlite",
+        "--write",
+        "--json",
+        cwd=folder,
+        env=env,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr
-    summary, _ = json.JSONDecoder().raw_decode(result.stdout[result.stdout.index("{"):])
+    summary, _ = json.JSONDecoder().raw_decode(result.stdout[result.stdout.index("{") :])
     statuses = [e["status"] for e in summary["evaluations"]]
     assert len(statuses) >= 2 and "compile_failed" not in statuses, summary["evaluations"]
     assert summary["best"] is not None and summary["best"]["time_ms"] > 0

@@ -57,21 +57,25 @@ def test_replayed_write_needs_a_spec_to_confirm_it(workdir: Path) -> None:
 
 
 def test_prior_from_another_gpu(workdir: Path) -> None:
-    result = tune(workdir, "--objective", "replay:synth_A.json.gz", "--prior", "synth_B.json.gz", "--budget", "5",
-                  "--json")
+    result = tune(
+        workdir, "--objective", "replay:synth_A.json.gz", "--prior", "synth_B.json.gz", "--budget", "5", "--json"
+    )
     summary = json.loads(result.stdout)
     assert summary["prior"] and "Test GPU B" in summary["prior"][0]
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    ((), "tuning needs a GPU or a recorded space"),
-    (("--objective", "replay:synth_A.json.gz", "--budget", "0"), "--budget 0: must be at least 1 evaluation"),
-    (("--objective", "replay:missing.json.gz"), "missing.json.gz: no such file"),
-    (("--objective", "gpu:x"), "expected gpu, cpu+replay:FILE or replay:FILE"),
-    (("--objective", "replay:synth_A.json.gz", "--strategy", "nope"), "invalid choice: 'nope'"),
-    (("--objective", "replay:synth_A.json.gz", "--time", "-1"), "--time -1: must be a positive number"),
-    (("--objective", "replay:synth_A.json.gz", "--db", "k.cu"), "k.cu: not a usable kxform tuning database"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((), "tuning needs a GPU or a recorded space"),
+        (("--objective", "replay:synth_A.json.gz", "--budget", "0"), "--budget 0: must be at least 1 evaluation"),
+        (("--objective", "replay:missing.json.gz"), "missing.json.gz: no such file"),
+        (("--objective", "gpu:x"), "expected gpu, cpu+replay:FILE or replay:FILE"),
+        (("--objective", "replay:synth_A.json.gz", "--strategy", "nope"), "invalid choice: 'nope'"),
+        (("--objective", "replay:synth_A.json.gz", "--time", "-1"), "--time -1: must be a positive number"),
+        (("--objective", "replay:synth_A.json.gz", "--db", "k.cu"), "k.cu: not a usable kxform tuning database"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(workdir: Path, args: tuple[str, ...], message: str) -> None:
     before = (workdir / "k.cu").read_bytes()
     result = tune(workdir, *args)
@@ -85,8 +89,16 @@ def test_bad_recording_and_kernel(workdir: Path) -> None:
     (workdir / "broken.json.gz").write_bytes((workdir / "synth_A.json.gz").read_bytes()[:200])
     result = tune(workdir, "--objective", "replay:broken.json.gz")
     assert result.returncode == 2 and "broken.json.gz: unreadable or truncated gzip data" in result.stderr
-    other = run_cli("tune", "k.cu", "--kernel", "other", "--objective", "replay:synth_A.json.gz", cwd=workdir,
-                    env={"KXFORM_CACHE_DIR": str(workdir / "cache")})
+    other = run_cli(
+        "tune",
+        "k.cu",
+        "--kernel",
+        "other",
+        "--objective",
+        "replay:synth_A.json.gz",
+        cwd=workdir,
+        env={"KXFORM_CACHE_DIR": str(workdir / "cache")},
+    )
     assert other.returncode == 2 and "no kernel 'other' (kernels: synth_kernel)" in other.stderr
 
 
@@ -103,8 +115,10 @@ def test_log_viewer_and_report_show_the_convergence(workdir: Path) -> None:
     assert failed == summary["failed"] and all((e["time_ms"] is None) == (e["status"] != "ok") for e in evaluations)
     shown = run_cli("log", "show", "t.jsonl", cwd=workdir)
     assert shown.returncode == 0, shown.stderr
-    assert (f"tune k.cu synth_kernel (model): 12 evaluations, best {best['time_ms']:.4f} ms at eval {best['eval']}"
-            in shown.stdout)
+    assert (
+        f"tune k.cu synth_kernel (model): 12 evaluations, best {best['time_ms']:.4f} ms at eval {best['eval']}"
+        in shown.stdout
+    )
     page = run_cli("report", "t.jsonl", "-o", "r.html", cwd=workdir)
     assert page.returncode == 0, page.stderr
     html = (workdir / "r.html").read_text(encoding="utf-8")
@@ -119,8 +133,7 @@ def test_export_writes_a_kernel_tuner_cache_that_reads_back(workdir: Path) -> No
     from kxform.search.recorded import load_recording
 
     (workdir / "out").mkdir()  # away from the recording's space definition (a partial run is not the whole space)
-    proc = tune(workdir, "--objective", "replay:synth_A.json.gz", "--budget", "20", "--json", "--export",
-                "out/kt.json")
+    proc = tune(workdir, "--objective", "replay:synth_A.json.gz", "--budget", "20", "--json", "--export", "out/kt.json")
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     data = json.loads((workdir / "out" / "kt.json").read_text())
@@ -130,8 +143,11 @@ def test_export_writes_a_kernel_tuner_cache_that_reads_back(workdir: Path) -> No
     assert len(data["cache"]) == summary["evaluated"] == 20
     for key, record in data["cache"].items():
         assert key == ",".join(str(record[name]) for name in data["tune_params_keys"])
-        assert isinstance(record["time"], float) or record["time"] in ("InvalidConfig", "CompilationFailedConfig",
-                                                                        "RuntimeFailedConfig")
+        assert isinstance(record["time"], float) or record["time"] in (
+            "InvalidConfig",
+            "CompilationFailedConfig",
+            "RuntimeFailedConfig",
+        )
         assert {"compile_time", "verification_time", "benchmark_time"} <= set(record)
     best = summary["best"]
     best_key = ",".join(str(best["config"][name]) for name in data["tune_params_keys"])

@@ -48,18 +48,39 @@ def _setup(tmp_path: Path, sizes: tuple[str, ...]) -> Path:
     shutil.copytree(CORPORA / KERNEL, tmp_path / "k")
     source = tmp_path / "k" / f"{KERNEL}.cu"
     rows = kernel_space(source.read_bytes(), KERNEL, ("tile",), path=str(source), hw="h100").search(
-        load_profile("h100"))
-    summaries = [{"kernel": KERNEL, "size": size, "evaluations": [
-        {"params": rows.config(r), "time_ms": _ms(size, rows.config(r)), "spread_ms": 0.05}
-        for r in range(len(rows))]} for size in sizes]
+        load_profile("h100")
+    )
+    summaries = [
+        {
+            "kernel": KERNEL,
+            "size": size,
+            "evaluations": [
+                {"params": rows.config(r), "time_ms": _ms(size, rows.config(r)), "spread_ms": 0.05}
+                for r in range(len(rows))
+            ],
+        }
+        for size in sizes
+    ]
     (tmp_path / "times.json").write_text(json.dumps({"kernel": KERNEL, "sizes": summaries}))
     return source
 
 
 def _tune(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {"KXFORM_CACHE_DIR": str(cwd / "cache"), "OPENBLAS_NUM_THREADS": "1"}
-    return run_cli("tune", "k/sgemm_tiled.cu", "--kernel", KERNEL, "--db", str(cwd / "t.sqlite"),
-                   "--log", "t.jsonl", *args, cwd=cwd, env=env, timeout=600)
+    return run_cli(
+        "tune",
+        "k/sgemm_tiled.cu",
+        "--kernel",
+        KERNEL,
+        "--db",
+        str(cwd / "t.sqlite"),
+        "--log",
+        "t.jsonl",
+        *args,
+        cwd=cwd,
+        env=env,
+        timeout=600,
+    )
 
 
 PROBE = """#include <cstdio>
@@ -77,18 +98,34 @@ int main() {
 """
 
 ASKED = {  # (M, N, K) -> the class by the rule: the smallest (by volume) >= in every variable, else the largest
-    (70, 45, 33): "ragged", (1, 1, 1): "ragged", (60, 40, 30): "ragged",  # on and below the smallest
-    (64, 64, 64): "tiles", (64, 46, 33): "tiles", (71, 10, 10): "bench",  # between classes
-    (100, 100, 100): "bench", (8192, 8192, 8192): "bench",
-    (9000, 1, 1): "bench", (10**6, 10**6, 10**6): "bench"}  # beyond every class: the largest
+    (70, 45, 33): "ragged",
+    (1, 1, 1): "ragged",
+    (60, 40, 30): "ragged",  # on and below the smallest
+    (64, 64, 64): "tiles",
+    (64, 46, 33): "tiles",
+    (71, 10, 10): "bench",  # between classes
+    (100, 100, 100): "bench",
+    (8192, 8192, 8192): "bench",
+    (9000, 1, 1): "bench",
+    (10**6, 10**6, 10**6): "bench",
+}  # beyond every class: the largest
 
 
 @pytest.mark.slow
 @needs_nvcc
 def test_dispatch_header_holds_each_size_s_winner_compiles_and_picks_by_the_documented_rule(tmp_path: Path) -> None:
     _setup(tmp_path, tuple(WINNERS))
-    proc = _tune(tmp_path, *PASS, "--objective", "cpu+replay:times.json", "--sizes", "tiles,ragged,bench",
-                 "--dispatch", "d.h", "--json")
+    proc = _tune(
+        tmp_path,
+        *PASS,
+        "--objective",
+        "cpu+replay:times.json",
+        "--sizes",
+        "tiles,ragged,bench",
+        "--dispatch",
+        "d.h",
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert [s["size"] for s in out["sizes"]] == ["tiles", "ragged", "bench"]
@@ -103,16 +140,28 @@ def test_dispatch_header_holds_each_size_s_winner_compiles_and_picks_by_the_docu
     assert '{"ragged", 70, 45, 33, {false, true, 32}}' in header
     assert '{"tiles", 64, 64, 64, {false, true, 8}}' in header
     assert '{"bench", 8192, 8192, 8192, {true, false, 16}}' in header  # the original: TILE as written
-    compiled = subprocess.run([str(NVCC), "-x", "cu", "-std=c++17", "-c", "d.h", "-o", "d.o"], cwd=tmp_path,
-                              capture_output=True, text=True, timeout=300, check=False)
+    compiled = subprocess.run(
+        [str(NVCC), "-x", "cu", "-std=c++17", "-c", "d.h", "-o", "d.o"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert compiled.returncode == 0, compiled.stderr
     gxx = shutil.which("g++")
     if gxx is None:
         pytest.skip("g++ not found: the host program that checks pick() cannot be built")
     probe = PROBE.replace("ASKED", ", ".join(f"{{{m}, {n}, {k}}}" for m, n, k in ASKED))
     (tmp_path / "probe.cpp").write_text(probe)
-    built = subprocess.run([gxx, "-std=c++17", "-Wall", "-Werror", "probe.cpp", "-o", "probe"], cwd=tmp_path,
-                           capture_output=True, text=True, timeout=120, check=False)
+    built = subprocess.run(
+        [gxx, "-std=c++17", "-Wall", "-Werror", "probe.cpp", "-o", "probe"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert built.returncode == 0, built.stderr
     lines = subprocess.run([str(tmp_path / "probe")], capture_output=True, text=True, check=True).stdout.splitlines()
     expected = {name: (WINNERS[name] is None, WINNERS[name] or 16) for name in WINNERS}
@@ -133,18 +182,22 @@ def test_a_size_with_nothing_verified_and_timed_is_one_line_exit_2_and_nothing_w
     assert not (tmp_path / "d.h").exists()
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (("--sizes", "tiles,huge"), "--sizes tiles,huge: kernel 'sgemm_tiled' has no size 'huge' (sizes: tiles, "),
-    (("--sizes", "tiles,tiles"), "a size is named twice"),
-    (("--sizes", "tiles", "--size", "bench"), "--sizes/--dispatch: --size is one size's option"),
-    (("--sizes", "tiles", "--write"), "--sizes/--dispatch: --write is one size's option"),
-    (("--sizes", "tiles", "--gpus", "all"), "--sizes/--dispatch: --gpus/--ray is one size's option"),
-    (("--sizes", "tiles", "--objective", "replay:x.json"), "a recorded space has no sizes"),
-    (("--dispatch", "nodir/d.h"), "--dispatch nodir/d.h: its directory does not exist"),
-    (("--dispatch", "mine.h"), "--dispatch mine.h: exists and was not generated by `kxform tune --dispatch`"),
-])
-def test_bad_dispatch_arguments_are_one_line_exit_2_and_nothing_written(tmp_path: Path, args: tuple[str, ...],
-                                                                         message: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--sizes", "tiles,huge"), "--sizes tiles,huge: kernel 'sgemm_tiled' has no size 'huge' (sizes: tiles, "),
+        (("--sizes", "tiles,tiles"), "a size is named twice"),
+        (("--sizes", "tiles", "--size", "bench"), "--sizes/--dispatch: --size is one size's option"),
+        (("--sizes", "tiles", "--write"), "--sizes/--dispatch: --write is one size's option"),
+        (("--sizes", "tiles", "--gpus", "all"), "--sizes/--dispatch: --gpus/--ray is one size's option"),
+        (("--sizes", "tiles", "--objective", "replay:x.json"), "a recorded space has no sizes"),
+        (("--dispatch", "nodir/d.h"), "--dispatch nodir/d.h: its directory does not exist"),
+        (("--dispatch", "mine.h"), "--dispatch mine.h: exists and was not generated by `kxform tune --dispatch`"),
+    ],
+)
+def test_bad_dispatch_arguments_are_one_line_exit_2_and_nothing_written(
+    tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
     _setup(tmp_path, ("tiles",))
     (tmp_path / "mine.h").write_text("// my own header\n")
     proc = _tune(tmp_path, *PASS, "--objective", "cpu+replay:times.json", "--dispatch", "d.h", *args)
@@ -155,12 +208,13 @@ def test_bad_dispatch_arguments_are_one_line_exit_2_and_nothing_written(tmp_path
 
 
 def _table(configs: dict[str, dict[str, Any] | None]) -> Any:
-    params = (Param.ints("tile.TILE", (8, 16, 32), 16), Param("swizzle.pattern", "enum", ("column", "grouped"),
-                                                                "column"))
+    params = (
+        Param.ints("tile.TILE", (8, 16, 32), 16),
+        Param("swizzle.pattern", "enum", ("column", "grouped"), "column"),
+    )
     sizes = {"a": {"M": 10, "N": 10}, "b": {"M": 100, "N": 5}}
     classes = [SizeClass(name, sizes[name], config) for name, config in configs.items()]
-    return build_table("k<float>", ("tile", "swizzle"), params, {"tile.TILE": 16, "swizzle.pattern": "column"},
-                       classes)
+    return build_table("k<float>", ("tile", "swizzle"), params, {"tile.TILE": 16, "swizzle.pattern": "column"}, classes)
 
 
 def test_the_table_is_typed_from_the_space_and_refuses_values_outside_it(tmp_path: Path) -> None:
@@ -173,10 +227,12 @@ def test_the_table_is_typed_from_the_space_and_refuses_values_outside_it(tmp_pat
     assert "namespace kxform_dispatch_k_float_ {" in text
     assert pick_class(table, {"M": 50, "N": 5}).name == "b" and pick_class(table, {"M": 5, "N": 9}).name == "a"
     assert pick_class(table, {"M": 5, "N": 50}).name == "b"  # beyond every class: the largest
-    for bad, cause in (({**good, "tile.TILE": 64}, "tile.TILE=64 is not one of its values"),
-                       ({**good, "tile.TILE": "32"}, "tile.TILE='32' is not one of its values"),
-                       ({**good, "swizzle.pattern": "row"}, "swizzle.pattern='row' is not one of its values"),
-                       ({k: v for k, v in good.items() if k != "tile"}, "its configuration has no value for 'tile'")):
+    for bad, cause in (
+        ({**good, "tile.TILE": 64}, "tile.TILE=64 is not one of its values"),
+        ({**good, "tile.TILE": "32"}, "tile.TILE='32' is not one of its values"),
+        ({**good, "swizzle.pattern": "row"}, "swizzle.pattern='row' is not one of its values"),
+        ({k: v for k, v in good.items() if k != "tile"}, "its configuration has no value for 'tile'"),
+    ):
         with pytest.raises(InputError, match=re.escape("size 'b': " + cause)):
             _table({"b": bad, "a": None})
     with pytest.raises(InputError, match="sizes 'a' and 'b' have the same values"):
@@ -202,8 +258,12 @@ def test_a_recording_of_several_sizes_gives_each_size_its_own_times(tmp_path: Pa
     from kxform.search.recorded_times import load_times
 
     def summary(size: str, ms: float) -> dict[str, Any]:
-        return {"kernel": KERNEL, "size": size, "original_ms": ms * 2,
-                "evaluations": [{"params": {"tile": True, "tile.TILE": 8}, "time_ms": ms}]}
+        return {
+            "kernel": KERNEL,
+            "size": size,
+            "original_ms": ms * 2,
+            "evaluations": [{"params": {"tile": True, "tile.TILE": 8}, "time_ms": ms}],
+        }
 
     path = tmp_path / "sizes.json"
     path.write_text(json.dumps({"kernel": KERNEL, "sizes": [summary("tiles", 1.5), summary("bench", 7.0)]}))

@@ -90,12 +90,17 @@ def test_tile_and_swizzle_spaces_compose_with_an_off_choice_per_pass() -> None:
     both = kernel_space(data, "sgemm_tiled", parse_passes("swizzle,tile"), path=str(path), hw="h100")
     every = kernel_space(data, "sgemm_tiled", None, path=str(path), hw="h100")
     assert both.passes == ("tile", "swizzle")
-    assert every.passes == ("tile", "unroll", "swizzle")  # swizzle after every pass that changes the grid  # its k loop's #pragma unroll factor too
+    assert every.passes == (
+        "tile",
+        "unroll",
+        "swizzle",
+    )  # swizzle after every pass that changes the grid  # its k loop's #pragma unroll factor too
     # TILE is the tile pass's; __shared__: rows, vectorize and coarsen leave communicating threads alone
     assert dict(every.not_offered).keys() == {"launch", "rows", "vectorize", "coarsen", "smem-tile", "refactor"}
     assert both.space.names == ("tile", "tile.TILE", "swizzle", "swizzle.pattern")
-    assert [c.text for c in both.space.constraints][0] == \
-        "not (tile) or (tile.TILE * tile.TILE <= hw.max_threads_per_block)"
+    assert [c.text for c in both.space.constraints][
+        0
+    ] == "not (tile) or (tile.TILE * tile.TILE <= hw.max_threads_per_block)"
     choices = both.space.param("swizzle.pattern").values
     assert "grouped(along=x,group=16)" in choices and "row" not in choices
     assert "hilbert" not in choices and "morton" not in choices  # no formula twin: not provable, never a point
@@ -137,8 +142,12 @@ def test_timing_size_by_name_or_by_values() -> None:
     assert timing_size(spec, None).name == "bench" and timing_size(spec, "ragged").values["N"] == 45
     custom = timing_size(spec, "M=512,K=256")
     assert custom.values == {"M": 512, "N": 8192, "K": 256} and custom.bench
-    for text, message in (("Q=3", "'Q' is not a size variable"), ("M=x", "M must be an integer"),
-                          ("M=0", "M must be at least 1"), ("huge", "no size 'huge'")):
+    for text, message in (
+        ("Q=3", "'Q' is not a size variable"),
+        ("M=x", "M must be an integer"),
+        ("M=0", "M must be at least 1"),
+        ("huge", "no size 'huge'"),
+    ):
         with pytest.raises(UsageError, match=message):
             timing_size(spec, text)
 
@@ -204,19 +213,32 @@ def test_tune_without_a_gpu_says_so_in_one_line(tmp_path: Path) -> None:
         pytest.skip("a GPU is available here: tune would run (the GPU tests cover it)")
     path = _copy(tmp_path, planted=False)
     before = path.read_bytes()
-    proc = run_cli("tune", str(path), "--kernel", "sgemm_tiled", "--pass", "tile,swizzle", "--write",
-                   env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")})
+    proc = run_cli(
+        "tune",
+        str(path),
+        "--kernel",
+        "sgemm_tiled",
+        "--pass",
+        "tile,swizzle",
+        "--write",
+        env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")},
+    )
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "tuning needs a GPU or a recorded space (--objective replay:FILE); no GPU here" in lines[0]
+    assert (
+        len(lines) == 1 and "tuning needs a GPU or a recorded space (--objective replay:FILE); no GPU here" in lines[0]
+    )
     assert path.read_bytes() == before and not (tmp_path / "cache").exists()
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (("--pass", "tile,nosuch"), "--pass 'tile,nosuch': unknown pass 'nosuch'"),
-    (("--repeat", "0"), "--repeat 0: must be at least 1"),
-    (("--launch-budget", "0"), "--launch-budget 0: must be a positive number of seconds"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--pass", "tile,nosuch"), "--pass 'tile,nosuch': unknown pass 'nosuch'"),
+        (("--repeat", "0"), "--repeat 0: must be at least 1"),
+        (("--launch-budget", "0"), "--launch-budget 0: must be a positive number of seconds"),
+    ],
+)
 def test_bad_gpu_options_are_one_line_errors(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
     path = _copy(tmp_path, planted=False)
     proc = run_cli("tune", str(path), "--kernel", "sgemm_tiled", *args, env={"KXFORM_CACHE_DIR": str(tmp_path / "c")})
@@ -245,11 +267,30 @@ def _gpu_or_skip() -> None:
 def test_tune_on_the_gpu_times_verified_configurations_and_rejects_the_plant(tmp_path: Path) -> None:
     _gpu_or_skip()
     path = _copy(tmp_path, planted=True)
-    proc = run_cli("tune", str(path), "--kernel", "sgemm_tiled", "--pass", "tile", "--strategy", "exhaustive",
-                   "--budget", "10",
-                   "--size", "M=512,N=512,K=512", "--repeat", "10", "--json", "--write",
-                   "--db", str(tmp_path / "t.sqlite"), "--log", str(tmp_path / "t.jsonl"),
-                   env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")}, timeout=900)
+    proc = run_cli(
+        "tune",
+        str(path),
+        "--kernel",
+        "sgemm_tiled",
+        "--pass",
+        "tile",
+        "--strategy",
+        "exhaustive",
+        "--budget",
+        "10",
+        "--size",
+        "M=512,N=512,K=512",
+        "--repeat",
+        "10",
+        "--json",
+        "--write",
+        "--db",
+        str(tmp_path / "t.sqlite"),
+        "--log",
+        str(tmp_path / "t.jsonl"),
+        env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")},
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     by_tile = {e["params"]["tile.TILE"]: e for e in summary["evaluations"] if e["params"]["tile"]}
@@ -270,9 +311,27 @@ def test_tune_on_the_gpu_times_verified_configurations_and_rejects_the_plant(tmp
 def test_tile_and_swizzle_together_on_the_gpu(tmp_path: Path) -> None:
     _gpu_or_skip()
     path = _copy(tmp_path, planted=False)
-    proc = run_cli("tune", str(path), "--kernel", "sgemm_tiled", "--pass", "tile,swizzle", "--budget", "8",
-                   "--size", "M=512,N=512,K=512", "--repeat", "10", "--json", "--db", str(tmp_path / "t.sqlite"),
-                   "--log", str(tmp_path / "t.jsonl"), env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")}, timeout=900)
+    proc = run_cli(
+        "tune",
+        str(path),
+        "--kernel",
+        "sgemm_tiled",
+        "--pass",
+        "tile,swizzle",
+        "--budget",
+        "8",
+        "--size",
+        "M=512,N=512,K=512",
+        "--repeat",
+        "10",
+        "--json",
+        "--db",
+        str(tmp_path / "t.sqlite"),
+        "--log",
+        str(tmp_path / "t.jsonl"),
+        env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")},
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["evaluated"] == 8 and summary["best"] is not None

@@ -52,8 +52,9 @@ def write_times(path: Path, source: Path, passes: tuple[str, ...] | None) -> dic
     from kxform.hw import load_profile
 
     rows = space.search(load_profile("h100"))
-    evaluations = [{"params": rows.config(r), "time_ms": synthetic_ms(rows.config(r)), "spread_ms": 0.05}
-                   for r in range(len(rows))]
+    evaluations = [
+        {"params": rows.config(r), "time_ms": synthetic_ms(rows.config(r)), "spread_ms": 0.05} for r in range(len(rows))
+    ]
     summary = {"kernel": "sgemm_tiled", "evaluations": evaluations}
     path.write_text(json.dumps(summary))
     return summary
@@ -70,8 +71,20 @@ def test_without_pass_the_pipeline_is_searched_from_the_original_and_written_thr
     source = _copy(tmp_path / "k")
     write_times(tmp_path / "times.json", source, None)
     before = source.read_bytes()
-    proc = _tune(tmp_path, str(source), "--kernel", "sgemm_tiled", "--objective", "cpu+replay:times.json",
-                 "--budget", "4", "--json", "--write", "--log", "t.jsonl")
+    proc = _tune(
+        tmp_path,
+        str(source),
+        "--kernel",
+        "sgemm_tiled",
+        "--objective",
+        "cpu+replay:times.json",
+        "--budget",
+        "4",
+        "--json",
+        "--write",
+        "--log",
+        "t.jsonl",
+    )
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     first = summary["evaluations"][0]
@@ -111,8 +124,20 @@ def test_tune_dir_tunes_every_kernel_with_a_spec_and_rejects_the_planted_configu
     times = write_times(tmp_path / "times.json", source, ("tile",))
     (tmp_path / "all.json").write_text(json.dumps({"kernels": [times]}))
     before = source.read_bytes()
-    proc = _tune(tmp_path, str(folder), "--pass", "tile", "--objective", "cpu+replay:all.json", "--strategy",
-                 "exhaustive", "--json", "--write", "--log", "dir.jsonl")
+    proc = _tune(
+        tmp_path,
+        str(folder),
+        "--pass",
+        "tile",
+        "--objective",
+        "cpu+replay:all.json",
+        "--strategy",
+        "exhaustive",
+        "--json",
+        "--write",
+        "--log",
+        "dir.jsonl",
+    )
     assert proc.returncode == 0, proc.stderr
     run = json.loads(proc.stdout)
     assert run["failed"] == 0
@@ -130,14 +155,15 @@ def test_tune_dir_tunes_every_kernel_with_a_spec_and_rejects_the_planted_configu
     page = run_cli("report", "dir.jsonl", "-o", "dir.html", cwd=tmp_path)
     assert page.returncode == 0, page.stderr
     html = (tmp_path / "dir.html").read_text(encoding="utf-8")
-    table = html[html.index('<table class="tuned">'):]
-    table = table[:table.index("</table>")]
+    table = html[html.index('<table class="tuned">') :]
+    table = table[: table.index("</table>")]
     assert table.count("<tr>") == 3 and "layernorm_forward_kernel" in table and "sgemm_tiled" in table
     assert "original kept: " + naive["reason"].replace("'", "&#x27;") in table
     assert f'<td class="num">{result["original_ms"]:.4g}</td>' in table
     assert ">verification_failed<" in html  # the planted configuration, in the failure strip of its plot
-    table = _tune(tmp_path, str(folder), "--pass", "tile", "--objective", "cpu+replay:all.json", "--strategy",
-                  "exhaustive")
+    table = _tune(
+        tmp_path, str(folder), "--pass", "tile", "--objective", "cpu+replay:all.json", "--strategy", "exhaustive"
+    )
     assert table.returncode == 0, table.stderr
     header, naive_row, row, *notes = table.stdout.splitlines()
     assert header.split()[:3] == ["FILE", "KERNEL", "PASSES"]
@@ -146,13 +172,16 @@ def test_tune_dir_tunes_every_kernel_with_a_spec_and_rejects_the_planted_configu
     assert notes[0].startswith("layernorm_forward_kernel: original kept: ") and len(notes) == 2
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    ("{", "times.json:1: not JSON"),
-    ('{"kernel": "other", "evaluations": []}', "times of kernel 'other', not 'sgemm_tiled'"),
-    ('{"evaluations": [{"time_ms": 1.0}]}', "evaluation 1: expected an object with `params`"),
-    ('{"evaluations": [{"params": {}, "time_ms": -1}]}', "`time_ms` must be a positive number"),
-    ('{"evaluations": [{"params": {}, "time_ms": 1, "spread_ms": "x"}]}', "`spread_ms` must be a number"),
-])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{", "times.json:1: not JSON"),
+        ('{"kernel": "other", "evaluations": []}', "times of kernel 'other', not 'sgemm_tiled'"),
+        ('{"evaluations": [{"time_ms": 1.0}]}', "evaluation 1: expected an object with `params`"),
+        ('{"evaluations": [{"params": {}, "time_ms": -1}]}', "`time_ms` must be a positive number"),
+        ('{"evaluations": [{"params": {}, "time_ms": 1, "spread_ms": "x"}]}', "`spread_ms` must be a number"),
+    ],
+)
 def test_a_bad_times_file_is_one_line_exit_2_and_nothing_written(tmp_path: Path, content: str, message: str) -> None:
     source = _copy(tmp_path / "k")
     (tmp_path / "times.json").write_text(content)
@@ -163,13 +192,28 @@ def test_a_bad_times_file_is_one_line_exit_2_and_nothing_written(tmp_path: Path,
     assert source.read_bytes() == before
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (("k/sgemm_tiled.cu",), "--kernel K is required with a file"),
-    (("k", "--kernel", "nosuch"), "no harness spec under it describes a kernel 'nosuch'"),
-    (("k", "--objective", "replay:x.json"), "a recorded space is one kernel's"),
-    (("k/sgemm_tiled.cu", "--kernel", "sgemm_tiled", "--pass", "tile", "--require", "NOPE > 1", "--objective",
-      "cpu+replay:t.json"), "'NOPE' is not a parameter of 'sgemm_tiled' (parameters: tile.TILE)"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("k/sgemm_tiled.cu",), "--kernel K is required with a file"),
+        (("k", "--kernel", "nosuch"), "no harness spec under it describes a kernel 'nosuch'"),
+        (("k", "--objective", "replay:x.json"), "a recorded space is one kernel's"),
+        (
+            (
+                "k/sgemm_tiled.cu",
+                "--kernel",
+                "sgemm_tiled",
+                "--pass",
+                "tile",
+                "--require",
+                "NOPE > 1",
+                "--objective",
+                "cpu+replay:t.json",
+            ),
+            "'NOPE' is not a parameter of 'sgemm_tiled' (parameters: tile.TILE)",
+        ),
+    ],
+)
 def test_bad_pipeline_arguments_are_one_line_errors(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
     _copy(tmp_path / "k")
     (tmp_path / "t.json").write_text('{"evaluations": []}')

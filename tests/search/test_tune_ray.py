@@ -42,13 +42,22 @@ def _backend(recipe: ReplayRecipe, workers: int) -> RayBackend:
 @pytest.mark.slow
 def test_four_actors_finish_the_budget_in_under_half_the_time(cluster: None, recording: Path, tmp_path: Path) -> None:
     budget = 30
-    runs = [run_pool(_backend(ReplayRecipe(str(recording), pace=PACE), n), recording, budget, tmp_path / f"{n}.db",
-                     strategy="random") for n in (1, 4)]
+    runs = [
+        run_pool(
+            _backend(ReplayRecipe(str(recording), pace=PACE), n),
+            recording,
+            budget,
+            tmp_path / f"{n}.db",
+            strategy="random",
+        )
+        for n in (1, 4)
+    ]
     one, four = runs
     for run in runs:
         assert_complete(run, budget)
-    assert {tuple(sorted(s.config.items())) for s in one.result.steps} == \
-        {tuple(sorted(s.config.items())) for s in four.result.steps}
+    assert {tuple(sorted(s.config.items())) for s in one.result.steps} == {
+        tuple(sorted(s.config.items())) for s in four.result.steps
+    }
     assert one.result.best is not None and four.result.best is not None
     assert four.result.best.evaluation.time_ms == one.result.best.evaluation.time_ms
     assert sorted(w.identity.devices for w in four.report.workers) == ["0", "1", "2", "3"]  # one GPU each
@@ -57,8 +66,9 @@ def test_four_actors_finish_the_budget_in_under_half_the_time(cluster: None, rec
 
 
 @pytest.mark.slow
-def test_an_actor_killed_mid_evaluation_is_restarted_and_its_call_retried(cluster: None, recording: Path,
-                                                                         tmp_path: Path) -> None:
+def test_an_actor_killed_mid_evaluation_is_restarted_and_its_call_retried(
+    cluster: None, recording: Path, tmp_path: Path
+) -> None:
     marker = tmp_path / "crashed"
     recipe = ReplayRecipe(str(recording), pace=PACE / 2, crash_at=4, crash_marker=str(marker))
     run = run_pool(_backend(recipe, 4), recording, 24, tmp_path / "t.db")
@@ -81,8 +91,10 @@ def test_jobs_spread_over_the_cluster_and_are_stored_by_the_driver(cluster: None
     mid-run: Ray runs the job again and both finish, every evaluation stored once."""
     first, second = write_recording(tmp_path), write_recording(tmp_path, "synth_B.json.gz", device="Test GPU B")
     marker = tmp_path / "crashed"
-    jobs = [_replay_job(first, ReplayRecipe(str(first), pace=0.02, crash_at=5, crash_marker=str(marker))),
-            _replay_job(second, ReplayRecipe(str(second), pace=0.02))]
+    jobs = [
+        _replay_job(first, ReplayRecipe(str(first), pace=0.02, crash_at=5, crash_marker=str(marker))),
+        _replay_job(second, ReplayRecipe(str(second), pace=0.02)),
+    ]
     with TuningDB(tmp_path / "t.db") as db:
         results = spread(jobs, TuneOptions(budget=12), ray, db)
         for job, hardware in zip(jobs, ("Test GPU A", "Test GPU B")):
@@ -99,9 +111,16 @@ def test_jobs_spread_over_the_cluster_and_are_stored_by_the_driver(cluster: None
 @pytest.mark.slow
 def test_a_job_that_fails_of_itself_is_reported_and_the_others_finish(cluster: None, tmp_path: Path) -> None:
     good = write_recording(tmp_path)
-    jobs = [_replay_job(good, ReplayRecipe(str(good))),
-            Job("missing", ReplayRecipe(str(tmp_path / "missing.json")), _replay_job(good, ReplayRecipe("")).search,
-                "synth_kernel", ("missing",))]
+    jobs = [
+        _replay_job(good, ReplayRecipe(str(good))),
+        Job(
+            "missing",
+            ReplayRecipe(str(tmp_path / "missing.json")),
+            _replay_job(good, ReplayRecipe("")).search,
+            "synth_kernel",
+            ("missing",),
+        ),
+    ]
     with TuningDB(tmp_path / "t.db") as db:
         results = {r.label: r for r in spread(jobs, TuneOptions(budget=5), ray, db)}
     assert results["missing"].error.endswith("missing.json: no such file") and not results["missing"].steps
@@ -114,8 +133,9 @@ def test_more_workers_than_the_cluster_has_gpus_is_refused(cluster: None, record
 
 
 @pytest.mark.slow
-def test_an_actor_killed_from_outside_is_restarted_and_the_run_finishes(cluster: None, recording: Path,
-                                                                        tmp_path: Path) -> None:
+def test_an_actor_killed_from_outside_is_restarted_and_the_run_finishes(
+    cluster: None, recording: Path, tmp_path: Path
+) -> None:
     """`ray.kill` of a worker while it holds configurations (a lost node, as far as the
     driver can tell): Ray restarts it and retries them; nothing is lost or doubled."""
     backend = _backend(ReplayRecipe(str(recording), pace=PACE / 2), 4)

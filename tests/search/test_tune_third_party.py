@@ -46,14 +46,16 @@ class LoopHint(Pass):
 
     @classmethod
     def option_space(cls) -> ParamSpace:
-        return ParamSpace((Param.ints("factor", (1, 2, 4, 8), 1, doc="unroll factor"),),
-                          (Constraint.parse("factor <= 8", "a test constraint"),))
+        return ParamSpace(
+            (Param.ints("factor", (1, 2, 4, 8), 1, doc="unroll factor"),),
+            (Constraint.parse("factor <= 8", "a test constraint"),),
+        )
 
     def analyse(self, ctx: PassContext) -> dict[str, KernelAnalysis]:
         out = {}
         data = ctx.model.source.data
         for kernel in ctx.model.kernels:
-            body = data[kernel.body.start:kernel.body.end]
+            body = data[kernel.body.start : kernel.body.end]
             found = LOOP.search(body)
             blockers = () if found else (Blocker("NoLoop", "the kernel has no loop", kernel.span.start),)
             at = kernel.body.start + found.start() if found else 0
@@ -131,8 +133,12 @@ def _objective(path: Path, times: dict[int | None, float], cpu) -> KernelObjecti
             config["loop_hint.factor"] = factor
         recorded[config_key(config)] = Timing(ms, 0.05)
     target = TuneTarget(str(path), data, "sgemm_tiled", load_spec(spec_path).kernel("sgemm_tiled"), "h100")
-    return KernelObjective(target, space, cpu, MeasureOptions(check_sizes=("tiles", "ragged"),
-                                                              recorded=RecordedTimes("recorded", "sgemm_tiled", recorded)))
+    return KernelObjective(
+        target,
+        space,
+        cpu,
+        MeasureOptions(check_sizes=("tiles", "ragged"), recorded=RecordedTimes("recorded", "sgemm_tiled", recorded)),
+    )
 
 
 @pytest.mark.slow
@@ -161,8 +167,11 @@ def test_the_original_is_kept_when_nothing_verified_is_faster_beyond_the_spread(
 
     path = _copy(tmp_path)
     objective = _objective(path, {None: 10.0, 1: 12.0, 2: 9.97, 4: 10.5, BUGGY: 1.0}, cpu)
-    result = tune(objective.space.search(_profile()), objective,
-                  TuneOptions(strategy="exhaustive", budget=10, start_at_defaults=True))
+    result = tune(
+        objective.space.search(_profile()),
+        objective,
+        TuneOptions(strategy="exhaustive", budget=10, start_at_defaults=True),
+    )
     kept = pipeline_result(objective, result, None)
     assert result.best is not None and result.best.config["loop_hint.factor"] == 2  # faster, inside the noise
     assert kept["kept_original"] is True and kept["pipeline"] == "" and kept["speedup"] == 1.0

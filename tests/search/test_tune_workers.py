@@ -48,8 +48,10 @@ def test_gpus_option_indexes_the_visible_devices(monkeypatch: pytest.MonkeyPatch
     assert parse_gpus("all") == ("4", "5", "7")
 
 
-@pytest.mark.parametrize("text, message", [("0", "at least 1"), ("x", "expected all, a count"),
-                                           ("1,1", "distinct"), ("1,-2", "not negative")])
+@pytest.mark.parametrize(
+    "text, message",
+    [("0", "at least 1"), ("x", "expected all, a count"), ("1,1", "distinct"), ("1,-2", "not negative")],
+)
 def test_bad_gpus_option_is_a_usage_error(text: str, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         parse_gpus(text)
@@ -66,13 +68,22 @@ def test_four_workers_finish_the_budget_in_under_half_the_time(recording: Path, 
     """The random strategy proposes the same sequence however results arrive, so both
     runs evaluate the same configurations: the same best, and only the wall time differs."""
     budget = 30
-    runs = [run_pool(LocalBackend(ReplayRecipe(str(recording), pace=PACE), devices), recording, budget,
-                     tmp_path / f"{len(devices)}.db", strategy="random") for devices in (("0",), ("0", "1", "2", "3"))]
+    runs = [
+        run_pool(
+            LocalBackend(ReplayRecipe(str(recording), pace=PACE), devices),
+            recording,
+            budget,
+            tmp_path / f"{len(devices)}.db",
+            strategy="random",
+        )
+        for devices in (("0",), ("0", "1", "2", "3"))
+    ]
     one, four = runs
     for run in runs:
         assert_complete(run, budget)
-    assert {tuple(sorted(s.config.items())) for s in one.result.steps} == \
-        {tuple(sorted(s.config.items())) for s in four.result.steps}
+    assert {tuple(sorted(s.config.items())) for s in one.result.steps} == {
+        tuple(sorted(s.config.items())) for s in four.result.steps
+    }
     assert one.result.best is not None and four.result.best is not None
     assert four.result.best.evaluation.time_ms == one.result.best.evaluation.time_ms
     assert [w.identity.devices for w in four.report.workers] == ["0", "1", "2", "3"]  # each pinned to its own
@@ -180,26 +191,73 @@ def test_cli_gpus_runs_the_workers_and_one_writer(tmp_path: Path) -> None:
     (tmp_path / "k.cu").write_text(KERNEL_SOURCE)
     write_recording(tmp_path)
     env = {**_without_ray(tmp_path), "OPENBLAS_NUM_THREADS": "1"}  # the local workers need no Ray
-    result = run_cli("tune", "k.cu", "--kernel", "synth_kernel", "--objective", "replay:synth_A.json.gz",
-                     "--gpus", "2", "--budget", "12", "--db", "t.db", "--json", cwd=tmp_path, env=env, timeout=180)
+    result = run_cli(
+        "tune",
+        "k.cu",
+        "--kernel",
+        "synth_kernel",
+        "--objective",
+        "replay:synth_A.json.gz",
+        "--gpus",
+        "2",
+        "--budget",
+        "12",
+        "--db",
+        "t.db",
+        "--json",
+        cwd=tmp_path,
+        env=env,
+        timeout=180,
+    )
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["measured"] == 12 and summary["stopped"] == "budget"
     assert [w["devices"] for w in summary["workers"]["workers"]] == ["0", "1"]
     assert sum(w["evaluations"] for w in summary["workers"]["workers"]) == 12
-    again = run_cli("tune", "k.cu", "--kernel", "synth_kernel", "--objective", "replay:synth_A.json.gz",
-                    "--gpus", "2", "--budget", "12", "--resume", "--db", "t.db", "--json", cwd=tmp_path, env=env,
-                    timeout=180)
+    again = run_cli(
+        "tune",
+        "k.cu",
+        "--kernel",
+        "synth_kernel",
+        "--objective",
+        "replay:synth_A.json.gz",
+        "--gpus",
+        "2",
+        "--budget",
+        "12",
+        "--resume",
+        "--db",
+        "t.db",
+        "--json",
+        cwd=tmp_path,
+        env=env,
+        timeout=180,
+    )
     assert json.loads(again.stdout)["from_database"] == 12  # one writer: every result stored once
 
 
-@pytest.mark.parametrize("args, message", [(("--gpus", "0"), "--gpus 0: must be at least 1"),
-                                           (("--gpus", "0,0"), "distinct"),
-                                           (("--ray", "auto", "--gpus", "0,1"), "the number of workers")])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--gpus", "0"), "--gpus 0: must be at least 1"),
+        (("--gpus", "0,0"), "distinct"),
+        (("--ray", "auto", "--gpus", "0,1"), "the number of workers"),
+    ],
+)
 def test_cli_bad_worker_options_are_one_line(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
     (tmp_path / "k.cu").write_text(KERNEL_SOURCE)
-    result = run_cli("tune", "k.cu", "--kernel", "synth_kernel", "--objective", "replay:x.json", *args,
-                     cwd=tmp_path, env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")}, timeout=120)
+    result = run_cli(
+        "tune",
+        "k.cu",
+        "--kernel",
+        "synth_kernel",
+        "--objective",
+        "replay:x.json",
+        *args,
+        cwd=tmp_path,
+        env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")},
+        timeout=120,
+    )
     assert result.returncode == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not list(tmp_path.rglob("*.sqlite"))  # nothing written
 
@@ -215,11 +273,23 @@ def _without_ray(tmp_path: Path) -> dict[str, str]:
 def test_cli_ray_without_ray_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "k.cu").write_text(KERNEL_SOURCE)
     write_recording(tmp_path)
-    result = run_cli("tune", "k.cu", "--kernel", "synth_kernel", "--objective", "replay:synth_A.json.gz",
-                     "--ray", "auto", cwd=tmp_path, env=_without_ray(tmp_path), timeout=120)
+    result = run_cli(
+        "tune",
+        "k.cu",
+        "--kernel",
+        "synth_kernel",
+        "--objective",
+        "replay:synth_A.json.gz",
+        "--ray",
+        "auto",
+        cwd=tmp_path,
+        env=_without_ray(tmp_path),
+        timeout=120,
+    )
     assert result.returncode == 2
-    assert result.stderr == "kxform: error: --ray needs Ray, which is not installed: " \
-        "pip install 'kxform[distributed]'\n"
+    assert (
+        result.stderr == "kxform: error: --ray needs Ray, which is not installed: pip install 'kxform[distributed]'\n"
+    )
 
 
 @needs_nvcc
@@ -240,8 +310,12 @@ def test_the_gpu_recipe_rewrites_compiles_and_verifies_inside_the_worker(tmp_pat
     data = path.read_bytes()
     spec = load_spec(folder / "kxform.toml").kernel("sgemm_tiled")
     space = kernel_space(data, "sgemm_tiled", ("tile",), path=str(path), hw="h100")
-    recipe = KernelRecipe(TuneTarget(str(path), data, "sgemm_tiled", spec, "h100"), space,
-                          MeasureOptions(check_sizes=("tiles",)), runtime="cpu")
+    recipe = KernelRecipe(
+        TuneTarget(str(path), data, "sgemm_tiled", spec, "h100"),
+        space,
+        MeasureOptions(check_sizes=("tiles",)),
+        runtime="cpu",
+    )
     backend = LocalBackend(recipe, ("0",))
     try:
         [identity] = backend.start()
@@ -271,7 +345,9 @@ def test_a_kernel_recipe_crosses_a_process_boundary_whole() -> None:
     assert copy == recipe
     constraint = next(c for c in copy.space.space.constraints if "TILE >= 2" in c.expr.text)
     assert not constraint.expr.holds({"tile": True, "tile.TILE": 1})
-    assert constraint.expr.holds({"tile": True, "tile.TILE": 2}) and constraint.expr.holds({"tile": False, "tile.TILE": 1})
+    assert constraint.expr.holds({"tile": True, "tile.TILE": 2}) and constraint.expr.holds(
+        {"tile": False, "tile.TILE": 1}
+    )
 
 
 def test_a_directory_gives_one_job_per_kernel_and_bench_size(tmp_path: Path) -> None:
@@ -286,13 +362,18 @@ def test_a_directory_gives_one_job_per_kernel_and_bench_size(tmp_path: Path) -> 
     assert "nothing to tune under tile" in skipped[0][1]
 
 
-@pytest.mark.parametrize("args, message", [
-    (("--ray", "auto"), "empty: nothing to tune (0 kernels skipped)"),
-    (("--gpus", "2"), "a directory is tuned over a Ray cluster")])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--ray", "auto"), "empty: nothing to tune (0 kernels skipped)"),
+        (("--gpus", "2"), "a directory is tuned over a Ray cluster"),
+    ],
+)
 def test_cli_directory_needs_ray_and_kernels(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
     (tmp_path / "empty").mkdir()
-    result = run_cli("tune", "empty", *args, cwd=tmp_path, env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")},
-                     timeout=120)
+    result = run_cli(
+        "tune", "empty", *args, cwd=tmp_path, env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")}, timeout=120
+    )
     assert result.returncode == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
@@ -317,12 +398,37 @@ def test_gpus_all_tunes_on_every_gpu_with_verification(tmp_path: Path) -> None:
     shutil.copytree(CORPORA / "sgemm_tiled", folder)
     path = folder / "sgemm_tiled.cu"
     sound = b"Bs[ty][tx] = (t + ty < K && col < N) ? B[(t + ty) * N + col] : 0.0f;"
-    path.write_bytes(path.read_bytes().replace(
-        sound, b"Bs[ty][tx] = (t + (ty & 15) < K && col < N) ? B[(t + (ty & 15)) * N + col] : 0.0f;"))
-    proc = run_cli("tune", str(path), "--kernel", "sgemm_tiled", "--pass", "tile", "--strategy", "exhaustive",
-                   "--budget", "10", "--size", "M=512,N=512,K=512", "--repeat", "10", "--json", "--write", "--gpus", "all",
-                   "--db", str(tmp_path / "t.sqlite"), "--log", str(tmp_path / "t.jsonl"),
-                   env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")}, timeout=900)
+    path.write_bytes(
+        path.read_bytes().replace(
+            sound, b"Bs[ty][tx] = (t + (ty & 15) < K && col < N) ? B[(t + (ty & 15)) * N + col] : 0.0f;"
+        )
+    )
+    proc = run_cli(
+        "tune",
+        str(path),
+        "--kernel",
+        "sgemm_tiled",
+        "--pass",
+        "tile",
+        "--strategy",
+        "exhaustive",
+        "--budget",
+        "10",
+        "--size",
+        "M=512,N=512,K=512",
+        "--repeat",
+        "10",
+        "--json",
+        "--write",
+        "--gpus",
+        "all",
+        "--db",
+        str(tmp_path / "t.sqlite"),
+        "--log",
+        str(tmp_path / "t.jsonl"),
+        env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")},
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     by_tile = {e["params"]["tile.TILE"]: e for e in summary["evaluations"] if e["params"]["tile"]}
@@ -354,8 +460,9 @@ def test_a_configuration_that_kills_every_worker_is_recorded_as_failed(recording
     assert run.report.lost == 1 and run.report.resubmitted >= MAX_TRIES - 1
 
 
-def test_a_configuration_in_flight_beside_the_killer_is_not_charged_with_its_kills(recording: Path,
-                                                                                    tmp_path: Path) -> None:
+def test_a_configuration_in_flight_beside_the_killer_is_not_charged_with_its_kills(
+    recording: Path, tmp_path: Path
+) -> None:
     """One worker, two configurations in flight: a kill takes the killer's neighbour too
     (when one is in flight beside it). Submitted again alone, the neighbour is evaluated;
     only the killer is recorded as failed (charged with every kill, the neighbour went
@@ -375,7 +482,14 @@ def test_cli_directory_on_a_cluster_without_gpus_is_one_line(tmp_path: Path) -> 
     wait for one forever, so the run stops first, with the reason."""
     pytest.importorskip("ray", reason="Ray is not installed (pip install 'kxform[distributed]')")
     shutil.copytree(CORPORA / "sgemm_tiled", tmp_path / "lib" / "sgemm_tiled")
-    result = run_cli("tune", "lib", "--ray", "local", cwd=tmp_path, env={"KXFORM_CACHE_DIR": str(tmp_path / "cache"),
-                     "CUDA_VISIBLE_DEVICES": ""}, timeout=300)
+    result = run_cli(
+        "tune",
+        "lib",
+        "--ray",
+        "local",
+        cwd=tmp_path,
+        env={"KXFORM_CACHE_DIR": str(tmp_path / "cache"), "CUDA_VISIBLE_DEVICES": ""},
+        timeout=300,
+    )
     assert result.returncode == 2, result.stderr
     assert result.stderr == "kxform: error: --ray local: the cluster has no GPU\n"

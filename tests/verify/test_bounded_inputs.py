@@ -22,8 +22,13 @@ def _readers() -> list[tuple[str, Callable[[str], object]]]:
     from kxform.propose.lock import load_decisions
     from kxform.search.recorded import load_recording
 
-    return [("hardware profile", load_profile), ("decision record", load_decisions),
-            ("recording", load_recording), ("pass log", read_log), ("harness spec", load_spec)]
+    return [
+        ("hardware profile", load_profile),
+        ("decision record", load_decisions),
+        ("recording", load_recording),
+        ("pass log", read_log),
+        ("harness spec", load_spec),
+    ]
 
 
 @pytest.mark.skipif(not os.path.exists(ZERO), reason="no /dev/zero on this system")
@@ -49,5 +54,7 @@ def test_a_recording_that_inflates_past_the_limit_is_refused(tmp_path: Path, mon
 def test_hw_dev_zero_on_the_command_line_is_one_line_exit_2(tmp_path: Path) -> None:
     (tmp_path / "k.cu").write_text("__global__ void k(float* o) { o[threadIdx.x] = 0; }\n")
     done = run_cli("apply", "--pass", "tile", "--hw", ZERO, "--diff", "k.cu", cwd=tmp_path, timeout=60)
-    assert done.returncode == 2 and done.stderr.strip() == f"kxform: error: {ZERO}: not a regular file " \
-        "(a character device); refused"
+    assert (
+        done.returncode == 2
+        and done.stderr.strip() == f"kxform: error: {ZERO}: not a regular file (a character device); refused"
+    )

@@ -43,10 +43,11 @@ void run(const float* in, float* out, int n) {
 """
 
 PLANTS = {
-    "saxpy": [("blockIdx.x * BLOCK", "blockIdx.y * BLOCK"),  # x/y swap
-              ("blockIdx.x * BLOCK", "blockIdx.x * (BLOCK / 2)")],  # wrong tile
-    "block_sum": [("out[blockIdx.x]", "out[blockIdx.y]"),
-                  ("blockIdx.x * THREADS", "blockIdx.x * (THREADS / 2)")],
+    "saxpy": [
+        ("blockIdx.x * BLOCK", "blockIdx.y * BLOCK"),  # x/y swap
+        ("blockIdx.x * BLOCK", "blockIdx.x * (BLOCK / 2)"),
+    ],  # wrong tile
+    "block_sum": [("out[blockIdx.x]", "out[blockIdx.y]"), ("blockIdx.x * THREADS", "blockIdx.x * (THREADS / 2)")],
 }
 
 
@@ -61,7 +62,8 @@ def _drafted(tmp_path: Path, text: str, kernel: str, cpu: CpuRuntime):  # type: 
 @pytest.mark.slow
 @pytest.mark.parametrize("text, kernel", [(SAXPY, "saxpy"), (REDUCE, "block_sum")])
 def test_a_drafted_spec_of_a_1d_kernel_launches_several_blocks_and_catches_planted_bugs(
-        tmp_path: Path, cpu: CpuRuntime, text: str, kernel: str) -> None:
+    tmp_path: Path, cpu: CpuRuntime, text: str, kernel: str
+) -> None:
     path, spec = _drafted(tmp_path, text, kernel, cpu)
     for size in spec.check_sizes:
         blocks = spec.launch(size).grid[0]
@@ -125,7 +127,9 @@ def test_harness_check_warns_of_a_size_that_launches_one_block(tmp_path: Path) -
     done = run_cli("harness", "check", "kxform.toml", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     (warning,) = done.stderr.strip().splitlines()
-    assert warning.startswith("kxform: warning: kxform.toml:") and \
-        "size 'small' launches 1 block along x (ceil_div(n, 256) = 1)" in warning
+    assert (
+        warning.startswith("kxform: warning: kxform.toml:")
+        and "size 'small' launches 1 block along x (ceil_div(n, 256) = 1)" in warning
+    )
     (tmp_path / "kxform.toml").write_text(SPEC.replace("n = 70", "n = 700"))
     assert run_cli("harness", "check", "kxform.toml", cwd=tmp_path).stderr == ""

@@ -38,10 +38,15 @@ def gpu():  # type: ignore[no-untyped-def]
     runtime.close()
 
 
-@pytest.mark.parametrize(("folder", "pattern"), [("sgemm_tiled", "diagonal"), ("transpose", "column"),
-                                                 ("stencil5", "grouped")])
-def test_rewritten_program_prints_what_the_original_prints(gpu, folder: str, pattern: str,  # type: ignore[no-untyped-def]
-                                                           tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("folder", "pattern"), [("sgemm_tiled", "diagonal"), ("transpose", "column"), ("stencil5", "grouped")]
+)
+def test_rewritten_program_prints_what_the_original_prints(
+    gpu,
+    folder: str,
+    pattern: str,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
     source = next((CORPORA / folder).glob("*.cu"))
     copy = tmp_path / folder
     shutil.copytree(CORPORA / folder, copy)
@@ -55,8 +60,12 @@ def test_rewritten_program_prints_what_the_original_prints(gpu, folder: str, pat
 def test_a_differing_program_is_reported(gpu, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     source = CORPORA / "stencil5" / "stencil5.cu"
     broken = tmp_path / "stencil5.cu"
-    broken.write_text(source.read_text().replace('printf("u[ny/2][1] = %f\\n", h[(size_t)(ny / 2) * nx + 1]);',
-                                                 'printf("u[ny/2][1] = %f\\n", 1.0f + h[(size_t)(ny / 2) * nx + 1]);'))
+    broken.write_text(
+        source.read_text().replace(
+            'printf("u[ny/2][1] = %f\\n", h[(size_t)(ny / 2) * nx + 1]);',
+            'printf("u[ny/2][1] = %f\\n", 1.0f + h[(size_t)(ny / 2) * nx + 1]);',
+        )
+    )
     assert broken.read_text() != source.read_text()
     report = verify_programs(str(source), str(broken), masks=TIMING_LINES, rtol=1e-6)
     assert not report.ok and "u[ny/2][1]" in report.detail

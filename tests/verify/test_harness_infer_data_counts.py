@@ -69,8 +69,7 @@ def _arg(text: str, name: str) -> str:
 
 
 @pytest.mark.slow
-def test_an_index_read_from_memory_stays_in_its_row_and_the_draft_verifies(tmp_path: Path,
-                                                                           cpu: CpuRuntime) -> None:
+def test_an_index_read_from_memory_stays_in_its_row_and_the_draft_verifies(tmp_path: Path, cpu: CpuRuntime) -> None:
     text = _draft(tmp_path, PICK, "pick", cpu)
     assert 'count = "B * V"  # measured' in _arg(text, "logits") and "last row read in part" in _arg(text, "logits")
     high = int(_arg(text, "targets").split("high = ")[1].split()[0])
@@ -94,8 +93,9 @@ def test_a_table_indexed_by_data_spans_the_rows_the_fill_reaches(tmp_path: Path,
 
 
 @pytest.mark.slow
-def test_the_same_extent_at_both_sizes_is_a_count_where_every_index_is_affine_or_within_the_fill(tmp_path: Path,
-                                                                                    cpu: CpuRuntime) -> None:
+def test_the_same_extent_at_both_sizes_is_a_count_where_every_index_is_affine_or_within_the_fill(
+    tmp_path: Path, cpu: CpuRuntime
+) -> None:
     text = _draft(tmp_path, FILTER, "blur", cpu)
     assert 'count = "9"  # measured' in _arg(text, "w") and "a constant of the kernel" in _arg(text, "w")
     lookup = _draft(tmp_path, LOOKUP, "lookup", cpu)  # past the fill's reach: only the data says how far
@@ -115,8 +115,7 @@ void run(float* out, const float* in, int n, int batch) {
 
 
 @pytest.mark.slow
-def test_a_count_of_higher_degree_than_the_product_is_measured_in_a_larger_run(tmp_path: Path,
-                                                                                 cpu: CpuRuntime) -> None:
+def test_a_count_of_higher_degree_than_the_product_is_measured_in_a_larger_run(tmp_path: Path, cpu: CpuRuntime) -> None:
     text = _draft(tmp_path, BATCHED, "batched_scale", cpu)  # n * batch at first: read past
     assert 'count = "n * n * batch"  # measured' in _arg(text, "in")
     assert 'count = "n * n * batch"  # measured' in _arg(text, "out") and "# fill in:" not in text
@@ -150,8 +149,10 @@ def test_a_buffer_of_one_element_per_block_is_counted_by_the_grid(tmp_path: Path
     original = validate_bytes(str(tmp_path / "partial_sums.cu"), PARTIAL.encode())
     assert verify_pair(original, original, spec, cpu).status == "ok"
     planted = PARTIAL.replace("partial[blockIdx.x] = s[0]", "partial[blockIdx.x] = s[1]")
-    assert verify_pair(original, validate_bytes(str(tmp_path / "partial_sums.cu"), planted.encode()), spec,
-                       cpu).status == "mismatch"
+    assert (
+        verify_pair(original, validate_bytes(str(tmp_path / "partial_sums.cu"), planted.encode()), spec, cpu).status
+        == "mismatch"
+    )
 
 
 MANY_INTS = """__global__ void affine_ints(int* out, const int* in, int n, int a, int b, int c, int d, int e) {
@@ -188,7 +189,8 @@ void run(int rows, const int* row_ptr, const int* cols, const float* vals, const
 
 @pytest.mark.slow
 def test_buffers_reached_through_indices_and_bounds_read_from_memory_span_the_fills_reach(
-        tmp_path: Path, cpu: CpuRuntime) -> None:
+    tmp_path: Path, cpu: CpuRuntime
+) -> None:
     text = _draft(tmp_path, CSR, "spmv", cpu)
     high = int(_arg(text, "cols").split("high = ")[1].split()[0])
     for name in ("cols", "vals", "x"):  # a loop bound, a loop index and a gathered index, all data

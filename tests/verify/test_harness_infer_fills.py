@@ -33,8 +33,7 @@ def _draft(tmp_path: Path, text: str, kernel: str, cpu: CpuRuntime):  # type: ig
 
 
 @pytest.mark.slow
-def test_inputs_outside_the_kernels_domain_are_drafted_positive_and_verify(tmp_path: Path,
-                                                                            cpu: CpuRuntime) -> None:
+def test_inputs_outside_the_kernels_domain_are_drafted_positive_and_verify(tmp_path: Path, cpu: CpuRuntime) -> None:
     path, draft, spec = _draft(tmp_path, LOG_RATIO, "log_ratio", cpu)
     assert not draft.todos, draft.todos
     assert draft.text.count('fill = { dist = "uniform", low = 0.5, high = 1.5 }  # review: positive') == 2
@@ -49,7 +48,7 @@ def test_outputs_non_finite_at_any_input_keep_the_plain_fill(tmp_path: Path, cpu
     always = LOG_RATIO.replace("logf(s[i] / x[i]) + sqrtf(x[i])", "s[i] / (x[i] - x[i])")
     _, draft, _ = _draft(tmp_path, always, "log_ratio", cpu)
     assert draft.probe is not None and draft.probe.non_finite  # the measuring run saw it
-    assert "low = 0.5" not in draft.text and draft.text.count('low = -1.0, high = 1.0 }') == 2
+    assert "low = 0.5" not in draft.text and draft.text.count("low = -1.0, high = 1.0 }") == 2
 
 
 COUNTED = """__global__ void count_hits(const float* x, int* hits, volatile int* done, int n) {
@@ -70,8 +69,10 @@ def test_flags_and_counters_the_launcher_clears_start_at_zero(tmp_path: Path) ->
     path.write_text(COUNTED)
     text = infer_spec(SourceText(str(path), COUNTED.encode()), "count_hits").text
     arg = {name: text.split(f'name = "{name}"')[1].split("[[")[0] for name in ("x", "hits", "done")}
-    assert 'fill = { dist = "const", value = 0 }  # review: cleared before the launch (cudaMemset(d_hits, 0, ...))' \
+    assert (
+        'fill = { dist = "const", value = 0 }  # review: cleared before the launch (cudaMemset(d_hits, 0, ...))'
         in arg["hits"]
+    )
     assert 'fill = { dist = "const", value = 0 }  # review: volatile: a flag or counter, cleared' in arg["done"]
     assert 'dist = "uniform"' in arg["x"]  # data keeps its random fill
 
@@ -87,8 +88,7 @@ void run(float* m, const float* g, int n, float beta) {
 
 
 @pytest.mark.slow
-def test_a_float_scalar_is_drafted_neither_zero_nor_one_so_its_update_shows(tmp_path: Path,
-                                                                           cpu: CpuRuntime) -> None:
+def test_a_float_scalar_is_drafted_neither_zero_nor_one_so_its_update_shows(tmp_path: Path, cpu: CpuRuntime) -> None:
     path, draft, spec = _draft(tmp_path, MOMENTUM, "momentum", cpu)
     assert 'value = "0.75"  # review' in draft.text.split('name = "beta"')[1]
     original = validate_bytes(str(path), MOMENTUM.encode())

@@ -55,8 +55,17 @@ def test_the_demo_draft_with_i_and_d_checks_and_verifies_the_original_on_the_cpu
     spec = (demo / "specs" / "sgemm.kxspec.toml").read_text()
     assert "# fill in:" not in spec and 'block = ["16", "16"]' in spec and 'file = "../src/sgemm.cu"' in spec
     assert run_cli("harness", "check", "specs/sgemm.kxspec.toml", cwd=demo).returncode == 0
-    verify = ["verify", "src/sgemm.cu", "src/sgemm.cu", "--kernel", "sgemm", "--spec", "specs/sgemm.kxspec.toml",
-              "--runtime", "cpu"]
+    verify = [
+        "verify",
+        "src/sgemm.cu",
+        "src/sgemm.cu",
+        "--kernel",
+        "sgemm",
+        "--spec",
+        "specs/sgemm.kxspec.toml",
+        "--runtime",
+        "cpu",
+    ]
     done = run_cli(*verify, *flags, cwd=demo)
     assert done.returncode == 0 and "verified on the cpu runtime" in done.stdout, done.stdout + done.stderr
     # the flags reach the build: without DEMO_TILE the demo's header stops it (#error), never "ok"
@@ -69,9 +78,17 @@ def test_a_compilation_database_gives_the_flags(demo: Path) -> None:
     source = demo / "src" / "sgemm.cu"
     build = demo / "build"
     build.mkdir()
-    (build / "compile_commands.json").write_text(json.dumps([{
-        "directory": str(demo), "file": str(source),
-        "arguments": ["nvcc", f"-I{demo / 'include'}", "-DDEMO_TILE=32", "-c", str(source)]}]))
+    (build / "compile_commands.json").write_text(
+        json.dumps(
+            [
+                {
+                    "directory": str(demo),
+                    "file": str(source),
+                    "arguments": ["nvcc", f"-I{demo / 'include'}", "-DDEMO_TILE=32", "-c", str(source)],
+                }
+            ]
+        )
+    )
     proc = run_cli("harness", "infer", "src/sgemm.cu", "--kernel", "sgemm", "-p", "build", "--no-measure", cwd=demo)
     assert proc.returncode == 0, proc.stderr
     assert 'block = ["32", "32"]\n' in proc.stdout and "TILE" not in proc.stdout.split("[[")[0]
@@ -80,7 +97,18 @@ def test_a_compilation_database_gives_the_flags(demo: Path) -> None:
 def test_a_file_missing_from_the_compilation_database_is_one_line_and_writes_nothing(demo: Path) -> None:
     (demo / "build").mkdir()
     (demo / "build" / "compile_commands.json").write_text("[]")
-    proc = run_cli("harness", "infer", "src/sgemm.cu", "--kernel", "sgemm", "-p", "build", "-o", "out.toml",
-                   "--no-measure", cwd=demo)
+    proc = run_cli(
+        "harness",
+        "infer",
+        "src/sgemm.cu",
+        "--kernel",
+        "sgemm",
+        "-p",
+        "build",
+        "-o",
+        "out.toml",
+        "--no-measure",
+        cwd=demo,
+    )
     assert proc.returncode != 0 and not (demo / "out.toml").exists()
     assert len(proc.stderr.strip().splitlines()) == 1 and "sgemm.cu" in proc.stderr, proc.stderr

@@ -77,14 +77,25 @@ def test_the_draft_written_elsewhere_checks_and_verifies_the_original_with_no_ha
     (tmp_path / "src" / "polybench.h").write_text(HEADER)
     (tmp_path / "src" / "scale.cu").write_text(POLYBENCH)
     (tmp_path / "specs").mkdir()
-    proc = run_cli("harness", "infer", "src/scale.cu", "--kernel", "scale_kernel", "-o", "specs/scale.toml",
-                   cwd=tmp_path)
+    proc = run_cli(
+        "harness", "infer", "src/scale.cu", "--kernel", "scale_kernel", "-o", "specs/scale.toml", cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr
     spec = (tmp_path / "specs" / "scale.toml").read_text()
     assert 'file = "../src/scale.cu"' in spec and "# fill in:" not in spec
     assert run_cli("harness", "check", "specs/scale.toml", cwd=tmp_path).returncode == 0
-    verify = run_cli("verify", "src/scale.cu", "src/scale.cu", "--kernel", "scale_kernel", "--spec",
-                     "specs/scale.toml", "--runtime", "cpu", cwd=tmp_path)
+    verify = run_cli(
+        "verify",
+        "src/scale.cu",
+        "src/scale.cu",
+        "--kernel",
+        "scale_kernel",
+        "--spec",
+        "specs/scale.toml",
+        "--runtime",
+        "cpu",
+        cwd=tmp_path,
+    )
     assert verify.returncode == 0 and "verified on the cpu runtime" in verify.stdout + verify.stderr
 
 
@@ -152,15 +163,20 @@ void scale_all(float *out, const float *in, int n)
 def test_a_block_size_every_caller_passes_as_one_constant_is_that_constant(tmp_path: Path) -> None:
     (tmp_path / "scale.cu").write_text(CALLER)
     text = _draft(tmp_path / "scale.cu", "scale")
-    assert 'grid = ["(n + 512 - 1) / 512"]  # from the launch at line 9 (block_size = 512 at every call of ' \
-        'launch_scale)' in text
+    assert (
+        'grid = ["(n + 512 - 1) / 512"]  # from the launch at line 9 (block_size = 512 at every call of '
+        "launch_scale)" in text
+    )
     assert 'block = ["512"]\n' in text
     assert "block_size = " not in text.split("sizes]]")[1]  # not a size variable
 
 
 def test_a_block_size_the_callers_pass_differently_is_a_size_variable(tmp_path: Path) -> None:
-    (tmp_path / "scale.cu").write_text(CALLER.replace("launch_scale(out, in, n, 512);",
-                                                      "launch_scale(out, in, n, 512);\n    launch_scale(out, in, n, 128);"))
+    (tmp_path / "scale.cu").write_text(
+        CALLER.replace(
+            "launch_scale(out, in, n, 512);", "launch_scale(out, in, n, 512);\n    launch_scale(out, in, n, 128);"
+        )
+    )
     text = _draft(tmp_path / "scale.cu", "scale")
     sizes = text.split("sizes]]")[1]
     assert 'block = ["block_size"]' in text and "block_size = 45  # review" in sizes  # never grown (a block)
@@ -220,13 +236,15 @@ def test_a_launch_inside_a_function_template_is_drafted_at_its_first_spelled_cal
     (tmp_path / "scale.cu").write_text(HOST_TEMPLATE)
     text = _draft(tmp_path / "scale.cu", "scale_tiles")
     assert '[kernel."scale_tiles<float, 64>"]' in text
-    assert 'grid = ["(n + 64 - 1) / 64"]  # from the launch at line 13 (TILE = 64 at the first call of run_scale)' \
-        in text
+    assert (
+        'grid = ["(n + 64 - 1) / 64"]  # from the launch at line 13 (TILE = 64 at the first call of run_scale)' in text
+    )
     assert 'block = ["64"]' in text and text.count('dtype = "float32"') == 2 and "# fill in:" not in text.split("[[")[0]
 
 
 def test_a_size_every_caller_passes_as_a_constant_stays_a_size_variable(tmp_path: Path) -> None:
-    (tmp_path / "scale.cu").write_text(CALLER.replace("launch_scale(out, in, n, 512);",
-                                                      "launch_scale(out, in, 4096, 512);"))
+    (tmp_path / "scale.cu").write_text(
+        CALLER.replace("launch_scale(out, in, n, 512);", "launch_scale(out, in, 4096, 512);")
+    )
     text = _draft(tmp_path / "scale.cu", "scale")
     assert 'grid = ["(n + 512 - 1) / 512"]' in text and "n = " in text.split("sizes]]")[1]

@@ -42,8 +42,10 @@ def test_a_product_with_a_halo_row_or_column_is_found_after_the_plain_ones() -> 
 def test_an_input_read_short_of_its_last_row_is_covered_by_less_than_one_row() -> None:
     # logits[b * V + t]: the last row is read up to its target only
     assert covering_expression([69 * 45 + 12, 63 * 48 + 40], SIZES, ["T", "D"]) == "T * D"
-    assert covering_expression([45 * 68 - 1, 48 * 129 - 1], ({"nx": 45, "ny": 67}, {"nx": 48, "ny": 128}),
-                               ["nx", "ny"]) == "nx * (ny + 1)"
+    assert (
+        covering_expression([45 * 68 - 1, 48 * 129 - 1], ({"nx": 45, "ny": 67}, {"nx": 48, "ny": 128}), ["nx", "ny"])
+        == "nx * (ny + 1)"
+    )
     # short by more than a row at one size: no count
     assert covering_expression([68 * 45, 63 * 48 + 40], SIZES, ["T", "D"]) is None
 

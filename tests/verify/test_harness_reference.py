@@ -110,8 +110,12 @@ def test_ulp_distance_counts_representable_steps(dtype: type, data: st.DataObjec
     assert ulp_distance(walked, start)[0] == ulp_distance(start, walked)[0]
 
 
-@given(st.lists(st.floats(-1e6, 1e6, width=64), min_size=1, max_size=20), st.floats(0, 1e-2),
-       st.floats(0, 1e-2), st.floats(-1e-2, 1e-2))
+@given(
+    st.lists(st.floats(-1e6, 1e6, width=64), min_size=1, max_size=20),
+    st.floats(0, 1e-2),
+    st.floats(0, 1e-2),
+    st.floats(-1e-2, 1e-2),
+)
 def test_allclose_agrees_with_numpy(values: list[float], rtol: float, atol: float, shift: float) -> None:
     expected = np.array(values)
     actual = expected * (1 + shift) + shift
@@ -165,7 +169,7 @@ name = "small"
 N = 10
 """
 
-REF = '''
+REF = """
 import numpy as np
 
 def good(size, inputs):
@@ -193,7 +197,7 @@ def not_a_dict(size, inputs):
     return [1]
 
 value = 3
-'''
+"""
 
 
 def kernel_with(tmp_path: Path, refname: str, module: str = REF) -> KernelSpec:
@@ -253,25 +257,43 @@ _SPECIAL = [0.0, -0.0, 1.0, -1.0, 1e-30, float("inf"), float("-inf"), float("nan
 
 
 @pytest.mark.parametrize("name", ["float16", "bfloat16", "float32", "float64"])
-@pytest.mark.parametrize("spec", [EXACT, ULP0, ULP2, CompareSpec("allclose", rtol=1e-3, atol=1e-6)],
-                         ids=["exact", "ulp0", "ulp2", "allclose"])
-@given(pairs=st.lists(st.tuples(st.sampled_from(_SPECIAL) | st.floats(-1e4, 1e4, width=32),
-                                st.sampled_from(["same", "nudge", "other", "nan"])), min_size=1, max_size=40))
+@pytest.mark.parametrize(
+    "spec",
+    [EXACT, ULP0, ULP2, CompareSpec("allclose", rtol=1e-3, atol=1e-6)],
+    ids=["exact", "ulp0", "ulp2", "allclose"],
+)
+@given(
+    pairs=st.lists(
+        st.tuples(
+            st.sampled_from(_SPECIAL) | st.floats(-1e4, 1e4, width=32),
+            st.sampled_from(["same", "nudge", "other", "nan"]),
+        ),
+        min_size=1,
+        max_size=40,
+    )
+)
 def test_compare_judges_every_element_as_the_elementwise_definition(
-        name: str, spec: CompareSpec, pairs: list[tuple[float, str]]) -> None:
+    name: str, spec: CompareSpec, pairs: list[tuple[float, str]]
+) -> None:
     """compare() evaluates tolerances only where the bits differ: the verdict, the count,
     the first mismatch and the maxima are what the element-by-element definition gives
     (identical NaNs differ outside exact mode, -0 and +0 are 0 ULP apart but not bit-exact)."""
-    encode = (lambda v: float_to_bf16(np.array(v, np.float32))) if name == "bfloat16" else \
-        (lambda v: np.array(v, dtype=name))
-    decode = (lambda a: bf16_to_float32(a).astype(np.float64)) if name == "bfloat16" else \
-        (lambda a: a.astype(np.float64))
+    encode = (
+        (lambda v: float_to_bf16(np.array(v, np.float32)))
+        if name == "bfloat16"
+        else (lambda v: np.array(v, dtype=name))
+    )
+    decode = (
+        (lambda a: bf16_to_float32(a).astype(np.float64)) if name == "bfloat16" else (lambda a: a.astype(np.float64))
+    )
     values = np.array([v for v, _ in pairs])
     exp = encode(values)
     act = exp.copy()
     for i, (_, how) in enumerate(pairs):
         if how == "nudge":
-            act[i] = act[i] + np.array(1, act.dtype) if name == "bfloat16" else np.nextafter(act[i], act.dtype.type(np.inf))
+            act[i] = (
+                act[i] + np.array(1, act.dtype) if name == "bfloat16" else np.nextafter(act[i], act.dtype.type(np.inf))
+            )
         elif how == "other":
             act[i] = encode(np.array([values[i] * 0.5 + 3.0]))[0]
         elif how == "nan":

@@ -114,7 +114,7 @@ def test_templated_kernel_and_shapes(tmp_path: Path) -> None:
         edited("[kernel.scale]", '[kernel."scale<float, 64>"]')
         .replace("kernel.scale.", 'kernel."scale<float, 64>".')
         .replace('count = "N"\nrole = "out"', 'shape = ["N", 2]\nrole = "out"')
-        .replace('block = [128]', 'block = [32, 2, 2]\nshared_bytes = "min(N, 1024) * 4"')
+        .replace("block = [128]", 'block = [32, 2, 2]\nshared_bytes = "min(N, 1024) * 4"')
     )
     kernel = load_spec(write(tmp_path, text)).kernel("scale<float, 64>")
     assert kernel.base_name == "scale"
@@ -148,104 +148,245 @@ def test_per_arg_compare_overrides_kernel_compare(tmp_path: Path) -> None:
 
 # (old text, new text, expected message, text whose line the error must point at)
 ERRORS = [
-    ('dtype = "float32"\ncount = "N"\nrole = "in"', 'dtype = "flaot32"\ncount = "N"\nrole = "in"',
-     "kernel 'scale' arg 'x': unknown dtype 'flaot32' (expected one of float16, bfloat16, float32,",
-     'dtype = "flaot32"'),
-    ("grid =", "grdi =",
-     "kernel 'scale': unknown key 'grdi' (expected one of description, seed, grid, block,", "grdi ="),
-    ('role = "out"', 'role = "ot"', "kernel 'scale' arg 'y': unknown role 'ot' (expected one of in, out, inout)",
-     'role = "ot"'),
-    ('kind = "scalar"\ndtype = "float32"', 'kind = "scaler"\ndtype = "float32"',
-     "kernel 'scale' arg 'a': unknown kind 'scaler' (expected one of buffer, scalar)", '"scaler"'),
-    ('count = "N"\nrole = "in"', 'role = "in"', "kernel 'scale' arg 'x': missing 'count' (or 'shape')",
-     "[[kernel.scale.args]]"),
-    ('count = "N"\nrole = "in"', 'count = "N"\nshape = ["N"]\nrole = "in"',
-     "kernel 'scale' arg 'x': give 'count' or 'shape', not both", "shape ="),
-    ('role = "out"', 'role = "out"\nfill = { dist = "const", value = 0 }',
-     "kernel 'scale' arg 'y': an out buffer is poisoned before launch and takes no fill", "fill = { dist = \"const\""),
-    ('fill = { dist = "uniform", low = -1.0, high = 1.0 }', "",
-     "kernel 'scale' arg 'x': missing 'fill' (role 'in' needs initial data)", "[[kernel.scale.args]]"),
-    ('dist = "uniform"', 'dist = "gaussian"',
-     "kernel 'scale' arg 'x': unknown dist 'gaussian' (expected one of uniform, normal, int, sorted, csr, npy, const)",
-     "gaussian"),
-    ("low = -1.0, high = 1.0", "low = 1.0, high = 1.0",
-     "kernel 'scale' arg 'x': uniform fill needs low < high, got low=1.0 high=1.0", "low = 1.0"),
-    ("low = -1.0, high = 1.0", "low = -1.0, high = 1.0, seed = 3",
-     "kernel 'scale' arg 'x': unknown key 'seed' (expected one of dist, low, high)", "seed = 3"),
-    ('mode = "ulp", ulps = 1', 'mode = "ulps", ulps = 1',
-     "kernel 'scale': unknown mode 'ulps' (expected one of exact, ulp, allclose)", "compare ="),
+    (
+        'dtype = "float32"\ncount = "N"\nrole = "in"',
+        'dtype = "flaot32"\ncount = "N"\nrole = "in"',
+        "kernel 'scale' arg 'x': unknown dtype 'flaot32' (expected one of float16, bfloat16, float32,",
+        'dtype = "flaot32"',
+    ),
+    (
+        "grid =",
+        "grdi =",
+        "kernel 'scale': unknown key 'grdi' (expected one of description, seed, grid, block,",
+        "grdi =",
+    ),
+    (
+        'role = "out"',
+        'role = "ot"',
+        "kernel 'scale' arg 'y': unknown role 'ot' (expected one of in, out, inout)",
+        'role = "ot"',
+    ),
+    (
+        'kind = "scalar"\ndtype = "float32"',
+        'kind = "scaler"\ndtype = "float32"',
+        "kernel 'scale' arg 'a': unknown kind 'scaler' (expected one of buffer, scalar)",
+        '"scaler"',
+    ),
+    (
+        'count = "N"\nrole = "in"',
+        'role = "in"',
+        "kernel 'scale' arg 'x': missing 'count' (or 'shape')",
+        "[[kernel.scale.args]]",
+    ),
+    (
+        'count = "N"\nrole = "in"',
+        'count = "N"\nshape = ["N"]\nrole = "in"',
+        "kernel 'scale' arg 'x': give 'count' or 'shape', not both",
+        "shape =",
+    ),
+    (
+        'role = "out"',
+        'role = "out"\nfill = { dist = "const", value = 0 }',
+        "kernel 'scale' arg 'y': an out buffer is poisoned before launch and takes no fill",
+        'fill = { dist = "const"',
+    ),
+    (
+        'fill = { dist = "uniform", low = -1.0, high = 1.0 }',
+        "",
+        "kernel 'scale' arg 'x': missing 'fill' (role 'in' needs initial data)",
+        "[[kernel.scale.args]]",
+    ),
+    (
+        'dist = "uniform"',
+        'dist = "gaussian"',
+        "kernel 'scale' arg 'x': unknown dist 'gaussian' (expected one of uniform, normal, int, sorted, csr, npy, const)",
+        "gaussian",
+    ),
+    (
+        "low = -1.0, high = 1.0",
+        "low = 1.0, high = 1.0",
+        "kernel 'scale' arg 'x': uniform fill needs low < high, got low=1.0 high=1.0",
+        "low = 1.0",
+    ),
+    (
+        "low = -1.0, high = 1.0",
+        "low = -1.0, high = 1.0, seed = 3",
+        "kernel 'scale' arg 'x': unknown key 'seed' (expected one of dist, low, high)",
+        "seed = 3",
+    ),
+    (
+        'mode = "ulp", ulps = 1',
+        'mode = "ulps", ulps = 1',
+        "kernel 'scale': unknown mode 'ulps' (expected one of exact, ulp, allclose)",
+        "compare =",
+    ),
     ('mode = "ulp", ulps = 1', 'mode = "ulp"', "kernel 'scale': missing 'ulps'", "compare ="),
     ('mode = "ulp", ulps = 1', 'mode = "ulp", ulps = -1', "kernel 'scale': 'ulps' must be >= 0, got -1", "compare ="),
-    ('mode = "ulp", ulps = 1', 'mode = "exact", ulps = 1',
-     "kernel 'scale': unknown key 'ulps' (expected one of mode)", "compare ="),
-    ('mode = "ulp", ulps = 1', 'mode = "allclose", rtol = -1',
-     "kernel 'scale': 'rtol' must be >= 0, got -1.0", "compare ="),
-    ('"ref.py:scale"', '"ref.py"', "kernel 'scale': reference 'ref.py' must look like 'module.py:function'",
-     "reference ="),
-    ('"ref.py:scale"', '"missing.py:scale"',
-     "kernel 'scale': reference module 'missing.py' not found next to the spec", "reference ="),
-    ('"ceil_div(N, 128)"', '"ceil_div(N,, 128)"',
-     "kernel 'scale': grid[0]: expression 'ceil_div(N,, 128)': syntax error", "grid ="),
-    ('"ceil_div(N, 128)"', '"open(N)"',
-     "kernel 'scale': grid[0]: expression 'open(N)': unknown function 'open'", "grid ="),
-    ('count = "N"\nrole = "in"', 'count = "M"\nrole = "in"',
-     "kernel 'scale' size 'small': arg 'x' count: expression 'M': unknown variable 'M' (defined: N)",
-     "[[kernel.scale.sizes]]"),
-    ("block = [128]", "block = [2048]",
-     "kernel 'scale' size 'small': block.x = 2048 outside 1..1024", "[[kernel.scale.sizes]]"),
-    ("block = [128]", "block = [64, 32]",
-     "kernel 'scale' size 'small': block (64, 32, 1) has 2048 threads (limit 1024)", "[[kernel.scale.sizes]]"),
-    ("block = [128]", "block = [16, 16, 128]",
-     "kernel 'scale' size 'small': block.z = 128 outside 1..64", "[[kernel.scale.sizes]]"),
-    ("N = 1000", "N = 0",
-     "kernel 'scale' size 'small': grid.x = 0 outside 1..2147483647 (grid (0, 1, 1))", "[[kernel.scale.sizes]]"),
-    ('grid = ["ceil_div(N, 128)"]', 'grid = ["1", "1", "1", "1"]',
-     "kernel 'scale': 'grid' needs 1 to 3 expressions, got 4", "grid ="),
-    ('grid = ["ceil_div(N, 128)"]', 'grid = [{ x = 1 }]',
-     "kernel 'scale': grid[0] must be an expression string or a number, got table", "grid ="),
-    ("block = [128]", 'block = [128]\nshared_bytes = "300000"',
-     "kernel 'scale' size 'small': shared_bytes = 300000 outside 0..232448", "[[kernel.scale.sizes]]"),
-    ('name = "y"', 'name = "x"', "kernel 'scale' arg 'x': duplicate arg name 'x'",
-     'name = "x"\nkind = "buffer"\ndtype = "float32"\ncount = "N"\nrole = "out"'),
+    (
+        'mode = "ulp", ulps = 1',
+        'mode = "exact", ulps = 1',
+        "kernel 'scale': unknown key 'ulps' (expected one of mode)",
+        "compare =",
+    ),
+    (
+        'mode = "ulp", ulps = 1',
+        'mode = "allclose", rtol = -1',
+        "kernel 'scale': 'rtol' must be >= 0, got -1.0",
+        "compare =",
+    ),
+    (
+        '"ref.py:scale"',
+        '"ref.py"',
+        "kernel 'scale': reference 'ref.py' must look like 'module.py:function'",
+        "reference =",
+    ),
+    (
+        '"ref.py:scale"',
+        '"missing.py:scale"',
+        "kernel 'scale': reference module 'missing.py' not found next to the spec",
+        "reference =",
+    ),
+    (
+        '"ceil_div(N, 128)"',
+        '"ceil_div(N,, 128)"',
+        "kernel 'scale': grid[0]: expression 'ceil_div(N,, 128)': syntax error",
+        "grid =",
+    ),
+    (
+        '"ceil_div(N, 128)"',
+        '"open(N)"',
+        "kernel 'scale': grid[0]: expression 'open(N)': unknown function 'open'",
+        "grid =",
+    ),
+    (
+        'count = "N"\nrole = "in"',
+        'count = "M"\nrole = "in"',
+        "kernel 'scale' size 'small': arg 'x' count: expression 'M': unknown variable 'M' (defined: N)",
+        "[[kernel.scale.sizes]]",
+    ),
+    (
+        "block = [128]",
+        "block = [2048]",
+        "kernel 'scale' size 'small': block.x = 2048 outside 1..1024",
+        "[[kernel.scale.sizes]]",
+    ),
+    (
+        "block = [128]",
+        "block = [64, 32]",
+        "kernel 'scale' size 'small': block (64, 32, 1) has 2048 threads (limit 1024)",
+        "[[kernel.scale.sizes]]",
+    ),
+    (
+        "block = [128]",
+        "block = [16, 16, 128]",
+        "kernel 'scale' size 'small': block.z = 128 outside 1..64",
+        "[[kernel.scale.sizes]]",
+    ),
+    (
+        "N = 1000",
+        "N = 0",
+        "kernel 'scale' size 'small': grid.x = 0 outside 1..2147483647 (grid (0, 1, 1))",
+        "[[kernel.scale.sizes]]",
+    ),
+    (
+        'grid = ["ceil_div(N, 128)"]',
+        'grid = ["1", "1", "1", "1"]',
+        "kernel 'scale': 'grid' needs 1 to 3 expressions, got 4",
+        "grid =",
+    ),
+    (
+        'grid = ["ceil_div(N, 128)"]',
+        "grid = [{ x = 1 }]",
+        "kernel 'scale': grid[0] must be an expression string or a number, got table",
+        "grid =",
+    ),
+    (
+        "block = [128]",
+        'block = [128]\nshared_bytes = "300000"',
+        "kernel 'scale' size 'small': shared_bytes = 300000 outside 0..232448",
+        "[[kernel.scale.sizes]]",
+    ),
+    (
+        'name = "y"',
+        'name = "x"',
+        "kernel 'scale' arg 'x': duplicate arg name 'x'",
+        'name = "x"\nkind = "buffer"\ndtype = "float32"\ncount = "N"\nrole = "out"',
+    ),
     ('name = "y"', 'name = "y z"', "kernel 'scale' arg 'y z': arg name 'y z' is not an identifier", '"y z"'),
-    ('name = "bench"', 'name = "small"', "kernel 'scale' size 'small': duplicate size name 'small'",
-     'name = "small"\nbench'),
+    (
+        'name = "bench"',
+        'name = "small"',
+        "kernel 'scale' size 'small': duplicate size name 'small'",
+        'name = "small"\nbench',
+    ),
     ("version = 1", "version = 2", "unsupported version 2 (this kxform reads version 1)", "version"),
     ('file = "k.cu"', 'file = "nope.cu"', "source file 'nope.cu' not found", "file ="),
     ('file = "k.cu"\n', "", "missing 'file'", "version"),
-    ("version = 1", "version = 1\nauthor = 'me'",
-     "unknown key 'author' (expected one of version, file, kernel)", "author"),
-    ("value = 2.5", 'value = "N / 2.0"\ndtype2 = 1',
-     "kernel 'scale' arg 'a': unknown key 'dtype2' (expected one of name, kind, dtype, value); did you mean 'dtype'?",
-     "dtype2"),
-    ('value = "N"', 'value = "N / 3.0"',
-     "kernel 'scale' size 'small': arg 'n': value 333.3333333333333 is not an integer but dtype is int32",
-     "[[kernel.scale.sizes]]"),
-    ('dtype = "int32"\nvalue = "N"', 'dtype = "int8"\nvalue = "N"',
-     "kernel 'scale' size 'small': arg 'n': value 1000 does not fit int8 (-128..127)", "[[kernel.scale.sizes]]"),
-    ("value = 2.5", "value = 1e39", "kernel 'scale' size 'small': arg 'a': value 1e+39 overflows float32",
-     "[[kernel.scale.sizes]]"),
+    (
+        "version = 1",
+        "version = 1\nauthor = 'me'",
+        "unknown key 'author' (expected one of version, file, kernel)",
+        "author",
+    ),
+    (
+        "value = 2.5",
+        'value = "N / 2.0"\ndtype2 = 1',
+        "kernel 'scale' arg 'a': unknown key 'dtype2' (expected one of name, kind, dtype, value); did you mean 'dtype'?",
+        "dtype2",
+    ),
+    (
+        'value = "N"',
+        'value = "N / 3.0"',
+        "kernel 'scale' size 'small': arg 'n': value 333.3333333333333 is not an integer but dtype is int32",
+        "[[kernel.scale.sizes]]",
+    ),
+    (
+        'dtype = "int32"\nvalue = "N"',
+        'dtype = "int8"\nvalue = "N"',
+        "kernel 'scale' size 'small': arg 'n': value 1000 does not fit int8 (-128..127)",
+        "[[kernel.scale.sizes]]",
+    ),
+    (
+        "value = 2.5",
+        "value = 1e39",
+        "kernel 'scale' size 'small': arg 'a': value 1e+39 overflows float32",
+        "[[kernel.scale.sizes]]",
+    ),
     ("N = 1000", 'N = "1000"', "kernel 'scale' size 'small': 'N' must be an integer, got string", 'N = "1000"'),
-    ("N = 1000", "N = 1000\nmin = 3",
-     "kernel 'scale' size 'small': 'min' cannot be a size variable", "min = 3"),
+    ("N = 1000", "N = 1000\nmin = 3", "kernel 'scale' size 'small': 'min' cannot be a size variable", "min = 3"),
     ("seed = 7", "seed = -1", "kernel 'scale': 'seed' must be >= 0, got -1", "seed ="),
-    ("bench = true", "bench = 1", "kernel 'scale' size 'bench': 'bench' must be true or false, got integer",
-     "bench = 1"),
-    ('role = "out"', 'role = "in"\nfill = { dist = "const", value = 0 }',
-     "kernel 'scale': no out or inout buffer: nothing to verify", "[[kernel.scale.args]]"),
-    ('role = "in"\nfill', 'role = "in"\ncompare = { mode = "exact" }\nfill',
-     "kernel 'scale' arg 'x': 'compare' applies to out and inout buffers only", "compare = { mode = \"exact\" }"),
-    ("[kernel.scale]", '[kernel."9bad"]',
-     "kernel '9bad': not a kernel name", '[kernel."9bad"]'),
-    ('description = "y = a * x"', "description = 3", "kernel 'scale': 'description' must be a string, got integer",
-     "description"),
+    (
+        "bench = true",
+        "bench = 1",
+        "kernel 'scale' size 'bench': 'bench' must be true or false, got integer",
+        "bench = 1",
+    ),
+    (
+        'role = "out"',
+        'role = "in"\nfill = { dist = "const", value = 0 }',
+        "kernel 'scale': no out or inout buffer: nothing to verify",
+        "[[kernel.scale.args]]",
+    ),
+    (
+        'role = "in"\nfill',
+        'role = "in"\ncompare = { mode = "exact" }\nfill',
+        "kernel 'scale' arg 'x': 'compare' applies to out and inout buffers only",
+        'compare = { mode = "exact" }',
+    ),
+    ("[kernel.scale]", '[kernel."9bad"]', "kernel '9bad': not a kernel name", '[kernel."9bad"]'),
+    (
+        'description = "y = a * x"',
+        "description = 3",
+        "kernel 'scale': 'description' must be a string, got integer",
+        "description",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("old", "new", "message", "at"), ERRORS, ids=[e[2][:60] for e in ERRORS])
 def test_errors_name_field_and_line(tmp_path: Path, old: str, new: str, message: str, at: str) -> None:
     text = edited(old, new)
-    if "[kernel.\"9bad\"]" in text:
+    if '[kernel."9bad"]' in text:
         text = text.replace("kernel.scale.", 'kernel."9bad".')
     spec = write(tmp_path, text)
     with pytest.raises(SpecError) as err:
@@ -319,20 +460,33 @@ def test_csr_counts_are_derived(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("old", "new", "message"),
     [
-        ('part = "col_idx", group = "A"', 'part = "col_idx", group = "B"',
-         "arg 'row_ptr': csr group 'A' has no col_idx part"),
+        (
+            'part = "col_idx", group = "A"',
+            'part = "col_idx", group = "B"',
+            "arg 'row_ptr': csr group 'A' has no col_idx part",
+        ),
         ('part = "col_idx", group = "A"', 'part = "row_ptr", group = "A"', "csr group 'A' has two row_ptr parts"),
-        ('part = "col_idx", group = "A"', 'part = "col_idx", group = "A", rows = "2 * N"',
-         "csr group 'A' rows '2 * N' disagrees with 'N'"),
+        (
+            'part = "col_idx", group = "A"',
+            'part = "col_idx", group = "A", rows = "2 * N"',
+            "csr group 'A' rows '2 * N' disagrees with 'N'",
+        ),
         ("nnz_per_row = 4", "nnz_per_row = 2000", "csr group 'A': nnz_per_row = 2000 outside 0..cols (1000)"),
-        ('role = "in"\nfill = { dist = "csr", part = "col_idx"',
-         'role = "in"\ncount = 7\nfill = { dist = "csr", part = "col_idx"',
-         "arg 'col_idx': count 7 does not match csr group 'A' (col_idx of 1000 rows x 4 per row needs 4000)"),
-        ('dtype = "int32"\nrole = "in"\nfill = { dist = "csr", part = "col_idx"',
-         'dtype = "float32"\nrole = "in"\nfill = { dist = "csr", part = "col_idx"',
-         "csr col_idx must be int32 or int64, not float32"),
-        (', rows = "N", cols = "N", nnz_per_row = 4', ', rows = "N", nnz_per_row = 4',
-         "csr group 'A' gives no 'cols' on any part"),
+        (
+            'role = "in"\nfill = { dist = "csr", part = "col_idx"',
+            'role = "in"\ncount = 7\nfill = { dist = "csr", part = "col_idx"',
+            "arg 'col_idx': count 7 does not match csr group 'A' (col_idx of 1000 rows x 4 per row needs 4000)",
+        ),
+        (
+            'dtype = "int32"\nrole = "in"\nfill = { dist = "csr", part = "col_idx"',
+            'dtype = "float32"\nrole = "in"\nfill = { dist = "csr", part = "col_idx"',
+            "csr col_idx must be int32 or int64, not float32",
+        ),
+        (
+            ', rows = "N", cols = "N", nnz_per_row = 4',
+            ', rows = "N", nnz_per_row = 4',
+            "csr group 'A' gives no 'cols' on any part",
+        ),
     ],
 )
 def test_csr_errors(tmp_path: Path, old: str, new: str, message: str) -> None:
@@ -352,7 +506,7 @@ def test_csr_errors(tmp_path: Path, old: str, new: str, message: str) -> None:
         ('{ dist = "const", value = 0.5 }', "int32", "const fill of int32 needs an integer, got 0.5"),
         ('{ dist = "sorted", low = 0, high = 2.5 }', "int32", "sorted fill of int32 needs integer bounds, got 2.5"),
         ('{ dist = "npy", path = "data.npy" }', "float32", "npy file 'data.npy' not found"),
-        ('{ low = 1 }', "float32", "missing 'dist'"),
+        ("{ low = 1 }", "float32", "missing 'dist'"),
         ('"uniform"', "float32", "'fill' must be a table, got string"),
     ],
 )
@@ -398,14 +552,17 @@ def test_specs_have_their_own_names_and_the_old_ones_still_work(tmp_path: Path) 
 
 
 def test_a_drafted_spec_gets_the_spec_name(tmp_path: Path) -> None:
-    (tmp_path / "k.cu").write_text("__global__ void scale(const float* x, float* y, float a, int n) {\n"
-                                   "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = a * x[i]; }\n"
-                                   "void go(const float* x, float* y, int n) { scale<<<(n + 255) / 256, 256>>>(x, y, "
-                                   "2.0f, n); }\n")
+    (tmp_path / "k.cu").write_text(
+        "__global__ void scale(const float* x, float* y, float a, int n) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = a * x[i]; }\n"
+        "void go(const float* x, float* y, int n) { scale<<<(n + 255) / 256, 256>>>(x, y, "
+        "2.0f, n); }\n"
+    )
     config = '[tool.kxform]\npasses = ["swizzle"]\n'
     (tmp_path / "kxform.toml").write_text(config)
-    refused = run_cli("harness", "infer", "--no-measure", "k.cu", "--kernel", "scale", "-o", "kxform.toml",
-                      cwd=tmp_path)
+    refused = run_cli(
+        "harness", "infer", "--no-measure", "k.cu", "--kernel", "scale", "-o", "kxform.toml", cwd=tmp_path
+    )
     assert refused.returncode == 2 and "project configuration's name" in refused.stderr
     assert (tmp_path / "kxform.toml").read_text() == config
     drafted = run_cli("harness", "infer", "--no-measure", "k.cu", "--kernel", "scale", "-o", ".", cwd=tmp_path)
@@ -441,5 +598,5 @@ def test_line_index_handles_quoted_keys_comments_and_arrays() -> None:
     assert (position.line, position.col) == (8, 3)
     assert index.find(("kernel", "gemm<float, 64>", "args", 0, "missing")).line == 4
     assert index.find(("nothing",)) is None
-    assert split_dotted('a."b.c".\'d\'') == ("a", "b.c", "d")
+    assert split_dotted("a.\"b.c\".'d'") == ("a", "b.c", "d")
     assert split_dotted("a..b") is None

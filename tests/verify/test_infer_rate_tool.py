@@ -21,10 +21,18 @@ def _tool():  # type: ignore[no-untyped-def]
 
 def test_one_cause_over_two_kernels_is_one_group_and_other_causes_stay_apart() -> None:
     tool = _tool()
-    a = tool.Outcome(Path("a.cu"), "twice", "fill-in",
-                     "no launch of twice in /tmp/x1/src/a.cu: write it in terms of the size variables")
-    b = tool.Outcome(Path("b.cu"), "rows", "fill-in",
-                     "no launch of rows in /tmp/x2/src/b.cu: write it in terms of the size variables")
+    a = tool.Outcome(
+        Path("a.cu"),
+        "twice",
+        "fill-in",
+        "no launch of twice in /tmp/x1/src/a.cu: write it in terms of the size variables",
+    )
+    b = tool.Outcome(
+        Path("b.cu"),
+        "rows",
+        "fill-in",
+        "no launch of rows in /tmp/x2/src/b.cu: write it in terms of the size variables",
+    )
     c = tool.Outcome(Path("c.cu"), "k", "fill-in", "extents touched (3150, 3096 elements) match no product")
     assert tool.reason_group(a) == tool.reason_group(b)
     assert tool.reason_group(a) != tool.reason_group(c)

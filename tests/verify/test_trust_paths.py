@@ -33,12 +33,22 @@ def test_a_lock_entry_with_the_gx77_formula_is_refused(sgemm: Path) -> None:
     text = sgemm.read_bytes()
     start = text.index(b"__global__ void sgemm_tiled")
     end = text.index(b"\n}\n", start) + 2
-    entry = Decision("sgemm_tiled", "swizzle", (("pattern", "custom"),), file="sgemm_tiled.cu", payload=GX77,
-                     proposer="claude", model="m", evidence="measured", source=digest(text[start:end]))
+    entry = Decision(
+        "sgemm_tiled",
+        "swizzle",
+        (("pattern", "custom"),),
+        file="sgemm_tiled.cu",
+        payload=GX77,
+        proposer="claude",
+        model="m",
+        evidence="measured",
+        source=digest(text[start:end]),
+    )
     (sgemm.parent / "kxform.lock").write_bytes(render([entry]))
     log = sgemm.parent / "run.jsonl"
-    done = run_cli("apply", "--pass", "swizzle", "--verify", "static", "--lock", "--log", str(log), ".",
-                   cwd=sgemm.parent)
+    done = run_cli(
+        "apply", "--pass", "swizzle", "--verify", "static", "--lock", "--log", str(log), ".", cwd=sgemm.parent
+    )
     assert done.returncode == 1, done.stderr
     assert sgemm.read_bytes() == text
     (kernel,) = [r for r in _records(log) if r["type"] == "kernel"]
@@ -47,13 +57,41 @@ def test_a_lock_entry_with_the_gx77_formula_is_refused(sgemm: Path) -> None:
 
 def test_proposer_lock_with_the_gx77_formula_is_refused(sgemm: Path, tmp_path: Path) -> None:
     record = tmp_path / "decisions.json"
-    record.write_text(json.dumps({"version": 1, "decisions": [
-        {"file": "sg/sgemm_tiled.cu", "kernel": "sgemm_tiled", "pass": "swizzle", "params": {"pattern": "custom"},
-         "payload": GX77, "proposer": "claude", "model": "m", "evidence": "measured"}]}))
+    record.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "decisions": [
+                    {
+                        "file": "sg/sgemm_tiled.cu",
+                        "kernel": "sgemm_tiled",
+                        "pass": "swizzle",
+                        "params": {"pattern": "custom"},
+                        "payload": GX77,
+                        "proposer": "claude",
+                        "model": "m",
+                        "evidence": "measured",
+                    }
+                ],
+            }
+        )
+    )
     before = sgemm.read_bytes()
     log = tmp_path / "run.jsonl"
-    done = run_cli("apply", "--pass", "swizzle", "--proposer", "lock", "--lock", str(record), "--verify", "static",
-                   "--log", str(log), str(sgemm))
+    done = run_cli(
+        "apply",
+        "--pass",
+        "swizzle",
+        "--proposer",
+        "lock",
+        "--lock",
+        str(record),
+        "--verify",
+        "static",
+        "--log",
+        str(log),
+        str(sgemm),
+    )
     assert done.returncode == 1, done.stderr
     assert sgemm.read_bytes() == before and REFUTED in logged_remarks(done, sgemm.parent)
     (kernel,) = [r for r in _records(log) if r["type"] == "kernel"]
@@ -64,13 +102,36 @@ def test_proposer_lock_with_the_gx77_formula_is_refused(sgemm: Path, tmp_path: P
 def test_a_recorded_model_answer_with_the_gx77_formula_is_refused(sgemm: Path, tmp_path: Path) -> None:
     replay = tmp_path / "traffic.json"
     reply = answer(formula=GX77)
-    replay.write_text(json.dumps({"version": 1, "exchanges": [
-        {"response": {"status": reply.status, "headers": dict(reply.headers), "body": reply.body}}]}))
+    replay.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "exchanges": [
+                    {"response": {"status": reply.status, "headers": dict(reply.headers), "body": reply.body}}
+                ],
+            }
+        )
+    )
     before = sgemm.read_bytes()
     log = tmp_path / "run.jsonl"
-    done = run_cli("apply", "--pass", "swizzle", "--proposer", "claude", "--attempts", "1", "--verify", "static",
-                   "--log", str(log), "--record", str(tmp_path / "kept.json"), str(sgemm), cwd=tmp_path,
-                   env={"KXFORM_LLM_REPLAY": str(replay), "ANTHROPIC_API_KEY": PLANTED_KEY})
+    done = run_cli(
+        "apply",
+        "--pass",
+        "swizzle",
+        "--proposer",
+        "claude",
+        "--attempts",
+        "1",
+        "--verify",
+        "static",
+        "--log",
+        str(log),
+        "--record",
+        str(tmp_path / "kept.json"),
+        str(sgemm),
+        cwd=tmp_path,
+        env={"KXFORM_LLM_REPLAY": str(replay), "ANTHROPIC_API_KEY": PLANTED_KEY},
+    )
     assert done.returncode == 0, done.stderr  # the model's answer was refused; nothing else went wrong
     assert sgemm.read_bytes() == before
     (attempt,) = [r for r in _records(log) if r["type"] == "llm_attempt"]

@@ -23,8 +23,12 @@ def test_every_planted_sgemm_rewrite_is_caught(tmp_path: Path) -> None:
     if not CpuRuntime().available()[0]:
         pytest.skip("no host C++ compiler for the CPU runtime")
     out = tmp_path / "mutants.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "mutants.py"), "--kernel", "sgemm_tiled", "--json",
-                           str(out)], capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "mutants.py"), "--kernel", "sgemm_tiled", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (row,) = json.loads(out.read_text())
     kinds = {o["kind"] for o in row["outcomes"]}
@@ -38,8 +42,15 @@ def test_plants_really_change_the_mapping() -> None:
 
     source = read_source(ROOT / "corpora" / "transpose" / "transpose.cu")
     found, skipped = mutants.plants(source, "transposeNoBankConflicts", "mi300x")
-    assert {p.kind for p in found} == {"non-bijective", "xy-swap", "off-by-one", "partial-remap", "wrong-grid",
-                                       "partial-swizzle", "wrong-tile"} and not skipped
+    assert {p.kind for p in found} == {
+        "non-bijective",
+        "xy-swap",
+        "off-by-one",
+        "partial-remap",
+        "wrong-grid",
+        "partial-swizzle",
+        "wrong-tile",
+    } and not skipped
     assert all(p.text != source.data for p in found)
     (grid,) = [p for p in found if p.kind == "wrong-grid"]
     assert b"gridDim.x + 1, " in grid.text and b"kxform_swizzle_" in grid.text
@@ -56,8 +67,24 @@ def test_fuzz_inputs_are_reproducible_and_varied() -> None:
 @pytest.mark.slow
 def test_a_short_fuzz_run_counts_and_finds_nothing(tmp_path: Path) -> None:
     state = tmp_path / "state.jsonl"
-    cmd = [sys.executable, str(ROOT / "tools" / "fuzz.py"), "--count", "60", "--seed", "11", "--jobs", "2",
-           "--state", str(state), "--out", str(tmp_path / "findings"), "--cli-every", "30", "--verify-share", "0"]
+    cmd = [
+        sys.executable,
+        str(ROOT / "tools" / "fuzz.py"),
+        "--count",
+        "60",
+        "--seed",
+        "11",
+        "--jobs",
+        "2",
+        "--state",
+        str(state),
+        "--out",
+        str(tmp_path / "findings"),
+        "--cli-every",
+        "30",
+        "--verify-share",
+        "0",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr
     assert "inputs tried:              60" in proc.stdout

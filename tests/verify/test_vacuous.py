@@ -59,7 +59,8 @@ PLANTED = {
     "non-bijective blockIdx.y / 2": SGEMM.replace("blockIdx.y * TILE", "(blockIdx.y / 2) * TILE"),
     "x and y swapped in one place": SGEMM.replace(STORE_COL, "const int col = blockIdx.y * TILE + tx;"),
     "bijective but wrong (blockIdx.y + 1) % gridDim.y": SGEMM.replace(
-        STORE_ROW, "const int row = ((blockIdx.y + 1) % gridDim.y) * TILE + ty;"),
+        STORE_ROW, "const int row = ((blockIdx.y + 1) % gridDim.y) * TILE + ty;"
+    ),
 }
 
 
@@ -77,8 +78,11 @@ def drafted(tmp_path: Path, cpu) -> Path:  # type: ignore[no-untyped-def]
 def test_the_draft_reads_roles_and_counts_off_the_kernel(drafted: Path) -> None:
     kernel = load_spec(drafted.parent / "kxform-spec.toml").kernel("sgemm")
     assert [(a.name, a.role) for a in kernel.args if a.kind == "buffer"] == [("A", "in"), ("B", "in"), ("C", "inout")]
-    assert {a.name: str(a.count) for a in kernel.args if a.kind == "buffer"} == {"A": "M * K", "B": "N * K",
-                                                                                "C": "M * N"}
+    assert {a.name: str(a.count) for a in kernel.args if a.kind == "buffer"} == {
+        "A": "M * K",
+        "B": "N * K",
+        "C": "M * N",
+    }
     assert len({tuple(sorted(s.values.values())) for s in kernel.check_sizes}) == len(kernel.check_sizes) >= 2
 
 
@@ -97,8 +101,12 @@ def test_the_old_draft_is_not_vacuous_either(drafted: Path, cpu) -> None:  # typ
     spec = drafted.parent / "kxform-spec.toml"
     text = spec.read_text()
     start = text.index('name = "C"')
-    spec.write_text(text[:start] + text[start:].replace('role = "inout"', 'role = "out"', 1).replace(
-        'fill = { dist = "uniform", low = -1.0, high = 1.0 }\n', "", 1))
+    spec.write_text(
+        text[:start]
+        + text[start:]
+        .replace('role = "inout"', 'role = "out"', 1)
+        .replace('fill = { dist = "uniform", low = -1.0, high = 1.0 }\n', "", 1)
+    )
     kernel = load_spec(spec).kernel("sgemm")
     original = SourceText(str(drafted), SGEMM.encode())
     for planted in PLANTED.values():
@@ -110,21 +118,44 @@ def test_the_old_draft_is_not_vacuous_either(drafted: Path, cpu) -> None:  # typ
 
 
 def test_read_before_write_names_the_buffer_and_line(cpu) -> None:  # type: ignore[no-untyped-def]
-    source = "__global__ void k(const float* x, float* y, int n) {\n  int i = threadIdx.x;\n" \
-             "  if (i < n) y[i] = y[i] + x[i];\n}\n"
-    result = cpu.run(LaunchRequest(source=source, kernel="k", params=(), grid=(1, 1, 1), block=(32, 1, 1),
-                                   args=(BufferArg("x", np.ones(32, np.float32), "in"),
-                                         BufferArg("y", np.zeros(32, np.float32), "out"),
-                                         ScalarArg("n", np.int32(32))),
-                                   filename="scale.cu", watch=True))
+    source = (
+        "__global__ void k(const float* x, float* y, int n) {\n  int i = threadIdx.x;\n"
+        "  if (i < n) y[i] = y[i] + x[i];\n}\n"
+    )
+    result = cpu.run(
+        LaunchRequest(
+            source=source,
+            kernel="k",
+            params=(),
+            grid=(1, 1, 1),
+            block=(32, 1, 1),
+            args=(
+                BufferArg("x", np.ones(32, np.float32), "in"),
+                BufferArg("y", np.zeros(32, np.float32), "out"),
+                ScalarArg("n", np.int32(32)),
+            ),
+            filename="scale.cu",
+            watch=True,
+        )
+    )
     (read,) = result.unwritten_reads
     assert (read.buffer, read.where) == ("y", "scale.cu:3")
     assert result.extents == {"x": 128, "y": 128}
-    clean = cpu.run(LaunchRequest(source=source.replace("y[i] + x[i]", "2.f * x[i]"), kernel="k", params=(),
-                                  grid=(1, 1, 1), block=(32, 1, 1), watch=True,
-                                  args=(BufferArg("x", np.ones(64, np.float32), "in"),
-                                        BufferArg("y", np.zeros(64, np.float32), "out"),
-                                        ScalarArg("n", np.int32(20)))))
+    clean = cpu.run(
+        LaunchRequest(
+            source=source.replace("y[i] + x[i]", "2.f * x[i]"),
+            kernel="k",
+            params=(),
+            grid=(1, 1, 1),
+            block=(32, 1, 1),
+            watch=True,
+            args=(
+                BufferArg("x", np.ones(64, np.float32), "in"),
+                BufferArg("y", np.zeros(64, np.float32), "out"),
+                ScalarArg("n", np.int32(20)),
+            ),
+        )
+    )
     assert clean.unwritten_reads == () and clean.extents == {"x": 80, "y": 80}
 
 
@@ -135,10 +166,23 @@ def test_a_watched_launch_checks_bounds_like_any_other(cpu) -> None:  # type: ig
     source = "__global__ void k(const float* x, float* y) {\n  int i = threadIdx.x;\n  y[i] = x[i - 1];\n}\n"
     args = (BufferArg("x", np.ones(32, np.float32), "in"), BufferArg("y", np.zeros(32, np.float32), "out"))
     for watch in (False, True):
-        with pytest.raises(RuntimeError_, match=r"out-of-bounds read of 4 bytes at byte offset -4 of buffer 'x' "
-                                                r"\(128 bytes\) in thread \(0,0,0\)"):
-            cpu.run(LaunchRequest(source=source, kernel="k", params=(), grid=(1, 1, 1), block=(32, 1, 1), args=args,
-                                  filename="shift.cu", watch=watch))
+        with pytest.raises(
+            RuntimeError_,
+            match=r"out-of-bounds read of 4 bytes at byte offset -4 of buffer 'x' "
+            r"\(128 bytes\) in thread \(0,0,0\)",
+        ):
+            cpu.run(
+                LaunchRequest(
+                    source=source,
+                    kernel="k",
+                    params=(),
+                    grid=(1, 1, 1),
+                    block=(32, 1, 1),
+                    args=args,
+                    filename="shift.cu",
+                    watch=watch,
+                )
+            )
 
 
 SCALE = """__global__ void scale(const float* x, float* y, int n) {
@@ -179,7 +223,9 @@ N = 1000
 def _scale(tmp_path: Path, write: str, role: str = "out", fill: str = '{ dist = "uniform", low = -1.0, high = 1.0 }'):  # type: ignore[no-untyped-def]
     (tmp_path / "k.cu").write_text(SCALE.replace("WRITE", write))
     yfill = "" if role == "out" else 'fill = { dist = "uniform", low = -1.0, high = 1.0 }'
-    (tmp_path / "kxform.toml").write_text(SCALE_SPEC.replace("YFILL", yfill).replace("FILL", fill).replace("ROLE", role))
+    (tmp_path / "kxform.toml").write_text(
+        SCALE_SPEC.replace("YFILL", yfill).replace("FILL", fill).replace("ROLE", role)
+    )
     source = SourceText(str(tmp_path / "k.cu"), (tmp_path / "k.cu").read_bytes())
     return source, load_spec(tmp_path / "kxform.toml").kernel("scale")
 
@@ -234,7 +280,8 @@ void launch(const __half* xh, __half* yh, int n) { scale<__half, 32><<<(n + 31) 
 """
 TEMPLATE_SPEC = """version = 1
 file = "t.cu"
-""" + "".join(f"""[kernel."scale<{t}, {b}>"]
+""" + "".join(
+    f"""[kernel."scale<{t}, {b}>"]
 grid = ["ceil_div(N, {b})"]
 block = ["{b}"]
 [[kernel."scale<{t}, {b}>".args]]
@@ -258,7 +305,9 @@ value = "N"
 [[kernel."scale<{t}, {b}>".sizes]]
 name = "small"
 N = 1000
-""" for t, b, d in (("float", 64, "float32"), ("double", 128, "float64")))
+"""
+    for t, b, d in (("float", 64, "float32"), ("double", 128, "float64"))
+)
 
 
 def test_every_instantiation_is_verified_and_a_missing_one_is_named(tmp_path: Path, cpu) -> None:  # type: ignore[no-untyped-def]
@@ -271,7 +320,9 @@ def test_every_instantiation_is_verified_and_a_missing_one_is_named(tmp_path: Pa
     assert keep and good[0].outcome is Outcome.APPLIED
     (record,) = [c for c in good[0].checks if c.name == "verify"]
     assert "scale<float, 64>: verified" in record.detail and "scale<double, 128>: verified" in record.detail
-    assert "instantiation scale<__half, 32> (launched at line 6) has no spec entry and was not verified" in record.detail
+    assert (
+        "instantiation scale<__half, 32> (launched at line 6) has no spec entry and was not verified" in record.detail
+    )
     wrong_in_one = TEMPLATE.replace("ROW", "(B == 128 ? blockIdx.x / 2 : blockIdx.x)").encode()
     bad, keep = verify_file(original, wrong_in_one, str(path), applied, cpu, measure=False)
     assert not keep and bad[0].outcome is Outcome.FAILED and "scale<double, 128>: MISMATCH" in bad[0].reasons[0]
@@ -279,9 +330,13 @@ def test_every_instantiation_is_verified_and_a_missing_one_is_named(tmp_path: Pa
 
 def test_harness_check_refuses_a_draft_that_would_not_fit_in_memory(tmp_path: Path) -> None:
     (tmp_path / "k.cu").write_text(SCALE.replace("WRITE", "y[i] = x[i]"))
-    (tmp_path / "kxform.toml").write_text(SCALE_SPEC.replace("YFILL", "").replace("FILL", '{ dist = "uniform" }')
-                                          .replace("ROLE", "out").replace('count = "N"', 'count = "N * N * N"')
-                                          .replace("N = 1000", "N = 100000"))
+    (tmp_path / "kxform.toml").write_text(
+        SCALE_SPEC.replace("YFILL", "")
+        .replace("FILL", '{ dist = "uniform" }')
+        .replace("ROLE", "out")
+        .replace('count = "N"', 'count = "N * N * N"')
+        .replace("N = 1000", "N = 100000")
+    )
     proc = run_cli("harness", "check", "kxform.toml", cwd=tmp_path)
     assert proc.returncode == 2
     assert "kxform.toml:" in proc.stderr and "size 'small': its buffers need" in proc.stderr
@@ -289,12 +344,17 @@ def test_harness_check_refuses_a_draft_that_would_not_fit_in_memory(tmp_path: Pa
 
 
 def test_infer_names_the_line_to_fill_in_when_the_grid_comes_from_host_code(tmp_path: Path) -> None:
-    (tmp_path / "k.cu").write_text(SCALE.replace("WRITE", "y[i] = x[i]") +
-                                   "void go(const float* x, float* y, int n) { int blocks = query(n);\n"
-                                   "  scale<<<blocks, 64>>>(x, y, n); }\n")
+    (tmp_path / "k.cu").write_text(
+        SCALE.replace("WRITE", "y[i] = x[i]") + "void go(const float* x, float* y, int n) { int blocks = query(n);\n"
+        "  scale<<<blocks, 64>>>(x, y, n); }\n"
+    )
     draft = infer_spec(SourceText(str(tmp_path / "k.cu"), (tmp_path / "k.cu").read_bytes()), "scale")
     todo, *counts = draft.todos
     assert [c.split(": ", 1)[1] for c in counts] == ["element count (not measured: the launch is not known)"] * 2
     line = int(todo.split(":")[0].removeprefix("line "))
     assert draft.text.splitlines()[line - 1].startswith("grid = ")
-    assert "'blocks' in the launch at" in todo and "k.cu:6" in todo and "write grid in terms of the size variables (n)" in todo
+    assert (
+        "'blocks' in the launch at" in todo
+        and "k.cu:6" in todo
+        and "write grid in terms of the size variables (n)" in todo
+    )

@@ -43,12 +43,16 @@ def test_a_correct_rewrite_of_a_bordered_stencil_verifies(bordered: tuple[Source
     assert "unwritten in both" in report.sizes[0].summary()
 
 
-@pytest.mark.parametrize("plant, words", [
-    (b"        out[idx] = 0.0f;\n        return;\n", "expected nan"),  # writes the border the original leaves
-    (b"        return;\n    }\n    if (x == 1 && y == 1) {\n        return;\n", "elements never written"),
-])
-def test_an_element_written_by_one_side_only_is_a_mismatch(bordered: tuple[SourceText, SourceText], plant: bytes,
-                                                            words: str) -> None:
+@pytest.mark.parametrize(
+    "plant, words",
+    [
+        (b"        out[idx] = 0.0f;\n        return;\n", "expected nan"),  # writes the border the original leaves
+        (b"        return;\n    }\n    if (x == 1 && y == 1) {\n        return;\n", "elements never written"),
+    ],
+)
+def test_an_element_written_by_one_side_only_is_a_mismatch(
+    bordered: tuple[SourceText, SourceText], plant: bytes, words: str
+) -> None:
     original, swizzled = bordered
     assert swizzled.data.count(BORDER_LEFT) == 1
     planted = validate_bytes(swizzled.path, swizzled.data.replace(BORDER_LEFT, plant), rewritten=True)

@@ -81,8 +81,9 @@ def _report_or_skip(runtime: Runtime, report):  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("entry", [e for e in MANIFEST if e.get("nvcc", True) or True], ids=lambda e: e["name"])
 def test_kernel_matches_numpy_reference(runtime: Runtime, entry: dict) -> None:
-    report = _report_or_skip(runtime, _run_or_skip(
-        runtime, lambda: verify_reference(source_of(entry), kernel_spec(entry), runtime)))
+    report = _report_or_skip(
+        runtime, _run_or_skip(runtime, lambda: verify_reference(source_of(entry), kernel_spec(entry), runtime))
+    )
     assert report.ok, "\n".join(v.summary() for v in report.sizes)
 
 
@@ -103,8 +104,9 @@ def test_every_pattern_verifies_bit_exact(runtime: Runtime, entry: dict, pattern
     result = rewrite(original.data, path=original.path, kernels=(name,), hw="mi300x", pattern=pattern)
     assert outcomes(result)[name] is Outcome.APPLIED
     rewritten = validate_bytes(original.path, result.new_data)
-    report = _report_or_skip(runtime, _run_or_skip(
-        runtime, lambda: verify_pair(original, rewritten, kernel_spec(entry), runtime)))
+    report = _report_or_skip(
+        runtime, _run_or_skip(runtime, lambda: verify_pair(original, rewritten, kernel_spec(entry), runtime))
+    )
     assert report.ok, "\n".join(v.summary() for v in report.sizes)
 
 
@@ -131,8 +133,10 @@ def test_unsupported_features_are_unverified_never_a_mismatch() -> None:
     original = source_of(entry)
     text = original.data.decode().replace("float acc = 0.0f;", 'float acc = 0.0f;\n    asm volatile("" ::: "memory");')
     source = validate_bytes(original.path, text.encode())
-    for report in (verify_reference(source, kernel_spec(entry), runtime),
-                   verify_pair(source, source, kernel_spec(entry), runtime)):
+    for report in (
+        verify_reference(source, kernel_spec(entry), runtime),
+        verify_pair(source, source, kernel_spec(entry), runtime),
+    ):
         assert report.status == "unverified" and not report.ok, report.summary()
         assert "MISMATCH" not in report.summary() and "unverified on the cpu runtime" in report.summary()
         error = report.sizes[0].error or ""

@@ -41,11 +41,12 @@ def test_broken_rewrite_fails_verification_and_is_not_kept(sgemm: Path) -> None:
 @requires_cpu_runtime
 def test_apply_verifies_on_the_cpu_runtime_and_logs_it(sgemm: Path) -> None:
     log = sgemm.parent / "run.jsonl"
-    proc = run_cli("apply", "--pass", "swizzle", "--pattern", "grouped", "--verify", "cpu", "--log", str(log),
-                   str(sgemm))
+    proc = run_cli(
+        "apply", "--pass", "swizzle", "--pattern", "grouped", "--verify", "cpu", "--log", str(log), str(sgemm)
+    )
     assert proc.returncode == 0, proc.stderr
     assert b"kxform_block" in sgemm.read_bytes()
-    (kernel,) = [json.loads(l) for l in log.read_text().splitlines() if '"type": "kernel"' in l]
+    (kernel,) = [json.loads(line) for line in log.read_text().splitlines() if '"type": "kernel"' in line]
     (verify,) = [c for c in kernel["checks"] if c["name"] == "verify"]
     assert verify["ok"] and "verified on the cpu runtime" in verify["detail"]
 
@@ -55,8 +56,9 @@ def test_program_output_comparison_masks_and_tolerances() -> None:
     b = "result 1.0000002 ok\ntime 9.9 ms\nchecksum 42\n"
     assert compare_output(a, b, masks=(r"^time",), rtol=1e-5) is None
     assert "line 2" in (compare_output(a, b, masks=(), rtol=1e-5) or "")
-    assert "checksum" in (compare_output(a, a.replace("42", "43"), masks=(r"^time",), rtol=1e-5) or "") or \
-        "43" in (compare_output(a, a.replace("42", "43"), masks=(r"^time",), rtol=1e-5) or "")
+    assert "checksum" in (compare_output(a, a.replace("42", "43"), masks=(r"^time",), rtol=1e-5) or "") or "43" in (
+        compare_output(a, a.replace("42", "43"), masks=(r"^time",), rtol=1e-5) or ""
+    )
     assert "lines" in (compare_output(a, a + "extra\n", masks=(), rtol=1e-5) or "")
 
 

@@ -54,8 +54,10 @@ def _tree(tmp_path: Path, sizes: list[tuple[int, int]], count: str = "width * he
     root = tmp_path / "t"
     root.mkdir(parents=True)
     shutil.copy(HELD_OUT / "naive_transpose.cu", root)
-    table = "".join(f'\n[[kernel.naive_transpose.sizes]]\nname = "s{i}"\nwidth = {w}\nheight = {h}\n'
-                    for i, (w, h) in enumerate(sizes))
+    table = "".join(
+        f'\n[[kernel.naive_transpose.sizes]]\nname = "s{i}"\nwidth = {w}\nheight = {h}\n'
+        for i, (w, h) in enumerate(sizes)
+    )
     (root / "kxform.toml").write_text(SPEC.format(sizes=table, count=count))
     return root / "naive_transpose.cu"
 
@@ -65,14 +67,18 @@ def test_a_remap_that_moves_no_block_at_the_check_sizes_is_verified_with_a_warni
     """8-way XCD order on grids of at most 8 blocks is the identity: the check sizes cannot
     tell it from the original."""
     path = _tree(tmp_path, [(30, 30), (50, 20)])  # grids 1x4 and 2x3
-    done = run_cli("apply", "--pass", "swizzle", "--pattern", "xcd", "--param", "xcds=8", "--verify", "cpu",
-                   "--diff", str(path))
+    done = run_cli(
+        "apply", "--pass", "swizzle", "--pattern", "xcd", "--param", "xcds=8", "--verify", "cpu", "--diff", str(path)
+    )
     assert done.returncode == 0, done.stderr
-    assert "warning: 'naive_transpose': the remap moves no block at any check size of the spec (s0 1x4, s1 2x3)" \
+    assert (
+        "warning: 'naive_transpose': the remap moves no block at any check size of the spec (s0 1x4, s1 2x3)"
         in logged_remarks(done)
+    )
     moving = _tree(tmp_path / "more", [(30, 30), (256, 256)])  # one grid of 8x32 blocks
-    done = run_cli("apply", "--pass", "swizzle", "--pattern", "xcd", "--param", "xcds=8", "--verify", "cpu",
-                   "--diff", str(moving))
+    done = run_cli(
+        "apply", "--pass", "swizzle", "--pattern", "xcd", "--param", "xcds=8", "--verify", "cpu", "--diff", str(moving)
+    )
     assert done.returncode == 0, done.stderr
     assert "moves no block" not in done.stderr
 
@@ -88,8 +94,7 @@ def test_kxform_verify_warns_when_the_rewritten_remap_moves_no_block(tmp_path: P
     rewritten = next(out.rglob("naive_transpose.cu"))
     verified = run_cli("verify", str(path), str(rewritten), "--kernel", "naive_transpose", "--runtime", "cpu")
     assert verified.returncode == 0, verified.stderr
-    assert "kxform: warning: the remap moves no block at any check size of the spec (s0 1x4, s1 2x3)" \
-        in verified.stderr
+    assert "kxform: warning: the remap moves no block at any check size of the spec (s0 1x4, s1 2x3)" in verified.stderr
     moving = _tree(tmp_path / "more", [(30, 30), (256, 256)])  # one grid of 8x32 blocks
     verified = run_cli("verify", str(moving), str(rewritten), "--kernel", "naive_transpose", "--runtime", "cpu")
     assert verified.returncode == 0, verified.stderr
@@ -112,8 +117,9 @@ def test_the_remap_is_read_back_from_its_helper(helper: str) -> None:
     assert list(found) == [remap.helper_name()]
     apply = found[remap.helper_name()]
     for gx, gy in ((1, 1), (3, 5), (7, 2), (9, 4)):
-        assert [apply(bx, by, gx, gy) for by in range(gy) for bx in range(gx)] == \
-            [remap.apply(bx, by, gx, gy) for by in range(gy) for bx in range(gx)]
+        assert [apply(bx, by, gx, gy) for by in range(gy) for bx in range(gx)] == [
+            remap.apply(bx, by, gx, gy) for by in range(gy) for bx in range(gx)
+        ]
 
 
 @needs_cpu

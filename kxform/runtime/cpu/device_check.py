@@ -56,11 +56,19 @@ def check_device_code(unit: object, where: str) -> None:
             arch = f"sm_{int(match.group(1)) // 10}"
         elif not define.removeprefix("-D").startswith(("KXFORM_CPU_", "KXCPU_")):
             defines.append(define.removeprefix("-D"))
-    job = BuildJob(source=unit.device_source or unit.source, filename=where, output="ptx", arch=arch,
-                   include_dirs=tuple(unit.include_dirs), defines=tuple(defines),
-                   extra_flags=("-Xcompiler", f"-idirafter,{LIBRARY_STUB_DIR}"))
+    job = BuildJob(
+        source=unit.device_source or unit.source,
+        filename=where,
+        output="ptx",
+        arch=arch,
+        include_dirs=tuple(unit.include_dirs),
+        defines=tuple(defines),
+        extra_flags=("-Xcompiler", f"-idirafter,{LIBRARY_STUB_DIR}"),
+    )
     result = builder.build(job)
     if not result.ok:
         error = first_error(result.log)
-        raise Unsupported(f"nvcc does not accept the kernel as device code, so the CPU runtime does not run "
-                          f"it: {error or 'nvcc failed'}")
+        raise Unsupported(
+            f"nvcc does not accept the kernel as device code, so the CPU runtime does not run "
+            f"it: {error or 'nvcc failed'}"
+        )

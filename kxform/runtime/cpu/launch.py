@@ -66,12 +66,20 @@ def run_binary(exe: Path, request: LaunchRequest, settings: ChildSettings, name:
         traces = _read_traces(work / "traces.txt", request, blocks)
         elapsed = _read_elapsed(work / "result.txt")
         extents, reads = read_watch(work / "result.txt", request, exe) if request.watch else ({}, ())
-    return LaunchResult(outputs=outputs, unwritten=unwritten, runtime="cpu", elapsed_ms=elapsed, traces=traces,
-                        unwritten_reads=reads, extents=extents)
+    return LaunchResult(
+        outputs=outputs,
+        unwritten=unwritten,
+        runtime="cpu",
+        elapsed_ms=elapsed,
+        traces=traces,
+        unwritten_reads=reads,
+        extents=extents,
+    )
 
 
-def _manifest(request: LaunchRequest, settings: ChildSettings, blocks: tuple[tuple[int, int, int], ...],
-              work: Path) -> str:
+def _manifest(
+    request: LaunchRequest, settings: ChildSettings, blocks: tuple[tuple[int, int, int], ...], work: Path
+) -> str:
     lines = [
         "kxcpu-manifest 1",
         "grid {} {} {}".format(*request.grid),
@@ -124,8 +132,12 @@ def _execute(exe: Path, manifest: Path, timeout_s: float, name: str, limits: str
     env = dict(os.environ, KXCPU_LIMITS=limits or f"nofile={OPEN_FILES}")
     try:
         proc = subprocess.Popen(
-            [str(exe), str(manifest)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
-            cwd=manifest.parent, env=env,
+            [str(exe), str(manifest)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            cwd=manifest.parent,
+            env=env,
         )
     except OSError as exc:
         raise RuntimeError_(f"{name}: cannot start the emulation binary: {exc}") from exc
@@ -172,7 +184,7 @@ def _assertion(stderr: str, name: str) -> str | None:
 def _child_message(stderr: str) -> str:
     lines = [ln for ln in stderr.splitlines() if ln.startswith("kxcpu: ")]
     if lines:
-        return _one_line(lines[-1][len("kxcpu: "):])
+        return _one_line(lines[-1][len("kxcpu: ") :])
     rest = [ln for ln in stderr.splitlines() if ln.strip()]
     return _one_line(rest[-1]) if rest else "no message"
 

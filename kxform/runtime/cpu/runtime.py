@@ -26,7 +26,9 @@ from ..base import (
 )
 from .build import Builder, KernelUnit, Toolchain
 from .launch import ChildSettings, run_binary
-from .source import drop_static_on_shared, is_hip, rewrite_dynamic_shared
+from kxform.build.hip import is_hip
+
+from .source import drop_static_on_shared, rewrite_dynamic_shared
 
 MAX_BLOCK_THREADS = 1024
 """Threads per block allowed by CUDA and HIP."""
@@ -128,9 +130,7 @@ def _validate(request: LaunchRequest, name: str) -> None:
         raise RuntimeError_(f"{name}: grid {request.grid} and block {request.block} must be positive")
     threads = request.block[0] * request.block[1] * request.block[2]
     if threads > MAX_BLOCK_THREADS:
-        raise RuntimeError_(
-            f"{name}: block {request.block} has {threads} threads, more than {MAX_BLOCK_THREADS}"
-        )
+        raise RuntimeError_(f"{name}: block {request.block} has {threads} threads, more than {MAX_BLOCK_THREADS}")
     if request.shared_bytes < 0:
         raise RuntimeError_(f"{name}: shared_bytes must not be negative")
     if request.params and len(request.params) != len(request.args):
@@ -150,7 +150,9 @@ def _validate(request: LaunchRequest, name: str) -> None:
     if request.only_traced_blocks and not request.trace_blocks:
         raise RuntimeError_(f"{name}: only_traced_blocks needs trace_blocks (there is nothing else to run)")
     if request.only_traced_blocks and request.watch:
-        raise RuntimeError_(f"{name}: a watched launch runs the whole grid (only_traced_blocks leaves `out` buffers unpoisoned)")
+        raise RuntimeError_(
+            f"{name}: a watched launch runs the whole grid (only_traced_blocks leaves `out` buffers unpoisoned)"
+        )
     for block in request.trace_blocks:
         if any(not 0 <= b < g for b, g in zip(block, request.grid, strict=True)):
             raise RuntimeError_(f"{name}: traced block {block} is outside the grid {request.grid}")

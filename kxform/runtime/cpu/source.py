@@ -13,7 +13,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from kxform.build.hip import is_hip
 from kxform.frontend.lexical import blank_comments_and_strings
 
 KERNEL_FILE = "kernel.cu"
@@ -23,9 +22,7 @@ KERNEL_FILE = "kernel.cu"
 _EXTERN_SHARED = re.compile(r"\bextern\b[^;{}]*?\b__shared__\b[^;{}]*;")
 _ARRAY_NAME = re.compile(r"\b([A-Za-z_]\w*)\s*\[\s*\]\s*(?:__attribute__\s*\(\(.*\)\)\s*)?;$", re.DOTALL)
 _ATTRIBUTE = re.compile(r"__align__\s*\([^)]*\)|alignas\s*\([^)]*\)|__attribute__\s*\(\(.*?\)\)", re.DOTALL)
-_DYN_SHARED = (
-    "static thread_local {type}* const {name} = reinterpret_cast<{type}*>(::kxcpu::dyn_smem);"
-)
+_DYN_SHARED = "static thread_local {type}* const {name} = reinterpret_cast<{type}*>(::kxcpu::dyn_smem);"
 
 
 _STATIC_SHARED = re.compile(r"\bstatic(\s+)__shared__\b|\b__shared__(\s+)static\b")
@@ -80,21 +77,33 @@ _UNSUPPORTED: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     for pattern, feature in (
         (r"\b(?:asm|__asm__|__asm)\b", "inline assembly (asm)"),
         (r"\brocwmma\b|\b__builtin_amdgcn_mfma\w*", "tensor-core matrix operations (rocwmma/MFMA)"),
-        (r"\b(?:tex[123]D\w*|texCubemap\w*|tex2Dgather)\b|\btexture\s*<|\b(?:cuda|hip)TextureObject_t\b",
-         "texture fetches"),
+        (
+            r"\b(?:tex[123]D\w*|texCubemap\w*|tex2Dgather)\b|\btexture\s*<|\b(?:cuda|hip)TextureObject_t\b",
+            "texture fetches",
+        ),
         (r"\bsurf(?:1D|2D|3D|Cubemap)\w*(?:read|write)\b|\b(?:cuda|hip)SurfaceObject_t\b", "surface accesses"),
-        (r"\b(?:this_grid|grid_group|this_multi_grid|multi_grid_group|sync_grids)\b",
-         "grid-wide cooperative-groups synchronisation (this_grid)"),
+        (
+            r"\b(?:this_grid|grid_group|this_multi_grid|multi_grid_group|sync_grids)\b",
+            "grid-wide cooperative-groups synchronisation (this_grid)",
+        ),
         (r"\b(?:this_cluster|cluster_group)\b", "thread-block clusters (this_cluster)"),
-        (r"\b(?:coalesced_threads|coalesced_group|labeled_partition|binary_partition)\b",
-         "coalesced cooperative groups (coalesced_threads)"),
-        (r"<<<|\b(?:cudaLaunchDevice|cudaGetParameterBuffer|cudaDeviceSynchronize|cudaLaunchKernel)\b",
-         "dynamic parallelism (kernel launch from device code)"),
-        (r"\b__pipeline_\w+|\bmemcpy_async\b|\bcuda\s*::\s*(?:barrier|pipeline)\b",
-         "asynchronous copies (memcpy_async / pipelines)"),
+        (
+            r"\b(?:coalesced_threads|coalesced_group|labeled_partition|binary_partition)\b",
+            "coalesced cooperative groups (coalesced_threads)",
+        ),
+        (
+            r"<<<|\b(?:cudaLaunchDevice|cudaGetParameterBuffer|cudaDeviceSynchronize|cudaLaunchKernel)\b",
+            "dynamic parallelism (kernel launch from device code)",
+        ),
+        (
+            r"\b__pipeline_\w+|\bmemcpy_async\b|\bcuda\s*::\s*(?:barrier|pipeline)\b",
+            "asynchronous copies (memcpy_async / pipelines)",
+        ),
         (r"\b__builtin_amdgcn_\w+", "AMD GCN builtins (__builtin_amdgcn_*)"),
-        (r"\bextern\s+static\s+thread_local\b|\bstatic\s+thread_local\s+extern\b",
-         "an extern __shared__ declaration of a form the runtime does not rewrite (use `extern __shared__ T name[];`)"),
+        (
+            r"\bextern\s+static\s+thread_local\b|\bstatic\s+thread_local\s+extern\b",
+            "an extern __shared__ declaration of a form the runtime does not rewrite (use `extern __shared__ T name[];`)",
+        ),
     )
 )
 

@@ -36,7 +36,9 @@ def read_watch(result: Path, request: LaunchRequest, exe: Path) -> tuple[dict[st
             extents[buffers[int(parts[1])]] = int(parts[2])
         elif parts[:1] == ["unwritten_read"] and len(parts) == 4:
             raw.append((buffers[int(parts[1])], int(parts[2]), int(parts[3])))
-    reads = tuple(UnwrittenRead(name, offset, _source_line(exe, delta, request.filename)) for name, offset, delta in raw)
+    reads = tuple(
+        UnwrittenRead(name, offset, _source_line(exe, delta, request.filename)) for name, offset, delta in raw
+    )
     return extents, reads
 
 
@@ -48,8 +50,9 @@ def _source_line(exe: Path, delta: int, filename: str) -> str:
         return ""
     address = anchor + delta - 1  # a return address: the call is the instruction before it
     try:
-        proc = subprocess.run([tool, "-e", str(exe), hex(address)], capture_output=True, text=True, timeout=30,
-                              check=False)
+        proc = subprocess.run(
+            [tool, "-e", str(exe), hex(address)], capture_output=True, text=True, timeout=30, check=False
+        )
     except (OSError, subprocess.TimeoutExpired):
         return ""
     match = _LOCATION.match(proc.stdout.strip())

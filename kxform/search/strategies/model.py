@@ -141,8 +141,9 @@ class ModelGuided(Strategy):
         self._distances = np.empty(0, dtype=np.int64)
         self._ranking = np.argsort(self.features[:, -1], kind="stable") if self._sources is not None else None
         """The weighted prior's ranking (the prior input's order), renewed where that input is."""
-        self._neighbours = _NeighbourIndex(self.space.codes,
-                                           np.array([p.kind != "enum" for p in self.space.params.params], dtype=bool))
+        self._neighbours = _NeighbourIndex(
+            self.space.codes, np.array([p.kind != "enum" for p in self.space.params.params], dtype=bool)
+        )
 
     # ------------------------------------------------------------------ proposing
 
@@ -169,7 +170,7 @@ class ModelGuided(Strategy):
         if not taken:
             return int(left[self.rng.integers(left.size)])
         pool = left if left.size <= DESIGN_POOL else self._sample(left, DESIGN_POOL)
-        positions = self.features[:, :self._parameters]
+        positions = self.features[:, : self._parameters]
         seen = positions[np.asarray(taken)]
         gaps = ((positions[pool][:, None, :] - seen[None, :, :]) ** 2).sum(-1).min(1)
         return int(pool[int(np.argmax(gaps))])
@@ -213,8 +214,9 @@ class ModelGuided(Strategy):
         mu, sigma = gp.predict(self.features[pool])  # explore: expected improvement
         return int(pool[int(np.argmax(_expected_improvement(mu, sigma, best)))])
 
-    def _with_lies(self, history: History, rows: np.ndarray, x: np.ndarray, y: np.ndarray,
-                   best: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _with_lies(
+        self, history: History, rows: np.ndarray, x: np.ndarray, y: np.ndarray, best: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The training set plus the configurations still being evaluated, each told
         the best time so far (a constant liar, CL-min: Ginsbourger et al., "Kriging is
         well-suited to parallelize optimization", 2010). Several workers then get
@@ -226,8 +228,11 @@ class ModelGuided(Strategy):
         if not history.pending:
             return rows, x, y
         pending = np.fromiter(sorted(history.pending), dtype=np.int64)
-        return (np.concatenate([rows, pending]), np.vstack([x, self.features[pending]]),
-                np.concatenate([y, np.full(pending.size, best)]))
+        return (
+            np.concatenate([rows, pending]),
+            np.vstack([x, self.features[pending]]),
+            np.concatenate([y, np.full(pending.size, best)]),
+        )
 
     def _weigh_sources(self, rows: np.ndarray, values: np.ndarray) -> None:
         """Weigh each prior source by the rank correlation (Kendall's tau) of its
@@ -297,8 +302,12 @@ class ModelGuided(Strategy):
         """The GP on (x, y); grown from the previous one when only rows were appended."""
         last = self._gp
         n = 0 if last is None else len(last.x)
-        if (last is not None and last.hyper is self._hyper and len(train_rows) > n
-                and np.array_equal(self._gp_rows, train_rows[:n])):
+        if (
+            last is not None
+            and last.hyper is self._hyper
+            and len(train_rows) > n
+            and np.array_equal(self._gp_rows, train_rows[:n])
+        ):
             gp = last.extended(x[n:], y)
         else:
             gp = GaussianProcess(x, y, self._hyper)
@@ -312,8 +321,8 @@ class ModelGuided(Strategy):
         if values.size <= MAX_TRAIN:
             return np.arange(values.size)  # appended in order: the posterior grows cheaply
         order = np.argsort(values, kind="stable")
-        best = order[:MAX_TRAIN * 5 // 8]
-        rest = order[MAX_TRAIN * 5 // 8:]
+        best = order[: MAX_TRAIN * 5 // 8]
+        rest = order[MAX_TRAIN * 5 // 8 :]
         others = np.random.default_rng(values.size).choice(rest, MAX_TRAIN - best.size, replace=False)
         return np.sort(np.concatenate([best, others]))
 
@@ -323,8 +332,9 @@ class ModelGuided(Strategy):
         mu, sigma = gp.predict(self.features[sample])
         ei = _expected_improvement(mu, sigma, best)
         top = min(POOL_KEEP // 2, sample.size)
-        self._keep = np.concatenate([sample[np.argpartition(-ei, top - 1)[:top]],
-                                     sample[np.argpartition(mu, top - 1)[:top]]])
+        self._keep = np.concatenate(
+            [sample[np.argpartition(-ei, top - 1)[:top]], sample[np.argpartition(mu, top - 1)[:top]]]
+        )
 
     def _sample(self, left: np.ndarray, count: int) -> np.ndarray:
         """About `count` distinct entries of `left`, in O(count) (a permutation of
