@@ -166,3 +166,21 @@ class NotAffine:
 
 
 Index = Affine | NotAffine
+
+
+def c_text(form: Affine, rename: Mapping[str, str] | None = None) -> str:
+    """An affine form as C, in `long long` (an index of a launch-sized grid may pass int);
+    `rename` spells symbols otherwise (`threadIdx.x` -> `(threadIdx.x / LANES)`)."""
+    if not form.terms:
+        return "0LL"
+    rename = rename or {}
+    parts = []
+    for monomial, coeff in form.terms:
+        factors = [f"(long long){rename.get(symbol, symbol)}" for symbol in monomial]
+        if not factors:
+            parts.append(f"{coeff}LL")
+        elif coeff in (1, -1):
+            parts.append(("-" if coeff < 0 else "") + " * ".join(factors))
+        else:
+            parts.append(" * ".join([f"{coeff}LL", *factors]))
+    return "(" + " + ".join(parts).replace("+ -", "- ") + ")"

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kxform.analysis.manager import AnalysisManager
+from kxform.engine.contracts import check_contract
 from kxform.engine.edits import Edit, apply_edits, check_reparse, unified_diff
 from kxform.engine.pass_api import (
     FORCED_REFUSED,
@@ -39,6 +40,7 @@ from kxform.engine.pass_api import (
     RunOptions,
 )
 from kxform.engine.proposer import DeterministicProposer, Proposer
+from kxform.engine.run_files import RunFiles
 from kxform.engine.status import UNVERIFIED, VERIFY_INCONCLUSIVE, Status
 from kxform.errors import CheckFailed, EditConflict, InputError
 from kxform.frontend.cuda import parse_model
@@ -94,6 +96,7 @@ class _Run:
     toolchain: Any
     pending: list[Remark]
     analyses: AnalysisManager = field(default_factory=AnalysisManager)
+    run_files: RunFiles = field(default_factory=RunFiles)
 
 
 def syntax_gate(model: SourceModel) -> set[str]:
@@ -172,11 +175,23 @@ def transform_source(
     feedback: Feedback | None = None,
     toolchain: Any = None,
     finalize: bool = True,
+    run_files: RunFiles | None = None,
 ) -> FileTransform:
     """Run `passes` over `source`. With `finalize` (the pure core on its own) the held-back
     "Applied" remarks are emitted at once; the runner passes False and emits them after
-    its later stages (`final_remarks`)."""
-    run = _Run(hw, options, proposer or DeterministicProposer(), semantic, RemarkSink(), feedback or {}, toolchain, [])
+    its later stages (`final_remarks`). `run_files`: the other files of the run, whose
+    launches and calls the launch contracts read (default: this file alone)."""
+    run = _Run(
+        hw,
+        options,
+        proposer or DeterministicProposer(),
+        semantic,
+        RemarkSink(),
+        feedback or {},
+        toolchain,
+        [],
+        run_files=run_files or RunFiles(),
+    )
     results: list[KernelResult] = []
     current = source
     line_map: tuple[int, ...] = ()
@@ -276,7 +291,14 @@ def _run_pass(
     broken = syntax_gate(model)
     duplicates = _duplicates(model)
     ctx = PassContext(
-        model, run.hw, run.options, run.sink, run.semantic(model) if run.semantic else None, run.toolchain, run.analyses
+        model,
+        run.hw,
+        run.options,
+        run.sink,
+        run.semantic(model) if run.semantic else None,
+        run.toolchain,
+        run.analyses,
+        run.run_files,
     )
     host_issue = host_syntax_issue(model)
     if host_issue is not None and not dry_run:
@@ -451,7 +473,8 @@ def _propose_and_check(ctx: PassContext, pass_: Pass, run: _Run, analysis: Kerne
             )
             continue
         try:
-            checked.append((proposal, tuple(pass_.check(ctx, proposal))))
+            records = tuple(pass_.check(ctx, proposal))
+            checked.append((proposal, records + _contract(ctx, pass_, proposal)))
         except CheckFailed as exc:
             rejected.append(Rejection(proposal.label(), "check", str(exc), exc.key))
             ctx.remark(
@@ -490,6 +513,17 @@ def _propose_and_check(ctx: PassContext, pass_: Pass, run: _Run, analysis: Kerne
         alternates=tuple(p for p, _ in rest),
         rejected=tuple(rejected),
     )
+
+
+def _contract(ctx: PassContext, pass_: Pass, proposal: Proposal) -> tuple[CheckRecord, ...]:
+    """The launch contract of `proposal` checked against every launch of its kernel the run
+    shows (kxform.engine.contracts); raises CheckFailed on a violation."""
+    contract = pass_.launch_contract(ctx, proposal)
+    if contract is None:
+        return ()
+    edits = pass_.edit(ctx, [proposal]) if contract.axes or contract.block is not None else []
+    found = check_contract(ctx.model, contract, edits, ctx.run_files)
+    return tuple(CheckRecord(name, status, detail) for name, status, detail in found)
 
 
 def _nothing_proposed(proposer: Proposer, pass_: Pass, analysis: KernelAnalysis, ctx: PassContext) -> tuple[str, str]:
@@ -571,6 +605,7 @@ def _idempotent(pass_: Pass, new_model: SourceModel, run: _Run, proposals: list[
         run.toolchain,
         [],
         run.analyses,
+        run.run_files,
     )
     _, again, _ = _run_pass(source, pass_, again_run, new_model, dry_run=True)
     if any(r.outcome is Outcome.APPLIED for r in again):

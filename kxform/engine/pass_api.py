@@ -22,11 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 from kxform.analysis.manager import AnalysisManager
+from kxform.engine.contracts import LaunchContract
 from kxform.engine.edits import Edit
 from kxform.engine.params import Config, Param, ParamSpace, ParamValue
 from kxform.engine.pass_spec import parse_pass_spec, split_pipeline
 from kxform.engine.policy import DEFAULT_POLICY, VerifyPolicy
 from kxform.engine.proposal import Proposal, Provenance, Rejection, format_value
+from kxform.engine.run_files import RunFiles
 from kxform.engine.tool_shape import AnswerRejected, ToolShape
 from kxform.errors import CheckFailed, UsageError, did_you_mean
 from kxform.frontend.model import Function, SourceModel
@@ -158,6 +160,8 @@ class PassContext:
     toolchain: Any = None  # kxform.build.toolchain.Toolchain | None (compilers, cache, project flags)
     analyses: AnalysisManager = field(default_factory=AnalysisManager, compare=False, repr=False)
     """The run's analysis cache (shared by the contexts of one run's passes)."""
+    run_files: RunFiles = field(default_factory=RunFiles, compare=False, repr=False)
+    """The other files of the run (launch contracts read their launches and calls)."""
 
     def analysis(self, kind: type[A], kernel: Function) -> A:
         """The `kind` analysis of `kernel` in this version of the file, computed once
@@ -339,6 +343,13 @@ class Pass(abc.ABC):
         """How the differential verification of `proposal` launches and compares (see
         kxform.engine.policy). Default: the spec's launch, bit-exact outputs."""
         return DEFAULT_POLICY
+
+    def launch_contract(self, ctx: PassContext, proposal: Proposal) -> LaunchContract | None:
+        """What the rewrite of `proposal` requires of every launch of its kernel in the run
+        (kxform.engine.contracts): a pass that changes a kernel's geometry or assumes its
+        buffers do not overlap says so, and the driver checks every launch the run shows.
+        Default None: any launch that worked before works after."""
+        return None
 
     def block_order(self, proposal: Proposal) -> BlockOrder | None:
         """The order in which the rewrite of `proposal` has the grid's blocks compute their

@@ -118,6 +118,10 @@ class VerifyPolicy:
     compare: OutputCompare = EXACT
     required: bool = False
     """The rewrite may only be written after a differential run passed (a new tile)."""
+    shares: bool = False
+    """The rewritten kernel's threads share data (shuffles, shared memory, barriers): its
+    differential run is repeated where a missing barrier would show (kxform.verify.races:
+    adversarial thread orders on the CPU runtime, racecheck and synccheck on a GPU)."""
 
     def then(self, later: VerifyPolicy) -> VerifyPolicy:
         """The policy of this rewrite followed by `later` on its output."""
@@ -128,7 +132,7 @@ class VerifyPolicy:
             defaults = {k: earlier.get(k, v) for k, v in later.launch.defaults}
             launch = replace(later.launch, defaults=tuple(defaults.items()))
         compare = _looser(self.compare, later.compare)
-        return VerifyPolicy(launch, compare, self.required or later.required)
+        return VerifyPolicy(launch, compare, self.required or later.required, self.shares or later.shares)
 
     def describe(self) -> str:
         launch = (
@@ -146,7 +150,12 @@ class VerifyPolicy:
         }
         if self.compare.mode == "bound":
             compare.update(bound=self.compare.bound, unit=self.compare.unit)
-        return {"launch": self.launch.to_json(), "compare": compare, "required": self.required}
+        return {
+            "launch": self.launch.to_json(),
+            "compare": compare,
+            "required": self.required,
+            "shares": self.shares,
+        }
 
 
 def _looser(first: OutputCompare, second: OutputCompare) -> OutputCompare:

@@ -107,6 +107,19 @@ def c_to_expr(text: str, names: Iterable[str], fixed: Mapping[str, int] | None =
     """A C integer expression over `names` (and literals) in kxform's expression language,
     or None when it reads anything else or uses what the language lacks. Names in `fixed`
     (constants that are not parameters) are replaced by their values."""
+    out = normalize(text, names, fixed)
+    try:
+        expr = parse_expr(out)
+    except SpecError:
+        return None
+    return out if expr.variables <= set(names) else None
+
+
+def normalize(text: str, names: Iterable[str] = (), fixed: Mapping[str, int] | None = None) -> str:
+    """`text` in the spelling kxform's expressions use, C's operators kept (`>>` too): casts
+    and literal suffixes dropped, a float `ceil` and the host helpers read as `ceil_div`,
+    `std::min` as `min`, `sizeof` of known types as numbers, names in `fixed` (other than
+    `names`) as their values."""
     out = _CEIL_DIV_NAMES_RE.sub("ceil_div(", _ceil_to_ceil_div(text))
     out = _CAST_RE.sub("", out)
     if fixed:
@@ -119,9 +132,4 @@ def c_to_expr(text: str, names: Iterable[str], fixed: Mapping[str, int] | None =
     out = re.sub(r"\b(\d+)[uUlL]+\b", r"\1", out)
     out = re.sub(r"\bstd::(min|max)\b", r"\1", out)
     out = re.sub(r"\bsizeof\s*\(\s*([^)]*?)\s*\)", lambda m: str(SIZEOF.get(m.group(1), "sizeof")), out)
-    out = " ".join(out.split())
-    try:
-        expr = parse_expr(out)
-    except SpecError:
-        return None
-    return out if expr.variables <= set(names) else None
+    return " ".join(out.split())

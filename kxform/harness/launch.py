@@ -18,7 +18,7 @@ from kxform.errors import SpecError
 from kxform.harness.dtypes import float_to_bf16, int_range, is_float, numpy_dtype
 from kxform.expr import Expr
 from kxform.harness.fills import CsrFill
-from kxform.harness.model import ArgKind, ArgSpec, KernelSpec, Role, SizeSpec
+from kxform.harness.model import ArgKind, ArgSpec, KernelSpec, Placement, Role, SizeSpec
 
 MAX_BLOCK_THREADS = 1024
 MAX_BLOCK_DIMS = (1024, 1024, 64)
@@ -77,6 +77,8 @@ class ResolvedLaunch:
     block: tuple[int, int, int]
     shared_bytes: int
     args: tuple[ResolvedArg, ...]
+    layout: tuple[tuple[str, Placement], ...] = ()
+    """Buffers placed otherwise than one allocation each (kxform.harness.placement)."""
 
     def arg(self, name: str) -> ResolvedArg:
         """The resolved argument called `name`."""
@@ -120,7 +122,7 @@ def resolve(kernel: KernelSpec, size: SizeSpec) -> ResolvedLaunch:
         _check_memory(args)
     except SpecError as err:
         raise SpecError(f"{prefix}: {err.cause}", size.location) from None
-    return ResolvedLaunch(kernel.name, size.name, env, grid, block, shared, args)
+    return ResolvedLaunch(kernel.name, size.name, env, grid, block, shared, args, size.layout)
 
 
 def host_memory_bytes() -> int | None:

@@ -83,13 +83,25 @@ class ArgSpec:
 
 
 @dataclass(frozen=True)
+class Placement:
+    """Where one buffer lies at a size (`layout`): `offset` elements into an allocation of
+    its own (a misaligned pointer), or, `within` another buffer, `offset` elements (its
+    own) from that buffer's pointer (negative: before it): the two overlap."""
+
+    offset: int = 0
+    within: str = ""
+
+
+@dataclass(frozen=True)
 class SizeSpec:
-    """One problem size: integer values of the size variables."""
+    """One problem size: integer values of the size variables, and the buffers it places
+    otherwise than one allocation each (`layout`: misaligned or overlapping)."""
 
     name: str
     bench: bool
     values: dict[str, int]
     location: Location = field(default=_NO_LOCATION, compare=False)
+    layout: tuple[tuple[str, Placement], ...] = ()
 
 
 @dataclass(frozen=True)

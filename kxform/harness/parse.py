@@ -20,6 +20,7 @@ from kxform.harness.fills import CsrFill, FillSpec, parse_fill
 from kxform.harness.locate import KeyPath
 from kxform.harness.model import (
     ARG_KINDS,
+    Placement,
     COMPARE_MODES,
     ROLES,
     ArgSpec,
@@ -72,8 +73,25 @@ def parse_kernel(name: str, table: Table, spec_dir: Path) -> KernelSpec:
         location=table.location(),
     )
     for size in kernel.sizes:
+        _check_layout(table, kernel, size)
         kernel.launch(size)
     return kernel
+
+
+def _check_layout(table: Table, kernel: KernelSpec, size: SizeSpec) -> None:
+    """A layout places buffers of the kernel, inside buffers that are not placed inside
+    another (one level), at offsets whole elements of both allow."""
+    buffers = {a.name: a for a in kernel.args if a.kind == "buffer"}
+    placed = dict(size.layout)
+    for name, place in size.layout:
+        where = f"size '{size.name}' layout of '{name}'"
+        if name not in buffers:
+            table.fail("sizes", f"{where}: no buffer argument '{name}'")
+        if place.within:
+            if place.within not in buffers or place.within == name:
+                table.fail("sizes", f"{where}: 'within' must name another buffer argument, not '{place.within}'")
+            if placed.get(place.within, Placement()).within:
+                table.fail("sizes", f"{where}: '{place.within}' lies within another buffer itself")
 
 
 def parse_compare(table: Table | None) -> CompareSpec | None:
@@ -176,12 +194,30 @@ def _parse_size(entry: Table) -> SizeSpec:
     bench = entry.boolean("bench", False)
     values: dict[str, int] = {}
     for key in entry.data:
-        if key in ("name", "bench"):
+        if key in ("name", "bench", "layout"):
             continue
         if not IDENTIFIER.match(key) or key in FUNCTIONS:
             entry.fail(key, f"'{key}' cannot be a size variable (needs an identifier, not a function name)")
         values[key] = entry.integer(key)
-    return SizeSpec(name, bench, values, entry.location())
+    return SizeSpec(name, bench, values, entry.location(), _parse_layout(entry))
+
+
+def _parse_layout(entry: Table) -> tuple[tuple[str, Placement], ...]:
+    """`layout = { x = { within = "y", offset = -1 }, w = { offset = 1 } }` (docs/harness-spec.md)."""
+    table = entry.table("layout", entry.label)
+    if table is None:
+        return ()
+    out = []
+    for name in table.data:
+        place = table.table(name, f"{entry.label} layout of '{name}'")
+        assert place is not None
+        place.check_keys(("within", "offset"))
+        within = place.string("within", "") or ""
+        offset = place.integer("offset", 0)
+        if not within and offset < 0:
+            place.fail("offset", "a buffer in an allocation of its own starts at offset >= 0 of it")
+        out.append((name, Placement(offset, within)))
+    return tuple(out)
 
 
 def _parse_reference(table: Table, spec_dir: Path) -> str | None:

@@ -15,6 +15,7 @@ import numpy as np
 
 from kxform.build.extract import ExtractedKernel
 from kxform.harness.launch import ResolvedLaunch
+from kxform.harness.placement import place
 from kxform.runtime.base import BufferArg, LaunchRequest, ScalarArg
 
 __all__ = ["NO_FLAGS", "UnitFlags", "launch_request", "unit_flags"]
@@ -76,14 +77,18 @@ def launch_request(
     """Turn harness inputs into a runtime request for the extracted kernel's entry. The
     unit is built away from the user's tree, so the file's own directory is an include
     directory (quoted includes resolve as they did in place)."""
-    args: list[BufferArg | ScalarArg] = []
-    for arg in resolved.args:
-        value = inputs[arg.name]
-        if arg.kind == "scalar":
-            args.append(ScalarArg(arg.name, value))
-        else:
-            args.append(BufferArg(arg.name, np.ascontiguousarray(value), arg.role))
+    buffers = [
+        BufferArg(arg.name, np.ascontiguousarray(inputs[arg.name]), arg.role)
+        for arg in resolved.args
+        if arg.kind != "scalar"
+    ]
+    buffers, arenas = place(resolved, buffers)
+    by_name = {b.name: b for b in buffers}
+    args: list[BufferArg | ScalarArg] = [
+        ScalarArg(arg.name, inputs[arg.name]) if arg.kind == "scalar" else by_name[arg.name] for arg in resolved.args
+    ]
     return LaunchRequest(
+        arenas=arenas,
         source=extracted.source,
         kernel=extracted.entry,
         params=extracted.params,

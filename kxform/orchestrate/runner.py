@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from kxform.build.toolchain import Toolchain
 from kxform.engine.driver import Feedback, FileTransform, transform_source
+from kxform.engine.run_files import RunFiles
 from kxform.engine.stages import run_later_stages
 from kxform.errors import InputError, KxformError, Location, UsageError, display_path
 from kxform.workspace.exclude import Exclude
@@ -91,11 +92,16 @@ def _pipeline(pipeline: str, extra_options: tuple[tuple[str, str], ...]) -> tupl
 
 
 def _transform_one(
-    path: str, config: ApplyConfig, includer: str | None = None, feedback: Feedback | None = None
+    path: str,
+    config: ApplyConfig,
+    includer: str | None = None,
+    feedback: Feedback | None = None,
+    run_files: RunFiles | None = None,
 ) -> FileOutcome:
     """Worker: read, validate and transform one file. Never raises for bad input.
     `includer`: the unit of the run that includes this header (its flags and directory);
-    `feedback`: candidates the later stages refused in an earlier round."""
+    `feedback`: candidates the later stages refused in an earlier round; `run_files`: every
+    file of the run (the launch contracts read the launches and calls of the others)."""
     try:
         source = read_source(path)
         judged = dict(config.expected).get(os.path.abspath(path))
@@ -124,6 +130,7 @@ def _transform_one(
             feedback=feedback,
             toolchain=toolchain,
             finalize=False,
+            run_files=run_files,
         )
         if transform.syntax_errors:  # a kernel that does not parse: the file is bad input, not "nothing to do"
             kernel, offset = transform.syntax_errors[0]
@@ -253,8 +260,10 @@ def run_apply(
         report = Report(write_back=config.write_back)
         latest = {o.path: o for o in outcomes if o.transform is not None}  # each file as it stands
 
+        run_files = RunFiles(tuple(sources.files))
+
         def retransform(path: str, feedback: Feedback) -> FileOutcome:
-            latest[path] = _transform_one(path, config, _includer(sources, path), feedback)
+            latest[path] = _transform_one(path, config, _includer(sources, path), feedback, run_files)
             return latest[path]
 
         outcomes = run_later_stages(
@@ -330,17 +339,21 @@ def _includer(sources: SourceSet, path: str) -> str | None:
 def _transform_all(sources: SourceSet, config: ApplyConfig, progress: Progress | None) -> list[FileOutcome]:
     files = sources.files
     includer = {path: _includer(sources, path) for path in files}
+    run_files = RunFiles(tuple(files))
     jobs = config.jobs or os.cpu_count() or 1
     if jobs == 1 or len(files) < 8:
         out = []
         for i, path in enumerate(files):
-            out.append(_transform_one(path, config, includer[path]))
+            out.append(_transform_one(path, config, includer[path], None, run_files))
             if progress:
                 progress(i + 1, len(files), path)
         return out
     results: list[FileOutcome | None] = [None] * len(files)
     with futures.ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init, initargs=(os.getpid(),)) as pool:
-        pending = {pool.submit(_transform_one, path, config, includer[path]): i for i, path in enumerate(files)}
+        pending = {
+            pool.submit(_transform_one, path, config, includer[path], None, run_files): i
+            for i, path in enumerate(files)
+        }
         done = 0
         for future in futures.as_completed(pending):
             results[pending[future]] = future.result()

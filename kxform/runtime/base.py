@@ -24,11 +24,18 @@ POISON_BYTE = 0xFF
 
 @dataclass(frozen=True)
 class BufferArg:
-    """A device buffer argument: `data` is copied in (for out-only buffers it is poisoned)."""
+    """A device buffer argument: `data` is copied in (for out-only buffers it is poisoned).
+
+    With `arena`, the buffer has no allocation of its own: the kernel gets a pointer
+    `offset` bytes into the allocation `arena` names (`LaunchRequest.arenas`), which the
+    caller filled; `data` then only gives the shape and type its output is read back as.
+    Two such buffers may overlap, and one may start at any offset (misaligned)."""
 
     name: str
     data: np.ndarray
     role: Role
+    arena: str = ""
+    offset: int = 0
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,28 @@ class LaunchRequest:
     """Run only the blocks in `trace_blocks` (CPU runtime only): for trace collection at
     sizes too large to emulate whole. The outputs are then unspecified and not returned
     (`LaunchResult.outputs` and `unwritten` are empty); `out` buffers start zeroed."""
+    arenas: tuple[BufferArg, ...] = ()
+    """Allocations the kernel is not passed itself (bytes, `inout`): buffer arguments with
+    `arena` point into them. Not for traced or watched launches."""
+    schedule: str = "forward"
+    """The order the threads of a block run in between synchronisation points (CPU runtime
+    only; `schedule_kind` reads it): `forward` (thread order), `reverse`, `random:SEED` (a
+    seeded permutation per block) or `delay:W` (warp W runs after the others). A kernel
+    without races gives the same outputs in every order."""
+
+
+ADVERSARIAL_SCHEDULES = ("reverse", "random:1", "delay:0")
+"""The orders a rewrite whose threads share data is also run in (besides `forward`)."""
+
+
+def schedule_kind(schedule: str) -> tuple[str, int]:
+    """`random:7` -> ("random", 7); ValueError naming the schedule when it is not one."""
+    kind, _, number = schedule.partition(":")
+    if kind in ("forward", "reverse") and not number:
+        return kind, 0
+    if kind in ("random", "delay") and number.isdigit():
+        return kind, int(number)
+    raise ValueError(f"unknown schedule {schedule!r} (forward, reverse, random:SEED, delay:WARP)")
 
 
 @dataclass(frozen=True)
@@ -172,6 +201,17 @@ class Runtime(abc.ABC):
     def times_kernels(self) -> bool:
         """Whether `time` is implemented (a runtime that cannot time cannot `--measure`)."""
         return type(self).time is not Runtime.time
+
+
+def arena_outputs(request: LaunchRequest, arenas: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The outputs of the buffer arguments that lie in arenas (their bytes of each arena as
+    it came back), by argument name."""
+    out: dict[str, np.ndarray] = {}
+    for arg in request.args:
+        if isinstance(arg, BufferArg) and arg.arena and arg.role != "in":
+            raw = arenas[arg.arena].reshape(-1).view(np.uint8)[arg.offset : arg.offset + arg.data.nbytes]
+            out[arg.name] = raw.copy().view(arg.data.dtype).reshape(arg.data.shape)
+    return out
 
 
 def poison_like(array: np.ndarray) -> np.ndarray:

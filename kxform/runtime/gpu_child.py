@@ -429,7 +429,7 @@ def _allocate(cuda: Any, args: list[dict[str, Any]], held: list[Any], inputs: _I
     """Device buffers: inputs copied in, out-only buffers poisoned with 0xFF bytes."""
     buffers: list[Any] = []
     for index, arg in enumerate(args):
-        if arg["kind"] != "buffer":
+        if arg["kind"] != "buffer" or "view" in arg:  # a view points into an arena: no allocation
             buffers.append(None)
             continue
         size = max(int(arg["nbytes"]), 256)  # mem_alloc(0) fails; empty buffers get a stub
@@ -447,7 +447,12 @@ def _pack(args: list[dict[str, Any]], buffers: list[Any]) -> bytes:
     """The kernel's parameter buffer, laid out with C alignment (as nvcc lays out params)."""
     out = bytearray()
     for arg, device in zip(args, buffers, strict=True):
-        if arg["kind"] == "buffer":
+        if arg.get("param") is False:  # an arena: reached through the views into it
+            continue
+        if "view" in arg:
+            pointer = int(buffers[int(arg["view"])]) + int(arg["offset"])
+            raw, align = pointer.to_bytes(8, "little"), 8
+        elif arg["kind"] == "buffer":
             raw, align = int(device).to_bytes(8, "little"), 8
         else:
             raw, align = bytes.fromhex(arg["hex"]), int(arg["align"])

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from kxform.runtime.base import BufferArg, LaunchRequest, RuntimeError_, ScalarArg, count_unwritten
+from kxform.runtime.base import BufferArg, LaunchRequest, RuntimeError_, ScalarArg, arena_outputs, count_unwritten
 
 _POLL_S = 0.02
 _CLOSE_GRACE_S = 2.0
@@ -173,7 +173,30 @@ class _Staging:
         return path
 
     def args(self, request: LaunchRequest, label: str, want_outputs: bool) -> list[dict[str, Any]]:
-        return [self._arg(index, arg, label, want_outputs) for index, arg in enumerate(request.args)]
+        """The kernel's arguments in order, then the arenas (allocations no argument is:
+        `"param": False`); an argument inside an arena is a `view` of it at an offset."""
+        first = len(request.args)
+        arenas = {a.name: first + k for k, a in enumerate(request.arenas)}
+        out = []
+        for index, arg in enumerate(request.args):
+            if isinstance(arg, BufferArg) and arg.arena:
+                if arg.arena not in arenas:
+                    raise RuntimeError_(f"{label}: argument {arg.name}: no arena '{arg.arena}'")
+                out.append(
+                    {
+                        "kind": "buffer",
+                        "name": arg.name,
+                        "role": "in",
+                        "nbytes": 0,
+                        "view": arenas[arg.arena],
+                        "offset": int(arg.offset),
+                    }
+                )
+            else:
+                out.append(self._arg(index, arg, label, want_outputs))
+        for k, arena in enumerate(request.arenas):
+            out.append({**self._arg(first + k, arena, label, want_outputs), "param": False})
+        return out
 
     def _arg(self, index: int, arg: BufferArg | ScalarArg, label: str, want_outputs: bool) -> dict[str, Any]:
         if isinstance(arg, ScalarArg):
@@ -208,8 +231,9 @@ class _Staging:
         unwritten: dict[str, int] = {}
         if not want_outputs:
             return outputs, unwritten
-        for index, arg in enumerate(request.args):
-            if not isinstance(arg, BufferArg) or arg.role == "in":
+        arenas: dict[str, np.ndarray] = {}
+        for index, arg in enumerate((*request.args, *request.arenas)):
+            if not isinstance(arg, BufferArg) or arg.role == "in" or arg.arena:
                 continue
             array = np.empty_like(arg.data, order="C")
             if index in inline:
@@ -217,8 +241,14 @@ class _Staging:
             elif arg.data.nbytes:
                 array = _map_file(self.folder / f"{self.prefix}out_{index}.bin", arg.data.nbytes)
                 array = array.view(arg.data.dtype).reshape(arg.data.shape)
+            if index >= len(request.args):
+                arenas[arg.name] = array
+                continue
             outputs[arg.name] = array
-            unwritten[arg.name] = count_unwritten(array) if arg.role == "out" else 0
+        outputs.update(arena_outputs(request, arenas))
+        for arg in request.args:
+            if isinstance(arg, BufferArg) and arg.name in outputs:
+                unwritten[arg.name] = count_unwritten(outputs[arg.name]) if arg.role == "out" else 0
         return outputs, unwritten
 
     def cleanup(self) -> None:

@@ -40,6 +40,8 @@ from kxform.runtime.base import (
 from kxform.engine.policy import OutputCompare, VerifyPolicy
 from kxform.verify.verdict import OutputCheck, SizeVerdict, VerifyReport, inputs_finite, vacuity
 from kxform.frontend.source import SourceText
+from kxform.verify.races import race_runs
+from kxform.verify.sizes import Derived, derived_sizes, suspects
 from kxform.verify.versions import LaunchUndecided, comparison, rewritten_launch, scalars
 from kxform.harness.request import NO_FLAGS, UnitFlags, launch_request
 
@@ -110,7 +112,8 @@ def _over_sizes(
     whose original run also watches for reads of unwritten `out` buffers."""
     chosen = _sizes(spec, sizes)
     launches = [spec.launch(size) for size in chosen]
-    watched = min(range(len(launches)), key=lambda i: launches[i].total_bytes, default=-1)
+    plain = [i for i in range(len(launches)) if not launches[i].layout] or list(range(len(launches)))
+    watched = min(plain, key=lambda i: launches[i].total_bytes, default=-1)
     verdicts = []
     for i, (size, resolved) in enumerate(zip(chosen, launches)):
         start = time.perf_counter()
@@ -167,6 +170,8 @@ def _blame_original(verdict: SizeVerdict, runtime: Runtime, request: LaunchReque
 
 def _watching(request: LaunchRequest, runtime: Runtime, watch: bool) -> LaunchRequest:
     has_out = any(isinstance(a, BufferArg) and a.role == "out" for a in request.args)
+    if request.arenas:  # buffers placed in one another are not watched (reads are told apart per buffer)
+        return request
     return replace(request, watch=True) if watch and has_out and runtime.watches_reads else request
 
 
@@ -211,6 +216,42 @@ def _output_checks(
     return tuple(checks)
 
 
+def _rewritten_verdict(
+    size: str,
+    runtime: Runtime,
+    rewritten: LaunchRequest,
+    original: LaunchRequest,
+    resolved: ResolvedLaunch,
+    inputs: dict,
+    before: LaunchResult,
+    specs: dict[str, CompareSpec],
+) -> SizeVerdict:
+    """One run of the rewritten version, its outputs compared with the original's."""
+    try:
+        after = runtime.run(rewritten)
+    except Unsupported as exc:
+        return SizeVerdict(size, "unverified", error=str(exc))
+    except RuntimeError_ as exc:
+        verdict = SizeVerdict(size, "mismatch", error=f"the rewritten kernel failed where the original ran: {exc}")
+        return _blame_original(verdict, runtime, original) or verdict
+    comparisons = {
+        name: compare(
+            expected,
+            after.outputs[name],
+            specs[name],
+            dtype=resolved.arg(name).dtype,
+            unwritten_both=_unwritten_both(resolved.arg(name).role, expected, after.outputs[name]),
+        )
+        for name, expected in before.outputs.items()
+    }
+    verdict = SizeVerdict.from_checks(
+        size, _output_checks(resolved, inputs, before.outputs, after.outputs, comparisons, unwritten_both=True)
+    )
+    if verdict.status == "mismatch":
+        verdict = _blame_original(verdict, runtime, original) or verdict
+    return verdict
+
+
 def default_policy(original: SourceText) -> VerifyPolicy:
     """Without a pass to ask (`kxform verify A B`): the spec's launch for both, bit-exact
     unless the kernel accumulates floats with atomics (then the spec's tolerance)."""
@@ -236,6 +277,7 @@ def verify_pair(
     extracted = (extract_kernel(original, spec.name), extract_kernel(rewritten, spec.name))
     check_signature(spec, extracted[0])
     policy = policy or default_policy(original)
+    spec_sizes = {s.name for s in spec.sizes}
 
     def check(size: SizeSpec, resolved: ResolvedLaunch, inputs: dict, watch: bool) -> SizeVerdict:
         label = f"{spec.name}[{size.name}]"
@@ -247,35 +289,21 @@ def verify_pair(
             launch = rewritten_launch(resolved, extracted[0].params, policy.launch)
         except LaunchUndecided as exc:  # the rewritten version's launch is unknown: could not tell
             return SizeVerdict(size.name, "inconclusive", error=str(exc))
-        try:
-            after = runtime.run(launch_request(extracted[1], launch, inputs, f"{label} rewritten", timeout_s, flags))
-        except Unsupported as exc:
-            return SizeVerdict(size.name, "unverified", error=str(exc))
-        except RuntimeError_ as exc:
-            verdict = SizeVerdict(
-                size.name, "mismatch", error=f"the rewritten kernel failed where the original ran: {exc}"
-            )
-            return _blame_original(verdict, runtime, request) or verdict
         env = scalars(resolved, extracted[0].params)
         try:
             specs = {name: comparison(spec.compare_for(name), policy.compare, env) for name in before.outputs}
         except LaunchUndecided as exc:  # the derived tolerance names what this size does not bind
             return SizeVerdict(size.name, "inconclusive", error=str(exc))
-        comparisons = {
-            name: compare(
-                expected,
-                after.outputs[name],
-                specs[name],
-                dtype=resolved.arg(name).dtype,
-                unwritten_both=_unwritten_both(resolved.arg(name).role, expected, after.outputs[name]),
-            )
-            for name, expected in before.outputs.items()
-        }
-        verdict = SizeVerdict.from_checks(
-            size.name, _output_checks(resolved, inputs, before.outputs, after.outputs, comparisons, unwritten_both=True)
-        )
-        if verdict.status == "mismatch":
-            verdict = _blame_original(verdict, runtime, request) or verdict
+        rewritten = launch_request(extracted[1], launch, inputs, f"{label} rewritten", timeout_s, flags)
+        verdict = _rewritten_verdict(size.name, runtime, rewritten, request, resolved, inputs, before, specs)
+        if verdict.status == "ok" and policy.shares and size.name in spec_sizes:  # derived sizes: one order
+            with race_runs(runtime, rewritten) as runs:
+                for run in runs:
+                    raced = _rewritten_verdict(
+                        size.name, run.runtime, run.request, request, resolved, inputs, before, specs
+                    )
+                    if raced.status != "ok":
+                        return replace(raced, error=f"{run.label}: {raced.error or raced.summary()}")
         if policy.compare.mode != "bound":
             return verdict
         named = set(re.findall(r"[A-Za-z_]\w*", policy.compare.bound))
@@ -285,7 +313,50 @@ def verify_pair(
             verdict, tolerance=f"derived bound ({policy.compare.bound}) * {policy.compare.unit:.3g} at {at}: {told}"
         )
 
-    return VerifyReport(spec.name, runtime.name, "rewritten", _over_sizes(spec, sizes, seed, check, progress))
+    verdicts = _over_sizes(spec, sizes, seed, check, progress)
+    derived = () if sizes or not policy.required else _derived(spec, extracted, policy)
+    extra, notes = _derived_verdicts(spec, derived, seed, check)
+    return VerifyReport(spec.name, runtime.name, "rewritten", verdicts + extra, notes)
+
+
+def _derived(spec: KernelSpec, extracted: tuple[ExtractedKernel, ExtractedKernel], policy: VerifyPolicy):  # type: ignore[no-untyped-def]
+    """The sizes derived from the rewrite (kxform.verify.sizes): its constants, its
+    parameters and its block at the spec's largest size."""
+    base = max(spec.check_sizes, key=lambda s: spec.launch(s).total_bytes, default=None)
+    if base is None:
+        return ()
+    values = [v for _, v in policy.launch.values]
+
+    def grid_of(resolved: ResolvedLaunch) -> tuple[int, int, int] | None:
+        try:
+            return rewritten_launch(resolved, extracted[0].params, policy.launch).grid
+        except LaunchUndecided:
+            return None
+
+    try:
+        block = rewritten_launch(spec.launch(base), extracted[0].params, policy.launch).block
+    except LaunchUndecided:
+        block = spec.launch(base).block
+    return derived_sizes(spec, suspects(extracted[1].source, [*values, *block]), grid_of)
+
+
+def _derived_verdicts(
+    spec: KernelSpec, derived: tuple[Derived, ...], seed: int | None, check: SizeCheck
+) -> tuple[tuple[SizeVerdict, ...], tuple[str, ...]]:
+    """Verdicts at the derived sizes: a mismatch counts, and so does agreement; where the
+    original fails or nothing could be compared the size says nothing against the rewrite
+    and is noted instead."""
+    verdicts, notes = [], []
+    for item in derived:
+        resolved = spec.launch(item.size)
+        start = time.perf_counter()
+        verdict = check(item.size, resolved, make_inputs(spec, resolved, seed), False)
+        verdict = replace(verdict, seconds=time.perf_counter() - start)
+        if verdict.status in ("ok", "mismatch"):
+            verdicts.append(verdict)
+        else:
+            notes.append(f"derived size {item.size.name} ({item.why}) not compared: {verdict.summary()}")
+    return tuple(verdicts), tuple(notes)
 
 
 def verify_reference(

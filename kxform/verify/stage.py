@@ -97,7 +97,7 @@ def verify_file(
         flags = UnitFlags.from_build_dir(build_dir, path)
         reports = [verify_pair(source, new, spec, runtime, flags=flags, policy=policy) for spec in specs]
         status = combined_status(reports)
-        notes = missing_instantiations(source, kernel, specs)
+        notes = missing_instantiations(source, kernel, specs) + [n for r in reports for n in r.notes]
         detail = " | ".join(f"{r.summary()}: " + "; ".join(v.summary() for v in r.sizes) for r in reports)
         detail += "".join(f"; note: {n}" for n in notes)
         key = _VERIFY_KEYS[status]

@@ -48,6 +48,7 @@ from kxform.passes.vectorize.vectorize import rewritten_binding
 from kxform.analysis import AccessAnalysis
 from kxform.analysis.reuse import Reuse, analyse_reuse, cacheable
 from kxform.engine import launch_site
+from kxform.engine.contracts import LaunchContract
 from kxform.engine.edits import Edit, apply_edits, spliced
 from kxform.engine.params import Config, Constraint, Param, ParamSpace
 from kxform.engine.pass_api import (
@@ -350,6 +351,13 @@ class Coarsen(ValuesPass):
         binding = rewritten_binding(ctx.model.source.path, text, proposal.kernel, name, factor)
         launch = binding if binding is not None else LaunchBinding(grid=("unknown",), origin="no readable launch")
         return VerifyPolicy(launch, compare, required=True)
+
+    def launch_contract(self, ctx: PassContext, proposal: Proposal) -> LaunchContract | None:
+        """The rewritten kernel computes several outputs per thread and the grids of this file count them: a
+        launch of it in another file of the run would not."""
+        if int(proposal.options.get("factor", "1")) == 1:
+            return None
+        return LaunchContract(proposal.kernel, geometry=True)
 
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
         data = super().describe(ctx, analysis)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kxform.analysis.affine import Affine
+from kxform.analysis.affine import c_text
 from kxform.analysis.reuse import LoadGroup, Reuse, StoreSite
 
 
@@ -43,22 +43,6 @@ class Cached:
     """Statements that set `kx_overlap`; empty: no run-time check is needed."""
     pairs: tuple[tuple[str, str], ...]
     """The (cached, stored) buffer pairs the check covers."""
-
-
-def c_text(form: Affine) -> str:
-    """An affine form as C, in `long long` (an index of a launch-sized grid may pass int)."""
-    if not form.terms:
-        return "0LL"
-    parts = []
-    for monomial, coeff in form.terms:
-        factors = [f"(long long){symbol}" for symbol in monomial]
-        if not factors:
-            parts.append(f"{coeff}LL")
-        elif coeff in (1, -1):
-            parts.append(("-" if coeff < 0 else "") + " * ".join(factors))
-        else:
-            parts.append(" * ".join([f"{coeff}LL", *factors]))
-    return "(" + " + ".join(parts).replace("+ -", "- ") + ")"
 
 
 def cache_loads(reuse: Reuse, factor: int, axis: str, name: str, data: bytes) -> Cached | str:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kxform.build import resources
+from kxform.engine.contracts import AxisItems, LaunchContract
 from kxform.engine.edits import Edit, apply_edits
 from kxform.engine.params import Config, Constraint, Param, ParamSpace, ParamValue
 from kxform.engine.pass_api import (
@@ -42,7 +43,7 @@ from kxform.errors import CheckFailed
 from kxform.frontend.constants import evaluate_constants
 from kxform.frontend.model import Function, FunctionKind, SourceModel
 from kxform.passes.launch import assumptions, policy
-from kxform.passes.launch.bounds import ADDED_MIN_BLOCKS, RANGES, added_bound_name
+from kxform.passes.launch.bounds import ADDED_MIN_BLOCKS, RANGES, added_bound_name, added_min_blocks
 from kxform.passes.launch.geometry import Geometry, constant_names, find_geometry
 from kxform.passes.launch.rewrite import lift_edits
 
@@ -223,6 +224,38 @@ class Launch(ValuesPass):
     def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
         fact = _facts(ctx, proposal.kernel)
         return policy.verify_policy(ctx.model, fact.geometry, fact.closure, fact.space.resolve(proposal.options))
+
+    def launch_contract(self, ctx: PassContext, proposal: Proposal) -> LaunchContract | None:
+        """A new block must still cover the grid's work at every launch of the file (the grid
+        followed it), and launch bounds the rewrite adds or changes must hold at every launch
+        of the run, other files' too."""
+        fact = _facts(ctx, proposal.kernel)
+        config = fact.space.resolve(proposal.options)
+        if config == fact.space.defaults():
+            return None
+        values = {d.name: int(config.get(d.name, d.value)) for d in fact.geometry.dims}
+        axes = tuple(
+            AxisItems(d.axis, d.value, values[d.name]) for d in fact.geometry.dims if values[d.name] != d.value
+        )
+        max_threads = math.prod(values.values()) if added_min_blocks(proposal.kernel, config) else None
+        for bound in fact.geometry.bounds:
+            if bound.kind == "MAX_THREADS" and int(config.get(bound.name, bound.value)) != bound.value:
+                max_threads = int(config.get(bound.name, bound.value))
+        old: dict[str, int] = {}
+        new: dict[str, int] = {}
+        for dim in fact.geometry.dims:
+            for place in dim.places:
+                if place.kind == "constant":
+                    old[place.text] = dim.value
+                if place.argument_of:
+                    old[place.argument_of], new[place.argument_of] = dim.value, values[dim.name]
+        return LaunchContract(
+            proposal.kernel,
+            max_threads=max_threads,
+            axes=axes,
+            old_values=tuple(old.items()),
+            new_values=tuple(new.items()),
+        )
 
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
         fact: Facts = analysis.facts["facts"]

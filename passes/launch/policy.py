@@ -88,4 +88,4 @@ def verify_policy(model: SourceModel, geometry: Geometry, closure: frozenset[str
             "order that depends on the block size; both orders are within the spec's tolerance "
             "of the exact result, so within twice it of each other",
         )
-    return VerifyPolicy(launch, compare, required=True)
+    return VerifyPolicy(launch, compare, required=True, shares=how is not None)

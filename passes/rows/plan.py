@@ -18,10 +18,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kxform.analysis import AccessAnalysis, Affine, Loop
+from kxform.analysis import AccessAnalysis, Affine, Loop, MemoryAccess
 from kxform.analysis.records import Reduction
 from kxform.engine.pass_api import Blocker, PassContext
 from kxform.frontend.model import Function
+from kxform.passes.rows.overlap import Overlap, overlap
 from kxform.passes.rows.reduce import OPERATORS, TYPES
 
 LANE = "rows_lane"
@@ -34,6 +35,19 @@ _COMMUNICATES_RE = re.compile(rb"__shared__|__syncthreads|__syncwarp|__shfl\w*|_
 
 
 @dataclass(frozen=True)
+class Names:
+    """The rewrite's parameters, named after the kernel (`K_LANES`: G, `K_ROWS`: rows per block)."""
+
+    lanes: str
+    rows: str
+
+    @classmethod
+    def of(cls, kernel: str) -> Names:
+        base = re.sub(r"\W", "_", kernel).upper()
+        return cls(f"{base}_LANES", f"{base}_ROWS")
+
+
+@dataclass(frozen=True)
 class Plan:
     """The loops to distribute (program order) and the reductions to combine after each."""
 
@@ -41,6 +55,8 @@ class Plan:
     reductions: tuple[Reduction, ...]
     blockers: tuple[Blocker, ...]
     applied: bool = False
+    overlap: Overlap = Overlap(())
+    """The buffers of the row's loops that may overlap, and the run-time check of them."""
 
     def reductions_of(self, loop: Loop) -> tuple[Reduction, ...]:
         return tuple(r for r in self.reductions if r.loop == loop.id)
@@ -105,7 +121,58 @@ def plan(ctx: PassContext, kernel: Function) -> Plan:
             )
     for loop in top:
         _live_out(ctx, kernel, loop, {r.var for r in loop.reductions} | {loop.var}, refuse)
-    return Plan(tuple(top), reductions, tuple(blockers))
+    if not blockers:
+        _cross_lane(analysis, top, refuse)
+    params = {p.name for p in kernel.params}
+    found_overlap = overlap(analysis, tuple(top), params, Names.of(kernel.name).lanes) if top else Overlap(())
+    return Plan(tuple(top), reductions, tuple(blockers), overlap=found_overlap)
+
+
+def _cross_lane(analysis: AccessAnalysis, top: list[Loop], refuse) -> None:  # type: ignore[no-untyped-def]
+    """A global buffer a shared-out loop stores, touched again after it, where another lane
+    of the row may be the one that stored it: after the loop outside every shared-out loop
+    (the buffer, or one that may alias it), or in a later shared-out loop that gives the
+    element to another lane (another start, step or index). The rewrite adds no barrier,
+    so such a read races with the other lane's store."""
+    restrict = {b.name: b.restrict for b in analysis.buffers}
+    by_id = {loop.id: loop for loop in top}
+    accesses = [a for a in analysis.accesses if a.space == "global"]
+    for loop in top:
+        stores = [a for a in accesses if a.write and a.loops and a.loops[0] == loop.id]
+        stored = {a.buffer for a in stores}
+        for access in accesses:
+            if access.span.start < loop.span.end:
+                continue
+            owner = by_id.get(access.loops[0]) if access.loops else None
+            if owner is None:
+                related = [
+                    w for w in stored if w == access.buffer or not (restrict.get(w) and restrict.get(access.buffer))
+                ]
+            elif access.buffer in stored:
+                related = [] if _same_lane(loop, owner, access, stores) else [access.buffer]
+            else:
+                related = []
+            if related:
+                refuse(
+                    "CrossLaneRead",
+                    f"'{related[0]}' is stored in the loop over '{loop.var}' and '{access.text}' touches it after "
+                    "that loop, where another lane of the row may have stored the element, with no barrier between",
+                    access.span.start,
+                )
+                return
+
+
+def _same_lane(first: Loop, later: Loop, access: MemoryAccess, stores: list[MemoryAccess]) -> bool:
+    """Whether the lane that runs `access` in `later` is the lane that stored the element in
+    `first`: both loops start and step alike, and every store of the buffer there has
+    `access`'s index (with the loop variables matched)."""
+    if (first.init, first.step) != (later.init, later.step) or len(access.loops) != 1:
+        return False
+    index = access.index
+    if not isinstance(index, Affine):
+        return False
+    mine = index.substitute(later.var, Affine.symbol(first.var)) if later.var != first.var else index
+    return all(s.buffer != access.buffer or (len(s.loops) == 1 and s.index == mine) for s in stores)
 
 
 def _loop_blockers(loop: Loop) -> list[str]:

@@ -28,22 +28,12 @@ from kxform.engine.launch_site import Written, follow_block, replace_config, set
 from kxform.engine.rewrite import RewriteRefused, insert_at_entry, place_helpers
 from kxform.frontend.launches import LaunchConfig, launch_configs
 from kxform.frontend.model import Function, SourceModel
-from kxform.passes.rows.plan import LANE, Plan
+from kxform.passes.rows.overlap import SHARE
+from kxform.passes.rows.plan import LANE, Names, Plan
 from kxform.passes.rows.reduce import WARP, Combine, block_helper, call, warp_helper
 
 _HEADER_RE = re.compile(rb"for\s*\((?P<init>[^;]*);(?P<cond>[^;]*);(?P<inc>[^)]*)\)")
 _IDENTITY_TEXT = {"0", "0.0", "0.f", "0.0f", "0.0F", "0u", "0.", "0.0L"}
-
-
-@dataclass(frozen=True)
-class Names:
-    lanes: str
-    rows: str
-
-    @classmethod
-    def of(cls, kernel: str) -> Names:
-        base = re.sub(r"\W", "_", kernel).upper()
-        return cls(f"{base}_LANES", f"{base}_ROWS")
 
 
 @dataclass(frozen=True)
@@ -89,6 +79,8 @@ def edits(model: SourceModel, kernel: Function, plan: Plan, lanes: int, rows: in
     out += _thread_index(model, kernel, names, origin)
     combines = sorted({Combine(r.op, r.ctype) for r in plan.reductions}, key=lambda c: c.suffix)
     entry = [f"const int {LANE} = threadIdx.x % {names.lanes};"]
+    checked = plan.overlap.checked
+    entry += list(plan.overlap.lines) if checked else []
     entry += (
         [
             f"__shared__ {c.ctype_c} {c.partial_name}[32];"
@@ -99,7 +91,7 @@ def edits(model: SourceModel, kernel: Function, plan: Plan, lanes: int, rows: in
     )
     out.append(insert_at_entry(model, kernel, entry, origin))
     for loop in plan.loops:
-        out += _distribute(model, loop, names, origin)
+        out += _distribute(model, loop, SHARE if checked else names.lanes, origin)
         out += _combine(model, loop, plan.reductions_of(loop), names, block, origin)
     helper = block_helper if block else warp_helper
     out += place_helpers(model, [(helper(c), kernel.span.start) for c in combines], origin)
@@ -127,14 +119,16 @@ def _thread_index(model: SourceModel, kernel: Function, names: Names, origin: st
     return out
 
 
-def _distribute(model: SourceModel, loop: Loop, names: Names, origin: str) -> list[Edit]:
+def _distribute(model: SourceModel, loop: Loop, lanes: str, origin: str) -> list[Edit]:
+    """The loop from its lane's first element by steps of `lanes` (the row's lanes, or the
+    run-time `rows_share`: then lanes past it skip the loop)."""
     data = model.source.data
     header = _HEADER_RE.match(data, loop.header.start)
     if header is None or "=" not in header.group("init").decode():
         raise RewriteRefused(f"the header of the loop over '{loop.var}' is not `for (v = start; v < bound; step)`")
     step = loop.step.value if hasattr(loop.step, "value") else None
     share = LANE if step == 1 else f"{LANE} * {step}"
-    stride = names.lanes if step == 1 else f"{names.lanes} * {step}"
+    stride = lanes if step == 1 else f"{lanes} * {step}"
     init_end = header.end("init")
     while data[init_end - 1 : init_end].isspace():
         init_end -= 1
@@ -150,7 +144,13 @@ def _distribute(model: SourceModel, loop: Loop, names: Names, origin: str) -> li
         if start == b"0"
         else Edit(init_end, init_end, f" + {share}", f"{origin}: lane's first element")
     )
-    return [first, Edit(inc_start, inc_end, f"{loop.var} += {stride}", f"{origin}: lane stride")]
+    out = [first, Edit(inc_start, inc_end, f"{loop.var} += {stride}", f"{origin}: lane stride")]
+    if lanes == SHARE:
+        cond = header.start("cond")
+        while data[cond : cond + 1].isspace():
+            cond += 1
+        out.append(Edit(cond, cond, f"{LANE} < {SHARE} && ", f"{origin}: lanes past the share skip the loop"))
+    return out
 
 
 def _combine(

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kxform.engine.contracts import AxisItems, LaunchContract
 from kxform.engine.edits import Edit, apply_edits
 from kxform.engine.launch_site import launch_binding
 from kxform.engine.params import Config, Constraint, Param, ParamSpace, ParamValue
@@ -198,7 +199,26 @@ class Rows(ValuesPass):
         lanes, rows = int(proposal.options["lanes"]), int(proposal.options["rows"])
         bounds = [(r, _bound_text(ctx, found, r.loop)) for r in found.reductions]
         compare = compare_for(found.reductions, bounds, lanes)
-        return VerifyPolicy(_binding(ctx, kernel, found, lanes, rows), compare, required=True)
+        return VerifyPolicy(_binding(ctx, kernel, found, lanes, rows), compare, required=True, shares=lanes > 1)
+
+    def launch_contract(self, ctx: PassContext, proposal: Proposal) -> LaunchContract:
+        """The rewritten kernel needs rows * lanes threads per block and a grid over rows at
+        every launch, and the row's buffers apart (or the run-time check of them)."""
+        kernel = _kernel(ctx, proposal.kernel)
+        found = plan(ctx, kernel)
+        lanes, rows = int(proposal.options["lanes"]), int(proposal.options["rows"])
+        site = rewrite.launch_site(ctx.model, kernel)
+        block = rewrite.block_value(ctx.model, site.block) or 0
+        return LaunchContract(
+            kernel.name,
+            geometry=True,
+            distinct=found.overlap.pairs,
+            checked_at_run_time=found.overlap.checked,
+            why_distinct="the rewrite shares each row's loops over lanes, which reorders the row's reads and writes",
+            axes=(AxisItems(0, block, rows),),
+            block=(rows * lanes,),
+            old_values=((site.block.text, block),) if site.block.kind == "constant" else (),
+        )
 
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
         data = super().describe(ctx, analysis)

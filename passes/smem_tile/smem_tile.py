@@ -23,6 +23,7 @@ from typing import Any
 from kxform.analysis import AccessAnalysis
 from kxform.build import resources
 from kxform.engine import launch_site
+from kxform.engine.contracts import AxisItems, LaunchContract
 from kxform.engine.edits import Edit, apply_edits
 from kxform.engine.params import Config, Constraint, Param, ParamSpace
 from kxform.engine.pass_api import (
@@ -184,7 +185,20 @@ class SmemTile(ValuesPass):
             "each output's terms keep their order over k, but the tiled accumulation is compiled apart from the "
             "original (another contraction into fused multiply-adds, another register schedule)",
         )
-        return VerifyPolicy(binding, compare, required=True)
+        return VerifyPolicy(binding, compare, required=True, shares=True)
+
+    def launch_contract(self, ctx: PassContext, proposal: Proposal) -> LaunchContract:
+        """The rewritten kernel needs block (BN/TN, BM/TM) and a grid of BN x BM tiles at its
+        launch, and no launch of it elsewhere."""
+        nest = _nest(ctx, proposal.kernel)
+        config = space_of(nest, ctx).resolve(proposal.options)
+        bm, bn, tm, tn = (int(config[k]) for k in ("BM", "BN", "TM", "TN"))
+        return LaunchContract(
+            proposal.kernel,
+            geometry=True,
+            axes=(AxisItems(0, nest.block[0], bn), AxisItems(1, nest.block[1], bm)),
+            block=(bn // tn, bm // tm),
+        )
 
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
         data = super().describe(ctx, analysis)

@@ -93,7 +93,8 @@ def verify_policy(
         compare = OutputCompare("exact", reason="no floating-point accumulation depends on the tile sizes")
     else:
         compare = reordered_compare(reordered, "the summation order depends on the tile sizes")
-    return VerifyPolicy(launch, compare, required=True)
+    shares = any(a.barriers or any(b.space == "shared" for b in a.buffers) for a in analyses)
+    return VerifyPolicy(launch, compare, required=True, shares=shares)
 
 
 def reordered_compare(accumulation: str, why: str) -> OutputCompare:

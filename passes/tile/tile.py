@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 from kxform.analysis import AccessAnalysis
 from kxform.analysis.manager import AnalysisInput
+from kxform.engine.contracts import LaunchContract
 from kxform.engine.edits import Edit, apply_edits
 from kxform.engine.params import Config, ParamSpace, ParamValue
 from kxform.engine.pass_api import (
@@ -192,6 +193,15 @@ class Tile(ValuesPass):
         tiling, space = _facts(ctx, proposal.kernel)
         analyses = [ctx.analysis(AccessAnalysis, f) for f in ctx.model.functions if f.name in tiling.closure]
         return policy.verify_policy(ctx.model, tiling, space.resolve(proposal.options), analyses)
+
+    def launch_contract(self, ctx: PassContext, proposal: Proposal) -> LaunchContract | None:
+        """New tile sizes change the kernel and the launches of this file together: a
+        launch of it in another file of the run keeps the old ones."""
+        tiling, space = _facts(ctx, proposal.kernel)
+        config = space.resolve(proposal.options)
+        if all(config.get(q.name, q.value) == q.value for q in tiling.quantities):
+            return None
+        return LaunchContract(proposal.kernel, geometry=True)
 
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
         tiling, space = _facts(ctx, analysis.kernel.name)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kxform.engine import launch_site
+from kxform.engine.contracts import LaunchContract
 from kxform.engine.edits import Edit, apply_edits
 from kxform.engine.params import Config, Param, ParamSpace, ParamValue
 from kxform.engine.pass_api import (
@@ -210,6 +211,13 @@ class Vectorize(Pass):
         binding = rewritten_binding(ctx.model.source.path, text, proposal.kernel, name, width)
         launch = binding if binding is not None else LaunchBinding(grid=("unknown",), origin="no readable launch")
         return VerifyPolicy(launch, compare, required=True)
+
+    def launch_contract(self, ctx: PassContext, proposal: Proposal) -> LaunchContract | None:
+        """The rewritten kernel computes a vector per thread and the grids of this file count them: a
+        launch of it in another file of the run would not."""
+        if int(proposal.options.get("width", "1")) == 1:
+            return None
+        return LaunchContract(proposal.kernel, geometry=True)
 
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
         data = super().describe(ctx, analysis)

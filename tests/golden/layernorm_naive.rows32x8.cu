@@ -27,17 +27,36 @@ __global__ void layernorm_naive(float* out, const float* inp, const float* weigh
                                 int N, int C)
 {
     const int rows_lane = threadIdx.x % LAYERNORM_NAIVE_LANES;
+    bool rows_alias = false;
+    {
+        long long rows_inp_lo = ((long long)C * (long long)(blockDim.x / LAYERNORM_NAIVE_LANES) * (long long)blockIdx.x + (long long)C * (long long)(threadIdx.x / LAYERNORM_NAIVE_LANES)), rows_inp_hi = rows_inp_lo;
+        { const long long rows_e = (-1LL + (long long)C + (long long)C * (long long)(blockDim.x / LAYERNORM_NAIVE_LANES) * (long long)blockIdx.x + (long long)C * (long long)(threadIdx.x / LAYERNORM_NAIVE_LANES));
+          rows_inp_lo = rows_e < rows_inp_lo ? rows_e : rows_inp_lo; rows_inp_hi = rows_e > rows_inp_hi ? rows_e : rows_inp_hi; }
+        long long rows_weight_lo = 0LL, rows_weight_hi = rows_weight_lo;
+        { const long long rows_e = (-1LL + (long long)C);
+          rows_weight_lo = rows_e < rows_weight_lo ? rows_e : rows_weight_lo; rows_weight_hi = rows_e > rows_weight_hi ? rows_e : rows_weight_hi; }
+        long long rows_bias_lo = 0LL, rows_bias_hi = rows_bias_lo;
+        { const long long rows_e = (-1LL + (long long)C);
+          rows_bias_lo = rows_e < rows_bias_lo ? rows_e : rows_bias_lo; rows_bias_hi = rows_e > rows_bias_hi ? rows_e : rows_bias_hi; }
+        long long rows_out_lo = ((long long)C * (long long)(blockDim.x / LAYERNORM_NAIVE_LANES) * (long long)blockIdx.x + (long long)C * (long long)(threadIdx.x / LAYERNORM_NAIVE_LANES)), rows_out_hi = rows_out_lo;
+        { const long long rows_e = (-1LL + (long long)C + (long long)C * (long long)(blockDim.x / LAYERNORM_NAIVE_LANES) * (long long)blockIdx.x + (long long)C * (long long)(threadIdx.x / LAYERNORM_NAIVE_LANES));
+          rows_out_lo = rows_e < rows_out_lo ? rows_e : rows_out_lo; rows_out_hi = rows_e > rows_out_hi ? rows_e : rows_out_hi; }
+        rows_alias = rows_alias || (((long long)(out) + (rows_out_lo) * (long long)sizeof(out[0])) < ((long long)(bias) + (rows_bias_hi + 1) * (long long)sizeof(bias[0])) && ((long long)(bias) + (rows_bias_lo) * (long long)sizeof(bias[0])) < ((long long)(out) + (rows_out_hi + 1) * (long long)sizeof(out[0])));
+        rows_alias = rows_alias || (((long long)(out) + (rows_out_lo) * (long long)sizeof(out[0])) < ((long long)(inp) + (rows_inp_hi + 1) * (long long)sizeof(inp[0])) && ((long long)(inp) + (rows_inp_lo) * (long long)sizeof(inp[0])) < ((long long)(out) + (rows_out_hi + 1) * (long long)sizeof(out[0])));
+        rows_alias = rows_alias || (((long long)(out) + (rows_out_lo) * (long long)sizeof(out[0])) < ((long long)(weight) + (rows_weight_hi + 1) * (long long)sizeof(weight[0])) && ((long long)(weight) + (rows_weight_lo) * (long long)sizeof(weight[0])) < ((long long)(out) + (rows_out_hi + 1) * (long long)sizeof(out[0])));
+    }
+    const int rows_share = rows_alias ? 1 : LAYERNORM_NAIVE_LANES;
     int row = blockIdx.x * (blockDim.x / LAYERNORM_NAIVE_LANES) + (threadIdx.x / LAYERNORM_NAIVE_LANES);
     if (row >= N)
         return;
     const float* x = inp + (size_t)row * C;
     float mean = 0.0f;
-    for (int i = rows_lane; i < C; i += LAYERNORM_NAIVE_LANES)
+    for (int i = rows_lane; rows_lane < rows_share && i < C; i += rows_share)
         mean += x[i];
     mean = kxform_rows_warp_sum_float<LAYERNORM_NAIVE_LANES>(mean);
     mean /= C;
     float var = 0.0f;
-    for (int i = rows_lane; i < C; i += LAYERNORM_NAIVE_LANES) {
+    for (int i = rows_lane; rows_lane < rows_share && i < C; i += rows_share) {
         float d = x[i] - mean;
         var += d * d;
     }
@@ -45,7 +64,7 @@ __global__ void layernorm_naive(float* out, const float* inp, const float* weigh
     var /= C;
     float rstd = 1.0f / sqrtf(var + 1e-5f);
     float* o = out + (size_t)row * C;
-    for (int i = rows_lane; i < C; i += LAYERNORM_NAIVE_LANES)
+    for (int i = rows_lane; rows_lane < rows_share && i < C; i += rows_share)
         o[i] = (x[i] - mean) * rstd * weight[i] + bias[i];
 }
 

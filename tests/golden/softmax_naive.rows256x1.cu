@@ -49,6 +49,17 @@ __device__ __forceinline__ float kxform_rows_block_sum_float(float v, float* par
 __global__ void softmax_naive(float* out, const float* inp, int N, int C)
 {
     const int rows_lane = threadIdx.x % SOFTMAX_NAIVE_LANES;
+    bool rows_alias = false;
+    {
+        long long rows_inp_lo = ((long long)C * (long long)(blockDim.x / SOFTMAX_NAIVE_LANES) * (long long)blockIdx.x + (long long)C * (long long)(threadIdx.x / SOFTMAX_NAIVE_LANES)), rows_inp_hi = rows_inp_lo;
+        { const long long rows_e = (-1LL + (long long)C + (long long)C * (long long)(blockDim.x / SOFTMAX_NAIVE_LANES) * (long long)blockIdx.x + (long long)C * (long long)(threadIdx.x / SOFTMAX_NAIVE_LANES));
+          rows_inp_lo = rows_e < rows_inp_lo ? rows_e : rows_inp_lo; rows_inp_hi = rows_e > rows_inp_hi ? rows_e : rows_inp_hi; }
+        long long rows_out_lo = ((long long)C * (long long)(blockDim.x / SOFTMAX_NAIVE_LANES) * (long long)blockIdx.x + (long long)C * (long long)(threadIdx.x / SOFTMAX_NAIVE_LANES)), rows_out_hi = rows_out_lo;
+        { const long long rows_e = (-1LL + (long long)C + (long long)C * (long long)(blockDim.x / SOFTMAX_NAIVE_LANES) * (long long)blockIdx.x + (long long)C * (long long)(threadIdx.x / SOFTMAX_NAIVE_LANES));
+          rows_out_lo = rows_e < rows_out_lo ? rows_e : rows_out_lo; rows_out_hi = rows_e > rows_out_hi ? rows_e : rows_out_hi; }
+        rows_alias = rows_alias || (((long long)(out) + (rows_out_lo) * (long long)sizeof(out[0])) < ((long long)(inp) + (rows_inp_hi + 1) * (long long)sizeof(inp[0])) && ((long long)(inp) + (rows_inp_lo) * (long long)sizeof(inp[0])) < ((long long)(out) + (rows_out_hi + 1) * (long long)sizeof(out[0])));
+    }
+    const int rows_share = rows_alias ? 1 : SOFTMAX_NAIVE_LANES;
     __shared__ float rows_partial_float[32];
     int row = blockIdx.x * (blockDim.x / SOFTMAX_NAIVE_LANES) + (threadIdx.x / SOFTMAX_NAIVE_LANES);
     if (row >= N)
@@ -56,14 +67,14 @@ __global__ void softmax_naive(float* out, const float* inp, int N, int C)
     const float* x = inp + (size_t)row * C;
     float* y = out + (size_t)row * C;
     float maxval = -INFINITY;
-    for (int j = rows_lane; j < C; j += SOFTMAX_NAIVE_LANES)
+    for (int j = rows_lane; rows_lane < rows_share && j < C; j += rows_share)
         maxval = fmaxf(maxval, x[j]);
     maxval = kxform_rows_block_max_float<SOFTMAX_NAIVE_LANES>(maxval, rows_partial_float);
     float sum = 0.0f;
-    for (int j = rows_lane; j < C; j += SOFTMAX_NAIVE_LANES)
+    for (int j = rows_lane; rows_lane < rows_share && j < C; j += rows_share)
         sum += expf(x[j] - maxval);
     sum = kxform_rows_block_sum_float<SOFTMAX_NAIVE_LANES>(sum, rows_partial_float);
-    for (int j = rows_lane; j < C; j += SOFTMAX_NAIVE_LANES)
+    for (int j = rows_lane; rows_lane < rows_share && j < C; j += rows_share)
         y[j] = expf(x[j] - maxval) / sum;
 }
 

@@ -32,7 +32,7 @@ from .source import (
     missing_gpu_header,
 )
 
-ABI_TAG = "kxcpu-abi-2"
+ABI_TAG = "kxcpu-abi-3"
 """Changes whenever the manifest format or the kernel/host object contract changes."""
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
@@ -46,9 +46,13 @@ TRACE_FLAGS = ("-fsanitize=thread", "-DKXCPU_TRACE=1")
 WATCH_FLAGS = ("-g1",)
 # Bounds checks of untraced units: kernel-address instrumentation in callback mode, no
 # sanitizer runtime (host/bounds.h provides the hooks; no stack or global redzones).
-# Watched units are checked through the trace hooks instead (host/trace.h).
+# Watched units are checked through the trace hooks instead (host/trace.h). Typed accesses
+# are also checked for their type's alignment (`-fsanitize=alignment`, handler in bounds.h):
+# a GPU faults on a misaligned load or store (a 16-byte vector at a 4-byte offset), x86 does not.
 BOUNDS_FLAGS_GCC = (
     "-fsanitize=kernel-address",
+    "-fsanitize=alignment",
+    "-fno-sanitize-recover=alignment",
     "--param",
     "asan-instrumentation-with-call-threshold=0",
     "--param",
@@ -59,6 +63,8 @@ BOUNDS_FLAGS_GCC = (
 )
 BOUNDS_FLAGS_CLANG = (
     "-fsanitize=kernel-address",
+    "-fsanitize=alignment",
+    "-fno-sanitize-recover=alignment",
     "-mllvm",
     "-asan-instrumentation-with-call-threshold=0",
     "-mllvm",

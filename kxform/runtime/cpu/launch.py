@@ -31,6 +31,8 @@ from ..base import (
     SectorTrace,
     count_unwritten,
     poison_like,
+    arena_outputs,
+    schedule_kind,
 )
 from .source import KERNEL_FILE
 from .watch import read_watch
@@ -58,11 +60,13 @@ def run_binary(exe: Path, request: LaunchRequest, settings: ChildSettings, name:
         outputs: dict[str, np.ndarray] = {}
         unwritten: dict[str, int] = {}
         for i, arg in enumerate(request.args):
-            if isinstance(arg, BufferArg) and arg.role != "in" and not request.only_traced_blocks:
-                data = np.fromfile(work / f"arg{i}.bin", dtype=arg.data.dtype).reshape(arg.data.shape)
-                outputs[arg.name] = data
-                if arg.role == "out":
-                    unwritten[arg.name] = count_unwritten(data)
+            if isinstance(arg, BufferArg) and arg.role != "in" and not request.only_traced_blocks and not arg.arena:
+                outputs[arg.name] = np.fromfile(work / f"arg{i}.bin", dtype=arg.data.dtype).reshape(arg.data.shape)
+        arenas = {a.name: np.fromfile(work / f"arena{k}.bin", dtype=np.uint8) for k, a in enumerate(request.arenas)}
+        outputs.update(arena_outputs(request, arenas))
+        for arg in request.args:
+            if isinstance(arg, BufferArg) and arg.role == "out" and arg.name in outputs:
+                unwritten[arg.name] = count_unwritten(outputs[arg.name])
         traces = _read_traces(work / "traces.txt", request, blocks)
         elapsed = _read_elapsed(work / "result.txt")
         extents, reads = read_watch(work / "result.txt", request, exe) if request.watch else ({}, ())
@@ -93,9 +97,24 @@ def _manifest(
         lines.append("watch 1")
     if request.only_traced_blocks:
         lines.append("only_traced 1")
+    kind, number = schedule_kind(request.schedule)
+    if kind != "forward":
+        lines.append(f"order {kind} {number}")
+    if request.arenas and (request.watch or request.trace_blocks):
+        raise RuntimeError_(f"{request.label}: a traced or watched launch cannot place buffers in arenas")
+    arenas = {a.name: k for k, a in enumerate(request.arenas)}
+    for k, arena in enumerate(request.arenas):
+        np.ascontiguousarray(arena.data).tofile(work / f"arena{k}.bin")
+        lines.append(f"arena {_TOKEN.sub('_', arena.name) or f'arena{k}'} {arena.data.nbytes} arena{k}.bin")
     for i, arg in enumerate(request.args):
         token = _TOKEN.sub("_", arg.name) or f"arg{i}"
-        if isinstance(arg, BufferArg):
+        if isinstance(arg, BufferArg) and arg.arena:
+            if arg.arena not in arenas or not 0 <= arg.offset <= request.arenas[arenas[arg.arena]].data.nbytes:
+                raise RuntimeError_(
+                    f"{request.label}: argument {arg.name}: no arena '{arg.arena}' holds offset {arg.offset}"
+                )
+            lines.append(f"view {token} {arenas[arg.arena]} {arg.offset}")
+        elif isinstance(arg, BufferArg):
             data = np.ascontiguousarray(arg.data)
             if arg.role == "out" and request.only_traced_blocks:
                 with open(work / f"arg{i}.bin", "wb") as sparse:  # zeros, no poison: outputs are not read
@@ -118,7 +137,7 @@ def child_limits(request: LaunchRequest, settings: ChildSettings) -> str:
     """`KXCPU_LIMITS` for one launch: address space (buffers, fiber stacks of every
     worker, dynamic shared memory, plus a fixed base), largest file it may write
     (outputs and traces), CPU seconds (the timeout on every worker) and open files."""
-    buffers = sum(a.data.nbytes for a in request.args if isinstance(a, BufferArg))
+    buffers = sum(a.data.nbytes for a in (*request.args, *request.arenas) if isinstance(a, BufferArg) and not a.arena)
     threads = request.block[0] * request.block[1] * request.block[2]
     page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
     per_worker = threads * (settings.stack_bytes + 2 * page) + request.shared_bytes + 4 * page + (2 << 20)

@@ -62,6 +62,8 @@ class CpuRuntime(Runtime):
 
     name = "cpu"
     watches_reads = True
+    orders_threads = True
+    """`LaunchRequest.schedule` is honoured (kxform.verify.races runs rewrites in adversarial orders)."""
 
     def __init__(self, options: CpuOptions | None = None) -> None:
         self.options = options or CpuOptions()

@@ -43,10 +43,57 @@ __attribute__((hot)) inline void check_access(std::uintptr_t a, std::size_t n, b
   }
 }
 
+/// What the alignment instrumentation passes for a misaligned typed access (the layout
+/// GCC and clang share for `__ubsan_handle_type_mismatch_v1`).
+struct UbsanLocation {
+  const char* file;
+  unsigned line, column;
+};
+struct UbsanType {
+  unsigned short kind, info;
+  char name[1];
+};
+struct UbsanMismatch {
+  UbsanLocation where;
+  const UbsanType* type;
+  unsigned char log_alignment;
+  unsigned char check_kind;  // 0 load, 1 store, 2 reference binding, 3 member access, ...
+};
+
+/// A typed access at an address its type's alignment does not allow: the GPU faults
+/// (misaligned address), so the launch fails, naming the buffer and the thread.
+[[noreturn]] __attribute__((noinline, cold)) inline void report_misaligned(const UbsanMismatch* d, std::uintptr_t a) {
+  Text t;
+  const char* what = d->check_kind == 1 ? "store" : d->check_kind == 0 ? "load" : "access";
+  t.add("misaligned address: a %s of %s (alignment %u) at address 0x%llx", what, d->type ? d->type->name : "?",
+        1u << d->log_alignment, static_cast<unsigned long long>(a));
+  const BoundsTable& table = bounds_table();
+  for (std::size_t i = 0; i < table.count; ++i) {
+    const BoundsTable::Range& r = table.ranges[i];
+    if (a - r.map < r.size)
+      t.add(", byte offset %lld of buffer '%s'",
+            static_cast<long long>(a) - static_cast<long long>(reinterpret_cast<std::uintptr_t>(r.buffer->data)),
+            r.buffer->name.c_str());
+  }
+  if (d->where.file != nullptr) t.add(" at %s:%u", d->where.file, d->where.line);
+  Worker* w = t_worker;
+  const Fiber* f = w != nullptr ? w->current() : nullptr;
+  if (f != nullptr)
+    t.add(" in thread (%u,%u,%u) of block (%u,%u,%u)", f->tid.x, f->tid.y, f->tid.z, blockIdx.x, blockIdx.y, blockIdx.z);
+  t.add("; the GPU faults on it (a vector access needs an address that is a multiple of its size)");
+  fail(kExitFault, "%s", t.c_str());
+}
+
 }  // namespace host
 }  // namespace kxcpu
 
 extern "C" {
+void __ubsan_handle_type_mismatch_v1(kxcpu::host::UbsanMismatch* d, std::uintptr_t p) {
+  kxcpu::host::report_misaligned(d, p);
+}
+void __ubsan_handle_type_mismatch_v1_abort(kxcpu::host::UbsanMismatch* d, std::uintptr_t p) {
+  kxcpu::host::report_misaligned(d, p);
+}
 #define KXCPU_BOUNDS_HOOK(_KxN)                                                                         \
   void __asan_load##_KxN##_noabort(std::uintptr_t p) { kxcpu::host::check_access(p, _KxN, false); }         \
   void __asan_store##_KxN##_noabort(std::uintptr_t p) { kxcpu::host::check_access(p, _KxN, true); }

@@ -60,10 +60,16 @@ struct Manifest {
   unsigned workers = 1;
   bool watch = false;
   bool only_traced = false;  // run the traced blocks only (outputs are then not written back)
+  Schedule schedule = kForward;
+  unsigned long long seed = 0;
   std::vector<uint3> traced;
   std::vector<Buffer> buffers;
+  std::vector<Buffer> arena_buffers;  // while parsing: appended to `buffers` at the end
   std::vector<std::vector<unsigned char>> scalars;  // raw bytes, per argument
   std::vector<int> buffer_of;                       // argument -> buffer index or -1
+  std::vector<unsigned long long> offset_of;        // argument -> bytes into its buffer
+  std::vector<long long> arena_of;                  // argument -> arena number (a view), or -1
+  std::size_t arenas = 0;
   std::string dir;
 };
 
@@ -96,6 +102,12 @@ inline Manifest read_manifest(const std::string& path) {
     else if (!std::strcmp(key, "workers")) std::sscanf(rest, "%u", &m.workers);
     else if (!std::strcmp(key, "watch")) m.watch = true;
     else if (!std::strcmp(key, "only_traced")) m.only_traced = true;
+    else if (!std::strcmp(key, "order") && std::sscanf(rest, "%63s %llu", b, &n) >= 1) {
+      if (!std::strcmp(b, "reverse")) m.schedule = kReverse;
+      else if (!std::strcmp(b, "random")) m.schedule = kRandom, m.seed = n;
+      else if (!std::strcmp(b, "delay")) m.schedule = kDelayWarp, m.seed = n;
+      else if (std::strcmp(b, "forward") != 0) fail(kExitUsage, "unknown order '%s' in the manifest", b);
+    }
     else if (!std::strcmp(key, "trace")) {
       uint3 t{};
       std::sscanf(rest, "%u %u %u", &t.x, &t.y, &t.z);
@@ -104,16 +116,39 @@ inline Manifest read_manifest(const std::string& path) {
       Buffer buf;
       buf.name = a, buf.role = b, buf.bytes = n, buf.path = c;
       m.buffer_of.push_back(static_cast<int>(m.buffers.size()));
+      m.offset_of.push_back(0);
+      m.arena_of.push_back(-1);
       m.buffers.push_back(buf);
+      m.scalars.emplace_back();
+    } else if (!std::strcmp(key, "arena") && std::sscanf(rest, "%4095s %llu %4095s", a, &n, c) == 3) {
+      Buffer buf;  // an allocation no argument is: views point into it (kept after the arguments' buffers)
+      buf.name = a, buf.role = "inout", buf.bytes = n, buf.path = c;
+      m.arena_buffers.push_back(buf);
+    } else if (!std::strcmp(key, "view")) {
+      unsigned long long arena = 0, offset = 0;
+      std::sscanf(rest, "%4095s %llu %llu", a, &arena, &offset);
+      m.buffer_of.push_back(-2);  // resolved below, once every buffer is known
+      m.offset_of.push_back(offset);
+      m.arena_of.push_back(static_cast<long long>(arena));
       m.scalars.emplace_back();
     } else if (!std::strcmp(key, "scalar")) {
       c[0] = '\0';
       std::sscanf(rest, "%4095s %llu %4095s", a, &n, c);
       m.buffer_of.push_back(-1);
+      m.offset_of.push_back(0);
+      m.arena_of.push_back(-1);
       m.scalars.push_back(unhex(c));
     }
   }
   std::fclose(in);
+  const std::size_t first_arena = m.buffers.size();
+  for (Buffer& b : m.arena_buffers) m.buffers.push_back(b);
+  m.arenas = m.arena_buffers.size();
+  for (std::size_t i = 0; i < m.buffer_of.size(); ++i) {
+    if (m.arena_of[i] < 0) continue;
+    if (static_cast<std::size_t>(m.arena_of[i]) >= m.arenas) fail(kExitUsage, "argument %zu: no such arena", i + 1);
+    m.buffer_of[i] = static_cast<int>(first_arena + static_cast<std::size_t>(m.arena_of[i]));
+  }
   return m;
 }
 
@@ -244,7 +279,10 @@ inline int run_main(int argc, char** argv) {
   for (std::size_t i = 0; i < slots.size(); ++i) {
     slots[i] = m.buffer_of[i] >= 0 ? std::vector<unsigned char>(sizeof(void*)) : m.scalars[i];
     slots[i].resize(slots[i].size() + 16);  // never empty; data() is malloc-aligned
-    if (m.buffer_of[i] >= 0) std::memcpy(slots[i].data(), &m.buffers[static_cast<std::size_t>(m.buffer_of[i])].data, sizeof(void*));
+    if (m.buffer_of[i] >= 0) {
+      unsigned char* at = m.buffers[static_cast<std::size_t>(m.buffer_of[i])].data + m.offset_of[i];
+      std::memcpy(slots[i].data(), &at, sizeof(void*));
+    }
     args[i] = slots[i].data();
   }
   g_args = args.data();
@@ -256,6 +294,8 @@ inline int run_main(int argc, char** argv) {
   _KxL.warp_size = kxcpu_tu_warp_size;
   _KxL.shared_bytes = m.shared;
   _KxL.stack_bytes = m.stack;
+  _KxL.schedule = m.schedule;
+  _KxL.seed = m.seed;
   const unsigned long long nblocks = static_cast<unsigned long long>(m.grid.x) * m.grid.y * m.grid.z;
 
   std::vector<BlockTrace> traces(m.traced.size());

@@ -6,6 +6,12 @@
 // (or to complete a warp collective) releases the others and carries on without a
 // switch. When no fiber is ready but some have not finished, the block can never
 // finish: the scheduler reports who waits where instead of hanging.
+//
+// The order in which ready threads run is the launch's schedule: thread order (the
+// default), reverse, a seeded random permutation per block, or one warp delayed behind
+// the others. A program that is correct on the GPU gives the same result in every order;
+// one that reads what another thread writes without a barrier or `__syncwarp` between
+// them (a race) depends on it, so verification runs a rewrite in the other orders too.
 #pragma once
 
 #include <cstdint>
@@ -44,12 +50,17 @@ struct Warp {
   std::vector<WarpGroup> groups;
 };
 
+/// The order ready threads run in (`order` in the manifest).
+enum Schedule : unsigned char { kForward, kReverse, kRandom, kDelayWarp };
+
 /// Launch-wide, read-only while blocks run.
 struct Launch {
   dim3 grid, block;
   unsigned nthreads = 0;
   int warp_size = 32;
   std::size_t shared_bytes = 0, stack_bytes = 0;
+  Schedule schedule = kForward;
+  unsigned long long seed = 0;  // kRandom: the permutation's seed; kDelayWarp: the warp delayed
 };
 
 class Worker {
@@ -76,6 +87,7 @@ class Worker {
     return f;
   }
   void switch_away(Fiber* from);
+  void arrange(unsigned long long linear);
   void complete(unsigned warp, std::size_t group);
   void compute(const WarpGroup& g, Fiber* lanes);
   [[noreturn]] void diagnose_deadlock();
@@ -85,6 +97,8 @@ class Worker {
   std::vector<Stack> stacks_;
   std::vector<Warp> warps_;
   std::vector<Fiber*> queue_;
+  std::vector<unsigned> order_;                  // the block's threads in the order they run
+  std::vector<std::vector<unsigned>> lanes_;     // per warp, its lanes in that order
   std::size_t qhead_ = 0, qtail_ = 0;
   Context sched_;
   Fiber* cur_ = nullptr;
@@ -109,6 +123,38 @@ inline Worker::Worker(const Launch& _KxL) : L_(_KxL), fibers_(_KxL.nthreads), st
     f.tid = uint3{i % _KxL.block.x, i / _KxL.block.x % _KxL.block.y, i / (_KxL.block.x * _KxL.block.y)};
     warps_[i / ws].exist |= 1ull << (i % ws);
   }
+  order_.resize(_KxL.nthreads);
+  lanes_.resize(warps_.size());
+  arrange(0);
+}
+
+/// Orders the block's threads by the launch's schedule (a random one anew per block).
+inline void Worker::arrange(unsigned long long linear) {
+  const unsigned n = L_.nthreads, ws = static_cast<unsigned>(L_.warp_size);
+  if (L_.schedule == kForward && linear > 0) return;
+  for (unsigned i = 0; i < n; ++i) order_[i] = L_.schedule == kReverse ? n - 1 - i : i;
+  if (L_.schedule == kRandom) {
+    u64 state = L_.seed * 0x9E3779B97F4A7C15ull + linear + 1;
+    for (unsigned i = n; i > 1; --i) {  // Fisher-Yates over splitmix64
+      state += 0x9E3779B97F4A7C15ull;
+      u64 z = state;
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      z ^= z >> 31;
+      const unsigned j = static_cast<unsigned>(z % i);
+      const unsigned t = order_[i - 1];
+      order_[i - 1] = order_[j];
+      order_[j] = t;
+    }
+  } else if (L_.schedule == kDelayWarp) {
+    const unsigned late = static_cast<unsigned>(L_.seed % warps_.size());
+    unsigned k = 0;
+    for (unsigned i = 0; i < n; ++i)
+      if (i / ws != late) order_[k++] = i;
+    for (unsigned i = late * ws; i < n && i / ws == late; ++i) order_[k++] = i;
+  }
+  for (std::vector<unsigned>& l : lanes_) l.clear();
+  for (unsigned i = 0; i < n; ++i) lanes_[order_[i] / ws].push_back(order_[i] % ws);
 }
 
 inline bool Worker::stack_guard_hit(const void* addr) const {
@@ -127,10 +173,11 @@ inline void Worker::run_block(unsigned long long linear, BlockTrace* trace) {
     w.live = w.exist;
     w.groups.clear();
   }
+  arrange(linear);
   for (unsigned i = 0; i < L_.nthreads; ++i) {
-    Fiber& f = fibers_[i];
+    Fiber& f = fibers_[order_[i]];
     f.state = kReady;
-    make_context(f.ctx, stacks_[i], &f);
+    make_context(f.ctx, stacks_[order_[i]], &f);
     push(&f);
   }
   t_trace = trace;
@@ -193,7 +240,8 @@ inline int Worker::barrier(int kind, int pred, const char* file, int line, int s
   if (kind == kBarOr) bar_accum_ |= pred != 0;
   if (++bar_arrived_ == L_.nthreads) {
     bar_arrived_ = 0;
-    for (Fiber& g : fibers_) {
+    for (unsigned i : order_) {
+      Fiber& g = fibers_[i];
       if (g.state != kAtBarrier) continue;
       g.state = kReady;
       g.out_pred = bar_accum_;
@@ -250,9 +298,9 @@ inline void Worker::complete(unsigned wi, std::size_t gi) {
   w.groups.pop_back();
   Fiber* lanes = &fibers_[wi * static_cast<unsigned>(L_.warp_size)];
   compute(g, lanes);
-  for (u64 m = g.arrived; m != 0; m &= m - 1) {
-    Fiber* l = &lanes[__builtin_ctzll(m)];
-    if (l == cur_) continue;
+  for (unsigned lane : lanes_[wi]) {
+    Fiber* l = &lanes[lane];
+    if (((g.arrived >> lane) & 1) == 0 || l == cur_) continue;
     l->state = kReady;
     push(l);
   }
