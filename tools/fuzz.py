@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fuzzing the swizzle pass with mutated corpus files, through the API and the CLI.
+"""Fuzzing kxform's passes with mutated corpus files, through the API and the CLI.
 
 Each input is a corpus file changed by one to three seeded mutations (byte flips, token
 deletion and duplication, truncation, swapped indices, inserted macros, `#if 0`, inline
@@ -10,6 +10,13 @@ no file touched). Then every rewrite the pass accepted is checked the hard way: 
 applied kernel's unit is compiled by nvcc with a constant prologue, and a %ctaid.x/.y
 left in its PTX is an unsafe rewrite (so is a sampled differential run on the CPU
 runtime that finds a mismatch, for kernels whose corpus spec still fits).
+
+With `--passes structural`, each input goes through one of the structural passes instead
+(`STRUCTURAL`: vectorize, coarsen, rows, smem-tile, launch, each at a configuration that
+changes the kernel; the corpus's naive kernels join the seeds), with nvcc visible (their
+checks compile), and an accepted rewrite is unsafe when its differential run, under the
+pass's own verification policy against the corpus spec, finds a mismatch (a sampled share
+of them; `--verify-share`).
 
 Counted: inputs tried, crashes (any exception that is not kxform's one-line input or
 usage error; CLI exit 123), hangs (over --timeout), rewrites accepted, unsafe rewrites
@@ -45,6 +52,18 @@ SEEDS = sorted(
 )
 TOKEN_RE = re.compile(rb"[A-Za-z_]\w*|\d+(?:\.\d*)?[fFuUlL]*|<<<|>>>|->|::|[<>=!+\-*/%&|^]=?|\S")
 PATTERNS = ("grouped", "column", "diagonal", "hilbert", "morton", "xcd", "xcd-grouped", None)
+NAIVE = sorted((ROOT / "corpora" / "naive").glob("*/naive.cu"))
+STRUCTURAL = (
+    "vectorize{width=4}",
+    "vectorize{width=2}",
+    "coarsen{factor=4}",
+    "coarsen{factor=2,along=y,loads=once}",
+    "rows{lanes=32,rows=4}",
+    "rows{lanes=256,rows=1}",
+    "smem-tile{BM=32,BN=32,BK=8,TM=2,TN=2}",
+    "launch",
+)
+"""The structural passes' configurations an input of `--passes structural` goes through."""
 
 
 class Hang(Exception):
@@ -173,9 +192,17 @@ MUTATORS = {
 }
 
 
-def make_input(seed: int, index: int) -> tuple[Path, bytes, list[str], str | None, bool]:
-    """Input `index` under `seed`: source file, mutated bytes, mutators, pattern, semantic."""
+def make_input(seed: int, index: int, passes: str = "swizzle") -> tuple[Path, bytes, list[str], str | None, bool]:
+    """Input `index` under `seed`: source file, mutated bytes, mutators, pattern (swizzle) or
+    pass configuration (`passes` structural), semantic."""
     rng = random.Random(seed * 1_000_003 + index)
+    if passes == "structural":
+        path = rng.choice(SEEDS + NAIVE * 3)  # the naive kernels are what the structural passes rewrite
+        data = path.read_bytes()
+        names = [rng.choice(list(MUTATORS)) for _ in range(rng.choice((0, 1, 1, 2)))]
+        for name in names:
+            data = MUTATORS[name](data, rng)
+        return path, data, names, rng.choice(STRUCTURAL), rng.random() < 0.05
     path = rng.choice(SEEDS)
     data = path.read_bytes()
     names = [rng.choice(list(MUTATORS)) for _ in range(rng.choice((1, 1, 2, 3)))]
@@ -190,9 +217,10 @@ _NVCC: str | None = None
 _BUILDER = None
 
 
-def _init(nvcc: str | None) -> None:
+def _init(nvcc: str | None, passes: str = "swizzle") -> None:
     global _NVCC, _BUILDER
-    os.environ["KXFORM_NVCC"] = "kxform-fuzz-hides-nvcc"  # the pass must stand on its source analysis
+    if passes == "swizzle":
+        os.environ["KXFORM_NVCC"] = "kxform-fuzz-hides-nvcc"  # the pass must stand on its source analysis
     from kxform.passes.swizzle import ptx_coverage
 
     ptx_coverage._builder.cache_clear()
@@ -208,30 +236,40 @@ def _alarm(signum: int, frame: object) -> None:
     raise Hang()
 
 
-def run_one(args: tuple[int, int, float, float, int]) -> dict:
-    seed, index, timeout, verify_share, cli_every = args
-    path, data, names, pattern, semantic = make_input(seed, index)
+def run_one(args: tuple[int, int, float, float, int, str]) -> dict:
+    seed, index, timeout, verify_share, cli_every, passes = args
+    path, data, names, pattern, semantic = make_input(seed, index, passes)
     row: dict = {"i": index, "file": path.name, "mutators": names, "status": "rejected"}
+    if passes == "structural":
+        row["pass"] = pattern
     started = time.perf_counter()
-    _through_api(row, path, data, pattern, semantic, timeout, verify_share)
+    _through_api(row, path, data, pattern, semantic, timeout, verify_share, passes)
     if cli_every and index % cli_every == 0:  # every Nth input, whatever the API made of it
-        row.update(_cli(path, data, timeout))
+        row.update(_cli(path, data, timeout, pattern if passes == "structural" else "swizzle"))
     return _done(row, started)
 
 
 def _through_api(
-    row: dict, path: Path, data: bytes, pattern: str | None, semantic: bool, timeout: float, verify_share: float
+    row: dict,
+    path: Path,
+    data: bytes,
+    pattern: str | None,
+    semantic: bool,
+    timeout: float,
+    verify_share: float,
+    passes: str = "swizzle",
 ) -> None:
     from kxform.api import rewrite
     from kxform.engine.pass_api import Outcome
     from kxform.errors import KxformError
 
-    options = {"pattern": pattern} if pattern else {}
+    structural = passes == "structural"
+    options = {"pattern": pattern} if pattern and not structural else {}
     signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
         result = rewrite(
             data,
-            "swizzle",
+            str(pattern) if structural else "swizzle",
             path=str(path),
             hw="mi300x" if pattern in ("xcd", "xcd-grouped") else "h100",
             semantic=semantic,
@@ -254,9 +292,11 @@ def _through_api(
     applied = [r.kernel for r in result.results if r.outcome is Outcome.APPLIED]
     row["status"] = "accepted" if result.changed and applied else "unchanged"
     if row["status"] == "accepted":
-        row.update(_confirm(path, result.new_data, applied))
+        if not structural:
+            row.update(_confirm(path, result.new_data, applied))
         if random.Random(row["i"]).random() < verify_share:
-            row.update(_verify(path, data, result.new_data, applied))
+            policies = {r.kernel: r.policy for r in result.results if r.outcome is Outcome.APPLIED}
+            row.update(_verify(path, data, result.new_data, applied, policies if structural else {}))
 
 
 def _done(row: dict, started: float) -> dict:
@@ -294,7 +334,7 @@ def _confirm(path: Path, new: bytes, applied: list[str]) -> dict:
     return {"confirm": worst, "kernels": verdicts}
 
 
-def _verify(path: Path, original: bytes, new: bytes, applied: list[str]) -> dict:
+def _verify(path: Path, original: bytes, new: bytes, applied: list[str], policies: dict | None = None) -> dict:
     from kxform.errors import KxformError
     from kxform.frontend.source import SourceText
     from kxform.harness.spec import find_spec_for, load_spec
@@ -314,6 +354,7 @@ def _verify(path: Path, original: bytes, new: bytes, applied: list[str]) -> dict
                     kernel,
                     CpuRuntime(CpuOptions(workers=1)),
                     timeout_s=20,
+                    policy=(policies or {}).get(name),
                 )
             except KxformError as exc:
                 statuses.append(f"unverifiable: {exc.cause[:80]}")
@@ -323,7 +364,7 @@ def _verify(path: Path, original: bytes, new: bytes, applied: list[str]) -> dict
     return {"verify": worst}
 
 
-def _cli(path: Path, data: bytes, timeout: float) -> dict:
+def _cli(path: Path, data: bytes, timeout: float, spec: str = "swizzle") -> dict:
     with tempfile.TemporaryDirectory(prefix="kxform-fuzz-") as tmp:
         target = Path(tmp) / path.name
         target.write_bytes(data)
@@ -334,7 +375,7 @@ def _cli(path: Path, data: bytes, timeout: float) -> dict:
                     str(exe),
                     "apply",
                     "--pass",
-                    "swizzle",
+                    spec,
                     "--verify",
                     "static",
                     "--diff",
@@ -404,6 +445,9 @@ def main() -> int:
     parser.add_argument("--cli-every", type=int, default=100, help="every Nth input also goes through the CLI")
     parser.add_argument("--replay", type=int, help="run input I alone and print its row")
     parser.add_argument(
+        "--passes", choices=("swizzle", "structural"), default="swizzle", help="which passes the inputs go through"
+    )
+    parser.add_argument(
         "--recheck",
         action="store_true",
         help="run again the inputs whose rewrite the compiler could not confirm (after a fix)",
@@ -413,11 +457,11 @@ def main() -> int:
 
     nvcc = find_nvcc()
     if opts.replay is not None:
-        _init(nvcc)
-        path, data, names, pattern, semantic = make_input(opts.seed, opts.replay)
+        _init(nvcc, opts.passes)
+        path, data, names, pattern, semantic = make_input(opts.seed, opts.replay, opts.passes)
         Path(opts.out).mkdir(exist_ok=True)
         (Path(opts.out) / f"input-{opts.replay}{path.suffix}").write_bytes(data)
-        print(json.dumps(run_one((opts.seed, opts.replay, opts.timeout, 1.0, 1)), indent=1))
+        print(json.dumps(run_one((opts.seed, opts.replay, opts.timeout, 1.0, 1, opts.passes)), indent=1))
         return 0
     state = Path(opts.state)
     rows = _load(state)
@@ -433,8 +477,11 @@ def main() -> int:
     deadline = started + opts.minutes * 60 if opts.minutes else None
     findings = Path(opts.out)
     tried = 0
-    with state.open("a") as out, multiprocessing.get_context("fork").Pool(opts.jobs, _init, (nvcc,)) as pool:
-        work = ((opts.seed, i, opts.timeout, opts.verify_share, opts.cli_every) for i in todo)
+    with (
+        state.open("a") as out,
+        multiprocessing.get_context("fork").Pool(opts.jobs, _init, (nvcc, opts.passes)) as pool,
+    ):
+        work = ((opts.seed, i, opts.timeout, opts.verify_share, opts.cli_every, opts.passes) for i in todo)
         for row in pool.imap_unordered(run_one, work, chunksize=8):
             rows[row["i"]] = row
             out.write(json.dumps(row) + "\n")
@@ -446,7 +493,7 @@ def main() -> int:
                 or str(row.get("cli", "")).startswith("crash")
             ):
                 findings.mkdir(exist_ok=True)
-                path, data, *_ = make_input(opts.seed, row["i"])
+                path, data, *_ = make_input(opts.seed, row["i"], opts.passes)
                 (findings / f"input-{row['i']}{path.suffix}").write_bytes(data)
             if tried % 1000 == 0:
                 out.flush()

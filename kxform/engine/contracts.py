@@ -146,6 +146,18 @@ def constants(model: SourceModel) -> dict[str, int]:
     return out
 
 
+def block_dimension(model: SourceModel, kernel: str, axis: int) -> int | None:
+    """The block's dimension `axis` at every launch of `kernel` in the file, where they all
+    give one value kxform can read (what a pass that gives each thread several items along
+    `axis` states as the old items per block), else None."""
+    env = constants(model)
+    found = {
+        _evaluate(config.block[axis], env) if axis < len(config.block) else 1
+        for config in launch_configs(model, kernel)
+    }
+    return found.pop() if len(found) == 1 and None not in found else None
+
+
 def _threads(model: SourceModel, config: LaunchConfig) -> int | None:
     env = constants(model)
     total = 1

@@ -103,6 +103,14 @@ class SizeSpec:
     location: Location = field(default=_NO_LOCATION, compare=False)
     layout: tuple[tuple[str, Placement], ...] = ()
 
+    @property
+    def overlapping(self) -> bool:
+        """Whether the layout places a buffer inside another: a kernel whose threads each read
+        and write elements of their own then touch others' (a race on a GPU: an in-place
+        stencil, a shifted copy), so the size is defined by the CPU runtime's sequential
+        thread order only."""
+        return any(p.within for _, p in self.layout)
+
 
 @dataclass(frozen=True)
 class KernelSpec:

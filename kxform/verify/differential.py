@@ -96,6 +96,13 @@ def _sizes(spec: KernelSpec, names: tuple[str, ...]) -> tuple[SizeSpec, ...]:
     return spec.check_sizes
 
 
+def _definable(sizes: tuple[SizeSpec, ...], sequential: bool, shared: bool = True) -> tuple[SizeSpec, ...]:
+    """The sizes a run can define: one that places buffers in one another only where threads
+    run in order (`sequential`: the CPU runtime), and never against a NumPy reference
+    (`shared` False), which knows no overlap."""
+    return tuple(s for s in sizes if (sequential and shared) or not s.overlapping)
+
+
 def uses_float_atomics(source: SourceText) -> bool:
     return bool(FLOAT_ATOMIC_RE.search(source.text)) and "float" in source.text
 
@@ -106,11 +113,17 @@ SizeDone = Callable[[int, int, str], object]
 
 
 def _over_sizes(
-    spec: KernelSpec, sizes: tuple[str, ...], seed: int | None, check: SizeCheck, progress: SizeDone | None = None
+    spec: KernelSpec,
+    sizes: tuple[str, ...],
+    seed: int | None,
+    check: SizeCheck,
+    progress: SizeDone | None = None,
+    sequential: bool = True,
+    shared: bool = True,
 ) -> tuple[SizeVerdict, ...]:
     """Fresh seeded inputs per size, `check` them. The smallest size (by bytes) is the one
     whose original run also watches for reads of unwritten `out` buffers."""
-    chosen = _sizes(spec, sizes)
+    chosen = _definable(_sizes(spec, sizes), sequential, shared)
     launches = [spec.launch(size) for size in chosen]
     plain = [i for i in range(len(launches)) if not launches[i].layout] or list(range(len(launches)))
     watched = min(plain, key=lambda i: launches[i].total_bytes, default=-1)
@@ -313,9 +326,16 @@ def verify_pair(
             verdict, tolerance=f"derived bound ({policy.compare.bound}) * {policy.compare.unit:.3g} at {at}: {told}"
         )
 
-    verdicts = _over_sizes(spec, sizes, seed, check, progress)
+    sequential = bool(getattr(runtime, "orders_threads", False))
+    verdicts = _over_sizes(spec, sizes, seed, check, progress, sequential)
     derived = () if sizes or not policy.required else _derived(spec, extracted, policy)
     extra, notes = _derived_verdicts(spec, derived, seed, check)
+    if not sequential:
+        notes += tuple(
+            f"size {s.name} places buffers in one another: a race on this runtime, compared on the CPU runtime only"
+            for s in _sizes(spec, sizes)
+            if s.overlapping
+        )
     return VerifyReport(spec.name, runtime.name, "rewritten", verdicts + extra, notes)
 
 
@@ -390,7 +410,9 @@ def verify_reference(
             size.name, _output_checks(resolved, inputs, result.outputs, expected, comparisons)
         )
 
-    return VerifyReport(spec.name, runtime.name, "reference", _over_sizes(spec, sizes, seed, check, progress))
+    sequential = bool(getattr(runtime, "orders_threads", False))
+    verdicts = _over_sizes(spec, sizes, seed, check, progress, sequential, shared=False)
+    return VerifyReport(spec.name, runtime.name, "reference", verdicts)
 
 
 def pick_runtime(name: str) -> Runtime:

@@ -48,7 +48,7 @@ from kxform.passes.vectorize.vectorize import rewritten_binding
 from kxform.analysis import AccessAnalysis
 from kxform.analysis.reuse import Reuse, analyse_reuse, cacheable
 from kxform.engine import launch_site
-from kxform.engine.contracts import LaunchContract
+from kxform.engine.contracts import AxisItems, LaunchContract, block_dimension
 from kxform.engine.edits import Edit, apply_edits, spliced
 from kxform.engine.params import Config, Constraint, Param, ParamSpace
 from kxform.engine.pass_api import (
@@ -355,9 +355,13 @@ class Coarsen(ValuesPass):
     def launch_contract(self, ctx: PassContext, proposal: Proposal) -> LaunchContract | None:
         """The rewritten kernel computes several outputs per thread and the grids of this file count them: a
         launch of it in another file of the run would not."""
-        if int(proposal.options.get("factor", "1")) == 1:
+        items = int(proposal.options.get("factor", "1"))
+        if items == 1:
             return None
-        return LaunchContract(proposal.kernel, geometry=True)
+        axis = "xyz".index(str(proposal.options.get("along", "x")))
+        block = block_dimension(ctx.model, proposal.kernel, axis)
+        axes = (AxisItems(axis, block, block * items),) if block else ()
+        return LaunchContract(proposal.kernel, geometry=True, axes=axes)
 
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
         data = super().describe(ctx, analysis)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kxform.engine import launch_site
-from kxform.engine.contracts import LaunchContract
+from kxform.engine.contracts import AxisItems, LaunchContract, block_dimension
 from kxform.engine.edits import Edit, apply_edits
 from kxform.engine.params import Config, Param, ParamSpace, ParamValue
 from kxform.engine.pass_api import (
@@ -215,9 +215,13 @@ class Vectorize(Pass):
     def launch_contract(self, ctx: PassContext, proposal: Proposal) -> LaunchContract | None:
         """The rewritten kernel computes a vector per thread and the grids of this file count them: a
         launch of it in another file of the run would not."""
-        if int(proposal.options.get("width", "1")) == 1:
+        items = int(proposal.options.get("width", "1"))
+        if items == 1:
             return None
-        return LaunchContract(proposal.kernel, geometry=True)
+        axis = 0
+        block = block_dimension(ctx.model, proposal.kernel, axis)
+        axes = (AxisItems(axis, block, block * items),) if block else ()
+        return LaunchContract(proposal.kernel, geometry=True, axes=axes)
 
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
         data = super().describe(ctx, analysis)

@@ -102,3 +102,50 @@ def test_a_kernel_another_file_of_the_run_launches_is_refused(
     alone = _apply("--pass", spec, "--kernel", kernel, "--check", str(source))  # the file alone: no other launch
     capsys.readouterr()
     assert alone == 1 and source.read_bytes() == before  # `--check` says it would rewrite
+
+
+@pytest.mark.slow
+def test_tune_write_from_a_recording_is_refused_where_the_grid_does_not_follow(tmp_path: Path) -> None:
+    """A recording (what Kernel Tuner stores) whose fastest block is 128 for the `>> 8` grid:
+    `tune --write` goes through the same checks as `apply`, and writes nothing."""
+    from conftest import run_cli
+
+    for name in ("scale.cu", "scale.kxspec.toml"):
+        shutil.copy(FIXTURES / "shift" / name, tmp_path / name)
+    times = {64: 2.0, 128: 1.0, 256: 1.5}
+    recording = {
+        "device_name": "Test GPU A",
+        "kernel_name": "scale",
+        "problem_size": [4099],
+        "tune_params_keys": ["SCALE_BLOCK_X"],
+        "tune_params": {"SCALE_BLOCK_X": list(times)},
+        "objective": "time",
+        "cache": {
+            str(b): {
+                "SCALE_BLOCK_X": b,
+                "time": t,
+                "compile_time": 900.0,
+                "verification_time": 0,
+                "benchmark_time": 1.0,
+            }
+            for b, t in times.items()
+        },
+    }
+    (tmp_path / "rec.json").write_text(json.dumps(recording))
+    before = (tmp_path / "scale.cu").read_bytes()
+    done = run_cli(
+        "tune",
+        "scale.cu",
+        "--kernel",
+        "scale",
+        "--pass",
+        "launch",
+        "--objective",
+        "replay:rec.json",
+        "--write",
+        cwd=tmp_path,
+        env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")},
+        timeout=600,
+    )
+    assert done.returncode == 1 and (tmp_path / "scale.cu").read_bytes() == before
+    assert "SCALE_BLOCK_X=128" in done.stdout and "n = 129" in done.stderr, done.stderr

@@ -52,16 +52,16 @@ def test_without_values_nothing_is_proposed() -> None:
 
 
 KERNEL = """#include <cuda_runtime.h>
-__global__ void k(float* out, const float* x, int* counts, int N, int C)
+__global__ void k(float* out, const float* x, int* counts, int N, int C, float* x2)
 {{
     int row = blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= N)
         return;
 {body}
 }}
-void launch(float* out, const float* x, int* counts, int N, int C)
+void launch(float* out, const float* x, int* counts, int N, int C, float* x2)
 {{
-    k<<<(N + 127) / 128, 128>>>(out, x, counts, N, C);
+    k<<<(N + 127) / 128, 128>>>(out, x, counts, N, C, x2);
 }}
 """
 
@@ -86,6 +86,16 @@ void launch(float* out, const float* x, int* counts, int N, int C)
         (
             "    out[row] += 1.0f;\n    for (int i = 0; i < C; i++)\n        out[row * C + i] = x[i];",
             "updates global memory outside",
+        ),
+        (  # every lane reads the element lane 0 stored, with no barrier between
+            "    for (int i = 0; i < C; i++)\n        out[row * C + i] = 2.0f * x[row * C + i];\n"
+            "    x2[row] = out[row * C];",
+            "touches it after that loop, where another lane of the row may have stored the element",
+        ),
+        (  # the second loop gives element i + 1 to the lane that stored element i
+            "    for (int i = 0; i < C; i++)\n        out[row * C + i] = x[row * C + i];\n"
+            "    for (int i = 0; i < C - 1; i++)\n        x2[row * C + i] = out[row * C + i + 1];",
+            "touches it after that loop",
         ),
     ],
 )

@@ -89,7 +89,7 @@ def _manifest(
         "grid {} {} {}".format(*request.grid),
         "block {} {} {}".format(*request.block),
         f"shared {request.shared_bytes}",
-        f"workers {settings.workers}",
+        f"workers {1 if request.arenas else settings.workers}",  # overlapping buffers: blocks in order
         f"stack {settings.stack_bytes}",
     ]
     lines += ["trace {} {} {}".format(*b) for b in blocks]

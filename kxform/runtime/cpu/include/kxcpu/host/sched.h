@@ -9,7 +9,7 @@
 //
 // The order in which ready threads run is the launch's schedule: thread order (the
 // default), reverse, a seeded random permutation per block, or one warp delayed behind
-// the others. A program that is correct on the GPU gives the same result in every order;
+// the others (it runs only when no other thread can). A program that is correct on the GPU gives the same result in every order;
 // one that reads what another thread writes without a barrier or `__syncwarp` between
 // them (a race) depends on it, so verification runs a rewrite in the other orders too.
 #pragma once
@@ -75,17 +75,26 @@ class Worker {
   bool stack_guard_hit(const void* addr) const;
 
  private:
-  // Ring buffer of ready fibers; every fiber is queued at most once, so n + 1 slots do.
+  // Ring buffers of ready fibers; every fiber is queued at most once, so n + 1 slots do.
+  // The delayed warp (kDelayWarp) waits in a queue of its own that runs only when no other
+  // fiber is ready: it is held back across every warp collective and wait of the others.
   void push(Fiber* f) {
-    queue_[qtail_] = f;
-    if (++qtail_ == queue_.size()) qtail_ = 0;
+    const bool late = L_.schedule == kDelayWarp && f->linear / static_cast<unsigned>(L_.warp_size) == late_warp_;
+    std::vector<Fiber*>& q = late ? late_ : queue_;
+    std::size_t& tail = late ? ltail_ : qtail_;
+    q[tail] = f;
+    if (++tail == q.size()) tail = 0;
   }
   Fiber* pop() {
-    if (qhead_ == qtail_) return nullptr;
-    Fiber* f = queue_[qhead_];
-    if (++qhead_ == queue_.size()) qhead_ = 0;
+    const bool late = qhead_ == qtail_;
+    std::vector<Fiber*>& q = late ? late_ : queue_;
+    std::size_t &head = late ? lhead_ : qhead_, &tail = late ? ltail_ : qtail_;
+    if (head == tail) return nullptr;
+    Fiber* f = q[head];
+    if (++head == q.size()) head = 0;
     return f;
   }
+  bool idle() const { return qhead_ == qtail_ && lhead_ == ltail_; }
   void switch_away(Fiber* from);
   void arrange(unsigned long long linear);
   void complete(unsigned warp, std::size_t group);
@@ -96,7 +105,9 @@ class Worker {
   std::vector<Fiber> fibers_;
   std::vector<Stack> stacks_;
   std::vector<Warp> warps_;
-  std::vector<Fiber*> queue_;
+  std::vector<Fiber*> queue_, late_;
+  unsigned late_warp_ = 0;
+  std::size_t lhead_ = 0, ltail_ = 0;
   std::vector<unsigned> order_;                  // the block's threads in the order they run
   std::vector<std::vector<unsigned>> lanes_;     // per warp, its lanes in that order
   std::size_t qhead_ = 0, qtail_ = 0;
@@ -112,7 +123,7 @@ class Worker {
 /// The worker running on this OS thread (the device-side entry points go through it).
 extern __thread Worker* t_worker;
 
-inline Worker::Worker(const Launch& _KxL) : L_(_KxL), fibers_(_KxL.nthreads), stacks_(_KxL.nthreads), queue_(_KxL.nthreads + 1) {
+inline Worker::Worker(const Launch& _KxL) : L_(_KxL), fibers_(_KxL.nthreads), stacks_(_KxL.nthreads), queue_(_KxL.nthreads + 1), late_(_KxL.nthreads + 1) {
   if (!alloc_stacks(stacks_.data(), static_cast<int>(_KxL.nthreads), _KxL.stack_bytes))
     fail(kExitUsage, "cannot map %u fiber stacks of %zu bytes", _KxL.nthreads, _KxL.stack_bytes);
   const unsigned ws = static_cast<unsigned>(_KxL.warp_size);
@@ -147,11 +158,7 @@ inline void Worker::arrange(unsigned long long linear) {
       order_[j] = t;
     }
   } else if (L_.schedule == kDelayWarp) {
-    const unsigned late = static_cast<unsigned>(L_.seed % warps_.size());
-    unsigned k = 0;
-    for (unsigned i = 0; i < n; ++i)
-      if (i / ws != late) order_[k++] = i;
-    for (unsigned i = late * ws; i < n && i / ws == late; ++i) order_[k++] = i;
+    late_warp_ = static_cast<unsigned>(L_.seed % warps_.size());
   }
   for (std::vector<unsigned>& l : lanes_) l.clear();
   for (unsigned i = 0; i < n; ++i) lanes_[order_[i] / ws].push_back(order_[i] % ws);
@@ -168,7 +175,7 @@ inline void Worker::run_block(unsigned long long linear, BlockTrace* trace) {
                    static_cast<unsigned>(linear / (static_cast<unsigned long long>(L_.grid.x) * L_.grid.y))};
   done_ = exited_ = bar_arrived_ = 0;
   first_exited_ = nullptr;
-  qhead_ = qtail_ = 0;
+  qhead_ = qtail_ = lhead_ = ltail_ = 0;
   for (Warp& w : warps_) {
     w.live = w.exist;
     w.groups.clear();
@@ -205,7 +212,7 @@ inline void Worker::switch_away(Fiber* from) {
 }
 
 inline void Worker::yield() {
-  if (qhead_ == qtail_) return;
+  if (idle()) return;
   push(cur_);
   switch_away(cur_);
 }
