@@ -333,7 +333,7 @@ STRUCTURAL = (
         (
             Defect("butterfly-short", r"offset = G / 2;", "offset = G / 4;"),
             Defect("combine-dropped", r"\n\s*var = kxform_rows_warp_sum_float<LAYERNORM_NAIVE_LANES>\(var\);", ""),
-            Defect("lane-stride-wrong", r"i \+= rows_share\)", "i += rows_share + 1)"),
+            Defect("lane-stride-wrong", r"i \+= (rows_share|LAYERNORM_NAIVE_LANES)\)", r"i += \1 + 1)"),
             Defect("alias-check-removed", r"rows_alias \? 1 :", "false ? 1 :"),
             Defect(
                 "rows-per-block-wrong",

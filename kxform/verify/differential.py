@@ -98,9 +98,13 @@ def _sizes(spec: KernelSpec, names: tuple[str, ...]) -> tuple[SizeSpec, ...]:
 
 def _definable(sizes: tuple[SizeSpec, ...], sequential: bool, shared: bool = True) -> tuple[SizeSpec, ...]:
     """The sizes a run can define: one that places buffers in one another only where threads
-    run in order (`sequential`: the CPU runtime), and never against a NumPy reference
-    (`shared` False), which knows no overlap."""
-    return tuple(s for s in sizes if (sequential and shared) or not s.overlapping)
+    run in order (`sequential`: the CPU runtime); against a NumPy reference (`shared`
+    False) none with a layout: layouts test a rewrite's run-time checks against its
+    original, and a hand-written kernel (a corpus expert) may assume aligned, distinct
+    buffers."""
+    if not shared:
+        return tuple(s for s in sizes if not s.layout)
+    return tuple(s for s in sizes if sequential or not s.overlapping)
 
 
 def uses_float_atomics(source: SourceText) -> bool:
@@ -412,7 +416,13 @@ def verify_reference(
 
     sequential = bool(getattr(runtime, "orders_threads", False))
     verdicts = _over_sizes(spec, sizes, seed, check, progress, sequential, shared=False)
-    return VerifyReport(spec.name, runtime.name, "reference", verdicts)
+    notes = tuple(
+        f"size {s.name} places buffers otherwise than one allocation each: it tests a rewrite against its "
+        "original, not a kernel against its reference"
+        for s in _sizes(spec, sizes)
+        if s.layout
+    )
+    return VerifyReport(spec.name, runtime.name, "reference", verdicts, notes)
 
 
 def pick_runtime(name: str) -> Runtime:
