@@ -29,6 +29,7 @@ from kxform.analysis.evaluate import Env, Evaluated, Pointer, evaluate
 from kxform.analysis.manager import AnalysisInput
 from kxform.analysis.records import Buffer, Loop, MemoryAccess, Reduction
 from kxform.analysis.walk import WalkState, Walker
+from kxform.errors import InputError
 from kxform.frontend.constants import fold_constants
 from kxform.frontend.cuda import parse_tree
 from kxform.frontend.model import Function, FunctionKind, SourceModel, Span, once
@@ -128,7 +129,34 @@ class AccessAnalysis:
         return bool(self.barriers or self.atomics or any(a.space == "shared" for a in self.accesses))
 
 
+MAX_NESTING = 256
+"""Deepest nesting of a function's syntax the analysis walks (libclang's bracket limit):
+deeper is a one-line input error, not a Python recursion overflow."""
+
+
+def _nesting(root: Any) -> tuple[int, int]:
+    """The deepest nesting under `root` and the byte offset where it is (iteratively)."""
+    deepest, at = 0, root.start_byte
+    stack = [(root, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > deepest:
+            deepest, at = depth, node.start_byte
+            if deepest > MAX_NESTING:
+                break
+        stack.extend((child, depth + 1) for child in node.children)
+    return deepest, at
+
+
 def analyse_function(model: SourceModel, function: Function) -> AccessAnalysis:
+    root = model.body_node(function)
+    if root is not None:
+        deepest, at = _nesting(root)
+        if deepest > MAX_NESTING:
+            raise InputError(
+                f"'{function.name}' nests its syntax more than {MAX_NESTING} levels deep, more than kxform analyses",
+                model.source.location(at),
+            )
     buffers = _buffers(model, function)
     constants = _constants(model)
     env = Env(constants=constants, macros=_macro_expressions(model, constants))

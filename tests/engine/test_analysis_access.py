@@ -466,3 +466,18 @@ def test_mutated_corpus_sources_never_make_the_analysis_raise() -> None:
             analyse_function(model, function)
             analysed_functions += 1
     assert analysed_functions > 300
+
+
+def test_syntax_nested_deeper_than_libclang_parses_is_an_input_error_not_a_crash() -> None:
+    """The structural passes' fuzzing found it: 3,000 parentheses around an index overflowed
+    Python's recursion in the walk; it is now one line naming the file, line and cause."""
+    from kxform.api import rewrite
+    from kxform.errors import InputError
+
+    deep = "(" * 600 + "i" + ")" * 600
+    text = (
+        "__global__ void k(float* y, const float* x, int n)\n{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        f"    if (i < n)\n        y[{deep}] = x[i];\n}}\nvoid run(float* y, const float* x, int n) {{ k<<<(n + 127) / 128, 128>>>(y, x, n); }}\n"
+    )
+    with pytest.raises(InputError, match=r"k\.cu:5:\d+: 'k' nests its syntax more than 256 levels deep"):
+        rewrite(text, "vectorize{width=4}", path="k.cu")
