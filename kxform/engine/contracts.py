@@ -255,9 +255,8 @@ def _check_geometry(
                 )
             proven.append(f"{where} grid.{'xyz'[axis.axis]}: {cover.verdict}")
         if contract.block is not None:
-            got = tuple(_evaluate(t, new_env) for t in after.block)
-            want = tuple(contract.block) + (1,) * (len(got) - len(contract.block))
-            if got[: len(want)] != want[: len(got)] or len(got) < len(contract.block):
+            got = [_evaluate(t, new_env) for t in after.block]
+            if got + [1] * (3 - len(got)) != list(contract.block) + [1] * (3 - len(contract.block)):
                 shown = ", ".join(after.block)
                 raise CheckFailed(
                     "grid",

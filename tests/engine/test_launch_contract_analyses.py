@@ -95,3 +95,44 @@ def test_a_rewritten_grid_is_proven_to_cover_the_original_or_refused(
     cover = prove_cover(old, old_items, new, new_items, new_env=env)
     assert cover.verdict == verdict, cover.detail
     assert words in cover.detail
+
+
+ROWS = b"""#define K_ROWS 8
+#define K_LANES 32
+__global__ void k(float* y, const float* x, int n) { }
+void run(float* y, const float* x, int n)
+{
+    k<<<(n + 127) / 128, 128>>>(y, x, n);
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "launch, key",
+    [
+        (b"k<<<(n + K_ROWS - 1) / K_ROWS, K_ROWS * K_LANES>>>(y, x, n);", None),
+        (
+            b"k<<<(n + 127) / 128, K_ROWS * K_LANES>>>(y, x, n);",
+            "GridNotFollowed",
+        ),  # the grid kept: 8 of 128 rows per block
+        (b"k<<<(n + K_ROWS - 1) / K_ROWS, 128>>>(y, x, n);", "BlockNotFollowed"),  # the block kept
+    ],
+)
+def test_the_rewritten_launches_of_the_file_must_give_what_the_contract_says(launch: bytes, key: str | None) -> None:
+    from kxform.engine.contracts import AxisItems, LaunchContract, check_contract
+    from kxform.engine.edits import Edit
+    from kxform.engine.run_files import RunFiles
+    from kxform.errors import CheckFailed
+
+    model = parse_model(SourceText("rows.cu", ROWS))
+    old = b"k<<<(n + 127) / 128, 128>>>(y, x, n);"
+    at = ROWS.index(old)
+    edit = Edit(at, at + len(old), launch.decode(), "test")
+    contract = LaunchContract("k", geometry=True, axes=(AxisItems(0, 128, 8),), block=(256,))
+    if key is None:
+        records = check_contract(model, contract, [edit], RunFiles())
+        assert any(name == "grid" and "proven" in detail for name, _, detail in records)
+        return
+    with pytest.raises(CheckFailed) as caught:
+        check_contract(model, contract, [edit], RunFiles())
+    assert caught.value.key == key and "rows.cu:6" in caught.value.cause
