@@ -12,6 +12,8 @@ a product of two variables is not affine, and says so.
 
 from __future__ import annotations
 
+import threading
+
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -94,6 +96,12 @@ def short(node: Any) -> str:
     return " ".join(text(node).split())
 
 
+MAX_DEPTH = 200
+"""Nesting of an expression the evaluation follows (a macro's body as deep as a function's):
+deeper is not affine, never a recursion overflow."""
+_DEPTH = threading.local()
+
+
 def evaluate(node: Any, env: Env) -> Evaluated:
     """The value of `node` under `env` (never raises: what it cannot read is NotAffine).
     A plain string is an integer literal (the step of `++`)."""
@@ -101,9 +109,18 @@ def evaluate(node: Any, env: Env) -> Evaluated:
         return Evaluated(Affine.const(int(node)))
     kind = node.type
     handler = _HANDLERS.get(kind)
-    if handler is not None:
+    if handler is None:
+        return Evaluated(
+            NotAffine(f"`{short(node)}` is not an integer expression kxform reads", _depends_below(node, env))
+        )
+    depth = getattr(_DEPTH, "value", 0)
+    if depth >= MAX_DEPTH:
+        return Evaluated(NotAffine(f"an expression nested more than {MAX_DEPTH} levels deep"))
+    _DEPTH.value = depth + 1
+    try:
         return handler(node, env)
-    return Evaluated(NotAffine(f"`{short(node)}` is not an integer expression kxform reads", _depends_below(node, env)))
+    finally:
+        _DEPTH.value = depth
 
 
 def _number(node: Any, env: Env) -> Evaluated:
