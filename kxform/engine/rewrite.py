@@ -10,7 +10,9 @@ so a rewrite's diff is the change and nothing else (byte-minimal):
 * `add_template_params` and `instantiate`: template parameters with defaults (every
   existing launch keeps compiling) and an explicit instantiation at given values;
 * `replace_loop` and `set_unroll`: a loop statement (the `Loop` of the access analysis)
-  replaced, or its `#pragma unroll` set, changed or removed.
+  replaced, or its `#pragma unroll` set, changed or removed;
+* `stride_loop`: a counted loop shared out over workers (lanes of a row, threads or blocks
+  of a split reduction): worker k starts k steps in and strides by the number of workers.
 Changing a launch site is kxform.engine.launch_site's job.
 """
 
@@ -18,6 +20,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+
+from kxform.analysis.affine import Affine
 
 from kxform.analysis.records import Loop
 from kxform.engine.edits import Edit
@@ -35,6 +39,7 @@ __all__ = [
     "place_helpers",
     "replace_loop",
     "set_unroll",
+    "stride_loop",
 ]
 
 
@@ -174,3 +179,36 @@ def set_unroll(model: SourceModel, loop: Loop, factor: str | None, origin: str) 
         )
     indent = source.indent_at(loop.span.start)
     return Edit(at, at, f"{indent}#pragma unroll{' ' + factor if factor else ''}{newline}", origin)
+
+
+_HEADER_RE = re.compile(rb"for\s*\((?P<init>[^;]*);(?P<cond>[^;]*);(?P<inc>[^)]*)\)")
+
+
+def stride_loop(model: SourceModel, loop: Loop, worker: str, workers: str, origin: str) -> list[Edit]:
+    """Share `for (v = start; v < bound; v += step)` out over `workers` workers: worker
+    `worker` (an expression in 0..workers-1) starts at `start + worker * step` and strides
+    by `workers * step`, so iteration j runs on worker j % workers and the loop's bound
+    still ends every worker's share. Only the start and the increment change."""
+    data = model.source.data
+    header = _HEADER_RE.match(data, loop.header.start)
+    if header is None or "=" not in header.group("init").decode():
+        raise RewriteRefused(f"the header of the loop over '{loop.var}' is not `for (v = start; v < bound; step)`")
+    step = loop.step.value if isinstance(loop.step, Affine) else None
+    share = worker if step == 1 else f"{worker} * {step}"
+    stride = workers if step == 1 else f"{workers} * {step}"
+    init_end = header.end("init")
+    while data[init_end - 1 : init_end].isspace():
+        init_end -= 1
+    inc_start, inc_end = header.start("inc"), header.end("inc")
+    while data[inc_start : inc_start + 1].isspace():
+        inc_start += 1
+    while data[inc_end - 1 : inc_end].isspace():
+        inc_end -= 1
+    equals = data.index(b"=", header.start("init")) + 1
+    start = data[equals:init_end].strip()
+    first = (
+        Edit(init_end - len(start), init_end, share, f"{origin}: worker's first iteration")
+        if start == b"0"
+        else Edit(init_end, init_end, f" + {share}", f"{origin}: worker's first iteration")
+    )
+    return [first, Edit(inc_start, inc_end, f"{loop.var} += {stride}", f"{origin}: stride over the workers")]
