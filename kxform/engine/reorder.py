@@ -76,3 +76,13 @@ def reorder_compare(reductions: Sequence[Reduction], sums: Sequence[ReorderedSum
         bound=bound,
         unit=max(UNIT_ROUNDOFF[s.ctype] for s in sums),
     )
+
+
+def combine_text(op: str, ctype: str, a: str, b: str) -> str:
+    """C for combining two partial results of a reduction with operator `op` (+, max,
+    min) on `ctype`: `a + b`, `fmaxf(a, b)` for float, `fmax` for double, `max(a, b)` for
+    integers (CUDA's overloads)."""
+    if op == "+":
+        return f"{a} + {b}"
+    suffix = {"float": "f", "double": ""}.get(ctype)
+    return f"{op}({a}, {b})" if suffix is None else f"f{op}{suffix}({a}, {b})"
