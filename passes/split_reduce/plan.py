@@ -83,13 +83,24 @@ def plan(ctx: PassContext, kernel: Function) -> Plan:
     carriers = [
         loop for loop in analysis.loops if loop.parent is None and any(r.loop == loop.id for r in loop.reductions)
     ]
-    if len(carriers) != 1:
-        what = "no loop" if not carriers else f"{len(carriers)} loops"
+    if len(carriers) > 1:
         refuse(
-            "NoReductionLoop" if not carriers else "SeveralReductionLoops",
-            f"{what} of '{kernel.name}' carry a reduction; the pass splits exactly one",
-            (carriers[1].span.start if len(carriers) > 1 else kernel.span.start),
+            "SeveralReductionLoops",
+            f"{len(carriers)} loops of '{kernel.name}' carry reductions; the pass splits exactly one",
+            carriers[1].span.start,
         )
+        return Plan(None, (), tuple(blockers))
+    if not carriers:
+        carrying = next((lp for lp in analysis.loops if lp.parent is None and lp.carried), None)
+        if carrying is not None:  # a running value stored or read in the loop is no reduction
+            refuse(
+                "Dependence",
+                f"the loop over '{carrying.var or carrying.kind}' carries no reduction it could split: "
+                f"{carrying.carried[0]}",
+                carrying.span.start,
+            )
+        else:
+            refuse("NoReductionLoop", f"no loop of '{kernel.name}' carries a reduction", kernel.span.start)
         return Plan(None, (), tuple(blockers))
     loop = carriers[0]
     for reason in _loop_blockers(loop):
