@@ -73,6 +73,7 @@ class SplitReduce(ValuesPass):
     )
     requires = ("launch",)
     falls_back = False
+    defaults_as_written = True  # one thread and one block per column: the kernel as written
     excludes = ("rows", "coarsen", "unroll")
     """rows gives a row's loop lanes along x where this pass gives a column's loop workers
     along y (composed, the loop would be split twice over); coarsen gives a thread several
