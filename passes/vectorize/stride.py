@@ -35,11 +35,11 @@ from dataclasses import dataclass
 from kxform.analysis import AccessAnalysis, Affine, Loop, MemoryAccess
 from kxform.engine.edits import Edit
 from kxform.engine.pass_api import Blocker, PassContext
+from kxform.engine.rewrite import loop_header, scale_loop
 from kxform.frontend.model import Function, SourceModel
 from kxform.passes.vectorize.facts import SIZES, VECTOR_TYPES, WIDTHS, element_of
 
 PREFIX = "kx_e"
-_HEADER_RE = re.compile(r"for\s*\((?P<init>[^;]*);(?P<cond>[^;]*);(?P<inc>[^)]*)\)", re.S)
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ def stride_facts(ctx: PassContext, kernel: Function) -> StrideFacts:
 
 def _refusal(model: SourceModel, analysis: AccessAnalysis, loop: Loop) -> tuple[str, str, int] | None:
     data = model.source.data
-    head = _HEADER_RE.match(data[loop.header.start : loop.header.end].decode("utf-8", "replace"))
+    header = loop_header(model, loop)
     body = data[loop.body.start : loop.body.end].decode("utf-8", "replace")
     what = f"the stride loop over '{loop.var}'"
     if loop.reductions or loop.carried:
@@ -123,10 +123,10 @@ def _refusal(model: SourceModel, analysis: AccessAnalysis, loop: Loop) -> tuple[
         return "Dependence", f"{what} carries a value from one turn to the next: {why}", loop.span.start
     if loop.barrier or loop.exits or re.search(r"\bcontinue\b", body):
         return "LoopShape", f"{what} holds a barrier, a warp operation or an exit", loop.span.start
-    if head is None or loop.op != "<" or not re.fullmatch(rf"\s*{re.escape(loop.var)}\s*<.+", head.group("cond"), re.S):
-        return "LoopShape", f"{what} does not run while `{loop.var} < BOUND`", loop.span.start
-    if not re.fullmatch(rf"\s*{re.escape(loop.var)}\s*\+=.+", head.group("inc"), re.S):
-        return "LoopShape", f"{what} does not step by `{loop.var} += STRIDE`", loop.span.start
+    if header is None:
+        return "LoopShape", f"{what} does not declare '{loop.var}' in its header", loop.span.start
+    if not header.bound or header.step is None:
+        return "LoopShape", f"{what} does not run while `{loop.var} < BOUND` by `{loop.var} += STRIDE`", loop.span.start
     mine = [a for a in analysis.accesses if loop.id in a.loops]
     written = {a.buffer for a in analysis.accesses if a.write}
     for access in mine:
@@ -150,8 +150,6 @@ def _refusal(model: SourceModel, analysis: AccessAnalysis, loop: Loop) -> tuple[
                 )
         elif access.space != "global" or element_of(access) not in SIZES:
             return "ElementType", f"`{access.text}` is not a global buffer of a known element type", access.span.start
-    if not re.fullmatch(rf"\s*[A-Za-z_][\w:<> ]*[\s*&]+{re.escape(loop.var)}\s*=.+", head.group("init"), re.S):
-        return "LoopShape", f"{what} does not declare '{loop.var}' in its header", loop.span.start
     for access in mine:
         local = next((n for n in _names(access.text) if _declared_in(body, n)), None)
         if local is not None and _widened(access, loop.var) is not None:
@@ -215,13 +213,9 @@ def _escaped(body: str, accesses: list[MemoryAccess]) -> str | None:
 
 
 def _stride_loop(model: SourceModel, analysis: AccessAnalysis, loop: Loop) -> StrideLoop:
-    data = model.source.data
-    head = _HEADER_RE.match(data[loop.header.start : loop.header.end].decode("utf-8"))
-    assert head is not None
-    init = head.group("init")
-    ctype = init[: init.index("=")].strip()
-    ctype = ctype[: ctype.rindex(loop.var)].strip() or "int"
-    bound = head.group("cond").split("<", 1)[1].strip()
+    header = loop_header(model, loop)
+    assert header is not None
+    ctype, bound = header.ctype, header.bound
     slots: dict[tuple[str, str], list[MemoryAccess]] = {}
     for a in analysis.accesses:
         if loop.id in a.loops and _widened(a, loop.var) is not None:
@@ -236,25 +230,13 @@ def stride_edits(model: SourceModel, loops: tuple[StrideLoop, ...], width: int, 
     """Each loop's start and step scaled by the width, and its body as a vector path and a
     scalar path."""
     out: list[Edit] = []
+    data = model.source.data
     for sl in loops:
-        data = model.source.data
-        header = data[sl.loop.header.start : sl.loop.header.end].decode("utf-8")
-        head = _HEADER_RE.match(header)
-        assert head is not None
-        init_at = sl.loop.header.start + len(header[: head.start("init")].encode())
-        init = head.group("init")
-        value = init[init.index("=") + 1 :]
-        start = init_at + len(init[: init.index("=") + 1].encode())
-        lead = len(value) - len(value.lstrip())
-        out.append(Edit(start + lead, start + len(value.rstrip().encode()), f"({value.strip()}) * {name}", origin))
-        inc = head.group("inc")
-        inc_at = sl.loop.header.start + len(header[: head.start("inc")].encode())
-        step = inc[inc.index("+=") + 2 :]
-        at = inc_at + len(inc[: inc.index("+=") + 2].encode())
-        lead = len(step) - len(step.lstrip())
-        out.append(Edit(at + lead, at + len(step.rstrip().encode()), f"({step.strip()}) * {name}", origin))
+        out += scale_loop(model, sl.loop, name, True, origin)
         braced = data[sl.loop.body.start : sl.loop.body.end].strip().startswith(b"{")
-        start = sl.loop.body.start if braced else sl.loop.header.start + len(header[: head.end()].encode())
+        header = loop_header(model, sl.loop)
+        assert header is not None
+        start = sl.loop.body.start if braced else header.end
         out.append(Edit(start, sl.loop.body.end, ("" if braced else " ") + _body(model, sl, width, name), origin))
     return out
 
