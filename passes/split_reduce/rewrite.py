@@ -35,6 +35,7 @@ import re
 from dataclasses import dataclass
 
 from kxform.analysis.records import Loop, Reduction
+from kxform.build.hip import is_hip
 from kxform.engine import launch_site
 from kxform.engine.edits import Edit
 from kxform.engine.reorder import combine_text
@@ -66,6 +67,8 @@ def partial(r: Reduction) -> str:
 
 def launches(model: SourceModel, kernel: Function) -> tuple[LaunchConfig, ...]:
     """The file's launches of the kernel, each one the pass can give workers; or why not."""
+    if is_hip(model.source.data.decode("utf-8", "replace")):
+        raise RewriteRefused("a HIP source: the launch's workspace is allocated with the CUDA runtime's cudaMallocAsync")
     configs = launch_configs(model, kernel.name)
     if not configs:
         raise RewriteRefused(f"'{kernel.name}' is not launched in this file: the launch is where workers are set")

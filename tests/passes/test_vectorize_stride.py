@@ -132,3 +132,22 @@ def test_stride_loops_verify_bit_exact_on_the_cpu_runtime(cpu, case, width: int)
 def test_planted_bugs_fail_verification(cpu, plant) -> None:  # type: ignore[no-untyped-def]
     report = _verify(cpu, GEGLU, 4, plant)
     assert not report.ok, [s.summary() for s in report.sizes]
+
+
+@pytest.fixture(scope="module")
+def gpu():  # type: ignore[no-untyped-def]
+    from kxform.runtime.gpu import GpuRuntime
+
+    runtime = GpuRuntime()
+    ok, why = runtime.available()
+    if not ok:
+        pytest.skip(f"gpu runtime unavailable: {why}")
+    return runtime
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("case", "width"), [(GEGLU, 4), (AXPY, 4), (ROWSCALE, 2), (SILU_BF16, 8)], ids=str)
+def test_stride_loops_verify_bit_exact_on_the_gpu(gpu, case, width: int) -> None:  # type: ignore[no-untyped-def]
+    """Misaligned rows take the scalar path on the GPU too (a misaligned 16-byte load faults there)."""
+    report = _verify(gpu, case, width)
+    assert report.ok, [s.summary() for s in report.sizes]
