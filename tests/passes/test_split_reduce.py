@@ -243,3 +243,18 @@ def test_splits_verify_on_the_gpu(case, options: str, gpu) -> None:  # type: ign
 def test_planted_wrong_splits_are_rejected_on_the_gpu(plant, gpu) -> None:  # type: ignore[no-untyped-def]
     report = _verify(gpu, BIAS_GRAD, "threads=4,blocks=8", plant)
     assert not report.ok, [s.summary() for s in report.sizes]
+
+
+@pytest.mark.slow
+def test_after_launch_the_block_is_launchs_and_the_workers_are_this_passs(cpu) -> None:  # type: ignore[no-untyped-def]
+    path, kernel, spec_file = BIAS_GRAD
+    spec = load_spec(spec_file).kernel(kernel)
+    original = validate_bytes(str(path), path.read_bytes())
+    pipeline = "launch{BIAS_GRAD_NAIVE_BLOCK_X=64},split-reduce{threads=8,blocks=4}"
+    result = rewrite(original.data, pipeline, path=str(path))
+    assert [r.outcome for r in result.results] == [Outcome.APPLIED, Outcome.APPLIED]
+    policy = result.results[0].policy.then(result.results[1].policy)
+    assert dict(policy.launch.values)["BIAS_GRAD_NAIVE_BLOCK_X"] == 64 and policy.launch.scratch
+    sizes = tuple(s.name for s in spec.check_sizes)
+    report = verify_pair(original, validate_bytes(str(path), result.new_data), spec, cpu, sizes=sizes, policy=policy)
+    assert report.ok, [s.summary() for s in report.sizes]

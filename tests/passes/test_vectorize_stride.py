@@ -151,3 +151,18 @@ def test_stride_loops_verify_bit_exact_on_the_gpu(gpu, case, width: int) -> None
     """Misaligned rows take the scalar path on the GPU too (a misaligned 16-byte load faults there)."""
     report = _verify(gpu, case, width)
     assert report.ok, [s.summary() for s in report.sizes]
+
+
+@pytest.mark.slow
+def test_after_launch_the_block_is_free_and_the_turns_are_vectors(cpu) -> None:  # type: ignore[no-untyped-def]
+    """On a block-per-row kernel `launch` changes the stride (the block) and `vectorize`
+    the turn: composed, verified as one."""
+    path, kernel, spec_file = GEGLU
+    spec = load_spec(spec_file).kernel(kernel)
+    original = validate_bytes(str(path), path.read_bytes())
+    result = rewrite(original.data, "launch{GEGLU_NAIVE_BLOCK_X=96},vectorize{width=4}", path=str(path))
+    assert [r.outcome for r in result.results] == [Outcome.APPLIED, Outcome.APPLIED]
+    policy = result.results[0].policy.then(result.results[1].policy)
+    sizes = tuple(s.name for s in spec.check_sizes)
+    report = verify_pair(original, validate_bytes(str(path), result.new_data), spec, cpu, sizes=sizes, policy=policy)
+    assert report.ok, [s.summary() for s in report.sizes]
