@@ -68,7 +68,9 @@ def partial(r: Reduction) -> str:
 def launches(model: SourceModel, kernel: Function) -> tuple[LaunchConfig, ...]:
     """The file's launches of the kernel, each one the pass can give workers; or why not."""
     if is_hip(model.source.data.decode("utf-8", "replace")):
-        raise RewriteRefused("a HIP source: the launch's workspace is allocated with the CUDA runtime's cudaMallocAsync")
+        raise RewriteRefused(
+            "a HIP source: the launch's workspace is allocated with the CUDA runtime's cudaMallocAsync"
+        )
     configs = launch_configs(model, kernel.name)
     if not configs:
         raise RewriteRefused(f"'{kernel.name}' is not launched in this file: the launch is where workers are set")

@@ -29,7 +29,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from kxform.analysis.records import Loop
 from kxform.engine import launch_site
 from kxform.engine.edits import Edit, apply_edits
 from kxform.engine.params import Config, Constraint, Param, ParamSpace, ParamValue
@@ -44,8 +43,8 @@ from kxform.engine.pass_api import (
     check_constraints,
     resolve_proposal,
 )
-from kxform.engine.policy import LaunchBinding, Scratch, VerifyPolicy
-from kxform.engine.reorder import ReorderedSum, bounded, reorder_compare
+from kxform.analysis import AccessAnalysis
+from kxform.engine.policy import LaunchBinding, OutputCompare, Scratch, VerifyPolicy, reordered_sums
 from kxform.engine.rewrite import RewriteRefused
 from kxform.errors import CheckFailed, UsageError
 from kxform.frontend.cuda import parse_model
@@ -181,8 +180,10 @@ class SplitReduce(ValuesPass):
         loop = found.loop
         assert loop is not None
         sums = ", ".join(f"{r.var} ({r.op}, {r.ctype})" for r in found.reductions)
+        compare = _compare(ctx, kernel, found, int(config["threads"]) * int(config["blocks"]))  # raises: no probe
         return [
             CheckRecord("constraints", True, f"{space.label(config)}: {len(space.constraints)} constraint(s) hold"),
+            CheckRecord("tolerance", True, compare.describe()),
             CheckRecord(
                 "loop",
                 True,
@@ -201,20 +202,12 @@ class SplitReduce(ValuesPass):
 
     def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
         """The rewritten launch read back from the rewritten file (at threads = blocks = 1
-        it must give the spec's launch), its workspace, and the bound on the reordered sums."""
+        it must give the spec's launch), its workspace, and the reordered sums' measured
+        bound."""
         kernel = _kernel(ctx, proposal.kernel)
         found = plan(ctx, kernel)
-        loop = found.loop
-        assert loop is not None
         threads, blocks = int(proposal.options["threads"]), int(proposal.options["blocks"])
-        workers = threads * blocks
-        n = _extent(loop)
-        sums = [
-            ReorderedSum(r.var, r.ctype, n, f"({n} + {workers - 1})/{workers} + {workers - 1}")
-            for r in found.reductions
-            if bounded(r) and workers > 1
-        ]
-        compare = reorder_compare(found.reductions, sums)
+        compare = _compare(ctx, kernel, found, threads * blocks)
         return VerifyPolicy(_binding(ctx, kernel, found, threads, blocks), compare, required=True)
 
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
@@ -228,13 +221,18 @@ class SplitReduce(ValuesPass):
         return data
 
 
-def _extent(loop: Loop) -> str:
-    """The loop's iteration count as an expression (its bound as written when it starts at
-    0 with step 1)."""
-    init, bound, step = str(loop.init), str(loop.bound), str(loop.step)
-    n = f"({bound}) + 1" if loop.op == "<=" else bound
-    n = n if init == "0" else f"({n}) - ({init})"
-    return n if step == "1" else f"(({n}) + {step} - 1)/{step}"
+def _compare(ctx: PassContext, kernel: Function, found: Plan, workers: int) -> OutputCompare:
+    """Exact at one worker; else the bound kxform.engine.policy.reordered_sums measures with
+    the original's reorder probe: each worker adds ceil(n / P) terms (worker 0 on top of the
+    initial value), then P - 1 additions combine the partials in order. Raises ProbeRefused
+    (a CheckFailed) when a sum cannot be probed."""
+    if workers == 1:
+        return OutputCompare("exact", reason="one worker per column: every element is computed as before")
+    loops = {loop.id: loop for loop in ctx.analysis(AccessAnalysis, kernel).loops}
+    how = f"splitting each column's loop over {workers} workers"
+    return reordered_sums(
+        ctx.model, kernel, found.reductions, loops, how, f"({{n}} + {workers - 1}) / {workers} + {workers - 1}"
+    )
 
 
 def _block_size(model: SourceModel, kernel: Function) -> int | None:
