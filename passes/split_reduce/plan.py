@@ -103,6 +103,13 @@ def plan(ctx: PassContext, kernel: Function) -> Plan:
             refuse("NoReductionLoop", f"no loop of '{kernel.name}' carries a reduction", kernel.span.start)
         return Plan(None, (), tuple(blockers))
     loop = carriers[0]
+    if not _in_block(model, loop):
+        refuse(
+            "LoopShape",
+            f"the loop over '{loop.var or loop.kind}' is not a statement of a block (`if (...) for (...)` without "
+            "braces): the statements the split adds around it would change what the `if` holds",
+            loop.span.start,
+        )
     for reason in _loop_blockers(loop):
         refuse("LoopShape", f"the loop over '{loop.var or loop.kind}' cannot be split: {reason}", loop.span.start)
     reductions = tuple(r for r in loop.reductions if r.loop == loop.id)
@@ -180,6 +187,14 @@ def _stores(model: SourceModel, analysis: AccessAnalysis, loop: Loop, refuse) ->
             access.span.start,
         )
         return
+
+
+def _in_block(model: SourceModel, loop: Loop) -> bool:
+    """The loop statement's parent is a compound statement (`{ ... for (...) ... }`)."""
+    node = model.tree.root_node.descendant_for_byte_range(loop.span.start, loop.span.end)
+    while node is not None and not (node.start_byte == loop.span.start and node.type.endswith("_statement")):
+        node = node.parent
+    return node is not None and node.parent is not None and node.parent.type == "compound_statement"
 
 
 def enclosing_block(model: SourceModel, loop: Loop) -> Span:

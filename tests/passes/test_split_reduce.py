@@ -84,6 +84,11 @@ SUM = "    float s = 0.0f;\n    for (int r = 0; r < N; r++)\n        s += x[r * 
             "already communicate",
         ),
         (SUM.replace("r++", "r += counts[0]") + "    out[c] = s;", "cannot be split: its bound or step"),
+        (
+            "    float s = 0.5f;\n    if (N > 0)\n        for (int r = 0; r < N; r++)\n            s += x[r * C + c];\n"
+            "    out[c] = s;",
+            "is not a statement of a block",
+        ),
     ],
     ids=[
         "atomics",
@@ -95,6 +100,7 @@ SUM = "    float s = 0.0f;\n    for (int r = 0; r < N; r++)\n        s += x[r * 
         "two-loops",
         "shared",
         "step",
+        "unbraced-if",
     ],
 )
 def test_refusals_name_their_reason_and_line(body: str, remark: str) -> None:
