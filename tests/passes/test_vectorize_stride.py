@@ -44,7 +44,7 @@ def test_golden_block_stride_rewrite_and_idempotence() -> None:
 def test_grid_stride_loops_through_locals_and_the_launch_left_as_written() -> None:
     path = STRIDE / "stride.cu"
     result = rewrite(path.read_bytes(), "vectorize{width=4}", path=str(path))
-    assert outcomes(result) == {"axpy_gs": Outcome.APPLIED, "rowscale": Outcome.APPLIED}
+    assert outcomes(result) == {"axpy_gs": Outcome.APPLIED, "relu_gs": Outcome.APPLIED, "rowscale": Outcome.APPLIED}
     text = result.new_data.decode()
     assert "i = (blockIdx.x * blockDim.x + threadIdx.x) * AXPY_GS_VEC; i < n; i += (stride) * AXPY_GS_VEC) {" in text
     assert "axpy_gs<<<grid_size, block_size>>>" in text and "rowscale<<<grid, block>>>" in text
