@@ -33,7 +33,7 @@ PYCUDA_DEPS=(pytools platformdirs mako markupsafe siphash24 typing-extensions)
 # WITH_NUMPY=1 fetches it); z3-solver (the remap proofs; about 29 MB) is.
 # The GPU image already holds networkx, pathspec, tqdm, filelock and the test runner (pytest,
 # pytest-xdist, execnet, hypothesis, iniconfig, pluggy, packaging, sortedcontainers, attrs),
-# setuptools and wheel (the device tool's KINDS.md lists the image's packages): gpu-check.sh
+# (the device tool's KINDS.md lists the image's packages): gpu-check.sh
 # builds its venv with --system-site-packages, so they are not carried. z3-solver is pinned to
 # 4.15.4 (29 MB; 5.x is 39 MB, and the remap proofs decide on both: docs/trust.md).
 RUNTIME_DEPS=("tree-sitter>=0.25" "tree-sitter-cuda>=0.21" "libclang>=18.1" "z3-solver==4.15.4.0" "tomli-w>=1.0")
@@ -44,7 +44,7 @@ RUNTIME_DEPS=("tree-sitter>=0.25" "tree-sitter-cuda>=0.21" "libclang>=18.1" "z3-
 # Test runner (pytest-xdist and its execnet: parallel GPU suite) and the build backend
 # for offline builds.
 TEST_DEPS=()
-BUILD_DEPS=()
+BUILD_DEPS=("setuptools>=77" wheel)  # kxform's build backend needs 77+, whatever the image has
 
 die() { echo "fetch-gpu-deps: error: $*" >&2; exit 1; }
 
