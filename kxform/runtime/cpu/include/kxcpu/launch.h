@@ -51,7 +51,10 @@ struct Signature<R (*)(P...) noexcept> : Signature<R (*)(P...)> {};
   namespace {                                                                               \
   using kxcpu_sig = ::kxcpu::Signature<::std::decay_t<decltype(&__VA_ARGS__)>>;             \
   }                                                                                         \
-  extern "C" void kxcpu_tu_run_thread(void* const* kxcpu_args) { kxcpu_sig::kxcpu_run(&__VA_ARGS__, kxcpu_args); } \
+  extern "C" void kxcpu_tu_run_thread(void* const* kxcpu_args) {                           \
+    ::kxcpu::pipeline_thread_start();                                                       \
+    kxcpu_sig::kxcpu_run(&__VA_ARGS__, kxcpu_args);                                         \
+  }                                                                                         \
   extern "C" const int kxcpu_tu_param_count = kxcpu_sig::kxcpu_count;                       \
   extern "C" const unsigned char* const kxcpu_tu_param_is_ptr = kxcpu_sig::kxcpu_is_ptr;    \
   extern "C" const unsigned* const kxcpu_tu_param_size = kxcpu_sig::kxcpu_size;             \
