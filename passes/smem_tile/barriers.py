@@ -185,11 +185,15 @@ def _staged(kernel: Kernel, first: MemoryAccess, second: MemoryAccess, a: Stage,
         if landed is None:
             return "is copied asynchronously, and nothing in the loop makes the copy land"
         if landed >= (d, second.span.start):
-            return f"is read {d} iteration(s) later, before this thread waits for the copy"
+            return f"is read {_when(d)}, before this thread waits for the copy"
         begin = landed
     if not _barrier_between(kernel, a.loop, begin, (d, second.span.start)):
-        return f"touches the same stage {d} iteration(s) later with no __syncthreads() between them"
+        return f"touches the same stage {_when(d)} with no __syncthreads() between them"
     return ""
+
+
+def _when(d: int) -> str:
+    return "in the same iteration" if d == 0 else "in the next iteration" if d == 1 else f"{d} iterations later"
 
 
 def _barrier_between(kernel: Kernel, loop: Loop, begin: tuple[int, int], end: tuple[int, int]) -> bool:
