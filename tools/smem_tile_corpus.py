@@ -106,7 +106,9 @@ def space(name: str, hw: str, verify: bool, jobs: int) -> int:
     for spec, line, _ in rows:
         print(f"{spec:<88} {line}")
     failures = sum(not ok for _, _, ok in rows)
-    print(f"{len(rows)} points of the tuning space on {hw}: {failures} failure(s); {time.perf_counter() - started:.0f} s")
+    print(
+        f"{len(rows)} points of the tuning space on {hw}: {failures} failure(s); {time.perf_counter() - started:.0f} s"
+    )
     return 1 if failures else 0
 
 

@@ -131,7 +131,7 @@ def missing_barriers(analysis: AccessAnalysis, model: SourceModel) -> list[str]:
 
 
 def _unseparated(kernel: Kernel, first: MemoryAccess, second: MemoryAccess) -> str:
-    """"" when a barrier lies on every path from `first` to `second`, else why not."""
+    """ "" when a barrier lies on every path from `first` to `second`, else why not."""
     a, b = _stage(kernel, first), _stage(kernel, second)
     common = set(first.loops) & set(second.loops)
     if a is not None and b is not None and a.loop == b.loop and a.count == b.count:
@@ -199,9 +199,7 @@ def _when(d: int) -> str:
 def _barrier_between(kernel: Kernel, loop: Loop, begin: tuple[int, int], end: tuple[int, int]) -> bool:
     """A barrier of the loop's body at some (iteration, offset) strictly between `begin` and `end`."""
     spans = [s for s in kernel.barriers() if loop.body.start <= s.start and kernel.top_level(s, loop)]
-    return any(
-        begin < (i, s.start) and (i, s.end) <= end for s in spans for i in range(begin[0], end[0] + 1)
-    )
+    return any(begin < (i, s.start) and (i, s.end) <= end for s in spans for i in range(begin[0], end[0] + 1))
 
 
 def _landing(kernel: Kernel, copy: MemoryAccess, loop: Loop) -> tuple[int, int] | None:

@@ -43,7 +43,9 @@ def _fragment(shape: Shape, s: Staged, stage: str) -> list[str]:
     size = shape.macro("TM" if s.row else "TN")
     first, lanes = ("kx_tm0", "kx_lanes_m") if s.row else ("kx_tn0", "kx_lanes_n")
     element = s.operand.access.element
-    out = [f"{element} kx_f{s.n}[{size}];  // {s.operand.access.text} for this thread's {'rows' if s.row else 'columns'}"]
+    out = [
+        f"{element} kx_f{s.n}[{size}];  // {s.operand.access.text} for this thread's {'rows' if s.row else 'columns'}"
+    ]
     g = s.group
     if s.read_type is None:
         at = _position(first, lanes, "kx_v", g)

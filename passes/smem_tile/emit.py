@@ -41,11 +41,15 @@ def body(shape: Shape, indent: str, newline: str) -> str:
     """The new kernel body, braces included (the original's first indentation level is `indent`)."""
     nest = shape.nest
     out = _declarations(shape)
-    out += compute.per_output(shape, _coordinates(shape) + [f"if ({nest.guard})", f"    kx_acc[kx_a][kx_b] = {nest.init};"])
+    out += compute.per_output(
+        shape, _coordinates(shape) + [f"if ({nest.guard})", f"    kx_acc[kx_a][kx_b] = {nest.init};"]
+    )
     out.append(f"const int kx_slices = ({nest.k_bound} + {shape.macro('BK')} - 1) / {shape.macro('BK')};")
     out += _single(shape) if shape.stages == 1 else _pipelined(shape)
     epilogue = _dedent(nest.epilogue.format(acc="kx_acc[kx_a][kx_b]"))
-    out += compute.per_output(shape, _coordinates(shape) + [f"if ({nest.guard}) {{", *["    " + e for e in epilogue], "}"])
+    out += compute.per_output(
+        shape, _coordinates(shape) + [f"if ({nest.guard}) {{", *["    " + e for e in epilogue], "}"]
+    )
     lines = [line.lstrip() if line.lstrip().startswith("#") else indent + line if line else line for line in out]
     return "{" + newline + newline.join(lines) + newline + "}"
 
@@ -81,9 +85,15 @@ def _declarations(shape: Shape) -> list[str]:
         f"{nest.acc_type} kx_acc[{P['TM']}][{P['TN']}] = {{}};",
     ]
     if nest.below == "col":
-        out += [f"if (kx_col0 > kx_row0 + {P['BM']} - 1)  // every column of the block is past every row", "    return;"]
+        out += [
+            f"if (kx_col0 > kx_row0 + {P['BM']} - 1)  // every column of the block is past every row",
+            "    return;",
+        ]
     elif nest.below == "row":
-        out += [f"if (kx_row0 > kx_col0 + {P['BN']} - 1)  // every row of the block is past every column", "    return;"]
+        out += [
+            f"if (kx_row0 > kx_col0 + {P['BN']} - 1)  // every row of the block is past every column",
+            "    return;",
+        ]
     return out
 
 
@@ -110,7 +120,7 @@ def _pipelined(shape: Shape) -> list[str]:
     S, BK = shape.macro("STAGES"), shape.macro("BK")  # noqa: N806
     load, use = f"(kx_t + {S} - 1) % {S}", f"kx_t % {S}"
     registers = [s for s in shape.staged if s.route == "registers"]
-    out = [f"static_assert({S} >= 2, \"the pipelined loop needs two stages or more\");"]
+    out = [f'static_assert({S} >= 2, "the pipelined loop needs two stages or more");']
     out += [staging.register_declaration(shape, s) for s in registers]
     out += [
         f"for (int kx_t = 1 - {S}; kx_t < kx_slices; kx_t++) {{",

@@ -144,7 +144,9 @@ class SmemTile(ValuesPass):
         space = _space(ctx, analysis.kernel)
         configs = [resolve(space, c, ctx.hw) for c in ({}, *CANDIDATES)]
         return [
-            self.proposal_for(ctx, analysis, c, Provenance(evidence="rule")) for c in configs if space.is_valid(c, ctx.hw)
+            self.proposal_for(ctx, analysis, c, Provenance(evidence="rule"))
+            for c in configs
+            if space.is_valid(c, ctx.hw)
         ]
 
     def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
