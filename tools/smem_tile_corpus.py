@@ -67,9 +67,10 @@ def main() -> int:
             print(f"{'':<30}{label:<52} {applied.line()} ({time.perf_counter() - t0:.0f} s)")
     if not args.only or "gemm" in args.only:
         path = ROOT / "corpora" / "naive" / "gemm" / "naive.cu"
-        applied = apply_config(path, f"{NAME},swizzle", "gemm_naive", args.hw)
+        pipeline = f"{_spec(DEFAULTS)},swizzle{{pattern=grouped}}"
+        applied = apply_config(path, pipeline, "gemm_naive", args.hw)
         failures += not applied.verified
-        print(f"{'gemm':<14} {'gemm_naive':<14} {NAME},swizzle: {applied.line()}")
+        print(f"{'gemm':<14} {'gemm_naive':<14} {pipeline}: {applied.line()}")
     print(f"{failures} failure(s); {time.perf_counter() - started:.0f} s")
     return 1 if failures else 0
 
