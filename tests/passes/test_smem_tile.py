@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CORPORA
+from conftest import CORPORA, needs_nvcc
 from kxform.engine.pass_api import Outcome
 from kxform.harness.spec import find_spec_for, load_spec
 from kxform.hw import load_profile
@@ -260,3 +260,27 @@ def test_apply_verifies_on_the_cpu_and_writes_the_golden(tmp_path: Path) -> None
     (verify,) = [c for c in record["checks"] if c["name"] == "verify"]
     assert record["outcome"] == "applied" and verify["ok"] and "GEMM_NAIVE_BM=128" in verify["detail"]
     assert "within twice it of each other" in record["verify_policy"]["compare"]["reason"]
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_the_heaviest_points_of_the_tuning_space_build_for_sm_90_without_spills() -> None:
+    """Every point of the tuning space builds without spills (tools/smem_tile_corpus.py
+    --space gemm --hw h200 sweeps all 69); here the points with the most live state: 8 x 8
+    outputs per thread, slices of 16, pipelined (256 x 64 x 16 took the most registers, 141)."""
+    from kxform.search.kernel_space import kernel_space
+
+    hw = load_profile("h200")
+    space = kernel_space(GEMM.read_bytes(), "gemm_naive", ("smem-tile",), path=str(GEMM), hw="h200")
+    valid = space.search(hw)
+    configs = [valid.config(r) for r in range(len(valid))]
+    heavy = [c for c in configs if c["smem_tile"] and c["smem_tile.TM"] * c["smem_tile.TN"] == 64]
+    heavy = [c for c in heavy if c["smem_tile.BK"] == 16 and c["smem_tile.STAGES"] >= 2]
+    assert len(heavy) >= 5
+    for config in heavy:
+        result = rewrite(GEMM.read_bytes(), space.spec(config), path=str(GEMM), hw="h200")
+        (kernel,) = result.results
+        assert kernel.outcome is Outcome.APPLIED, (space.spec(config), kernel.reasons)
+        record = next(c for c in kernel.checks if c.name == "resources")
+        registers = record.figure("registers")
+        assert isinstance(registers, int) and registers * int(record.figure("threads") or 0) <= hw.regs_per_block

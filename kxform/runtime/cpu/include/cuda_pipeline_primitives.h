@@ -2,6 +2,7 @@
 // copies to shared memory, made when the issuing thread waits for them (kxcpu/pipeline.h).
 #pragma once
 #include "kxcpu/device.h"
+#include "kxcpu/pipeline.h"
 
 static inline void __pipeline_memcpy_async(void* __restrict__ dst_shared, const void* __restrict__ src_global,
                                            size_t size_and_align, size_t zfill = 0, KXCPU_SITE) {

@@ -87,7 +87,6 @@ static constexpr int warpSize = KXCPU_WARP_SIZE;
 #include "intrinsics.h"
 #include "atomics.h"
 #include "sync.h"
-#include "pipeline.h"
 
 #ifdef KXCPU_TRACE
 #include "trace_mem.h"

@@ -7,8 +7,9 @@
 // for its group, the latest moment the hardware allows, so a read before the wait (or a
 // wait for too few groups) sees the destination's old bytes, every time. Each thread
 // (fiber) keeps its own queue, found by its linear index in the block; the entry point
-// clears it when the thread starts, so nothing issued by an earlier block or launch is
-// made later. The source is read when the copy is made, through instrumented loads of
+// clears it when the thread starts (KXCPU_THREAD_START, redefined below: units that do not
+// include <cuda_pipeline_primitives.h> pay nothing), so nothing issued by an earlier block
+// or launch is made later. The source is read when the copy is made, through instrumented loads of
 // four bytes (or one, for a ragged size), so an out-of-bounds source is reported like
 // any other read. Sizes, zero fill and alignment are checked as the hardware requires
 // (a misaligned cp.async faults).
@@ -70,3 +71,6 @@ static inline void make_copy(const AsyncCopy& c) {
 }
 
 }  // namespace kxcpu
+
+#undef KXCPU_THREAD_START
+#define KXCPU_THREAD_START() ::kxcpu::pipeline_thread_start()
