@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from kxform.analysis import AccessAnalysis
 from kxform.build import resources
@@ -93,6 +93,10 @@ class SmemTile(ValuesPass):
     option_names = tuple(DEFAULTS)
     description = "stage operand tiles of a naive reduction nest in shared memory, TM x TN outputs per thread"
     falls_back = False
+    structural: ClassVar[bool] = True
+    """It changes how the work is divided among threads (outputs per thread and per block,
+    staged slices, the launch), not a value of the code as written: a staged search explores
+    it first, starting from its tuning space's defaults (the known-good shape)."""
     excludes = ("launch", "coarsen")
     """The block is derived from the tile shape (BN/TN x BM/TM): launch's would be a second name for it.
     TM x TN outputs per thread are this pass's own coarsening, and a coarsened nest no longer starts with
