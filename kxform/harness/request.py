@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from kxform.build.extract import ExtractedKernel
-from kxform.harness.launch import ResolvedLaunch
+from kxform.harness.dtypes import numpy_dtype
+from kxform.harness.launch import ResolvedArg, ResolvedLaunch
 from kxform.harness.placement import place
 from kxform.runtime.base import BufferArg, LaunchRequest, ScalarArg
 
@@ -76,16 +77,20 @@ def launch_request(
 ) -> LaunchRequest:
     """Turn harness inputs into a runtime request for the extracted kernel's entry. The
     unit is built away from the user's tree, so the file's own directory is an include
-    directory (quoted includes resolve as they did in place)."""
+    directory (quoted includes resolve as they did in place). A rewritten kernel's scratch
+    buffers (no input of the spec) start zeroed; buffers a size's layout places go into
+    arenas (kxform.harness.placement)."""
+
+    def value(arg: ResolvedArg) -> object:
+        return np.zeros(arg.shape, numpy_dtype(arg.dtype)) if arg.scratch else inputs[arg.name]
+
     buffers = [
-        BufferArg(arg.name, np.ascontiguousarray(inputs[arg.name]), arg.role)
-        for arg in resolved.args
-        if arg.kind != "scalar"
+        BufferArg(arg.name, np.ascontiguousarray(value(arg)), arg.role) for arg in resolved.args if arg.kind != "scalar"
     ]
     buffers, arenas = place(resolved, buffers)
     by_name = {b.name: b for b in buffers}
     args: list[BufferArg | ScalarArg] = [
-        ScalarArg(arg.name, inputs[arg.name]) if arg.kind == "scalar" else by_name[arg.name] for arg in resolved.args
+        ScalarArg(arg.name, value(arg)) if arg.kind == "scalar" else by_name[arg.name] for arg in resolved.args
     ]
     return LaunchRequest(
         arenas=arenas,

@@ -14,16 +14,16 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from kxform.errors import SpecError, UsageError
 from kxform.build.extract import ExtractedKernel, extract_kernel
-from kxform.harness.compare import Comparison, compare
+from kxform.harness.compare import Comparison, compare, compare_within
 from kxform.harness.dtypes import CTYPE_DTYPES, base_ctype
 from kxform.harness.inputs import make_inputs
-from kxform.harness.launch import ResolvedLaunch
+from kxform.harness.launch import ResolvedArg, ResolvedLaunch
 from kxform.harness.model import CompareSpec, KernelSpec, SizeSpec
 from kxform.harness.reference import compare_outputs, run_reference
 from kxform.runtime.base import (
@@ -38,11 +38,13 @@ from kxform.runtime.base import (
     poison_mask,
 )
 from kxform.engine.policy import OutputCompare, VerifyPolicy
+from kxform.engine.reorder_probe import ReorderProbe
+from kxform.verify.probe import ProbeBounds, probe_bounds
 from kxform.verify.verdict import OutputCheck, SizeVerdict, VerifyReport, inputs_finite, vacuity
 from kxform.frontend.source import SourceText
 from kxform.verify.races import race_runs
 from kxform.verify.sizes import Derived, derived_sizes, suspects
-from kxform.verify.versions import LaunchUndecided, comparison, rewritten_launch, scalars
+from kxform.verify.versions import LaunchUndecided, comparison, rewritten_launch
 from kxform.harness.request import NO_FLAGS, UnitFlags, launch_request
 
 EXACT = CompareSpec("exact")
@@ -233,40 +235,18 @@ def _output_checks(
     return tuple(checks)
 
 
-def _rewritten_verdict(
-    size: str,
-    runtime: Runtime,
-    rewritten: LaunchRequest,
-    original: LaunchRequest,
-    resolved: ResolvedLaunch,
-    inputs: dict,
-    before: LaunchResult,
-    specs: dict[str, CompareSpec],
-) -> SizeVerdict:
-    """One run of the rewritten version, its outputs compared with the original's."""
-    try:
-        after = runtime.run(rewritten)
-    except Unsupported as exc:
-        return SizeVerdict(size, "unverified", error=str(exc))
-    except RuntimeError_ as exc:
-        verdict = SizeVerdict(size, "mismatch", error=f"the rewritten kernel failed where the original ran: {exc}")
-        return _blame_original(verdict, runtime, original) or verdict
-    comparisons = {
-        name: compare(
-            expected,
-            after.outputs[name],
-            specs[name],
-            dtype=resolved.arg(name).dtype,
-            unwritten_both=_unwritten_both(resolved.arg(name).role, expected, after.outputs[name]),
-        )
-        for name, expected in before.outputs.items()
-    }
-    verdict = SizeVerdict.from_checks(
-        size, _output_checks(resolved, inputs, before.outputs, after.outputs, comparisons, unwritten_both=True)
-    )
-    if verdict.status == "mismatch":
-        verdict = _blame_original(verdict, runtime, original) or verdict
-    return verdict
+def _scratch_left(policy: VerifyPolicy, after: LaunchResult) -> str | None:
+    """Why a scratch buffer the kernel must leave as it found it (zero) is not, or None: a
+    later launch would start from what this one left (arrival counters never reset)."""
+    for scratch in policy.launch.scratch:
+        data = after.outputs.get(scratch.name)
+        if scratch.restored and data is not None and np.any(data):
+            count = int(np.count_nonzero(data))
+            return (
+                f"the rewritten kernel leaves {count} of {data.size} elements of its scratch buffer "
+                f"'{scratch.name}' non-zero: a later launch would start from them"
+            )
+    return None
 
 
 def default_policy(original: SourceText) -> VerifyPolicy:
@@ -294,6 +274,8 @@ def verify_pair(
     extracted = (extract_kernel(original, spec.name), extract_kernel(rewritten, spec.name))
     check_signature(spec, extracted[0])
     policy = policy or default_policy(original)
+    probe = policy.compare.probe
+    probed = extract_kernel(SourceText(original.path, probe.source.encode("utf-8")), spec.name) if probe else None
     spec_sizes = {s.name for s in spec.sizes}
 
     def check(size: SizeSpec, resolved: ResolvedLaunch, inputs: dict, watch: bool) -> SizeVerdict:
@@ -306,29 +288,23 @@ def verify_pair(
             launch = rewritten_launch(resolved, extracted[0].params, policy.launch)
         except LaunchUndecided as exc:  # the rewritten version's launch is unknown: could not tell
             return SizeVerdict(size.name, "inconclusive", error=str(exc))
-        env = scalars(resolved, extracted[0].params)
-        try:
-            specs = {name: comparison(spec.compare_for(name), policy.compare, env) for name in before.outputs}
-        except LaunchUndecided as exc:  # the derived tolerance names what this size does not bind
-            return SizeVerdict(size.name, "inconclusive", error=str(exc))
+        measured = None
+        if policy.compare.mode == "bound":
+            measured = _probe_bounds(runtime, probe, probed, resolved, inputs, before.outputs, label, timeout_s, flags)
+            if isinstance(measured, SizeVerdict):
+                return replace(measured, size=size.name)
         rewritten = launch_request(extracted[1], launch, inputs, f"{label} rewritten", timeout_s, flags)
-        verdict = _rewritten_verdict(size.name, runtime, rewritten, request, resolved, inputs, before, specs)
+        one = _Comparing(spec, policy, measured, resolved, inputs, before, request)
+        verdict = one.verdict(size.name, runtime, rewritten)
         if verdict.status == "ok" and policy.shares and size.name in spec_sizes:  # derived sizes: one order
             with race_runs(runtime, rewritten) as runs:
                 for run in runs:
-                    raced = _rewritten_verdict(
-                        size.name, run.runtime, run.request, request, resolved, inputs, before, specs
-                    )
+                    raced = one.verdict(size.name, run.runtime, run.request)
                     if raced.status != "ok":
                         return replace(raced, error=f"{run.label}: {raced.error or raced.summary()}")
-        if policy.compare.mode != "bound":
+        if measured is None or policy.compare.probe is None:
             return verdict
-        named = set(re.findall(r"[A-Za-z_]\w*", policy.compare.bound))
-        at = ",".join(f"{k}={v}" for k, v in env.items() if k in named)
-        told = "; ".join(sorted({str(c) for c in specs.values()}))
-        return replace(
-            verdict, tolerance=f"derived bound ({policy.compare.bound}) * {policy.compare.unit:.3g} at {at}: {told}"
-        )
+        return replace(verdict, tolerance=measured.describe(policy.compare.probe))
 
     sequential = bool(getattr(runtime, "orders_threads", False))
     verdicts = _over_sizes(spec, sizes, seed, check, progress, sequential)
@@ -341,6 +317,91 @@ def verify_pair(
             if s.overlapping
         )
     return VerifyReport(spec.name, runtime.name, "rewritten", verdicts + extra, notes)
+
+
+@dataclass(frozen=True)
+class _Comparing:
+    """What one size compares a run of the rewritten version against: the original's
+    outputs and the tolerances the policy (and its probe, `measured`) give."""
+
+    spec: KernelSpec
+    policy: VerifyPolicy
+    measured: ProbeBounds | None
+    resolved: ResolvedLaunch
+    inputs: dict
+    before: LaunchResult
+    original: LaunchRequest
+
+    def verdict(self, size: str, runtime: Runtime, rewritten: LaunchRequest) -> SizeVerdict:
+        """One run of the rewritten version (on `runtime`: another thread order, a sanitizer)."""
+        try:
+            after = runtime.run(rewritten)
+        except Unsupported as exc:
+            return SizeVerdict(size, "unverified", error=str(exc))
+        except RuntimeError_ as exc:
+            failed = SizeVerdict(size, "mismatch", error=f"the rewritten kernel failed where the original ran: {exc}")
+            return _blame_original(failed, runtime, self.original) or failed
+        left = _scratch_left(self.policy, after)
+        if left is not None:
+            return SizeVerdict(size, "mismatch", error=left)
+        outputs = self.before.outputs
+        comparisons = {
+            name: _compare_one(
+                self.spec, self.policy, self.measured, name, expected, after.outputs[name], self.resolved.arg(name)
+            )
+            for name, expected in outputs.items()
+        }
+        verdict = SizeVerdict.from_checks(
+            size, _output_checks(self.resolved, self.inputs, outputs, after.outputs, comparisons, unwritten_both=True)
+        )
+        if verdict.status == "mismatch":
+            verdict = _blame_original(verdict, runtime, self.original) or verdict
+        return verdict
+
+
+def _compare_one(
+    spec: KernelSpec,
+    policy: VerifyPolicy,
+    measured: ProbeBounds | None,
+    name: str,
+    expected: np.ndarray,
+    actual: np.ndarray,
+    arg: ResolvedArg,
+) -> Comparison:
+    """One output: within its measured bounds where the pass reorders sums (unless the spec
+    asks for it bit-exact), else as the spec and the policy say."""
+    unwritten = _unwritten_both(arg.role, expected, actual)
+    stated = spec.compare_for(name)
+    if measured is not None and stated.mode != "exact":
+        return compare_within(expected, actual, measured.bounds[name], dtype=arg.dtype, unwritten_both=unwritten)
+    return compare(expected, actual, comparison(stated, policy.compare), dtype=arg.dtype, unwritten_both=unwritten)
+
+
+def _probe_bounds(
+    runtime: Runtime,
+    probe: ReorderProbe | None,
+    probed: ExtractedKernel | None,
+    resolved: ResolvedLaunch,
+    inputs: dict,
+    original: dict[str, np.ndarray],
+    label: str,
+    timeout_s: float,
+    flags: UnitFlags,
+) -> ProbeBounds | SizeVerdict:
+    """The tolerances the reorder probe measures at this size, or the inconclusive verdict
+    ("could not tell") when there is no probe or it cannot run."""
+    if probe is None or probed is None:
+        return SizeVerdict("", "inconclusive", error="could not tell: the rewrite reorders sums and has no probe")
+    dtypes = {name: resolved.arg(name).dtype for name in original}
+
+    def run(macro: str) -> dict[str, np.ndarray]:
+        moved = replace(flags, defines=(*flags.defines, f"{macro}=1"))
+        return runtime.run(launch_request(probed, resolved, inputs, f"{label} probe {macro}", timeout_s, moved)).outputs
+
+    try:
+        return probe_bounds(probe, original, dtypes, run)
+    except (RuntimeError_, Unsupported) as exc:
+        return SizeVerdict("", "inconclusive", error=f"could not tell: the reorder probe failed: {exc}")
 
 
 def _derived(spec: KernelSpec, extracted: tuple[ExtractedKernel, ExtractedKernel], policy: VerifyPolicy):  # type: ignore[no-untyped-def]
