@@ -130,10 +130,42 @@ def plan(ctx: PassContext, kernel: Function) -> Plan:
     for loop in top:
         _live_out(ctx, kernel, loop, {r.var for r in loop.reductions} | {loop.var}, refuse)
     if not blockers:
+        _thread_rows(analysis, refuse)
+    if not blockers:
         _cross_lane(analysis, top, refuse)
     params = {p.name for p in kernel.params}
     found_overlap = overlap(analysis, tuple(top), params, Names.of(kernel.name).lanes) if top else Overlap(())
     return Plan(tuple(top), reductions, tuple(blockers), overlap=found_overlap)
+
+
+def _thread_rows(analysis: AccessAnalysis, refuse) -> None:  # type: ignore[no-untyped-def]
+    """Each thread a row of its own: the rewrite reads `threadIdx.x / G` and `blockDim.x / G`
+    for `threadIdx.x` and `blockDim.x`, which keeps a thread's row only where the row is
+    counted as `blockIdx.x * blockDim.x + threadIdx.x` (times a stride). Every global access
+    whose index the analysis reads must depend on `threadIdx.x` with `blockIdx.x` at
+    `blockDim.x` times its weight, and name `blockDim.x` nowhere else; a read that depends
+    on neither (a table's element) is the same for every row, a write that does is made by
+    every thread of a block."""
+    tid, bid, bdim = Affine.symbol("threadIdx.x"), Affine.symbol("blockIdx.x"), "blockDim.x"
+    for access in analysis.accesses:
+        if access.space != "global" or not isinstance(access.index, Affine):
+            continue
+        index = access.index
+        thread = index.coefficient("threadIdx.x")
+        block = index.coefficient("blockIdx.x")
+        loose = [m for m, _ in index.terms if bdim in m and "blockIdx.x" not in m]
+        if not thread.terms and not block.terms and not loose and not access.write:
+            continue
+        if thread.terms and block == thread * Affine.symbol(bdim) and not loose:
+            continue
+        refuse(
+            "NotThreadPerRow",
+            f"the index of '{access.text}' is not counted from `blockIdx.x * blockDim.x + threadIdx.x` "
+            f"({index - tid * thread - bid * block if thread.terms else index}): the rewrite would give its "
+            "element to other threads",
+            access.span.start,
+        )
+        return
 
 
 def _cross_lane(analysis: AccessAnalysis, top: list[Loop], refuse) -> None:  # type: ignore[no-untyped-def]

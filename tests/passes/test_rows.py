@@ -112,6 +112,17 @@ def test_refusals_name_their_reason_and_line(body: str, remark: str) -> None:
     assert remark in said and "(line " in said, said
 
 
+@pytest.mark.parametrize("row", ["blockIdx.x * blockDim.x + blockIdx.y", "blockIdx.z * blockDim.x + threadIdx.x"])
+def test_a_row_not_counted_from_the_thread_index_is_refused(row: str) -> None:
+    """Found by fuzzing: a row every thread of a block shares, or one that does not move with
+    blockIdx.x, changes when `threadIdx.x` and `blockDim.x` are read per lane group."""
+    body = "    for (int i = 0; i < C; i++)\n        out[row * C + i] = 2.0f * x[row * C + i];"
+    text = KERNEL.format(body=body).replace("blockIdx.x * blockDim.x + threadIdx.x", row)
+    result = rewrite(text, "rows{lanes=32,rows=4}", path="k.cu")
+    assert not result.changed and result.results[0].key == "NotThreadPerRow"
+    assert "blockIdx.x * blockDim.x + threadIdx.x" in " ".join(result.results[0].reasons)
+
+
 def test_a_row_shorter_than_the_lanes_is_guarded_not_refused() -> None:
     path = ROWMAX / "rowmax.cu"
     result = rewrite(path.read_bytes(), "rows{lanes=32,rows=2}", path=str(path))
@@ -195,7 +206,7 @@ def test_rewrites_verify_on_the_cpu_runtime(cpu, case, options: str) -> None:  #
         (LAYERNORM, "lanes=256,rows=1", (b"    __syncthreads();  // every warp", b"    // every warp")),
         (ROWMAX_CASE, "lanes=32,rows=2", (b"float m = -INFINITY;", b"float m = 0.0f;")),  # 0 as max's identity
         (LAYERNORM, "lanes=32,rows=8", (b"float mean = 0.0f;", b"float mean = 1.0f;")),  # every lane adds 1
-        (LAYERNORM, "lanes=32,rows=8", (b"(int i = rows_lane; i < C;", b"(int i = rows_lane + 1; i < C;")),
+        (LAYERNORM, "lanes=32,rows=8", (b"(int i = rows_lane; rows_lane <", b"(int i = rows_lane + 1; rows_lane <")),
         (LAYERNORM, "lanes=8,rows=16", (b"LAYERNORM_NAIVE_LANES>(var)", b"LAYERNORM_NAIVE_LANES / 2>(var)")),
     ],
     ids=[
@@ -210,6 +221,7 @@ def test_rewrites_verify_on_the_cpu_runtime(cpu, case, options: str) -> None:  #
 )
 def test_planted_wrong_reductions_are_rejected(cpu, case, options: str, plant) -> None:  # type: ignore[no-untyped-def]
     assert _verify(cpu, *case, options, None).ok
+    assert plant[0] in rewrite(case[0].read_bytes(), f"rows{{{options}}}", path=str(case[0])).new_data  # it is planted
     report = _verify(cpu, *case, options, plant)
     assert not report.ok, [s.summary() for s in report.sizes]
 
