@@ -375,14 +375,13 @@ STRUCTURAL = (
         "smem-tile{BM=64,BN=64,BK=16,TM=4,TN=4,VEC=4}",
         (
             Defect("alignment-check-removed", r"&& \(\(size_t\)&A\[\(size_t\)i \* K \+ k\] & 15\) == 0", ""),
-            Defect("load-barrier-removed", r"__syncthreads\(\);", "", 0),
-            Defect("reuse-barrier-removed", r"__syncthreads\(\);", "", -1),
+            Defect("barrier-removed", r"__syncthreads\(\);  // every thread's slice", "// every thread's slice"),
+            Defect(
+                "stage-read-wrong", r"kx_s0\[kx_t % GEMM_NAIVE_STAGES\]", "kx_s0[(kx_t + 1) % GEMM_NAIVE_STAGES]", None
+            ),
             Defect("k-tail-dropped", r"\(i < M && k < K\) \? A", "(i < M) ? A"),
             Defect(
-                "tile-row-off",
-                r"kx_s0\[kx_kk\]\[\(int\)threadIdx\.y \+ kx_a",
-                "kx_s0[kx_kk][(int)threadIdx.y + 1 + kx_a",
-                None,
+                "fragment-element-wrong", r"kx_f0\[4 \* kx_g \+ 1\] = kx_v\.y;", "kx_f0[4 * kx_g + 1] = kx_v.x;", None
             ),
             Defect("grid-rounded-down", r"\(M \+ GEMM_NAIVE_BM - 1\) / GEMM_NAIVE_BM", "M / GEMM_NAIVE_BM"),
         ),

@@ -56,6 +56,13 @@ def test_plants_really_change_the_mapping() -> None:
     assert b"gridDim.x + 1, " in grid.text and b"kxform_swizzle_" in grid.text
 
 
+def test_fuzz_inputs_never_come_from_the_held_out_corpus() -> None:
+    assert fuzz.SEEDS and not any("blind" in p.parts for p in fuzz.SEEDS + fuzz.NAIVE)
+    structural = [fuzz.make_input(5, i, "structural") for i in range(40)]
+    assert {s[3] for s in structural} <= set(fuzz.STRUCTURAL) and len({s[3] for s in structural}) > 3
+    assert not any("blind" in s[0].parts for s in structural)
+
+
 def test_fuzz_inputs_are_reproducible_and_varied() -> None:
     first = [fuzz.make_input(5, i) for i in range(40)]
     again = [fuzz.make_input(5, i) for i in range(40)]
