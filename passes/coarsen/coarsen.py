@@ -40,12 +40,11 @@ from typing import Any
 
 from kxform.passes.coarsen.jam import Jam, find_jam, jam_lines
 from kxform.passes.coarsen.loads import Cached, cache_loads
-from kxform.passes.launch.launch import closure_of
-from kxform.passes.launch.policy import communication
 from kxform.passes.vectorize.pattern import index_axis, statements
 from kxform.passes.vectorize.vectorize import rewritten_binding
 
 from kxform.analysis import AccessAnalysis
+from kxform.analysis.communication import Communication
 from kxform.analysis.reuse import Reuse, analyse_reuse, cacheable
 from kxform.engine import launch_site
 from kxform.engine.edits import Edit, apply_edits, spliced
@@ -132,11 +131,11 @@ def name_of(kernel: str) -> str:
 def shape_of(ctx: PassContext, kernel: Function) -> Shape | Blocker:
     model = ctx.model
     line = model.source.line_col
-    how = communication(model, closure_of(model, kernel))
-    if how is not None:
+    found = ctx.analysis(Communication, kernel).found
+    if found is not None:
         return Blocker(
             "Communicates",
-            f"the threads communicate through {how}: which thread computes which output would change",
+            f"the threads communicate through {found.how}: which thread computes which output would change",
             kernel.span.start,
         )
     if not launch_configs(model, kernel.name):

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kxform.analysis.communication import Communication
 from kxform.build import resources
 from kxform.engine.edits import Edit, apply_edits
 from kxform.engine.params import Config, Constraint, Param, ParamSpace, ParamValue
@@ -222,7 +223,8 @@ class Launch(ValuesPass):
 
     def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
         fact = _facts(ctx, proposal.kernel)
-        return policy.verify_policy(ctx.model, fact.geometry, fact.closure, fact.space.resolve(proposal.options))
+        communicates = ctx.analysis(Communication, _kernel(ctx, proposal.kernel)).found
+        return policy.verify_policy(ctx.model, fact.geometry, communicates, fact.space.resolve(proposal.options))
 
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
         fact: Facts = analysis.facts["facts"]
@@ -241,6 +243,10 @@ class Launch(ValuesPass):
         ]
         data["checks"] = [resources.RULE] if fact.geometry.dims else []
         return data
+
+
+def _kernel(ctx: PassContext, name: str) -> Function:
+    return next(k for k in ctx.model.kernels if k.name == name)
 
 
 def closure_of(model: SourceModel, kernel: Function) -> frozenset[str]:

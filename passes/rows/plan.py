@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 
 from kxform.analysis import AccessAnalysis, Affine, Loop
+from kxform.analysis.communication import Communication
 from kxform.analysis.records import Reduction
 from kxform.engine.pass_api import Blocker, PassContext
 from kxform.frontend.model import Function
@@ -30,7 +31,6 @@ _ASSIGN_RE = re.compile(
     rb"(?<![\w.\]>])([A-Za-z_]\w*)\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|(?:\+\+|--)\s*([A-Za-z_]\w*)|"
     rb"([A-Za-z_]\w*)\s*(?:\+\+|--)"
 )
-_COMMUNICATES_RE = re.compile(rb"__shared__|__syncthreads|__syncwarp|__shfl\w*|__ballot\w*|\batomic\w+\s*\(")
 
 
 @dataclass(frozen=True)
@@ -72,12 +72,12 @@ def plan(ctx: PassContext, kernel: Function) -> Plan:
                 "row's loops: each of the row's lanes would apply it",
                 access.span.start,
             )
-    found = _COMMUNICATES_RE.search(body)
+    found = ctx.analysis(Communication, kernel).found
     if found and not blockers:
         refuse(
             "Communicates",
-            f"the threads already communicate ({found.group(0).decode().rstrip('( ')}): the pass does not model it",
-            kernel.body.start + found.start(),
+            f"the threads already communicate ({found.what}): the pass does not model it",
+            found.offset,
         )
     top = [loop for loop in analysis.loops if loop.parent is None]
     if not top:

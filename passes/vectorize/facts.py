@@ -19,11 +19,10 @@ import re
 from dataclasses import dataclass
 
 from kxform.analysis import AccessAnalysis, MemoryAccess
+from kxform.analysis.communication import Communication
 from kxform.engine.pass_api import Blocker, PassContext
 from kxform.frontend.launches import launch_configs
 from kxform.frontend.model import Function
-from kxform.passes.launch.launch import closure_of
-from kxform.passes.launch.policy import communication
 from kxform.passes.vectorize.pattern import Elementwise, NotElementwise, recognise
 
 SIZES = {
@@ -89,15 +88,15 @@ def kernel_facts(ctx: PassContext, kernel: Function, widen: bool = True) -> Kern
     """`widen` False (coarsen): only the shape and communication matter."""
     model = ctx.model
     line = model.source.line_col
-    how = communication(model, closure_of(model, kernel))
-    if how is not None:
+    found = ctx.analysis(Communication, kernel).found
+    if found is not None:
         return KernelFacts(
             None,
             (),
             (
                 Blocker(
                     "Communicates",
-                    f"the threads communicate through {how}: the rewrite changes which thread touches which element",
+                    f"the threads communicate through {found.how}: the rewrite changes which thread touches which element",
                     kernel.span.start,
                 ),
             ),

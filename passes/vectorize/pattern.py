@@ -22,10 +22,6 @@ _DECL_RE = re.compile(
     r"(?P<var>[A-Za-z_]\w*)\s*=\s*(?P<init>[^;]+);$",
     re.S,
 )
-COMMUNICATES_RE = re.compile(
-    r"__shared__|__syncthreads|__syncwarp|__shfl\w*|\batomic\w+\s*\(|__ballot\w*|"
-    r"__any_sync|__all_sync|\bthis_thread_block\b|\btiled_partition\b"
-)
 EXITS_RE = re.compile(r"\breturn\b|\bgoto\b|\bbreak\b")
 
 
