@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kxform.analysis.access import closure_names
 from kxform.analysis.communication import Communication
 from kxform.build import resources
 from kxform.engine.edits import Edit, apply_edits
@@ -41,7 +42,7 @@ from kxform.engine.policy import VerifyPolicy
 from kxform.engine.status import UNVERIFIABLE_LAUNCH
 from kxform.errors import CheckFailed
 from kxform.frontend.constants import evaluate_constants
-from kxform.frontend.model import Function, FunctionKind, SourceModel
+from kxform.frontend.model import Function, SourceModel
 from kxform.passes.launch import assumptions, policy
 from kxform.passes.launch.bounds import ADDED_MIN_BLOCKS, RANGES, added_bound_name
 from kxform.passes.launch.geometry import Geometry, constant_names, find_geometry
@@ -249,14 +250,6 @@ def _kernel(ctx: PassContext, name: str) -> Function:
     return next(k for k in ctx.model.kernels if k.name == name)
 
 
-def closure_of(model: SourceModel, kernel: Function) -> frozenset[str]:
-    """The kernel and the device functions it reaches."""
-    reached = model.closure(kernel.name)
-    return frozenset(
-        n for n in reached if any(f.name == n and f.kind is not FunctionKind.HOST for f in model.functions)
-    ) | {kernel.name}
-
-
 _FACTS: dict[tuple[int, str, tuple[str, ...]], tuple[SourceModel, Facts]] = {}
 
 
@@ -274,7 +267,7 @@ def _facts(ctx: PassContext, kernel_name: str) -> Facts:
     constants = constant_names(model, kernel)
     values = evaluate_constants(model.source.path, model.source.data, constants, list(args)) if constants else {}
     geometry = find_geometry(model, kernel, values)
-    closure = closure_of(model, kernel)
+    closure = closure_names(model, kernel)
     constraints, refusals = assumptions.derive(model, geometry, closure)
     blockers = tuple(Blocker(r.key, r.message, r.offset) for r in (*geometry.refusals, *refusals))
     params = tuple(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kxform.analysis.access import closure_functions
+from kxform.analysis.access import closure_functions, closure_names
 from kxform.analysis.communication import Communication, first_communication
 from kxform.analysis.manager import AnalysisManager
 from kxform.engine.pass_api import PassContext, RunOptions
@@ -100,3 +100,4 @@ def test_the_closure_is_the_kernel_and_the_device_functions_it_reaches():
     ctx = context(text)
     names = [f.name for f in closure_functions(ctx.model, kernel_of(ctx))]
     assert names == ["k", "twice"]
+    assert closure_names(ctx.model, kernel_of(ctx)) == frozenset({"k", "twice"})
