@@ -40,11 +40,12 @@ from typing import Any
 
 from kxform.passes.coarsen.jam import Jam, find_jam, jam_lines
 from kxform.passes.coarsen.loads import Cached, cache_loads
-from kxform.passes.vectorize.pattern import index_axis, statements
 from kxform.passes.vectorize.vectorize import rewritten_binding
 
 from kxform.analysis import AccessAnalysis
 from kxform.analysis.communication import Communication
+from kxform.analysis.statements import statements
+from kxform.analysis.thread_index import INDEX_DECL_RE, index_axis
 from kxform.analysis.reuse import Reuse, analyse_reuse, cacheable
 from kxform.engine import launch_site
 from kxform.engine.edits import Edit, apply_edits, spliced
@@ -68,11 +69,6 @@ from kxform.frontend.model import Function, SourceModel
 FACTORS = ("1", "2", "4", "8")
 LAYOUTS = ("contiguous", "strided")
 LOADS = ("each", "once")
-_INDEX_RE = re.compile(
-    r"^(?P<type>(?:const\s+)?(?:unsigned\s+int|int|unsigned|size_t|long|long\s+long|int64_t))\s+"
-    r"(?P<var>[A-Za-z_]\w*)\s*=\s*(?P<init>[^;]+);$",
-    re.S,
-)
 
 
 @dataclass(frozen=True)
@@ -147,7 +143,7 @@ def shape_of(ctx: PassContext, kernel: Function) -> Shape | Blocker:
     indices: list[tuple[str, str, str, str]] = []
     stmts = statements(body)
     for _, text in stmts:
-        match = _INDEX_RE.match(text)
+        match = INDEX_DECL_RE.match(text)
         axis = index_axis(match.group("init")) if match else None
         if match is None or axis is None or any(a == axis for _, a, _, _ in indices):
             break

@@ -8,6 +8,8 @@ import pytest
 from kxform.analysis.access import closure_functions, closure_names
 from kxform.analysis.communication import Communication, first_communication
 from kxform.analysis.manager import AnalysisManager
+from kxform.analysis.statements import statements
+from kxform.analysis.thread_index import IndexShape, index_axis
 from kxform.engine.pass_api import PassContext, RunOptions
 from kxform.frontend.cuda import parse_model
 from kxform.frontend.source import validate_bytes
@@ -101,3 +103,58 @@ def test_the_closure_is_the_kernel_and_the_device_functions_it_reaches():
     names = [f.name for f in closure_functions(ctx.model, kernel_of(ctx))]
     assert names == ["k", "twice"]
     assert closure_names(ctx.model, kernel_of(ctx)) == frozenset({"k", "twice"})
+
+
+def test_statements_split_at_the_top_level_with_else_kept_and_comments_dropped():
+    text = "int i = f(a, b); // note\nif (i < n) { x[i] = 1; } else { x[i] = 2; }\n/* c; */ for (;;) { g(); }\ntail()"
+    assert [t for _, t in statements(text)] == [
+        "int i = f(a, b);",
+        "if (i < n) { x[i] = 1; } else { x[i] = 2; }",
+        "for (;;) { g(); }",
+        "tail()",
+    ]
+
+
+@pytest.mark.parametrize(
+    "init, axis",
+    [
+        ("blockIdx.x * blockDim.x + threadIdx.x", "x"),
+        ("threadIdx.y + blockDim.y * blockIdx.y", "y"),
+        ("(blockIdx.z * blockDim.z) + threadIdx.z", "z"),
+        ("blockIdx.x * blockDim.y + threadIdx.x", None),  # a planted mix of axes
+        ("blockIdx.x * blockDim.x + threadIdx.x + 1", None),
+        ("blockIdx.x * blockDim.x", None),
+    ],
+)
+def test_index_axis_reads_only_a_global_thread_index(init, axis):
+    assert index_axis(init) == axis
+
+
+SHAPED = """
+__global__ void k(float* out, int n, int m) {
+    // the indices (π: offsets are bytes), then the rest
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    int i = threadIdx.y + blockIdx.y * blockDim.y;
+    int again = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n && j < m) out[i * m + j] = 1.0f;
+}
+"""
+
+
+def test_the_index_shape_is_the_leading_indices_one_per_axis_and_the_rest():
+    ctx = context(SHAPED)
+    kernel = kernel_of(ctx)
+    shape = ctx.analysis(IndexShape, kernel)
+    assert [(d.axis, d.var, d.ctype) for d in shape.indices] == [("x", "j", "const int"), ("y", "i", "int")]
+    assert shape.axes == ("x", "y") and shape.index("y").var == "i" and shape.index("z") is None
+    data = ctx.model.source.data
+    for statement in shape.statements:  # byte offsets into the file
+        assert data[statement.offset :].decode().startswith(statement.text)
+    assert [s.text[:10] for s in shape.rest] == ["int again ", "if (i < n "]
+    assert shape.rest_text(ctx.model, kernel).startswith("int again =") and shape.rest_at == shape.rest[0].offset
+
+
+def test_a_body_without_a_leading_index_has_none():
+    ctx = context("__global__ void k(float* o) { float v = 2.0f; int i = blockIdx.x * blockDim.x + threadIdx.x; }\n")
+    shape = ctx.analysis(IndexShape, kernel_of(ctx))
+    assert shape.indices == () and len(shape.rest) == 2
