@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from kxform.engine.params import ParamSpace, ParamValue
 from kxform.errors import SpecError
 from kxform.engine.policy import EXACT, LaunchBinding, OutputCompare, VerifyPolicy
+from kxform.engine.reorder import UNIT_ROUNDOFF
 from kxform.frontend.model import Function
 from kxform.frontend.source import SourceText, validate_bytes
 from kxform.harness.model import KernelSpec
@@ -104,8 +105,6 @@ def launch_of(template: Template, config: Config) -> LaunchBinding:
 def comparison(original_sums: tuple[tuple[str, str, str], ...]) -> OutputCompare:
     """Exact, or twice the spec's tolerance where the original sums floats in a loop
     (`(var, ctype, n)` per sum); the bound is stated as the rows pass states it."""
-    from kxform.passes.rows.tolerance import UNIT_ROUNDOFF
-
     sums = [(v, c, n) for v, c, n in original_sums if c in UNIT_ROUNDOFF]
     if not sums:
         return EXACT

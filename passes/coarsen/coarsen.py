@@ -40,7 +40,6 @@ from typing import Any
 
 from kxform.passes.coarsen.jam import Jam, find_jam, jam_lines
 from kxform.passes.coarsen.loads import Cached, cache_loads
-from kxform.passes.vectorize.vectorize import rewritten_binding
 
 from kxform.analysis import AccessAnalysis
 from kxform.analysis.communication import Communication
@@ -62,6 +61,7 @@ from kxform.engine.pass_api import (
     resolve_proposal,
 )
 from kxform.engine.policy import LaunchBinding, OutputCompare, VerifyPolicy
+from kxform.engine.rewritten_launch import rewritten_binding
 from kxform.errors import CheckFailed, UsageError
 from kxform.frontend.launches import launch_configs
 from kxform.frontend.model import Function, SourceModel

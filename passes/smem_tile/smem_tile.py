@@ -37,12 +37,12 @@ from kxform.engine.pass_api import (
     resolve_proposal,
 )
 from kxform.engine.policy import LaunchBinding, VerifyPolicy
+from kxform.engine.reorder import reordered_compare
 from kxform.errors import CheckFailed
 from kxform.frontend.model import Function, SourceModel
 from kxform.passes.smem_tile import emit
 from kxform.passes.smem_tile.barriers import missing_barriers
 from kxform.passes.smem_tile.nest import Nest, NestAnalysis, Refusal
-from kxform.passes.tile.policy import reordered_compare
 
 DEFAULTS = {"BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 4, "PAD": 4, "VEC": 1}
 POW2 = (1, 2, 4, 8, 16, 32, 64, 128)
