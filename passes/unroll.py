@@ -34,7 +34,7 @@ from kxform.engine.pass_api import (
 from kxform.engine.policy import EXACT, VerifyPolicy
 from kxform.engine.rewrite import set_unroll
 from kxform.errors import UsageError
-from kxform.frontend.model import Function
+from kxform.frontend.model import Function, SourceModel
 
 AUTO, FULL = "auto", "full"
 MAX_FACTOR = 16
@@ -159,7 +159,7 @@ class Unroll(ValuesPass):
                 edits.append(set_unroll(ctx.model, loops[key], factor, f"unroll: {kernel.name}: {key}"))
         return edits
 
-    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+    def verify_policy(self, ctx: PassContext, proposal: Proposal, rewritten: SourceModel) -> VerifyPolicy:
         """Unrolling repeats the body; it never reorders the arithmetic: bit-exact."""
         return VerifyPolicy(compare=EXACT)
 

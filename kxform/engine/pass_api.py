@@ -335,9 +335,11 @@ class Pass(abc.ABC):
         project's flags from `ctx.toolchain`)."""
         return []
 
-    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+    def verify_policy(self, ctx: PassContext, proposal: Proposal, rewritten: SourceModel) -> VerifyPolicy:
         """How the differential verification of `proposal` launches and compares (see
-        kxform.engine.policy). Default: the spec's launch, bit-exact outputs."""
+        kxform.engine.policy), given the file the pass's edits left (`rewritten`, as
+        `check_result` gets it: the rewritten launch is read there, never by applying the
+        edits again). Default: the spec's launch, bit-exact outputs."""
         return DEFAULT_POLICY
 
     def block_order(self, proposal: Proposal) -> BlockOrder | None:

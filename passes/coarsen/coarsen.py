@@ -47,7 +47,7 @@ from kxform.analysis.statements import statements
 from kxform.analysis.thread_index import INDEX_DECL_RE, index_axis
 from kxform.analysis.reuse import Reuse, analyse_reuse, cacheable
 from kxform.engine import launch_site
-from kxform.engine.edits import Edit, apply_edits, spliced
+from kxform.engine.edits import Edit, spliced
 from kxform.engine.params import Config, Constraint, Param, ParamSpace
 from kxform.engine.pass_api import (
     Blocker,
@@ -60,8 +60,8 @@ from kxform.engine.pass_api import (
     check_constraints,
     resolve_proposal,
 )
-from kxform.engine.policy import LaunchBinding, OutputCompare, VerifyPolicy
-from kxform.engine.rewritten_launch import rewritten_binding
+from kxform.engine.policy import OutputCompare, VerifyPolicy
+from kxform.engine.rewritten_launch import readable, rewritten_binding
 from kxform.errors import CheckFailed, UsageError
 from kxform.frontend.launches import launch_configs
 from kxform.frontend.model import Function, SourceModel
@@ -332,7 +332,7 @@ class Coarsen(ValuesPass):
     def edit(self, ctx: PassContext, proposals: Sequence[Proposal]) -> list[Edit]:
         return [e for p in proposals for e in _edits(ctx, p)]
 
-    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+    def verify_policy(self, ctx: PassContext, proposal: Proposal, rewritten: SourceModel) -> VerifyPolicy:
         """Each output is computed by the same statements: bit-exact, at the rewritten launch."""
         compare = OutputCompare(
             "exact", reason="each output is computed by the same statements; only which thread computes it changes"
@@ -340,10 +340,7 @@ class Coarsen(ValuesPass):
         factor = int(proposal.options.get("factor", "1"))
         if factor == 1:
             return VerifyPolicy(compare=compare)
-        text = apply_edits(ctx.model.source, _edits(ctx, proposal)).data
-        name = name_of(proposal.kernel)
-        binding = rewritten_binding(ctx.model.source.path, text, proposal.kernel, name, factor)
-        launch = binding if binding is not None else LaunchBinding(grid=("unknown",), origin="no readable launch")
+        launch = readable(rewritten_binding(rewritten, proposal.kernel, name_of(proposal.kernel), factor))
         return VerifyPolicy(launch, compare, required=True)
 
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:

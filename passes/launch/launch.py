@@ -25,7 +25,7 @@ from typing import Any
 from kxform.analysis.access import closure_names
 from kxform.analysis.communication import Communication
 from kxform.build import resources
-from kxform.engine.edits import Edit, apply_edits
+from kxform.engine.edits import Edit
 from kxform.engine.params import Config, Constraint, Param, ParamSpace, ParamValue
 from kxform.engine.pass_api import (
     Blocker,
@@ -39,6 +39,7 @@ from kxform.engine.pass_api import (
     resolve_proposal,
 )
 from kxform.engine.policy import VerifyPolicy
+from kxform.engine.rewritten import edited_file
 from kxform.engine.status import UNVERIFIABLE_LAUNCH
 from kxform.errors import CheckFailed
 from kxform.frontend.constants import evaluate_constants
@@ -200,14 +201,15 @@ class Launch(ValuesPass):
         records = [check_constraints(fact.space, config, ctx.hw)]
         if config == fact.space.defaults():
             return records
-        if policy.launch_binding(ctx.model, fact.geometry, config) is None:
+        new = edited_file(ctx, self, [proposal])
+        if policy.launch_binding(new.model, fact.geometry, config) is None:
             raise CheckFailed(
                 "launch",
                 f"the launch of '{proposal.kernel}' reads values the kernel does not receive, "
                 "so the rewritten launch cannot be verified",
                 key=UNVERIFIABLE_LAUNCH,
             )
-        text = apply_edits(ctx.model.source, lift_edits(ctx.model, fact.geometry, config)).data.decode("utf-8")
+        text = new.source.data.decode("utf-8")
         block = tuple(d.name for d in fact.geometry.dims)
         ints = {k: int(v) for k, v in config.items()}
         records.append(
@@ -222,10 +224,10 @@ class Launch(ValuesPass):
             edits += lift_edits(ctx.model, fact.geometry, fact.space.resolve(proposal.options))
         return edits
 
-    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+    def verify_policy(self, ctx: PassContext, proposal: Proposal, rewritten: SourceModel) -> VerifyPolicy:
         fact = _facts(ctx, proposal.kernel)
         communicates = ctx.analysis(Communication, _kernel(ctx, proposal.kernel)).found
-        return policy.verify_policy(ctx.model, fact.geometry, communicates, fact.space.resolve(proposal.options))
+        return policy.verify_policy(rewritten, fact.geometry, communicates, fact.space.resolve(proposal.options))
 
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
         fact: Facts = analysis.facts["facts"]

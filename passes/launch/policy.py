@@ -15,35 +15,24 @@ outputs were in fact bit-identical.
 from __future__ import annotations
 
 from kxform.analysis.communication import Found
-from kxform.engine import launch_site
-from kxform.engine.edits import apply_edits
 from kxform.engine.params import Config
 from kxform.engine.policy import LaunchBinding, OutputCompare, VerifyPolicy
-from kxform.frontend.cuda import parse_model
-from kxform.frontend.launches import launch_configs
+from kxform.engine.rewritten_launch import readable, rewritten_launch
 from kxform.frontend.model import SourceModel
-from kxform.frontend.source import SourceText
 from kxform.passes.launch.bounds import added_min_blocks
 from kxform.passes.launch.geometry import Geometry
-from kxform.passes.launch.rewrite import lift_edits
 
 
-def launch_binding(model: SourceModel, geometry: Geometry, config: Config) -> LaunchBinding | None:
-    """The rewritten launch over the kernel's parameters and the block parameters."""
-    text = apply_edits(model.source, lift_edits(model, geometry, config)).data
-    new = parse_model(SourceText(model.source.path, text))
-    launches = launch_configs(new, geometry.kernel.name)
-    kernel = next((k for k in new.kernels if k.name == geometry.kernel.name), None)
-    if not launches or kernel is None:
-        return None
+def launch_binding(new: SourceModel, geometry: Geometry, config: Config) -> LaunchBinding | None:
+    """The rewritten launch (in `new`, the rewritten file) over the kernel's parameters and
+    the block parameters."""
     values = {d.name: int(config.get(d.name, d.value)) for d in geometry.dims}
     aliases = {d.places[0].argument_of: d.name for d in geometry.dims if d.places[0].argument_of}
-    return launch_site.launch_binding(
-        new, kernel, launches[0], geometry.names, values, geometry.defaults(), aliases=aliases
-    )
+    return rewritten_launch(new, geometry.kernel.name, geometry.names, values, geometry.defaults(), aliases=aliases)
 
 
-def verify_policy(model: SourceModel, geometry: Geometry, communicates: Found | None, config: Config) -> VerifyPolicy:
+def verify_policy(new: SourceModel, geometry: Geometry, communicates: Found | None, config: Config) -> VerifyPolicy:
+    """`new`: the rewritten file."""
     added = added_min_blocks(geometry.kernel.name, config)
     if all(config.get(n, v) == v for n, v in geometry.all_defaults().items()) and not added:
         return VerifyPolicy(compare=OutputCompare("exact", reason="at the original values only names change"))
@@ -54,8 +43,7 @@ def verify_policy(model: SourceModel, geometry: Geometry, communicates: Found | 
             ),
             required=True,
         )
-    binding = launch_binding(model, geometry, config)
-    launch = binding if binding is not None else LaunchBinding(grid=("unknown",), origin="no readable launch")
+    launch = readable(launch_binding(new, geometry, config))
     if communicates is None:
         compare = OutputCompare(
             "exact",

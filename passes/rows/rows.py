@@ -18,8 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kxform.engine.edits import Edit, apply_edits
-from kxform.engine.launch_site import launch_binding
+from kxform.engine.edits import Edit
 from kxform.engine.params import Config, Constraint, Param, ParamSpace, ParamValue
 from kxform.engine.pass_api import (
     Blocker,
@@ -33,12 +32,10 @@ from kxform.engine.pass_api import (
     resolve_proposal,
 )
 from kxform.engine.policy import LaunchBinding, VerifyPolicy
+from kxform.engine.rewritten_launch import readable, rewritten_launch
 from kxform.engine.rewrite import RewriteRefused
 from kxform.errors import CheckFailed, UsageError
-from kxform.frontend.cuda import parse_model
-from kxform.frontend.launches import launch_configs
-from kxform.frontend.model import Function
-from kxform.frontend.source import SourceText
+from kxform.frontend.model import Function, SourceModel
 from kxform.passes.rows import rewrite
 from kxform.passes.rows.plan import Plan, plan
 from kxform.passes.rows.tolerance import compare_for
@@ -190,7 +187,7 @@ class Rows(ValuesPass):
             )
         return out
 
-    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+    def verify_policy(self, ctx: PassContext, proposal: Proposal, rewritten: SourceModel) -> VerifyPolicy:
         """The rewritten launch (at the original values, rows = the block size and lanes = 1,
         it must give the spec's launch) and the derived tolerance (kxform.passes.rows.tolerance)."""
         kernel = _kernel(ctx, proposal.kernel)
@@ -198,7 +195,7 @@ class Rows(ValuesPass):
         lanes, rows = int(proposal.options["lanes"]), int(proposal.options["rows"])
         bounds = [(r, _bound_text(ctx, found, r.loop)) for r in found.reductions]
         compare = compare_for(found.reductions, bounds, lanes)
-        return VerifyPolicy(_binding(ctx, kernel, found, lanes, rows), compare, required=True)
+        return VerifyPolicy(_binding(ctx, rewritten, kernel, lanes, rows), compare, required=True)
 
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
         data = super().describe(ctx, analysis)
@@ -215,26 +212,14 @@ def _bound_text(ctx: PassContext, found: Plan, loop_id: int) -> str:
     return str(loop.bound)
 
 
-def _binding(ctx: PassContext, kernel: Function, found: Plan, lanes: int, rows: int) -> LaunchBinding:
+def _binding(ctx: PassContext, new: SourceModel, kernel: Function, lanes: int, rows: int) -> LaunchBinding:
+    """The launch in the rewritten file `new` over the lanes and rows (at lanes 1 and rows
+    the block as written, the original's)."""
     names = rewrite.Names.of(kernel.name)
-    text = apply_edits(ctx.model.source, rewrite.edits(ctx.model, kernel, found, lanes, rows, "rows")).data
-    new = parse_model(SourceText(ctx.model.source.path, text))
-    configs = launch_configs(new, kernel.name)
-    new_kernel = next((k for k in new.kernels if k.name == kernel.name), None)
     block = rewrite.block_value(ctx.model, rewrite.launch_site(ctx.model, kernel).block) or 0
-    binding = (
-        launch_binding(
-            new,
-            new_kernel,
-            configs[0],
-            (names.lanes, names.rows),
-            {names.lanes: lanes, names.rows: rows},
-            {names.lanes: 1, names.rows: block},
-        )
-        if configs and new_kernel is not None
-        else None
-    )
-    return binding if binding is not None else LaunchBinding(grid=("unknown",), origin="no readable launch")
+    values = {names.lanes: lanes, names.rows: rows}
+    defaults = {names.lanes: 1, names.rows: block}
+    return readable(rewritten_launch(new, kernel.name, (names.lanes, names.rows), values, defaults))
 
 
 def _kernel(ctx: PassContext, name: str) -> Function:

@@ -23,7 +23,7 @@ from typing import Any
 from kxform.analysis import AccessAnalysis
 from kxform.build import resources
 from kxform.engine import launch_site
-from kxform.engine.edits import Edit, apply_edits
+from kxform.engine.edits import Edit
 from kxform.engine.params import Config, Constraint, Param, ParamSpace
 from kxform.engine.pass_api import (
     Blocker,
@@ -38,6 +38,7 @@ from kxform.engine.pass_api import (
 )
 from kxform.engine.policy import LaunchBinding, VerifyPolicy
 from kxform.engine.reorder import reordered_compare
+from kxform.engine.rewritten import edited_file
 from kxform.errors import CheckFailed
 from kxform.frontend.model import Function, SourceModel
 from kxform.passes.smem_tile import emit
@@ -130,7 +131,7 @@ class SmemTile(ValuesPass):
         space = space_of(nest, ctx)
         config = resolve_proposal(space, proposal.options)
         records = [check_constraints(space, config, ctx.hw, _label)]
-        text = apply_edits(ctx.model.source, _edits(ctx, nest, config)).data.decode("utf-8")
+        text = edited_file(ctx, self, [proposal]).source.data.decode("utf-8")
         block = (
             emit.macro(nest, "BN") + " / " + emit.macro(nest, "TN"),
             emit.macro(nest, "BM") + " / " + emit.macro(nest, "TM"),
@@ -170,7 +171,7 @@ class SmemTile(ValuesPass):
             )
         return records
 
-    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+    def verify_policy(self, ctx: PassContext, proposal: Proposal, rewritten: SourceModel) -> VerifyPolicy:
         nest = _nest(ctx, proposal.kernel)
         config = space_of(nest, ctx).resolve(proposal.options)
         grid, block = emit.binding_exprs(nest)

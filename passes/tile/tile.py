@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 from kxform.analysis import AccessAnalysis
 from kxform.analysis.manager import AnalysisInput
-from kxform.engine.edits import Edit, apply_edits
+from kxform.engine.edits import Edit
 from kxform.engine.params import Config, ParamSpace, ParamValue
 from kxform.engine.pass_api import (
     Blocker,
@@ -37,10 +37,11 @@ from kxform.engine.pass_api import (
     resolve_proposal,
 )
 from kxform.engine.policy import VerifyPolicy
+from kxform.engine.rewritten import edited_file
 from kxform.engine.status import UNVERIFIABLE_LAUNCH
 from kxform.errors import CheckFailed
 from kxform.frontend.constants import evaluate_constants, fold_constants
-from kxform.frontend.model import Function
+from kxform.frontend.model import Function, SourceModel
 from kxform.frontend.queries import constant_defs
 from kxform.engine.remarks import RemarkKind
 from kxform.build import resources
@@ -173,7 +174,7 @@ class Tile(ValuesPass):
                 "so the rewritten launch cannot be verified",
                 key=UNVERIFIABLE_LAUNCH,
             )
-        text = apply_edits(ctx.model.source, lift_edits(ctx.model, tiling, config)).data.decode("utf-8")
+        text = edited_file(ctx, self, [proposal]).source.data.decode("utf-8")
         block = block_exprs(tiling)
         ints = {k: int(v) for k, v in config.items()}
         records.append(
@@ -188,7 +189,7 @@ class Tile(ValuesPass):
             edits += lift_edits(ctx.model, tiling, space.resolve(proposal.options))
         return edits
 
-    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+    def verify_policy(self, ctx: PassContext, proposal: Proposal, rewritten: SourceModel) -> VerifyPolicy:
         tiling, space = _facts(ctx, proposal.kernel)
         analyses = [ctx.analysis(AccessAnalysis, f) for f in ctx.model.functions if f.name in tiling.closure]
         return policy.verify_policy(ctx.model, tiling, space.resolve(proposal.options), analyses)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kxform.engine import launch_site
-from kxform.engine.edits import Edit, apply_edits
+from kxform.engine.edits import Edit
 from kxform.engine.params import Config, Param, ParamSpace, ParamValue
 from kxform.engine.pass_api import (
     Blocker,
@@ -37,8 +37,8 @@ from kxform.engine.pass_api import (
     Provenance,
     resolve_proposal,
 )
-from kxform.engine.policy import LaunchBinding, OutputCompare, VerifyPolicy
-from kxform.engine.rewritten_launch import rewritten_binding
+from kxform.engine.policy import OutputCompare, VerifyPolicy
+from kxform.engine.rewritten_launch import readable, rewritten_binding
 from kxform.errors import CheckFailed, UsageError
 from kxform.frontend.model import Function, SourceModel
 from kxform.passes.vectorize.facts import KernelFacts, kernel_facts
@@ -193,7 +193,7 @@ class Vectorize(Pass):
             edits += _edits(ctx, proposal)
         return edits
 
-    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+    def verify_policy(self, ctx: PassContext, proposal: Proposal, rewritten: SourceModel) -> VerifyPolicy:
         """Each element is computed by the same operations in the same order: bit-exact,
         at the rewritten launch (its grid counts vectors)."""
         width = int(proposal.options.get("width", OFF))
@@ -202,10 +202,7 @@ class Vectorize(Pass):
         )
         if width == 1:
             return VerifyPolicy(compare=compare)
-        name = width_name(proposal.kernel)
-        text = apply_edits(ctx.model.source, _edits(ctx, proposal)).data
-        binding = rewritten_binding(ctx.model.source.path, text, proposal.kernel, name, width)
-        launch = binding if binding is not None else LaunchBinding(grid=("unknown",), origin="no readable launch")
+        launch = readable(rewritten_binding(rewritten, proposal.kernel, width_name(proposal.kernel), width))
         return VerifyPolicy(launch, compare, required=True)
 
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
