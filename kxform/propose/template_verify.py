@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from kxform.engine.params import ParamSpace, ParamValue
 from kxform.errors import SpecError
 from kxform.engine.policy import EXACT, LaunchBinding, OutputCompare, VerifyPolicy
-from kxform.engine.reorder import UNIT_ROUNDOFF
+from kxform.engine.reorder_probe import UNIT_ROUNDOFF
 from kxform.frontend.model import Function
 from kxform.frontend.source import SourceText, validate_bytes
 from kxform.harness.model import KernelSpec
