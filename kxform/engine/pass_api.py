@@ -17,7 +17,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import enum
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
@@ -433,6 +433,42 @@ class ValuesPass(Pass):
 
     def spec_items(self) -> list[tuple[str, str]]:
         return list(self.config)
+
+    def requested(
+        self, kernel: Function, space: ParamSpace, known: Collection[str] | None = None
+    ) -> tuple[tuple[Blocker, ...], Config]:
+        """The values given (`config`) for `kernel`'s parameters, as a point of its `space`
+        ({} when none is given), or why not, with the keys every pass uses: a name that is
+        no parameter (`UnknownParameter`: of any kernel of the file when `known` lists the
+        file's names, since names of other kernels are theirs; else of this kernel), a
+        value outside its parameter's domain (`BadValue`). Constraints between values are
+        the check's (`check_constraints`)."""
+        given = dict(self.config)
+        names = set(space.names) if known is None else set(known)
+        unknown = sorted(set(given) - names)
+        blockers: list[Blocker] = []
+        if unknown:
+            where = "any kernel in this file" if known is not None else f"'{kernel.name}'"
+            blockers.append(
+                Blocker(
+                    UNKNOWN_PARAMETER,
+                    f"{unknown[0]} is not a parameter of {where} (parameters: {', '.join(sorted(names)) or 'none'})",
+                    kernel.span.start,
+                )
+            )
+        wanted = {k: v for k, v in given.items() if k in space.names}
+        try:
+            config = space.resolve(wanted) if wanted else {}
+        except UsageError as exc:
+            blockers.append(Blocker(BAD_VALUE, exc.cause, kernel.span.start))
+            config = {}
+        return tuple(blockers), config
+
+
+UNKNOWN_PARAMETER = "UnknownParameter"
+"""A requested value names no parameter (`ValuesPass.requested`)."""
+BAD_VALUE = "BadValue"
+"""A requested value lies outside its parameter's domain (`ValuesPass.requested`)."""
 
 
 class Outcome(enum.Enum):

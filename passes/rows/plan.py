@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import ClassVar
 
 from kxform.analysis import AccessAnalysis, Affine, Loop
 from kxform.analysis.communication import Communication
 from kxform.analysis.records import Reduction
-from kxform.engine.pass_api import Blocker, PassContext
+from kxform.analysis.manager import AnalysisInput
+from kxform.engine.pass_api import Blocker
 from kxform.frontend.model import Function
 from kxform.passes.rows.reduce import OPERATORS, TYPES
 
@@ -35,7 +37,10 @@ _ASSIGN_RE = re.compile(
 
 @dataclass(frozen=True)
 class Plan:
-    """The loops to distribute (program order) and the reductions to combine after each."""
+    """The loops to distribute (program order) and the reductions to combine after each: an
+    analysis (kxform.analysis.manager), computed once per kernel and source version."""
+
+    positional: ClassVar[bool] = True
 
     loops: tuple[Loop, ...]
     reductions: tuple[Reduction, ...]
@@ -45,8 +50,12 @@ class Plan:
     def reductions_of(self, loop: Loop) -> tuple[Reduction, ...]:
         return tuple(r for r in self.reductions if r.loop == loop.id)
 
+    @classmethod
+    def compute(cls, ctx: AnalysisInput, kernel: Function) -> Plan:
+        return plan(ctx, kernel)
 
-def plan(ctx: PassContext, kernel: Function) -> Plan:
+
+def plan(ctx: AnalysisInput, kernel: Function) -> Plan:
     data = ctx.model.source.data
     body = data[kernel.body.start : kernel.body.end]
     if re.search(rb"\b" + LANE.encode() + rb"\b", body):
@@ -119,7 +128,7 @@ def _loop_blockers(loop: Loop) -> list[str]:
     return out
 
 
-def _live_out(ctx: PassContext, kernel: Function, loop: Loop, allowed: set[str], refuse) -> None:  # type: ignore[no-untyped-def]
+def _live_out(ctx: AnalysisInput, kernel: Function, loop: Loop, allowed: set[str], refuse) -> None:  # type: ignore[no-untyped-def]
     """A scalar declared before the loop, assigned in it and not a reduction: after the
     rewrite each lane would hold the value of its own last iteration."""
     data = ctx.model.source.data

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kxform.engine.edits import Edit
-from kxform.engine.params import Config, Constraint, Param, ParamSpace, ParamValue
+from kxform.engine.params import Config, Constraint, Param, ParamSpace
 from kxform.engine.pass_api import (
     Blocker,
     CheckRecord,
@@ -34,10 +34,10 @@ from kxform.engine.pass_api import (
 from kxform.engine.policy import LaunchBinding, VerifyPolicy
 from kxform.engine.rewritten_launch import readable, rewritten_launch
 from kxform.engine.rewrite import RewriteRefused
-from kxform.errors import CheckFailed, UsageError
+from kxform.errors import CheckFailed
 from kxform.frontend.model import Function, SourceModel
 from kxform.passes.rows import rewrite
-from kxform.passes.rows.plan import Plan, plan
+from kxform.passes.rows.plan import Plan
 from kxform.passes.rows.tolerance import compare_for
 
 LANES = (1, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -71,35 +71,24 @@ class Rows(ValuesPass):
     def analyse(self, ctx: PassContext) -> dict[str, KernelAnalysis]:
         out = {}
         for kernel in ctx.model.kernels:
-            found = plan(ctx, kernel)
+            found = ctx.analysis(Plan, kernel)
             blockers = list(found.blockers)
             if not blockers and not found.applied:
                 try:
                     rewrite.launch_site(ctx.model, kernel)
                 except RewriteRefused as exc:
                     blockers.append(Blocker("Launch", exc.cause, kernel.span.start))
-            if not blockers and not found.applied:
+            if not blockers and not found.applied and self.config:
                 try:
-                    self._requested(ctx, kernel)
-                except (UsageError, CheckFailed) as exc:
-                    blockers.append(Blocker("BadValue", exc.cause, kernel.span.start))
-            out[kernel.name] = KernelAnalysis(kernel, tuple(blockers), {"plan": found}, already_applied=found.applied)
+                    blockers += self.requested(kernel, self.space(ctx, KernelAnalysis(kernel)))[0]
+                except CheckFailed as exc:
+                    blockers.append(Blocker("Launch", exc.cause, kernel.span.start))
+            out[kernel.name] = KernelAnalysis(kernel, tuple(blockers), already_applied=found.applied)
         return out
-
-    def _requested(self, ctx: PassContext, kernel: Function) -> dict[str, ParamValue]:
-        given = dict(self.config)
-        if not given:
-            return {}
-        space = self.space(ctx, KernelAnalysis(kernel))
-        resolved = space.resolve(given)
-        broken = space.violations(resolved, ctx.hw)
-        if broken:
-            raise UsageError(f"{space.label(resolved)} breaks {broken[0].describe()}")
-        return resolved
 
     def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
         space = self.space(ctx, analysis)
-        wanted = self._requested(ctx, analysis.kernel)
+        wanted = self.requested(analysis.kernel, space)[1]
         if not wanted or wanted == space.defaults():
             return None
         return self.proposal_for(ctx, analysis, wanted, Provenance(evidence="requested"))
@@ -158,7 +147,7 @@ class Rows(ValuesPass):
 
     def check(self, ctx: PassContext, proposal: Proposal) -> list[CheckRecord]:
         kernel = _kernel(ctx, proposal.kernel)
-        found = plan(ctx, kernel)
+        found = ctx.analysis(Plan, kernel)
         if found.blockers:
             raise CheckFailed("plan", found.blockers[0].message)
         space = self.space(ctx, KernelAnalysis(kernel))
@@ -182,7 +171,7 @@ class Rows(ValuesPass):
             out += rewrite.edits(
                 ctx.model,
                 kernel,
-                plan(ctx, kernel),
+                ctx.analysis(Plan, kernel),
                 int(proposal.options["lanes"]),
                 int(proposal.options["rows"]),
                 f"rows: {kernel.name}",
@@ -193,14 +182,14 @@ class Rows(ValuesPass):
         """The rewritten launch (at the original values, rows = the block size and lanes = 1,
         it must give the spec's launch) and the derived tolerance (kxform.passes.rows.tolerance)."""
         kernel = _kernel(ctx, proposal.kernel)
-        found = plan(ctx, kernel)
+        found = ctx.analysis(Plan, kernel)
         lanes, rows = int(proposal.options["lanes"]), int(proposal.options["rows"])
         compare = compare_for(ctx, kernel, found, lanes)
         return VerifyPolicy(_binding(ctx, rewritten, kernel, lanes, rows), compare, required=True)
 
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
         data = super().describe(ctx, analysis)
-        found: Plan = analysis.facts.get("plan", Plan((), (), ()))
+        found = ctx.analysis(Plan, analysis.kernel)
         data["loops"] = [f"{loop.var} (line {ctx.model.source.line_col(loop.span.start)[0]})" for loop in found.loops]
         data["reductions"] = [f"{r.var}: {r.op} (identity {r.identity})" for r in found.reductions]
         if analysis.applicable:

@@ -87,8 +87,8 @@ class SmemTile(ValuesPass):
                 continue
             if isinstance(found, Refusal):
                 blockers = (Blocker(found.key, found.message, found.offset),)
-            else:  # a value outside a parameter's domain is a usage error, as for every pass
-                space_of(found, ctx).resolve(dict(self.config))
+            else:
+                blockers = self.requested(kernel, space_of(found, ctx))[0]
             out[kernel.name] = KernelAnalysis(kernel, blockers)
         return out
 

@@ -28,6 +28,7 @@ from kxform.engine import launch_site
 from kxform.engine.edits import Edit
 from kxform.engine.params import Config, Param, ParamSpace, ParamValue
 from kxform.engine.pass_api import (
+    BAD_VALUE,
     Blocker,
     CheckRecord,
     KernelAnalysis,
@@ -41,7 +42,7 @@ from kxform.engine.policy import OutputCompare, VerifyPolicy
 from kxform.engine.rewritten_launch import readable, rewritten_binding
 from kxform.errors import CheckFailed, UsageError
 from kxform.frontend.model import Function, SourceModel
-from kxform.passes.vectorize.facts import KernelFacts, kernel_facts
+from kxform.passes.vectorize.facts import KernelFacts
 from kxform.passes.vectorize.rewrite import grid_edits, kernel_body, width_name
 
 OFF = "1"
@@ -84,9 +85,9 @@ class Vectorize(Pass):
         for kernel in ctx.model.kernels:
             done = re.search(rb"#\s*define\s+" + width_name(kernel.name).encode() + rb"\b", ctx.model.source.data)
             if done:
-                out[kernel.name] = KernelAnalysis(kernel, (), {"facts": None}, already_applied=True)
+                out[kernel.name] = KernelAnalysis(kernel, (), already_applied=True)
                 continue
-            facts = kernel_facts(ctx, kernel)
+            facts = ctx.analysis(KernelFacts, kernel)
             blockers = list(facts.blockers)
             if not blockers and not facts.widths():
                 blockers.append(
@@ -109,13 +110,13 @@ class Vectorize(Pass):
             ):
                 blockers.append(
                     Blocker(
-                        "BadWidth",
+                        BAD_VALUE,
                         f"width={self.width}: not one of "
                         f"{{{', '.join(self._space(facts, kernel).param('width').values)}}}",
                         kernel.span.start,
                     )
                 )
-            out[kernel.name] = KernelAnalysis(kernel, tuple(blockers), {"facts": facts})
+            out[kernel.name] = KernelAnalysis(kernel, tuple(blockers))
         return out
 
     def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
@@ -133,8 +134,8 @@ class Vectorize(Pass):
         )
 
     @staticmethod
-    def _space(facts: KernelFacts | None, kernel: Function) -> ParamSpace:
-        if facts is None or facts.blockers or not facts.widths():
+    def _space(facts: KernelFacts, kernel: Function) -> ParamSpace:
+        if facts.blockers or not facts.widths():
             return ParamSpace()
         # No "1": the code as written is the composed space's pass-off point, never a
         # second configuration of this pass that measures the same kernel again.
@@ -142,8 +143,9 @@ class Vectorize(Pass):
         return ParamSpace((Param.enum("width", values, values[0], doc=f"elements per thread of '{kernel.name}'"),))
 
     def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
-        facts = analysis.facts.get("facts") if analysis.facts else kernel_facts(ctx, analysis.kernel)
-        return self._space(facts, analysis.kernel)
+        if analysis.already_applied:
+            return ParamSpace()
+        return self._space(ctx.analysis(KernelFacts, analysis.kernel), analysis.kernel)
 
     def proposal_for(
         self, ctx: PassContext, analysis: KernelAnalysis, config: Config, provenance: Provenance | None = None
@@ -158,7 +160,7 @@ class Vectorize(Pass):
 
     def check(self, ctx: PassContext, proposal: Proposal) -> list[CheckRecord]:
         kernel = _kernel(ctx.model, proposal.kernel)
-        facts = kernel_facts(ctx, kernel)
+        facts = ctx.analysis(KernelFacts, kernel)
         if facts.blockers:
             raise CheckFailed("shape", facts.blockers[0].message)
         width = resolve_proposal(self._space(facts, kernel), proposal.options)["width"]
@@ -214,7 +216,7 @@ class Vectorize(Pass):
 def _edits(ctx: PassContext, proposal: Proposal) -> list[Edit]:
     model = ctx.model
     kernel = _kernel(model, proposal.kernel)
-    facts = kernel_facts(ctx, kernel)
+    facts = ctx.analysis(KernelFacts, kernel)
     width = int(proposal.options["width"])
     name = width_name(kernel.name)
     origin = f"vectorize: {kernel.name}"

@@ -231,7 +231,7 @@ def test_an_unknown_parameter_is_named_with_the_known_ones() -> None:
     result = rewrite(path.read_bytes(), "launch{BLOCK=64}", path=str(path))
     assert not result.changed
     assert any(
-        "BLOCK is not a block parameter of any kernel in this file (parameters: GELU_FORWARD_BLOCK_X, GELU_FORWARD_MIN_BLOCKS)"
+        "BLOCK is not a parameter of any kernel in this file (parameters: GELU_FORWARD_BLOCK_X, GELU_FORWARD_MIN_BLOCKS)"
         in r.message
         for r in result.remarks
     )
