@@ -41,7 +41,7 @@ MARGIN = 1.25
 """Safety factor on the measured first-order effect (see the module docstring)."""
 FLOOR_ULPS = 4.0
 """Units in the last place of the output type every element may differ by."""
-OUTPUT_ROUNDOFF = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24, "float64": 2.0**-53}
+SPACING_TYPES = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
 
 ProbeRun = Callable[[str], Mapping[str, np.ndarray]]
 """Runs the probe with one macro defined to 1 and returns its outputs by name."""
@@ -88,7 +88,16 @@ def probe_bounds(
 
 
 def _floor(values: np.ndarray, dtype: str) -> np.ndarray:
-    u = OUTPUT_ROUNDOFF.get(dtype, 0.0)
+    """FLOOR_ULPS units in the last place of each value in its own type (subnormals' fixed
+    spacing included, so an output that underflows may still round differently); 0 for
+    integers."""
     magnitude = np.abs(to_float64(values, dtype))
-    floor: np.ndarray = np.where(np.isfinite(magnitude), FLOOR_ULPS * u * magnitude, 0.0)
+    finite = np.isfinite(magnitude)
+    if dtype == "bfloat16":  # 8 significant bits: the float32 spacing scaled, never below bf16's smallest step
+        ulp = np.maximum(np.spacing(magnitude.astype(np.float32)).astype(np.float64) * 2.0**16, 2.0**-133)
+    elif dtype in SPACING_TYPES:
+        ulp = np.spacing(magnitude.astype(SPACING_TYPES[dtype])).astype(np.float64)
+    else:
+        return np.zeros(magnitude.shape)
+    floor: np.ndarray = np.where(finite, FLOOR_ULPS * ulp, 0.0)
     return floor

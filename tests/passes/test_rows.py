@@ -197,8 +197,19 @@ def test_rewrites_verify_on_the_cpu_runtime(cpu, case, options: str) -> None:  #
         (LAYERNORM, "lanes=32,rows=8", (b"__shfl_xor_sync", b"__shfl_down_sync")),  # only lane 0 holds the sum
         (LAYERNORM, "lanes=256,rows=1", (b"    __syncthreads();  // every warp", b"    // every warp")),
         (ROWMAX_CASE, "lanes=32,rows=2", (b"float m = -INFINITY;", b"float m = 0.0f;")),  # 0 as max's identity
+        (LAYERNORM, "lanes=32,rows=8", (b"float mean = 0.0f;", b"float mean = 1.0f;")),  # every lane adds 1
+        (LAYERNORM, "lanes=32,rows=8", (b"(int i = rows_lane; i < C;", b"(int i = rows_lane + 1; i < C;")),
+        (LAYERNORM, "lanes=8,rows=16", (b"LAYERNORM_NAIVE_LANES>(var)", b"LAYERNORM_NAIVE_LANES / 2>(var)")),
     ],
-    ids=["missed-element", "missing-broadcast", "missing-barrier", "wrong-identity"],
+    ids=[
+        "missed-element",
+        "missing-broadcast",
+        "missing-barrier",
+        "wrong-identity",
+        "wrong-sum-identity",
+        "off-by-one-lane-loop",
+        "half-the-lanes-combined",
+    ],
 )
 def test_planted_wrong_reductions_are_rejected(cpu, case, options: str, plant) -> None:  # type: ignore[no-untyped-def]
     assert _verify(cpu, *case, options, None).ok
