@@ -434,6 +434,19 @@ class ValuesPass(Pass):
     def spec_items(self) -> list[tuple[str, str]]:
         return list(self.config)
 
+    def candidates(self, ctx: PassContext, analysis: KernelAnalysis) -> list[Proposal]:
+        """None by default: values no rule picks come from measurement (`kxform tune`) or the user."""
+        return []
+
+    def proposal_for(
+        self, ctx: PassContext, analysis: KernelAnalysis, config: Config, provenance: Provenance | None = None
+    ) -> Proposal:
+        """The point `config` of the kernel's space, every parameter set."""
+        space = self.space(ctx, analysis)
+        resolved = space.resolve(config)
+        why = f"configuration {space.label(resolved)}"
+        return Proposal.of(self.name, analysis.kernel.name, resolved, why, provenance)
+
     def requested(
         self, kernel: Function, space: ParamSpace, known: Collection[str] | None = None
     ) -> tuple[tuple[Blocker, ...], Config]:
