@@ -152,7 +152,10 @@ class Launch(ValuesPass):
             if p != defaults and math.prod(int(p[n]) for n in names) >= MIN_THREADS and space.is_valid(p, ctx.hw)
         ]
         valid.sort(
-            key=lambda p: (sum(abs(math.log2(int(p[n]) / int(defaults[n]))) for n in space.names), sorted(p.items()))
+            key=lambda p: (
+                sum(abs(math.log2(int(p[n]) / int(defaults[n]))) for n in space.names if int(defaults[n])),
+                sorted(p.items()),
+            )
         )
         return [self.proposal_for(ctx, analysis, p, Provenance(evidence="rule")) for p in valid[:MAX_CANDIDATES]]
 
