@@ -349,7 +349,7 @@ LAUNCH_CASES = (
     ),
 )
 """The block size alone (`--pass launch`) of every kernel the launch pass lifts and can
-verify (tools/launch_corpus.py): the corpus's and the launch fixtures' naive kernels.
+verify (tools/corpus.py launch --verify): the corpus's and the launch fixtures' naive kernels.
 Run them with `tools/bench_tune_gpu.py --case NAME/launch ...`."""
 COARSEN_CASES = (
     Case(
