@@ -203,9 +203,17 @@ def render(plan: DraftPlan, over_allocate: bool, spec_dir: str | None = None) ->
     for size, values in plan.sizes.items():
         add(f'[[kernel."{spelling}".sizes]]')
         add(f'name = "{size}"')
+        caller_blocks = set(re.findall(r"[A-Za-z_]\w*", " ".join(plan.block)))
         for var, value in zip(plan.size_vars, values):
             step = plan.multiples.get(var)
-            add(f"{var} = {value}  # review" + (f": a multiple of {step}, as the launcher requires" if step else ""))
+            note = (
+                f": a multiple of {step}, as the launcher requires"
+                if step
+                else ": the block size the launcher takes from its caller"
+                if var in caller_blocks
+                else ""
+            )
+            add(f"{var} = {value}  # review{note}")
         add("")
     return "\n".join(lines), todos
 
