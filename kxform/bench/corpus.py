@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from kxform.api import analyse_kernel, explain, kernel_context
+from kxform.bench.paths import CORPORA, ROOT
 from kxform.engine.pass_api import CheckRecord, KernelResult, Outcome
 from kxform.engine.policy import VerifyPolicy
 from kxform.engine.registry import default_registry
@@ -38,9 +39,6 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-ROOT = Path(__file__).resolve().parents[2]
-"""The repository (the corpora and the test fixtures live there)."""
-CORPORA = ROOT / "corpora"
 COULD_NOT_TELL = frozenset({VERIFY_INCONCLUSIVE, UNVERIFIED, UNVERIFIABLE_LAUNCH})
 """Reason keys of a configuration nothing could judge: neither verified nor refuted."""
 DETAIL = 160

@@ -14,12 +14,12 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import ROOT, needs_nvcc
+from kxform.bench.naive_pairs import Version, check, load_pairs, verify
 
 TOOLS = ROOT / "tools"
 sys.path.insert(0, str(TOOLS))
 
 import bench_pipeline  # noqa: E402
-from naive_pairs import Version, check, load_pairs, verify  # noqa: E402
 
 SCRIPT = TOOLS / "bench_pipeline.py"
 
@@ -241,7 +241,7 @@ def test_yardsticks_are_fractions_of_copy_bandwidth_and_cublas() -> None:
 
 
 def test_gpu_table_rows_and_geomean_line(capsys: pytest.CaptureFixture[str]) -> None:
-    from pipeline_table import print_table
+    from kxform.bench.pipeline_table import print_table
 
     rows = [
         {
