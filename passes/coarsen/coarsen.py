@@ -55,6 +55,7 @@ from kxform.frontend.model import Function, SourceModel
 from kxform.passes.coarsen.jam import Jam, jam_lines
 from kxform.passes.coarsen.loads import Cached, cached_along, loads_record
 from kxform.passes.coarsen.shape import FACTORS, LAYOUTS, Shape
+from kxform.passes.coarsen.stride import stride_edits, stride_record, stride_space
 
 LOADS = ("each", "once")
 EXACT = OutputCompare(
@@ -146,6 +147,8 @@ class Coarsen(ValuesPass):
             ),
             CheckRecord("guards", True, "every output keeps the guards as written"),
         ]
+        if shape.stride is not None:
+            return [records[0], stride_record(ctx.model, shape.stride, config)]
         if config.get("loads") == "once":
             records.append(loads_record(ctx.model.source.data, shape, config))
         return records
@@ -158,6 +161,9 @@ class Coarsen(ValuesPass):
         factor = int(proposal.options.get("factor", "1"))
         if factor == 1:
             return VerifyPolicy(compare=EXACT)
+        shape = ctx.analysis(Shape, _kernel(ctx.model, proposal.kernel))
+        if shape.stride is not None and not shape.stride.divides_grid(ctx.model, proposal.kernel):
+            return VerifyPolicy(compare=EXACT, required=True)  # the launch stays as written
         launch = rewritten_binding(rewritten, proposal.kernel, name_of(proposal.kernel), factor)
         return VerifyPolicy(readable(launch), EXACT, required=True)
 
@@ -168,6 +174,8 @@ class Coarsen(ValuesPass):
 def _space(shape: Shape, kernel: Function, factors: Sequence[str] = FACTORS, tuning: bool = False) -> ParamSpace:
     if shape.blocker is not None:
         return ParamSpace()
+    if shape.stride is not None:
+        return stride_space(shape.stride, kernel, factors)
     params = (
         Param.enum("factor", factors, factors[0], doc=f"outputs per thread of '{kernel.name}'"),
         Param.enum("along", shape.axes, shape.axes[0], doc="the axis whose outputs a thread takes"),
@@ -195,6 +203,11 @@ def _edits(ctx: PassContext, proposal: Proposal) -> list[Edit]:
         str(proposal.options["layout"]),
     )
     name, origin, data = name_of(kernel.name), f"coarsen: {kernel.name}", model.source.data
+    factor_edits = launch_site.define_parameter(model, kernel.span.start, name, factor, f"{origin}: factor")
+    if shape.stride is not None:
+        divided = shape.stride.divides_grid(model, kernel.name)
+        grids = _grid_edits(model, kernel, 0, name, origin) if divided else []
+        return [*factor_edits, *stride_edits(model, shape.stride, layout, name, f"{origin}: stride loop"), *grids]
     ind = re.match(r"\r?\n*([ \t]*)", data[kernel.body.start + 1 : kernel.body.end - 1].decode()).group(1) or "    "
     index = _index_line(shape, axis, layout, name)
     plain = _loop(shape, axis, index, name, shape.index.rest_text(model, kernel), ind)
@@ -213,15 +226,16 @@ def _edits(ctx: PassContext, proposal: Proposal) -> list[Edit]:
     else:
         lines = plain
     newline = model.source.newline
-    edits = [
-        *launch_site.define_parameter(model, kernel.span.start, name, factor, f"{origin}: factor"),
-        Edit(kernel.body.start + 1, kernel.body.end - 1, newline + newline.join(lines) + newline, f"{origin}: body"),
-    ]
+    body = Edit(kernel.body.start + 1, kernel.body.end - 1, newline + newline.join(lines) + newline, f"{origin}: body")
+    return [*factor_edits, body, *_grid_edits(model, kernel, "xyz".index(axis), name, origin)]
+
+
+def _grid_edits(model: SourceModel, kernel: Function, axis: int, name: str, origin: str) -> list[Edit]:
+    """Every launch's grid along `axis` divided by the factor `name`, rounding up."""
     grids = [
-        launch_site.divide_grid(model, c, "xyz".index(axis), name, f"{origin}: grid")
-        for c in launch_configs(model, kernel.name)
+        launch_site.divide_grid(model, c, axis, name, f"{origin}: grid") for c in launch_configs(model, kernel.name)
     ]
-    return edits + [e for e in grids if e is not None]
+    return [e for e in grids if e is not None]
 
 
 def _loop(shape: Shape, axis: str, index: str, name: str, rest: str, ind: str) -> list[str]:

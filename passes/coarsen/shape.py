@@ -2,6 +2,7 @@
 the axes a thread may take several outputs along, and what `loads=once` can share along
 each; or why the kernel cannot be coarsened, as a blocker with its line.
 
+A body without a thread index may hold block- or grid-stride loops instead (stride.py).
 Refused: threads that communicate (kxform.analysis.communication), a kernel not launched
 in the file, a body that does not start with a thread index, an early `return` inside a
 loop (it cannot become the next output's `continue`); per axis, a body that reads the
@@ -25,9 +26,9 @@ from kxform.engine.pass_api import Blocker
 from kxform.frontend.launches import launch_configs
 from kxform.frontend.model import Function, SourceModel
 from kxform.passes.coarsen.jam import Jam, find_jam
+from kxform.passes.coarsen.stride import LAYOUTS, StrideShape, stride_shape
 
 FACTORS = ("1", "2", "4", "8")
-LAYOUTS = ("contiguous", "strided")
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ class Shape:
     index: IndexShape | None = None
     axes: tuple[str, ...] = ()
     blocker: Blocker | None = None
+    stride: StrideShape | None = None
+    """Block- or grid-stride loops where the body has no thread index (stride.py)."""
     reuse: tuple[tuple[str, Reuse | str], ...] = ()
     jams: tuple[tuple[str, Jam | str], ...] = ()
 
@@ -77,6 +80,11 @@ class Shape:
         index = ctx.analysis(IndexShape, kernel)
         line = model.source.line_col
         if not index.indices:
+            stride = stride_shape(ctx, kernel)
+            if isinstance(stride, Blocker):
+                return cls(index, blocker=stride)
+            if stride is not None:
+                return cls(index, stride=stride)
             at = index.statements[0].offset if index.statements else kernel.body.start + 1
             why = f"the body does not start with a thread index `int j = blockIdx.x * blockDim.x + threadIdx.x;` (line {line(at)[0]})"
             return cls(blocker=Blocker("NoThreadIndex", why, at))
@@ -100,7 +108,7 @@ class Shape:
         able = cacheable(model, kernel, analysis)
         reuse = tuple((a, analyse_reuse(model, kernel, analysis, a, able)) for a in axes)
         jams = tuple((a, find_jam(model, kernel, analysis, a, index.indices, able)) for a in axes)
-        return cls(index, axes, None, reuse, jams)
+        return cls(index, axes, reuse=reuse, jams=jams)
 
 
 def _axis_blocker(model: SourceModel, kernel: Function, index: IndexShape, axis: str) -> Blocker | None:

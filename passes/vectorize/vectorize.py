@@ -44,6 +44,7 @@ from kxform.errors import CheckFailed, UsageError
 from kxform.frontend.model import Function, SourceModel
 from kxform.passes.vectorize.facts import KernelFacts
 from kxform.passes.vectorize.rewrite import grid_edits, kernel_body, width_name
+from kxform.passes.vectorize.stride import StrideFacts, stride_edits, stride_facts
 
 OFF = "1"
 
@@ -87,18 +88,17 @@ class Vectorize(Pass):
             if done:
                 out[kernel.name] = KernelAnalysis(kernel, (), already_applied=True)
                 continue
-            facts = ctx.analysis(KernelFacts, kernel)
+            facts = shape_facts(ctx, kernel)
             blockers = list(facts.blockers)
             if not blockers and not facts.widths():
                 blockers.append(
                     Blocker(
                         "ElementType",
-                        "no width moves 4, 8 or 16 bytes of every widened buffer "
-                        f"({', '.join(f'{b.name}: {b.element}' for b in facts.widened)})",
+                        "no width moves 4, 8 or 16 bytes of every widened buffer or access",
                         kernel.span.start,
                     )
                 )
-            if not blockers:
+            if not blockers and isinstance(facts, KernelFacts):
                 grid = grid_edits(ctx.model, kernel, facts.shape.bound, width_name(kernel.name), "")
                 if isinstance(grid, str):
                     blockers.append(Blocker("GridNotReadable", grid, kernel.span.start))
@@ -134,7 +134,7 @@ class Vectorize(Pass):
         )
 
     @staticmethod
-    def _space(facts: KernelFacts, kernel: Function) -> ParamSpace:
+    def _space(facts: KernelFacts | StrideFacts, kernel: Function) -> ParamSpace:
         if facts.blockers or not facts.widths():
             return ParamSpace()
         # No "1": the code as written is the composed space's pass-off point, never a
@@ -145,7 +145,7 @@ class Vectorize(Pass):
     def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
         if analysis.already_applied:
             return ParamSpace()
-        return self._space(ctx.analysis(KernelFacts, analysis.kernel), analysis.kernel)
+        return self._space(shape_facts(ctx, analysis.kernel), analysis.kernel)
 
     def proposal_for(
         self, ctx: PassContext, analysis: KernelAnalysis, config: Config, provenance: Provenance | None = None
@@ -160,10 +160,12 @@ class Vectorize(Pass):
 
     def check(self, ctx: PassContext, proposal: Proposal) -> list[CheckRecord]:
         kernel = _kernel(ctx.model, proposal.kernel)
-        facts = ctx.analysis(KernelFacts, kernel)
+        facts = shape_facts(ctx, kernel)
         if facts.blockers:
             raise CheckFailed("shape", facts.blockers[0].message)
         width = resolve_proposal(self._space(facts, kernel), proposal.options)["width"]
+        if isinstance(facts, StrideFacts):
+            return _stride_checks(ctx, facts, width)
         wide = ", ".join(f"{b.name} ({b.element} x{width})" for b in facts.widened)
         kept = [b.name for b in facts.buffers if not b.widened]
         checks = [
@@ -204,6 +206,8 @@ class Vectorize(Pass):
         )
         if width == 1:
             return VerifyPolicy(compare=compare)
+        if isinstance(shape_facts(ctx, _kernel(ctx.model, proposal.kernel)), StrideFacts):
+            return VerifyPolicy(compare=compare, required=True)  # a stride loop's launch stays as written
         launch = readable(rewritten_binding(rewritten, proposal.kernel, width_name(proposal.kernel), width))
         return VerifyPolicy(launch, compare, required=True)
 
@@ -213,13 +217,43 @@ class Vectorize(Pass):
         return data
 
 
+def shape_facts(ctx: PassContext, kernel: Function) -> KernelFacts | StrideFacts:
+    """The kernel as one element per thread, or, where it is not, as block- or
+    grid-stride loops (passes/vectorize/stride.py); the element-wise refusal stands where
+    the kernel has no stride loop either."""
+    facts = ctx.analysis(KernelFacts, kernel)
+    if not facts.blockers or facts.blockers[0].key != "NotElementwise":
+        return facts
+    stride = stride_facts(ctx, kernel)
+    return facts if stride.blockers and stride.blockers[0].key == "NotElementwise" else stride
+
+
+def _stride_checks(ctx: PassContext, facts: StrideFacts, width: ParamValue) -> list[CheckRecord]:
+    line = ctx.model.source.line_col
+    loops = ", ".join(
+        f"{sl.kind}-stride over '{sl.loop.var}' (line {line(sl.loop.span.start)[0]})" for sl in facts.loops
+    )
+    wide = ", ".join(f"`{w.text}` ({w.element} x{width})" for sl in facts.loops for w in sl.widened)
+    return [
+        CheckRecord("contiguous", True, f"{loops}: widened {wide}"),
+        CheckRecord("alignment", True, "checked at run time per access and turn; the scalar path otherwise"),
+        CheckRecord("aliasing", True, "written vectors checked apart from the others per turn unless __restrict__"),
+        CheckRecord("tail", True, "elements past the last whole vector take the scalar path; the launch is unchanged"),
+    ]
+
+
 def _edits(ctx: PassContext, proposal: Proposal) -> list[Edit]:
     model = ctx.model
     kernel = _kernel(model, proposal.kernel)
-    facts = ctx.analysis(KernelFacts, kernel)
+    facts = shape_facts(ctx, kernel)
     width = int(proposal.options["width"])
     name = width_name(kernel.name)
     origin = f"vectorize: {kernel.name}"
+    if isinstance(facts, StrideFacts):
+        return [
+            *launch_site.define_parameter(model, kernel.span.start, name, width, f"{origin}: width"),
+            *stride_edits(model, facts.loops, width, name, f"{origin}: stride loop"),
+        ]
     grid = grid_edits(model, kernel, facts.shape.bound, name, f"{origin}: grid")
     if isinstance(grid, str):
         raise CheckFailed("launch", grid)
