@@ -7,13 +7,16 @@ each kernel that has a harness spec, `kxform apply --check --verify cpu` on a co
 pass's checks, nvcc, the differential run against the original at its own launch) of
 each configuration: the given ones (--config), else the bare pass where its defaults are
 the code as written (it must verify bit-exact) and --points of its own candidates, or
-of its space's points where it has none. A pipeline (`tile{TILE=32},swizzle`) is applied
-as given to each kernel. Nothing is written. A configuration nothing could judge (a
+of its space's points where it has none. With --space, every point of the pass's tuning
+space (what `kxform tune` times) goes through the pass's checks (constraints, nvcc and
+ptxas for --hw's architecture: registers and spills, re-parse, idempotence), one line
+each with its registers, and with --verify through the CPU run too (-j points at once).
+A pipeline (`tile{TILE=32},swizzle`) is applied as given to each kernel. Nothing is written. A configuration nothing could judge (a
 launch the verifier cannot read, an inconclusive run) is counted apart. Exit 1 if a
 verification failed (or, with --strict, could not tell).
 
     .venv/bin/python tools/corpus.py PASS|PIPELINE [--corpus manifest|naive|fixtures]... [--only TEXT]...
-        [--verify] [--points N|all] [--config K=V,...]... [--strict] [--hw h100]
+        [--verify] [--points N|all] [--config K=V,...]... [--space [-j N]] [--strict] [--hw h100]
 """
 
 from __future__ import annotations
@@ -22,7 +25,20 @@ import argparse
 import sys
 import time
 
-from kxform.bench.corpus import SETS, Applied, Kernel, apply_config, configurations, has_spec, kernels, verdict
+from concurrent.futures import ThreadPoolExecutor
+
+from kxform.bench.corpus import (
+    SETS,
+    Applied,
+    Kernel,
+    apply_config,
+    checked,
+    configurations,
+    has_spec,
+    kernels,
+    tuning_points,
+    verdict,
+)
 from kxform.engine.pass_api import Outcome
 from kxform.errors import KxformError
 
@@ -37,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verify", action="store_true", help="verify configurations on the CPU runtime")
     parser.add_argument("--points", default="3", help="candidates or space points per kernel (default 3; all)")
     parser.add_argument("--config", action="append", default=[], help="a configuration to verify (K=V,...)")
+    parser.add_argument("--space", action="store_true", help="every point of the tuning space through the checks")
+    parser.add_argument("-j", "--jobs", type=int, default=2, help="with --space: points checked at once (default 2)")
     parser.add_argument("--strict", action="store_true", help="a configuration that could not be told fails")
     parser.add_argument("--hw", default="h100")
     args = parser.parse_args(argv)
@@ -44,13 +62,18 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--points {args.points}: a count or 'all'")
     limit = None if args.points == "all" else int(args.points)
     pipeline = "{" in args.spec or "," in args.spec
-    counts = {"apply": 0, "refused": 0, "verified": 0, "failed": 0, "could not tell": 0}
+    counts = {"apply": 0, "refused": 0, "checked": 0, "verified": 0, "failed": 0, "could not tell": 0}
     started = time.perf_counter()
     for kernel in kernels(args.corpus or ["manifest", "naive"], args.only):
         if pipeline:
             _verify(kernel, [args.spec], args.spec, args.hw, counts)
             continue
-        if not _verdict(kernel, args.spec, args.hw, counts) or not args.verify:
+        if not _verdict(kernel, args.spec, args.hw, counts):
+            continue
+        if args.space:
+            _space(kernel, tuning_points(kernel, args.spec, args.hw), args, counts)
+            continue
+        if not args.verify:
             continue
         if not has_spec(kernel.path, kernel.name):
             print(f"{'':<{WIDTH}} no harness spec: not verified")
@@ -61,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         _verify(kernel, specs, args.spec, args.hw, counts)
     print(
         f"\n{args.spec}: {counts['apply']} kernel(s) apply, {counts['refused']} refused; configurations: "
-        f"{counts['verified']} verified, {counts['failed']} failed, {counts['could not tell']} could not tell "
+        + (f"{counts['checked']} passed the checks, " if counts["checked"] else "")
+        + f"{counts['verified']} verified, {counts['failed']} failed, {counts['could not tell']} could not tell "
         f"({time.perf_counter() - started:.0f} s)"
     )
     return 1 if counts["failed"] or (args.strict and counts["could not tell"]) else 0
@@ -102,6 +126,22 @@ def _verify(kernel: Kernel, specs: list[str], pass_name: str, hw: str, counts: d
         counts[verdict_] += 1
         shown = f"{kernel.label} {spec}" if "{" in pass_name or "," in pass_name else spec
         print(f"{'':<4}{shown:<{WIDTH + 20}} {applied.line()} ({time.perf_counter() - at:.0f} s)", flush=True)
+
+
+def _space(kernel: Kernel, specs: list[str], args: argparse.Namespace, counts: dict[str, int]) -> None:
+    """Each point through the pass's checks (and with --verify the CPU run), -j at once."""
+
+    def one(spec: str) -> tuple[str, str, str]:
+        ok, line = checked(kernel, spec, args.hw)
+        if not ok or not args.verify:
+            return spec, line, "checked" if ok else "failed"
+        applied = apply_config(kernel.path, spec, kernel.name, args.hw)
+        return spec, f"{line}; {applied.line()}", _judge(applied, as_written=False)
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for spec, line, verdict_ in pool.map(one, specs):
+            counts[verdict_] += 1
+            print(f"{'':<4}{spec:<{WIDTH + 48}} {line}", flush=True)
 
 
 def _judge(applied: Applied, as_written: bool) -> str:

@@ -258,3 +258,31 @@ def has_spec(path: Path, kernel: str) -> bool:
 def verdict(kernel: Kernel, pass_name: str, hw: str) -> dict[str, Any]:
     """What the pass makes of the kernel (`kxform inspect --json`'s record)."""
     return explain(kernel.path.read_bytes(), kernel.name, pass_name, path=str(kernel.path), hw=hw)
+
+
+def tuning_points(kernel: Kernel, pass_name: str, hw: str) -> list[str]:
+    """Every point of the pass's tuning space for the kernel (what `kxform tune` times) on
+    `hw`, as pipeline specs."""
+    from kxform.hw import load_profile
+    from kxform.search.kernel_space import kernel_space
+
+    tuned = kernel_space(kernel.path.read_bytes(), kernel.name, (pass_name,), path=str(kernel.path), hw=hw)
+    valid = tuned.search(load_profile(hw))
+    return [s for s in (tuned.spec(valid.config(r)) for r in range(len(valid))) if s]
+
+
+def checked(kernel: Kernel, spec: str, hw: str) -> tuple[bool, str]:
+    """`spec` through the pass's checks (its constraints, nvcc and ptxas for `hw`'s
+    architecture, re-parse, idempotence): whether it applied, and ptxas's registers (or
+    the check's words, or why it did not)."""
+    from kxform.api import rewrite
+
+    result = rewrite(kernel.path.read_bytes(), spec, path=str(kernel.path), hw=hw)
+    done = next(r for r in result.results if r.kernel == kernel.name)
+    if done.outcome is not Outcome.APPLIED:
+        return False, f"{done.outcome.value}: {(done.reasons or ('',))[0][:140]}"
+    record = next((c for c in done.checks if c.name == "resources"), None)
+    if record is None:
+        return True, "applied"
+    registers = record.figure("registers")
+    return True, f"{registers} registers" if registers else record.detail

@@ -21,7 +21,7 @@ from kxform.engine.status import (
     Status,
 )
 
-from kxform.bench.corpus import apply_config, configurations, read_results
+from kxform.bench.corpus import apply_config, checked, configurations, kernels, read_results, tuning_points
 
 TOLERANCE = VerifyPolicy(compare=OutputCompare("spec", reason="the rewrite reorders a sum"))
 
@@ -154,8 +154,13 @@ NAIVE = ROOT / "corpora" / "naive"
         # no rule, no candidates: the points of the space at which a rewrite is proposed
         ("vectorize", "gelu_f32", "gelu_f32_naive", ["vectorize{width=2}", "vectorize{width=4}"]),
         ("coarsen", "gelu_f32", "gelu_f32_naive", ["coarsen{factor=2,along=x,layout=contiguous}"]),
-        # the pass's own candidate shapes
-        ("smem-tile", "gemm", "gemm_naive", ["smem-tile{BM=32,BN=32,BK=8,TM=2,TN=2,PAD=1,VEC=1}"]),
+        # the pass's own candidate shapes, the known-good one first
+        (
+            "smem-tile",
+            "gemm",
+            "gemm_naive",
+            ["smem-tile{BM=128,BN=128,BK=8,TM=8,TN=8,WM=32,WN=64,STAGES=2,PAD=4,VEC=4}"],
+        ),
     ],
 )
 def test_configurations_follow_what_the_pass_offers(pass_name, family, kernel, expected) -> None:
@@ -196,3 +201,13 @@ def test_the_tool_verifies_a_requested_configuration(capsys) -> None:
     code = _tool().main(["vectorize", "--corpus", "naive", "--only", "gelu_f32", "--verify", "--config", "width=4"])
     out = capsys.readouterr().out
     assert code == 0 and "vectorize{width=4}" in out and "verified: bit-exact; bit-identical" in out, out
+
+
+def test_the_space_mode_puts_every_tuning_point_through_the_checks(capsys) -> None:
+    assert _tool().main(["vectorize", "--corpus", "naive", "--only", "gelu_f32", "--space"]) == 0
+    out = capsys.readouterr().out
+    assert "vectorize{width=2}" in out and "vectorize{width=4}" in out and "2 passed the checks, 0 verified" in out
+    (gelu,) = kernels(["naive"], ["gelu_f32"])
+    assert tuning_points(gelu, "vectorize", "h100") == ["vectorize{width=2}", "vectorize{width=4}"]
+    ok, why = checked(gelu, "vectorize{width=8}", "h100")  # planted: a width float does not allow
+    assert not ok and "missed" in why and "width=8" in why

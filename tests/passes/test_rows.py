@@ -105,6 +105,11 @@ void launch(float* out, const float* x, int* counts, int N, int C)
             "    auto t = cooperative_groups::tiled_partition<32>(cooperative_groups::this_thread_block());",
             "already communicate (tiled_partition)",
         ),
+        (
+            "    float s = 1.0f;\n    if (C > 0)\n        for (int i = 0; i < C; i++)\n            s += x[row * C + i];"
+            "\n    out[row] = s;",
+            "is not a statement of a block",
+        ),
     ],
 )
 def test_refusals_name_their_reason_and_line(body: str, remark: str) -> None:
