@@ -228,14 +228,15 @@ def follow_block(
 ) -> list[Edit]:
     """Edits that make grid dimension `axis` divide by `name` where it divided by the
     block's old value: the literal itself (`256` -> `NAME`), and the literal one less that
-    a ceil-division adds (`+ 255` -> `+ NAME - 1`); a constant's name becomes `name`.
-    Spans that hold `old` itself are left to `set_written`."""
+    a ceil-division adds (`+ 255` -> `+ NAME - 1`); a constant's name, or the launching
+    function's parameter (`ceil_div(N, block_size)`), becomes `name`. Spans that hold
+    `old` itself are left to `set_written`."""
     data = model.source.data
     edits: list[Edit] = []
     for span in grid_spans(model, config, axis):
         if span.contains(old.span) or old.span.contains(span):
             continue
-        if old.kind == "constant":
+        if old.kind in ("constant", "parameter"):
             for match in re.finditer(
                 rb"(?<![.\w])" + re.escape(old.text.encode()) + rb"(?![\w])", data[span.start : span.end]
             ):
@@ -253,6 +254,46 @@ def follow_block(
             elif lit.value == value - 1 and data[: lit.span.start].rstrip().endswith(b"+"):
                 edits.append(Edit(lit.span.start, lit.span.end, f"{name} - 1", origin))
     return edits
+
+
+def multiply_block(model: SourceModel, config: LaunchConfig, factor: str, origin: str) -> Edit:
+    """The launch's one-dimensional block multiplied by `factor` where the launch writes it:
+    `block_size` -> `block_size * F`, a `dim3` variable `block` -> `block.x * F` (the
+    variable keeps the value other code, a grid over `block.x`, reads), an inline
+    `dim3(n)` -> `dim3((n) * F)`."""
+    data = model.source.data
+    span = _strip(data, config.site.config_spans[1])
+    text = data[span.start : span.end].decode("utf-8")
+    if config.block_var is not None and text == config.block_var.name:
+        return Edit(span.start, span.end, f"{text}.x * {factor}", origin)
+    inline, _ = dim_spans(model, config, 1)
+    if not config.block_var and len(inline) == 1 and inline[0] != span:
+        inner = data[inline[0].start : inline[0].end].decode("utf-8")
+        return Edit(inline[0].start, inline[0].end, f"{_operand(inner)} * {factor}", origin)
+    return Edit(span.start, span.end, f"{_operand(text)} * {factor}", origin)
+
+
+def _operand(text: str) -> str:
+    """`text` as an operand of `*`: a name, a literal or a call as it is, else parenthesised."""
+    simple = re.fullmatch(r"[A-Za-z_][\w:.]*(?:\s*\((?:[^()]|\([^()]*\))*\))?|\d+[uUlL]*", text.strip())
+    return text.strip() if simple else f"({text.strip()})"
+
+
+AXIS_NAMES = ("x", "y", "z")
+
+
+def run_time_inputs(model: SourceModel, config: LaunchConfig) -> tuple[tuple[str, str], ...]:
+    """The launch's dimensions written as a parameter of the launching function (a block
+    size its caller passes, through `dim3` variables and locals or not), as `(name,
+    "block.x")`: the verifier reads each from the spec's launch of the original
+    (`LaunchBinding.inputs`), so a rewritten launch over `block_size` can be evaluated."""
+    out: dict[str, str] = {}
+    for which, what in ((1, "block"), (0, "grid")):
+        for axis in range(3):
+            place = written(model, config, which, axis)
+            if place is not None and place.kind == "parameter" and place.text not in out:
+                out[place.text] = f"{what}.{AXIS_NAMES[axis]}"
+    return tuple(out.items())
 
 
 def replace_config(site: LaunchSite, index: int, text: str, origin: str) -> Edit:
@@ -292,14 +333,19 @@ def launch_binding(
     defaults: Mapping[str, int],
     fixed: Mapping[str, int] | None = None,
     aliases: Mapping[str, str] | None = None,
+    inputs: Iterable[tuple[str, str]] | None = None,
 ) -> LaunchBinding | None:
     """The launch of `config` as expressions over the kernel's parameters and `names`: the
     host variables passed to the kernel are renamed to the parameters they are passed as
     (`rows` passed as `N`). A dimension that reads none of `names` stays the spec's own;
     None when one that does reads what the kernel does not receive. `aliases` renames host
-    names first (a launching function's parameter to the name its value is lifted into)."""
+    names first (a launching function's parameter to the name its value is lifted into).
+    `inputs`: the launcher's run-time values and the spec dimension each is read from
+    (`run_time_inputs` of the original launch; default: of `config` itself)."""
+    inputs = tuple(inputs if inputs is not None else run_time_inputs(model, config))
     names = set(names)
     aliases = dict(aliases or {})
+    runtime = {n for n, _ in inputs}
     host_to_param = {
         arg.strip(): param.name
         for arg, param in zip(config.site.args, kernel.params)
@@ -310,8 +356,10 @@ def launch_binding(
         text = _NAME_RE.sub(lambda m: aliases.get(m.group(0), m.group(0)), text)
         if not set(_NAME_RE.findall(text)) & names:
             return True
-        renamed = _NAME_RE.sub(lambda m: host_to_param.get(m.group(0), m.group(0)), text)
-        return c_to_expr(renamed, names | set(host_to_param.values()), fixed)
+        renamed = _NAME_RE.sub(
+            lambda m: host_to_param.get(m.group(0), m.group(0)) if m.group(0) not in runtime else m.group(0), text
+        )
+        return c_to_expr(renamed, names | runtime | set(host_to_param.values()), fixed, logic=True)
 
     dims: list[tuple[str | None, ...]] = []
     for exprs in (config.grid, config.block):
@@ -326,6 +374,7 @@ def launch_binding(
     if shared is None:
         return None
     line = model.source.line_col(config.site.span.start)[0]
+    read = {n for d in (*dims[0], *dims[1], None if shared is True else str(shared)) if d for n in _NAME_RE.findall(d)}
     return LaunchBinding(
         dims[0],
         dims[1],
@@ -333,6 +382,7 @@ def launch_binding(
         tuple(values.items()),
         tuple(defaults.items()),
         f"{model.source.path}:{line}",
+        inputs=tuple((n, d) for n, d in inputs if n in read),
     )
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kxform.engine.edits import Edit, apply_edits
-from kxform.engine.launch_site import launch_binding
+from kxform.engine.launch_site import launch_binding, run_time_inputs
 from kxform.engine.params import Config, Constraint, Param, ParamSpace, ParamValue
 from kxform.engine.pass_api import (
     Blocker,
@@ -78,7 +78,7 @@ class Rows(ValuesPass):
             blockers = list(found.blockers)
             if not blockers and not found.applied:
                 try:
-                    rewrite.launch_site(ctx.model, kernel)
+                    rewrite.launch_sites(ctx.model, kernel)
                 except RewriteRefused as exc:
                     blockers.append(Blocker("Launch", exc.cause, kernel.span.start))
             if not blockers and not found.applied:
@@ -118,7 +118,34 @@ class Rows(ValuesPass):
         )
 
     def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
-        site = rewrite.launch_site(ctx.model, analysis.kernel)
+        site = rewrite.launch_sites(ctx.model, analysis.kernel)[0]
+        origin = f"{ctx.model.source.path}:{ctx.model.source.line_col(site.block.span.start)[0]}"
+        lanes = Param.ints("lanes", LANES, 1, doc="threads per row (1: one thread per row, as written)", origin=origin)
+        if site.run_time:
+            return ParamSpace(
+                (
+                    lanes,
+                    Param.ints(
+                        "rows",
+                        (0, *ROWS),
+                        0,
+                        doc=f"rows per block (0: the threads '{site.block.text}' the launcher's caller passes, "
+                        "in whole warps, lanes to a row)",
+                        origin=origin,
+                    ),
+                ),
+                (
+                    Constraint.parse("lanes * rows <= 1024", "a block has at most 1024 threads"),
+                    Constraint.parse(
+                        "lanes == 1 or (lanes * rows) % 32 == 0",
+                        "whole warps: the shuffle masks name a warp's lanes (rows = 0 rounds the caller's block)",
+                    ),
+                    Constraint.parse(
+                        "lanes <= 32 or rows <= 1",
+                        "a block-level reduction's barriers need every thread of the block in the row",
+                    ),
+                ),
+            )
         block = rewrite.block_value(ctx.model, site.block)
         if block is None:
             raise CheckFailed(
@@ -126,10 +153,9 @@ class Rows(ValuesPass):
                 f"the block size '{site.block.text}' of '{analysis.kernel.name}' is not a literal kxform can read",
             )
         rows = tuple(sorted(set(ROWS) | {block}))
-        origin = f"{ctx.model.source.path}:{ctx.model.source.line_col(site.block.span.start)[0]}"
         return ParamSpace(
             (
-                Param.ints("lanes", LANES, 1, doc="threads per row (1: one thread per row, as written)", origin=origin),
+                lanes,
                 Param.ints("rows", rows, block, doc="rows per block (as written: the block size)", origin=origin),
             ),
             (
@@ -149,12 +175,15 @@ class Rows(ValuesPass):
     ) -> Proposal:
         space = self.space(ctx, analysis)
         resolved = space.resolve(config)
+        site = rewrite.launch_sites(ctx.model, analysis.kernel)[0]
+        rows = (
+            f"rows per block from the caller's '{site.block.text}' threads (rounded to whole warps, at least one, "
+            "where it is not a multiple of 32)"
+            if site.run_time and resolved["rows"] == 0
+            else f"{resolved['rows']} rows per block"
+        )
         return Proposal.of(
-            self.name,
-            analysis.kernel.name,
-            dict(resolved),
-            f"{resolved['lanes']} lanes per row, {resolved['rows']} rows per block",
-            provenance,
+            self.name, analysis.kernel.name, dict(resolved), f"{resolved['lanes']} lanes per row, {rows}", provenance
         )
 
     # -- check, edit, verify ------------------------------------------------------------
@@ -221,7 +250,8 @@ def _binding(ctx: PassContext, kernel: Function, found: Plan, lanes: int, rows: 
     new = parse_model(SourceText(ctx.model.source.path, text))
     configs = launch_configs(new, kernel.name)
     new_kernel = next((k for k in new.kernels if k.name == kernel.name), None)
-    block = rewrite.block_value(ctx.model, rewrite.launch_site(ctx.model, kernel).block) or 0
+    site = rewrite.launch_sites(ctx.model, kernel)[0]
+    block = 0 if site.run_time else rewrite.block_value(ctx.model, site.block) or 0
     binding = (
         launch_binding(
             new,
@@ -230,6 +260,7 @@ def _binding(ctx: PassContext, kernel: Function, found: Plan, lanes: int, rows: 
             (names.lanes, names.rows),
             {names.lanes: lanes, names.rows: rows},
             {names.lanes: 1, names.rows: block},
+            inputs=run_time_inputs(ctx.model, site.config),
         )
         if configs and new_kernel is not None
         else None

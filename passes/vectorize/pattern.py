@@ -4,10 +4,15 @@
     if (i < N) { ... }        or      if (i >= N) return; ...
 
 The index declaration is the body's first statement, the guard the rest of it (a
-trailing `if` holding the work, or an early `return` followed by it). What the work
-does is read from the shared access analysis: every global access, its index form and
-its guards. Anything else (statements between the two, a second guard shape, an index
-from `threadIdx.y`) is refused with the line that does not fit.
+trailing `if` holding the work, or an early `return` followed by it). Between the two,
+declarations of constants and values computed from the index (`float eps = 1e-5f;`,
+`int t = i % T;`: no memory read, no assignment, no thread or block index) are accepted:
+those that do not read the index (nor another that does) are the thread's prelude, kept
+once per thread; the others are per element, moved into the work under the guard (they
+have no effect the guard could hide). What the work does is read from the shared access
+analysis: every global access, its index form and its guards. Anything else (another
+statement between the two, a second guard shape, an index from `threadIdx.y`) is refused
+with the line that does not fit.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ class Elementwise:
     guarded: str
     """The work with its guard, as a statement (`if (i < N) { ... }`)."""
     body_indent: str
+    prelude: tuple[str, ...] = ()
+    """Declarations before the guard that do not depend on the element, kept once per thread."""
 
 
 class NotElementwise(Exception):
@@ -108,7 +115,7 @@ def recognise(model: SourceModel, kernel: Function) -> Elementwise:
             "the body does not start with the element index `int i = blockIdx.x * blockDim.x + threadIdx.x;`", base + at
         )
     var = decl.group("var")
-    rest = stmts[1:]
+    prelude, per_element, rest = _declarations(stmts[1:], var, base)
     if not rest:
         raise NotElementwise("nothing follows the element index", base + at)
     at, text = rest[0]
@@ -132,14 +139,64 @@ def recognise(model: SourceModel, kernel: Function) -> Elementwise:
             f"`if ({var} >= BOUND) return;` before it",
             base + at,
         )
+    if per_element:
+        work = "\n".join(per_element) + "\n" + work
     if EXITS_RE.search(work):
         raise NotElementwise("the guarded work leaves early (return, break or goto)", base + at)
     if re.search(rf"(?<![\w.]){re.escape(var)}\s*(=[^=]|\+=|-=|\+\+|--)|(\+\+|--)\s*{re.escape(var)}\b", work):
         raise NotElementwise(f"the work assigns the element index `{var}`", base + at)
+    builtin = THREAD_BUILTINS_RE.search(work)
+    if builtin:
+        raise NotElementwise(
+            f"the work reads `{builtin.group(0)}`: a thread would read it for each of its elements", base + at
+        )
     indent = re.match(r"\n*([ \t]*)", body).group(1) or "    "
     braced = work if work.lstrip().startswith("{") else f"{{{work}}}"
     guarded = f"if ({var} < {bound}) {braced}"
-    return Elementwise(decl.group("type"), var, bound, work, guarded, indent)
+    return Elementwise(decl.group("type"), var, bound, work, guarded, indent, tuple(prelude))
+
+
+_LOCAL_DECL_RE = re.compile(
+    r"^(?:const\s+|constexpr\s+)*(?:unsigned\s+|signed\s+|long\s+)*[A-Za-z_]\w*\s+(?P<var>[A-Za-z_]\w*)\s*="
+    r"(?P<init>[^;]*);$",
+    re.S,
+)
+THREAD_BUILTINS_RE = re.compile(r"\b(?:threadIdx|blockIdx|blockDim|gridDim|warpSize)\b")
+
+
+def _declarations(
+    stmts: list[tuple[int, str]], var: str, base: int
+) -> tuple[list[str], list[str], list[tuple[int, str]]]:
+    """The declarations between the element index and its guard, split into the thread's
+    prelude and those per element (reading the index, or a name that does); and the
+    statements from the guard on."""
+    prelude: list[str] = []
+    per_element: list[str] = []
+    dependent = {var}
+    for i, (at, text) in enumerate(stmts):
+        found = _LOCAL_DECL_RE.match(text)
+        if found is None or THREAD_BUILTINS_RE.search(text):
+            return prelude, per_element, stmts[i:]  # a second index, or the guard: said where it is checked
+        init = found.group("init")
+        why = (
+            "reads memory"
+            if "[" in init or "->" in init
+            else "assigns"
+            if re.search(r"(?<![=!<>])=(?!=)|\+\+|--", init)
+            else None
+        )
+        if why is not None:
+            raise NotElementwise(
+                f"the declaration of `{found.group('var')}` before the bounds guard {why}: only constants and "
+                "values of the index may come before it",
+                base + at,
+            )
+        if set(re.findall(r"[A-Za-z_]\w*", init)) & dependent:
+            dependent.add(found.group("var"))
+            per_element.append(text)
+        else:
+            prelude.append(text)
+    return prelude, per_element, []
 
 
 def _split_if(text: str) -> tuple[str, str] | None:
