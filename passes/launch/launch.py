@@ -155,8 +155,12 @@ class Launch(ValuesPass):
             for p in points
             if p != defaults and math.prod(int(p[n]) for n in names) >= MIN_THREADS and space.is_valid(p, ctx.hw)
         ]
+        reference = {n: int(v) or 256 for n, v in defaults.items()}  # a caller's block size: nearest 256 first
         valid.sort(
-            key=lambda p: (sum(abs(math.log2(int(p[n]) / int(defaults[n]))) for n in space.names), sorted(p.items()))
+            key=lambda p: (
+                sum(abs(math.log2(max(1, int(p[n])) / max(1, reference[n]))) for n in space.names),
+                sorted(p.items()),
+            )
         )
         return [self.proposal_for(ctx, analysis, p, Provenance(evidence="rule")) for p in valid[:MAX_CANDIDATES]]
 
@@ -171,9 +175,12 @@ class Launch(ValuesPass):
         if not space.params:
             return space
         block = [n for n in space.names if n in analysis.facts["facts"].geometry.names]
-        floor = Constraint.parse(
-            f"{' * '.join(block)} >= {MIN_THREADS}",
-            "at least a warp of threads per block (a smaller one leaves lanes idle)",
+        floor = _unless_caller(
+            Constraint.parse(
+                f"{' * '.join(block)} >= {MIN_THREADS}",
+                "at least a warp of threads per block (a smaller one leaves lanes idle)",
+            ),
+            analysis.facts["facts"].geometry,
         )
         return ParamSpace(space.params, (*space.constraints, floor))
 
@@ -274,14 +281,16 @@ def _facts(ctx: PassContext, kernel_name: str) -> Facts:
     params = tuple(
         Param.int_range(
             d.name,
-            1,
+            0 if d.caller else 1,
             1024,
             d.value,
-            doc=f"block.{'xyz'[d.axis]} of '{kernel_name}'",
+            doc=f"block.{'xyz'[d.axis]} of '{kernel_name}'"
+            + (f" (0: the '{d.caller}' its launcher's callers pass)" if d.caller else ""),
             origin=f"{model.source.path}:{d.line}",
         )
         for d in geometry.dims
     )
+    constraints = [_unless_caller(c, geometry) for c in constraints]
     params += tuple(
         Param.int_range(
             b.name,
@@ -312,6 +321,16 @@ def _facts(ctx: PassContext, kernel_name: str) -> Facts:
     return fact
 
 
+def _unless_caller(constraint: Constraint, geometry: Geometry) -> Constraint:
+    """A constraint on a block size the callers pass holds where the parameter keeps their
+    value (0): what they pass is theirs to keep valid."""
+    callers = [d.name for d in geometry.dims if d.caller and d.name in constraint.params]
+    if not callers:
+        return constraint
+    kept = " or ".join(f"{n} == 0" for n in callers)
+    return Constraint.parse(f"{kept} or ({constraint.text})", constraint.reason, constraint.origin)
+
+
 def _may_add_bounds(model: SourceModel, kernel: Function, geometry: Geometry) -> bool:
     """Launch bounds may be added where the kernel has none, every launch of the file takes
     the lifted block (the attribute's maximum), and the block's names can be defined before
@@ -319,6 +338,7 @@ def _may_add_bounds(model: SourceModel, kernel: Function, geometry: Geometry) ->
     if (
         geometry.bounds
         or not geometry.dims
+        or any(d.caller for d in geometry.dims)
         or re.search(rb"__launch_bounds__", model.source.data[kernel.span.start : kernel.body.start])
     ):
         return False

@@ -56,7 +56,14 @@ def launch_binding(model: SourceModel, geometry: Geometry, config: Config) -> La
     values = {d.name: int(config.get(d.name, d.value)) for d in geometry.dims}
     aliases = {d.places[0].argument_of: d.name for d in geometry.dims if d.places[0].argument_of}
     return launch_site.launch_binding(
-        new, kernel, launches[0], geometry.names, values, geometry.defaults(), aliases=aliases
+        new,
+        kernel,
+        launches[0],
+        geometry.names,
+        values,
+        geometry.defaults(),
+        aliases=aliases,
+        inputs=launch_site.run_time_inputs(model, geometry.launches[0]),
     )
 
 
