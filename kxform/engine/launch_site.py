@@ -334,6 +334,7 @@ def launch_binding(
     fixed: Mapping[str, int] | None = None,
     aliases: Mapping[str, str] | None = None,
     inputs: Iterable[tuple[str, str]] | None = None,
+    every: bool = False,
 ) -> LaunchBinding | None:
     """The launch of `config` as expressions over the kernel's parameters and `names`: the
     host variables passed to the kernel are renamed to the parameters they are passed as
@@ -341,7 +342,8 @@ def launch_binding(
     None when one that does reads what the kernel does not receive. `aliases` renames host
     names first (a launching function's parameter to the name its value is lifted into).
     `inputs`: the launcher's run-time values and the spec dimension each is read from
-    (`run_time_inputs` of the original launch; default: of `config` itself)."""
+    (`run_time_inputs` of the original launch; default: of `config` itself). `every`: each
+    dimension is read, none left to the spec (a launch read from a file of its own)."""
     inputs = tuple(inputs if inputs is not None else run_time_inputs(model, config))
     names = set(names)
     aliases = dict(aliases or {})
@@ -354,7 +356,7 @@ def launch_binding(
 
     def translate(text: str) -> str | None | bool:
         text = _NAME_RE.sub(lambda m: aliases.get(m.group(0), m.group(0)), text)
-        if not set(_NAME_RE.findall(text)) & names:
+        if not every and not set(_NAME_RE.findall(text)) & names:
             return True
         renamed = _NAME_RE.sub(
             lambda m: host_to_param.get(m.group(0), m.group(0)) if m.group(0) not in runtime else m.group(0), text
