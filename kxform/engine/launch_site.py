@@ -28,7 +28,7 @@ from kxform.engine.policy import LaunchBinding
 from kxform.frontend.c_expr import c_to_expr
 from kxform.frontend.launches import LaunchConfig, dim3_vars, host_vars
 from kxform.frontend.model import Function, LaunchSite, SourceModel, Span
-from kxform.frontend.queries import int_literals, int_value
+from kxform.frontend.queries import angle_brackets, int_literals, int_value
 
 WrittenKind = Literal["literal", "constant", "parameter", "expression"]
 LAUNCH_PARAMETERS = ("BLOCK_X", "BLOCK_Y", "BLOCK_Z", "MAX_THREADS", "MIN_BLOCKS")
@@ -57,8 +57,8 @@ class Written:
     constant locals from the launch.
 
     kind: `literal` (`256`, wherever it sits), `constant` (a macro or a file-scope
-    constant: `text` names it), `parameter` (a parameter of the launching function: a
-    value from its callers at run time), `expression` (anything else).
+    constant: `text` names it), `parameter` (a parameter of the launching function, or of
+    its template: a value from its callers), `expression` (anything else).
     """
 
     kind: WrittenKind
@@ -103,10 +103,11 @@ def _closes(data: bytes, open_at: int) -> int | None:
 def arg_spans(data: bytes, span: Span) -> tuple[Span, ...]:
     """The top-level comma-separated parts of `span` (`16, 16` -> two spans), stripped."""
     parts, depth, start = [], 0, span.start
+    angles = {span.start + i for i in angle_brackets(data[span.start : span.end].decode("latin-1"))}
     for i in range(span.start, span.end):
         char = data[i : i + 1]
-        depth += char in (b"(", b"[", b"{", b"<")
-        depth -= char in (b")", b"]", b"}", b">")
+        depth += char in (b"(", b"[", b"{") or (char == b"<" and i in angles)
+        depth -= char in (b")", b"]", b"}") or (char == b">" and i in angles)
         if char == b"," and depth == 0:
             parts.append(_strip(data, Span(start, i)))
             start = i + 1
@@ -166,8 +167,8 @@ def _follow(
         local = next((v for v in reversed(host_vars(model, host)) if v.name == text and v.span.end <= before), None)
         if local is not None:
             return _follow(model, host, before, _initializer(data, local.span), (*via, text), depth + 1)
-        if any(p.name == text for p in host.params):
-            return Written("parameter", text, span, via)
+        if any(p.name == text for p in host.params) or text in host.template_names:
+            return Written("parameter", text, span, via)  # a template's argument: its caller decides too
     return Written("constant", text, span, via)
 
 
@@ -176,7 +177,7 @@ def through_caller(model: SourceModel, config: LaunchConfig, place: Written) -> 
     the function's call sites in this file: the literal passed there when there is one
     call (kind `literal`, `argument_of` the parameter), else None; and the lines of the calls."""
     host = _host(model, config.site)
-    if host is None or place.kind != "parameter":
+    if host is None or place.kind != "parameter" or not any(p.name == place.text for p in host.params):
         return None, ()
     index = next(i for i, p in enumerate(host.params) if p.name == place.text)
     calls = [c for c in model.calls if c.callee == host.name]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kxform.engine.launch_site import Written, grid_spans, other_uses, parameter_name, through_caller, written
+from kxform.engine.launch_site import Written, dim_spans, grid_spans, other_uses, parameter_name, through_caller, written
 from kxform.frontend.launches import LaunchConfig, launch_configs
 from kxform.frontend.model import Function, FunctionKind, SourceModel
 from kxform.frontend.queries import constant_defs
@@ -216,7 +216,9 @@ def _run_time(
         )
     for config, place, caller in zip(launches, places, callers):
         host = next((f for f in model.functions if f.name == config.site.function), None)
-        allowed = [place.span, *grid_spans(model, config, 0), *grid_spans(model, config, 1), *grid_spans(model, config, 2)]
+        block, _ = dim_spans(model, config, 1)  # `dim3 block(side, side)`: each axis gets its own parameter
+        grids = [span for axis in range(3) for span in grid_spans(model, config, axis)]
+        allowed = [place.span, *block, *grids]
         use = other_uses(model, host, caller, allowed) if host is not None and caller is not None else None
         if use is not None:
             return None, Refusal(

@@ -100,7 +100,7 @@ class Nest:
     """The statements after the loop, the accumulator replaced by `{acc}` (braces doubled)."""
     launch: LaunchConfig
     block: tuple[int, int]
-    """The original launch's block (x, y)."""
+    """The original launch's block (x, y); 0 where the launcher's caller passes it (`block_inputs`)."""
     below: str = ""
     """`col` when the guard bounds the column by the row (`j <= i`: a lower triangle), `row`
     for the converse: whole blocks on the other side of the diagonal have nothing to do."""
@@ -208,10 +208,12 @@ def recognise(ctx: PassContext, kernel: Function) -> Nest | Refusal:
     launch = launches[0]
     block = [launch_site.written(ctx.model, launch, 1, axis) for axis in (0, 1)]
     values = [w.value if w is not None else None for w in block]
+    values = [0 if w is not None and w.kind == "parameter" else v for w, v in zip(block, values)]
     if values[0] is None or values[1] is None:
         return Refusal(
             "Launch",
-            "the launch's block size is not a literal; its original shape is not known",
+            "the launch's block size is neither a literal nor a parameter of the launching function; its original "
+            "shape is not known",
             launch.site.span.start,
         )
     alias = _alias(launch, kernel, operands, frozenset(a.buffer for a in analysis.accesses if a.write))
