@@ -106,6 +106,4 @@ def _read(
     function = next((k for k in model.kernels if k.name == kernel), None)
     if function is None:
         return None
-    return launch_binding(
-        model, function, config, values, values, values, inputs=tuple(inputs.items()), every=True
-    )
+    return launch_binding(model, function, config, values, values, values, inputs=tuple(inputs.items()), every=True)

@@ -23,7 +23,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kxform.engine.launch_site import Written, dim_spans, grid_spans, other_uses, parameter_name, through_caller, written
+from kxform.engine.launch_site import (
+    Written,
+    dim_spans,
+    grid_spans,
+    other_uses,
+    parameter_name,
+    through_caller,
+    written,
+)
 from kxform.frontend.launches import LaunchConfig, launch_configs
 from kxform.frontend.model import Function, FunctionKind, SourceModel
 from kxform.frontend.queries import constant_defs

@@ -177,7 +177,9 @@ class SmemTile(ValuesPass):
         values = tuple((emit.macro(nest, k), int(v)) for k, v in config.items())
         original = {"BM": nest.block[1], "BN": nest.block[0], "TM": 1, "TN": 1, "BK": 1, "PAD": 0, "VEC": 1}
         # a block the launcher's caller sizes: the original's BM and BN are the spec's block
-        inputs = tuple((emit.macro(nest, k), dim) for k, dim in (("BN", "block.x"), ("BM", "block.y")) if not original[k])
+        inputs = tuple(
+            (emit.macro(nest, k), dim) for k, dim in (("BN", "block.x"), ("BM", "block.y")) if not original[k]
+        )
         defaults = tuple((emit.macro(nest, k), v) for k, v in original.items() if v or k not in ("BM", "BN"))
         line = ctx.model.source.line_col(nest.launch.site.span.start)[0]
         binding = LaunchBinding(grid, block, None, values, defaults, f"{ctx.model.source.path}:{line}", inputs=inputs)
