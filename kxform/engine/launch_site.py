@@ -205,10 +205,22 @@ def grid_spans(model: SourceModel, config: LaunchConfig, axis: int) -> tuple[Spa
     spans, _ = dim_spans(model, config, 0)
     if axis >= len(spans):
         return ()
+    return _computing(model, config, spans[axis])
+
+
+def shared_spans(model: SourceModel, config: LaunchConfig) -> tuple[Span, ...]:
+    """Every span whose text computes the launch's dynamic shared memory (`block_size *
+    sizeof(float)`, through the constant locals it reads); () when the launch has none."""
+    if len(config.site.config_spans) < 3:
+        return ()
+    return _computing(model, config, _strip(model.source.data, config.site.config_spans[2]))
+
+
+def _computing(model: SourceModel, config: LaunchConfig, first: Span) -> tuple[Span, ...]:
     host = _host(model, config.site)
     data = model.source.data
     locals_ = {v.name: v for v in host_vars(model, host) if v.span.end <= config.site.span.start} if host else {}
-    out, todo = [spans[axis]], [spans[axis]]
+    out, todo = [first], [first]
     while todo:
         span = todo.pop()
         for name in set(_NAME_RE.findall(data[span.start : span.end].decode("utf-8"))):
@@ -225,16 +237,18 @@ def set_written(place: Written, text: str, origin: str) -> Edit:
 
 
 def follow_block(
-    model: SourceModel, config: LaunchConfig, axis: int, old: Written, name: str, origin: str
+    model: SourceModel, config: LaunchConfig, axis: int, old: Written, name: str, origin: str, shared: bool = False
 ) -> list[Edit]:
     """Edits that make grid dimension `axis` divide by `name` where it divided by the
     block's old value: the literal itself (`256` -> `NAME`), and the literal one less that
     a ceil-division adds (`+ 255` -> `+ NAME - 1`); a constant's name, or the launching
     function's parameter (`ceil_div(N, block_size)`), becomes `name`. Spans that hold
-    `old` itself are left to `set_written`."""
+    `old` itself are left to `set_written`. `shared`: the dynamic shared memory's
+    expression follows too (`block_size * sizeof(float)`: memory per thread of the block)."""
     data = model.source.data
     edits: list[Edit] = []
-    for span in grid_spans(model, config, axis):
+    spans = grid_spans(model, config, axis) + (shared_spans(model, config) if shared else ())
+    for span in spans:
         if span.contains(old.span) or old.span.contains(span):
             continue
         if old.kind in ("constant", "parameter"):

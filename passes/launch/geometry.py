@@ -29,6 +29,7 @@ from kxform.engine.launch_site import (
     grid_spans,
     other_uses,
     parameter_name,
+    shared_spans,
     through_caller,
     written,
 )
@@ -226,7 +227,8 @@ def _run_time(
         host = next((f for f in model.functions if f.name == config.site.function), None)
         block, _ = dim_spans(model, config, 1)  # `dim3 block(side, side)`: each axis gets its own parameter
         grids = [span for axis in range(3) for span in grid_spans(model, config, axis)]
-        allowed = [place.span, *block, *grids]
+        shared = shared_spans(model, config) if len(block) == 1 else ()  # a 1-D block's shared size follows it
+        allowed = [place.span, *block, *grids, *shared]
         use = other_uses(model, host, caller, allowed) if host is not None and caller is not None else None
         if use is not None:
             return None, Refusal(

@@ -23,6 +23,7 @@ import re
 from kxform.engine import launch_site
 from kxform.engine.edits import Edit
 from kxform.engine.params import Config
+from kxform.frontend.launches import LaunchConfig
 from kxform.frontend.model import SourceModel
 from kxform.passes.launch.bounds import added_bound_edits, added_min_blocks, bound_edits
 from kxform.passes.launch.geometry import BlockDim, Geometry, override
@@ -51,7 +52,10 @@ def lift_edits(model: SourceModel, geometry: Geometry, config: Config) -> list[E
             text = override(dim.name, place.text) if dim.caller else dim.name
             edit = launch_site.set_written(place, text, f"{origin}: block")
             edits[(edit.start, edit.end)] = edit
-            for follow in launch_site.follow_block(model, launch, dim.axis, place, text, f"{origin}: grid"):
+            follows = launch_site.follow_block(
+                model, launch, dim.axis, place, text, f"{origin}: grid", shared=_follows_shared(launch, dim)
+            )
+            for follow in follows:
                 edits[(follow.start, follow.end)] = follow
     ints = {k: int(v) for k, v in config.items()}
     for edit in bound_edits(model, geometry.kernel, geometry.bounds, ints):
@@ -67,6 +71,12 @@ def lift_edits(model: SourceModel, geometry: Geometry, config: Config) -> list[E
             first.start, first.end, "".join(d.text for d in definitions), first.origin
         )
     return sorted(edits.values())
+
+
+def _follows_shared(launch: LaunchConfig, dim: BlockDim) -> bool:
+    """A caller's block size that also sizes the launch's dynamic shared memory (`block_size *
+    sizeof(float)`) is overridden there too, where the block is one-dimensional."""
+    return dim.caller is not None and len(launch.block) == 1
 
 
 def _function_start(model: SourceModel, offset: int) -> int:
