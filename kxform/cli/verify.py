@@ -10,27 +10,17 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 from kxform import exitcodes
 from kxform.cli.options import add_config_options, add_flag_options, pick, project_config
 from kxform.cli.progress import ProgressBar
-from kxform.engine.policy import OutputCompare
 from kxform.errors import KxformError, UsageError, printable
 from kxform.harness.dirs import spec_in_dirs
 from kxform.harness.spec import find_spec_for, load_spec
 from kxform.frontend.source import SourceText, read_source
 from kxform.harness.model import KernelSpec
 
-
-STRUCTURAL = OutputCompare(
-    "spec",
-    reason="the launch changed with the kernel (a structural rewrite may reorder arithmetic): within the spec's "
-    "tolerance",
-)
-"""How `kxform verify A B` compares versions whose launches differ: no pass is there to
-derive a bound, and the spec's tolerance is what its author accepts of any version."""
 
 EXIT_BY_STATUS = {
     "ok": exitcodes.OK,
@@ -85,8 +75,8 @@ def _run_programs(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.program:
         return _run_programs(args)
-    from kxform.verify.differential import UnitFlags, default_policy, pick_runtime, verify_pair, verify_reference
-    from kxform.verify.own_launch import own_launch
+    from kxform.verify.differential import UnitFlags, pick_runtime, verify_pair, verify_reference
+    from kxform.verify.own_launch import pair_policy
     from kxform.verify.verdict import combined_status
 
     if not args.kernel:
@@ -131,11 +121,8 @@ def run(args: argparse.Namespace) -> int:
                     original, kernel_spec, runtime, sizes, args.seed, args.timeout, flags, progress=moved
                 )
             else:
-                own = own_launch(original, rewritten, kernel_spec.base_name, flags.compiler_args())
-                policy = replace(default_policy(original), launch=own.binding)
-                if not own.binding.is_spec and policy.compare.mode == "exact":
-                    policy = replace(policy, compare=STRUCTURAL)
-                notes.append(f"kxform: launch of '{kernel_spec.name}': {own.note}; outputs {policy.compare.describe()}")
+                policy, note = pair_policy(original, rewritten, kernel_spec.base_name, flags.compiler_args())
+                notes.append(f"kxform: launch of '{kernel_spec.name}': {note}")
                 report = verify_pair(
                     original,
                     rewritten,

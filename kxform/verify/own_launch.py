@@ -20,8 +20,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dataclasses import replace
+
 from kxform.engine.launch_site import launch_binding, run_time_inputs
-from kxform.engine.policy import SPEC_LAUNCH, LaunchBinding
+from kxform.engine.policy import SPEC_LAUNCH, LaunchBinding, OutputCompare, VerifyPolicy
 from kxform.errors import KxformError
 from kxform.frontend.cuda import parse_model
 from kxform.frontend.launches import LaunchConfig, launch_configs
@@ -30,6 +32,13 @@ from kxform.frontend.queries import int_value
 from kxform.frontend.source import SourceText
 
 _NAME_RE = re.compile(r"[A-Za-z_]\w*")
+STRUCTURAL = OutputCompare(
+    "spec",
+    reason="the launch changed with the kernel (a structural rewrite may reorder arithmetic): within the spec's "
+    "tolerance",
+)
+"""How versions whose launches differ compare when no pass is there to derive a bound: the
+spec's tolerance is what its author accepts of any version."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +47,22 @@ class OwnLaunch:
 
     binding: LaunchBinding
     note: str
+
+
+def pair_policy(
+    original: SourceText, rewritten: SourceText, kernel: str, flags: Sequence[str] = ()
+) -> tuple[VerifyPolicy, str]:
+    """How `kxform verify ORIGINAL REWRITTEN` runs the two versions of `kernel` (its base
+    name): each at its own launch, bit-exact where the launches read alike (or the spec's
+    tolerance where the kernel accumulates floats with atomics), within the spec's tolerance
+    where they differ; and the sentence that says so."""
+    from kxform.verify.differential import default_policy
+
+    own = own_launch(original, rewritten, kernel, flags)
+    policy = replace(default_policy(original), launch=own.binding)
+    if not own.binding.is_spec and policy.compare.mode == "exact":
+        policy = replace(policy, compare=STRUCTURAL)
+    return policy, f"{own.note}; outputs {policy.compare.describe()}"
 
 
 def own_launch(original: SourceText, rewritten: SourceText, kernel: str, flags: Sequence[str] = ()) -> OwnLaunch:
