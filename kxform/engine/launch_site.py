@@ -297,17 +297,33 @@ def _operand(text: str) -> str:
 AXIS_NAMES = ("x", "y", "z")
 
 
+def override(name: str, caller: str) -> str:
+    """A launch parameter `name` in place of a value the launcher's callers pass: `name`
+    where it is set above 0, the caller's value at 0 (the parameter's default)."""
+    return f"({name} > 0 ? {name} : {caller})"
+
+
+def override_of(place: Written, name: str | None = None) -> str | None:
+    """The caller's parameter of a dimension written as `override(name, caller)` (any
+    name when `name` is None); None for anything else."""
+    word = re.escape(name) if name else r"[A-Za-z_]\w*"
+    found = re.fullmatch(rf"\(?\s*(?P<n>{word})\s*>\s*0\s*\?\s*(?P=n)\s*:\s*(?P<caller>[A-Za-z_]\w*)\s*\)?", place.text)
+    return found.group("caller") if found and place.kind == "expression" else None
+
+
 def run_time_inputs(model: SourceModel, config: LaunchConfig) -> tuple[tuple[str, str], ...]:
     """The launch's dimensions written as a parameter of the launching function (a block
-    size its caller passes, through `dim3` variables and locals or not), as `(name,
-    "block.x")`: the verifier reads each from the spec's launch of the original
+    size its caller passes, through `dim3` variables and locals or not, or overridden by a
+    launch parameter: `override`), as `(name, "block.x")`: the verifier reads each from the spec's launch of the original
     (`LaunchBinding.inputs`), so a rewritten launch over `block_size` can be evaluated."""
     out: dict[str, str] = {}
     for which, what in ((1, "block"), (0, "grid")):
         for axis in range(3):
             place = written(model, config, which, axis)
-            if place is not None and place.kind == "parameter" and place.text not in out:
-                out[place.text] = f"{what}.{AXIS_NAMES[axis]}"
+            name = place.text if place is not None and place.kind == "parameter" else None
+            name = name or (override_of(place) if place is not None else None)  # at its default, the caller's
+            if name is not None and name not in out:
+                out[name] = f"{what}.{AXIS_NAMES[axis]}"
     return tuple(out.items())
 
 

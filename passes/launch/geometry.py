@@ -28,6 +28,7 @@ from kxform.engine.launch_site import (
     dim_spans,
     grid_spans,
     other_uses,
+    override_of,
     parameter_name,
     shared_spans,
     through_caller,
@@ -35,7 +36,7 @@ from kxform.engine.launch_site import (
 )
 from kxform.frontend.launches import LaunchConfig, launch_configs
 from kxform.frontend.model import Function, FunctionKind, SourceModel
-from kxform.frontend.queries import constant_defs
+from kxform.frontend.queries import constant_defs, int_value
 from kxform.passes.launch.bounds import LaunchBound, find_bounds
 
 AXES = "XYZ"
@@ -189,19 +190,6 @@ def _dimension(
     return BlockDim(name, axis, value, tuple(present), lifted, line(present[0].span.start)[0]), None
 
 
-def override(name: str, caller: str) -> str:
-    """What the launch reads where its caller's block size was: `name` when set above 0."""
-    return f"({name} > 0 ? {name} : {caller})"
-
-
-def override_of(place: Written, name: str) -> str | None:
-    """The caller's parameter of a block size already lifted into `override(name, caller)`."""
-    found = re.fullmatch(
-        rf"\(?\s*{re.escape(name)}\s*>\s*0\s*\?\s*{re.escape(name)}\s*:\s*([A-Za-z_]\w*)\s*\)?", place.text
-    )
-    return found.group(1) if found and place.kind == "expression" else None
-
-
 def _run_time(
     model: SourceModel,
     kernel: Function,
@@ -238,7 +226,9 @@ def _run_time(
                 place.span.start,
             )
     lifted = all(override_of(p, name) for p in places)
-    return BlockDim(name, axis, 0, tuple(places), lifted, line(places[0].span.start)[0], callers[0]), None
+    macro = model.macro(name) if lifted else None
+    value = (int_value(macro.body) if macro is not None else None) or 0  # lifted: the value it is set to
+    return BlockDim(name, axis, value, tuple(places), lifted, line(places[0].span.start)[0], callers[0]), None
 
 
 def _caller_value(model: SourceModel, config: LaunchConfig, place: Written) -> Written:

@@ -26,7 +26,7 @@ from kxform.engine.params import Config
 from kxform.frontend.launches import LaunchConfig
 from kxform.frontend.model import SourceModel
 from kxform.passes.launch.bounds import added_bound_edits, added_min_blocks, bound_edits
-from kxform.passes.launch.geometry import BlockDim, Geometry, override
+from kxform.passes.launch.geometry import BlockDim, Geometry
 
 
 def lift_edits(model: SourceModel, geometry: Geometry, config: Config) -> list[Edit]:
@@ -49,7 +49,7 @@ def lift_edits(model: SourceModel, geometry: Geometry, config: Config) -> list[E
             continue
         definitions += launch_site.define_parameter(model, start, dim.name, value, f"{origin}: definition")
         for launch, place in zip(geometry.launches, dim.places):
-            text = override(dim.name, place.text) if dim.caller else dim.name
+            text = launch_site.override(dim.name, place.text) if dim.caller else dim.name
             edit = launch_site.set_written(place, text, f"{origin}: block")
             edits[(edit.start, edit.end)] = edit
             follows = launch_site.follow_block(
