@@ -172,6 +172,22 @@ def _follow(
     return Written("constant", text, span, via)
 
 
+def spelled_in(model: SourceModel, function: Function, place: Written) -> int | None:
+    """Where `function`'s body spells the block size its launch writes at `place` other than
+    as `blockDim`: the constant's name (`blockIdx.x * NUM_THREADS`) or the literal scaling
+    a block index (`blockIdx.x * 256`); the offset, or None. A rewrite that changes the
+    block's shape must refuse such a body: it is written for that one value."""
+    body = model.source.data[function.body.start : function.body.end].decode("utf-8", "replace")
+    if place.kind == "constant":
+        pattern = rf"(?<![\w.]){re.escape(place.text)}(?!\w)"
+    elif place.kind == "literal" and place.value is not None:
+        pattern = rf"\bblockIdx\.[xyz]\s*\*\s*\(?{place.value}[uU]?\b|\b{place.value}[uU]?\s*\*\s*blockIdx\.[xyz]\b"
+    else:
+        return None
+    found = re.search(pattern, body)
+    return function.body.start + len(body[: found.start()].encode("utf-8")) if found else None
+
+
 def through_caller(model: SourceModel, config: LaunchConfig, place: Written) -> tuple[Written | None, tuple[int, ...]]:
     """A block size that is a parameter of the launching function, followed to its value at
     the function's call sites in this file: the literal passed there when there is one

@@ -28,7 +28,15 @@ from dataclasses import dataclass
 
 from kxform.analysis.records import Loop, Reduction
 from kxform.engine.edits import Edit
-from kxform.engine.launch_site import Written, follow_block, multiply_block, replace_config, set_written, written
+from kxform.engine.launch_site import (
+    Written,
+    follow_block,
+    multiply_block,
+    replace_config,
+    set_written,
+    spelled_in,
+    written,
+)
 from kxform.engine.rewrite import RewriteRefused, insert_at_entry, place_helpers
 from kxform.frontend.launches import LaunchConfig, launch_configs
 from kxform.frontend.model import Function, SourceModel
@@ -83,6 +91,12 @@ def launch_sites(model: SourceModel, kernel: Function) -> tuple[Site, ...]:
             raise RewriteRefused(
                 f"the block size of '{kernel.name}' is not a literal, a constant or a parameter of the launching "
                 f"function where it is written (line {line})"
+            )
+        spelled = spelled_in(model, kernel, place)
+        if spelled is not None:
+            raise RewriteRefused(
+                f"'{kernel.name}' spells its block size '{place.text}' at line {model.source.line_col(spelled)[0]} "
+                "instead of reading blockDim.x: its rows per block would not follow the rewritten block"
             )
         sites.append(Site(config, place))
     if len({s.run_time for s in sites}) > 1 or len({s.block.text for s in sites if not s.run_time}) > 1:

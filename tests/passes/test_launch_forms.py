@@ -226,6 +226,14 @@ def test_rows_on_dim3_variables_multiplies_the_launch_not_the_variable() -> None
     assert result.results[0].policy.launch.grid == ("(N + (SOFTMAX_ROWS_DIM3_ROWS) - 1) / (SOFTMAX_ROWS_DIM3_ROWS)",)
 
 
+def test_rows_refuses_a_kernel_that_spells_its_block_size_instead_of_reading_blockdim() -> None:
+    path = FORMS / "softmax_dim3" / "softmax_dim3.cu"
+    spelled = path.read_text().replace("blockIdx.x * blockDim.x + threadIdx.x", "blockIdx.x * 128 + threadIdx.x")
+    result = rewrite(spelled, "rows{lanes=32,rows=4}", path=str(path))
+    assert not result.changed and "Launch" in remark_names(result)
+    assert any("spells its block size '128' at line 8" in r.message for r in result.remarks)
+
+
 def test_rows_rewrites_every_launch_and_refuses_launches_that_disagree() -> None:
     path = FORMS / "template_launcher" / "rmsnorm_template.cu"
     text = rewrite(path.read_bytes(), "rows{lanes=8}", path=str(path)).new_data.decode()
