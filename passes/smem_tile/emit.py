@@ -41,6 +41,7 @@ def body(nest: Nest, indent: str, newline: str) -> str:
             f"__shared__ {op.access.element} kx_s{n}[{P['BK']}][{extent} + {P['PAD']}];  "
             f"// {op.access.text}, transposed"
         )
+    out += list(nest.prelude)  # the kernel's constants, declared before the guard as written
     out += [
         f"const int kx_tid = {ty} * {cols} + {tx};",
         f"const int kx_row0 = (int)blockIdx.y * {P['BM']}, kx_col0 = (int)blockIdx.x * {P['BN']};",

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kxform.analysis.prelude import THREAD_BUILTINS_RE, split_prelude
 from kxform.frontend.model import Function, SourceModel
 
 _DECL_RE = re.compile(
@@ -115,7 +116,12 @@ def recognise(model: SourceModel, kernel: Function) -> Elementwise:
             "the body does not start with the element index `int i = blockIdx.x * blockDim.x + threadIdx.x;`", base + at
         )
     var = decl.group("var")
-    prelude, per_element, rest = _declarations(stmts[1:], var, base)
+    split = split_prelude(stmts[1:], {var})
+    if split.refused is not None:
+        raise NotElementwise(
+            f"{split.refused[0]}: only constants and values of the index may come before it", base + split.refused[1]
+        )
+    prelude, per_element, rest = split.once, split.per_index, stmts[1 + split.rest :]
     if not rest:
         raise NotElementwise("nothing follows the element index", base + at)
     at, text = rest[0]
@@ -154,49 +160,6 @@ def recognise(model: SourceModel, kernel: Function) -> Elementwise:
     braced = work if work.lstrip().startswith("{") else f"{{{work}}}"
     guarded = f"if ({var} < {bound}) {braced}"
     return Elementwise(decl.group("type"), var, bound, work, guarded, indent, tuple(prelude))
-
-
-_LOCAL_DECL_RE = re.compile(
-    r"^(?:const\s+|constexpr\s+)*(?:unsigned\s+|signed\s+|long\s+)*[A-Za-z_]\w*\s+(?P<var>[A-Za-z_]\w*)\s*="
-    r"(?P<init>[^;]*);$",
-    re.S,
-)
-THREAD_BUILTINS_RE = re.compile(r"\b(?:threadIdx|blockIdx|blockDim|gridDim|warpSize)\b")
-
-
-def _declarations(
-    stmts: list[tuple[int, str]], var: str, base: int
-) -> tuple[list[str], list[str], list[tuple[int, str]]]:
-    """The declarations between the element index and its guard, split into the thread's
-    prelude and those per element (reading the index, or a name that does); and the
-    statements from the guard on."""
-    prelude: list[str] = []
-    per_element: list[str] = []
-    dependent = {var}
-    for i, (at, text) in enumerate(stmts):
-        found = _LOCAL_DECL_RE.match(text)
-        if found is None or THREAD_BUILTINS_RE.search(text):
-            return prelude, per_element, stmts[i:]  # a second index, or the guard: said where it is checked
-        init = found.group("init")
-        why = (
-            "reads memory"
-            if "[" in init or "->" in init
-            else "assigns"
-            if re.search(r"(?<![=!<>])=(?!=)|\+\+|--", init)
-            else None
-        )
-        if why is not None:
-            raise NotElementwise(
-                f"the declaration of `{found.group('var')}` before the bounds guard {why}: only constants and "
-                "values of the index may come before it",
-                base + at,
-            )
-        if set(re.findall(r"[A-Za-z_]\w*", init)) & dependent:
-            dependent.add(found.group("var"))
-            per_element.append(text)
-        else:
-            prelude.append(text)
-    return prelude, per_element, []
 
 
 def _split_if(text: str) -> tuple[str, str] | None:

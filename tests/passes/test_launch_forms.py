@@ -291,3 +291,15 @@ def test_tune_leaves_out_a_named_pass_with_nothing_to_tune_and_says_why() -> Non
     assert left[0] == "vectorize" and "stride C in threadIdx.x" in left[1]
     with pytest.raises(NothingToTune, match="nothing to tune under any pass named .*vectorize: .*smem-tile: "):
         kernel_space(path.read_bytes(), "layernorm_naive", ("vectorize", "smem-tile"), path=str(path), hw="h100")
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_smem_tile_keeps_a_constant_before_the_guard_and_refuses_a_value_of_the_coordinates() -> None:
+    path = FORMS / "gemm_caller" / "gemm_caller.cu"
+    result = rewrite(path.read_bytes(), "smem-tile{BM=32,BN=32,BK=8,TM=2,TN=2}", path=str(path), semantic=False)
+    body = result.new_data.decode().split("sgemm_naive(", 1)[1]
+    assert body.index("const float alpha = 1.0f;") < body.index("kx_tid")  # once, before the tiles
+    coords = path.read_text().replace("const float alpha = 1.0f;", "const int base = row * N;")
+    refused = rewrite(coords, "smem-tile{BM=32,BN=32,BK=8,TM=2,TN=2}", path=str(path))
+    assert not refused.changed and "Prelude" in remark_names(refused)
