@@ -330,8 +330,9 @@ def override_of(place: Written, name: str | None = None) -> str | None:
 def run_time_inputs(model: SourceModel, config: LaunchConfig) -> tuple[tuple[str, str], ...]:
     """The launch's dimensions written as a parameter of the launching function (a block
     size its caller passes, through `dim3` variables and locals or not, or overridden by a
-    launch parameter: `override`), as `(name, "block.x")`: the verifier reads each from the spec's launch of the original
-    (`LaunchBinding.inputs`), so a rewritten launch over `block_size` can be evaluated."""
+    launch parameter: `override`), as `(name, "block.x")`: the verifier reads each from the
+    spec's launch of the original (`LaunchBinding.inputs`), so a rewritten launch over
+    `block_size` can be evaluated."""
     out: dict[str, str] = {}
     for which, what in ((1, "block"), (0, "grid")):
         for axis in range(3):
