@@ -282,3 +282,13 @@ def scale_loop(model: SourceModel, loop: Loop, factor: str, start: bool, origin:
             Edit(header.start.start, header.start.end, f"({header.text(model, header.start)}) * {factor}", origin)
         )
     return out
+
+
+def in_block(model: SourceModel, loop: Loop) -> bool:
+    """The loop statement's parent is a compound statement (`{ ... for (...) ... }`), not
+    another statement (`if (c) for (...)` without braces): only then can a rewrite add
+    statements before or after it without changing what the other statement holds."""
+    node = model.tree.root_node.descendant_for_byte_range(loop.span.start, loop.span.end)
+    while node is not None and not (node.start_byte == loop.span.start and node.type.endswith("_statement")):
+        node = node.parent
+    return node is not None and node.parent is not None and node.parent.type == "compound_statement"

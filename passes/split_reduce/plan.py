@@ -30,6 +30,7 @@ from kxform.analysis.access import analyse_function, closure_functions
 from kxform.analysis.records import Reduction
 from kxform.analysis.reuse import stores_memory
 from kxform.engine.pass_api import Blocker, PassContext
+from kxform.engine.rewrite import in_block
 from kxform.frontend.launches import launch_configs
 from kxform.frontend.model import Function, SourceModel, Span
 
@@ -103,7 +104,7 @@ def plan(ctx: PassContext, kernel: Function) -> Plan:
             refuse("NoReductionLoop", f"no loop of '{kernel.name}' carries a reduction", kernel.span.start)
         return Plan(None, (), tuple(blockers))
     loop = carriers[0]
-    if not _in_block(model, loop):
+    if not in_block(model, loop):
         refuse(
             "LoopShape",
             f"the loop over '{loop.var or loop.kind}' is not a statement of a block (`if (...) for (...)` without "
@@ -187,14 +188,6 @@ def _stores(model: SourceModel, analysis: AccessAnalysis, loop: Loop, refuse) ->
             access.span.start,
         )
         return
-
-
-def _in_block(model: SourceModel, loop: Loop) -> bool:
-    """The loop statement's parent is a compound statement (`{ ... for (...) ... }`)."""
-    node = model.tree.root_node.descendant_for_byte_range(loop.span.start, loop.span.end)
-    while node is not None and not (node.start_byte == loop.span.start and node.type.endswith("_statement")):
-        node = node.parent
-    return node is not None and node.parent is not None and node.parent.type == "compound_statement"
 
 
 def enclosing_block(model: SourceModel, loop: Loop) -> Span:
