@@ -305,7 +305,8 @@ def test_smem_tile_keeps_a_constant_before_the_guard_and_refuses_a_value_of_the_
     path = FORMS / "gemm_caller" / "gemm_caller.cu"
     result = rewrite(path.read_bytes(), "smem-tile{BM=32,BN=32,BK=8,TM=2,TN=2}", path=str(path), semantic=False)
     body = result.new_data.decode().split("sgemm_naive(", 1)[1]
-    assert body.index("const float alpha = 1.0f;") < body.index("kx_tid")  # once, before the tiles
+    assert body.count("const float alpha = 1.0f;") == 1  # once per thread
+    assert body.index("const float alpha = 1.0f;") < body.index("kx_slices")  # before the tiles
     coords = path.read_text().replace("const float alpha = 1.0f;", "const int base = row * N;")
     refused = rewrite(coords, "smem-tile{BM=32,BN=32,BK=8,TM=2,TN=2}", path=str(path))
     assert not refused.changed and "Prelude" in remark_names(refused)
