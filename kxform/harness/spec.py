@@ -60,6 +60,7 @@ __all__ = [
     "find_spec_for",
     "load_spec",
     "spec_candidates",
+    "specs_under",
 ]
 
 
@@ -119,6 +120,28 @@ def spec_candidates(source_path: str | os.PathLike[str]) -> list[Path]:
     shared spec is read whichever source its `file` names): a build that depends on
     them re-runs when a spec is edited, added or removed."""
     return [path for pair in _candidate_pairs(Path(source_path)) for path in pair if path.is_file()]
+
+
+def specs_under(folder: Path) -> list[Path]:
+    """Every harness spec under `folder`, in path order: `kxform-spec.toml` and
+    `NAME.kxspec.toml`, and the older `kxform.toml` and `NAME.kxform.toml` where they hold
+    no `[tool.kxform]` table (such a `kxform.toml` is the project's configuration)."""
+    found = {
+        *folder.rglob(SPEC_NAME),
+        *folder.rglob(f"*{SPEC_SUFFIX}"),
+        *(p for p in folder.rglob(LEGACY_NAMES[0]) if not _is_configuration(p)),
+        *folder.rglob(f"*{LEGACY_NAMES[1]}"),
+    }
+    return sorted(p for p in found if p.is_file())
+
+
+def _is_configuration(path: Path) -> bool:
+    """Whether `path` holds a `[tool]` table (a project configuration), read loosely: a
+    file that does not parse is left to `load_spec` to report."""
+    try:
+        return "tool" in tomllib.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, tomllib.TOMLDecodeError, RecursionError):
+        return False
 
 
 def _candidate_pairs(source: Path) -> tuple[tuple[Path, Path], ...]:

@@ -131,7 +131,7 @@ def test_the_model_reproduces_the_direction_of_every_measured_effect() -> None:
     assert len(configs) > len(candidate_configs(load_profile("mi300x"), 2))
     predicted, observed = [], []
     for name, (folder, kernel) in KERNELS.items():
-        spec = load_spec(CORPORA / folder / "kxform.toml")
+        spec = load_spec(CORPORA / folder / f"{folder}.kxspec.toml")
         ranking = rank_orders(read_source(str(spec.source)), spec.kernel(kernel), load_profile("h200"), configs=configs)
         for p in ranking.predictions:
             if p.config is None:
@@ -190,7 +190,7 @@ def test_an_order_whose_rewrite_lowers_occupancy_is_vetoed() -> None:
     grouped = get_pattern("grouped").resolve({})
     vetoes = {}
     for folder, kernel in (("gemm_bf16_wmma", "gemm_bf16_wmma"), ("sgemm_tiled", "sgemm_tiled")):
-        harness = load_spec(CORPORA / folder / "kxform.toml")
+        harness = load_spec(CORPORA / folder / f"{folder}.kxspec.toml")
         spec = harness.kernel(kernel)
         source = read_source(str(harness.source))
         extracted = extract(source, spec)
@@ -208,7 +208,7 @@ def test_an_order_whose_rewrite_lowers_occupancy_is_vetoed() -> None:
 def test_a_vetoed_order_gives_way_to_the_next_that_passes() -> None:
     """decide() with a veto planted on the order it would choose takes the next passing
     order and says which it passed over; vetoing every passing order leaves the kernel alone."""
-    spec = load_spec(CORPORA / "sgemm_tiled" / "kxform.toml")
+    spec = load_spec(CORPORA / "sgemm_tiled" / "sgemm_tiled.kxspec.toml")
     ranking = rank_orders(read_source(str(spec.source)), spec.kernel("sgemm_tiled"), load_profile("h200"))
     first, _ = decide(ranking.predictions)
     assert first is not None and first.config is not None
@@ -257,7 +257,7 @@ def test_a_measurement_decides_and_is_logged_beside_the_prediction(tmp_path: Pat
 
     folder = tmp_path / "sgemm_128"
     shutil.copytree(CORPORA / "sgemm_128", folder)
-    spec = folder / "kxform.toml"  # time at a size the CPU runs in a moment
+    spec = folder / "sgemm_128.kxspec.toml"  # time at a size the CPU runs in a moment
     spec.write_text(spec.read_text().replace("M = 8192\nN = 8192\nK = 8192", "M = 256\nN = 256\nK = 32"))
     path = folder / "sgemm_128.cu"
     original = path.read_bytes()
@@ -295,7 +295,7 @@ def test_block_orders_under_a_tile_configuration() -> None:
     from kxform.locality.tile import rank_tile_orders
     from kxform.locality.trace import ModelRefused
 
-    harness = load_spec(CORPORA / "sgemm_tiled" / "kxform.toml")
+    harness = load_spec(CORPORA / "sgemm_tiled" / "sgemm_tiled.kxspec.toml")
     spec = harness.kernel("sgemm_tiled")
     source = read_source(str(harness.source))
     hw = load_profile("h200")

@@ -40,7 +40,7 @@ def _default(name: str) -> tuple[Outcome, str, str]:
 
 
 def test_the_timing_size_is_no_check_size_and_streams_through_the_l2() -> None:
-    spec = load_spec(CORPORA / "stencil5" / "kxform.toml").kernel("jacobi5")
+    spec = load_spec(CORPORA / "stencil5" / "stencil5.kxspec.toml").kernel("jacobi5")
     no_bench = dataclasses.replace(spec, sizes=spec.check_sizes)
     hw = load_profile("h200")
     size = timing_size(no_bench, hw)

@@ -141,7 +141,7 @@ def test_of_two_writers_that_read_the_same_file_only_the_first_writes(sgemm: Pat
 
     path = sgemm / "sgemm_tiled.cu"
     data = path.read_bytes()
-    spec = load_spec(str(sgemm / "kxform.toml")).kernel("sgemm_tiled")
+    spec = load_spec(str(sgemm / "sgemm_tiled.kxspec.toml")).kernel("sgemm_tiled")
     space = kernel_space(data, "sgemm_tiled", ("tile",), path=str(path), hw="h100")
     first, second = (
         KernelObjective(

@@ -308,7 +308,7 @@ def test_the_gpu_recipe_rewrites_compiles_and_verifies_inside_the_worker(tmp_pat
     assert data.count(sound) == 1
     path.write_bytes(data.replace(sound, planted))
     data = path.read_bytes()
-    spec = load_spec(folder / "kxform.toml").kernel("sgemm_tiled")
+    spec = load_spec(folder / "sgemm_tiled.kxspec.toml").kernel("sgemm_tiled")
     space = kernel_space(data, "sgemm_tiled", ("tile",), path=str(path), hw="h100")
     recipe = KernelRecipe(
         TuneTarget(str(path), data, "sgemm_tiled", spec, "h100"),
@@ -338,7 +338,7 @@ def test_a_kernel_recipe_crosses_a_process_boundary_whole() -> None:
     the same expression: a worker gets the space and spec the driver built."""
     path = CORPORA / "sgemm_tiled" / "sgemm_tiled.cu"
     data = path.read_bytes()
-    spec = load_spec(CORPORA / "sgemm_tiled" / "kxform.toml").kernel("sgemm_tiled")
+    spec = load_spec(CORPORA / "sgemm_tiled" / "sgemm_tiled.kxspec.toml").kernel("sgemm_tiled")
     space = kernel_space(data, "sgemm_tiled", ("tile", "swizzle"), path=str(path), hw="h100", require=("TILE >= 2",))
     recipe = KernelRecipe(TuneTarget(str(path), data, "sgemm_tiled", spec, "h100"), space, MeasureOptions())
     copy = pickle.loads(pickle.dumps(recipe))
