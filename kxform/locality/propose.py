@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from kxform.cache import cache_root, content_key
+from kxform.cache import cache_root, content_key, located, portable
 from kxform.engine.proposal import Proposal, Provenance
 from kxform.errors import KxformError
 from kxform.fileio import write_atomic
@@ -146,13 +146,13 @@ def cached_ranking(
     if path.is_file():
         data = json.loads(path.read_text(encoding="utf-8"))
         if "refused" in data:
-            raise ModelRefused(str(data["refused"]))
+            raise ModelRefused(located(str(data["refused"]), source.path))
         return dict(data)
     try:
         ranking: Ranking = rank_orders(source, spec, hw, size, configs, flags=flags)
         data = ranking.to_json()
     except ModelRefused as exc:
-        _write(path, {"refused": exc.cause})
+        _write(path, {"refused": portable(exc.cause, source.path)})
         raise
     _write(path, data)
     return data
