@@ -2,7 +2,7 @@
 
 Validation code asks a `Table` for `table.choice("dtype", DTYPE_NAMES)` and gets either
 a checked value or a `SpecError` such as
-`kxform.toml:14:1: kernel 'sgemm' arg 'A': unknown dtype 'flaot32' (expected one of ...)`.
+`k.kxspec.toml:14:1: kernel 'sgemm' arg 'A': unknown dtype 'flaot32' (expected one of ...)`.
 Centralising this keeps every message in the same shape and every location right.
 """
 

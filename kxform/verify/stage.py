@@ -44,7 +44,7 @@ _VERIFY_KEYS = {"ok": "", "mismatch": VERIFY_MISMATCH, "inconclusive": VERIFY_IN
 
 
 def spec_for_file(path: str, spec_dirs: tuple[str, ...] = ()) -> HarnessSpec | None:
-    """The harness spec beside `path` (kxform.toml naming it), else one in `spec_dirs`, or None."""
+    """The harness spec beside `path` (NAME.kxspec.toml, or a kxform-spec.toml naming it), else one in `spec_dirs`, or None."""
     spec_path = find_spec_for(path) or (spec_in_dirs(path, spec_dirs) if spec_dirs else None)
     return None if spec_path is None else load_spec(spec_path)
 

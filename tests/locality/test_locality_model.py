@@ -65,7 +65,7 @@ def test_inspect_l2_without_a_spec(tmp_path: Path) -> None:
     (tmp_path / "k.cu").write_text(TRANSPOSE.read_text())
     proc = run_cli("inspect", "--l2", "k.cu", "--kernel", "transposeNoBankConflicts", cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
-    assert "k.cu: no harness spec for kernel 'transposeNoBankConflicts'" in proc.stderr
+    assert "k.cu: no harness spec describes 'transposeNoBankConflicts' (looked for k.kxspec.toml" in proc.stderr
 
 
 def test_inspect_l2_options_need_l2() -> None:

@@ -52,7 +52,8 @@ def test_human_output(workdir: Path) -> None:
 def test_replayed_write_needs_a_spec_to_confirm_it(workdir: Path) -> None:
     before = (workdir / "k.cu").read_bytes()
     result = tune(workdir, "--objective", "replay:synth_A.json.gz", "--budget", "3", "--write")
-    assert result.returncode == 2 and "no harness spec names this file" in result.stderr
+    assert result.returncode == 2 and "k.cu: no harness spec describes" in result.stderr
+    assert "looked for k.kxspec.toml" in result.stderr and "kxform.toml" not in result.stderr
     assert (workdir / "k.cu").read_bytes() == before
 
 
