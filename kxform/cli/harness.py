@@ -62,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
     spec_dir = os.path.dirname(os.path.abspath(args.output)) if args.output else None
     draft = infer_spec(read_source(args.file), args.kernel, runtime, spec_dir, flags=_unit_flags(args))
     where = args.output or "<stdout>"
+    if draft.guessed:
+        print(f"kxform: warning: {args.file}: '{args.kernel}': {draft.guessed}", file=sys.stderr)
     if args.output:
         if os.path.exists(args.output):
             raise UsageError(f"{args.output}: exists; not overwriting a spec (remove it or choose another path)")
