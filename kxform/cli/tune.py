@@ -174,7 +174,11 @@ def _objective(args: argparse.Namespace, source: SourceText) -> tuple[Objective,
     from kxform.search.recorded import load_recording
 
     recording = load_recording(path)
-    if recording.kernel and recording.kernel != args.kernel:
+    if not recording.kernel:  # matched to the file by the kernel's name, or not at all
+        raise UsageError(
+            f"{path}: the recording names no kernel (kernel_name), so it cannot be matched to '{args.kernel}'"
+        )
+    if recording.kernel != args.kernel:
         raise UsageError(f"{path}: a recording of kernel '{recording.kernel}', not '{args.kernel}'")
     return recording.objective, recording.search, path
 
