@@ -21,6 +21,7 @@ from kxform import exitcodes
 from kxform.errors import Deprecated, KxformError, did_you_mean, printable
 
 SUBCOMMANDS: tuple[str, ...] = (
+    "optimize",
     "apply",
     "inspect",
     "passes",
