@@ -212,7 +212,8 @@ def run(args: argparse.Namespace) -> int:
         merged_build_dir(collected.walked, include, defines, config.build_dir) as build_dir,
         ProgressBar(not args.quiet) as progress,
     ):
-        log = PassLog.open(args.log, hw=hw.name, pipeline=config.pipeline, argv=sys.argv[1:])
+        home = args.out_dir if config.write_back is WriteBack.OUT_DIR else "."  # -o: the tree is never written
+        log = PassLog.open(args.log, hw=hw.name, pipeline=config.pipeline, argv=sys.argv[1:], home=home)
         try:
             if project is not None:
                 log.write({"type": "config", "schema": 1, "run": log.run_id, **project.to_json()})
