@@ -120,7 +120,8 @@ def verify_file(
         if measure and kernel not in replayed:  # a replayed decision was measured when it was made
             timing_record, faster = _measure(source, new, specs[0], runtime, policy)
             if kernel in predictions:  # the measurement decides; the log keeps what was predicted beside it
-                timing_record = replace(timing_record, detail=f"{timing_record.detail}; {predictions[kernel]}")
+                said = "overruled by this measurement, the model had predicted" if not faster else "predicted"
+                timing_record = replace(timing_record, detail=f"{timing_record.detail}; {said}: {predictions[kernel]}")
             records[kernel] += (timing_record,)
             if not faster:
                 failed[kernel] = ("measure", NOT_FASTER, f"NotFaster: {timing_record.detail}")

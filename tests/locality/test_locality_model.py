@@ -282,6 +282,7 @@ def test_a_measurement_decides_and_is_logged_beside_the_prediction(tmp_path: Pat
     (kernel,) = results
     (timing,) = [c for c in kernel.checks if c.name == "measure"]
     assert "original" in timing.detail and "rewritten" in timing.detail and timing.detail.endswith(prediction)
+    assert f"; overruled by this measurement, the model had predicted: {prediction}" in timing.detail
     assert not keep and kernel.outcome is Outcome.MISSED
     assert kernel.reasons[0].startswith("NotFaster") and prediction in kernel.reasons[0]
     # a rule's proposal is logged with its measurement alone
@@ -362,3 +363,34 @@ def test_the_model_builds_the_kernel_with_the_projects_include_dirs_and_defines(
     assert "swizzle applied to 'sgemm'" in remarks and "predicted by the model (h100-sxm, size bench" in remarks
     assert "compile error" not in remarks  # the transpose's drafted spec was measured with the flags too
     assert "swizzle not applied to 'transpose': predicted by the model" in remarks
+
+
+def test_a_predicted_loss_is_worded_as_a_loss() -> None:
+    """A share of row-major's time or traffic reads the same way whatever its sign: an
+    order predicted 83.8% slower is "83.8% more predicted memory time", never a "saved
+    -83.8%" beside another order's unsigned "saves 86.4%"."""
+    from kxform.locality.predict import against_row
+    from kxform.locality.propose import rationale
+
+    assert against_row(0.864, "predicted memory time") == "86.4% less predicted memory time"
+    assert against_row(-0.838, "DRAM traffic") == "83.8% more DRAM traffic"
+    order = {
+        "l2_hit_rate": 0.5,
+        "dram_read_bytes": 1e9,
+        "dram_write_bytes": 1e8,
+        "dram_read_bytes_se": 1e6,
+    }
+    data = {
+        "hw": "h200",
+        "size": "bench",
+        "occupancy": "8 blocks per SM",
+        "chosen": "grouped(along=y,group=8)",
+        "orders": [
+            {**order, "order": "row", "margin_to_identity": 0.0, "predicted_ms": 5.7455},
+            {**order, "order": "grouped(along=y,group=8)", "margin_to_identity": -0.838, "predicted_ms": 10.56},
+        ],
+    }
+    said = rationale(data)
+    assert "83.8% more predicted memory time than row-major (10.56 vs 5.7455 ms" in said and "saves" not in said
+    data["orders"][1]["margin_to_identity"] = 0.864
+    assert "86.4% less predicted memory time than row-major" in rationale(data)
