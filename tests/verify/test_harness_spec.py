@@ -148,6 +148,12 @@ def test_per_arg_compare_overrides_kernel_compare(tmp_path: Path) -> None:
 
 # (old text, new text, expected message, text whose line the error must point at)
 ERRORS = [
+    (  # a required key misspelt: read before the keys are checked, the typo is named where it is
+        'dtype = "float32"\ncount = "N"\nrole = "in"',
+        'dtyp = "float32"\ncount = "N"\nrole = "in"',
+        "kernel 'scale' arg 'x': missing 'dtype'; 'dtyp' is not a key: did you mean 'dtype'?",
+        'dtyp = "float32"',
+    ),
     (
         'dtype = "float32"\ncount = "N"\nrole = "in"',
         'dtype = "flaot32"\ncount = "N"\nrole = "in"',
