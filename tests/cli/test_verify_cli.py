@@ -141,3 +141,15 @@ def test_quoted_includes_resolve_from_the_files_directory(tmp_path: Path) -> Non
     )
     proc = verify(tmp_path)
     assert proc.returncode == 0, proc.stderr + proc.stdout
+
+
+def test_a_dangling_link_in_an_include_directory_is_no_internal_error(tmp_path: Path) -> None:
+    """An -I directory holding a link to nothing (a stale build artefact): the unit does
+    not include it, so it verifies as without it (it was `internal error:
+    FileNotFoundError`, exit 123, from the cache key's walk of the directory)."""
+    setup(tmp_path)
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "stale.h").symlink_to(tmp_path / "gone" / "stale.h")
+    proc = verify(tmp_path, "-I", "inc")
+    assert proc.returncode == 0, proc.stderr
+    assert "internal error" not in proc.stderr and "scale: verified on the cpu runtime" in proc.stdout
