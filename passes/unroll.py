@@ -14,7 +14,7 @@ its space and keeps what measures faster.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,7 @@ from kxform.engine.edits import Edit
 from kxform.engine.params import Config, Param, ParamSpace, ParamValue
 from kxform.engine.pass_api import (
     Blocker,
+    Pass,
     CheckRecord,
     KernelAnalysis,
     PassContext,
@@ -50,6 +51,18 @@ class Unroll(ValuesPass):
     excludes = ("smem-tile", "rows", "coarsen")
     """Passes that restructure the loops: its space numbers the loops of the code as
     written, so in a pipeline after one of them its points would name other loops."""
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str | ParamValue]) -> Pass:
+        """`factor` is checked here, before any kernel is read: `auto`, `full` or a positive
+        integer (what a loop offers is checked against each loop's space)."""
+        if "factor" in options:
+            factor = str(options["factor"])
+            if factor not in (AUTO, FULL) and not (factor.isdigit() and int(factor) > 0):
+                raise UsageError(
+                    f"pass unroll: factor={factor!r:.40}: expected {AUTO}, {FULL} or a positive integer (1, 2, 4, ...)"
+                )
+        return super().from_options(options)
 
     @classmethod
     def describe_options(cls) -> list[str]:
@@ -100,9 +113,11 @@ class Unroll(ValuesPass):
         given = dict(self.config)
         wanted = {k: v for k, v in given.items() if k in space.names}
         if "factor" in given:
-            wanted.update(
-                {p.name: given["factor"] for p in space if p.name not in wanted and given["factor"] in (p.values or ())}
-            )
+            fitting = {p.name: given["factor"] for p in space if p.name not in wanted and given["factor"] in p.values}
+            if len(space) and not fitting and not wanted:  # asked for, and no loop offers it: refused, not ignored
+                offered = sorted({str(v) for p in space for v in p.values}, key=lambda v: (not v.isdigit(), len(v), v))
+                raise UsageError(f"factor={given['factor']}: no loop of this kernel offers it ({', '.join(offered)})")
+            wanted.update(fitting)
         return space.resolve(wanted) if wanted else {}
 
     def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
