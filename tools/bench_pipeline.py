@@ -24,7 +24,10 @@ after every kernel, so a run cut short keeps what it measured).
 `--dry-run` does everything but the GPU: both versions verified on the CPU runtime, the
 spaces each pass offers, both versions built with nvcc for the profile's architecture,
 and the first point of the offered space with one pass on confirmed by the tuner's own CPU
-checker (kxform.search.checker: rewritten, built, verified against the original).
+checker (kxform.search.checker: rewritten, built, verified against the original), and so
+is the first point of each offered structural pass on its own (`structural = True`:
+split-reduce) and of each offered pass `--check` names, which another pass's point would
+otherwise hide.
 
 Exit status: 0 every kernel verified (and, on a GPU, was measured); 1 something did not
 verify, build or measure (see the table); 2 a usage error or no GPU (one line on stderr).
@@ -57,7 +60,18 @@ from gpubench_common import (
     split_names,
     write_json,
 )
-from naive_pairs import Pair, Version, build, check, gemm_shape, least_bytes, load_pairs, spaces, verify  # noqa: E402
+from naive_pairs import (  # noqa: E402
+    Pair,
+    Version,
+    build,
+    check,
+    gemm_shape,
+    least_bytes,
+    load_pairs,
+    spaces,
+    structural,
+    verify,
+)
 from pipeline_table import print_table  # noqa: E402
 
 from kxform.errors import KxformError  # noqa: E402
@@ -81,6 +95,12 @@ def parse(argv: list[str] | None) -> Any:
         metavar="offered|all|P,Q",
         help="kxform tune's --pass: the passes that offer a space (default), all (no --pass: "
         "tune picks the pipeline) or a list",
+    )
+    p.add_argument(
+        "--check",
+        metavar="P,Q",
+        default="",
+        help="dry run: passes whose first offered point is also checked alone (always: the structural ones)",
     )
     p.add_argument("--quick", action="store_true", help="shorter timing per version (0.25 s of launches)")
     p.add_argument("--launch-budget", type=float, help="seconds of timed launches per version (default 0.5)")
@@ -136,6 +156,8 @@ def run_pair(pair: Pair, runtime: Any, args: Any, hw: str, yardsticks: dict[str,
         arch = load_profile(hw).arch
         row["builds"] = {"naive": build(pair.naive, arch), "expert": build(pair.expert, arch)}
         row["checker"] = check(pair.naive, hw, tuple(row["spaces"]["offered"]))
+        alone = structural(row["spaces"]["offered"], tuple(split_names(args.check)) if args.check else ())
+        row["structural"] = {name: check(pair.naive, hw, (name,)) for name in alone}
     else:
         measure(pair, runtime, args, hw, row)
         row["yardstick"] = yardstick(pair, row, yardsticks)

@@ -52,6 +52,11 @@ def _checker(row: dict[str, Any]) -> str:
     c = row.get("checker")
     if not c:
         return "-"
+    found = [_checked(c)] + [f"{name}: {_checked(v)}" for name, v in row.get("structural", {}).items()]
+    return "; ".join(found)
+
+
+def _checked(c: dict[str, Any]) -> str:
     if c["status"] == "verified":
         return f"verified ({c['pipeline']})"
     return c["status"] + (f": {c['detail'][:80]}" if c.get("detail") else "")
@@ -69,7 +74,8 @@ def print_table(rows: list[dict[str, Any]], summary: dict[str, Any], dry_run: bo
     if dry_run:
         print(
             "\n| kernel | verified on the CPU (naive / expert) | spaces of the naive kernel | offered | "
-            "nvcc builds (registers naive / expert) | the tuner's CPU checker (first point with one pass on) |"
+            "nvcc builds (registers naive / expert) | the tuner's CPU checker (first point with one pass on; "
+            "structural passes alone) |"
         )
         print("|---|---|---|---|---|---|")
         for r in rows:

@@ -324,3 +324,21 @@ def test_merge_joins_runs_in_manifest_order_and_refuses_runs_that_do_not_compare
     (tmp_path / "c.json").write_text(json.dumps({**base, "budget": 16, "kernels": [add]}))
     refused = run_tool("--merge", str(tmp_path / "a.json"), str(tmp_path / "c.json"), timeout=300)
     assert refused.returncode == 2 and "differs from" in refused.stderr and "budget" in refused.stderr
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_dry_run_offers_and_verifies_the_new_shapes(tmp_path: Path) -> None:
+    """A column reduction gets split-reduce (a structural pass: its first point is checked
+    alone), a block-stride gated activation gets vectorize and coarsen (checked alone
+    through --check), each point rewritten, built and verified on the CPU runtime."""
+    out = tmp_path / "dry.json"
+    done = run_tool("--dry-run", "--kernels", "bias_grad,geglu", "--check", "vectorize,coarsen", "--out", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = {r["name"]: r for r in json.loads(out.read_text())["kernels"]}
+    assert "split-reduce" in rows["bias_grad"]["spaces"]["offered"]
+    assert rows["bias_grad"]["structural"]["split-reduce"]["status"] == "verified"
+    assert {"launch", "vectorize", "coarsen"} <= set(rows["geglu"]["spaces"]["offered"])
+    for name in ("vectorize", "coarsen"):
+        assert rows["geglu"]["structural"][name]["status"] == "verified", rows["geglu"]["structural"]
+    assert "split-reduce: verified (split-reduce{" in done.stdout
