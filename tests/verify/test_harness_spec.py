@@ -579,6 +579,17 @@ def test_a_spec_under_an_older_name_is_read_with_a_note_naming_the_new_one(tmp_p
     assert checked.returncode == 0 and "note" not in checked.stderr, checked.stderr
 
 
+@pytest.mark.parametrize("command", ["tune", "verify", "optimize"])
+def test_help_names_specs_by_their_own_name(command: str) -> None:
+    """`--spec` says NAME.kxspec.toml; kxform.toml appears, if at all, only as the
+    project configuration (`--config`)."""
+    shown = run_cli(command, "--help").stdout
+    spec_help = " ".join(shown[shown.index("\n  --spec") + 3 :].split("\n  -")[0].split())
+    assert "NAME.kxspec.toml" in spec_help and "kxform.toml" not in spec_help.replace(".kxspec.toml", "")
+    for line in (ln for ln in shown.splitlines() if "kxform.toml" in ln):
+        assert "[tool.kxform]" in shown[shown.index(line) - 200 : shown.index(line) + 200], line
+
+
 def test_a_drafted_spec_gets_the_spec_name(tmp_path: Path) -> None:
     (tmp_path / "k.cu").write_text(
         "__global__ void scale(const float* x, float* y, float a, int n) {\n"
