@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
+from kxform.cli.optimize_run import OptimizeRun
 from kxform.cli.options import add_config_options, add_flag_options, unit_flags
 from kxform.errors import UsageError, printable
 from kxform.search.strategy import DEFAULT, STRATEGIES
@@ -80,8 +80,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kxform.cli.optimize_run import OptimizeRun
-
     if args.objective not in (None, "gpu") and not str(args.objective).startswith("cpu+replay:"):
         raise UsageError(
             f"--objective {args.objective}: optimize rewrites and verifies the kernel, so it takes gpu or "
@@ -104,32 +102,3 @@ class _Printer:
     def line(self, text: str = "") -> None:
         if not self.quiet:
             print(printable(text, keep="\n"))
-
-
-def table(summary: dict[str, Any], bytes_moved: int | None, bandwidth_gbs: float, hw: str) -> str:
-    """The result in a few rows: original and best time, speed-up, what changed, and the
-    share of the copy bandwidth each reaches (bytes every buffer must move once: read for
-    `in`, written for `out`, both for `inout`)."""
-    from kxform.cli.tune_result import format_table
-
-    result = summary.get("result") or {}
-    original, best = result.get("original_ms"), result.get("time_ms")
-    changed = result.get("pipeline") or "nothing (the original is kept)"
-    rows = [
-        ("", "TIME ms", f"COPY BANDWIDTH ({hw}: {bandwidth_gbs:g} GB/s)"),
-        ("original", _ms(original), _share(bytes_moved, original, bandwidth_gbs)),
-        ("best verified", _ms(best), _share(bytes_moved, best, bandwidth_gbs)),
-    ]
-    speedup = f"{result['speedup']:.3f}x" if result.get("speedup") else "-"
-    return f"{format_table(rows)}\nspeed-up: {speedup}\nchanged: {changed}"
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4g}"
-
-
-def _share(nbytes: int | None, ms: float | None, bandwidth_gbs: float) -> str:
-    if not nbytes or not ms:
-        return "-"
-    gbs = nbytes / (ms * 1e6)
-    return f"{gbs:.4g} GB/s, {100 * gbs / bandwidth_gbs:.1f}%"

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kxform import exitcodes
+from kxform.cli.tune_result import format_table
 from kxform.errors import KxformError, UsageError
 from kxform.frontend.source import SourceText, read_source
 from kxform.harness.model import KernelSpec
@@ -261,7 +262,6 @@ class OptimizeRun:
     # ------------------------------------------------------------------ tuning
 
     def tune(self, source: SourceText, kspec: KernelSpec, spec_path: Path) -> None:
-        from kxform.cli.optimize import table
         from kxform.hw import load_profile
         from kxform.search.kernel_objective import timing_size
 
@@ -388,3 +388,30 @@ def _bytes_moved(kspec: KernelSpec, size: Any) -> int | None:
         return None
     factor = {"in": 1, "out": 1, "inout": 2}
     return sum(a.nbytes * factor.get(a.role, 1) for a in launch.args if a.kind == "buffer")
+
+
+def table(summary: dict[str, Any], bytes_moved: int | None, bandwidth_gbs: float, hw: str) -> str:
+    """The result in a few rows: original and best time, speed-up, what changed, and the
+    share of the copy bandwidth each reaches (bytes every buffer must move once: read for
+    `in`, written for `out`, both for `inout`)."""
+    result = summary.get("result") or {}
+    original, best = result.get("original_ms"), result.get("time_ms")
+    changed = result.get("pipeline") or "nothing (the original is kept)"
+    rows = [
+        ("", "TIME ms", f"COPY BANDWIDTH ({hw}: {bandwidth_gbs:g} GB/s)"),
+        ("original", _ms(original), _share(bytes_moved, original, bandwidth_gbs)),
+        ("best verified", _ms(best), _share(bytes_moved, best, bandwidth_gbs)),
+    ]
+    speedup = f"{result['speedup']:.3f}x" if result.get("speedup") else "-"
+    return f"{format_table(rows)}\nspeed-up: {speedup}\nchanged: {changed}"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def _share(nbytes: int | None, ms: float | None, bandwidth_gbs: float) -> str:
+    if not nbytes or not ms:
+        return "-"
+    gbs = nbytes / (ms * 1e6)
+    return f"{gbs:.4g} GB/s, {100 * gbs / bandwidth_gbs:.1f}%"
