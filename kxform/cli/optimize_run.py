@@ -214,7 +214,7 @@ class OptimizeRun:
         for part in space.composed.parts:
             counted = sum(1 for _, _ in zip(iter_valid(part.space, profile), range(MAX_COUNTED + 1)))
             params = {p.name: [str(v) for v in p.values] for p in part.space.params}
-            passes.append({"pass": part.name, "params": params, "configurations": counted})
+            passes.append({"pass": part.pass_.name, "params": params, "configurations": counted})
         total = len(space.search(profile))
         self.report["space"] = {
             "passes": passes,
