@@ -49,6 +49,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     budget.add_argument("--budget", type=int, metavar="N", help="evaluations, at most (default: 200)")
     budget.add_argument("--time", type=float, metavar="T", help="stop once evaluations have cost T seconds")
     p.add_argument(
+        "--pass",
+        dest="passes",
+        metavar="NAME[,NAME]",
+        help="only these passes (default: every pass with something to tune in the kernel)",
+    )
+    p.add_argument(
         "--strategy", choices=sorted(STRATEGIES), help=f"search strategy (default: {DEFAULT}; kxform tune's)"
     )
     p.add_argument(

@@ -189,7 +189,7 @@ class OptimizeRun:
         """The kernel's composed space (kxform.search.kernel_space), shown pass by pass;
         None (and the reasons) when no pass has anything to tune."""
         from kxform.hw import load_profile
-        from kxform.search.kernel_space import NothingToTune, kernel_space
+        from kxform.search.kernel_space import NothingToTune, kernel_space, parse_passes
         from kxform.search.space import iter_valid
 
         hw = self.hw()
@@ -197,7 +197,7 @@ class OptimizeRun:
             space = kernel_space(
                 source.data,
                 self.args.kernel,
-                None,
+                parse_passes(self.args.passes) if self.args.passes else None,
                 path=source.path,
                 hw=hw,
                 build_dir=self.args.build_dir,
@@ -318,6 +318,7 @@ class OptimizeRun:
         out += [*(["--time", str(a.time)] if a.time is not None else [])]
         out += [*(["--objective", a.objective] if a.objective else [])]
         out += [*(["--strategy", a.strategy] if a.strategy else [])] + [f"--require={r}" for r in a.require]
+        out += [*(["--pass", a.passes] if a.passes else [])]
         out += [*(["--log", a.log] if a.log else []), *(["--db", a.db] if a.db else [])]
         out += [*(["-p", a.build_dir] if a.build_dir else [])]
         out += [f"-I{os.path.abspath(d)}" for d in a.include] + [f"-D{d}" for d in a.define]
