@@ -70,16 +70,18 @@ class Remark:
 SHORT_LINE = 160
 """The length a remark line aims for (the location and tag included) where the width
 of the terminal is not known (a pipe, a CI log)."""
-MIN_ROOM = 60
-"""Characters of message a remark keeps on the narrowest terminal."""
+MIN_ROOM = 100
+"""Characters of message a remark keeps however long its location (or narrow the terminal)."""
+MIN_TAIL = 20
+"""Characters of a cut message's end a remark keeps: the particular reason is there."""
 
 
 def shorten(message: str, room: int) -> str:
     """`message` within `room` characters: whole if it fits, else its first clause (up
-    to a `; ` or `. ` outside parentheses) and ` ...`. A first clause that is still too
-    long keeps its verdict (`rows not applied to 'k': ...`) and its end, where the most
-    particular reason is (`... the drafted one does not load: source file 'g.cu' not
-    found`), cut at words: never the verdict alone."""
+    to a `; ` or `. ` outside parentheses) and ` ...`, cut at a word where it is a little
+    too long. A first clause far too long keeps its start (the verdict and what it rests
+    on) and its end, where the most particular reason is (`... source file 'g.cu' not
+    found`), the middle left out."""
     if len(message) <= room:
         return message
     depth, clause = 0, message
@@ -91,25 +93,14 @@ def shorten(message: str, room: int) -> str:
     if len(clause) + 4 <= room:
         return clause.rstrip(" :;,.(") + " ..."
     more = " ..." if clause != message else ""
-    head = _head(clause, room * 3 // 5)
-    tail_room = room - len(head) - len(" ... ") - len(more)
-    tail = clause[len(clause) - tail_room :].split(" ", 1)[-1] if tail_room > 0 else ""
+    if len(clause) <= room * 3 // 2:  # only its end is left out: the start, as far as it goes
+        return _words(clause, room - 4).rstrip(" :;,.(") + " ..."
+    tail_room = max(MIN_TAIL, room // 5)
+    head = _words(clause, room - tail_room - len(" ... ") - len(more)).rstrip(" :;,.(")
+    tail = clause[len(clause) - tail_room :].split(" ", 1)[-1]
     while tail.count(")") > tail.count("(") and tail.endswith(")"):  # its "(" went with the middle
         tail = tail[:-1]
     return f"{head} ... {tail}".rstrip() + more
-
-
-def _head(clause: str, room: int) -> str:
-    """The start of a clause too long to show: its verdict (up to the first `: `) and, as
-    far as `room` allows, what follows up to the next `: ` or ` (` (an applied pass's
-    pipeline), cut at words."""
-    verdict = clause.find(": ")
-    if verdict < 0 or verdict + 2 > room:
-        return _words(clause, room).rstrip(" :;,.(")
-    rest = clause[verdict + 2 :]
-    ends = [i for i in (rest.find(": "), rest.find(" (")) if i >= 0]
-    segment = rest[: min(ends)] if ends else rest
-    return (clause[: verdict + 2] + _words(segment, room - verdict - 2)).rstrip(" :;,.(")
 
 
 def _words(text: str, room: int) -> str:
