@@ -17,7 +17,11 @@ For every naive kernel of corpora/naive/index.toml, on a GPU:
     original timed there on the same inputs), and the fraction of the expert's speed-up
     kxform reached, as a log ratio: log(kxform) / log(expert);
   * yardsticks from tools/gpu_baselines.py (its own process): the device copy bandwidth
-    (the kernel's least traffic over its time) and cuBLAS's SGEMM for the GEMM-shaped pairs.
+    (the kernel's least traffic over its time) and cuBLAS's SGEMM for the GEMM-shaped pairs;
+  * with `--also P,Q` (repeatable), another `kxform tune` of the naive kernel with `--pass P,Q`
+    at the same budget, and with `--also P=defaults`, pass P alone at the defaults of its
+    tuning space (one configuration: what the pass's known-good shape does before any
+    search), each against the same yardstick (`also` in the JSON, a line under the table).
 The geometric means close the table; the results go to `--out` as JSON (written atomically
 after every kernel, so a run cut short keeps what it measured).
 
@@ -48,38 +52,16 @@ from pathlib import Path
 from typing import Any
 
 
-from gpubench_common import (
-    EXIT_FINDINGS,
-    EXIT_OK,
-    EXIT_USAGE,
-    Budget,
-    OneLineParser,
-    device_line,  # noqa: E402
-    gpu_runtime,
-    hardware,
-    split_names,
-    write_json,
-)
-from naive_pairs import (  # noqa: E402
-    Pair,
-    Version,
-    build,
-    check,
-    gemm_shape,
-    least_bytes,
-    load_pairs,
-    spaces,
-    structural,
-    verify,
-)
-from pipeline_table import print_table  # noqa: E402
+from kxform.bench import yardsticks
+from kxform.bench.output import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, OneLineParser, geomean, write_json
+from kxform.bench.gpu import Budget, device_line, gpu_runtime, hardware, split_names
+from kxform.bench.naive_pairs import Pair, Version, build, check, gemm_shape, load_pairs, spaces, structural, verify
+from kxform.bench.pipeline_table import print_table
 
-from kxform.errors import KxformError  # noqa: E402
-from kxform.runtime.base import RuntimeError_  # noqa: E402
+from kxform.errors import KxformError
+from kxform.runtime.base import RuntimeError_
 
 TOOL = "bench_pipeline"
-COPY_MIB = 1024
-"""The copy yardstick's buffer: far larger than any L2, so it measures device memory."""
 MIN_REPEAT, MAX_REPEAT = 5, 50
 
 
@@ -95,6 +77,13 @@ def parse(argv: list[str] | None) -> Any:
         metavar="offered|all|P,Q",
         help="kxform tune's --pass: the passes that offer a space (default), all (no --pass: "
         "tune picks the pipeline) or a list",
+    )
+    p.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        metavar="P,Q|P=defaults",
+        help="another tune per kernel: with --pass P,Q, or pass P at its tuning defaults only (repeatable)",
     )
     p.add_argument(
         "--check",
@@ -130,6 +119,15 @@ def parse(argv: list[str] | None) -> Any:
         unknown = [n for n in split_names(args.passes) if n not in PASSES]
         if unknown or not split_names(args.passes):
             p.error(f"--passes {args.passes!r}: expected offered, all or passes among {', '.join(PASSES)}")
+    for also in args.also:
+        from kxform.engine.registry import default_registry
+
+        names, _, at = also.partition("=")
+        known = default_registry().names()
+        if at not in ("", "defaults") or not split_names(names) or any(n not in known for n in split_names(names)):
+            p.error(f"--also {also!r}: expected passes among {', '.join(known)}, or one pass and =defaults")
+        if at and len(split_names(names)) != 1:
+            p.error(f"--also {also!r}: =defaults takes one pass")
     if args.launch_budget is None:
         args.launch_budget = 0.25 if args.quick else 0.5
     return args
@@ -194,9 +192,32 @@ def measure(pair: Pair, runtime: Any, args: Any, hw: str, row: dict[str, Any]) -
         file=sys.stderr,
         flush=True,
     )
-    row["kxform"] = tune_column(pair, args, hw, row["spaces"]["offered"])
+    row["kxform"] = tune_column(pair, args, hw, tune_passes(args, row["spaces"]["offered"]))
     row["steps_s"]["tune"] = round(time.perf_counter() - tuned, 1)
     speeds(row)
+    for also in args.also:
+        names, _, at = also.partition("=")
+        extra = pinned_defaults(pair, names, hw) if at else []
+        column = tune_column(pair, args, hw, list(split_names(names)), extra)
+        raw = column.get("raw_speedup")  # its best, slower or not, scaled to this run's original
+        column["ms"] = row["original_ms"] / raw if raw and row.get("original_ms") else None
+        row.setdefault("also", {})[also] = column
+
+
+def pinned_defaults(pair: Pair, name: str, hw: str) -> list[str]:
+    """`kxform tune` arguments that leave one configuration: pass `name` on, every one of
+    its parameters at its tuning space's default."""
+    from kxform.search.kernel_space import kernel_space
+
+    version = pair.naive
+    space = kernel_space(version.source.data, version.kernel, (name,), path=version.source.path, hw=hw)
+    switch = name.replace("-", "_")
+    pins = [switch] + [
+        f"{k} == {v!r}" if isinstance(v, str) else f"{k} == {v}"
+        for k, v in space.defaults().items()
+        if k.startswith(switch + ".")
+    ]
+    return ["--strategy", "exhaustive", *(a for pin in pins for a in ("--require", pin))]
 
 
 def time_version(version: Version, runtime: Any, size: Any, inputs: dict[str, Any], budget_s: float) -> float:
@@ -228,7 +249,9 @@ def tune_passes(args: Any, offered: list[str]) -> list[str] | None:
     return list(split_names(args.passes))
 
 
-def tune_command(pair: Pair, args: Any, hw: str, passes: list[str] | None, scratch: Path) -> list[str]:
+def tune_command(
+    pair: Pair, args: Any, hw: str, passes: list[str] | None, scratch: Path, extra: list[str] | None = None
+) -> list[str]:
     command = [
         sys.executable,
         "-m",
@@ -253,17 +276,19 @@ def tune_command(pair: Pair, args: Any, hw: str, passes: list[str] | None, scrat
         "--launch-budget",
         str(args.launch_budget),
     ]
-    return command + (["--pass", ",".join(passes)] if passes is not None else [])
+    return command + (["--pass", ",".join(passes)] if passes is not None else []) + list(extra or ())
 
 
-def tune_column(pair: Pair, args: Any, hw: str, offered: list[str]) -> dict[str, Any]:
-    """kxform's result for the naive kernel: `kxform tune`'s best verified configuration,
-    or the original kept (speed-up 1) when no pass offers anything or nothing is faster."""
-    passes = tune_passes(args, offered)
+def tune_column(
+    pair: Pair, args: Any, hw: str, passes: list[str] | None, extra: list[str] | None = None
+) -> dict[str, Any]:
+    """kxform's result for the naive kernel: `kxform tune`'s best verified configuration
+    with `--pass passes` (None: no `--pass`) and `extra` arguments, or the original kept
+    (speed-up 1) when no pass offers anything or nothing is faster."""
     if passes == []:
         return {"status": "nothing offered", "speedup": 1.0, "passes": []}
     with tempfile.TemporaryDirectory(prefix="kxform-bench-pipeline-") as scratch:
-        command = tune_command(pair, args, hw, passes, Path(scratch))
+        command = tune_command(pair, args, hw, passes, Path(scratch), extra)
         code, stdout, stderr = run_limited(command, args.tune_timeout, scratch)
     if code is None:
         return {
@@ -353,59 +378,22 @@ def log_fraction(reached: float | None, expert: float | None) -> float | None:
 
 
 def baselines(pairs: list[Pair]) -> dict[str, Any] | None:
-    """Copy bandwidth and cuBLAS times for the GEMM-shaped pairs' bench shapes, from
-    tools/gpu_baselines.py in its own process; None (said once) when it cannot run."""
-    shapes = sorted({s for s in (gemm_shape(p, p.naive.spec.bench_sizes[0]) for p in pairs) if s})
-    command = [
-        sys.executable,
-        str(Path(__file__).resolve().parent / "gpu_baselines.py"),
-        "--json",
-        "--copy-mib",
-        str(COPY_MIB),
-        *(f"--gemm={','.join(map(str, s))}" for s in shapes),
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
-        said = (done.stderr or done.stdout).strip().splitlines()
-        print(f"no yardsticks: {said[-1] if said else f'exit {done.returncode}'}", flush=True)
-        return None
-    return json.loads(done.stdout)  # type: ignore[no-any-return]
+    """Copy bandwidth and cuBLAS times for the GEMM-shaped pairs' bench shapes (kxform.bench.yardsticks)."""
+    return yardsticks.baselines(s for s in (gemm_shape(p, p.naive.spec.bench_sizes[0]) for p in pairs) if s)
 
 
 def yardstick(pair: Pair, row: dict[str, Any], data: dict[str, Any] | None) -> dict[str, Any] | None:
     """Each version's time against the pair's yardstick: the fraction of the copy
     bandwidth its least traffic reaches, or cuBLAS's time over its time."""
-    if data is None or "original_ms" not in row:
+    if "original_ms" not in row:
         return None
     size = pair.naive.spec.bench_sizes[0]
     times = {"original": row.get("original_ms"), "kxform": row.get("kxform_ms"), "expert": row.get("expert_ms")}
-    if pair.yardstick == "cublas":
-        shape = list(gemm_shape(pair, size) or ())
-        match = next((g for g in data.get("gemm", []) if g["shape"] == shape), None)
-        if match is None:
-            return None
-        return {
-            "kind": "cublas",
-            "shape": shape,
-            "cublas_ms": match["ms"],
-            **{k: (match["ms"] / v if v else None) for k, v in times.items()},
-        }
-    if not data.get("copy"):
-        return None
-    nbytes, gbps = least_bytes(pair.naive.spec, size), data["copy"]["gbps"]
-    return {
-        "kind": "copy",
-        "least_bytes": nbytes,
-        "copy_gbps": gbps,
-        **{k: (nbytes / v / 1e6 / gbps if v else None) for k, v in times.items()},
-    }
+    times |= {f"also {also}": column.get("ms") for also, column in row.get("also", {}).items()}
+    return yardsticks.yardstick(data, times, gemm_shape(pair, size), yardsticks.least_bytes(pair.naive.spec, size))
 
 
 # ----------------------------------------------------------------------- summary
-
-
-def geomean(values: list[float]) -> float | None:
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -199,6 +199,9 @@ class MemoryAccess:
     atomic: bool = False
     update_op: str = ""
     """The compound operator of an update in place (`+=`), "" otherwise."""
+    asynchronous: bool = False
+    """A write made by an asynchronous copy (`__pipeline_memcpy_async`): it lands when the
+    writing thread waits for the copy's group, not where it is written."""
 
     @property
     def affine(self) -> bool:

@@ -35,6 +35,7 @@ from kxform.frontend.cuda import parse_model
 from kxform.log.passlog import PassLog
 from kxform.log.report import Report
 from kxform.search.db import TuneKey, TuningDB
+from kxform.search.kernel_space import KernelSpace
 from kxform.search.objective import Objective
 from kxform.search.pipeline import PipelineOptions
 from kxform.cli.progress import interactive
@@ -212,6 +213,7 @@ def _kernel_objective(
         build_dir=args.build_dir,
         require=tuple(args.require),
     )
+    say_left_out(space, passes)
     target = TuneTarget(source.path, source.data, args.kernel, spec, args.hw, args.build_dir)
     search = space.search(load_profile(args.hw))
     objective = KernelObjective(
@@ -221,6 +223,13 @@ def _kernel_objective(
         MeasureOptions(size=size, repeat=args.repeat, launch_budget_s=args.launch_budget, recorded=recorded),
     )
     return objective, search, ""
+
+
+def say_left_out(space: KernelSpace, passes: tuple[str, ...] | None) -> None:
+    """One line on stderr per pass named with `--pass` that has nothing to tune in the
+    kernel, with its reason: the others are tuned without it."""
+    for name, why in space.not_offered if passes is not None else ():
+        print(printable(f"kxform: {name} left out of the tuning of '{space.kernel}': {why}"), file=sys.stderr)
 
 
 def _cpu_runtime():  # type: ignore[no-untyped-def]

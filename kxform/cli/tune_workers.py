@@ -20,7 +20,7 @@ from typing import Any, cast
 
 from kxform.cache import content_key
 from kxform.cli.progress import interactive
-from kxform.cli.tune import _check_kernel, _objective, _options, _print, _prior, _spec, tune_summary
+from kxform.cli.tune import _check_kernel, _objective, _options, _print, _prior, _spec, say_left_out, tune_summary
 from kxform.errors import CheckFailed, UsageError, printable
 from kxform.frontend.source import SourceText, read_source
 from kxform.log.passlog import PassLog
@@ -164,6 +164,7 @@ def _recipe(args: argparse.Namespace, source: SourceText) -> tuple[Recipe, Searc
         build_dir=args.build_dir,
         require=tuple(args.require),
     )
+    say_left_out(kspace, passes)
     target = TuneTarget(source.path, source.data, args.kernel, spec, args.hw, args.build_dir)
     measure = MeasureOptions(size=timing_size(spec, args.size), repeat=args.repeat, launch_budget_s=args.launch_budget)
     return KernelRecipe(target, kspace, measure), kspace.search(load_profile(args.hw)), ""
