@@ -32,7 +32,6 @@ def test_ruff_finds_nothing(command: list[str]) -> None:
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
 
 
-<<<<<<< HEAD
 def test_the_readme_says_what_ci_runs_and_installs() -> None:
     """`.ci/run` runs the README's test command, and what else it does (installing a
     headless Chromium for the report's browser tests) the README says too."""
@@ -49,7 +48,8 @@ def test_the_readme_says_what_ci_runs_and_installs() -> None:
     assert installed == {"chromium"}
     after = " ".join(readme[command.end() : command.end() + 600].split())
     assert all(f"apt-get install {name}" in after for name in installed), after
-=======
+
+
 TOOLS = ROOT / "tools"
 
 
@@ -91,4 +91,3 @@ def test_every_tool_is_named_by_a_test_or_a_doc() -> None:
     texts += [p.read_text(encoding="utf-8") for p in (ROOT / "tests").rglob("*.py")]
     unnamed = [p.name for p in sorted(TOOLS.iterdir()) if p.is_file() and not any(p.name in t for t in texts)]
     assert not unnamed, f"tools no test or doc names: {unnamed}"
->>>>>>> main
