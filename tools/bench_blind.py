@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 import subprocess
 import sys
@@ -40,6 +39,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from kxform.bench import yardsticks
+from kxform.bench.output import geomean
 from kxform.fileio import write_atomic
 from kxform.harness.model import SizeSpec
 from kxform.harness.spec import load_spec
@@ -87,10 +88,10 @@ def bench_values(entry: dict[str, Any], spec: Any) -> dict[str, int]:
 
 
 def least_bytes(spec: Any, values: dict[str, int]) -> int:
-    """Each input buffer read once, each output written once (inout both) at the size."""
+    """Each input buffer read once, each output written once (inout both) at the size
+    (kxform.bench.yardsticks)."""
     base = dict(spec.sizes[-1].values) if spec.sizes else {}
-    launch = spec.launch(SizeSpec("bench", True, {**base, **values}))
-    return sum(a.nbytes * (2 if a.role == "inout" else 1) for a in launch.args if a.kind == "buffer")
+    return yardsticks.least_bytes(spec, SizeSpec("bench", True, {**base, **values}))
 
 
 def copy_gbps() -> float:
@@ -173,9 +174,7 @@ def table(rows: list[dict[str, Any]], gbps: float | None) -> str:
         )
     speeds = [r["speedup"] or 1.0 for r in rows if "error" not in r]
     if speeds:
-        lines.append(
-            f"geomean speed-up over {len(speeds)} kernels: {math.exp(sum(map(math.log, speeds)) / len(speeds)):.3f}"
-        )
+        lines.append(f"geomean speed-up over {len(speeds)} kernels: {geomean(speeds):.3f}")
     return "\n".join(lines)
 
 

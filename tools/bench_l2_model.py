@@ -28,13 +28,13 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
 
-from kxform.frontend.source import read_source  # noqa: E402
-from kxform.harness.model import SizeSpec  # noqa: E402
-from kxform.harness.spec import load_spec  # noqa: E402
-from kxform.hw import load_profile  # noqa: E402
-from kxform.locality.predict import Ranking, candidate_configs, rank_orders  # noqa: E402
+from kxform.frontend.source import read_source
+from kxform.harness.model import SizeSpec
+from kxform.harness.spec import load_spec
+from kxform.hw import load_profile
+from kxform.locality.predict import Ranking, candidate_configs, rank_orders
+from kxform.bench.paths import ROOT
 
 CORPUS = {
     "sgemm_tiled": ("sgemm_tiled", "sgemm_tiled"),
@@ -51,13 +51,13 @@ ISSUE_12_NCU = {  # NVIDIA H200, ncu, 128x128-tile SGEMM at 8192^3 (issue 12): L
 
 def _rank(name: str, hw: str, size: SizeSpec | str | None, configs=None) -> Ranking:  # type: ignore[no-untyped-def]
     folder, kernel = CORPUS[name]
-    spec = load_spec(ROOT / "corpora" / folder / "kxform.toml").kernel(kernel)
+    spec = load_spec(ROOT / "corpora" / folder / f"{folder}.kxspec.toml").kernel(kernel)
     return rank_orders(read_source(_source_path(name)), spec, load_profile(hw), size, configs)
 
 
 def _source_path(name: str) -> str:
     folder, _ = CORPUS[name]
-    return str(load_spec(ROOT / "corpora" / folder / "kxform.toml").source)
+    return str(load_spec(ROOT / "corpora" / folder / f"{folder}.kxspec.toml").source)
 
 
 def _print_ranking(r: Ranking) -> None:
@@ -80,7 +80,7 @@ def _print_ranking(r: Ranking) -> None:
 def bench(args: argparse.Namespace) -> None:
     for name in args.kernels.split(","):
         folder, kernel = CORPUS[name]
-        spec = load_spec(ROOT / "corpora" / folder / "kxform.toml").kernel(kernel)
+        spec = load_spec(ROOT / "corpora" / folder / f"{folder}.kxspec.toml").kernel(kernel)
         values = {k: args.n for k in spec.bench_sizes[0].values}
         size = SizeSpec(f"n{args.n}", True, values)
         started = time.perf_counter()

@@ -27,12 +27,11 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
 
-from gpubench_common import write_json  # noqa: E402
+from kxform.bench.output import write_json
+from kxform.bench.paths import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "refactor"
 NAIVE = ROOT / "corpora" / "naive"
@@ -91,7 +90,7 @@ def run_family(
 
     kernel = f"{family}_naive"
     model = parse_model(read_source(NAIVE / family / "naive.cu"))
-    spec = load_spec(NAIVE / family / "kxform.toml").kernel(kernel)
+    spec = load_spec(NAIVE / family / "naive.kxspec.toml").kernel(kernel)
     function = next(f for f in model.functions if f.name == kernel)
     template = read_template(data, kernel)
     timing = GpuTemplateTiming(model.source, function, spec, runtime, launch_budget_s=launch_budget) if timed else None

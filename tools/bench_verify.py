@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark of differential verification: how much it costs beyond the kernels' own time.
 
-For a few corpus kernels (corpora/index.toml, each with its kxform.toml harness spec),
+For a few corpus kernels (corpora/index.toml, each with its NAME.kxspec.toml harness spec),
 the swizzle pass rewrites the kernel and `kxform.verify.verify_pair` checks the rewrite
 against the original at every check size of the spec, as `kxform apply --verify` does.
 One untimed run warms everything (nvcc or host-compiler cache, device probe, the GPU
@@ -31,7 +31,6 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from kxform.engine.driver import transform_source
 from kxform.errors import UsageError
@@ -45,13 +44,13 @@ from kxform.engine.registry import default_registry
 from kxform.runtime.base import LaunchRequest, LaunchResult, Runtime
 from kxform.frontend.source import SourceText, validate_bytes
 from kxform.verify.differential import VerifyReport, launch_request, pick_runtime, verify_pair
+from kxform.bench.paths import ROOT
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-ROOT = Path(__file__).resolve().parents[1]
 
 CORPORA = ROOT / "corpora"
 DEFAULT_KERNELS = ("sgemm_tiled", "fused_bias_gelu", "layernorm", "softmax", "transpose", "stencil5")

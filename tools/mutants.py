@@ -36,31 +36,30 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-from kxform.api import rewrite  # noqa: E402
-from kxform.engine.contracts import LaunchContract, check_contract  # noqa: E402
-from kxform.engine.edits import Edit  # noqa: E402
-from kxform.engine.pass_api import KernelResult, PassContext, RunOptions  # noqa: E402
-from kxform.engine.registry import default_registry  # noqa: E402
-from kxform.engine.remarks import RemarkSink  # noqa: E402
-from kxform.engine.run_files import RunFiles  # noqa: E402
-from kxform.errors import CheckFailed  # noqa: E402
-from kxform.hw import load_profile  # noqa: E402
-from kxform.build.extract import find_kernel, split_spelling  # noqa: E402
-from kxform.frontend.cuda import parse_model  # noqa: E402
-from kxform.frontend.model import IndexRead  # noqa: E402
-from kxform.frontend.source import SourceText, read_source  # noqa: E402
-from kxform.harness.model import KernelSpec  # noqa: E402
-from kxform.harness.spec import load_spec  # noqa: E402
-from kxform.passes.swizzle.index_usage import index_usage  # noqa: E402
-from kxform.runtime.cpu import CpuRuntime  # noqa: E402
-from kxform.verify.differential import verify_pair  # noqa: E402
+from kxform.api import rewrite
+from kxform.bench.paths import ROOT
+from kxform.build.extract import find_kernel, split_spelling
+from kxform.engine.contracts import LaunchContract, check_contract
+from kxform.engine.pass_api import KernelResult, PassContext, RunOptions
+from kxform.engine.registry import default_registry
+from kxform.engine.remarks import RemarkSink
+from kxform.engine.run_files import RunFiles
+from kxform.errors import CheckFailed
+from kxform.frontend.cuda import parse_model
+from kxform.frontend.model import IndexRead
+from kxform.frontend.source import SourceText, read_source
+from kxform.harness.model import KernelSpec
+from kxform.harness.spec import load_spec
+from kxform.hw import load_profile
+from kxform.passes.swizzle.index_usage import index_usage
+from kxform.runtime.cpu import CpuRuntime
+from kxform.verify.differential import verify_pair
 
 
 @dataclass
@@ -252,7 +251,7 @@ class Structural:
     spec: str
     defects: tuple[Defect, ...]
     folder: str = "corpora/naive"
-    """Where the family's folder is (naive.cu and its kxform.toml), under the repository."""
+    """Where the family's folder is (naive.cu and its naive.kxspec.toml), under the repository."""
 
     @property
     def kernel(self) -> str:
@@ -416,7 +415,7 @@ def run_structural(case: Structural, runtime: CpuRuntime, timeout_s: float) -> K
     the rewrite's own verification policy."""
     path = ROOT / case.folder / case.family / "naive.cu"
     source = read_source(path)
-    spec: KernelSpec = load_spec(path.parent / "kxform.toml").kernels[case.kernel]
+    spec: KernelSpec = load_spec(path.parent / "naive.kxspec.toml").kernels[case.kernel]
     row = KernelRow(case.name, case.kernel)
     result = rewrite(source.data, case.spec, path=str(path), kernels=(case.kernel,))
     applied = next(
@@ -468,9 +467,9 @@ def _refused_by_contract(source: SourceText, contract: LaunchContract | None, pl
     holds): a pass that wrote this launch would have been refused before verification."""
     if contract is None:
         return ""
-    edit = Edit(0, len(source.data), planted.decode("utf-8"), "plant")
+    rewritten = parse_model(SourceText(source.path, planted))
     try:
-        check_contract(parse_model(source), contract, [edit], RunFiles())
+        check_contract(parse_model(source), contract, rewritten, RunFiles())
     except CheckFailed as exc:
         return f"launch contract: {exc.cause}"
     return ""

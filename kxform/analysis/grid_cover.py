@@ -10,7 +10,10 @@ The extent the original launch covers along an axis is read from its grid, a rou
 division by the items per block in one of the spellings real launches use: `ceil_div(E,
 B)` (and what kxform.frontend.c_expr reads as it: `ceil((float)E / B)`, `iDivUp`),
 `(E + B - 1) / B`, `(E + B - 1) >> log2(B)`, `(E - 1) / B + 1`, `E / B + 1`; a plain
-division `E / B` or `E >> log2(B)` covers its quotient times `B`. The claim is then:
+division `E / B` or `E >> log2(B)` covers its quotient times `B`; a grid capped by
+`min(G, C)` covers the smaller of G's extent and C blocks, and a conditional `c ? G : H`
+(C's ternary, as launchers guard an empty size) covers G's extent where `c` holds and H's
+where it does not (a constant branch claims nothing). The claim is then:
 for all positive values of the names the grids read (below 2^31), the new grid times the
 new items per block is at least that extent. A grid that does not read the items per
 block at all (a fixed grid, a grid-stride loop, one block per row) makes no claim; one
@@ -26,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from kxform.frontend.c_expr import normalize
+from kxform.frontend.c_expr import logic_text
 
 TIMEOUT_MS = 5000
 LIMIT = 2**31 - 1
@@ -128,7 +131,9 @@ def _mentions(grid: str, items: int, env: Mapping[str, int]) -> bool:
 
 
 def _parse(text: str) -> ast.expr:
-    normal = normalize(text)
+    normal = logic_text(text)
+    if normal is None:
+        raise _Unreadable(f"'{text}' has a '?' without its ':'")
     try:
         tree = ast.parse(normal, mode="eval")
     except SyntaxError:
@@ -163,7 +168,25 @@ def _value(node: ast.expr, env: Mapping[str, int]) -> int | None:
 def _extent(node: ast.expr, items: int, env: Mapping[str, int], names: dict[str, Any]) -> Any | None:
     """The extent a grid expression covers at `items` per block, as a z3 term, or None when
     it is not a rounded-up (or plain) division by `items`."""
+    import z3
+
     shift = int(math.log2(items)) if items > 1 and items & (items - 1) == 0 else None
+    if isinstance(node, ast.IfExp):
+        branches = [_branch_extent(b, items, env, names) for b in (node.body, node.orelse)]
+        if any(b is None for b in branches):
+            return None
+        return z3.If(_z3(node.test, env, names), branches[0], branches[1])
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "min" and node.args:
+        capped = [a for a in node.args if _value(a, env) is None]
+        caps = [v for a in node.args if (v := _value(a, env)) is not None]
+        if len(capped) != 1:
+            return None
+        inner = _extent(capped[0], items, env, names)
+        if inner is None:
+            return None
+        for cap in caps:
+            inner = z3.If(inner < cap * items, inner, z3.IntVal(cap * items))
+        return inner
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "ceil_div":
         if len(node.args) == 2 and _value(node.args[1], env) == items:
             return _z3(node.args[0], env, names)
@@ -193,6 +216,15 @@ def _extent(node: ast.expr, items: int, env: Mapping[str, int], names: dict[str,
                     return _z3(numerator.left, env, names)  # (E - 1) / B + 1
                 return _z3(numerator, env, names)  # E / B + 1 covers at least E
     return None
+
+
+def _branch_extent(node: ast.expr, items: int, env: Mapping[str, int], names: dict[str, Any]) -> Any | None:
+    """The extent of one branch of a conditional grid: a constant branch claims nothing."""
+    import z3
+
+    if _value(node, env) is not None:
+        return z3.IntVal(0)
+    return _extent(node, items, env, names)
 
 
 def _rounded_numerator(node: ast.expr, items: int, env: Mapping[str, int], names: dict[str, Any]) -> Any | None:
@@ -245,6 +277,26 @@ def _z3(node: ast.expr, env: Mapping[str, int], names: dict[str, Any]) -> Any:
                 raise _Unreadable("a shift by an amount that is not a constant")
             return left / (2**amount) if op is ast.RShift else left * (2**amount)
         raise _Unreadable(f"the operator {type(node.op).__name__}")
+    if isinstance(node, ast.IfExp):
+        return z3.If(_z3(node.test, env, names), _z3(node.body, env, names), _z3(node.orelse, env, names))
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        left, right = _z3(node.left, env, names), _z3(node.comparators[0], env, names)
+        compare = {
+            ast.Lt: lambda a, b: a < b,
+            ast.LtE: lambda a, b: a <= b,
+            ast.Gt: lambda a, b: a > b,
+            ast.GtE: lambda a, b: a >= b,
+            ast.Eq: lambda a, b: a == b,
+            ast.NotEq: lambda a, b: a != b,
+        }.get(type(node.ops[0]))
+        if compare is None:
+            raise _Unreadable(f"the comparison {type(node.ops[0]).__name__}")
+        return compare(left, right)
+    if isinstance(node, ast.BoolOp):
+        values = [_z3(v, env, names) for v in node.values]
+        return z3.And(*values) if isinstance(node.op, ast.And) else z3.Or(*values)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return z3.Not(_z3(node.operand, env, names))
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
         args = [_z3(a, env, names) for a in node.args]
         if node.func.id == "ceil_div" and len(args) == 2:

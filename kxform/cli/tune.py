@@ -35,6 +35,7 @@ from kxform.frontend.cuda import parse_model
 from kxform.log.passlog import PassLog
 from kxform.log.report import Report
 from kxform.search.db import TuneKey, TuningDB
+from kxform.search.kernel_space import KernelSpace
 from kxform.search.objective import Objective
 from kxform.search.pipeline import PipelineOptions
 from kxform.cli.progress import interactive
@@ -66,7 +67,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="passes whose parameters span the space (default: every pass with something to tune in "
         "the kernel; which apply is searched too)",
     )
-    p.add_argument("--spec", metavar="S", help="harness spec (kxform.toml) for building, verifying and timing")
+    p.add_argument(
+        "--spec", metavar="S", help="harness spec for building, verifying and timing (default: FILE's NAME.kxspec.toml)"
+    )
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--budget", type=int, metavar="N", help="evaluations, at most (default: 200)")
     budget.add_argument("--time", type=float, metavar="T", help="stop once evaluations have cost T seconds")
@@ -172,7 +175,11 @@ def _objective(args: argparse.Namespace, source: SourceText) -> tuple[Objective,
     from kxform.search.recorded import load_recording
 
     recording = load_recording(path)
-    if recording.kernel and recording.kernel != args.kernel:
+    if not recording.kernel:  # matched to the file by the kernel's name, or not at all
+        raise UsageError(
+            f"{path}: the recording names no kernel (kernel_name), so it cannot be matched to '{args.kernel}'"
+        )
+    if recording.kernel != args.kernel:
         raise UsageError(f"{path}: a recording of kernel '{recording.kernel}', not '{args.kernel}'")
     return recording.objective, recording.search, path
 
@@ -206,6 +213,7 @@ def _kernel_objective(
         build_dir=args.build_dir,
         require=tuple(args.require),
     )
+    say_left_out(space, passes)
     target = TuneTarget(source.path, source.data, args.kernel, spec, args.hw, args.build_dir)
     search = space.search(load_profile(args.hw))
     objective = KernelObjective(
@@ -217,6 +225,13 @@ def _kernel_objective(
     return objective, search, ""
 
 
+def say_left_out(space: KernelSpace, passes: tuple[str, ...] | None) -> None:
+    """One line on stderr per pass named with `--pass` that has nothing to tune in the
+    kernel, with its reason: the others are tuned without it."""
+    for name, why in space.not_offered if passes is not None else ():
+        print(printable(f"kxform: {name} left out of the tuning of '{space.kernel}': {why}"), file=sys.stderr)
+
+
 def _cpu_runtime():  # type: ignore[no-untyped-def]
     from kxform.verify.differential import pick_runtime
 
@@ -224,15 +239,12 @@ def _cpu_runtime():  # type: ignore[no-untyped-def]
 
 
 def _spec(args: argparse.Namespace, source: SourceText):  # type: ignore[no-untyped-def]
-    """The kernel's harness spec: `--spec`, else the kxform.toml that names the file."""
-    from kxform.harness.spec import find_spec_for, load_spec
+    """The kernel's harness spec: `--spec`, else the one beside the file that names it."""
+    from kxform.harness.spec import find_spec_for, load_spec, missing_spec
 
     path = args.spec or find_spec_for(source.path)
     if path is None:
-        raise UsageError(
-            f"{source.path}: no harness spec names this file; tuning verifies and times "
-            f"'{args.kernel}' from one (--spec S, docs/harness-spec.md)"
-        )
+        raise UsageError(missing_spec(source.path, args.kernel))
     return load_spec(path).kernel(args.kernel)
 
 

@@ -1,6 +1,7 @@
 """`kxform tune DIR`: tune every kernel a harness spec under DIR describes.
 
-Each `kxform.toml` (or `NAME.kxform.toml`) under DIR names a source file and its
+Each harness spec under DIR (`NAME.kxspec.toml`, `kxform-spec.toml`; the older names
+too: kxform.harness.spec.specs_under) names a source file and its
 kernels; each kernel is tuned as `kxform tune FILE --kernel K` would tune it, with the
 same options, one pass log for the run. A kernel no pass has anything to tune in keeps
 its original (a row, with the reason below the table); one that cannot be tuned (its
@@ -33,10 +34,10 @@ class Target:
 
 def targets(folder: Path, kernel: str | None) -> list[Target]:
     """Every (source, kernel) of the specs under `folder`, in path order; `kernel` filters."""
-    from kxform.harness.spec import load_spec
+    from kxform.harness.spec import load_spec, specs_under
 
     found: list[Target] = []
-    for path in sorted(p for p in folder.rglob("*kxform.toml") if p.is_file()):
+    for path in specs_under(folder):
         spec = load_spec(path)  # a broken spec is an error naming its line: never a silently skipped kernel
         for name in spec.kernels:
             if kernel is None or name == kernel:

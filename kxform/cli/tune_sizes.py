@@ -37,7 +37,7 @@ HEADER = ("SIZE", "VARIABLES", "PASSES", "VALUES", "ORIGINAL ms", "BEST ms", "SP
 
 def run_sizes(args: argparse.Namespace) -> int:
     from kxform.cli import tune_workers
-    from kxform.cli.tune import _check_kernel, _spec, build_flags, tune_merged
+    from kxform.cli.tune import _check_kernel, _spec, build_flags, say_left_out, tune_merged
     from kxform.frontend.source import read_source
     from kxform.search.kernel_space import kernel_space, parse_passes
 
@@ -64,6 +64,7 @@ def run_sizes(args: argparse.Namespace) -> int:
             build_dir=merged.build_dir,
             require=tuple(args.require),
         )
+        say_left_out(space, passes)
         if args.dispatch is not None:  # names that clash in C++, sizes with equal values: before any evaluation
             render(
                 build_table(

@@ -19,7 +19,8 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 from kxform.cache import content_key
-from kxform.cli.tune import _check_kernel, _objective, _options, _print, _prior, _spec, tune_summary
+from kxform.cli.progress import interactive
+from kxform.cli.tune import _check_kernel, _objective, _options, _print, _prior, _spec, say_left_out, tune_summary
 from kxform.errors import CheckFailed, UsageError, printable
 from kxform.frontend.source import SourceText, read_source
 from kxform.log.passlog import PassLog
@@ -75,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
             key = TuneKey(kernel_hash, args.kernel, identity.hardware, space.names)
             prior = _prior(args, space, db, key)
             log = PassLog.open(args.log, hw=identity.hardware, pipeline=args.passes, argv=sys.argv[1:])
-            with Progress(enabled=not args.json, total=options.budget, time_s=options.time_s) as progress:
+            drawn = not args.json and interactive(sys.stderr)  # never into a pipe or a CI log
+            with Progress(enabled=drawn, total=options.budget, time_s=options.time_s) as progress:
                 result = tune(space, None, options, db=db, key=key, prior=prior, on_step=progress.step, runner=pool.run)
     finally:
         pool.close()
@@ -92,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, indent=2, default=str))
     else:
-        _print(result, summary, log.path)
+        _print(summary, log.path)
         report = summary["workers"]
         print(
             f"kxform: {len(report['workers'])} workers, {report['wall_s']:.1f} s, {report['resubmitted']} resubmitted",
@@ -121,7 +123,22 @@ def _backend_check(args: argparse.Namespace) -> Callable[[Recipe], Backend]:
     from kxform.search.local_pool import LocalBackend, parse_gpus
 
     devices = parse_gpus(args.gpus)
+    if args.objective in (None, "gpu"):
+        _gpus_here(args.gpus)
     return lambda recipe: LocalBackend(recipe, devices)
+
+
+def _gpus_here(asked: str) -> None:
+    """Each worker of the GPU objective times on a GPU of this host: without a GPU runtime
+    one line says so before any worker starts (a worker that finds no device says so
+    itself, as one line too). A recorded space needs no GPU: its workers replay it."""
+    import importlib.util
+
+    if importlib.util.find_spec("pycuda") is None:
+        raise UsageError(
+            f"--gpus {asked}: no GPU runtime here (pycuda is not installed: pip install 'kxform[gpu]'); "
+            "a recorded space replays without one (--objective replay:FILE, docs/search.md)"
+        )
 
 
 def _recipe(args: argparse.Namespace, source: SourceText) -> tuple[Recipe, SearchSpace, str]:
@@ -147,6 +164,7 @@ def _recipe(args: argparse.Namespace, source: SourceText) -> tuple[Recipe, Searc
         build_dir=args.build_dir,
         require=tuple(args.require),
     )
+    say_left_out(kspace, passes)
     target = TuneTarget(source.path, source.data, args.kernel, spec, args.hw, args.build_dir)
     measure = MeasureOptions(size=timing_size(spec, args.size), repeat=args.repeat, launch_budget_s=args.launch_budget)
     return KernelRecipe(target, kspace, measure), kspace.search(load_profile(args.hw)), ""

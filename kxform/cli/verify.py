@@ -1,5 +1,8 @@
 """`kxform verify`: run an original and a rewritten kernel on the same inputs and compare,
-or (`--program`) build and run two self-checking programs and compare what they print."""
+or (`--program`) build and run two self-checking programs and compare what they print.
+Each version is launched as its own file's launcher says (kxform.verify.own_launch): a
+rewrite that changed the launch with the kernel (rows, smem-tile, vectorize) is checked at
+its own grid and block, and the line `launch of 'K': ...` says which launch was used."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from kxform.cli.options import add_config_options, add_flag_options, pick, proje
 from kxform.cli.progress import ProgressBar
 from kxform.errors import KxformError, UsageError, printable
 from kxform.harness.dirs import spec_in_dirs
-from kxform.harness.spec import find_spec_for, load_spec
+from kxform.harness.spec import find_spec_for, load_spec, missing_spec
 from kxform.frontend.source import SourceText, read_source
 from kxform.harness.model import KernelSpec
 
@@ -35,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "rewritten", nargs="?", help="omit with --reference to check the original against its spec's NumPy reference"
     )
     p.add_argument("--kernel", help="kernel (templated: an instantiation, e.g. 'gemm<float, 64>')")
-    p.add_argument("--spec", help="harness spec (default: kxform.toml beside the original)")
+    p.add_argument("--spec", help="harness spec (default: the NAME.kxspec.toml beside the original)")
     p.add_argument("--runtime", choices=("auto", "gpu", "cpu"), default="auto")
     p.add_argument("--size", action="append", default=[], help="only these spec sizes (repeatable)")
     p.add_argument("--seed", type=int, help="input seed (default: the spec's)")
@@ -73,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
     if args.program:
         return _run_programs(args)
     from kxform.verify.differential import UnitFlags, pick_runtime, verify_pair, verify_reference
+    from kxform.verify.own_launch import pair_policy
     from kxform.verify.verdict import combined_status
 
     if not args.kernel:
@@ -86,10 +90,7 @@ def run(args: argparse.Namespace) -> int:
         else find_spec_for(args.original) or (spec_in_dirs(args.original, project.specs) if project else None)
     )
     if spec_path is None:
-        raise UsageError(
-            f"{args.original}: no harness spec found (kxform.toml beside it); write one or run "
-            f"'kxform harness infer {args.original} --kernel {args.kernel}'"
-        )
+        raise UsageError(missing_spec(args.original, args.kernel))
     spec = load_spec(spec_path)
     kernel_specs = spec.instantiations(args.kernel) or (spec.kernel(args.kernel),)
     runtime = pick_runtime(args.runtime)
@@ -105,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
     flags = UnitFlags(flags.include_dirs + include, flags.defines + defines)
     rewritten = read_source(args.rewritten) if args.rewritten else None
     reports = []
+    notes: list[str] = []
     with ProgressBar(unit="size") as bar:
         for kernel_spec in kernel_specs:  # every instantiation of a template the spec lists
 
@@ -116,10 +118,23 @@ def run(args: argparse.Namespace) -> int:
                     original, kernel_spec, runtime, sizes, args.seed, args.timeout, flags, progress=moved
                 )
             else:
+                policy, note = pair_policy(original, rewritten, kernel_spec.base_name, flags.compiler_args())
+                notes.append(f"kxform: launch of '{kernel_spec.name}': {note}")
                 report = verify_pair(
-                    original, rewritten, kernel_spec, runtime, sizes, args.seed, args.timeout, flags, progress=moved
+                    original,
+                    rewritten,
+                    kernel_spec,
+                    runtime,
+                    sizes,
+                    args.seed,
+                    args.timeout,
+                    flags,
+                    policy=policy,
+                    progress=moved,
                 )
             reports.append(report)
+    for note in notes:
+        print(printable(note))
     for report in reports:
         for verdict in report.sizes:
             print(printable(f"  {verdict.summary()}"), file=sys.stderr if not verdict.ok else sys.stdout)

@@ -32,15 +32,12 @@ from dataclasses import dataclass
 
 from kxform.analysis.grid_cover import prove_cover
 from kxform.analysis.provenance import relation
-from kxform.engine.edits import Edit, apply_edits
 from kxform.engine.run_files import RunFiles
 from kxform.engine.status import Status
 from kxform.errors import CheckFailed
-from kxform.frontend.cuda import parse_model
 from kxform.frontend.launches import LaunchConfig, launch_configs
 from kxform.frontend.model import FunctionKind, SourceModel
 from kxform.frontend.queries import int_value
-from kxform.frontend.source import SourceText
 
 
 @dataclass(frozen=True)
@@ -76,10 +73,11 @@ class LaunchContract:
 
 
 def check_contract(
-    model: SourceModel, contract: LaunchContract, edits: list[Edit], run: RunFiles
+    model: SourceModel, contract: LaunchContract, rewritten: SourceModel | None, run: RunFiles
 ) -> list[tuple[str, Status, str]]:
-    """The contract's checks against every launch of the kernel the run shows (`edits`:
-    the rewrite of this kernel alone, to read its launches). Returns (check, status,
+    """The contract's checks against every launch of the kernel the run shows (`rewritten`:
+    the file as the rewrite of this kernel alone leaves it, whose launches the `axes` and
+    `block` checks read; kxform.engine.rewritten.edited_file). Returns (check, status,
     detail) records; raises CheckFailed with the reason's key on the first violation."""
     records: list[tuple[str, Status, str]] = []
     own = launch_configs(model, contract.kernel)
@@ -108,7 +106,9 @@ def check_contract(
     if contract.distinct:
         records.append(_check_alias(model, contract, [(model, c) for c in own] + others, run))
     if contract.axes or contract.block is not None:
-        records.append(_check_geometry(model, contract, own, edits))
+        if rewritten is None:
+            raise ValueError("a contract with axes or a block is checked against the rewritten file")
+        records.append(_check_geometry(model, contract, own, rewritten))
     return records
 
 
@@ -228,9 +228,8 @@ def _check_alias(
 
 
 def _check_geometry(
-    model: SourceModel, contract: LaunchContract, old: tuple[LaunchConfig, ...], edits: list[Edit]
+    model: SourceModel, contract: LaunchContract, old: tuple[LaunchConfig, ...], new_model: SourceModel
 ) -> tuple[str, Status, str]:
-    new_model = parse_model(SourceText(model.source.path, apply_edits(model.source, edits).data))
     new = launch_configs(new_model, contract.kernel)
     if len(new) != len(old):
         raise CheckFailed(

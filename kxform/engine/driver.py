@@ -26,7 +26,7 @@ from typing import Any
 
 from kxform.analysis.manager import AnalysisManager
 from kxform.engine.contracts import check_contract
-from kxform.engine.edits import Edit, apply_edits, check_reparse, unified_diff
+from kxform.engine.edits import check_reparse, unified_diff
 from kxform.engine.pass_api import (
     FORCED_REFUSED,
     CheckRecord,
@@ -40,13 +40,14 @@ from kxform.engine.pass_api import (
     RunOptions,
 )
 from kxform.engine.proposer import DeterministicProposer, Proposer
+from kxform.engine.rewritten import edited_file
 from kxform.engine.run_files import RunFiles
 from kxform.engine.status import UNVERIFIED, VERIFY_INCONCLUSIVE, Status
-from kxform.errors import CheckFailed, EditConflict, InputError
+from kxform.errors import CheckFailed, EditConflict
 from kxform.frontend.cuda import parse_model
 from kxform.frontend.markers import disabled_at
 from kxform.frontend.model import Function, FunctionKind, SourceModel
-from kxform.frontend.source import SourceText, validate_bytes
+from kxform.frontend.source import SourceText
 from kxform.hw import HwProfile
 from kxform.engine.remarks import Remark, RemarkKind, RemarkSink
 
@@ -509,7 +510,6 @@ def _propose_and_check(ctx: PassContext, pass_: Pass, run: _Run, analysis: Kerne
         (chosen.rationale,),
         chosen,
         records,
-        policy=pass_.verify_policy(ctx, chosen),
         alternates=tuple(p for p, _ in rest),
         rejected=tuple(rejected),
     )
@@ -521,8 +521,9 @@ def _contract(ctx: PassContext, pass_: Pass, proposal: Proposal) -> tuple[CheckR
     contract = pass_.launch_contract(ctx, proposal)
     if contract is None:
         return ()
-    edits = pass_.edit(ctx, [proposal]) if contract.axes or contract.block is not None else []
-    found = check_contract(ctx.model, contract, edits, ctx.run_files)
+    geometry = contract.axes or contract.block is not None
+    rewritten = edited_file(ctx, pass_, [proposal]).model if geometry else None
+    found = check_contract(ctx.model, contract, rewritten, ctx.run_files)
     return tuple(CheckRecord(name, status, detail) for name, status, detail in found)
 
 
@@ -541,13 +542,8 @@ def _apply(
     source = model.source
     proposals = [r.proposal for r in accepted if r.proposal is not None]
     try:
-        edits: list[Edit] = pass_.edit(ctx, proposals)
-        edited = apply_edits(source, edits)
-        try:
-            new_source = validate_bytes(source.path, edited.data, rewritten=True)
-        except InputError as exc:
-            raise CheckFailed("size", exc.cause) from None
-        new_model = parse_model(new_source)
+        edited = edited_file(ctx, pass_, proposals)
+        new_source, new_model = edited.source, edited.model
         check_reparse(len(model.syntax_issues), len(new_model.syntax_issues), source.path)
         extra = [
             CheckRecord(
@@ -560,6 +556,7 @@ def _apply(
         extra.extend(pass_.check_result(new_model, proposals, ctx=ctx))
         run.analyses.carry(model, new_model, pass_.preserves)
         extra.append(_idempotent(pass_, new_model, run, proposals))
+        policies = {r.kernel: pass_.verify_policy(ctx, r.proposal, new_model) for r in accepted if r.proposal}
     except (CheckFailed, EditConflict) as exc:
         stage = exc.check if isinstance(exc, CheckFailed) else "edit"
         for result in accepted:
@@ -585,7 +582,7 @@ def _apply(
                 result.proposal,
             )
         )
-        results.append(replace(result, checks=result.checks + tuple(extra)))
+        results.append(replace(result, checks=result.checks + tuple(extra), policy=policies[result.kernel]))
     return new_source, results, edited.line_map
 
 

@@ -20,11 +20,14 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
+from kxform.analysis.access import closure_names
+from kxform.analysis.communication import Communication
+from kxform.analysis.manager import AnalysisInput
 from kxform.build import resources
 from kxform.engine.contracts import AxisItems, LaunchContract
-from kxform.engine.edits import Edit, apply_edits
+from kxform.engine.edits import Edit
 from kxform.engine.params import Config, Constraint, Param, ParamSpace, ParamValue
 from kxform.engine.pass_api import (
     Blocker,
@@ -38,10 +41,11 @@ from kxform.engine.pass_api import (
     resolve_proposal,
 )
 from kxform.engine.policy import VerifyPolicy
+from kxform.engine.rewritten import edited_file
 from kxform.engine.status import UNVERIFIABLE_LAUNCH
 from kxform.errors import CheckFailed
 from kxform.frontend.constants import evaluate_constants
-from kxform.frontend.model import Function, FunctionKind, SourceModel
+from kxform.frontend.model import Function, SourceModel
 from kxform.passes.launch import assumptions, policy
 from kxform.passes.launch.bounds import ADDED_MIN_BLOCKS, RANGES, added_bound_name, added_min_blocks
 from kxform.passes.launch.geometry import Geometry, constant_names, find_geometry
@@ -56,12 +60,19 @@ MIN_THREADS = 32
 @dataclass(frozen=True)
 class Facts:
     """What the pass learned about one kernel: where its launches write the block, the
-    parameter space with the kernel's constraints, and why it is refused (if it is)."""
+    parameter space with the kernel's constraints, and why it is refused (if it is). An
+    analysis (kxform.analysis.manager): computed once per kernel and source version."""
+
+    positional: ClassVar[bool] = True
 
     geometry: Geometry
     space: ParamSpace
     closure: frozenset[str]
     blockers: tuple[Blocker, ...]
+
+    @classmethod
+    def compute(cls, ctx: AnalysisInput, kernel: Function) -> Facts:
+        return _compute_facts(ctx, kernel)
 
 
 @dataclass(frozen=True)
@@ -85,23 +96,13 @@ class Launch(ValuesPass):
     # -- analyse and propose -----------------------------------------------------------
 
     def analyse(self, ctx: PassContext) -> dict[str, KernelAnalysis]:
-        given = dict(self.config)
         facts = {k.name: _facts(ctx, k.name) for k in ctx.model.kernels}
         known = {n for f in facts.values() for n in f.space.names}
-        unknown = sorted(set(given) - known)
         out = {}
         for kernel in ctx.model.kernels:
             fact = facts[kernel.name]
-            blockers = list(fact.blockers)
-            if unknown:
-                blockers.append(
-                    Blocker(
-                        "UnknownParameter",
-                        f"{unknown[0]} is not a block parameter of any kernel in "
-                        f"this file (parameters: {', '.join(sorted(known)) or 'none'})",
-                        kernel.span.start,
-                    )
-                )
+            refused, config = self.requested(kernel, fact.space, known)
+            blockers = [*fact.blockers, *refused]
             if not blockers and not fact.geometry.dims:
                 blockers.append(
                     Blocker(
@@ -110,23 +111,18 @@ class Launch(ValuesPass):
                         kernel.span.start,
                     )
                 )
-            config = (
-                fact.space.resolve({k: v for k, v in given.items() if k in fact.space.names}) if not blockers else {}
-            )
             defaults = {**fact.geometry.all_defaults(), **_added_defaults(fact)}
             done = (
                 bool(fact.geometry.dims)
                 and fact.geometry.lifted
                 and all(config.get(n, v) == v for n, v in defaults.items())
             )
-            out[kernel.name] = KernelAnalysis(
-                kernel, tuple(blockers), {"facts": fact, "config": config}, already_applied=done
-            )
+            out[kernel.name] = KernelAnalysis(kernel, tuple(blockers), already_applied=done)
         return out
 
     def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
-        fact: Facts = analysis.facts["facts"]
-        config: dict[str, ParamValue] = analysis.facts["config"]
+        fact = _facts(ctx, analysis.kernel.name)
+        config = self.requested(analysis.kernel, fact.space)[1]
         defaults = {**fact.geometry.all_defaults(), **_added_defaults(fact)}
         changed = {n: config[n] for n, v in defaults.items() if config.get(n, v) != v}
         why = (
@@ -138,7 +134,7 @@ class Launch(ValuesPass):
 
     def candidates(self, ctx: PassContext, analysis: KernelAnalysis) -> list[Proposal]:
         """Valid block sizes other than the original over powers of two, nearest first."""
-        fact: Facts = analysis.facts["facts"]
+        fact = _facts(ctx, analysis.kernel.name)
         space, dims = fact.space, fact.geometry.dims
         defaults = space.defaults()
         names = [d.name for d in dims]
@@ -156,13 +152,19 @@ class Launch(ValuesPass):
             for p in points
             if p != defaults and math.prod(int(p[n]) for n in names) >= MIN_THREADS and space.is_valid(p, ctx.hw)
         ]
+        callers = {d.name for d in dims if d.caller}
+        reference = {n: int(v) or 256 for n, v in defaults.items()}  # a caller's block size: nearest 256 first
+        measured = [n for n in space.names if int(defaults[n]) or n in callers]  # not an added bound's 0 (none)
         valid.sort(
-            key=lambda p: (sum(abs(math.log2(int(p[n]) / int(defaults[n]))) for n in space.names), sorted(p.items()))
+            key=lambda p: (
+                sum(abs(math.log2(max(1, int(p[n])) / reference[n])) for n in measured),
+                sorted(p.items()),
+            )
         )
         return [self.proposal_for(ctx, analysis, p, Provenance(evidence="rule")) for p in valid[:MAX_CANDIDATES]]
 
     def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
-        fact: Facts = analysis.facts["facts"]
+        fact = _facts(ctx, analysis.kernel.name)
         return fact.space
 
     def tuning_space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
@@ -171,17 +173,21 @@ class Launch(ValuesPass):
         space = super().tuning_space(ctx, analysis)
         if not space.params:
             return space
-        block = [n for n in space.names if n in analysis.facts["facts"].geometry.names]
-        floor = Constraint.parse(
-            f"{' * '.join(block)} >= {MIN_THREADS}",
-            "at least a warp of threads per block (a smaller one leaves lanes idle)",
+        geometry = _facts(ctx, analysis.kernel.name).geometry
+        block = [n for n in space.names if n in geometry.names]
+        floor = _unless_caller(
+            Constraint.parse(
+                f"{' * '.join(block)} >= {MIN_THREADS}",
+                "at least a warp of threads per block (a smaller one leaves lanes idle)",
+            ),
+            geometry,
         )
         return ParamSpace(space.params, (*space.constraints, floor))
 
     def proposal_for(
         self, ctx: PassContext, analysis: KernelAnalysis, config: Config, provenance: Provenance | None = None
     ) -> Proposal:
-        fact: Facts = analysis.facts["facts"]
+        fact = _facts(ctx, analysis.kernel.name)
         resolved = fact.space.resolve(config)
         changed = {k: v for k, v in resolved.items() if v != fact.space.param(k).default}
         return Proposal.of(
@@ -199,14 +205,15 @@ class Launch(ValuesPass):
         records = [check_constraints(fact.space, config, ctx.hw)]
         if config == fact.space.defaults():
             return records
-        if policy.launch_binding(ctx.model, fact.geometry, config) is None:
+        new = edited_file(ctx, self, [proposal])
+        if policy.launch_binding(ctx.model, new.model, fact.geometry, config) is None:
             raise CheckFailed(
                 "launch",
                 f"the launch of '{proposal.kernel}' reads values the kernel does not receive, "
                 "so the rewritten launch cannot be verified",
                 key=UNVERIFIABLE_LAUNCH,
             )
-        text = apply_edits(ctx.model.source, lift_edits(ctx.model, fact.geometry, config)).data.decode("utf-8")
+        text = new.source.data.decode("utf-8")
         block = tuple(d.name for d in fact.geometry.dims)
         ints = {k: int(v) for k, v in config.items()}
         records.append(
@@ -221,21 +228,28 @@ class Launch(ValuesPass):
             edits += lift_edits(ctx.model, fact.geometry, fact.space.resolve(proposal.options))
         return edits
 
-    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+    def verify_policy(self, ctx: PassContext, proposal: Proposal, rewritten: SourceModel) -> VerifyPolicy:
         fact = _facts(ctx, proposal.kernel)
-        return policy.verify_policy(ctx.model, fact.geometry, fact.closure, fact.space.resolve(proposal.options))
+        communicates = ctx.analysis(Communication, _kernel(ctx, proposal.kernel)).found
+        return policy.verify_policy(
+            ctx.model, rewritten, fact.geometry, communicates, fact.space.resolve(proposal.options)
+        )
 
     def launch_contract(self, ctx: PassContext, proposal: Proposal) -> LaunchContract | None:
         """A new block must still cover the grid's work at every launch of the file (the grid
         followed it), and launch bounds the rewrite adds or changes must hold at every launch
-        of the run, other files' too."""
+        of the run, other files' too. A block size the launcher's callers pass has no one old
+        value to prove against: the rewrite reads `(NAME > 0 ? NAME : block_size)` in the
+        block and in every grid that read `block_size`, and the verifier runs that launch."""
         fact = _facts(ctx, proposal.kernel)
         config = fact.space.resolve(proposal.options)
         if config == fact.space.defaults():
             return None
         values = {d.name: int(config.get(d.name, d.value)) for d in fact.geometry.dims}
         axes = tuple(
-            AxisItems(d.axis, d.value, values[d.name]) for d in fact.geometry.dims if values[d.name] != d.value
+            AxisItems(d.axis, d.value, values[d.name])
+            for d in fact.geometry.dims
+            if values[d.name] != d.value and not d.caller
         )
         max_threads = math.prod(values.values()) if added_min_blocks(proposal.kernel, config) else None
         for bound in fact.geometry.bounds:
@@ -258,7 +272,7 @@ class Launch(ValuesPass):
         )
 
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
-        fact: Facts = analysis.facts["facts"]
+        fact = _facts(ctx, analysis.kernel.name)
         line = ctx.model.source.line_col
         data = super().describe(ctx, analysis)
         data["status"] = "lifted" if analysis.already_applied else "liftable" if analysis.applicable else "refused"
@@ -276,45 +290,40 @@ class Launch(ValuesPass):
         return data
 
 
-def closure_of(model: SourceModel, kernel: Function) -> frozenset[str]:
-    """The kernel and the device functions it reaches."""
-    reached = model.closure(kernel.name)
-    return frozenset(
-        n for n in reached if any(f.name == n and f.kind is not FunctionKind.HOST for f in model.functions)
-    ) | {kernel.name}
-
-
-_FACTS: dict[tuple[int, str, tuple[str, ...]], tuple[SourceModel, Facts]] = {}
+def _kernel(ctx: PassContext, name: str) -> Function:
+    return next(k for k in ctx.model.kernels if k.name == name)
 
 
 def _facts(ctx: PassContext, kernel_name: str) -> Facts:
-    """The kernel's geometry, space and blockers, computed once per parsed file."""
+    """The kernel's geometry, space and blockers (through the context's analysis manager)."""
+    return ctx.analysis(Facts, _kernel(ctx, kernel_name))
+
+
+def _compute_facts(ctx: AnalysisInput, kernel: Function) -> Facts:
     from kxform.build.toolchain import Toolchain
 
     model = ctx.model
+    kernel_name = kernel.name
     args = tuple((ctx.toolchain or Toolchain()).libclang_args(model.source.path))
-    key = (id(model), kernel_name, args)
-    hit = _FACTS.get(key)
-    if hit is not None and hit[0] is model:
-        return hit[1]
-    kernel = next(k for k in model.kernels if k.name == kernel_name)
     constants = constant_names(model, kernel)
     values = evaluate_constants(model.source.path, model.source.data, constants, list(args)) if constants else {}
     geometry = find_geometry(model, kernel, values)
-    closure = closure_of(model, kernel)
+    closure = closure_names(model, kernel)
     constraints, refusals = assumptions.derive(model, geometry, closure)
     blockers = tuple(Blocker(r.key, r.message, r.offset) for r in (*geometry.refusals, *refusals))
     params = tuple(
         Param.int_range(
             d.name,
-            1,
+            0 if d.caller else 1,
             1024,
             d.value,
-            doc=f"block.{'xyz'[d.axis]} of '{kernel_name}'",
+            doc=f"block.{'xyz'[d.axis]} of '{kernel_name}'"
+            + (f" (0: the '{d.caller}' its launcher's callers pass)" if d.caller else ""),
             origin=f"{model.source.path}:{d.line}",
         )
         for d in geometry.dims
     )
+    constraints = [_unless_caller(c, geometry) for c in constraints]
     params += tuple(
         Param.int_range(
             b.name,
@@ -338,11 +347,17 @@ def _facts(ctx: PassContext, kernel_name: str) -> Facts:
         )
     known = {p.name for p in params}
     space = ParamSpace(params, tuple(c for c in constraints if c.params <= known))
-    fact = Facts(geometry, space if not blockers else ParamSpace(), closure, blockers)
-    if len(_FACTS) > 256:
-        _FACTS.clear()
-    _FACTS[key] = (model, fact)
-    return fact
+    return Facts(geometry, space if not blockers else ParamSpace(), closure, blockers)
+
+
+def _unless_caller(constraint: Constraint, geometry: Geometry) -> Constraint:
+    """A constraint on a block size the callers pass holds where the parameter keeps their
+    value (0): what they pass is theirs to keep valid."""
+    callers = [d.name for d in geometry.dims if d.caller and d.name in constraint.params]
+    if not callers:
+        return constraint
+    kept = " or ".join(f"{n} == 0" for n in callers)
+    return Constraint.parse(f"{kept} or ({constraint.text})", constraint.reason, constraint.origin)
 
 
 def _may_add_bounds(model: SourceModel, kernel: Function, geometry: Geometry) -> bool:
@@ -352,6 +367,7 @@ def _may_add_bounds(model: SourceModel, kernel: Function, geometry: Geometry) ->
     if (
         geometry.bounds
         or not geometry.dims
+        or any(d.caller for d in geometry.dims)
         or re.search(rb"__launch_bounds__", model.source.data[kernel.span.start : kernel.body.start])
     ):
         return False

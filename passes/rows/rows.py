@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kxform.engine.contracts import AxisItems, LaunchContract
-from kxform.engine.edits import Edit, apply_edits
-from kxform.engine.launch_site import launch_binding
-from kxform.engine.params import Config, Constraint, Param, ParamSpace, ParamValue
+from kxform.engine.edits import Edit
+from kxform.engine.launch_site import run_time_inputs
+from kxform.engine.params import Config, Constraint, Param, ParamSpace
 from kxform.engine.pass_api import (
     Blocker,
     CheckRecord,
@@ -34,14 +34,12 @@ from kxform.engine.pass_api import (
     resolve_proposal,
 )
 from kxform.engine.policy import LaunchBinding, VerifyPolicy
+from kxform.engine.rewritten_launch import readable, rewritten_launch
 from kxform.engine.rewrite import RewriteRefused
-from kxform.errors import CheckFailed, UsageError
-from kxform.frontend.cuda import parse_model
-from kxform.frontend.launches import launch_configs
-from kxform.frontend.model import Function
-from kxform.frontend.source import SourceText
+from kxform.errors import CheckFailed
+from kxform.frontend.model import Function, SourceModel
 from kxform.passes.rows import rewrite
-from kxform.passes.rows.plan import Plan, plan
+from kxform.passes.rows.plan import Names, Plan
 from kxform.passes.rows.tolerance import compare_for
 
 LANES = (1, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -75,35 +73,24 @@ class Rows(ValuesPass):
     def analyse(self, ctx: PassContext) -> dict[str, KernelAnalysis]:
         out = {}
         for kernel in ctx.model.kernels:
-            found = plan(ctx, kernel)
+            found = ctx.analysis(Plan, kernel)
             blockers = list(found.blockers)
             if not blockers and not found.applied:
                 try:
-                    rewrite.launch_site(ctx.model, kernel)
+                    rewrite.launch_sites(ctx.model, kernel)
                 except RewriteRefused as exc:
                     blockers.append(Blocker("Launch", exc.cause, kernel.span.start))
-            if not blockers and not found.applied:
+            if not blockers and not found.applied and self.config:
                 try:
-                    self._requested(ctx, kernel)
-                except (UsageError, CheckFailed) as exc:
-                    blockers.append(Blocker("BadValue", exc.cause, kernel.span.start))
-            out[kernel.name] = KernelAnalysis(kernel, tuple(blockers), {"plan": found}, already_applied=found.applied)
+                    blockers += self.requested(kernel, self.space(ctx, KernelAnalysis(kernel)))[0]
+                except CheckFailed as exc:
+                    blockers.append(Blocker("Launch", exc.cause, kernel.span.start))
+            out[kernel.name] = KernelAnalysis(kernel, tuple(blockers), already_applied=found.applied)
         return out
-
-    def _requested(self, ctx: PassContext, kernel: Function) -> dict[str, ParamValue]:
-        given = dict(self.config)
-        if not given:
-            return {}
-        space = self.space(ctx, KernelAnalysis(kernel))
-        resolved = space.resolve(given)
-        broken = space.violations(resolved, ctx.hw)
-        if broken:
-            raise UsageError(f"{space.label(resolved)} breaks {broken[0].describe()}")
-        return resolved
 
     def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
         space = self.space(ctx, analysis)
-        wanted = self._requested(ctx, analysis.kernel)
+        wanted = self.requested(analysis.kernel, space)[1]
         if not wanted or wanted == space.defaults():
             return None
         return self.proposal_for(ctx, analysis, wanted, Provenance(evidence="requested"))
@@ -119,7 +106,34 @@ class Rows(ValuesPass):
         )
 
     def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
-        site = rewrite.launch_site(ctx.model, analysis.kernel)
+        site = rewrite.launch_sites(ctx.model, analysis.kernel)[0]
+        origin = f"{ctx.model.source.path}:{ctx.model.source.line_col(site.block.span.start)[0]}"
+        lanes = Param.ints("lanes", LANES, 1, doc="threads per row (1: one thread per row, as written)", origin=origin)
+        if site.run_time:
+            return ParamSpace(
+                (
+                    lanes,
+                    Param.ints(
+                        "rows",
+                        (0, *ROWS),
+                        0,
+                        doc=f"rows per block (0: the threads '{site.block.text}' the launcher's caller passes, "
+                        "in whole warps, lanes to a row)",
+                        origin=origin,
+                    ),
+                ),
+                (
+                    Constraint.parse("lanes * rows <= 1024", "a block has at most 1024 threads"),
+                    Constraint.parse(
+                        "lanes == 1 or (lanes * rows) % 32 == 0",
+                        "whole warps: the shuffle masks name a warp's lanes (rows = 0 rounds the caller's block)",
+                    ),
+                    Constraint.parse(
+                        "lanes <= 32 or rows <= 1",
+                        "a block-level reduction's barriers need every thread of the block in the row",
+                    ),
+                ),
+            )
         block = rewrite.block_value(ctx.model, site.block)
         if block is None:
             raise CheckFailed(
@@ -127,10 +141,9 @@ class Rows(ValuesPass):
                 f"the block size '{site.block.text}' of '{analysis.kernel.name}' is not a literal kxform can read",
             )
         rows = tuple(sorted(set(ROWS) | {block}))
-        origin = f"{ctx.model.source.path}:{ctx.model.source.line_col(site.block.span.start)[0]}"
         return ParamSpace(
             (
-                Param.ints("lanes", LANES, 1, doc="threads per row (1: one thread per row, as written)", origin=origin),
+                lanes,
                 Param.ints("rows", rows, block, doc="rows per block (as written: the block size)", origin=origin),
             ),
             (
@@ -150,19 +163,22 @@ class Rows(ValuesPass):
     ) -> Proposal:
         space = self.space(ctx, analysis)
         resolved = space.resolve(config)
+        site = rewrite.launch_sites(ctx.model, analysis.kernel)[0]
+        rows = (
+            f"rows per block from the caller's '{site.block.text}' threads (rounded to whole warps, at least one, "
+            "where it is not a multiple of 32)"
+            if site.run_time and resolved["rows"] == 0
+            else f"{resolved['rows']} rows per block"
+        )
         return Proposal.of(
-            self.name,
-            analysis.kernel.name,
-            dict(resolved),
-            f"{resolved['lanes']} lanes per row, {resolved['rows']} rows per block",
-            provenance,
+            self.name, analysis.kernel.name, dict(resolved), f"{resolved['lanes']} lanes per row, {rows}", provenance
         )
 
     # -- check, edit, verify ------------------------------------------------------------
 
     def check(self, ctx: PassContext, proposal: Proposal) -> list[CheckRecord]:
         kernel = _kernel(ctx, proposal.kernel)
-        found = plan(ctx, kernel)
+        found = ctx.analysis(Plan, kernel)
         if found.blockers:
             raise CheckFailed("plan", found.blockers[0].message)
         space = self.space(ctx, KernelAnalysis(kernel))
@@ -186,44 +202,47 @@ class Rows(ValuesPass):
             out += rewrite.edits(
                 ctx.model,
                 kernel,
-                plan(ctx, kernel),
+                ctx.analysis(Plan, kernel),
                 int(proposal.options["lanes"]),
                 int(proposal.options["rows"]),
                 f"rows: {kernel.name}",
             )
         return out
 
-    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+    def verify_policy(self, ctx: PassContext, proposal: Proposal, rewritten: SourceModel) -> VerifyPolicy:
         """The rewritten launch (at the original values, rows = the block size and lanes = 1,
         it must give the spec's launch) and the derived tolerance (kxform.passes.rows.tolerance)."""
         kernel = _kernel(ctx, proposal.kernel)
-        found = plan(ctx, kernel)
+        found = ctx.analysis(Plan, kernel)
         lanes, rows = int(proposal.options["lanes"]), int(proposal.options["rows"])
         compare = compare_for(ctx, kernel, found, lanes)
-        return VerifyPolicy(_binding(ctx, kernel, found, lanes, rows), compare, required=True, shares=lanes > 1)
+        return VerifyPolicy(_binding(ctx, rewritten, kernel, lanes, rows), compare, required=True, shares=lanes > 1)
 
     def launch_contract(self, ctx: PassContext, proposal: Proposal) -> LaunchContract:
         """The rewritten kernel needs rows * lanes threads per block and a grid over rows at
-        every launch, and the row's buffers apart (or the run-time check of them)."""
+        every launch, and the row's buffers apart (or the run-time check of them). A block
+        size the launcher's caller passes has no one value to prove the grid against: the
+        rewrite reads the caller's threads in the block and the grid alike, and the verifier
+        runs that launch; a launch elsewhere in the run is refused all the same."""
         kernel = _kernel(ctx, proposal.kernel)
-        found = plan(ctx, kernel)
+        found = ctx.analysis(Plan, kernel)
         lanes, rows = int(proposal.options["lanes"]), int(proposal.options["rows"])
-        site = rewrite.launch_site(ctx.model, kernel)
-        block = rewrite.block_value(ctx.model, site.block) or 0
+        site = rewrite.launch_sites(ctx.model, kernel)[0]
+        block = None if site.run_time else rewrite.block_value(ctx.model, site.block) or 0
         return LaunchContract(
             kernel.name,
             geometry=True,
             distinct=found.overlap.pairs,
             checked_at_run_time=found.overlap.checked,
             why_distinct="the rewrite shares each row's loops over lanes, which reorders the row's reads and writes",
-            axes=(AxisItems(0, block, rows),),
-            block=(rows * lanes,),
-            old_values=((site.block.text, block),) if site.block.kind == "constant" else (),
+            axes=(AxisItems(0, block, rows),) if block is not None else (),
+            block=(rows * lanes,) if block is not None else None,
+            old_values=((site.block.text, block),) if block is not None and site.block.kind == "constant" else (),
         )
 
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
         data = super().describe(ctx, analysis)
-        found: Plan = analysis.facts.get("plan", Plan((), (), ()))
+        found = ctx.analysis(Plan, analysis.kernel)
         data["loops"] = [f"{loop.var} (line {ctx.model.source.line_col(loop.span.start)[0]})" for loop in found.loops]
         data["reductions"] = [f"{r.var}: {r.op} (identity {r.identity})" for r in found.reductions]
         if analysis.applicable:
@@ -231,26 +250,16 @@ class Rows(ValuesPass):
         return data
 
 
-def _binding(ctx: PassContext, kernel: Function, found: Plan, lanes: int, rows: int) -> LaunchBinding:
-    names = rewrite.Names.of(kernel.name)
-    text = apply_edits(ctx.model.source, rewrite.edits(ctx.model, kernel, found, lanes, rows, "rows")).data
-    new = parse_model(SourceText(ctx.model.source.path, text))
-    configs = launch_configs(new, kernel.name)
-    new_kernel = next((k for k in new.kernels if k.name == kernel.name), None)
-    block = rewrite.block_value(ctx.model, rewrite.launch_site(ctx.model, kernel).block) or 0
-    binding = (
-        launch_binding(
-            new,
-            new_kernel,
-            configs[0],
-            (names.lanes, names.rows),
-            {names.lanes: lanes, names.rows: rows},
-            {names.lanes: 1, names.rows: block},
-        )
-        if configs and new_kernel is not None
-        else None
-    )
-    return binding if binding is not None else LaunchBinding(grid=("unknown",), origin="no readable launch")
+def _binding(ctx: PassContext, new: SourceModel, kernel: Function, lanes: int, rows: int) -> LaunchBinding:
+    """The launch in the rewritten file `new` over the lanes and rows (at lanes 1 and rows
+    the block as written, the original's)."""
+    names = Names.of(kernel.name)
+    site = rewrite.launch_sites(ctx.model, kernel)[0]
+    block = 0 if site.run_time else rewrite.block_value(ctx.model, site.block) or 0
+    values = {names.lanes: lanes, names.rows: rows}
+    defaults = {names.lanes: 1, names.rows: block}
+    inputs = run_time_inputs(ctx.model, site.config)
+    return readable(rewritten_launch(new, kernel.name, (names.lanes, names.rows), values, defaults, inputs=inputs))
 
 
 def _kernel(ctx: PassContext, name: str) -> Function:

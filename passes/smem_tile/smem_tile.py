@@ -25,7 +25,7 @@ from kxform.analysis import AccessAnalysis
 from kxform.build import resources
 from kxform.engine import launch_site
 from kxform.engine.contracts import AxisItems, LaunchContract
-from kxform.engine.edits import Edit, apply_edits
+from kxform.engine.edits import Edit
 from kxform.engine.params import Config, Constraint, Param, ParamSpace
 from kxform.engine.pass_api import (
     Blocker,
@@ -39,6 +39,8 @@ from kxform.engine.pass_api import (
     resolve_proposal,
 )
 from kxform.engine.policy import LaunchBinding, VerifyPolicy
+from kxform.engine.reorder import reordered_compare
+from kxform.engine.rewritten import edited_file
 from kxform.errors import CheckFailed
 from kxform.frontend.model import Function, SourceModel
 from kxform.hw import HwProfile
@@ -47,7 +49,6 @@ from kxform.passes.smem_tile import emit
 from kxform.passes.smem_tile.barriers import missing_barriers
 from kxform.passes.smem_tile.layout import PARAMS, shape_of, warp_tile
 from kxform.passes.smem_tile.nest import Nest, NestAnalysis, Refusal
-from kxform.passes.tile.policy import reordered_compare
 
 DEFAULTS = {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8, "WM": 32, "WN": 64, "STAGES": 2, "PAD": 4, "VEC": 4}
 """The shape of a hand-written SGEMM on current GPUs: 256 threads of 8 x 8 outputs in warp
@@ -121,8 +122,8 @@ class SmemTile(ValuesPass):
                 continue
             if isinstance(found, Refusal):
                 blockers = (Blocker(found.key, found.message, found.offset),)
-            else:  # a value outside a parameter's domain is a usage error, as for every pass
-                resolve(space_of(found, ctx), dict(self.config), ctx.hw)
+            else:
+                blockers = self.requested(kernel, space_of(found, ctx))[0]
             out[kernel.name] = KernelAnalysis(kernel, blockers)
         return out
 
@@ -173,7 +174,7 @@ class SmemTile(ValuesPass):
         space = space_of(nest, ctx)
         config = resolve_proposal(space, proposal.options)
         records = [check_constraints(space, config, ctx.hw, _label)]
-        text = apply_edits(ctx.model.source, _edits(ctx, nest, config)).data.decode("utf-8")
+        text = edited_file(ctx, self, [proposal]).source.data.decode("utf-8")
         block = (
             emit.macro(nest, "BN") + " / " + emit.macro(nest, "TN"),
             emit.macro(nest, "BM") + " / " + emit.macro(nest, "TM"),
@@ -214,15 +215,19 @@ class SmemTile(ValuesPass):
             )
         return records
 
-    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+    def verify_policy(self, ctx: PassContext, proposal: Proposal, rewritten: SourceModel) -> VerifyPolicy:
         nest = _nest(ctx, proposal.kernel)
         config = resolve_proposal(space_of(nest, ctx), proposal.options)
         grid, block = emit.binding_exprs(nest)
         values = tuple((emit.macro(nest, k), int(v)) for k, v in config.items())
         original = {"BM": nest.block[1], "BN": nest.block[0], "TM": 1, "TN": 1}
-        defaults = tuple((emit.macro(nest, k), v) for k, v in original.items())
+        # a block the launcher's caller sizes: the original's BM and BN are the spec's block
+        inputs = tuple(
+            (emit.macro(nest, k), dim) for k, dim in (("BN", "block.x"), ("BM", "block.y")) if not original[k]
+        )
+        defaults = tuple((emit.macro(nest, k), v) for k, v in original.items() if v or k not in ("BM", "BN"))
         line = ctx.model.source.line_col(nest.launch.site.span.start)[0]
-        binding = LaunchBinding(grid, block, None, values, defaults, f"{ctx.model.source.path}:{line}")
+        binding = LaunchBinding(grid, block, None, values, defaults, f"{ctx.model.source.path}:{line}", inputs=inputs)
         compare = reordered_compare(
             f"'{nest.acc.var}' (line {ctx.model.source.line_col(nest.acc.updates[0].start)[0]})",
             "each output's terms keep their order over k, but the tiled accumulation is compiled apart from the "

@@ -72,6 +72,9 @@ def test_an_alias_names_the_allocation() -> None:
     assert pair.relation == "alias" and "host.cu:10" in pair.detail
 
 
+CAPPED = "(std::min((n > 0 ? (n + (256) - 1) / (256) : 1), 65535))"
+
+
 @pytest.mark.parametrize(
     "old, old_items, new, new_items, env, verdict, words",
     [
@@ -87,6 +90,11 @@ def test_an_alias_names_the_allocation() -> None:
         ("div_by_block(n)", 256, "div_by_block(n)", 128, {}, "independent", ""),
         ("grid_for(n, 256)", 256, "grid_for(n, 128)", 128, {}, "unknown", "cannot follow"),
         ("(n + 255) >> shift", 256, "(n + 255) >> shift", 128, {}, "unknown", ""),
+        # a launcher's guard and cap (`std::min(n > 0 ? ... : 1, 65535)`): followed, or refuted
+        (CAPPED, 256, "((" + CAPPED + ") + C - 1) / C", 512, {"C": 2}, "proven", ""),
+        (CAPPED, 256, "((" + CAPPED + ") + C - 1) / C", 512, {"C": 4}, "refuted", "n = "),
+        (CAPPED, 256, CAPPED.replace("65535", "16383"), 1024, {}, "refuted", "n = "),  # a cap that covers less
+        ("n > 0 ? (n + 255) / 256 : 1", 256, "n > 0 ? (n + 255) / 256 : 1", 128, {}, "refuted", "n = 129"),
     ],
 )
 def test_a_rewritten_grid_is_proven_to_cover_the_original_or_refused(
@@ -120,19 +128,21 @@ void run(float* y, const float* x, int n)
 )
 def test_the_rewritten_launches_of_the_file_must_give_what_the_contract_says(launch: bytes, key: str | None) -> None:
     from kxform.engine.contracts import AxisItems, LaunchContract, check_contract
-    from kxform.engine.edits import Edit
+    from kxform.engine.edits import Edit, apply_edits
     from kxform.engine.run_files import RunFiles
     from kxform.errors import CheckFailed
 
     model = parse_model(SourceText("rows.cu", ROWS))
     old = b"k<<<(n + 127) / 128, 128>>>(y, x, n);"
     at = ROWS.index(old)
-    edit = Edit(at, at + len(old), launch.decode(), "test")
+    rewritten = parse_model(
+        SourceText("rows.cu", apply_edits(model.source, [Edit(at, at + len(old), launch.decode(), "test")]).data)
+    )
     contract = LaunchContract("k", geometry=True, axes=(AxisItems(0, 128, 8),), block=(256,))
     if key is None:
-        records = check_contract(model, contract, [edit], RunFiles())
+        records = check_contract(model, contract, rewritten, RunFiles())
         assert any(name == "grid" and "proven" in detail for name, _, detail in records)
         return
     with pytest.raises(CheckFailed) as caught:
-        check_contract(model, contract, [edit], RunFiles())
+        check_contract(model, contract, rewritten, RunFiles())
     assert caught.value.key == key and "rows.cu:6" in caught.value.cause

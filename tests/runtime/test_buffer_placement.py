@@ -84,7 +84,7 @@ def test_a_layout_places_buffers_in_an_arena_with_the_roots_values_on_top() -> N
 
 
 def test_a_misaligned_layout_leads_the_buffer_with_slack() -> None:
-    spec = load_spec(ROOT / "corpora" / "naive" / "gelu_f32" / "kxform.toml").kernels["gelu_f32_naive"]
+    spec = load_spec(ROOT / "corpora" / "naive" / "gelu_f32" / "naive.kxspec.toml").kernels["gelu_f32_naive"]
     resolved = spec.launch("misaligned")
     out = np.zeros(resolved.arg("out").shape, np.float32)
     inp = np.ones(resolved.arg("inp").shape, np.float32)

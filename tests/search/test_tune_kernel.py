@@ -95,8 +95,16 @@ def test_tile_and_swizzle_spaces_compose_with_an_off_choice_per_pass() -> None:
         "unroll",
         "swizzle",
     )  # swizzle after every pass that changes the grid  # its k loop's #pragma unroll factor too
-    # TILE is the tile pass's; __shared__: rows, vectorize and coarsen leave communicating threads alone
-    assert dict(every.not_offered).keys() == {"launch", "rows", "vectorize", "coarsen", "smem-tile", "refactor"}
+    # TILE is the tile pass's; __shared__: rows, split-reduce, vectorize and coarsen leave communicating threads alone
+    assert dict(every.not_offered).keys() == {
+        "launch",
+        "rows",
+        "split-reduce",
+        "vectorize",
+        "coarsen",
+        "smem-tile",
+        "refactor",
+    }
     assert both.space.names == ("tile", "tile.TILE", "swizzle", "swizzle.pattern")
     assert [c.text for c in both.space.constraints][
         0
@@ -138,7 +146,7 @@ def test_required_constraints_narrow_the_space_and_bad_ones_are_one_line_errors(
 
 
 def test_timing_size_by_name_or_by_values() -> None:
-    spec = load_spec(CORPORA / "sgemm_tiled" / "kxform.toml").kernel("sgemm_tiled")
+    spec = load_spec(CORPORA / "sgemm_tiled" / "sgemm_tiled.kxspec.toml").kernel("sgemm_tiled")
     assert timing_size(spec, None).name == "bench" and timing_size(spec, "ragged").values["N"] == 45
     custom = timing_size(spec, "M=512,K=256")
     assert custom.values == {"M": 512, "N": 8192, "K": 256} and custom.bench
