@@ -369,6 +369,13 @@ STRUCTURAL = (
         ),
     ),
     Structural(
+        "rows:lastscale",
+        "lastscale",
+        "rows{lanes=32,rows=2}",
+        (Defect("group-barrier-removed", r"\n\s*kxform_rows_warp_sync<LASTSCALE_NAIVE_LANES>\(\);", ""),),
+        "tests/fixtures/rows",
+    ),
+    Structural(
         "smem-tile:gemm",
         "gemm",
         "smem-tile{BM=64,BN=64,BK=16,TM=4,TN=4,VEC=4}",

@@ -10,7 +10,9 @@ reductions is assigned in such a loop and read after it (each lane would hold it
 value); the kernel has no atomics, barriers, shuffles or shared memory already (its
 threads communicate in ways the pass does not model) and no update in place of global
 memory outside the loops (G lanes would each apply it). Writes outside the loops store
-the same value from every lane of a row (reductions are broadcast), which is well defined.
+the same value from every lane of a row (reductions are broadcast), which is well defined;
+an access after a loop that may meet one of the loop's on another lane gets a barrier over
+the row's lanes after the loop (kxform.passes.rows.barriers).
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
-from kxform.analysis import AccessAnalysis, Affine, Loop, MemoryAccess
+from kxform.analysis import AccessAnalysis, Affine, Loop
 from kxform.analysis.communication import Communication
 from kxform.analysis.records import Reduction
 from kxform.analysis.manager import AnalysisInput
 from kxform.engine.pass_api import Blocker
 from kxform.engine.rewrite import in_block
 from kxform.frontend.model import Function
+from kxform.passes.rows.barriers import Barriers, barriers
 from kxform.passes.rows.overlap import Overlap, overlap
 from kxform.passes.rows.reduce import OPERATORS, TYPES
 
@@ -65,6 +68,8 @@ class Plan:
     applied: bool = False
     overlap: Overlap = Overlap(())
     """The buffers of the row's loops that may overlap, and the run-time check of them."""
+    barriers: tuple[int, ...] = ()
+    """The loops (ids) after which a barrier over the row's lanes orders them (kxform.passes.rows.barriers)."""
 
     def reductions_of(self, loop: Loop) -> tuple[Reduction, ...]:
         return tuple(r for r in self.reductions if r.loop == loop.id)
@@ -142,11 +147,18 @@ def plan(ctx: AnalysisInput, kernel: Function) -> Plan:
         _live_out(ctx, kernel, loop, {r.var for r in loop.reductions} | {loop.var}, refuse)
     if not blockers:
         _thread_rows(analysis, refuse)
-    if not blockers:
-        _cross_lane(analysis, top, refuse)
+    found_barriers = barriers(ctx.model, kernel, analysis, top) if not blockers else Barriers()
+    for conflict, why in found_barriers.unplaced:
+        refuse(
+            "CrossLaneRead",
+            f"'{conflict.buffer}' is touched in the loop over '{conflict.loop.var}' and '{conflict.access.text}' "
+            "touches it after that loop, where another lane of the row may have touched the element; the barrier "
+            f"over the row's lanes that would order them cannot be placed after the loop: {why}",
+            conflict.access.span.start,
+        )
     params = {p.name for p in kernel.params}
     found_overlap = overlap(analysis, tuple(top), params, Names.of(kernel.name).lanes) if top else Overlap(())
-    return Plan(tuple(top), reductions, tuple(blockers), overlap=found_overlap)
+    return Plan(tuple(top), reductions, tuple(blockers), overlap=found_overlap, barriers=found_barriers.after)
 
 
 def _thread_rows(analysis: AccessAnalysis, refuse) -> None:  # type: ignore[no-untyped-def]
@@ -177,53 +189,6 @@ def _thread_rows(analysis: AccessAnalysis, refuse) -> None:  # type: ignore[no-u
             access.span.start,
         )
         return
-
-
-def _cross_lane(analysis: AccessAnalysis, top: list[Loop], refuse) -> None:  # type: ignore[no-untyped-def]
-    """A global buffer a shared-out loop stores, touched again after it, where another lane
-    of the row may be the one that stored it: after the loop outside every shared-out loop
-    (the buffer, or one that may alias it), or in a later shared-out loop that gives the
-    element to another lane (another start, step or index). The rewrite adds no barrier,
-    so such a read races with the other lane's store."""
-    restrict = {b.name: b.restrict for b in analysis.buffers}
-    by_id = {loop.id: loop for loop in top}
-    accesses = [a for a in analysis.accesses if a.space == "global"]
-    for loop in top:
-        stores = [a for a in accesses if a.write and a.loops and a.loops[0] == loop.id]
-        stored = {a.buffer for a in stores}
-        for access in accesses:
-            if access.span.start < loop.span.end:
-                continue
-            owner = by_id.get(access.loops[0]) if access.loops else None
-            if owner is None:
-                related = [
-                    w for w in stored if w == access.buffer or not (restrict.get(w) and restrict.get(access.buffer))
-                ]
-            elif access.buffer in stored:
-                related = [] if _same_lane(loop, owner, access, stores) else [access.buffer]
-            else:
-                related = []
-            if related:
-                refuse(
-                    "CrossLaneRead",
-                    f"'{related[0]}' is stored in the loop over '{loop.var}' and '{access.text}' touches it after "
-                    "that loop, where another lane of the row may have stored the element, with no barrier between",
-                    access.span.start,
-                )
-                return
-
-
-def _same_lane(first: Loop, later: Loop, access: MemoryAccess, stores: list[MemoryAccess]) -> bool:
-    """Whether the lane that runs `access` in `later` is the lane that stored the element in
-    `first`: both loops start and step alike, and every store of the buffer there has
-    `access`'s index (with the loop variables matched)."""
-    if (first.init, first.step) != (later.init, later.step) or len(access.loops) != 1:
-        return False
-    index = access.index
-    if not isinstance(index, Affine):
-        return False
-    mine = index.substitute(later.var, Affine.symbol(first.var)) if later.var != first.var else index
-    return all(s.buffer != access.buffer or (len(s.loops) == 1 and s.index == mine) for s in stores)
 
 
 def _loop_blockers(loop: Loop) -> list[str]:

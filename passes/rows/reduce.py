@@ -8,7 +8,8 @@ returned) is never waited for. For G > 32 (one row per block) each warp combines
 lanes by the same butterfly, lane 0 of each warp stores its partial in shared memory, a
 barrier makes the partials visible, every thread combines them in the same order (the
 broadcast), and a second barrier keeps the next reduction from overwriting partials that
-are still being read.
+are still being read. A barrier over the row's lanes alone (kxform.passes.rows.barriers)
+is `__syncwarp` with the same group mask, or `__syncthreads()` where a block is the row.
 """
 
 from __future__ import annotations
@@ -99,6 +100,28 @@ __device__ __forceinline__ {t} {c.block_name}({t} v, {t}* partial)
 }}
 """
     return Helper(c.block_name, text)
+
+
+SYNC = "kxform_rows_warp_sync"
+
+
+def sync_helper() -> Helper:
+    text = f"""template <int G>
+__device__ __forceinline__ void {SYNC}()
+{{
+    static_assert(G >= 1 && G <= 32 && (G & (G - 1)) == 0, "lanes per row: a power of two up to a warp");
+    // the row's lanes (the aligned group of G lanes holding the caller): what each did before is seen by all after
+    __syncwarp((0xffffffffu >> (32 - G)) << ((threadIdx.x & 31u) & ~(unsigned)(G - 1)));
+}}
+"""
+    return Helper(SYNC, text)
+
+
+def sync(lanes: str, block: bool) -> str:
+    """The barrier over the row's lanes: the group's lanes, or the block (one row per block)."""
+    if block:
+        return "__syncthreads();  // the row's lanes: what each did before is seen by all after"
+    return f"{SYNC}<{lanes}>();"
 
 
 def call(c: Combine, var: str, lanes: str, block: bool) -> str:

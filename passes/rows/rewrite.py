@@ -12,7 +12,10 @@
   lanes past a short row's end do nothing;
 * after each loop, its reductions are combined over the lanes and broadcast
   (kxform.passes.rows.reduce), helpers placed once per translation unit; a sum whose
-  initial value is not the identity keeps it in lane 0 only;
+  initial value is not the identity keeps it in lane 0 only; after a loop the plan names
+  (kxform.passes.rows.barriers), a barrier over the row's lanes: `__syncwarp` with the
+  row group's mask (G <= 32), `__syncthreads()` (G > 32, left out after a loop whose block
+  reductions already hold two);
 * at every launch: the block size, where it is written, becomes `ROWS` (the grid over rows
   follows it, as it followed the block) and the block is `ROWS * LANES` threads; a block
   size the launcher's caller passes (`block_size`, a parameter of the launching function)
@@ -42,7 +45,7 @@ from kxform.frontend.launches import LaunchConfig, launch_configs
 from kxform.frontend.model import Function, SourceModel
 from kxform.passes.rows.overlap import SHARE
 from kxform.passes.rows.plan import LANE, Names, Plan
-from kxform.passes.rows.reduce import WARP, Combine, block_helper, call, warp_helper
+from kxform.passes.rows.reduce import WARP, Combine, block_helper, call, sync, sync_helper, warp_helper
 
 _IDENTITY_TEXT = {"0", "0.0", "0.f", "0.0f", "0.0F", "0u", "0.", "0.0L"}
 
@@ -125,9 +128,10 @@ def edits(model: SourceModel, kernel: Function, plan: Plan, lanes: int, rows: in
     out.append(insert_at_entry(model, kernel, entry, origin))
     for loop in plan.loops:
         out += _distribute(model, loop, SHARE if checked else names.lanes, origin)
-        out += _combine(model, loop, plan.reductions_of(loop), names, block, origin)
+        out += _combine(model, loop, plan.reductions_of(loop), names, block, loop.id in plan.barriers, origin)
     helper = block_helper if block else warp_helper
-    out += place_helpers(model, [(helper(c), kernel.span.start) for c in combines], origin)
+    helpers = [helper(c) for c in combines] + ([sync_helper()] if plan.barriers and not block else [])
+    out += place_helpers(model, [(h, kernel.span.start) for h in helpers], origin)
     seen: set[tuple[int, int]] = set()
     for site in sites:
         for edit in _launch(model, site, names, origin):
@@ -175,7 +179,13 @@ def _distribute(model: SourceModel, loop: Loop, lanes: str, origin: str) -> list
 
 
 def _combine(
-    model: SourceModel, loop: Loop, reductions: tuple[Reduction, ...], names: Names, block: bool, origin: str
+    model: SourceModel,
+    loop: Loop,
+    reductions: tuple[Reduction, ...],
+    names: Names,
+    block: bool,
+    barrier: bool,
+    origin: str,
 ) -> list[Edit]:
     source = model.source
     nl, indent = source.newline, source.indent_at(loop.span.start)
@@ -192,6 +202,8 @@ def _combine(
                 )
             )
     text = "".join(f"{nl}{indent}{call(Combine(r.op, r.ctype), r.var, names.lanes, block)}" for r in reductions)
+    if barrier and not (block and reductions):
+        text += f"{nl}{indent}{sync(names.lanes, block)}"
     if text:
         out.append(Edit(loop.span.end, loop.span.end, text, f"{origin}: combine over the row's lanes"))
     return out

@@ -65,7 +65,7 @@ def test_the_table_covers_every_form_and_fixture() -> None:
     fixtures = {p for _, p, _, _ in TABLE}
     assert fixtures == set(FORMS.rglob("*.cu")) and len(fixtures) == 7
     assert all(cell == "yes" or re.fullmatch(r"[A-Z]\w+", cell) for _, _, _, cell in TABLE)
-    assert sum(cell == "yes" for *_, cell in TABLE) == 17
+    assert sum(cell == "yes" for *_, cell in TABLE) == 18
 
 
 @pytest.mark.parametrize(
@@ -188,11 +188,12 @@ def test_a_run_time_input_is_read_from_the_spec_and_a_wrong_reading_is_not_trust
 
 def test_rows_shares_the_callers_block_among_rows_and_reads_its_launch_back() -> None:
     path = FORMS / "layernorm_caller" / "layernorm.cu"
-    refused = rewrite(path.read_bytes(), "rows{lanes=32}", path=str(path))
-    assert not refused.changed and remark_names(refused) == {"CrossLaneRead"}  # mean, rstd may alias out
-    restricted = re.sub(r"(float\*) (out|mean|rstd|inp|weight|bias)\b", r"\1 __restrict__ \2", path.read_text())
-    result = rewrite(restricted.encode(), "rows{lanes=32}", path=str(path))
+    result = rewrite(path.read_bytes(), "rows{lanes=32}", path=str(path))
     text = result.new_data.decode()
+    # mean and rstd may alias out and inp: the row's lanes meet after its last loop, once
+    assert text.count(_SYNC) == 1 and text.index("out_idx[i] = o;") < text.index(_SYNC) < text.index("mean[idx] = m;")
+    restricted = re.sub(r"(float\*) (out|mean|rstd|inp|weight|bias)\b", r"\1 __restrict__ \2", path.read_text())
+    assert _SYNC not in rewrite(restricted.encode(), "rows{lanes=32}", path=str(path)).new_data.decode()
     assert outcomes(result) == {"layernorm_forward_kernel1": Outcome.APPLIED}
     assert "ceil_div(N, LAYERNORM_FORWARD_KERNEL1_ROWS_OF(block_size))" in text
     assert "<<<grid_size, LAYERNORM_FORWARD_KERNEL1_ROWS_OF(block_size) * LAYERNORM_FORWARD_KERNEL1_LANES>>>" in text
@@ -203,6 +204,47 @@ def test_rows_shares_the_callers_block_among_rows_and_reads_its_launch_back() ->
         got = rewritten_launch(spec, _LAYERNORM_PARAMS, launch)
         assert got.block[0] == rows * 32 and got.grid[0] == -(-300 // rows), (block, got)
     assert not rewrite(result.new_data, "rows{lanes=32}", path=str(path)).changed
+
+
+_SYNC = "kxform_rows_warp_sync<LAYERNORM_FORWARD_KERNEL1_LANES>();"
+
+
+@pytest.mark.slow
+@needs_nvcc
+@pytest.mark.parametrize(
+    ("spec", "barrier"),
+    [
+        ("rows{lanes=32}", f"        {_SYNC}\n"),
+        (
+            "rows{lanes=256}",
+            "        __syncthreads();  // the row's lanes: what each did before is seen by all after\n",
+        ),
+    ],
+    ids=["group", "block"],
+)
+def test_rows_on_layernorm_caller_without_its_barrier_is_rejected_where_mean_lies_in_inp(
+    cpu,  # type: ignore[no-untyped-def]
+    spec: str,
+    barrier: str,
+) -> None:
+    """The spec's `mean-in-inp` size places mean[0] over inp[5]: written after the row's
+    last loop, it is read there by lane 5 first. Without the barrier over the row's lanes,
+    lane 0 writes it before lane 5 reads it (thread order); with it, the rewrite verifies."""
+    from kxform.harness.spec import load_spec
+    from kxform.verify.differential import verify_pair
+
+    path = FORMS / "layernorm_caller" / "layernorm.cu"
+    spec_of = load_spec(path.with_suffix(".kxspec.toml")).kernel("layernorm_forward_kernel1")
+    original = validate_bytes(str(path), path.read_bytes())
+    result = rewrite(original.data, spec, path=str(path))
+    policy = result.results[0].policy
+    sizes = tuple(s.name for s in spec_of.check_sizes)
+    assert "mean-in-inp" in sizes and barrier.encode() in result.new_data
+    good = verify_pair(original, validate_bytes(str(path), result.new_data), spec_of, cpu, sizes=sizes, policy=policy)
+    assert good.ok, [s.summary() for s in good.sizes]
+    planted = validate_bytes(str(path), result.new_data.replace(barrier.encode(), b"", 1))
+    bad = verify_pair(original, planted, spec_of, cpu, sizes=sizes, policy=policy)
+    assert {s.size: s.status for s in bad.sizes}["mean-in-inp"] == "mismatch", [s.summary() for s in bad.sizes]
 
 
 _LAYERNORM_PARAMS = tuple(

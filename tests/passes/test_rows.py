@@ -22,6 +22,7 @@ from swizzle_helpers import outcomes, rewrite
 NAIVE = ROOT / "corpora" / "naive"
 GOLDEN = Path(__file__).parents[1] / "golden"
 ROWMAX = Path(__file__).parents[1] / "fixtures" / "rows" / "rowmax"
+LASTSCALE = Path(__file__).parents[1] / "fixtures" / "rows" / "lastscale"
 
 
 def _file(family: str) -> Path:
@@ -87,15 +88,16 @@ void launch(float* out, const float* x, int* counts, int N, int C, float* x2)
             "    out[row] += 1.0f;\n    for (int i = 0; i < C; i++)\n        out[row * C + i] = x[i];",
             "updates global memory outside",
         ),
-        (  # every lane reads the element lane 0 stored, with no barrier between
-            "    for (int i = 0; i < C; i++)\n        out[row * C + i] = 2.0f * x[row * C + i];\n"
+        (  # a barrier after a loop in a `switch` is not placed: the read of another lane's element stays refused
+            "    switch (C) {\n    case 1: {\n        for (int i = 0; i < C; i++)\n"
+            "            out[row * C + i] = x[row * C + i];\n        break;\n    }\n    default:\n        break;\n    }\n"
             "    x2[row] = out[row * C];",
-            "touches it after that loop, where another lane of the row may have stored the element",
+            "cannot be placed after the loop: the loop lies in a case",
         ),
-        (  # the second loop gives element i + 1 to the lane that stored element i
-            "    for (int i = 0; i < C; i++)\n        out[row * C + i] = x[row * C + i];\n"
-            "    for (int i = 0; i < C - 1; i++)\n        x2[row * C + i] = out[row * C + i + 1];",
-            "touches it after that loop",
+        (  # nor in a kernel that jumps
+            "    for (int i = 0; i < C; i++)\n        out[row * C + i] = x[row * C + i];\n    if (C > 3)\n"
+            "        goto done;\n    x2[row] = out[row * C];\ndone:\n    ;",
+            "cannot be placed after the loop: the kernel jumps with goto",
         ),
         # forms of communication the pass once missed (kxform.analysis.communication has them all)
         (
@@ -129,6 +131,58 @@ def test_refusals_name_their_reason_and_line(body: str, remark: str) -> None:
     assert not result.changed
     said = " ".join(r.format(full=True) for r in result.remarks)
     assert remark in said and "(line " in said, said
+
+
+_COPY = "    for (int i = 0; i < C; i++)\n        out[row * C + i] = x[row * C + i];\n"
+_BARRIER = "kxform_rows_warp_sync<K_LANES>();"
+
+
+@pytest.mark.parametrize(
+    "body, before",
+    [
+        # every lane reads the element lane 0 stored
+        (
+            "    for (int i = 0; i < C; i++)\n        out[row * C + i] = 2.0f * x[row * C + i];\n    x2[row] = out[row * C];",
+            ["x2[row] = out[row * C];"],
+        ),
+        # the second loop gives element i + 1 to the lane that stored element i
+        (
+            _COPY + "    for (int i = 0; i < C - 1; i++)\n        x2[row * C + i] = out[row * C + i + 1];",
+            ["for (int i = rows_lane; rows_lane < rows_share && i < C - 1; i += rows_share)"],
+        ),
+        # a later loop stores the element an earlier one read on another lane (write after read)
+        (
+            "    for (int i = 0; i < C - 1; i++)\n        x2[row * C + i] = out[row * C + i + 1];\n"
+            "    for (int i = 0; i < C; i++)\n        out[row * C + i] = 1.0f;",
+            ["for (int i = rows_lane; rows_lane < rows_share && i < C; i += rows_share)"],
+        ),
+        # one barrier after the second loop of the block serves both
+        (
+            _COPY + "    for (int i = 0; i < C; i++)\n        x2[row * C + i] = x[row * C + i];\n    counts[row] = 1;",
+            ["counts[row] = 1;"],
+        ),
+        # a barrier inside the `if` is not reached when it is not taken: one after each loop
+        (
+            _COPY
+            + "    if (C > 4) {\n        for (int i = 0; i < C; i++)\n            x2[row * C + i] = x[row * C + i];\n"
+            "    }\n    counts[row] = 1;",
+            ["if (C > 4) {", "}"],
+        ),
+        # the same lane reads what it stored; a loop that only reduces is ordered by its combine
+        (_COPY + "    for (int j = 0; j < C; j++)\n        x2[row * C + j] = out[row * C + j];", []),
+        ("    float s = 0.0f;\n    for (int i = 0; i < C; i++)\n        s += x[row * C + i];\n    x2[row] = s;", []),
+    ],
+    ids=["read-after", "other-lane-loop", "write-after-read", "one-for-two", "in-an-if", "same-lane", "only-reduces"],
+)
+def test_an_access_another_lane_may_meet_gets_a_barrier_after_its_loop(body: str, before: list[str]) -> None:
+    """Each barrier over the row's lanes stands right after a loop and before the line `before` names."""
+    result = rewrite(KERNEL.format(body=body), "rows{lanes=32,rows=4}", path="k.cu")
+    assert outcomes(result) == {"k": Outcome.APPLIED}, [r.format(full=True) for r in result.remarks]
+    lines = [line.strip() for line in result.new_data.decode().split("__global__", 1)[1].splitlines()]
+    after = [lines[i + 1] for i, line in enumerate(lines) if line == _BARRIER]
+    assert after == before
+    block = rewrite(KERNEL.format(body=body), "rows{lanes=256,rows=1}", path="k.cu").new_data.decode()
+    assert block.count("__syncthreads();  // the row's lanes") == len(before) and "kxform_rows_warp_sync" not in block
 
 
 @pytest.mark.parametrize("row", ["blockIdx.x * blockDim.x + blockIdx.y", "blockIdx.z * blockDim.x + threadIdx.x"])
@@ -264,6 +318,28 @@ def test_planted_wrong_reductions_are_rejected(cpu, case, options: str, plant) -
     assert plant[0] in rewrite(case[0].read_bytes(), f"rows{{{options}}}", path=str(case[0])).new_data  # it is planted
     report = _verify(cpu, *case, options, plant)
     assert not report.ok, [s.summary() for s in report.sizes]
+
+
+LASTSCALE_CASE = (LASTSCALE / "naive.cu", "lastscale_naive", LASTSCALE / "naive.kxspec.toml")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "options, barrier",
+    [
+        ("lanes=32,rows=2", b"    kxform_rows_warp_sync<LASTSCALE_NAIVE_LANES>();\n"),
+        ("lanes=256,rows=1", b"    __syncthreads();  // the row's lanes: what each did before is seen by all after\n"),
+    ],
+    ids=["group", "block"],
+)
+def test_the_barrier_after_a_loop_orders_a_read_of_another_lanes_element(cpu, options: str, barrier: bytes) -> None:  # type: ignore[no-untyped-def]
+    """lastscale reads the row's last element after the loop that stores it (lane 76 % G's):
+    with the barrier the rewrite verifies at every size; with it removed, lane 0 reads the
+    element before its lane stores it and verification rejects the rewrite at every size."""
+    good = _verify(cpu, *LASTSCALE_CASE, options, None)
+    assert good.ok, [s.summary() for s in good.sizes]
+    planted = _verify(cpu, *LASTSCALE_CASE, options, (barrier, b""))
+    assert [s.status for s in planted.sizes] == ["mismatch"] * len(planted.sizes), [s.summary() for s in planted.sizes]
 
 
 @pytest.mark.slow
