@@ -3,7 +3,7 @@
 For one configuration of a kernel's tuning space (`kxform.search.kernel_space`):
 
 * **prepare** (worker threads, CPU only): the pass pipeline rewrites the file through
-  `kxform.api` (the passes' own checks: derived constraints, ptxas resources, the
+  `kxform.core` (the passes' own checks: derived constraints, ptxas resources, the
   rewritten launch, re-parse, idempotence), and the kernel's unit is compiled by the
   runtime that will run it (nvcc to a cubin on a GPU; cached by content);
 * **evaluate** (one thread, the device): the rewritten kernel is verified against the
@@ -12,6 +12,19 @@ For one configuration of a kernel's tuning space (`kxform.search.kernel_space`):
   then timed at the timing size by `kxform.verify.measure.timed_and_checked` (CUDA
   events, warm-up, median of repetitions, persisting L2 capped at zero, the last timed
   launch's outputs re-checked against a single launch).
+
+Before a configuration is built its time is predicted (kxform.search.predictor, the
+cost model of kxform.search.cost), and the prediction travels with its evaluation into
+the log. Two ways of spending less on configurations that cannot win:
+
+* **pruning**: once the model has ranked this kernel's measured configurations well
+  (Kendall's tau at least TRUST_TAU over at least TRUST_PAIRS of them), a configuration
+  predicted PRUNE_FACTOR times slower than the prediction of the best configuration
+  measured so far is not built, verified nor timed (`pruned`);
+* **early cut-off**: timing starts with FIRST_LAUNCHES launches
+  (kxform.verify.measure.timed_and_checked), and a configuration whose first launches are
+  slower than the best time so far by more than CUT_MARGIN plus both spreads is stopped
+  there (`cut_off`: its time is the median of those launches).
 
 A configuration that fails any step is a failure with its class and reason (`invalid`:
 a pass refused it; `compile_failed`; `verification_failed`, also when the timed launches
@@ -23,26 +36,44 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kxform.build.diagnostics import environment_failure
+from kxform.build.ptxas import KernelResources
 from kxform.engine.params import Config
 from kxform.engine.policy import VerifyPolicy
 from kxform.engine.status import BUILD_ENVIRONMENT, DOES_NOT_COMPILE
 from kxform.errors import BuildFailed, KxformError, Location, UsageError
 from kxform.frontend.source import SourceText, validate_bytes
 from kxform.harness.model import KernelSpec, SizeSpec
+from kxform.hw import load_profile
 from kxform.runtime.base import LaunchRequest, Runtime, RuntimeError_, Unsupported
+from kxform.search.cost import Prediction
 from kxform.search.kernel_space import KernelSpace, label
+from kxform.search.cost import rank_agreement
+from kxform.search.predictor import Predictor
 from kxform.search.objective import Evaluation, Failure, Objective, Prepared
 from kxform.search.recorded_times import RecordedTimes
+from kxform.search.space import SearchSpace
+from kxform.search.strategy import SearchHints
 from kxform.verify.measure import REPEAT, MeasurementError, Timing, launches_to_fill, timed_and_checked
 
 MIN_REPEAT = 5
+PRUNE_FACTOR = 3.0
+"""A configuration predicted this many times slower than the best measured one's
+prediction is pruned (once the model is trusted on this kernel)."""
+TRUST_PAIRS = 6
+"""Measured configurations with predictions before the model may prune."""
+TRUST_TAU = 0.5
+"""Kendall's tau between predictions and measurements the model must reach to prune."""
+CUT_MARGIN = 0.10
+"""How much slower than the best so far (besides both spreads) the first launches must be
+for a configuration to be cut off."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +106,11 @@ class MeasureOptions:
     recorded: RecordedTimes | None = None
     """Times recorded elsewhere (`cpu+replay:FILE`): a verified configuration takes its
     recorded time instead of being timed; everything before timing runs for real."""
+    cut_off: bool = True
+    """Stop timing a configuration whose first launches are clearly slower than the best
+    so far (on a recording: mark the configuration the GPU would have stopped)."""
+    cost_model: bool = True
+    """Predict each configuration's time before building it, and prune by it."""
 
 
 @dataclass(frozen=True)
@@ -85,10 +121,11 @@ class Phases:
     compile_s: float = 0.0
     verify_s: float = 0.0
     time_s: float = 0.0
+    predict_s: float = 0.0
 
     @property
     def total_s(self) -> float:
-        return self.rewrite_s + self.compile_s + self.verify_s + self.time_s
+        return self.rewrite_s + self.compile_s + self.verify_s + self.time_s + self.predict_s
 
 
 @dataclass(frozen=True)
@@ -99,6 +136,7 @@ class _Candidate:
     policy: VerifyPolicy
     extracted: Any
     phases: Phases
+    prediction: Prediction | None = None
 
 
 def timing_size(spec: KernelSpec, text: str | None) -> SizeSpec:
@@ -162,6 +200,15 @@ class KernelObjective(Objective):
         self._baseline: Timing | None = None
         self.phases: dict[str, Phases] = {}
         """Per configuration (its label), the seconds each step took."""
+        self.predictor: Predictor | None = None
+        if options.cost_model:
+            self.predictor = Predictor(
+                self.original, target.kernel, target.spec, self.size, space, load_profile(target.hw), target.build_dir
+            )
+        self._best: Evaluation | None = None
+        """The fastest evaluation observed (what the cut-off and the pruning compare with)."""
+        self._pairs: list[tuple[float, float]] = []
+        """(predicted, measured) milliseconds of every observed configuration with both."""
 
     # -- prepare: CPU work, on worker threads -----------------------------------------
 
@@ -175,22 +222,91 @@ class KernelObjective(Objective):
                 self._environment(refused.reason)
             return self._failed(items, Phases(time.perf_counter() - started), refused.failure, refused.reason)
         rewritten = time.perf_counter()
-        phases = Phases(rewritten - started)
+        prediction = self.predictor.of_source(new, policy) if self.predictor is not None else None
+        predicted = time.perf_counter()
+        phases = Phases(rewritten - started, predict_s=predicted - rewritten)
+        pruned = self._pruned(prediction)
+        if pruned:
+            return self._failed(items, phases, Failure.PRUNED, pruned, prediction)
         try:
-            extracted = self._compile(new)
+            extracted, resources = self._compile(new)
         except (RuntimeError_, KxformError) as exc:
             if environment_failure(f"{exc}\n{getattr(exc, 'log', '')}"):  # the compiler's own output
                 self._environment(str(exc))
-            return self._failed(
-                items, Phases(phases.rewrite_s, time.perf_counter() - rewritten), Failure.COMPILE, f"compile: {exc}"
-            )
-        phases = Phases(phases.rewrite_s, time.perf_counter() - rewritten)
+            phases = replace(phases, compile_s=time.perf_counter() - predicted)
+            return self._failed(items, phases, Failure.COMPILE, f"compile: {exc}", prediction)
+        phases = replace(phases, compile_s=time.perf_counter() - predicted)
+        if resources is not None and self.predictor is not None:  # ptxas's registers and shared memory
+            prediction = self.predictor.of_source(new, policy, resources)
+            pruned = self._pruned(prediction)
+            if pruned:
+                return self._failed(items, phases, Failure.PRUNED, pruned, prediction)
         code = hashlib.sha256(extracted.source.encode() + json.dumps(policy.to_json(), sort_keys=True).encode())
-        return Prepared(items, code.hexdigest(), _Candidate(new, policy, extracted, phases))
+        return Prepared(items, code.hexdigest(), _Candidate(new, policy, extracted, phases, prediction))
+
+    # -- the bar a configuration is measured against ----------------------------------
+
+    def observe(self, evaluation: Evaluation) -> None:
+        """Remember the fastest evaluation so far, and each prediction beside its measurement."""
+        if evaluation.time_ms is None:
+            return
+        with self._lock:
+            if evaluation.prediction is not None and not evaluation.cut_off:
+                self._pairs.append((evaluation.prediction.estimate_ms, evaluation.time_ms))
+            if self._best is None or evaluation.time_ms < (self._best.time_ms or math.inf):
+                self._best = evaluation
+
+    def _pruned(self, prediction: Prediction | None) -> str:
+        """Why `prediction` is not worth building ("": it is), once the model is trusted."""
+        if prediction is None:
+            return ""
+        with self._lock:
+            best, pairs = self._best, list(self._pairs)
+        if best is None or best.prediction is None or len(pairs) < TRUST_PAIRS:
+            return ""
+        tau = rank_agreement(pairs)
+        bar = best.prediction.estimate_ms * PRUNE_FACTOR
+        if tau is None or tau < TRUST_TAU or not prediction.estimate_ms >= bar:
+            return ""
+        return (
+            f"pruned: predicted {prediction.estimate_ms:.4g} ms ({prediction.limiter}), at least {PRUNE_FACTOR:g}x "
+            f"the {best.prediction.estimate_ms:.4g} ms predicted for the best measured ({best.time_ms:.4g} ms); "
+            f"the model ranks this kernel's {len(pairs)} measured configurations with Kendall's tau {tau:.2f}"
+        )
+
+    def _cut(self, early: Timing) -> bool:
+        """Whether the first launches are clearly slower than the best time so far."""
+        with self._lock:
+            best = self._best
+        if best is None or best.time_ms is None:
+            return False
+        bar = best.time_ms * (1.0 + CUT_MARGIN) + best.spread_ms + early.spread_ms
+        return early.median_ms > bar
+
+    def features(self) -> dict[str, float] | None:
+        """What the original kernel is like, for the tuning database (kxform.search.transfer);
+        None without a cost model."""
+        return self.predictor.features() if self.predictor is not None else None
+
+    def hints(self, search: SearchSpace) -> SearchHints:
+        """What the strategy may know of this kernel's space beyond the rows: which
+        parameters change the parallel structure (kxform.engine.pass_api.Pass.changes_structure)
+        and the cost model's prediction of a row (None without a model)."""
+        structural = {part.name for part in self.space.composed.parts if type(part.pass_).changes_structure}
+        mask = tuple(name.split(".")[0] in structural for name in search.names)
+        predictor = self.predictor
+        if predictor is None:
+            return SearchHints(structure=mask)
+
+        def predicted(row: int) -> float | None:
+            prediction = predictor.of_config(search.config(row))
+            return None if prediction is None else prediction.estimate_ms
+
+        return SearchHints(structure=mask, predict=predicted)
 
     def _rewrite(self, config: Config) -> tuple[SourceText, VerifyPolicy]:
         """The file rewritten at `config` and the composed verification policy of its passes."""
-        from kxform.api import rewrite_passes
+        from kxform.core import rewrite_passes
         from kxform.engine.pass_api import Outcome
 
         passes = self.space.pipeline(config)
@@ -225,8 +341,9 @@ class KernelObjective(Objective):
                 policy = r.policy if policy is None else policy.then(r.policy)
         return validate_bytes(target.path, result.new_data, rewritten=True), policy or VerifyPolicy()
 
-    def _compile(self, new: SourceText) -> Any:
-        """Extract the kernel's unit and build it the way the runtime will launch it."""
+    def _compile(self, new: SourceText) -> tuple[Any, KernelResources | None]:
+        """Extract the kernel's unit and build it the way the runtime will launch it; what
+        ptxas reported for the kernel when the build was nvcc's (None otherwise)."""
         from kxform.build.extract import extract_kernel
         from kxform.runtime.cpu import CpuRuntime
         from kxform.runtime.gpu import GpuRuntime
@@ -244,11 +361,12 @@ class KernelObjective(Objective):
             defines=self._flags.defines,
             include_dirs=self._flags.for_unit(extracted.path),
         )
+        resources = None
         if isinstance(self.runtime, GpuRuntime):
-            self.runtime.compile(request)
+            resources = self.runtime.compile(request).resources
         elif isinstance(self.runtime, CpuRuntime):
             self.runtime.builder().binary(self.runtime.unit_for(request), extracted.path or self.target.kernel)
-        return extracted
+        return extracted, resources
 
     def _check_environment(self) -> None:
         """The original builds here the way every configuration will be built (the file's
@@ -273,9 +391,16 @@ class KernelObjective(Objective):
             Location(self.target.path),
         )
 
-    def _failed(self, items: tuple[Any, ...], phases: Phases, failure: Failure, reason: str) -> Prepared:
+    def _failed(
+        self,
+        items: tuple[Any, ...],
+        phases: Phases,
+        failure: Failure,
+        reason: str,
+        prediction: Prediction | None = None,
+    ) -> Prepared:
         self._record(dict(items), phases)
-        return Prepared(items, failure=Evaluation.failed(failure, phases.total_s, reason))
+        return Prepared(items, failure=Evaluation.failed(failure, phases.total_s, reason, prediction))
 
     # -- evaluate: the device, one configuration at a time -----------------------------
 
@@ -285,10 +410,10 @@ class KernelObjective(Objective):
         started = time.perf_counter()
         problem = self._verify(prepared.code_key, candidate)
         verified = time.perf_counter()
-        phases = Phases(candidate.phases.rewrite_s, candidate.phases.compile_s, verified - started)
+        phases = replace(candidate.phases, verify_s=verified - started)
         if problem is not None:
             self._record(config, phases)
-            return Evaluation.failed(Failure.VERIFY, phases.total_s, problem)
+            return Evaluation.failed(Failure.VERIFY, phases.total_s, problem, candidate.prediction)
         try:
             timing = self._time(candidate, config)
         except MeasurementError as exc:
@@ -296,17 +421,20 @@ class KernelObjective(Objective):
         except RuntimeError_ as exc:
             failure, reason = Failure.RUNTIME, f"time: {exc}"
         else:
-            phases = Phases(phases.rewrite_s, phases.compile_s, phases.verify_s, time.perf_counter() - verified)
+            phases = replace(phases, time_s=time.perf_counter() - verified)
             self._record(config, phases)
+            what = "cut off after the first" if timing.cut_off else "median of"
             return Evaluation(
                 timing.median_ms,
                 timing.spread_ms,
                 cost_s=phases.total_s,
-                detail=f"size {self.size.name}: median of {timing.samples} launches",
+                detail=f"size {self.size.name}: {what} {timing.samples} launches",
+                cut_off=timing.cut_off,
+                prediction=candidate.prediction,
             )
-        phases = Phases(phases.rewrite_s, phases.compile_s, phases.verify_s, time.perf_counter() - verified)
+        phases = replace(phases, time_s=time.perf_counter() - verified)
         self._record(config, phases)
-        return Evaluation.failed(failure, phases.total_s, reason)
+        return Evaluation.failed(failure, phases.total_s, reason, candidate.prediction)
 
     def check(self, config: Config) -> tuple[Failure | None, str]:
         """`config` rewritten, built and verified, not timed (what a CPU checker answers):
@@ -354,9 +482,9 @@ class KernelObjective(Objective):
             return self._recorded(config)
         resolved = self.target.spec.launch(self.size)
         launch = rewritten_launch(resolved, self._original_unit.params, candidate.policy.launch)
-        return self._timed(candidate.extracted, candidate.source, launch, "rewritten")
+        return self._timed(candidate.extracted, candidate.source, launch, "rewritten", cut=True)
 
-    def _timed(self, extracted: Any, source: SourceText, launch: Any, version: str) -> Timing:
+    def _timed(self, extracted: Any, source: SourceText, launch: Any, version: str, cut: bool = False) -> Timing:
         from kxform.harness.inputs import make_inputs
         from kxform.verify.differential import EXACT, launch_request, uses_float_atomics
 
@@ -375,7 +503,8 @@ class KernelObjective(Objective):
         )
         dtypes = {arg.name: arg.dtype for arg in launch.args}
         mode = spec.compare if uses_float_atomics(source) else EXACT
-        return timed_and_checked(self.runtime, request, dtypes, mode, self._repeat)
+        cutting = self._cut if cut and self.options.cut_off else None
+        return timed_and_checked(self.runtime, request, dtypes, mode, self._repeat, cutting)
 
     def _repeat(self, probe_ms: float) -> int:
         """Timed launches for a kernel whose single launch took `probe_ms`: enough to fill
@@ -385,17 +514,21 @@ class KernelObjective(Objective):
             return self.options.repeat
         return launches_to_fill(budget, probe_ms, MIN_REPEAT, self.options.repeat)
 
-    def _recorded(self, config: Config) -> Timing:
+    def _recorded(self, config: Config, cut: bool = True) -> Timing:
+        """The time a GPU run recorded for `config`; marked cut off where the GPU objective
+        would have stopped it (its recorded median clearly slower than the best so far)."""
         assert self.options.recorded is not None
         timing = self.options.recorded.timing(config)
         if timing is None:
             raise Unsupported(f"no recorded time in {self.options.recorded.path}")
+        if cut and self.options.cut_off and self._cut(timing):
+            return replace(timing, cut_off=True)
         return timing
 
     def baseline(self) -> Timing:
         """The unmodified kernel's time at the timing size, on the same inputs (once)."""
         if self._baseline is None and self.options.recorded is not None:
-            self._baseline = self.options.recorded.original or self._recorded(self.space.defaults())
+            self._baseline = self.options.recorded.original or self._recorded(self.space.defaults(), cut=False)
         if self._baseline is None:
             resolved = self.target.spec.launch(self.size)
             self._baseline = self._timed(self._original_unit, self.original, resolved, "original")

@@ -101,7 +101,7 @@ def kernel_space(
     default registry, that offers something), with the extra constraints `require`.
     UsageError naming the reason when a named pass refuses the kernel, or when no pass
     has anything to tune in it."""
-    from kxform.api import analyse_kernel, kernel_context
+    from kxform.core import analyse_kernel, kernel_context
 
     registry = registry or default_registry()
     names = tuple(passes) if passes is not None else tuple(registry.names())

@@ -194,6 +194,7 @@ class Coarsen(ValuesPass):
         "divided by F (coarsen{factor=2,along=x,layout=strided}; bit-exact)"
     )
     requires = ("launch", "vectorize")
+    changes_structure = True
     falls_back = False
 
     @classmethod

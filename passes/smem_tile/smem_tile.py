@@ -64,6 +64,7 @@ class SmemTile(ValuesPass):
     description = "stage operand tiles of a naive reduction nest in shared memory, TM x TN outputs per thread"
     falls_back = False
     excludes = ("launch", "coarsen")
+    changes_structure = True
     """The block is derived from the tile shape (BN/TN x BM/TM): launch's would be a second name for it.
     TM x TN outputs per thread are this pass's own coarsening, and a coarsened nest no longer starts with
     its output coordinates (every such point of a tune was refused: NoOutputCoordinates)."""

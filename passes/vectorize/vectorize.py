@@ -58,6 +58,7 @@ class Vectorize(Pass):
         "(vectorize{width=4}; bit-exact)"
     )
     requires = ("launch",)
+    changes_structure = True
     falls_back = False
 
     width: str | None = None

@@ -227,9 +227,7 @@ def test_bad_pipeline_arguments_are_one_line_errors(tmp_path: Path, args: tuple[
 def test_write_runs_apply_s_checks_again_and_refuses_a_pipeline_that_does_not_verify(tmp_path: Path) -> None:
     """Whatever the tuner concluded, `--write` writes only what `apply` itself verifies:
     handed a pipeline that the planted kernel breaks, it refuses and leaves the file alone."""
-    import argparse
-
-    from kxform.cli.tune_write import write_pipeline
+    from kxform.orchestrate.tune_write import write_pipeline
     from kxform.harness.spec import find_spec_for, load_spec
     from kxform.search.kernel_objective import KernelObjective, TuneTarget
     from kxform.verify.differential import pick_runtime
@@ -241,9 +239,8 @@ def test_write_runs_apply_s_checks_again_and_refuses_a_pipeline_that_does_not_ve
     assert spec_path is not None
     target = TuneTarget(str(source), before, "sgemm_tiled", load_spec(spec_path).kernel("sgemm_tiled"), "h100")
     objective = KernelObjective(target, space, pick_runtime("cpu"))
-    args = argparse.Namespace(spec=str(spec_path))
-    refused = write_pipeline(args, objective, "tile{TILE=32}")
+    refused = write_pipeline(str(spec_path), objective, "tile{TILE=32}")
     assert refused["written"] == [] and "tile: verify" in refused["refused"], refused
     assert "elements differ" in refused["refused"] and source.read_bytes() == before
-    written = write_pipeline(args, objective, "tile{TILE=8}")  # right while TILE <= 16
+    written = write_pipeline(str(spec_path), objective, "tile{TILE=8}")  # right while TILE <= 16
     assert written["written"] == ["tile{TILE=8}"] and b"#define TILE 8\n" in source.read_bytes()

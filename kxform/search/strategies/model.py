@@ -75,6 +75,7 @@ from scipy.stats import kendalltau
 
 from kxform.search.gp import GaussianProcess, Hyper, fit_hyper
 from kxform.search.space import SearchSpace
+from kxform.search.stages import Stages
 from kxform.search.strategy import History, Strategy
 
 POOL_RANDOM = 128
@@ -125,7 +126,8 @@ class ModelGuided(Strategy):
             self._prior_order = np.argsort(column, kind="stable")
             sources = self.prior.columns()
             self._sources = np.where(np.isnan(sources), np.nanmean(sources, axis=1, keepdims=True), sources)
-            self.prior_weights = np.full(len(sources), 1.0 / len(sources))
+            given = np.asarray(self.prior.weights, dtype=float) if len(self.prior.weights) == len(sources) else None
+            self.prior_weights = given / given.sum() if given is not None else np.full(len(sources), 1.0 / len(sources))
             features = np.column_stack([features, _unit(column)])
         self.features = np.ascontiguousarray(features)
         self.dims = self.features.shape[1]
@@ -144,10 +146,18 @@ class ModelGuided(Strategy):
         self._neighbours = _NeighbourIndex(
             self.space.codes, np.array([p.kind != "enum" for p in self.space.params.params], dtype=bool)
         )
+        self._stages = Stages(self.space, self.hints, self.rng) if Stages.applies(self.space, self.hints) else None
 
     # ------------------------------------------------------------------ proposing
 
     def propose(self, history: History) -> int | None:
+        if self._stages is not None:  # structure before polish (kxform.search.stages)
+            stage = self._stages.next(history)
+            self.stage = stage.name
+            if stage.ranked is not None:
+                return stage.ranked
+            if stage.allowed is not None:
+                history = history.restricted(stage.allowed)
         left = history.unvisited()
         if left.size == 0:
             return None
