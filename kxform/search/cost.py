@@ -174,3 +174,54 @@ def rank_agreement(pairs: Sequence[tuple[float, float]]) -> float | None:
     if pairs_x == 0 or pairs_y == 0:
         return None
     return concordance / math.sqrt(pairs_x * pairs_y)
+
+
+PRUNE_FACTOR = 3.0
+"""A configuration predicted this many times slower than the prediction of the best
+measured configuration is not built (once the model is trusted on the kernel)."""
+TRUST_PAIRS = 6
+"""Measured configurations with predictions before the model may prune."""
+TRUST_TAU = 0.5
+"""Kendall's tau between predictions and measurements the model must reach to prune."""
+
+
+class Pruning:
+    """When the cost model may decide that a configuration is not worth building: once it
+    has ranked this kernel's measured configurations well (Kendall's tau at least
+    TRUST_TAU over at least TRUST_PAIRS of them), a configuration predicted PRUNE_FACTOR
+    times slower than the best measured configuration's prediction is pruned. Not
+    thread-safe: its owner serialises the calls."""
+
+    def __init__(self) -> None:
+        self._pairs: list[tuple[float, float]] = []
+        self._best: tuple[float, float] | None = None
+        """(measured, predicted) milliseconds of the fastest measured configuration."""
+
+    def observe(self, predicted: float | None, measured: float | None, cut_off: bool = False) -> None:
+        """A measured configuration (a cut-off time is of a few launches: it counts for the
+        best, not as evidence of the model's ranking)."""
+        if measured is None or predicted is None or not math.isfinite(predicted):
+            return
+        if not cut_off:
+            self._pairs.append((predicted, measured))
+        if self._best is None or measured < self._best[0]:
+            self._best = (measured, predicted)
+
+    @property
+    def agreement(self) -> float | None:
+        """Kendall's tau of the predictions against the measurements so far."""
+        return rank_agreement(self._pairs)
+
+    def why(self, predicted: float) -> str:
+        """Why a configuration predicted to take `predicted` ms is pruned ("": it is not)."""
+        if self._best is None or len(self._pairs) < TRUST_PAIRS:
+            return ""
+        tau = self.agreement
+        measured, bar = self._best
+        if tau is None or tau < TRUST_TAU or not predicted >= PRUNE_FACTOR * bar:
+            return ""
+        return (
+            f"pruned: predicted {predicted:.4g} ms, at least {PRUNE_FACTOR:g}x the {bar:.4g} ms predicted for the "
+            f"best measured configuration ({measured:.4g} ms); the model ranks this kernel's {len(self._pairs)} "
+            f"measured configurations with Kendall's tau {tau:.2f}"
+        )

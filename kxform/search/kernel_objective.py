@@ -17,10 +17,10 @@ Before a configuration is built its time is predicted (kxform.search.predictor, 
 cost model of kxform.search.cost), and the prediction travels with its evaluation into
 the log. Two ways of spending less on configurations that cannot win:
 
-* **pruning**: once the model has ranked this kernel's measured configurations well
-  (Kendall's tau at least TRUST_TAU over at least TRUST_PAIRS of them), a configuration
-  predicted PRUNE_FACTOR times slower than the prediction of the best configuration
-  measured so far is not built, verified nor timed (`pruned`);
+* **pruning** (kxform.search.cost.Pruning): once the model has ranked this kernel's
+  measured configurations well, a configuration predicted several times slower than
+  the prediction of the best configuration measured so far is not built, verified nor
+  timed (`pruned`);
 * **early cut-off**: timing starts with FIRST_LAUNCHES launches
   (kxform.verify.measure.timed_and_checked), and a configuration whose first launches are
   slower than the best time so far by more than CUT_MARGIN plus both spreads is stopped
@@ -53,9 +53,8 @@ from kxform.frontend.source import SourceText, validate_bytes
 from kxform.harness.model import KernelSpec, SizeSpec
 from kxform.hw import load_profile
 from kxform.runtime.base import LaunchRequest, Runtime, RuntimeError_, Unsupported
-from kxform.search.cost import Prediction
+from kxform.search.cost import Prediction, Pruning
 from kxform.search.kernel_space import KernelSpace, label
-from kxform.search.cost import rank_agreement
 from kxform.search.predictor import Predictor
 from kxform.search.objective import Evaluation, Failure, Objective, Prepared
 from kxform.search.recorded_times import RecordedTimes
@@ -64,13 +63,6 @@ from kxform.search.strategy import SearchHints
 from kxform.verify.measure import REPEAT, MeasurementError, Timing, launches_to_fill, timed_and_checked
 
 MIN_REPEAT = 5
-PRUNE_FACTOR = 3.0
-"""A configuration predicted this many times slower than the best measured one's
-prediction is pruned (once the model is trusted on this kernel)."""
-TRUST_PAIRS = 6
-"""Measured configurations with predictions before the model may prune."""
-TRUST_TAU = 0.5
-"""Kendall's tau between predictions and measurements the model must reach to prune."""
 CUT_MARGIN = 0.10
 """How much slower than the best so far (besides both spreads) the first launches must be
 for a configuration to be cut off."""
@@ -206,9 +198,8 @@ class KernelObjective(Objective):
                 self.original, target.kernel, target.spec, self.size, space, load_profile(target.hw), target.build_dir
             )
         self._best: Evaluation | None = None
-        """The fastest evaluation observed (what the cut-off and the pruning compare with)."""
-        self._pairs: list[tuple[float, float]] = []
-        """(predicted, measured) milliseconds of every observed configuration with both."""
+        """The fastest evaluation observed (what the cut-off compares with)."""
+        self._pruning = Pruning()
 
     # -- prepare: CPU work, on worker threads -----------------------------------------
 
@@ -250,9 +241,9 @@ class KernelObjective(Objective):
         """Remember the fastest evaluation so far, and each prediction beside its measurement."""
         if evaluation.time_ms is None:
             return
+        predicted = evaluation.prediction.estimate_ms if evaluation.prediction is not None else None
         with self._lock:
-            if evaluation.prediction is not None and not evaluation.cut_off:
-                self._pairs.append((evaluation.prediction.estimate_ms, evaluation.time_ms))
+            self._pruning.observe(predicted, evaluation.time_ms, evaluation.cut_off)
             if self._best is None or evaluation.time_ms < (self._best.time_ms or math.inf):
                 self._best = evaluation
 
@@ -261,18 +252,7 @@ class KernelObjective(Objective):
         if prediction is None:
             return ""
         with self._lock:
-            best, pairs = self._best, list(self._pairs)
-        if best is None or best.prediction is None or len(pairs) < TRUST_PAIRS:
-            return ""
-        tau = rank_agreement(pairs)
-        bar = best.prediction.estimate_ms * PRUNE_FACTOR
-        if tau is None or tau < TRUST_TAU or not prediction.estimate_ms >= bar:
-            return ""
-        return (
-            f"pruned: predicted {prediction.estimate_ms:.4g} ms ({prediction.limiter}), at least {PRUNE_FACTOR:g}x "
-            f"the {best.prediction.estimate_ms:.4g} ms predicted for the best measured ({best.time_ms:.4g} ms); "
-            f"the model ranks this kernel's {len(pairs)} measured configurations with Kendall's tau {tau:.2f}"
-        )
+            return self._pruning.why(prediction.estimate_ms)
 
     def _cut(self, early: Timing) -> bool:
         """Whether the first launches are clearly slower than the best time so far."""

@@ -21,7 +21,8 @@ passes (`SearchHints.structure`), the model-guided strategy proposes in three st
    REFINE_SHARE of the budget at most.
 3. `open`: the whole space, hopeless structures last (left out while anything else is).
 
-A space without structure parameters, or with nothing else, is searched in one stage.
+A space of one kind of parameters only is searched as one structure stage, ordered by the
+predictions where there are some, else in one stage by the Gaussian process.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kxform.search.cost import rank_agreement
 from kxform.search.space import SearchSpace
 from kxform.search.strategy import History, SearchHints
 
@@ -40,6 +42,9 @@ REFINE_SHARE = 0.4
 """Of the budget, at most, for refining the best structure."""
 HOPELESS = 4.0
 """A structure predicted this many times slower than the best predicted one is tried last."""
+TRUST_PAIRS = 6
+TRUST_TAU = 0.3
+"""Below this rank agreement over TRUST_PAIRS measurements, no structure is hopeless."""
 PREDICT_MAX = 64
 """Structure configurations predicted at most (each prediction is a rewrite)."""
 DEFAULT_BUDGET = 40
@@ -64,6 +69,8 @@ class Stages:
         self.hints = hints
         self.rng = rng
         structure = np.asarray(hints.structure, dtype=bool)
+        if not structure.any():  # refining parameters only: ordered by prediction all the same
+            structure = np.ones_like(structure)
         self.structure_columns = structure
         default = space.default_row()
         base = space.codes[default] if default is not None else np.zeros(space.codes.shape[1], dtype=space.codes.dtype)
@@ -80,10 +87,11 @@ class Stages:
 
     @staticmethod
     def applies(space: SearchSpace, hints: SearchHints | None) -> bool:
-        """Whether the space has both structure and refining parameters."""
+        """Whether the space has both structure and refining parameters, or predictions
+        to order it by (a space of one kind only is one structure stage then)."""
         if hints is None or len(hints.structure) != space.codes.shape[1]:
             return False
-        return any(hints.structure) and not all(hints.structure)
+        return hints.predict is not None or (any(hints.structure) and not all(hints.structure))
 
     def next(self, history: History) -> Stage:
         proposed = len(history) + len(history.pending)
@@ -138,8 +146,26 @@ class Stages:
         return allowed if allowed.any() else None
 
     def _open(self, history: History) -> np.ndarray | None:
-        """Every unvisited row but those of a hopeless structure, while any other is left."""
-        if self._hopeless is None:
+        """Every unvisited row but those of a hopeless structure, while any other is left;
+        the structure of the best configuration measured is never hopeless, and none is
+        once the measurements show the model ranking them badly."""
+        if self._hopeless is None or self._disagrees(history):
             return None
-        allowed = ~self._hopeless & ~history.visited
+        hopeless = self._hopeless
+        best = history.best()
+        if best is not None:
+            hopeless = hopeless & (self._structure_of != self._structure_of[best[0]])
+        allowed = ~hopeless & ~history.visited
         return allowed if allowed.any() else None
+
+    def _disagrees(self, history: History) -> bool:
+        """The predictions rank the measured configurations badly (Kendall's tau below
+        TRUST_TAU over at least TRUST_PAIRS of them)."""
+        assert self.hints.predict is not None
+        pairs = []
+        for row, value in zip(history.rows, history.values):
+            predicted = self.hints.predict(row) if not math.isnan(value) else None
+            if predicted is not None and math.isfinite(predicted):
+                pairs.append((predicted, math.exp(value)))
+        tau = rank_agreement(pairs) if len(pairs) >= TRUST_PAIRS else None
+        return tau is not None and tau < TRUST_TAU

@@ -25,7 +25,7 @@ sources (kxform.orchestrate.tune_setup.prior_of); this module adds the others.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 
 import numpy as np
 

@@ -95,10 +95,10 @@ def test_without_pass_the_pipeline_is_searched_from_the_original_and_written_thr
     assert first["params"]["tile.TILE"] == 16 and first["params"]["swizzle.pattern"] == "column"
     assert first["time_ms"] == 10.0 and summary["objective"] == "cpu+replay"
     phases = summary["phases_s"]  # where the run's time went: real rewrites, builds and verification
-    assert set(phases) == {"rewrite", "compile", "verify", "time"}
+    assert set(phases) == {"rewrite", "predict", "compile", "verify", "time"}
     assert phases["compile"] > 0 and phases["verify"] > 0 and phases["rewrite"] > 0
     best = summary["best"]
-    assert all(e["status"] == "ok" for e in summary["evaluations"])  # sound code: every one verified
+    assert all(e["status"] in ("ok", "cut_off") for e in summary["evaluations"])  # sound code: every one verified
     assert not result["kept_original"] and best["time_ms"] < 10.0 - 0.05
     assert result["time_ms"] == best["time_ms"] and result["speedup"] == pytest.approx(10.0 / best["time_ms"], 1e-3)
     applied = [name for name in considered if best["config"][name]]
