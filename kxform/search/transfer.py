@@ -70,12 +70,19 @@ def similarity(
     return math.exp(-((distance / SCALE) ** 2)) * (len(shared) / len(union) if union else 0.0)
 
 
-def similar_columns(db: TuningDB, key: TuneKey, features: Mapping[str, float], space: SearchSpace) -> list[PriorColumn]:
+def similar_columns(
+    db: TuningDB,
+    key: TuneKey,
+    features: Mapping[str, float],
+    space: SearchSpace,
+    leave_out: Container[str] = (),
+) -> list[PriorColumn]:
     """Prior columns over `space` from the database's kernels most like this one (other
-    content hashes than `key`'s), each with its initial weight; [] when none is similar."""
+    content hashes than `key`'s; kernels named in `leave_out` neither, as a benchmark
+    leaves a family out), each with its initial weight; [] when none is similar."""
     ranked = []
     for kernel_hash, kernel, names, stored in db.kernels():
-        if kernel_hash == key.kernel_hash or not set(names) & set(space.names):
+        if kernel_hash == key.kernel_hash or kernel in leave_out or not set(names) & set(space.names):
             continue
         weight = similarity(features, stored, key.param_names, names)
         if weight >= SIMILAR:
@@ -109,6 +116,7 @@ def mapped_scores(space: SearchSpace, results: list[tuple[Mapping[str, object], 
     z = (logs - logs[ok].mean()) / (logs[ok].std() or 1.0)
     total = np.zeros(len(keys))
     count = np.zeros(len(keys))
+    mapped = 0
     for (config, _), score in zip(results, z):
         try:
             code = tuple(p.values.index(config[p.name]) for p in params)
@@ -118,7 +126,8 @@ def mapped_scores(space: SearchSpace, results: list[tuple[Mapping[str, object], 
         if group is not None:
             total[group] += score
             count[group] += 1
-    if not count.any():
+            mapped += 1
+    if mapped < 2:
         return None
     with np.errstate(invalid="ignore", divide="ignore"):
         per_group = np.where(count > 0, total / np.maximum(count, 1.0), np.nan)
