@@ -35,7 +35,7 @@ def reply(data: dict[str, Any]):  # type: ignore[no-untyped-def]
     return message([tool_use(data, name="propose_refactor")])
 
 
-def session(family: str, replies: list, timing=None, attempts: int = 1, sums=None):  # type: ignore[no-untyped-def]
+def session(family: str, replies: list, timing=None, attempts: int = 1, compare=None):  # type: ignore[no-untyped-def]
     path = NAIVE / family / "naive.cu"
     kernel = f"{family}_naive"
     model = parse_model(read_source(path))
@@ -46,7 +46,7 @@ def session(family: str, replies: list, timing=None, attempts: int = 1, sums=Non
     tool = refactor_tool(kernel, signature)
     ctx = PassContext(model, hw, RunOptions(arch=hw.arch), RemarkSink())
     context = KernelContext(str(path), kernel, (Section("Source", model.source.text),))
-    evaluator = TemplateEvaluator(model, kernel, spec, CpuRuntime(), hw, timing, sums)
+    evaluator = TemplateEvaluator(model, kernel, spec, CpuRuntime(), hw, timing, compare)
     claude, _ = client(replies, retries=0, use_cache=False)
     records: list[dict] = []
     result = run_kernel(

@@ -9,10 +9,10 @@ it. A pass states, per proposal:
   parameters) and the values bound into them. The verifier evaluates them per size,
   after checking that at the original values they reproduce the harness spec's launch
   (otherwise the derived launch cannot be trusted and the answer is "could not tell");
-* how outputs compare: bit-exact for a remap; for a change of summation order, a
-  relative bound the pass derives as an expression over the kernel's scalar parameters
-  (the row length), evaluated at each check size (`bound`), or the spec's tolerance
-  widened by a fixed factor where nothing better is known (`spec`);
+* how outputs compare: bit-exact for a remap; for a change of summation order, an
+  absolute bound per output element measured at each check size with the original's
+  reorder probe (`bound`: kxform.engine.reorder_probe, kxform.verify.probe), or the spec's
+  tolerance widened by a fixed factor where nothing better is known (`spec`);
 * whether the rewrite may be written without a differential run at all.
 
 Policies of the passes of one pipeline combine (`then`): the later launch wins where it
@@ -21,11 +21,13 @@ sets one, the looser comparison wins, and a required verification stays required
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from kxform.expr import parse_expr
+from kxform.analysis.records import Loop, Reduction
+from kxform.engine.reorder_probe import ANY_ORDER, ReorderProbe, build_probe
+from kxform.frontend.model import Function, SourceModel
 
 CompareMode = Literal["exact", "spec", "bound"]
 
@@ -85,29 +87,61 @@ class OutputCompare:
     """For `spec`: the spec's tolerance is multiplied by this."""
     reason: str = ""
     """Why this comparison is right for the rewrite (stated in the log)."""
-    bound: str = ""
-    """For `bound`: the error bound in units of `unit`, an expression over the kernel's
-    scalar parameters (`(C - 1) + (C + 31)/32 + 4`); the relative tolerance at a size is
-    its value there times `unit`."""
-    unit: float = 0.0
-    """For `bound`: the unit roundoff of the summed type."""
-
-    def relative(self, env: Mapping[str, int]) -> float:
-        """The `bound` comparison's relative tolerance at the size whose scalars are `env`
-        (raises SpecError naming the expression when a name is unbound)."""
-        return float(parse_expr(self.bound).evaluate(env)) * self.unit
+    probe: ReorderProbe | None = None
+    """For `bound`: the original with its reordered sums instrumented; the verifier runs it
+    to measure each output's tolerance (kxform.verify.probe)."""
 
     def describe(self) -> str:
         if self.mode == "exact":
             what = "bit-exact"
         elif self.mode == "bound":
-            what = f"relative bound ({self.bound}) * {self.unit:.3g} at each size"
+            sums = self.probe.describe() if self.probe is not None else "no probe"
+            what = f"an absolute bound per output, measured by the reorder probe ({sums})"
         else:
             what = "the spec's tolerance" + (f" x{self.scale:g}" if self.scale != 1.0 else "")
         return f"{what} ({self.reason})" if self.reason else what
 
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"mode": self.mode, "scale": self.scale, "reason": self.reason}
+        if self.probe is not None:
+            out["probe"] = self.probe.to_json()
+        return out
+
 
 EXACT = OutputCompare("exact", reason="the rewrite changes no arithmetic")
+
+
+def reordered_sums(
+    model: SourceModel,
+    kernel: Function,
+    reductions: Sequence[Reduction],
+    loops: Mapping[int, Loop],
+    how: str,
+    chain: str = ANY_ORDER,
+) -> OutputCompare:
+    """The comparison of a rewrite that combines `reductions` of the original in a new order
+    (`how`, for the log; `chain`: the height of its summation tree over `{n}` terms, see
+    kxform.engine.reorder_probe): bit-exact where none is a float or double sum (max, min and
+    integer sums give the same value in any order), else the absolute per-output bound the
+    original's reorder probe measures. Raises ProbeRefused (a CheckFailed) when a reordered
+    sum cannot be probed: such a rewrite cannot be verified."""
+    probe = build_probe(model, kernel, reductions, loops, chain)
+    if not probe.sums:
+        ops = sorted({r.op for r in reductions})
+        why = (
+            f"only {' and '.join(ops)} reductions are reordered: exact in any order"
+            if reductions
+            else "no reduction is reordered: every element is computed as before"
+        )
+        return OutputCompare("exact", reason=why)
+    return OutputCompare(
+        "bound",
+        reason=f"{how} reorders the sums {probe.describe()}: a sum whose summation tree has height h lies within "
+        f"gamma_h sum|x_i| of the exact sum (Higham 4.2); the original's chain has h = n - 1, the rewrite's "
+        f"h = {chain.format(n='n')}, so the versions' sums differ by at most (gamma_(n-1) + gamma_h) sum|x_i|; "
+        "each output is held to the measured effect of that difference, per size",
+        probe=probe,
+    )
 
 
 @dataclass(frozen=True)
@@ -127,8 +161,7 @@ class VerifyPolicy:
             earlier = dict(self.launch.defaults)
             defaults = {k: earlier.get(k, v) for k, v in later.launch.defaults}
             launch = replace(later.launch, defaults=tuple(defaults.items()))
-        compare = _looser(self.compare, later.compare)
-        return VerifyPolicy(launch, compare, self.required or later.required)
+        return VerifyPolicy(launch, _combined(self, later), self.required or later.required)
 
     def describe(self) -> str:
         launch = (
@@ -139,33 +172,30 @@ class VerifyPolicy:
         return f"{launch}; outputs {self.compare.describe()}"
 
     def to_json(self) -> dict[str, Any]:
-        compare: dict[str, Any] = {
-            "mode": self.compare.mode,
-            "scale": self.compare.scale,
-            "reason": self.compare.reason,
-        }
-        if self.compare.mode == "bound":
-            compare.update(bound=self.compare.bound, unit=self.compare.unit)
-        return {"launch": self.launch.to_json(), "compare": compare, "required": self.required}
+        return {"launch": self.launch.to_json(), "compare": self.compare.to_json(), "required": self.required}
 
 
-def _looser(first: OutputCompare, second: OutputCompare) -> OutputCompare:
-    """The comparison of two rewrites in a row: the spec's (widest scale) over a derived
-    bound, two derived bounds add (each rewrite's error adds to the other's), exact last."""
-    spec = [c for c in (first, second) if c.mode == "spec"]
+def _combined(first: VerifyPolicy, second: VerifyPolicy) -> OutputCompare:
+    """The comparison of two rewrites in a row: the spec's (widest scale) over a measured
+    bound, exact last. A reorder probe instruments the input of its own rewrite and runs at
+    the spec's launch, so it stands for the pair only when that input computes what the
+    original computes at that launch: it is the first rewrite's, or the first rewrite is
+    exact at the spec's launch. Otherwise nothing measures the pair's error: the spec's
+    tolerance, doubled (each version within it of the exact result)."""
+    a, b = first.compare, second.compare
+    spec = [c for c in (a, b) if c.mode == "spec"]
     if spec:
         return max(spec, key=lambda c: c.scale)
-    bounds = [c for c in (first, second) if c.mode == "bound"]
-    if len(bounds) == 2:
+    if b.mode == "bound" and (a.mode == "bound" or not first.launch.is_spec):
         return OutputCompare(
-            "bound",
-            reason=f"{first.reason}; then {second.reason}",
-            bound=f"({first.bound}) + ({second.bound})",
-            unit=max(first.unit, second.unit),
+            "spec",
+            2.0,
+            f"{a.reason}; then {b.reason}: the second rewrite's probe does not describe the first one's output "
+            "at the spec's launch, so the pair is held to the spec's tolerance of the exact result, twice",
         )
-    if bounds:
-        return bounds[0]
-    return second if second != EXACT else first
+    if a.mode == "bound":
+        return a
+    return b if b != EXACT else a
 
 
 def _values(values: tuple[tuple[str, int], ...] | Mapping[str, int]) -> str:

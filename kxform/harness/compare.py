@@ -180,3 +180,32 @@ def _summarise(exp: np.ndarray, act: np.ndarray, where: np.ndarray, bad: np.ndar
     first = int(np.argmax(bad))
     values = to_float64(exp[first : first + 1], name), to_float64(act[first : first + 1], name)
     return Comparison(False, max_abs, max_rel, first, count, exp.size, float(values[0][0]), float(values[1][0]))
+
+
+def compare_within(
+    expected: np.ndarray,
+    actual: np.ndarray,
+    bound: np.ndarray,
+    *,
+    dtype: str | None = None,
+    unwritten_both: np.ndarray | None = None,
+) -> Comparison:
+    """Compare `actual` with `expected` element by element within an absolute `bound` of
+    the same shape (float64): `|a - e| <= bound`. A NaN on either side is a mismatch
+    (unless neither side wrote the element), as in every other mode; a NaN bound accepts
+    nothing."""
+    name = dtype or _infer_dtype(actual)
+    exp, act = np.asarray(expected).reshape(-1), np.asarray(actual).reshape(-1)
+    limit = np.asarray(bound, dtype=np.float64).reshape(-1)
+    if exp.shape != act.shape or exp.shape != limit.shape:
+        raise ValueError(f"shape mismatch: expected {exp.shape}, actual {act.shape}, bound {limit.shape}")
+    where = np.flatnonzero(_bits_differ(exp, act))
+    e64, a64 = to_float64(exp[where], name), to_float64(act[where], name)
+    with np.errstate(invalid="ignore", over="ignore"):
+        close = (a64 == e64) | (np.abs(a64 - e64) <= limit[where])
+    bad = _nan_mask(exp, name) if name in FLOAT_DTYPES else np.zeros(exp.shape, dtype=bool)
+    bad[where] |= ~close
+    if unwritten_both is not None:
+        bad &= ~unwritten_both
+    found = _summarise(exp, act, where, bad, name)
+    return found if unwritten_both is None else replace(found, unwritten_both=int(unwritten_both.sum()))

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from kxform.frontend.model import Function
 from kxform.frontend.source import SourceText
+from kxform.harness.computes import compare_line, what_it_computes
 from kxform.harness.dtypes import CTYPE_DTYPES, base_ctype
 from kxform.harness.probe import FACTORS, MAX_DEGREE, ProbeResult
 from kxform.harness.roles import Access
@@ -157,7 +158,7 @@ def render(plan: DraftPlan, over_allocate: bool, spec_dir: str | None = None) ->
     )
     add(f"block = {_toml_list(plan.block)}", todos_of.get("block", ""))
     add(f'shared_bytes = "{plan.shared}"', todos_of.get("shared_bytes", ""))
-    add('compare = { mode = "ulp", ulps = 2 }  # review: exact for integer outputs')
+    add(_compare(plan))
     add("")
     product = " * ".join(plan.size_vars) if plan.size_vars else "65536"
     for param in plan.kernel.params:
@@ -202,11 +203,31 @@ def render(plan: DraftPlan, over_allocate: bool, spec_dir: str | None = None) ->
     for size, values in plan.sizes.items():
         add(f'[[kernel."{spelling}".sizes]]')
         add(f'name = "{size}"')
+        caller_blocks = set(re.findall(r"[A-Za-z_]\w*", " ".join(plan.block)))
         for var, value in zip(plan.size_vars, values):
             step = plan.multiples.get(var)
-            add(f"{var} = {value}  # review" + (f": a multiple of {step}, as the launcher requires" if step else ""))
+            note = (
+                f": a multiple of {step}, as the launcher requires"
+                if step
+                else ": the block size the launcher takes from its caller"
+                if var in caller_blocks
+                else ""
+            )
+            add(f"{var} = {value}  # review{note}")
         add("")
     return "\n".join(lines), todos
+
+
+def _compare(plan: DraftPlan) -> str:
+    """The comparison from what the kernel computes (kxform.harness.computes)."""
+    body = plan.source.data[plan.kernel.body.start : plan.kernel.body.end].decode("utf-8", "replace")
+    computes = what_it_computes(body, plan.source.line_col(plan.kernel.body.start)[0])
+    outputs = [
+        p for p in plan.kernel.params if ("*" in p.ctype or "[" in p.ctype) and _role(plan, p.name, p.ctype) != "in"
+    ]
+    dtypes = [CTYPE_DTYPES.get(plan.types.get(base_ctype(p.ctype), base_ctype(p.ctype))) or "float32" for p in outputs]
+    integer = bool(dtypes) and not any(d.startswith(("float", "bfloat")) for d in dtypes)
+    return compare_line(computes, integer)
 
 
 def _toml_list(items: list[str]) -> str:

@@ -58,6 +58,11 @@ TILES = (64, 48, 32, 80, 96, 112, 16, 128)
 """Values the size variables (in parameter order) start from at the two drafted sizes:
 one that divides no tile and one of tile multiples; all distinct, so counts can be told
 apart. Each grows until the launch has MIN_BLOCKS blocks along every dimension it sets."""
+CALLER_BLOCK = {True: 96, False: 256}
+"""A block size the launching function takes from its caller (`k<<<g, block_size>>>`), at
+the ragged and the tiled drafted size: whole warps, one of them not a power of two (three
+warps: a rewrite that divides the block into rows or lanes must handle it), the other the
+common default."""
 MIN_BLOCKS = 3
 """Blocks along every grid dimension a size variable sets, at every drafted size: with
 one block, a bug in how blocks share the work (x and y swapped, a wrong tile) cannot
@@ -345,6 +350,8 @@ def _grown(plan: DraftPlan, base: tuple[int, ...], ragged: bool) -> list[int]:
         return -(-value // step) * step
 
     values = {n: rounded(n, v) for n, v in zip(plan.size_vars, _values(base, len(plan.size_vars)))}
+    fixed = set(re.findall(r"[A-Za-z_]\w*", " ".join(plan.block)))  # a block size stays a block size
+    values.update({n: CALLER_BLOCK[ragged] for n in values if n in fixed})
     exprs = []
     for text in [] if plan.launch_todos else plan.grid:
         try:
@@ -353,7 +360,6 @@ def _grown(plan: DraftPlan, base: tuple[int, ...], ragged: bool) -> list[int]:
             continue
         if expr.variables & set(values) and expr.variables <= set(values):
             exprs.append(expr)
-    fixed = set(re.findall(r"[A-Za-z_]\w*", " ".join(plan.block)))  # a block size stays a block size
     for _ in range(32):
         try:
             short = [e for e in exprs if int(e.evaluate(values)) < MIN_BLOCKS]

@@ -33,7 +33,7 @@ from kxform.propose.template import PASS_NAME, Template, config_label
 from kxform.propose.template_rules import Original, validate
 from kxform.propose.template_session import TemplateEvaluator, Timing, rewrite
 from kxform.propose.template_timing import GpuTemplateTiming
-from kxform.propose.template_verify import comparison, launch_of, original_sums
+from kxform.propose.template_verify import comparison, launch_of
 from kxform.runtime.base import Runtime
 
 
@@ -142,7 +142,7 @@ def _written(
         raise CheckFailed("verify", f"{template.kernel}: no harness spec: nothing unverified is written")
     data = rewrite(model, template, config)
     function = next(f for f in model.functions if f.name == template.kernel)
-    policy = VerifyPolicy(launch_of(template, config), comparison(original_sums(model, function, None)), True)
+    policy = VerifyPolicy(launch_of(template, config), comparison(model, function), True)
     report = verify_pair(
         model.source,
         validate_bytes(model.source.path, data),

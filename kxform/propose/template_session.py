@@ -26,6 +26,7 @@ from kxform.engine.edits import Edit, apply_edits
 from kxform.engine.launch_site import replace_config
 from kxform.engine.pass_api import CheckRecord, KernelAnalysis, Proposal, Rejection
 from kxform.engine.params import ParamValue
+from kxform.engine.policy import OutputCompare
 from kxform.frontend.model import SourceModel
 from kxform.harness.model import KernelSpec
 from kxform.propose.evaluate import Evaluation
@@ -34,7 +35,6 @@ from kxform.propose.template_rules import Original, validate
 from kxform.propose.template_verify import (
     comparison,
     covering_sample,
-    original_sums,
     ragged_problem,
     sanitize_template,
     verify_template,
@@ -57,9 +57,9 @@ class TemplateEvaluator:
     runtime: Runtime
     hw: object
     timing: Timing | None = None
-    sums: tuple[tuple[str, str, str], ...] | None = None
-    """The original's sums in loops `(var, ctype, n)` (None: from the access analysis): a
-    template may reorder them, so floats among them widen the comparison."""
+    compare: OutputCompare | None = None
+    """How a template's outputs compare with the original's (None: from the original's
+    sums, kxform.propose.template_verify.comparison)."""
     budget: int = 24
     """Tuning evaluations at most (each outside the verified sample is verified first)."""
     kept: dict[str, tuple[Template, dict[str, ParamValue]]] = field(default_factory=dict)
@@ -84,8 +84,7 @@ class TemplateEvaluator:
         space = template.space()
         start = dict(template.original) if template.original is not None else None
         sample = covering_sample(space, self.hw, start)
-        sums = self.sums if self.sums is not None else original_sums(self.model, original.kernel, self.hw)
-        compare = comparison(sums)
+        compare = self.compare if self.compare is not None else comparison(self.model, original.kernel, self.hw)
         done = verify_template(self.model.source, original.kernel, template, self.spec, self.runtime, compare, sample)
         if isinstance(done, Refusal):
             return Evaluation(_rejection(label, "verify", done))
@@ -156,14 +155,14 @@ class _TemplateObjective(Objective):
         if config not in self.verified:
             assert owner.spec is not None
             original = Original.of(owner.model, owner.kernel, owner.hw)
-            sums = owner.sums if owner.sums is not None else original_sums(owner.model, original.kernel, owner.hw)
+            compare = owner.compare if owner.compare is not None else comparison(owner.model, original.kernel, owner.hw)
             done = verify_template(
                 owner.model.source,
                 original.kernel,
                 self.template,
                 owner.spec,
                 owner.runtime,
-                comparison(sums),
+                compare,
                 [config],
             )
             if isinstance(done, Refusal):

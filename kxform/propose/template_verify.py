@@ -9,8 +9,8 @@ all-high corners, and every pair of extremes of two parameters (the others at th
 reproducing configuration, else their lowest value); configurations that break a
 constraint are replaced by valid ones holding the same value. Outputs compare
 bit-exact, unless the original sums floats in a loop (a template may reorder such a
-sum): then the spec's tolerance doubled, stated from the same bound the rows pass
-derives (passes/rows/tolerance.py). A spec whose check sizes are all multiples of some
+sum): then within the bound the original's reorder probe measures for any order of its
+sums (kxform.engine.policy.reordered_sums, docs/trust.md). A spec whose check sizes are all multiples of some
 parameter value cannot expose a ragged-edge error: that is "could not tell", a refusal.
 """
 
@@ -22,8 +22,9 @@ from dataclasses import dataclass
 
 from kxform.engine.params import ParamSpace, ParamValue
 from kxform.errors import SpecError
-from kxform.engine.policy import EXACT, LaunchBinding, OutputCompare, VerifyPolicy
-from kxform.frontend.model import Function
+from kxform.engine.policy import LaunchBinding, OutputCompare, VerifyPolicy, reordered_sums
+from kxform.engine.reorder_probe import ProbeRefused
+from kxform.frontend.model import Function, SourceModel
 from kxform.frontend.source import SourceText, validate_bytes
 from kxform.harness.model import KernelSpec
 from kxform.propose.template import Refusal, Template, config_label
@@ -101,40 +102,27 @@ def launch_of(template: Template, config: Config) -> LaunchBinding:
     )
 
 
-def comparison(original_sums: tuple[tuple[str, str, str], ...]) -> OutputCompare:
-    """Exact, or twice the spec's tolerance where the original sums floats in a loop
-    (`(var, ctype, n)` per sum); the bound is stated as the rows pass states it."""
-    from kxform.passes.rows.tolerance import UNIT_ROUNDOFF
-
-    sums = [(v, c, n) for v, c, n in original_sums if c in UNIT_ROUNDOFF]
-    if not sums:
-        return EXACT
-    stated = "; ".join(
-        f"'{v}' ({c}, n = {n}): any order lies within ({n} - 1) * {UNIT_ROUNDOFF[c]:.3g} * sum|x_i| of the exact sum"
-        for v, c, n in sums
-    )
-    return OutputCompare(
-        "spec",
-        2.0,
-        f"the template may reorder sums (Higham): {stated}; both orders lie within "
-        "the spec's single-order tolerance of the exact result, so within twice it of each other",
-    )
-
-
-def original_sums(model: object, kernel: Function, hw: object) -> tuple[tuple[str, str, str], ...]:
-    """The original's sums in loops, from the shared access analysis: `(var, ctype, n)`."""
+def comparison(model: SourceModel, kernel: Function, hw: object = None) -> OutputCompare:
+    """Exact where the original sums no floats in its loops; otherwise a template may
+    reorder any of its sums, so outputs are held to the bound the original's reorder probe
+    measures for any order (docs/trust.md). A sum the probe cannot instrument leaves the
+    spec's tolerance, doubled (both versions within it of the exact result), and says why."""
     from kxform.analysis import AccessAnalysis
     from kxform.engine.pass_api import PassContext, RunOptions
     from kxform.log.remarks import RemarkSink
 
     ctx = PassContext(model, hw, RunOptions(), RemarkSink())  # type: ignore[arg-type]
     analysis = ctx.analysis(AccessAnalysis, kernel)
-    return tuple(
-        (r.var, r.ctype, str(loop.bound))
-        for loop in analysis.loops
-        for r in loop.reductions
-        if r.loop == loop.id and r.op == "+"
-    )
+    sums = [r for loop in analysis.loops for r in loop.reductions if r.loop == loop.id and r.op == "+"]
+    try:
+        return reordered_sums(model, kernel, sums, {loop.id: loop for loop in analysis.loops}, "a template")
+    except ProbeRefused as exc:
+        return OutputCompare(
+            "spec",
+            2.0,
+            f"the template may reorder the original's sums, whose bound cannot be measured ({exc.cause}); both "
+            "orders lie within the spec's single-order tolerance of the exact result, so within twice it of each other",
+        )
 
 
 def ragged_problem(spec: KernelSpec, template: Template) -> Refusal | None:

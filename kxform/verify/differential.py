@@ -20,10 +20,10 @@ import numpy as np
 
 from kxform.errors import SpecError, UsageError
 from kxform.build.extract import ExtractedKernel, extract_kernel
-from kxform.harness.compare import Comparison, compare
+from kxform.harness.compare import Comparison, compare, compare_within
 from kxform.harness.dtypes import CTYPE_DTYPES, base_ctype
 from kxform.harness.inputs import make_inputs
-from kxform.harness.launch import ResolvedLaunch
+from kxform.harness.launch import ResolvedArg, ResolvedLaunch
 from kxform.harness.model import CompareSpec, KernelSpec, SizeSpec
 from kxform.harness.reference import compare_outputs, run_reference
 from kxform.runtime.base import (
@@ -38,9 +38,11 @@ from kxform.runtime.base import (
     poison_mask,
 )
 from kxform.engine.policy import OutputCompare, VerifyPolicy
+from kxform.engine.reorder_probe import ReorderProbe
+from kxform.verify.probe import ProbeBounds, probe_bounds
 from kxform.verify.verdict import OutputCheck, SizeVerdict, VerifyReport, inputs_finite, vacuity
 from kxform.frontend.source import SourceText
-from kxform.verify.versions import LaunchUndecided, comparison, rewritten_launch, scalars
+from kxform.verify.versions import LaunchUndecided, comparison, rewritten_launch
 from kxform.harness.request import NO_FLAGS, UnitFlags, launch_request
 
 EXACT = CompareSpec("exact")
@@ -236,6 +238,8 @@ def verify_pair(
     extracted = (extract_kernel(original, spec.name), extract_kernel(rewritten, spec.name))
     check_signature(spec, extracted[0])
     policy = policy or default_policy(original)
+    probe = policy.compare.probe
+    probed = extract_kernel(SourceText(original.path, probe.source.encode("utf-8")), spec.name) if probe else None
 
     def check(size: SizeSpec, resolved: ResolvedLaunch, inputs: dict, watch: bool) -> SizeVerdict:
         label = f"{spec.name}[{size.name}]"
@@ -256,19 +260,13 @@ def verify_pair(
                 size.name, "mismatch", error=f"the rewritten kernel failed where the original ran: {exc}"
             )
             return _blame_original(verdict, runtime, request) or verdict
-        env = scalars(resolved, extracted[0].params)
-        try:
-            specs = {name: comparison(spec.compare_for(name), policy.compare, env) for name in before.outputs}
-        except LaunchUndecided as exc:  # the derived tolerance names what this size does not bind
-            return SizeVerdict(size.name, "inconclusive", error=str(exc))
+        measured = None
+        if policy.compare.mode == "bound":
+            measured = _probe_bounds(runtime, probe, probed, resolved, inputs, before.outputs, label, timeout_s, flags)
+            if isinstance(measured, SizeVerdict):
+                return replace(measured, size=size.name)
         comparisons = {
-            name: compare(
-                expected,
-                after.outputs[name],
-                specs[name],
-                dtype=resolved.arg(name).dtype,
-                unwritten_both=_unwritten_both(resolved.arg(name).role, expected, after.outputs[name]),
-            )
+            name: _compare_one(spec, policy, measured, name, expected, after.outputs[name], resolved.arg(name))
             for name, expected in before.outputs.items()
         }
         verdict = SizeVerdict.from_checks(
@@ -276,16 +274,56 @@ def verify_pair(
         )
         if verdict.status == "mismatch":
             verdict = _blame_original(verdict, runtime, request) or verdict
-        if policy.compare.mode != "bound":
+        if measured is None or policy.compare.probe is None:
             return verdict
-        named = set(re.findall(r"[A-Za-z_]\w*", policy.compare.bound))
-        at = ",".join(f"{k}={v}" for k, v in env.items() if k in named)
-        told = "; ".join(sorted({str(c) for c in specs.values()}))
-        return replace(
-            verdict, tolerance=f"derived bound ({policy.compare.bound}) * {policy.compare.unit:.3g} at {at}: {told}"
-        )
+        return replace(verdict, tolerance=measured.describe(policy.compare.probe))
 
     return VerifyReport(spec.name, runtime.name, "rewritten", _over_sizes(spec, sizes, seed, check, progress))
+
+
+def _compare_one(
+    spec: KernelSpec,
+    policy: VerifyPolicy,
+    measured: ProbeBounds | None,
+    name: str,
+    expected: np.ndarray,
+    actual: np.ndarray,
+    arg: ResolvedArg,
+) -> Comparison:
+    """One output: within its measured bounds where the pass reorders sums (unless the spec
+    asks for it bit-exact), else as the spec and the policy say."""
+    unwritten = _unwritten_both(arg.role, expected, actual)
+    stated = spec.compare_for(name)
+    if measured is not None and stated.mode != "exact":
+        return compare_within(expected, actual, measured.bounds[name], dtype=arg.dtype, unwritten_both=unwritten)
+    return compare(expected, actual, comparison(stated, policy.compare), dtype=arg.dtype, unwritten_both=unwritten)
+
+
+def _probe_bounds(
+    runtime: Runtime,
+    probe: ReorderProbe | None,
+    probed: ExtractedKernel | None,
+    resolved: ResolvedLaunch,
+    inputs: dict,
+    original: dict[str, np.ndarray],
+    label: str,
+    timeout_s: float,
+    flags: UnitFlags,
+) -> ProbeBounds | SizeVerdict:
+    """The tolerances the reorder probe measures at this size, or the inconclusive verdict
+    ("could not tell") when there is no probe or it cannot run."""
+    if probe is None or probed is None:
+        return SizeVerdict("", "inconclusive", error="could not tell: the rewrite reorders sums and has no probe")
+    dtypes = {name: resolved.arg(name).dtype for name in original}
+
+    def run(macro: str) -> dict[str, np.ndarray]:
+        moved = replace(flags, defines=(*flags.defines, f"{macro}=1"))
+        return runtime.run(launch_request(probed, resolved, inputs, f"{label} probe {macro}", timeout_s, moved)).outputs
+
+    try:
+        return probe_bounds(probe, original, dtypes, run)
+    except (RuntimeError_, Unsupported) as exc:
+        return SizeVerdict("", "inconclusive", error=f"could not tell: the reorder probe failed: {exc}")
 
 
 def verify_reference(

@@ -172,9 +172,11 @@ class Rows(ValuesPass):
             f"'{loop.var}' (line {ctx.model.source.line_col(loop.span.start)[0]})" for loop in found.loops
         )
         sums = ", ".join(f"{r.var} ({r.op}, identity {r.identity})" for r in found.reductions) or "none"
+        compare = compare_for(ctx, kernel, found, int(config["lanes"]))  # raises when a sum cannot be probed
         return [
             CheckRecord("constraints", True, f"{space.label(config)}: {len(space.constraints)} constraint(s) hold"),
             CheckRecord("loops", True, f"loops shared over the row's lanes: {loops}; reductions combined: {sums}"),
+            CheckRecord("tolerance", True, compare.describe()),
         ]
 
     def edit(self, ctx: PassContext, proposals: Sequence[Proposal]) -> list[Edit]:
@@ -197,8 +199,7 @@ class Rows(ValuesPass):
         kernel = _kernel(ctx, proposal.kernel)
         found = plan(ctx, kernel)
         lanes, rows = int(proposal.options["lanes"]), int(proposal.options["rows"])
-        bounds = [(r, _bound_text(ctx, found, r.loop)) for r in found.reductions]
-        compare = compare_for(found.reductions, bounds, lanes)
+        compare = compare_for(ctx, kernel, found, lanes)
         return VerifyPolicy(_binding(ctx, kernel, found, lanes, rows), compare, required=True)
 
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
@@ -209,11 +210,6 @@ class Rows(ValuesPass):
         if analysis.applicable:
             data.update(self.space(ctx, analysis).to_json())
         return data
-
-
-def _bound_text(ctx: PassContext, found: Plan, loop_id: int) -> str:
-    loop = next(lp for lp in found.loops if lp.id == loop_id)
-    return str(loop.bound)
 
 
 def _binding(ctx: PassContext, kernel: Function, found: Plan, lanes: int, rows: int) -> LaunchBinding:

@@ -110,27 +110,31 @@ def test_policies_compose_in_pipeline_order() -> None:
     assert block.then(vector).launch.grid == vector.launch.grid
 
 
-def test_a_derived_bound_is_evaluated_per_size_and_composes() -> None:
+def test_a_measured_bound_composes_only_where_its_probe_describes_the_pair() -> None:
+    from kxform.engine.policy import LaunchBinding
+    from kxform.engine.reorder_probe import ProbedSum, ReorderProbe
     from kxform.harness.model import CompareSpec
-    from kxform.verify.versions import LaunchUndecided, comparison
+    from kxform.verify.versions import comparison
 
-    rows = OutputCompare("bound", reason="sum of C", bound="(C - 1) + (C + 31)/32 + 4", unit=2.0**-24)
+    probe = ReorderProbe("/* instrumented */", "k", (ProbedSum("acc", "float", 12, "KX_PROBE_0"),))
+    rows = OutputCompare("bound", reason="sum of C", probe=probe)
     spec = CompareSpec("allclose", rtol=2e-4, atol=1e-3)
-    at_100 = comparison(spec, rows, {"C": 100, "N": 7})
-    assert at_100.rtol == (99 + 4 + 4) * 2.0**-24 and at_100.atol == pytest.approx(at_100.rtol * 5)
-    assert comparison(spec, rows, {"C": 1000}).rtol == (999 + 32 + 4) * 2.0**-24
-    assert comparison(CompareSpec("ulp", ulps=64), rows, {"C": 100}).ulps == 107
-    assert comparison(CompareSpec("exact"), rows, {"C": 100}).mode == "exact"
-    with pytest.raises(LaunchUndecided, match="could not tell: the tolerance bound"):
-        comparison(spec, rows, {"N": 7})  # the size binds no C: never a pass
-    # exact after a bound keeps the bound; two bounds add; the spec's tolerance is the loosest
+    assert comparison(spec, OutputCompare("spec", 2.0)) == CompareSpec("allclose", rtol=4e-4, atol=2e-3)
+    assert comparison(CompareSpec("exact"), rows).mode == "exact"
+    # exact after a bound keeps it (the probe instruments the original, run at the spec's launch) ...
     assert VerifyPolicy(compare=rows).then(VerifyPolicy()).compare == rows
+    # ... and a bound after an exact rewrite at the spec's launch keeps it too ...
     assert VerifyPolicy().then(VerifyPolicy(compare=rows)).compare == rows
+    # ... but not after one that changed the launch, nor after another bound: the spec's, doubled
+    moved = VerifyPolicy(LaunchBinding(grid=("n / 4",)))
+    after_move = moved.then(VerifyPolicy(compare=rows)).compare
     twice = VerifyPolicy(compare=rows).then(VerifyPolicy(compare=rows)).compare
-    assert twice.mode == "bound" and twice.relative({"C": 100}) == 2 * rows.relative({"C": 100})
+    assert after_move.mode == twice.mode == "spec" and after_move.scale == twice.scale == 2.0
     spec_wide = OutputCompare("spec", 2.0)
     assert VerifyPolicy(compare=rows).then(VerifyPolicy(compare=spec_wide)).compare == spec_wide
-    assert VerifyPolicy(compare=rows).to_json()["compare"]["bound"] == rows.bound
+    logged = VerifyPolicy(compare=rows).to_json()["compare"]
+    assert logged["probe"] == {"kernel": "k", "sums": [{"var": "acc", "ctype": "float", "line": 12}]}
+    assert "instrumented" not in json.dumps(logged)  # the probe's text stays out of the log
 
 
 @dataclass(frozen=True)

@@ -178,8 +178,11 @@ def test_a_block_size_the_callers_pass_differently_is_a_size_variable(tmp_path: 
         )
     )
     text = _draft(tmp_path / "scale.cu", "scale")
-    sizes = text.split("sizes]]")[1]
-    assert 'block = ["block_size"]' in text and "block_size = 45  # review" in sizes  # never grown (a block)
+    ragged, tiles = text.split("sizes]]")[1:3]
+    # whole warps, never grown; three warps at the ragged size (not a power of two), 256 at the other
+    assert 'block = ["block_size"]' in text
+    assert "block_size = 96  # review: the block size the launcher takes from its caller" in ragged
+    assert "block_size = 256  # review: the block size the launcher takes from its caller" in tiles
 
 
 def test_sizes_the_launcher_requires_to_be_multiples_are_drafted_as_multiples(tmp_path: Path) -> None:

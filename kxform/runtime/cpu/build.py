@@ -26,9 +26,10 @@ from ..base import RuntimeError_, Unsupported
 from .device_check import check_device_code, device_check_tag
 from .source import (
     KERNEL_FILE,
-    Finding,
     find_unsupported,
     first_error,
+    Finding,
+    absent_header,
     missing_gpu_header,
 )
 
@@ -37,6 +38,8 @@ ABI_TAG = "kxcpu-abi-2"
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
 LIBRARY_STUB_DIR = Path(__file__).resolve().parent / "libstubs"
+MAX_ABSENT_HEADERS = 8
+"""GPU library headers a unit may lack before its build gives up (each is retried once, empty)."""
 """Stand-ins for host-library headers (cuBLAS, cuSPARSE, ...), searched after every other directory."""
 COMPILE_TIMEOUT_S = 600.0
 BASE_FLAGS = ("-std=c++17", "-O2", "-fno-strict-aliasing", "-fno-math-errno", "-w")
@@ -232,19 +235,36 @@ class Builder:
         return Path(tempfile.mkdtemp(prefix="build-", dir=tmp))
 
     def _compile_kernel(self, unit: KernelUnit, work: Path, where: str) -> Path:
+        """Preprocess, scan and compile the unit. A GPU library header the machine lacks and
+        no stand-in covers (libstubs/) is given as an empty header, after every other
+        include directory: the kernel's closure is compiled alone, and a kernel that uses
+        the library fails to compile and is reported as using the header."""
         (work / KERNEL_FILE).write_text(unit.source)
         (work / "kernel.cpp").write_text(ENTRY_TEMPLATE.format(source=KERNEL_FILE, kernel=unit.kernel))
         cmd = [*self.toolchain.command, *unit.flags()]
-        pre = self._invoke([*cmd, "-E", "kernel.cpp", "-o", "kernel.ii"], work)
+        absent: list[Finding] = []
+        while True:
+            pre = self._invoke([*cmd, "-E", "kernel.cpp", "-o", "kernel.ii"], work)
+            missing = missing_gpu_header(pre.stderr) if pre.returncode != 0 else None
+            if missing is None or len(absent) >= MAX_ABSENT_HEADERS:
+                break
+            folder = absent_header(work / "kxcpu_absent", missing)
+            if not absent:
+                cmd += ["-idirafter", str(folder)]
+            absent.append(missing)
         if pre.returncode != 0:
-            missing = missing_gpu_header(pre.stderr)
             if missing is not None:
                 raise Unsupported(_unsupported_message(missing, where))
             raise RuntimeError_(f"{where}: compile error: {_relocate(first_error(pre.stderr), where)}")
         finding = find_unsupported((work / "kernel.ii").read_text(errors="replace"), INCLUDE_DIR)
         if finding is not None:
             raise Unsupported(_unsupported_message(finding, where))
-        self._run([*cmd, "-c", "kernel.ii", "-o", "kernel.o"], work, where, "compile error")
+        try:
+            self._run([*cmd, "-c", "kernel.ii", "-o", "kernel.o"], work, where, "compile error")
+        except RuntimeError_:
+            if absent:  # the kernel's own code needs what the missing library declares
+                raise Unsupported(_unsupported_message(absent[0], where)) from None
+            raise
         return work / "kernel.o"
 
     def _run(self, cmd: list[str], cwd: Path, where: str, what: str) -> None:

@@ -13,7 +13,10 @@ between the code and the machine; docs/cpu-runtime.md says so.
 from __future__ import annotations
 
 import functools
+import tempfile
 import re
+from dataclasses import replace
+from pathlib import Path
 
 from ..base import Unsupported
 
@@ -43,7 +46,8 @@ def check_device_code(unit: object, where: str) -> None:
     """Raise `Unsupported` when nvcc rejects `unit` (a KernelUnit) as device code."""
     from kxform.build import BuildJob, first_error
 
-    from .build import LIBRARY_STUB_DIR, KernelUnit
+    from .build import LIBRARY_STUB_DIR, MAX_ABSENT_HEADERS, KernelUnit
+    from .source import absent_header, missing_gpu_header
 
     assert isinstance(unit, KernelUnit)
     builder = _builder()
@@ -66,6 +70,16 @@ def check_device_code(unit: object, where: str) -> None:
         extra_flags=("-Xcompiler", f"-idirafter,{LIBRARY_STUB_DIR}"),
     )
     result = builder.build(job)
+    with tempfile.TemporaryDirectory(prefix="kxcpu-absent-") as folder:
+        absent = 0  # library headers this machine lacks: compiled without them, as the host build is
+        while not result.ok and absent < MAX_ABSENT_HEADERS:
+            missing = missing_gpu_header(result.log)
+            if missing is None:
+                break
+            absent_header(Path(folder), missing)
+            absent += 1
+            flags = ("-Xcompiler", f"-idirafter,{LIBRARY_STUB_DIR}", "-Xcompiler", f"-idirafter,{folder}")
+            result = builder.build(replace(job, extra_flags=flags))
     if not result.ok:
         error = first_error(result.log)
         raise Unsupported(

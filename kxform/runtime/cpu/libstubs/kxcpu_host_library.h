@@ -1,5 +1,5 @@
-// Host-library stand-ins for the kxform CPU runtime (cuBLAS, cuSPARSE, cuRAND, cuFFT,
-// cuSOLVER): the types, status codes and common enums a file names at file scope.
+// Host-library stand-ins for the kxform CPU runtime (cuBLAS, cuBLASLt, cuSPARSE, cuRAND, cuFFT,
+// cuSOLVER, cuDNN, NCCL): the types, status codes and common enums a file names at file scope.
 //
 // Files that call a library from host code and run their own kernels beside it are
 // common; the runtime runs only the kernels (host functions are dropped by extraction),
@@ -66,5 +66,40 @@ KXCPU_OPAQUE(cusolverDnHandle_t, cusolverDnContext)
 enum cusolverStatus_t { CUSOLVER_STATUS_SUCCESS = 0, CUSOLVER_STATUS_NOT_INITIALIZED = 1,
                         CUSOLVER_STATUS_INVALID_VALUE = 3, CUSOLVER_STATUS_EXECUTION_FAILED = 6,
                         CUSOLVER_STATUS_INTERNAL_ERROR = 7, CUSOLVER_STATUS_NOT_SUPPORTED = 9 };
+
+// cuBLASLt
+KXCPU_OPAQUE(cublasLtHandle_t, cublasLtContext)
+KXCPU_OPAQUE(cublasLtMatmulDesc_t, cublasLtMatmulDescOpaque_t)
+KXCPU_OPAQUE(cublasLtMatrixLayout_t, cublasLtMatrixLayoutOpaque_t)
+KXCPU_OPAQUE(cublasLtMatmulPreference_t, cublasLtMatmulPreferenceOpaque_t)
+struct cublasLtMatmulAlgo_t { unsigned long long data[8]; };
+struct cublasLtMatmulHeuristicResult_t { cublasLtMatmulAlgo_t algo; size_t workspaceSize; cublasStatus_t state;
+                                         float wavesCount; int reserved[4]; };
+enum cublasComputeType_t { CUBLAS_COMPUTE_16F = 64, CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_32F_FAST_16F = 74,
+                           CUBLAS_COMPUTE_32F_FAST_16BF = 75, CUBLAS_COMPUTE_32F_FAST_TF32 = 77,
+                           CUBLAS_COMPUTE_64F = 70 };
+enum cublasLtEpilogue_t { CUBLASLT_EPILOGUE_DEFAULT = 1, CUBLASLT_EPILOGUE_RELU = 2, CUBLASLT_EPILOGUE_BIAS = 4,
+                          CUBLASLT_EPILOGUE_GELU = 32, CUBLASLT_EPILOGUE_GELU_BIAS = 36 };
+
+// cuDNN
+KXCPU_OPAQUE(cudnnHandle_t, cudnnContext)
+KXCPU_OPAQUE(cudnnTensorDescriptor_t, cudnnTensorStruct)
+KXCPU_OPAQUE(cudnnFilterDescriptor_t, cudnnFilterStruct)
+KXCPU_OPAQUE(cudnnConvolutionDescriptor_t, cudnnConvolutionStruct)
+enum cudnnStatus_t { CUDNN_STATUS_SUCCESS = 0, CUDNN_STATUS_NOT_INITIALIZED = 1001, CUDNN_STATUS_BAD_PARAM = 2000,
+                     CUDNN_STATUS_NOT_SUPPORTED = 3000, CUDNN_STATUS_INTERNAL_ERROR = 4000,
+                     CUDNN_STATUS_EXECUTION_FAILED = 5000 };
+enum cudnnDataType_t { CUDNN_DATA_FLOAT = 0, CUDNN_DATA_DOUBLE = 1, CUDNN_DATA_HALF = 2, CUDNN_DATA_INT8 = 3,
+                       CUDNN_DATA_INT32 = 4, CUDNN_DATA_BFLOAT16 = 9 };
+enum cudnnTensorFormat_t { CUDNN_TENSOR_NCHW = 0, CUDNN_TENSOR_NHWC = 1 };
+
+// NCCL
+KXCPU_OPAQUE(ncclComm_t, ncclComm)
+struct ncclUniqueId { char internal[128]; };
+enum ncclResult_t { ncclSuccess = 0, ncclUnhandledCudaError = 1, ncclSystemError = 2, ncclInternalError = 3,
+                    ncclInvalidArgument = 4, ncclInvalidUsage = 5, ncclRemoteError = 6, ncclInProgress = 7 };
+enum ncclDataType_t { ncclInt8 = 0, ncclUint8 = 1, ncclInt32 = 2, ncclUint32 = 3, ncclInt64 = 4, ncclUint64 = 5,
+                      ncclFloat16 = 6, ncclFloat32 = 7, ncclFloat64 = 8, ncclBfloat16 = 9 };
+enum ncclRedOp_t { ncclSum = 0, ncclProd = 1, ncclMax = 2, ncclMin = 3, ncclAvg = 4 };
 
 #undef KXCPU_OPAQUE
