@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from kxform.errors import KxformError, UsageError
+from kxform.harness.spec import load_spec
 from kxform.log.report import Report
-from kxform.orchestrate.tune import open_log, tune_file, with_kernel
+from kxform.orchestrate.tune_kernel import open_log, tune_file, with_kernel
 from kxform.orchestrate.tune_request import QUIET, Listeners, RunKind, TuneOutcome, TuneRequest
 from kxform.search.kernel_objective import gpu_runtime
 from kxform.search.kernel_space import NothingToTune
@@ -31,8 +32,6 @@ class Target:
 
 def targets(folder: Path, kernel: str | None) -> list[Target]:
     """Every (source, kernel) of the specs under `folder`, in path order; `kernel` filters."""
-    from kxform.harness.spec import load_spec
-
     found: list[Target] = []
     for path in sorted(p for p in folder.rglob("*kxform.toml") if p.is_file()):
         spec = load_spec(path)  # a broken spec is an error naming its line: never a silently skipped kernel

@@ -18,17 +18,21 @@ from kxform.errors import InputError, UsageError
 from kxform.frontend.cuda import parse_model
 from kxform.frontend.source import SourceText
 from kxform.harness.model import KernelSpec
+from kxform.harness.spec import find_spec_for, load_spec
 from kxform.hw import load_profile
 from kxform.orchestrate.tune_request import TuneRequest
 from kxform.search.db import TuneKey, TuningDB
+from kxform.search.checker import cpu_checker as checker
 from kxform.search.kernel_objective import KernelObjective, MeasureOptions, TuneTarget, gpu_runtime, timing_size
 from kxform.search.kernel_space import KernelSpace, kernel_space
 from kxform.search.objective import Objective
 from kxform.search.prior import PriorSource, build_prior
 from kxform.search.recorded import load_recording
+from kxform.search.recorded_times import load_times
 from kxform.search.space import SearchSpace
 from kxform.search.strategy import Prior
 from kxform.search.transfer import similar_columns
+from kxform.verify.differential import pick_runtime
 from kxform.workspace.config import find_config, load_config
 from kxform.workspace.flags import merged_build_dir
 
@@ -60,8 +64,6 @@ def check_kernel(source: SourceText, kernel: str) -> None:
 
 def harness_spec(request: TuneRequest, source: SourceText) -> KernelSpec:
     """The kernel's harness spec: `request.spec`, else the kxform.toml that names the file."""
-    from kxform.harness.spec import find_spec_for, load_spec
-
     path = request.spec or find_spec_for(source.path)
     if path is None:
         raise UsageError(
@@ -102,9 +104,6 @@ def objective_of(request: TuneRequest, source: SourceText) -> tuple[Objective, S
 def kernel_objective(request: TuneRequest, source: SourceText) -> KernelObjective:
     """Rewrite, compile, verify and time on this machine's GPU (one line and exit 2 without
     one), or verify on the CPU runtime and take the times recorded in `cpu+replay:FILE`."""
-    from kxform.search.recorded_times import load_times
-    from kxform.verify.differential import pick_runtime
-
     times = request.measure.times
     gpu = gpu_runtime() if times is None else None  # first: without one nothing can be measured
     spec = harness_spec(request, source)
@@ -132,8 +131,6 @@ def measure_options(request: TuneRequest, size: object, recorded: object = None)
 def cpu_checker(request: TuneRequest, source: SourceText) -> KernelObjective:
     """The run's CPU checker (kxform.search.checker), built before the search, so a missing
     spec or an original that does not build here stops the run before anything is stored."""
-    from kxform.search.checker import cpu_checker as checker
-
     return checker(
         source,
         str(request.kernel),

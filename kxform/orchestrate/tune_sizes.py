@@ -22,7 +22,7 @@ from kxform.frontend.source import read_source
 from kxform.harness.model import KernelSpec, SizeSpec
 from kxform.log.passlog import PassLog
 from kxform.log.report import Report
-from kxform.orchestrate.tune import open_log, tune_merged
+from kxform.orchestrate.tune_kernel import open_log, tune_merged
 from kxform.orchestrate.tune_request import QUIET, Listeners, RunKind, TuneOutcome, TuneRequest
 from kxform.orchestrate.tune_setup import build_flags, check_kernel, harness_spec, space_of
 from kxform.search.dispatch import (

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kxform.runtime.base import RuntimeError_
 from kxform.search.kernel_objective import KernelObjective
 from kxform.search.objective import Objective
 from kxform.search.tuner import Step, TuneResult
@@ -102,8 +103,6 @@ def phase_totals(objective: Objective) -> dict[str, float] | None:
 
 def measured_original(objective: Objective) -> dict[str, Any]:
     """For a measuring objective: the timing size and the unmodified kernel's time there."""
-    from kxform.runtime.base import RuntimeError_
-
     if not isinstance(objective, KernelObjective):
         return {}
     try:

@@ -21,7 +21,7 @@ from kxform.errors import CheckFailed, UsageError
 from kxform.frontend.source import SourceText, read_source
 from kxform.hw import load_profile
 from kxform.log.report import Report
-from kxform.orchestrate.tune import open_log, tune_options
+from kxform.orchestrate.tune_kernel import open_log, tune_options
 from kxform.orchestrate.tune_request import QUIET, Listeners, RunKind, TuneOutcome, TuneRequest
 from kxform.orchestrate.tune_setup import (
     check_kernel,
@@ -37,11 +37,13 @@ from kxform.orchestrate.tune_write import write_pipeline
 from kxform.runtime.cpu import CpuRuntime
 from kxform.search.db import TuneKey, TuningDB
 from kxform.search.kernel_objective import KernelObjective, TuneTarget, timing_size
+from kxform.search.local_pool import LocalBackend, parse_gpus
 from kxform.search.objective import Objective
 from kxform.search.pool import Backend, WorkerPool
+from kxform.search.ray_pool import RayBackend, RayOptions, cluster_gpus, connect, import_ray
 from kxform.search.recorded_values import recorded_pipeline
 from kxform.search.space import SearchSpace
-from kxform.search.spread import JobResult
+from kxform.search.spread import JobResult, find_jobs, spread
 from kxform.search.tuner import tune
 from kxform.search.workers import KernelRecipe, Recipe, ReplayRecipe
 
@@ -90,8 +92,6 @@ def _backend_check(request: TuneRequest) -> Callable[[Recipe], Backend]:
     """A function recipe -> Backend for `gpus`/`ray`, the options checked first."""
     gpus, ray = request.measure.gpus, request.measure.ray
     if ray is not None:
-        from kxform.search.ray_pool import RayBackend, RayOptions, import_ray
-
         import_ray()
         workers = None
         if gpus not in (None, "all"):
@@ -100,8 +100,6 @@ def _backend_check(request: TuneRequest) -> Callable[[Recipe], Backend]:
             workers = int(gpus)
         options = RayOptions(address=ray, workers=workers)
         return lambda recipe: RayBackend(recipe, options)
-    from kxform.search.local_pool import LocalBackend, parse_gpus
-
     devices = parse_gpus(gpus)
     return lambda recipe: LocalBackend(recipe, devices)
 
@@ -142,9 +140,6 @@ def _write(request: TuneRequest, recipe: Recipe, source: SourceText, config: dic
 def _run_directory(request: TuneRequest, listeners: Listeners) -> TuneOutcome:
     """Every kernel and bench size of the harness specs under the directory, each a
     tuning run on one GPU of the cluster (`kxform.search.spread`)."""
-    from kxform.search.ray_pool import cluster_gpus, connect, import_ray
-    from kxform.search.spread import find_jobs, spread
-
     address = request.measure.ray
     if address is None:
         raise UsageError(f"{request.path}: a directory is tuned over a Ray cluster (--ray ADDRESS|auto|local)")
