@@ -17,7 +17,7 @@ from dataclasses import replace
 from kxform.errors import InputError, UsageError
 from kxform.frontend.cuda import parse_model
 from kxform.frontend.source import SourceText
-from kxform.harness.model import KernelSpec
+from kxform.harness.model import KernelSpec, SizeSpec
 from kxform.harness.spec import find_spec_for, load_spec
 from kxform.hw import load_profile
 from kxform.orchestrate.tune_request import TuneRequest
@@ -28,7 +28,7 @@ from kxform.search.kernel_space import KernelSpace, kernel_space
 from kxform.search.objective import Objective
 from kxform.search.prior import PriorSource, build_prior
 from kxform.search.recorded import load_recording
-from kxform.search.recorded_times import load_times
+from kxform.search.recorded_times import RecordedTimes, load_times
 from kxform.search.space import SearchSpace
 from kxform.search.strategy import Prior
 from kxform.search.transfer import similar_columns
@@ -115,14 +115,14 @@ def kernel_objective(request: TuneRequest, source: SourceText) -> KernelObjectiv
     return KernelObjective(target, space, runtime, measure_options(request, size, recorded))
 
 
-def measure_options(request: TuneRequest, size: object, recorded: object = None) -> MeasureOptions:
+def measure_options(request: TuneRequest, size: SizeSpec, recorded: RecordedTimes | None = None) -> MeasureOptions:
     """How each configuration of the request is measured (its size, launches, cut-off, model)."""
     measure = request.measure
     return MeasureOptions(
-        size=size,  # type: ignore[arg-type]
+        size=size,
         repeat=measure.repeat,
         launch_budget_s=measure.launch_budget_s,
-        recorded=recorded,  # type: ignore[arg-type]
+        recorded=recorded,
         cut_off=measure.cut_off,
         cost_model=request.search.cost_model,
     )

@@ -18,7 +18,7 @@ from typing import Any, cast
 
 from kxform.cache import content_key
 from kxform.errors import CheckFailed, UsageError
-from kxform.frontend.source import SourceText, read_source
+from kxform.frontend.source import SourceText, read_source, validate_bytes
 from kxform.hw import load_profile
 from kxform.log.report import Report
 from kxform.orchestrate.tune_kernel import open_log, tune_options
@@ -36,13 +36,15 @@ from kxform.orchestrate.tune_summary import tune_summary
 from kxform.orchestrate.tune_write import write_pipeline
 from kxform.runtime.cpu import CpuRuntime
 from kxform.search.db import TuneKey, TuningDB
-from kxform.search.kernel_objective import KernelObjective, TuneTarget, timing_size
+from kxform.search.kernel_objective import KernelObjective, TuneTarget, kernel_hints, timing_size
 from kxform.search.local_pool import LocalBackend, parse_gpus
 from kxform.search.objective import Objective
 from kxform.search.pool import Backend, WorkerPool
+from kxform.search.predictor import Predictor
 from kxform.search.ray_pool import RayBackend, RayOptions, cluster_gpus, connect, import_ray
 from kxform.search.recorded_values import recorded_pipeline
 from kxform.search.space import SearchSpace
+from kxform.search.strategy import SearchHints
 from kxform.search.spread import JobResult, find_jobs, spread
 from kxform.search.tuner import tune
 from kxform.search.workers import KernelRecipe, Recipe, ReplayRecipe
@@ -69,7 +71,18 @@ def run_workers(request: TuneRequest, listeners: Listeners = QUIET) -> TuneOutco
             key = TuneKey(kernel_hash, request.kernel, identity.hardware, space.names)
             prior = prior_of(request, space, db, key)
             log = open_log(request, identity.hardware)
-            result = tune(space, None, options, db=db, key=key, prior=prior, on_step=listeners.on_step, runner=pool.run)
+            hints = _hints(request, recipe, space)
+            result = tune(
+                space,
+                None,
+                options,
+                db=db,
+                key=key,
+                prior=prior,
+                on_step=listeners.on_step,
+                runner=pool.run,
+                hints=hints,
+            )
     finally:
         pool.close()
     named = cast(Objective, SimpleNamespace(name=identity.objective, hardware=identity.hardware))
@@ -117,6 +130,22 @@ def _recipe(request: TuneRequest, source: SourceText) -> tuple[Recipe, SearchSpa
     target = TuneTarget(source.path, source.data, str(request.kernel), spec, request.hw, request.build.build_dir)
     measure = measure_options(request, timing_size(spec, request.measure.size))
     return KernelRecipe(target, kspace, measure), kspace.search(load_profile(request.hw))
+
+
+def _hints(request: TuneRequest, recipe: Recipe, space: SearchSpace) -> SearchHints | None:
+    """The driver's hints for the strategy: the pass roles, and the cost model's
+    predictions made here (the workers predict again for pruning, each on its own)."""
+    if not isinstance(recipe, KernelRecipe):
+        return None
+    predictor = None
+    if request.search.cost_model:
+        target = recipe.target
+        original = validate_bytes(target.path, target.data)
+        size = recipe.measure.size or timing_size(target.spec, None)
+        predictor = Predictor(
+            original, target.kernel, target.spec, size, recipe.space, load_profile(target.hw), target.build_dir
+        )
+    return kernel_hints(recipe.space, space, predictor)
 
 
 def _write(request: TuneRequest, recipe: Recipe, source: SourceText, config: dict[str, Any]) -> dict[str, Any]:

@@ -269,20 +269,8 @@ class KernelObjective(Objective):
         return self.predictor.features() if self.predictor is not None else None
 
     def hints(self, search: SearchSpace) -> SearchHints:
-        """What the strategy may know of this kernel's space beyond the rows: which
-        parameters change the parallel structure (kxform.engine.pass_api.Pass.changes_structure)
-        and the cost model's prediction of a row (None without a model)."""
-        structural = {part.name for part in self.space.composed.parts if type(part.pass_).changes_structure}
-        mask = tuple(name.split(".")[0] in structural for name in search.names)
-        predictor = self.predictor
-        if predictor is None:
-            return SearchHints(structure=mask)
-
-        def predicted(row: int) -> float | None:
-            prediction = predictor.of_config(search.config(row))
-            return None if prediction is None else prediction.estimate_ms
-
-        return SearchHints(structure=mask, predict=predicted)
+        """What the strategy may know of this kernel's space (`kernel_hints`)."""
+        return kernel_hints(self.space, search, self.predictor)
 
     def _rewrite(self, config: Config) -> tuple[SourceText, VerifyPolicy]:
         """The file rewritten at `config` and the composed verification policy of its passes."""
@@ -534,6 +522,22 @@ class _Refused(Exception):
         self.reason = reason
         self.key = key
         """The stable reason key of the result that refused it (kxform.engine.status)."""
+
+
+def kernel_hints(space: KernelSpace, search: SearchSpace, predictor: Predictor | None) -> SearchHints:
+    """What the strategy may know of a kernel's space beyond the rows: which parameters
+    change the parallel structure (kxform.engine.pass_api.Pass.changes_structure) and the
+    cost model's prediction of a row (None without a model)."""
+    structural = {part.name for part in space.composed.parts if type(part.pass_).changes_structure}
+    mask = tuple(name.split(".")[0] in structural for name in search.names)
+    if predictor is None:
+        return SearchHints(structure=mask)
+
+    def predicted(row: int) -> float | None:
+        prediction = predictor.of_config(search.config(row))
+        return None if prediction is None else prediction.estimate_ms
+
+    return SearchHints(structure=mask, predict=predicted)
 
 
 def _hardware(runtime: Runtime) -> str:

@@ -156,3 +156,27 @@ def test_quotas_never_exceed_the_budget_or_the_space(budget: int) -> None:
     assert stages.structure_quota <= int(stages.structure_rows.sum())
     assert stages.structure_quota <= max(4, math.ceil(0.4 * budget))
     assert stages.refine_end <= stages.structure_quota + math.ceil(0.4 * budget)
+
+
+def test_what_similar_kernels_measured_comes_before_the_predictions() -> None:
+    """A prior (kxform.search.transfer) that ranks 16 lanes first is followed before the
+    predictions, which rank 32 lanes first; without the prior the predictions lead."""
+    from kxform.search.strategy import Prior
+
+    space = _space()
+    predicted = _predicted(space)
+    hints = SearchHints(STRUCTURE, lambda row: predicted[row], budget=40)
+    score = np.full(len(space), np.nan)
+    for row in range(len(space)):
+        config = space.config(row)
+        if config["rows"] and not config["unroll"]:
+            score[row] = -1.0 if config["rows.lanes"] == 16 else 1.0
+    first = space.config(_run(space, hints, 2)[1][0])
+    primed_strategy = make_strategy("model", space, 0, Prior(score), hints)
+    history = History(len(space))
+    original = space.default_row()
+    assert original is not None
+    history.start(original)
+    history.add(original, 50.0)
+    primed = space.config(primed_strategy.propose(history))  # type: ignore[arg-type]
+    assert first["rows.lanes"] == 32 and primed["rows.lanes"] == 16 and primed_strategy.stage == "structure"

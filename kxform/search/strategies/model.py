@@ -155,7 +155,9 @@ class ModelGuided(Strategy):
             stage = self._stages.next(history)
             self.stage = stage.name
             if stage.ranked is not None:
-                return stage.ranked
+                # what similar kernels measured comes before what the model predicts
+                primed = self._prior_structure(history) if len(history) + len(history.pending) <= PRIOR_INIT else None
+                return stage.ranked if primed is None else primed
             if stage.allowed is not None:
                 history = history.restricted(stage.allowed)
         left = history.unvisited()
@@ -167,6 +169,20 @@ class ModelGuided(Strategy):
         if len(history) < self.initial or len(ok) < 2 or self.dims == 0:
             return self._initial(history, left)
         return self._by_model(history, left)
+
+    def _prior_structure(self, history: History) -> int | None:
+        """The unvisited structure configuration the prior ranks best, among those it
+        knows to be faster than its average (unknown rows sit at the average in its
+        order); None without a prior or such a row."""
+        if self._prior_order is None or self._stages is None or self.prior is None:
+            return None
+        structure = self._stages.structure_rows
+        for row in self._prior_order:
+            if not self.prior.known[row]:
+                return None
+            if structure[row] and not history.visited[row]:
+                return int(row)
+        return None
 
     def _initial(self, history: History, left: np.ndarray) -> int:
         """The prior's best-ranked configurations, else a space-filling design: the
