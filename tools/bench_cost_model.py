@@ -24,6 +24,12 @@ read back on the CPU:
   from a tuning database holding every other sweep (its measurements and its kernel's
   features, kxform.search.transfer), the sweeps of the kernel's own family left out.
 
+`--write-times DIR` writes each sweep as a `tune --json` recording, so that the whole
+tuning path replays it on the CPU: `kxform tune corpora/naive/gemm/naive.cu --kernel
+gemm_naive --pass coarsen --size M=2048,N=2048,K=2048 --objective
+cpu+replay:DIR/gemm_naive-M2048_N2048_K2048.json` rewrites, builds and verifies each
+configuration for real and takes its time from the sweep.
+
 The sweeps were measured with the passes of their day; configurations are matched by
 name and value, so a sweep of an option kxform no longer has is reported as such.
 """
@@ -235,6 +241,21 @@ def fill(db: TuningDB, cases: list[Case]) -> None:
             db.put_features(key, case.features)
 
 
+def write_times(folder: Path, case: Case) -> Path:
+    """The sweep as a `tune --json` summary (its configurations typed into today's space,
+    the original's time), named after the kernel and size: what `cpu+replay:FILE` reads."""
+    folder.mkdir(parents=True, exist_ok=True)
+    evaluations = [
+        {"params": case.search.config(row), "time_ms": float(ms), "spread_ms": 0.0, "status": "ok"}
+        for row, ms in enumerate(case.times)
+    ]
+    summary = {"kernel": case.sweep.kernel, "original_ms": float(case.times[case.original]), "evaluations": evaluations}
+    name = f"{case.sweep.kernel}-{case.sweep.size.replace(',', '_').replace('=', '')}.json"
+    path = folder / name
+    path.write_text(json.dumps(summary, indent=1) + "\n")
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", nargs="+", type=Path, default=[DEFAULT_DATA], metavar="FILE")
@@ -242,6 +263,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, default=40, help="evaluations per search (default 40, kxform tune's)")
     parser.add_argument("--hw", default="h200", help="the profile the sweeps were measured on (default h200)")
     parser.add_argument("--json", type=Path, metavar="OUT")
+    parser.add_argument(
+        "--write-times",
+        type=Path,
+        metavar="DIR",
+        help="also write each sweep as a `tune --json` recording, for `kxform tune --objective cpu+replay:FILE`",
+    )
     args = parser.parse_args(argv)
     cases: list[Case] = []
     seen: set[tuple[str, str, str, tuple[tuple[str, float], ...]]] = set()
@@ -256,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{sweep.name}: fewer than 3 recorded configurations are in today's space")
                 continue
             cases.append(case)
+            if args.write_times is not None:
+                write_times(args.write_times, case)
     report: list[dict[str, Any]] = []
     with (
         tempfile.TemporaryDirectory(prefix="kxform-bench-cost-") as scratch,
