@@ -22,8 +22,13 @@ def _matvec(tmp_path: Path, reverse: bool = False) -> Path:
     """The recorded matvec sweep alone (its times reversed: a planted disagreement)."""
     sweep = next(s for s in bench_cost_model.sweeps(DATA) if s.kernel == "matvec_naive")
     times = [ms for _, ms in sweep.measurements]
-    if reverse:
-        times = times[::-1]
+    if reverse:  # the fastest configuration takes the slowest time, and so on
+        ranks = sorted(range(len(times)), key=times.__getitem__)
+        ordered = sorted(times)
+        mirrored = [0.0] * len(times)
+        for rank, index in enumerate(ranks):
+            mirrored[index] = ordered[len(times) - 1 - rank]
+        times = mirrored
     case = {
         "kernel": sweep.kernel,
         "case": "matvec",
