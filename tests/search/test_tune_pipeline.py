@@ -99,6 +99,8 @@ def test_without_pass_the_pipeline_is_searched_from_the_original_and_written_thr
     assert phases["compile"] > 0 and phases["verify"] > 0 and phases["rewrite"] > 0
     best = summary["best"]
     assert all(e["status"] in ("ok", "cut_off") for e in summary["evaluations"])  # sound code: every one verified
+    # each evaluation carries the time the cost model predicted before it was built
+    assert any(e.get("predicted_ms") for e in summary["evaluations"]) and "kendall_tau" in summary["cost_model"]
     assert not result["kept_original"] and best["time_ms"] < 10.0 - 0.05
     assert result["time_ms"] == best["time_ms"] and result["speedup"] == pytest.approx(10.0 / best["time_ms"], 1e-3)
     applied = [name for name in considered if best["config"][name]]
