@@ -99,6 +99,13 @@ class HwProfile:
         block shares with its neighbours is `l2_bytes_per_xcd`, not `l2_bytes`."""
         return self.xcds > 1
 
+    @property
+    def async_copies(self) -> bool:
+        """Whether the GPU copies global memory into shared memory without going through
+        registers (cp.async, `__pipeline_memcpy_async`): NVIDIA compute capability 8.0 and later."""
+        m = re.match(r"sm_(\d+)", self.arch)
+        return self.vendor == "nvidia" and m is not None and int(m.group(1)) >= 80
+
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data, field order as declared, `is_chiplet` included."""
         data: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}

@@ -17,7 +17,11 @@ For every naive kernel of corpora/naive/index.toml, on a GPU:
     original timed there on the same inputs), and the fraction of the expert's speed-up
     kxform reached, as a log ratio: log(kxform) / log(expert);
   * yardsticks from tools/gpu_baselines.py (its own process): the device copy bandwidth
-    (the kernel's least traffic over its time) and cuBLAS's SGEMM for the GEMM-shaped pairs.
+    (the kernel's least traffic over its time) and cuBLAS's SGEMM for the GEMM-shaped pairs;
+  * with `--also P,Q` (repeatable), another `kxform tune` of the naive kernel with `--pass P,Q`
+    at the same budget, and with `--also P=defaults`, pass P alone at the defaults of its
+    tuning space (one configuration: what the pass's known-good shape does before any
+    search), each against the same yardstick (`also` in the JSON, a line under the table).
 The geometric means close the table; the results go to `--out` as JSON (written atomically
 after every kernel, so a run cut short keeps what it measured).
 
@@ -30,7 +34,10 @@ against the best at 200 and the share of evaluations slower than twice the origi
 `--dry-run` does everything but the GPU: both versions verified on the CPU runtime, the
 spaces each pass offers, both versions built with nvcc for the profile's architecture,
 and the first point of the offered space with one pass on confirmed by the tuner's own CPU
-checker (kxform.search.checker: rewritten, built, verified against the original).
+checker (kxform.search.checker: rewritten, built, verified against the original), and so
+is the first point of each offered structural pass on its own (`structural = True`:
+split-reduce) and of each offered pass `--check` names, which another pass's point would
+otherwise hide.
 
 Exit status: 0 every kernel verified (and, on a GPU, was measured); 1 something did not
 verify, build or measure (see the table); 2 a usage error or no GPU (one line on stderr).
@@ -63,7 +70,18 @@ from gpubench_common import (
     split_names,
     write_json,
 )
-from naive_pairs import Pair, Version, build, check, gemm_shape, least_bytes, load_pairs, spaces, verify  # noqa: E402
+from naive_pairs import (  # noqa: E402
+    Pair,
+    Version,
+    build,
+    check,
+    gemm_shape,
+    least_bytes,
+    load_pairs,
+    spaces,
+    structural,
+    verify,
+)
 from pipeline_table import print_table  # noqa: E402
 from search_study import print_study, study_column, study_summary  # noqa: E402
 
@@ -88,6 +106,19 @@ def parse(argv: list[str] | None) -> Any:
         metavar="offered|all|P,Q",
         help="kxform tune's --pass: the passes that offer a space (default), all (no --pass: "
         "tune picks the pipeline) or a list",
+    )
+    p.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        metavar="P,Q|P=defaults",
+        help="another tune per kernel: with --pass P,Q, or pass P at its tuning defaults only (repeatable)",
+    )
+    p.add_argument(
+        "--check",
+        metavar="P,Q",
+        default="",
+        help="dry run: passes whose first offered point is also checked alone (always: the structural ones)",
     )
     p.add_argument("--quick", action="store_true", help="shorter timing per version (0.25 s of launches)")
     p.add_argument("--launch-budget", type=float, help="seconds of timed launches per version (default 0.5)")
@@ -120,6 +151,15 @@ def parse(argv: list[str] | None) -> Any:
         unknown = [n for n in split_names(args.passes) if n not in PASSES]
         if unknown or not split_names(args.passes):
             p.error(f"--passes {args.passes!r}: expected offered, all or passes among {', '.join(PASSES)}")
+    for also in args.also:
+        from kxform.engine.registry import default_registry
+
+        names, _, at = also.partition("=")
+        known = default_registry().names()
+        if at not in ("", "defaults") or not split_names(names) or any(n not in known for n in split_names(names)):
+            p.error(f"--also {also!r}: expected passes among {', '.join(known)}, or one pass and =defaults")
+        if at and len(split_names(names)) != 1:
+            p.error(f"--also {also!r}: =defaults takes one pass")
     if args.launch_budget is None:
         args.launch_budget = 0.25 if args.quick else 0.5
     return args
@@ -146,6 +186,8 @@ def run_pair(pair: Pair, runtime: Any, args: Any, hw: str, yardsticks: dict[str,
         arch = load_profile(hw).arch
         row["builds"] = {"naive": build(pair.naive, arch), "expert": build(pair.expert, arch)}
         row["checker"] = check(pair.naive, hw, tuple(row["spaces"]["offered"]))
+        alone = structural(row["spaces"]["offered"], tuple(split_names(args.check)) if args.check else ())
+        row["structural"] = {name: check(pair.naive, hw, (name,)) for name in alone}
     else:
         measure(pair, runtime, args, hw, row)
         row["yardstick"] = yardstick(pair, row, yardsticks)
@@ -200,9 +242,32 @@ def measure(pair: Pair, runtime: Any, args: Any, hw: str, row: dict[str, Any]) -
         else:
             row["kxform"] = {"status": after.get("status", "failed"), "speedup": 1.0, "passes": []}
     else:
-        row["kxform"] = tune_column(pair, args, hw, row["spaces"]["offered"])
+        row["kxform"] = tune_column(pair, args, hw, tune_passes(args, row["spaces"]["offered"]))
     row["steps_s"]["tune"] = round(time.perf_counter() - tuned, 1)
     speeds(row)
+    for also in args.also:
+        names, _, at = also.partition("=")
+        extra = pinned_defaults(pair, names, hw) if at else []
+        column = tune_column(pair, args, hw, list(split_names(names)), extra)
+        raw = column.get("raw_speedup")  # its best, slower or not, scaled to this run's original
+        column["ms"] = row["original_ms"] / raw if raw and row.get("original_ms") else None
+        row.setdefault("also", {})[also] = column
+
+
+def pinned_defaults(pair: Pair, name: str, hw: str) -> list[str]:
+    """`kxform tune` arguments that leave one configuration: pass `name` on, every one of
+    its parameters at its tuning space's default."""
+    from kxform.search.kernel_space import kernel_space
+
+    version = pair.naive
+    space = kernel_space(version.source.data, version.kernel, (name,), path=version.source.path, hw=hw)
+    switch = name.replace("-", "_")
+    pins = [switch] + [
+        f"{k} == {v!r}" if isinstance(v, str) else f"{k} == {v}"
+        for k, v in space.defaults().items()
+        if k.startswith(switch + ".")
+    ]
+    return ["--strategy", "exhaustive", *(a for pin in pins for a in ("--require", pin))]
 
 
 def time_version(version: Version, runtime: Any, size: Any, inputs: dict[str, Any], budget_s: float) -> float:
@@ -234,7 +299,9 @@ def tune_passes(args: Any, offered: list[str]) -> list[str] | None:
     return list(split_names(args.passes))
 
 
-def tune_command(pair: Pair, args: Any, hw: str, passes: list[str] | None, scratch: Path) -> list[str]:
+def tune_command(
+    pair: Pair, args: Any, hw: str, passes: list[str] | None, scratch: Path, extra: list[str] | None = None
+) -> list[str]:
     command = [
         sys.executable,
         "-m",
@@ -259,17 +326,19 @@ def tune_command(pair: Pair, args: Any, hw: str, passes: list[str] | None, scrat
         "--launch-budget",
         str(args.launch_budget),
     ]
-    return command + (["--pass", ",".join(passes)] if passes is not None else [])
+    return command + (["--pass", ",".join(passes)] if passes is not None else []) + list(extra or ())
 
 
-def tune_column(pair: Pair, args: Any, hw: str, offered: list[str]) -> dict[str, Any]:
-    """kxform's result for the naive kernel: `kxform tune`'s best verified configuration,
-    or the original kept (speed-up 1) when no pass offers anything or nothing is faster."""
-    passes = tune_passes(args, offered)
+def tune_column(
+    pair: Pair, args: Any, hw: str, passes: list[str] | None, extra: list[str] | None = None
+) -> dict[str, Any]:
+    """kxform's result for the naive kernel: `kxform tune`'s best verified configuration
+    with `--pass passes` (None: no `--pass`) and `extra` arguments, or the original kept
+    (speed-up 1) when no pass offers anything or nothing is faster."""
     if passes == []:
         return {"status": "nothing offered", "speedup": 1.0, "passes": []}
     with tempfile.TemporaryDirectory(prefix="kxform-bench-pipeline-") as scratch:
-        command = tune_command(pair, args, hw, passes, Path(scratch))
+        command = tune_command(pair, args, hw, passes, Path(scratch), extra)
         code, stdout, stderr = run_limited(command, args.tune_timeout, scratch)
     if code is None:
         return {
@@ -385,6 +454,7 @@ def yardstick(pair: Pair, row: dict[str, Any], data: dict[str, Any] | None) -> d
         return None
     size = pair.naive.spec.bench_sizes[0]
     times = {"original": row.get("original_ms"), "kxform": row.get("kxform_ms"), "expert": row.get("expert_ms")}
+    times |= {f"also {also}": column.get("ms") for also, column in row.get("also", {}).items()}
     if pair.yardstick == "cublas":
         shape = list(gemm_shape(pair, size) or ())
         match = next((g for g in data.get("gemm", []) if g["shape"] == shape), None)

@@ -31,16 +31,20 @@ PYCUDA_DEPS=(pytools platformdirs mako markupsafe siphash24 typing-extensions)
 # kxform's runtime dependencies (pyproject.toml; tomli is not needed on 3.11+).
 # numpy is not fetched (about 16 MB: GPU images have it, and pycuda builds against theirs;
 # WITH_NUMPY=1 fetches it); z3-solver (the remap proofs; about 29 MB) is.
-RUNTIME_DEPS=("tree-sitter>=0.25" "tree-sitter-cuda>=0.21" "libclang>=18.1" "networkx>=3.0" "z3-solver>=4.12"
-              "pathspec>=0.12" "tqdm>=4.66" "tomli-w>=1.0" "filelock>=3.12")
+# The GPU image already holds networkx, pathspec, tqdm, filelock and the test runner (pytest,
+# pytest-xdist, execnet, hypothesis, iniconfig, pluggy, packaging, sortedcontainers, attrs),
+# (the device tool's KINDS.md lists the image's packages): gpu-check.sh
+# builds its venv with --system-site-packages, so they are not carried. z3-solver is pinned to
+# 4.15.4 (29 MB; 5.x is 39 MB, and the remap proofs decide on both: docs/trust.md).
+RUNTIME_DEPS=("tree-sitter>=0.25" "tree-sitter-cuda>=0.21" "libclang>=18.1" "z3-solver==4.15.4.0" "tomli-w>=1.0")
 [[ "${WITH_NUMPY:-0}" == 1 ]] && RUNTIME_DEPS+=("numpy>=1.24")
 # scipy (the search's model strategy; about 35 MB) is fetched only with WITH_SCIPY=1: GPU
 # images usually have it, and the carried folder has a size limit.
 [[ "${WITH_SCIPY:-0}" == 1 ]] && RUNTIME_DEPS+=("scipy>=1.10")
 # Test runner (pytest-xdist and its execnet: parallel GPU suite) and the build backend
 # for offline builds.
-TEST_DEPS=(pytest pytest-xdist execnet hypothesis iniconfig pluggy packaging sortedcontainers attrs)
-BUILD_DEPS=("setuptools>=68" wheel)
+TEST_DEPS=()
+BUILD_DEPS=("setuptools>=77" wheel)  # kxform's build backend needs 77+, whatever the image has
 
 die() { echo "fetch-gpu-deps: error: $*" >&2; exit 1; }
 

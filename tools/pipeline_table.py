@@ -52,9 +52,27 @@ def _checker(row: dict[str, Any]) -> str:
     c = row.get("checker")
     if not c:
         return "-"
+    found = [_checked(c)] + [f"{name}: {_checked(v)}" for name, v in row.get("structural", {}).items()]
+    return "; ".join(found)
+
+
+def _checked(c: dict[str, Any]) -> str:
     if c["status"] == "verified":
         return f"verified ({c['pipeline']})"
     return c["status"] + (f": {c['detail'][:80]}" if c.get("detail") else "")
+
+
+def _also(row: dict[str, Any], also: str, column: dict[str, Any]) -> str:
+    """`gemm, also smem-tile=defaults: 3.5000 ms, 4.00x the original, 78% of cuBLAS (...)`."""
+    y = row.get("yardstick") or {}
+    share = y.get(f"also {also}")
+    what = "" if share is None else f", {_pct(share)} {'of copy' if y['kind'] == 'copy' else 'of cuBLAS'}"
+    if column["status"] != "tuned":
+        return f"{row['name']}, also {also}: {_kxform({'kxform': column})}"
+    return (
+        f"{row['name']}, also {also}: {_ms(column.get('ms'))} ms, {_x(column.get('raw_speedup'))} the original{what}; "
+        + _kxform({"kxform": column})
+    )
 
 
 def _yardstick(row: dict[str, Any]) -> str:
@@ -69,7 +87,8 @@ def print_table(rows: list[dict[str, Any]], summary: dict[str, Any], dry_run: bo
     if dry_run:
         print(
             "\n| kernel | verified on the CPU (naive / expert) | spaces of the naive kernel | offered | "
-            "nvcc builds (registers naive / expert) | the tuner's CPU checker (first point with one pass on) |"
+            "nvcc builds (registers naive / expert) | the tuner's CPU checker (first point with one pass on; "
+            "structural passes alone) |"
         )
         print("|---|---|---|---|---|---|")
         for r in rows:
@@ -108,6 +127,9 @@ def print_table(rows: list[dict[str, Any]], summary: dict[str, Any], dry_run: bo
             f"{_ms(r.get('expert_ms'))} | {_x(r['kxform']['speedup'])} | {_x(r.get('expert_speedup'))} | "
             f"{_pct(r.get('fraction'))} | {_yardstick(r)} | {_kxform(r)} |"
         )
+    for r in rows:
+        for also, column in r.get("also", {}).items():
+            print(_also(r, also, column))
     s = summary
     print(
         f"\ngeometric mean over {s['kernels']} kernels: kxform {_x(s['kxform_speedup'])}, expert "

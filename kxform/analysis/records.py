@@ -13,6 +13,10 @@ from kxform.analysis.affine import THREAD_AXES, Affine, Index, NotAffine
 from kxform.frontend.model import Span
 
 REDUCTION_OPS = ("+", "*", "max", "min")
+_STRIDE_SHAPES = {
+    ("threadIdx.x", "blockDim.x"): "block",
+    ("blockDim.x*blockIdx.x + threadIdx.x", "blockDim.x*gridDim.x"): "grid",
+}
 
 
 @dataclass(frozen=True)
@@ -156,6 +160,19 @@ class Loop:
     def distributable(self) -> bool:
         return not self.distribute_blockers
 
+    @property
+    def stride_loop(self) -> str | None:
+        """`block` for a loop that shares elements out over the threads of a block one per
+        turn (`for (i = threadIdx.x; ...; i += blockDim.x)`), `grid` over the threads of
+        the grid (`i = blockIdx.x * blockDim.x + threadIdx.x; ...; i += blockDim.x *
+        gridDim.x`), start and step as the analysis reads them (through locals); None for
+        any other loop, or one inside another."""
+        if self.parent is not None or self.kind != "for" or not self.var:
+            return None
+        if not isinstance(self.init, Affine) or not isinstance(self.step, Affine):
+            return None
+        return _STRIDE_SHAPES.get((str(self.init), str(self.step)))
+
 
 @dataclass(frozen=True)
 class MemoryAccess:
@@ -182,6 +199,9 @@ class MemoryAccess:
     atomic: bool = False
     update_op: str = ""
     """The compound operator of an update in place (`+=`), "" otherwise."""
+    asynchronous: bool = False
+    """A write made by an asynchronous copy (`__pipeline_memcpy_async`): it lands when the
+    writing thread waits for the copy's group, not where it is written."""
 
     @property
     def affine(self) -> bool:

@@ -242,7 +242,7 @@ def cacheable(model: SourceModel, kernel: Function, analysis: AccessAnalysis) ->
     uses = {name: len(re.findall(rf"(?<![.\w])(?<!->){re.escape(name)}\b", code)) for name in pointers}
     escaped = frozenset(name for name in pointers if uses[name] != direct.get(name, 0))
     written = frozenset(a.buffer for a in analysis.accesses if a.write)
-    writers = tuple(f.name for f in closure_functions(model, kernel)[1:] if _stores(model, f))
+    writers = tuple(f.name for f in closure_functions(model, kernel)[1:] if stores_memory(model, f))
     text = data.decode("utf-8", "replace")
     registers = frozenset(name for name, b in pointers.items() if _register_type(text, b.element))
     return Cacheable(kernel, data, pointers, registers, escaped, written, scalars, frozenset(allowed), writers)
@@ -307,7 +307,7 @@ def analyse_reuse(
     )
 
 
-def _stores(model: SourceModel, function: Function) -> bool:
+def stores_memory(model: SourceModel, function: Function) -> bool:
     """`function` may store to memory: a store or atomic the analysis records, or any
     assignment through a subscript or a dereference (a global pointer variable is no
     buffer of the analysis's; a local array counts too: conservative)."""

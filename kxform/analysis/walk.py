@@ -41,6 +41,15 @@ BARRIER_RE = re.compile(
 WARP_COLLECTIVE_RE = re.compile(r"^(nvcuda::)?wmma::\w+$")
 """Warp-collective calls whose array arguments are fragments they may write."""
 ATOMIC_RE = re.compile(r"^atomic\w+$")
+MEMORY_INTRINSICS: dict[str, tuple[str, ...]] = {
+    "__pipeline_memcpy_async": ("async-write", "read"),
+    **{name: ("read",) for name in ("__ldg", "__ldcg", "__ldca", "__ldcs", "__ldlu", "__ldcv")},
+    **{name: ("write",) for name in ("__stcg", "__stcs", "__stwb", "__stwt")},
+}
+"""What intrinsics do with the element whose address is their argument (by position): the
+load hints read it, the store hints write it, an asynchronous copy writes its first
+argument (when its thread waits for the copy) and reads its second."""
+_CASTS = frozenset({"reinterpret_cast", "static_cast", "const_cast"})
 _ONE = "1"
 """The step of `++` and `--` (evaluated like the right side of `+= 1`)."""
 
@@ -316,7 +325,13 @@ class Walker:
         atomic = bool(ATOMIC_RE.match(name))
         if atomic:
             self.state.atomics.append(span)
+        roles = MEMORY_INTRINSICS.get(name, ())
         for i, arg in enumerate(args.named_children if args is not None else ()):
+            target = addressed_element(arg) if i < len(roles) else None
+            if target is not None:
+                role = roles[i]
+                self.access(target, read=role == "read", write=role != "read", asynchronous=role == "async-write")
+                continue
             if (
                 atomic
                 and i == 0
@@ -345,8 +360,14 @@ class Walker:
                 return True
         return False
 
-    def access(self, node: Any, read: bool, write: bool, atomic: bool = False, update: str = "") -> None:
+    def access(
+        self, node: Any, read: bool, write: bool, atomic: bool = False, update: str = "", asynchronous: bool = False
+    ) -> None:
         if node.type == "pointer_expression":
+            element = addressed_element(node.child_by_field_name("argument"))
+            if element is not None:  # `*reinterpret_cast<float4*>(&x[i])`: x[i], read or written as another type
+                self.access(element, read, write, atomic, update)
+                return
             pointer = evaluate(node.child_by_field_name("argument"), self.env)
             if isinstance(pointer.value, Pointer):
                 self._record(
@@ -379,7 +400,9 @@ class Walker:
         buffer = self.state.buffers[pointer.buffer]
         flat = _flatten(pointer.offset, [v.index for v in values], buffer.extents if buffer.space != "global" else ())
         via = Evaluated(flat, target.via.union(*(v.via for v in values)))
-        self._record(node, pointer.buffer, flat, tuple(v.index for v in values), via, read, write, atomic, update)
+        self._record(
+            node, pointer.buffer, flat, tuple(v.index for v in values), via, read, write, atomic, update, asynchronous
+        )
 
     def _unknown(self, node: Any, name: str, read: bool, write: bool, atomic: bool, update: str) -> None:
         """A subscript of a local that does not point into a known buffer: recorded (in the
@@ -400,6 +423,7 @@ class Walker:
         write: bool,
         atomic: bool,
         update: str = "",
+        asynchronous: bool = False,
     ) -> None:
         state = self.state
         buffer = state.buffers[buffer_name]
@@ -422,8 +446,34 @@ class Walker:
                 carriers,
                 atomic,
                 update,
+                asynchronous,
             )
         )
+
+
+def addressed_element(node: Any) -> Any:
+    """The subscript whose address `node` is, through casts and parentheses
+    (`reinterpret_cast<const float4*>(&x[i])`, `(float2*)&x[i]`), or None."""
+    node = unwrap(node)
+    while node is not None:
+        if node.type == "cast_expression":
+            node = unwrap(node.child_by_field_name("value"))
+        elif node.type == "call_expression" and _cast_name(node) in _CASTS:
+            args = node.child_by_field_name("arguments")
+            node = unwrap(args.named_children[0]) if args is not None and len(args.named_children) == 1 else None
+        else:
+            break
+    if node is None or node.type != "pointer_expression" or text(node.child_by_field_name("operator")) != "&":
+        return None
+    target = unwrap(node.child_by_field_name("argument"))
+    return target if target is not None and target.type == "subscript_expression" else None
+
+
+def _cast_name(node: Any) -> str:
+    function = node.child_by_field_name("function")
+    if function is None or function.type != "template_function":
+        return ""
+    return text(function.child_by_field_name("name"))
 
 
 def _mentions_block(value: Any) -> bool:

@@ -90,6 +90,7 @@ def check_resources(
             f"at this configuration ({entry.registers} registers)",
         )
     detail = f"{entry.registers} registers, no spills"
+    figures: tuple[tuple[str, float | str], ...] = (("registers", entry.registers),)
     if all(b is not None for b in block):
         threads = math.prod(parse_expr(str(b)).evaluate_int(config) for b in block)
         if entry.registers * threads > hw.regs_per_block:
@@ -99,4 +100,5 @@ def check_resources(
                 f"{entry.registers * threads} > {hw.regs_per_block} registers per block on {hw.name}",
             )
         detail += f"; {entry.registers} x {threads} threads = {entry.registers * threads} <= {hw.regs_per_block}"
-    return CheckRecord("resources", True, detail)
+        figures += (("threads", threads),)
+    return CheckRecord("resources", True, detail, figures=figures)

@@ -189,7 +189,7 @@ class Pass(abc.ABC):
     """Whether `tuning_space`'s defaults reproduce the code as written (a lift at the
     original values): a composed search then never times the pass on at its defaults,
     which is the original again under another name."""
-    changes_structure: ClassVar[bool] = False
+    structural: ClassVar[bool] = False
     """Whether the pass changes the kernel's parallel structure (which thread does which
     work: threads per row, outputs per thread, shared-memory tiles, vector widths) rather
     than refining it (block sizes, unroll factors, block orders). A tuner explores the

@@ -13,7 +13,11 @@ it. A pass states, per proposal:
   absolute bound per output element measured at each check size with the original's
   reorder probe (`bound`: kxform.engine.reorder_probe, kxform.verify.probe), or the spec's
   tolerance widened by a fixed factor where nothing better is known (`spec`);
-* whether the rewrite may be written without a differential run at all.
+* whether the rewrite may be written without a differential run at all;
+* the scratch buffers the rewritten kernel takes after the original's parameters (a
+  split reduction's partial sums and arrival counters): the verifier allocates them,
+  zeroed, at the sizes the pass states, and holds a buffer the kernel must leave as it
+  found it (counters a later launch reuses) to that.
 
 Policies of the passes of one pipeline combine (`then`): the later launch wins where it
 sets one, the looser comparison wins, and a required verification stays required.
@@ -30,6 +34,28 @@ from kxform.engine.reorder_probe import ANY_ORDER, ReorderProbe, build_probe
 from kxform.frontend.model import Function, SourceModel
 
 CompareMode = Literal["exact", "spec", "bound"]
+
+
+@dataclass(frozen=True)
+class Scratch:
+    """A buffer the rewritten kernel takes as an extra parameter (after the original's,
+    in order) and the caller allocates: the rewritten launcher does, and so does the
+    verifier and the timer, zero-filled.
+
+    `count` is an expression in kxform's expression language over the kernel's scalar
+    parameters, the pass's parameters and the rewritten launch (`grid_x`, `grid_y`,
+    `grid_z`, `block_x`, `block_y`, `block_z`). `restored`: the kernel must leave the
+    buffer all zero, as it got it (arrival counters a later launch starts from); the
+    verifier checks that after every run."""
+
+    name: str
+    dtype: str
+    """A harness dtype (`float32`, `uint32`)."""
+    count: str
+    restored: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "dtype": self.dtype, "count": self.count, "restored": self.restored}
 
 
 @dataclass(frozen=True)
@@ -54,10 +80,12 @@ class LaunchBinding:
     """Whether the expressions must reproduce the spec's launch at `defaults` before they
     are trusted. A launch stated with a new kernel body (a model-written template) has no
     original values to anchor it: it is evaluated as stated."""
+    scratch: tuple[Scratch, ...] = ()
+    """Buffers the rewritten kernel takes after the original's parameters (see Scratch)."""
 
     @property
     def is_spec(self) -> bool:
-        return self.grid is None and self.block is None and self.shared_bytes is None
+        return self.grid is None and self.block is None and self.shared_bytes is None and not self.scratch
 
     def env(self, original: bool) -> dict[str, int]:
         return dict(self.defaults if original else self.values)
@@ -72,6 +100,7 @@ class LaunchBinding:
             "values": dict(self.values),
             "defaults": dict(self.defaults),
             "origin": self.origin,
+            **({"scratch": [s.to_json() for s in self.scratch]} if self.scratch else {}),
         }
 
 
@@ -160,7 +189,9 @@ class VerifyPolicy:
             # a parameter both read keeps the original value the earlier rewrite knew
             earlier = dict(self.launch.defaults)
             defaults = {k: earlier.get(k, v) for k, v in later.launch.defaults}
-            launch = replace(later.launch, defaults=tuple(defaults.items()))
+            launch = replace(
+                later.launch, defaults=tuple(defaults.items()), scratch=self.launch.scratch + later.launch.scratch
+            )
         return VerifyPolicy(launch, _combined(self, later), self.required or later.required)
 
     def describe(self) -> str:

@@ -38,14 +38,13 @@ from dataclasses import dataclass
 
 from kxform.analysis.records import Loop, Reduction
 from kxform.engine.edits import Edit, apply_edits
+from kxform.engine.rewrite import in_block
 from kxform.errors import CheckFailed
-from kxform.frontend.lexical import blank_comments_and_strings
 from kxform.frontend.model import Function, SourceModel
 
 PROBE_MACRO = "KX_PROBE_{}"
 """The macro that moves sum j by its reordering bound when defined to 1."""
 UNIT_ROUNDOFF = {"float": 2.0**-24, "double": 2.0**-53}
-_STATEMENT_BEFORE = (";", "{", "}")
 
 
 class ProbeRefused(CheckFailed):
@@ -152,23 +151,14 @@ def build_probe(
 
 def _statement_start(model: SourceModel, loop: Loop) -> int:
     """Where declarations before the loop go: before its `#pragma` if it has one. The loop
-    must follow a statement or a brace (it is a statement of a compound statement, not the
-    body of an `if`, an `else` or another loop), or a declaration there would change the
-    program."""
-    start = loop.pragma_span.start if loop.pragma_span is not None else loop.span.start
-    text = model.source.data[:start].decode("utf-8", errors="replace")
-    lines = blank_comments_and_strings(text).rstrip().split("\n")
-    while lines and lines[-1].lstrip().startswith("#"):  # preprocessor lines are not statements
-        lines.pop()
-        while lines and not lines[-1].strip():
-            lines.pop()
-    before = "\n".join(lines).rstrip()
-    if not before.endswith(_STATEMENT_BEFORE):
+    must be a statement of a block (not the body of an `if`, an `else` or another loop),
+    or a declaration there would change the program."""
+    if not in_block(model, loop):
         raise ProbeRefused(
             f"the loop over '{loop.var or loop.kind}' (line {model.source.line_col(loop.span.start)[0]}) is not a "
             "statement of a block (it is the body of another statement): nothing can be declared before it"
         )
-    return start
+    return loop.pragma_span.start if loop.pragma_span is not None else loop.span.start
 
 
 def _gamma(k: str, u: float) -> str:

@@ -10,7 +10,11 @@ so a rewrite's diff is the change and nothing else (byte-minimal):
 * `add_template_params` and `instantiate`: template parameters with defaults (every
   existing launch keeps compiling) and an explicit instantiation at given values;
 * `replace_loop` and `set_unroll`: a loop statement (the `Loop` of the access analysis)
-  replaced, or its `#pragma unroll` set, changed or removed.
+  replaced, or its `#pragma unroll` set, changed or removed;
+* `stride_loop`: a counted loop shared out over workers (lanes of a row, threads or blocks
+  of a split reduction): worker k starts k steps in and strides by the number of workers;
+* `loop_header` and `scale_loop`: a counted loop's header as written, and each turn made to
+  take several iterations (a stride loop vectorised or coarsened).
 Changing a launch site is kxform.engine.launch_site's job.
 """
 
@@ -18,12 +22,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kxform.analysis.affine import Affine
 
 from kxform.analysis.records import Loop
 from kxform.engine.edits import Edit
 from kxform.engine.helper_placement import Helper, guarded, helper_offset
 from kxform.errors import CheckFailed
-from kxform.frontend.model import Function, SourceModel
+from kxform.frontend.model import Function, SourceModel, Span
 from kxform.frontend.queries import split_args, template_params
 
 __all__ = [
@@ -35,6 +42,10 @@ __all__ = [
     "place_helpers",
     "replace_loop",
     "set_unroll",
+    "LoopHeader",
+    "loop_header",
+    "scale_loop",
+    "stride_loop",
 ]
 
 
@@ -174,3 +185,110 @@ def set_unroll(model: SourceModel, loop: Loop, factor: str | None, origin: str) 
         )
     indent = source.indent_at(loop.span.start)
     return Edit(at, at, f"{indent}#pragma unroll{' ' + factor if factor else ''}{newline}", origin)
+
+
+_HEADER_RE = re.compile(rb"for\s*\((?P<init>[^;]*);(?P<cond>[^;]*);(?P<inc>[^)]*)\)")
+
+
+def stride_loop(model: SourceModel, loop: Loop, worker: str, workers: str, origin: str) -> list[Edit]:
+    """Share `for (v = start; v < bound; v += step)` out over `workers` workers: worker
+    `worker` (an expression in 0..workers-1) starts at `start + worker * step` and strides
+    by `workers * step`, so iteration j runs on worker j % workers and the loop's bound
+    still ends every worker's share. Only the start and the increment change."""
+    data = model.source.data
+    header = _HEADER_RE.match(data, loop.header.start)
+    if header is None or "=" not in header.group("init").decode():
+        raise RewriteRefused(f"the header of the loop over '{loop.var}' is not `for (v = start; v < bound; step)`")
+    step = loop.step.value if isinstance(loop.step, Affine) else None
+    share = worker if step == 1 else f"{worker} * {step}"
+    stride = workers if step == 1 else f"{workers} * {step}"
+    init_end = header.end("init")
+    while data[init_end - 1 : init_end].isspace():
+        init_end -= 1
+    inc_start, inc_end = header.start("inc"), header.end("inc")
+    while data[inc_start : inc_start + 1].isspace():
+        inc_start += 1
+    while data[inc_end - 1 : inc_end].isspace():
+        inc_end -= 1
+    equals = data.index(b"=", header.start("init")) + 1
+    start = data[equals:init_end].strip()
+    first = (
+        Edit(init_end - len(start), init_end, share, f"{origin}: worker's first iteration")
+        if start == b"0"
+        else Edit(init_end, init_end, f" + {share}", f"{origin}: worker's first iteration")
+    )
+    return [first, Edit(inc_start, inc_end, f"{loop.var} += {stride}", f"{origin}: stride over the workers")]
+
+
+@dataclass(frozen=True)
+class LoopHeader:
+    """`for (T v = START; v < BOUND; v += STEP)` as written: what a pass that changes how a
+    loop's iterations are dealt out edits (byte spans) and repeats (texts)."""
+
+    ctype: str
+    """The type the header declares the variable with (`int`, `int64_t`)."""
+    start: Span
+    bound: str
+    """The right side of `v < BOUND` ("" where the condition is not that)."""
+    step: Span | None
+    """The right side of `v += STEP` (None where the increment is not that)."""
+    end: int
+    """Just past the `)` that closes the header (where a body without braces may start)."""
+
+    def text(self, model: SourceModel, span: Span) -> str:
+        return model.source.data[span.start : span.end].decode("utf-8")
+
+
+def loop_header(model: SourceModel, loop: Loop) -> LoopHeader | None:
+    """The header of a counted `for` loop that declares its variable (`T v = START`), or None."""
+    data = model.source.data
+    header = _HEADER_RE.match(data, loop.header.start)
+    if header is None or not loop.var:
+        return None
+    init = header.group("init").decode("utf-8", "replace")
+    declared = re.fullmatch(rf"\s*(?P<t>[A-Za-z_][\w:<> ]*?[\s*&]*)\s*\b{re.escape(loop.var)}\s*=(?P<v>.+)", init, re.S)
+    if declared is None:
+        return None
+    ctype = declared.group("t").strip()
+    start = _stripped(data, header.start("init") + len(init[: declared.start("v")].encode()), header.end("init"))
+    cond = header.group("cond").decode("utf-8", "replace")
+    less = re.fullmatch(rf"\s*{re.escape(loop.var)}\s*<(?!=)(?P<b>.+)", cond, re.S)
+    inc = header.group("inc").decode("utf-8", "replace")
+    plus = re.fullmatch(rf"\s*{re.escape(loop.var)}\s*\+=(?P<s>.+)", inc, re.S)
+    step = (
+        _stripped(data, header.start("inc") + len(inc[: plus.start("s")].encode()), header.end("inc")) if plus else None
+    )
+    return LoopHeader(ctype, start, less.group("b").strip() if less else "", step, header.end())
+
+
+def _stripped(data: bytes, start: int, end: int) -> Span:
+    while start < end and data[start : start + 1].isspace():
+        start += 1
+    while end > start and data[end - 1 : end].isspace():
+        end -= 1
+    return Span(start, end)
+
+
+def scale_loop(model: SourceModel, loop: Loop, factor: str, start: bool, origin: str) -> list[Edit]:
+    """Each turn of `for (v = START; v < B; v += STEP)` takes `factor` iterations: the step
+    becomes `(STEP) * factor`, and with `start` the start `(START) * factor` too (a turn's
+    iterations adjacent, for a loop that deals out elements one per thread and turn)."""
+    header = loop_header(model, loop)
+    if header is None or header.step is None:
+        raise RewriteRefused(f"the header of the loop over '{loop.var}' is not `for (v = START; ...; v += STEP)`")
+    out = [Edit(header.step.start, header.step.end, f"({header.text(model, header.step)}) * {factor}", origin)]
+    if start:
+        out.append(
+            Edit(header.start.start, header.start.end, f"({header.text(model, header.start)}) * {factor}", origin)
+        )
+    return out
+
+
+def in_block(model: SourceModel, loop: Loop) -> bool:
+    """The loop statement's parent is a compound statement (`{ ... for (...) ... }`), not
+    another statement (`if (c) for (...)` without braces): only then can a rewrite add
+    statements before or after it without changing what the other statement holds."""
+    node = model.tree.root_node.descendant_for_byte_range(loop.span.start, loop.span.end)
+    while node is not None and not (node.start_byte == loop.span.start and node.type.endswith("_statement")):
+        node = node.parent
+    return node is not None and node.parent is not None and node.parent.type == "compound_statement"

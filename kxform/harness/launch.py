@@ -54,6 +54,9 @@ class ResolvedArg:
     shape: tuple[int, ...]
     value: np.generic | None = None
     csr: CsrDims | None = None
+    scratch: bool = False
+    """A buffer a rewritten kernel takes beyond the spec's arguments (kxform.engine.policy.Scratch):
+    no input of the spec, zero-filled by the request builder."""
 
     @property
     def count(self) -> int:

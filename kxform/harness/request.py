@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kxform.build.extract import ExtractedKernel
+from kxform.harness.dtypes import numpy_dtype
 from kxform.harness.launch import ResolvedLaunch
 from kxform.runtime.base import BufferArg, LaunchRequest, ScalarArg
 
@@ -75,10 +76,11 @@ def launch_request(
 ) -> LaunchRequest:
     """Turn harness inputs into a runtime request for the extracted kernel's entry. The
     unit is built away from the user's tree, so the file's own directory is an include
-    directory (quoted includes resolve as they did in place)."""
+    directory (quoted includes resolve as they did in place). A rewritten kernel's scratch
+    buffers (no input of the spec) start zeroed."""
     args: list[BufferArg | ScalarArg] = []
     for arg in resolved.args:
-        value = inputs[arg.name]
+        value = np.zeros(arg.shape, numpy_dtype(arg.dtype)) if arg.scratch else inputs[arg.name]
         if arg.kind == "scalar":
             args.append(ScalarArg(arg.name, value))
         else:

@@ -526,9 +526,9 @@ class _Refused(Exception):
 
 def kernel_hints(space: KernelSpace, search: SearchSpace, predictor: Predictor | None) -> SearchHints:
     """What the strategy may know of a kernel's space beyond the rows: which parameters
-    change the parallel structure (kxform.engine.pass_api.Pass.changes_structure) and the
+    change the parallel structure (kxform.engine.pass_api.Pass.structural) and the
     cost model's prediction of a row (None without a model)."""
-    structural = {part.name for part in space.composed.parts if type(part.pass_).changes_structure}
+    structural = {part.name for part in space.composed.parts if type(part.pass_).structural}
     mask = tuple(name.split(".")[0] in structural for name in search.names)
     if predictor is None:
         return SearchHints(structure=mask)

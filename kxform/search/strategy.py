@@ -103,7 +103,7 @@ class Prior:
 class SearchHints:
     """What a strategy may know of a kernel's space beyond its rows (a recorded space has
     none): which parameters change the parallel structure of the kernel (a pass's switch
-    and parameters, `Pass.changes_structure`), the cost model's predicted milliseconds of
+    and parameters, `Pass.structural`), the cost model's predicted milliseconds of
     a row (None where it cannot tell; computed on demand: a rewrite each), and the run's
     budget of evaluations (None: bounded by time)."""
 

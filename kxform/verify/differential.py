@@ -213,6 +213,20 @@ def _output_checks(
     return tuple(checks)
 
 
+def _scratch_left(policy: VerifyPolicy, after: LaunchResult) -> str | None:
+    """Why a scratch buffer the kernel must leave as it found it (zero) is not, or None: a
+    later launch would start from what this one left (arrival counters never reset)."""
+    for scratch in policy.launch.scratch:
+        data = after.outputs.get(scratch.name)
+        if scratch.restored and data is not None and np.any(data):
+            count = int(np.count_nonzero(data))
+            return (
+                f"the rewritten kernel leaves {count} of {data.size} elements of its scratch buffer "
+                f"'{scratch.name}' non-zero: a later launch would start from them"
+            )
+    return None
+
+
 def default_policy(original: SourceText) -> VerifyPolicy:
     """Without a pass to ask (`kxform verify A B`): the spec's launch for both, bit-exact
     unless the kernel accumulates floats with atomics (then the spec's tolerance)."""
@@ -260,6 +274,9 @@ def verify_pair(
                 size.name, "mismatch", error=f"the rewritten kernel failed where the original ran: {exc}"
             )
             return _blame_original(verdict, runtime, request) or verdict
+        left = _scratch_left(policy, after)
+        if left is not None:
+            return SizeVerdict(size.name, "mismatch", error=left)
         measured = None
         if policy.compare.mode == "bound":
             measured = _probe_bounds(runtime, probe, probed, resolved, inputs, before.outputs, label, timeout_s, flags)

@@ -7,7 +7,9 @@ tile changes the grid and the block): those are evaluated per size with the kern
 scalar arguments and the pass's parameters bound. Before they are trusted they must
 reproduce the spec's launch at the original parameter values, at every size; when they
 do not, the launch of the rewritten version is unknown and the verdict is "could not
-tell", never "ok".
+tell", never "ok". Scratch buffers the rewritten kernel takes after the original's
+parameters (kxform.engine.policy.Scratch) are added to its arguments here, sized at the
+rewritten launch; the request builder fills them with zeros.
 """
 
 from __future__ import annotations
@@ -16,10 +18,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
-from kxform.engine.policy import LaunchBinding, OutputCompare
+from kxform.engine.policy import LaunchBinding, OutputCompare, Scratch
 from kxform.errors import SpecError
 from kxform.expr import parse_expr
-from kxform.harness.launch import ResolvedLaunch
+from kxform.harness.launch import ResolvedArg, ResolvedLaunch
 from kxform.harness.model import CompareSpec
 from kxform.runtime.base import KernelParam, RuntimeError_
 
@@ -87,7 +89,24 @@ def rewritten_launch(resolved: ResolvedLaunch, params: Sequence[KernelParam], bi
     grid, block, shared = _launch(resolved, params, binding, original=False)
     if math.prod(block) > 1024 or min(grid + block) < 1:
         raise LaunchUndecided(f"rewritten launch grid {grid} block {block} is not a valid launch")
-    return replace(resolved, grid=grid, block=block, shared_bytes=shared)
+    env = {
+        **_scalars(resolved, params),
+        **binding.env(False),
+        **{
+            f"{what}_{axis}": dims[i]
+            for what, dims in (("grid", grid), ("block", block))
+            for i, axis in enumerate("xyz")
+        },
+    }
+    extra = tuple(_scratch_arg(s, env) for s in binding.scratch)
+    return replace(resolved, grid=grid, block=block, shared_bytes=shared, args=resolved.args + extra)
+
+
+def _scratch_arg(scratch: Scratch, env: dict[str, int]) -> ResolvedArg:
+    count = _int(scratch.count, env, f"scratch '{scratch.name}'")
+    if count < 1:
+        raise LaunchUndecided(f"scratch '{scratch.name}' has {count} elements at this size")
+    return ResolvedArg(scratch.name, "buffer", scratch.dtype, "inout", (count,), scratch=True)
 
 
 def scalars(resolved: ResolvedLaunch, params: Sequence[KernelParam]) -> dict[str, int]:

@@ -40,6 +40,7 @@ from typing import Any
 
 from kxform.passes.coarsen.jam import Jam, find_jam, jam_lines
 from kxform.passes.coarsen.loads import Cached, cache_loads
+from kxform.passes.coarsen.stride import StrideShape, stride_edits, stride_shape
 from kxform.passes.launch.launch import closure_of
 from kxform.passes.launch.policy import communication
 from kxform.passes.vectorize.pattern import index_axis, statements
@@ -129,7 +130,7 @@ def name_of(kernel: str) -> str:
     return f"{kernel.upper()}_COARSEN"
 
 
-def shape_of(ctx: PassContext, kernel: Function) -> Shape | Blocker:
+def shape_of(ctx: PassContext, kernel: Function) -> Shape | StrideShape | Blocker:
     model = ctx.model
     line = model.source.line_col
     how = communication(model, closure_of(model, kernel))
@@ -154,6 +155,9 @@ def shape_of(ctx: PassContext, kernel: Function) -> Shape | Blocker:
             break
         indices.append((text, axis, match.group("var"), match.group("type")))
     if not indices:
+        stride = stride_shape(ctx, kernel)
+        if stride is not None:
+            return stride
         at = stmts[0][0] if stmts else 0
         return Blocker(
             "NoThreadIndex",
@@ -194,7 +198,7 @@ class Coarsen(ValuesPass):
         "divided by F (coarsen{factor=2,along=x,layout=strided}; bit-exact)"
     )
     requires = ("launch", "vectorize")
-    changes_structure = True
+    structural = True
     falls_back = False
 
     @classmethod
@@ -237,8 +241,13 @@ class Coarsen(ValuesPass):
 
     @staticmethod
     def _space(
-        shape: Shape | Blocker | None, kernel: Function, factors: Sequence[str] = FACTORS, tuning: bool = False
+        shape: Shape | StrideShape | Blocker | None,
+        kernel: Function,
+        factors: Sequence[str] = FACTORS,
+        tuning: bool = False,
     ) -> ParamSpace:
+        if isinstance(shape, StrideShape):
+            return _stride_space(shape, kernel, factors)
         if not isinstance(shape, Shape):
             return ParamSpace()
         axes = list(shape.axes)
@@ -321,6 +330,8 @@ class Coarsen(ValuesPass):
             raise CheckFailed("shape", shape.message)
         space = self._space(shape, kernel)
         config = resolve_proposal(space, proposal.options)
+        if isinstance(shape, StrideShape):
+            return [check_constraints(space, config, ctx.hw), _stride_record(ctx.model, shape, config)]
         records = [
             check_constraints(space, config, ctx.hw),
             CheckRecord(
@@ -346,6 +357,10 @@ class Coarsen(ValuesPass):
         factor = int(proposal.options.get("factor", "1"))
         if factor == 1:
             return VerifyPolicy(compare=compare)
+        kernel = _kernel(ctx.model, proposal.kernel)
+        shape = shape_of(ctx, kernel)
+        if isinstance(shape, StrideShape) and not _divides_grid(ctx.model, kernel, shape):
+            return VerifyPolicy(compare=compare, required=True)  # the launch stays as written
         text = apply_edits(ctx.model.source, _edits(ctx, proposal)).data
         name = name_of(proposal.kernel)
         binding = rewritten_binding(ctx.model.source.path, text, proposal.kernel, name, factor)
@@ -382,15 +397,48 @@ def _axis_blocker(model: SourceModel, kernel: Function, shape: Shape, axis: str)
     return None
 
 
+def _stride_space(shape: StrideShape, kernel: Function, factors: Sequence[str]) -> ParamSpace:
+    """A stride loop's space: the factor and the layout (x: the axis the loop strides along);
+    a loop that carries a value keeps its order only strided."""
+    params = (
+        Param.enum("factor", factors, factors[0], doc=f"elements per turn of '{kernel.name}''s stride loop"),
+        Param.enum("along", ("x",), "x", doc="the axis the stride loop deals out"),
+        Param.enum("layout", LAYOUTS, "strided", doc="a turn's elements a stride apart, or adjacent"),
+    )
+    if not shape.ordered:
+        return ParamSpace(params)
+    ordered = Constraint.parse('layout == "strided"', "the loop carries a value: only strided keeps its order")
+    return ParamSpace(params, (ordered,))
+
+
+def _stride_record(model: SourceModel, shape: StrideShape, config: Config) -> CheckRecord:
+    line = model.source.line_col
+    loops = ", ".join(
+        f"{loop.stride_loop}-stride over '{loop.var}' (line {line(loop.span.start)[0]})" for loop, _ in shape.loops
+    )
+    grid = "the grid divided by the factor" if shape.grid else "the launch as written"
+    return CheckRecord(
+        "stride",
+        True,
+        f"{loops}: {config['factor']} elements per turn, {config['layout']}; {grid}; each element computed as before",
+    )
+
+
 def _edits(ctx: PassContext, proposal: Proposal) -> list[Edit]:
     model = ctx.model
     kernel = _kernel(model, proposal.kernel)
     shape = shape_of(ctx, kernel)
-    assert isinstance(shape, Shape)
     options = proposal.options
     factor, axis, layout = int(options["factor"]), str(options["along"]), str(options["layout"])
     name = name_of(kernel.name)
     origin = f"coarsen: {kernel.name}"
+    if isinstance(shape, StrideShape):
+        edits = [
+            *launch_site.define_parameter(model, kernel.span.start, name, factor, f"{origin}: factor"),
+            *stride_edits(model, shape, layout, name, f"{origin}: stride loop"),
+        ]
+        return edits + (_grid_edits(model, kernel, 0, name, origin) if _divides_grid(model, kernel, shape) else [])
+    assert isinstance(shape, Shape)
     newline = model.source.newline
     data = model.source.data
     body = data[kernel.body.start + 1 : kernel.body.end - 1].decode("utf-8")
@@ -421,11 +469,32 @@ def _edits(ctx: PassContext, proposal: Proposal) -> list[Edit]:
         *launch_site.define_parameter(model, kernel.span.start, name, factor, f"{origin}: factor"),
         Edit(kernel.body.start + 1, kernel.body.end - 1, newline + newline.join(lines) + newline, f"{origin}: body"),
     ]
-    index = "xyz".index(axis)
+    return edits + _grid_edits(model, kernel, "xyz".index(axis), name, origin)
+
+
+def _divides_grid(model: SourceModel, kernel: Function, shape: StrideShape) -> bool:
+    """A grid-stride loop covers its elements whatever the grid: the grid is divided by the
+    factor where the verifier can read the divided grid back from the launch (a ceil-div
+    of the kernel's arguments), and left as written otherwise (a grid the launcher caps:
+    its threads already take many turns)."""
+    if not shape.grid:
+        return False
+    name = name_of(kernel.name)
+    edits = [
+        *launch_site.define_parameter(model, kernel.span.start, name, 2, ""),
+        *_grid_edits(model, kernel, 0, name, ""),
+    ]
+    text = apply_edits(model.source, edits).data
+    return rewritten_binding(model.source.path, text, kernel.name, name, 2) is not None
+
+
+def _grid_edits(model: SourceModel, kernel: Function, index: int, name: str, origin: str) -> list[Edit]:
+    """Every launch's grid along axis `index` divided by the factor `name`, rounding up."""
+    edits = []
     for config in launch_configs(model, kernel.name):
         spans, _ = launch_site.dim_spans(model, config, 0)
         span = spans[index]
-        text = data[span.start : span.end].decode("utf-8")
+        text = model.source.data[span.start : span.end].decode("utf-8")
         edits.append(Edit(span.start, span.end, f"(({text}) + {name} - 1) / {name}", f"{origin}: grid"))
     return edits
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from kxform.analysis import AccessAnalysis, Affine, Loop
 from kxform.analysis.records import Reduction
 from kxform.engine.pass_api import Blocker, PassContext
+from kxform.engine.rewrite import in_block
 from kxform.frontend.model import Function
 from kxform.passes.rows.reduce import OPERATORS, TYPES
 
@@ -83,6 +84,13 @@ def plan(ctx: PassContext, kernel: Function) -> Plan:
     if not top:
         refuse("NoRowLoop", f"'{kernel.name}' has no loop for a row's lanes to share", kernel.span.start)
     for loop in top:
+        if not in_block(ctx.model, loop):
+            refuse(
+                "LoopShape",
+                f"the loop over '{loop.var or loop.kind}' is not a statement of a block (`if (...) for (...)` "
+                "without braces): the combine the rewrite adds after it would run outside the `if`",
+                loop.span.start,
+            )
         for reason in _loop_blockers(loop):
             refuse(
                 "Dependence" if reason in loop.carried else "LoopShape",

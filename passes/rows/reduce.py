@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kxform.engine.helper_placement import Helper
+from kxform.engine.reorder import combine_text
 
 OPERATORS = ("+", "max", "min")
 """Operators with a known identity whose combination is associative and commutative."""
@@ -48,12 +49,7 @@ class Combine:
         return TYPES[self.ctype]
 
     def expr(self, a: str, b: str) -> str:
-        if self.op == "+":
-            return f"{a} + {b}"
-        fn = {"float": "f", "double": ""}.get(self.ctype_c)
-        if fn is None:
-            return f"{self.op}({a}, {b})"
-        return f"f{self.op}{fn}({a}, {b})"
+        return combine_text(self.op, self.ctype_c, a, b)
 
     @property
     def warp_name(self) -> str:

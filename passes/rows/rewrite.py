@@ -25,13 +25,12 @@ from dataclasses import dataclass
 from kxform.analysis.records import Loop, Reduction
 from kxform.engine.edits import Edit
 from kxform.engine.launch_site import Written, follow_block, replace_config, set_written, written
-from kxform.engine.rewrite import RewriteRefused, insert_at_entry, place_helpers
+from kxform.engine.rewrite import RewriteRefused, insert_at_entry, place_helpers, stride_loop
 from kxform.frontend.launches import LaunchConfig, launch_configs
 from kxform.frontend.model import Function, SourceModel
 from kxform.passes.rows.plan import LANE, Plan
 from kxform.passes.rows.reduce import WARP, Combine, block_helper, call, warp_helper
 
-_HEADER_RE = re.compile(rb"for\s*\((?P<init>[^;]*);(?P<cond>[^;]*);(?P<inc>[^)]*)\)")
 _IDENTITY_TEXT = {"0", "0.0", "0.f", "0.0f", "0.0F", "0u", "0.", "0.0L"}
 
 
@@ -128,29 +127,7 @@ def _thread_index(model: SourceModel, kernel: Function, names: Names, origin: st
 
 
 def _distribute(model: SourceModel, loop: Loop, names: Names, origin: str) -> list[Edit]:
-    data = model.source.data
-    header = _HEADER_RE.match(data, loop.header.start)
-    if header is None or "=" not in header.group("init").decode():
-        raise RewriteRefused(f"the header of the loop over '{loop.var}' is not `for (v = start; v < bound; step)`")
-    step = loop.step.value if hasattr(loop.step, "value") else None
-    share = LANE if step == 1 else f"{LANE} * {step}"
-    stride = names.lanes if step == 1 else f"{names.lanes} * {step}"
-    init_end = header.end("init")
-    while data[init_end - 1 : init_end].isspace():
-        init_end -= 1
-    inc_start, inc_end = header.start("inc"), header.end("inc")
-    while data[inc_start : inc_start + 1].isspace():
-        inc_start += 1
-    while data[inc_end - 1 : inc_end].isspace():
-        inc_end -= 1
-    equals = data.index(b"=", header.start("init")) + 1
-    start = data[equals:init_end].strip()
-    first = (
-        Edit(init_end - len(start), init_end, share, f"{origin}: lane's first element")
-        if start == b"0"
-        else Edit(init_end, init_end, f" + {share}", f"{origin}: lane's first element")
-    )
-    return [first, Edit(inc_start, inc_end, f"{loop.var} += {stride}", f"{origin}: lane stride")]
+    return stride_loop(model, loop, LANE, names.lanes, f"{origin}: lanes")
 
 
 def _combine(

@@ -1,23 +1,35 @@
-"""The tiled kernel body and its launch, as text, for a recognised `Nest`.
+"""The tiled kernel body and its launch, as text, for a recognised `Nest` at one shape.
 
-Each block computes a BM x BN tile of outputs with (BN/TN) x (BM/TM) threads; thread
-(tx, ty) owns rows `row0 + ty + a*(BM/TM)` and columns `col0 + tx + b*(BN/TN)` (strided,
-so a warp's stores of one output row stay contiguous). The reduction runs over k-tiles of
-BK: every operand's slice is staged in shared memory (stored transposed, `[k][m]`, padded
-by PAD against bank conflicts), zero-filled outside the matrix, then a barrier, the
-accumulation over the slice, a barrier before the next slice is stored. The
-accumulation of each output keeps the original term and the original order over k (the
-ragged last slice runs only its `K - k0` steps), and the epilogue runs per output under
-the original guard, with the original coordinate names bound to that output.
+Each block computes a BM x BN tile of outputs with (BN/TN) x (BM/TM) threads, shared out
+in warp tiles (layout.py). The reduction runs over k-slices of BK: every operand's slice
+is staged in shared memory (`[stage][k][m]`, padded by PAD), zero-filled outside the
+matrix. With one stage a step loads the slice, waits at a barrier, accumulates it and
+waits again before the next is stored. With STAGES >= 2 the slices are pipelined:
+
+    for (t = 1 - STAGES; t < slices; t++) {
+        wait for this thread's copies of slice t;  __syncthreads();
+        start loading slice t + STAGES - 1 into stage (t + STAGES - 1) % STAGES;
+        if (t >= 0) accumulate slice t from stage t % STAGES;
+        store the registers of slice t + STAGES - 1 into its stage;
+    }
+
+One barrier per slice separates every store from the reads of the same stage both ways
+round (the stage loaded at step t was last read at step t - 1, and is read at step
+t + STAGES - 1). The accumulation of each output keeps the original term and order over
+k, and the epilogue runs per output under the original guard, with the original
+coordinate names bound to that output.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
 
+from kxform.passes.smem_tile import compute, staging
+from kxform.passes.smem_tile.layout import PARAMS, Shape
 from kxform.passes.smem_tile.nest import Nest
 
-PARAMS = ("BM", "BN", "BK", "TM", "TN", "PAD", "VEC")
+ASYNC_HEADER = "cuda_pipeline_primitives.h"
+"""Declares `__pipeline_memcpy_async`, `__pipeline_commit` and `__pipeline_wait_prior`."""
 
 
 def macro(nest: Nest, name: str) -> str:
@@ -25,130 +37,117 @@ def macro(nest: Nest, name: str) -> str:
     return f"{nest.kernel.name.upper()}_{name}"
 
 
-def body(nest: Nest, indent: str, newline: str) -> str:
+def body(shape: Shape, indent: str, newline: str) -> str:
     """The new kernel body, braces included (the original's first indentation level is `indent`)."""
-    P = {p: macro(nest, p) for p in PARAMS}  # noqa: N806 - the parameters read like the macros they are
-    rows, cols = f"({P['BM']} / {P['TM']})", f"({P['BN']} / {P['TN']})"
-    threads = f"({rows} * {cols})"
-    ty, tx = "(int)threadIdx.y", "(int)threadIdx.x"
-    out = [
-        f"// smem-tile: {P['BM']} x {P['BN']} outputs per block, {P['TM']} x {P['TN']} per thread, operands "
-        "staged in shared memory"
-    ]
-    for n, op in enumerate(nest.operands):
-        extent = P["BM"] if op.axis == "row" else P["BN"]
-        out.append(
-            f"__shared__ {op.access.element} kx_s{n}[{P['BK']}][{extent} + {P['PAD']}];  "
-            f"// {op.access.text}, transposed"
-        )
-    out += [
-        f"const int kx_tid = {ty} * {cols} + {tx};",
-        f"const int kx_row0 = (int)blockIdx.y * {P['BM']}, kx_col0 = (int)blockIdx.x * {P['BN']};",
-        f"{nest.acc_type} kx_acc[{P['TM']}][{P['TN']}] = {{}};",
-    ]
-    if nest.below == "col":
-        out.append(f"if (kx_col0 > kx_row0 + {P['BM']} - 1)  // every column of the block is past every row")
-        out.append("    return;")
-    elif nest.below == "row":
-        out.append(f"if (kx_row0 > kx_col0 + {P['BN']} - 1)  // every row of the block is past every column")
-        out.append("    return;")
-    coords = [
-        f"{nest.coord_type} {nest.row} = kx_row0 + {ty} + kx_a * {rows};",
-        f"{nest.coord_type} {nest.col} = kx_col0 + {tx} + kx_b * {cols};",
-    ]
-    acc = "kx_acc[kx_a][kx_b]"
-    out += _per_output(P, coords + [f"if ({nest.guard})", f"    {acc} = {nest.init};"])
-    out.append(f"for (int kx_k0 = 0; kx_k0 < {nest.k_bound}; kx_k0 += {P['BK']}) {{")
-    for n in range(len(nest.operands)):
-        out += ["    " + line for line in _stage(nest, P, n, threads)]
-    out.append("    __syncthreads();")
-    out.append(f"    const int kx_kn = {nest.k_bound} - kx_k0 < {P['BK']} ? {nest.k_bound} - kx_k0 : {P['BK']};")
-    reads = [
-        f"kx_s{n}[kx_kk][{ty if op.axis == 'row' else tx} + kx_{'a' if op.axis == 'row' else 'b'} * "
-        f"{rows if op.axis == 'row' else cols}]"
-        for n, op in enumerate(nest.operands)
-    ]
-    term = nest.term.format(*reads, acc=acc).strip()
-    term += "" if term.endswith(";") else ";"
-    step = ["    " + line for line in _per_output(P, [term])]
-    out += [
-        "    if (kx_kn == " + P["BK"] + ") {",
-        "#pragma unroll",
-        f"        for (int kx_kk = 0; kx_kk < {P['BK']}; kx_kk++) {{",
-        *["    " + s for s in step],
-        "        }",
-        "    } else {",
-        "        for (int kx_kk = 0; kx_kk < kx_kn; kx_kk++) {",
-        *["    " + s for s in step],
-        "        }",
-        "    }",
-        "    __syncthreads();",
-        "}",
-    ]
-    epilogue = _dedent(nest.epilogue.format(acc=acc))
-    out += _per_output(P, coords + [f"if ({nest.guard}) {{", *["    " + line for line in epilogue], "}"])
+    nest = shape.nest
+    out = _declarations(shape)
+    out += compute.per_output(
+        shape, _coordinates(shape) + [f"if ({nest.guard})", f"    kx_acc[kx_a][kx_b] = {nest.init};"]
+    )
+    out.append(f"const int kx_slices = ({nest.k_bound} + {shape.macro('BK')} - 1) / {shape.macro('BK')};")
+    out += _single(shape) if shape.stages == 1 else _pipelined(shape)
+    epilogue = _dedent(nest.epilogue.format(acc="kx_acc[kx_a][kx_b]"))
+    out += compute.per_output(
+        shape, _coordinates(shape) + [f"if ({nest.guard}) {{", *["    " + e for e in epilogue], "}"]
+    )
     lines = [line.lstrip() if line.lstrip().startswith("#") else indent + line if line else line for line in out]
     return "{" + newline + newline.join(lines) + newline + "}"
 
 
-def _stage(nest: Nest, P: Mapping[str, str], n: int, threads: str) -> list[str]:  # noqa: N803
-    """The loop that stores operand `n`'s slice, VEC elements per step: one vector load where
-    the run is contiguous, whole and aligned (float operands, VEC == 4), scalar loads with
-    the edge guards otherwise."""
-    op = nest.operands[n]
-    coord, bound, extent = (
-        (nest.row, nest.row_bound, P["BM"]) if op.axis == "row" else (nest.col, nest.col_bound, P["BN"])
-    )
-    base = "kx_row0" if op.axis == "row" else "kx_col0"
-    vec, k, text, elem = P["VEC"], nest.loop.var, op.access.text, op.access.element
-    along_k = op.k_contiguous or not op.m_contiguous
-    if along_k:
-        split = (f"kx_e / ({P['BK']} / {vec})", f"(kx_e % ({P['BK']} / {vec})) * {vec}")
-        store, first, last = "kx_s{n}[kx_kk + {v}][kx_m]", f"{coord} < {bound}", f"{k} + 3 < {nest.k_bound}"
-    else:
-        split = (f"(kx_e % ({extent} / {vec})) * {vec}", f"kx_e / ({extent} / {vec})")
-        store, first, last = "kx_s{n}[kx_kk][kx_m + {v}]", f"{k} < {nest.k_bound}", f"{coord} + 3 < {bound}"
-    contiguous = op.k_contiguous if along_k else op.m_contiguous
-    lines = [
-        f"for (int kx_e = kx_tid; kx_e < {extent} * {P['BK']} / {vec}; kx_e += {threads}) {{",
-        f"    const int kx_m = {split[0]}, kx_kk = {split[1]};",
-        "    bool kx_vector = false;",
+def _declarations(shape: Shape) -> list[str]:
+    nest = shape.nest
+    P = {p: shape.macro(p) for p in PARAMS}  # noqa: N806 - the parameters read like the macros they are
+    how = "cp.async" if shape.asynchronous else "registers"
+    pipeline = f"{P['STAGES']} stages ({how})" if shape.stages > 1 else "one stage"
+    out = [
+        f"// smem-tile: {P['BM']} x {P['BN']} outputs per block, {P['WM']} x {P['WN']} per warp, {P['TM']} x "
+        f"{P['TN']} per thread; operand slices of {P['BK']} staged in shared memory, {pipeline}",
     ]
-    if contiguous and elem == "float":
-        lines += [
-            f"    if ({vec} == 4) {{",
-            f"        const {nest.coord_type} {coord} = {base} + kx_m;",
-            f"        const int {k} = kx_k0 + kx_kk;",
-            f"        kx_vector = {first} && {last} && ((size_t)&{text} & 15) == 0;",
-            "        if (kx_vector) {",
-            f"            const float4 kx_v = *reinterpret_cast<const float4*>(&{text});",
-            *[f"            {store.format(n=n, v=v)} = kx_v.{c};" for v, c in enumerate("xyzw")],
-            "        }",
-            "    }",
+    for s in shape.staged:
+        extent = P["BM"] if s.row else P["BN"]
+        how = "transposed" if s.along_k else "as stored"
+        out.append(
+            f"__shared__ __align__(16) {s.operand.access.element} kx_s{s.n}[{P['STAGES']}][{P['BK']}][{extent} + "
+            f"{P['PAD']}];  // {s.operand.access.text}, {how}"
+        )
+    out += [
+        f"constexpr int kx_threads = ({P['BM']} / {P['TM']}) * ({P['BN']} / {P['TN']});",
+        f"constexpr int kx_lanes_m = {P['WM']} / {P['TM']}, kx_lanes_n = {P['WN']} / {P['TN']};  // a warp's threads "
+        "along the rows and the columns",
+        "const int kx_tid = (int)threadIdx.y * (" + P["BN"] + " / " + P["TN"] + ") + (int)threadIdx.x;",
+        "const int kx_warp = kx_tid / (kx_lanes_m * kx_lanes_n), kx_lane = kx_tid % (kx_lanes_m * kx_lanes_n);",
+        "// this thread's first row and column in the block: its warp's tile, then its lane's place in it",
+        f"const int kx_tm0 = (kx_warp / ({P['BN']} / {P['WN']})) * {P['WM']} + (kx_lane / kx_lanes_n) * "
+        f"{shape.group(True)};",
+        f"const int kx_tn0 = (kx_warp % ({P['BN']} / {P['WN']})) * {P['WN']} + (kx_lane % kx_lanes_n) * "
+        f"{shape.group(False)};",
+        f"const int kx_row0 = (int)blockIdx.y * {P['BM']}, kx_col0 = (int)blockIdx.x * {P['BN']};",
+        f"{nest.acc_type} kx_acc[{P['TM']}][{P['TN']}] = {{}};",
+    ]
+    if nest.below == "col":
+        out += [
+            f"if (kx_col0 > kx_row0 + {P['BM']} - 1)  // every column of the block is past every row",
+            "    return;",
         ]
-    index = "kx_kk + kx_v" if along_k else "kx_kk"
-    lines += [
-        "    if (!kx_vector)",
-        f"        for (int kx_v = 0; kx_v < {vec}; kx_v++) {{",
-        f"            const {nest.coord_type} {coord} = {base} + kx_m{'' if along_k else ' + kx_v'};",
-        f"            const int {k} = kx_k0 + {index};",
-        f"            {store.format(n=n, v='kx_v')} = ({coord} < {bound} && {k} < {nest.k_bound}) ? {text} : "
-        f"({elem})0;",
-        "        }",
-        "}",
-    ]
-    return lines
+    elif nest.below == "row":
+        out += [
+            f"if (kx_row0 > kx_col0 + {P['BN']} - 1)  // every row of the block is past every column",
+            "    return;",
+        ]
+    return out
 
 
-def _per_output(P: Mapping[str, str], lines: list[str]) -> list[str]:  # noqa: N803
+def _coordinates(shape: Shape) -> list[str]:
+    nest = shape.nest
     return [
-        "#pragma unroll",
-        f"for (int kx_a = 0; kx_a < {P['TM']}; kx_a++)",
-        "#pragma unroll",
-        f"    for (int kx_b = 0; kx_b < {P['TN']}; kx_b++) {{",
-        *["        " + line for line in lines],
-        "    }",
+        f"{nest.coord_type} {nest.row} = {compute.row_of(shape)};",
+        f"{nest.coord_type} {nest.col} = {compute.col_of(shape)};",
     ]
+
+
+def _single(shape: Shape) -> list[str]:
+    """One stage: load, barrier, accumulate, barrier."""
+    out = ["for (int kx_t = 0; kx_t < kx_slices; kx_t++) {", f"    const int kx_k0 = kx_t * {shape.macro('BK')};"]
+    for s in shape.staged:
+        out += ["    " + line for line in staging.direct(shape, s, "0")]
+    out += ["    __syncthreads();", "    const int kx_k = kx_k0;"]
+    out += ["    " + line for line in compute.slice_loop(shape, "0")]
+    return out + ["    __syncthreads();", "}"]
+
+
+def _pipelined(shape: Shape) -> list[str]:
+    """STAGES >= 2: slice t + STAGES - 1 is loaded while slice t is accumulated."""
+    S, BK = shape.macro("STAGES"), shape.macro("BK")  # noqa: N806
+    load, use = f"(kx_t + {S} - 1) % {S}", f"kx_t % {S}"
+    registers = [s for s in shape.staged if s.route == "registers"]
+    out = [f'static_assert({S} >= 2, "the pipelined loop needs two stages or more");']
+    out += [staging.register_declaration(shape, s) for s in registers]
+    out += [
+        f"for (int kx_t = 1 - {S}; kx_t < kx_slices; kx_t++) {{",
+        f"    // slice kx_t is accumulated from stage {use}; slice kx_t + {S} - 1 is loaded into stage {load}",
+    ]
+    if shape.asynchronous:
+        out.append(f"    __pipeline_wait_prior({S} - 2);  // this thread's copies of slice kx_t have landed")
+    out += [
+        f"    __syncthreads();  // every thread's slice kx_t is stored; stage {load} is no longer read",
+        f"    const int kx_k0 = (kx_t + {S} - 1) * {BK};",
+        f"    if (kx_k0 < {shape.nest.k_bound}) {{",
+    ]
+    for s in shape.staged:
+        lines = staging.asynchronous(shape, s, load) if s.route == "async" else staging.fetch(shape, s)
+        out += ["        " + line for line in lines]
+    out.append("    }")
+    if shape.asynchronous:
+        out.append("    __pipeline_commit();")
+    out += ["    if (kx_t >= 0) {", f"        const int kx_k = kx_t * {BK};"]
+    out += ["        " + line for line in compute.slice_loop(shape, use)]
+    out.append("    }")
+    if registers:
+        out.append(f"    if (kx_k0 < {shape.nest.k_bound}) {{")
+        for s in registers:
+            out += ["        " + line for line in staging.put(shape, s, load)]
+        out.append("    }")
+    return out + ["}"]
 
 
 def _dedent(text: str) -> list[str]:
@@ -162,8 +161,6 @@ def launch_texts(nest: Nest) -> tuple[str, str]:
     args = dict(zip((p.name for p in nest.kernel.params), (a.strip() for a in nest.launch.site.args)))
 
     def host(text: str) -> str:
-        import re
-
         return re.sub(r"[A-Za-z_]\w*", lambda m: _paren(args.get(m.group(0), m.group(0))), text)
 
     P = {p: macro(nest, p) for p in PARAMS}  # noqa: N806
@@ -183,6 +180,4 @@ def binding_exprs(nest: Nest) -> tuple[tuple[str, str], tuple[str, str]]:
 
 
 def _paren(text: str) -> str:
-    import re
-
     return text if re.fullmatch(r"[\w.]+", text) else f"({text})"

@@ -45,6 +45,7 @@ from kxform.frontend.model import Function, SourceModel
 from kxform.frontend.source import SourceText
 from kxform.passes.vectorize.facts import KernelFacts, kernel_facts
 from kxform.passes.vectorize.rewrite import grid_edits, kernel_body, width_name
+from kxform.passes.vectorize.stride import StrideFacts, stride_edits, stride_facts
 
 OFF = "1"
 _DEFINE_RE = re.compile(rb"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+\(?(\d+)\)?[ \t]*$", re.M)
@@ -58,7 +59,7 @@ class Vectorize(Pass):
         "(vectorize{width=4}; bit-exact)"
     )
     requires = ("launch",)
-    changes_structure = True
+    structural = True
     falls_back = False
 
     width: str | None = None
@@ -90,18 +91,17 @@ class Vectorize(Pass):
             if done:
                 out[kernel.name] = KernelAnalysis(kernel, (), {"facts": None}, already_applied=True)
                 continue
-            facts = kernel_facts(ctx, kernel)
+            facts = shape_facts(ctx, kernel)
             blockers = list(facts.blockers)
             if not blockers and not facts.widths():
                 blockers.append(
                     Blocker(
                         "ElementType",
-                        "no width moves 4, 8 or 16 bytes of every widened buffer "
-                        f"({', '.join(f'{b.name}: {b.element}' for b in facts.widened)})",
+                        "no width moves 4, 8 or 16 bytes of every widened buffer or access",
                         kernel.span.start,
                     )
                 )
-            if not blockers:
+            if not blockers and isinstance(facts, KernelFacts):
                 grid = grid_edits(ctx.model, kernel, facts.shape.bound, width_name(kernel.name), "")
                 if isinstance(grid, str):
                     blockers.append(Blocker("GridNotReadable", grid, kernel.span.start))
@@ -137,7 +137,7 @@ class Vectorize(Pass):
         )
 
     @staticmethod
-    def _space(facts: KernelFacts | None, kernel: Function) -> ParamSpace:
+    def _space(facts: KernelFacts | StrideFacts | None, kernel: Function) -> ParamSpace:
         if facts is None or facts.blockers or not facts.widths():
             return ParamSpace()
         # No "1": the code as written is the composed space's pass-off point, never a
@@ -146,7 +146,7 @@ class Vectorize(Pass):
         return ParamSpace((Param.enum("width", values, values[0], doc=f"elements per thread of '{kernel.name}'"),))
 
     def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
-        facts = analysis.facts.get("facts") if analysis.facts else kernel_facts(ctx, analysis.kernel)
+        facts = analysis.facts.get("facts") if analysis.facts else shape_facts(ctx, analysis.kernel)
         return self._space(facts, analysis.kernel)
 
     def proposal_for(
@@ -162,10 +162,12 @@ class Vectorize(Pass):
 
     def check(self, ctx: PassContext, proposal: Proposal) -> list[CheckRecord]:
         kernel = _kernel(ctx.model, proposal.kernel)
-        facts = kernel_facts(ctx, kernel)
+        facts = shape_facts(ctx, kernel)
         if facts.blockers:
             raise CheckFailed("shape", facts.blockers[0].message)
         width = resolve_proposal(self._space(facts, kernel), proposal.options)["width"]
+        if isinstance(facts, StrideFacts):
+            return _stride_checks(ctx, facts, width)
         wide = ", ".join(f"{b.name} ({b.element} x{width})" for b in facts.widened)
         kept = [b.name for b in facts.buffers if not b.widened]
         checks = [
@@ -206,6 +208,8 @@ class Vectorize(Pass):
         )
         if width == 1:
             return VerifyPolicy(compare=compare)
+        if isinstance(shape_facts(ctx, _kernel(ctx.model, proposal.kernel)), StrideFacts):
+            return VerifyPolicy(compare=compare, required=True)  # a stride loop's launch stays as written
         name = width_name(proposal.kernel)
         text = apply_edits(ctx.model.source, _edits(ctx, proposal)).data
         binding = rewritten_binding(ctx.model.source.path, text, proposal.kernel, name, width)
@@ -218,13 +222,43 @@ class Vectorize(Pass):
         return data
 
 
+def shape_facts(ctx: PassContext, kernel: Function) -> KernelFacts | StrideFacts:
+    """The kernel as one element per thread, or, where it is not, as block- or
+    grid-stride loops (passes/vectorize/stride.py); the element-wise refusal stands where
+    the kernel has no stride loop either."""
+    facts = kernel_facts(ctx, kernel)
+    if not facts.blockers or facts.blockers[0].key != "NotElementwise":
+        return facts
+    stride = stride_facts(ctx, kernel)
+    return facts if stride.blockers and stride.blockers[0].key == "NotElementwise" else stride
+
+
+def _stride_checks(ctx: PassContext, facts: StrideFacts, width: ParamValue) -> list[CheckRecord]:
+    line = ctx.model.source.line_col
+    loops = ", ".join(
+        f"{sl.kind}-stride over '{sl.loop.var}' (line {line(sl.loop.span.start)[0]})" for sl in facts.loops
+    )
+    wide = ", ".join(f"`{w.text}` ({w.element} x{width})" for sl in facts.loops for w in sl.widened)
+    return [
+        CheckRecord("contiguous", True, f"{loops}: widened {wide}"),
+        CheckRecord("alignment", True, "checked at run time per access and turn; the scalar path otherwise"),
+        CheckRecord("aliasing", True, "written vectors checked apart from the others per turn unless __restrict__"),
+        CheckRecord("tail", True, "elements past the last whole vector take the scalar path; the launch is unchanged"),
+    ]
+
+
 def _edits(ctx: PassContext, proposal: Proposal) -> list[Edit]:
     model = ctx.model
     kernel = _kernel(model, proposal.kernel)
-    facts = kernel_facts(ctx, kernel)
+    facts = shape_facts(ctx, kernel)
     width = int(proposal.options["width"])
     name = width_name(kernel.name)
     origin = f"vectorize: {kernel.name}"
+    if isinstance(facts, StrideFacts):
+        return [
+            *launch_site.define_parameter(model, kernel.span.start, name, width, f"{origin}: width"),
+            *stride_edits(model, facts.loops, width, name, f"{origin}: stride loop"),
+        ]
     grid = grid_edits(model, kernel, facts.shape.bound, name, f"{origin}: grid")
     if isinstance(grid, str):
         raise CheckFailed("launch", grid)

@@ -91,6 +91,18 @@ def test_chiplet_profiles() -> None:
     assert all(not p.is_chiplet for p in list_profiles() if p.vendor == "nvidia")
 
 
+def test_asynchronous_copies_are_nvidia_sm_80_and_later() -> None:
+    """cp.async (global to shared memory without registers) decides how smem-tile stages."""
+    import dataclasses
+
+    assert {p.name for p in list_profiles() if p.async_copies} == {
+        p.name for p in list_profiles() if p.vendor == "nvidia"
+    }  # every NVIDIA profile shipped is sm_80 or later
+    assert not load_profile("mi300x").async_copies
+    assert not dataclasses.replace(load_profile("a100"), arch="sm_75").async_copies
+    assert dataclasses.replace(load_profile("a100"), arch="sm_100a").async_copies
+
+
 def test_lookup_by_name_alias_and_path() -> None:
     assert load_profile("H100").name == "h100-sxm"
     assert load_profile(" h200-sxm ").name == "h200"

@@ -42,3 +42,14 @@ def test_the_classifier_reads_the_compilers_own_words() -> None:
     assert environment_failure("k.cu:1:10: fatal error: cub/cub.cuh: No such file or directory")
     assert environment_failure("nvcc fatal   : Could not open output file '/tmp/x.o'")
     assert not environment_failure('k.cu(3): error: identifier "undeclared_name" is undefined')
+
+
+@needs_nvcc
+def test_a_kernel_that_builds_reports_its_registers_and_threads_as_figures(tmp_path: Path) -> None:
+    text = KERNEL.format(body="out[threadIdx.x] = 2.0f * out[threadIdx.x];")
+    path = tmp_path / "k.cu"
+    path.write_text(text)
+    record = check_resources(text, str(path), "k", ("32",), {}, load_profile("h100"), Toolchain.create(None))
+    registers = record.figure("registers")
+    assert record.ok and isinstance(registers, int) and 1 <= registers <= 255
+    assert record.figure("threads") == 32 and f"{registers} registers" in record.detail

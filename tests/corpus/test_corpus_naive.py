@@ -92,12 +92,15 @@ def test_manifest_entry_is_well_formed(pair: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("pair", PAIRS, ids=pair_id)
 def test_naive_version_is_written_as_people_write_it(pair: dict[str, Any]) -> None:
-    """A host launcher in the file launches the kernel with a ceil-div grid and a block
-    size that is a literal or a launcher local (what the passes must handle)."""
+    """A host launcher in the file launches the kernel with a ceil-div grid (or one block
+    per row, a size, where a block-stride loop walks the row) and a block size that is a
+    literal or a launcher local (what the passes must handle)."""
     text = (NAIVE / pair["naive"]).read_text(encoding="utf-8")
     launch = re.search(re.escape(pair["naive_kernel"]) + r"<<<([^>]*)>>>", text)
     assert launch, "no launch of the naive kernel in its file"
-    assert re.search(r"\(\s*\w+(\s*\*\s*\w+)?\s*\+\s*(\w+(\.\w)?)\s*-\s*1\s*\)\s*/\s*\2", text), "no ceil-div grid"
+    per_row = re.fullmatch(r"\s*[A-Za-z_]\w*\s*,.*", launch.group(1)) and "+= blockDim.x" in text
+    ceil_div = re.search(r"\(\s*\w+(\s*\*\s*\w+)?\s*\+\s*(\w+(\.\w)?)\s*-\s*1\s*\)\s*/\s*\2", text)
+    assert ceil_div or per_row, "no ceil-div grid, nor a block per row with a block-stride loop"
     assert re.search(r"const int block_size = \d+;|dim3 block\(\d+(, \d+)?\);", text), "no literal block size"
     assert "__shfl" not in text and "float4" not in text and "__shared__" not in text
 

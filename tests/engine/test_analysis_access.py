@@ -466,3 +466,36 @@ def test_mutated_corpus_sources_never_make_the_analysis_raise() -> None:
             analyse_function(model, function)
             analysed_functions += 1
     assert analysed_functions > 300
+
+
+# -- accesses through casts and memory intrinsics -------------------------------------
+
+CASTS = """
+__global__ void k(const float* x, float* y)
+{
+    __shared__ float s[2][8];
+    float4 v = *reinterpret_cast<const float4*>(&s[0][4]);
+    *reinterpret_cast<float4*>(&s[1][0]) = v;
+    float4 w = __ldg(reinterpret_cast<const float4*>(&x[4]));
+    __pipeline_memcpy_async(&s[1][4], &x[8], 16);
+    float2 u = *(const float2*)&s[0][2];
+    __stcg(&y[0], u.x + w.x);
+}
+"""
+
+
+def test_an_element_accessed_through_a_cast_or_an_intrinsic_is_read_or_written_as_it_is_used() -> None:
+    """`&x[i]` passed to an unknown call may be read or written; through a cast, a load
+    hint, a store hint or an asynchronous copy, what happens to it is known."""
+    a = analysed_text(CASTS, "k")
+    modes = [(x.text, x.mode, x.asynchronous) for x in a.accesses]
+    assert modes == [
+        ("s[0][4]", "read", False),
+        ("s[1][0]", "write", False),
+        ("x[4]", "read", False),
+        ("s[1][4]", "write", True),
+        ("x[8]", "read", False),
+        ("s[0][2]", "read", False),
+        ("y[0]", "write", False),
+    ]
+    assert a.accesses[3].space == "shared" and a.accesses[3].subscripts == (Affine.const(1), Affine.const(4))

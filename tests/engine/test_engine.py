@@ -110,6 +110,50 @@ def test_policies_compose_in_pipeline_order() -> None:
     assert block.then(vector).launch.grid == vector.launch.grid
 
 
+def test_scratch_buffers_are_sized_at_the_rewritten_launch_and_kept_through_a_pipeline() -> None:
+    """A rewrite that takes a workspace states it in its launch; the verifier appends it to
+    the rewritten kernel's arguments, sized at the rewritten launch, and the request
+    builder fills it with zeros."""
+    import numpy as np
+
+    from kxform.build.extract import ExtractedKernel
+    from kxform.engine.policy import Scratch
+    from kxform.harness.launch import ResolvedArg, ResolvedLaunch
+    from kxform.harness.request import launch_request
+    from kxform.runtime.base import KernelParam
+    from kxform.verify.versions import LaunchUndecided, rewritten_launch
+
+    split = LaunchBinding(
+        grid=(None, "S"),
+        block=(None, "T"),
+        values=(("S", 8), ("T", 4)),
+        defaults=(("S", 1), ("T", 1)),
+        scratch=(
+            Scratch("part", "float32", "grid_x * block_x * grid_y * block_y"),
+            Scratch("n", "uint32", "grid_x * block_x", True),
+        ),
+    )
+    assert not LaunchBinding(scratch=split.scratch).is_spec
+    resolved = ResolvedLaunch(
+        "k", "s", {"C": 300}, (3, 1, 1), (128, 1, 1), 0, (ResolvedArg("C", "scalar", "int32", "in", (), np.int32(300)),)
+    )
+    params = (KernelParam("int", "C"),)
+    launch = rewritten_launch(resolved, params, split)
+    assert launch.grid == (3, 8, 1) and launch.block == (128, 4, 1)
+    assert [(a.name, a.shape, a.dtype, a.scratch) for a in launch.args[1:]] == [
+        ("part", (3 * 128 * 8 * 4,), "float32", True),
+        ("n", (3 * 128,), "uint32", True),
+    ]
+    unit = ExtractedKernel("", "k", "k", params, None, "k.cu")
+    request = launch_request(unit, launch, {"C": np.int32(300)}, "k", 1.0)
+    assert not request.args[2].data.any() and request.args[2].data.dtype == np.uint32
+    with pytest.raises(LaunchUndecided, match="scratch 'part'"):
+        rewritten_launch(resolved, params, LaunchBinding(scratch=(Scratch("part", "float32", "M * grid_x"),)))
+    later = VerifyPolicy(LaunchBinding(block=("B",), values=(("B", 64),), defaults=(("B", 128),)))
+    assert VerifyPolicy(split).then(later).launch.scratch == split.scratch
+    assert VerifyPolicy(later.launch).then(VerifyPolicy(split)).launch.scratch == split.scratch
+
+
 def test_a_measured_bound_composes_only_where_its_probe_describes_the_pair() -> None:
     from kxform.engine.policy import LaunchBinding
     from kxform.engine.reorder_probe import ProbedSum, ReorderProbe

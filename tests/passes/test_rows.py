@@ -86,6 +86,11 @@ void launch(float* out, const float* x, int* counts, int N, int C)
             "    out[row] += 1.0f;\n    for (int i = 0; i < C; i++)\n        out[row * C + i] = x[i];",
             "updates global memory outside",
         ),
+        (
+            "    float s = 1.0f;\n    if (C > 0)\n        for (int i = 0; i < C; i++)\n            s += x[row * C + i];"
+            "\n    out[row] = s;",
+            "is not a statement of a block",
+        ),
     ],
 )
 def test_refusals_name_their_reason_and_line(body: str, remark: str) -> None:

@@ -194,6 +194,23 @@ def test_traps_name_the_thread(cpu: CpuRuntime, body: str, message: str) -> None
         launch(cpu, f"__global__ void k(int* out) {{ {body} }}")
 
 
+@pytest.mark.parametrize("offset", [0, 1])
+def test_a_vector_load_hint_must_be_aligned_to_its_type_as_on_the_gpu(cpu: CpuRuntime, offset: int) -> None:
+    """The host would read a misaligned float4 silently; the GPU faults, and so does the emulation."""
+    src = (
+        "__global__ void k(const float* x, float* out) {\n"
+        "  float4 v = __ldg(reinterpret_cast<const float4*>(&x[4 * threadIdx.x + OFF]));\n"
+        "  out[threadIdx.x] = v.x + v.w;\n}\n"
+    ).replace("OFF", str(offset))
+    args = [BufferArg("x", np.arange(260, dtype=np.float32), "in"), BufferArg("out", np.zeros(64, np.float32), "out")]
+    if offset == 0:
+        out = launch(cpu, src, args).outputs["out"]
+        np.testing.assert_array_equal(out, np.arange(64, dtype=np.float32) * 8 + 3)
+        return
+    with pytest.raises(RuntimeError_, match=r"misaligned address: __ldg .* at line 2 in thread \(0,0,0\)"):
+        launch(cpu, src, args)
+
+
 @pytest.mark.slow
 def test_compile_error_reports_the_first_error_line(cpu: CpuRuntime) -> None:
     src = "__global__ void k(int* out) {\n  out[0] = not_declared_anywhere;\n}\n"

@@ -87,7 +87,8 @@ def _pre(*lines: str, file: str = "kernel.cu") -> str:
         ("cooperative_groups::this_grid().sync();", "grid-wide"),
         ("child<<<1, 32>>>(p);", "dynamic parallelism"),
         ("auto g = cg::coalesced_threads();", "coalesced"),
-        ("__pipeline_memcpy_async(d, s, 16);", "asynchronous copies"),
+        ("__pipeline_arrive_on(&bar);", "asynchronous copies"),
+        ("cooperative_groups::memcpy_async(block, d, s, 64);", "asynchronous copies"),
         ("extern static thread_local float a[], b[];", "extern __shared__"),
     ],
 )

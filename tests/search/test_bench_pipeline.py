@@ -116,6 +116,9 @@ def test_the_tuners_checker_refuses_a_kernel_its_spec_no_longer_describes() -> N
         (("--budget", "0"), "--budget and -j must be at least 1"),
         (("--tune-timeout", "nan"), "--tune-timeout must be a positive number"),
         (("--passes", "tile,nosuch"), "--passes 'tile,nosuch': expected offered, all or passes among"),
+        (("--also", "smem-tile,nosuch"), "--also 'smem-tile,nosuch': expected passes among"),
+        (("--also", "smem-tile,swizzle=defaults"), "=defaults takes one pass"),
+        (("--also", "smem-tile=best"), "--also 'smem-tile=best': expected passes among"),
     ],
 )
 def test_bad_arguments_are_one_line_and_exit_2(args: tuple[str, ...], says: str, tmp_path: Path) -> None:
@@ -162,6 +165,50 @@ def test_tune_command_passes_the_offered_passes_or_none() -> None:
     assert "--pass" not in bench_pipeline.tune_command(
         pair, searched, "h100", bench_pipeline.tune_passes(searched, ["swizzle"]), Path("/s")
     )
+
+
+def test_also_at_the_defaults_leaves_one_configuration_the_pass_on_at_its_tuning_defaults() -> None:
+    """`--also smem-tile=defaults` times the pass's known-good shape alone, through the same
+    `kxform tune` (rewrite, checks, GPU verification, timer): its requirements leave exactly
+    that configuration of the pass's tuning space."""
+    from kxform.hw import load_profile
+    from kxform.search.kernel_space import kernel_space
+
+    pair = load_pairs(("gemm",))[0]
+    extra = bench_pipeline.pinned_defaults(pair, "smem-tile", "h200")
+    assert extra[:2] == ["--strategy", "exhaustive"]
+    requires = tuple(extra[i + 1] for i, a in enumerate(extra) if a == "--require")
+    naive = pair.naive
+    space = kernel_space(
+        naive.source.data, naive.kernel, ("smem-tile",), path=naive.source.path, hw="h200", require=requires
+    )
+    valid = space.search(load_profile("h200"))
+    assert [space.spec(valid.config(r)) for r in range(len(valid))] == [
+        "smem-tile{BM=128,BN=128,BK=8,TM=8,TN=8,WM=32,WN=64,STAGES=2,PAD=4,VEC=4}"
+    ]
+    args = SimpleNamespace(passes="all", budget=40, jobs=4, launch_budget=0.5)
+    command = bench_pipeline.tune_command(pair, args, "h200", ["smem-tile"], Path("/s"), extra)
+    assert command[command.index("--pass") + 1] == "smem-tile" and command[-len(extra) :] == extra
+
+
+def test_an_also_column_is_measured_against_the_same_yardstick(capsys: pytest.CaptureFixture[str]) -> None:
+    from pipeline_table import _also
+
+    gemm_pair = load_pairs(("gemm",))[0]
+    data = {"copy": None, "gemm": [{"shape": [1, 4096, 4096, 4096], "ms": 3.0}]}
+    column = {"status": "tuned", "passes": ["smem-tile"], "evaluated": 1, "failed": 0, "kept": "tuned",
+              "best_config": {"smem_tile": True}, "speedup": 5.0, "raw_speedup": 5.0, "ms": 4.0}  # fmt: skip
+    row = {
+        "name": "gemm",
+        "original_ms": 20.0,
+        "kxform_ms": 6.0,
+        "expert_ms": 8.0,
+        "also": {"smem-tile=defaults": column},
+    }
+    row["yardstick"] = bench_pipeline.yardstick(gemm_pair, row, data)
+    assert row["yardstick"]["also smem-tile=defaults"] == pytest.approx(0.75)
+    line = _also(row, "smem-tile=defaults", column)
+    assert line.startswith("gemm, also smem-tile=defaults: 4.0000 ms, 5.00x the original, 75% of cuBLAS;")
 
 
 def test_fraction_is_the_log_ratio_and_geomeans_keep_the_original() -> None:
@@ -363,3 +410,21 @@ def test_the_study_tunes_the_default_pipeline_at_each_budget_and_counts_slow_eva
     assert totals["within_10pct_at_40"] == 1 and totals["after"]["slow_share"] == pytest.approx(1 / 3)
     rows[0]["study"]["reference"]["best_ms"] = 0.5  # planted: 40 evaluations found twice the time
     assert search_study.study_summary(rows)["within_10pct_at_40"] == 0
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_dry_run_offers_and_verifies_the_new_shapes(tmp_path: Path) -> None:
+    """A column reduction gets split-reduce (a structural pass: its first point is checked
+    alone), a block-stride gated activation gets vectorize and coarsen (checked alone
+    through --check), each point rewritten, built and verified on the CPU runtime."""
+    out = tmp_path / "dry.json"
+    done = run_tool("--dry-run", "--kernels", "bias_grad,geglu", "--check", "vectorize,coarsen", "--out", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = {r["name"]: r for r in json.loads(out.read_text())["kernels"]}
+    assert "split-reduce" in rows["bias_grad"]["spaces"]["offered"]
+    assert rows["bias_grad"]["structural"]["split-reduce"]["status"] == "verified"
+    assert {"launch", "vectorize", "coarsen"} <= set(rows["geglu"]["spaces"]["offered"])
+    for name in ("vectorize", "coarsen"):
+        assert rows["geglu"]["structural"][name]["status"] == "verified", rows["geglu"]["structural"]
+    assert "split-reduce: verified (split-reduce{" in done.stdout

@@ -96,8 +96,10 @@ _UNSUPPORTED: tuple[tuple[re.Pattern[str], str], ...] = tuple(
             "dynamic parallelism (kernel launch from device code)",
         ),
         (
-            r"\b__pipeline_\w+|\bmemcpy_async\b|\bcuda\s*::\s*(?:barrier|pipeline)\b",
-            "asynchronous copies (memcpy_async / pipelines)",
+            r"\b__pipeline_(?!(?:memcpy_async|commit|wait_prior)\b)\w+|\bmemcpy_async\b"
+            r"|\bcuda\s*::\s*(?:barrier|pipeline)\b",
+            "asynchronous copies other than __pipeline_memcpy_async/commit/wait_prior (memcpy_async, "
+            "pipeline objects, barriers)",
         ),
         (r"\b__builtin_amdgcn_\w+", "AMD GCN builtins (__builtin_amdgcn_*)"),
         (

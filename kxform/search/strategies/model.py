@@ -39,6 +39,13 @@ farthest from those evaluated (maximin distance in the parameters' positions, ov
 random sample). Random points bunch together and leave regions unseen; spread points
 give the first fit the widest view for the fewest evaluations.
 
+On a kernel's composed space the strategy is told which parameters change the parallel
+structure and, with the cost model, each row's predicted time (`SearchHints`); it then
+proposes in stages (kxform.search.stages): the structure passes' configurations in the
+predicted order, refinements of the best measured structure, then the whole space with
+hopeless structures last. A prior from similar kernels leads the structure stage. A
+recorded space has no hints, and its search is the one described here.
+
 Cost per proposal is bounded whatever the size of the space: hyperparameters are
 refitted only when the number of observations has grown by a fraction since the last
 fit (between fits the Cholesky factor grows by rows), the model is fitted on at most

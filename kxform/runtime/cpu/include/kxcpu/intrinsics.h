@@ -316,17 +316,39 @@ static inline unsigned int __dp4a(unsigned int a, unsigned int b, unsigned int c
 }
 
 // ----------------------------------------------------------------------------------
-// Cache-hinted loads and stores are plain accesses here.
-template <class _KxT> static inline _KxT __ldg(const _KxT* p) { return *p; }
-template <class _KxT> static inline _KxT __ldcg(const _KxT* p) { return *p; }
-template <class _KxT> static inline _KxT __ldca(const _KxT* p) { return *p; }
-template <class _KxT> static inline _KxT __ldcs(const _KxT* p) { return *p; }
-template <class _KxT> static inline _KxT __ldlu(const _KxT* p) { return *p; }
-template <class _KxT> static inline _KxT __ldcv(const _KxT* p) { return *p; }
-template <class _KxT> static inline void __stcg(_KxT* p, _KxT v) { *p = v; }
-template <class _KxT> static inline void __stcs(_KxT* p, _KxT v) { *p = v; }
-template <class _KxT> static inline void __stwb(_KxT* p, _KxT v) { *p = v; }
-template <class _KxT> static inline void __stwt(_KxT* p, _KxT v) { *p = v; }
+// Cache-hinted loads and stores are plain accesses here, with the GPU's alignment rule:
+// an access of a T must be aligned to alignof(T) (16 bytes for a float4), or it faults
+// ("misaligned address"). A plain dereference of a misaligned float4 pointer works on the
+// host, so a vector load meant for the GPU is checked when it goes through these.
+namespace kxcpu {
+template <class _KxT>
+static inline const _KxT* aligned_access(const _KxT* p, const char* what, const char* f, int l) {
+  if (reinterpret_cast<std::uintptr_t>(p) % alignof(_KxT) != 0) device_trap(what, f, l);
+  return p;
+}
+}  // namespace kxcpu
+#define KXCPU_HINTED_LOAD(_KxN)                                                                          \
+  template <class _KxT>                                                                              \
+  static inline _KxT _KxN(const _KxT* p, const char* kx_file = __builtin_FILE(), int kx_line = __builtin_LINE()) { \
+    return *kxcpu::aligned_access(p, "misaligned address: " #_KxN " of a pointer not aligned to its type", kx_file, kx_line); \
+  }
+#define KXCPU_HINTED_STORE(_KxN)                                                                         \
+  template <class _KxT>                                                                              \
+  static inline void _KxN(_KxT* p, _KxT v, const char* kx_file = __builtin_FILE(), int kx_line = __builtin_LINE()) { \
+    *const_cast<_KxT*>(kxcpu::aligned_access(p, "misaligned address: " #_KxN " of a pointer not aligned to its type", kx_file, kx_line)) = v; \
+  }
+KXCPU_HINTED_LOAD(__ldg)
+KXCPU_HINTED_LOAD(__ldcg)
+KXCPU_HINTED_LOAD(__ldca)
+KXCPU_HINTED_LOAD(__ldcs)
+KXCPU_HINTED_LOAD(__ldlu)
+KXCPU_HINTED_LOAD(__ldcv)
+KXCPU_HINTED_STORE(__stcg)
+KXCPU_HINTED_STORE(__stcs)
+KXCPU_HINTED_STORE(__stwb)
+KXCPU_HINTED_STORE(__stwt)
+#undef KXCPU_HINTED_LOAD
+#undef KXCPU_HINTED_STORE
 
 // ----------------------------------------------------------------------------------
 // Fences, timers, sleeping and traps.

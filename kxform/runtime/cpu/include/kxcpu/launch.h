@@ -46,12 +46,20 @@ struct Signature<R (*)(P...) noexcept> : Signature<R (*)(P...)> {};
 
 }  // namespace kxcpu
 
+/// What each thread does before the kernel: nothing, unless an emulation header the source
+/// includes redefines it (kxcpu/pipeline.h clears the thread's queue of asynchronous
+/// copies). It expands where KXCPU_KERNEL_ENTRY does, after the source.
+#define KXCPU_THREAD_START() ((void)0)
+
 /// Defines the TU's exports for the kernel spelled by the arguments (commas allowed).
 #define KXCPU_KERNEL_ENTRY(...)                                                             \
   namespace {                                                                               \
   using kxcpu_sig = ::kxcpu::Signature<::std::decay_t<decltype(&__VA_ARGS__)>>;             \
   }                                                                                         \
-  extern "C" void kxcpu_tu_run_thread(void* const* kxcpu_args) { kxcpu_sig::kxcpu_run(&__VA_ARGS__, kxcpu_args); } \
+  extern "C" void kxcpu_tu_run_thread(void* const* kxcpu_args) {                           \
+    KXCPU_THREAD_START();                                                                   \
+    kxcpu_sig::kxcpu_run(&__VA_ARGS__, kxcpu_args);                                         \
+  }                                                                                         \
   extern "C" const int kxcpu_tu_param_count = kxcpu_sig::kxcpu_count;                       \
   extern "C" const unsigned char* const kxcpu_tu_param_is_ptr = kxcpu_sig::kxcpu_is_ptr;    \
   extern "C" const unsigned* const kxcpu_tu_param_size = kxcpu_sig::kxcpu_size;             \
