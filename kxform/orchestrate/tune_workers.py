@@ -18,7 +18,7 @@ from typing import Any, cast
 
 from kxform.cache import content_key
 from kxform.errors import CheckFailed, UsageError
-from kxform.frontend.source import SourceText, read_source, validate_bytes
+from kxform.frontend.source import SourceText, read_source
 from kxform.hw import load_profile
 from kxform.log.report import Report
 from kxform.orchestrate.tune_kernel import open_log, tune_options
@@ -36,11 +36,10 @@ from kxform.orchestrate.tune_summary import tune_summary
 from kxform.orchestrate.tune_write import write_pipeline
 from kxform.runtime.cpu import CpuRuntime
 from kxform.search.db import TuneKey, TuningDB
-from kxform.search.kernel_objective import KernelObjective, TuneTarget, kernel_hints, timing_size
+from kxform.search.kernel_objective import KernelObjective, TuneTarget, cost_model, kernel_hints, timing_size
 from kxform.search.local_pool import LocalBackend, parse_gpus
 from kxform.search.objective import Objective
 from kxform.search.pool import Backend, WorkerPool
-from kxform.search.predictor import Predictor
 from kxform.search.ray_pool import RayBackend, RayOptions, cluster_gpus, connect, import_ray
 from kxform.search.recorded_values import recorded_pipeline
 from kxform.search.space import SearchSpace
@@ -140,11 +139,7 @@ def _hints(request: TuneRequest, recipe: Recipe, space: SearchSpace) -> SearchHi
     predictor = None
     if request.search.cost_model:
         target = recipe.target
-        original = validate_bytes(target.path, target.data)
-        size = recipe.measure.size or timing_size(target.spec, None)
-        predictor = Predictor(
-            original, target.kernel, target.spec, size, recipe.space, load_profile(target.hw), target.build_dir
-        )
+        predictor = cost_model(target, recipe.space, recipe.measure.size or timing_size(target.spec, None))
     return kernel_hints(recipe.space, space, predictor)
 
 

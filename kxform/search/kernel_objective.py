@@ -192,11 +192,7 @@ class KernelObjective(Objective):
         self._baseline: Timing | None = None
         self.phases: dict[str, Phases] = {}
         """Per configuration (its label), the seconds each step took."""
-        self.predictor: Predictor | None = None
-        if options.cost_model:
-            self.predictor = Predictor(
-                self.original, target.kernel, target.spec, self.size, space, load_profile(target.hw), target.build_dir
-            )
+        self.predictor = cost_model(target, space, self.size) if options.cost_model else None
         self._best: Evaluation | None = None
         """The fastest evaluation observed (what the cut-off compares with)."""
         self._pruning = Pruning()
@@ -522,6 +518,17 @@ class _Refused(Exception):
         self.reason = reason
         self.key = key
         """The stable reason key of the result that refused it (kxform.engine.status)."""
+
+
+def cost_model(target: TuneTarget, space: KernelSpace, size: SizeSpec) -> Predictor | None:
+    """The kernel's cost model at the timing size; None where the size cannot be resolved
+    here (its buffers exceed this machine's memory: a replayed run times nothing itself),
+    and the run goes on without predictions."""
+    try:
+        original = validate_bytes(target.path, target.data)
+        return Predictor(original, target.kernel, target.spec, size, space, load_profile(target.hw), target.build_dir)
+    except KxformError:
+        return None
 
 
 def kernel_hints(space: KernelSpace, search: SearchSpace, predictor: Predictor | None) -> SearchHints:
