@@ -173,8 +173,11 @@ def rewrite_passes(
     hw: str = "h100",
     kernels: tuple[str, ...] = (),
     build_dir: str | None = None,
+    compiles: bool = True,
 ) -> FileTransform:
-    """`data` rewritten by pass instances (any registry's), checked like `rewrite`."""
+    """`data` rewritten by pass instances (any registry's), checked like `rewrite`;
+    `compiles=False`: the checks that build the candidate (ptxas's registers, the
+    compiler's confirmation of coverage) are skipped, as where there is no nvcc."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
     profile = (
         _shipped_profile(hw) if not hw.endswith(".toml") and "/" not in hw and "\\" not in hw else load_profile(hw)
@@ -184,7 +187,7 @@ def rewrite_passes(
         list(passes),
         profile,
         RunOptions(kernels=kernels),
-        toolchain=Toolchain.create(build_dir),
+        toolchain=Toolchain.create(build_dir, compiles),
     )
 
 

@@ -36,7 +36,8 @@ from kxform.orchestrate.tune_summary import tune_summary
 from kxform.orchestrate.tune_write import write_pipeline
 from kxform.runtime.cpu import CpuRuntime
 from kxform.search.db import TuneKey, TuningDB
-from kxform.search.kernel_objective import KernelObjective, TuneTarget, cost_model, kernel_hints, timing_size
+from kxform.search.kernel_objective import KernelObjective, TuneTarget, timing_size
+from kxform.search.predictor import cost_model, kernel_hints
 from kxform.search.local_pool import LocalBackend, parse_gpus
 from kxform.search.objective import Objective
 from kxform.search.pool import Backend, WorkerPool

@@ -50,74 +50,22 @@ from kxform.engine.policy import VerifyPolicy
 from kxform.engine.status import BUILD_ENVIRONMENT, DOES_NOT_COMPILE
 from kxform.errors import BuildFailed, KxformError, Location, UsageError
 from kxform.frontend.source import SourceText, validate_bytes
-from kxform.harness.model import KernelSpec, SizeSpec
-from kxform.hw import load_profile
 from kxform.runtime.base import LaunchRequest, Runtime, RuntimeError_, Unsupported
 from kxform.search.cost import Prediction, Pruning
 from kxform.search.kernel_space import KernelSpace, label
-from kxform.search.predictor import Predictor
+from kxform.search.kernel_target import MEASURED, MeasureOptions, Phases, TuneTarget, timing_size
 from kxform.search.objective import Evaluation, Failure, Objective, Prepared
-from kxform.search.recorded_times import RecordedTimes
+from kxform.search.predictor import cost_model, kernel_hints
 from kxform.search.space import SearchSpace
 from kxform.search.strategy import SearchHints
-from kxform.verify.measure import REPEAT, MeasurementError, Timing, launches_to_fill, timed_and_checked
+from kxform.verify.measure import MeasurementError, Timing, launches_to_fill, timed_and_checked
+
+__all__ = ["KernelObjective", "MeasureOptions", "Phases", "TuneTarget", "gpu_runtime", "timing_size"]
 
 MIN_REPEAT = 5
 CUT_MARGIN = 0.10
 """How much slower than the best so far (besides both spreads) the first launches must be
 for a configuration to be cut off."""
-
-
-@dataclass(frozen=True)
-class TuneTarget:
-    """The kernel being tuned: its file, harness spec and hardware profile."""
-
-    path: str
-    data: bytes
-    kernel: str
-    spec: KernelSpec
-    hw: str = "h100"
-    build_dir: str | None = None
-
-
-@dataclass(frozen=True)
-class MeasureOptions:
-    """How each configuration is verified and timed."""
-
-    size: SizeSpec | None = None
-    """The timing size (None: the spec's first bench size, else its largest check size)."""
-    check_sizes: tuple[str, ...] = ()
-    """Sizes verified before timing (empty: every check size of the spec)."""
-    repeat: int = REPEAT
-    launch_budget_s: float | None = None
-    """Seconds of timed launches per configuration, about: a probe launch sets the count
-    (at least MIN_REPEAT, at most `repeat`), so a slow configuration costs what a fast
-    one does. None: always `repeat`."""
-    verify_timeout_s: float = 120.0
-    time_timeout_s: float = 600.0
-    recorded: RecordedTimes | None = None
-    """Times recorded elsewhere (`cpu+replay:FILE`): a verified configuration takes its
-    recorded time instead of being timed; everything before timing runs for real."""
-    cut_off: bool = True
-    """Stop timing a configuration whose first launches are clearly slower than the best
-    so far (on a recording: mark the configuration the GPU would have stopped)."""
-    cost_model: bool = True
-    """Predict each configuration's time before building it, and prune by it."""
-
-
-@dataclass(frozen=True)
-class Phases:
-    """Seconds one configuration spent in each step (a step not reached is 0)."""
-
-    rewrite_s: float = 0.0
-    compile_s: float = 0.0
-    verify_s: float = 0.0
-    time_s: float = 0.0
-    predict_s: float = 0.0
-
-    @property
-    def total_s(self) -> float:
-        return self.rewrite_s + self.compile_s + self.verify_s + self.time_s + self.predict_s
 
 
 @dataclass(frozen=True)
@@ -131,40 +79,12 @@ class _Candidate:
     prediction: Prediction | None = None
 
 
-def timing_size(spec: KernelSpec, text: str | None) -> SizeSpec:
-    """`--size`: a size of the spec by name, or `VAR=V,...` overriding the variables of the
-    spec's first bench size (`M=2048,N=2048,K=2048`); None: that bench size as it is."""
-    base = (spec.bench_sizes or spec.check_sizes[-1:])[0]
-    if not text:
-        return base
-    if "=" not in text:
-        try:
-            return spec.size(text)
-        except KxformError as exc:
-            raise UsageError(f"--size {text}: {exc.cause}") from None
-    values = dict(base.values)
-    for item in text.split(","):
-        name, _, raw = item.partition("=")
-        name = name.strip()
-        if name not in values:
-            raise UsageError(
-                f"--size {text}: '{name}' is not a size variable of '{spec.name}' (variables: {', '.join(values)})"
-            )
-        try:
-            values[name] = int(raw)
-        except ValueError:
-            raise UsageError(f"--size {text}: {name} must be an integer, got {raw.strip()!r}") from None
-        if values[name] < 1:
-            raise UsageError(f"--size {text}: {name} must be at least 1")
-    return SizeSpec(",".join(f"{k}={v}" for k, v in values.items()), True, values)
-
-
 class KernelObjective(Objective):
     """Rewrites, compiles, verifies and times configurations of one kernel on `runtime`
     (the GPU runtime; the CPU runtime verifies but cannot time)."""
 
     def __init__(
-        self, target: TuneTarget, space: KernelSpace, runtime: Runtime, options: MeasureOptions = MeasureOptions()
+        self, target: TuneTarget, space: KernelSpace, runtime: Runtime, options: MeasureOptions = MEASURED
     ) -> None:
         from kxform.build.extract import extract_kernel
         from kxform.verify.differential import UnitFlags, check_signature
@@ -518,33 +438,6 @@ class _Refused(Exception):
         self.reason = reason
         self.key = key
         """The stable reason key of the result that refused it (kxform.engine.status)."""
-
-
-def cost_model(target: TuneTarget, space: KernelSpace, size: SizeSpec) -> Predictor | None:
-    """The kernel's cost model at the timing size; None where the size cannot be resolved
-    here (its buffers exceed this machine's memory: a replayed run times nothing itself),
-    and the run goes on without predictions."""
-    try:
-        original = validate_bytes(target.path, target.data)
-        return Predictor(original, target.kernel, target.spec, size, space, load_profile(target.hw), target.build_dir)
-    except KxformError:
-        return None
-
-
-def kernel_hints(space: KernelSpace, search: SearchSpace, predictor: Predictor | None) -> SearchHints:
-    """What the strategy may know of a kernel's space beyond the rows: which parameters
-    change the parallel structure (kxform.engine.pass_api.Pass.structural) and the
-    cost model's prediction of a row (None without a model)."""
-    structural = {part.name for part in space.composed.parts if type(part.pass_).structural}
-    mask = tuple(name.split(".")[0] in structural for name in search.names)
-    if predictor is None:
-        return SearchHints(structure=mask)
-
-    def predicted(row: int) -> float | None:
-        prediction = predictor.of_config(search.config(row))
-        return None if prediction is None else prediction.estimate_ms
-
-    return SearchHints(structure=mask, predict=predicted)
 
 
 def _hardware(runtime: Runtime) -> str:

@@ -1,9 +1,9 @@
 """Predicted times of one kernel's configurations at its timing size (kxform.search.cost).
 
-A configuration is rewritten by its passes through the pure core (no build: the rewrite
-a tuning evaluation starts with), the rewritten kernel's footprint is taken at the launch
-its passes say it runs with (the verification policy's launch at the timing size), and
-the cost model predicts its time on the run's hardware profile. Predictions are cached
+A configuration is rewritten by its passes through the pure core, without the checks
+that build it (ptxas's registers: the build comes later, and reports them); the
+rewritten kernel's footprint is taken at the launch its passes say it runs with (the
+verification policy's launch at the timing size), and the cost model predicts its time on the run's hardware profile. Predictions are cached
 by the rewritten code, so configurations that produce the same code are predicted once;
 a configuration the passes refuse, or whose launch cannot be told, has no prediction.
 Thread-safe: the objective predicts on its prepare threads, the strategy on the tuner's.
@@ -23,12 +23,15 @@ from kxform.engine.params import Config
 from kxform.engine.policy import VerifyPolicy
 from kxform.errors import KxformError
 from kxform.frontend.cuda import parse_model
-from kxform.frontend.source import SourceText
+from kxform.frontend.source import SourceText, validate_bytes
 from kxform.harness.launch import ResolvedLaunch
 from kxform.harness.model import KernelSpec, SizeSpec
-from kxform.hw import HwProfile
+from kxform.hw import HwProfile, load_profile
 from kxform.search.cost import Launch, Prediction, launch_values, predict
 from kxform.search.kernel_space import KernelSpace
+from kxform.search.kernel_target import TuneTarget
+from kxform.search.space import SearchSpace
+from kxform.search.strategy import SearchHints
 from kxform.verify.versions import LaunchUndecided, rewritten_launch, scalars
 
 
@@ -102,6 +105,7 @@ class Predictor:
                 hw=self.hw.name,
                 kernels=(self.kernel,),
                 build_dir=self.build_dir,
+                compiles=False,  # a prediction is made before the configuration is built
             )
         except KxformError:
             return None
@@ -149,3 +153,30 @@ class Predictor:
         if resources is not None:  # ptxas's figure replaces the analysis's count of shared arrays
             fp = replace(fp, shared_bytes=resources.shared_bytes)
         return predict(fp, shape, self.hw, resources.registers if resources is not None else None)
+
+
+def cost_model(target: TuneTarget, space: KernelSpace, size: SizeSpec) -> Predictor | None:
+    """The kernel's cost model at the timing size; None where the size cannot be resolved
+    here (its buffers exceed this machine's memory: a replayed run times nothing itself),
+    and the run goes on without predictions."""
+    try:
+        original = validate_bytes(target.path, target.data)
+        return Predictor(original, target.kernel, target.spec, size, space, load_profile(target.hw), target.build_dir)
+    except KxformError:
+        return None
+
+
+def kernel_hints(space: KernelSpace, search: SearchSpace, predictor: Predictor | None) -> SearchHints:
+    """What the strategy may know of a kernel's space beyond the rows: which parameters
+    change the parallel structure (kxform.engine.pass_api.Pass.structural) and the
+    cost model's prediction of a row (None without a model)."""
+    structural = {part.name for part in space.composed.parts if type(part.pass_).structural}
+    mask = tuple(name.split(".")[0] in structural for name in search.names)
+    if predictor is None:
+        return SearchHints(structure=mask)
+
+    def predicted(row: int) -> float | None:
+        prediction = predictor.of_config(search.config(row))
+        return None if prediction is None else prediction.estimate_ms
+
+    return SearchHints(structure=mask, predict=predicted)
