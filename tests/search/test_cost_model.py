@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from conftest import CORPORA
+from conftest import CORPORA, needs_nvcc
 from kxform.analysis.access import analyse_function
 from kxform.analysis.footprint import footprint
 from kxform.errors import SpecError
@@ -182,3 +182,22 @@ def test_the_predictor_answers_for_the_kernel_s_own_space_only() -> None:
     assert predictor.of_config(refused) is None
     with pytest.raises(ValueError, match="not in this tuning space"):
         predictor.of_config({**space.defaults(), "tile.TILE": 8})
+
+
+@needs_nvcc
+def test_a_prediction_s_rewrite_builds_nothing() -> None:
+    """The predictor rewrites with `compiles=False`: the tile pass's ptxas check is skipped
+    (the configuration is built later, once, by the objective); `apply`'s rewrite runs it."""
+    from kxform.core import rewrite_passes
+    from kxform.engine.registry import default_registry
+
+    path = CORPORA / "sgemm_tiled" / "sgemm_tiled.cu"
+    tile = default_registry().get("tile").from_options({"TILE": "32"})
+
+    def resources(compiles: bool) -> str:
+        result = rewrite_passes(path.read_bytes(), [tile], path=str(path), kernels=("sgemm_tiled",), compiles=compiles)
+        check = next(c for r in result.results for c in r.checks if c.name == "resources")
+        return str(check.status)
+
+    assert "skipped" in resources(False).lower()
+    assert "skipped" not in resources(True).lower()
