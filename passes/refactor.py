@@ -35,6 +35,7 @@ from kxform.engine.pass_api import (
 )
 from kxform.engine.policy import VerifyPolicy
 from kxform.errors import CheckFailed, KxformError
+from kxform.frontend.model import SourceModel
 from kxform.propose.template import Template, config_label
 from kxform.propose.template_rules import Original, validate
 from kxform.propose.template_session import rewrite_edits
@@ -108,7 +109,7 @@ class Refactor(Pass):
             edits.extend(rewrite_edits(ctx.model, template, config))
         return edits
 
-    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+    def verify_policy(self, ctx: PassContext, proposal: Proposal, rewritten: SourceModel) -> VerifyPolicy:
         """The template's launch at the recorded configuration; exact unless the original
         sums floats in a loop; required: a rewrite no differential run confirmed is refused."""
         template, config = read_proposal(proposal)

@@ -14,13 +14,13 @@ its space and keeps what measures faster.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kxform.analysis import AccessAnalysis, Loop
 from kxform.engine.edits import Edit
-from kxform.engine.params import Config, Param, ParamSpace, ParamValue
+from kxform.engine.params import Config, Param, ParamSpace
 from kxform.engine.pass_api import (
     Blocker,
     CheckRecord,
@@ -33,8 +33,7 @@ from kxform.engine.pass_api import (
 )
 from kxform.engine.policy import EXACT, VerifyPolicy
 from kxform.engine.rewrite import set_unroll
-from kxform.errors import UsageError
-from kxform.frontend.model import Function
+from kxform.frontend.model import Function, SourceModel
 
 AUTO, FULL = "auto", "full"
 MAX_FACTOR = 16
@@ -63,8 +62,7 @@ class Unroll(ValuesPass):
     def analyse(self, ctx: PassContext) -> dict[str, KernelAnalysis]:
         out = {}
         spaces = {k.name: self.space(ctx, KernelAnalysis(k)) for k in ctx.model.kernels}
-        known = sorted({n for space in spaces.values() for n in space.names}, key=lambda n: int(n[4:]))
-        unknown = sorted(set(dict(self.config)) - set(known) - {"factor"})
+        known = {n for space in spaces.values() for n in space.names}
         for kernel in ctx.model.kernels:
             space = spaces[kernel.name]
             blockers = (
@@ -78,36 +76,25 @@ class Unroll(ValuesPass):
                 if not len(space)
                 else []
             )
-            if unknown:
-                blockers.append(
-                    Blocker(
-                        "UnknownLoop",
-                        f"{unknown[0]} is not a loop of any kernel in this file (loops: {', '.join(known) or 'none'})",
-                        kernel.span.start,
-                    )
-                )
-            try:
-                wanted = self._requested(space)
-            except UsageError as exc:
-                blockers.append(Blocker("BadFactor", exc.cause, kernel.span.start))
-                wanted = {}
+            refused, wanted = self.requested(kernel, space, known)
+            blockers += refused
             done = bool(wanted) and all(space.param(k).default == v for k, v in wanted.items())
             out[kernel.name] = KernelAnalysis(kernel, tuple(blockers), already_applied=done)
         return out
 
-    def _requested(self, space: ParamSpace) -> dict[str, ParamValue]:
-        """The values asked for that apply to this kernel (`factor` where the loop admits it)."""
+    def requested(
+        self, kernel: Function, space: ParamSpace, known: Collection[str] | None = None
+    ) -> tuple[tuple[Blocker, ...], Config]:
+        """`factor=F` stands for F at every loop that admits it (a loop named on its own keeps its value)."""
         given = dict(self.config)
-        wanted = {k: v for k, v in given.items() if k in space.names}
-        if "factor" in given:
-            wanted.update(
-                {p.name: given["factor"] for p in space if p.name not in wanted and given["factor"] in (p.values or ())}
-            )
-        return space.resolve(wanted) if wanted else {}
+        factor = given.pop("factor", None)
+        if factor is not None:
+            given.update({p.name: factor for p in space if p.name not in given and factor in (p.values or ())})
+        return super(Unroll, replace(self, config=tuple(given.items()))).requested(kernel, space, known)
 
     def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
         space = self.space(ctx, analysis)
-        changed = {k: v for k, v in self._requested(space).items() if v != space.param(k).default}
+        changed = {k: v for k, v in self.requested(analysis.kernel, space)[1].items() if v != space.param(k).default}
         if not changed:
             return None
         return Proposal.of(
@@ -159,7 +146,7 @@ class Unroll(ValuesPass):
                 edits.append(set_unroll(ctx.model, loops[key], factor, f"unroll: {kernel.name}: {key}"))
         return edits
 
-    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+    def verify_policy(self, ctx: PassContext, proposal: Proposal, rewritten: SourceModel) -> VerifyPolicy:
         """Unrolling repeats the body; it never reorders the arithmetic: bit-exact."""
         return VerifyPolicy(compare=EXACT)
 

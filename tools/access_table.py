@@ -15,16 +15,15 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
-from pathlib import Path
 
 import tomllib
 
-ROOT = Path(__file__).resolve().parent.parent
 
-from kxform.analysis import AccessAnalysis, Affine, Loop, analyse_function  # noqa: E402
-from kxform.errors import KxformError  # noqa: E402
-from kxform.frontend.cuda import parse_model  # noqa: E402
-from kxform.frontend.source import read_source  # noqa: E402
+from kxform.analysis import AccessAnalysis, Affine, Loop, analyse_function
+from kxform.errors import KxformError
+from kxform.frontend.cuda import parse_model
+from kxform.frontend.source import read_source
+from kxform.bench.paths import ROOT
 
 
 def cell(text: object) -> str:

@@ -25,8 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
+from kxform.bench.paths import ROOT
 
 
 def corpus_files() -> list[Path]:

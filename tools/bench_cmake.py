@@ -20,8 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
+from kxform.bench.paths import ROOT
 
 
 def _timed(argv: list[str], env: dict[str, str]) -> float:

@@ -29,24 +29,16 @@ from typing import Any
 import numpy as np
 
 
-from gpubench_common import (  # noqa: E402
-    OneLineParser,
-    EXIT_FINDINGS,
-    EXIT_OK,
-    ROOT,
-    corpus_2d,
-    device_line,
-    gpu_runtime,
-    usage_exit,
-    write_json,
-)
+from kxform.bench.output import EXIT_FINDINGS, EXIT_OK, OneLineParser, usage_exit, write_json
+from kxform.bench.paths import ROOT
+from kxform.bench.gpu import corpus_2d, device_line, gpu_runtime
 
-from kxform.build.extract import extract_kernel  # noqa: E402
-from kxform.errors import KxformError  # noqa: E402
-from kxform.harness.inputs import make_inputs  # noqa: E402
-from kxform.runtime.base import BufferArg, KernelParam, LaunchRequest, Runtime, RuntimeError_, ScalarArg  # noqa: E402
-from kxform.verify.differential import EXACT, launch_request, uses_float_atomics  # noqa: E402
-from kxform.verify.measure import REPEAT, WARMUP, MeasurementError, Timing, timed_and_checked, timing_of  # noqa: E402
+from kxform.build.extract import extract_kernel
+from kxform.errors import KxformError
+from kxform.harness.inputs import make_inputs
+from kxform.runtime.base import BufferArg, KernelParam, LaunchRequest, Runtime, RuntimeError_, ScalarArg
+from kxform.verify.differential import EXACT, launch_request, uses_float_atomics
+from kxform.verify.measure import REPEAT, WARMUP, MeasurementError, Timing, timed_and_checked, timing_of
 
 TOOL = "bench_integrity"
 QUICK_REPEAT = 20

@@ -28,13 +28,13 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
 
-from kxform.frontend.source import read_source  # noqa: E402
-from kxform.harness.model import SizeSpec  # noqa: E402
-from kxform.harness.spec import load_spec  # noqa: E402
-from kxform.hw import load_profile  # noqa: E402
-from kxform.locality.predict import Ranking, candidate_configs, rank_orders  # noqa: E402
+from kxform.frontend.source import read_source
+from kxform.harness.model import SizeSpec
+from kxform.harness.spec import load_spec
+from kxform.hw import load_profile
+from kxform.locality.predict import Ranking, candidate_configs, rank_orders
+from kxform.bench.paths import ROOT
 
 CORPUS = {
     "sgemm_tiled": ("sgemm_tiled", "sgemm_tiled"),

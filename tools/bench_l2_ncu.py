@@ -33,34 +33,29 @@ from pathlib import Path
 from typing import Any
 
 
-from gpubench_common import (  # noqa: E402
-    OneLineParser,
-    EXIT_FINDINGS,
-    EXIT_OK,
-    EXIT_USAGE,
-    FIRST_KERNELS,
+from kxform.bench.output import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, OneLineParser, usage_exit, write_json
+from kxform.bench.gpu import (
     Budget,
     CorpusKernel,
+    FIRST_KERNELS,
     corpus_2d,
     device_line,
     gpu_runtime,
     hardware,
     split_names,
-    usage_exit,
     variant,
-    write_json,
 )
-from l2_ncu_report import correlations, print_correlations, print_kernel, spearman  # noqa: E402,F401
-from kxform.profile.ncu_csv import NcuOutput  # noqa: E402
-from kxform.profile.nsight import find_ncu, run_ncu  # noqa: E402
+from kxform.bench.l2_ncu_report import correlations, print_correlations, print_kernel
+from kxform.profile.ncu_csv import NcuOutput
+from kxform.profile.nsight import find_ncu, run_ncu
 
-from kxform.build.extract import extract_kernel  # noqa: E402
-from kxform.errors import KxformError  # noqa: E402
-from kxform.harness.inputs import make_inputs  # noqa: E402
-from kxform.hw import HwProfile, load_profile  # noqa: E402
-from kxform.locality.predict import OrderPrediction, candidate_configs, rank_orders  # noqa: E402
-from kxform.runtime.base import Runtime, RuntimeError_  # noqa: E402
-from kxform.verify.differential import launch_request  # noqa: E402
+from kxform.build.extract import extract_kernel
+from kxform.errors import KxformError
+from kxform.harness.inputs import make_inputs
+from kxform.hw import HwProfile, load_profile
+from kxform.locality.predict import OrderPrediction, candidate_configs, rank_orders
+from kxform.runtime.base import Runtime, RuntimeError_
+from kxform.verify.differential import launch_request
 
 TOOL = "bench_l2_ncu"
 METRICS = ("lts__t_sector_hit_rate.pct", "dram__bytes_read.sum", "dram__bytes_write.sum")

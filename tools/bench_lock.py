@@ -31,8 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
+from kxform.bench.paths import ROOT
 
 
 def copy_corpus(target: Path) -> None:

@@ -26,7 +26,7 @@ The geometric means close the table; the results go to `--out` as JSON (written 
 after every kernel, so a run cut short keeps what it measured).
 
 `--study` runs, in place of the one tune per kernel, the search study of
-tools/search_study.py: `kxform tune` without `--pass` at budget 40 without the cost
+kxform/bench/search_study.py: `kxform tune` without `--pass` at budget 40 without the cost
 model, cut-off and transfer prior, at 40 with them, and at 200; it prints the best at 40
 against the best at 200 and the share of evaluations slower than twice the original
 (`--study-dir` keeps the shared tuning databases; `--study-timeout` bounds each tune).
@@ -58,39 +58,17 @@ from pathlib import Path
 from typing import Any
 
 
-from gpubench_common import (
-    EXIT_FINDINGS,
-    EXIT_OK,
-    EXIT_USAGE,
-    Budget,
-    OneLineParser,
-    device_line,  # noqa: E402
-    gpu_runtime,
-    hardware,
-    split_names,
-    write_json,
-)
-from naive_pairs import (  # noqa: E402
-    Pair,
-    Version,
-    build,
-    check,
-    gemm_shape,
-    least_bytes,
-    load_pairs,
-    spaces,
-    structural,
-    verify,
-)
-from pipeline_table import print_table  # noqa: E402
-from search_study import print_study, study_column, study_summary  # noqa: E402
+from kxform.bench import yardsticks
+from kxform.bench.output import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, OneLineParser, geomean, write_json
+from kxform.bench.gpu import Budget, device_line, gpu_runtime, hardware, split_names
+from kxform.bench.naive_pairs import Pair, Version, build, check, gemm_shape, load_pairs, spaces, structural, verify
+from kxform.bench.pipeline_table import print_table
+from kxform.bench.search_study import print_study, study_column, study_summary
 
-from kxform.errors import KxformError  # noqa: E402
-from kxform.runtime.base import RuntimeError_  # noqa: E402
+from kxform.errors import KxformError
+from kxform.runtime.base import RuntimeError_
 
 TOOL = "bench_pipeline"
-COPY_MIB = 1024
-"""The copy yardstick's buffer: far larger than any L2, so it measures device memory."""
 MIN_REPEAT, MAX_REPEAT = 5, 50
 
 
@@ -225,7 +203,12 @@ def measure(pair: Pair, runtime: Any, args: Any, hw: str, row: dict[str, Any]) -
         flush=True,
     )
     if args.study:
-        row["study"] = study_column(pair, args, hw, Path(args.study_dir), sys.modules[__name__])
+        row["study"] = study_column(
+            lambda scratch: tune_command(pair, args, hw, None, scratch),
+            run_limited,
+            Path(args.study_dir),
+            args.study_timeout,
+        )
         after = row["study"].get("after", {})
         if after.get("status") == "tuned":  # the default's result is the table's kxform column
             speedup = after.get("speedup") or 1.0
@@ -428,60 +411,22 @@ def log_fraction(reached: float | None, expert: float | None) -> float | None:
 
 
 def baselines(pairs: list[Pair]) -> dict[str, Any] | None:
-    """Copy bandwidth and cuBLAS times for the GEMM-shaped pairs' bench shapes, from
-    tools/gpu_baselines.py in its own process; None (said once) when it cannot run."""
-    shapes = sorted({s for s in (gemm_shape(p, p.naive.spec.bench_sizes[0]) for p in pairs) if s})
-    command = [
-        sys.executable,
-        str(Path(__file__).resolve().parent / "gpu_baselines.py"),
-        "--json",
-        "--copy-mib",
-        str(COPY_MIB),
-        *(f"--gemm={','.join(map(str, s))}" for s in shapes),
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
-        said = (done.stderr or done.stdout).strip().splitlines()
-        print(f"no yardsticks: {said[-1] if said else f'exit {done.returncode}'}", flush=True)
-        return None
-    return json.loads(done.stdout)  # type: ignore[no-any-return]
+    """Copy bandwidth and cuBLAS times for the GEMM-shaped pairs' bench shapes (kxform.bench.yardsticks)."""
+    return yardsticks.baselines(s for s in (gemm_shape(p, p.naive.spec.bench_sizes[0]) for p in pairs) if s)
 
 
 def yardstick(pair: Pair, row: dict[str, Any], data: dict[str, Any] | None) -> dict[str, Any] | None:
     """Each version's time against the pair's yardstick: the fraction of the copy
     bandwidth its least traffic reaches, or cuBLAS's time over its time."""
-    if data is None or "original_ms" not in row:
+    if "original_ms" not in row:
         return None
     size = pair.naive.spec.bench_sizes[0]
     times = {"original": row.get("original_ms"), "kxform": row.get("kxform_ms"), "expert": row.get("expert_ms")}
     times |= {f"also {also}": column.get("ms") for also, column in row.get("also", {}).items()}
-    if pair.yardstick == "cublas":
-        shape = list(gemm_shape(pair, size) or ())
-        match = next((g for g in data.get("gemm", []) if g["shape"] == shape), None)
-        if match is None:
-            return None
-        return {
-            "kind": "cublas",
-            "shape": shape,
-            "cublas_ms": match["ms"],
-            **{k: (match["ms"] / v if v else None) for k, v in times.items()},
-        }
-    if not data.get("copy"):
-        return None
-    nbytes, gbps = least_bytes(pair.naive.spec, size), data["copy"]["gbps"]
-    return {
-        "kind": "copy",
-        "least_bytes": nbytes,
-        "copy_gbps": gbps,
-        **{k: (nbytes / v / 1e6 / gbps if v else None) for k, v in times.items()},
-    }
+    return yardsticks.yardstick(data, times, gemm_shape(pair, size), yardsticks.least_bytes(pair.naive.spec, size))
 
 
 # ----------------------------------------------------------------------- summary
-
-
-def geomean(values: list[float]) -> float | None:
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:

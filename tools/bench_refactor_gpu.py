@@ -27,12 +27,11 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
 
-from gpubench_common import write_json  # noqa: E402
+from kxform.bench.output import write_json
+from kxform.bench.paths import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "refactor"
 NAIVE = ROOT / "corpora" / "naive"

@@ -31,30 +31,18 @@ from typing import Any
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one BLAS thread per worker process
 
-ROOT = Path(__file__).resolve().parent.parent
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from kxform.errors import KxformError  # noqa: E402
-from kxform.search.prior import PriorSource, build_prior  # noqa: E402
-from kxform.search.recorded import Recording, load_definition, load_recording  # noqa: E402
-from kxform.search.replay import Run, replay  # noqa: E402
-from kxform.search.strategy import DEFAULT, Prior  # noqa: E402
+from kxform.bench.paths import spaces_dir
+from kxform.errors import KxformError
+from kxform.search.prior import PriorSource, build_prior
+from kxform.search.recorded import Recording, load_definition, load_recording
+from kxform.search.replay import Run, replay
+from kxform.search.strategy import DEFAULT, Prior
 
 THRESHOLDS = (0.05, 0.01)
 KXFORM_STRATEGIES = ("model", "random")
-
-
-def spaces_dir() -> Path | None:
-    """../shared/bench-spaces from the repository root, or from any parent of it."""
-    explicit = os.environ.get("KXFORM_BENCH_SPACES")
-    if explicit:
-        return Path(explicit)
-    for base in (ROOT, *ROOT.parents):
-        for candidate in (base / "shared" / "bench-spaces", base.parent / "shared" / "bench-spaces"):
-            if candidate.is_dir():
-                return candidate
-    return None
 
 
 def default_spaces() -> list[Path]:
@@ -251,7 +239,7 @@ def run_kernel_tuner(
     cache where a run is there. Runs go seed by seed across spaces and strategies, so
     an interrupted benchmark leaves every strategy with about the same number of seeds."""
     try:
-        import kt_replay
+        from kxform.bench import kt_replay
     except ImportError:
         return {}, "kt_replay helper missing"
     version = kt_replay.kt_version()
@@ -324,7 +312,7 @@ def run_kernel_tuner(
 
 
 def _indexed_kt(item: tuple[int, dict[str, Any]]) -> tuple[int, dict[str, Any]]:
-    import kt_replay
+    from kxform.bench import kt_replay
 
     return item[0], kt_replay.run_kt(item[1])
 

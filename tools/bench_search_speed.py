@@ -23,11 +23,11 @@ import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from kxform.engine.params import Constraint, Param, ParamSpace  # noqa: E402
-from kxform.search.space import SearchSpace  # noqa: E402
-from kxform.search.strategy import STRATEGIES, History, load_strategy, make_strategy  # noqa: E402
+from kxform.engine.params import Constraint, Param, ParamSpace
+from kxform.search.space import SearchSpace
+from kxform.search.strategy import STRATEGIES, History, load_strategy, make_strategy
 
 
 def synthetic_space() -> ParamSpace:

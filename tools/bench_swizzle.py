@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from kxform.api import rewrite
 from kxform.harness.spec import load_spec
@@ -22,13 +21,13 @@ from kxform.passes.swizzle.patterns import PATTERNS
 from kxform.frontend.source import read_source, validate_bytes
 from kxform.verify.differential import pick_runtime, verify_pair
 from kxform.verify.measure import measure_pair
+from kxform.bench.paths import ROOT
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-ROOT = Path(__file__).resolve().parent.parent
 
 DEFAULT_KERNELS = ("sgemm_tiled", "transpose", "stencil5")
 

@@ -30,10 +30,8 @@ from pathlib import Path
 from typing import Any
 
 
-from gpubench_common import (  # noqa: E402
-    OneLineParser,
-    EXIT_FINDINGS,
-    EXIT_OK,
+from kxform.bench.output import EXIT_FINDINGS, EXIT_OK, OneLineParser, usage_exit, write_json
+from kxform.bench.gpu import (
     Budget,
     CorpusKernel,
     corpus_2d,
@@ -43,21 +41,19 @@ from gpubench_common import (  # noqa: E402
     order_key,
     split_names,
     sweep_configs,
-    usage_exit,
     variant,
-    write_json,
 )
-from swizzle_selection import TOLERANCE, Judgement, default_order, judge_default  # noqa: E402
+from kxform.bench.swizzle_selection import Judgement, TOLERANCE, default_order, judge_default
 
-from kxform.build.extract import extract_kernel  # noqa: E402
-from kxform.errors import KxformError  # noqa: E402
-from kxform.frontend.source import SourceText  # noqa: E402
-from kxform.harness.inputs import make_inputs  # noqa: E402
-from kxform.hw import HwProfile, load_profile  # noqa: E402
-from kxform.passes.swizzle.patterns import RemapConfig  # noqa: E402
-from kxform.runtime.base import Runtime, RuntimeError_  # noqa: E402
-from kxform.verify.differential import EXACT, launch_request, uses_float_atomics, verify_pair  # noqa: E402
-from kxform.verify.measure import REPEAT, Timing, timed_and_checked  # noqa: E402
+from kxform.build.extract import extract_kernel
+from kxform.errors import KxformError
+from kxform.frontend.source import SourceText
+from kxform.harness.inputs import make_inputs
+from kxform.hw import HwProfile, load_profile
+from kxform.passes.swizzle.patterns import RemapConfig
+from kxform.runtime.base import Runtime, RuntimeError_
+from kxform.verify.differential import EXACT, launch_request, uses_float_atomics, verify_pair
+from kxform.verify.measure import REPEAT, Timing, timed_and_checked
 
 TOOL = "bench_swizzle_select"
 QUICK_REPEAT = 10

@@ -38,12 +38,12 @@ from pathlib import Path
 from typing import Any
 
 
-from tune_cases import CASES, Loaded, load, mean, pick, profile_for, require_gpu, write_json  # noqa: E402
+from kxform.bench.tune_cases import CASES, Loaded, load, pick, profile_for, require_gpu
+from kxform.bench import yardsticks
+from kxform.bench.output import geomean, mean, write_json
 
 QUICK_CASES = tuple(c.name for c in CASES if c.passes == ("tile",))
 NEAR = 0.02
-COPY_MIB = 1024
-"""The copy yardstick's buffer: far larger than any L2, so it measures device memory."""
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -138,7 +138,7 @@ def _document(
         "quick": args.quick,
         "total_s": time.perf_counter() - started,
         "baselines": yardsticks,
-        "geomean": geomean(results),
+        "geomean": speedups(results),
         "cases": results,
     }
 
@@ -155,85 +155,24 @@ def _gemm_shape(loaded: Loaded) -> tuple[int, int, int, int] | None:
 
 
 def baselines(loaded_cases: list[Loaded]) -> dict[str, Any] | None:
-    """cuBLAS times for the GEMM cases' shapes and the copy bandwidth, from
-    tools/gpu_baselines.py in its own process; None (said once) when it cannot run."""
-    import json
-    import subprocess
-
-    shapes = sorted({shape for shape in map(_gemm_shape, loaded_cases) if shape})
-    command = [
-        sys.executable,
-        str(Path(__file__).resolve().parent / "gpu_baselines.py"),
-        "--json",
-        "--copy-mib",
-        str(COPY_MIB),
-        *(f"--gemm={','.join(map(str, s))}" for s in shapes),
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
-        said = (done.stderr or done.stdout).strip().splitlines()
-        print(f"no yardsticks: {said[-1] if said else f'exit {done.returncode}'}", flush=True)
-        return None
-    data = json.loads(done.stdout)
-    copy = data["copy"]
-    print(
-        f"yardsticks ({data['library']}): copy {copy['gbps']:.0f} GB/s; "
-        + "; ".join(
-            f"cuBLAS {'x'.join(map(str, g['shape']))} {g['ms']:.4f} ms ({g['tflops']:.1f} TFLOP/s)"
-            for g in data["gemm"]
-        ),
-        flush=True,
-    )
-    return data
-
-
-def least_bytes(loaded: Loaded) -> int:
-    """Each input buffer read once, each output written once (inout both): the fewest
-    bytes the kernel must move through device memory at its timing size."""
-    launch = loaded.target.spec.launch(loaded.size)
-    return sum(a.nbytes * (2 if a.role == "inout" else 1) for a in launch.args if a.kind == "buffer")
+    """cuBLAS times for the GEMM cases' shapes and the copy bandwidth (kxform.bench.yardsticks)."""
+    return yardsticks.baselines(shape for shape in map(_gemm_shape, loaded_cases) if shape)
 
 
 def yardstick(loaded: Loaded, result: dict[str, Any], data: dict[str, Any] | None) -> dict[str, Any] | None:
     """The case's original and tuned times against its yardstick (None: none applies or none measured)."""
     ref = loaded.case.reference
-    if ref is None or data is None:
+    if ref is None:
         return None
-    tuned = result["strategy"]["best_ms"]
-    original = result["original_ms"]
-    if ref.kind == "gemm":
-        shape = list(_gemm_shape(loaded) or ())
-        match = next((g for g in data["gemm"] if g["shape"] == shape), None)
-        if match is None:
-            return None
-        return {
-            "kind": "gemm",
-            "note": ref.note,
-            "cublas_ms": match["ms"],
-            "shape": shape,
-            "original_fraction": _ratio(match["ms"], original),
-            "tuned_fraction": _ratio(match["ms"], tuned),
-        }
-    nbytes = least_bytes(loaded)
-    gbps = data["copy"]["gbps"]
-
-    def frac(ms: float | None) -> float | None:
-        return nbytes / ms / 1e6 / gbps if ms else None
-
-    return {
-        "kind": "copy",
-        "least_bytes": nbytes,
-        "copy_gbps": gbps,
-        "original_fraction": frac(original),
-        "tuned_fraction": frac(tuned),
-    }
+    times = {"original": result["original_ms"], "tuned": result["strategy"]["best_ms"]}
+    nbytes = yardsticks.least_bytes(loaded.target.spec, loaded.size)
+    found = yardsticks.yardstick(data, times, _gemm_shape(loaded), nbytes)
+    return {**found, "note": ref.note} if found is not None and ref.kind == "gemm" else found
 
 
-def geomean(results: list[dict[str, Any]]) -> dict[str, Any]:
+def speedups(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Geometric mean over the `tile` cases (one per kernel) of the original's time over the
     kept code's: the tuned best where it is faster, else the original (speed-up 1)."""
-    import math
-
     kept, raw = [], []
     for r in results:
         if r["passes"] != ["tile"] or r.get("failed") or not r["original_ms"]:
@@ -242,15 +181,11 @@ def geomean(results: list[dict[str, Any]]) -> dict[str, Any]:
         speed = r["original_ms"] / best if best else 1.0
         raw.append(speed)
         kept.append(max(speed, 1.0))
-
-    def mean_of(xs: list[float]) -> float | None:
-        return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
-
-    return {"kernels": len(kept), "kept": mean_of(kept), "best_tuned": mean_of(raw)}
+    return {"kernels": len(kept), "kept": geomean(kept), "best_tuned": geomean(raw)}
 
 
 def geomean_line(results: list[dict[str, Any]]) -> str:
-    g = geomean(results)
+    g = speedups(results)
     if not g["kernels"]:
         return "-"
     return (
@@ -447,12 +382,8 @@ def _num(value: float | None) -> str:
 def yardstick_text(y: dict[str, Any] | None) -> str:
     if not y:
         return "-"
-
-    def pct(f: float | None) -> str:
-        return "-" if f is None else f"{100 * f:.1f}%"
-
-    what = "of cuBLAS" if y["kind"] == "gemm" else "of copy bandwidth"
-    return f"{pct(y['original_fraction'])} -> {pct(y['tuned_fraction'])} {what}"
+    what = "of cuBLAS" if y["kind"] == "cublas" else "of copy bandwidth"
+    return f"{yardsticks.percent(y['original'])} -> {yardsticks.percent(y['tuned'])} {what}"
 
 
 if __name__ == "__main__":

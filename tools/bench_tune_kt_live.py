@@ -43,7 +43,8 @@ from pathlib import Path
 from typing import Any
 
 
-from tune_cases import Loaded, fail, load, pick, profile_for, require_gpu, write_json  # noqa: E402
+from kxform.bench.tune_cases import Loaded, load, pick, profile_for, require_gpu
+from kxform.bench.output import fail, write_json
 
 QUICK_CASES = ("sgemm_tiled/tile", "jacobi5/tile")
 FULL_CASES = ("sgemm_tiled/tile", "jacobi5/tile", "sgemm_128/tile")

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 
-from tune_cases import CASES, Loaded, load, pick, profile_for, require_gpu, write_json  # noqa: E402
+from kxform.bench.tune_cases import CASES, Loaded, load, pick, profile_for, require_gpu
+from kxform.bench.output import write_json
 
 NEAR = 0.02
 

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 
-from bench_search import spaces_dir  # noqa: E402
-from tune_cases import write_json  # noqa: E402
+from kxform.bench.paths import spaces_dir
+from kxform.bench.output import write_json
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:

@@ -31,7 +31,6 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from kxform.engine.driver import transform_source
 from kxform.errors import UsageError
@@ -45,13 +44,13 @@ from kxform.engine.registry import default_registry
 from kxform.runtime.base import LaunchRequest, LaunchResult, Runtime
 from kxform.frontend.source import SourceText, validate_bytes
 from kxform.verify.differential import VerifyReport, launch_request, pick_runtime, verify_pair
+from kxform.bench.paths import ROOT
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-ROOT = Path(__file__).resolve().parents[1]
 
 CORPORA = ROOT / "corpora"
 DEFAULT_KERNELS = ("sgemm_tiled", "fused_bias_gelu", "layernorm", "softmax", "transpose", "stencil5")

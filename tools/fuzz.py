@@ -38,8 +38,8 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+from kxform.bench.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 SEEDS = sorted(
     p for p in (ROOT / "corpora").glob("*/*") if p.suffix in (".cu", ".hip") and "syntax_error" not in str(p)
 )

@@ -78,7 +78,7 @@ bench() {  # bench NAME LIMIT ARGS...
 kernels_arg() {  # kernels_arg VALUE: --kernels VALUE unless empty; "all" lists every 2-D kernel
     case "$1" in
         "") ;;
-        all) echo "--kernels=$("$PY" -c 'import sys; sys.path.insert(0, "tools"); from gpubench_common import corpus_2d; print(",".join(k.name for k in corpus_2d()))')" ;;
+        all) echo "--kernels=$("$PY" -c 'from kxform.bench.gpu import corpus_2d; print(",".join(k.name for k in corpus_2d()))')" ;;
         *) echo "--kernels=$1" ;;
     esac
 }

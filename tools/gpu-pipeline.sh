@@ -32,8 +32,7 @@ mkdir -p "$OUTDIR"
 
 mapfile -t SHARES < <("$PY" - "$GPUS" "${PIPELINE_KERNELS:-}" <<'EOF'
 import sys
-sys.path.insert(0, "tools")
-from naive_pairs import load_pairs
+from kxform.bench.naive_pairs import load_pairs
 count, chosen = int(sys.argv[1]), tuple(n for n in sys.argv[2].split(",") if n)
 names = [p.name for p in load_pairs(chosen)]
 for i in range(count):

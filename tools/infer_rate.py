@@ -32,11 +32,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
 
-from kxform.frontend.cuda import parse_model  # noqa: E402
-from kxform.frontend.model import FunctionKind  # noqa: E402
-from kxform.frontend.source import read_source  # noqa: E402
+from kxform.frontend.cuda import parse_model
+from kxform.frontend.model import FunctionKind
+from kxform.frontend.source import read_source
 
 KXFORM = [str(Path(sys.executable).parent / "kxform")]
 TIMEOUT_S = 300

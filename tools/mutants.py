@@ -32,23 +32,23 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-from kxform.api import rewrite  # noqa: E402
-from kxform.build.extract import find_kernel, split_spelling  # noqa: E402
-from kxform.frontend.cuda import parse_model  # noqa: E402
-from kxform.frontend.model import IndexRead  # noqa: E402
-from kxform.frontend.source import SourceText, read_source  # noqa: E402
-from kxform.harness.model import KernelSpec  # noqa: E402
-from kxform.harness.spec import load_spec  # noqa: E402
-from kxform.passes.swizzle.index_usage import index_usage  # noqa: E402
-from kxform.runtime.cpu import CpuRuntime  # noqa: E402
-from kxform.verify.differential import verify_pair  # noqa: E402
+from kxform.api import rewrite
+from kxform.build.extract import find_kernel, split_spelling
+from kxform.frontend.cuda import parse_model
+from kxform.frontend.model import IndexRead
+from kxform.frontend.source import SourceText, read_source
+from kxform.harness.model import KernelSpec
+from kxform.harness.spec import load_spec
+from kxform.passes.swizzle.index_usage import index_usage
+from kxform.runtime.cpu import CpuRuntime
+from kxform.verify.differential import verify_pair
+from kxform.bench.paths import ROOT
 
 
 @dataclass

@@ -29,22 +29,21 @@ import os
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
 
-from kxform.engine.pass_api import PassContext, RunOptions  # noqa: E402
-from kxform.errors import KxformError  # noqa: E402
-from kxform.frontend.cuda import parse_model  # noqa: E402
-from kxform.frontend.source import read_source  # noqa: E402
-from kxform.hw import load_profile  # noqa: E402
-from kxform.log.remarks import RemarkSink  # noqa: E402
-from kxform.propose.lock import load_decisions, write_decisions  # noqa: E402
-from kxform.propose.lockfile import update_lock  # noqa: E402
-from kxform.propose.refactor_run import Rewritten, lock_entry, refactor_kernel, replay  # noqa: E402
-from kxform.propose.session import SessionOptions  # noqa: E402
-from kxform.runtime.base import Runtime  # noqa: E402
-from kxform.verify.differential import pick_runtime  # noqa: E402
-from kxform.verify.stage import spec_for_file  # noqa: E402
-from kxform.workspace.files import write_atomic  # noqa: E402
+from kxform.engine.pass_api import PassContext, RunOptions
+from kxform.errors import KxformError
+from kxform.frontend.cuda import parse_model
+from kxform.frontend.source import read_source
+from kxform.hw import load_profile
+from kxform.log.remarks import RemarkSink
+from kxform.propose.lock import load_decisions, write_decisions
+from kxform.propose.lockfile import update_lock
+from kxform.propose.refactor_run import Rewritten, lock_entry, refactor_kernel, replay
+from kxform.propose.session import SessionOptions
+from kxform.runtime.base import Runtime
+from kxform.verify.differential import pick_runtime
+from kxform.verify.stage import spec_for_file
+from kxform.workspace.files import write_atomic
 
 
 def _session(args: argparse.Namespace, ctx: PassContext, spec: object, runtime: Runtime) -> Rewritten | None:

@@ -162,6 +162,11 @@ def closure_functions(model: SourceModel, kernel: Function) -> tuple[Function, .
     )
 
 
+def closure_names(model: SourceModel, kernel: Function) -> frozenset[str]:
+    """The names of the kernel and the device functions it reaches (`closure_functions`)."""
+    return frozenset(f.name for f in closure_functions(model, kernel))
+
+
 def element_type(ctype: str) -> str:
     return " ".join(_QUALIFIERS.sub(" ", ctype).split())
 

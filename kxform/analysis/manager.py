@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from kxform.frontend.model import Function, SourceModel, once
@@ -48,6 +48,7 @@ class Analysis(Protocol):
 
 
 A = TypeVar("A")
+T = TypeVar("T")
 
 
 def source_version(model: SourceModel) -> str:
@@ -69,7 +70,7 @@ class AnalysisManager:
     """The cache (thread-safe; one per run, shared by the contexts of its passes)."""
 
     def __init__(self) -> None:
-        self._entries: dict[tuple[type, tuple[str, int], str], Any] = {}
+        self._entries: dict[tuple[Any, Any, str], Any] = {}
         self._lock = threading.Lock()
         self.computed = 0
         """How many analyses were computed (not served from the cache): for tests and statistics."""
@@ -89,6 +90,20 @@ class AnalysisManager:
             self.computed += 1
             return self._entries[key]  # type: ignore[no-any-return]
 
+    def memo(self, name: str, key: Hashable, model: SourceModel, compute: Callable[[], T]) -> T:
+        """`compute()` for (`name`, `key`) in this version of the file, computed once: for
+        what the run derives from a whole file rather than a kernel (a pass's rewritten
+        file, kxform.engine.rewritten)."""
+        entry = (name, key, source_version(model))
+        with self._lock:
+            if entry in self._entries:
+                return self._entries[entry]  # type: ignore[no-any-return]
+        value = compute()
+        with self._lock:
+            if len(self._entries) >= MAX_ENTRIES:
+                self._entries.clear()
+            return self._entries.setdefault(entry, value)  # type: ignore[no-any-return]
+
     def cached(self, kind: type[A], model: SourceModel, kernel: Function) -> A | None:
         """The analysis if it was computed for this version, without computing it."""
         with self._lock:
@@ -104,9 +119,9 @@ class AnalysisManager:
         starts = {k.name: k.span.start for k in new.functions}
         moved = 0
         with self._lock:
-            for (kind, (name, _), version), value in list(self._entries.items()):
-                if version == before and kind in keep and name in starts:
-                    self._entries.setdefault((kind, (name, starts[name]), after), value)
+            for (kind, where, version), value in list(self._entries.items()):
+                if version == before and kind in keep and where[0] in starts:
+                    self._entries.setdefault((kind, (where[0], starts[where[0]]), after), value)
                     moved += 1
         return moved
 

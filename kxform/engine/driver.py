@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kxform.analysis.manager import AnalysisManager
-from kxform.engine.edits import Edit, apply_edits, check_reparse, unified_diff
+from kxform.engine.edits import check_reparse, unified_diff
 from kxform.engine.pass_api import (
     FORCED_REFUSED,
     CheckRecord,
@@ -39,12 +39,13 @@ from kxform.engine.pass_api import (
     RunOptions,
 )
 from kxform.engine.proposer import DeterministicProposer, Proposer
+from kxform.engine.rewritten import edited_file
 from kxform.engine.status import UNVERIFIED, VERIFY_INCONCLUSIVE, Status
-from kxform.errors import CheckFailed, EditConflict, InputError
+from kxform.errors import CheckFailed, EditConflict
 from kxform.frontend.cuda import parse_model
 from kxform.frontend.markers import disabled_at
 from kxform.frontend.model import Function, FunctionKind, SourceModel
-from kxform.frontend.source import SourceText, validate_bytes
+from kxform.frontend.source import SourceText
 from kxform.hw import HwProfile
 from kxform.engine.remarks import Remark, RemarkKind, RemarkSink
 
@@ -486,7 +487,6 @@ def _propose_and_check(ctx: PassContext, pass_: Pass, run: _Run, analysis: Kerne
         (chosen.rationale,),
         chosen,
         records,
-        policy=pass_.verify_policy(ctx, chosen),
         alternates=tuple(p for p, _ in rest),
         rejected=tuple(rejected),
     )
@@ -507,13 +507,8 @@ def _apply(
     source = model.source
     proposals = [r.proposal for r in accepted if r.proposal is not None]
     try:
-        edits: list[Edit] = pass_.edit(ctx, proposals)
-        edited = apply_edits(source, edits)
-        try:
-            new_source = validate_bytes(source.path, edited.data, rewritten=True)
-        except InputError as exc:
-            raise CheckFailed("size", exc.cause) from None
-        new_model = parse_model(new_source)
+        edited = edited_file(ctx, pass_, proposals)
+        new_source, new_model = edited.source, edited.model
         check_reparse(len(model.syntax_issues), len(new_model.syntax_issues), source.path)
         extra = [
             CheckRecord(
@@ -526,6 +521,7 @@ def _apply(
         extra.extend(pass_.check_result(new_model, proposals, ctx=ctx))
         run.analyses.carry(model, new_model, pass_.preserves)
         extra.append(_idempotent(pass_, new_model, run, proposals))
+        policies = {r.kernel: pass_.verify_policy(ctx, r.proposal, new_model) for r in accepted if r.proposal}
     except (CheckFailed, EditConflict) as exc:
         stage = exc.check if isinstance(exc, CheckFailed) else "edit"
         for result in accepted:
@@ -551,7 +547,7 @@ def _apply(
                 result.proposal,
             )
         )
-        results.append(replace(result, checks=result.checks + tuple(extra)))
+        results.append(replace(result, checks=result.checks + tuple(extra), policy=policies[result.kernel]))
     return new_source, results, edited.line_map
 
 

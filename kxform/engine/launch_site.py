@@ -148,6 +148,17 @@ def written(model: SourceModel, config: LaunchConfig, which: int, axis: int) -> 
     return _follow(model, host, config.site.span.start, spans[axis], via)
 
 
+def divide_grid(model: SourceModel, config: LaunchConfig, axis: int, name: str, origin: str) -> Edit | None:
+    """The edit that divides grid dimension `axis` of the launch by `name`, rounding up
+    (`((grid) + name - 1) / name`: a thread takes `name` blocks' worth of work); None when
+    the launch writes no such dimension."""
+    spans = dim_spans(model, config, 0)[0]
+    if axis >= len(spans):
+        return None
+    text = model.source.data[spans[axis].start : spans[axis].end].decode("utf-8")
+    return Edit(spans[axis].start, spans[axis].end, f"(({text}) + {name} - 1) / {name}", origin)
+
+
 def _follow(
     model: SourceModel, host: Function | None, before: int, span: Span, via: tuple[str, ...], depth: int = 0
 ) -> Written:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import enum
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
@@ -341,9 +341,11 @@ class Pass(abc.ABC):
         project's flags from `ctx.toolchain`)."""
         return []
 
-    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+    def verify_policy(self, ctx: PassContext, proposal: Proposal, rewritten: SourceModel) -> VerifyPolicy:
         """How the differential verification of `proposal` launches and compares (see
-        kxform.engine.policy). Default: the spec's launch, bit-exact outputs."""
+        kxform.engine.policy), given the file the pass's edits left (`rewritten`, as
+        `check_result` gets it: the rewritten launch is read there, never by applying the
+        edits again). Default: the spec's launch, bit-exact outputs."""
         return DEFAULT_POLICY
 
     def block_order(self, proposal: Proposal) -> BlockOrder | None:
@@ -437,6 +439,55 @@ class ValuesPass(Pass):
 
     def spec_items(self) -> list[tuple[str, str]]:
         return list(self.config)
+
+    def candidates(self, ctx: PassContext, analysis: KernelAnalysis) -> list[Proposal]:
+        """None by default: values no rule picks come from measurement (`kxform tune`) or the user."""
+        return []
+
+    def proposal_for(
+        self, ctx: PassContext, analysis: KernelAnalysis, config: Config, provenance: Provenance | None = None
+    ) -> Proposal:
+        """The point `config` of the kernel's space, every parameter set."""
+        space = self.space(ctx, analysis)
+        resolved = space.resolve(config)
+        why = f"configuration {space.label(resolved)}"
+        return Proposal.of(self.name, analysis.kernel.name, resolved, why, provenance)
+
+    def requested(
+        self, kernel: Function, space: ParamSpace, known: Collection[str] | None = None
+    ) -> tuple[tuple[Blocker, ...], Config]:
+        """The values given (`config`) for `kernel`'s parameters, as a point of its `space`
+        ({} when none is given), or why not, with the keys every pass uses: a name that is
+        no parameter (`UnknownParameter`: of any kernel of the file when `known` lists the
+        file's names, since names of other kernels are theirs; else of this kernel), a
+        value outside its parameter's domain (`BadValue`). Constraints between values are
+        the check's (`check_constraints`)."""
+        given = dict(self.config)
+        names = set(space.names) if known is None else set(known)
+        unknown = sorted(set(given) - names)
+        blockers: list[Blocker] = []
+        if unknown:
+            where = "any kernel in this file" if known is not None else f"'{kernel.name}'"
+            blockers.append(
+                Blocker(
+                    UNKNOWN_PARAMETER,
+                    f"{unknown[0]} is not a parameter of {where} (parameters: {', '.join(sorted(names)) or 'none'})",
+                    kernel.span.start,
+                )
+            )
+        wanted = {k: v for k, v in given.items() if k in space.names}
+        try:
+            config = space.resolve(wanted) if wanted else {}
+        except UsageError as exc:
+            blockers.append(Blocker(BAD_VALUE, exc.cause, kernel.span.start))
+            config = {}
+        return tuple(blockers), config
+
+
+UNKNOWN_PARAMETER = "UnknownParameter"
+"""A requested value names no parameter (`ValuesPass.requested`)."""
+BAD_VALUE = "BadValue"
+"""A requested value lies outside its parameter's domain (`ValuesPass.requested`)."""
 
 
 class Outcome(enum.Enum):

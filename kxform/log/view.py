@@ -260,8 +260,10 @@ def policy(kernel: Record) -> str:
         if mode == "spec"
         else str(mode or "?")
     )
-    if mode == "bound" and compare.get("bound") and isinstance(compare.get("unit"), (int, float)):
-        what = f"relative bound ({compare['bound']}) * {compare['unit']:.3g} at each size"
+    probe = compare.get("probe")
+    if mode == "bound" and isinstance(probe, dict) and isinstance(probe.get("sums"), list):
+        sums = ", ".join(f"'{s.get('var')}' ({s.get('ctype')}, line {s.get('line')})" for s in probe["sums"])
+        what = f"an absolute bound per output, measured by the reorder probe ({sums})"
     reason = f" ({compare['reason']})" if compare.get("reason") else ""
     required = "; a differential run is required before writing" if data.get("required") else ""
     return f"{where}; outputs {what}{reason}{required}"

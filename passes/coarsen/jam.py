@@ -38,6 +38,7 @@ from typing import Any
 from kxform.analysis import AccessAnalysis
 from kxform.analysis.affine import Affine
 from kxform.analysis.reuse import Cacheable, cacheable
+from kxform.analysis.thread_index import IndexDecl
 from kxform.engine.edits import spliced
 from kxform.frontend.model import Function, SourceModel
 
@@ -73,17 +74,17 @@ def find_jam(
     kernel: Function,
     analysis: AccessAnalysis,
     axis: str,
-    indices: tuple[tuple[str, str, str, str], ...],
+    indices: tuple[IndexDecl, ...],
     able: Cacheable | None = None,
 ) -> Jam | str:
     """The jam of `kernel`'s body along `axis`, or why its shape is not one (one line).
-    `indices`: the leading index declarations (text, axis, name, type); `able`: the
+    `indices`: the leading index declarations; `able`: the
     kernel's `cacheable` facts, when the caller has them."""
     data = model.source.data
     root = model.body_node(kernel)
     if root is None:
         return "the body is not a block"
-    var = next(name for _, a, name, _ in indices if a == axis)
+    var = next(d.var for d in indices if d.axis == axis)
     rest = [n for n in root.named_children if n.type != "comment"][len(indices) :]
     guard, inner = _guarded(rest)
     if guard is None:
@@ -119,7 +120,7 @@ def find_jam(
     ]
     if stores:
         return f"the store `{stores[0].text}` (line {stores[0].line}) is before the loop's end"
-    locals_ = (_locals(root) - {loop.var} - {name for _, _, name, _ in indices}) | {var}
+    locals_ = (_locals(root) - {loop.var} - {d.var for d in indices}) | {var}
     able = able or cacheable(model, kernel, analysis)
     if able.writers:
         return f"the kernel calls `{able.writers[0]}`, which stores to memory: a hoisted load could pass its store"
@@ -150,7 +151,7 @@ def find_jam(
 
 
 def jam_lines(
-    jam: Jam, data: bytes, indices: tuple[tuple[str, str, str, str], ...], axis: str, index: str, name: str, ind: str
+    jam: Jam, data: bytes, indices: tuple[IndexDecl, ...], axis: str, index: str, name: str, ind: str
 ) -> list[str]:
     """The jammed body: `index` is the coarsened axis's index declaration for output kx_f.
 
@@ -182,7 +183,7 @@ def jam_lines(
 
     take = [f"{ind * 3}{ctype} {n} = kx_{n}[kx_f];" for ctype, n, _ in jam.declared]
     give = [f"{ind * 3}kx_{n}[kx_f] = {n};" for _, n, _ in jam.declared]
-    other = [ind + text for text, a, _, _ in indices if a != axis]
+    other = [ind + d.text for d in indices if d.axis != axis]
     lines = [*other, f"{ind}bool kx_ok[{name}];"]
     lines += [f"{ind}{ctype} kx_{n}[{name}];" for ctype, n, _ in jam.declared]
     declare = [f"{ind * 3}{ctype} {n}{' = ' + init if init else ''};" for ctype, n, init in jam.declared]

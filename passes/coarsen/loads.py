@@ -29,6 +29,11 @@ from dataclasses import dataclass
 
 from kxform.analysis.affine import Affine
 from kxform.analysis.reuse import LoadGroup, Reuse, StoreSite
+from kxform.engine.params import Config
+from kxform.engine.pass_api import CheckRecord
+from kxform.errors import CheckFailed
+from kxform.passes.coarsen.jam import Jam
+from kxform.passes.coarsen.shape import Shape
 
 
 @dataclass(frozen=True)
@@ -141,3 +146,48 @@ def _byte(buffer: str, element: str) -> str:
     """The byte address of element `element` of `buffer`, as an integer (no pointer is formed
     outside the allocation)."""
     return f"((long long)({buffer}) + ({element}) * (long long)sizeof({buffer}[0]))"
+
+
+def cached_along(shape: Shape, axis: str, factor: int, name: str, data: bytes) -> Cached | str:
+    """The registers `loads=once` gives the loads `shape`'s outputs share along `axis`, or
+    why none (a jammed loop shares its loads instead)."""
+    reuse = shape.reuse_along(axis)
+    if isinstance(shape.jam_along(axis), Jam):
+        return "the outputs' loop is jammed instead"
+    if isinstance(reuse, str):
+        return reuse
+    return cache_loads(reuse, factor, axis, name, data)
+
+
+def loads_record(data: bytes, shape: Shape, config: Config) -> CheckRecord:
+    """loads=once: which loads share registers, and how stores are kept from them."""
+    jam = shape.jam_along(str(config["along"]))
+    if isinstance(jam, Jam):
+        count = sum(len(h.spans) for h in jam.hoisted)
+        return CheckRecord(
+            "loads",
+            True,
+            f"the outputs' loops run as one; {count} loads of an element every output "
+            "reads at an iteration are made once per iteration, outside any condition the loop adds; "
+            "nothing is stored inside the loop, so no check is needed",
+        )
+    if config["layout"] != "contiguous":
+        raise CheckFailed("loads", "loads=once needs layout=contiguous: outputs a block apart share no element")
+    cached = cached_along(shape, str(config["along"]), int(str(config["factor"])), "F", data)
+    if isinstance(cached, str):
+        raise CheckFailed("loads", cached)
+    shared = len(cached.replacements)
+    if not cached.pairs:
+        return CheckRecord(
+            "loads",
+            True,
+            f"{shared} loads share registers; no store can write a cached element "
+            "(every cached and stored buffer is __restrict__, or nothing is stored)",
+        )
+    pairs = ", ".join(f"{a}/{b}" for a, b in cached.pairs)
+    return CheckRecord(
+        "loads",
+        True,
+        f"{shared} loads share registers; a thread whose cached and stored elements "
+        f"may overlap ({pairs}: not both __restrict__) runs the plain loop (checked at run time)",
+    )

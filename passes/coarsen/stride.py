@@ -23,13 +23,20 @@ outside it (a smaller grid would change what such code does).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kxform.analysis import AccessAnalysis, Loop
 from kxform.engine.edits import Edit
-from kxform.engine.pass_api import Blocker, PassContext
+from kxform.engine.params import Config, Constraint, Param, ParamSpace
+from kxform.analysis.manager import AnalysisInput
+from kxform.engine.pass_api import Blocker, CheckRecord
 from kxform.engine.rewrite import loop_header, scale_loop
+from kxform.engine.rewritten_launch import divided_grid_readable
 from kxform.frontend.model import Function, SourceModel
+
+LAYOUTS = ("contiguous", "strided")
+"""A thread's F outputs adjacent, or a block (a stride) apart."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +51,13 @@ class StrideShape:
         """Some loop strides over the grid: the launch's grid divides by the factor."""
         return any(loop.stride_loop == "grid" for loop, _ in self.loops)
 
+    def divides_grid(self, model: SourceModel, kernel: str) -> bool:
+        """A grid-stride loop covers its elements whatever the grid: the grid is divided by
+        the factor where the verifier can read the divided grid back from the launch (a
+        ceil-div of the kernel's arguments), and left as written otherwise (a grid the
+        launcher caps: its threads already take many turns)."""
+        return self.grid and divided_grid_readable(model, kernel, 0)
+
     @property
     def ordered(self) -> bool:
         """Some loop carries a value from one turn to the next (the contiguous layout would
@@ -51,7 +65,7 @@ class StrideShape:
         return any(carries for _, carries in self.loops)
 
 
-def stride_shape(ctx: PassContext, kernel: Function) -> StrideShape | Blocker | None:
+def stride_shape(ctx: AnalysisInput, kernel: Function) -> StrideShape | Blocker | None:
     """The kernel's stride loops, a refusal with its line, or None where it has none."""
     model = ctx.model
     analysis = ctx.analysis(AccessAnalysis, kernel)
@@ -128,3 +142,28 @@ def _indented(text: str, indent: str) -> list[str]:
     rows = [r for r in rows if r.strip()] or [""]
     common = min(len(r) - len(r.lstrip()) for r in rows)
     return [indent + r[common:] if r.strip() else "" for r in rows]
+
+
+def stride_space(shape: StrideShape, kernel: Function, factors: Sequence[str]) -> ParamSpace:
+    """A stride loop's space: the factor and the layout (x: the axis the loop strides along);
+    a loop that carries a value keeps its order only strided."""
+    params = (
+        Param.enum("factor", factors, factors[0], doc=f"elements per turn of '{kernel.name}''s stride loop"),
+        Param.enum("along", ("x",), "x", doc="the axis the stride loop deals out"),
+        Param.enum("layout", LAYOUTS, "strided", doc="a turn's elements a stride apart, or adjacent"),
+    )
+    if not shape.ordered:
+        return ParamSpace(params)
+    ordered = Constraint.parse('layout == "strided"', "the loop carries a value: only strided keeps its order")
+    return ParamSpace(params, (ordered,))
+
+
+def stride_record(model: SourceModel, shape: StrideShape, config: Config) -> CheckRecord:
+    """What the check established of a stride loop's coarsening."""
+    line = model.source.line_col
+    loops = ", ".join(
+        f"{loop.stride_loop}-stride over '{loop.var}' (line {line(loop.span.start)[0]})" for loop, _ in shape.loops
+    )
+    grid = "the grid divided by the factor" if shape.grid else "the launch as written"
+    why = f"{loops}: {config['factor']} elements per turn, {config['layout']}; {grid}; each element computed as before"
+    return CheckRecord("stride", True, why)

@@ -20,10 +20,13 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
+from kxform.analysis.access import closure_names
+from kxform.analysis.communication import Communication
+from kxform.analysis.manager import AnalysisInput
 from kxform.build import resources
-from kxform.engine.edits import Edit, apply_edits
+from kxform.engine.edits import Edit
 from kxform.engine.params import Config, Constraint, Param, ParamSpace, ParamValue
 from kxform.engine.pass_api import (
     Blocker,
@@ -37,10 +40,11 @@ from kxform.engine.pass_api import (
     resolve_proposal,
 )
 from kxform.engine.policy import VerifyPolicy
+from kxform.engine.rewritten import edited_file
 from kxform.engine.status import UNVERIFIABLE_LAUNCH
 from kxform.errors import CheckFailed
 from kxform.frontend.constants import evaluate_constants
-from kxform.frontend.model import Function, FunctionKind, SourceModel
+from kxform.frontend.model import Function, SourceModel
 from kxform.passes.launch import assumptions, policy
 from kxform.passes.launch.bounds import ADDED_MIN_BLOCKS, RANGES, added_bound_name
 from kxform.passes.launch.geometry import Geometry, constant_names, find_geometry
@@ -55,12 +59,19 @@ MIN_THREADS = 32
 @dataclass(frozen=True)
 class Facts:
     """What the pass learned about one kernel: where its launches write the block, the
-    parameter space with the kernel's constraints, and why it is refused (if it is)."""
+    parameter space with the kernel's constraints, and why it is refused (if it is). An
+    analysis (kxform.analysis.manager): computed once per kernel and source version."""
+
+    positional: ClassVar[bool] = True
 
     geometry: Geometry
     space: ParamSpace
     closure: frozenset[str]
     blockers: tuple[Blocker, ...]
+
+    @classmethod
+    def compute(cls, ctx: AnalysisInput, kernel: Function) -> Facts:
+        return _compute_facts(ctx, kernel)
 
 
 @dataclass(frozen=True)
@@ -84,23 +95,13 @@ class Launch(ValuesPass):
     # -- analyse and propose -----------------------------------------------------------
 
     def analyse(self, ctx: PassContext) -> dict[str, KernelAnalysis]:
-        given = dict(self.config)
         facts = {k.name: _facts(ctx, k.name) for k in ctx.model.kernels}
         known = {n for f in facts.values() for n in f.space.names}
-        unknown = sorted(set(given) - known)
         out = {}
         for kernel in ctx.model.kernels:
             fact = facts[kernel.name]
-            blockers = list(fact.blockers)
-            if unknown:
-                blockers.append(
-                    Blocker(
-                        "UnknownParameter",
-                        f"{unknown[0]} is not a block parameter of any kernel in "
-                        f"this file (parameters: {', '.join(sorted(known)) or 'none'})",
-                        kernel.span.start,
-                    )
-                )
+            refused, config = self.requested(kernel, fact.space, known)
+            blockers = [*fact.blockers, *refused]
             if not blockers and not fact.geometry.dims:
                 blockers.append(
                     Blocker(
@@ -109,23 +110,18 @@ class Launch(ValuesPass):
                         kernel.span.start,
                     )
                 )
-            config = (
-                fact.space.resolve({k: v for k, v in given.items() if k in fact.space.names}) if not blockers else {}
-            )
             defaults = {**fact.geometry.all_defaults(), **_added_defaults(fact)}
             done = (
                 bool(fact.geometry.dims)
                 and fact.geometry.lifted
                 and all(config.get(n, v) == v for n, v in defaults.items())
             )
-            out[kernel.name] = KernelAnalysis(
-                kernel, tuple(blockers), {"facts": fact, "config": config}, already_applied=done
-            )
+            out[kernel.name] = KernelAnalysis(kernel, tuple(blockers), already_applied=done)
         return out
 
     def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
-        fact: Facts = analysis.facts["facts"]
-        config: dict[str, ParamValue] = analysis.facts["config"]
+        fact = _facts(ctx, analysis.kernel.name)
+        config = self.requested(analysis.kernel, fact.space)[1]
         defaults = {**fact.geometry.all_defaults(), **_added_defaults(fact)}
         changed = {n: config[n] for n, v in defaults.items() if config.get(n, v) != v}
         why = (
@@ -137,7 +133,7 @@ class Launch(ValuesPass):
 
     def candidates(self, ctx: PassContext, analysis: KernelAnalysis) -> list[Proposal]:
         """Valid block sizes other than the original over powers of two, nearest first."""
-        fact: Facts = analysis.facts["facts"]
+        fact = _facts(ctx, analysis.kernel.name)
         space, dims = fact.space, fact.geometry.dims
         defaults = space.defaults()
         names = [d.name for d in dims]
@@ -156,12 +152,15 @@ class Launch(ValuesPass):
             if p != defaults and math.prod(int(p[n]) for n in names) >= MIN_THREADS and space.is_valid(p, ctx.hw)
         ]
         valid.sort(
-            key=lambda p: (sum(abs(math.log2(int(p[n]) / int(defaults[n]))) for n in space.names), sorted(p.items()))
+            key=lambda p: (
+                sum(abs(math.log2(int(p[n]) / int(defaults[n]))) for n in space.names if int(defaults[n])),
+                sorted(p.items()),
+            )
         )
         return [self.proposal_for(ctx, analysis, p, Provenance(evidence="rule")) for p in valid[:MAX_CANDIDATES]]
 
     def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
-        fact: Facts = analysis.facts["facts"]
+        fact = _facts(ctx, analysis.kernel.name)
         return fact.space
 
     def tuning_space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
@@ -170,7 +169,7 @@ class Launch(ValuesPass):
         space = super().tuning_space(ctx, analysis)
         if not space.params:
             return space
-        block = [n for n in space.names if n in analysis.facts["facts"].geometry.names]
+        block = [n for n in space.names if n in _facts(ctx, analysis.kernel.name).geometry.names]
         floor = Constraint.parse(
             f"{' * '.join(block)} >= {MIN_THREADS}",
             "at least a warp of threads per block (a smaller one leaves lanes idle)",
@@ -180,7 +179,7 @@ class Launch(ValuesPass):
     def proposal_for(
         self, ctx: PassContext, analysis: KernelAnalysis, config: Config, provenance: Provenance | None = None
     ) -> Proposal:
-        fact: Facts = analysis.facts["facts"]
+        fact = _facts(ctx, analysis.kernel.name)
         resolved = fact.space.resolve(config)
         changed = {k: v for k, v in resolved.items() if v != fact.space.param(k).default}
         return Proposal.of(
@@ -198,14 +197,15 @@ class Launch(ValuesPass):
         records = [check_constraints(fact.space, config, ctx.hw)]
         if config == fact.space.defaults():
             return records
-        if policy.launch_binding(ctx.model, fact.geometry, config) is None:
+        new = edited_file(ctx, self, [proposal])
+        if policy.launch_binding(new.model, fact.geometry, config) is None:
             raise CheckFailed(
                 "launch",
                 f"the launch of '{proposal.kernel}' reads values the kernel does not receive, "
                 "so the rewritten launch cannot be verified",
                 key=UNVERIFIABLE_LAUNCH,
             )
-        text = apply_edits(ctx.model.source, lift_edits(ctx.model, fact.geometry, config)).data.decode("utf-8")
+        text = new.source.data.decode("utf-8")
         block = tuple(d.name for d in fact.geometry.dims)
         ints = {k: int(v) for k, v in config.items()}
         records.append(
@@ -220,12 +220,13 @@ class Launch(ValuesPass):
             edits += lift_edits(ctx.model, fact.geometry, fact.space.resolve(proposal.options))
         return edits
 
-    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+    def verify_policy(self, ctx: PassContext, proposal: Proposal, rewritten: SourceModel) -> VerifyPolicy:
         fact = _facts(ctx, proposal.kernel)
-        return policy.verify_policy(ctx.model, fact.geometry, fact.closure, fact.space.resolve(proposal.options))
+        communicates = ctx.analysis(Communication, _kernel(ctx, proposal.kernel)).found
+        return policy.verify_policy(rewritten, fact.geometry, communicates, fact.space.resolve(proposal.options))
 
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
-        fact: Facts = analysis.facts["facts"]
+        fact = _facts(ctx, analysis.kernel.name)
         line = ctx.model.source.line_col
         data = super().describe(ctx, analysis)
         data["status"] = "lifted" if analysis.already_applied else "liftable" if analysis.applicable else "refused"
@@ -243,32 +244,25 @@ class Launch(ValuesPass):
         return data
 
 
-def closure_of(model: SourceModel, kernel: Function) -> frozenset[str]:
-    """The kernel and the device functions it reaches."""
-    reached = model.closure(kernel.name)
-    return frozenset(
-        n for n in reached if any(f.name == n and f.kind is not FunctionKind.HOST for f in model.functions)
-    ) | {kernel.name}
-
-
-_FACTS: dict[tuple[int, str, tuple[str, ...]], tuple[SourceModel, Facts]] = {}
+def _kernel(ctx: PassContext, name: str) -> Function:
+    return next(k for k in ctx.model.kernels if k.name == name)
 
 
 def _facts(ctx: PassContext, kernel_name: str) -> Facts:
-    """The kernel's geometry, space and blockers, computed once per parsed file."""
+    """The kernel's geometry, space and blockers (through the context's analysis manager)."""
+    return ctx.analysis(Facts, _kernel(ctx, kernel_name))
+
+
+def _compute_facts(ctx: AnalysisInput, kernel: Function) -> Facts:
     from kxform.build.toolchain import Toolchain
 
     model = ctx.model
+    kernel_name = kernel.name
     args = tuple((ctx.toolchain or Toolchain()).libclang_args(model.source.path))
-    key = (id(model), kernel_name, args)
-    hit = _FACTS.get(key)
-    if hit is not None and hit[0] is model:
-        return hit[1]
-    kernel = next(k for k in model.kernels if k.name == kernel_name)
     constants = constant_names(model, kernel)
     values = evaluate_constants(model.source.path, model.source.data, constants, list(args)) if constants else {}
     geometry = find_geometry(model, kernel, values)
-    closure = closure_of(model, kernel)
+    closure = closure_names(model, kernel)
     constraints, refusals = assumptions.derive(model, geometry, closure)
     blockers = tuple(Blocker(r.key, r.message, r.offset) for r in (*geometry.refusals, *refusals))
     params = tuple(
@@ -305,11 +299,7 @@ def _facts(ctx: PassContext, kernel_name: str) -> Facts:
         )
     known = {p.name for p in params}
     space = ParamSpace(params, tuple(c for c in constraints if c.params <= known))
-    fact = Facts(geometry, space if not blockers else ParamSpace(), closure, blockers)
-    if len(_FACTS) > 256:
-        _FACTS.clear()
-    _FACTS[key] = (model, fact)
-    return fact
+    return Facts(geometry, space if not blockers else ParamSpace(), closure, blockers)
 
 
 def _may_add_bounds(model: SourceModel, kernel: Function, geometry: Geometry) -> bool:

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import ClassVar
 
 from kxform.analysis import AccessAnalysis, Affine, Loop
+from kxform.analysis.communication import Communication
 from kxform.analysis.records import Reduction
-from kxform.engine.pass_api import Blocker, PassContext
+from kxform.analysis.manager import AnalysisInput
+from kxform.engine.pass_api import Blocker
 from kxform.engine.rewrite import in_block
 from kxform.frontend.model import Function
 from kxform.passes.rows.reduce import OPERATORS, TYPES
@@ -31,12 +34,14 @@ _ASSIGN_RE = re.compile(
     rb"(?<![\w.\]>])([A-Za-z_]\w*)\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|(?:\+\+|--)\s*([A-Za-z_]\w*)|"
     rb"([A-Za-z_]\w*)\s*(?:\+\+|--)"
 )
-_COMMUNICATES_RE = re.compile(rb"__shared__|__syncthreads|__syncwarp|__shfl\w*|__ballot\w*|\batomic\w+\s*\(")
 
 
 @dataclass(frozen=True)
 class Plan:
-    """The loops to distribute (program order) and the reductions to combine after each."""
+    """The loops to distribute (program order) and the reductions to combine after each: an
+    analysis (kxform.analysis.manager), computed once per kernel and source version."""
+
+    positional: ClassVar[bool] = True
 
     loops: tuple[Loop, ...]
     reductions: tuple[Reduction, ...]
@@ -46,8 +51,12 @@ class Plan:
     def reductions_of(self, loop: Loop) -> tuple[Reduction, ...]:
         return tuple(r for r in self.reductions if r.loop == loop.id)
 
+    @classmethod
+    def compute(cls, ctx: AnalysisInput, kernel: Function) -> Plan:
+        return plan(ctx, kernel)
 
-def plan(ctx: PassContext, kernel: Function) -> Plan:
+
+def plan(ctx: AnalysisInput, kernel: Function) -> Plan:
     data = ctx.model.source.data
     body = data[kernel.body.start : kernel.body.end]
     if re.search(rb"\b" + LANE.encode() + rb"\b", body):
@@ -73,12 +82,12 @@ def plan(ctx: PassContext, kernel: Function) -> Plan:
                 "row's loops: each of the row's lanes would apply it",
                 access.span.start,
             )
-    found = _COMMUNICATES_RE.search(body)
+    found = ctx.analysis(Communication, kernel).found
     if found and not blockers:
         refuse(
             "Communicates",
-            f"the threads already communicate ({found.group(0).decode().rstrip('( ')}): the pass does not model it",
-            kernel.body.start + found.start(),
+            f"the threads already communicate ({found.what}): the pass does not model it",
+            found.offset,
         )
     top = [loop for loop in analysis.loops if loop.parent is None]
     if not top:
@@ -127,7 +136,7 @@ def _loop_blockers(loop: Loop) -> list[str]:
     return out
 
 
-def _live_out(ctx: PassContext, kernel: Function, loop: Loop, allowed: set[str], refuse) -> None:  # type: ignore[no-untyped-def]
+def _live_out(ctx: AnalysisInput, kernel: Function, loop: Loop, allowed: set[str], refuse) -> None:  # type: ignore[no-untyped-def]
     """A scalar declared before the loop, assigned in it and not a reduction: after the
     rewrite each lane would hold the value of its own last iteration."""
     data = ctx.model.source.data

@@ -18,9 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kxform.engine.edits import Edit, apply_edits
-from kxform.engine.launch_site import launch_binding
-from kxform.engine.params import Config, Constraint, Param, ParamSpace, ParamValue
+from kxform.engine.edits import Edit
+from kxform.engine.params import Config, Constraint, Param, ParamSpace
 from kxform.engine.pass_api import (
     Blocker,
     CheckRecord,
@@ -33,14 +32,12 @@ from kxform.engine.pass_api import (
     resolve_proposal,
 )
 from kxform.engine.policy import LaunchBinding, VerifyPolicy
+from kxform.engine.rewritten_launch import readable, rewritten_launch
 from kxform.engine.rewrite import RewriteRefused
-from kxform.errors import CheckFailed, UsageError
-from kxform.frontend.cuda import parse_model
-from kxform.frontend.launches import launch_configs
-from kxform.frontend.model import Function
-from kxform.frontend.source import SourceText
+from kxform.errors import CheckFailed
+from kxform.frontend.model import Function, SourceModel
 from kxform.passes.rows import rewrite
-from kxform.passes.rows.plan import Plan, plan
+from kxform.passes.rows.plan import Plan
 from kxform.passes.rows.tolerance import compare_for
 
 LANES = (1, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -75,35 +72,24 @@ class Rows(ValuesPass):
     def analyse(self, ctx: PassContext) -> dict[str, KernelAnalysis]:
         out = {}
         for kernel in ctx.model.kernels:
-            found = plan(ctx, kernel)
+            found = ctx.analysis(Plan, kernel)
             blockers = list(found.blockers)
             if not blockers and not found.applied:
                 try:
                     rewrite.launch_site(ctx.model, kernel)
                 except RewriteRefused as exc:
                     blockers.append(Blocker("Launch", exc.cause, kernel.span.start))
-            if not blockers and not found.applied:
+            if not blockers and not found.applied and self.config:
                 try:
-                    self._requested(ctx, kernel)
-                except (UsageError, CheckFailed) as exc:
-                    blockers.append(Blocker("BadValue", exc.cause, kernel.span.start))
-            out[kernel.name] = KernelAnalysis(kernel, tuple(blockers), {"plan": found}, already_applied=found.applied)
+                    blockers += self.requested(kernel, self.space(ctx, KernelAnalysis(kernel)))[0]
+                except CheckFailed as exc:
+                    blockers.append(Blocker("Launch", exc.cause, kernel.span.start))
+            out[kernel.name] = KernelAnalysis(kernel, tuple(blockers), already_applied=found.applied)
         return out
-
-    def _requested(self, ctx: PassContext, kernel: Function) -> dict[str, ParamValue]:
-        given = dict(self.config)
-        if not given:
-            return {}
-        space = self.space(ctx, KernelAnalysis(kernel))
-        resolved = space.resolve(given)
-        broken = space.violations(resolved, ctx.hw)
-        if broken:
-            raise UsageError(f"{space.label(resolved)} breaks {broken[0].describe()}")
-        return resolved
 
     def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
         space = self.space(ctx, analysis)
-        wanted = self._requested(ctx, analysis.kernel)
+        wanted = self.requested(analysis.kernel, space)[1]
         if not wanted or wanted == space.defaults():
             return None
         return self.proposal_for(ctx, analysis, wanted, Provenance(evidence="requested"))
@@ -162,7 +148,7 @@ class Rows(ValuesPass):
 
     def check(self, ctx: PassContext, proposal: Proposal) -> list[CheckRecord]:
         kernel = _kernel(ctx, proposal.kernel)
-        found = plan(ctx, kernel)
+        found = ctx.analysis(Plan, kernel)
         if found.blockers:
             raise CheckFailed("plan", found.blockers[0].message)
         space = self.space(ctx, KernelAnalysis(kernel))
@@ -186,25 +172,25 @@ class Rows(ValuesPass):
             out += rewrite.edits(
                 ctx.model,
                 kernel,
-                plan(ctx, kernel),
+                ctx.analysis(Plan, kernel),
                 int(proposal.options["lanes"]),
                 int(proposal.options["rows"]),
                 f"rows: {kernel.name}",
             )
         return out
 
-    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+    def verify_policy(self, ctx: PassContext, proposal: Proposal, rewritten: SourceModel) -> VerifyPolicy:
         """The rewritten launch (at the original values, rows = the block size and lanes = 1,
         it must give the spec's launch) and the derived tolerance (kxform.passes.rows.tolerance)."""
         kernel = _kernel(ctx, proposal.kernel)
-        found = plan(ctx, kernel)
+        found = ctx.analysis(Plan, kernel)
         lanes, rows = int(proposal.options["lanes"]), int(proposal.options["rows"])
         compare = compare_for(ctx, kernel, found, lanes)
-        return VerifyPolicy(_binding(ctx, kernel, found, lanes, rows), compare, required=True)
+        return VerifyPolicy(_binding(ctx, rewritten, kernel, lanes, rows), compare, required=True)
 
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
         data = super().describe(ctx, analysis)
-        found: Plan = analysis.facts.get("plan", Plan((), (), ()))
+        found = ctx.analysis(Plan, analysis.kernel)
         data["loops"] = [f"{loop.var} (line {ctx.model.source.line_col(loop.span.start)[0]})" for loop in found.loops]
         data["reductions"] = [f"{r.var}: {r.op} (identity {r.identity})" for r in found.reductions]
         if analysis.applicable:
@@ -212,26 +198,14 @@ class Rows(ValuesPass):
         return data
 
 
-def _binding(ctx: PassContext, kernel: Function, found: Plan, lanes: int, rows: int) -> LaunchBinding:
+def _binding(ctx: PassContext, new: SourceModel, kernel: Function, lanes: int, rows: int) -> LaunchBinding:
+    """The launch in the rewritten file `new` over the lanes and rows (at lanes 1 and rows
+    the block as written, the original's)."""
     names = rewrite.Names.of(kernel.name)
-    text = apply_edits(ctx.model.source, rewrite.edits(ctx.model, kernel, found, lanes, rows, "rows")).data
-    new = parse_model(SourceText(ctx.model.source.path, text))
-    configs = launch_configs(new, kernel.name)
-    new_kernel = next((k for k in new.kernels if k.name == kernel.name), None)
     block = rewrite.block_value(ctx.model, rewrite.launch_site(ctx.model, kernel).block) or 0
-    binding = (
-        launch_binding(
-            new,
-            new_kernel,
-            configs[0],
-            (names.lanes, names.rows),
-            {names.lanes: lanes, names.rows: rows},
-            {names.lanes: 1, names.rows: block},
-        )
-        if configs and new_kernel is not None
-        else None
-    )
-    return binding if binding is not None else LaunchBinding(grid=("unknown",), origin="no readable launch")
+    values = {names.lanes: lanes, names.rows: rows}
+    defaults = {names.lanes: 1, names.rows: block}
+    return readable(rewritten_launch(new, kernel.name, (names.lanes, names.rows), values, defaults))
 
 
 def _kernel(ctx: PassContext, name: str) -> Function:

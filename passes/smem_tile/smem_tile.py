@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 from kxform.analysis import AccessAnalysis
 from kxform.build import resources
 from kxform.engine import launch_site
-from kxform.engine.edits import Edit, apply_edits
+from kxform.engine.edits import Edit
 from kxform.engine.params import Config, Constraint, Param, ParamSpace
 from kxform.engine.pass_api import (
     Blocker,
@@ -38,6 +38,8 @@ from kxform.engine.pass_api import (
     resolve_proposal,
 )
 from kxform.engine.policy import LaunchBinding, VerifyPolicy
+from kxform.engine.reorder import reordered_compare
+from kxform.engine.rewritten import edited_file
 from kxform.errors import CheckFailed
 from kxform.frontend.model import Function, SourceModel
 from kxform.hw import HwProfile
@@ -46,7 +48,6 @@ from kxform.passes.smem_tile import emit
 from kxform.passes.smem_tile.barriers import missing_barriers
 from kxform.passes.smem_tile.layout import PARAMS, shape_of, warp_tile
 from kxform.passes.smem_tile.nest import Nest, NestAnalysis, Refusal
-from kxform.passes.tile.policy import reordered_compare
 
 DEFAULTS = {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8, "WM": 32, "WN": 64, "STAGES": 2, "PAD": 4, "VEC": 4}
 """The shape of a hand-written SGEMM on current GPUs: 256 threads of 8 x 8 outputs in warp
@@ -120,8 +121,8 @@ class SmemTile(ValuesPass):
                 continue
             if isinstance(found, Refusal):
                 blockers = (Blocker(found.key, found.message, found.offset),)
-            else:  # a value outside a parameter's domain is a usage error, as for every pass
-                resolve(space_of(found, ctx), dict(self.config), ctx.hw)
+            else:
+                blockers = self.requested(kernel, space_of(found, ctx))[0]
             out[kernel.name] = KernelAnalysis(kernel, blockers)
         return out
 
@@ -172,7 +173,7 @@ class SmemTile(ValuesPass):
         space = space_of(nest, ctx)
         config = resolve_proposal(space, proposal.options)
         records = [check_constraints(space, config, ctx.hw, _label)]
-        text = apply_edits(ctx.model.source, _edits(ctx, nest, config)).data.decode("utf-8")
+        text = edited_file(ctx, self, [proposal]).source.data.decode("utf-8")
         block = (
             emit.macro(nest, "BN") + " / " + emit.macro(nest, "TN"),
             emit.macro(nest, "BM") + " / " + emit.macro(nest, "TM"),
@@ -213,7 +214,7 @@ class SmemTile(ValuesPass):
             )
         return records
 
-    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+    def verify_policy(self, ctx: PassContext, proposal: Proposal, rewritten: SourceModel) -> VerifyPolicy:
         nest = _nest(ctx, proposal.kernel)
         config = resolve_proposal(space_of(nest, ctx), proposal.options)
         grid, block = emit.binding_exprs(nest)

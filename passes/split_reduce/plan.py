@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import ClassVar
 
 from kxform.analysis import AccessAnalysis, Affine, Loop
-from kxform.analysis.access import analyse_function, closure_functions
+from kxform.analysis.access import closure_functions
 from kxform.analysis.records import Reduction
 from kxform.analysis.reuse import stores_memory
-from kxform.engine.pass_api import Blocker, PassContext
+from kxform.analysis.communication import Communication
+from kxform.analysis.manager import AnalysisInput
+from kxform.engine.pass_api import Blocker
 from kxform.engine.rewrite import in_block
 from kxform.frontend.launches import launch_configs
 from kxform.frontend.model import Function, SourceModel, Span
@@ -54,15 +57,22 @@ _AXES_RE = re.compile(rb"\b(?:threadIdx|blockIdx|blockDim|gridDim)\s*\.\s*[yz]\b
 
 @dataclass(frozen=True)
 class Plan:
-    """The loop to split and the reductions it carries, or why not."""
+    """The loop to split and the reductions it carries, or why not: an analysis
+    (kxform.analysis.manager), computed once per kernel and source version."""
+
+    positional: ClassVar[bool] = True
 
     loop: Loop | None
     reductions: tuple[Reduction, ...]
     blockers: tuple[Blocker, ...]
     applied: bool = False
 
+    @classmethod
+    def compute(cls, ctx: AnalysisInput, kernel: Function) -> Plan:
+        return plan(ctx, kernel)
 
-def plan(ctx: PassContext, kernel: Function) -> Plan:
+
+def plan(ctx: AnalysisInput, kernel: Function) -> Plan:
     model = ctx.model
     body = model.source.data[kernel.body.start : kernel.body.end]
     if re.search(rb"\b" + SPLIT.encode() + rb"\b", body):
@@ -73,7 +83,7 @@ def plan(ctx: PassContext, kernel: Function) -> Plan:
     def refuse(key: str, message: str, offset: int) -> None:
         blockers.append(Blocker(key, f"{message} (line {model.source.line_col(offset)[0]})", offset))
 
-    _communication(model, kernel, refuse)
+    _communication(ctx, kernel, refuse)
     axis = _AXES_RE.search(body)
     if axis:
         refuse(
@@ -134,27 +144,29 @@ def plan(ctx: PassContext, kernel: Function) -> Plan:
     return Plan(loop, reductions, tuple(blockers))
 
 
-def _communication(model: SourceModel, kernel: Function, refuse) -> None:  # type: ignore[no-untyped-def]
-    for function in closure_functions(model, kernel):
-        found = analyse_function(model, function)
-        if found.atomics:
+def _communication(ctx: AnalysisInput, kernel: Function, refuse) -> None:  # type: ignore[no-untyped-def]
+    """Atomics anywhere in the closure, any other way the threads communicate
+    (kxform.analysis.communication), a callee that stores to memory."""
+    model = ctx.model
+    functions = closure_functions(model, kernel)
+    for function in functions:
+        atomics = ctx.analysis(AccessAnalysis, function).atomics
+        if atomics:
             refuse(
                 "Atomic",
                 f"'{function.name}' already updates memory atomically: its order over threads is not the pass's "
                 "to change",
-                found.atomics[0].start,
+                atomics[0].start,
             )
             return
-        if found.communicates:
-            where = (found.barriers or [a.span for a in found.accesses if a.space == "shared"])[0]
-            refuse(
-                "Communicates",
-                f"the threads of '{function.name}' already communicate (shared memory, barriers or warp "
-                "operations): the pass does not model it",
-                where.start,
-            )
-            return
-        if function is not kernel and stores_memory(model, function):
+    found = ctx.analysis(Communication, kernel).found
+    if found is not None:
+        refuse(
+            "Communicates", f"the threads already communicate ({found.what}): the pass does not model it", found.offset
+        )
+        return
+    for function in functions[1:]:
+        if stores_memory(model, function):
             refuse(
                 "CallStores",
                 f"'{kernel.name}' calls '{function.name}', which stores to memory where the analysis does not "

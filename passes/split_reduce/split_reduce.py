@@ -30,8 +30,8 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from kxform.engine import launch_site
-from kxform.engine.edits import Edit, apply_edits
-from kxform.engine.params import Config, Constraint, Param, ParamSpace, ParamValue
+from kxform.engine.edits import Edit
+from kxform.engine.params import Config, Constraint, Param, ParamSpace
 from kxform.engine.pass_api import (
     Blocker,
     CheckRecord,
@@ -46,17 +46,15 @@ from kxform.engine.pass_api import (
 from kxform.analysis import AccessAnalysis
 from kxform.engine.policy import LaunchBinding, OutputCompare, Scratch, VerifyPolicy, reordered_sums
 from kxform.engine.rewrite import RewriteRefused
-from kxform.errors import CheckFailed, UsageError
-from kxform.frontend.cuda import parse_model
+from kxform.engine.rewritten_launch import overridable_binding, readable
+from kxform.errors import CheckFailed
 from kxform.frontend.launches import launch_configs
 from kxform.frontend.model import Function, SourceModel
-from kxform.frontend.source import SourceText
 from kxform.passes.split_reduce import rewrite
-from kxform.passes.split_reduce.plan import SCRATCH_TYPES, Plan, plan
+from kxform.passes.split_reduce.plan import SCRATCH_TYPES, Plan
 
 THREADS = (1, 2, 4, 8, 16, 32)
 BLOCKS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-_DEFINE_RE = re.compile(rb"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+\(?(\d+)\)?[ \t]*$", re.M)
 
 
 @dataclass(frozen=True)
@@ -91,39 +89,23 @@ class SplitReduce(ValuesPass):
     def analyse(self, ctx: PassContext) -> dict[str, KernelAnalysis]:
         out = {}
         for kernel in ctx.model.kernels:
-            found = plan(ctx, kernel)
+            found = ctx.analysis(Plan, kernel)
             blockers = list(found.blockers)
             if not blockers and not found.applied:
                 try:
                     rewrite.launches(ctx.model, kernel)
-                    self._requested(ctx, kernel)
+                    blockers += self.requested(kernel, self.space(ctx, KernelAnalysis(kernel)))[0]
                 except RewriteRefused as exc:
                     blockers.append(Blocker("Launch", exc.cause, kernel.span.start))
-                except (UsageError, CheckFailed) as exc:
-                    blockers.append(Blocker("BadValue", exc.cause, kernel.span.start))
-            out[kernel.name] = KernelAnalysis(kernel, tuple(blockers), {"plan": found}, already_applied=found.applied)
+            out[kernel.name] = KernelAnalysis(kernel, tuple(blockers), already_applied=found.applied)
         return out
-
-    def _requested(self, ctx: PassContext, kernel: Function) -> dict[str, ParamValue]:
-        given = dict(self.config)
-        if not given:
-            return {}
-        space = self.space(ctx, KernelAnalysis(kernel))
-        resolved = space.resolve(given)
-        broken = space.violations(resolved, ctx.hw)
-        if broken:
-            raise UsageError(f"{space.label(resolved)} breaks {broken[0].describe()}")
-        return resolved
 
     def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
         space = self.space(ctx, analysis)
-        wanted = self._requested(ctx, analysis.kernel)
+        wanted = self.requested(analysis.kernel, space)[1]
         if not wanted or wanted == space.defaults():
             return None
         return self.proposal_for(ctx, analysis, wanted, Provenance(evidence="requested"))
-
-    def candidates(self, ctx: PassContext, analysis: KernelAnalysis) -> list[Proposal]:
-        return []
 
     def missed_reason(self, analysis: KernelAnalysis, ctx: PassContext | None = None) -> tuple[str, str]:
         return (
@@ -171,7 +153,7 @@ class SplitReduce(ValuesPass):
 
     def check(self, ctx: PassContext, proposal: Proposal) -> list[CheckRecord]:
         kernel = _kernel(ctx, proposal.kernel)
-        found = plan(ctx, kernel)
+        found = ctx.analysis(Plan, kernel)
         if found.blockers:
             raise CheckFailed("plan", found.blockers[0].message)
         space = self.space(ctx, KernelAnalysis(kernel))
@@ -197,22 +179,24 @@ class SplitReduce(ValuesPass):
         for proposal in proposals:
             kernel = _kernel(ctx, proposal.kernel)
             threads, blocks = int(proposal.options["threads"]), int(proposal.options["blocks"])
-            out += rewrite.edits(ctx.model, kernel, plan(ctx, kernel), threads, blocks, f"split-reduce: {kernel.name}")
+            out += rewrite.edits(
+                ctx.model, kernel, ctx.analysis(Plan, kernel), threads, blocks, f"split-reduce: {kernel.name}"
+            )
         return out
 
-    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+    def verify_policy(self, ctx: PassContext, proposal: Proposal, rewritten: SourceModel) -> VerifyPolicy:
         """The rewritten launch read back from the rewritten file (at threads = blocks = 1
         it must give the spec's launch), its workspace, and the reordered sums' measured
         bound."""
         kernel = _kernel(ctx, proposal.kernel)
-        found = plan(ctx, kernel)
+        found = ctx.analysis(Plan, kernel)
         threads, blocks = int(proposal.options["threads"]), int(proposal.options["blocks"])
         compare = _compare(ctx, kernel, found, threads * blocks)
-        return VerifyPolicy(_binding(ctx, kernel, found, threads, blocks), compare, required=True)
+        return VerifyPolicy(_binding(rewritten, kernel, found, threads, blocks), compare, required=True)
 
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
         data = super().describe(ctx, analysis)
-        found: Plan = analysis.facts.get("plan", Plan(None, (), ()))
+        found = ctx.analysis(Plan, analysis.kernel)
         if found.loop is not None:
             data["loop"] = f"{found.loop.var} (line {ctx.model.source.line_col(found.loop.span.start)[0]})"
         data["reductions"] = [f"{r.var}: {r.op} (identity {r.identity})" for r in found.reductions]
@@ -255,29 +239,13 @@ def _block_size(model: SourceModel, kernel: Function) -> int | None:
     return max(sizes) if sizes else None
 
 
-def _binding(ctx: PassContext, kernel: Function, found: Plan, threads: int, blocks: int) -> LaunchBinding:
+def _binding(new: SourceModel, kernel: Function, found: Plan, threads: int, blocks: int) -> LaunchBinding:
+    """The launch in the rewritten file `new` over the workers (at 1 and 1 the original's),
+    with the workspace the rewrite takes."""
     names = rewrite.Names.of(kernel.name)
-    text = apply_edits(ctx.model.source, rewrite.edits(ctx.model, kernel, found, threads, blocks, "split-reduce")).data
-    new = parse_model(SourceText(ctx.model.source.path, text))
-    configs = launch_configs(new, kernel.name)
-    new_kernel = next((k for k in new.kernels if k.name == kernel.name), None)
-    if not configs or new_kernel is None:
-        return LaunchBinding(grid=("unknown",), origin="no readable launch")
-    defined = {m.group(1).decode(): int(m.group(2)) for m in _DEFINE_RE.finditer(text)}
-    mine = {names.threads: threads, names.blocks: blocks}
-    lifted = {n for n in defined if re.search(rb"#\s*ifndef\s+" + n.encode() + rb"\b", text)} - set(mine)
-    fixed = {n: v for n, v in defined.items() if n not in set(mine) | lifted}
-    binding = launch_site.launch_binding(
-        new,
-        new_kernel,
-        configs[0],
-        set(mine) | lifted,
-        {**{n: defined[n] for n in lifted}, **mine},
-        {**{n: defined[n] for n in lifted}, **{n: 1 for n in mine}},
-        fixed=fixed,
-    )
+    binding = overridable_binding(new, kernel.name, {names.threads: threads, names.blocks: blocks})
     if binding is None:
-        return LaunchBinding(grid=("unknown",), origin="no readable launch")
+        return readable(None)
     scratch = tuple(
         Scratch(rewrite.partial(r), SCRATCH_TYPES[r.ctype], "grid_x * block_x * grid_y * block_y")
         for r in found.reductions

@@ -307,7 +307,7 @@ class Swizzle(Pass):
             )
         ]
 
-    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+    def verify_policy(self, ctx: PassContext, proposal: Proposal, rewritten: SourceModel) -> VerifyPolicy:
         """A remap changes which block computes which tile, never the arithmetic: bit-exact,
         unless the kernel accumulates floats with atomics (then block order changes rounding)."""
         if uses_float_atomics(ctx.model.source.text):

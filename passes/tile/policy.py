@@ -24,6 +24,7 @@ from kxform.analysis import AccessAnalysis
 from kxform.engine import launch_site
 from kxform.engine.params import Config
 from kxform.engine.policy import LaunchBinding, OutputCompare, VerifyPolicy
+from kxform.engine.reorder import reordered_compare
 from kxform.frontend.model import SourceModel
 from kxform.passes.tile.quantities import Tiling
 
@@ -94,15 +95,3 @@ def verify_policy(
     else:
         compare = reordered_compare(reordered, "the summation order depends on the tile sizes")
     return VerifyPolicy(launch, compare, required=True)
-
-
-def reordered_compare(accumulation: str, why: str) -> OutputCompare:
-    """The comparison of two versions that compute the accumulation `accumulation` (`'acc'
-    (line 12)`) differently (`why`): both are within the spec's tolerance of the exact result
-    (the spec's reference check), so within twice it of each other."""
-    return OutputCompare(
-        "spec",
-        2.0,
-        f"{why} for {accumulation}; both versions are within the spec's tolerance of "
-        "the exact result, so within twice it of each other",
-    )

@@ -23,8 +23,8 @@ from typing import Any, ClassVar
 
 from kxform.analysis import AccessAnalysis
 from kxform.analysis.manager import AnalysisInput
-from kxform.engine.edits import Edit, apply_edits
-from kxform.engine.params import Config, ParamSpace, ParamValue
+from kxform.engine.edits import Edit
+from kxform.engine.params import Config, ParamSpace
 from kxform.engine.pass_api import (
     Blocker,
     CheckRecord,
@@ -32,15 +32,17 @@ from kxform.engine.pass_api import (
     PassContext,
     Proposal,
     Provenance,
+    UNKNOWN_PARAMETER,
     ValuesPass,
     check_constraints,
     resolve_proposal,
 )
 from kxform.engine.policy import VerifyPolicy
+from kxform.engine.rewritten import edited_file
 from kxform.engine.status import UNVERIFIABLE_LAUNCH
 from kxform.errors import CheckFailed
 from kxform.frontend.constants import evaluate_constants, fold_constants
-from kxform.frontend.model import Function
+from kxform.frontend.model import Function, SourceModel
 from kxform.frontend.queries import constant_defs
 from kxform.engine.remarks import RemarkKind
 from kxform.build import resources
@@ -70,24 +72,18 @@ class Tile(ValuesPass):
 
     def analyse(self, ctx: PassContext) -> dict[str, KernelAnalysis]:
         out = {}
-        given = dict(self.config)
         spaces = {k.name: _facts(ctx, k.name)[1] for k in ctx.model.kernels}
-        unknown = sorted(set(given) - {n for s in spaces.values() for n in s.names})
+        known = {n for s in spaces.values() for n in s.names}
+        unknown = sorted(set(dict(self.config)) - known)
         for kernel in ctx.model.kernels:
             tiling, space = _facts(ctx, kernel.name)
             blockers = [Blocker(r.key, r.message, r.offset) for r in tiling.refusals if r.name is None]
-            refused = next((r for r in tiling.refusals if unknown and r.name == unknown[0]), None)
-            if refused is not None:  # the constant is the kernel's, and not lifted: say why
-                blockers.append(Blocker(refused.key, f"{unknown[0]} is not lifted: {refused.message}", refused.offset))
-            elif unknown:
-                known = ", ".join(sorted({n for s in spaces.values() for n in s.names})) or "none"
-                blockers.append(
-                    Blocker(
-                        "UnknownParameter",
-                        f"{unknown[0]} is not a parameter of any kernel in this file (parameters: {known})",
-                        kernel.span.start,
-                    )
-                )
+            refused, config = self.requested(kernel, space, known)
+            lifted = next((r for r in tiling.refusals if unknown and r.name == unknown[0]), None)
+            if lifted is not None:  # the constant is the kernel's, and not lifted: say why
+                refused = tuple(b for b in refused if b.key != UNKNOWN_PARAMETER)
+                blockers.append(Blocker(lifted.key, f"{unknown[0]} is not lifted: {lifted.message}", lifted.offset))
+            blockers += refused
             if not tiling.quantities and not blockers:
                 blockers = [Blocker(r.key, r.message, r.offset) for r in tiling.refusals] or [
                     Blocker(
@@ -97,7 +93,6 @@ class Tile(ValuesPass):
                         kernel.span.start,
                     )
                 ]
-            config = space.resolve({k: v for k, v in given.items() if k in space.names}) if not blockers else {}
             if not blockers:
                 for refusal in (r for r in tiling.refusals if r.name is not None):
                     ctx.remark(
@@ -118,8 +113,7 @@ class Tile(ValuesPass):
 
     def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
         tiling, space = _facts(ctx, analysis.kernel.name)
-        given = dict(self.config)
-        config: dict[str, ParamValue] = space.resolve({k: v for k, v in given.items() if k in space.names})
+        config = self.requested(analysis.kernel, space)[1]
         changed = {q.name: config[q.name] for q in tiling.quantities if config.get(q.name, q.value) != q.value}
         if changed:
             why = f"set {', '.join(f'{k}={v}' for k, v in changed.items())} (requested)"
@@ -173,7 +167,7 @@ class Tile(ValuesPass):
                 "so the rewritten launch cannot be verified",
                 key=UNVERIFIABLE_LAUNCH,
             )
-        text = apply_edits(ctx.model.source, lift_edits(ctx.model, tiling, config)).data.decode("utf-8")
+        text = edited_file(ctx, self, [proposal]).source.data.decode("utf-8")
         block = block_exprs(tiling)
         ints = {k: int(v) for k, v in config.items()}
         records.append(
@@ -188,7 +182,7 @@ class Tile(ValuesPass):
             edits += lift_edits(ctx.model, tiling, space.resolve(proposal.options))
         return edits
 
-    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+    def verify_policy(self, ctx: PassContext, proposal: Proposal, rewritten: SourceModel) -> VerifyPolicy:
         tiling, space = _facts(ctx, proposal.kernel)
         analyses = [ctx.analysis(AccessAnalysis, f) for f in ctx.model.functions if f.name in tiling.closure]
         return policy.verify_policy(ctx.model, tiling, space.resolve(proposal.options), analyses)

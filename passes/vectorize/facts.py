@@ -1,4 +1,4 @@
-"""What `vectorize` and `coarsen` know of a kernel before rewriting it: its shape
+"""What `vectorize` knows of a kernel before rewriting it: its shape
 (kxform.passes.vectorize.pattern), its buffers from the shared access analysis, and why
 not, as blockers with their lines.
 
@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import ClassVar
 
 from kxform.analysis import AccessAnalysis, MemoryAccess
-from kxform.engine.pass_api import Blocker, PassContext
+from kxform.analysis.communication import Communication
+from kxform.analysis.manager import AnalysisInput
+from kxform.engine.pass_api import Blocker
 from kxform.frontend.launches import launch_configs
 from kxform.frontend.model import Function
-from kxform.passes.launch.launch import closure_of
-from kxform.passes.launch.policy import communication
 from kxform.passes.vectorize.pattern import Elementwise, NotElementwise, recognise
 
 SIZES = {
@@ -66,6 +67,11 @@ class BufferUse:
 
 @dataclass(frozen=True)
 class KernelFacts:
+    """The kernel's shape, its buffers and why not: an analysis (kxform.analysis.manager),
+    computed once per kernel and source version."""
+
+    positional: ClassVar[bool] = True
+
     shape: Elementwise | None
     buffers: tuple[BufferUse, ...]
     blockers: tuple[Blocker, ...]
@@ -80,24 +86,27 @@ class KernelFacts:
             return ()
         return tuple(w for w in WIDTHS if all(w * b.size in VECTOR_TYPES for b in self.widened))
 
+    @classmethod
+    def compute(cls, ctx: AnalysisInput, kernel: Function) -> KernelFacts:
+        return kernel_facts(ctx, kernel)
+
 
 def element_of(access: MemoryAccess) -> str:
     return re.sub(r"\bconst\b|\bvolatile\b|__restrict__", "", access.element).strip()
 
 
-def kernel_facts(ctx: PassContext, kernel: Function, widen: bool = True) -> KernelFacts:
-    """`widen` False (coarsen): only the shape and communication matter."""
+def kernel_facts(ctx: AnalysisInput, kernel: Function) -> KernelFacts:
     model = ctx.model
     line = model.source.line_col
-    how = communication(model, closure_of(model, kernel))
-    if how is not None:
+    found = ctx.analysis(Communication, kernel).found
+    if found is not None:
         return KernelFacts(
             None,
             (),
             (
                 Blocker(
                     "Communicates",
-                    f"the threads communicate through {how}: the rewrite changes which thread touches which element",
+                    f"the threads communicate through {found.how}: the rewrite changes which thread touches which element",
                     kernel.span.start,
                 ),
             ),
@@ -118,8 +127,6 @@ def kernel_facts(ctx: PassContext, kernel: Function, widen: bool = True) -> Kern
                 ),
             ),
         )
-    if not widen:
-        return KernelFacts(shape, (), ())
     analysis = ctx.analysis(AccessAnalysis, kernel)
     accesses = [a for a in analysis.accesses if a.space != "local"]
     blockers: list[Blocker] = []

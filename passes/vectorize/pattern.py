@@ -15,17 +15,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kxform.analysis.statements import statements
+from kxform.analysis.thread_index import INDEX_DECL_RE, index_axis
 from kxform.frontend.model import Function, SourceModel
 
-_DECL_RE = re.compile(
-    r"^(?P<type>(?:const\s+)?(?:unsigned\s+int|int|unsigned|size_t|long|long\s+long|int64_t))\s+"
-    r"(?P<var>[A-Za-z_]\w*)\s*=\s*(?P<init>[^;]+);$",
-    re.S,
-)
-COMMUNICATES_RE = re.compile(
-    r"__shared__|__syncthreads|__syncwarp|__shfl\w*|\batomic\w+\s*\(|__ballot\w*|"
-    r"__any_sync|__all_sync|\bthis_thread_block\b|\btiled_partition\b"
-)
 EXITS_RE = re.compile(r"\breturn\b|\bgoto\b|\bbreak\b")
 
 
@@ -52,48 +45,6 @@ class NotElementwise(Exception):
         self.offset = offset
 
 
-def index_axis(init: str) -> str | None:
-    """The axis of a global thread index `blockIdx.A * blockDim.A + threadIdx.A` (any
-    order of the terms and factors, parentheses ignored); None for anything else."""
-    flat = re.sub(r"\s+|[()]", "", init)
-    for axis in "xyz":
-        block, dim, thread = f"blockIdx.{axis}", f"blockDim.{axis}", f"threadIdx.{axis}"
-        products = (f"{block}*{dim}", f"{dim}*{block}")
-        if flat in {f"{p}+{thread}" for p in products} | {f"{thread}+{p}" for p in products}:
-            return axis
-    return None
-
-
-def statements(text: str) -> list[tuple[int, str]]:
-    """Top-level statements of a block's inside, with their offsets (comments dropped)."""
-    out, depth, start, i = [], 0, None, 0
-    while i < len(text):
-        two = text[i : i + 2]
-        if two == "//":
-            i = text.find("\n", i) if "\n" in text[i:] else len(text)
-            continue
-        if two == "/*":
-            i = text.find("*/", i) + 2
-            continue
-        char = text[i]
-        if start is None and not char.isspace():
-            start = i
-        if char in "({[":
-            depth += 1
-        elif char in ")}]":
-            depth -= 1
-            if char == "}" and depth == 0 and not re.match(r"\s*else\b", text[i + 1 :]):
-                out.append((start, text[start : i + 1].strip()))
-                start = None
-        elif char == ";" and depth == 0:
-            out.append((start, text[start : i + 1].strip()))
-            start = None
-        i += 1
-    if start is not None and text[start:].strip():
-        out.append((start, text[start:].strip()))
-    return out
-
-
 def recognise(model: SourceModel, kernel: Function) -> Elementwise:
     data = model.source.data
     body = data[kernel.body.start + 1 : kernel.body.end - 1].decode("utf-8")
@@ -102,7 +53,7 @@ def recognise(model: SourceModel, kernel: Function) -> Elementwise:
     if not stmts:
         raise NotElementwise("the kernel's body is empty", kernel.span.start)
     at, first = stmts[0]
-    decl = _DECL_RE.match(first)
+    decl = INDEX_DECL_RE.match(first)
     if decl is None or index_axis(decl.group("init")) != "x":
         raise NotElementwise(
             "the body does not start with the element index `int i = blockIdx.x * blockDim.x + threadIdx.x;`", base + at

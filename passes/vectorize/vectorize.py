@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from kxform.engine import launch_site
-from kxform.engine.edits import Edit, apply_edits
+from kxform.engine.edits import Edit
 from kxform.engine.params import Config, Param, ParamSpace, ParamValue
 from kxform.engine.pass_api import (
+    BAD_VALUE,
     Blocker,
     CheckRecord,
     KernelAnalysis,
@@ -37,18 +38,15 @@ from kxform.engine.pass_api import (
     Provenance,
     resolve_proposal,
 )
-from kxform.engine.policy import LaunchBinding, OutputCompare, VerifyPolicy
+from kxform.engine.policy import OutputCompare, VerifyPolicy
+from kxform.engine.rewritten_launch import readable, rewritten_binding
 from kxform.errors import CheckFailed, UsageError
-from kxform.frontend.cuda import parse_model
-from kxform.frontend.launches import launch_configs
 from kxform.frontend.model import Function, SourceModel
-from kxform.frontend.source import SourceText
-from kxform.passes.vectorize.facts import KernelFacts, kernel_facts
+from kxform.passes.vectorize.facts import KernelFacts
 from kxform.passes.vectorize.rewrite import grid_edits, kernel_body, width_name
 from kxform.passes.vectorize.stride import StrideFacts, stride_edits, stride_facts
 
 OFF = "1"
-_DEFINE_RE = re.compile(rb"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+\(?(\d+)\)?[ \t]*$", re.M)
 
 
 @dataclass(frozen=True)
@@ -89,7 +87,7 @@ class Vectorize(Pass):
         for kernel in ctx.model.kernels:
             done = re.search(rb"#\s*define\s+" + width_name(kernel.name).encode() + rb"\b", ctx.model.source.data)
             if done:
-                out[kernel.name] = KernelAnalysis(kernel, (), {"facts": None}, already_applied=True)
+                out[kernel.name] = KernelAnalysis(kernel, (), already_applied=True)
                 continue
             facts = shape_facts(ctx, kernel)
             blockers = list(facts.blockers)
@@ -113,13 +111,13 @@ class Vectorize(Pass):
             ):
                 blockers.append(
                     Blocker(
-                        "BadWidth",
+                        BAD_VALUE,
                         f"width={self.width}: not one of "
                         f"{{{', '.join(self._space(facts, kernel).param('width').values)}}}",
                         kernel.span.start,
                     )
                 )
-            out[kernel.name] = KernelAnalysis(kernel, tuple(blockers), {"facts": facts})
+            out[kernel.name] = KernelAnalysis(kernel, tuple(blockers))
         return out
 
     def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:
@@ -137,8 +135,8 @@ class Vectorize(Pass):
         )
 
     @staticmethod
-    def _space(facts: KernelFacts | StrideFacts | None, kernel: Function) -> ParamSpace:
-        if facts is None or facts.blockers or not facts.widths():
+    def _space(facts: KernelFacts | StrideFacts, kernel: Function) -> ParamSpace:
+        if facts.blockers or not facts.widths():
             return ParamSpace()
         # No "1": the code as written is the composed space's pass-off point, never a
         # second configuration of this pass that measures the same kernel again.
@@ -146,8 +144,9 @@ class Vectorize(Pass):
         return ParamSpace((Param.enum("width", values, values[0], doc=f"elements per thread of '{kernel.name}'"),))
 
     def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
-        facts = analysis.facts.get("facts") if analysis.facts else shape_facts(ctx, analysis.kernel)
-        return self._space(facts, analysis.kernel)
+        if analysis.already_applied:
+            return ParamSpace()
+        return self._space(shape_facts(ctx, analysis.kernel), analysis.kernel)
 
     def proposal_for(
         self, ctx: PassContext, analysis: KernelAnalysis, config: Config, provenance: Provenance | None = None
@@ -199,7 +198,7 @@ class Vectorize(Pass):
             edits += _edits(ctx, proposal)
         return edits
 
-    def verify_policy(self, ctx: PassContext, proposal: Proposal) -> VerifyPolicy:
+    def verify_policy(self, ctx: PassContext, proposal: Proposal, rewritten: SourceModel) -> VerifyPolicy:
         """Each element is computed by the same operations in the same order: bit-exact,
         at the rewritten launch (its grid counts vectors)."""
         width = int(proposal.options.get("width", OFF))
@@ -210,10 +209,7 @@ class Vectorize(Pass):
             return VerifyPolicy(compare=compare)
         if isinstance(shape_facts(ctx, _kernel(ctx.model, proposal.kernel)), StrideFacts):
             return VerifyPolicy(compare=compare, required=True)  # a stride loop's launch stays as written
-        name = width_name(proposal.kernel)
-        text = apply_edits(ctx.model.source, _edits(ctx, proposal)).data
-        binding = rewritten_binding(ctx.model.source.path, text, proposal.kernel, name, width)
-        launch = binding if binding is not None else LaunchBinding(grid=("unknown",), origin="no readable launch")
+        launch = readable(rewritten_binding(rewritten, proposal.kernel, width_name(proposal.kernel), width))
         return VerifyPolicy(launch, compare, required=True)
 
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
@@ -226,7 +222,7 @@ def shape_facts(ctx: PassContext, kernel: Function) -> KernelFacts | StrideFacts
     """The kernel as one element per thread, or, where it is not, as block- or
     grid-stride loops (passes/vectorize/stride.py); the element-wise refusal stands where
     the kernel has no stride loop either."""
-    facts = kernel_facts(ctx, kernel)
+    facts = ctx.analysis(KernelFacts, kernel)
     if not facts.blockers or facts.blockers[0].key != "NotElementwise":
         return facts
     stride = stride_facts(ctx, kernel)
@@ -268,27 +264,6 @@ def _edits(ctx: PassContext, proposal: Proposal) -> list[Edit]:
         Edit(kernel.body.start + 1, kernel.body.end - 1, body, f"{origin}: body"),
         *grid,
     ]
-
-
-def rewritten_binding(path: str, text: bytes, kernel_name: str, name: str, width: int) -> LaunchBinding | None:
-    """The rewritten launch over the kernel's parameters, the width or factor `name` and
-    those of the kernel's earlier vectorize or coarsen rewrites (all at 1 give the
-    original's launch). Overridable parameters of the file (`#ifndef NAME`: a lifted block
-    size) are names too, at their values; in a pipeline the earlier rewrite's policy
-    supplies their original values (VerifyPolicy.then). Other integer macros are read at
-    their values."""
-    new = parse_model(SourceText(path, text))
-    launches = launch_configs(new, kernel_name)
-    kernel = next((k for k in new.kernels if k.name == kernel_name), None)
-    if not launches or kernel is None:
-        return None
-    defined = {m.group(1).decode(): int(m.group(2)) for m in _DEFINE_RE.finditer(text)}
-    mine = {n for n in defined if n in (f"{kernel_name.upper()}_VEC", f"{kernel_name.upper()}_COARSEN")} | {name}
-    lifted = {n for n in defined if re.search(rb"#\s*ifndef\s+" + n.encode() + rb"\b", text)} - mine
-    values = {**{n: defined[n] for n in mine | lifted if n in defined}, name: width}
-    defaults = {**{n: 1 for n in mine}, **{n: defined[n] for n in lifted}}
-    fixed = {n: v for n, v in defined.items() if n not in mine | lifted}
-    return launch_site.launch_binding(new, kernel, launches[0], mine | lifted, values, defaults, fixed=fixed)
 
 
 def _kernel(model: SourceModel, name: str) -> Function:

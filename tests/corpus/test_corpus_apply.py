@@ -1,10 +1,11 @@
-"""tools/corpus_apply.py: the corpus tools' one step (a configuration through `kxform apply
---check --verify cpu`) reads the engine's typed results, never their sentences."""
+"""The corpus tool (tools/corpus.py on kxform.bench.corpus): its one step (a configuration
+through `kxform apply --check --verify cpu`) reads the engine's typed results, never their
+sentences; which configurations it verifies; its table and exit status."""
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,9 +21,7 @@ from kxform.engine.status import (
     Status,
 )
 
-sys.path.insert(0, str(ROOT / "tools"))
-
-from corpus_apply import apply_config, read_results  # noqa: E402
+from kxform.bench.corpus import apply_config, checked, configurations, kernels, read_results, tuning_points
 
 TOLERANCE = VerifyPolicy(compare=OutputCompare("spec", reason="the rewrite reorders a sum"))
 
@@ -133,3 +132,82 @@ def test_a_launch_the_verifier_cannot_read_is_could_not_tell(tmp_path: Path) -> 
     applied = apply_config(path, SMALLER, "gelu_forward", "h100")
     assert applied.could_not_tell and applied.key == UNVERIFIABLE_LAUNCH, applied.line()
     assert not applied.verified
+
+
+def _tool():  # type: ignore[no-untyped-def]
+    """tools/corpus.py, loaded from its file (a script, not a module of the package)."""
+    spec = importlib.util.spec_from_file_location("corpus_tool", ROOT / "tools" / "corpus.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+NAIVE = ROOT / "corpora" / "naive"
+
+
+@pytest.mark.parametrize(
+    ("pass_name", "family", "kernel", "expected"),
+    [
+        # defaults as written: the bare pass first, then the pass's nearest candidates
+        ("launch", "gelu_f32", "gelu_f32_naive", ["launch", "launch{GELU_F32_NAIVE_BLOCK_X=64}"]),
+        # no rule, no candidates: the points of the space at which a rewrite is proposed
+        ("vectorize", "gelu_f32", "gelu_f32_naive", ["vectorize{width=2}", "vectorize{width=4}"]),
+        ("coarsen", "gelu_f32", "gelu_f32_naive", ["coarsen{factor=2,along=x,layout=contiguous}"]),
+        # the pass's own candidate shapes, the known-good one first
+        (
+            "smem-tile",
+            "gemm",
+            "gemm_naive",
+            ["smem-tile{BM=128,BN=128,BK=8,TM=8,TN=8,WM=32,WN=64,STAGES=2,PAD=4,VEC=4}"],
+        ),
+    ],
+)
+def test_configurations_follow_what_the_pass_offers(pass_name, family, kernel, expected) -> None:
+    found = configurations(NAIVE / family / "naive.cu", kernel, pass_name, "h100", None)
+    assert found[: len(expected)] == expected and all("factor=1" not in spec for spec in found)
+    limited = configurations(NAIVE / family / "naive.cu", kernel, pass_name, "h100", 1)
+    assert limited == found[: len(limited)] and len(limited) == 1 + (pass_name == "launch")
+
+
+def test_the_bare_pass_as_written_must_verify_bit_exact() -> None:
+    judge = _tool()._judge
+    record = _verify(Status.PASSED, "verified", max_abs=0.0)
+    within = read_results([_result(Outcome.APPLIED, record, policy=TOLERANCE)], "k")
+    assert judge(within, as_written=False) == "verified"
+    assert judge(within, as_written=True) == "failed"  # planted: at the original values a tolerance is a failure
+    assert judge(read_results([_result(Outcome.UNCHANGED)], "k"), as_written=True) == "verified"
+    unreadable = read_results([_result(Outcome.MISSED, key=UNVERIFIABLE_LAUNCH)], "k")
+    assert judge(unreadable, as_written=False) == "could not tell"
+
+
+def test_the_tool_prints_the_verdicts_and_exits_zero(capsys) -> None:
+    assert _tool().main(["vectorize", "--corpus", "naive", "--only", "gelu_f32", "--only", "jacobi2d"]) == 0
+    out = capsys.readouterr().out
+    assert "naive/gelu_f32" in out and "width=2 in {2, 4}" in out
+    assert "naive/jacobi2d" in out and "refused" in out and "NotElementwise" in out
+    assert "vectorize: 1 kernel(s) apply, 1 refused" in out
+
+
+def test_a_bad_points_count_is_a_usage_error(capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        _tool().main(["launch", "--points", "many"])
+    assert exc.value.code == 2 and "--points many" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_the_tool_verifies_a_requested_configuration(capsys) -> None:
+    code = _tool().main(["vectorize", "--corpus", "naive", "--only", "gelu_f32", "--verify", "--config", "width=4"])
+    out = capsys.readouterr().out
+    assert code == 0 and "vectorize{width=4}" in out and "verified: bit-exact; bit-identical" in out, out
+
+
+def test_the_space_mode_puts_every_tuning_point_through_the_checks(capsys) -> None:
+    assert _tool().main(["vectorize", "--corpus", "naive", "--only", "gelu_f32", "--space"]) == 0
+    out = capsys.readouterr().out
+    assert "vectorize{width=2}" in out and "vectorize{width=4}" in out and "2 passed the checks, 0 verified" in out
+    (gelu,) = kernels(["naive"], ["gelu_f32"])
+    assert tuning_points(gelu, "vectorize", "h100") == ["vectorize{width=2}", "vectorize{width=4}"]
+    ok, why = checked(gelu, "vectorize{width=8}", "h100")  # planted: a width float does not allow
+    assert not ok and "missed" in why and "width=8" in why

@@ -1,5 +1,5 @@
 """The launch pass over the corpus: which kernels' block sizes it lifts and why it refuses
-the others (tools/launch_corpus.py prints the same table with every lift verified)."""
+the others (tools/corpus.py launch --verify prints the same table with every lift verified)."""
 
 from __future__ import annotations
 

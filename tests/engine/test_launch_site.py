@@ -136,3 +136,30 @@ def test_function_like_macros_and_ceil_div_helpers_in_a_launch_are_read() -> Non
     (config,) = launch_configs(model, "k")
     assert config.grid == ("(((((n)) + ((256)) - 1) / ((256))))",)
     assert c_to_expr("iDivUp(n, B) + cdiv(m, 4)", ["n", "m", "B"]) == "ceil_div(n, B) + ceil_div(m, 4)"
+
+
+@pytest.mark.parametrize(
+    ("host", "axis", "after"),
+    [
+        (
+            "void r(float *x, int n) { k<<<(n + 255) / 256, 256>>>(x, n); }",
+            0,
+            "k<<<(((n + 255) / 256) + F - 1) / F, 256>>>",
+        ),
+        (
+            "void r(float *x, int n) { dim3 g(n / 16, n / 8); k<<<g, 128>>>(x, n); }",
+            1,
+            "dim3 g(n / 16, ((n / 8) + F - 1) / F)",
+        ),
+        ("void r(float *x, int n) { k<<<dim3(n, 4), 32>>>(x, n); }", 1, "k<<<dim3(n, ((4) + F - 1) / F), 32>>>"),
+        ("void r(float *x, int n) { k<<<n, 32>>>(x, n); }", 1, None),  # a 1-D grid has no y to divide
+    ],
+)
+def test_divide_grid_rounds_the_dimension_up_where_the_launch_writes_it(host, axis, after):
+    model = _model(host)
+    (config,) = launch_configs(model, "k")
+    edit = launch_site.divide_grid(model, config, axis, "F", "test")
+    if after is None:
+        assert edit is None
+    else:
+        assert after in apply_edits(model.source, [edit]).data.decode()

@@ -145,3 +145,52 @@ def test_lower_layers_do_not_import_upper_ones(lower, upper):
     rank by what a pass states (`Pass.block_order`), never by naming swizzle."""
     graph = import_graph()
     assert not graph.has_edge(lower, upper), f"{lower} imports {upper}: {graph.edges[lower, upper]['why']}"
+
+
+def pass_imports(graph: nx.DiGraph) -> list[str]:
+    """Imports from one pass package into another, each as `module:line -> target`."""
+    passes = [n for n in graph if n.startswith("kxform.passes.")]
+    return [
+        why
+        for a in passes
+        for b in graph.successors(a)
+        if b.startswith("kxform.passes.")
+        for why in graph.edges[a, b]["why"]
+    ]
+
+
+def internals_imported(graph: nx.DiGraph, packages: tuple[str, ...]) -> list[str]:
+    """Imports of a pass's modules from `packages` (the proposers, the search)."""
+    return [
+        why
+        for a in packages
+        if a in graph
+        for b in graph.successors(a)
+        if b.startswith("kxform.passes")
+        for why in graph.edges[a, b]["why"]
+    ]
+
+
+def test_no_pass_imports_another_pass():
+    """What two passes need is in kxform.analysis or kxform.engine (the pass kit): a pass
+    that imports another's module ties the two together, so neither can change alone."""
+    found = pass_imports(import_graph())
+    assert not found, "passes import other passes:\n" + "\n".join(found)
+
+
+def test_no_proposer_or_search_module_imports_a_pass():
+    """The proposers and the search reach passes through the registry and the pass
+    interface only (space, tuning_space, configured, tool_shape), never a pass's internals."""
+    found = internals_imported(import_graph(), ("kxform.propose", "kxform.search"))
+    assert not found, "proposers or the search import passes' modules:\n" + "\n".join(found)
+
+
+def test_the_pass_rules_see_a_planted_import():
+    """The two rules above must fail on an import they forbid (a planted graph)."""
+    graph = nx.DiGraph()
+    graph.add_edge("kxform.passes.coarsen", "kxform.passes.launch", why=["kxform.passes.coarsen.coarsen:43 -> x"])
+    graph.add_edge("kxform.passes.coarsen", "kxform.analysis", why=["fine"])
+    graph.add_edge("kxform.propose", "kxform.passes.rows", why=["kxform.propose.template_verify:107 -> y"])
+    graph.add_edge("kxform.propose", "kxform.engine", why=["fine"])
+    assert pass_imports(graph) == ["kxform.passes.coarsen.coarsen:43 -> x"]
+    assert internals_imported(graph, ("kxform.propose", "kxform.search")) == ["kxform.propose.template_verify:107 -> y"]

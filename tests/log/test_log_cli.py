@@ -212,15 +212,17 @@ def test_unknown_fields_and_kinds_are_kept(tmp_path: Path) -> None:
     assert proc.returncode == 0 and "sgemm_128" in proc.stdout
 
 
-def test_a_derived_bound_is_shown_as_the_expression_the_verifier_evaluates() -> None:
+def test_a_measured_bound_is_shown_with_the_sums_its_probe_moves() -> None:
     from kxform.engine.policy import OutputCompare, VerifyPolicy
+    from kxform.engine.reorder_probe import ProbedSum, ReorderProbe
     from kxform.log.view import policy
 
-    compare = OutputCompare("bound", reason="reordered sums", bound="((C) - 1) + ((C + 31)/32 - 1 + 5)", unit=2.0**-24)
+    probe = ReorderProbe("/* the instrumented original */", "k", (ProbedSum("mean", "float", 12, "KX_PROBE_0"),))
+    compare = OutputCompare("bound", reason="reordered sums", probe=probe)
     line = policy({"verify_policy": VerifyPolicy(compare=compare, required=True).to_json()})
     assert line == (
-        "the spec's launch; outputs relative bound (((C) - 1) + ((C + 31)/32 - 1 + 5)) * 5.96e-08 at "
-        "each size (reordered sums); a differential run is required before writing"
+        "the spec's launch; outputs an absolute bound per output, measured by the reorder probe ('mean' (float, "
+        "line 12)) (reordered sums); a differential run is required before writing"
     )
 
 

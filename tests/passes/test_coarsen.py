@@ -70,7 +70,7 @@ def test_refusals_name_their_reason() -> None:
     assert "along" in next(
         r.message
         for r in rewrite(reads.replace("threadIdx.x;\n}", "1.0f;\n}"), "coarsen{factor=2,along=y}").remarks
-        if r.name == "BadOption"
+        if r.name == "BadValue"
     )
     assert "NoEvidence" in remark_names(rewrite(JACOBI.read_bytes(), "coarsen", path=str(JACOBI)))
 
@@ -307,7 +307,7 @@ def test_loads_once_golden_rewrite_and_its_space() -> None:
     again = rewrite(result.new_data, spec, path=str(JACOBI))
     assert not again.changed
     strided = rewrite(JACOBI.read_bytes(), "coarsen{factor=4,along=y,layout=strided,loads=once}", path=str(JACOBI))
-    assert "BadOption" in remark_names(strided) and not strided.changed
+    assert "CheckFailed" in remark_names(strided) and not strided.changed
     space = space_of(JACOBI.read_bytes(), "jacobi2d_naive", "coarsen", path=str(JACOBI))
     assert not space.is_valid({"factor": "4", "along": "y", "layout": "strided", "loads": "once"})
     assert space.is_valid({"factor": "4", "along": "y", "layout": "contiguous", "loads": "once"})
@@ -447,21 +447,21 @@ def test_what_the_jam_takes_and_refuses(change: str, why: str | None) -> None:
     """`w[r]` is the same element for every output, so it is hoisted, unless it is read
     under a condition of the loop's own (the original might not load it at that
     iteration); a `continue` or a store inside the loop refuses the jam."""
-    from kxform.passes.coarsen.coarsen import shape_of
+    from kxform.passes.coarsen.shape import Shape
     from kxform.passes.coarsen.jam import Jam
 
     text = LOOP.replace("acc += a[(size_t)r * n + i] * w[r];", change) if change else LOOP
     from kxform.api import kernel_context
 
     ctx = kernel_context(text, "k", path="k.cu")
-    jam = shape_of(ctx, ctx.model.kernels[0]).jam_along("x")
+    jam = ctx.analysis(Shape, ctx.model.kernels[0]).jam_along("x")
     if why is None:
         assert isinstance(jam, Jam) and [h.text for h in jam.hoisted] == ["w[r]"]
     else:
         assert isinstance(jam, str) and why in jam, jam
     bounded = LOOP.replace("r < m", "r < i")
     ctx = kernel_context(bounded, "k", path="k.cu")
-    assert "bounds read an output's own values" in shape_of(ctx, ctx.model.kernels[0]).jam_along("x")
+    assert "bounds read an output's own values" in ctx.analysis(Shape, ctx.model.kernels[0]).jam_along("x")
 
 
 @pytest.mark.slow
@@ -512,7 +512,7 @@ def test_a_called_function_that_stores_leaves_nothing_cached() -> None:
     cannot follow) might write an element a register holds: neither the registers across
     outputs nor the jam is offered; a pure helper changes nothing."""
     from kxform.api import kernel_context
-    from kxform.passes.coarsen.coarsen import shape_of
+    from kxform.passes.coarsen.shape import Shape
     from kxform.passes.coarsen.jam import Jam
 
     for helper, blocked in [
@@ -524,5 +524,5 @@ def test_a_called_function_that_stores_leaves_nothing_cached() -> None:
         assert isinstance(reuse, str) is blocked and (not blocked or "calls `twice`" in reuse), reuse
         loop = "__device__ float* g_log;\n" + helper + LOOP.replace("acc += a[", "acc += twice(w[r]) * a[")
         ctx = kernel_context(loop, "k", path="k.cu")
-        jam = shape_of(ctx, ctx.model.kernels[-1]).jam_along("x")
+        jam = ctx.analysis(Shape, ctx.model.kernels[-1]).jam_along("x")
         assert isinstance(jam, Jam) is not blocked, jam

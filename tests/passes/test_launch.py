@@ -231,7 +231,7 @@ def test_an_unknown_parameter_is_named_with_the_known_ones() -> None:
     result = rewrite(path.read_bytes(), "launch{BLOCK=64}", path=str(path))
     assert not result.changed
     assert any(
-        "BLOCK is not a block parameter of any kernel in this file (parameters: GELU_FORWARD_BLOCK_X, GELU_FORWARD_MIN_BLOCKS)"
+        "BLOCK is not a parameter of any kernel in this file (parameters: GELU_FORWARD_BLOCK_X, GELU_FORWARD_MIN_BLOCKS)"
         in r.message
         for r in result.remarks
     )
@@ -388,3 +388,21 @@ def test_launch_bounds_are_not_offered_where_the_block_is_defined_after_the_kern
     assert names == ("SCALE_BLOCK_X",)
     first = LAUNCHER + "void run(float *x, int n) { scale<<<(n + 127) / 128, 128>>>(x, n); }\n"
     assert space_of(first.encode(), "scale", "launch", path="k.cu").names == ("SCALE_BLOCK_X", "SCALE_MIN_BLOCKS")
+
+
+def test_candidates_are_nearest_first_beside_an_added_launch_bound_of_default_zero() -> None:
+    """A kernel that may get a launch bound (its parameter's default is 0: none) still
+    gets its block sizes ordered by distance from the original (the bound, at 0, is no
+    distance to divide by)."""
+    from kxform.api import analyse_kernel, kernel_context
+    from kxform.engine.registry import default_registry
+
+    path = Path(__file__).parents[2] / "corpora" / "naive" / "gelu_f32" / "naive.cu"
+    ctx = kernel_context(path.read_bytes(), "gelu_f32_naive", path=str(path))
+    pass_ = default_registry().get("launch")()
+    space = pass_.space(ctx, analyse_kernel(pass_, ctx, "gelu_f32_naive"))
+    assert space.defaults()["GELU_F32_NAIVE_MIN_BLOCKS"] == 0
+    found = [
+        p.options["GELU_F32_NAIVE_BLOCK_X"] for p in pass_.candidates(ctx, analyse_kernel(pass_, ctx, "gelu_f32_naive"))
+    ]
+    assert found[:3] == [64, 256, 32]

@@ -86,6 +86,25 @@ void launch(float* out, const float* x, int* counts, int N, int C)
             "    out[row] += 1.0f;\n    for (int i = 0; i < C; i++)\n        out[row * C + i] = x[i];",
             "updates global memory outside",
         ),
+        # forms of communication the pass once missed (kxform.analysis.communication has them all)
+        (
+            "    for (int i = 0; i < C; i++)\n        out[row * C + i] = __any_sync(0xffffffff, x[i] > 0.0f);",
+            "already communicate (__any_sync)",
+        ),
+        (
+            "    for (int i = 0; i < C; i++)\n        out[row * C + i] = __all_sync(0xffffffff, x[i] > 0.0f);",
+            "already communicate (__all_sync)",
+        ),
+        (
+            "    auto block = cooperative_groups::this_thread_block();\n    for (int i = 0; i < C; i++)\n"
+            "        out[row * C + i] = x[i];",
+            "already communicate (this_thread_block)",
+        ),
+        (
+            "    for (int i = 0; i < C; i++)\n        out[row * C + i] = x[i];\n"
+            "    auto t = cooperative_groups::tiled_partition<32>(cooperative_groups::this_thread_block());",
+            "already communicate (tiled_partition)",
+        ),
         (
             "    float s = 1.0f;\n    if (C > 0)\n        for (int i = 0; i < C; i++)\n            s += x[row * C + i];"
             "\n    out[row] = s;",

@@ -265,8 +265,8 @@ def test_apply_verifies_on_the_cpu_and_writes_the_golden(tmp_path: Path) -> None
 @pytest.mark.slow
 @needs_nvcc
 def test_the_heaviest_points_of_the_tuning_space_build_for_sm_90_without_spills() -> None:
-    """Every point of the tuning space builds without spills (tools/smem_tile_corpus.py
-    --space gemm --hw h200 sweeps all 69); here the points with the most live state: 8 x 8
+    """Every point of the tuning space builds without spills (tools/corpus.py smem-tile
+    --only naive/gemm --space --hw h200 sweeps all 69); here the points with the most live state: 8 x 8
     outputs per thread, slices of 16, pipelined (256 x 64 x 16 took the most registers, 141)."""
     from kxform.search.kernel_space import kernel_space
 

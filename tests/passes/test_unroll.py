@@ -11,6 +11,7 @@ import pytest
 
 from conftest import CORPORA
 from kxform.api import space_of
+from kxform.engine.rewritten import edited_file
 from kxform.engine.pass_api import Outcome, PassContext, RunOptions
 from kxform.engine.policy import EXACT
 from kxform.engine.registry import default_registry
@@ -57,11 +58,11 @@ def test_refusals_name_their_reason() -> None:
     assert outcomes(result)["k"] is Outcome.MISSED and "NoUnrollableLoop" in remark_names(result)
     assert not result.changed
     beyond = rewrite(SGEMM.read_bytes(), f"unroll{{{INNER}=32}}", path=str(SGEMM))
-    (missed,) = [r for r in beyond.remarks if r.name == "BadFactor"]
+    (missed,) = [r for r in beyond.remarks if r.name == "BadValue"]
     assert f"{INNER}=32: not one of {{auto, 1, 2, 4, 8, 16, full}}" in missed.message and not beyond.changed
     elsewhere = rewrite(SGEMM.read_bytes(), "unroll{loop9=4}", path=str(SGEMM))
-    (missed,) = [r for r in elsewhere.remarks if r.name == "UnknownLoop"]
-    assert "loop9 is not a loop of any kernel in this file (loops: loop1, loop2)" in missed.message
+    (missed,) = [r for r in elsewhere.remarks if r.name == "UnknownParameter"]
+    assert "loop9 is not a parameter of any kernel in this file (parameters: loop1, loop2)" in missed.message
     nothing = rewrite(SGEMM.read_bytes(), "unroll", path=str(SGEMM))
     assert "NoEvidence" in remark_names(nothing) and not nothing.changed
 
@@ -76,7 +77,7 @@ def test_the_check_rejects_a_planted_factor_beyond_the_trip_count() -> None:
     planted = good.__class__.of("unroll", "sgemm_tiled", {INNER: "64"}, "planted")
     with pytest.raises(CheckFailed, match="not one of"):
         pass_.check(ctx, planted)
-    assert pass_.verify_policy(ctx, good).compare == EXACT
+    assert pass_.verify_policy(ctx, good, edited_file(ctx, pass_, [good]).model).compare == EXACT
 
 
 def test_factors_of_a_loop_bounded_through_a_name_survive_a_new_value_of_the_name() -> None:

@@ -102,7 +102,7 @@ def test_refusals_of_planted_shapes() -> None:
     (escapes,) = [r for r in rewrite(passed, "vectorize{width=4}").remarks if r.name == "Escapes"]
     assert "`inp` is used other than by a subscript" in escapes.message
     wide = rewrite(GELU.read_bytes(), "vectorize{width=8}", path=str(GELU))
-    (bad,) = [r for r in wide.remarks if r.name == "BadWidth"]
+    (bad,) = [r for r in wide.remarks if r.name == "BadValue"]
     assert "width=8: not one of {2, 4}" in bad.message and not wide.changed
     assert "NoEvidence" in remark_names(rewrite(GELU.read_bytes(), "vectorize", path=str(GELU)))
 

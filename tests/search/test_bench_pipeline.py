@@ -14,12 +14,12 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import ROOT, needs_nvcc
+from kxform.bench.naive_pairs import Version, check, load_pairs, verify
 
 TOOLS = ROOT / "tools"
 sys.path.insert(0, str(TOOLS))
 
 import bench_pipeline  # noqa: E402
-from naive_pairs import Version, check, load_pairs, verify  # noqa: E402
 
 SCRIPT = TOOLS / "bench_pipeline.py"
 
@@ -192,7 +192,7 @@ def test_also_at_the_defaults_leaves_one_configuration_the_pass_on_at_its_tuning
 
 
 def test_an_also_column_is_measured_against_the_same_yardstick(capsys: pytest.CaptureFixture[str]) -> None:
-    from pipeline_table import _also
+    from kxform.bench.pipeline_table import _also
 
     gemm_pair = load_pairs(("gemm",))[0]
     data = {"copy": None, "gemm": [{"shape": [1, 4096, 4096, 4096], "ms": 3.0}]}
@@ -288,7 +288,7 @@ def test_yardsticks_are_fractions_of_copy_bandwidth_and_cublas() -> None:
 
 
 def test_gpu_table_rows_and_geomean_line(capsys: pytest.CaptureFixture[str]) -> None:
-    from pipeline_table import print_table
+    from kxform.bench.pipeline_table import print_table
 
     rows = [
         {
@@ -374,10 +374,10 @@ def test_merge_joins_runs_in_manifest_order_and_refuses_runs_that_do_not_compare
 
 
 def test_the_study_tunes_the_default_pipeline_at_each_budget_and_counts_slow_evaluations() -> None:
-    """tools/search_study.py (`bench_pipeline.py --study`): its tune commands, and what it
+    """kxform/bench/search_study.py (`bench_pipeline.py --study`): its tune commands, and what it
     counts from a tune summary (planted: an evaluation at 2.5x the original is slow, one
     at 1.5x and a pruned one are not)."""
-    import search_study
+    from kxform.bench import search_study
 
     pair = load_pairs(("gemm",))[0]
     args = SimpleNamespace(passes="offered", budget=40, jobs=4, launch_budget=0.5)

@@ -1,4 +1,4 @@
-"""The GPU tuning benchmark's cases (tools/tune_cases.py) against the corpus, and the
+"""The GPU tuning benchmark's cases (kxform/bench/tune_cases.py) against the corpus, and the
 yardstick script's input checks. No GPU: what runs on the device is only reached here
 through what must hold before a device call is spent on it."""
 
@@ -13,7 +13,7 @@ from conftest import CORPORA, ROOT
 
 sys.path.insert(0, str(ROOT / "tools"))
 
-from tune_cases import CASES, Case  # noqa: E402
+from kxform.bench.tune_cases import CASES, Case
 
 if sys.version_info >= (3, 11):
     import tomllib

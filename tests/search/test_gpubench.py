@@ -34,9 +34,10 @@ ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ROOT / "tools"
 sys.path.insert(0, str(TOOLS))
 
-common = importlib.import_module("gpubench_common")
-selection = importlib.import_module("swizzle_selection")
 from kxform.profile import ncu_csv  # noqa: E402
+from kxform.bench import gpu as common  # noqa: E402
+from kxform.bench import swizzle_selection as selection  # noqa: E402
+from kxform.bench import l2_ncu_report  # noqa: E402
 
 select = importlib.import_module("bench_swizzle_select")
 l2_ncu = importlib.import_module("bench_l2_ncu")
@@ -326,10 +327,10 @@ def test_measurements_attach_to_orders_in_launch_order() -> None:
 
 
 def test_spearman_with_ties_and_degenerate_inputs() -> None:
-    assert l2_ncu.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
-    assert l2_ncu.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
-    assert l2_ncu.spearman([1, 2, 2, 3], [1, 3, 2, 4]) == pytest.approx(4.5 / (4.5 * 5) ** 0.5)
-    assert l2_ncu.spearman([1, 1, 1], [1, 2, 3]) is None and l2_ncu.spearman([1, 2], [2, 1]) is None
+    assert l2_ncu_report.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert l2_ncu_report.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert l2_ncu_report.spearman([1, 2, 2, 3], [1, 3, 2, 4]) == pytest.approx(4.5 / (4.5 * 5) ** 0.5)
+    assert l2_ncu_report.spearman([1, 1, 1], [1, 2, 3]) is None and l2_ncu_report.spearman([1, 2], [2, 1]) is None
 
 
 def test_correlations_skip_duplicate_orders() -> None:
@@ -347,7 +348,7 @@ def test_correlations_skip_duplicate_orders() -> None:
                 "measured_dram_write_bytes": 1,
             }
         )
-    c = l2_ncu.correlations([{"kernel": "k", "orders": orders}])
+    c = l2_ncu_report.correlations([{"kernel": "k", "orders": orders}])
     assert c["all"]["l2_hit_rate"] == {"pairs": 3, "spearman": pytest.approx(1.0)}
     assert c["per_kernel"]["k"]["dram_read_bytes"]["spearman"] == pytest.approx(-1.0)
     assert c["all"]["dram_write_bytes"]["spearman"] is None

@@ -1,10 +1,9 @@
-"""Kernel Tuner's replay for the benchmark (tools/kt_replay.py): a run stops at the
+"""Kernel Tuner's replay for the benchmark (kxform/bench/kt_replay.py): a run stops at the
 target through Kernel Tuner's own budget and reports the distinct configurations it
 evaluated, with their recorded times, in order."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,8 +11,8 @@ import pytest
 from kxform.search.recorded import load_recording
 from search_helpers import RESTRICTIONS, write_recording
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
-kt_replay = pytest.importorskip("kt_replay")
+from kxform.bench import kt_replay
+
 if kt_replay.kt_version() is None:
     pytest.skip("Kernel Tuner is not installed (the optional extra `bench`)", allow_module_level=True)
 

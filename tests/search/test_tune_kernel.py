@@ -95,15 +95,15 @@ def test_tile_and_swizzle_spaces_compose_with_an_off_choice_per_pass() -> None:
         "unroll",
         "swizzle",
     )  # swizzle after every pass that changes the grid  # its k loop's #pragma unroll factor too
-    # TILE is the tile pass's; __shared__: rows, vectorize, coarsen and split-reduce leave communicating threads alone
+    # TILE is the tile pass's; __shared__: rows, split-reduce, vectorize and coarsen leave communicating threads alone
     assert dict(every.not_offered).keys() == {
         "launch",
         "rows",
+        "split-reduce",
         "vectorize",
         "coarsen",
         "smem-tile",
         "refactor",
-        "split-reduce",
     }
     assert both.space.names == ("tile", "tile.TILE", "swizzle", "swizzle.pattern")
     assert [c.text for c in both.space.constraints][

@@ -1,21 +1,14 @@
-"""The corpus kernels the GPU tuning benchmarks tune, and what both benchmarks share:
-loading a case, requiring a GPU, writing the JSON result.
-
-Imported by tools/bench_tune_gpu.py and tools/bench_tune_kt_live.py (run as scripts,
-so this folder is on sys.path).
-"""
+"""The corpus kernels the GPU tuning benchmarks tune, and what they share: loading a
+case, requiring a GPU (tools/bench_tune_gpu.py, bench_tune_kt_live.py, bench_tune_multigpu.py)."""
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-CORPORA = ROOT / "corpora"
+from kxform.bench.output import fail
+from kxform.bench.paths import CORPORA, ROOT
 
 SGEMM_128_REQUIRE = (
     "BM == BN",  # one loop stages both slices: BM * BK == BK * BN elements
@@ -349,7 +342,7 @@ LAUNCH_CASES = (
     ),
 )
 """The block size alone (`--pass launch`) of every kernel the launch pass lifts and can
-verify (tools/launch_corpus.py): the corpus's and the launch fixtures' naive kernels.
+verify (tools/corpus.py launch --verify): the corpus's and the launch fixtures' naive kernels.
 Run them with `tools/bench_tune_gpu.py --case NAME/launch ...`."""
 COARSEN_CASES = (
     Case(
@@ -450,23 +443,3 @@ def profile_for(runtime: Any, given: str | None) -> str:
         if key in name:
             return profile
     return "h100"
-
-
-def write_json(path: str | None, data: dict[str, Any]) -> None:
-    if not path:
-        return
-    from kxform.workspace.files import write_atomic
-
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, (json.dumps(data, indent=2, default=str) + "\n").encode())
-    print(f"results written to {path}", file=sys.stderr)
-
-
-def fail(message: str, tool: str | None = None) -> None:
-    name = tool or os.path.basename(sys.argv[0])
-    print(f"{name}: {message}", file=sys.stderr)
-    raise SystemExit(2)
-
-
-def mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None

@@ -1,5 +1,5 @@
-"""What the GPU benchmarks of issue 15 share: the 2-D corpus kernels, their swizzle
-variants, the device check, time budgets and atomic JSON output.
+"""What the GPU benchmarks share: the 2-D corpus kernels, their swizzle variants, the
+device check and time budgets (their output: kxform.bench.output).
 
 Used by tools/bench_swizzle_select.py, tools/bench_l2_ncu.py and tools/bench_integrity.py;
 importable on a machine without a GPU, so every part but the timing runs (and is tested)
@@ -9,37 +9,28 @@ own probe.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import json
-import os
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, NoReturn
-
-ROOT = Path(__file__).resolve().parents[1]
+from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from kxform.errors import UsageError  # noqa: E402
-from kxform.frontend.source import SourceText, read_source, validate_bytes  # noqa: E402
-from kxform.harness.model import KernelSpec  # noqa: E402
-from kxform.harness.spec import load_spec  # noqa: E402
-from kxform.hw import HwProfile, load_profile, match_device  # noqa: E402
-from kxform.passes.swizzle.patterns import PATTERNS, RemapConfig  # noqa: E402
-
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
-"""0: ran; 1: ran, but something did not verify, measure or profile (see the table); 2: usage
-error or no GPU (one line on stderr)."""
+from kxform.errors import UsageError
+from kxform.frontend.source import SourceText, read_source, validate_bytes
+from kxform.harness.model import KernelSpec
+from kxform.harness.spec import load_spec
+from kxform.hw import HwProfile, load_profile, match_device
+from kxform.passes.swizzle.patterns import PATTERNS, RemapConfig
+from kxform.bench.output import EXIT_USAGE
+from kxform.bench.paths import CORPORA
 
 FIRST_KERNELS = ("sgemm_tiled", "transpose", "stencil5", "sgemm_128")
 """Run first (the kernels of docs/gpu-results.md and issue 12): they matter most when a
@@ -61,7 +52,7 @@ class CorpusKernel:
 def corpus_2d(names: Sequence[str] = ()) -> list[CorpusKernel]:
     """The corpus kernels with a 2-D grid that the swizzle pass applies to and nvcc builds,
     those of FIRST_KERNELS first; `names` selects entries (UsageError naming the known ones)."""
-    manifest = tomllib.loads((ROOT / "corpora" / "index.toml").read_text(encoding="utf-8"))["kernel"]
+    manifest = tomllib.loads((CORPORA / "index.toml").read_text(encoding="utf-8"))["kernel"]
     eligible = [
         e
         for e in manifest
@@ -75,8 +66,8 @@ def corpus_2d(names: Sequence[str] = ()) -> list[CorpusKernel]:
     chosen.sort(key=lambda e: FIRST_KERNELS.index(e["name"]) if e["name"] in FIRST_KERNELS else len(FIRST_KERNELS))
     out = []
     for entry in chosen:
-        spec = load_spec(ROOT / "corpora" / entry["spec"]).kernel(entry["kernel"])
-        out.append(CorpusKernel(entry["name"], spec.base_name, read_source(ROOT / "corpora" / entry["path"]), spec))
+        spec = load_spec(CORPORA / entry["spec"]).kernel(entry["kernel"])
+        out.append(CorpusKernel(entry["name"], spec.base_name, read_source(CORPORA / entry["path"]), spec))
     return out
 
 
@@ -168,7 +159,7 @@ def device_line(runtime: Any) -> str:
     return f"{info.name} ({info.arch}, {info.sm_count} SMs, {info.l2_bytes >> 20} MiB L2)"
 
 
-# ------------------------------------------------------------------- budget and output
+# ------------------------------------------------------------------- budget
 
 
 class Budget:
@@ -183,33 +174,3 @@ class Budget:
 
     def exhausted(self) -> bool:
         return self.seconds is not None and self.elapsed() >= self.seconds
-
-
-def write_json(path: str | None, data: dict[str, Any]) -> None:
-    """Write `data` to `path` atomically (temporary file in the same folder, then rename)."""
-    if not path:
-        return
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=1, default=str)
-            handle.write("\n")
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, with a usage error printed as one line (`tool: error: cause`), exit 2."""
-
-    def error(self, message: str) -> NoReturn:  # type: ignore[override]
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
-
-
-def usage_exit(tool: str, message: str) -> int:
-    """Print one usage-error line and return exit status 2."""
-    print(f"{tool}: error: {message}", file=sys.stderr)
-    return EXIT_USAGE

@@ -14,19 +14,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-from kxform.errors import KxformError, UsageError  # noqa: E402
-from kxform.frontend.source import SourceText, read_source  # noqa: E402
-from kxform.harness.model import KernelSpec  # noqa: E402
-from kxform.harness.spec import load_spec  # noqa: E402
+from kxform.bench.paths import CORPORA
+from kxform.errors import KxformError, UsageError
+from kxform.frontend.source import SourceText, read_source
+from kxform.harness.model import KernelSpec
+from kxform.harness.spec import load_spec
 
-NAIVE = ROOT / "corpora" / "naive"
+NAIVE = CORPORA / "naive"
 
 
 @dataclass(frozen=True)
@@ -162,10 +162,10 @@ def check(version: Version, hw: str, passes: tuple[str, ...]) -> dict[str, Any]:
 
 
 def structural(offered: tuple[str, ...], named: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """The offered passes that restructure how work is divided among threads (a pass class
-    with `structural = True`: kxform.engine.pass_api.Pass.structural), and those `named`: the dry run checks a point of each on its
-    own, so a new shape shows verified even where another pass's point comes first in the
-    composed space."""
+    """The offered passes that restructure how work is divided among threads
+    (`kxform.engine.pass_api.Pass.structural`), and those `named`: the dry run checks a
+    point of each on its own, so a new shape shows verified even where another pass's
+    point comes first in the composed space."""
     from kxform.engine.registry import default_registry
 
     registry = default_registry()
@@ -215,13 +215,6 @@ def build(version: Version, arch: str) -> dict[str, Any]:
         "registers": getattr(resources, "registers", None),
         "shared_bytes": getattr(resources, "shared_bytes", None),
     }
-
-
-def least_bytes(spec: KernelSpec, size: Any) -> int:
-    """Each input buffer read once, each output written once (inout both): the fewest
-    bytes the kernel must move through device memory at `size` (the copy yardstick's)."""
-    launch = spec.launch(size)
-    return sum(a.nbytes * (2 if a.role == "inout" else 1) for a in launch.args if a.kind == "buffer")
 
 
 def gemm_shape(pair: Pair, size: Any) -> tuple[int, ...] | None:

@@ -1,6 +1,4 @@
-"""One pass configuration applied to one corpus kernel, and what its verification
-established: the step every corpus tool (launch_corpus, tile_corpus, smem_tile_corpus,
-rows_corpus, vectorize_corpus) repeats per configuration.
+"""A pass over the corpus: what it applies to and refuses, and each configuration verified.
 
 `apply_config` runs the real pipeline, `kxform apply --check --verify cpu` on a copy of
 the kernel's directory (the pass's checks, nvcc, the differential run on the CPU runtime
@@ -10,29 +8,36 @@ result's `Outcome` and reason key, the `verify` check's `Status`, its `max_abs` 
 and the passes' composed verification policy. The sentences are carried for the table
 and never tested: a reworded message changes no verdict.
 
-Also the corpus listings the tools share (the manifest's kernels, the test fixtures'
-kernels, whether a harness spec names a kernel) and a pass's own candidates.
+`configurations` says which configurations of a pass a corpus run verifies: for a pass
+whose defaults are the code as written (tile, launch), the bare pass (it must verify
+bit-exact) and its nearest candidates; for one that proposes nothing without values
+(vectorize, coarsen, smem-tile, rows), its candidates, else the points of its space.
+`kernels` lists the corpus: the manifest (corpora/index.toml), the naive versions of the
+naive corpus (corpora/naive/index.toml) and the kernels of the test fixtures.
 """
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from kxform.api import analyse_kernel, explain, kernel_context
+from kxform.bench.paths import CORPORA, ROOT
+from kxform.engine.pass_api import CheckRecord, KernelResult, Outcome
+from kxform.engine.policy import VerifyPolicy
+from kxform.engine.registry import default_registry
+from kxform.engine.status import UNVERIFIABLE_LAUNCH, UNVERIFIED, VERIFY_INCONCLUSIVE, Status
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
-
-from kxform.engine.pass_api import CheckRecord, KernelResult, Outcome  # noqa: E402
-from kxform.engine.policy import VerifyPolicy  # noqa: E402
-from kxform.engine.status import UNVERIFIABLE_LAUNCH, UNVERIFIED, VERIFY_INCONCLUSIVE, Status  # noqa: E402
 
 COULD_NOT_TELL = frozenset({VERIFY_INCONCLUSIVE, UNVERIFIED, UNVERIFIABLE_LAUNCH})
 """Reason keys of a configuration nothing could judge: neither verified nor refuted."""
@@ -141,32 +146,75 @@ def apply_config(path: Path, pipeline: str, kernel: str, hw: str) -> Applied:
     return read_results([r for o in outcomes for r in o.results], kernel, error)
 
 
+# -- which configurations a corpus run verifies ------------------------------------------
+
+
 def candidates(path: Path, kernel: str, pass_name: str, hw: str) -> list[str]:
     """The pass's own candidates for the kernel (valid configurations nearest the
     original, best first), as pipeline specs."""
-    from kxform.api import _analysed
+    pass_ = default_registry().get(pass_name)()
+    ctx = kernel_context(path.read_bytes(), kernel, path=str(path), hw=hw)
+    return [p.label() for p in pass_.candidates(ctx, analyse_kernel(pass_, ctx, kernel))]
 
-    pass_, ctx, analysis = _analysed(path.read_bytes(), kernel, pass_name, str(path), hw, None)
-    return [p.label() for p in pass_.candidates(ctx, analysis)]
+
+def space_points(path: Path, kernel: str, pass_name: str, hw: str) -> list[str]:
+    """Every point of the kernel's space, within its constraints, at which the pass proposes
+    a rewrite (not at a factor of 1: the code as written), as pipeline specs."""
+    kind = default_registry().get(pass_name)
+    ctx = kernel_context(path.read_bytes(), kernel, path=str(path), hw=hw)
+    space = kind().space(ctx, analyse_kernel(kind(), ctx, kernel))
+    points = [dict(zip(space.names, combo)) for combo in itertools.product(*(p.values for p in space.params))]
+    out = []
+    for point in (p for p in points if space.params and not space.violations(space.resolve(p), ctx.hw)):
+        configured = kind.from_options({k: str(v) for k, v in point.items()})
+        analysis = analyse_kernel(configured, ctx, kernel)
+        if analysis.applicable and configured.default_proposal(ctx, analysis) is not None:
+            out.append(configured.spec())
+    return out
 
 
-def manifest() -> list[dict]:
+def configurations(path: Path, kernel: str, pass_name: str, hw: str, limit: int | None) -> list[str]:
+    """What a corpus run verifies of `pass_name` on `kernel`, as pipeline specs: the bare
+    pass first where its defaults are the code as written, then up to `limit` (None: all)
+    of its candidates, or of its space's points where it has no candidates."""
+    kind = default_registry().get(pass_name)
+    others = candidates(path, kernel, pass_name, hw) or space_points(path, kernel, pass_name, hw)
+    return ([pass_name] if kind.defaults_as_written else []) + others[:limit]
+
+
+# -- the corpus --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel of the corpus: its label (`naive/gelu_f32`), file and name."""
+
+    label: str
+    path: Path
+    name: str
+
+
+def manifest() -> list[dict[str, Any]]:
     """The entries of corpora/index.toml."""
-    return tomllib.loads((ROOT / "corpora" / "index.toml").read_text())["kernel"]
+    return tomllib.loads((CORPORA / "index.toml").read_text())["kernel"]  # type: ignore[no-any-return]
 
 
-def naive_pairs() -> list[dict]:
+def naive_pairs() -> list[dict[str, Any]]:
     """The entries of corpora/naive/index.toml."""
-    return tomllib.loads((ROOT / "corpora" / "naive" / "index.toml").read_text())["pair"]
+    return tomllib.loads((CORPORA / "naive" / "index.toml").read_text())["pair"]  # type: ignore[no-any-return]
 
 
-def manifest_kernels() -> list[tuple[str, Path, str]]:
-    """(label, file, kernel) for every entry of the corpus manifest."""
-    return [(e["name"], ROOT / "corpora" / e["path"], e["kernel"].split("<")[0]) for e in manifest()]
+def manifest_kernels() -> list[Kernel]:
+    return [Kernel(e["name"], CORPORA / e["path"], e["kernel"].split("<")[0]) for e in manifest()]
 
 
-def fixture_kernels() -> list[tuple[str, Path, str]]:
-    """(label, file, kernel) for every kernel of the `.cu` files under tests/fixtures that parse."""
+def naive_kernels() -> list[Kernel]:
+    """The naive version of every pair of the naive corpus."""
+    return [Kernel(f"naive/{p['name']}", CORPORA / "naive" / p["naive"], p["naive_kernel"]) for p in naive_pairs()]
+
+
+def fixture_kernels() -> list[Kernel]:
+    """Every kernel of the `.cu` files under tests/fixtures that parse."""
     from kxform.errors import InputError
     from kxform.frontend.cuda import parse_model
     from kxform.frontend.source import validate_bytes
@@ -178,8 +226,18 @@ def fixture_kernels() -> list[tuple[str, Path, str]]:
         except InputError:
             continue
         rel = path.relative_to(ROOT / "tests" / "fixtures")
-        out += [(f"fixtures/{rel.parent}/{k.name}", path, k.name) for k in model.kernels]
+        out += [Kernel(f"fixtures/{rel.parent}/{k.name}", path, k.name) for k in model.kernels]
     return out
+
+
+SETS = {"manifest": manifest_kernels, "naive": naive_kernels, "fixtures": fixture_kernels}
+"""The corpus's kernel sets, by name."""
+
+
+def kernels(sets: Sequence[str], only: Sequence[str] = ()) -> list[Kernel]:
+    """The kernels of the named sets whose label contains one of `only` (all when empty)."""
+    found = [k for name in sets for k in SETS[name]()]
+    return [k for k in found if not only or any(o in k.label for o in only)]
 
 
 def has_spec(path: Path, kernel: str) -> bool:
@@ -195,3 +253,36 @@ def has_spec(path: Path, kernel: str) -> bool:
     except KxformError:  # a spec without this kernel, or one that does not load
         return False
     return True
+
+
+def verdict(kernel: Kernel, pass_name: str, hw: str) -> dict[str, Any]:
+    """What the pass makes of the kernel (`kxform inspect --json`'s record)."""
+    return explain(kernel.path.read_bytes(), kernel.name, pass_name, path=str(kernel.path), hw=hw)
+
+
+def tuning_points(kernel: Kernel, pass_name: str, hw: str) -> list[str]:
+    """Every point of the pass's tuning space for the kernel (what `kxform tune` times) on
+    `hw`, as pipeline specs."""
+    from kxform.hw import load_profile
+    from kxform.search.kernel_space import kernel_space
+
+    tuned = kernel_space(kernel.path.read_bytes(), kernel.name, (pass_name,), path=str(kernel.path), hw=hw)
+    valid = tuned.search(load_profile(hw))
+    return [s for s in (tuned.spec(valid.config(r)) for r in range(len(valid))) if s]
+
+
+def checked(kernel: Kernel, spec: str, hw: str) -> tuple[bool, str]:
+    """`spec` through the pass's checks (its constraints, nvcc and ptxas for `hw`'s
+    architecture, re-parse, idempotence): whether it applied, and ptxas's registers (or
+    the check's words, or why it did not)."""
+    from kxform.api import rewrite
+
+    result = rewrite(kernel.path.read_bytes(), spec, path=str(kernel.path), hw=hw)
+    done = next(r for r in result.results if r.kernel == kernel.name)
+    if done.outcome is not Outcome.APPLIED:
+        return False, f"{done.outcome.value}: {(done.reasons or ('',))[0][:140]}"
+    record = next((c for c in done.checks if c.name == "resources"), None)
+    if record is None:
+        return True, "applied"
+    registers = record.figure("registers")
+    return True, f"{registers} registers" if registers else record.detail

@@ -21,8 +21,12 @@ from __future__ import annotations
 import json
 import math
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+Runner = Callable[[list[str], float, str], "tuple[int | None, str, str]"]
+"""Runs a command in a folder within a time limit: (exit code, None past it; stdout; stderr)."""
 
 VARIANTS = {
     "before": (40, ("--no-cost-model", "--no-cut-off", "--no-transfer"), False),
@@ -73,17 +77,18 @@ def variant_column(summary: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def study_column(pair: Any, args: Any, hw: str, shared: Path, tools: Any) -> dict[str, Any]:
-    """The three variants of one kernel. `tools`: bench_pipeline's module (its tune
-    command and its limited runner); `shared`: the folder of the shared databases."""
+def study_column(base: Callable[[Path], list[str]], run: Runner, shared: Path, timeout_s: float) -> dict[str, Any]:
+    """The three variants of one kernel. `base`: the kernel's `kxform tune --json` command
+    given a scratch folder (tools/bench_pipeline.py's); `run`: runs a command in a folder
+    within a time limit ((exit code or None past it, stdout, stderr)); `shared`: the folder
+    of the shared databases."""
     out: dict[str, Any] = {}
     for name, (budget, flags, share) in VARIANTS.items():
         with tempfile.TemporaryDirectory(prefix="kxform-study-") as scratch:
             db = shared / f"{name}.sqlite" if share else Path(scratch) / "tune.sqlite"
-            base = tools.tune_command(pair, args, hw, None, Path(scratch))
-            code, stdout, stderr = tools.run_limited(command(base, budget, flags, db), args.study_timeout, scratch)
+            code, stdout, stderr = run(command(base(Path(scratch)), budget, flags, db), timeout_s, scratch)
         if code is None:
-            out[name] = {"status": "timed out", "detail": f"ran past {args.study_timeout:g} s"}
+            out[name] = {"status": "timed out", "detail": f"ran past {timeout_s:g} s"}
             continue
         try:
             summary = json.loads(stdout) if code == 0 else None
