@@ -244,7 +244,17 @@ _ARITH_NODES = (
     *BINARY_OPS,
     *UNARY_OPS,
 )
-_LOGIC_NODES = (*_ARITH_NODES, ast.Compare, ast.BoolOp, ast.And, ast.Or, ast.Not, ast.Attribute, *COMPARE_OPS)
+_LOGIC_NODES = (
+    *_ARITH_NODES,
+    ast.Compare,
+    ast.BoolOp,
+    ast.And,
+    ast.Or,
+    ast.Not,
+    ast.Attribute,
+    ast.IfExp,
+    *COMPARE_OPS,
+)
 
 
 def _dotted(node: ast.AST) -> str:
@@ -262,7 +272,7 @@ def _disallowed(node: ast.AST, logic: bool) -> str | None:
     if not isinstance(node, allowed_nodes):
         allowed = f"+ - * / // % **, numbers, names and {', '.join(functions)}"
         if logic:
-            allowed += ", comparisons, and/or/not, dotted names"
+            allowed += ", comparisons, and/or/not, conditional expressions (a if c else b), dotted names"
         return f"'{type(node).__name__}' is not allowed (only {allowed})"
     if isinstance(node, ast.Constant):
         if isinstance(node.value, bool):
@@ -331,6 +341,9 @@ def _compile(node: ast.AST, logic: bool) -> Compiled:
         return lambda env: any(p(env) for p in parts)
     if isinstance(node, ast.Compare):
         return _compile_compare(node, logic)
+    if isinstance(node, ast.IfExp):
+        test, body, orelse = (_compile(n, logic) for n in (node.test, node.body, node.orelse))
+        return lambda env: body(env) if test(env) else orelse(env)
     raise _EvalError(f"cannot evaluate '{type(node).__name__}'")  # unreachable after parse
 
 

@@ -23,7 +23,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,8 @@ class Applied:
     """The differential run's check record (None: none ran)."""
     policy: VerifyPolicy | None = None
     """The applied passes' verification policies composed in pipeline order."""
+    rewritten: bytes = b""
+    """The file as the run would write it (empty when it would write nothing)."""
 
     @property
     def verified(self) -> bool:
@@ -143,7 +145,9 @@ def apply_config(path: Path, pipeline: str, kernel: str, hw: str) -> Applied:
         )
         _, outcomes = run_apply([str(copy / path.name)], config, emit=lambda text: None)
     error = "; ".join(o.error for o in outcomes if o.error)
-    return read_results([r for o in outcomes for r in o.results], kernel, error)
+    applied = read_results([r for o in outcomes for r in o.results], kernel, error)
+    written = next((o.transform.new_data for o in outcomes if o.transform is not None and o.transform.changed), b"")
+    return replace(applied, rewritten=written)
 
 
 # -- which configurations a corpus run verifies ------------------------------------------

@@ -24,7 +24,7 @@ from kxform.api import (
     tune,
 )
 from kxform.cli.progress import interactive
-from kxform.cli.tune_print import print_cluster, print_directory, print_kernel, print_sizes, print_job
+from kxform.cli.tune_print import print_cluster, print_directory, print_job, print_kernel, print_left_out, print_sizes
 from kxform.search.progress import Progress
 from kxform.search.strategy import DEFAULT, STRATEGIES
 from kxform.search.kernel_space import parse_passes
@@ -214,7 +214,9 @@ def run(args: argparse.Namespace) -> int:
     request = request_of(args)
     drawn = not args.json and interactive(sys.stderr)
     with Progress(enabled=drawn, total=request.search.evaluations, time_s=request.search.time_s) as progress:
-        listeners = Listeners(on_step=progress.step, on_job=None if args.json else print_job)
+        listeners = Listeners(
+            on_step=progress.step, on_job=None if args.json else print_job, on_left_out=print_left_out
+        )
         outcome = tune(request, listeners=listeners)
     show(outcome, args.json)
     return 1 if outcome.failed else 0

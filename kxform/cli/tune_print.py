@@ -106,6 +106,12 @@ def print_cluster(outcome: TuneOutcome, as_json: bool) -> None:
         print(f"skipped {skipped['kernel']}: {skipped['reason']}", file=sys.stderr)
 
 
+def print_left_out(kernel: str, name: str, why: str) -> None:
+    """A pass named with `--pass` that has nothing to tune in the kernel (the others are
+    tuned without it), on stderr before the search."""
+    print(printable(f"kxform: {name} left out of the tuning of '{kernel}': {why}"), file=sys.stderr)
+
+
 def print_job(result: JobResult) -> None:
     """One finished job of a cluster run, as it finishes."""
     best = result.best()

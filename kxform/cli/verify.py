@@ -1,5 +1,8 @@
 """`kxform verify`: run an original and a rewritten kernel on the same inputs and compare,
-or (`--program`) build and run two self-checking programs and compare what they print."""
+or (`--program`) build and run two self-checking programs and compare what they print.
+Each version is launched as its own file's launcher says (kxform.verify.own_launch): a
+rewrite that changed the launch with the kernel (rows, smem-tile, vectorize) is checked at
+its own grid and block, and the line `launch of 'K': ...` says which launch was used."""
 
 from __future__ import annotations
 
@@ -73,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
     if args.program:
         return _run_programs(args)
     from kxform.verify.differential import UnitFlags, pick_runtime, verify_pair, verify_reference
+    from kxform.verify.own_launch import pair_policy
     from kxform.verify.verdict import combined_status
 
     if not args.kernel:
@@ -105,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
     flags = UnitFlags(flags.include_dirs + include, flags.defines + defines)
     rewritten = read_source(args.rewritten) if args.rewritten else None
     reports = []
+    notes: list[str] = []
     with ProgressBar(unit="size") as bar:
         for kernel_spec in kernel_specs:  # every instantiation of a template the spec lists
 
@@ -116,10 +121,23 @@ def run(args: argparse.Namespace) -> int:
                     original, kernel_spec, runtime, sizes, args.seed, args.timeout, flags, progress=moved
                 )
             else:
+                policy, note = pair_policy(original, rewritten, kernel_spec.base_name, flags.compiler_args())
+                notes.append(f"kxform: launch of '{kernel_spec.name}': {note}")
                 report = verify_pair(
-                    original, rewritten, kernel_spec, runtime, sizes, args.seed, args.timeout, flags, progress=moved
+                    original,
+                    rewritten,
+                    kernel_spec,
+                    runtime,
+                    sizes,
+                    args.seed,
+                    args.timeout,
+                    flags,
+                    policy=policy,
+                    progress=moved,
                 )
             reports.append(report)
+    for note in notes:
+        print(printable(note))
     for report in reports:
         for verdict in report.sizes:
             print(printable(f"  {verdict.summary()}"), file=sys.stderr if not verdict.ok else sys.stdout)

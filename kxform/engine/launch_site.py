@@ -28,7 +28,7 @@ from kxform.engine.policy import LaunchBinding
 from kxform.frontend.c_expr import c_to_expr
 from kxform.frontend.launches import LaunchConfig, dim3_vars, host_vars
 from kxform.frontend.model import Function, LaunchSite, SourceModel, Span
-from kxform.frontend.queries import int_literals, int_value
+from kxform.frontend.queries import angle_brackets, int_literals, int_value
 
 WrittenKind = Literal["literal", "constant", "parameter", "expression"]
 LAUNCH_PARAMETERS = ("BLOCK_X", "BLOCK_Y", "BLOCK_Z", "MAX_THREADS", "MIN_BLOCKS")
@@ -57,8 +57,8 @@ class Written:
     constant locals from the launch.
 
     kind: `literal` (`256`, wherever it sits), `constant` (a macro or a file-scope
-    constant: `text` names it), `parameter` (a parameter of the launching function: a
-    value from its callers at run time), `expression` (anything else).
+    constant: `text` names it), `parameter` (a parameter of the launching function, or of
+    its template: a value from its callers), `expression` (anything else).
     """
 
     kind: WrittenKind
@@ -103,10 +103,11 @@ def _closes(data: bytes, open_at: int) -> int | None:
 def arg_spans(data: bytes, span: Span) -> tuple[Span, ...]:
     """The top-level comma-separated parts of `span` (`16, 16` -> two spans), stripped."""
     parts, depth, start = [], 0, span.start
+    angles = {span.start + i for i in angle_brackets(data[span.start : span.end].decode("latin-1"))}
     for i in range(span.start, span.end):
         char = data[i : i + 1]
-        depth += char in (b"(", b"[", b"{", b"<")
-        depth -= char in (b")", b"]", b"}", b">")
+        depth += char in (b"(", b"[", b"{") or (char == b"<" and i in angles)
+        depth -= char in (b")", b"]", b"}") or (char == b">" and i in angles)
         if char == b"," and depth == 0:
             parts.append(_strip(data, Span(start, i)))
             start = i + 1
@@ -177,9 +178,25 @@ def _follow(
         local = next((v for v in reversed(host_vars(model, host)) if v.name == text and v.span.end <= before), None)
         if local is not None:
             return _follow(model, host, before, _initializer(data, local.span), (*via, text), depth + 1)
-        if any(p.name == text for p in host.params):
-            return Written("parameter", text, span, via)
+        if any(p.name == text for p in host.params) or text in host.template_names:
+            return Written("parameter", text, span, via)  # a template's argument: its caller decides too
     return Written("constant", text, span, via)
+
+
+def spelled_in(model: SourceModel, function: Function, place: Written) -> int | None:
+    """Where `function`'s body spells the block size its launch writes at `place` other than
+    as `blockDim`: the constant's name (`blockIdx.x * NUM_THREADS`) or the literal scaling
+    a block index (`blockIdx.x * 256`); the offset, or None. A rewrite that changes the
+    block's shape must refuse such a body: it is written for that one value."""
+    body = model.source.data[function.body.start : function.body.end].decode("utf-8", "replace")
+    if place.kind == "constant":
+        pattern = rf"(?<![\w.]){re.escape(place.text)}(?!\w)"
+    elif place.kind == "literal" and place.value is not None:
+        pattern = rf"\bblockIdx\.[xyz]\s*\*\s*\(?{place.value}[uU]?\b|\b{place.value}[uU]?\s*\*\s*blockIdx\.[xyz]\b"
+    else:
+        return None
+    found = re.search(pattern, body)
+    return function.body.start + len(body[: found.start()].encode("utf-8")) if found else None
 
 
 def through_caller(model: SourceModel, config: LaunchConfig, place: Written) -> tuple[Written | None, tuple[int, ...]]:
@@ -187,7 +204,7 @@ def through_caller(model: SourceModel, config: LaunchConfig, place: Written) -> 
     the function's call sites in this file: the literal passed there when there is one
     call (kind `literal`, `argument_of` the parameter), else None; and the lines of the calls."""
     host = _host(model, config.site)
-    if host is None or place.kind != "parameter":
+    if host is None or place.kind != "parameter" or not any(p.name == place.text for p in host.params):
         return None, ()
     index = next(i for i, p in enumerate(host.params) if p.name == place.text)
     calls = [c for c in model.calls if c.callee == host.name]
@@ -215,10 +232,22 @@ def grid_spans(model: SourceModel, config: LaunchConfig, axis: int) -> tuple[Spa
     spans, _ = dim_spans(model, config, 0)
     if axis >= len(spans):
         return ()
+    return _computing(model, config, spans[axis])
+
+
+def shared_spans(model: SourceModel, config: LaunchConfig) -> tuple[Span, ...]:
+    """Every span whose text computes the launch's dynamic shared memory (`block_size *
+    sizeof(float)`, through the constant locals it reads); () when the launch has none."""
+    if len(config.site.config_spans) < 3:
+        return ()
+    return _computing(model, config, _strip(model.source.data, config.site.config_spans[2]))
+
+
+def _computing(model: SourceModel, config: LaunchConfig, first: Span) -> tuple[Span, ...]:
     host = _host(model, config.site)
     data = model.source.data
     locals_ = {v.name: v for v in host_vars(model, host) if v.span.end <= config.site.span.start} if host else {}
-    out, todo = [spans[axis]], [spans[axis]]
+    out, todo = [first], [first]
     while todo:
         span = todo.pop()
         for name in set(_NAME_RE.findall(data[span.start : span.end].decode("utf-8"))):
@@ -235,18 +264,21 @@ def set_written(place: Written, text: str, origin: str) -> Edit:
 
 
 def follow_block(
-    model: SourceModel, config: LaunchConfig, axis: int, old: Written, name: str, origin: str
+    model: SourceModel, config: LaunchConfig, axis: int, old: Written, name: str, origin: str, shared: bool = False
 ) -> list[Edit]:
     """Edits that make grid dimension `axis` divide by `name` where it divided by the
     block's old value: the literal itself (`256` -> `NAME`), and the literal one less that
-    a ceil-division adds (`+ 255` -> `+ NAME - 1`); a constant's name becomes `name`.
-    Spans that hold `old` itself are left to `set_written`."""
+    a ceil-division adds (`+ 255` -> `+ NAME - 1`); a constant's name, or the launching
+    function's parameter (`ceil_div(N, block_size)`), becomes `name`. Spans that hold
+    `old` itself are left to `set_written`. `shared`: the dynamic shared memory's
+    expression follows too (`block_size * sizeof(float)`: memory per thread of the block)."""
     data = model.source.data
     edits: list[Edit] = []
-    for span in grid_spans(model, config, axis):
+    spans = grid_spans(model, config, axis) + (shared_spans(model, config) if shared else ())
+    for span in spans:
         if span.contains(old.span) or old.span.contains(span):
             continue
-        if old.kind == "constant":
+        if old.kind in ("constant", "parameter"):
             for match in re.finditer(
                 rb"(?<![.\w])" + re.escape(old.text.encode()) + rb"(?![\w])", data[span.start : span.end]
             ):
@@ -264,6 +296,63 @@ def follow_block(
             elif lit.value == value - 1 and data[: lit.span.start].rstrip().endswith(b"+"):
                 edits.append(Edit(lit.span.start, lit.span.end, f"{name} - 1", origin))
     return edits
+
+
+def multiply_block(model: SourceModel, config: LaunchConfig, factor: str, origin: str) -> Edit:
+    """The launch's one-dimensional block multiplied by `factor` where the launch writes it:
+    `block_size` -> `block_size * F`, a `dim3` variable `block` -> `block.x * F` (the
+    variable keeps the value other code, a grid over `block.x`, reads), an inline
+    `dim3(n)` -> `dim3((n) * F)`."""
+    data = model.source.data
+    span = _strip(data, config.site.config_spans[1])
+    text = data[span.start : span.end].decode("utf-8")
+    if config.block_var is not None and text == config.block_var.name:
+        return Edit(span.start, span.end, f"{text}.x * {factor}", origin)
+    inline, _ = dim_spans(model, config, 1)
+    if not config.block_var and len(inline) == 1 and inline[0] != span:
+        inner = data[inline[0].start : inline[0].end].decode("utf-8")
+        return Edit(inline[0].start, inline[0].end, f"{_operand(inner)} * {factor}", origin)
+    return Edit(span.start, span.end, f"{_operand(text)} * {factor}", origin)
+
+
+def _operand(text: str) -> str:
+    """`text` as an operand of `*`: a name, a literal or a call as it is, else parenthesised."""
+    simple = re.fullmatch(r"[A-Za-z_][\w:.]*(?:\s*\((?:[^()]|\([^()]*\))*\))?|\d+[uUlL]*", text.strip())
+    return text.strip() if simple else f"({text.strip()})"
+
+
+AXIS_NAMES = ("x", "y", "z")
+
+
+def override(name: str, caller: str) -> str:
+    """A launch parameter `name` in place of a value the launcher's callers pass: `name`
+    where it is set above 0, the caller's value at 0 (the parameter's default)."""
+    return f"({name} > 0 ? {name} : {caller})"
+
+
+def override_of(place: Written, name: str | None = None) -> str | None:
+    """The caller's parameter of a dimension written as `override(name, caller)` (any
+    name when `name` is None); None for anything else."""
+    word = re.escape(name) if name else r"[A-Za-z_]\w*"
+    found = re.fullmatch(rf"\(?\s*(?P<n>{word})\s*>\s*0\s*\?\s*(?P=n)\s*:\s*(?P<caller>[A-Za-z_]\w*)\s*\)?", place.text)
+    return found.group("caller") if found and place.kind == "expression" else None
+
+
+def run_time_inputs(model: SourceModel, config: LaunchConfig) -> tuple[tuple[str, str], ...]:
+    """The launch's dimensions written as a parameter of the launching function (a block
+    size its caller passes, through `dim3` variables and locals or not, or overridden by a
+    launch parameter: `override`), as `(name, "block.x")`: the verifier reads each from the
+    spec's launch of the original (`LaunchBinding.inputs`), so a rewritten launch over
+    `block_size` can be evaluated."""
+    out: dict[str, str] = {}
+    for which, what in ((1, "block"), (0, "grid")):
+        for axis in range(3):
+            place = written(model, config, which, axis)
+            name = place.text if place is not None and place.kind == "parameter" else None
+            name = name or (override_of(place) if place is not None else None)  # at its default, the caller's
+            if name is not None and name not in out:
+                out[name] = f"{what}.{AXIS_NAMES[axis]}"
+    return tuple(out.items())
 
 
 def replace_config(site: LaunchSite, index: int, text: str, origin: str) -> Edit:
@@ -303,14 +392,21 @@ def launch_binding(
     defaults: Mapping[str, int],
     fixed: Mapping[str, int] | None = None,
     aliases: Mapping[str, str] | None = None,
+    inputs: Iterable[tuple[str, str]] | None = None,
+    every: bool = False,
 ) -> LaunchBinding | None:
     """The launch of `config` as expressions over the kernel's parameters and `names`: the
     host variables passed to the kernel are renamed to the parameters they are passed as
     (`rows` passed as `N`). A dimension that reads none of `names` stays the spec's own;
     None when one that does reads what the kernel does not receive. `aliases` renames host
-    names first (a launching function's parameter to the name its value is lifted into)."""
+    names first (a launching function's parameter to the name its value is lifted into).
+    `inputs`: the launcher's run-time values and the spec dimension each is read from
+    (`run_time_inputs` of the original launch; default: of `config` itself). `every`: each
+    dimension is read, none left to the spec (a launch read from a file of its own)."""
+    inputs = tuple(inputs if inputs is not None else run_time_inputs(model, config))
     names = set(names)
     aliases = dict(aliases or {})
+    runtime = {n for n, _ in inputs}
     host_to_param = {
         arg.strip(): param.name
         for arg, param in zip(config.site.args, kernel.params)
@@ -319,10 +415,12 @@ def launch_binding(
 
     def translate(text: str) -> str | None | bool:
         text = _NAME_RE.sub(lambda m: aliases.get(m.group(0), m.group(0)), text)
-        if not set(_NAME_RE.findall(text)) & names:
+        if not every and not set(_NAME_RE.findall(text)) & names:
             return True
-        renamed = _NAME_RE.sub(lambda m: host_to_param.get(m.group(0), m.group(0)), text)
-        return c_to_expr(renamed, names | set(host_to_param.values()), fixed)
+        renamed = _NAME_RE.sub(
+            lambda m: host_to_param.get(m.group(0), m.group(0)) if m.group(0) not in runtime else m.group(0), text
+        )
+        return c_to_expr(renamed, names | runtime | set(host_to_param.values()), fixed, logic=True)
 
     dims: list[tuple[str | None, ...]] = []
     for exprs in (config.grid, config.block):
@@ -337,6 +435,7 @@ def launch_binding(
     if shared is None:
         return None
     line = model.source.line_col(config.site.span.start)[0]
+    read = {n for d in (*dims[0], *dims[1], None if shared is True else str(shared)) if d for n in _NAME_RE.findall(d)}
     return LaunchBinding(
         dims[0],
         dims[1],
@@ -344,6 +443,7 @@ def launch_binding(
         tuple(values.items()),
         tuple(defaults.items()),
         f"{model.source.path}:{line}",
+        inputs=tuple((n, d) for n, d in inputs if n in read),
     )
 
 

@@ -80,6 +80,16 @@ class LaunchBinding:
     """Whether the expressions must reproduce the spec's launch at `defaults` before they
     are trusted. A launch stated with a new kernel body (a model-written template) has no
     original values to anchor it: it is evaluated as stated."""
+    inputs: tuple[tuple[str, str], ...] = ()
+    """Names the launcher receives at run time (a block size its caller passes: `("block_size",
+    "block.x")`), each read per size from the spec's launch of the original at the dimension
+    it sets there (`grid.x`..`grid.z`, `block.x`..`block.z`, `shared`). A pass parameter whose
+    original value is such a dimension is one too: `values` still set it in the rewritten
+    version."""
+    anchor: LaunchBinding | None = None
+    """The original version's launch read from its own file (`kxform verify A B`): at
+    `defaults` and `inputs` it must give the spec's launch; None: this binding's own
+    expressions at `defaults` must."""
     scratch: tuple[Scratch, ...] = ()
     """Buffers the rewritten kernel takes after the original's parameters (see Scratch)."""
 
@@ -93,7 +103,7 @@ class LaunchBinding:
     def to_json(self) -> dict[str, Any]:
         if self.is_spec:
             return {"launch": "spec"}
-        return {
+        out: dict[str, Any] = {
             "grid": list(self.grid or ()),
             "block": list(self.block or ()),
             "shared_bytes": self.shared_bytes,
@@ -102,6 +112,25 @@ class LaunchBinding:
             "origin": self.origin,
             **({"scratch": [s.to_json() for s in self.scratch]} if self.scratch else {}),
         }
+        if self.inputs:
+            out["inputs"] = dict(self.inputs)
+        if self.anchor is not None:
+            out["anchor"] = self.anchor.to_json()
+        return out
+
+    def describe(self) -> str:
+        """The launch in words: `grid [ceil_div(N, R)] block [R * L] at L=32,R=4 (from f.cu:31)`."""
+        if self.is_spec:
+            return "the spec's launch"
+        dims = [
+            f"{what} [{', '.join(e if e is not None else 'spec' for e in exprs)}]"
+            for what, exprs in (("grid", self.grid), ("block", self.block))
+            if exprs is not None
+        ]
+        if self.shared_bytes is not None:
+            dims.append(f"shared {self.shared_bytes} B")
+        runtime = f", {', '.join(f'{n} = spec {d}' for n, d in self.inputs)}" if self.inputs else ""
+        return f"{' '.join(dims)} at {_values(self.values)}{runtime} (from {self.origin or 'the source'})"
 
 
 SPEC_LAUNCH = LaunchBinding()
@@ -199,6 +228,7 @@ class VerifyPolicy:
             "the spec's launch"
             if self.launch.is_spec
             else f"launch from {self.launch.origin or 'the source'} at {_values(self.launch.values)}"
+            + "".join(f", {n} = the spec's {d}" for n, d in self.launch.inputs)
         )
         return f"{launch}; outputs {self.compare.describe()}"
 

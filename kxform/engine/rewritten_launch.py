@@ -34,15 +34,19 @@ def rewritten_launch(
     defaults: Mapping[str, int],
     fixed: Mapping[str, int] | None = None,
     aliases: Mapping[str, str] | None = None,
+    inputs: Iterable[tuple[str, str]] | None = None,
 ) -> LaunchBinding | None:
     """The first launch of `kernel_name` in the rewritten file `new` over the kernel's
-    parameters and the pass's `names` (kxform.engine.launch_site.launch_binding); None where
-    the file has no such launch or it reads what the kernel does not receive."""
+    parameters and the pass's `names` (kxform.engine.launch_site.launch_binding; `inputs`:
+    the original launcher's run-time values, `launch_site.run_time_inputs`); None where the
+    file has no such launch or it reads what the kernel does not receive."""
     launches = launch_configs(new, kernel_name)
     kernel = next((k for k in new.kernels if k.name == kernel_name), None)
     if not launches or kernel is None:
         return None
-    return launch_site.launch_binding(new, kernel, launches[0], names, values, defaults, fixed=fixed, aliases=aliases)
+    return launch_site.launch_binding(
+        new, kernel, launches[0], names, values, defaults, fixed=fixed, aliases=aliases, inputs=inputs
+    )
 
 
 def readable(binding: LaunchBinding | None) -> LaunchBinding:

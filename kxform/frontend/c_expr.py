@@ -5,8 +5,11 @@ kernel's scalar arguments (`(N + TILE - 1) / TILE`, `4 * TILE * (TILE + 1)`); th
 spells them in C: integer casts, `static_cast`, literal suffixes, `sizeof`, `std::min`.
 A grid rounded up through floating point, `ceil(((float)n) / ((float)block))` or
 `ceil(n / (double)256)`, is the integer `ceil_div(n, block)` for the operand ranges of a
-launch, and is read as that; so are host helpers named for it (`iDivUp`, `cdiv`, `DIV_UP`). Anything else the language lacks gives None: "not
-expressible", never a guess.
+launch, and is read as that; so are host helpers named for it (`iDivUp`, `cdiv`, `DIV_UP`).
+Launches also choose with conditions (`n < 1024 ? n : 1024`, `a && b`): with `logic`, those
+are read into the logic grammar's conditional expressions (`n if n < 1024 else 1024`), which
+a launch binding evaluates; a harness spec's size expressions stay arithmetic. Anything else
+the language lacks gives None: "not expressible", never a guess.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from kxform.errors import SpecError
-from kxform.expr import parse_expr
+from kxform.expr import parse_expr, parse_logic
 
 SIZEOF = {
     "char": 1,
@@ -103,10 +106,13 @@ def _ceil_to_ceil_div(text: str) -> str:
         text = f"{text[: match.start()]}ceil_div({parts[0].strip()}, {parts[1].strip()}){text[close + 1 :]}"
 
 
-def c_to_expr(text: str, names: Iterable[str], fixed: Mapping[str, int] | None = None) -> str | None:
+def c_to_expr(
+    text: str, names: Iterable[str], fixed: Mapping[str, int] | None = None, logic: bool = False
+) -> str | None:
     """A C integer expression over `names` (and literals) in kxform's expression language,
     or None when it reads anything else or uses what the language lacks. Names in `fixed`
-    (constants that are not parameters) are replaced by their values."""
+    (constants that are not parameters) are replaced by their values. `logic`: conditions
+    (`?:`, `&&`, `||`, `!`, comparisons) are read too, into the logic grammar."""
     out = _CEIL_DIV_NAMES_RE.sub("ceil_div(", _ceil_to_ceil_div(text))
     out = _CAST_RE.sub("", out)
     if fixed:
@@ -117,11 +123,74 @@ def c_to_expr(text: str, names: Iterable[str], fixed: Mapping[str, int] | None =
         )
     out = re.sub(r"static_cast<[^>]*>\s*", "", out)
     out = re.sub(r"\b(\d+)[uUlL]+\b", r"\1", out)
+    out = re.sub(r"(?<![.\w])(?:std::)?(min|max)\s*<[^<>()]*>\s*\(", r"\1(", out)
     out = re.sub(r"\bstd::(min|max)\b", r"\1", out)
     out = re.sub(r"\bsizeof\s*\(\s*([^)]*?)\s*\)", lambda m: str(SIZEOF.get(m.group(1), "sizeof")), out)
     out = " ".join(out.split())
+    if logic and re.search(r"[?&|]|!(?!=)", out):
+        out = _conditions(out)
+        if out is None:
+            return None
     try:
-        expr = parse_expr(out)
+        expr = parse_logic(out) if logic else parse_expr(out)
     except SpecError:
         return None
     return out if expr.variables <= set(names) else None
+
+
+def _conditions(text: str) -> str | None:
+    """C's conditions in the logic grammar: `c ? a : b` -> `(a if c else b)` (nested and
+    parenthesised ones too), `&&` -> `and`, `||` -> `or`, `!x` -> `not x`; None when a `?`
+    has no matching `:`."""
+    text = re.sub(r"&&", " and ", re.sub(r"\|\|", " or ", text))
+    text = re.sub(r"!(?!=)", " not ", text)
+    return _ternary(text)
+
+
+def _ternary(text: str) -> str | None:
+    depth, question = 0, None
+    for i, char in enumerate(text):
+        depth += char == "("
+        depth -= char == ")"
+        if char == "?" and depth == 0:
+            question = i
+            break
+    if question is None:
+        return _inside_parentheses(text)
+    depth, nested = 0, 0
+    for i in range(question + 1, len(text)):
+        char = text[i]
+        depth += char == "("
+        depth -= char == ")"
+        if depth:
+            continue
+        if char == "?":
+            nested += 1
+        elif char == ":" and nested:
+            nested -= 1
+        elif char == ":":
+            parts = [_ternary(t) for t in (text[:question], text[question + 1 : i], text[i + 1 :])]
+            if None in parts:
+                return None
+            test, body, orelse = (p.strip() for p in parts if p is not None)
+            return f"(({body}) if ({test}) else ({orelse}))"
+    return None
+
+
+def _inside_parentheses(text: str) -> str | None:
+    """`text` with a top-level `?:` in none of it, its parenthesised parts converted."""
+    out, i = [], 0
+    while i < len(text):
+        if text[i] != "(":
+            out.append(text[i])
+            i += 1
+            continue
+        close = _balanced(text, i)
+        if close is None:
+            return None
+        inner = _ternary(text[i + 1 : close])
+        if inner is None:
+            return None
+        out.append(f"({inner})")
+        i = close + 1
+    return "".join(out)

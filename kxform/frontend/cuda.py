@@ -312,18 +312,61 @@ def _launch(
     if "<" in kernel_text:
         kernel_text, _, rest = kernel_text.partition("<")
         template_args = "<" + rest
-    count = 5 if style == "hipLaunchKernelGGL" else 4
     arg_nodes = [a for a in args.named_children if a.type != "comment"]
+    if style == "hipLaunchKernelGGL":  # (kernel, grid, block, shared, stream, args...)
+        config_nodes, kernel_args = arg_nodes[1:5], arg_texts[5:]
+    else:  # cudaLaunchKernel(kernel, grid, block, void** args, shared, stream)
+        config_nodes = arg_nodes[1:3] + arg_nodes[4:6]
+        kernel_args = _argument_array(call, arg_nodes[3]) if len(arg_nodes) > 3 else ()
     return LaunchSite(
         kernel_text.split("::")[-1].strip(),
         template_args,
-        arg_texts[1:count],
-        arg_texts[count:],
+        tuple(_text(a) for a in config_nodes),
+        kernel_args,
         _span(call),
         style,
         function,
-        tuple(_span(a) for a in arg_nodes[1:count]),
+        tuple(_span(a) for a in config_nodes),
     )
+
+
+def _argument_array(call: tree_sitter.Node, array: tree_sitter.Node) -> tuple[str, ...]:
+    """The kernel arguments of a `cudaLaunchKernel` call: the elements of the `void*
+    args[] = {&a, &n};` it names (declared before the call in an enclosing block), or of
+    an array written in place, without their `&` and `(void*)` casts; () when not found."""
+    name = re.sub(r"^\(\s*void\s*\*\s*\*\s*\)\s*", "", _text(array)).strip()
+    elements = None
+    if array.type == "initializer_list":
+        elements = array
+    scope = call.parent
+    while elements is None and scope is not None:
+        if scope.type == "compound_statement":
+            for declaration in scope.named_children:
+                if declaration.type != "declaration" or declaration.start_byte > call.start_byte:
+                    continue
+                for init in declaration.named_children:
+                    target = init.child_by_field_name("declarator") if init.type == "init_declarator" else None
+                    value = init.child_by_field_name("value") if init.type == "init_declarator" else None
+                    while target is not None and target.type == "pointer_declarator":
+                        target = target.child_by_field_name("declarator")
+                    if (
+                        target is not None
+                        and target.type == "array_declarator"
+                        and value is not None
+                        and value.type == "initializer_list"
+                        and _text(target.child_by_field_name("declarator") or target) == name
+                    ):
+                        elements = value
+        scope = scope.parent
+    if elements is None:
+        return ()
+    out = []
+    for item in elements.named_children:
+        if item.type == "comment":
+            continue
+        text = re.sub(r"^\(\s*(?:const\s+)?void\s*\*\s*\)\s*", "", _text(item)).strip()
+        out.append(text[1:].strip() if text.startswith("&") else text)
+    return tuple(out)
 
 
 def parse_model(source: SourceText, tree: tree_sitter.Tree | None = None) -> SourceModel:

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from kxform.frontend.cuda import mask_for_parse
-from kxform.frontend.model import Function, LaunchSite, SourceModel, Span, once
+from kxform.frontend.model import Function, FunctionKind, LaunchSite, SourceModel, Span, once
 from kxform.frontend.queries import split_args
 
 
@@ -178,6 +178,7 @@ def launch_configs(model: SourceModel, kernel: str) -> tuple[LaunchConfig, ...]:
         used: dict[str, HostVar] = {}
         fields: dict[str, tuple[str, ...]] = {name: var.args for name, var in variables.items()}
         fields.update(_function_macros(model))
+        fields.update(helper_functions(model))
         grid, grid_var = _dims(site.config[0], variables)
         block, block_var = _dims(site.config[1], variables)
         grid, block = (tuple(_expand(t, scalars, used, fields) for t in dims) for dims in (grid, block))
@@ -204,12 +205,43 @@ def _function_macros(model: SourceModel) -> dict[str, tuple[str, ...]]:
     return out
 
 
+_RETURN_RE = re.compile(r"\{\s*return\s+(?P<expr>[^;{}]+);\s*\}", re.S)
+
+
+def helper_functions(model: SourceModel) -> dict[str, tuple[str, ...]]:
+    """Host helpers of the file whose body is one `return EXPR;` (`int ceil_div(int a, int
+    b) { return (a + b - 1) / b; }`, a template too), in the form of `_function_macros`: a
+    launch's `ceil_div(N, block_size)` is read as what the helper returns. Once per model."""
+    return once(model, "launch_helpers", lambda: _helper_functions(model))
+
+
+def _helper_functions(model: SourceModel) -> dict[str, tuple[str, ...]]:
+    data = _masked(model)
+    out: dict[str, tuple[str, ...]] = {}
+    host = [f for f in model.functions if f.kind is FunctionKind.HOST or f.host_too]
+    names = [f.name for f in model.functions]
+    for function in host:
+        if names.count(function.name) != 1 or not function.params:
+            continue  # an overload set: which one a call takes is the compiler's to say
+        found = _RETURN_RE.fullmatch(data[function.body.start : function.body.end].decode("utf-8", "replace"))
+        if found is not None:
+            body = " ".join(found.group("expr").split())
+            out[_MACRO_KEY + function.name] = (body, *(p.name for p in function.params))
+    return out
+
+
 def expand_function_macros(text: str, fields: dict[str, tuple[str, ...]]) -> str:
-    """`text` with each call of a function-like macro replaced by its body, the arguments
-    (parenthesised) in place of the parameters."""
+    """`text` with each call of a function-like macro (or a helper function: a template's
+    arguments `<int>` dropped) replaced by its body, the arguments (parenthesised) in place
+    of the parameters."""
     for _ in range(4):
         match = next(
-            (m for m in re.finditer(r"(?<![.\w])([A-Za-z_]\w*)\s*\(", text) if _MACRO_KEY + m.group(1) in fields), None
+            (
+                m
+                for m in re.finditer(r"(?<![.\w])([A-Za-z_]\w*)\s*(?:<[^<>();]*>\s*)?\(", text)
+                if _MACRO_KEY + m.group(1) in fields
+            ),
+            None,
         )
         if match is None:
             return text

@@ -429,12 +429,25 @@ def template_params(function: Function) -> tuple[TemplateParam, ...]:
     return tuple(out)
 
 
+_TEMPLATE_ARGS_RE = re.compile(r"(?<=\w)(\s*<)[\w\s,:*&]*>")
+
+
+def angle_brackets(text: str) -> frozenset[int]:
+    """The offsets of the `<` and `>` in `text` that bracket template arguments
+    (`std::min<int>`, `<float, 64>`), not comparisons (`n > 0 ? n : 1`)."""
+    out: set[int] = set()
+    for match in _TEMPLATE_ARGS_RE.finditer(text):
+        out.update((match.end(1) - 1, match.end() - 1))
+    return frozenset(out)
+
+
 def split_args(text: str) -> list[str]:
-    """Split at top-level commas (commas inside (), <>, [] and {} stay)."""
+    """Split at top-level commas (commas inside (), template <>, [] and {} stay)."""
     parts, depth, current = [], 0, ""
-    for char in text:
-        depth += char in "(<[{"
-        depth -= char in ")>]}"
+    angles = angle_brackets(text)
+    for i, char in enumerate(text):
+        depth += char in "([{" or (char == "<" and i in angles)
+        depth -= char in ")]}" or (char == ">" and i in angles)
         if char == "," and depth == 0:
             parts.append(current.strip())
             current = ""

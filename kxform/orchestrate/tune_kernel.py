@@ -73,6 +73,8 @@ def tune_merged(
     source = read_source(request.path)
     check_kernel(source, str(request.kernel))
     objective, space = objective_of(request, source)
+    if isinstance(objective, KernelObjective):
+        listeners.left_out(request, objective.space)
     replayed = request.measure.recording is not None
     # a replayed --write is confirmed on the CPU runtime: its spec, space and build are checked before the search
     checker = cpu_checker(request, source) if request.output.write and replayed else None

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kxform.errors import UsageError
+from kxform.search.kernel_space import KernelSpace
 from kxform.search.spread import JobResult
 from kxform.search.strategy import DEFAULT
 from kxform.search.tuner import Step
@@ -172,6 +173,16 @@ class Listeners:
     """Each evaluation of a kernel's search, as it is recorded."""
     on_job: Callable[[JobResult], None] | None = None
     """Each finished job of a directory spread over a Ray cluster."""
+    on_left_out: Callable[[str, str, str], None] | None = None
+    """(kernel, pass, reason) for each pass named in `passes` that has nothing to tune in
+    the kernel: the others are tuned without it (heard before the search starts)."""
+
+    def left_out(self, request: TuneRequest, space: KernelSpace) -> None:
+        """Tell `on_left_out` of the named passes `space` left out."""
+        if request.passes is None or self.on_left_out is None:
+            return
+        for name, why in space.not_offered:
+            self.on_left_out(space.kernel, name, why)
 
 
 QUIET = Listeners()

@@ -51,6 +51,7 @@ def run_sizes(request: TuneRequest, listeners: Listeners = QUIET) -> TuneOutcome
     summaries: list[dict[str, Any]] = []
     with _closing(log), build_flags(request) as merged:
         space = space_of(merged, source)
+        listeners.left_out(request, space)
         if dispatch is not None:  # names that clash in C++, sizes with equal values: before any evaluation
             render(
                 build_table(

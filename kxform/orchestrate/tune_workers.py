@@ -60,6 +60,8 @@ def run_workers(request: TuneRequest, listeners: Listeners = QUIET) -> TuneOutco
     source = read_source(request.path)
     check_kernel(source, request.kernel)
     recipe, space = _recipe(request, source)
+    if isinstance(recipe, KernelRecipe):
+        listeners.left_out(request, recipe.space)
     replayed = isinstance(recipe, ReplayRecipe)
     options = tune_options(request, start_at_defaults=not replayed)
     pool = WorkerPool(backend(recipe))

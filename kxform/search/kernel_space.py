@@ -1,8 +1,9 @@
 """The tuning space of a kernel under a set of passes, and the pipeline at each point.
 
-Which passes: those named by `--pass`, or, without it, every registered pass that has
-something to tune in the kernel (no blocker and a non-empty `Pass.tuning_space`), in
-the order the registry derives from the passes' `requires`. What each contributes is
+Which passes: those named by `--pass` that have something to tune in the kernel (no
+blocker and a non-empty `Pass.tuning_space`; the others are left out, each with its
+reason), or, without it, every registered pass that has, in the order the registry
+derives from the passes' `requires`. What each contributes is
 its own business (`Pass.tuning_space`: the tile pass its lifted tile sizes at powers of
 two, swizzle its bound library remaps); `kxform.search.compose` namespaces and composes
 them, with a per-pass "off" choice so the space's defaults are the code as it is.
@@ -98,9 +99,10 @@ def kernel_space(
     registry: Registry | None = None,
 ) -> KernelSpace:
     """The tuning space of `kernel` under `passes` (None: every pass of `registry`, the
-    default registry, that offers something), with the extra constraints `require`.
-    UsageError naming the reason when a named pass refuses the kernel, or when no pass
-    has anything to tune in it."""
+    default registry, that offers something), with the extra constraints `require`. A
+    named pass with nothing to tune in the kernel is left out with its reason
+    (`KernelSpace.not_offered`) and the others are tuned; NothingToTune, naming every
+    reason, when none of them (or no pass at all) has anything to tune."""
     from kxform.core import analyse_kernel, kernel_context
 
     registry = registry or default_registry()
@@ -123,12 +125,12 @@ def kernel_space(
             if space.params
             else ("NothingToTune", "it offers nothing to tune in this kernel")
         )
-        if passes is not None:
-            raise NothingToTune(
-                f"{path}: '{kernel}' has nothing to tune under {pass_.name}: {why}", ((pass_.name, key, why),)
-            )
         refused.append((pass_.name, key, why))
+    if not parts and passes is not None and len(refused) == 1:
+        name, key, why = refused[0]
+        raise NothingToTune(f"{path}: '{kernel}' has nothing to tune under {name}: {why}", tuple(refused))
     if not parts:
         shown = "; ".join(f"{name}: {why}" for name, _, why in refused) or "no pass is registered"
-        raise NothingToTune(f"{path}: '{kernel}' has nothing to tune under any pass ({shown})", tuple(refused))
+        which = "any pass named" if passes is not None else "any pass"
+        raise NothingToTune(f"{path}: '{kernel}' has nothing to tune under {which} ({shown})", tuple(refused))
     return KernelSpace(kernel, compose(parts, require, kernel), tuple((name, why) for name, _, why in refused))

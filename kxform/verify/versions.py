@@ -7,9 +7,12 @@ tile changes the grid and the block): those are evaluated per size with the kern
 scalar arguments and the pass's parameters bound. Before they are trusted they must
 reproduce the spec's launch at the original parameter values, at every size; when they
 do not, the launch of the rewritten version is unknown and the verdict is "could not
-tell", never "ok". Scratch buffers the rewritten kernel takes after the original's
-parameters (kxform.engine.policy.Scratch) are added to its arguments here, sized at the
-rewritten launch; the request builder fills them with zeros.
+tell", never "ok". A launcher that takes a dimension from its caller at run time (`block_size`)
+names it as an input of the binding: its value at each size is the spec's launch of the
+original at that dimension, so the rewritten launch is computed in the same terms
+(`ceil_div(N, block_size / LANES)`). Scratch buffers the rewritten kernel takes after the
+original's parameters (kxform.engine.policy.Scratch) are added to its arguments here,
+sized at the rewritten launch; the request builder fills them with zeros.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from dataclasses import replace
 
 from kxform.engine.policy import LaunchBinding, OutputCompare, Scratch
 from kxform.errors import SpecError
-from kxform.expr import parse_expr
+from kxform.expr import parse_logic
 from kxform.harness.launch import ResolvedArg, ResolvedLaunch
 from kxform.harness.model import CompareSpec
 from kxform.runtime.base import KernelParam, RuntimeError_
@@ -58,19 +61,39 @@ def _dims(
 
 
 def _int(text: str, env: dict[str, int], what: str) -> int:
+    """A launch dimension: arithmetic, and the conditions a launcher chooses with
+    (`n if n < 1024 else 1024`), in the logic grammar."""
     try:
-        return parse_expr(text).evaluate_int(env)
+        return parse_logic(text).evaluate_int(env)
     except SpecError as exc:
         raise LaunchUndecided(f"{what} '{text}': {exc.cause}") from None
+
+
+def _inputs(resolved: ResolvedLaunch, binding: LaunchBinding) -> dict[str, int]:
+    """The launcher's run-time values (`block_size`), read from the spec's launch."""
+    launch = {
+        **{f"grid.{a}": v for a, v in zip("xyz", resolved.grid)},
+        **{f"block.{a}": v for a, v in zip("xyz", resolved.block)},
+        "shared": resolved.shared_bytes,
+    }
+    out = {}
+    for name, dim in binding.inputs:
+        if dim not in launch:
+            raise LaunchUndecided(f"could not tell: '{name}' is read from '{dim}', which is no launch dimension")
+        out[name] = launch[dim]
+    return out
 
 
 def _launch(
     resolved: ResolvedLaunch, params: Sequence[KernelParam], binding: LaunchBinding, original: bool
 ) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
-    env = {**_scalars(resolved, params), **binding.env(original)}
-    grid = _dims(binding.grid, resolved.grid, env, "grid")
-    block = _dims(binding.block, resolved.block, env, "block")
-    shared = resolved.shared_bytes if binding.shared_bytes is None else _int(binding.shared_bytes, env, "shared")
+    inputs = _inputs(resolved, binding)
+    scalars = _scalars(resolved, params)
+    env = {**scalars, **binding.env(True), **inputs} if original else {**scalars, **inputs, **binding.env(False)}
+    exprs = binding.anchor if original and binding.anchor is not None else binding
+    grid = _dims(exprs.grid, resolved.grid, env, "grid")
+    block = _dims(exprs.block, resolved.block, env, "block")
+    shared = resolved.shared_bytes if exprs.shared_bytes is None else _int(exprs.shared_bytes, env, "shared")
     return grid, block, shared
 
 
@@ -91,6 +114,7 @@ def rewritten_launch(resolved: ResolvedLaunch, params: Sequence[KernelParam], bi
         raise LaunchUndecided(f"rewritten launch grid {grid} block {block} is not a valid launch")
     env = {
         **_scalars(resolved, params),
+        **_inputs(resolved, binding),
         **binding.env(False),
         **{
             f"{what}_{axis}": dims[i]

@@ -171,7 +171,7 @@ def _guards(model: SourceModel, geometry: Geometry, closure: frozenset[str]) -> 
             body = model.source.data[function.body.start : function.body.end].decode("utf-8", "replace")
             for match in re.finditer(rf"(?<![\w.])(?:{names})\s*<\s*(\d+)\b", body):
                 bound = int(match.group(1))
-                if 1 < bound <= dim.value:
+                if 1 < bound <= (dim.value or 1024):  # a caller's block size: any guard may bind it
                     out.append(
                         Constraint.parse(
                             f"{dim.name} >= {bound}",

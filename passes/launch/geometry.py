@@ -5,10 +5,14 @@ file (kxform.engine.launch_site.written): a literal at the launch (`<<<g, 256>>>
 `dim3` (`dim3 block(16, 16)`, `dim3(32, 8)`), in a constant local the launch reads
 (`const int block_size = 128;`), or a macro from an included header. It becomes a
 parameter named after the kernel (`GELU_FORWARD_BLOCK_X`) when every launch writes it
-the same way and nothing else reads what is rewritten. Refused, with the reason:
+the same way and nothing else reads what is rewritten. A parameter of the launching
+function (`block_size`, its callers decide it at run time) is followed to the literal its
+one caller in the file passes, else it becomes a parameter that overrides it where set
+(`(NAME > 0 ? NAME : block_size)`; 0, the default, keeps the caller's value). Refused,
+with the reason:
 
-* a value from the launcher's callers (`RunTimeBlockSize`), an expression
-  (`BlockExpression`), launches that disagree (`LaunchesDisagree`), no launch in the file;
+* an expression (`BlockExpression`), launches that disagree (`LaunchesDisagree`), no
+  launch in the file;
 * a file-scope constant of this file (`TileParameter`): the tile pass lifts those, with
   the kernel's uses of them, so each value has one owner;
 * a launch variable other code also reads (`HostUse`), or that launches another kernel.
@@ -19,10 +23,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kxform.engine.launch_site import Written, other_uses, parameter_name, through_caller, written
+from kxform.engine.launch_site import (
+    Written,
+    dim_spans,
+    grid_spans,
+    other_uses,
+    override_of,
+    parameter_name,
+    shared_spans,
+    through_caller,
+    written,
+)
 from kxform.frontend.launches import LaunchConfig, launch_configs
 from kxform.frontend.model import Function, FunctionKind, SourceModel
-from kxform.frontend.queries import constant_defs
+from kxform.frontend.queries import constant_defs, int_value
 from kxform.passes.launch.bounds import LaunchBound, find_bounds
 
 AXES = "XYZ"
@@ -45,6 +59,10 @@ class BlockDim:
     lifted: bool
     """Already a parameter (the launches read the guarded macro `name`)."""
     line: int
+    caller: str | None = None
+    """The launching function's parameter the block size is, where its callers decide it at
+    run time (`block_size`): `name` overrides it where set above 0, and its default, 0,
+    leaves the caller's value (`value` is then 0)."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +164,8 @@ def _dimension(
             "LaunchesDisagree", f"the launches of '{kernel.name}' give the block different numbers of dimensions", where
         )
     present = [_caller_value(model, lc, p) for lc, p in zip(launches, places) if p is not None]
+    if any(p.kind == "parameter" or override_of(p, name) for p in present):
+        return _run_time(model, kernel, launches, axis, present, name)
     for place in present:
         refusal = _refuse_place(model, kernel, place, name, values)
         if refusal is not None:
@@ -168,6 +188,47 @@ def _dimension(
         return None, leak
     lifted = all(p.kind == "constant" and p.text == name for p in present)
     return BlockDim(name, axis, value, tuple(present), lifted, line(present[0].span.start)[0]), None
+
+
+def _run_time(
+    model: SourceModel,
+    kernel: Function,
+    launches: tuple[LaunchConfig, ...],
+    axis: int,
+    places: list[Written],
+    name: str,
+) -> tuple[BlockDim | None, Refusal | None]:
+    """A block size the launching function's callers pass: a parameter `name` that
+    overrides it where set (0, its default, keeps the caller's value). Every launch must
+    take it from a parameter, and nothing else in the launcher may read that parameter
+    (the override would not reach it: a shared-memory size, an allocation)."""
+    line = model.source.line_col
+    callers = [override_of(p, name) or (p.text if p.kind == "parameter" else None) for p in places]
+    if None in callers:
+        shown = ", ".join(f"{p.text} (line {line(p.span.start)[0]})" for p in places)
+        return None, Refusal(
+            "LaunchesDisagree",
+            f"the launches of '{kernel.name}' write block.{'xyz'[axis]} as {shown}: some from a caller, some not",
+            launches[0].site.span.start,
+        )
+    for config, place, caller in zip(launches, places, callers):
+        host = next((f for f in model.functions if f.name == config.site.function), None)
+        block, _ = dim_spans(model, config, 1)  # `dim3 block(side, side)`: each axis gets its own parameter
+        grids = [span for axis in range(3) for span in grid_spans(model, config, axis)]
+        shared = shared_spans(model, config) if len(block) == 1 else ()  # a 1-D block's shared size follows it
+        allowed = [place.span, *block, *grids, *shared]
+        use = other_uses(model, host, caller, allowed) if host is not None and caller is not None else None
+        if use is not None:
+            return None, Refusal(
+                "HostUse",
+                f"'{caller}', the block size the callers of '{config.site.function}' pass to '{kernel.name}', is also "
+                f"read by host code (line {use}): a block size set in its place would not reach that code",
+                place.span.start,
+            )
+    lifted = all(override_of(p, name) for p in places)
+    macro = model.macro(name) if lifted else None
+    value = (int_value(macro.body) if macro is not None else None) or 0  # lifted: the value it is set to
+    return BlockDim(name, axis, value, tuple(places), lifted, line(places[0].span.start)[0], callers[0]), None
 
 
 def _caller_value(model: SourceModel, config: LaunchConfig, place: Written) -> Written:

@@ -151,9 +151,12 @@ class Launch(ValuesPass):
             for p in points
             if p != defaults and math.prod(int(p[n]) for n in names) >= MIN_THREADS and space.is_valid(p, ctx.hw)
         ]
+        callers = {d.name for d in dims if d.caller}
+        reference = {n: int(v) or 256 for n, v in defaults.items()}  # a caller's block size: nearest 256 first
+        measured = [n for n in space.names if int(defaults[n]) or n in callers]  # not an added bound's 0 (none)
         valid.sort(
             key=lambda p: (
-                sum(abs(math.log2(int(p[n]) / int(defaults[n]))) for n in space.names if int(defaults[n])),
+                sum(abs(math.log2(max(1, int(p[n])) / reference[n])) for n in measured),
                 sorted(p.items()),
             )
         )
@@ -169,10 +172,14 @@ class Launch(ValuesPass):
         space = super().tuning_space(ctx, analysis)
         if not space.params:
             return space
-        block = [n for n in space.names if n in _facts(ctx, analysis.kernel.name).geometry.names]
-        floor = Constraint.parse(
-            f"{' * '.join(block)} >= {MIN_THREADS}",
-            "at least a warp of threads per block (a smaller one leaves lanes idle)",
+        geometry = _facts(ctx, analysis.kernel.name).geometry
+        block = [n for n in space.names if n in geometry.names]
+        floor = _unless_caller(
+            Constraint.parse(
+                f"{' * '.join(block)} >= {MIN_THREADS}",
+                "at least a warp of threads per block (a smaller one leaves lanes idle)",
+            ),
+            geometry,
         )
         return ParamSpace(space.params, (*space.constraints, floor))
 
@@ -198,7 +205,7 @@ class Launch(ValuesPass):
         if config == fact.space.defaults():
             return records
         new = edited_file(ctx, self, [proposal])
-        if policy.launch_binding(new.model, fact.geometry, config) is None:
+        if policy.launch_binding(ctx.model, new.model, fact.geometry, config) is None:
             raise CheckFailed(
                 "launch",
                 f"the launch of '{proposal.kernel}' reads values the kernel does not receive, "
@@ -223,7 +230,9 @@ class Launch(ValuesPass):
     def verify_policy(self, ctx: PassContext, proposal: Proposal, rewritten: SourceModel) -> VerifyPolicy:
         fact = _facts(ctx, proposal.kernel)
         communicates = ctx.analysis(Communication, _kernel(ctx, proposal.kernel)).found
-        return policy.verify_policy(rewritten, fact.geometry, communicates, fact.space.resolve(proposal.options))
+        return policy.verify_policy(
+            ctx.model, rewritten, fact.geometry, communicates, fact.space.resolve(proposal.options)
+        )
 
     def describe(self, ctx: PassContext, analysis: KernelAnalysis) -> dict[str, Any]:
         fact = _facts(ctx, analysis.kernel.name)
@@ -268,14 +277,16 @@ def _compute_facts(ctx: AnalysisInput, kernel: Function) -> Facts:
     params = tuple(
         Param.int_range(
             d.name,
-            1,
+            0 if d.caller else 1,
             1024,
             d.value,
-            doc=f"block.{'xyz'[d.axis]} of '{kernel_name}'",
+            doc=f"block.{'xyz'[d.axis]} of '{kernel_name}'"
+            + (f" (0: the '{d.caller}' its launcher's callers pass)" if d.caller else ""),
             origin=f"{model.source.path}:{d.line}",
         )
         for d in geometry.dims
     )
+    constraints = [_unless_caller(c, geometry) for c in constraints]
     params += tuple(
         Param.int_range(
             b.name,
@@ -302,6 +313,16 @@ def _compute_facts(ctx: AnalysisInput, kernel: Function) -> Facts:
     return Facts(geometry, space if not blockers else ParamSpace(), closure, blockers)
 
 
+def _unless_caller(constraint: Constraint, geometry: Geometry) -> Constraint:
+    """A constraint on a block size the callers pass holds where the parameter keeps their
+    value (0): what they pass is theirs to keep valid."""
+    callers = [d.name for d in geometry.dims if d.caller and d.name in constraint.params]
+    if not callers:
+        return constraint
+    kept = " or ".join(f"{n} == 0" for n in callers)
+    return Constraint.parse(f"{kept} or ({constraint.text})", constraint.reason, constraint.origin)
+
+
 def _may_add_bounds(model: SourceModel, kernel: Function, geometry: Geometry) -> bool:
     """Launch bounds may be added where the kernel has none, every launch of the file takes
     the lifted block (the attribute's maximum), and the block's names can be defined before
@@ -309,6 +330,7 @@ def _may_add_bounds(model: SourceModel, kernel: Function, geometry: Geometry) ->
     if (
         geometry.bounds
         or not geometry.dims
+        or any(d.caller for d in geometry.dims)
         or re.search(rb"__launch_bounds__", model.source.data[kernel.span.start : kernel.body.start])
     ):
         return False

@@ -15,6 +15,7 @@ outputs were in fact bit-identical.
 from __future__ import annotations
 
 from kxform.analysis.communication import Found
+from kxform.engine import launch_site
 from kxform.engine.params import Config
 from kxform.engine.policy import LaunchBinding, OutputCompare, VerifyPolicy
 from kxform.engine.rewritten_launch import readable, rewritten_launch
@@ -23,16 +24,22 @@ from kxform.passes.launch.bounds import added_min_blocks
 from kxform.passes.launch.geometry import Geometry
 
 
-def launch_binding(new: SourceModel, geometry: Geometry, config: Config) -> LaunchBinding | None:
+def launch_binding(model: SourceModel, new: SourceModel, geometry: Geometry, config: Config) -> LaunchBinding | None:
     """The rewritten launch (in `new`, the rewritten file) over the kernel's parameters and
-    the block parameters."""
+    the block parameters; a block size the original's launcher takes from its caller is read
+    from the spec's launch (`launch_site.run_time_inputs` of `model`, the original)."""
     values = {d.name: int(config.get(d.name, d.value)) for d in geometry.dims}
     aliases = {d.places[0].argument_of: d.name for d in geometry.dims if d.places[0].argument_of}
-    return rewritten_launch(new, geometry.kernel.name, geometry.names, values, geometry.defaults(), aliases=aliases)
+    inputs = launch_site.run_time_inputs(model, geometry.launches[0])
+    return rewritten_launch(
+        new, geometry.kernel.name, geometry.names, values, geometry.defaults(), aliases=aliases, inputs=inputs
+    )
 
 
-def verify_policy(new: SourceModel, geometry: Geometry, communicates: Found | None, config: Config) -> VerifyPolicy:
-    """`new`: the rewritten file."""
+def verify_policy(
+    model: SourceModel, new: SourceModel, geometry: Geometry, communicates: Found | None, config: Config
+) -> VerifyPolicy:
+    """`model`: the original file; `new`: the rewritten file."""
     added = added_min_blocks(geometry.kernel.name, config)
     if all(config.get(n, v) == v for n, v in geometry.all_defaults().items()) and not added:
         return VerifyPolicy(compare=OutputCompare("exact", reason="at the original values only names change"))
@@ -43,7 +50,7 @@ def verify_policy(new: SourceModel, geometry: Geometry, communicates: Found | No
             ),
             required=True,
         )
-    launch = readable(launch_binding(new, geometry, config))
+    launch = readable(launch_binding(model, new, geometry, config))
     if communicates is None:
         compare = OutputCompare(
             "exact",

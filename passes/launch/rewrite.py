@@ -11,7 +11,9 @@ the name, and each grid that divided by the literal made to divide by the name
 (`(n + 255) / 256` -> `(n + GELU_FORWARD_BLOCK_X - 1) / GELU_FORWARD_BLOCK_X`); a grid
 that reads the local or the `dim3` field (`block_size`, `block.x`) follows by itself. At
 another value the definition's literal changes too. A dimension already lifted changes
-only its definition's literal.
+only its definition's literal. A block size the launcher's callers pass (`block_size`)
+is read as `(NAME > 0 ? NAME : block_size)` where the launch and the grids read it, the
+definition 0: the caller's value until a build or a tuner sets NAME.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import re
 from kxform.engine import launch_site
 from kxform.engine.edits import Edit
 from kxform.engine.params import Config
+from kxform.frontend.launches import LaunchConfig
 from kxform.frontend.model import SourceModel
 from kxform.passes.launch.bounds import added_bound_edits, added_min_blocks, bound_edits
 from kxform.passes.launch.geometry import BlockDim, Geometry
@@ -46,9 +49,13 @@ def lift_edits(model: SourceModel, geometry: Geometry, config: Config) -> list[E
             continue
         definitions += launch_site.define_parameter(model, start, dim.name, value, f"{origin}: definition")
         for launch, place in zip(geometry.launches, dim.places):
-            edit = launch_site.set_written(place, dim.name, f"{origin}: block")
+            text = launch_site.override(dim.name, place.text) if dim.caller else dim.name
+            edit = launch_site.set_written(place, text, f"{origin}: block")
             edits[(edit.start, edit.end)] = edit
-            for follow in launch_site.follow_block(model, launch, dim.axis, place, dim.name, f"{origin}: grid"):
+            follows = launch_site.follow_block(
+                model, launch, dim.axis, place, text, f"{origin}: grid", shared=_follows_shared(launch, dim)
+            )
+            for follow in follows:
                 edits[(follow.start, follow.end)] = follow
     ints = {k: int(v) for k, v in config.items()}
     for edit in bound_edits(model, geometry.kernel, geometry.bounds, ints):
@@ -64,6 +71,12 @@ def lift_edits(model: SourceModel, geometry: Geometry, config: Config) -> list[E
             first.start, first.end, "".join(d.text for d in definitions), first.origin
         )
     return sorted(edits.values())
+
+
+def _follows_shared(launch: LaunchConfig, dim: BlockDim) -> bool:
+    """A caller's block size that also sizes the launch's dynamic shared memory (`block_size *
+    sizeof(float)`) is overridden there too, where the block is one-dimensional."""
+    return dim.caller is not None and len(launch.block) == 1
 
 
 def _function_start(model: SourceModel, offset: int) -> int:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kxform.engine.edits import Edit
+from kxform.engine.launch_site import run_time_inputs
 from kxform.engine.params import Config, Constraint, Param, ParamSpace
 from kxform.engine.pass_api import (
     Blocker,
@@ -76,7 +77,7 @@ class Rows(ValuesPass):
             blockers = list(found.blockers)
             if not blockers and not found.applied:
                 try:
-                    rewrite.launch_site(ctx.model, kernel)
+                    rewrite.launch_sites(ctx.model, kernel)
                 except RewriteRefused as exc:
                     blockers.append(Blocker("Launch", exc.cause, kernel.span.start))
             if not blockers and not found.applied and self.config:
@@ -105,7 +106,34 @@ class Rows(ValuesPass):
         )
 
     def space(self, ctx: PassContext, analysis: KernelAnalysis) -> ParamSpace:
-        site = rewrite.launch_site(ctx.model, analysis.kernel)
+        site = rewrite.launch_sites(ctx.model, analysis.kernel)[0]
+        origin = f"{ctx.model.source.path}:{ctx.model.source.line_col(site.block.span.start)[0]}"
+        lanes = Param.ints("lanes", LANES, 1, doc="threads per row (1: one thread per row, as written)", origin=origin)
+        if site.run_time:
+            return ParamSpace(
+                (
+                    lanes,
+                    Param.ints(
+                        "rows",
+                        (0, *ROWS),
+                        0,
+                        doc=f"rows per block (0: the threads '{site.block.text}' the launcher's caller passes, "
+                        "in whole warps, lanes to a row)",
+                        origin=origin,
+                    ),
+                ),
+                (
+                    Constraint.parse("lanes * rows <= 1024", "a block has at most 1024 threads"),
+                    Constraint.parse(
+                        "lanes == 1 or (lanes * rows) % 32 == 0",
+                        "whole warps: the shuffle masks name a warp's lanes (rows = 0 rounds the caller's block)",
+                    ),
+                    Constraint.parse(
+                        "lanes <= 32 or rows <= 1",
+                        "a block-level reduction's barriers need every thread of the block in the row",
+                    ),
+                ),
+            )
         block = rewrite.block_value(ctx.model, site.block)
         if block is None:
             raise CheckFailed(
@@ -113,10 +141,9 @@ class Rows(ValuesPass):
                 f"the block size '{site.block.text}' of '{analysis.kernel.name}' is not a literal kxform can read",
             )
         rows = tuple(sorted(set(ROWS) | {block}))
-        origin = f"{ctx.model.source.path}:{ctx.model.source.line_col(site.block.span.start)[0]}"
         return ParamSpace(
             (
-                Param.ints("lanes", LANES, 1, doc="threads per row (1: one thread per row, as written)", origin=origin),
+                lanes,
                 Param.ints("rows", rows, block, doc="rows per block (as written: the block size)", origin=origin),
             ),
             (
@@ -136,12 +163,15 @@ class Rows(ValuesPass):
     ) -> Proposal:
         space = self.space(ctx, analysis)
         resolved = space.resolve(config)
+        site = rewrite.launch_sites(ctx.model, analysis.kernel)[0]
+        rows = (
+            f"rows per block from the caller's '{site.block.text}' threads (rounded to whole warps, at least one, "
+            "where it is not a multiple of 32)"
+            if site.run_time and resolved["rows"] == 0
+            else f"{resolved['rows']} rows per block"
+        )
         return Proposal.of(
-            self.name,
-            analysis.kernel.name,
-            dict(resolved),
-            f"{resolved['lanes']} lanes per row, {resolved['rows']} rows per block",
-            provenance,
+            self.name, analysis.kernel.name, dict(resolved), f"{resolved['lanes']} lanes per row, {rows}", provenance
         )
 
     # -- check, edit, verify ------------------------------------------------------------
@@ -202,10 +232,12 @@ def _binding(ctx: PassContext, new: SourceModel, kernel: Function, lanes: int, r
     """The launch in the rewritten file `new` over the lanes and rows (at lanes 1 and rows
     the block as written, the original's)."""
     names = rewrite.Names.of(kernel.name)
-    block = rewrite.block_value(ctx.model, rewrite.launch_site(ctx.model, kernel).block) or 0
+    site = rewrite.launch_sites(ctx.model, kernel)[0]
+    block = 0 if site.run_time else rewrite.block_value(ctx.model, site.block) or 0
     values = {names.lanes: lanes, names.rows: rows}
     defaults = {names.lanes: 1, names.rows: block}
-    return readable(rewritten_launch(new, kernel.name, (names.lanes, names.rows), values, defaults))
+    inputs = run_time_inputs(ctx.model, site.config)
+    return readable(rewritten_launch(new, kernel.name, (names.lanes, names.rows), values, defaults, inputs=inputs))
 
 
 def _kernel(ctx: PassContext, name: str) -> Function:

@@ -41,6 +41,7 @@ def body(shape: Shape, indent: str, newline: str) -> str:
     """The new kernel body, braces included (the original's first indentation level is `indent`)."""
     nest = shape.nest
     out = _declarations(shape)
+    out += list(nest.prelude)  # the kernel's constants, declared before the guard as written
     out += compute.per_output(
         shape, _coordinates(shape) + [f"if ({nest.guard})", f"    kx_acc[kx_a][kx_b] = {nest.init};"]
     )

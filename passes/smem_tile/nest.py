@@ -28,6 +28,7 @@ from typing import ClassVar
 from kxform.analysis import AccessAnalysis, Loop, MemoryAccess, Reduction
 from kxform.analysis.affine import Affine
 from kxform.analysis.manager import AnalysisInput
+from kxform.analysis.prelude import leading_statements, split_prelude
 from kxform.engine import launch_site
 from kxform.engine.pass_api import PassContext
 from kxform.frontend.launches import LaunchConfig, launch_configs
@@ -100,10 +101,12 @@ class Nest:
     """The statements after the loop, the accumulator replaced by `{acc}` (braces doubled)."""
     launch: LaunchConfig
     block: tuple[int, int]
-    """The original launch's block (x, y)."""
+    """The original launch's block (x, y); 0 where the launcher's caller passes it (read from the spec's block)."""
     below: str = ""
     """`col` when the guard bounds the column by the row (`j <= i`: a lower triangle), `row`
     for the converse: whole blocks on the other side of the diagonal have nothing to do."""
+    prelude: tuple[str, ...] = ()
+    """Constants declared between the coordinates and the guard, kept at the body's start."""
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,16 @@ def recognise(ctx: PassContext, kernel: Function) -> Nest | Refusal:
             at,
         )
     (col, ctype), (row, _) = coords["x"], coords["y"]
+    statements = leading_statements(text, pos)
+    prelude = split_prelude(statements, {row, col})
+    if prelude.refused is not None or prelude.per_index:
+        why, offset = prelude.refused or (f"`{prelude.per_index[0]}` reads the output coordinates", statements[0][0])
+        return Refusal(
+            "Prelude", f"{why}: only constants may stand between the coordinates and the guard", body_start + offset
+        )
+    if prelude.rest:
+        last_at, last = statements[prelude.rest - 1]
+        pos = last_at + len(last)
     rest = text[pos:].lstrip()
     if_at = body_start + len(text) - len(text[pos:].lstrip())
     m = re.match(r"if\s*\(", rest)
@@ -208,10 +221,12 @@ def recognise(ctx: PassContext, kernel: Function) -> Nest | Refusal:
     launch = launches[0]
     block = [launch_site.written(ctx.model, launch, 1, axis) for axis in (0, 1)]
     values = [w.value if w is not None else None for w in block]
+    values = [0 if w is not None and w.kind == "parameter" else v for w, v in zip(block, values)]
     if values[0] is None or values[1] is None:
         return Refusal(
             "Launch",
-            "the launch's block size is not a literal; its original shape is not known",
+            "the launch's block size is neither a literal nor a parameter of the launching function; its original "
+            "shape is not known",
             launch.site.span.start,
         )
     alias = _alias(launch, kernel, operands, frozenset(a.buffer for a in analysis.accesses if a.write))
@@ -236,6 +251,7 @@ def recognise(ctx: PassContext, kernel: Function) -> Nest | Refusal:
         launch,
         (values[0], values[1]),
         "col" if below == col else "row" if below == row else "",
+        prelude.once,
     )
 
 

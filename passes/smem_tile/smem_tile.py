@@ -220,9 +220,13 @@ class SmemTile(ValuesPass):
         grid, block = emit.binding_exprs(nest)
         values = tuple((emit.macro(nest, k), int(v)) for k, v in config.items())
         original = {"BM": nest.block[1], "BN": nest.block[0], "TM": 1, "TN": 1}
-        defaults = tuple((emit.macro(nest, k), v) for k, v in original.items())
+        # a block the launcher's caller sizes: the original's BM and BN are the spec's block
+        inputs = tuple(
+            (emit.macro(nest, k), dim) for k, dim in (("BN", "block.x"), ("BM", "block.y")) if not original[k]
+        )
+        defaults = tuple((emit.macro(nest, k), v) for k, v in original.items() if v or k not in ("BM", "BN"))
         line = ctx.model.source.line_col(nest.launch.site.span.start)[0]
-        binding = LaunchBinding(grid, block, None, values, defaults, f"{ctx.model.source.path}:{line}")
+        binding = LaunchBinding(grid, block, None, values, defaults, f"{ctx.model.source.path}:{line}", inputs=inputs)
         compare = reordered_compare(
             f"'{nest.acc.var}' (line {ctx.model.source.line_col(nest.acc.updates[0].start)[0]})",
             "each output's terms keep their order over k, but the tiled accumulation is compiled apart from the "

@@ -4,10 +4,15 @@
     if (i < N) { ... }        or      if (i >= N) return; ...
 
 The index declaration is the body's first statement, the guard the rest of it (a
-trailing `if` holding the work, or an early `return` followed by it). What the work
-does is read from the shared access analysis: every global access, its index form and
-its guards. Anything else (statements between the two, a second guard shape, an index
-from `threadIdx.y`) is refused with the line that does not fit.
+trailing `if` holding the work, or an early `return` followed by it). Between the two,
+declarations of constants and values computed from the index (`float eps = 1e-5f;`,
+`int t = i % T;`: no memory read, no assignment, no thread or block index) are accepted:
+those that do not read the index (nor another that does) are the thread's prelude, kept
+once per thread; the others are per element, moved into the work under the guard (they
+have no effect the guard could hide). What the work does is read from the shared access
+analysis: every global access, its index form and its guards. Anything else (another
+statement between the two, a second guard shape, an index from `threadIdx.y`) is refused
+with the line that does not fit.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kxform.analysis.prelude import THREAD_BUILTINS_RE, split_prelude
 from kxform.analysis.statements import statements
 from kxform.analysis.thread_index import INDEX_DECL_RE, index_axis
 from kxform.frontend.model import Function, SourceModel
@@ -35,6 +41,8 @@ class Elementwise:
     guarded: str
     """The work with its guard, as a statement (`if (i < N) { ... }`)."""
     body_indent: str
+    prelude: tuple[str, ...] = ()
+    """Declarations before the guard that do not depend on the element, kept once per thread."""
 
 
 class NotElementwise(Exception):
@@ -59,7 +67,12 @@ def recognise(model: SourceModel, kernel: Function) -> Elementwise:
             "the body does not start with the element index `int i = blockIdx.x * blockDim.x + threadIdx.x;`", base + at
         )
     var = decl.group("var")
-    rest = stmts[1:]
+    split = split_prelude(stmts[1:], {var})
+    if split.refused is not None:
+        raise NotElementwise(
+            f"{split.refused[0]}: only constants and values of the index may come before it", base + split.refused[1]
+        )
+    prelude, per_element, rest = split.once, split.per_index, stmts[1 + split.rest :]
     if not rest:
         raise NotElementwise("nothing follows the element index", base + at)
     at, text = rest[0]
@@ -83,14 +96,21 @@ def recognise(model: SourceModel, kernel: Function) -> Elementwise:
             f"`if ({var} >= BOUND) return;` before it",
             base + at,
         )
+    if per_element:
+        work = "\n".join(per_element) + "\n" + work
     if EXITS_RE.search(work):
         raise NotElementwise("the guarded work leaves early (return, break or goto)", base + at)
     if re.search(rf"(?<![\w.]){re.escape(var)}\s*(=[^=]|\+=|-=|\+\+|--)|(\+\+|--)\s*{re.escape(var)}\b", work):
         raise NotElementwise(f"the work assigns the element index `{var}`", base + at)
+    builtin = THREAD_BUILTINS_RE.search(work)
+    if builtin:
+        raise NotElementwise(
+            f"the work reads `{builtin.group(0)}`: a thread would read it for each of its elements", base + at
+        )
     indent = re.match(r"\n*([ \t]*)", body).group(1) or "    "
     braced = work if work.lstrip().startswith("{") else f"{{{work}}}"
     guarded = f"if ({var} < {bound}) {braced}"
-    return Elementwise(decl.group("type"), var, bound, work, guarded, indent)
+    return Elementwise(decl.group("type"), var, bound, work, guarded, indent, tuple(prelude))
 
 
 def _split_if(text: str) -> tuple[str, str] | None:

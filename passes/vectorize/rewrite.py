@@ -1,6 +1,7 @@
 """The text `vectorize` writes: the kernel's body with a vector path and a scalar path,
 the width as a named constant before the kernel, and the grids that follow it.
 
+    (the declarations before the guard that do not read the index, once)
     const int kx_v = blockIdx.x * blockDim.x + threadIdx.x;   // this thread's vector
     const int kx_first = kx_v * W;                             // its first element
     if (kx_first + W <= (N) && aligned && disjoint) {          // whole, aligned, no overlap
@@ -57,6 +58,7 @@ def kernel_body(facts: KernelFacts, kernel: Function, width: int, newline: str =
             rf"(?<![\w.]){re.escape(b.name)}\s*\[\s*{re.escape(shape.var)}\s*\]", f"{PREFIX}{b.name}[kx_j]", work
         )
     lines = [
+        *(f"{ind}{statement}" for statement in shape.prelude),
         f"{ind}const {ctype} kx_v = blockIdx.x * blockDim.x + threadIdx.x;",
         f"{ind}const {ctype} kx_first = kx_v * {name};",
         f"{ind}if ({(' &&' + newline + ind + '    ').join(checks)}) {{",

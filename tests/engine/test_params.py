@@ -27,7 +27,7 @@ def test_logic_grammar_chains_and_dotted_names() -> None:
         "x.__class__",
         "f(x)",
         "[x]",
-        "x if y else z",
+        "x if f(y) else z",
         "lambda: 1",
         "'a' < x",
         "'a' + x == 1",
@@ -40,10 +40,19 @@ def test_logic_grammar_refuses_code(text: str) -> None:
         parse_logic(text)
 
 
+def test_logic_grammar_chooses_with_conditional_expressions() -> None:
+    """A launcher's `n < 1024 ? n : 1024` is read as `n if n < 1024 else 1024`: only the
+    branch the condition picks is evaluated (a division by zero in the other is not)."""
+    expr = parse_logic("n if n < 1024 else 1024 // (n - n)")
+    assert expr.evaluate({"n": 300}) == 300 and expr.variables == {"n"}
+    with pytest.raises(SpecError, match="division by zero"):
+        expr.evaluate({"n": 2000})
+
+
 def test_arithmetic_grammar_stays_arithmetic() -> None:
     from kxform.expr import parse_expr
 
-    for text in ("a < b", "a and b", "hw.x", "True"):
+    for text in ("a < b", "a and b", "hw.x", "True", "a if b else c"):
         with pytest.raises(SpecError):
             parse_expr(text)
 

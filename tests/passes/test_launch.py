@@ -165,15 +165,16 @@ __global__ void scale(float *x, int n)
     ("launcher", "key", "words"),
     [
         (
-            "void run(float *x, int n, int block_size) { scale<<<(n + block_size - 1) / block_size, block_size>>>(x, n); }",
-            "RunTimeBlockSize",
-            "'block_size', a parameter of the launching function (line 8): its callers set it",
+            "void run(float *x, int n, int block_size) { float *h = new float[block_size];\n"
+            "  scale<<<(n + block_size - 1) / block_size, block_size>>>(x, n); }",
+            "HostUse",
+            "'block_size', the block size the callers of 'run' pass to 'scale', is also read by host code (line 8)",
         ),
         (
-            "void run(float *x, int n, int b) { scale<<<n / b, b>>>(x, n); }\n"
+            "void run(float *x, int n, int b) { scale<<<n / b, b>>>(x, n); scale<<<n / 64, 64>>>(x, n); }\n"
             "void a(float *x) { run(x, 10, 64); }\nvoid c(float *x) { run(x, 10, 128); }",
-            "RunTimeBlockSize",
-            "not one literal passed at one call site in this file",
+            "LaunchesDisagree",
+            "write block.x as b (line 8), 64 (line 8): some from a caller, some not",
         ),
         (
             "void run(float *x, int n) { scale<<<n / 256, 256>>>(x, n); scale<<<n / 128, 128>>>(x, n); }",
