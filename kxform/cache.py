@@ -24,3 +24,20 @@ def content_key(*parts: str | bytes) -> str:
         digest.update(len(raw).to_bytes(8, "little"))
         digest.update(raw)
     return digest.hexdigest()
+
+
+SOURCE_MARK = "\x00kxform-source\x00"
+"""Stands for a source file's path in a stored message: an entry keyed by content is
+then valid wherever the file is (another checkout, a temporary copy, CI)."""
+
+
+def portable(text: str, source_path: str, mark: str = SOURCE_MARK) -> str:
+    """`text` with `source_path` (as given, and absolute) replaced by `mark`."""
+    for spelled in sorted({source_path, os.path.abspath(source_path)}, key=len, reverse=True):
+        text = text.replace(spelled, mark)
+    return text
+
+
+def located(text: str, source_path: str) -> str:
+    """A stored `text` naming `source_path` where it named the file it was made from."""
+    return text.replace(SOURCE_MARK, source_path)

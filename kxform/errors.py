@@ -93,6 +93,11 @@ class VerifyMismatch(KxformError):
     """Original and rewritten kernels produced different outputs."""
 
 
+class Deprecated(FutureWarning):
+    """Something kxform still reads under an older name or form: a warning, never an
+    error. The command line prints it once as `kxform: note: ...` (kxform.cli.main)."""
+
+
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """`; did you mean 'x'?` naming the closest of `choices` (difflib), or '' when none is close."""
     close = difflib.get_close_matches(word, sorted(set(choices)), n=1)

@@ -14,15 +14,17 @@ its space and keeps what measures faster.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from kxform.analysis import AccessAnalysis, Loop
 from kxform.engine.edits import Edit
-from kxform.engine.params import Config, Param, ParamSpace
+from kxform.engine.params import Config, Param, ParamSpace, ParamValue
 from kxform.engine.pass_api import (
+    BAD_VALUE,
     Blocker,
+    Pass,
     CheckRecord,
     KernelAnalysis,
     PassContext,
@@ -33,6 +35,7 @@ from kxform.engine.pass_api import (
 )
 from kxform.engine.policy import EXACT, VerifyPolicy
 from kxform.engine.rewrite import set_unroll
+from kxform.errors import UsageError
 from kxform.frontend.model import Function, SourceModel
 
 AUTO, FULL = "auto", "full"
@@ -49,6 +52,18 @@ class Unroll(ValuesPass):
     excludes = ("smem-tile", "rows", "coarsen")
     """Passes that restructure the loops: its space numbers the loops of the code as
     written, so in a pipeline after one of them its points would name other loops."""
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str | ParamValue]) -> Pass:
+        """`factor` is checked here, before any kernel is read: `auto`, `full` or a positive
+        integer (what a loop offers is checked against each loop's space)."""
+        if "factor" in options:
+            factor = str(options["factor"])
+            if factor not in (AUTO, FULL) and not (factor.isdigit() and int(factor) > 0):
+                raise UsageError(
+                    f"pass unroll: factor={factor!r:.40}: expected {AUTO}, {FULL} or a positive integer (1, 2, 4, ...)"
+                )
+        return super().from_options(options)
 
     @classmethod
     def describe_options(cls) -> list[str]:
@@ -89,7 +104,12 @@ class Unroll(ValuesPass):
         given = dict(self.config)
         factor = given.pop("factor", None)
         if factor is not None:
-            given.update({p.name: factor for p in space if p.name not in given and factor in (p.values or ())})
+            fitting = {p.name: factor for p in space if p.name not in given and factor in (p.values or ())}
+            if len(space) and not fitting and not set(given) & set(space.names):  # refused, not ignored
+                offered = sorted({str(v) for p in space for v in p.values}, key=lambda v: (not v.isdigit(), len(v), v))
+                why = f"factor={factor}: no loop of this kernel offers it ({', '.join(offered)})"
+                return (Blocker(BAD_VALUE, why, kernel.span.start),), {}
+            given.update(fitting)
         return super(Unroll, replace(self, config=tuple(given.items()))).requested(kernel, space, known)
 
     def default_proposal(self, ctx: PassContext, analysis: KernelAnalysis) -> Proposal | None:

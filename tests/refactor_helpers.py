@@ -40,7 +40,7 @@ def session(family: str, replies: list, timing=None, attempts: int = 1, compare=
     kernel = f"{family}_naive"
     model = parse_model(read_source(path))
     hw = load_profile("h100")
-    spec = load_spec(NAIVE / family / "kxform.toml").kernel(kernel)
+    spec = load_spec(NAIVE / family / "naive.kxspec.toml").kernel(kernel)
     function = next(f for f in model.functions if f.name == kernel)
     signature = model.source.data[function.params_span.start : function.params_span.end].decode()
     tool = refactor_tool(kernel, signature)

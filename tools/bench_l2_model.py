@@ -51,13 +51,13 @@ ISSUE_12_NCU = {  # NVIDIA H200, ncu, 128x128-tile SGEMM at 8192^3 (issue 12): L
 
 def _rank(name: str, hw: str, size: SizeSpec | str | None, configs=None) -> Ranking:  # type: ignore[no-untyped-def]
     folder, kernel = CORPUS[name]
-    spec = load_spec(ROOT / "corpora" / folder / "kxform.toml").kernel(kernel)
+    spec = load_spec(ROOT / "corpora" / folder / f"{folder}.kxspec.toml").kernel(kernel)
     return rank_orders(read_source(_source_path(name)), spec, load_profile(hw), size, configs)
 
 
 def _source_path(name: str) -> str:
     folder, _ = CORPUS[name]
-    return str(load_spec(ROOT / "corpora" / folder / "kxform.toml").source)
+    return str(load_spec(ROOT / "corpora" / folder / f"{folder}.kxspec.toml").source)
 
 
 def _print_ranking(r: Ranking) -> None:
@@ -80,7 +80,7 @@ def _print_ranking(r: Ranking) -> None:
 def bench(args: argparse.Namespace) -> None:
     for name in args.kernels.split(","):
         folder, kernel = CORPUS[name]
-        spec = load_spec(ROOT / "corpora" / folder / "kxform.toml").kernel(kernel)
+        spec = load_spec(ROOT / "corpora" / folder / f"{folder}.kxspec.toml").kernel(kernel)
         values = {k: args.n for k in spec.bench_sizes[0].values}
         size = SizeSpec(f"n{args.n}", True, values)
         started = time.perf_counter()

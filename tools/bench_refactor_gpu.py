@@ -90,7 +90,7 @@ def run_family(
 
     kernel = f"{family}_naive"
     model = parse_model(read_source(NAIVE / family / "naive.cu"))
-    spec = load_spec(NAIVE / family / "kxform.toml").kernel(kernel)
+    spec = load_spec(NAIVE / family / "naive.kxspec.toml").kernel(kernel)
     function = next(f for f in model.functions if f.name == kernel)
     template = read_template(data, kernel)
     timing = GpuTemplateTiming(model.source, function, spec, runtime, launch_budget_s=launch_budget) if timed else None

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark of differential verification: how much it costs beyond the kernels' own time.
 
-For a few corpus kernels (corpora/index.toml, each with its kxform.toml harness spec),
+For a few corpus kernels (corpora/index.toml, each with its NAME.kxspec.toml harness spec),
 the swizzle pass rewrites the kernel and `kxform.verify.verify_pair` checks the rewrite
 against the original at every check size of the spec, as `kxform apply --verify` does.
 One untimed run warms everything (nvcc or host-compiler cache, device probe, the GPU

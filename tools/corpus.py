@@ -11,12 +11,15 @@ of its space's points where it has none. With --space, every point of the pass's
 space (what `kxform tune` times) goes through the pass's checks (constraints, nvcc and
 ptxas for --hw's architecture: registers and spills, re-parse, idempotence), one line
 each with its registers, and with --verify through the CPU run too (-j points at once).
+With --reverify (implies --verify), each rewrite that would be written is verified again
+the way `kxform verify ORIGINAL REWRITTEN` does it: each file launched as its own
+launcher says, nothing taken from the pass; one that is not is a failure.
 A pipeline (`tile{TILE=32},swizzle`) is applied as given to each kernel. Nothing is written. A configuration nothing could judge (a
 launch the verifier cannot read, an inconclusive run) is counted apart. Exit 1 if a
 verification failed (or, with --strict, could not tell).
 
     .venv/bin/python tools/corpus.py PASS|PIPELINE [--corpus manifest|naive|fixtures]... [--only TEXT]...
-        [--verify] [--points N|all] [--config K=V,...]... [--space [-j N]] [--strict] [--hw h100]
+        [--verify|--reverify] [--points N|all] [--config K=V,...]... [--space [-j N]] [--strict] [--hw h100]
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from kxform.bench.corpus import (
     configurations,
     has_spec,
     kernels,
+    reverify,
     tuning_points,
     verdict,
 )
@@ -51,6 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", action="append", choices=sorted(SETS), help="kernel sets (default manifest, naive)")
     parser.add_argument("--only", action="append", default=[], help="only kernels whose label contains this")
     parser.add_argument("--verify", action="store_true", help="verify configurations on the CPU runtime")
+    parser.add_argument(
+        "--reverify",
+        action="store_true",
+        help="verify each written rewrite again from the two files (as kxform verify)",
+    )
     parser.add_argument("--points", default="3", help="candidates or space points per kernel (default 3; all)")
     parser.add_argument("--config", action="append", default=[], help="a configuration to verify (K=V,...)")
     parser.add_argument("--space", action="store_true", help="every point of the tuning space through the checks")
@@ -61,12 +70,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.points != "all" and not args.points.isdigit():
         parser.error(f"--points {args.points}: a count or 'all'")
     limit = None if args.points == "all" else int(args.points)
+    args.verify = args.verify or args.reverify
     pipeline = "{" in args.spec or "," in args.spec
     counts = {"apply": 0, "refused": 0, "checked": 0, "verified": 0, "failed": 0, "could not tell": 0}
+    counts.update({"re-verified": 0, "not re-verified": 0})
     started = time.perf_counter()
     for kernel in kernels(args.corpus or ["manifest", "naive"], args.only):
         if pipeline:
-            _verify(kernel, [args.spec], args.spec, args.hw, counts)
+            _verify(kernel, [args.spec], args.spec, args.hw, counts, args.reverify)
             continue
         if not _verdict(kernel, args.spec, args.hw, counts):
             continue
@@ -81,12 +92,17 @@ def main(argv: list[str] | None = None) -> int:
         specs = [f"{args.spec}{{{c}}}" for c in args.config] or configurations(
             kernel.path, kernel.name, args.spec, args.hw, limit
         )
-        _verify(kernel, specs, args.spec, args.hw, counts)
+        _verify(kernel, specs, args.spec, args.hw, counts, args.reverify)
     print(
         f"\n{args.spec}: {counts['apply']} kernel(s) apply, {counts['refused']} refused; configurations: "
         + (f"{counts['checked']} passed the checks, " if counts["checked"] else "")
         + f"{counts['verified']} verified, {counts['failed']} failed, {counts['could not tell']} could not tell "
-        f"({time.perf_counter() - started:.0f} s)"
+        + (
+            f"(re-verified from the two files {counts['re-verified']}, not {counts['not re-verified']}) "
+            if args.reverify
+            else ""
+        )
+        + f"({time.perf_counter() - started:.0f} s)"
     )
     return 1 if counts["failed"] or (args.strict and counts["could not tell"]) else 0
 
@@ -118,11 +134,18 @@ def _domain(param: dict) -> str:
     return f"{low}..{high}"
 
 
-def _verify(kernel: Kernel, specs: list[str], pass_name: str, hw: str, counts: dict[str, int]) -> None:
+def _verify(
+    kernel: Kernel, specs: list[str], pass_name: str, hw: str, counts: dict[str, int], again: bool = False
+) -> None:
     for spec in specs:
         at = time.perf_counter()
         applied = apply_config(kernel.path, spec, kernel.name, hw)
         verdict_ = _judge(applied, as_written=spec == pass_name)
+        if again and verdict_ == "verified" and applied.rewritten:
+            ok, words = reverify(kernel.path, kernel.name, applied.rewritten)
+            counts["re-verified" if ok else "not re-verified"] += 1
+            verdict_ = "verified" if ok else "failed"
+            print(f"{'':<4}verified again from the two files: {words[:150]}")
         counts[verdict_] += 1
         shown = f"{kernel.label} {spec}" if "{" in pass_name or "," in pass_name else spec
         print(f"{'':<4}{shown:<{WIDTH + 20}} {applied.line()} ({time.perf_counter() - at:.0f} s)", flush=True)

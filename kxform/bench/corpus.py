@@ -290,3 +290,36 @@ def checked(kernel: Kernel, spec: str, hw: str) -> tuple[bool, str]:
         return True, "applied"
     registers = record.figure("registers")
     return True, f"{registers} registers" if registers else record.detail
+
+
+def reverify(path: Path, kernel: str, rewritten: bytes) -> tuple[bool, str]:
+    """`kxform verify ORIGINAL REWRITTEN` of one rewrite on the CPU runtime: each file
+    launched as its own launcher says, nothing taken from the pass (the rewritten file
+    beside a copy of the original's directory, so its headers resolve as they did).
+    Whether it verified, and the verdict's words."""
+    from kxform.frontend.source import read_source, validate_bytes
+    from kxform.harness.spec import find_spec_for, load_spec
+    from kxform.verify.differential import pick_runtime, verify_pair
+    from kxform.verify.own_launch import pair_policy
+    from kxform.verify.verdict import combined_status
+
+    spec_path = find_spec_for(path)
+    if spec_path is None:
+        return False, f"no harness spec beside {path}"
+    spec = load_spec(spec_path)
+    notes = []
+    with tempfile.TemporaryDirectory(prefix="kxform-reverify-") as tmp:
+        copy = Path(tmp) / path.parent.name
+        shutil.copytree(path.parent, copy)
+        target = copy / path.name
+        target.write_bytes(rewritten)
+        original = read_source(str(path))
+        new = validate_bytes(str(target), rewritten)
+        reports = []
+        for kernel_spec in spec.instantiations(kernel) or (spec.kernel(kernel),):
+            policy, note = pair_policy(original, new, kernel_spec.base_name)
+            notes.append(note)
+            reports.append(verify_pair(original, new, kernel_spec, pick_runtime("cpu"), policy=policy))
+    status = combined_status(reports)
+    sizes = "; ".join(v.summary() for r in reports for v in r.sizes)
+    return status == "ok", f"{status}: {'; '.join(dict.fromkeys(notes))} | {sizes}"

@@ -212,7 +212,8 @@ def run(args: argparse.Namespace) -> int:
         merged_build_dir(collected.walked, include, defines, config.build_dir) as build_dir,
         ProgressBar(not args.quiet) as progress,
     ):
-        log = PassLog.open(args.log, hw=hw.name, pipeline=config.pipeline, argv=sys.argv[1:])
+        home = args.out_dir if config.write_back is WriteBack.OUT_DIR else "."  # -o: the tree is never written
+        log = PassLog.open(args.log, hw=hw.name, pipeline=config.pipeline, argv=sys.argv[1:], home=home)
         try:
             if project is not None:
                 log.write({"type": "config", "schema": 1, "run": log.run_id, **project.to_json()})
@@ -324,7 +325,24 @@ def _write_depfile(
     write_depfile(args.depfile, targets, deps)
 
 
+def remark_width() -> int:
+    """The columns of the terminal stderr is (remarks then use the whole line; `COLUMNS`
+    overrides it, as for other tools), else 0: `SHORT_LINE` in pipes and CI logs."""
+    from kxform.cli.progress import interactive
+
+    if not interactive(sys.stderr):
+        return 0
+    given = os.environ.get("COLUMNS", "")
+    if given.isdigit() and int(given) > 0:
+        return int(given)
+    try:
+        return os.get_terminal_size(sys.stderr.fileno()).columns
+    except (OSError, ValueError):
+        return 0
+
+
 def _print(outcomes: list[FileOutcome], quiet: bool, shown: RemarkFilter) -> None:
+    width = remark_width()
     for outcome in outcomes:
         if outcome.error:
             print(printable(f"kxform: error: {outcome.error}"), file=sys.stderr)
@@ -333,7 +351,7 @@ def _print(outcomes: list[FileOutcome], quiet: bool, shown: RemarkFilter) -> Non
             continue
         for remark in outcome.transform.remarks:
             if shown.shows(remark):
-                print(remark.format(), file=sys.stderr)
+                print(remark.format(width=width), file=sys.stderr)
         for result in outcome.results:
             if result.outcome is Outcome.APPLIED and result.checks:
                 note = f"{result.path}:{result.line}:1: note: '{result.kernel}' passed: {_checks_line(result)}"

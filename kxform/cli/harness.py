@@ -7,13 +7,12 @@ import os
 import sys
 from pathlib import Path
 
-from kxform.cli.options import add_config_options, add_flag_options, project_config
+from kxform.cli.options import add_config_options, add_flag_options, unit_flags
 from kxform.harness.spec import SPEC_NAME, SPEC_SUFFIX
 from kxform.workspace.config import CONFIG_NAMES
 from kxform.workspace.files import write_atomic
 from kxform.frontend.source import read_source
 from kxform.harness.model import KernelSpec
-from kxform.harness.request import UnitFlags
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -60,8 +59,10 @@ def run(args: argparse.Namespace) -> int:
             f"{SPEC_NAME} or NAME{SPEC_SUFFIX} (docs/harness-spec.md)"
         )
     spec_dir = os.path.dirname(os.path.abspath(args.output)) if args.output else None
-    draft = infer_spec(read_source(args.file), args.kernel, runtime, spec_dir, flags=_unit_flags(args))
+    draft = infer_spec(read_source(args.file), args.kernel, runtime, spec_dir, flags=unit_flags(args, args.file))
     where = args.output or "<stdout>"
+    if draft.guessed:
+        print(f"kxform: warning: {args.file}: '{args.kernel}': {draft.guessed}", file=sys.stderr)
     if args.output:
         if os.path.exists(args.output):
             raise UsageError(f"{args.output}: exists; not overwriting a spec (remove it or choose another path)")
@@ -73,19 +74,6 @@ def run(args: argparse.Namespace) -> int:
         line, _, why = todo.partition(": ")
         print(f"kxform: {where}:{line.removeprefix('line ')}: fill in: {why}", file=sys.stderr)
     return 0
-
-
-def _unit_flags(args: argparse.Namespace) -> UnitFlags:
-    """The file's build flags as `kxform apply` takes them: `-p BUILD_DIR`'s entry, then
-    `-I`/`-D`, then the project configuration's `include`/`defines`."""
-    from kxform.workspace.flags import merged_build_dir
-
-    project = project_config(args, [args.file])
-    include = tuple(os.path.abspath(d) for d in args.include) + (project.include if project else ())
-    defines = tuple(args.define) + (project.defines if project else ())
-    build_dir = args.build_dir or (project.build_dir if project else None)
-    with merged_build_dir([args.file], include, defines, build_dir) as merged:
-        return UnitFlags.from_build_dir(merged, args.file)
 
 
 def _check(path: str) -> int:

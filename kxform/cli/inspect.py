@@ -52,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "needs a harness spec and a host compiler; docs/locality-model.md)",
     )
     p.add_argument("--kernel", metavar="NAME", help="the kernel for --prompt or --l2")
-    p.add_argument("--spec", help="with --l2: harness spec (default: the kxform.toml beside FILE)")
+    p.add_argument("--spec", help="with --l2: harness spec (default: the NAME.kxspec.toml beside FILE)")
     p.add_argument("--size", help="with --l2: spec size to model (default: its first bench size)")
     p.add_argument("paths", nargs="*", metavar="PATH")
     p.set_defaults(func=run)

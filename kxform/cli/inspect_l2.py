@@ -33,7 +33,7 @@ def run_l2(args: argparse.Namespace) -> int:
 
 
 def _ranking(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from kxform.harness.spec import find_spec_for, load_spec
+    from kxform.harness.spec import find_spec_for, load_spec, missing_spec
     from kxform.hw import load_profile
     from kxform.locality.predict import rank_orders
     from kxform.locality.trace import ModelRefused
@@ -48,10 +48,7 @@ def _ranking(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     source = read_source(path)
     spec_path = args.spec or find_spec_for(path)
     if spec_path is None:
-        raise SpecError(
-            f"{path}: no harness spec for kernel '{args.kernel}' (pass --spec, or draft one with "
-            f"kxform harness infer {path} --kernel {args.kernel})"
-        )
+        raise SpecError(missing_spec(path, args.kernel))
     spec: KernelSpec = load_spec(spec_path).kernel(args.kernel)
     if args.size is not None:
         spec.size(args.size)  # unknown size: a SpecError naming the known ones

@@ -13,13 +13,15 @@ import argparse
 import importlib
 import re
 import sys
+import warnings
 from collections.abc import Sequence
 
 from kxform import __version__
 from kxform import exitcodes
-from kxform.errors import KxformError, did_you_mean, printable
+from kxform.errors import Deprecated, KxformError, did_you_mean, printable
 
 SUBCOMMANDS: tuple[str, ...] = (
+    "optimize",
     "apply",
     "inspect",
     "passes",
@@ -109,7 +111,25 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _notes(message: Warning | str, category: type[Warning], *rest: object, **kw: object) -> None:
+    """Deprecation notes as one line each, `kxform: note: ...`; other warnings as Python shows them."""
+    if issubclass(category, Deprecated):
+        print(printable(f"kxform: note: {message}"), file=sys.stderr)
+    else:
+        _python_showwarning(message, category, *rest, **kw)  # type: ignore[arg-type]
+
+
+_python_showwarning = warnings.showwarning
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    with warnings.catch_warnings():
+        warnings.simplefilter("default", Deprecated)  # once per message
+        warnings.showwarning = _notes
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     given = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(only=given[0] if given and given[0] in SUBCOMMANDS else None)
     args = _parse(parser, given)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 from kxform.errors import UsageError
+from kxform.harness.request import UnitFlags
 from kxform.log.remarks import RemarkFilter
 from kxform.workspace.config import ProjectConfig, find_config, load_config
 
@@ -108,3 +109,18 @@ def pick(given: T | None, configured: T | None, default: T) -> T:
     if configured is not None:
         return configured
     return default
+
+
+def unit_flags(args: argparse.Namespace, file: str) -> UnitFlags:
+    """`file`'s build flags as `kxform apply` takes them: `-p BUILD_DIR`'s entry, then
+    `-I`/`-D`, then the project configuration's `include`/`defines`."""
+    import os
+
+    from kxform.workspace.flags import merged_build_dir
+
+    project = project_config(args, [file])
+    include = tuple(os.path.abspath(d) for d in args.include) + (project.include if project else ())
+    defines = tuple(args.define) + (project.defines if project else ())
+    build_dir = args.build_dir or (project.build_dir if project else None)
+    with merged_build_dir([file], include, defines, build_dir) as merged:
+        return UnitFlags.from_build_dir(merged, file)

@@ -49,7 +49,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="passes whose parameters span the space (default: every pass with something to tune in "
         "the kernel; which apply is searched too)",
     )
-    p.add_argument("--spec", metavar="S", help="harness spec (kxform.toml) for building, verifying and timing")
+    p.add_argument(
+        "--spec", metavar="S", help="harness spec for building, verifying and timing (default: FILE's NAME.kxspec.toml)"
+    )
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--budget", type=int, metavar="N", help="evaluations, at most (default: 200)")
     budget.add_argument("--time", type=float, metavar="T", help="stop once evaluations have cost T seconds")

@@ -17,7 +17,7 @@ from kxform.cli.options import add_config_options, add_flag_options, pick, proje
 from kxform.cli.progress import ProgressBar
 from kxform.errors import KxformError, UsageError, printable
 from kxform.harness.dirs import spec_in_dirs
-from kxform.harness.spec import find_spec_for, load_spec
+from kxform.harness.spec import find_spec_for, load_spec, missing_spec
 from kxform.frontend.source import SourceText, read_source
 from kxform.harness.model import KernelSpec
 
@@ -38,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "rewritten", nargs="?", help="omit with --reference to check the original against its spec's NumPy reference"
     )
     p.add_argument("--kernel", help="kernel (templated: an instantiation, e.g. 'gemm<float, 64>')")
-    p.add_argument("--spec", help="harness spec (default: kxform.toml beside the original)")
+    p.add_argument("--spec", help="harness spec (default: the NAME.kxspec.toml beside the original)")
     p.add_argument("--runtime", choices=("auto", "gpu", "cpu"), default="auto")
     p.add_argument("--size", action="append", default=[], help="only these spec sizes (repeatable)")
     p.add_argument("--seed", type=int, help="input seed (default: the spec's)")
@@ -90,10 +90,7 @@ def run(args: argparse.Namespace) -> int:
         else find_spec_for(args.original) or (spec_in_dirs(args.original, project.specs) if project else None)
     )
     if spec_path is None:
-        raise UsageError(
-            f"{args.original}: no harness spec found (kxform.toml beside it); write one or run "
-            f"'kxform harness infer {args.original} --kernel {args.kernel}'"
-        )
+        raise UsageError(missing_spec(args.original, args.kernel))
     spec = load_spec(spec_path)
     kernel_specs = spec.instantiations(args.kernel) or (spec.kernel(args.kernel),)
     runtime = pick_runtime(args.runtime)

@@ -61,6 +61,9 @@ class DraftPlan:
     affine_buffers: frozenset[str] = frozenset()
     """Buffers every access of the kernel indexes by an affine form (no index read from
     memory): the same extent at every size is then a constant of the kernel."""
+    guessed: str = ""
+    """Why the sizes are kxform's starting guesses, not values the measuring run confirmed
+    (its failure): said at the top of the draft and on every size line."""
 
     @property
     def probe_product(self) -> str:
@@ -139,6 +142,8 @@ def render(plan: DraftPlan, over_allocate: bool, spec_dir: str | None = None) ->
         f"# DRAFT written by `kxform harness infer` from {plan.source.path}: review every line marked 'review'"
         " and fill in every line marked 'fill in'."
     )
+    if plan.guessed:
+        add(f"# WARNING: {plan.guessed}")
     add("version = 1")
     where = (
         plan.source.path.rsplit("/", 1)[-1]
@@ -213,7 +218,7 @@ def render(plan: DraftPlan, over_allocate: bool, spec_dir: str | None = None) ->
                 if var in caller_blocks
                 else ""
             )
-            add(f"{var} = {value}  # review{note}")
+            add(f"{var} = {value}  # " + ("guessed: the measuring run failed" if plan.guessed else "review") + note)
         add("")
     return "\n".join(lines), todos
 

@@ -2,7 +2,7 @@
 
 Validation code asks a `Table` for `table.choice("dtype", DTYPE_NAMES)` and gets either
 a checked value or a `SpecError` such as
-`kxform.toml:14:1: kernel 'sgemm' arg 'A': unknown dtype 'flaot32' (expected one of ...)`.
+`k.kxspec.toml:14:1: kernel 'sgemm' arg 'A': unknown dtype 'flaot32' (expected one of ...)`.
 Centralising this keeps every message in the same shape and every location right.
 """
 
@@ -88,7 +88,10 @@ class Table:
     def _get(self, key: str, default: object) -> object:
         if key in self.data:
             return self.data[key]
-        if isinstance(default, _Missing):
+        if isinstance(default, _Missing):  # read before the keys are checked: a typo of it shows here
+            typo = difflib.get_close_matches(key, [k for k in self.data if isinstance(k, str)], n=1)
+            if typo:
+                self.fail(typo[0], f"missing '{key}'; '{typo[0]}' is not a key: did you mean '{key}'?")
             self.fail(None, f"missing '{key}'")
         return default
 

@@ -76,6 +76,8 @@ class Draft:
     text: str
     todos: tuple[str, ...] = ()
     probe: ProbeResult | None = field(default=None, compare=False)
+    guessed: str = ""
+    """Non-empty when the measuring run failed: why, and that the sizes are guesses."""
 
 
 def _numeric_macros(model: SourceModel) -> dict[str, str]:
@@ -425,6 +427,14 @@ def infer_spec(
         else:
             for param in plan.kernel.params:
                 plan.count_notes[param.name] = f"element count (the measuring run failed: {result.error})"
+            shown = "; ".join(
+                f"{name}: {', '.join(f'{v}={x}' for v, x in zip(plan.size_vars, values))}"
+                for name, values in plan.sizes.items()
+            )
+            plan.guessed = (
+                f"the measuring run failed ({result.error}), so the sizes ({shown or 'none'}) are kxform's "
+                "starting guesses, not confirmed by a run, and no element count was measured"
+            )
     if result is None:
         why = "the launch is not known" if plan.launch_todos else "no runtime to measure it with"
         for param in plan.kernel.params:
@@ -434,4 +444,4 @@ def infer_spec(
     if not any(launch.kernel == plan.kernel.name for launch in model.launches):
         text = text.replace("\n", f"\n# note: {spelling} is not launched in {source.path}\n", 1)
         todos = [re.sub(r"^line (\d+)", lambda m: f"line {int(m.group(1)) + 1}", t) for t in todos]
-    return Draft(text + "\n", tuple(todos), result)
+    return Draft(text + "\n", tuple(todos), result, plan.guessed)

@@ -1,4 +1,4 @@
-"""Loading `kxform.toml` harness specs and finding the spec of a source file.
+"""Loading harness specs (`NAME.kxspec.toml`) and finding the spec of a source file.
 
 `load_spec` reads and validates a whole file (format: docs/harness-spec.md) and
 returns frozen dataclasses; any problem is a `SpecError` located at `file:line` and
@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 import re
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
-from kxform.errors import Location, SpecError
+from kxform.errors import Deprecated, Location, SpecError
 from kxform.harness.fields import SpecSource, Table
 from kxform.harness.launch import CsrDims, ResolvedArg, ResolvedLaunch
 from kxform.harness.locate import LineIndex
@@ -59,12 +60,18 @@ __all__ = [
     "SizeSpec",
     "find_spec_for",
     "load_spec",
+    "missing_spec",
     "spec_candidates",
+    "specs_under",
 ]
 
 
-def load_spec(path: str | os.PathLike[str]) -> HarnessSpec:
-    """Read and validate the spec at `path`; SpecError with file:line on any problem."""
+def load_spec(path: str | os.PathLike[str], source: Path | None = None) -> HarnessSpec:
+    """Read and validate the spec at `path`; SpecError with file:line on any problem.
+
+    `source`: the file the spec describes, where that is not its `file` beside it (a
+    drafted spec kept in the cache by the kernel's content describes every file with
+    that content, wherever it is: kxform.locality.sizing)."""
     spec_path = Path(path)
     display = os.fspath(path)
     text = _read(spec_path, display)
@@ -79,7 +86,7 @@ def load_spec(path: str | os.PathLike[str]) -> HarnessSpec:
     if version != SPEC_VERSION:
         root.fail("version", f"unsupported version {version} (this kxform reads version {SPEC_VERSION})")
     source_rel = root.required_string("file")
-    source = spec_path.parent / source_rel
+    source = source or spec_path.parent / source_rel
     if not source.is_file():
         root.fail("file", f"source file '{source_rel}' not found (looked for {source})")
     kernels_table = root.table("kernel", "")
@@ -91,7 +98,40 @@ def load_spec(path: str | os.PathLike[str]) -> HarnessSpec:
             kernels_table.fail(name, f"kernel.{name} must be a table")
         table = Table(body, ("kernel", name), f"kernel '{name}'", root.source)
         kernels[name] = parse_kernel(name, table, spec_path.parent)
+    _note_legacy_name(spec_path, display, source_rel)
     return HarnessSpec(path=spec_path, source=source, kernels=kernels)
+
+
+def _note_legacy_name(spec_path: Path, display: str, source_rel: str) -> None:
+    """A spec read under an older name (`kxform.toml`, `NAME.kxform.toml`): still read,
+    with a note naming the file it should be renamed to (`kxform.toml` is the project
+    configuration's name)."""
+    name = spec_path.name
+    if name != LEGACY_NAMES[0] and not name.endswith(LEGACY_NAMES[1]):
+        return
+    new = spec_path.with_name(
+        f"{Path(source_rel).stem if name == LEGACY_NAMES[0] else name[: -len(LEGACY_NAMES[1])]}{SPEC_SUFFIX}"
+    )
+    warnings.warn(
+        Deprecated(
+            f"{display}: a harness spec under an older name, still read; rename it {new.name} "
+            f"(git mv {display} {os.path.join(os.path.dirname(display), new.name)}): kxform.toml is the "
+            "project configuration's name"
+        ),
+        stacklevel=3,
+    )
+
+
+def missing_spec(source_path: str, kernel: str) -> str:
+    """What a command that needs a spec says when `source_path` has none: where it looked
+    and the two ways to get one."""
+    stem = Path(source_path).stem
+    return (
+        f"{source_path}: no harness spec describes '{kernel}' (looked for {stem}{SPEC_SUFFIX} and {SPEC_NAME} "
+        f"beside it); give one with --spec, draft one with 'kxform harness infer {source_path} --kernel {kernel} "
+        f"-o {os.path.dirname(source_path) or '.'}', or run 'kxform optimize {source_path} --kernel {kernel}', "
+        "which drafts and checks it (docs/harness-spec.md)"
+    )
 
 
 def find_spec_for(source_path: str | os.PathLike[str]) -> Path | None:
@@ -119,6 +159,28 @@ def spec_candidates(source_path: str | os.PathLike[str]) -> list[Path]:
     shared spec is read whichever source its `file` names): a build that depends on
     them re-runs when a spec is edited, added or removed."""
     return [path for pair in _candidate_pairs(Path(source_path)) for path in pair if path.is_file()]
+
+
+def specs_under(folder: Path) -> list[Path]:
+    """Every harness spec under `folder`, in path order: `kxform-spec.toml` and
+    `NAME.kxspec.toml`, and the older `kxform.toml` and `NAME.kxform.toml` where they hold
+    no `[tool.kxform]` table (such a `kxform.toml` is the project's configuration)."""
+    found = {
+        *folder.rglob(SPEC_NAME),
+        *folder.rglob(f"*{SPEC_SUFFIX}"),
+        *(p for p in folder.rglob(LEGACY_NAMES[0]) if not _is_configuration(p)),
+        *folder.rglob(f"*{LEGACY_NAMES[1]}"),
+    }
+    return sorted(p for p in found if p.is_file())
+
+
+def _is_configuration(path: Path) -> bool:
+    """Whether `path` holds a `[tool]` table (a project configuration), read loosely: a
+    file that does not parse is left to `load_spec` to report."""
+    try:
+        return "tool" in tomllib.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, tomllib.TOMLDecodeError, RecursionError):
+        return False
 
 
 def _candidate_pairs(source: Path) -> tuple[tuple[Path, Path], ...]:

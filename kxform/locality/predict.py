@@ -337,6 +337,13 @@ def _predict(
     return tuple(ranked)
 
 
+def against_row(share: float, what: str) -> str:
+    """A share of row-major's figure (0.05: 5% less) in words a loss cannot be misread in:
+    `5.0% less DRAM traffic`, `83.8% more predicted memory time` (a signed "saved -83.8%"
+    beside an unsigned "saves 86.4%" read as two savings)."""
+    return f"{abs(share):.1%} {'less' if share >= 0 else 'more'} {what}"
+
+
 def decide(
     predictions: tuple[OrderPrediction, ...], veto: Callable[[RemapConfig], str | None] = lambda config: None
 ) -> tuple[OrderPrediction | None, str]:
@@ -358,8 +365,8 @@ def decide(
             return None, "no candidate order"
         return None, (
             f"no order beats row-major by the margins (DRAM saved {DRAM_MARGIN:.0%}, time saved "
-            f"{GAIN_MARGIN:.0%}); best: {best_other.label} DRAM saved {-best_other.dram_change:+.1%}, "
-            f"time saved {best_other.gain:+.1%}"
+            f"{GAIN_MARGIN:.0%}); best: {best_other.label}: {against_row(-best_other.dram_change, 'DRAM traffic')}, "
+            f"{against_row(best_other.gain, 'predicted memory time')} than row-major"
         )
     best = max(p.gain for p in passing)
 

@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from kxform.cache import cache_root, content_key
+from kxform.cache import cache_root, content_key, located, portable
 from kxform.engine.proposal import Proposal, Provenance
 from kxform.errors import KxformError
 from kxform.fileio import write_atomic
@@ -28,7 +28,7 @@ from kxform.frontend.source import SourceText
 from kxform.harness.model import KernelSpec
 from kxform.harness.request import UnitFlags
 from kxform.hw import HwProfile
-from kxform.locality.predict import Ranking, candidate_configs, rank_orders
+from kxform.locality.predict import Ranking, against_row, candidate_configs, rank_orders
 from kxform.locality.sizing import drafted_spec, timing_size
 from kxform.locality.trace import ModelRefused
 from kxform.remap import RemapConfig, get_pattern
@@ -65,7 +65,7 @@ class Verdict:
                 continue
             why = (
                 f"candidate ranked {order['rank']} by the model: {_figures(order)}, "
-                f"{float(order['margin_to_identity']):+.1%} vs row-major"
+                f"{against_row(float(order['margin_to_identity']), 'predicted memory time')} than row-major"
             )  # type: ignore[arg-type]
             known.append((int(order["rank"]), replace(proposal, rationale=why, provenance=self.provenance)))  # type: ignore[call-overload]
         return [p for _, p in sorted(known, key=lambda item: item[0])] + unknown
@@ -146,13 +146,13 @@ def cached_ranking(
     if path.is_file():
         data = json.loads(path.read_text(encoding="utf-8"))
         if "refused" in data:
-            raise ModelRefused(str(data["refused"]))
+            raise ModelRefused(located(str(data["refused"]), source.path))
         return dict(data)
     try:
         ranking: Ranking = rank_orders(source, spec, hw, size, configs, flags=flags)
         data = ranking.to_json()
     except ModelRefused as exc:
-        _write(path, {"refused": exc.cause})
+        _write(path, {"refused": portable(exc.cause, source.path)})
         raise
     _write(path, data)
     return data
@@ -180,10 +180,10 @@ def rationale(data: dict[str, object]) -> str:
         return f"{head}: {data['decision']}; row-major: {_figures(row)}"
     pick = orders[chosen]
     return (
-        f"{head}: {chosen} {_figures(pick)} vs row-major {_figures(row)}; saves "
-        f"{float(pick['margin_to_identity']):.1%} of row-major's predicted memory time ({pick['predicted_ms']} "
-        f"vs {row['predicted_ms']} ms; compute is not modelled, so a compute-bound kernel gains less); "
-        f"sampling error of DRAM reads +-{_rel(pick):.1%}"
+        f"{head}: {chosen} {_figures(pick)} vs row-major {_figures(row)}; "
+        f"{against_row(float(pick['margin_to_identity']), 'predicted memory time')} than row-major "  # type: ignore[arg-type]
+        f"({pick['predicted_ms']} vs {row['predicted_ms']} ms; compute is not modelled, so a compute-bound kernel "
+        f"gains less); sampling error of DRAM reads +-{_rel(pick):.1%}"
     )
 
 

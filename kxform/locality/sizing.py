@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import NoReturn
 
-from kxform.cache import cache_root, content_key
+from kxform.cache import cache_root, content_key, located, portable
 from kxform.errors import KxformError
 from kxform.fileio import write_atomic
 from kxform.frontend.model import SourceModel
@@ -36,7 +37,7 @@ L2_MULTIPLE = 4
 MAX_BYTES = 3 << 30
 """Buffers the CPU runtime allocates for a trace, at most."""
 MAX_DOUBLINGS = 16
-DRAFT_VERSION = "1"
+DRAFT_VERSION = "2"
 
 
 def timing_size(spec: KernelSpec, hw: HwProfile) -> SizeSpec:
@@ -81,55 +82,64 @@ def _show(size: SizeSpec) -> str:
 def drafted_spec(
     source: SourceText, kernel: str, model: SourceModel, flags: UnitFlags | None = None
 ) -> tuple[KernelSpec, Path]:
-    """A drafted spec of `kernel` (cached by the source text); ModelRefused when the
-    draft is incomplete or cannot be measured. `model`: the source's parse. A kernel
-    the file never launches is refused before anything is drafted."""
+    """A drafted spec of `kernel` (cached by what the draft depends on: draft_key);
+    ModelRefused when the draft is incomplete or cannot be measured. `model`: the
+    source's parse. A kernel the file never launches is refused before anything is
+    drafted.
+
+    An entry is valid wherever its key matches (another checkout, a temporary copy, CI):
+    the draft names its source by file name only and is loaded against the file being
+    judged, and a refusal stores the source's path as a mark that reads back as the
+    current one."""
     if not any(launch.kernel == kernel.split("<", 1)[0] for launch in model.launches):
         raise ModelRefused(f"no spec, and none can be drafted: the file does not launch '{kernel}'")
     from kxform.harness.infer import infer_spec
-    from kxform.harness.spec import load_spec
+    from kxform.harness.spec import SPEC_SUFFIX, load_spec
     from kxform.locality.trace import default_runtime
 
-    key = content_key(
-        DRAFT_VERSION,
-        source.text,
-        kernel,
-        source.path,
-        *(() if flags is None else (repr((flags.include_dirs, flags.defines)),)),
-    )
-    path = cache_root() / "drafts" / key / f"{Path(source.path).stem}.kxform.toml"
+    path = cache_root() / "drafts" / draft_key(source, kernel, flags) / f"{Path(source.path).stem}{SPEC_SUFFIX}"
     refused = path.with_suffix(".refused")
     if refused.is_file():
-        raise ModelRefused(refused.read_text(encoding="utf-8"))
+        raise ModelRefused(located(refused.read_text(encoding="utf-8"), source.path))
     if not path.is_file():
         try:
             draft = infer_spec(source, kernel, default_runtime(), model=model, flags=flags)
         except KxformError as exc:
-            _write(refused, f"no spec, and none can be drafted: {exc}")
-            raise ModelRefused(f"no spec, and none can be drafted: {exc}") from None
+            _refuse(refused, f"no spec, and none can be drafted: {exc}", source.path)
         if draft.todos:
-            why = f"no spec, and the drafted one is incomplete ({draft.todos[0]})"
-            _write(refused, why)
-            raise ModelRefused(why)
-        _write(path, _point_at(draft.text, str(Path(source.path).resolve())))
+            _refuse(refused, f"no spec, and the drafted one is incomplete ({draft.todos[0]})", source.path)
+        # `file` is the source's name (drafted as if beside it), and so is every mention of it
+        _write(path, portable(draft.text, source.path, Path(source.path).name))
     try:
-        return load_spec(path).kernel(kernel), path
+        return load_spec(path, source=Path(source.path).resolve()).kernel(kernel), path
     except KxformError as exc:
         raise ModelRefused(f"no spec, and the drafted one does not load: {exc}") from None
 
 
-def _point_at(text: str, absolute: str) -> str:
-    """The draft with its `file` naming the source by absolute path (it lives in the cache)."""
-    lines = text.split("\n")
-    for i, line in enumerate(lines):
-        if line.startswith("file = "):
-            lines[i] = f"file = {_toml_string(absolute)}"
-            break
-    return "\n".join(lines)
+def draft_key(source: SourceText, kernel: str, flags: UnitFlags | None) -> str:
+    """What a draft depends on, and nothing of where the file is: its text and name, the
+    kernel, the unit's include directories and defines, and the content of every
+    project header it reaches through `#include "..."` (a macro there can set the
+    launch)."""
+    from kxform.build.overlay import walk_includes
+
+    folder = Path(source.path).resolve().parent
+    include_dirs = [Path(d).resolve() for d in (flags.for_unit(source.path) if flags else ())]
+    headers = [f"{name}:{content_key(data)}" for name, _, data in walk_includes(folder, source.text, include_dirs)]
+    return content_key(
+        DRAFT_VERSION,
+        source.text,
+        kernel,
+        Path(source.path).name,
+        *(() if flags is None else (repr((flags.include_dirs, flags.defines)),)),
+        *headers,
+    )
 
 
-def _toml_string(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+def _refuse(path: Path, why: str, source_path: str) -> NoReturn:
+    """Store the refusal (kxform.cache.portable: without the source's path) and raise it."""
+    _write(path, portable(why, source_path))
+    raise ModelRefused(why) from None
 
 
 def _write(path: Path, text: str) -> None:

@@ -95,14 +95,16 @@ class PassLog:
         self.run_id = run_id
 
     @classmethod
-    def open(cls, path: str | None, *, hw: str, pipeline: str, argv: list[str]) -> PassLog:
+    def open(cls, path: str | None, *, hw: str, pipeline: str, argv: list[str], home: str = ".") -> PassLog:
         """Create the log and write its first record now, so that a log that cannot be
-        written (a directory, a full disk) is a one-line `InputError` before any work."""
+        written (a directory, a full disk) is a one-line `InputError` before any work.
+        Without `path` it is `home/.kxform/logs/RUN.jsonl` (`home`: the working
+        directory, or the output directory of a run that must not write the tree)."""
         run_id = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
-        target = Path(path) if path else Path(STATE_DIR) / "logs" / f"{run_id}.jsonl"
+        target = Path(path) if path else Path(home) / STATE_DIR / "logs" / f"{run_id}.jsonl"
         try:
             if not path:
-                state_dir()
+                state_dir(home)
             if target.is_dir():
                 raise IsADirectoryError(21, "is a directory")
             target.parent.mkdir(parents=True, exist_ok=True)

@@ -221,7 +221,32 @@ def collect_sources(paths: Sequence[str], config: ApplyConfig) -> RunSources:
         kept = found.files
     else:
         kept = [f for f in found.files if not config.exclude.matches(f)]
+    refused = [str(e.location.path) for e in found.refused if e.location is not None]
+    _check_found(paths, [*kept, *refused], found.files)
     return RunSources(replace(found, files=kept), tuple(found.files))
+
+
+def _check_found(paths: Sequence[str], kept: Sequence[str], walked: Sequence[str]) -> None:
+    """A directory given with no CUDA/HIP source under it to process (or to refuse, with
+    its own reason: a link leading outside) is a usage error naming it (a mistyped or
+    wrong path), not a run of "0 files rewritten"."""
+    for path in paths:
+        if not os.path.isdir(path):
+            continue
+        roots = (os.path.abspath(path), os.path.realpath(path))
+
+        def under(file: str, roots: tuple[str, str] = roots) -> bool:  # as named, or as resolved
+            named, real = os.path.abspath(file), os.path.realpath(file)
+            return os.path.commonpath([roots[0], named]) == roots[0] or os.path.commonpath([roots[1], real]) == roots[1]
+
+        if any(under(f) for f in kept):
+            continue
+        excluded = sum(1 for f in walked if under(f))
+        why = f"the {excluded} there are excluded by the configuration" if excluded else "none there"
+        raise UsageError(
+            f"{display_path(path)}: no CUDA/HIP source to process under it ({why}; kxform walks .cu, .cuh and .hip "
+            "files and the headers they include, leaving out what git ignores)"
+        )
 
 
 def run_apply(

@@ -1,7 +1,7 @@
 """Tuning every kernel a harness spec under a directory describes.
 
-Each `kxform.toml` (or `NAME.kxform.toml`) under the directory names a source file and
-its kernels; each kernel is tuned as one file's kernel is (kxform.orchestrate.tune), with
+Each harness spec under the directory (`NAME.kxspec.toml`, `kxform-spec.toml`; the older
+names too: kxform.harness.spec.specs_under) names a source file and its kernels; each kernel is tuned as one file's kernel is (kxform.orchestrate.tune), with
 the same request, one pass log for the run. A kernel no pass has anything to tune in
 keeps its original (its summary says why); one that cannot be tuned (its spec or file is
 broken) is a summary with its error, and the others go on. The outcome counts the
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kxform.errors import KxformError, UsageError
-from kxform.harness.spec import load_spec
+from kxform.harness.spec import load_spec, specs_under
 from kxform.log.report import Report
 from kxform.orchestrate.tune_kernel import open_log, tune_file, with_kernel
 from kxform.orchestrate.tune_request import QUIET, Listeners, RunKind, TuneOutcome, TuneRequest
@@ -33,7 +33,7 @@ class Target:
 def targets(folder: Path, kernel: str | None) -> list[Target]:
     """Every (source, kernel) of the specs under `folder`, in path order; `kernel` filters."""
     found: list[Target] = []
-    for path in sorted(p for p in folder.rglob("*kxform.toml") if p.is_file()):
+    for path in specs_under(folder):
         spec = load_spec(path)  # a broken spec is an error naming its line: never a silently skipped kernel
         for name in spec.kernels:
             if kernel is None or name == kernel:

@@ -152,7 +152,7 @@ class TuneRequest:
     passes: tuple[str, ...] | None = None
     """Passes whose parameters span the space (None: every pass with something to tune)."""
     spec: str | None = None
-    """The harness spec (None: the kxform.toml that names the file)."""
+    """The harness spec (None: the one beside the file that names it, `NAME.kxspec.toml`)."""
     hw: str = "h100"
     search: SearchSettings = field(default_factory=SearchSettings)
     measure: MeasureSettings = field(default_factory=MeasureSettings)

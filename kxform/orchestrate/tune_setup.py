@@ -18,7 +18,7 @@ from kxform.errors import InputError, UsageError
 from kxform.frontend.cuda import parse_model
 from kxform.frontend.source import SourceText
 from kxform.harness.model import KernelSpec, SizeSpec
-from kxform.harness.spec import find_spec_for, load_spec
+from kxform.harness.spec import find_spec_for, load_spec, missing_spec
 from kxform.hw import load_profile
 from kxform.orchestrate.tune_request import TuneRequest
 from kxform.search.db import TuneKey, TuningDB
@@ -63,13 +63,10 @@ def check_kernel(source: SourceText, kernel: str) -> None:
 
 
 def harness_spec(request: TuneRequest, source: SourceText) -> KernelSpec:
-    """The kernel's harness spec: `request.spec`, else the kxform.toml that names the file."""
+    """The kernel's harness spec: `request.spec`, else the one beside the file that names it."""
     path = request.spec or find_spec_for(source.path)
     if path is None:
-        raise UsageError(
-            f"{source.path}: no harness spec names this file; tuning verifies and times "
-            f"'{request.kernel}' from one (--spec S, docs/harness-spec.md)"
-        )
+        raise UsageError(missing_spec(source.path, str(request.kernel)))
     return load_spec(path).kernel(str(request.kernel))
 
 
@@ -94,7 +91,12 @@ def objective_of(request: TuneRequest, source: SourceText) -> tuple[Objective, S
     recording_path = request.measure.recording
     if recording_path is not None:
         recording = load_recording(recording_path)
-        if recording.kernel and recording.kernel != request.kernel:
+        if not recording.kernel:  # matched to the file by the kernel's name, or not at all
+            raise UsageError(
+                f"{recording_path}: the recording names no kernel (kernel_name), "
+                f"so it cannot be matched to '{request.kernel}'"
+            )
+        if recording.kernel != request.kernel:
             raise UsageError(f"{recording_path}: a recording of kernel '{recording.kernel}', not '{request.kernel}'")
         return recording.objective, recording.search
     objective = kernel_objective(request, source)

@@ -116,7 +116,22 @@ def _backend_check(request: TuneRequest) -> Callable[[Recipe], Backend]:
         options = RayOptions(address=ray, workers=workers)
         return lambda recipe: RayBackend(recipe, options)
     devices = parse_gpus(gpus)
+    if request.measure.objective == "gpu":
+        _gpus_here(str(gpus))
     return lambda recipe: LocalBackend(recipe, devices)
+
+
+def _gpus_here(asked: str) -> None:
+    """Each worker of the GPU objective times on a GPU of this host: without a GPU runtime
+    one line says so before any worker starts (a worker that finds no device says so
+    itself, as one line too). A recorded space needs no GPU: its workers replay it."""
+    import importlib.util
+
+    if importlib.util.find_spec("pycuda") is None:
+        raise UsageError(
+            f"--gpus {asked}: no GPU runtime here (pycuda is not installed: pip install 'kxform[gpu]'); "
+            "a recorded space replays without one (--objective replay:FILE, docs/search.md)"
+        )
 
 
 def _recipe(request: TuneRequest, source: SourceText) -> tuple[Recipe, SearchSpace]:

@@ -93,7 +93,8 @@ class RayBackend(Backend):
         if count is None:
             count = int(gpus // options.num_gpus) if options.num_gpus > 0 else 0
             if count < 1:
-                raise UsageError("--ray: the cluster has no GPU")
+                where = f" {options.address}" if options.address else ""
+                raise UsageError(f"--ray{where}: the cluster has no GPU, and each timing worker takes one")
         elif count * options.num_gpus > gpus:  # the actors would wait for GPUs that never come
             raise UsageError(f"--gpus {count} with --ray: the cluster has {gpus:g} GPUs")
         actor = ray.remote(EvalWorker).options(

@@ -5,7 +5,8 @@ values as its writer stored them: data, never code. Before a recorded best can b
 written, each name must be exactly one parameter of the passes' composed space (`TILE`
 -> `tile.TILE`), each value must have that parameter's type and be one of its values
 (`Param.typed`: the string "32" is not the integer 32, and no text is pasted into the
-source), the passes it names apply (a pass's own switch, as `tune --export` records
+source; an integer is the value of an enum whose domain spells it, `factor=2` -> "2", as
+Kernel Tuner records such options), the passes it names apply (a pass's own switch, as `tune --export` records
 it, `tile: false`, says whether it does),  and the composed constraints hold. What comes out is
 a pass pipeline spec that `kxform apply` then runs with every check and a differential
 run (kxform.orchestrate.tune_write).
@@ -56,8 +57,13 @@ def recorded_config(space: KernelSpace, recorded: Mapping[str, object], hw: obje
 
 
 def _typed(space: KernelSpace, name: str, value: object) -> ParamValue:
+    param = space.space.param(name)
+    if param.kind == "enum" and type(value) is int and str(value) in param.values:
+        # Kernel Tuner records a numeric option as the number (vectorize's width=4, coarsen's
+        # factor=2): it stands for the domain's own value of that spelling, nothing is parsed
+        value = str(value)
     try:
-        return space.space.param(name).typed(value)
+        return param.typed(value)
     except UsageError as exc:
         raise CheckFailed("space", printable(exc.cause)) from None
 

@@ -44,7 +44,7 @@ _VERIFY_KEYS = {"ok": "", "mismatch": VERIFY_MISMATCH, "inconclusive": VERIFY_IN
 
 
 def spec_for_file(path: str, spec_dirs: tuple[str, ...] = ()) -> HarnessSpec | None:
-    """The harness spec beside `path` (kxform.toml naming it), else one in `spec_dirs`, or None."""
+    """The harness spec beside `path` (NAME.kxspec.toml, or a kxform-spec.toml naming it), else one in `spec_dirs`, or None."""
     spec_path = find_spec_for(path) or (spec_in_dirs(path, spec_dirs) if spec_dirs else None)
     return None if spec_path is None else load_spec(spec_path)
 
@@ -120,7 +120,8 @@ def verify_file(
         if measure and kernel not in replayed:  # a replayed decision was measured when it was made
             timing_record, faster = _measure(source, new, specs[0], runtime, policy)
             if kernel in predictions:  # the measurement decides; the log keeps what was predicted beside it
-                timing_record = replace(timing_record, detail=f"{timing_record.detail}; {predictions[kernel]}")
+                said = "overruled by this measurement, the model had predicted" if not faster else "predicted"
+                timing_record = replace(timing_record, detail=f"{timing_record.detail}; {said}: {predictions[kernel]}")
             records[kernel] += (timing_record,)
             if not faster:
                 failed[kernel] = ("measure", NOT_FASTER, f"NotFaster: {timing_record.detail}")

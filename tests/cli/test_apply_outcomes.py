@@ -49,7 +49,7 @@ def test_measure_without_a_timing_runtime_is_a_usage_error(sgemm: Path) -> None:
 def test_inconclusive_verification_writes_nothing_and_the_remark_says_why(sgemm: Path) -> None:
     """A spec that declares C `out` although the kernel reads it (beta * C): the poison
     propagates, both runs agree on NaN, and the old verifier called that a match."""
-    spec = sgemm.parent / "kxform.toml"
+    spec = sgemm.parent / "sgemm_tiled.kxspec.toml"
     text = spec.read_text()
     c_arg = text.index('name = "C"')
     tail = text[c_arg:].replace(

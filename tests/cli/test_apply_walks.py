@@ -122,8 +122,12 @@ def test_lock_with_out_dir_copies_the_headers_a_run_without_lock_copies(tmp_path
     locked = run_cli("apply", "--lock", "-o", "locked", "src/a.cu", cwd=root)
     assert locked.returncode == 0, locked.stderr
 
-    def copies(out: str) -> dict[str, bytes]:  # everything under OUT: the copies and nothing else
-        found = (p.relative_to(root / out) for p in sorted((root / out).rglob("*")) if p.is_file())
+    def copies(out: str) -> dict[str, bytes]:  # everything under OUT but kxform's own .kxform/ (the run's log)
+        found = (
+            p.relative_to(root / out)
+            for p in sorted((root / out).rglob("*"))
+            if p.is_file() and ".kxform" not in p.relative_to(root / out).parts
+        )
         return {str(p): (root / out / p).read_bytes() for p in found}
 
     assert copies("plain") == copies("locked")
@@ -143,3 +147,22 @@ def test_an_unknown_pass_is_reported_before_a_missing_path(
     assert main(["apply", "--pass", "swizzle", "missing.cu"]) == 2
     assert capsys.readouterr().err.strip() == "kxform: error: missing.cu: no such file or directory"
     assert calls == [("missing.cu",)] and not (tmp_path / ".kxform").exists()
+
+
+def test_a_directory_with_no_source_to_process_is_an_error_naming_it(tmp_path: Path) -> None:
+    """`kxform apply docs/` (no .cu, .cuh or .hip there) is a mistyped path, not a run that
+    rewrote "0 files": exit 2, one line naming it, nothing written (not even a log)."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "notes.txt").write_text("__global__ void k() {}\n")
+    _tree(tmp_path)
+    proc = run_cli("apply", "--pass", "swizzle", "src", "docs", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("kxform: error: docs: no CUDA/HIP source to process under it (none there;")
+    assert not (tmp_path / ".kxform").exists() and "kxform_block" not in (tmp_path / "src" / "a.cu").read_text()
+    (tmp_path / "only").mkdir()
+    (tmp_path / "only" / "skip.cu").write_text(KERNEL)  # the configuration excludes every skip.cu
+    excluded = run_cli("apply", "only", cwd=tmp_path)
+    assert excluded.returncode == 2 and "only: no CUDA/HIP source to process under it (the 1 there are excluded" in (
+        excluded.stderr
+    )
+    assert run_cli("apply", "src", cwd=tmp_path).returncode == 0  # a tree with sources runs as before

@@ -106,11 +106,17 @@ def test_in_place_write_is_compiled_logged_and_idempotent(tree: Path) -> None:
 
 
 def test_out_dir_leaves_sources_alone(tree: Path) -> None:
+    """With -o the tree is never written, not even a pass log: without --log it goes to
+    OUT_DIR/.kxform/logs/."""
     before = snapshot(tree / "src")
     proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "--verify", "static", "-o", "out", "src", cwd=tree)
     assert proc.returncode == 0, proc.stderr
     assert snapshot(tree / "src") == before
     assert "kxform_block" in (tree / "out" / "src" / "tile.cu").read_text()
+    assert not (tree / ".kxform").exists() and not (tree / "src" / ".kxform").exists()
+    (log,) = (tree / "out" / ".kxform" / "logs").glob("*.jsonl")
+    assert f"Log: {Path('out') / '.kxform' / 'logs' / log.name}" in proc.stderr
+    assert (tree / "out" / ".kxform" / ".gitignore").read_text().splitlines()[-1] == "*"
 
 
 @needs_nvcc

@@ -40,7 +40,7 @@ def _run_record(tree: Path) -> tuple[dict, list[dict]]:
 
 def test_found_walking_up_and_harness_specs_are_passed_over(tmp_path: Path) -> None:
     tree = _tree(tmp_path, '[tool.kxform]\npasses = ["swizzle"]\n', "pyproject.toml")
-    spec = (CORPORA / "sgemm_tiled" / "kxform.toml").read_text()
+    spec = (CORPORA / "sgemm_tiled" / "sgemm_tiled.kxspec.toml").read_text()
     (tree / "src" / "kxform.toml").write_text(spec)  # a harness spec on the way up: not a configuration
     assert find_config([str(tree / "src" / "deep" / "tile.cu")]) == tree / "pyproject.toml"
     (tree / "kxform.toml").write_text('[tool.kxform]\npasses = ["swizzle{pattern=row}"]\n')
@@ -208,7 +208,7 @@ def test_harness_spec_directories(tmp_path: Path) -> None:
     (tmp_path / "src" / "transpose.cu").write_text(source)
     (tmp_path / "harness").mkdir()
     spec = (
-        (CORPORA / "transpose" / "kxform.toml")
+        (CORPORA / "transpose" / "transpose.kxspec.toml")
         .read_text()
         .replace('file = "transpose.cu"', 'file = "../src/transpose.cu"')
     )

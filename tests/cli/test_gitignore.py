@@ -79,7 +79,10 @@ def test_apply_leaves_ignored_kernels_alone_and_kxform_ignores_itself(repo: Path
 
 
 def test_out_dir_holds_only_the_copies(repo: Path) -> None:
+    """... and kxform's own .kxform/ (the run's log, ignoring itself): the tree gets nothing."""
     proc = run_cli("apply", "--pass", "swizzle{pattern=grouped}", "--verify", "static", "-o", "out", "src", cwd=repo)
     assert proc.returncode == 0, proc.stderr
     found = sorted(str(p.relative_to(repo / "out")) for p in (repo / "out").rglob("*") if p.is_file())
-    assert found == ["src/gen/keep.gen.cu", "src/k.cu"]
+    copies = [f for f in found if not f.startswith(".kxform/")]
+    assert copies == ["src/gen/keep.gen.cu", "src/k.cu"]
+    assert [f for f in found if f not in copies and not f.startswith(".kxform/logs/")] == [".kxform/.gitignore"]

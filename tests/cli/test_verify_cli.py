@@ -54,7 +54,7 @@ N_ARG = '[[kernel.scale.args]]\nname = "n"\nkind = "scalar"\ndtype = "int32"\nva
 
 def setup(tmp_path: Path, dtype: str = "float32", last: str = N_ARG, spin: str = "") -> Path:
     (tmp_path / "k.cu").write_text(KERNEL.replace("SPIN", spin))
-    (tmp_path / "kxform.toml").write_text(SPEC.replace("DTYPE", dtype).replace("LAST", last))
+    (tmp_path / "k.kxspec.toml").write_text(SPEC.replace("DTYPE", dtype).replace("LAST", last))
     return tmp_path
 
 
@@ -74,7 +74,7 @@ def test_identical_files_verify(tmp_path: Path) -> None:
 def test_spec_missing_an_argument(tmp_path: Path) -> None:
     proc = verify(setup(tmp_path, last=""))
     assert proc.returncode == 2
-    assert "kxform.toml" in proc.stderr and "no argument for parameter 'int n' (#4)" in proc.stderr
+    assert "k.kxspec.toml" in proc.stderr and "no argument for parameter 'int n' (#4)" in proc.stderr
     assert "add an [[kernel" in proc.stderr
 
 
@@ -82,7 +82,7 @@ def test_spec_with_a_wrong_dtype(tmp_path: Path) -> None:
     proc = verify(setup(tmp_path, dtype="float64"))
     assert proc.returncode == 2
     assert "arg 'x': dtype 'float64'" in proc.stderr and 'use dtype = "float32"' in proc.stderr
-    assert "kxform.toml:" in proc.stderr
+    assert "k.kxspec.toml:" in proc.stderr
 
 
 def test_kernel_that_never_returns_is_killed(tmp_path: Path) -> None:
@@ -111,7 +111,7 @@ def test_no_gpu_and_no_spec(tmp_path: Path) -> None:
     setup(tmp_path)
     gpu = run_cli("verify", "k.cu", "k.cu", "--kernel", "scale", "--runtime", "gpu", cwd=tmp_path)
     assert gpu.returncode == 2 and "GPU runtime unavailable" in gpu.stderr
-    (tmp_path / "kxform.toml").unlink()
+    (tmp_path / "k.kxspec.toml").unlink()
     nospec = run_cli("verify", "k.cu", "k.cu", "--kernel", "scale", "--runtime", "cpu", cwd=tmp_path)
     assert nospec.returncode == 2 and "kxform harness infer k.cu --kernel scale" in nospec.stderr
 
@@ -141,3 +141,15 @@ def test_quoted_includes_resolve_from_the_files_directory(tmp_path: Path) -> Non
     )
     proc = verify(tmp_path)
     assert proc.returncode == 0, proc.stderr + proc.stdout
+
+
+def test_a_dangling_link_in_an_include_directory_is_no_internal_error(tmp_path: Path) -> None:
+    """An -I directory holding a link to nothing (a stale build artefact): the unit does
+    not include it, so it verifies as without it (it was `internal error:
+    FileNotFoundError`, exit 123, from the cache key's walk of the directory)."""
+    setup(tmp_path)
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "stale.h").symlink_to(tmp_path / "gone" / "stale.h")
+    proc = verify(tmp_path, "-I", "inc")
+    assert proc.returncode == 0, proc.stderr
+    assert "internal error" not in proc.stderr and "scale: verified on the cpu runtime" in proc.stdout

@@ -117,3 +117,19 @@ def test_apply_piped_prints_no_progress(tmp_path: Path) -> None:
     assert "\r" not in proc.stderr and "file/s" not in proc.stderr and "transform" not in proc.stderr
     log = next((tmp_path / ".kxform" / "logs").glob("*.jsonl")).read_text()
     assert "\r" not in log and "file/s" not in log
+
+
+NUMBERS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
+
+
+def test_the_docs_name_every_hook_and_ask_for_no_gitignore_entry() -> None:
+    """docs/build-integration.md counts and lists the hooks `.pre-commit-hooks.yaml`
+    defines, and asks nobody to add `.kxform/` to `.gitignore`: it ignores itself."""
+    hooks = _hooks()
+    doc = (ROOT / "docs" / "build-integration.md").read_text(encoding="utf-8")
+    section = doc[doc.index("## pre-commit") : doc.index("## CI")]
+    assert f"defines {NUMBERS[len(hooks)]} hooks" in section
+    assert all(f"id: {name} " in section for name in hooks), sorted(hooks)
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = " ".join(path.read_text(encoding="utf-8").split())
+        assert not re.search(r"[Aa]dd `?\.kxform/?`? (\([^)]*\) )?to `?\.gitignore", text), path

@@ -461,10 +461,10 @@ def test_harness_spec_limits_are_located_spec_errors(tmp_path: Path, case: str) 
         )
     else:
         text = text.replace("block = [32]\n", 'block = [32]\nreference = "../ref.py:k"\n')
-    (spec_dir / "kxform.toml").write_text(text)
+    (spec_dir / "k.kxspec.toml").write_text(text)
     with pytest.raises(SpecError) as info:
-        load_spec(spec_dir / "kxform.toml")
-    assert str(info.value).startswith(str(spec_dir / "kxform.toml"))
+        load_spec(spec_dir / "k.kxspec.toml")
+    assert str(info.value).startswith(str(spec_dir / "k.kxspec.toml"))
     if case in ("npy-outside", "reference-outside"):
         assert "outside the spec's directory" in str(info.value)
 

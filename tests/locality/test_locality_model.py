@@ -65,7 +65,7 @@ def test_inspect_l2_without_a_spec(tmp_path: Path) -> None:
     (tmp_path / "k.cu").write_text(TRANSPOSE.read_text())
     proc = run_cli("inspect", "--l2", "k.cu", "--kernel", "transposeNoBankConflicts", cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
-    assert "k.cu: no harness spec for kernel 'transposeNoBankConflicts'" in proc.stderr
+    assert "k.cu: no harness spec describes 'transposeNoBankConflicts' (looked for k.kxspec.toml" in proc.stderr
 
 
 def test_inspect_l2_options_need_l2() -> None:
@@ -131,7 +131,7 @@ def test_the_model_reproduces_the_direction_of_every_measured_effect() -> None:
     assert len(configs) > len(candidate_configs(load_profile("mi300x"), 2))
     predicted, observed = [], []
     for name, (folder, kernel) in KERNELS.items():
-        spec = load_spec(CORPORA / folder / "kxform.toml")
+        spec = load_spec(CORPORA / folder / f"{folder}.kxspec.toml")
         ranking = rank_orders(read_source(str(spec.source)), spec.kernel(kernel), load_profile("h200"), configs=configs)
         for p in ranking.predictions:
             if p.config is None:
@@ -190,7 +190,7 @@ def test_an_order_whose_rewrite_lowers_occupancy_is_vetoed() -> None:
     grouped = get_pattern("grouped").resolve({})
     vetoes = {}
     for folder, kernel in (("gemm_bf16_wmma", "gemm_bf16_wmma"), ("sgemm_tiled", "sgemm_tiled")):
-        harness = load_spec(CORPORA / folder / "kxform.toml")
+        harness = load_spec(CORPORA / folder / f"{folder}.kxspec.toml")
         spec = harness.kernel(kernel)
         source = read_source(str(harness.source))
         extracted = extract(source, spec)
@@ -208,7 +208,7 @@ def test_an_order_whose_rewrite_lowers_occupancy_is_vetoed() -> None:
 def test_a_vetoed_order_gives_way_to_the_next_that_passes() -> None:
     """decide() with a veto planted on the order it would choose takes the next passing
     order and says which it passed over; vetoing every passing order leaves the kernel alone."""
-    spec = load_spec(CORPORA / "sgemm_tiled" / "kxform.toml")
+    spec = load_spec(CORPORA / "sgemm_tiled" / "sgemm_tiled.kxspec.toml")
     ranking = rank_orders(read_source(str(spec.source)), spec.kernel("sgemm_tiled"), load_profile("h200"))
     first, _ = decide(ranking.predictions)
     assert first is not None and first.config is not None
@@ -257,7 +257,7 @@ def test_a_measurement_decides_and_is_logged_beside_the_prediction(tmp_path: Pat
 
     folder = tmp_path / "sgemm_128"
     shutil.copytree(CORPORA / "sgemm_128", folder)
-    spec = folder / "kxform.toml"  # time at a size the CPU runs in a moment
+    spec = folder / "sgemm_128.kxspec.toml"  # time at a size the CPU runs in a moment
     spec.write_text(spec.read_text().replace("M = 8192\nN = 8192\nK = 8192", "M = 256\nN = 256\nK = 32"))
     path = folder / "sgemm_128.cu"
     original = path.read_bytes()
@@ -282,6 +282,7 @@ def test_a_measurement_decides_and_is_logged_beside_the_prediction(tmp_path: Pat
     (kernel,) = results
     (timing,) = [c for c in kernel.checks if c.name == "measure"]
     assert "original" in timing.detail and "rewritten" in timing.detail and timing.detail.endswith(prediction)
+    assert f"; overruled by this measurement, the model had predicted: {prediction}" in timing.detail
     assert not keep and kernel.outcome is Outcome.MISSED
     assert kernel.reasons[0].startswith("NotFaster") and prediction in kernel.reasons[0]
     # a rule's proposal is logged with its measurement alone
@@ -295,7 +296,7 @@ def test_block_orders_under_a_tile_configuration() -> None:
     from kxform.locality.tile import rank_tile_orders
     from kxform.locality.trace import ModelRefused
 
-    harness = load_spec(CORPORA / "sgemm_tiled" / "kxform.toml")
+    harness = load_spec(CORPORA / "sgemm_tiled" / "sgemm_tiled.kxspec.toml")
     spec = harness.kernel("sgemm_tiled")
     source = read_source(str(harness.source))
     hw = load_profile("h200")
@@ -362,3 +363,34 @@ def test_the_model_builds_the_kernel_with_the_projects_include_dirs_and_defines(
     assert "swizzle applied to 'sgemm'" in remarks and "predicted by the model (h100-sxm, size bench" in remarks
     assert "compile error" not in remarks  # the transpose's drafted spec was measured with the flags too
     assert "swizzle not applied to 'transpose': predicted by the model" in remarks
+
+
+def test_a_predicted_loss_is_worded_as_a_loss() -> None:
+    """A share of row-major's time or traffic reads the same way whatever its sign: an
+    order predicted 83.8% slower is "83.8% more predicted memory time", never a "saved
+    -83.8%" beside another order's unsigned "saves 86.4%"."""
+    from kxform.locality.predict import against_row
+    from kxform.locality.propose import rationale
+
+    assert against_row(0.864, "predicted memory time") == "86.4% less predicted memory time"
+    assert against_row(-0.838, "DRAM traffic") == "83.8% more DRAM traffic"
+    order = {
+        "l2_hit_rate": 0.5,
+        "dram_read_bytes": 1e9,
+        "dram_write_bytes": 1e8,
+        "dram_read_bytes_se": 1e6,
+    }
+    data = {
+        "hw": "h200",
+        "size": "bench",
+        "occupancy": "8 blocks per SM",
+        "chosen": "grouped(along=y,group=8)",
+        "orders": [
+            {**order, "order": "row", "margin_to_identity": 0.0, "predicted_ms": 5.7455},
+            {**order, "order": "grouped(along=y,group=8)", "margin_to_identity": -0.838, "predicted_ms": 10.56},
+        ],
+    }
+    said = rationale(data)
+    assert "83.8% more predicted memory time than row-major (10.56 vs 5.7455 ms" in said and "saves" not in said
+    data["orders"][1]["margin_to_identity"] = 0.864
+    assert "86.4% less predicted memory time than row-major" in rationale(data)

@@ -19,11 +19,11 @@ from kxform.harness.spec import load_spec
 from kxform.verify.differential import verify_pair
 from swizzle_helpers import outcomes, remark_names, rewrite
 
-GEGLU = (CORPORA / "naive" / "geglu" / "naive.cu", "geglu_naive", CORPORA / "naive" / "geglu" / "kxform.toml")
+GEGLU = (CORPORA / "naive" / "geglu" / "naive.cu", "geglu_naive", CORPORA / "naive" / "geglu" / "naive.kxspec.toml")
 STRIDE = Path(__file__).parents[1] / "fixtures" / "stride"
-AXPY = (STRIDE / "stride.cu", "axpy_gs", STRIDE / "kxform.toml")
-RELU = (STRIDE / "stride.cu", "relu_gs", STRIDE / "kxform.toml")
-ROWSCALE = (STRIDE / "stride.cu", "rowscale", STRIDE / "kxform.toml")
+AXPY = (STRIDE / "stride.cu", "axpy_gs", STRIDE / "stride.kxspec.toml")
+RELU = (STRIDE / "stride.cu", "relu_gs", STRIDE / "stride.kxspec.toml")
+ROWSCALE = (STRIDE / "stride.cu", "rowscale", STRIDE / "stride.kxspec.toml")
 
 
 def test_a_block_stride_turn_takes_elements_a_block_apart_and_the_launch_stays() -> None:

@@ -40,7 +40,7 @@ def _default(name: str) -> tuple[Outcome, str, str]:
 
 
 def test_the_timing_size_is_no_check_size_and_streams_through_the_l2() -> None:
-    spec = load_spec(CORPORA / "stencil5" / "kxform.toml").kernel("jacobi5")
+    spec = load_spec(CORPORA / "stencil5" / "stencil5.kxspec.toml").kernel("jacobi5")
     no_bench = dataclasses.replace(spec, sizes=spec.check_sizes)
     hw = load_profile("h200")
     size = timing_size(no_bench, hw)
@@ -88,3 +88,48 @@ def test_memory_bound_held_out_kernels_are_left_alone(name: str) -> None:
 def test_the_naive_gemm_is_rewritten_only_on_a_prediction() -> None:
     outcome, _, evidence = _default("naive_gemm")
     assert outcome is Outcome.APPLIED and evidence == "predicted"
+
+
+@needs_cpu
+def test_a_drafted_spec_from_the_cache_serves_the_same_kernel_in_another_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The drafted-spec cache is keyed by what the draft depends on, never by where the
+    file is: a tree moved between runs (a second clone, a temporary copy, CI) is served
+    by the same entries, which name no directory (the first tree's draft named its
+    absolute path: the moved GEMM's draft did not load, and the default swizzle left it
+    alone)."""
+    import shutil
+
+    from kxform.cache import SOURCE_MARK
+    from kxform.frontend.cuda import parse_model
+    from kxform.frontend.source import read_source
+    from kxform.locality.sizing import drafted_spec
+    from kxform.locality.trace import ModelRefused
+
+    monkeypatch.setenv("KXFORM_CACHE_DIR", str(tmp_path / "cache"))
+    first = tmp_path / "first"
+    first.mkdir()
+    (first / "g.cu").write_text((HELD_OUT / "naive_gemm.cu").read_text())
+    (first / "q.cu").write_text(QUERIED_GRID)  # a draft refused: the refusal is cached too
+
+    def judged(folder: Path) -> tuple[object, str]:
+        gemm, queried = read_source(str(folder / "g.cu")), read_source(str(folder / "q.cu"))
+        spec, _ = drafted_spec(gemm, "naive_gemm", parse_model(gemm))
+        with pytest.raises(ModelRefused) as refused:
+            drafted_spec(queried, "scale_2d", parse_model(queried))
+        return spec, str(refused.value)
+
+    spec, refusal = judged(first)
+    assert spec.name == "naive_gemm" and str(first / "q.cu") in refusal
+    moved = tmp_path / "moved"
+    shutil.move(str(first), moved)  # the first tree is gone
+    again, refusal_again = judged(moved)
+    assert (again.sizes, again.args) == (spec.sizes, spec.args)  # the entry served: same draft, loaded here
+    assert refusal_again == refusal.replace(str(first), str(moved))
+    entries = sorted(p for p in (tmp_path / "cache" / "drafts").rglob("*") if p.is_file())
+    assert [p.suffix for p in entries] == [".toml", ".refused"] or [p.suffix for p in entries] == [".refused", ".toml"]
+    for entry in entries:
+        text = entry.read_text(encoding="utf-8")
+        assert str(tmp_path) not in text and "/" not in text.split("file = ", 1)[-1].split("\n", 1)[0], text
+    assert SOURCE_MARK in next(p for p in entries if p.suffix == ".refused").read_text()

@@ -7,7 +7,6 @@ inputs with planted wrong launches it must not accept."""
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -99,9 +98,7 @@ def test_each_cell_of_the_table_is_what_the_pass_does(form: str, path: Path, pas
 def test_each_accepted_form_verifies_and_verifies_again_from_the_two_files(
     form: str, path: Path, pass_name: str
 ) -> None:
-    sys.path.insert(0, str(ROOT / "tools"))
-    from corpus_apply import apply_config
-    from reverify_corpus import reverify
+    from kxform.bench.corpus import apply_config, reverify
 
     kernel = _kernel(path)
     applied = apply_config(path, _spec(pass_name, kernel), kernel, "h100")

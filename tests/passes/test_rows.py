@@ -175,8 +175,8 @@ def _verify(cpu, path: Path, kernel: str, spec_file: Path, options: str, plant: 
     )
 
 
-LAYERNORM = (_file("layernorm"), "layernorm_naive", NAIVE / "layernorm" / "kxform.toml")
-ROWMAX_CASE = (ROWMAX / "rowmax.cu", "rowmax", ROWMAX / "kxform.toml")
+LAYERNORM = (_file("layernorm"), "layernorm_naive", NAIVE / "layernorm" / "naive.kxspec.toml")
+ROWMAX_CASE = (ROWMAX / "rowmax.cu", "rowmax", ROWMAX / "rowmax.kxspec.toml")
 
 
 @pytest.mark.slow
@@ -231,7 +231,7 @@ def test_a_reduction_off_by_more_than_the_measured_bound_is_rejected_at_every_si
 
     from kxform.engine.policy import OutputCompare
 
-    path, kernel, spec_file = _file("softmax"), "softmax_naive", NAIVE / "softmax" / "kxform.toml"
+    path, kernel, spec_file = _file("softmax"), "softmax_naive", NAIVE / "softmax" / "naive.kxspec.toml"
     spec = load_spec(spec_file).kernel(kernel)
     original = validate_bytes(str(path), path.read_bytes())
     result = rewrite(original.data, "rows{lanes=32,rows=8}", path=str(path))
@@ -284,7 +284,7 @@ def test_tune_objective_verifies_a_rows_configuration_on_the_cpu_runtime(tmp_pat
     shutil.copytree(NAIVE / "rmsnorm", tmp_path / "rmsnorm")
     path = tmp_path / "rmsnorm" / "naive.cu"
     data = path.read_bytes()
-    spec = load_spec(tmp_path / "rmsnorm" / "kxform.toml").kernel("rmsnorm_naive")
+    spec = load_spec(tmp_path / "rmsnorm" / "naive.kxspec.toml").kernel("rmsnorm_naive")
     space = kernel_space(data, "rmsnorm_naive", ("rows",), path=str(path), hw="h100")
     objective = KernelObjective(
         TuneTarget(str(path), data, "rmsnorm_naive", spec, "h100"), space, cpu, MeasureOptions(check_sizes=("ragged",))
@@ -363,7 +363,7 @@ def gpu():  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("options", ["lanes=8,rows=16", "lanes=32,rows=8", "lanes=256,rows=1"])
 def test_row_wise_families_verify_on_the_gpu(family: str, options: str, gpu) -> None:  # type: ignore[no-untyped-def]
     """The derived tolerance holds with the GPU's math and real warps and barriers."""
-    report = _verify(gpu, _file(family), f"{family}_naive", NAIVE / family / "kxform.toml", options, None)
+    report = _verify(gpu, _file(family), f"{family}_naive", NAIVE / family / "naive.kxspec.toml", options, None)
     assert report.ok, [s.summary() for s in report.sizes]
 
 

@@ -22,8 +22,8 @@ from swizzle_helpers import outcomes, rewrite
 NAIVE = ROOT / "corpora" / "naive"
 GOLDEN = Path(__file__).parents[1] / "golden"
 COLSTATS = Path(__file__).parents[1] / "fixtures" / "split_reduce" / "colstats"
-BIAS_GRAD = (NAIVE / "bias_grad" / "naive.cu", "bias_grad_naive", NAIVE / "bias_grad" / "kxform.toml")
-COLSTATS_CASE = (COLSTATS / "colstats.cu", "colstats", COLSTATS / "kxform.toml")
+BIAS_GRAD = (NAIVE / "bias_grad" / "naive.cu", "bias_grad_naive", NAIVE / "bias_grad" / "naive.kxspec.toml")
+COLSTATS_CASE = (COLSTATS / "colstats.cu", "colstats", COLSTATS / "colstats.kxspec.toml")
 
 
 def test_golden_rewrite_and_a_second_run_changes_nothing() -> None:
@@ -227,7 +227,7 @@ def gpu():  # type: ignore[no-untyped-def]
 LAYERNORM_WGRAD = (
     NAIVE / "layernorm_wgrad" / "naive.cu",
     "layernorm_wgrad_naive",
-    NAIVE / "layernorm_wgrad" / "kxform.toml",
+    NAIVE / "layernorm_wgrad" / "naive.kxspec.toml",
 )
 
 

@@ -67,6 +67,29 @@ def test_refusals_name_their_reason() -> None:
     assert "NoEvidence" in remark_names(nothing) and not nothing.changed
 
 
+@pytest.mark.parametrize("factor", ["0", "-2", "abc"])
+def test_a_factor_no_loop_can_have_is_a_usage_error_naming_it(factor: str, tmp_path: Path) -> None:
+    """`unroll{factor=0|-2|abc}` is never a factor: exit 2, one line, nothing read or
+    written (it exited 0, the kernel reported as having no factor requested)."""
+    from conftest import run_cli
+
+    shutil.copy(SGEMM, tmp_path / "k.cu")
+    proc = run_cli("apply", "--pass", f"unroll{{factor={factor}}}", "--verify", "static", "k.cu", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr == (
+        f"kxform: error: pass unroll: factor='{factor}': expected auto, full or a positive integer (1, 2, 4, ...)\n"
+    )
+    assert (tmp_path / "k.cu").read_bytes() == SGEMM.read_bytes() and not (tmp_path / ".kxform").exists()
+
+
+def test_a_factor_no_loop_of_the_kernel_offers_is_refused_not_ignored() -> None:
+    result = rewrite(SGEMM.read_bytes(), "unroll{factor=3}", path=str(SGEMM))
+    (missed,) = [r for r in result.remarks if r.name == "BadValue"]
+    assert "factor=3: no loop of this kernel offers it (1, 2, 4, 8, 16, auto, full)" in missed.message
+    assert outcomes(result)["sgemm_tiled"] is Outcome.MISSED and not result.changed
+    assert outcomes(rewrite(SGEMM.read_bytes(), "unroll{factor=4}", path=str(SGEMM)))["sgemm_tiled"] is Outcome.APPLIED
+
+
 def test_the_check_rejects_a_planted_factor_beyond_the_trip_count() -> None:
     model = parse_model(validate_bytes(str(SGEMM), SGEMM.read_bytes()))
     ctx = PassContext(model, load_profile("h100"), RunOptions(), RemarkSink())

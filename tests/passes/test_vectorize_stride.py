@@ -19,14 +19,14 @@ from kxform.verify.differential import verify_pair
 from swizzle_helpers import outcomes, remark_names, rewrite
 
 GOLDEN = Path(__file__).parents[1] / "golden"
-GEGLU = (CORPORA / "naive" / "geglu" / "naive.cu", "geglu_naive", CORPORA / "naive" / "geglu" / "kxform.toml")
+GEGLU = (CORPORA / "naive" / "geglu" / "naive.cu", "geglu_naive", CORPORA / "naive" / "geglu" / "naive.kxspec.toml")
 STRIDE = Path(__file__).parents[1] / "fixtures" / "stride"
-AXPY = (STRIDE / "stride.cu", "axpy_gs", STRIDE / "kxform.toml")
-ROWSCALE = (STRIDE / "stride.cu", "rowscale", STRIDE / "kxform.toml")
+AXPY = (STRIDE / "stride.cu", "axpy_gs", STRIDE / "stride.kxspec.toml")
+ROWSCALE = (STRIDE / "stride.cu", "rowscale", STRIDE / "stride.kxspec.toml")
 SILU_BF16 = (
     CORPORA / "silu_and_mul" / "silu_and_mul.cu",
     "silu_and_mul_kernel",
-    CORPORA / "silu_and_mul" / "kxform.toml",
+    CORPORA / "silu_and_mul" / "silu_and_mul.kxspec.toml",
 )
 
 

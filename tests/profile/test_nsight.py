@@ -59,7 +59,7 @@ def test_without_ncu_the_prompt_says_there_is_no_profile(monkeypatch: pytest.Mon
     monkeypatch.delenv("NCU", raising=False)
     monkeypatch.setattr("kxform.profile.nsight.glob.glob", lambda pattern: [])
     monkeypatch.setattr("kxform.profile.nsight.os.path.isfile", lambda path: False)
-    spec = load_spec(NAIVE / "layernorm" / "kxform.toml").kernel("layernorm_naive")
+    spec = load_spec(NAIVE / "layernorm" / "naive.kxspec.toml").kernel("layernorm_naive")
     extracted = extract_kernel(read_source(NAIVE / "layernorm" / "naive.cu"), "layernorm_naive")
     assert (
         summary_text(extracted, spec, spec.check_sizes[0])
@@ -80,7 +80,7 @@ def test_a_naive_kernel_is_profiled_on_the_gpu() -> None:
     runtime.close()
     if not ok or find_ncu() is None:
         pytest.skip(f"needs a GPU and ncu: {why if not ok else 'ncu not found'}")
-    spec = load_spec(NAIVE / "layernorm" / "kxform.toml").kernel("layernorm_naive")
+    spec = load_spec(NAIVE / "layernorm" / "naive.kxspec.toml").kernel("layernorm_naive")
     extracted = extract_kernel(read_source(NAIVE / "layernorm" / "naive.cu"), "layernorm_naive")
     found = profile(extracted, spec, spec.check_sizes[-1])
     if isinstance(found, str) and "ERR_NVGPUCTRPERM" in found:

@@ -84,7 +84,7 @@ def test_a_recorded_template_is_verified_tuned_and_written(
     (site,) = [s for s in written.launches if s.kernel == f"{family}_naive"]
     assert site.config[0].startswith("dim3(") and site.config[1].startswith("dim3(")
     # the written kernel agrees with the original at every check size
-    spec = load_spec(NAIVE / family / "kxform.toml").kernel(f"{family}_naive")
+    spec = load_spec(NAIVE / family / "naive.kxspec.toml").kernel(f"{family}_naive")
     function = next(f for f in model.functions if f.name == f"{family}_naive")
     compare = comparison(model, function)
     report = verify_pair(

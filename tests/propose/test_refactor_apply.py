@@ -327,7 +327,7 @@ def test_a_locked_template_without_a_harness_spec_is_not_written(
 ) -> None:
     """Nothing unverified is written: without a spec no differential run can confirm it."""
     path = _copy(tmp_path)
-    (path.parent / "kxform.toml").unlink()
+    (path.parent / "naive.kxspec.toml").unlink()
     before = path.read_bytes()
     lock = _lock_with(path, _template((FIXTURES / "transpose.cu").read_text()))
     status, text = _apply(path, lock, capsys)

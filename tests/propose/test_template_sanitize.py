@@ -47,7 +47,7 @@ def test_the_sanitizers_reject_a_planted_template_on_the_gpu(name: str, expected
     template = read_template(data, "gelu_f32_naive")
     model = parse_model(read_source(NAIVE / "gelu_f32" / "naive.cu"))
     kernel = next(f for f in model.functions if f.name == "gelu_f32_naive")
-    spec = load_spec(NAIVE / "gelu_f32" / "kxform.toml").kernel("gelu_f32_naive")
+    spec = load_spec(NAIVE / "gelu_f32" / "naive.kxspec.toml").kernel("gelu_f32_naive")
     sample = covering_sample(template.space(), load_profile("h100"), dict(template.original or ()))
     found = sanitize_template(model.source, kernel, template, spec, sample)
     assert found is not None and found.key in ("memcheck", "racecheck"), found

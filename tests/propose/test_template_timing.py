@@ -24,7 +24,7 @@ def _gelu():  # type: ignore[no-untyped-def]
 
     model = parse_model(read_source(NAIVE / "gelu_f32" / "naive.cu"))
     kernel = next(f for f in model.functions if f.name == "gelu_f32_naive")
-    spec = load_spec(NAIVE / "gelu_f32" / "kxform.toml").kernel("gelu_f32_naive")
+    spec = load_spec(NAIVE / "gelu_f32" / "naive.kxspec.toml").kernel("gelu_f32_naive")
     return model, kernel, spec
 
 

@@ -29,7 +29,7 @@ def test_kernel_of_a_file_using_host_libraries_matches_its_numpy_reference() -> 
 @pytest.mark.slow
 @needs_nvcc
 def test_a_library_call_in_device_code_is_refused(tmp_path: Path) -> None:
-    for name in ("kxform.toml", "reference.py"):
+    for name in ("clamp_scale.kxspec.toml", "reference.py"):
         shutil.copy(FIXTURE / name, tmp_path / name)
     source = (FIXTURE / "clamp_scale.cu").read_text()
     planted = source.replace(

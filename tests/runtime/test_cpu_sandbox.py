@@ -119,7 +119,7 @@ def test_plain_apply_never_runs_a_kernel_that_calls_system(tmp_path: Path) -> No
         }}
         """)
     )
-    (tmp_path / "kxform.toml").write_text(
+    (tmp_path / "k.kxspec.toml").write_text(
         textwrap.dedent("""\
         version = 1
         file = "k.cu"

@@ -154,7 +154,7 @@ def test_layer_norm_structures_are_ranked_as_measured_on_an_h200() -> None:
     slower still (fewer threads for the same loads). The predictions order them so."""
     folder = CORPORA / "naive" / "layernorm"
     source = read_source(str(folder / "naive.cu"))
-    spec = load_spec(folder / "kxform.toml").kernel("layernorm_naive")
+    spec = load_spec(folder / "naive.kxspec.toml").kernel("layernorm_naive")
     space = kernel_space(source.data, "layernorm_naive", ("rows", "coarsen"), path=source.path, hw="h200")
     predictor = Predictor(source, "layernorm_naive", spec, spec.bench_sizes[0], space, load_profile("h200"))
     defaults = space.defaults()
@@ -174,7 +174,7 @@ def test_layer_norm_structures_are_ranked_as_measured_on_an_h200() -> None:
 def test_the_predictor_answers_for_the_kernel_s_own_space_only() -> None:
     folder = CORPORA / "naive" / "layernorm"
     source = read_source(str(folder / "naive.cu"))
-    spec = load_spec(folder / "kxform.toml").kernel("layernorm_naive")
+    spec = load_spec(folder / "naive.kxspec.toml").kernel("layernorm_naive")
     space = kernel_space(source.data, "layernorm_naive", ("rows",), path=source.path, hw="h200")
     predictor = Predictor(source, "layernorm_naive", spec, spec.check_sizes[0], space, load_profile("h200"))
     assert predictor.of_config(space.defaults()) is not None  # the original

@@ -139,7 +139,7 @@ def test_of_two_writers_that_read_the_same_file_only_the_first_writes(sgemm: Pat
 
     path = sgemm / "sgemm_tiled.cu"
     data = path.read_bytes()
-    spec = load_spec(str(sgemm / "kxform.toml")).kernel("sgemm_tiled")
+    spec = load_spec(str(sgemm / "sgemm_tiled.kxspec.toml")).kernel("sgemm_tiled")
     space = kernel_space(data, "sgemm_tiled", ("tile",), path=str(path), hw="h100")
     first, second = (
         KernelObjective(
@@ -187,3 +187,30 @@ def test_a_pass_switch_of_the_wrong_type_is_refused(sgemm: Path) -> None:
     space = kernel_space(path.read_bytes(), "sgemm_tiled", ("tile",), path=str(path), hw="h100")
     with pytest.raises(CheckFailed, match="tile"):
         recorded_pipeline(space, {"tile": "off; system(1)", "tile.TILE": 8}, "h100")
+
+
+@pytest.mark.parametrize(
+    "family, kernel, recorded, pipeline",
+    [
+        ("gemm", "gemm_naive", {"factor": 2, "along": "y"}, "coarsen{factor=2,along=y"),
+        ("gelu_f32", "gelu_f32_naive", {"width": 4}, "vectorize{width=4"),
+    ],
+)
+def test_integers_kernel_tuner_records_are_the_numeric_options_they_spell(
+    family: str, kernel: str, recorded: dict[str, Any], pipeline: str
+) -> None:
+    """Kernel Tuner stores `width=4`, `factor=2` as numbers: each stands for the enum value
+    spelled the same (nothing parsed from text); a number the domain does not spell, a
+    string where a number was recorded for an integer, and a boolean are still refused."""
+    from kxform.errors import CheckFailed
+    from kxform.search.kernel_space import kernel_space
+    from kxform.search.recorded_values import recorded_pipeline
+
+    path = CORPORA / "naive" / family / "naive.cu"
+    name = pipeline.split("{", 1)[0]
+    space = kernel_space(path.read_bytes(), kernel, (name,), path=str(path), hw="h100")
+    assert recorded_pipeline(space, recorded, "h100").startswith(pipeline)
+    option = next(iter(recorded))
+    for bad in (3, True, 4.0):
+        with pytest.raises(CheckFailed, match=option):
+            recorded_pipeline(space, {**recorded, option: bad}, "h100")

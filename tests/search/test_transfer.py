@@ -56,7 +56,7 @@ def test_similarity_needs_alike_features_and_shared_names() -> None:
 
 def _kernel(name: str, folder: str):  # type: ignore[no-untyped-def]
     source = read_source(str(CORPORA / "naive" / folder / "naive.cu"))
-    spec = load_spec(CORPORA / "naive" / folder / "kxform.toml").kernel(name)
+    spec = load_spec(CORPORA / "naive" / folder / "naive.kxspec.toml").kernel(name)
     space = kernel_space(source.data, name, None, path=source.path, hw="h200")
     hw = load_profile("h200")
     features = Predictor(source, name, spec, spec.bench_sizes[0], space, hw).features()

@@ -121,7 +121,7 @@ def test_a_header_lost_during_the_run_is_an_environment_failure_not_a_configurat
     folder = tmp_path / "k"
     path = _with_header(folder)
     data = path.read_bytes()
-    spec = load_spec(str(folder / "kxform.toml")).kernel("sgemm_tiled")
+    spec = load_spec(str(folder / "sgemm_tiled.kxspec.toml")).kernel("sgemm_tiled")
     space = kernel_space(data, "sgemm_tiled", ("tile",), path=str(path), hw="h100")
     objective = KernelObjective(TuneTarget(str(path), data, "sgemm_tiled", spec), space, CpuRuntime())
     (folder / HEADER).unlink()

@@ -52,7 +52,8 @@ def test_human_output(workdir: Path) -> None:
 def test_replayed_write_needs_a_spec_to_confirm_it(workdir: Path) -> None:
     before = (workdir / "k.cu").read_bytes()
     result = tune(workdir, "--objective", "replay:synth_A.json.gz", "--budget", "3", "--write")
-    assert result.returncode == 2 and "no harness spec names this file" in result.stderr
+    assert result.returncode == 2 and "k.cu: no harness spec describes" in result.stderr
+    assert "looked for k.kxspec.toml" in result.stderr and "kxform.toml" not in result.stderr
     assert (workdir / "k.cu").read_bytes() == before
 
 
@@ -156,3 +157,13 @@ def test_export_writes_a_kernel_tuner_cache_that_reads_back(workdir: Path) -> No
     assert back.kernel == "synth_kernel" and back.device == "Test GPU A" and len(back.search) == 20
     bad = tune(workdir, "--objective", "replay:synth_A.json.gz", "--budget", "2", "--export", "nodir/kt.json")
     assert bad.returncode == 2 and "--export nodir/kt.json: its directory does not exist" in bad.stderr
+
+
+def test_a_recording_that_names_no_kernel_is_refused_and_nothing_written(tmp_path: Path) -> None:
+    (tmp_path / "k.cu").write_text(KERNEL_SOURCE)
+    write_recording(tmp_path, mutate=lambda data: data.pop("kernel_name"))
+    before = (tmp_path / "k.cu").read_bytes()
+    result = tune(tmp_path, "--objective", "replay:synth_A.json.gz", "--budget", "3", "--write")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "synth_A.json.gz: the recording names no kernel (kernel_name)" in result.stderr
+    assert (tmp_path / "k.cu").read_bytes() == before and not list(tmp_path.rglob("*.sqlite"))

@@ -146,7 +146,7 @@ def test_required_constraints_narrow_the_space_and_bad_ones_are_one_line_errors(
 
 
 def test_timing_size_by_name_or_by_values() -> None:
-    spec = load_spec(CORPORA / "sgemm_tiled" / "kxform.toml").kernel("sgemm_tiled")
+    spec = load_spec(CORPORA / "sgemm_tiled" / "sgemm_tiled.kxspec.toml").kernel("sgemm_tiled")
     assert timing_size(spec, None).name == "bench" and timing_size(spec, "ragged").values["N"] == 45
     custom = timing_size(spec, "M=512,K=256")
     assert custom.values == {"M": 512, "N": 8192, "K": 256} and custom.bench

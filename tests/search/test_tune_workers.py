@@ -234,6 +234,54 @@ def test_cli_gpus_runs_the_workers_and_one_writer(tmp_path: Path) -> None:
         timeout=180,
     )
     assert json.loads(again.stdout)["from_database"] == 12  # one writer: every result stored once
+    # for a person, into a pipe: the summary lines, and no progress bar drawn there
+    shown = run_cli(
+        "tune",
+        "k.cu",
+        "--kernel",
+        "synth_kernel",
+        "--objective",
+        "replay:synth_A.json.gz",
+        "--gpus",
+        "2",
+        "--budget",
+        "12",
+        "--resume",
+        "--db",
+        "t.db",
+        cwd=tmp_path,
+        env=env,
+        timeout=180,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("best: ") and "found at evaluation" in shown.stdout
+    lines = shown.stderr.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("kxform: 12 evaluations (0 measured, 12 from the database")
+    assert lines[1].startswith("kxform: 2 workers, ") and "\r" not in shown.stderr and "tuning:" not in shown.stderr
+
+
+def test_cli_gpus_without_a_gpu_runtime_is_one_line_before_any_worker(tmp_path: Path) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("pycuda") is not None:
+        pytest.skip("pycuda is installed: the GPU objective's workers can start here")
+    shutil.copytree(CORPORA / "sgemm_tiled", tmp_path / "k")
+    result = run_cli(
+        "tune",
+        "k/sgemm_tiled.cu",
+        "--kernel",
+        "sgemm_tiled",
+        "--pass",
+        "tile",
+        "--gpus",
+        "2",
+        cwd=tmp_path,
+        env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")},
+        timeout=120,
+    )
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("kxform: error: --gpus 2: no GPU runtime here (pycuda is not installed")
+    assert "--objective replay:FILE" in result.stderr and "worker" not in result.stderr
 
 
 @pytest.mark.parametrize(
@@ -308,7 +356,7 @@ def test_the_gpu_recipe_rewrites_compiles_and_verifies_inside_the_worker(tmp_pat
     assert data.count(sound) == 1
     path.write_bytes(data.replace(sound, planted))
     data = path.read_bytes()
-    spec = load_spec(folder / "kxform.toml").kernel("sgemm_tiled")
+    spec = load_spec(folder / "sgemm_tiled.kxspec.toml").kernel("sgemm_tiled")
     space = kernel_space(data, "sgemm_tiled", ("tile",), path=str(path), hw="h100")
     recipe = KernelRecipe(
         TuneTarget(str(path), data, "sgemm_tiled", spec, "h100"),
@@ -338,7 +386,7 @@ def test_a_kernel_recipe_crosses_a_process_boundary_whole() -> None:
     the same expression: a worker gets the space and spec the driver built."""
     path = CORPORA / "sgemm_tiled" / "sgemm_tiled.cu"
     data = path.read_bytes()
-    spec = load_spec(CORPORA / "sgemm_tiled" / "kxform.toml").kernel("sgemm_tiled")
+    spec = load_spec(CORPORA / "sgemm_tiled" / "sgemm_tiled.kxspec.toml").kernel("sgemm_tiled")
     space = kernel_space(data, "sgemm_tiled", ("tile", "swizzle"), path=str(path), hw="h100", require=("TILE >= 2",))
     recipe = KernelRecipe(TuneTarget(str(path), data, "sgemm_tiled", spec, "h100"), space, MeasureOptions())
     copy = pickle.loads(pickle.dumps(recipe))

@@ -55,8 +55,8 @@ def _drafted(tmp_path: Path, text: str, kernel: str, cpu: CpuRuntime):  # type: 
     path = tmp_path / f"{kernel}.cu"
     path.write_text(text)
     draft = infer_spec(SourceText(str(path), text.encode()), kernel, cpu)
-    (tmp_path / "kxform.toml").write_text(draft.text)
-    return path, load_spec(tmp_path / "kxform.toml").kernel(kernel)
+    (tmp_path / f"{kernel}.kxspec.toml").write_text(draft.text)
+    return path, load_spec(tmp_path / f"{kernel}.kxspec.toml").kernel(kernel)
 
 
 @pytest.mark.slow
@@ -123,13 +123,13 @@ def test_harness_check_warns_of_a_size_that_launches_one_block(tmp_path: Path) -
     from conftest import run_cli
 
     (tmp_path / "saxpy.cu").write_text(SAXPY)
-    (tmp_path / "kxform.toml").write_text(SPEC)
-    done = run_cli("harness", "check", "kxform.toml", cwd=tmp_path)
+    (tmp_path / "saxpy.kxspec.toml").write_text(SPEC)
+    done = run_cli("harness", "check", "saxpy.kxspec.toml", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     (warning,) = done.stderr.strip().splitlines()
     assert (
-        warning.startswith("kxform: warning: kxform.toml:")
+        warning.startswith("kxform: warning: saxpy.kxspec.toml:")
         and "size 'small' launches 1 block along x (ceil_div(n, 256) = 1)" in warning
     )
-    (tmp_path / "kxform.toml").write_text(SPEC.replace("n = 70", "n = 700"))
-    assert run_cli("harness", "check", "kxform.toml", cwd=tmp_path).stderr == ""
+    (tmp_path / "saxpy.kxspec.toml").write_text(SPEC.replace("n = 70", "n = 700"))
+    assert run_cli("harness", "check", "saxpy.kxspec.toml", cwd=tmp_path).stderr == ""

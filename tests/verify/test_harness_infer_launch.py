@@ -251,3 +251,33 @@ def test_a_size_every_caller_passes_as_a_constant_stays_a_size_variable(tmp_path
     )
     text = _draft(tmp_path / "scale.cu", "scale")
     assert 'grid = ["(n + 512 - 1) / 512"]' in text and "n = " in text.split("sizes]]")[1]
+
+
+FAILS_ON_EVERY_RUN = """__global__ void idiv(const int* x, int* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  int z = n / (n + 1);
+  if (i < n) y[i] = x[i] / z;
+}
+void go(const int* x, int* y, int n) { idiv<<<(n + 255) / 256, 256>>>(x, y, n); }
+"""
+
+
+@pytest.mark.slow
+def test_a_draft_whose_measuring_run_failed_says_its_sizes_are_guesses(tmp_path: Path) -> None:
+    """Sizes the measuring run never confirmed (it crashed: a division by zero at every
+    size) are said to be guesses on stderr, at the top of the draft and on each size line,
+    never passed off as reviewed values."""
+    (tmp_path / "k.cu").write_text(FAILS_ON_EVERY_RUN)
+    proc = run_cli("harness", "infer", "k.cu", "--kernel", "idiv", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    (warning,) = [line for line in proc.stderr.splitlines() if "warning" in line]
+    assert warning.startswith("kxform: warning: k.cu: 'idiv': the measuring run failed (") and "division" in warning
+    assert "so the sizes (ragged: n=" in warning and "are kxform's starting guesses" in warning
+    head = proc.stdout.splitlines()[1]
+    assert head.startswith("# WARNING: the measuring run failed")
+    sizes = [line for line in proc.stdout.splitlines() if line.startswith("n = ")]
+    assert len(sizes) == 2 and all(line.endswith("# guessed: the measuring run failed") for line in sizes)
+    # the draft of a kernel that runs says nothing of the kind
+    (tmp_path / "k.cu").write_text(FAILS_ON_EVERY_RUN.replace("int z = n / (n + 1);", "int z = 1 + n / (n + 1);"))
+    fine = run_cli("harness", "infer", "k.cu", "--kernel", "idiv", cwd=tmp_path)
+    assert fine.returncode == 0 and "warning" not in fine.stderr and "WARNING" not in fine.stdout, fine.stderr

@@ -64,7 +64,7 @@ def spec_text(names: list[str], extra: str = "") -> str:
 
 def load(tmp_path: Path, text: str) -> KernelSpec:
     (tmp_path / "k.cu").write_text("")
-    path = tmp_path / "kxform.toml"
+    path = tmp_path / "k.kxspec.toml"
     path.write_text(text)
     return load_spec(path).kernel("k")
 

@@ -203,7 +203,7 @@ value = 3
 def kernel_with(tmp_path: Path, refname: str, module: str = REF) -> KernelSpec:
     (tmp_path / "k.cu").write_text("")
     (tmp_path / "ref.py").write_text(module)
-    spec = tmp_path / "kxform.toml"
+    spec = tmp_path / "k.kxspec.toml"
     spec.write_text(SPEC.replace("REFNAME", refname))
     return load_spec(spec).kernel("k")
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
-from kxform.errors import SpecError
+from kxform.errors import Deprecated, SpecError
 from kxform.harness.locate import LineIndex, split_dotted
 from kxform.harness.spec import find_spec_for, load_spec
 
@@ -64,11 +64,11 @@ N = 1048576
 REF = "def scale(size, inputs):\n    return {'y': inputs['a'] * inputs['x']}\n"
 
 
-def write(tmp_path: Path, text: str) -> Path:
+def write(tmp_path: Path, text: str, name: str = "k.kxspec.toml") -> Path:
     """Write the spec, its source and reference module; return the spec path."""
     (tmp_path / "k.cu").write_text("__global__ void scale(const float* x, float* y, float a, int n) {}\n")
     (tmp_path / "ref.py").write_text(REF)
-    spec = tmp_path / "kxform.toml"
+    spec = tmp_path / name
     spec.write_text(text)
     return spec
 
@@ -132,7 +132,7 @@ def test_error_inside_templated_kernel_is_located(tmp_path: Path) -> None:
     )
     with pytest.raises(SpecError) as err:
         load_spec(write(tmp_path, text))
-    assert str(err.value).startswith(f"{tmp_path}/kxform.toml:{line_of(text, 'int33')}:1: ")
+    assert str(err.value).startswith(f"{tmp_path}/k.kxspec.toml:{line_of(text, 'int33')}:1: ")
     assert "kernel 'scale<float, 64>' arg 'n': unknown dtype 'int33'" in str(err.value)
 
 
@@ -148,6 +148,12 @@ def test_per_arg_compare_overrides_kernel_compare(tmp_path: Path) -> None:
 
 # (old text, new text, expected message, text whose line the error must point at)
 ERRORS = [
+    (  # a required key misspelt: read before the keys are checked, the typo is named where it is
+        'dtype = "float32"\ncount = "N"\nrole = "in"',
+        'dtyp = "float32"\ncount = "N"\nrole = "in"',
+        "kernel 'scale' arg 'x': missing 'dtype'; 'dtyp' is not a key: did you mean 'dtype'?",
+        'dtyp = "float32"',
+    ),
     (
         'dtype = "float32"\ncount = "N"\nrole = "in"',
         'dtype = "flaot32"\ncount = "N"\nrole = "in"',
@@ -536,7 +542,7 @@ def test_specs_have_their_own_names_and_the_old_ones_still_work(tmp_path: Path) 
     """`kxform-spec.toml` and `NAME.kxspec.toml` win over the older `kxform.toml` and
     `NAME.kxform.toml`, which still work where they hold a spec; a `kxform.toml` holding
     the project configuration is never taken for a spec."""
-    legacy = write(tmp_path, BASE)
+    legacy = write(tmp_path, BASE, "kxform.toml")
     (tmp_path / "other.cu").write_text("")
     shared = tmp_path / "kxform-spec.toml"
     shared.write_text(BASE)
@@ -549,6 +555,39 @@ def test_specs_have_their_own_names_and_the_old_ones_still_work(tmp_path: Path) 
     legacy.write_text('[tool.kxform]\npasses = ["swizzle"]\n')
     own.unlink()
     assert find_spec_for(tmp_path / "k.cu") is None
+
+
+def test_a_spec_under_an_older_name_is_read_with_a_note_naming_the_new_one(tmp_path: Path) -> None:
+    """`kxform.toml` is the project configuration's name: a spec still found under it (or
+    as `NAME.kxform.toml`) loads, and says once what to rename it to; the new names say
+    nothing."""
+    legacy = write(tmp_path, BASE, "kxform.toml")
+    with pytest.warns(Deprecated, match=r"kxform.toml: a harness spec under an older name, .*rename it k.kxspec.toml"):
+        assert load_spec(legacy).kernels
+    checked = run_cli("harness", "check", "kxform.toml", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    notes = [line for line in checked.stderr.splitlines() if line.startswith("kxform: note: ")]
+    assert notes == [
+        "kxform: note: kxform.toml: a harness spec under an older name, still read; rename it k.kxspec.toml "
+        "(git mv kxform.toml k.kxspec.toml): kxform.toml is the project configuration's name"
+    ]
+    legacy.rename(tmp_path / "k.kxform.toml")
+    with pytest.warns(Deprecated, match=r"rename it k.kxspec.toml"):
+        load_spec(tmp_path / "k.kxform.toml")
+    (tmp_path / "k.kxform.toml").rename(tmp_path / "k.kxspec.toml")
+    checked = run_cli("harness", "check", "k.kxspec.toml", cwd=tmp_path)
+    assert checked.returncode == 0 and "note" not in checked.stderr, checked.stderr
+
+
+@pytest.mark.parametrize("command", ["tune", "verify", "optimize"])
+def test_help_names_specs_by_their_own_name(command: str) -> None:
+    """`--spec` says NAME.kxspec.toml; kxform.toml appears, if at all, only as the
+    project configuration (`--config`)."""
+    shown = run_cli(command, "--help").stdout
+    spec_help = " ".join(shown[shown.index("\n  --spec") + 3 :].split("\n  -")[0].split())
+    assert "NAME.kxspec.toml" in spec_help and "kxform.toml" not in spec_help.replace(".kxspec.toml", "")
+    for line in (ln for ln in shown.splitlines() if "kxform.toml" in ln):
+        assert "[tool.kxform]" in shown[shown.index(line) - 200 : shown.index(line) + 200], line
 
 
 def test_a_drafted_spec_gets_the_spec_name(tmp_path: Path) -> None:
@@ -572,7 +611,7 @@ def test_a_drafted_spec_gets_the_spec_name(tmp_path: Path) -> None:
 
 
 def test_find_spec_for_reports_broken_sibling_spec(tmp_path: Path) -> None:
-    write(tmp_path, "version = = 1\n")
+    write(tmp_path, "version = = 1\n", "kxform-spec.toml")
     with pytest.raises(SpecError, match="invalid TOML"):
         find_spec_for(tmp_path / "k.cu")
 

@@ -118,7 +118,7 @@ def test_bench_verify_times_both_versions_through_timed_runs() -> None:
     from kxform.harness.spec import load_spec
 
     original = read_source(ROOT / "corpora" / "sgemm_tiled" / "sgemm_tiled.cu")
-    spec = load_spec(ROOT / "corpora" / "sgemm_tiled" / "kxform.toml").kernels["sgemm_tiled"]
+    spec = load_spec(ROOT / "corpora" / "sgemm_tiled" / "sgemm_tiled.kxspec.toml").kernels["sgemm_tiled"]
     swizzled = rewrite(original.data, "swizzle{pattern=column}", path=original.path).new_data
     case = bench_verify.Case("sgemm_tiled", spec, original, validate_bytes(original.path, swizzled))
     rows, report = bench_verify.measure(_TimingCpu(), case, 1)

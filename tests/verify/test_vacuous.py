@@ -223,11 +223,11 @@ N = 1000
 def _scale(tmp_path: Path, write: str, role: str = "out", fill: str = '{ dist = "uniform", low = -1.0, high = 1.0 }'):  # type: ignore[no-untyped-def]
     (tmp_path / "k.cu").write_text(SCALE.replace("WRITE", write))
     yfill = "" if role == "out" else 'fill = { dist = "uniform", low = -1.0, high = 1.0 }'
-    (tmp_path / "kxform.toml").write_text(
+    (tmp_path / "k.kxspec.toml").write_text(
         SCALE_SPEC.replace("YFILL", yfill).replace("FILL", fill).replace("ROLE", role)
     )
     source = SourceText(str(tmp_path / "k.cu"), (tmp_path / "k.cu").read_bytes())
-    return source, load_spec(tmp_path / "kxform.toml").kernel("scale")
+    return source, load_spec(tmp_path / "k.kxspec.toml").kernel("scale")
 
 
 def test_a_kernel_that_writes_none_of_its_outputs_is_not_ok(tmp_path: Path, cpu) -> None:  # type: ignore[no-untyped-def]
@@ -314,7 +314,7 @@ def test_every_instantiation_is_verified_and_a_missing_one_is_named(tmp_path: Pa
     path = tmp_path / "t.cu"
     original = TEMPLATE.replace("ROW", "blockIdx.x").encode()
     path.write_bytes(original)
-    (tmp_path / "kxform.toml").write_text(TEMPLATE_SPEC)
+    (tmp_path / "t.kxspec.toml").write_text(TEMPLATE_SPEC)
     applied = [KernelResult(str(path), "scale", "swizzle", Outcome.APPLIED, 1)]
     good, keep = verify_file(original, original, str(path), applied, cpu, measure=False)
     assert keep and good[0].outcome is Outcome.APPLIED
@@ -330,16 +330,16 @@ def test_every_instantiation_is_verified_and_a_missing_one_is_named(tmp_path: Pa
 
 def test_harness_check_refuses_a_draft_that_would_not_fit_in_memory(tmp_path: Path) -> None:
     (tmp_path / "k.cu").write_text(SCALE.replace("WRITE", "y[i] = x[i]"))
-    (tmp_path / "kxform.toml").write_text(
+    (tmp_path / "k.kxspec.toml").write_text(
         SCALE_SPEC.replace("YFILL", "")
         .replace("FILL", '{ dist = "uniform" }')
         .replace("ROLE", "out")
         .replace('count = "N"', 'count = "N * N * N"')
         .replace("N = 1000", "N = 100000")
     )
-    proc = run_cli("harness", "check", "kxform.toml", cwd=tmp_path)
+    proc = run_cli("harness", "check", "k.kxspec.toml", cwd=tmp_path)
     assert proc.returncode == 2
-    assert "kxform.toml:" in proc.stderr and "size 'small': its buffers need" in proc.stderr
+    assert "k.kxspec.toml:" in proc.stderr and "size 'small': its buffers need" in proc.stderr
     assert "more than this machine's" in proc.stderr
 
 

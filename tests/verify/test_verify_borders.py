@@ -33,7 +33,7 @@ def bordered() -> tuple[SourceText, SourceText]:
 
 
 def _verify(original: SourceText, new: SourceText):  # type: ignore[no-untyped-def]
-    spec = load_spec(CORPORA / "stencil5" / "kxform.toml").kernel("jacobi5")
+    spec = load_spec(CORPORA / "stencil5" / "stencil5.kxspec.toml").kernel("jacobi5")
     return verify_pair(original, new, spec, CpuRuntime(), sizes=(spec.check_sizes[0].name,))
 
 

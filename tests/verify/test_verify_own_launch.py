@@ -47,7 +47,7 @@ def test_the_rewritten_launch_is_read_from_its_own_file_and_anchored_by_the_orig
 @needs_nvcc
 def test_kxform_verify_re_verifies_a_structural_rewrite_and_says_which_launch(tmp_path: Path) -> None:
     original, rewritten = _rows_rewrite(tmp_path)
-    spec = str(original.parent / "kxform.toml")
+    spec = str(original.parent / "naive.kxspec.toml")
     args = ("--kernel", "embedding_naive", "--spec", spec, "--runtime", "cpu")
     proc = run_cli("verify", str(original), str(rewritten), *args)
     assert proc.returncode == 0, proc.stdout + proc.stderr

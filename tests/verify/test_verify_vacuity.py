@@ -58,7 +58,7 @@ def _tree(tmp_path: Path, sizes: list[tuple[int, int]], count: str = "width * he
         f'\n[[kernel.naive_transpose.sizes]]\nname = "s{i}"\nwidth = {w}\nheight = {h}\n'
         for i, (w, h) in enumerate(sizes)
     )
-    (root / "kxform.toml").write_text(SPEC.format(sizes=table, count=count))
+    (root / "naive_transpose.kxspec.toml").write_text(SPEC.format(sizes=table, count=count))
     return root / "naive_transpose.cu"
 
 

@@ -130,7 +130,9 @@ def _digest(parts: list[str]) -> str:
 
 
 def _tree_stamp(root: Path, *, contents: bool) -> list[str]:
-    """Paths under `root` with their content (or size and mtime) for cache keys."""
+    """Paths under `root` with their content (or size and mtime) for cache keys; a file
+    that cannot be read (a dangling link in an include directory, one removed meanwhile)
+    is stamped as such: the compiler says so if the unit includes it."""
     stamp: list[str] = []
     if not root.is_dir():
         return [f"{root}:missing"]
@@ -138,11 +140,14 @@ def _tree_stamp(root: Path, *, contents: bool) -> list[str]:
         dirnames.sort()
         for name in sorted(filenames):
             path = Path(dirpath) / name
-            if contents:
-                stamp.append(f"{path.relative_to(root)}:{path.read_bytes().hex()}")
-            else:
-                st = path.stat()
-                stamp.append(f"{path}:{st.st_size}:{st.st_mtime_ns}")
+            try:
+                if contents:
+                    stamp.append(f"{path.relative_to(root)}:{path.read_bytes().hex()}")
+                else:
+                    st = path.stat()
+                    stamp.append(f"{path}:{st.st_size}:{st.st_mtime_ns}")
+            except OSError as exc:
+                stamp.append(f"{path}:unreadable:{exc.errno}")
     return stamp
 
 
