@@ -1,10 +1,17 @@
-"""The Python entry point to the pure core: rewrite source text with a pass pipeline.
+"""kxform from Python: rewrite source text with a pass pipeline, and tune kernels.
 
-    from kxform.api import rewrite
+    from kxform.api import rewrite, tune
     result = rewrite(open("gemm.cu", "rb").read(), "swizzle", path="gemm.cu", pattern="hilbert")
     result.new_data, result.results, result.remarks
 
-No files are written and nvcc is not run: that is what `kxform apply` layers on top.
+    outcome = tune("gemm.cu", "sgemm", passes=("tile", "swizzle"), budget=40)
+    outcome.record["result"]["pipeline"], outcome.record["best"]
+
+`rewrite` and its siblings are the pure core (kxform.core): no files are written and nvcc
+is not run; `kxform apply` layers files, builds and verification on top. `tune` is what
+`kxform tune` runs (kxform.orchestrate.tune): it builds, verifies and times every
+configuration it tries, stores them in the tuning database and writes a pass log; with
+`write=True` it writes the winning pipeline into the file through `apply`'s checks.
 
 For tuners: `space_of(data, kernel)` is the typed parameter space of a kernel under a
 pass (tile by default), `rewrite_with(data, kernel, config)` the file rewritten at one
@@ -13,187 +20,98 @@ point of it, and `explain` what the pass found (parameters, constraints, refusal
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import replace
 
-from kxform.build.toolchain import Toolchain
-from kxform.engine.driver import FileTransform, transform_source, unparsable
-from kxform.engine.params import ParamSpace, ParamValue
-from kxform.engine.pass_api import KernelAnalysis, Pass, PassContext, RunOptions
-from kxform.engine.registry import default_registry
-from kxform.errors import InputError, UsageError
-from kxform.frontend.cuda import parse_model
-from kxform.build.semantic import semantic_provider
-from kxform.frontend.source import validate_bytes
-from kxform.hw import HwProfile, load_profile
-from kxform.log.remarks import RemarkSink
+from kxform.core import (
+    _analysed,
+    analyse_kernel,
+    explain,
+    kernel_context,
+    rewrite,
+    rewrite_passes,
+    rewrite_with,
+    space_of,
+)
+from kxform.orchestrate.tune import run
+from kxform.orchestrate.tune_request import (
+    QUIET,
+    BuildInputs,
+    Listeners,
+    MeasureSettings,
+    OutputSettings,
+    RunKind,
+    SearchSettings,
+    TuneOutcome,
+    TuneRequest,
+)
+from kxform.search.kernel_space import parse_passes
+
+__all__ = [
+    "BuildInputs",
+    "Listeners",
+    "MeasureSettings",
+    "OutputSettings",
+    "RunKind",
+    "SearchSettings",
+    "TuneOutcome",
+    "TuneRequest",
+    "_analysed",
+    "analyse_kernel",
+    "explain",
+    "kernel_context",
+    "rewrite",
+    "rewrite_passes",
+    "rewrite_with",
+    "space_of",
+    "tune",
+]
 
 
-def rewrite(
-    data: str | bytes,
-    spec: str = "swizzle",
+def tune(
+    path: str | TuneRequest,
+    kernel: str | None = None,
     *,
-    path: str = "<memory>.cu",
+    passes: str | Sequence[str] | None = None,
+    budget: int | None = None,
     hw: str = "h100",
-    kernels: tuple[str, ...] = (),
-    semantic: bool = False,
-    build_dir: str | None = None,
-    **options: str,
-) -> FileTransform:
-    """Run the pipeline `spec` (e.g. "swizzle" or "swizzle{pattern=grouped}") over `data`.
+    objective: str = "gpu",
+    write: bool = False,
+    listeners: Listeners = QUIET,
+) -> TuneOutcome:
+    """Tune `kernel` of the file `path` (or every kernel a harness spec under the
+    directory `path` describes) and return what the run found.
 
-    `options` go to every pass that takes them (like --pattern/--param); `semantic`
-    consults libclang (with `build_dir`'s compile_commands.json) where the syntax
-    leaves a question open, as `kxform apply` does.
-    """
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    passes = _pipeline(spec, tuple(sorted(options.items())))
-    provider = semantic_provider(path, build_dir) if semantic else None
-    profile = (
-        _shipped_profile(hw) if not hw.endswith(".toml") and "/" not in hw and "\\" not in hw else load_profile(hw)
-    )
-    return transform_source(
-        validate_bytes(path, raw),
-        passes,
-        profile,
-        RunOptions(kernels=kernels),
-        semantic=provider,
-        toolchain=Toolchain.create(build_dir),
-    )
+    `passes`: the passes whose parameters span the space (`"tile,swizzle"` or a
+    sequence; None: every pass with something to tune, which apply being searched too);
+    `budget`: evaluations (default 200); `hw`: the hardware profile of the constraints;
+    `objective`: `gpu`, `cpu+replay:FILE` (verify on the CPU runtime, take the times a
+    GPU run recorded) or `replay:FILE` (a recorded space); `write`: write the winner into
+    the file when it beat the original. Every other setting (sizes, seeds, strategies,
+    workers, build flags, the log) is a field of `TuneRequest`, which may be passed as
+    `path` instead (the keywords must then be left out).
 
-
-def space_of(
-    data: str | bytes,
-    kernel: str,
-    pass_name: str = "tile",
-    *,
-    path: str = "<memory>.cu",
-    hw: str = "h100",
-    build_dir: str | None = None,
-) -> ParamSpace:
-    """The parameter space of `kernel` in the file `data` under pass `pass_name` (the tile
-    pass: its lifted tile sizes with their domains and derived constraints). UsageError
-    when the kernel is not in the file; an empty space when the pass refuses the kernel
-    (`explain` says why)."""
-    pass_, ctx, analysis = _analysed(data, kernel, pass_name, path, hw, build_dir)
-    return pass_.space(ctx, analysis) if not analysis.blockers else ParamSpace()
-
-
-def explain(
-    data: str | bytes,
-    kernel: str,
-    pass_name: str = "tile",
-    *,
-    path: str = "<memory>.cu",
-    hw: str = "h100",
-    build_dir: str | None = None,
-) -> dict[str, Any]:
-    """What the pass makes of `kernel` (as `kxform inspect --json` shows it)."""
-    pass_, ctx, analysis = _analysed(data, kernel, pass_name, path, hw, build_dir)
-    return pass_.describe(ctx, analysis)
-
-
-def rewrite_with(
-    data: str | bytes,
-    kernel: str,
-    config: Mapping[str, ParamValue],
-    pass_name: str = "tile",
-    *,
-    path: str = "<memory>.cu",
-    hw: str = "h100",
-    build_dir: str | None = None,
-) -> FileTransform:
-    """`data` with `kernel` rewritten at `config` (a point of `space_of`), checked like any
-    proposal (constraints, ptxas where nvcc exists, re-parse, idempotence). Differential
-    verification is the caller's next step (`kxform.verify`), with the result's policy:
-    `result.results[i].policy`."""
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    pass_ = default_registry().get(pass_name).from_options(dict(config))
-    return transform_source(
-        validate_bytes(path, raw),
-        [pass_],
-        load_profile(hw),
-        RunOptions(kernels=(kernel,)),
-        toolchain=Toolchain.create(build_dir),
-    )
-
-
-def _analysed(
-    data: str | bytes, kernel: str, pass_name: str, path: str, hw: str, build_dir: str | None
-) -> tuple[Pass, PassContext, KernelAnalysis]:
-    pass_ = default_registry().get(pass_name)()
-    ctx = kernel_context(data, kernel, path=path, hw=hw, build_dir=build_dir)
-    return pass_, ctx, analyse_kernel(pass_, ctx, kernel)
-
-
-def kernel_context(
-    data: str | bytes, kernel: str, *, path: str = "<memory>.cu", hw: str = "h100", build_dir: str | None = None
-) -> PassContext:
-    """The context passes analyse `kernel` of the file `data` in (libclang consulted with
-    `build_dir`'s flags); InputError when the kernel does not parse, UsageError when the
-    file has no such kernel."""
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    source = validate_bytes(path, raw)
-    model = parse_model(source)
-    defined = next((k for k in model.kernels if k.name == kernel), None)
-    if defined is None:
-        known = ", ".join(k.name for k in model.kernels) or "none"
-        raise UsageError(f"{path}: no kernel '{kernel}' (kernels: {known})")
-    broken = unparsable(model, kernel)
-    if broken is not None:  # as `apply` refuses it; the rest of the file is no concern
-        raise InputError(
-            f"syntax error: {broken} (tree-sitter-cuda could not parse it)", source.location(defined.span.start)
+    Raises UsageError, InputError or BuildFailed (one line naming the file and the
+    cause) before anything is evaluated; `outcome.failed` counts kernels that failed and
+    writes that were refused once the run has evaluated."""
+    if isinstance(path, TuneRequest):
+        if kernel is not None or passes is not None or budget is not None or write:
+            raise TypeError("tune(request): give the settings in the request, not as keywords")
+        request = path
+    else:
+        names = tuple(n.strip() for n in passes.split(",") if n.strip()) if isinstance(passes, str) else passes
+        request = TuneRequest(
+            path,
+            kernel,
+            _known_passes(names),
+            hw=hw,
+            search=SearchSettings(budget=budget),
+            measure=MeasureSettings(objective=objective),
+            output=OutputSettings(write=write),
         )
-    toolchain = Toolchain.create(build_dir)
-    return PassContext(
-        model,
-        load_profile(hw),
-        RunOptions(kernels=(kernel,)),
-        RemarkSink(),
-        semantic_provider(path, build_dir, toolchain=toolchain)(model),
-        toolchain,
-    )
+    return run(replace(request, passes=_known_passes(request.passes)), listeners)
 
 
-def analyse_kernel(pass_: Pass, ctx: PassContext, kernel: str) -> KernelAnalysis:
-    """What `pass_` found about `kernel` in `ctx`."""
-    analyses = pass_.analyse(ctx)
-    if kernel not in analyses:
-        known = ", ".join(k.name for k in ctx.model.kernels) or "none"
-        raise UsageError(f"{ctx.model.source.path}: no kernel '{kernel}' (kernels: {known})")
-    return analyses[kernel]
-
-
-def rewrite_passes(
-    data: str | bytes,
-    passes: Sequence[Pass],
-    *,
-    path: str = "<memory>.cu",
-    hw: str = "h100",
-    kernels: tuple[str, ...] = (),
-    build_dir: str | None = None,
-) -> FileTransform:
-    """`data` rewritten by pass instances (any registry's), checked like `rewrite`."""
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    profile = (
-        _shipped_profile(hw) if not hw.endswith(".toml") and "/" not in hw and "\\" not in hw else load_profile(hw)
-    )
-    return transform_source(
-        validate_bytes(path, raw),
-        list(passes),
-        profile,
-        RunOptions(kernels=kernels),
-        toolchain=Toolchain.create(build_dir),
-    )
-
-
-@functools.lru_cache(maxsize=32)
-def _pipeline(spec: str, options: tuple[tuple[str, str], ...]) -> tuple[Pass, ...]:
-    """Passes and shipped profiles are frozen values: built once per process, not per call."""
-    return tuple(default_registry().pipeline(spec, dict(options)))
-
-
-@functools.lru_cache(maxsize=16)
-def _shipped_profile(name: str) -> HwProfile:
-    return load_profile(name)
+def _known_passes(names: Sequence[str] | None) -> tuple[str, ...] | None:
+    """Registered pass names, each once (UsageError naming an unknown one)."""
+    return None if names is None else parse_passes(",".join(names))

@@ -89,6 +89,9 @@ class HwProfile:
     schedulers_per_sm: int | None = None
     dram_page_bytes: int | None = None
     clock_mhz: int | None = None
+    fp32_tflops: float | None = None
+    """Peak FP32 arithmetic (non-tensor, fused multiply-add counted as two), TFLOP/s: the
+    compute side of the tuner's roofline bound (kxform.search.cost)."""
 
     @property
     def is_chiplet(self) -> bool:
@@ -133,9 +136,12 @@ def parse_profile(data: Mapping[str, Any], path: str) -> HwProfile:
     bandwidth = data.get("mem_bandwidth_gbs")
     if isinstance(bandwidth, bool) or not isinstance(bandwidth, (int, float)) or bandwidth <= 0:
         raise _bad(path, "mem_bandwidth_gbs", "required, a positive number of GB/s")
+    flops = data.get("fp32_tflops")
+    if flops is not None and (isinstance(flops, bool) or not isinstance(flops, (int, float)) or flops <= 0):
+        raise _bad(path, "fp32_tflops", "a positive number of TFLOP/s")
     _check_consistency(vendor, ints, optional, path)
     aliases = _str_list(data.get("aliases", []), "aliases", path)
-    sources = _sources(data, optional, path)
+    sources = _sources(data, {**optional, "fp32_tflops": flops}, path)
     return HwProfile(
         name=data["name"],
         vendor=vendor,
@@ -153,6 +159,7 @@ def parse_profile(data: Mapping[str, Any], path: str) -> HwProfile:
         mem_bandwidth_gbs=float(bandwidth),
         aliases=aliases,
         sources=sources,
+        fp32_tflops=None if flops is None else float(flops),
         **optional,
     )
 
@@ -344,7 +351,7 @@ def _check_consistency(vendor: str, ints: Mapping[str, int], optional: Mapping[s
         raise _bad(path, "max_threads_per_block", "exceeds max_threads_per_sm")
 
 
-def _sources(data: Mapping[str, Any], optional: Mapping[str, int | None], path: str) -> dict[str, str]:
+def _sources(data: Mapping[str, Any], optional: Mapping[str, float | None], path: str) -> dict[str, str]:
     table = data.get("sources")
     if not isinstance(table, dict):
         raise _bad(path, "sources", "required, a table naming where each figure comes from")

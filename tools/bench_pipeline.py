@@ -25,6 +25,12 @@ For every naive kernel of corpora/naive/index.toml, on a GPU:
 The geometric means close the table; the results go to `--out` as JSON (written atomically
 after every kernel, so a run cut short keeps what it measured).
 
+`--study` runs, in place of the one tune per kernel, the search study of
+kxform/bench/search_study.py: `kxform tune` without `--pass` at budget 40 without the cost
+model, cut-off and transfer prior, at 40 with them, and at 200; it prints the best at 40
+against the best at 200 and the share of evaluations slower than twice the original
+(`--study-dir` keeps the shared tuning databases; `--study-timeout` bounds each tune).
+
 `--dry-run` does everything but the GPU: both versions verified on the CPU runtime, the
 spaces each pass offers, both versions built with nvcc for the profile's architecture,
 and the first point of the offered space with one pass on confirmed by the tuner's own CPU
@@ -57,6 +63,7 @@ from kxform.bench.output import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, OneLineParse
 from kxform.bench.gpu import Budget, device_line, gpu_runtime, hardware, split_names
 from kxform.bench.naive_pairs import Pair, Version, build, check, gemm_shape, load_pairs, spaces, structural, verify
 from kxform.bench.pipeline_table import print_table
+from kxform.bench.search_study import print_study, study_column, study_summary
 
 from kxform.errors import KxformError
 from kxform.runtime.base import RuntimeError_
@@ -98,6 +105,9 @@ def parse(argv: list[str] | None) -> Any:
     p.add_argument("-j", "--jobs", type=int, default=min(8, os.cpu_count() or 1), help="kxform tune's build jobs")
     p.add_argument("--hw", help="hardware profile (default: from the device; dry run: h100)")
     p.add_argument("--no-baselines", action="store_true", help="skip the copy and cuBLAS yardsticks")
+    p.add_argument("--study", action="store_true", help="the search study: budget 40 before and after, and 200")
+    p.add_argument("--study-dir", metavar="DIR", help="where the study keeps its shared tuning databases")
+    p.add_argument("--study-timeout", type=float, default=1800.0, help="seconds one study tune may take")
     p.add_argument(
         "--merge",
         nargs="+",
@@ -192,7 +202,30 @@ def measure(pair: Pair, runtime: Any, args: Any, hw: str, row: dict[str, Any]) -
         file=sys.stderr,
         flush=True,
     )
-    row["kxform"] = tune_column(pair, args, hw, tune_passes(args, row["spaces"]["offered"]))
+    if args.study:
+        row["study"] = study_column(
+            lambda scratch: tune_command(pair, args, hw, None, scratch),
+            run_limited,
+            Path(args.study_dir),
+            args.study_timeout,
+        )
+        after = row["study"].get("after", {})
+        if after.get("status") == "tuned":  # the default's result is the table's kxform column
+            speedup = after.get("speedup") or 1.0
+            row["kxform"] = {
+                "status": "tuned",
+                "passes": [],
+                "evaluated": after["evaluated"],
+                "failed": after["failed"],
+                "best_config": after["best_config"],
+                "best_ms": after["best_ms"],
+                "speedup": max(speedup, 1.0),
+                "kept": "tuned" if speedup > 1.0 else "original",
+            }
+        else:
+            row["kxform"] = {"status": after.get("status", "failed"), "speedup": 1.0, "passes": []}
+    else:
+        row["kxform"] = tune_column(pair, args, hw, tune_passes(args, row["spaces"]["offered"]))
     row["steps_s"]["tune"] = round(time.perf_counter() - tuned, 1)
     speeds(row)
     for also in args.also:
@@ -480,6 +513,10 @@ def main(argv: list[str] | None = None) -> int:
         yardsticks = None if args.no_baselines else baselines(pairs)
     budget = Budget(args.budget_s)
     device = device_line(runtime)
+    if args.study and args.study_dir is None:
+        args.study_dir = tempfile.mkdtemp(prefix="kxform-study-")
+    if args.study:
+        Path(args.study_dir).mkdir(parents=True, exist_ok=True)
     print(
         f"device: {device}; profile {hw}; budget {args.budget} evaluations; passes {args.passes}"
         f"{'; dry run' if args.dry_run else ''}",
@@ -505,6 +542,8 @@ def main(argv: list[str] | None = None) -> int:
     if hasattr(runtime, "close"):
         runtime.close()
     print_table(rows, summary(rows), args.dry_run)
+    if args.study:
+        print_study(rows, study_summary(rows))
     write_json(args.out, document(args, device, hw, yardsticks, rows, budget))
     return EXIT_OK if all(ok(r, args.dry_run) for r in rows) else EXIT_FINDINGS
 
@@ -523,6 +562,7 @@ def document(
         "total_s": round(budget.elapsed(), 1),
         "baselines": yardsticks,
         "geomean": summary(rows),
+        "study": study_summary(rows) if args.study else None,
         "kernels": rows,
     }
 

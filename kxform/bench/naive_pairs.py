@@ -162,14 +162,14 @@ def check(version: Version, hw: str, passes: tuple[str, ...]) -> dict[str, Any]:
 
 
 def structural(offered: tuple[str, ...], named: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """The offered passes that restructure how work is divided among threads (a pass class
-    with `structural = True`), and those `named`: the dry run checks a point of each on its
-    own, so a new shape shows verified even where another pass's point comes first in the
-    composed space."""
+    """The offered passes that restructure how work is divided among threads
+    (`kxform.engine.pass_api.Pass.structural`), and those `named`: the dry run checks a
+    point of each on its own, so a new shape shows verified even where another pass's
+    point comes first in the composed space."""
     from kxform.engine.registry import default_registry
 
     registry = default_registry()
-    return tuple(name for name in offered if name in named or getattr(type(registry.parse(name)), "structural", False))
+    return tuple(name for name in offered if name in named or type(registry.parse(name)).structural)
 
 
 def _one_pass_on(space: Any) -> dict[str, Any] | None:

@@ -134,16 +134,19 @@ class Toolchain:
     """Compilers, cache and project flags of one run (`build_dir`: `-p BUILD_DIR`)."""
 
     build_dir: str | None = None
+    compiles: bool = True
+    """Whether the checks may run nvcc (False: a rewrite judged on its source alone, as the
+    tuner's cost model rewrites a configuration before it is built)."""
 
     @classmethod
-    def create(cls, build_dir: str | None = None) -> Toolchain:
-        return cls(build_dir)
+    def create(cls, build_dir: str | None = None, compiles: bool = True) -> Toolchain:
+        return cls(build_dir, compiles)
 
     @property
     def nvcc(self) -> str | None:
         from kxform.build.nvcc import find_nvcc
 
-        return find_nvcc()
+        return find_nvcc() if self.compiles else None
 
     @property
     def host_compiler(self) -> HostCompiler | None:

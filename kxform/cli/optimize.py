@@ -10,10 +10,11 @@
    (kxform.verify.differential.verify_pair, the CPU runtime), so a spec whose outputs the
    kernel never writes, or whose inputs it cannot run on, is found before any tuning.
 3. The passes with something to tune in the kernel, and their spaces.
-4. Tuning (kxform.cli.optimize_run.tune_kernel, the one call into the tuner) on this
-   machine's GPU, or with times recorded on one (`--objective cpu+replay:FILE`), then a
-   table: the original's and the best verified version's time, the speed-up, what
-   changed, and how close each comes to the device's copy bandwidth. `--write` writes the
+4. Tuning (kxform.cli.optimize_run.tune_kernel: `kxform.api.tune` with a request of
+   these options, the one call into the tuner) on this machine's GPU, or with times
+   recorded on one (`--objective cpu+replay:FILE`), then a table: the original's and the
+   best verified version's time, the speed-up, what changed, and how close each comes to
+   the device's copy bandwidth. `--write` writes the
    fastest verified version into FILE through `apply`'s every check (and a drafted spec
    beside FILE). Without a GPU steps 1-3 run, and one line says what a GPU would add.
 """

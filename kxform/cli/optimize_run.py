@@ -7,12 +7,14 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from kxform import exitcodes
-from kxform.cli.tune_result import format_table
+from kxform.cli.tune_print import format_table
+from kxform.orchestrate.tune_request import TuneRequest
 from kxform.errors import KxformError, UsageError
 from kxform.frontend.source import SourceText, read_source
 from kxform.harness.model import KernelSpec
@@ -22,14 +24,19 @@ MAX_COUNTED = 100_000
 """Valid configurations of one pass counted at most (a wider space says `100000+`)."""
 
 
-def tune_kernel(argv: list[str]) -> tuple[dict[str, Any], Path]:
-    """The one call into the tuner: `kxform tune FILE --kernel K ARGV...` as a library call
-    (its summary, what `tune --json` prints, and the pass log's path)."""
-    from kxform.cli import tune
+def tune_kernel(request: TuneRequest, quiet: bool = False) -> tuple[dict[str, Any], Path]:
+    """The one call into the tuner (`kxform.api.tune`, what `kxform tune FILE --kernel K`
+    runs): its summary, what `tune --json` prints, and the pass log's path. The progress
+    bar is drawn on a terminal unless `quiet`; a named pass left out is told on stderr."""
+    from kxform.api import Listeners, tune
+    from kxform.cli.progress import interactive
+    from kxform.cli.tune_print import print_left_out
+    from kxform.search.progress import Progress
 
-    parser = argparse.ArgumentParser(prog="kxform")
-    tune.register(parser.add_subparsers())
-    return tune.tune_one(parser.parse_args(["tune", *argv]))
+    drawn = not quiet and interactive(sys.stderr)  # never into a pipe or a CI log
+    with Progress(enabled=drawn, total=request.search.evaluations, time_s=request.search.time_s) as progress:
+        outcome = tune(request, listeners=Listeners(on_step=progress.step, on_left_out=print_left_out))
+    return outcome.record, Path(str(outcome.log_path))
 
 
 class OptimizeRun:
@@ -267,15 +274,14 @@ class OptimizeRun:
 
         size_text = self.args.size or self.derived_size(kspec)
         size = timing_size(kspec, size_text)
-        argv = [source.path, "--kernel", self.args.kernel, "--spec", str(spec_path), "--hw", self.hw()]
-        argv += [*(["--size", size_text] if size_text else []), *self.passed_options()]
+        request = self.request(source, spec_path, size_text)
         shown = (
             size.name
             if size.name == _values(size.values).replace(", ", ",")
             else f"{size.name} ({_values(size.values)})"
         )
         self.say(f"tuning at size {shown} ...")
-        summary, log_path = tune_kernel(argv)
+        summary, log_path = tune_kernel(request, quiet=self.args.json)
         self.report["tuned"] = summary
         profile = load_profile(self.hw())
         moved = _bytes_moved(kspec, size)
@@ -311,18 +317,33 @@ class OptimizeRun:
             return None
         return ",".join(f"{k}={v}" for k, v in size.values.items())
 
-    def passed_options(self) -> list[str]:
-        """The options `tune` takes as they were given here."""
+    def request(self, source: SourceText, spec_path: Path, size: str | None) -> TuneRequest:
+        """The tuning run of the options given here, as `kxform tune` would run them; the
+        build flags (`-p`, `-I`, `-D`, the project configuration or `--config`, none with
+        `--no-config`) resolved here, so the tuner reads no configuration of its own."""
+        from kxform.api import BuildInputs, MeasureSettings, OutputSettings, SearchSettings
+        from kxform.cli.options import project_config
+        from kxform.search.kernel_space import parse_passes
+        from kxform.search.strategy import DEFAULT
+
         a = self.args
-        out = [*(["--budget", str(a.budget)] if a.budget is not None else [])]
-        out += [*(["--time", str(a.time)] if a.time is not None else [])]
-        out += [*(["--objective", a.objective] if a.objective else [])]
-        out += [*(["--strategy", a.strategy] if a.strategy else [])] + [f"--require={r}" for r in a.require]
-        out += [*(["--pass", a.passes] if a.passes else [])]
-        out += [*(["--log", a.log] if a.log else []), *(["--db", a.db] if a.db else [])]
-        out += [*(["-p", a.build_dir] if a.build_dir else [])]
-        out += [f"-I{os.path.abspath(d)}" for d in a.include] + [f"-D{d}" for d in a.define]
-        return out + [*(["--write"] if a.write else []), *(["--json"] if a.json else [])]
+        project = project_config(a, [source.path])
+        include = tuple(os.path.abspath(d) for d in a.include) + (project.include if project else ())
+        defines = tuple(a.define) + (project.defines if project else ())
+        build_dir = a.build_dir or (project.build_dir if project else None)
+        return TuneRequest(
+            source.path,
+            a.kernel,
+            parse_passes(a.passes) if a.passes else None,
+            str(spec_path),
+            self.hw(),
+            SearchSettings(
+                strategy=a.strategy or DEFAULT, budget=a.budget, time_s=a.time, db=a.db, require=tuple(a.require)
+            ),
+            MeasureSettings(objective=a.objective or "gpu", size=size),
+            BuildInputs(include, defines, build_dir, project_config=False),
+            OutputSettings(write=a.write, log=a.log, argv=tuple(sys.argv[1:])),
+        )
 
     def html_report(self, log_path: Path) -> str | None:
         """The run's HTML report beside its log (kxform report), or None when it cannot be made."""

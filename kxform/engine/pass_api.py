@@ -193,6 +193,12 @@ class Pass(abc.ABC):
     """Whether `tuning_space`'s defaults reproduce the code as written (a lift at the
     original values): a composed search then never times the pass on at its defaults,
     which is the original again under another name."""
+    structural: ClassVar[bool] = False
+    """Whether the pass changes the kernel's parallel structure (which thread does which
+    work: threads per row, outputs per thread, shared-memory tiles, vector widths) rather
+    than refining it (block sizes, unroll factors, block orders). A tuner explores the
+    structure passes first and refines on the best structure (docs/search.md, "Structure
+    before polish")."""
     falls_back: ClassVar[bool] = True
     """Whether the deterministic proposer may offer `candidates` after the default choice
     (a pass whose default is "change nothing but the form" has no fallback)."""

@@ -429,7 +429,7 @@ def _remapped_resources(
     source: SourceText, spec: KernelSpec, hw: HwProfile, config: RemapConfig
 ) -> tuple[int | None, int, str]:
     """ptxas's registers and static shared memory of the kernel rewritten at `config`."""
-    from kxform.api import rewrite_with  # the pass pipeline imports this module: import late
+    from kxform.core import rewrite_with  # the pass pipeline imports this module: import late
     from kxform.engine.pass_api import Outcome
     from kxform.frontend.source import validate_bytes
 

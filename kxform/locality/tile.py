@@ -30,7 +30,7 @@ def rank_tile_orders(
     """Every candidate block order of `spec`'s kernel rewritten by the tile pass at `config`
     (tile parameter -> value), ranked against row-major at its own launch. ModelRefused
     when the tile pass refuses the configuration or its launch cannot be derived."""
-    from kxform.api import rewrite_with
+    from kxform.core import rewrite_with
     from kxform.verify.versions import LaunchUndecided, rewritten_launch
 
     transform = rewrite_with(source.data, spec.name, config, "tile", path=source.path, hw=hw.name)

@@ -61,7 +61,7 @@ the configuration you mark as reproducing the original (`original` of each param
 
 def passes_text(model: SourceModel, kernel: str) -> str:
     """Each deterministic pass's rewrite of the kernel, or why it refuses."""
-    from kxform.api import rewrite
+    from kxform.core import rewrite
 
     lines = []
     for name in DETERMINISTIC:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from kxform.frontend.source import SourceText
 from kxform.harness.model import KernelSpec
 from kxform.runtime.cpu import CpuRuntime
-from kxform.search.kernel_objective import KernelObjective, TuneTarget
+from kxform.search.kernel_objective import KernelObjective, MeasureOptions, TuneTarget
 from kxform.search.kernel_space import kernel_space
 
 
@@ -32,4 +32,4 @@ def cpu_checker(
     offers something); raises what building it finds (UsageError, BuildFailed, SpecError)."""
     space = kernel_space(source.data, kernel, passes, path=source.path, hw=hw, build_dir=build_dir, require=require)
     target = TuneTarget(source.path, source.data, kernel, spec, hw, build_dir)
-    return KernelObjective(target, space, CpuRuntime())
+    return KernelObjective(target, space, CpuRuntime(), MeasureOptions(cost_model=False))  # it checks, never ranks

@@ -27,7 +27,7 @@ from kxform import __version__
 from kxform.cache import cache_root
 from kxform.engine.params import ParamValue
 from kxform.errors import InputError
-from kxform.search.objective import Evaluation, Failure
+from kxform.search.objective import CUT_OFF, Evaluation, Failure
 
 SCHEMA = 1
 APPLICATION_ID = 0x6B78746E  # "kxtn": marks the file as a kxform tuning database
@@ -52,6 +52,17 @@ CREATE TABLE IF NOT EXISTS evaluations (
 );
 CREATE INDEX IF NOT EXISTS by_kernel ON evaluations (kernel, param_names);
 """
+_CREATE_FEATURES = """
+CREATE TABLE IF NOT EXISTS kernel_features (
+    kernel_hash TEXT PRIMARY KEY,
+    kernel TEXT NOT NULL,
+    param_names TEXT NOT NULL,
+    features TEXT NOT NULL,
+    created TEXT NOT NULL
+)
+"""
+"""What each tuned kernel is like (kxform.search.transfer): a table added to databases
+written before it on their next use."""
 
 
 def default_path() -> Path:
@@ -118,11 +129,13 @@ class TuningDB:
                 raise InputError(f"{self.path}: corrupt tuning database ({check})")
         db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+        if app == APPLICATION_ID:
+            db.execute(_CREATE_FEATURES)
         if app != APPLICATION_ID:
             db.execute("BEGIN IMMEDIATE")
             try:
                 if db.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
-                    for statement in _CREATE.split(";"):
+                    for statement in [*_CREATE.split(";"), _CREATE_FEATURES]:
                         if statement.strip():
                             db.execute(statement)
                     db.execute(f"PRAGMA application_id={APPLICATION_ID}")
@@ -155,7 +168,7 @@ class TuningDB:
             key.objective,
             evaluation.time_ms,
             evaluation.spread_ms,
-            evaluation.failure.value if evaluation.failure else None,
+            evaluation.failure.value if evaluation.failure else CUT_OFF if evaluation.cut_off else None,
             evaluation.cost_s,
             evaluation.detail,
             dt.datetime.now(dt.timezone.utc).isoformat(),
@@ -164,7 +177,42 @@ class TuningDB:
             cursor = self._db.execute("INSERT OR IGNORE INTO evaluations VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", row)
         return cursor.rowcount == 1
 
+    def put_features(self, key: TuneKey, features: Mapping[str, float]) -> None:
+        """Store what the kernel of `key` is like (replacing what was stored for it)."""
+        row = (
+            key.kernel_hash,
+            key.kernel,
+            ",".join(key.param_names),
+            json.dumps(dict(sorted(features.items()))),
+            dt.datetime.now(dt.timezone.utc).isoformat(),
+        )
+        with self._errors():
+            self._db.execute("INSERT OR REPLACE INTO kernel_features VALUES (?,?,?,?,?)", row)
+
     # ------------------------------------------------------------------ reading
+
+    def kernels(self) -> list[tuple[str, str, tuple[str, ...], dict[str, float]]]:
+        """Every kernel whose features are stored: (content hash, name, parameter names, features)."""
+        with self._errors():
+            rows = self._db.execute(
+                "SELECT kernel_hash, kernel, param_names, features FROM kernel_features ORDER BY created"
+            ).fetchall()
+        out = []
+        for kernel_hash, kernel, names, text in rows:
+            try:
+                features = json.loads(text)
+                if not isinstance(features, dict) or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) for v in features.values()
+                ):
+                    raise ValueError("the features are not an object of numbers")
+            except ValueError as exc:
+                raise InputError(f"{self.path}: malformed features of kernel {kernel!r:.60}: {exc}") from None
+            out.append((kernel_hash, kernel, tuple(filter(None, names.split(","))), features))
+        return out
+
+    def of_kernel(self, kernel_hash: str) -> list[StoredEvaluation]:
+        """Every evaluation of one kernel (content hash), on any hardware and version."""
+        return self._select("kernel_hash = ?", (kernel_hash,))
 
     def get(self, key: TuneKey, config: Mapping[str, ParamValue]) -> Evaluation | None:
         with self._errors():
@@ -233,8 +281,12 @@ def _config(text: Any) -> dict[str, ParamValue]:
 
 
 def _evaluation(row: tuple[Any, ...]) -> Evaluation:
+    """A stored evaluation; the `failure` column holds the status of one that has a time
+    and is not plainly ok (`cut_off`: timed on its first launches only)."""
     time_ms, spread, failure, cost, detail = row
     for name, value in (("time_ms", time_ms), ("spread_ms", spread), ("cost_s", cost)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise ValueError(f"{name} is {value!r:.40}, not a number")
+    if failure == CUT_OFF:
+        return Evaluation(time_ms, spread, None, cost, str(detail), cut_off=True)
     return Evaluation(time_ms, spread, Failure(failure) if failure else None, cost, str(detail))

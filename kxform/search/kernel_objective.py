@@ -3,7 +3,7 @@
 For one configuration of a kernel's tuning space (`kxform.search.kernel_space`):
 
 * **prepare** (worker threads, CPU only): the pass pipeline rewrites the file through
-  `kxform.api` (the passes' own checks: derived constraints, ptxas resources, the
+  `kxform.core` (the passes' own checks: derived constraints, ptxas resources, the
   rewritten launch, re-parse, idempotence), and the kernel's unit is compiled by the
   runtime that will run it (nvcc to a cubin on a GPU; cached by content);
 * **evaluate** (one thread, the device): the rewritten kernel is verified against the
@@ -12,6 +12,19 @@ For one configuration of a kernel's tuning space (`kxform.search.kernel_space`):
   then timed at the timing size by `kxform.verify.measure.timed_and_checked` (CUDA
   events, warm-up, median of repetitions, persisting L2 capped at zero, the last timed
   launch's outputs re-checked against a single launch).
+
+Before a configuration is built its time is predicted (kxform.search.predictor, the
+cost model of kxform.search.cost), and the prediction travels with its evaluation into
+the log. Two ways of spending less on configurations that cannot win:
+
+* **pruning** (kxform.search.cost.Pruning): once the model has ranked this kernel's
+  measured configurations well, a configuration predicted several times slower than
+  the prediction of the best configuration measured so far is not built, verified nor
+  timed (`pruned`);
+* **early cut-off**: timing starts with FIRST_LAUNCHES launches
+  (kxform.verify.measure.timed_and_checked), and a configuration whose first launches are
+  slower than the best time so far by more than CUT_MARGIN plus both spreads is stopped
+  there (`cut_off`: its time is the median of those launches).
 
 A configuration that fails any step is a failure with its class and reason (`invalid`:
 a pass refused it; `compile_failed`; `verification_failed`, also when the timed launches
@@ -23,72 +36,36 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kxform.build.diagnostics import environment_failure
+from kxform.build.ptxas import KernelResources
 from kxform.engine.params import Config
 from kxform.engine.policy import VerifyPolicy
 from kxform.engine.status import BUILD_ENVIRONMENT, DOES_NOT_COMPILE
 from kxform.errors import BuildFailed, KxformError, Location, UsageError
 from kxform.frontend.source import SourceText, validate_bytes
-from kxform.harness.model import KernelSpec, SizeSpec
 from kxform.runtime.base import LaunchRequest, Runtime, RuntimeError_, Unsupported
+from kxform.search.cost import Prediction, Pruning
 from kxform.search.kernel_space import KernelSpace, label
+from kxform.search.kernel_target import MEASURED, MeasureOptions, Phases, TuneTarget, timing_size
 from kxform.search.objective import Evaluation, Failure, Objective, Prepared
-from kxform.search.recorded_times import RecordedTimes
-from kxform.verify.measure import REPEAT, MeasurementError, Timing, launches_to_fill, timed_and_checked
+from kxform.search.predictor import cost_model, kernel_hints
+from kxform.search.space import SearchSpace
+from kxform.search.strategy import SearchHints
+from kxform.verify.measure import MeasurementError, Timing, launches_to_fill, timed_and_checked
+
+__all__ = ["KernelObjective", "MeasureOptions", "Phases", "TuneTarget", "gpu_runtime", "timing_size"]
 
 MIN_REPEAT = 5
-
-
-@dataclass(frozen=True)
-class TuneTarget:
-    """The kernel being tuned: its file, harness spec and hardware profile."""
-
-    path: str
-    data: bytes
-    kernel: str
-    spec: KernelSpec
-    hw: str = "h100"
-    build_dir: str | None = None
-
-
-@dataclass(frozen=True)
-class MeasureOptions:
-    """How each configuration is verified and timed."""
-
-    size: SizeSpec | None = None
-    """The timing size (None: the spec's first bench size, else its largest check size)."""
-    check_sizes: tuple[str, ...] = ()
-    """Sizes verified before timing (empty: every check size of the spec)."""
-    repeat: int = REPEAT
-    launch_budget_s: float | None = None
-    """Seconds of timed launches per configuration, about: a probe launch sets the count
-    (at least MIN_REPEAT, at most `repeat`), so a slow configuration costs what a fast
-    one does. None: always `repeat`."""
-    verify_timeout_s: float = 120.0
-    time_timeout_s: float = 600.0
-    recorded: RecordedTimes | None = None
-    """Times recorded elsewhere (`cpu+replay:FILE`): a verified configuration takes its
-    recorded time instead of being timed; everything before timing runs for real."""
-
-
-@dataclass(frozen=True)
-class Phases:
-    """Seconds one configuration spent in each step (a step not reached is 0)."""
-
-    rewrite_s: float = 0.0
-    compile_s: float = 0.0
-    verify_s: float = 0.0
-    time_s: float = 0.0
-
-    @property
-    def total_s(self) -> float:
-        return self.rewrite_s + self.compile_s + self.verify_s + self.time_s
+CUT_MARGIN = 0.10
+"""How much slower than the best so far (besides both spreads) the first launches must be
+for a configuration to be cut off."""
 
 
 @dataclass(frozen=True)
@@ -99,34 +76,7 @@ class _Candidate:
     policy: VerifyPolicy
     extracted: Any
     phases: Phases
-
-
-def timing_size(spec: KernelSpec, text: str | None) -> SizeSpec:
-    """`--size`: a size of the spec by name, or `VAR=V,...` overriding the variables of the
-    spec's first bench size (`M=2048,N=2048,K=2048`); None: that bench size as it is."""
-    base = (spec.bench_sizes or spec.check_sizes[-1:])[0]
-    if not text:
-        return base
-    if "=" not in text:
-        try:
-            return spec.size(text)
-        except KxformError as exc:
-            raise UsageError(f"--size {text}: {exc.cause}") from None
-    values = dict(base.values)
-    for item in text.split(","):
-        name, _, raw = item.partition("=")
-        name = name.strip()
-        if name not in values:
-            raise UsageError(
-                f"--size {text}: '{name}' is not a size variable of '{spec.name}' (variables: {', '.join(values)})"
-            )
-        try:
-            values[name] = int(raw)
-        except ValueError:
-            raise UsageError(f"--size {text}: {name} must be an integer, got {raw.strip()!r}") from None
-        if values[name] < 1:
-            raise UsageError(f"--size {text}: {name} must be at least 1")
-    return SizeSpec(",".join(f"{k}={v}" for k, v in values.items()), True, values)
+    prediction: Prediction | None = None
 
 
 class KernelObjective(Objective):
@@ -134,7 +84,7 @@ class KernelObjective(Objective):
     (the GPU runtime; the CPU runtime verifies but cannot time)."""
 
     def __init__(
-        self, target: TuneTarget, space: KernelSpace, runtime: Runtime, options: MeasureOptions = MeasureOptions()
+        self, target: TuneTarget, space: KernelSpace, runtime: Runtime, options: MeasureOptions = MEASURED
     ) -> None:
         from kxform.build.extract import extract_kernel
         from kxform.verify.differential import UnitFlags, check_signature
@@ -162,6 +112,10 @@ class KernelObjective(Objective):
         self._baseline: Timing | None = None
         self.phases: dict[str, Phases] = {}
         """Per configuration (its label), the seconds each step took."""
+        self.predictor = cost_model(target, space, self.size) if options.cost_model else None
+        self._best: Evaluation | None = None
+        """The fastest evaluation observed (what the cut-off compares with)."""
+        self._pruning = Pruning()
 
     # -- prepare: CPU work, on worker threads -----------------------------------------
 
@@ -175,22 +129,68 @@ class KernelObjective(Objective):
                 self._environment(refused.reason)
             return self._failed(items, Phases(time.perf_counter() - started), refused.failure, refused.reason)
         rewritten = time.perf_counter()
-        phases = Phases(rewritten - started)
+        prediction = self.predictor.of_source(new, policy) if self.predictor is not None else None
+        predicted = time.perf_counter()
+        phases = Phases(rewritten - started, predict_s=predicted - rewritten)
+        pruned = self._pruned(prediction)
+        if pruned:
+            return self._failed(items, phases, Failure.PRUNED, pruned, prediction)
         try:
-            extracted = self._compile(new)
+            extracted, resources = self._compile(new)
         except (RuntimeError_, KxformError) as exc:
             if environment_failure(f"{exc}\n{getattr(exc, 'log', '')}"):  # the compiler's own output
                 self._environment(str(exc))
-            return self._failed(
-                items, Phases(phases.rewrite_s, time.perf_counter() - rewritten), Failure.COMPILE, f"compile: {exc}"
-            )
-        phases = Phases(phases.rewrite_s, time.perf_counter() - rewritten)
+            phases = replace(phases, compile_s=time.perf_counter() - predicted)
+            return self._failed(items, phases, Failure.COMPILE, f"compile: {exc}", prediction)
+        phases = replace(phases, compile_s=time.perf_counter() - predicted)
+        if resources is not None and self.predictor is not None:  # ptxas's registers and shared memory
+            prediction = self.predictor.of_source(new, policy, resources)
+            pruned = self._pruned(prediction)
+            if pruned:
+                return self._failed(items, phases, Failure.PRUNED, pruned, prediction)
         code = hashlib.sha256(extracted.source.encode() + json.dumps(policy.to_json(), sort_keys=True).encode())
-        return Prepared(items, code.hexdigest(), _Candidate(new, policy, extracted, phases))
+        return Prepared(items, code.hexdigest(), _Candidate(new, policy, extracted, phases, prediction))
+
+    # -- the bar a configuration is measured against ----------------------------------
+
+    def observe(self, evaluation: Evaluation) -> None:
+        """Remember the fastest evaluation so far, and each prediction beside its measurement."""
+        if evaluation.time_ms is None:
+            return
+        predicted = evaluation.prediction.estimate_ms if evaluation.prediction is not None else None
+        with self._lock:
+            self._pruning.observe(predicted, evaluation.time_ms, evaluation.cut_off)
+            if self._best is None or evaluation.time_ms < (self._best.time_ms or math.inf):
+                self._best = evaluation
+
+    def _pruned(self, prediction: Prediction | None) -> str:
+        """Why `prediction` is not worth building ("": it is), once the model is trusted."""
+        if prediction is None:
+            return ""
+        with self._lock:
+            return self._pruning.why(prediction.estimate_ms)
+
+    def _cut(self, early: Timing) -> bool:
+        """Whether the first launches are clearly slower than the best time so far."""
+        with self._lock:
+            best = self._best
+        if best is None or best.time_ms is None:
+            return False
+        bar = best.time_ms * (1.0 + CUT_MARGIN) + best.spread_ms + early.spread_ms
+        return early.median_ms > bar
+
+    def features(self) -> dict[str, float] | None:
+        """What the original kernel is like, for the tuning database (kxform.search.transfer);
+        None without a cost model."""
+        return self.predictor.features() if self.predictor is not None else None
+
+    def hints(self, search: SearchSpace) -> SearchHints:
+        """What the strategy may know of this kernel's space (`kernel_hints`)."""
+        return kernel_hints(self.space, search, self.predictor)
 
     def _rewrite(self, config: Config) -> tuple[SourceText, VerifyPolicy]:
         """The file rewritten at `config` and the composed verification policy of its passes."""
-        from kxform.api import rewrite_passes
+        from kxform.core import rewrite_passes
         from kxform.engine.pass_api import Outcome
 
         passes = self.space.pipeline(config)
@@ -225,8 +225,9 @@ class KernelObjective(Objective):
                 policy = r.policy if policy is None else policy.then(r.policy)
         return validate_bytes(target.path, result.new_data, rewritten=True), policy or VerifyPolicy()
 
-    def _compile(self, new: SourceText) -> Any:
-        """Extract the kernel's unit and build it the way the runtime will launch it."""
+    def _compile(self, new: SourceText) -> tuple[Any, KernelResources | None]:
+        """Extract the kernel's unit and build it the way the runtime will launch it; what
+        ptxas reported for the kernel when the build was nvcc's (None otherwise)."""
         from kxform.build.extract import extract_kernel
         from kxform.runtime.cpu import CpuRuntime
         from kxform.runtime.gpu import GpuRuntime
@@ -244,11 +245,12 @@ class KernelObjective(Objective):
             defines=self._flags.defines,
             include_dirs=self._flags.for_unit(extracted.path),
         )
+        resources = None
         if isinstance(self.runtime, GpuRuntime):
-            self.runtime.compile(request)
+            resources = self.runtime.compile(request).resources
         elif isinstance(self.runtime, CpuRuntime):
             self.runtime.builder().binary(self.runtime.unit_for(request), extracted.path or self.target.kernel)
-        return extracted
+        return extracted, resources
 
     def _check_environment(self) -> None:
         """The original builds here the way every configuration will be built (the file's
@@ -273,9 +275,16 @@ class KernelObjective(Objective):
             Location(self.target.path),
         )
 
-    def _failed(self, items: tuple[Any, ...], phases: Phases, failure: Failure, reason: str) -> Prepared:
+    def _failed(
+        self,
+        items: tuple[Any, ...],
+        phases: Phases,
+        failure: Failure,
+        reason: str,
+        prediction: Prediction | None = None,
+    ) -> Prepared:
         self._record(dict(items), phases)
-        return Prepared(items, failure=Evaluation.failed(failure, phases.total_s, reason))
+        return Prepared(items, failure=Evaluation.failed(failure, phases.total_s, reason, prediction))
 
     # -- evaluate: the device, one configuration at a time -----------------------------
 
@@ -285,10 +294,10 @@ class KernelObjective(Objective):
         started = time.perf_counter()
         problem = self._verify(prepared.code_key, candidate)
         verified = time.perf_counter()
-        phases = Phases(candidate.phases.rewrite_s, candidate.phases.compile_s, verified - started)
+        phases = replace(candidate.phases, verify_s=verified - started)
         if problem is not None:
             self._record(config, phases)
-            return Evaluation.failed(Failure.VERIFY, phases.total_s, problem)
+            return Evaluation.failed(Failure.VERIFY, phases.total_s, problem, candidate.prediction)
         try:
             timing = self._time(candidate, config)
         except MeasurementError as exc:
@@ -296,17 +305,20 @@ class KernelObjective(Objective):
         except RuntimeError_ as exc:
             failure, reason = Failure.RUNTIME, f"time: {exc}"
         else:
-            phases = Phases(phases.rewrite_s, phases.compile_s, phases.verify_s, time.perf_counter() - verified)
+            phases = replace(phases, time_s=time.perf_counter() - verified)
             self._record(config, phases)
+            what = "cut off after the first" if timing.cut_off else "median of"
             return Evaluation(
                 timing.median_ms,
                 timing.spread_ms,
                 cost_s=phases.total_s,
-                detail=f"size {self.size.name}: median of {timing.samples} launches",
+                detail=f"size {self.size.name}: {what} {timing.samples} launches",
+                cut_off=timing.cut_off,
+                prediction=candidate.prediction,
             )
-        phases = Phases(phases.rewrite_s, phases.compile_s, phases.verify_s, time.perf_counter() - verified)
+        phases = replace(phases, time_s=time.perf_counter() - verified)
         self._record(config, phases)
-        return Evaluation.failed(failure, phases.total_s, reason)
+        return Evaluation.failed(failure, phases.total_s, reason, candidate.prediction)
 
     def check(self, config: Config) -> tuple[Failure | None, str]:
         """`config` rewritten, built and verified, not timed (what a CPU checker answers):
@@ -354,9 +366,9 @@ class KernelObjective(Objective):
             return self._recorded(config)
         resolved = self.target.spec.launch(self.size)
         launch = rewritten_launch(resolved, self._original_unit.params, candidate.policy.launch)
-        return self._timed(candidate.extracted, candidate.source, launch, "rewritten")
+        return self._timed(candidate.extracted, candidate.source, launch, "rewritten", cut=True)
 
-    def _timed(self, extracted: Any, source: SourceText, launch: Any, version: str) -> Timing:
+    def _timed(self, extracted: Any, source: SourceText, launch: Any, version: str, cut: bool = False) -> Timing:
         from kxform.harness.inputs import make_inputs
         from kxform.verify.differential import EXACT, launch_request, uses_float_atomics
 
@@ -375,7 +387,8 @@ class KernelObjective(Objective):
         )
         dtypes = {arg.name: arg.dtype for arg in launch.args}
         mode = spec.compare if uses_float_atomics(source) else EXACT
-        return timed_and_checked(self.runtime, request, dtypes, mode, self._repeat)
+        cutting = self._cut if cut and self.options.cut_off else None
+        return timed_and_checked(self.runtime, request, dtypes, mode, self._repeat, cutting)
 
     def _repeat(self, probe_ms: float) -> int:
         """Timed launches for a kernel whose single launch took `probe_ms`: enough to fill
@@ -385,17 +398,21 @@ class KernelObjective(Objective):
             return self.options.repeat
         return launches_to_fill(budget, probe_ms, MIN_REPEAT, self.options.repeat)
 
-    def _recorded(self, config: Config) -> Timing:
+    def _recorded(self, config: Config, cut: bool = True) -> Timing:
+        """The time a GPU run recorded for `config`; marked cut off where the GPU objective
+        would have stopped it (its recorded median clearly slower than the best so far)."""
         assert self.options.recorded is not None
         timing = self.options.recorded.timing(config)
         if timing is None:
             raise Unsupported(f"no recorded time in {self.options.recorded.path}")
+        if cut and self.options.cut_off and self._cut(timing):
+            return replace(timing, cut_off=True)
         return timing
 
     def baseline(self) -> Timing:
         """The unmodified kernel's time at the timing size, on the same inputs (once)."""
         if self._baseline is None and self.options.recorded is not None:
-            self._baseline = self.options.recorded.original or self._recorded(self.space.defaults())
+            self._baseline = self.options.recorded.original or self._recorded(self.space.defaults(), cut=False)
         if self._baseline is None:
             resolved = self.target.spec.launch(self.size)
             self._baseline = self._timed(self._original_unit, self.original, resolved, "original")

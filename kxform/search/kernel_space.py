@@ -103,7 +103,7 @@ def kernel_space(
     named pass with nothing to tune in the kernel is left out with its reason
     (`KernelSpace.not_offered`) and the others are tuned; NothingToTune, naming every
     reason, when none of them (or no pass at all) has anything to tune."""
-    from kxform.api import analyse_kernel, kernel_context
+    from kxform.core import analyse_kernel, kernel_context
 
     registry = registry or default_registry()
     names = tuple(passes) if passes is not None else tuple(registry.names())

@@ -9,7 +9,7 @@ source; an integer is the value of an enum whose domain spells it, `factor=2` ->
 Kernel Tuner records such options), the passes it names apply (a pass's own switch, as `tune --export` records
 it, `tile: false`, says whether it does),  and the composed constraints hold. What comes out is
 a pass pipeline spec that `kxform apply` then runs with every check and a differential
-run (kxform.cli.tune_write).
+run (kxform.orchestrate.tune_write).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import importlib
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 import numpy as np
@@ -68,6 +68,13 @@ class History:
     def unvisited(self) -> np.ndarray:
         return np.flatnonzero(~self.visited)
 
+    def restricted(self, allowed: np.ndarray) -> History:
+        """This history as a strategy proposing among the `allowed` rows only sees it: the
+        others count as visited (the measurements are the same lists, read only)."""
+        view = replace(self)
+        view.visited = self.visited | ~allowed
+        return view
+
 
 @dataclass(frozen=True)
 class Prior:
@@ -80,6 +87,8 @@ class Prior:
     sources: tuple[str, ...] = ()
     per_source: np.ndarray | None = None
     """Shape (sources, rows): each source's standardised log time, NaN where unknown."""
+    weights: tuple[float, ...] = ()
+    """Each source's initial weight (empty: all alike); `score` is the weighted mean."""
 
     def columns(self) -> np.ndarray:
         """Per-source scores, shape (sources, rows) (the mean alone when not kept)."""
@@ -90,16 +99,39 @@ class Prior:
         return ~np.isnan(self.score)
 
 
+@dataclass(frozen=True)
+class SearchHints:
+    """What a strategy may know of a kernel's space beyond its rows (a recorded space has
+    none): which parameters change the parallel structure of the kernel (a pass's switch
+    and parameters, `Pass.structural`), the cost model's predicted milliseconds of
+    a row (None where it cannot tell; computed on demand: a rewrite each), and the run's
+    budget of evaluations (None: bounded by time)."""
+
+    structure: tuple[bool, ...] = ()
+    """Per parameter of the space, in order: whether it belongs to a structure pass."""
+    predict: Callable[[int], float | None] | None = field(default=None, compare=False)
+    budget: int | None = None
+
+
 class Strategy(ABC):
     """Proposes the next configuration to evaluate."""
 
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
 
-    def __init__(self, space: SearchSpace, rng: np.random.Generator, prior: Prior | None = None) -> None:
+    def __init__(
+        self,
+        space: SearchSpace,
+        rng: np.random.Generator,
+        prior: Prior | None = None,
+        hints: SearchHints | None = None,
+    ) -> None:
         self.space = space
         self.rng = rng
         self.prior = prior
+        self.hints = hints
+        self.stage = ""
+        """The stage of the last proposal, for strategies that search in stages ("": none)."""
 
     @abstractmethod
     def propose(self, history: History) -> int | None:
@@ -130,8 +162,10 @@ def load_strategy(name: str) -> type[Strategy]:
     return cls
 
 
-def make_strategy(name: str, space: SearchSpace, seed: int, prior: Prior | None = None) -> Strategy:
-    return load_strategy(name)(space, np.random.default_rng(seed), prior)
+def make_strategy(
+    name: str, space: SearchSpace, seed: int, prior: Prior | None = None, hints: SearchHints | None = None
+) -> Strategy:
+    return load_strategy(name)(space, np.random.default_rng(seed), prior, hints)
 
 
-StrategyFactory = Callable[[SearchSpace, np.random.Generator, Prior | None], Strategy]
+StrategyFactory = Callable[[SearchSpace, np.random.Generator, Prior | None, SearchHints | None], Strategy]

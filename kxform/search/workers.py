@@ -168,11 +168,15 @@ class EvalWorker:
         )
 
     def evaluate(self, config: dict[str, ParamValue]) -> Evaluation:
+        """One configuration prepared and measured; the objective observes the result (the
+        bar of its cut-off and pruning is the best this worker measured)."""
         prepared = self.objective.prepare(config)
         if prepared.failure is not None:
             return prepared.failure
         with self._device:
-            return self.objective.evaluate(prepared)
+            evaluation = self.objective.evaluate(prepared)
+        self.objective.observe(evaluation)
+        return evaluation
 
     def close(self) -> None:
         self.objective.close()

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from kxform.engine.policy import VerifyPolicy
 from kxform.frontend.source import SourceText
@@ -26,6 +27,8 @@ from kxform.verify.versions import rewritten_launch
 
 WARMUP = 5
 REPEAT = 50
+FIRST_LAUNCHES = 3
+"""Timed launches after which a configuration may be cut off (`timed_and_checked`'s `cut`)."""
 
 
 class MeasurementError(RuntimeError_):
@@ -40,6 +43,8 @@ class Timing:
     samples: int = 0
     copies: int = 1
     """Input sets rotated between launches."""
+    cut_off: bool = False
+    """Only the first launches were timed: they were already clearly slower than a bar."""
 
 
 def timing_of(samples: list[float], copies: int = 1) -> Timing:
@@ -61,21 +66,45 @@ def timed_and_checked(
     dtypes: Mapping[str, str],
     mode: CompareSpec,
     repeat: int | Callable[[float], int] = REPEAT,
+    cut: Callable[[Timing], bool] | None = None,
 ) -> Timing:
     """Time `request` and check that the last timed launch wrote what a single launch writes
     (`dtypes`: the spec dtype of each output, `mode`: how outputs compare). `repeat` may be
     a function of the single launch's milliseconds (a count that fills a time budget), so
-    that one launch both probes the time and is the reference."""
+    that one launch both probes the time and is the reference.
+
+    `cut`: asked once the first FIRST_LAUNCHES launches are timed (after one warm-up
+    launch beyond the single run); when it answers True the rest are not run and the
+    timing of those launches is returned with `cut_off` set (a tuner's early cut-off of a
+    configuration already clearly slower than its best). Their outputs are checked all
+    the same."""
     single = runtime.run(request)
     count = repeat(single.elapsed_ms or 0.0) if callable(repeat) else repeat
-    timed = runtime.time(request, warmup=WARMUP, repeat=count, keep_outputs=True)
     label = request.label or request.kernel
+    if cut is not None and count > FIRST_LAUNCHES:
+        first = runtime.time(request, warmup=1, repeat=FIRST_LAUNCHES, keep_outputs=True)
+        _check_timed(single.outputs, first, label, dtypes, mode)
+        early = timing_of(list(first.samples_ms), first.copies)
+        if cut(early):
+            return replace(early, cut_off=True)
+        rest = runtime.time(request, warmup=1, repeat=count - FIRST_LAUNCHES, keep_outputs=True)
+        _check_timed(single.outputs, rest, label, dtypes, mode)
+        return timing_of([*first.samples_ms, *rest.samples_ms], rest.copies)
+    timed = runtime.time(request, warmup=WARMUP, repeat=count, keep_outputs=True)
+    _check_timed(single.outputs, timed, label, dtypes, mode)
+    return timing_of(list(timed.samples_ms), timed.copies)
+
+
+def _check_timed(
+    expected_outputs: Mapping[str, Any], timed: Any, label: str, dtypes: Mapping[str, str], mode: CompareSpec
+) -> None:
+    """The caches were in a known state, and the last timed launch wrote what a single launch did."""
     if timed.persisting_l2_bytes not in (None, 0):
         raise MeasurementError(
             f"{label}: the persisting-L2 carveout is {timed.persisting_l2_bytes} bytes while "
             "timing (it must be capped at 0)"
         )
-    for name, expected in single.outputs.items():
+    for name, expected in expected_outputs.items():
         got = timed.outputs.get(name)
         if got is None:
             raise MeasurementError(f"{label}: the timing loop returned no '{name}' to check")
@@ -88,7 +117,6 @@ def timed_and_checked(
                 f"{label}: output '{name}' of the last timed launch differs from a single "
                 f"launch ({what}): the timed code does not do the same work on every launch"
             )
-    return timing_of(list(timed.samples_ms), timed.copies)
 
 
 def measure_pair(

@@ -77,6 +77,7 @@ class Coarsen(ValuesPass):
         "divided by F (coarsen{factor=2,along=x,layout=strided}; bit-exact)"
     )
     requires = ("launch", "vectorize")
+    structural = True
     falls_back = False
 
     @classmethod

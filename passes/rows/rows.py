@@ -56,6 +56,7 @@ class Rows(ValuesPass):
     )
     falls_back = False
     excludes = ("launch", "coarsen")
+    structural = True
     """Rows per block is this pass's own block size: tuned together, launch's would be a second name for it.
     coarsen gives a thread several rows where this pass gives a row several threads; composed, the
     rewritten launch is one the verifier cannot read (every such point of a tune was "could not tell")."""

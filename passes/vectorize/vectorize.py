@@ -58,6 +58,7 @@ class Vectorize(Pass):
         "(vectorize{width=4}; bit-exact)"
     )
     requires = ("launch",)
+    structural = True
     falls_back = False
 
     width: str | None = None

@@ -332,7 +332,8 @@ def test_launch_overrides_the_callers_block_size_and_follows_the_shared_memory()
 
 
 def test_tune_leaves_out_a_named_pass_with_nothing_to_tune_and_says_why(capsys: pytest.CaptureFixture[str]) -> None:
-    from kxform.cli.tune import say_left_out
+    from kxform.api import Listeners, TuneRequest
+    from kxform.cli.tune_print import print_left_out
     from kxform.search.kernel_space import NothingToTune, kernel_space
 
     path = ROOT / "corpora" / "naive" / "layernorm" / "naive.cu"
@@ -342,10 +343,11 @@ def test_tune_leaves_out_a_named_pass_with_nothing_to_tune_and_says_why(capsys: 
     assert set(space.passes) == {"launch", "rows"}
     (left,) = space.not_offered
     assert left[0] == "vectorize" and "stride C in threadIdx.x" in left[1]
-    say_left_out(space, ("rows", "launch", "vectorize"))
+    listeners = Listeners(on_left_out=print_left_out)
+    listeners.left_out(TuneRequest(str(path), "layernorm_naive", ("rows", "launch", "vectorize")), space)
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("kxform: vectorize left out of the tuning of 'layernorm_naive': the write `o[i]`")
-    say_left_out(space, None)  # every pass considered: those with nothing to tune are not news
+    listeners.left_out(TuneRequest(str(path), "layernorm_naive"), space)  # every pass: those left out are no news
     assert not capsys.readouterr().err
     with pytest.raises(NothingToTune, match="nothing to tune under any pass named .*vectorize: .*smem-tile: "):
         kernel_space(path.read_bytes(), "layernorm_naive", ("vectorize", "smem-tile"), path=str(path), hw="h100")

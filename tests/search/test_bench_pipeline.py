@@ -373,6 +373,45 @@ def test_merge_joins_runs_in_manifest_order_and_refuses_runs_that_do_not_compare
     assert refused.returncode == 2 and "differs from" in refused.stderr and "budget" in refused.stderr
 
 
+def test_the_study_tunes_the_default_pipeline_at_each_budget_and_counts_slow_evaluations() -> None:
+    """kxform/bench/search_study.py (`bench_pipeline.py --study`): its tune commands, and what it
+    counts from a tune summary (planted: an evaluation at 2.5x the original is slow, one
+    at 1.5x and a pruned one are not)."""
+    from kxform.bench import search_study
+
+    pair = load_pairs(("gemm",))[0]
+    args = SimpleNamespace(passes="offered", budget=40, jobs=4, launch_budget=0.5)
+    base = bench_pipeline.tune_command(pair, args, "h100", ["swizzle"], Path("/s"))
+    before = search_study.command(base, 40, ("--no-cost-model",), Path("/db/b.sqlite"))
+    assert "--pass" not in before and before.count("--budget") == 1 and before.count("--db") == 1
+    assert before[before.index("--budget") + 1] == "40" and before[before.index("--db") + 1] == "/db/b.sqlite"
+    assert before[-1] == "--no-cost-model" and "--json" in before
+    summary = {
+        "original_ms": 2.0,
+        "best": {"time_ms": 1.0, "config": {"rows": True}},
+        "evaluated": 3,
+        "failed": 0,
+        "pruned": 1,
+        "cut_off": 1,
+        "cost_s": 4.0,
+        "cost_model": {"kendall_tau": 0.6, "pairs": 3},
+        "evaluations": [
+            {"time_ms": 2.0, "status": "ok"},
+            {"time_ms": 5.0, "status": "cut_off"},
+            {"time_ms": 3.0, "status": "ok"},
+            {"time_ms": None, "status": "pruned"},
+        ],
+    }
+    column = search_study.variant_column(summary)
+    assert column["timed"] == 3 and column["slow"] == 1 and column["speedup"] == 2.0
+    tuned = {"status": "tuned", **column}
+    rows = [{"name": "a", "study": {"before": tuned, "after": tuned, "reference": {**tuned, "best_ms": 0.95}}}]
+    totals = search_study.study_summary(rows)
+    assert totals["within_10pct_at_40"] == 1 and totals["after"]["slow_share"] == pytest.approx(1 / 3)
+    rows[0]["study"]["reference"]["best_ms"] = 0.5  # planted: 40 evaluations found twice the time
+    assert search_study.study_summary(rows)["within_10pct_at_40"] == 0
+
+
 @pytest.mark.slow
 @needs_nvcc
 def test_dry_run_offers_and_verifies_the_new_shapes(tmp_path: Path) -> None:

@@ -131,9 +131,7 @@ def test_lock_entries_outside_the_typed_checked_space_are_refused(sgemm: Path, v
 def test_of_two_writers_that_read_the_same_file_only_the_first_writes(sgemm: Path) -> None:
     """Two tuning runs judged the same content: the first writes; the second finds the
     file changed and is refused, never re-applying its result to text it did not tune."""
-    import argparse
-
-    from kxform.cli.tune_write import write_pipeline
+    from kxform.orchestrate.tune_write import write_pipeline
     from kxform.harness.spec import load_spec
     from kxform.runtime.cpu import CpuRuntime
     from kxform.search.kernel_objective import KernelObjective, MeasureOptions, TuneTarget
@@ -152,10 +150,9 @@ def test_of_two_writers_that_read_the_same_file_only_the_first_writes(sgemm: Pat
         )
         for _ in range(2)
     )
-    args = argparse.Namespace(spec=None)
-    wrote = write_pipeline(args, first, "tile{TILE=8}")
+    wrote = write_pipeline(None, first, "tile{TILE=8}")
     assert wrote["written"] == ["tile{TILE=8}"], wrote
-    refused = write_pipeline(args, second, "tile{TILE=32}")
+    refused = write_pipeline(None, second, "tile{TILE=32}")
     assert refused["written"] == [] and "changed on disk while kxform ran; not written" in refused["refused"]
     assert "#define TILE 8\n" in path.read_text()
 

@@ -144,7 +144,7 @@ def _objective(path: Path, times: dict[int | None, float], cpu) -> KernelObjecti
 @pytest.mark.slow
 @needs_nvcc
 def test_the_registered_pass_is_tuned_and_its_planted_bug_rejected(tmp_path: Path, cpu) -> None:  # type: ignore[no-untyped-def]
-    from kxform.cli.tune_result import pipeline_result
+    from kxform.orchestrate.tune_summary import pipeline_result
 
     path = _copy(tmp_path)
     objective = _objective(path, {None: 10.0, 1: 12.0, 2: 9.0, 4: 6.0, BUGGY: 1.0}, cpu)
@@ -163,7 +163,7 @@ def test_the_registered_pass_is_tuned_and_its_planted_bug_rejected(tmp_path: Pat
 @pytest.mark.slow
 @needs_nvcc
 def test_the_original_is_kept_when_nothing_verified_is_faster_beyond_the_spread(tmp_path: Path, cpu) -> None:  # type: ignore[no-untyped-def]
-    from kxform.cli.tune_result import pipeline_result
+    from kxform.orchestrate.tune_summary import pipeline_result
 
     path = _copy(tmp_path)
     objective = _objective(path, {None: 10.0, 1: 12.0, 2: 9.97, 4: 10.5, BUGGY: 1.0}, cpu)

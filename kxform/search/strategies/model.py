@@ -39,6 +39,13 @@ farthest from those evaluated (maximin distance in the parameters' positions, ov
 random sample). Random points bunch together and leave regions unseen; spread points
 give the first fit the widest view for the fewest evaluations.
 
+On a kernel's composed space the strategy is told which parameters change the parallel
+structure and, with the cost model, each row's predicted time (`SearchHints`); it then
+proposes in stages (kxform.search.stages): the structure passes' configurations in the
+predicted order, refinements of the best measured structure, then the whole space with
+hopeless structures last. A prior from similar kernels leads the structure stage. A
+recorded space has no hints, and its search is the one described here.
+
 Cost per proposal is bounded whatever the size of the space: hyperparameters are
 refitted only when the number of observations has grown by a fraction since the last
 fit (between fits the Cholesky factor grows by rows), the model is fitted on at most
@@ -75,6 +82,7 @@ from scipy.stats import kendalltau
 
 from kxform.search.gp import GaussianProcess, Hyper, fit_hyper
 from kxform.search.space import SearchSpace
+from kxform.search.stages import Stages
 from kxform.search.strategy import History, Strategy
 
 POOL_RANDOM = 128
@@ -125,7 +133,8 @@ class ModelGuided(Strategy):
             self._prior_order = np.argsort(column, kind="stable")
             sources = self.prior.columns()
             self._sources = np.where(np.isnan(sources), np.nanmean(sources, axis=1, keepdims=True), sources)
-            self.prior_weights = np.full(len(sources), 1.0 / len(sources))
+            given = np.asarray(self.prior.weights, dtype=float) if len(self.prior.weights) == len(sources) else None
+            self.prior_weights = given / given.sum() if given is not None else np.full(len(sources), 1.0 / len(sources))
             features = np.column_stack([features, _unit(column)])
         self.features = np.ascontiguousarray(features)
         self.dims = self.features.shape[1]
@@ -144,10 +153,20 @@ class ModelGuided(Strategy):
         self._neighbours = _NeighbourIndex(
             self.space.codes, np.array([p.kind != "enum" for p in self.space.params.params], dtype=bool)
         )
+        self._stages = Stages(self.space, self.hints, self.rng) if Stages.applies(self.space, self.hints) else None
 
     # ------------------------------------------------------------------ proposing
 
     def propose(self, history: History) -> int | None:
+        if self._stages is not None:  # structure before polish (kxform.search.stages)
+            stage = self._stages.next(history)
+            self.stage = stage.name
+            if stage.ranked is not None:
+                # what similar kernels measured comes before what the model predicts
+                primed = self._prior_structure(history) if len(history) + len(history.pending) <= PRIOR_INIT else None
+                return stage.ranked if primed is None else primed
+            if stage.allowed is not None:
+                history = history.restricted(stage.allowed)
         left = history.unvisited()
         if left.size == 0:
             return None
@@ -157,6 +176,20 @@ class ModelGuided(Strategy):
         if len(history) < self.initial or len(ok) < 2 or self.dims == 0:
             return self._initial(history, left)
         return self._by_model(history, left)
+
+    def _prior_structure(self, history: History) -> int | None:
+        """The unvisited structure configuration the prior ranks best, among those it
+        knows to be faster than its average (unknown rows sit at the average in its
+        order); None without a prior or such a row."""
+        if self._prior_order is None or self._stages is None or self.prior is None:
+            return None
+        structure = self._stages.structure_rows
+        for row in self._prior_order:
+            if not self.prior.known[row]:
+                return None
+            if structure[row] and not history.visited[row]:
+                return int(row)
+        return None
 
     def _initial(self, history: History, left: np.ndarray) -> int:
         """The prior's best-ranked configurations, else a space-filling design: the

@@ -12,23 +12,22 @@ an applied one.
 
 from __future__ import annotations
 
-import argparse
 import os
 from typing import Any
 
 from kxform.engine.pass_api import Outcome
+from kxform.hw import load_profile
+from kxform.log.report import WriteBack
+from kxform.orchestrate.runner import ApplyConfig, run_apply
+from kxform.runtime.gpu import GpuRuntime
 from kxform.search.kernel_objective import KernelObjective
 
 
-def write_pipeline(args: argparse.Namespace, objective: KernelObjective, pipeline: str) -> dict[str, Any]:
-    """Apply `pipeline` (`tile{TILE=32},swizzle{...}`) to the tuned kernel and write it."""
-    from kxform.orchestrate.runner import ApplyConfig, run_apply
-    from kxform.hw import load_profile
-    from kxform.log.report import WriteBack
-    from kxform.runtime.gpu import GpuRuntime
-
+def write_pipeline(spec: str | None, objective: KernelObjective, pipeline: str) -> dict[str, Any]:
+    """Apply `pipeline` (`tile{TILE=32},swizzle{...}`) to the tuned kernel and write it;
+    `spec`: the harness spec the run was given (its directory is searched for specs)."""
     target = objective.target
-    spec_dirs = (os.path.dirname(os.path.abspath(args.spec)),) if getattr(args, "spec", None) else ()
+    spec_dirs = (os.path.dirname(os.path.abspath(spec)),) if spec else ()
     config = ApplyConfig(
         pipeline=pipeline,
         hw=load_profile(target.hw),
