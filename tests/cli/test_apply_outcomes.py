@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CORPORA, run_cli
+from conftest import CORPORA, logged_remarks, run_cli
 from kxform.runtime.cpu import CpuRuntime
 from kxform.verify.differential import pick_runtime
 
@@ -61,7 +61,7 @@ def test_inconclusive_verification_writes_nothing_and_the_remark_says_why(sgemm:
     proc = run_cli("apply", "--pass", "swizzle", "--verify", "cpu", "--log", str(log), str(sgemm))
     assert sgemm.read_bytes() == before
     assert "swizzle applied to" not in proc.stderr
-    assert "swizzle not applied to 'sgemm_tiled': verify stage: VerifyInconclusive:" in proc.stderr
+    assert "swizzle not applied to 'sgemm_tiled': verify stage: VerifyInconclusive:" in logged_remarks(proc)
     remarks = [json.loads(line) for line in log.read_text().splitlines() if '"type": "remark"' in line]
     assert [r["name"] for r in remarks if r["kind"] == "Analysis"] == ["LocalityPrediction"]  # the model's figures
     details = [r["message"] for r in remarks if r["kind"] != "Analysis"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CORPORA, kxform_exe, run_cli
+from conftest import CORPORA, kxform_exe, logged_remarks, run_cli
 from kxform.locality.propose import MODEL_VERSION
 from kxform.propose.lock import Decision, load_decisions
 from kxform.propose.lockfile import digest, read_lock, render, update_lock
@@ -106,7 +106,7 @@ def test_a_replay_reproduces_the_run_byte_for_byte_without_the_proposer(
     assert applied["proposal"]["rationale"].startswith("replayed from kxform.lock: recorded decision (heuristic")
     lock_record = next(r for r in log if r["type"] == "lock")
     assert (lock_record["replayed"], lock_record["decided"], lock_record["written"]) == (5, 0, False)
-    assert "'transposeNoBankConflicts': left alone, as kxform" in done.stderr  # the short line
+    assert "'transposeNoBankConflicts': left alone, as kxform.lock" in logged_remarks(done, second)
     assert any(
         "'transposeNoBankConflicts': left alone, as kxform.lock records (heuristic)" in r["message"]
         for r in log

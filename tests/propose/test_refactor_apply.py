@@ -85,6 +85,11 @@ def _apply(path: Path, lock: Path, capsys: pytest.CaptureFixture[str]) -> tuple[
     return code, out.out + out.err
 
 
+def _log_records(log: Path) -> list[dict]:
+    """Every record of a pass log."""
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+
 def _log_kernels(path: Path) -> list[dict]:
     """The kernel records of the last run's pass log."""
     lines = (path.parent / "log.jsonl").read_text().splitlines()
@@ -259,8 +264,9 @@ def test_without_a_template_the_pass_proposes_nothing_and_says_why(
 ) -> None:
     path = _copy(tmp_path)
     before = path.read_bytes()
-    assert main(["apply", "--pass", "refactor", "--log", str(path.parent / "log.jsonl"), str(path)]) == 0
-    text = capsys.readouterr().err
+    log = path.parent / "log.jsonl"
+    assert main(["apply", "--pass", "refactor", "--log", str(log), str(path)]) == 0
+    text = capsys.readouterr().err + "\n".join(r.get("message", "") for r in _log_records(log))
     assert "refactor not applied to 'transpose_naive': a refactoring comes only from a model" in text
     assert path.read_bytes() == before
     (record,) = _log_kernels(path)
