@@ -46,11 +46,20 @@ def needs_nvcc(test: Callable[..., None]) -> Callable[..., None]:
     return pytest.mark.nvcc(pytest.mark.skipif(NVCC is None, reason=reason)(test))
 
 
+def session_root(factory: pytest.TempPathFactory) -> Path:
+    """The test session's temporary root, shared by its pytest-xdist workers (each worker's
+    base is a `popen-gwN` folder under it): content caches kept there serve every worker,
+    so a kernel one worker built is not built again by another. The caches write each
+    entry to a temporary name and rename it, so workers may share them."""
+    base = factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") and base.name.startswith("popen-gw") else base
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Keep kxform's content caches per test session, away from the user's ~/.cache."""
     if "KXFORM_CACHE_DIR" not in os.environ:
-        monkeypatch.setenv("KXFORM_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kxform-cache"))
+        monkeypatch.setenv("KXFORM_CACHE_DIR", str(session_root(tmp_path_factory) / "kxform-cache"))
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +67,7 @@ def cpu(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-de
     """A CPU runtime with a cache shared by the session's tests (skips without a compiler)."""
     from kxform.runtime.cpu import CpuOptions, CpuRuntime
 
-    runtime = CpuRuntime(CpuOptions(cache_dir=tmp_path_factory.getbasetemp() / "kxcpu-cache", workers=2))
+    runtime = CpuRuntime(CpuOptions(cache_dir=session_root(tmp_path_factory) / "kxcpu-cache", workers=2))
     ok, why = runtime.available()
     if not ok:
         pytest.skip(f"CPU runtime unavailable: {why}")

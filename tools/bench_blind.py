@@ -112,7 +112,7 @@ def copy_gbps() -> float:
     return 2 * COPY_BYTES / (sorted(times)[len(times) // 2] * 1e-3) / 1e9
 
 
-def tune(entry: dict[str, Any], budget: int, gbps: float | None, timeout: float) -> dict[str, Any]:
+def tune(entry: dict[str, Any], budget: int, gbps: float | None, timeout: float, jobs: int = 1) -> dict[str, Any]:
     row: dict[str, Any] = {"kernel": entry["kernel"], "file": entry["file"], "style": entry["style"]}
     path = spec_path(entry)
     try:
@@ -123,7 +123,7 @@ def tune(entry: dict[str, Any], budget: int, gbps: float | None, timeout: float)
     size = ",".join(f"{k}={v}" for k, v in values.items())
     with tempfile.TemporaryDirectory(prefix="kxform-blind-") as scratch:
         args = ["tune", str(BLIND / entry["file"]), "--kernel", entry["kernel"], "--spec", str(path)]
-        args += ["--budget", str(budget), "--json", "--db", str(Path(scratch) / "tuning.sqlite")]
+        args += ["--budget", str(budget), "-j", str(jobs), "--json", "--db", str(Path(scratch) / "tuning.sqlite")]
         args += ["--log", str(Path(scratch) / "log.jsonl"), "--hw", "h200"] + (["--size", size] if size else [])
         started = time.monotonic()
         try:
@@ -193,6 +193,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kernels", default="", help="comma-separated kernel names or files (default: all)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per kernel's tune (default 600)")
     parser.add_argument("--out", help="JSON results (written after every kernel)")
+    parser.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=1,
+        help="kxform tune's candidates prepared at once (wall time only; default 1)",
+    )
     opts = parser.parse_args(argv)
     chosen = entries({k.strip() for k in opts.kernels.split(",") if k.strip()})
     if opts.draft:
@@ -206,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     rows: list[dict[str, Any]] = []
     for entry in chosen:
-        rows.append(tune(entry, opts.budget, gbps, opts.timeout))
+        rows.append(tune(entry, opts.budget, gbps, opts.timeout, opts.jobs))
         print(json.dumps(rows[-1]), flush=True)
         if opts.out:
             write_atomic(
