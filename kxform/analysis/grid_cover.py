@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from kxform.analysis.solver import context, proof_context
 from kxform.frontend.c_expr import logic_text
 
 TIMEOUT_MS = 5000
@@ -59,6 +60,21 @@ def prove_cover(
     new_env: Mapping[str, int] | None = None,
 ) -> Cover:
     """Whether `new_grid` blocks of `new_items` cover what `old_grid` blocks of `old_items`
+    covered, for every value of the free names (`*_env` bind constants of each version).
+    The proof's terms live in a z3 context of its own (kxform.analysis.solver)."""
+    with proof_context():
+        return _prove_cover(old_grid, old_items, new_grid, new_items, old_env, new_env)
+
+
+def _prove_cover(
+    old_grid: str,
+    old_items: int,
+    new_grid: str,
+    new_items: int,
+    old_env: Mapping[str, int] | None = None,
+    new_env: Mapping[str, int] | None = None,
+) -> Cover:
+    """Whether `new_grid` blocks of `new_items` cover what `old_grid` blocks of `old_items`
     covered, for every value of the free names (`*_env` bind constants of each version)."""
     import z3
 
@@ -79,7 +95,7 @@ def prove_cover(
         covered = _z3(new_tree, new_env, names) * new_items
     except _Unreadable as exc:
         return Cover("unknown", f"the new grid '{new_grid}' cannot be read: {exc}")
-    solver = z3.Solver()
+    solver = z3.Solver(ctx=context())
     solver.set("timeout", TIMEOUT_MS)
     for var in names.values():
         solver.add(var >= 1, var <= LIMIT)
@@ -185,7 +201,7 @@ def _extent(node: ast.expr, items: int, env: Mapping[str, int], names: dict[str,
         if inner is None:
             return None
         for cap in caps:
-            inner = z3.If(inner < cap * items, inner, z3.IntVal(cap * items))
+            inner = z3.If(inner < cap * items, inner, z3.IntVal(cap * items, context()))
         return inner
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "ceil_div":
         if len(node.args) == 2 and _value(node.args[1], env) == items:
@@ -223,7 +239,7 @@ def _branch_extent(node: ast.expr, items: int, env: Mapping[str, int], names: di
     import z3
 
     if _value(node, env) is not None:
-        return z3.IntVal(0)
+        return z3.IntVal(0, context())
     return _extent(node, items, env, names)
 
 
@@ -251,12 +267,12 @@ def _z3(node: ast.expr, env: Mapping[str, int], names: dict[str, Any]) -> Any:
     import z3
 
     if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
-        return z3.IntVal(node.value)
+        return z3.IntVal(node.value, context())
     if isinstance(node, ast.Name):
         if node.id in env:
-            return z3.IntVal(env[node.id])
+            return z3.IntVal(env[node.id], context())
         if node.id not in names:
-            names[node.id] = z3.Int(node.id)
+            names[node.id] = z3.Int(node.id, context())
         return names[node.id]
     if isinstance(node, ast.BinOp):
         left, right = _z3(node.left, env, names), _z3(node.right, env, names)
