@@ -3,6 +3,8 @@ over recorded wire-format replies (tests/llm_replies.py)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,12 +37,17 @@ def reply(data: dict[str, Any]):  # type: ignore[no-untyped-def]
     return message([tool_use(data, name="propose_refactor")])
 
 
-def session(family: str, replies: list, timing=None, attempts: int = 1, compare=None):  # type: ignore[no-untyped-def]
+def session(family: str, replies: list, timing=None, attempts: int = 1, compare=None, placed: bool = True):  # type: ignore[no-untyped-def]
+    """A refactoring session on the naive kernel of `family`. `placed=False` leaves out the
+    spec's sizes that place buffers misaligned or overlapping (`layout`): for a template
+    written for aligned, distinct buffers, which those sizes rightly reject."""
     path = NAIVE / family / "naive.cu"
     kernel = f"{family}_naive"
     model = parse_model(read_source(path))
     hw = load_profile("h100")
     spec = load_spec(NAIVE / family / "naive.kxspec.toml").kernel(kernel)
+    if not placed:
+        spec = dataclasses.replace(spec, sizes=tuple(s for s in spec.sizes if not s.layout))
     function = next(f for f in model.functions if f.name == kernel)
     signature = model.source.data[function.params_span.start : function.params_span.end].decode()
     tool = refactor_tool(kernel, signature)

@@ -231,8 +231,13 @@ def test_misaligned_buffers_take_the_scalar_path(cpu, plant: str | None) -> None
     shifted = (GELU.parent / "shifted.cu").as_posix()
     report = _verify_sources(cpu, _shifted(GELU.read_bytes()), _shifted(new), spec, shifted)
     if plant == "no-alignment-check":
-        assert [s.status for s in report.sizes] == ["mismatch"] * len(report.sizes), [s.summary() for s in report.sizes]
-        assert all("the rewritten kernel failed where the original ran" in (s.error or "") for s in report.sizes)
+        # every size whose buffers the spec places at their own allocations is shifted off
+        # alignment; a size with a layout (`overlapping`) may shift them back onto it
+        placed = {s.name for s in load_spec(find_spec_for(GELU)).kernel("gelu_f32_naive").sizes if s.layout}
+        shifted_off = [s for s in report.sizes if s.size not in placed]
+        assert shifted_off and not report.ok
+        assert all(s.status == "mismatch" for s in shifted_off), [s.summary() for s in report.sizes]
+        assert all("the rewritten kernel failed where the original ran" in (s.error or "") for s in shifted_off)
     else:
         assert report.ok, [s.summary() for s in report.sizes]
         assert all(o.comparison.max_abs == 0 for s in report.sizes for o in s.outputs)  # bit-exact
