@@ -356,7 +356,7 @@ def test_the_model_builds_the_kernel_with_the_projects_include_dirs_and_defines(
         "--check",
         "src",
         cwd=demo,
-        env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")},
+        env={},
     )
     assert done.returncode == 1 and "would rewrite src/sgemm.cu" in done.stderr, done.stderr  # --check: 1
     remarks = logged_remarks(done, demo)

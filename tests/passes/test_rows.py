@@ -446,7 +446,7 @@ def test_apply_writes_a_verified_rewrite_from_the_command_line(tmp_path: Path) -
         "--verify",
         "cpu",
         str(path),
-        env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")},
+        env={},
     )
     assert done.returncode == 0, done.stderr
     assert path.read_bytes() == (GOLDEN / "layernorm_naive.rows32x8.cu").read_bytes()

@@ -52,7 +52,7 @@ def _with_header(folder: Path, header_dir: str = ".") -> Path:
 
 
 def _tune_write(folder: Path, *extra: str):  # type: ignore[no-untyped-def]
-    env = {"KXFORM_CACHE_DIR": str(folder / "cache"), "OPENBLAS_NUM_THREADS": "1"}
+    env = {"OPENBLAS_NUM_THREADS": "1"}
     return run_cli(
         "tune",
         "sgemm_tiled.cu",
@@ -143,7 +143,7 @@ def test_on_the_gpu_a_kernel_including_a_local_header_is_tuned_and_written(tmp_p
         pytest.skip(f"gpu runtime unavailable: {why}")
     folder = tmp_path / "k"
     path = _with_header(folder)
-    env = {"KXFORM_CACHE_DIR": str(folder / "cache")}
+    env: dict[str, str] = {}
     result = run_cli(
         "tune",
         "sgemm_tiled.cu",

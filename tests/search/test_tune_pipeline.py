@@ -61,7 +61,7 @@ def write_times(path: Path, source: Path, passes: tuple[str, ...] | None) -> dic
 
 
 def _tune(cwd: Path, *args: str):  # type: ignore[no-untyped-def]
-    env = {"KXFORM_CACHE_DIR": str(cwd / "cache"), "OPENBLAS_NUM_THREADS": "1"}
+    env = {"OPENBLAS_NUM_THREADS": "1"}
     return run_cli("tune", *args, "--db", str(cwd / "t.sqlite"), cwd=cwd, env=env, timeout=600)
 
 

@@ -38,7 +38,7 @@ def examples(tmp_path: Path) -> Path:
 
 
 def _tune(folder: Path, *args: str):  # type: ignore[no-untyped-def]
-    env = {"KXFORM_CACHE_DIR": str(folder / "cache"), "OPENBLAS_NUM_THREADS": "1"}
+    env = {"OPENBLAS_NUM_THREADS": "1"}
     return run_cli(
         "tune", "gemm_naive.cu", "--kernel", "gemm_naive", *args, "--db", "t.sqlite", cwd=folder, env=env, timeout=600
     )
