@@ -32,7 +32,7 @@ void run_blend(const float* a, const float* b, float* out, float t, int n) {
 
 
 def _optimize(cwd: Path, *args: str):  # type: ignore[no-untyped-def]
-    env = {"OPENBLAS_NUM_THREADS": "1"}
+    env = {"KXFORM_CACHE_DIR": str(cwd / "cache"), "OPENBLAS_NUM_THREADS": "1"}
     return run_cli("optimize", "blend.cu", "--kernel", "blend", *args, cwd=cwd, env=env, timeout=900)
 
 

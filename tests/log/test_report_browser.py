@@ -137,7 +137,7 @@ def test_tune_report_renders(tmp_path: Path) -> None:
         "--log",
         "t.jsonl",
         cwd=tmp_path,
-        env={},
+        env={"KXFORM_CACHE_DIR": str(tmp_path / "c")},
     )
     assert proc.returncode == 0, proc.stderr
     page = _report(tmp_path, tmp_path / "t.jsonl", "tune")

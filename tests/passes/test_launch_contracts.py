@@ -144,7 +144,7 @@ def test_tune_write_from_a_recording_is_refused_where_the_grid_does_not_follow(t
         "replay:rec.json",
         "--write",
         cwd=tmp_path,
-        env={},
+        env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")},
         timeout=600,
     )
     assert done.returncode == 1 and (tmp_path / "scale.cu").read_bytes() == before

@@ -43,7 +43,7 @@ def sgemm(tmp_path: Path) -> Path:
 
 
 def _tune_write(folder: Path, *extra: str):  # type: ignore[no-untyped-def]
-    env = {"OPENBLAS_NUM_THREADS": "1"}
+    env = {"KXFORM_CACHE_DIR": str(folder / "cache"), "OPENBLAS_NUM_THREADS": "1"}
     return run_cli(
         "tune",
         "sgemm_tiled.cu",
@@ -120,7 +120,7 @@ def test_lock_entries_outside_the_typed_checked_space_are_refused(sgemm: Path, v
         str(record),
         "sgemm_tiled.cu",
         cwd=sgemm,
-        env={},
+        env={"KXFORM_CACHE_DIR": str(sgemm / "cache")},
     )
     assert done.returncode == 1 and why in logged_remarks(done, sgemm), done.stderr
     assert (sgemm / "sgemm_tiled.cu").read_bytes() == before

@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "k.cu").write_text(KERNEL_SOURCE)
     write_recording(tmp_path)
+    monkeypatch.setenv("KXFORM_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

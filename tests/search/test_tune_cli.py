@@ -20,7 +20,7 @@ def workdir(tmp_path: Path) -> Path:
 
 
 def tune(workdir: Path, *args: str):  # type: ignore[no-untyped-def]
-    env = {"OPENBLAS_NUM_THREADS": "1"}
+    env = {"KXFORM_CACHE_DIR": str(workdir / "cache"), "OPENBLAS_NUM_THREADS": "1"}
     return run_cli("tune", "k.cu", "--kernel", "synth_kernel", *args, cwd=workdir, env=env, timeout=120)
 
 
@@ -98,7 +98,7 @@ def test_bad_recording_and_kernel(workdir: Path) -> None:
         "--objective",
         "replay:synth_A.json.gz",
         cwd=workdir,
-        env={},
+        env={"KXFORM_CACHE_DIR": str(workdir / "cache")},
     )
     assert other.returncode == 2 and "no kernel 'other' (kernels: synth_kernel)" in other.stderr
 

@@ -249,7 +249,7 @@ def test_tune_without_a_gpu_says_so_in_one_line(tmp_path: Path) -> None:
 )
 def test_bad_gpu_options_are_one_line_errors(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
     path = _copy(tmp_path, planted=False)
-    proc = run_cli("tune", str(path), "--kernel", "sgemm_tiled", *args, env={})
+    proc = run_cli("tune", str(path), "--kernel", "sgemm_tiled", *args, env={"KXFORM_CACHE_DIR": str(tmp_path / "c")})
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"kxform: error: {message}")
 
@@ -296,7 +296,7 @@ def test_tune_on_the_gpu_times_verified_configurations_and_rejects_the_plant(tmp
         str(tmp_path / "t.sqlite"),
         "--log",
         str(tmp_path / "t.jsonl"),
-        env={},
+        env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")},
         timeout=900,
     )
     assert proc.returncode == 0, proc.stderr
@@ -337,7 +337,7 @@ def test_tile_and_swizzle_together_on_the_gpu(tmp_path: Path) -> None:
         str(tmp_path / "t.sqlite"),
         "--log",
         str(tmp_path / "t.jsonl"),
-        env={},
+        env={"KXFORM_CACHE_DIR": str(tmp_path / "cache")},
         timeout=900,
     )
     assert proc.returncode == 0, proc.stderr
