@@ -196,7 +196,7 @@ def render(plan: DraftPlan, over_allocate: bool, spec_dir: str | None = None) ->
                 )
         else:
             add('kind = "scalar"')
-            add(f'dtype = "{dtype or "int32"}"')
+            add(f'dtype = "{dtype or "int32"}"', "" if dtype else f"scalar type {base!r} has no spec dtype")
             add(
                 f'value = "{param.name}"'
                 if param.name in plan.size_vars

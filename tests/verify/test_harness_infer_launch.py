@@ -281,3 +281,29 @@ def test_a_draft_whose_measuring_run_failed_says_its_sizes_are_guesses(tmp_path:
     (tmp_path / "k.cu").write_text(FAILS_ON_EVERY_RUN.replace("int z = n / (n + 1);", "int z = 1 + n / (n + 1);"))
     fine = run_cli("harness", "infer", "k.cu", "--kernel", "idiv", cwd=tmp_path)
     assert fine.returncode == 0 and "warning" not in fine.stderr and "WARNING" not in fine.stdout, fine.stderr
+
+
+LONG_COUNT = """__global__ void gelu_long(float* y, const float* x, long n) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
+        y[i] = 0.5f * x[i];
+}
+
+void gelu(float* y, const float* x, long n) { gelu_long<<<1024, 256>>>(y, x, n); }
+"""
+
+
+@pytest.mark.parametrize("ctype", ["long", "unsigned long", "ptrdiff_t", "size_t"])
+def test_a_64_bit_count_is_drafted_as_one_and_measured(tmp_path: Path, ctype: str) -> None:
+    """A `long` count (LP64: 8 bytes) was drafted as int32, so the measuring run failed
+    (`the kernel parameter has 8 bytes but the scalar given has 4`) and the sizes were
+    guesses; a scalar type with no spec dtype is a line to fill in, never a silent int32."""
+    path = tmp_path / "g.cu"
+    path.write_text(LONG_COUNT.replace("long n", f"{ctype} n"))
+    draft = infer_spec(SourceText(str(path), path.read_bytes()), "gelu_long")
+    scalar = draft.text.split('name = "n"')[1].split("[[")[0]
+    assert 'dtype = "int64"' in scalar or 'dtype = "uint64"' in scalar, scalar
+    assert "measuring run failed" not in draft.text
+    unknown = infer_spec(
+        SourceText(str(path), path.read_bytes().replace(ctype.encode() + b" n", b"idx_t n")), "gelu_long"
+    )
+    assert "fill in: scalar type 'idx_t' has no spec dtype" in unknown.text
