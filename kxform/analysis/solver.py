@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-_LOCK = threading.RLock()
+PROOF_LOCK = threading.RLock()
+"""Held by a proof while it runs (re-entrant: a caller may hold it around a cache check)."""
 _LOCAL = threading.local()
 
 
@@ -25,7 +26,7 @@ def proof_context() -> Iterator[Any]:
     returns it on this thread until the block ends."""
     import z3
 
-    with _LOCK:
+    with PROOF_LOCK:
         previous = getattr(_LOCAL, "context", None)
         _LOCAL.context = z3.Context()
         try:

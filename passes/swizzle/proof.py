@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import z3
 
+from kxform.analysis.solver import PROOF_LOCK, context, proof_context
 from kxform.cache import cache_root, content_key
 from kxform.fileio import write_atomic
 from kxform.passes.swizzle.formula import Binary, Call, Formula, Node, Num, Unary, Var, show
@@ -47,17 +48,11 @@ PROVER_VERSION = "1"
 
 _W = 32
 
-_SOLVER_LOCK = threading.Lock()
-"""One proof at a time (the tuner prepares candidates on worker threads)."""
-_LOCAL = threading.local()
-
 
 def _ctx() -> z3.Context:
-    """The z3 context of the proof running on this thread. Every proof has a context of its
-    own: z3's default context is shared by all threads and its reference counts are not
-    thread-safe, so terms freed late on another thread (an exception's traceback) while a
-    proof runs there corrupted it (a segfault or 'unreachable' in a tuning run)."""
-    return _LOCAL.context  # type: ignore[no-any-return]
+    """The z3 context of the proof running on this thread (kxform.analysis.solver: z3's
+    shared default context corrupted under the tuner's worker threads)."""
+    return context()  # type: ignore[no-any-return]
 
 
 class ProofFailed(Exception):
@@ -323,7 +318,7 @@ def prove_formula(formula: Formula) -> ProofReport:
     marker = cache_root() / "proof" / f"{key}.ok"
     if marker.exists():
         return ProofReport(marker.read_text(encoding="utf-8"), cached=True)
-    with _SOLVER_LOCK:
+    with PROOF_LOCK:
         if marker.exists():  # proven by another thread while this one waited
             return ProofReport(marker.read_text(encoding="utf-8"), cached=True)
         detail = _prove(formula)
@@ -408,11 +403,8 @@ def _prove_linear(formula: Formula, name: str) -> str:
 
 @functools.lru_cache(maxsize=256)
 def _prove(formula: Formula) -> str:
-    _LOCAL.context = z3.Context()
-    try:
+    with proof_context():
         return _prove_in_context(formula)
-    finally:
-        _LOCAL.context = None
 
 
 def _prove_in_context(formula: Formula) -> str:
